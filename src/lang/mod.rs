@@ -1,0 +1,3 @@
+//! The DSRV frontend: lexer, parser, arena AST, diagnostics and checker.
+
+pub mod types;

@@ -1,0 +1,48 @@
+//! DSRV types as written in declarations and inferred by the checker.
+
+use std::fmt;
+
+/// A DSRV type. `Any` is the type of an unannotated input and of anything
+/// whose type cannot be known statically.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Type {
+    Int,
+    Float,
+    Bool,
+    Str,
+    Unit,
+    Any,
+}
+
+impl Type {
+    /// Parses a type name as written in a declaration.
+    pub fn from_name(name: &str) -> Option<Type> {
+        Some(match name {
+            "Int" => Type::Int,
+            "Float" => Type::Float,
+            "Bool" => Type::Bool,
+            "Str" => Type::Str,
+            "Unit" => Type::Unit,
+            "Any" => Type::Any,
+            _ => return None,
+        })
+    }
+
+    pub fn is_numeric(self) -> bool {
+        matches!(self, Type::Int | Type::Float)
+    }
+}
+
+impl fmt::Display for Type {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let name = match self {
+            Type::Int => "Int",
+            Type::Float => "Float",
+            Type::Bool => "Bool",
+            Type::Str => "Str",
+            Type::Unit => "Unit",
+            Type::Any => "Any",
+        };
+        f.write_str(name)
+    }
+}

@@ -1,0 +1,3 @@
+//! The `vigil` command-line tool.
+
+fn main() {}

@@ -1,0 +1,129 @@
+//! Runtime values of DSRV streams and the three-way state of a stream at a step.
+
+use std::fmt;
+use std::sync::Arc;
+
+/// A present value carried by a stream at one step.
+#[derive(Clone, Debug)]
+pub enum Value {
+    Int(i64),
+    Float(f64),
+    Bool(bool),
+    Str(Arc<str>),
+    Unit,
+}
+
+impl Value {
+    /// Structural equality with no numeric coercion (`Int(1) != Float(1.0)`).
+    /// Floats compare by IEEE `==`, so `NaN != NaN`, exactly as the
+    /// Trustworthiness Checker does.
+    pub fn structural_eq(&self, other: &Value) -> bool {
+        match (self, other) {
+            (Value::Int(a), Value::Int(b)) => a == b,
+            (Value::Float(a), Value::Float(b)) => a == b,
+            (Value::Bool(a), Value::Bool(b)) => a == b,
+            (Value::Str(a), Value::Str(b)) => a == b,
+            (Value::Unit, Value::Unit) => true,
+            _ => false,
+        }
+    }
+
+    /// The name of the value's runtime type, as used in diagnostics.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Value::Int(_) => "Int",
+            Value::Float(_) => "Float",
+            Value::Bool(_) => "Bool",
+            Value::Str(_) => "Str",
+            Value::Unit => "Unit",
+        }
+    }
+}
+
+/// Bitwise equality: the relation the tiers must agree on (`NaN` equals a
+/// `NaN` with the same bits, `0.0` differs from `-0.0`).
+impl PartialEq for Value {
+    fn eq(&self, other: &Value) -> bool {
+        match (self, other) {
+            (Value::Float(a), Value::Float(b)) => a.to_bits() == b.to_bits(),
+            _ => self.structural_eq(other),
+        }
+    }
+}
+
+/// The Trustworthiness Checker's rendering: `Int(3)`, `Float(2.0)`,
+/// `Bool(true)`, `Str("a")`, `Unit`. Floats use Rust's `{:?}` form.
+impl fmt::Display for Value {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Value::Int(i) => write!(f, "Int({i})"),
+            Value::Float(x) => write!(f, "Float({x:?})"),
+            Value::Bool(b) => write!(f, "Bool({b})"),
+            Value::Str(s) => write!(f, "Str({:?})", &**s),
+            Value::Unit => write!(f, "Unit"),
+        }
+    }
+}
+
+/// What a stream holds at one step (DESIGN §2.1): a value, no event
+/// (`NoVal`: an absent input), or not enough history (`Deferred`, ⊥).
+#[derive(Clone, Debug, PartialEq, Default)]
+pub enum Sample {
+    #[default]
+    NoVal,
+    Deferred,
+    Value(Value),
+}
+
+impl Sample {
+    pub fn is_noval(&self) -> bool {
+        matches!(self, Sample::NoVal)
+    }
+
+    pub fn value(&self) -> Option<&Value> {
+        match self {
+            Sample::Value(v) => Some(v),
+            _ => None,
+        }
+    }
+}
+
+impl From<Value> for Sample {
+    fn from(v: Value) -> Sample {
+        Sample::Value(v)
+    }
+}
+
+/// Text rendering of a printed sample: the value, or `Deferred` for ⊥.
+/// `NoVal` is never printed by the writers; it renders as `NoVal` for
+/// debugging only.
+impl fmt::Display for Sample {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Sample::NoVal => write!(f, "NoVal"),
+            Sample::Deferred => write!(f, "Deferred"),
+            Sample::Value(v) => v.fmt(f),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_like_the_trustworthiness_checker() {
+        assert_eq!(Value::Float(1e16).to_string(), "Float(1e16)");
+        assert_eq!(Value::Float(3e15).to_string(), "Float(3000000000000000.0)");
+        assert_eq!(Value::Float(f64::NAN).to_string(), "Float(NaN)");
+        assert_eq!(Value::Str("a\"b".into()).to_string(), "Str(\"a\\\"b\")");
+        assert_eq!(Sample::Deferred.to_string(), "Deferred");
+    }
+
+    #[test]
+    fn structural_equality_does_not_coerce() {
+        assert!(!Value::Int(1).structural_eq(&Value::Float(1.0)));
+        assert!(!Value::Float(f64::NAN).structural_eq(&Value::Float(f64::NAN)));
+        assert_eq!(Value::Float(f64::NAN), Value::Float(f64::NAN));
+    }
+}
