@@ -1,0 +1,3 @@
+//! Criterion benches of the canonical tier beside hand-written baselines.
+
+fn main() {}

@@ -1,0 +1,1 @@
+//! The integration-test binary.
