@@ -1,7 +1,13 @@
 //! vigil: a stream runtime-verification monitor engine for DSRV specifications.
 
+pub mod canonical;
+pub mod error;
 pub mod lang;
+pub mod monitor;
+pub mod plan;
 pub mod trace;
 pub mod value;
 
+pub use error::RuntimeError;
+pub use monitor::{Monitor, Spec, Stats, Tier};
 pub use value::{Sample, Value};

@@ -1,0 +1,74 @@
+//! Runtime errors: a specification's fault at a step, as a value (never a panic).
+
+use std::fmt;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ErrorKind {
+    IntegerOverflow,
+    DivisionByZero,
+    InvalidOperand,
+}
+
+impl ErrorKind {
+    pub fn describe(self) -> &'static str {
+        match self {
+            ErrorKind::IntegerOverflow => "integer overflow",
+            ErrorKind::DivisionByZero => "integer division by zero",
+            ErrorKind::InvalidOperand => "invalid operand",
+        }
+    }
+}
+
+/// A fault raised by one operation, before it is attributed to a stream
+/// and a step.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Fault {
+    pub kind: ErrorKind,
+    /// The operation, as a noun: `addition`, `division`, `remainder`, …
+    pub op: &'static str,
+    /// For invalid operands, the offending values.
+    pub detail: Option<String>,
+}
+
+impl Fault {
+    pub fn new(kind: ErrorKind, op: &'static str) -> Fault {
+        Fault {
+            kind,
+            op,
+            detail: None,
+        }
+    }
+
+    pub fn at(self, stream: &str, step: u64) -> RuntimeError {
+        RuntimeError {
+            kind: self.kind,
+            op: self.op,
+            detail: self.detail,
+            stream: stream.to_string(),
+            step,
+        }
+    }
+}
+
+/// A runtime error: what went wrong, in which stream, at which step. Every
+/// tier reports the same one for the same specification and trace.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RuntimeError {
+    pub kind: ErrorKind,
+    pub op: &'static str,
+    pub detail: Option<String>,
+    pub stream: String,
+    pub step: u64,
+}
+
+impl fmt::Display for RuntimeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} in {}", self.kind.describe(), self.op)?;
+        if let Some(d) = &self.detail {
+            write!(f, ": {d}")?;
+        }
+        write!(f, " (stream `{}`, step {})", self.stream, self.step)
+    }
+}
+
+impl std::error::Error for RuntimeError {}

@@ -1,0 +1,240 @@
+//! The arena AST of a DSRV specification: expressions and declarations addressed by `u32` ids.
+
+use super::diag::Span;
+use super::types::Type;
+use std::sync::Arc;
+
+/// An expression in `Ast::exprs`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ExprId(pub u32);
+
+impl ExprId {
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum UnOp {
+    Neg,
+    Not,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BinOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Rem,
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    And,
+    Or,
+    Implies,
+    Concat,
+}
+
+impl BinOp {
+    pub fn symbol(self) -> &'static str {
+        match self {
+            BinOp::Add => "+",
+            BinOp::Sub => "-",
+            BinOp::Mul => "*",
+            BinOp::Div => "/",
+            BinOp::Rem => "%",
+            BinOp::Eq => "==",
+            BinOp::Ne => "!=",
+            BinOp::Lt => "<",
+            BinOp::Le => "<=",
+            BinOp::Gt => ">",
+            BinOp::Ge => ">=",
+            BinOp::And => "&&",
+            BinOp::Or => "||",
+            BinOp::Implies => "=>",
+            BinOp::Concat => "++",
+        }
+    }
+
+    pub fn is_arithmetic(self) -> bool {
+        matches!(
+            self,
+            BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div | BinOp::Rem
+        )
+    }
+
+    pub fn is_ordering(self) -> bool {
+        matches!(self, BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge)
+    }
+
+    pub fn is_logic(self) -> bool {
+        matches!(self, BinOp::And | BinOp::Or | BinOp::Implies)
+    }
+}
+
+/// The builtin functions of DSRV (and vigil's math additions).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Builtin {
+    Default,
+    IsDefined,
+    When,
+    Init,
+    Latch,
+    Update,
+    Sin,
+    Cos,
+    Tan,
+    Abs,
+    Sqrt,
+    Min,
+    Max,
+    Floor,
+    Ceil,
+}
+
+impl Builtin {
+    pub const ALL: [Builtin; 15] = [
+        Builtin::Default,
+        Builtin::IsDefined,
+        Builtin::When,
+        Builtin::Init,
+        Builtin::Latch,
+        Builtin::Update,
+        Builtin::Sin,
+        Builtin::Cos,
+        Builtin::Tan,
+        Builtin::Abs,
+        Builtin::Sqrt,
+        Builtin::Min,
+        Builtin::Max,
+        Builtin::Floor,
+        Builtin::Ceil,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Builtin::Default => "default",
+            Builtin::IsDefined => "is_defined",
+            Builtin::When => "when",
+            Builtin::Init => "init",
+            Builtin::Latch => "latch",
+            Builtin::Update => "update",
+            Builtin::Sin => "sin",
+            Builtin::Cos => "cos",
+            Builtin::Tan => "tan",
+            Builtin::Abs => "abs",
+            Builtin::Sqrt => "sqrt",
+            Builtin::Min => "min",
+            Builtin::Max => "max",
+            Builtin::Floor => "floor",
+            Builtin::Ceil => "ceil",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Builtin> {
+        Builtin::ALL.into_iter().find(|b| b.name() == name)
+    }
+
+    pub fn arity(self) -> usize {
+        match self {
+            Builtin::Default
+            | Builtin::Init
+            | Builtin::Latch
+            | Builtin::Update
+            | Builtin::Min
+            | Builtin::Max => 2,
+            _ => 1,
+        }
+    }
+
+    /// Builtins that keep state across steps (they make a stream non-static).
+    pub fn is_stateful(self) -> bool {
+        matches!(
+            self,
+            Builtin::When | Builtin::Init | Builtin::Latch | Builtin::Update
+        )
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum ExprKind {
+    Int(i64),
+    Float(f64),
+    Bool(bool),
+    Str(Arc<str>),
+    Unit,
+    Name(String),
+    Unary(UnOp, ExprId),
+    Binary(BinOp, ExprId, ExprId),
+    If(ExprId, ExprId, ExprId),
+    Offset(ExprId, u32),
+    Call(Builtin, Vec<ExprId>),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct ExprData {
+    pub kind: ExprKind,
+    pub span: Span,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeclKind {
+    Input,
+    Output,
+    Aux,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Decl {
+    /// `in x: T`, `out y`, `aux a: T`.
+    Stream {
+        kind: DeclKind,
+        name: String,
+        name_span: Span,
+        ty: Option<(Type, Span)>,
+    },
+    /// `y = expr`.
+    Def {
+        name: String,
+        name_span: Span,
+        expr: ExprId,
+    },
+}
+
+/// A parsed specification. Expressions live in one arena; declarations keep
+/// source order.
+#[derive(Clone, Debug, Default)]
+pub struct Ast {
+    pub exprs: Vec<ExprData>,
+    pub decls: Vec<Decl>,
+    /// Every name token in source order (name, span): used for the output
+    /// order, which is the order of first mention in the spec text.
+    pub mentions: Vec<(String, Span)>,
+}
+
+impl Ast {
+    pub fn expr(&self, id: ExprId) -> &ExprData {
+        &self.exprs[id.index()]
+    }
+
+    pub fn push(&mut self, kind: ExprKind, span: Span) -> ExprId {
+        let id = ExprId(self.exprs.len() as u32);
+        self.exprs.push(ExprData { kind, span });
+        id
+    }
+
+    /// The direct sub-expressions of `id`, in evaluation order.
+    pub fn children(&self, id: ExprId) -> Vec<ExprId> {
+        match &self.expr(id).kind {
+            ExprKind::Unary(_, a) | ExprKind::Offset(a, _) => vec![*a],
+            ExprKind::Binary(_, a, b) => vec![*a, *b],
+            ExprKind::If(c, a, b) => vec![*c, *a, *b],
+            ExprKind::Call(_, args) => args.clone(),
+            _ => Vec::new(),
+        }
+    }
+}

@@ -1,0 +1,781 @@
+//! The checker (DESIGN §2.2): names, definitions, types, same-step cycles and scalar signatures.
+//!
+//! It turns an `Ast` into a `CheckedSpec`: a stream arena (`StreamId`) with
+//! each stream's kind, declared and inferred type and `ScalarSignature`, plus
+//! side tables keyed by `ExprId` (resolved stream of each name, type and
+//! signature of each expression). Every error of a spec is collected.
+
+use super::ast::*;
+use super::diag::{Diagnostic, Span};
+use super::types::Type;
+use std::collections::HashMap;
+use std::fmt;
+
+/// A stream (input, output or aux) in `CheckedSpec::streams`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct StreamId(pub u32);
+
+impl StreamId {
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+/// The representation every value of a stream or node is guaranteed to have
+/// (DESIGN §2.2). It is not the type: a Float-typed node may carry Ints, and
+/// then its signature is `NotScalar`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ScalarSignature {
+    I64,
+    F64,
+    B1,
+    NotScalar,
+}
+
+impl fmt::Display for ScalarSignature {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ScalarSignature::I64 => "i64",
+            ScalarSignature::F64 => "f64",
+            ScalarSignature::B1 => "b1",
+            ScalarSignature::NotScalar => "none",
+        })
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct StreamData {
+    pub name: String,
+    pub kind: DeclKind,
+    pub declared: Option<Type>,
+    /// The declared type, else the inferred one.
+    pub ty: Type,
+    pub def: Option<ExprId>,
+    pub decl_span: Span,
+    pub sig: ScalarSignature,
+}
+
+/// A specification that passed every check.
+#[derive(Clone, Debug)]
+pub struct CheckedSpec {
+    pub file: String,
+    pub source: String,
+    pub ast: Ast,
+    pub streams: Vec<StreamData>,
+    /// For every `ExprKind::Name`, the stream it refers to.
+    pub expr_stream: Vec<Option<StreamId>>,
+    pub expr_type: Vec<Type>,
+    pub expr_sig: Vec<ScalarSignature>,
+    /// Input streams in declaration order (the columns of a row).
+    pub inputs: Vec<StreamId>,
+    /// Output streams in print order: the order in which each name is first
+    /// mentioned in the spec text.
+    pub outputs: Vec<StreamId>,
+    /// Defined streams in declaration order.
+    pub defined: Vec<StreamId>,
+}
+
+impl CheckedSpec {
+    pub fn stream(&self, id: StreamId) -> &StreamData {
+        &self.streams[id.index()]
+    }
+
+    pub fn stream_by_name(&self, name: &str) -> Option<StreamId> {
+        self.streams
+            .iter()
+            .position(|s| s.name == name)
+            .map(|i| StreamId(i as u32))
+    }
+
+    pub fn stream_ids(&self) -> impl Iterator<Item = StreamId> + '_ {
+        (0..self.streams.len() as u32).map(StreamId)
+    }
+}
+
+/// Checks a parsed specification; returns every error found.
+pub fn check(file: &str, source: &str, ast: Ast) -> Result<CheckedSpec, Vec<Diagnostic>> {
+    let mut cx = Checker {
+        ast: &ast,
+        source,
+        errors: Vec::new(),
+        streams: Vec::new(),
+        by_name: HashMap::new(),
+        expr_stream: vec![None; ast.exprs.len()],
+    };
+    cx.collect_streams();
+    cx.resolve_names();
+    if !cx.errors.is_empty() {
+        return Err(sorted(cx.errors));
+    }
+    let expr_type = cx.infer_types();
+    cx.check_cycles();
+    if !cx.errors.is_empty() {
+        return Err(sorted(cx.errors));
+    }
+    let expr_sig = cx.signatures();
+    let Checker {
+        streams,
+        expr_stream,
+        ..
+    } = cx;
+    let inputs = ids_where(&streams, |s| s.kind == DeclKind::Input);
+    let defined = ids_where(&streams, |s| s.def.is_some());
+    let mut outputs: Vec<StreamId> = Vec::new();
+    for (name, _) in &ast.mentions {
+        if let Some(i) = streams
+            .iter()
+            .position(|s| &s.name == name && s.kind == DeclKind::Output)
+        {
+            let id = StreamId(i as u32);
+            if !outputs.contains(&id) {
+                outputs.push(id);
+            }
+        }
+    }
+    Ok(CheckedSpec {
+        file: file.to_string(),
+        source: source.to_string(),
+        ast,
+        streams,
+        expr_stream,
+        expr_type,
+        expr_sig,
+        inputs,
+        outputs,
+        defined,
+    })
+}
+
+fn ids_where(streams: &[StreamData], f: impl Fn(&StreamData) -> bool) -> Vec<StreamId> {
+    (0..streams.len())
+        .filter(|&i| f(&streams[i]))
+        .map(|i| StreamId(i as u32))
+        .collect()
+}
+
+fn sorted(mut errors: Vec<Diagnostic>) -> Vec<Diagnostic> {
+    errors.sort_by_key(|d| d.span.start);
+    errors
+}
+
+struct Checker<'a> {
+    ast: &'a Ast,
+    source: &'a str,
+    errors: Vec<Diagnostic>,
+    streams: Vec<StreamData>,
+    by_name: HashMap<String, StreamId>,
+    expr_stream: Vec<Option<StreamId>>,
+}
+
+fn kind_word(kind: DeclKind) -> &'static str {
+    match kind {
+        DeclKind::Input => "input",
+        DeclKind::Output => "output",
+        DeclKind::Aux => "aux stream",
+    }
+}
+
+impl Checker<'_> {
+    fn collect_streams(&mut self) {
+        for decl in &self.ast.decls {
+            if let Decl::Stream {
+                kind,
+                name,
+                name_span,
+                ty,
+            } = decl
+            {
+                if let Some(&prev) = self.by_name.get(name) {
+                    let prev = &self.streams[prev.index()];
+                    self.errors.push(
+                        Diagnostic::new(*name_span, format!("`{name}` is declared twice"))
+                            .with_hint(format!(
+                                "it is already declared as an {} on line {}",
+                                kind_word(prev.kind),
+                                super::diag::line_col(self.source, prev.decl_span.start as usize).0
+                            )),
+                    );
+                    continue;
+                }
+                let id = StreamId(self.streams.len() as u32);
+                self.by_name.insert(name.clone(), id);
+                self.streams.push(StreamData {
+                    name: name.clone(),
+                    kind: *kind,
+                    declared: ty.map(|(t, _)| t),
+                    ty: ty.map_or(Type::Any, |(t, _)| t),
+                    def: None,
+                    decl_span: *name_span,
+                    sig: ScalarSignature::NotScalar,
+                });
+            }
+        }
+        for decl in &self.ast.decls {
+            if let Decl::Def {
+                name,
+                name_span,
+                expr,
+            } = decl
+            {
+                let Some(&id) = self.by_name.get(name) else {
+                    self.errors.push(
+                        Diagnostic::new(
+                            *name_span,
+                            format!("`{name}` is defined but never declared"),
+                        )
+                        .with_hint(format!(
+                            "declare it with `out {name}` (printed) or `aux {name}` (not printed)"
+                        )),
+                    );
+                    continue;
+                };
+                let s = &mut self.streams[id.index()];
+                if s.kind == DeclKind::Input {
+                    self.errors.push(
+                        Diagnostic::new(*name_span, format!("input `{name}` cannot be defined"))
+                            .with_hint("inputs take their values from the trace; declare a separate `out` stream"),
+                    );
+                } else if s.def.is_some() {
+                    self.errors.push(Diagnostic::new(
+                        *name_span,
+                        format!("`{name}` is defined twice"),
+                    ));
+                } else {
+                    s.def = Some(*expr);
+                }
+            }
+        }
+        for s in &self.streams {
+            if s.kind != DeclKind::Input && s.def.is_none() {
+                self.errors.push(
+                    Diagnostic::new(
+                        s.decl_span,
+                        format!("{} `{}` has no definition", kind_word(s.kind), s.name),
+                    )
+                    .with_hint(format!("define it with `{} = <expression>`", s.name)),
+                );
+            }
+        }
+    }
+
+    fn resolve_names(&mut self) {
+        for (i, e) in self.ast.exprs.iter().enumerate() {
+            if let ExprKind::Name(n) = &e.kind {
+                match self.by_name.get(n) {
+                    Some(&id) => self.expr_stream[i] = Some(id),
+                    None => self.errors.push(
+                        Diagnostic::new(e.span, format!("unknown stream `{n}`"))
+                            .with_hint(format!("declare it, e.g. `in {n}: Int`")),
+                    ),
+                }
+            }
+        }
+    }
+
+    /// Infers stream and expression types by iterating to a fixpoint over the
+    /// streams (recursion through offsets needs it), then reports type errors
+    /// in one final pass so that no error is reported from a partial state.
+    fn infer_types(&mut self) -> Vec<Type> {
+        let n = self.streams.len();
+        let mut inferred: Vec<Option<Type>> = self
+            .streams
+            .iter()
+            .map(|s| {
+                if s.kind == DeclKind::Input {
+                    Some(s.ty)
+                } else {
+                    None
+                }
+            })
+            .collect();
+        let mut table = vec![None; self.ast.exprs.len()];
+        for _round in 0..(3 * n + 3) {
+            let mut changed = false;
+            for i in 0..n {
+                let Some(def) = self.streams[i].def else {
+                    continue;
+                };
+                let mut sink = Vec::new();
+                let t = self.infer(def, &inferred, &mut table, &mut sink);
+                if t != inferred[i] {
+                    inferred[i] = t;
+                    changed = true;
+                }
+            }
+            if !changed {
+                break;
+            }
+        }
+        let mut errors = Vec::new();
+        for i in 0..n {
+            let Some(def) = self.streams[i].def else {
+                continue;
+            };
+            let t = self.infer(def, &inferred, &mut table, &mut errors);
+            let s = &mut self.streams[i];
+            match (s.declared, t) {
+                (Some(d), Some(t)) if d != Type::Any && t != Type::Any && d != t => {
+                    errors.push(
+                        Diagnostic::new(
+                            self.ast.expr(def).span,
+                            format!(
+                                "`{}` is declared {d} but its definition has type {t}",
+                                s.name
+                            ),
+                        )
+                        .with_hint(format!("change the declaration to `{t}` or the definition")),
+                    );
+                }
+                (Some(_), _) => {}
+                (None, t) => s.ty = t.unwrap_or(Type::Any),
+            }
+        }
+        self.errors.extend(errors);
+        table.into_iter().map(|t| t.unwrap_or(Type::Any)).collect()
+    }
+
+    /// The type a reference to stream `id` has: declared, else inferred so far.
+    fn stream_type(&self, id: StreamId, inferred: &[Option<Type>]) -> Option<Type> {
+        self.streams[id.index()].declared.or(inferred[id.index()])
+    }
+
+    fn infer(
+        &self,
+        e: ExprId,
+        inferred: &[Option<Type>],
+        table: &mut Vec<Option<Type>>,
+        errs: &mut Vec<Diagnostic>,
+    ) -> Option<Type> {
+        let data = self.ast.expr(e);
+        let span = data.span;
+        let t = match &data.kind {
+            ExprKind::Int(_) => Some(Type::Int),
+            ExprKind::Float(_) => Some(Type::Float),
+            ExprKind::Bool(_) => Some(Type::Bool),
+            ExprKind::Str(_) => Some(Type::Str),
+            ExprKind::Unit => Some(Type::Unit),
+            ExprKind::Name(_) => {
+                self.expr_stream[e.index()].and_then(|id| self.stream_type(id, inferred))
+            }
+            ExprKind::Offset(a, _) => self.infer(*a, inferred, table, errs),
+            ExprKind::Unary(op, a) => {
+                let ta = self.infer(*a, inferred, table, errs);
+                match op {
+                    UnOp::Neg => numeric_unary(ta, "-", span, errs),
+                    UnOp::Not => {
+                        expect_bool(ta, "!", span, errs);
+                        Some(Type::Bool)
+                    }
+                }
+            }
+            ExprKind::Binary(op, a, b) => {
+                let ta = self.infer(*a, inferred, table, errs);
+                let tb = self.infer(*b, inferred, table, errs);
+                binary_type(*op, ta, tb, span, errs)
+            }
+            ExprKind::If(c, a, b) => {
+                let tc = self.infer(*c, inferred, table, errs);
+                expect_bool(tc, "if", self.ast.expr(*c).span, errs);
+                let ta = self.infer(*a, inferred, table, errs);
+                let tb = self.infer(*b, inferred, table, errs);
+                unify(ta, tb, "the branches of `if`", span, errs)
+            }
+            ExprKind::Call(f, args) => {
+                let ts: Vec<Option<Type>> = args
+                    .iter()
+                    .map(|a| self.infer(*a, inferred, table, errs))
+                    .collect();
+                builtin_type(*f, &ts, span, errs)
+            }
+        };
+        table[e.index()] = t;
+        t
+    }
+
+    /// Reports every same-step cycle (a cycle of offset-0 references).
+    fn check_cycles(&mut self) {
+        let deps = same_step_deps(self.ast, &self.streams, &self.expr_stream);
+        // 0 = unvisited, 1 = on the DFS stack, 2 = done.
+        let mut state = vec![0u8; self.streams.len()];
+        let mut reported: Vec<Vec<StreamId>> = Vec::new();
+        for root in 0..self.streams.len() {
+            if state[root] != 0 {
+                continue;
+            }
+            let mut stack: Vec<(StreamId, usize)> = vec![(StreamId(root as u32), 0)];
+            state[root] = 1;
+            while let Some(&mut (s, ref mut next)) = stack.last_mut() {
+                if let Some(&d) = deps[s.index()].get(*next) {
+                    *next += 1;
+                    match state[d.index()] {
+                        0 => {
+                            state[d.index()] = 1;
+                            stack.push((d, 0));
+                        }
+                        1 => {
+                            let pos = stack.iter().position(|(x, _)| *x == d).unwrap_or(0);
+                            let mut cycle: Vec<StreamId> =
+                                stack[pos..].iter().map(|(x, _)| *x).collect();
+                            // Rotate so the cycle starts at its first-declared
+                            // stream; then it reads in dependency order.
+                            let min = cycle
+                                .iter()
+                                .enumerate()
+                                .min_by_key(|(_, x)| **x)
+                                .map_or(0, |(i, _)| i);
+                            cycle.rotate_left(min);
+                            if !reported.contains(&cycle) {
+                                reported.push(cycle);
+                            }
+                        }
+                        _ => {}
+                    }
+                } else {
+                    state[s.index()] = 2;
+                    stack.pop();
+                }
+            }
+        }
+        for cycle in reported {
+            // Edges point from a stream to what it reads, so print in
+            // reading order: a reads b reads a => `a -> b -> a`.
+            let mut names: Vec<&str> = cycle
+                .iter()
+                .map(|s| self.streams[s.index()].name.as_str())
+                .collect();
+            names.push(names[0]);
+            let first = &self.streams[cycle[0].index()];
+            let span = first.def.map_or(first.decl_span, |d| self.ast.expr(d).span);
+            self.errors.push(
+                Diagnostic::new(span, format!("same-step cycle: {}", names.join(" -> ")))
+                    .with_hint("a cycle needs a positive offset on one of its references, e.g. `default(z[1], 0)`"),
+            );
+        }
+    }
+
+    /// Computes the scalar signature of every stream as a least fixpoint
+    /// (starting from "no values yet"), then of every expression.
+    fn signatures(&mut self) -> Vec<ScalarSignature> {
+        let n = self.streams.len();
+        let mut sigs: Vec<Option<ScalarSignature>> = self
+            .streams
+            .iter()
+            .map(|s| {
+                if s.kind == DeclKind::Input {
+                    Some(input_sig(s.ty))
+                } else {
+                    None
+                }
+            })
+            .collect();
+        let mut table = vec![None; self.ast.exprs.len()];
+        for _round in 0..(3 * n + 3) {
+            let mut changed = false;
+            for i in 0..n {
+                let Some(def) = self.streams[i].def else {
+                    continue;
+                };
+                let s = self.sig(def, &sigs, &mut table);
+                if s != sigs[i] {
+                    sigs[i] = s;
+                    changed = true;
+                }
+            }
+            if !changed {
+                break;
+            }
+        }
+        for i in 0..n {
+            if let Some(def) = self.streams[i].def {
+                self.sig(def, &sigs, &mut table);
+            }
+            self.streams[i].sig = sigs[i].unwrap_or(ScalarSignature::NotScalar);
+        }
+        table
+            .into_iter()
+            .map(|s| s.unwrap_or(ScalarSignature::NotScalar))
+            .collect()
+    }
+
+    fn sig(
+        &self,
+        e: ExprId,
+        streams: &[Option<ScalarSignature>],
+        table: &mut Vec<Option<ScalarSignature>>,
+    ) -> Option<ScalarSignature> {
+        use ScalarSignature::*;
+        let data = self.ast.expr(e);
+        let sub = |x: ExprId, table: &mut Vec<Option<ScalarSignature>>| self.sig(x, streams, table);
+        let s = match &data.kind {
+            ExprKind::Int(_) => Some(I64),
+            ExprKind::Float(_) => Some(F64),
+            ExprKind::Bool(_) => Some(B1),
+            ExprKind::Str(_) | ExprKind::Unit => Some(NotScalar),
+            ExprKind::Name(_) => self.expr_stream[e.index()].and_then(|id| streams[id.index()]),
+            ExprKind::Offset(a, _) => sub(*a, table),
+            ExprKind::Unary(UnOp::Neg, a) => arith_sig(sub(*a, table), Some(I64)),
+            ExprKind::Unary(UnOp::Not, a) => {
+                sub(*a, table);
+                Some(B1)
+            }
+            ExprKind::Binary(op, a, b) => {
+                let (sa, sb) = (sub(*a, table), sub(*b, table));
+                match op {
+                    _ if op.is_arithmetic() => arith_sig(sa, sb),
+                    BinOp::Concat => Some(NotScalar),
+                    _ => Some(B1),
+                }
+            }
+            ExprKind::If(c, a, b) => {
+                sub(*c, table);
+                let (sa, sb) = (sub(*a, table), sub(*b, table));
+                join_sig(sa, sb)
+            }
+            ExprKind::Call(f, args) => {
+                let ss: Vec<_> = args.iter().map(|a| sub(*a, table)).collect();
+                match f {
+                    Builtin::Default | Builtin::Init | Builtin::Update => join_sig(ss[0], ss[1]),
+                    Builtin::Latch => ss[0],
+                    Builtin::IsDefined | Builtin::When => Some(B1),
+                    Builtin::Sin | Builtin::Cos | Builtin::Tan | Builtin::Sqrt => Some(F64),
+                    Builtin::Abs | Builtin::Floor | Builtin::Ceil => arith_sig(ss[0], Some(I64)),
+                    Builtin::Min | Builtin::Max => arith_sig(ss[0], ss[1]),
+                }
+            }
+        };
+        table[e.index()] = s;
+        s
+    }
+}
+
+/// The offset-0 references of every stream's definition: the edges of the
+/// dependency graph (a reference under an offset >= 1 is not one).
+pub fn same_step_deps(
+    ast: &Ast,
+    streams: &[StreamData],
+    expr_stream: &[Option<StreamId>],
+) -> Vec<Vec<StreamId>> {
+    streams
+        .iter()
+        .map(|s| {
+            let mut deps = Vec::new();
+            let mut stack: Vec<ExprId> = s.def.into_iter().collect();
+            while let Some(e) = stack.pop() {
+                match &ast.expr(e).kind {
+                    ExprKind::Offset(_, n) if *n > 0 => {}
+                    ExprKind::Name(_) => {
+                        if let Some(id) = expr_stream[e.index()] {
+                            if !deps.contains(&id) {
+                                deps.push(id);
+                            }
+                        }
+                    }
+                    _ => stack.extend(ast.children(e).into_iter().rev()),
+                }
+            }
+            deps
+        })
+        .collect()
+}
+
+fn input_sig(t: Type) -> ScalarSignature {
+    match t {
+        Type::Int => ScalarSignature::I64,
+        Type::Float => ScalarSignature::F64,
+        Type::Bool => ScalarSignature::B1,
+        _ => ScalarSignature::NotScalar,
+    }
+}
+
+/// i64 ∘ i64 → i64, f64 ∘ numeric → f64; anything else is not scalar. An
+/// operand with no values yet leaves the result without values too.
+fn arith_sig(a: Option<ScalarSignature>, b: Option<ScalarSignature>) -> Option<ScalarSignature> {
+    use ScalarSignature::*;
+    match (a, b) {
+        (Some(NotScalar | B1), _) | (_, Some(NotScalar | B1)) => Some(NotScalar),
+        (None, _) | (_, None) => None,
+        (Some(I64), Some(I64)) => Some(I64),
+        _ => Some(F64),
+    }
+}
+
+/// The join of two sides that may each provide the value: equal
+/// representations stay, different ones (i64 with f64) are not scalar.
+fn join_sig(a: Option<ScalarSignature>, b: Option<ScalarSignature>) -> Option<ScalarSignature> {
+    match (a, b) {
+        (None, x) | (x, None) => x,
+        (Some(x), Some(y)) if x == y => Some(x),
+        _ => Some(ScalarSignature::NotScalar),
+    }
+}
+
+fn unify(
+    a: Option<Type>,
+    b: Option<Type>,
+    what: &str,
+    span: Span,
+    errs: &mut Vec<Diagnostic>,
+) -> Option<Type> {
+    match (a, b) {
+        (None, x) | (x, None) => x,
+        (Some(x), Some(y)) if x == y => Some(x),
+        (Some(Type::Any), _) | (_, Some(Type::Any)) => Some(Type::Any),
+        (Some(x), Some(y)) if x.is_numeric() && y.is_numeric() => Some(Type::Float),
+        (Some(x), Some(y)) => {
+            errs.push(Diagnostic::new(
+                span,
+                format!("{what} have incompatible types {x} and {y}"),
+            ));
+            Some(Type::Any)
+        }
+    }
+}
+
+fn expect_bool(t: Option<Type>, op: &str, span: Span, errs: &mut Vec<Diagnostic>) {
+    if let Some(t) = t {
+        if t != Type::Bool && t != Type::Any {
+            errs.push(Diagnostic::new(
+                span,
+                format!("`{op}` needs a Bool, found {t}"),
+            ));
+        }
+    }
+}
+
+fn numeric_unary(
+    t: Option<Type>,
+    op: &str,
+    span: Span,
+    errs: &mut Vec<Diagnostic>,
+) -> Option<Type> {
+    match t {
+        Some(t) if !t.is_numeric() && t != Type::Any => {
+            errs.push(Diagnostic::new(
+                span,
+                format!("`{op}` needs a number, found {t}"),
+            ));
+            Some(Type::Any)
+        }
+        t => t,
+    }
+}
+
+/// Int×Int → Int; a Float operand makes a Float; `Any` with Int stays `Any`.
+fn arith_type(
+    a: Option<Type>,
+    b: Option<Type>,
+    op: &str,
+    span: Span,
+    errs: &mut Vec<Diagnostic>,
+) -> Option<Type> {
+    for t in [a, b].into_iter().flatten() {
+        if !t.is_numeric() && t != Type::Any {
+            errs.push(Diagnostic::new(
+                span,
+                format!("`{op}` needs numbers, found {t}"),
+            ));
+            return Some(Type::Any);
+        }
+    }
+    match (a, b) {
+        (Some(Type::Float), _) | (_, Some(Type::Float)) => Some(Type::Float),
+        (None, _) | (_, None) => None,
+        (Some(Type::Int), Some(Type::Int)) => Some(Type::Int),
+        _ => Some(Type::Any),
+    }
+}
+
+fn binary_type(
+    op: BinOp,
+    a: Option<Type>,
+    b: Option<Type>,
+    span: Span,
+    errs: &mut Vec<Diagnostic>,
+) -> Option<Type> {
+    let sym = op.symbol();
+    match op {
+        _ if op.is_arithmetic() => arith_type(a, b, sym, span, errs),
+        BinOp::Eq | BinOp::Ne => Some(Type::Bool),
+        _ if op.is_ordering() => {
+            if let (Some(x), Some(y)) = (a, b) {
+                let ok = x == Type::Any
+                    || y == Type::Any
+                    || (x.is_numeric() && y.is_numeric())
+                    || (x == y && matches!(x, Type::Bool | Type::Str));
+                if !ok {
+                    errs.push(
+                        Diagnostic::new(span, format!("`{sym}` cannot order {x} and {y}"))
+                            .with_hint("ordering is defined on numbers, on Bools and on Strs"),
+                    );
+                }
+            }
+            Some(Type::Bool)
+        }
+        BinOp::Concat => {
+            for t in [a, b].into_iter().flatten() {
+                if t != Type::Str && t != Type::Any {
+                    errs.push(Diagnostic::new(
+                        span,
+                        format!("`++` needs Str operands, found {t}"),
+                    ));
+                    break;
+                }
+            }
+            Some(Type::Str)
+        }
+        _ => {
+            for t in [a, b] {
+                if let Some(t) = t {
+                    if t != Type::Bool && t != Type::Any {
+                        errs.push(Diagnostic::new(
+                            span,
+                            format!("`{sym}` needs Bool operands, found {t}"),
+                        ));
+                        break;
+                    }
+                }
+            }
+            Some(Type::Bool)
+        }
+    }
+}
+
+fn builtin_type(
+    f: Builtin,
+    ts: &[Option<Type>],
+    span: Span,
+    errs: &mut Vec<Diagnostic>,
+) -> Option<Type> {
+    let name = f.name();
+    match f {
+        Builtin::Default | Builtin::Init | Builtin::Update => unify(
+            ts[0],
+            ts[1],
+            &format!("the arguments of `{name}`"),
+            span,
+            errs,
+        ),
+        Builtin::Latch => ts[0],
+        Builtin::IsDefined | Builtin::When => Some(Type::Bool),
+        Builtin::Sin | Builtin::Cos | Builtin::Tan => {
+            match ts[0] {
+                Some(Type::Float | Type::Any) | None => {}
+                Some(Type::Int) => errs.push(
+                    Diagnostic::new(span, format!("`{name}` needs a Float, found Int"))
+                        .with_hint("convert the argument to Float, e.g. `x * 1.0`"),
+                ),
+                Some(t) => errs.push(Diagnostic::new(
+                    span,
+                    format!("`{name}` needs a Float, found {t}"),
+                )),
+            }
+            Some(Type::Float)
+        }
+        Builtin::Sqrt => {
+            numeric_unary(ts[0], name, span, errs);
+            Some(Type::Float)
+        }
+        Builtin::Abs | Builtin::Floor | Builtin::Ceil => numeric_unary(ts[0], name, span, errs),
+        Builtin::Min | Builtin::Max => arith_type(ts[0], ts[1], name, span, errs),
+    }
+}

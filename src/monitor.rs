@@ -1,0 +1,241 @@
+//! The library API: `Spec` (parse and check), `Monitor` (step rows through a chosen tier), `Tier`.
+
+use crate::canonical::NodeState;
+use crate::lang::check::CheckedSpec;
+use crate::lang::diag::Diagnostics;
+use crate::lang::types::Type;
+use crate::plan::Plan;
+use crate::trace::InputSchema;
+use crate::{RuntimeError, Sample, Value};
+use std::fmt;
+use std::sync::Arc;
+
+/// A parsed and checked specification.
+///
+/// ```
+/// let spec = vigil::Spec::parse("counter.dsrv", "in x: Int\nout z: Int\nz = default(z[1], 0) + x").unwrap();
+/// assert_eq!(spec.output_names(), ["z"]);
+/// ```
+#[derive(Clone, Debug)]
+pub struct Spec {
+    checked: Arc<CheckedSpec>,
+}
+
+impl Spec {
+    /// Parses and checks `source`; `file` names it in diagnostics.
+    pub fn parse(file: &str, source: &str) -> Result<Spec, Diagnostics> {
+        crate::lang::parse_and_check(file, source).map(|c| Spec {
+            checked: Arc::new(c),
+        })
+    }
+
+    pub fn checked(&self) -> &Arc<CheckedSpec> {
+        &self.checked
+    }
+
+    /// Declared inputs in declaration order: the cells of a row.
+    pub fn input_names(&self) -> Vec<&str> {
+        self.checked
+            .inputs
+            .iter()
+            .map(|&s| self.checked.stream(s).name.as_str())
+            .collect()
+    }
+
+    /// Printed outputs in print order (first mention in the spec text).
+    pub fn output_names(&self) -> Vec<&str> {
+        self.checked
+            .outputs
+            .iter()
+            .map(|&s| self.checked.stream(s).name.as_str())
+            .collect()
+    }
+
+    /// The declared inputs as trace readers need them.
+    pub fn input_schema(&self) -> InputSchema {
+        InputSchema {
+            names: self.input_names().into_iter().map(String::from).collect(),
+            types: self
+                .checked
+                .inputs
+                .iter()
+                .map(|&s| self.checked.stream(s).declared.unwrap_or(Type::Any))
+                .collect(),
+        }
+    }
+}
+
+/// An execution tier (DESIGN §5).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Tier {
+    /// The best tier available; `Monitor::tier` says which was picked.
+    #[default]
+    Auto,
+    /// The canonical arena interpreter, the reference.
+    Canonical,
+}
+
+impl Tier {
+    pub const ALL: [Tier; 2] = [Tier::Auto, Tier::Canonical];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Tier::Auto => "auto",
+            Tier::Canonical => "canonical",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Tier> {
+        Tier::ALL.into_iter().find(|t| t.name() == name)
+    }
+}
+
+impl fmt::Display for Tier {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Counters kept by a monitor.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Stats {
+    /// Rows evaluated by the canonical tier.
+    pub canonical_rows: u64,
+}
+
+impl fmt::Display for Stats {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "tier canonical: {} rows executed", self.canonical_rows)
+    }
+}
+
+/// Configures a `Monitor`.
+pub struct MonitorBuilder<'a> {
+    spec: &'a Spec,
+    tier: Tier,
+}
+
+impl MonitorBuilder<'_> {
+    pub fn tier(mut self, tier: Tier) -> Self {
+        self.tier = tier;
+        self
+    }
+
+    pub fn build(self) -> Monitor {
+        let plan = Arc::new(Plan::new(self.spec.checked.clone()));
+        let state = NodeState::new(&plan);
+        let outputs = vec![Sample::NoVal; plan.spec.outputs.len()];
+        Monitor {
+            plan,
+            state,
+            outputs,
+            tier: match self.tier {
+                Tier::Auto => Tier::Canonical,
+                t => t,
+            },
+            failed: None,
+            stats: Stats::default(),
+        }
+    }
+}
+
+/// A running monitor: feed it rows, one step each.
+///
+/// ```
+/// use vigil::{Monitor, Sample, Spec, Value};
+/// let spec = Spec::parse("sum.dsrv", "in x: Int\nout total: Int\ntotal = default(total[1], 0) + x").unwrap();
+/// let mut monitor = Monitor::builder(&spec).build();
+/// let x = monitor.input_index("x").unwrap();
+/// let mut row = vec![None; monitor.input_count()];
+/// for v in [1, 2, 3] {
+///     row[x] = Some(Value::Int(v));
+///     monitor.step(&row).unwrap();
+/// }
+/// assert_eq!(monitor.output("total"), Some(&Sample::Value(Value::Int(6))));
+/// ```
+pub struct Monitor {
+    plan: Arc<Plan>,
+    state: NodeState,
+    outputs: Vec<Sample>,
+    tier: Tier,
+    failed: Option<RuntimeError>,
+    stats: Stats,
+}
+
+impl Monitor {
+    pub fn builder(spec: &Spec) -> MonitorBuilder<'_> {
+        MonitorBuilder {
+            spec,
+            tier: Tier::Auto,
+        }
+    }
+
+    /// The tier actually running (never `Auto`).
+    pub fn tier(&self) -> Tier {
+        self.tier
+    }
+
+    pub fn plan(&self) -> &Plan {
+        &self.plan
+    }
+
+    pub fn input_count(&self) -> usize {
+        self.plan.spec.inputs.len()
+    }
+
+    /// The cell of input `name` in a row.
+    pub fn input_index(&self, name: &str) -> Option<usize> {
+        let spec = &self.plan.spec;
+        spec.inputs
+            .iter()
+            .position(|&s| spec.stream(s).name == name)
+    }
+
+    /// The position of output `name` in `step`'s result.
+    pub fn output_index(&self, name: &str) -> Option<usize> {
+        let spec = &self.plan.spec;
+        spec.outputs
+            .iter()
+            .position(|&s| spec.stream(s).name == name)
+    }
+
+    pub fn output_names(&self) -> Vec<&str> {
+        let spec = &self.plan.spec;
+        spec.outputs
+            .iter()
+            .map(|&s| spec.stream(s).name.as_str())
+            .collect()
+    }
+
+    /// The current value of output `name` (after the last step).
+    pub fn output(&self, name: &str) -> Option<&Sample> {
+        self.output_index(name).map(|i| &self.outputs[i])
+    }
+
+    /// The number of steps evaluated so far.
+    pub fn steps(&self) -> u64 {
+        self.state.step
+    }
+
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    /// Evaluates one row (one cell per declared input, `None` = absent) and
+    /// returns every printed output's sample, in print order. After a runtime
+    /// error the monitor is stopped: every later call returns that error.
+    pub fn step(&mut self, row: &[Option<Value>]) -> Result<&[Sample], RuntimeError> {
+        if let Some(e) = &self.failed {
+            return Err(e.clone());
+        }
+        if let Err(e) = self.state.run_row(&self.plan, row) {
+            self.failed = Some(e.clone());
+            return Err(e);
+        }
+        self.stats.canonical_rows += 1;
+        for (out, &s) in self.outputs.iter_mut().zip(&self.plan.spec.outputs) {
+            out.clone_from(&self.state.env[s.index()]);
+        }
+        Ok(&self.outputs)
+    }
+}
