@@ -1,6 +1,7 @@
 //! vigil: a stream runtime-verification monitor engine for DSRV specifications.
 
 pub mod canonical;
+pub mod cli;
 pub mod error;
 pub mod lang;
 pub mod monitor;

@@ -1,3 +1,5 @@
-//! The `vigil` command-line tool.
+//! The `vigil` command-line tool; everything lives in `vigil::cli`.
 
-fn main() {}
+fn main() -> std::process::ExitCode {
+    vigil::cli::main()
+}

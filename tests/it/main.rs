@@ -1,1 +1,6 @@
-//! The integration-test binary.
+//! The integration-test binary: conformance cases under every tier, CLI behaviour, diagnostics.
+
+mod cli;
+mod conformance;
+mod diagnostics;
+mod support;

@@ -1,0 +1,100 @@
+//! Tests of the `vigil` binary: exit statuses, error messages, streaming through a pipe.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+
+fn vigil() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_vigil"))
+}
+
+fn temp_file(name: &str, contents: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("vigil-it-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join(name);
+    std::fs::write(&p, contents).unwrap();
+    p
+}
+
+fn run(args: &[&str]) -> (i32, String, String) {
+    let out = vigil().args(args).output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+const ADD: &str = "in x: Int\nin y: Int\nout z: Int\nz = x / y\n";
+
+#[test]
+fn runs_and_exits_zero() {
+    let spec = temp_file("add.dsrv", ADD);
+    let trace = temp_file("ok.csv", "x,y\n4,2\n9,3\n");
+    let (code, out, err) = run(&["run", spec.to_str().unwrap(), "--input", trace.to_str().unwrap()]);
+    assert_eq!((code, out.as_str(), err.as_str()), (0, "z[0] = Int(2)\nz[1] = Int(3)\n", ""));
+}
+
+#[test]
+fn runtime_error_keeps_earlier_outputs_and_exits_3() {
+    let spec = temp_file("div.dsrv", ADD);
+    let trace = temp_file("div.csv", "x,y\n4,2\n1,0\n5,5\n");
+    let (code, out, err) = run(&["run", spec.to_str().unwrap(), "--input", trace.to_str().unwrap()]);
+    assert_eq!(code, 3);
+    assert_eq!(out, "z[0] = Int(2)\n");
+    assert_eq!(err, "error: integer division by zero in division (stream `z`, step 1)\n");
+}
+
+#[test]
+fn malformed_trace_keeps_earlier_outputs_and_exits_4() {
+    let spec = temp_file("bad.dsrv", ADD);
+    let trace = temp_file("bad.csv", "x,y\n4,2\n1,zz\n");
+    let (code, out, err) = run(&["run", spec.to_str().unwrap(), "--input", trace.to_str().unwrap()]);
+    assert_eq!(code, 4);
+    assert_eq!(out, "z[0] = Int(2)\n");
+    assert!(err.starts_with("error: ") && err.contains("bad.csv:3:"), "{err}");
+}
+
+#[test]
+fn bad_spec_exits_2_with_located_errors() {
+    let spec = temp_file("broken.dsrv", "in x: Int\nout z: Int\nz = x + q\n");
+    let (code, out, err) = run(&["check", spec.to_str().unwrap()]);
+    assert_eq!((code, out.as_str()), (2, ""));
+    assert!(err.contains("error: unknown stream `q`") && err.contains("broken.dsrv:3:9"), "{err}");
+    let (code, _, _) = run(&["run", spec.to_str().unwrap(), "--input", "-"]);
+    assert_eq!(code, 2);
+}
+
+#[test]
+fn missing_files_are_reported() {
+    let (code, _, err) = run(&["check", "/nonexistent/spec.dsrv"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("cannot read specification"), "{err}");
+    let spec = temp_file("ok.dsrv", ADD);
+    let (code, _, err) = run(&["run", spec.to_str().unwrap(), "--input", "/nonexistent/t.csv"]);
+    assert_eq!(code, 4, "{err}");
+}
+
+/// With `--input -`, each row's outputs appear before the next row is
+/// written: vigil works inside an endless pipe.
+#[test]
+fn streams_row_by_row_from_stdin() {
+    let spec = temp_file("sum.dsrv", "in x: Int\nout s: Int\ns = default(s[1], 0) + x\n");
+    let mut child = vigil()
+        .args(["run", spec.to_str().unwrap(), "--input", "-", "--format", "jsonl"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    for (i, (x, want)) in [(1, 1), (2, 3), (10, 13)].into_iter().enumerate() {
+        writeln!(stdin, "{{\"x\": {x}, \"extra\": \"ignored\"}}").unwrap();
+        stdin.flush().unwrap();
+        line.clear();
+        stdout.read_line(&mut line).unwrap();
+        assert_eq!(line, format!("s[{i}] = Int({want})\n"));
+    }
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+}

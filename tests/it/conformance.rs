@@ -1,0 +1,88 @@
+//! Every conformance case (the project's own under `tests/cases`, and the shared ones under
+//! `../shared/conformance/cases` when present) under every tier, in process.
+
+use crate::support::run_text;
+use std::path::{Path, PathBuf};
+use vigil::trace::TraceFormat;
+use vigil::{Spec, Tier};
+
+fn case_dirs(root: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            }
+        }
+        if dir.join("spec.dsrv").exists() && dir.join("expected.txt").exists() {
+            out.push(dir);
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Runs one case on one tier; returns a description of the mismatch.
+fn check_case(dir: &Path, tier: Tier) -> Result<(), String> {
+    let read = |f: &str| std::fs::read_to_string(dir.join(f));
+    let source = read("spec.dsrv").map_err(|e| e.to_string())?;
+    let spec = Spec::parse("spec.dsrv", &source).map_err(|d| d.render())?;
+    let trace = read("trace.input").map_err(|e| e.to_string())?;
+    let expected = read("expected.txt").map_err(|e| e.to_string())?;
+    let expected_error = read("expected_error.txt").ok();
+    let (out, err) = run_text(&spec, &trace, TraceFormat::Tc, tier);
+    if out != expected {
+        return Err(format!("output differs:\n--- expected\n{expected}--- got\n{out}"));
+    }
+    match (expected_error, err) {
+        (None, None) => Ok(()),
+        (Some(want), Some(got)) => {
+            let step: u64 = want
+                .trim()
+                .strip_prefix("step ")
+                .and_then(|r| r.split(':').next())
+                .and_then(|n| n.parse().ok())
+                .ok_or("bad expected_error.txt")?;
+            let kind_ok = ["overflow", "division by zero"]
+                .iter()
+                .any(|k| want.contains(k) && got.to_string().contains(k));
+            if got.step == step && kind_ok {
+                Ok(())
+            } else {
+                Err(format!("expected error `{}`, got `{got}`", want.trim()))
+            }
+        }
+        (want, got) => Err(format!("expected error {want:?}, got {got:?}")),
+    }
+}
+
+fn run_all(root: &Path) -> usize {
+    let cases = case_dirs(root);
+    let mut failures = Vec::new();
+    for tier in Tier::ALL {
+        for dir in &cases {
+            if let Err(why) = check_case(dir, tier) {
+                failures.push(format!("{} [{tier}]: {why}", dir.display()));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
+    cases.len()
+}
+
+#[test]
+fn own_cases_pass_on_every_tier() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/cases");
+    assert!(run_all(&root) > 0, "no cases found under {}", root.display());
+}
+
+#[test]
+fn shared_cases_pass_on_every_tier() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/conformance/cases");
+    if root.exists() {
+        assert!(run_all(&root) > 100);
+    }
+}

@@ -1,0 +1,124 @@
+//! Snapshot tests of rendered diagnostics (`expect-test`; run with `UPDATE_EXPECT=1` to bless).
+
+use expect_test::{Expect, expect};
+use vigil::Spec;
+
+fn check(src: &str, expect: Expect) {
+    match Spec::parse("spec.dsrv", src) {
+        Ok(_) => panic!("spec was accepted:\n{src}"),
+        Err(d) => expect.assert_eq(&d.render()),
+    }
+}
+
+#[test]
+fn unknown_names_and_missing_definitions() {
+    check(
+        "in x: Int\nout y: Int\nout z: Int\nz = x + w\n",
+        expect![[r#"
+            error: output `y` has no definition
+             --> spec.dsrv:2:5
+              |
+            2 | out y: Int
+              |     ^
+              = hint: define it with `y = <expression>`
+
+            error: unknown stream `w`
+             --> spec.dsrv:4:9
+              |
+            4 | z = x + w
+              |         ^
+              = hint: declare it, e.g. `in w: Int`
+        "#]],
+    );
+}
+
+#[test]
+fn type_errors_are_all_reported() {
+    check(
+        "in a: Int\nin b: Bool\nout c: Int\nout d: Float\nout e\nc = a + b\nd = a * 2\ne = if a then 1 else true\n",
+        expect![[r#"
+            error: `+` needs numbers, found Bool
+             --> spec.dsrv:6:5
+              |
+            6 | c = a + b
+              |     ^^^^^
+            
+            error: `d` is declared Float but its definition has type Int
+             --> spec.dsrv:7:5
+              |
+            7 | d = a * 2
+              |     ^^^^^
+              = hint: change the declaration to `Int` or the definition
+            
+            error: `if` needs a Bool, found Int
+             --> spec.dsrv:8:8
+              |
+            8 | e = if a then 1 else true
+              |        ^
+            
+            error: the branches of `if` have incompatible types Int and Bool
+             --> spec.dsrv:8:5
+              |
+            8 | e = if a then 1 else true
+              |     ^^^^^^^^^^^^^^^^^^^^^
+        "#]],
+    );
+}
+
+#[test]
+fn same_step_cycles_are_named() {
+    check(
+        "in x: Int\nout a: Int\nout b: Int\nout z: Int\na = b + x\nb = a[0] * 2\nz = z + x\n",
+        expect![[r#"
+            error: same-step cycle: a -> b -> a
+             --> spec.dsrv:5:5
+              |
+            5 | a = b + x
+              |     ^^^^^
+              = hint: a cycle needs a positive offset on one of its references, e.g. `default(z[1], 0)`
+
+            error: same-step cycle: z -> z
+             --> spec.dsrv:7:5
+              |
+            7 | z = z + x
+              |     ^^^^^
+              = hint: a cycle needs a positive offset on one of its references, e.g. `default(z[1], 0)`
+        "#]],
+    );
+}
+
+#[test]
+fn syntax_errors_recover_at_declarations() {
+    check(
+        "in x: Int\nout y: Int\ny = x +\nout z: Strng\nz = 99999999999999999999 + sin(x)\n",
+        expect![[r#"
+            error: expected an expression, found `out`
+             --> spec.dsrv:4:1
+              |
+            4 | out z: Strng
+              | ^^^
+            
+            error: unknown type `Strng`
+             --> spec.dsrv:4:8
+              |
+            4 | out z: Strng
+              |        ^^^^^
+              = hint: types are Int, Float, Bool, Str, Unit and Any
+            
+            error: integer literal `99999999999999999999` does not fit in a 64-bit signed integer
+             --> spec.dsrv:5:5
+              |
+            5 | z = 99999999999999999999 + sin(x)
+              |     ^^^^^^^^^^^^^^^^^^^^
+              = hint: Int values range from -9223372036854775808 to 9223372036854775807; write a Float with a dot
+        "#]],
+    );
+}
+
+#[test]
+fn definition_problems() {
+    check(
+        "in x: Int\nx = 1\nout y\ny = 1\ny = 2\nw = x\nout x\nout s: Float\ns = sin(x)\n",
+        expect![[r#""#]],
+    );
+}
