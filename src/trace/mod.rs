@@ -83,7 +83,9 @@ mod jsonl;
 mod source;
 mod tc;
 mod values;
+mod writer;
 
+pub use writer::make_writer;
 
 use std::io::BufRead;
 
