@@ -77,3 +77,173 @@ pub trait OutputWriter {
     fn write_step(&mut self, step: u64, samples: &[Sample]) -> std::io::Result<()>;
     fn flush(&mut self) -> std::io::Result<()>;
 }
+
+mod csv_reader;
+mod jsonl;
+mod source;
+mod tc;
+mod values;
+mod writer;
+
+pub use writer::make_writer;
+
+use std::io::BufRead;
+
+/// Opens a trace for reading. `path == "-"` reads standard input
+/// incrementally; a regular file is memory-mapped; other files (FIFOs,
+/// `/dev/stdin`) are read as streams. Errors name `path` as the file.
+pub fn open_reader(
+    path: &str,
+    format: TraceFormat,
+    schema: &InputSchema,
+) -> Result<Box<dyn RowReader>, TraceError> {
+    let name = if path == "-" { "<stdin>" } else { path };
+    reader_from_bufread(name, source::open_source(path)?, format, schema)
+}
+
+/// A reader over a trace held in memory; `name` is the file name used in
+/// error locations.
+pub fn reader_from_bytes(
+    name: &str,
+    bytes: Vec<u8>,
+    format: TraceFormat,
+    schema: &InputSchema,
+) -> Result<Box<dyn RowReader>, TraceError> {
+    reader_from_bufread(name, source::bytes_source(bytes), format, schema)
+}
+
+/// A reader over any buffered byte stream (a socket, a pipe, a test
+/// script). Rows are returned as soon as their lines are complete; `name`
+/// is the file name used in error locations.
+pub fn reader_from_bufread(
+    name: &str,
+    source: Box<dyn BufRead>,
+    format: TraceFormat,
+    schema: &InputSchema,
+) -> Result<Box<dyn RowReader>, TraceError> {
+    let prepared = values::Schema::new(name, schema);
+    Ok(match format {
+        TraceFormat::Tc => Box::new(tc::TcReader::new(
+            source::Lines::new(name, source),
+            prepared,
+        )),
+        TraceFormat::Csv => Box::new(csv_reader::CsvReader::new(source, prepared)),
+        TraceFormat::Jsonl => Box::new(jsonl::JsonlReader::new(
+            source::Lines::new(name, source),
+            prepared,
+        )),
+    })
+}
+
+/// The trace format implied by a file name's extension, for
+/// `--format auto`: `.input`, `.in`, `.tc` → Tc; `.csv` → Csv; `.jsonl`,
+/// `.ndjson`, `.json` → Jsonl. Case is ignored. `None` when the extension
+/// is missing or unknown (standard input, for instance).
+pub fn format_from_path(path: &str) -> Option<TraceFormat> {
+    let ext = std::path::Path::new(path)
+        .extension()?
+        .to_str()?
+        .to_ascii_lowercase();
+    match ext.as_str() {
+        "input" | "in" | "tc" => Some(TraceFormat::Tc),
+        "csv" => Some(TraceFormat::Csv),
+        "jsonl" | "ndjson" | "json" => Some(TraceFormat::Jsonl),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lang::types::Type;
+    use std::io::Write;
+
+    #[test]
+    fn formats_from_extensions() {
+        assert_eq!(format_from_path("a/b.input"), Some(TraceFormat::Tc));
+        assert_eq!(format_from_path("b.in"), Some(TraceFormat::Tc));
+        assert_eq!(format_from_path("b.TC"), Some(TraceFormat::Tc));
+        assert_eq!(format_from_path("b.csv"), Some(TraceFormat::Csv));
+        assert_eq!(format_from_path("b.jsonl"), Some(TraceFormat::Jsonl));
+        assert_eq!(format_from_path("b.ndjson"), Some(TraceFormat::Jsonl));
+        assert_eq!(format_from_path("b.json"), Some(TraceFormat::Jsonl));
+        assert_eq!(format_from_path("-"), None);
+        assert_eq!(format_from_path("trace"), None);
+        assert_eq!(format_from_path("trace.txt"), None);
+    }
+
+    fn temp_file(name: &str, contents: &[u8]) -> std::path::PathBuf {
+        let path = std::env::temp_dir().join(format!("vigil-{}-{name}", std::process::id()));
+        std::fs::File::create(&path)
+            .unwrap()
+            .write_all(contents)
+            .unwrap();
+        path
+    }
+
+    #[test]
+    fn files_in_every_format_read_the_same_rows() {
+        let schema = InputSchema {
+            names: vec!["x".into(), "s".into()],
+            types: vec![Type::Float, Type::Str],
+        };
+        let traces: [(&str, &[u8]); 3] = [
+            ("t.input", b"0: x = 1\n   s = \"a b\"\n2: x = 2.5\n"),
+            ("t.csv", b"x,s\n1,a b\n,\n2.5,\n"),
+            ("t.jsonl", b"{\"x\": 1, \"s\": \"a b\"}\n{}\n{\"x\": 2.5}\n"),
+        ];
+        for (name, bytes) in traces {
+            let path = temp_file(name, bytes);
+            let path_str = path.to_str().unwrap();
+            let format = format_from_path(path_str).unwrap();
+            let mut r = open_reader(path_str, format, &schema).unwrap();
+            let mut row = vec![None, None];
+            let mut rows = Vec::new();
+            while r.next_row(&mut row).unwrap() {
+                rows.push(row.clone());
+            }
+            assert_eq!(
+                rows,
+                [
+                    vec![Some(Value::Float(1.0)), Some(Value::Str("a b".into()))],
+                    vec![None, None],
+                    vec![Some(Value::Float(2.5)), None],
+                ],
+                "{name}"
+            );
+            std::fs::remove_file(&path).unwrap();
+        }
+    }
+
+    #[test]
+    fn errors_name_the_file_path() {
+        let schema = InputSchema {
+            names: vec!["x".into()],
+            types: vec![Type::Int],
+        };
+        let path = temp_file("bad.jsonl", b"{\"x\": true}\n");
+        let path_str = path.to_str().unwrap();
+        let mut r = open_reader(path_str, TraceFormat::Jsonl, &schema).unwrap();
+        let e = r.next_row(&mut [None]).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!("{path_str}:1:7: expected Int for input `x`, found Bool true")
+        );
+        std::fs::remove_file(&path).unwrap();
+    }
+
+    #[test]
+    fn empty_files_are_empty_traces() {
+        let schema = InputSchema::default();
+        for (name, format) in [
+            ("e.input", TraceFormat::Tc),
+            ("e.csv", TraceFormat::Csv),
+            ("e.jsonl", TraceFormat::Jsonl),
+        ] {
+            let path = temp_file(name, b"");
+            let mut r = open_reader(path.to_str().unwrap(), format, &schema).unwrap();
+            assert!(!r.next_row(&mut []).unwrap(), "{name}");
+            std::fs::remove_file(&path).unwrap();
+        }
+    }
+}
