@@ -118,12 +118,19 @@ impl Lines {
                 self.buf.pop();
             }
         }
-        match std::str::from_utf8(&self.buf) {
+        // Editors on Windows may start a file with a UTF-8 byte-order mark;
+        // it is not part of the first line's text.
+        let start = if self.line == 1 && self.buf.starts_with(b"\xEF\xBB\xBF") {
+            3
+        } else {
+            0
+        };
+        match std::str::from_utf8(&self.buf[start..]) {
             Ok(s) => Ok(Some((self.line, s))),
             Err(e) => {
                 let valid = e.valid_up_to();
                 // The prefix up to `valid` is UTF-8 by construction.
-                let prefix = String::from_utf8_lossy(&self.buf[..valid]);
+                let prefix = String::from_utf8_lossy(&self.buf[start..start + valid]);
                 Err(TraceError {
                     file: self.file.clone(),
                     line: self.line,
@@ -169,6 +176,13 @@ mod tests {
         let got = lines_of(b"a\r\nb\n\nc");
         let got: Vec<_> = got.into_iter().map(|l| l.unwrap()).collect();
         assert_eq!(got, ["a", "b", "", "c"]);
+    }
+
+    #[test]
+    fn a_byte_order_mark_is_dropped_from_the_first_line_only() {
+        let got = lines_of(b"\xEF\xBB\xBFa\n\xEF\xBB\xBFb\n");
+        assert_eq!(got[0], Ok("a".to_string()));
+        assert_eq!(got[1], Ok("\u{feff}b".to_string()));
     }
 
     #[test]
