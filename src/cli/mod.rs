@@ -7,11 +7,15 @@ use crate::monitor::{Monitor, Spec, Tier};
 use crate::trace::{self, OutputFormat, TraceError, TraceFormat};
 use crate::value::Value;
 use clap::{Parser, Subcommand, ValueEnum};
-use std::io::{self, Write};
+use std::io;
 use std::process::ExitCode;
 
 #[derive(Parser, Debug)]
-#[command(name = "vigil", version, about = "A JIT-backed stream monitor for DSRV specifications")]
+#[command(
+    name = "vigil",
+    version,
+    about = "A JIT-backed stream monitor for DSRV specifications"
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -96,7 +100,10 @@ pub fn load_spec(path: &str) -> Result<Spec, ExitCode> {
     Spec::parse(path, &source).map_err(|d| {
         eprint!("{}", d.render());
         let n = d.errors.len();
-        eprintln!("error: could not check `{path}` due to {n} previous error{}", if n == 1 { "" } else { "s" });
+        eprintln!(
+            "error: could not check `{path}` due to {n} previous error{}",
+            if n == 1 { "" } else { "s" }
+        );
         ExitCode::from(2)
     })
 }
@@ -148,7 +155,11 @@ fn run(args: &RunArgs) -> ExitCode {
         Err(e) => return trace_error(&e),
     };
     let mut monitor = Monitor::builder(&spec).tier(args.tier).build();
-    let names = monitor.output_names().into_iter().map(String::from).collect();
+    let names = monitor
+        .output_names()
+        .into_iter()
+        .map(String::from)
+        .collect();
     let mut writer = trace::make_writer(output, names, Box::new(io::stdout().lock()));
     // On a pipe every row's outputs are flushed at once, so that vigil can sit
     // in an endless stream; on a file they are flushed at the end.

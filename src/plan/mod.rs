@@ -188,6 +188,20 @@ struct Lowering<'a> {
 }
 
 impl Lowering<'_> {
+    /// The Trustworthiness Checker binds a stream's name, inside an arm of an
+    /// `if` in that stream's own definition, to the arm itself: there
+    /// `z[n]` is the arm's value `n` steps earlier, not `z`'s. vigil
+    /// reproduces this so that both tools agree (the conformance cases pin
+    /// it); it applies to offsets of the stream's name in the innermost arm.
+    fn rebind_self_offsets(&mut self, range: Range<usize>, arm: &Operand) {
+        let me = Operand::Stream(self.stream);
+        for n in &mut self.nodes[range] {
+            if matches!(n.op, NodeOp::Offset(_)) && n.args[0] == me {
+                n.args[0] = arm.clone();
+            }
+        }
+    }
+
     fn lower(&mut self, e: ExprId) -> Operand {
         let kind = &self.spec.ast.expr(e).kind;
         let (op, args) = match kind {
@@ -216,6 +230,8 @@ impl Lowering<'_> {
                 let b = self.lower(*b);
                 let end = self.nodes.len();
                 let if_node = NodeId(end as u32);
+                self.rebind_self_offsets(then_start..else_start, &a);
+                self.rebind_self_offsets(else_start..end, &b);
                 for (arm, range) in [(0u8, then_start..else_start), (1, else_start..end)] {
                     for n in &mut self.nodes[range] {
                         n.branch.get_or_insert(Branch { if_node, arm });

@@ -30,28 +30,52 @@ const ADD: &str = "in x: Int\nin y: Int\nout z: Int\nz = x / y\n";
 fn runs_and_exits_zero() {
     let spec = temp_file("add.dsrv", ADD);
     let trace = temp_file("ok.csv", "x,y\n4,2\n9,3\n");
-    let (code, out, err) = run(&["run", spec.to_str().unwrap(), "--input", trace.to_str().unwrap()]);
-    assert_eq!((code, out.as_str(), err.as_str()), (0, "z[0] = Int(2)\nz[1] = Int(3)\n", ""));
+    let (code, out, err) = run(&[
+        "run",
+        spec.to_str().unwrap(),
+        "--input",
+        trace.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        (code, out.as_str(), err.as_str()),
+        (0, "z[0] = Int(2)\nz[1] = Int(3)\n", "")
+    );
 }
 
 #[test]
 fn runtime_error_keeps_earlier_outputs_and_exits_3() {
     let spec = temp_file("div.dsrv", ADD);
     let trace = temp_file("div.csv", "x,y\n4,2\n1,0\n5,5\n");
-    let (code, out, err) = run(&["run", spec.to_str().unwrap(), "--input", trace.to_str().unwrap()]);
+    let (code, out, err) = run(&[
+        "run",
+        spec.to_str().unwrap(),
+        "--input",
+        trace.to_str().unwrap(),
+    ]);
     assert_eq!(code, 3);
     assert_eq!(out, "z[0] = Int(2)\n");
-    assert_eq!(err, "error: integer division by zero in division (stream `z`, step 1)\n");
+    assert_eq!(
+        err,
+        "error: integer division by zero in division (stream `z`, step 1)\n"
+    );
 }
 
 #[test]
 fn malformed_trace_keeps_earlier_outputs_and_exits_4() {
     let spec = temp_file("bad.dsrv", ADD);
     let trace = temp_file("bad.csv", "x,y\n4,2\n1,zz\n");
-    let (code, out, err) = run(&["run", spec.to_str().unwrap(), "--input", trace.to_str().unwrap()]);
+    let (code, out, err) = run(&[
+        "run",
+        spec.to_str().unwrap(),
+        "--input",
+        trace.to_str().unwrap(),
+    ]);
     assert_eq!(code, 4);
     assert_eq!(out, "z[0] = Int(2)\n");
-    assert!(err.starts_with("error: ") && err.contains("bad.csv:3:"), "{err}");
+    assert!(
+        err.starts_with("error: ") && err.contains("bad.csv:3:"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -59,7 +83,10 @@ fn bad_spec_exits_2_with_located_errors() {
     let spec = temp_file("broken.dsrv", "in x: Int\nout z: Int\nz = x + q\n");
     let (code, out, err) = run(&["check", spec.to_str().unwrap()]);
     assert_eq!((code, out.as_str()), (2, ""));
-    assert!(err.contains("error: unknown stream `q`") && err.contains("broken.dsrv:3:9"), "{err}");
+    assert!(
+        err.contains("error: unknown stream `q`") && err.contains("broken.dsrv:3:9"),
+        "{err}"
+    );
     let (code, _, _) = run(&["run", spec.to_str().unwrap(), "--input", "-"]);
     assert_eq!(code, 2);
 }
@@ -70,7 +97,12 @@ fn missing_files_are_reported() {
     assert_eq!(code, 2);
     assert!(err.contains("cannot read specification"), "{err}");
     let spec = temp_file("ok.dsrv", ADD);
-    let (code, _, err) = run(&["run", spec.to_str().unwrap(), "--input", "/nonexistent/t.csv"]);
+    let (code, _, err) = run(&[
+        "run",
+        spec.to_str().unwrap(),
+        "--input",
+        "/nonexistent/t.csv",
+    ]);
     assert_eq!(code, 4, "{err}");
 }
 
@@ -78,9 +110,19 @@ fn missing_files_are_reported() {
 /// written: vigil works inside an endless pipe.
 #[test]
 fn streams_row_by_row_from_stdin() {
-    let spec = temp_file("sum.dsrv", "in x: Int\nout s: Int\ns = default(s[1], 0) + x\n");
+    let spec = temp_file(
+        "sum.dsrv",
+        "in x: Int\nout s: Int\ns = default(s[1], 0) + x\n",
+    );
     let mut child = vigil()
-        .args(["run", spec.to_str().unwrap(), "--input", "-", "--format", "jsonl"])
+        .args([
+            "run",
+            spec.to_str().unwrap(),
+            "--input",
+            "-",
+            "--format",
+            "jsonl",
+        ])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()

@@ -10,7 +10,9 @@ fn case_dirs(root: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     let mut stack = vec![root.to_path_buf()];
     while let Some(dir) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
         for e in entries.flatten() {
             let p = e.path();
             if p.is_dir() {
@@ -35,7 +37,9 @@ fn check_case(dir: &Path, tier: Tier) -> Result<(), String> {
     let expected_error = read("expected_error.txt").ok();
     let (out, err) = run_text(&spec, &trace, TraceFormat::Tc, tier);
     if out != expected {
-        return Err(format!("output differs:\n--- expected\n{expected}--- got\n{out}"));
+        return Err(format!(
+            "output differs:\n--- expected\n{expected}--- got\n{out}"
+        ));
     }
     match (expected_error, err) {
         (None, None) => Ok(()),
@@ -69,14 +73,23 @@ fn run_all(root: &Path) -> usize {
             }
         }
     }
-    assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} failures:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
     cases.len()
 }
 
 #[test]
 fn own_cases_pass_on_every_tier() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/cases");
-    assert!(run_all(&root) > 0, "no cases found under {}", root.display());
+    assert!(
+        run_all(&root) > 0,
+        "no cases found under {}",
+        root.display()
+    );
 }
 
 #[test]

@@ -27,12 +27,26 @@ impl SharedBuf {
 
 /// Runs `spec` over a trace given as text in `format` on `tier`, and returns
 /// the text output and the runtime error, if any.
-pub fn run_text(spec: &Spec, trace_text: &str, format: TraceFormat, tier: Tier) -> (String, Option<RuntimeError>) {
-    let mut reader = trace::reader_from_bytes("trace", trace_text.as_bytes().to_vec(), format, &spec.input_schema())
-        .expect("trace opens");
+pub fn run_text(
+    spec: &Spec,
+    trace_text: &str,
+    format: TraceFormat,
+    tier: Tier,
+) -> (String, Option<RuntimeError>) {
+    let mut reader = trace::reader_from_bytes(
+        "trace",
+        trace_text.as_bytes().to_vec(),
+        format,
+        &spec.input_schema(),
+    )
+    .expect("trace opens");
     let mut monitor = Monitor::builder(spec).tier(tier).build();
     let buf = SharedBuf::default();
-    let names = monitor.output_names().into_iter().map(String::from).collect();
+    let names = monitor
+        .output_names()
+        .into_iter()
+        .map(String::from)
+        .collect();
     let mut writer = trace::make_writer(OutputFormat::Text, names, Box::new(buf.clone()));
     let mut row = vec![None; monitor.input_count()];
     let mut error = None;
