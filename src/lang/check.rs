@@ -104,10 +104,12 @@ pub fn check(file: &str, source: &str, ast: Ast) -> Result<CheckedSpec, Vec<Diag
     };
     cx.collect_streams();
     cx.resolve_names();
+    // Types are inferred even after name errors (an unresolved name has no
+    // type and causes no further error), so that every error is reported.
+    let expr_type = cx.infer_types();
     if !cx.errors.is_empty() {
         return Err(sorted(cx.errors));
     }
-    let expr_type = cx.infer_types();
     cx.check_cycles();
     if !cx.errors.is_empty() {
         return Err(sorted(cx.errors));

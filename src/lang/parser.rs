@@ -326,6 +326,14 @@ impl Parser {
 
     /// Parses an atom; the flag says whether an offset may follow it.
     fn atom(&mut self) -> PResult<(ExprId, bool)> {
+        // A declaration keyword cannot start an expression: leave it for the
+        // recovery in `spec` so that the declaration itself is still parsed.
+        if matches!(self.peek(), Tok::KwIn | Tok::KwOut | Tok::KwAux | Tok::Eof) {
+            return Err(Diagnostic::new(
+                self.span(),
+                format!("expected an expression, found {}", self.peek().describe()),
+            ));
+        }
         let t = self.bump();
         let span = t.span;
         let kind = match t.tok {

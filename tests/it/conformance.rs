@@ -50,7 +50,7 @@ fn check_case(dir: &Path, tier: Tier) -> Result<(), String> {
                 .and_then(|r| r.split(':').next())
                 .and_then(|n| n.parse().ok())
                 .ok_or("bad expected_error.txt")?;
-            let kind_ok = ["overflow", "division by zero"]
+            let kind_ok = ["overflow", "division by zero", "invalid operand"]
                 .iter()
                 .any(|k| want.contains(k) && got.to_string().contains(k));
             if got.step == step && kind_ok {

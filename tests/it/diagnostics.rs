@@ -42,25 +42,25 @@ fn type_errors_are_all_reported() {
               |
             6 | c = a + b
               |     ^^^^^
-            
+
             error: `d` is declared Float but its definition has type Int
              --> spec.dsrv:7:5
               |
             7 | d = a * 2
               |     ^^^^^
               = hint: change the declaration to `Int` or the definition
-            
-            error: `if` needs a Bool, found Int
-             --> spec.dsrv:8:8
-              |
-            8 | e = if a then 1 else true
-              |        ^
-            
+
             error: the branches of `if` have incompatible types Int and Bool
              --> spec.dsrv:8:5
               |
             8 | e = if a then 1 else true
               |     ^^^^^^^^^^^^^^^^^^^^^
+
+            error: `if` needs a Bool, found Int
+             --> spec.dsrv:8:8
+              |
+            8 | e = if a then 1 else true
+              |        ^
         "#]],
     );
 }
@@ -97,14 +97,14 @@ fn syntax_errors_recover_at_declarations() {
               |
             4 | out z: Strng
               | ^^^
-            
+
             error: unknown type `Strng`
              --> spec.dsrv:4:8
               |
             4 | out z: Strng
               |        ^^^^^
               = hint: types are Int, Float, Bool, Str, Unit and Any
-            
+
             error: integer literal `99999999999999999999` does not fit in a 64-bit signed integer
              --> spec.dsrv:5:5
               |
@@ -119,6 +119,40 @@ fn syntax_errors_recover_at_declarations() {
 fn definition_problems() {
     check(
         "in x: Int\nx = 1\nout y\ny = 1\ny = 2\nw = x\nout x\nout s: Float\ns = sin(x)\n",
-        expect![[r#""#]],
+        expect![[r#"
+            error: input `x` cannot be defined
+             --> spec.dsrv:2:1
+              |
+            2 | x = 1
+              | ^
+              = hint: inputs take their values from the trace; declare a separate `out` stream
+
+            error: `y` is defined twice
+             --> spec.dsrv:5:1
+              |
+            5 | y = 2
+              | ^
+
+            error: `w` is defined but never declared
+             --> spec.dsrv:6:1
+              |
+            6 | w = x
+              | ^
+              = hint: declare it with `out w` (printed) or `aux w` (not printed)
+
+            error: `x` is declared twice
+             --> spec.dsrv:7:5
+              |
+            7 | out x
+              |     ^
+              = hint: it is already declared as an input on line 1
+
+            error: `sin` needs a Float, found Int
+             --> spec.dsrv:9:5
+              |
+            9 | s = sin(x)
+              |     ^^^^^^
+              = hint: convert the argument to Float, e.g. `x * 1.0`
+        "#]],
     );
 }
