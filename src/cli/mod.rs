@@ -30,6 +30,8 @@ pub enum Command {
         /// The specification file (DSRV).
         spec: String,
     },
+    /// List the execution tiers this build can run, one per line (for `--tier`).
+    Tiers,
 }
 
 #[derive(clap::Args, Debug)]
@@ -85,6 +87,12 @@ pub fn main() -> ExitCode {
             Ok(_) => ExitCode::SUCCESS,
             Err(code) => code,
         },
+        Command::Tiers => {
+            for t in Tier::ALL.iter().filter(|t| **t != Tier::Auto) {
+                println!("{t}");
+            }
+            ExitCode::SUCCESS
+        }
     }
 }
 

@@ -1,0 +1,155 @@
+//! Shared benchmark scenarios: specs, deterministic rows, and hand-written Rust baselines.
+//!
+//! The rows come from the same 64-bit LCG as `../shared/perf/gen_traces.py`, so the
+//! in-memory benches see the data the end-to-end peers' figures were measured on.
+
+#![allow(dead_code)]
+
+use std::hint::black_box;
+use std::sync::Arc;
+use vigil::Value;
+
+pub const ROWS: usize = 100_000;
+
+pub const ADD: &str = "in x: Int\nin y: Int\nout z: Int\nz = x + y\n";
+pub const COUNTER: &str = "in x: Int\nout z: Int\nz = default(z[1], 0) + x\n";
+pub const CHAIN: &str = include_str!("../../examples/chain.dsrv");
+pub const FUSION: &str = include_str!("../../examples/fusion.dsrv");
+
+/// One scenario: a spec, its input columns (in declaration order), and a
+/// hand-written baseline computing the same outputs.
+pub struct Scenario {
+    pub name: &'static str,
+    pub spec: &'static str,
+    pub rows: Vec<Vec<Option<Value>>>,
+    pub baseline: fn(&Columns) -> i64,
+}
+
+/// The generated inputs as plain columns, for the baselines.
+pub struct Columns {
+    pub x: Vec<i64>,
+    pub y: Vec<i64>,
+    pub flag: Vec<bool>,
+    pub lbl: Vec<Arc<str>>,
+}
+
+pub fn columns(n: usize) -> Columns {
+    let mut state: u64 = 12345;
+    let mut next = || {
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        state >> 33
+    };
+    let (mut x, mut y, mut flag) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..n {
+        x.push((next() % 41) as i64 - 20);
+        y.push((next() % 41) as i64 - 20);
+        flag.push(next() % 2 == 0);
+    }
+    let lbl = (0..n).map(|i| Arc::from(if i % 2 == 0 { "a" } else { "b" })).collect();
+    Columns { x, y, flag, lbl }
+}
+
+pub fn scenarios() -> (Columns, Vec<Scenario>) {
+    let c = columns(ROWS);
+    let int = |v: i64| Some(Value::Int(v));
+    let rows_of = |f: &dyn Fn(usize) -> Vec<Option<Value>>| (0..ROWS).map(f).collect::<Vec<_>>();
+    let scenarios = vec![
+        Scenario {
+            name: "add",
+            spec: ADD,
+            rows: rows_of(&|i| vec![int(c.x[i]), int(c.y[i])]),
+            baseline: baseline_add,
+        },
+        Scenario {
+            name: "counter",
+            spec: COUNTER,
+            rows: rows_of(&|i| vec![int(c.x[i])]),
+            baseline: baseline_counter,
+        },
+        Scenario {
+            name: "chain",
+            spec: CHAIN,
+            rows: rows_of(&|i| vec![int(c.x[i]), int(c.y[i]), Some(Value::Bool(c.flag[i]))]),
+            baseline: baseline_chain,
+        },
+        Scenario {
+            name: "fusion_example",
+            spec: FUSION,
+            rows: rows_of(&|i| {
+                vec![
+                    int(c.x[i]),
+                    int(c.y[i]),
+                    Some(Value::Bool(c.flag[i])),
+                    Some(Value::Str(c.lbl[i].clone())),
+                ]
+            }),
+            baseline: baseline_fusion,
+        },
+    ];
+    (c, scenarios)
+}
+
+/// Overflow is checked as vigil checks it, so the baselines do the same work.
+fn ck(v: Option<i64>) -> i64 {
+    v.expect("the benchmark data never overflows")
+}
+
+pub fn baseline_add(c: &Columns) -> i64 {
+    let mut out = [0i64; 1];
+    for i in 0..c.x.len() {
+        out[0] = ck(c.x[i].checked_add(c.y[i]));
+        black_box(&out);
+    }
+    out[0]
+}
+
+pub fn baseline_counter(c: &Columns) -> i64 {
+    let mut z = 0i64;
+    for i in 0..c.x.len() {
+        z = ck(z.checked_add(c.x[i]));
+        black_box(&z);
+    }
+    z
+}
+
+/// The chain scenario: the fusion example without its Str stream.
+pub fn baseline_chain(c: &Columns) -> i64 {
+    let (mut blended, mut total) = (0i64, 0i64);
+    let mut out = [0i64; 9];
+    for i in 0..c.x.len() {
+        let scaled = ck(c.x[i].checked_mul(2));
+        let offset = ck(c.y[i].checked_add(5));
+        let merged = ck(scaled.checked_add(offset));
+        blended = ck(blended.checked_add(if c.flag[i] { merged } else { scaled }));
+        let delta = ck(blended.checked_sub(merged));
+        let ratio = ck(delta.checked_mul(3));
+        total = ck(total.checked_add(ratio));
+        let level = ck(total.checked_add(ratio));
+        let alert = level > 20;
+        out = [scaled, offset, merged, blended, delta, ratio, total, level, alert as i64];
+        black_box(&out);
+    }
+    out[6]
+}
+
+/// The DESIGN §9 example with every input present (the Str label echoed).
+pub fn baseline_fusion(c: &Columns) -> i64 {
+    let (mut blended, mut total) = (0i64, 0i64);
+    let mut echoed: Arc<str> = Arc::from("");
+    for i in 0..c.x.len() {
+        let scaled = ck(c.x[i].checked_mul(2));
+        let offset = ck(c.y[i].checked_add(5));
+        let merged = ck(scaled.checked_add(offset));
+        blended = ck(blended.checked_add(if c.flag[i] { merged } else { scaled }));
+        let delta = ck(blended.checked_sub(merged));
+        let ratio = ck(delta.checked_mul(3));
+        total = ck(total.checked_add(ratio));
+        echoed = c.lbl[i].clone();
+        let level = ck(total.checked_add(ratio));
+        let alert = level > 20;
+        black_box((&scaled, &offset, &merged, &blended, &delta, &ratio, &total, &echoed, &level, &alert));
+    }
+    total
+}
