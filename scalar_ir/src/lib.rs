@@ -13,6 +13,8 @@ pub mod quick;
 pub mod text;
 pub mod verify;
 
+pub use quick::QuickCode;
+
 pub use builder::FunctionBuilder;
 pub use frame::{Exit, Frame, FrameBuffers, Slot};
 pub use ir::*;
