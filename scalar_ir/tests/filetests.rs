@@ -219,7 +219,7 @@ fn filetests() {
                 new.push_str(MARKER);
                 new.push('\n');
                 for l in actual.lines() {
-                    new.push_str(&format!("; {l}").trim_end().to_string());
+                    new.push_str(format!("; {l}").trim_end());
                     new.push('\n');
                 }
                 std::fs::write(path, new).expect("writable file test");
