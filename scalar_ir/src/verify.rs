@@ -306,7 +306,9 @@ impl Verifier<'_> {
             }
         }
 
-        // 13: reachability, and the dominator tree for 8.
+        // 13: reachability, and the dominator tree for 8. Only laid-out blocks are
+        // followed, since the instructions of other blocks were never checked.
+        let in_layout = self.in_layout.clone();
         let succs = |b: Block| -> Vec<Block> {
             p.layout
                 .block_insts(b)
@@ -316,7 +318,7 @@ impl Verifier<'_> {
                         .branch_targets()
                         .into_iter()
                         .map(|c| c.block)
-                        .filter(|t| t.index() < p.block_params.len())
+                        .filter(|t| in_layout.get(t.index()).copied().unwrap_or(false))
                         .collect()
                 })
                 .unwrap_or_default()

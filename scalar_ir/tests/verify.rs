@@ -169,6 +169,23 @@ fn inv6_target_not_in_layout() {
 }
 
 #[test]
+fn inv6_target_outside_layout_with_bogus_contents_does_not_panic() {
+    let mut p = ok_program();
+    let b1 = p.create_block();
+    // The detached block holds an instruction number that does not exist.
+    p.layout.insts[b1.index()].push(Inst(1000));
+    p.layout.insts[0].pop();
+    let j = p.make_inst(InstData::Jump {
+        dest: BlockCall {
+            block: b1,
+            args: vec![],
+        },
+    });
+    p.append_inst(Block(0), j);
+    assert!(errors(&p).contains("invariant 6: branch to block1, which is not in the layout"));
+}
+
+#[test]
 fn inv7_undefined_operand() {
     let mut p = ok_program();
     // Detach the constant from the layout: its result is no longer defined.
