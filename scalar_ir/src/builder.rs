@@ -1,0 +1,309 @@
+//! An ergonomic builder for programs, used by tests and by the lowering of fused regions.
+//!
+//! The builder appends to a current block. A block enters the layout the first time
+//! the builder switches to it, so the layout order is the order in which blocks are
+//! filled; the first block switched to becomes the entry block.
+
+use crate::ir::*;
+
+/// Builds a [`Program`] instruction by instruction.
+#[derive(Debug)]
+pub struct FunctionBuilder {
+    prog: Program,
+    current: Option<Block>,
+}
+
+macro_rules! binops {
+    ($($method:ident => $op:ident),* $(,)?) => {
+        $(
+            #[doc = concat!("Appends `", stringify!($method), "` and returns its result.")]
+            pub fn $method(&mut self, a: Value, b: Value) -> Value {
+                self.value(InstData::Binary { op: BinOp::$op, args: [a, b] })
+            }
+        )*
+    };
+}
+
+macro_rules! unops {
+    ($($method:ident => $op:ident),* $(,)?) => {
+        $(
+            #[doc = concat!("Appends `", stringify!($method), "` and returns its result.")]
+            pub fn $method(&mut self, a: Value) -> Value {
+                self.value(InstData::Unary { op: UnOp::$op, arg: a })
+            }
+        )*
+    };
+}
+
+macro_rules! ck_binops {
+    ($($method:ident => $op:ident),* $(,)?) => {
+        $(
+            #[doc = concat!("Appends `", stringify!($method), "` with a trap site and returns its result.")]
+            pub fn $method(&mut self, a: Value, b: Value, site: u32) -> Value {
+                self.value(InstData::BinaryCk { op: CkBinOp::$op, args: [a, b], site })
+            }
+        )*
+    };
+}
+
+impl FunctionBuilder {
+    /// Starts an empty program with the given frame sizes.
+    pub fn new(decl: Decl) -> FunctionBuilder {
+        FunctionBuilder {
+            prog: Program::new(decl),
+            current: None,
+        }
+    }
+
+    /// Creates a block; it enters the layout when first switched to.
+    pub fn create_block(&mut self) -> Block {
+        self.prog.create_block()
+    }
+
+    /// Appends a typed parameter to `block`.
+    pub fn append_block_param(&mut self, block: Block, ty: Type) -> Value {
+        self.prog.append_block_param(block, ty)
+    }
+
+    /// Makes `block` the block that instructions are appended to.
+    pub fn switch_to_block(&mut self, block: Block) {
+        if !self.prog.layout.blocks.contains(&block) {
+            self.prog.append_block(block);
+        }
+        self.current = Some(block);
+    }
+
+    /// The block instructions are appended to.
+    pub fn current_block(&self) -> Option<Block> {
+        self.current
+    }
+
+    /// The program built so far (for inspection).
+    pub fn program(&self) -> &Program {
+        &self.prog
+    }
+
+    /// Appends arbitrary instruction data to the current block.
+    ///
+    /// # Panics
+    /// Panics if no block has been switched to: that is a bug in the caller.
+    pub fn ins(&mut self, data: InstData) -> Inst {
+        let block = self
+            .current
+            .expect("FunctionBuilder: switch_to_block before appending instructions");
+        let inst = self.prog.make_inst(data);
+        self.prog.append_inst(block, inst);
+        inst
+    }
+
+    fn value(&mut self, data: InstData) -> Value {
+        let inst = self.ins(data);
+        self.prog
+            .result(inst)
+            .expect("instruction kinds used here always have a result")
+    }
+
+    /// Finishes building and returns the program (unverified).
+    pub fn finish(self) -> Program {
+        self.prog
+    }
+
+    /// Appends `iconst`.
+    pub fn iconst(&mut self, v: i64) -> Value {
+        self.value(InstData::Iconst(v))
+    }
+
+    /// Appends `fconst` with the exact bits of `v`.
+    pub fn fconst(&mut self, v: f64) -> Value {
+        self.value(InstData::Fconst(v.to_bits()))
+    }
+
+    /// Appends `bconst`.
+    pub fn bconst(&mut self, v: bool) -> Value {
+        self.value(InstData::Bconst(v))
+    }
+
+    /// Appends `guard_input slot, ty, reason`.
+    pub fn guard_input(&mut self, slot: u32, ty: Type, reason: u32) -> Inst {
+        self.ins(InstData::GuardInput { slot, ty, reason })
+    }
+
+    /// Appends `guard_env slot, ty, reason`.
+    pub fn guard_env(&mut self, slot: u32, ty: Type, reason: u32) -> Inst {
+        self.ins(InstData::GuardEnv { slot, ty, reason })
+    }
+
+    /// Appends `load_input.ty slot`.
+    pub fn load_input(&mut self, ty: Type, slot: u32) -> Value {
+        self.value(InstData::LoadInput { ty, slot })
+    }
+
+    /// Appends `load_env.ty slot`.
+    pub fn load_env(&mut self, ty: Type, slot: u32) -> Value {
+        self.value(InstData::LoadEnv { ty, slot })
+    }
+
+    /// Appends `store_env.ty slot, v`, which also sets the slot's tag to `ty`.
+    pub fn store_env(&mut self, ty: Type, slot: u32, v: Value) -> Inst {
+        self.ins(InstData::StoreEnv { ty, slot, arg: v })
+    }
+
+    /// Appends `load_state.ty lane`.
+    pub fn load_state(&mut self, ty: Type, lane: u32) -> Value {
+        self.value(InstData::LoadState { ty, lane })
+    }
+
+    /// Appends `store_state.ty lane, v`.
+    pub fn store_state(&mut self, ty: Type, lane: u32, v: Value) -> Inst {
+        self.ins(InstData::StoreState { ty, lane, arg: v })
+    }
+
+    /// Appends `ring_load.ty base, len`.
+    pub fn ring_load(&mut self, ty: Type, base: u32, len: u32) -> Value {
+        self.value(InstData::RingLoad { ty, base, len })
+    }
+
+    /// Appends `ring_store.ty base, len, v`.
+    pub fn ring_store(&mut self, ty: Type, base: u32, len: u32, v: Value) -> Inst {
+        self.ins(InstData::RingStore {
+            ty,
+            base,
+            len,
+            arg: v,
+        })
+    }
+
+    ck_binops! {
+        iadd_ck => IaddCk, isub_ck => IsubCk, imul_ck => ImulCk,
+        idiv_ck => IdivCk, irem_ck => IremCk,
+    }
+
+    /// Appends `ineg_ck`.
+    pub fn ineg_ck(&mut self, a: Value, site: u32) -> Value {
+        self.value(InstData::UnaryCk {
+            op: CkUnOp::InegCk,
+            arg: a,
+            site,
+        })
+    }
+
+    /// Appends `iabs_ck`.
+    pub fn iabs_ck(&mut self, a: Value, site: u32) -> Value {
+        self.value(InstData::UnaryCk {
+            op: CkUnOp::IabsCk,
+            arg: a,
+            site,
+        })
+    }
+
+    binops! {
+        imin => Imin, imax => Imax,
+        fadd => Fadd, fsub => Fsub, fmul => Fmul, fdiv => Fdiv, frem => Frem,
+        fmin => Fmin, fmax => Fmax,
+        band => Band, bor => Bor, bxor => Bxor,
+    }
+
+    unops! {
+        fneg => Fneg, fabs => Fabs, fsqrt => Fsqrt, ffloor => Ffloor, fceil => Fceil,
+        fsin => Fsin, fcos => Fcos, ftan => Ftan, fcvt_from_i64 => FcvtFromI64, bnot => Bnot,
+    }
+
+    /// Appends a binary operation chosen at run time (used by generated programs).
+    pub fn binary(&mut self, op: BinOp, a: Value, b: Value) -> Value {
+        self.value(InstData::Binary { op, args: [a, b] })
+    }
+
+    /// Appends a checked binary operation chosen at run time.
+    pub fn binary_ck(&mut self, op: CkBinOp, a: Value, b: Value, site: u32) -> Value {
+        self.value(InstData::BinaryCk {
+            op,
+            args: [a, b],
+            site,
+        })
+    }
+
+    /// Appends a unary operation chosen at run time.
+    pub fn unary(&mut self, op: UnOp, a: Value) -> Value {
+        self.value(InstData::Unary { op, arg: a })
+    }
+
+    /// Appends `icmp.cond a, b`.
+    pub fn icmp(&mut self, cond: Cond, a: Value, b: Value) -> Value {
+        self.cmp(CmpKind::Icmp, cond, a, b)
+    }
+
+    /// Appends `fcmp.cond a, b`.
+    pub fn fcmp(&mut self, cond: Cond, a: Value, b: Value) -> Value {
+        self.cmp(CmpKind::Fcmp, cond, a, b)
+    }
+
+    /// Appends `bcmp.cond a, b`.
+    pub fn bcmp(&mut self, cond: Cond, a: Value, b: Value) -> Value {
+        self.cmp(CmpKind::Bcmp, cond, a, b)
+    }
+
+    /// Appends a comparison of the given family.
+    pub fn cmp(&mut self, kind: CmpKind, cond: Cond, a: Value, b: Value) -> Value {
+        self.value(InstData::Cmp {
+            kind,
+            cond,
+            args: [a, b],
+        })
+    }
+
+    /// Appends `select.ty c, a, b`.
+    pub fn select(&mut self, ty: Type, c: Value, a: Value, b: Value) -> Value {
+        self.value(InstData::Select {
+            ty,
+            cond: c,
+            args: [a, b],
+        })
+    }
+
+    /// Appends `jump block(args)`.
+    pub fn jump(&mut self, block: Block, args: &[Value]) -> Inst {
+        self.ins(InstData::Jump {
+            dest: BlockCall {
+                block,
+                args: args.to_vec(),
+            },
+        })
+    }
+
+    /// Appends `brif c, then(then_args), else(else_args)`.
+    pub fn brif(
+        &mut self,
+        c: Value,
+        then_block: Block,
+        then_args: &[Value],
+        else_block: Block,
+        else_args: &[Value],
+    ) -> Inst {
+        self.ins(InstData::Brif {
+            cond: c,
+            then_dest: BlockCall {
+                block: then_block,
+                args: then_args.to_vec(),
+            },
+            else_dest: BlockCall {
+                block: else_block,
+                args: else_args.to_vec(),
+            },
+        })
+    }
+
+    /// Appends `return`.
+    pub fn ret(&mut self) -> Inst {
+        self.ins(InstData::Return)
+    }
+
+    /// Appends `decline reason`.
+    pub fn decline(&mut self, reason: u32) -> Inst {
+        self.ins(InstData::Decline { reason })
+    }
+
+    /// Appends `trap kind, site`.
+    pub fn trap(&mut self, kind: TrapKind, site: u32) -> Inst {
+        self.ins(InstData::Trap { kind, site })
+    }
+}

@@ -1,0 +1,340 @@
+//! The frame ABI shared by the quickened interpreter and the JIT, and the exit word.
+//!
+//! A [`Frame`] is a `#[repr(C)]` block of pointers to the lanes a program reads and
+//! writes. The JIT addresses its fields through the `FRAME_*` offset constants, and
+//! the interpreter reads the very same memory, so both tiers agree by construction.
+//!
+//! Tags (one `u8` per input and environment slot): see [`tag`]. Payload lanes are
+//! `u64`: an `i64` in two's complement, an `f64` as its bits, a `b1` as 0 or 1.
+//!
+//! Exit word (`u64`, stored in [`Frame::status`] and returned by the code):
+//!
+//! | bits   | meaning                                                      |
+//! |--------|--------------------------------------------------------------|
+//! | 0..8   | exit class: 0 = return, 1 = decline, 2 = trap                |
+//! | 8..16  | trap kind for class 2: 0 = overflow, 1 = division by zero    |
+//! | 16..32 | zero                                                         |
+//! | 32..64 | payload: the decline reason or the trap site                 |
+//!
+//! So `return` is the word 0, which lets native code test for the common case with
+//! one comparison against zero.
+
+use crate::ir::{Decl, TrapKind, Type};
+use std::mem::offset_of;
+
+/// Slot tags. The numbering is part of the ABI.
+pub mod tag {
+    /// No value at this step (an absent input, NoVal).
+    pub const ABSENT: u8 = 0;
+    /// Not enough history yet (⊥, Deferred).
+    pub const DEFERRED: u8 = 1;
+    /// An `i64` payload.
+    pub const I64: u8 = 2;
+    /// An `f64` payload.
+    pub const F64: u8 = 3;
+    /// A `b1` payload.
+    pub const B1: u8 = 4;
+    /// A value the scalar tiers cannot represent (string, unit, container).
+    pub const OTHER: u8 = 5;
+}
+
+/// The tag that marks a present value of scalar type `ty`.
+pub fn tag_of(ty: Type) -> u8 {
+    match ty {
+        Type::I64 => tag::I64,
+        Type::F64 => tag::F64,
+        Type::B1 => tag::B1,
+    }
+}
+
+/// The memory one invocation of compiled code works on.
+///
+/// # Safety contract
+/// Whoever builds a `Frame` by hand must make every pointer valid for the sizes the
+/// program declares (`inputs`, `env`, `state`); [`FrameBuffers::frame`] does so.
+#[repr(C)]
+#[derive(Debug)]
+pub struct Frame {
+    /// Input payload lanes, one per input slot.
+    pub inputs: *const u64,
+    /// Input tags, one per input slot.
+    pub input_tags: *const u8,
+    /// Environment payload lanes, one per environment slot.
+    pub env: *mut u64,
+    /// Environment tags, one per environment slot.
+    pub env_tags: *mut u8,
+    /// Temporal state lanes (untagged: their types are fixed by the program).
+    pub state: *mut u64,
+    /// The step counter, used by ring instructions.
+    pub step: u64,
+    /// The exit word of the last invocation.
+    pub status: u64,
+}
+
+/// Byte offset of [`Frame::inputs`].
+pub const FRAME_INPUTS: usize = offset_of!(Frame, inputs);
+/// Byte offset of [`Frame::input_tags`].
+pub const FRAME_INPUT_TAGS: usize = offset_of!(Frame, input_tags);
+/// Byte offset of [`Frame::env`].
+pub const FRAME_ENV: usize = offset_of!(Frame, env);
+/// Byte offset of [`Frame::env_tags`].
+pub const FRAME_ENV_TAGS: usize = offset_of!(Frame, env_tags);
+/// Byte offset of [`Frame::state`].
+pub const FRAME_STATE: usize = offset_of!(Frame, state);
+/// Byte offset of [`Frame::step`].
+pub const FRAME_STEP: usize = offset_of!(Frame, step);
+/// Byte offset of [`Frame::status`].
+pub const FRAME_STATUS: usize = offset_of!(Frame, status);
+
+// The JIT hard-codes these offsets for a 64-bit target; fail the build if they move.
+#[cfg(target_pointer_width = "64")]
+const _: () = {
+    assert!(FRAME_INPUTS == 0);
+    assert!(FRAME_INPUT_TAGS == 8);
+    assert!(FRAME_ENV == 16);
+    assert!(FRAME_ENV_TAGS == 24);
+    assert!(FRAME_STATE == 32);
+    assert!(FRAME_STEP == 40);
+    assert!(FRAME_STATUS == 48);
+    assert!(std::mem::size_of::<Frame>() == 56);
+};
+
+/// How a run of a program ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Exit {
+    /// The program completed; its stores are the row's results.
+    Return,
+    /// The program could not handle this row; the caller runs it canonically.
+    Decline(u32),
+    /// A runtime error of the given kind at the given site.
+    Trap(TrapKind, u32),
+}
+
+const CLASS_RETURN: u64 = 0;
+const CLASS_DECLINE: u64 = 1;
+const CLASS_TRAP: u64 = 2;
+
+impl Exit {
+    /// Encodes the exit as the ABI's status word.
+    pub const fn encode(self) -> u64 {
+        match self {
+            Exit::Return => CLASS_RETURN,
+            Exit::Decline(reason) => CLASS_DECLINE | ((reason as u64) << 32),
+            Exit::Trap(kind, site) => {
+                let k = match kind {
+                    TrapKind::Overflow => 0u64,
+                    TrapKind::DivByZero => 1u64,
+                };
+                CLASS_TRAP | (k << 8) | ((site as u64) << 32)
+            }
+        }
+    }
+
+    /// Decodes a status word; `None` if it is not one [`Exit::encode`] produces.
+    pub const fn decode(word: u64) -> Option<Exit> {
+        let payload = (word >> 32) as u32;
+        let class = word & 0xff;
+        let kind = (word >> 8) & 0xff;
+        let zero = (word >> 16) & 0xffff;
+        if zero != 0 {
+            return None;
+        }
+        match (class, kind) {
+            (CLASS_RETURN, 0) if payload == 0 => Some(Exit::Return),
+            (CLASS_DECLINE, 0) => Some(Exit::Decline(payload)),
+            (CLASS_TRAP, 0) => Some(Exit::Trap(TrapKind::Overflow, payload)),
+            (CLASS_TRAP, 1) => Some(Exit::Trap(TrapKind::DivByZero, payload)),
+            _ => None,
+        }
+    }
+}
+
+/// A scalar value as seen in a tagged slot, for setting up and reading frames.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Slot {
+    Absent,
+    Deferred,
+    I64(i64),
+    F64(f64),
+    B1(bool),
+    Other,
+}
+
+impl Slot {
+    /// The tag and payload lane for this slot value.
+    pub fn encode(self) -> (u8, u64) {
+        match self {
+            Slot::Absent => (tag::ABSENT, 0),
+            Slot::Deferred => (tag::DEFERRED, 0),
+            Slot::I64(v) => (tag::I64, v as u64),
+            Slot::F64(v) => (tag::F64, v.to_bits()),
+            Slot::B1(v) => (tag::B1, v as u64),
+            Slot::Other => (tag::OTHER, 0),
+        }
+    }
+
+    /// Rebuilds a slot value from a tag and a payload lane; unknown tags read as `Other`.
+    pub fn decode(tag: u8, lane: u64) -> Slot {
+        match tag {
+            tag::ABSENT => Slot::Absent,
+            tag::DEFERRED => Slot::Deferred,
+            tag::I64 => Slot::I64(lane as i64),
+            tag::F64 => Slot::F64(f64::from_bits(lane)),
+            tag::B1 => Slot::B1(lane != 0),
+            _ => Slot::Other,
+        }
+    }
+}
+
+/// Owned, safely sized storage for a frame.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct FrameBuffers {
+    pub inputs: Vec<u64>,
+    pub input_tags: Vec<u8>,
+    pub env: Vec<u64>,
+    pub env_tags: Vec<u8>,
+    pub state: Vec<u64>,
+    pub step: u64,
+    pub status: u64,
+}
+
+impl FrameBuffers {
+    /// Zeroed buffers (all slots absent) sized for a program's declarations.
+    pub fn new(decl: &Decl) -> FrameBuffers {
+        FrameBuffers {
+            inputs: vec![0; decl.inputs as usize],
+            input_tags: vec![tag::ABSENT; decl.inputs as usize],
+            env: vec![0; decl.env as usize],
+            env_tags: vec![tag::ABSENT; decl.env as usize],
+            state: vec![0; decl.state as usize],
+            step: 0,
+            status: 0,
+        }
+    }
+
+    /// Whether the buffers are large enough for a program with these declarations.
+    pub fn fits(&self, decl: &Decl) -> bool {
+        self.inputs.len() >= decl.inputs as usize
+            && self.input_tags.len() >= decl.inputs as usize
+            && self.env.len() >= decl.env as usize
+            && self.env_tags.len() >= decl.env as usize
+            && self.state.len() >= decl.state as usize
+    }
+
+    /// A raw frame pointing into these buffers, valid while they are not moved or resized.
+    pub fn frame(&mut self) -> Frame {
+        Frame {
+            inputs: self.inputs.as_ptr(),
+            input_tags: self.input_tags.as_ptr(),
+            env: self.env.as_mut_ptr(),
+            env_tags: self.env_tags.as_mut_ptr(),
+            state: self.state.as_mut_ptr(),
+            step: self.step,
+            status: self.status,
+        }
+    }
+
+    /// Sets input `slot`.
+    pub fn set_input(&mut self, slot: usize, v: Slot) {
+        (self.input_tags[slot], self.inputs[slot]) = v.encode();
+    }
+
+    /// Reads input `slot`.
+    pub fn input(&self, slot: usize) -> Slot {
+        Slot::decode(self.input_tags[slot], self.inputs[slot])
+    }
+
+    /// Sets environment `slot`.
+    pub fn set_env(&mut self, slot: usize, v: Slot) {
+        (self.env_tags[slot], self.env[slot]) = v.encode();
+    }
+
+    /// Reads environment `slot`.
+    pub fn env(&self, slot: usize) -> Slot {
+        Slot::decode(self.env_tags[slot], self.env[slot])
+    }
+
+    /// Sets state `lane` to an `i64`.
+    pub fn set_state_i64(&mut self, lane: usize, v: i64) {
+        self.state[lane] = v as u64;
+    }
+
+    /// Sets state `lane` to an `f64`.
+    pub fn set_state_f64(&mut self, lane: usize, v: f64) {
+        self.state[lane] = v.to_bits();
+    }
+
+    /// Sets state `lane` to a `b1`.
+    pub fn set_state_b1(&mut self, lane: usize, v: bool) {
+        self.state[lane] = v as u64;
+    }
+
+    /// Reads state `lane` as an `i64`.
+    pub fn state_i64(&self, lane: usize) -> i64 {
+        self.state[lane] as i64
+    }
+
+    /// Reads state `lane` as an `f64`.
+    pub fn state_f64(&self, lane: usize) -> f64 {
+        f64::from_bits(self.state[lane])
+    }
+
+    /// Reads state `lane` as a `b1`.
+    pub fn state_b1(&self, lane: usize) -> bool {
+        self.state[lane] != 0
+    }
+
+    /// The exit of the last run.
+    pub fn exit(&self) -> Option<Exit> {
+        Exit::decode(self.status)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exit_round_trips() {
+        for e in [
+            Exit::Return,
+            Exit::Decline(0),
+            Exit::Decline(u32::MAX),
+            Exit::Trap(TrapKind::Overflow, 7),
+            Exit::Trap(TrapKind::DivByZero, u32::MAX),
+        ] {
+            assert_eq!(Exit::decode(e.encode()), Some(e));
+        }
+        assert_eq!(Exit::Return.encode(), 0);
+        assert_eq!(Exit::decode(3), None);
+        assert_eq!(Exit::decode(1 << 16), None);
+        assert_eq!(Exit::decode(2 | (2 << 8)), None);
+        assert_eq!(Exit::decode(1 << 32), None);
+    }
+
+    #[test]
+    fn slots_round_trip() {
+        let mut fb = FrameBuffers::new(&Decl {
+            inputs: 1,
+            env: 1,
+            state: 1,
+            sites: 0,
+        });
+        for v in [
+            Slot::Absent,
+            Slot::Deferred,
+            Slot::I64(-3),
+            Slot::B1(true),
+            Slot::Other,
+        ] {
+            fb.set_env(0, v);
+            assert_eq!(fb.env(0), v);
+            fb.set_input(0, v);
+            assert_eq!(fb.input(0), v);
+        }
+        fb.set_env(0, Slot::F64(-0.0));
+        assert_eq!(fb.env[0], (-0.0f64).to_bits());
+        fb.set_state_f64(0, 2.5);
+        assert_eq!(fb.state_f64(0), 2.5);
+    }
+}

@@ -1,0 +1,151 @@
+//! The quickened register interpreter: compile a verified program once, run it many times.
+//!
+//! Compilation ([`QuickCode::compile`]) verifies the program, assigns every SSA value
+//! its own `u64` register, preloads constants, and selects type-specialised opcodes and
+//! superinstructions (see [`compile`]). Running reuses the register file, so a run
+//! allocates nothing. The opcode set lives in one table in [`ops`].
+
+mod compile;
+pub mod ops;
+
+pub use ops::{Code, Op, Opcode, Pc, Reg, Regs, Site, Tag, disasm};
+
+use crate::frame::{Exit, Frame, FrameBuffers};
+use crate::ir::{Decl, Program};
+use crate::verify::{VerifierErrors, verify};
+use std::fmt;
+
+/// Safe views of the frame memory for one run.
+pub(crate) struct FrameRef<'a> {
+    pub inputs: &'a [u64],
+    pub input_tags: &'a [u8],
+    pub env: &'a mut [u64],
+    pub env_tags: &'a mut [u8],
+    pub state: &'a mut [u64],
+    pub step: u64,
+}
+
+/// Why a program could not be compiled.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Error {
+    /// The program failed verification.
+    Verify(VerifierErrors),
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Verify(e) => write!(f, "program failed verification:\n{e}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+/// A program compiled for the quickened interpreter, with its register file.
+#[derive(Clone, Debug)]
+pub struct QuickCode {
+    code: Code,
+    regs: Regs,
+    decl: Decl,
+}
+
+impl QuickCode {
+    /// Verifies and compiles a program.
+    pub fn compile(prog: &Program) -> Result<QuickCode, Error> {
+        verify(prog).map_err(Error::Verify)?;
+        let code = compile::lower(prog);
+        let mut regs = Regs(vec![0; code.nregs as usize]);
+        for &(r, bits) in &code.consts {
+            regs[r] = bits;
+        }
+        Ok(QuickCode {
+            code,
+            regs,
+            decl: prog.decl,
+        })
+    }
+
+    /// The compiled instructions.
+    pub fn code(&self) -> &Code {
+        &self.code
+    }
+
+    /// The frame sizes the program declared.
+    pub fn decl(&self) -> &Decl {
+        &self.decl
+    }
+
+    /// The disassembly of the compiled code.
+    pub fn disasm(&self) -> String {
+        disasm(&self.code)
+    }
+
+    /// Runs the program on owned frame buffers and records the exit in `fb.status`.
+    ///
+    /// # Panics
+    /// Panics if the buffers are smaller than the program's declarations; size them
+    /// with [`FrameBuffers::new`].
+    pub fn run(&mut self, fb: &mut FrameBuffers) -> Exit {
+        assert!(
+            fb.fits(&self.decl),
+            "frame buffers are smaller than the program declares"
+        );
+        let mut fr = FrameRef {
+            inputs: &fb.inputs,
+            input_tags: &fb.input_tags,
+            env: &mut fb.env,
+            env_tags: &mut fb.env_tags,
+            state: &mut fb.state,
+            step: fb.step,
+        };
+        let exit = ops::execute(&self.code.ops, &mut self.regs, &mut fr);
+        fb.status = exit.encode();
+        exit
+    }
+
+    /// Runs the program on a raw ABI frame and records the exit in `frame.status`.
+    ///
+    /// # Safety
+    /// Every pointer in `frame` must be valid (and the mutable ones exclusive) for as
+    /// many lanes and tags as the program declares, as for the JIT.
+    pub unsafe fn run_frame(&mut self, frame: &mut Frame) -> Exit {
+        let d = self.decl;
+        // SAFETY: the caller guarantees the sizes; empty slices use a dangling
+        // pointer because a frame may carry null for an unused area.
+        let exit = unsafe {
+            let mut fr = FrameRef {
+                inputs: slice(frame.inputs, d.inputs),
+                input_tags: slice(frame.input_tags, d.inputs),
+                env: slice_mut(frame.env, d.env),
+                env_tags: slice_mut(frame.env_tags, d.env),
+                state: slice_mut(frame.state, d.state),
+                step: frame.step,
+            };
+            ops::execute(&self.code.ops, &mut self.regs, &mut fr)
+        };
+        frame.status = exit.encode();
+        exit
+    }
+}
+
+unsafe fn slice<'a, T>(p: *const T, n: u32) -> &'a [T] {
+    if n == 0 {
+        &[]
+    } else {
+        // SAFETY: forwarded from `run_frame`'s contract.
+        unsafe { std::slice::from_raw_parts(p, n as usize) }
+    }
+}
+
+unsafe fn slice_mut<'a, T>(p: *mut T, n: u32) -> &'a mut [T] {
+    if n == 0 {
+        &mut []
+    } else {
+        // SAFETY: forwarded from `run_frame`'s contract.
+        unsafe { std::slice::from_raw_parts_mut(p, n as usize) }
+    }
+}
+
+#[cfg(test)]
+mod tests;

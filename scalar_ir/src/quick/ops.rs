@@ -1,0 +1,338 @@
+//! The quickened opcode table: one line per opcode, from which one macro derives the
+//! `Opcode` enum, the `Op` instruction enum, the encoder helpers on [`Code`], the
+//! disassembler and the dispatch loop.
+//!
+//! Keeping all four in one table means an opcode cannot be added to the dispatch
+//! loop without also being encodable and disassemblable, and the semantics of each
+//! opcode is written exactly once, beside its operand shape.
+
+use super::FrameRef;
+use crate::frame::Exit;
+use crate::ir::{TrapKind, Type};
+use std::fmt::{self, Write};
+use std::ops::{Index, IndexMut};
+
+/// A register index into the register file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Reg(pub u32);
+
+/// An index into the code, the target of a branch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Pc(pub u32);
+
+/// A trap site.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Site(pub u32);
+
+/// A slot tag that a guard requires or a store writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Tag(pub u8);
+
+/// How one operand is shown by the disassembler.
+trait Operand {
+    fn show(&self, out: &mut String);
+}
+
+impl Operand for Reg {
+    fn show(&self, out: &mut String) {
+        let _ = write!(out, "r{}", self.0);
+    }
+}
+impl Operand for Pc {
+    fn show(&self, out: &mut String) {
+        let _ = write!(out, "@{}", self.0);
+    }
+}
+impl Operand for Site {
+    fn show(&self, out: &mut String) {
+        let _ = write!(out, "site{}", self.0);
+    }
+}
+impl Operand for Tag {
+    fn show(&self, out: &mut String) {
+        let name = match self.0 {
+            crate::frame::tag::I64 => Type::I64.name(),
+            crate::frame::tag::F64 => Type::F64.name(),
+            crate::frame::tag::B1 => Type::B1.name(),
+            _ => "?",
+        };
+        out.push_str(name);
+    }
+}
+impl Operand for u32 {
+    fn show(&self, out: &mut String) {
+        let _ = write!(out, "{self}");
+    }
+}
+impl Operand for i64 {
+    fn show(&self, out: &mut String) {
+        let _ = write!(out, "{self}");
+    }
+}
+
+/// The register file: one `u64` lane per register.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Regs(pub Vec<u64>);
+
+impl Index<Reg> for Regs {
+    type Output = u64;
+    #[inline(always)]
+    fn index(&self, r: Reg) -> &u64 {
+        &self.0[r.0 as usize]
+    }
+}
+
+impl IndexMut<Reg> for Regs {
+    #[inline(always)]
+    fn index_mut(&mut self, r: Reg) -> &mut u64 {
+        &mut self.0[r.0 as usize]
+    }
+}
+
+#[inline(always)]
+fn f(x: u64) -> f64 {
+    f64::from_bits(x)
+}
+#[inline(always)]
+fn fb(x: f64) -> u64 {
+    x.to_bits()
+}
+#[inline(always)]
+fn i(x: u64) -> i64 {
+    x as i64
+}
+#[inline(always)]
+fn bit(x: bool) -> u64 {
+    x as u64
+}
+
+/// Unwraps a checked result or leaves with an overflow trap at `site`.
+macro_rules! ck {
+    ($e:expr, $site:expr) => {
+        match $e {
+            Some(v) => v as u64,
+            None => return Exit::Trap(TrapKind::Overflow, $site.0),
+        }
+    };
+}
+
+/// Checked division or remainder: a zero divisor traps first, then overflow.
+macro_rules! ckdiv {
+    ($a:expr, $b:expr, $m:ident, $site:expr) => {{
+        let (x, y) = ($a, $b);
+        if y == 0 {
+            return Exit::Trap(TrapKind::DivByZero, $site.0);
+        }
+        ck!(x.$m(y), $site)
+    }};
+}
+
+macro_rules! define_ops {
+    (
+        ctx($r:ident, $fr:ident, $pc:ident);
+        $( $method:ident $Name:ident ( $($field:ident : $fty:ty),* ) => $body:block )*
+    ) => {
+        /// The opcode of a quickened instruction, without operands.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum Opcode { $($Name),* }
+
+        impl Opcode {
+            /// The disassembler's name for the opcode.
+            pub fn mnemonic(self) -> &'static str {
+                match self { $(Opcode::$Name => stringify!($method)),* }
+            }
+        }
+
+        /// A quickened instruction with its operands.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        pub enum Op { $($Name { $($field: $fty),* }),* }
+
+        impl Op {
+            /// The opcode of this instruction.
+            pub fn opcode(&self) -> Opcode {
+                match self { $(Op::$Name { .. } => Opcode::$Name),* }
+            }
+
+            /// Appends the instruction's disassembly to `out`.
+            pub fn disasm_into(&self, out: &mut String) {
+                match self {
+                    $(Op::$Name { $($field),* } => {
+                        out.push_str(stringify!($method));
+                        let mut _first = true;
+                        $(
+                            out.push_str(if _first { " " } else { ", " });
+                            _first = false;
+                            Operand::show($field, out);
+                        )*
+                    })*
+                }
+            }
+        }
+
+        impl fmt::Display for Op {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                let mut s = String::new();
+                self.disasm_into(&mut s);
+                f.write_str(&s)
+            }
+        }
+
+        /// Encoder helpers: one method per opcode, appending it and returning its pc.
+        impl Code {
+            $(
+                #[doc = concat!("Appends `", stringify!($method), "`.")]
+                #[allow(clippy::too_many_arguments)]
+                pub fn $method(&mut self, $($field: $fty),*) -> Pc {
+                    self.push(Op::$Name { $($field),* })
+                }
+            )*
+        }
+
+        /// The dispatch loop. The compiler guarantees that every register, slot and
+        /// lane is in range and that control never runs off the end of the code
+        /// (every block ends in a branch or an exit), so indexing never fails.
+        #[inline(never)]
+        pub(crate) fn execute(ops: &[Op], $r: &mut Regs, $fr: &mut FrameRef<'_>) -> Exit {
+            let mut $pc: usize = 0;
+            loop {
+                let op = ops[$pc];
+                $pc += 1;
+                match op {
+                    $(Op::$Name { $($field),* } => $body)*
+                }
+            }
+        }
+    };
+}
+
+/// A sequence of quickened instructions plus the constants preloaded into registers.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Code {
+    pub ops: Vec<Op>,
+    /// Registers that hold constants, with their bits; written once at compile time.
+    pub consts: Vec<(Reg, u64)>,
+    /// Size of the register file.
+    pub nregs: u32,
+}
+
+impl Code {
+    /// Appends an instruction and returns its pc.
+    pub fn push(&mut self, op: Op) -> Pc {
+        self.ops.push(op);
+        Pc(self.ops.len() as u32 - 1)
+    }
+}
+
+/// Disassembles code: the preloaded constants, then one numbered line per instruction.
+pub fn disasm(code: &Code) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "regs {}", code.nregs);
+    for (r, bits) in &code.consts {
+        let _ = writeln!(s, "const r{} = 0x{bits:x}", r.0);
+    }
+    for (pc, op) in code.ops.iter().enumerate() {
+        let _ = write!(s, "{pc:4}: ");
+        op.disasm_into(&mut s);
+        s.push('\n');
+    }
+    s
+}
+
+define_ops! {
+    ctx(r, fr, pc);
+    // Register moves (block parameters) and exits.
+    mov Mov(dst: Reg, src: Reg) => { r[dst] = r[src]; }
+    ret Ret() => { return Exit::Return; }
+    decline Decline(reason: u32) => { return Exit::Decline(reason); }
+    trap_overflow TrapOverflow(site: Site) => { return Exit::Trap(TrapKind::Overflow, site.0); }
+    trap_div_by_zero TrapDivByZero(site: Site) => { return Exit::Trap(TrapKind::DivByZero, site.0); }
+    // Control flow.
+    jump Jump(target: Pc) => { pc = target.0 as usize; }
+    brif Brif(c: Reg, then_pc: Pc, else_pc: Pc) => { pc = if r[c] != 0 { then_pc.0 } else { else_pc.0 } as usize; }
+    // Frame access. Lanes are untyped u64, so loads need no type specialisation.
+    guard_input GuardInput(slot: u32, tag: Tag, reason: u32) => { if fr.input_tags[slot as usize] != tag.0 { return Exit::Decline(reason); } }
+    guard_env GuardEnv(slot: u32, tag: Tag, reason: u32) => { if fr.env_tags[slot as usize] != tag.0 { return Exit::Decline(reason); } }
+    load_input LoadInput(dst: Reg, slot: u32) => { r[dst] = fr.inputs[slot as usize]; }
+    load_input_guarded LoadInputGuarded(dst: Reg, slot: u32, tag: Tag, reason: u32) => { if fr.input_tags[slot as usize] != tag.0 { return Exit::Decline(reason); } r[dst] = fr.inputs[slot as usize]; }
+    load_env LoadEnv(dst: Reg, slot: u32) => { r[dst] = fr.env[slot as usize]; }
+    store_env StoreEnv(slot: u32, src: Reg, tag: Tag) => { fr.env[slot as usize] = r[src]; fr.env_tags[slot as usize] = tag.0; }
+    load_state LoadState(dst: Reg, lane: u32) => { r[dst] = fr.state[lane as usize]; }
+    store_state StoreState(lane: u32, src: Reg) => { fr.state[lane as usize] = r[src]; }
+    ring_load RingLoad(dst: Reg, base: u32, len: u32) => { r[dst] = fr.state[(base as u64 + fr.step % len as u64) as usize]; }
+    ring_store RingStore(base: u32, len: u32, src: Reg) => { fr.state[(base as u64 + fr.step % len as u64) as usize] = r[src]; }
+    // Checked integer arithmetic, exactly Rust's checked_* (zero divisors first).
+    iadd_ck IaddCk(dst: Reg, a: Reg, b: Reg, site: Site) => { r[dst] = ck!(i(r[a]).checked_add(i(r[b])), site); }
+    iadd_ck_imm IaddCkImm(dst: Reg, a: Reg, imm: i64, site: Site) => { r[dst] = ck!(i(r[a]).checked_add(imm), site); }
+    isub_ck IsubCk(dst: Reg, a: Reg, b: Reg, site: Site) => { r[dst] = ck!(i(r[a]).checked_sub(i(r[b])), site); }
+    isub_ck_imm IsubCkImm(dst: Reg, a: Reg, imm: i64, site: Site) => { r[dst] = ck!(i(r[a]).checked_sub(imm), site); }
+    imul_ck ImulCk(dst: Reg, a: Reg, b: Reg, site: Site) => { r[dst] = ck!(i(r[a]).checked_mul(i(r[b])), site); }
+    imul_ck_imm ImulCkImm(dst: Reg, a: Reg, imm: i64, site: Site) => { r[dst] = ck!(i(r[a]).checked_mul(imm), site); }
+    idiv_ck IdivCk(dst: Reg, a: Reg, b: Reg, site: Site) => { r[dst] = ckdiv!(i(r[a]), i(r[b]), checked_div, site); }
+    irem_ck IremCk(dst: Reg, a: Reg, b: Reg, site: Site) => { r[dst] = ckdiv!(i(r[a]), i(r[b]), checked_rem, site); }
+    ineg_ck InegCk(dst: Reg, a: Reg, site: Site) => { r[dst] = ck!(i(r[a]).checked_neg(), site); }
+    iabs_ck IabsCk(dst: Reg, a: Reg, site: Site) => { r[dst] = ck!(i(r[a]).checked_abs(), site); }
+    imin Imin(dst: Reg, a: Reg, b: Reg) => { r[dst] = i(r[a]).min(i(r[b])) as u64; }
+    imax Imax(dst: Reg, a: Reg, b: Reg) => { r[dst] = i(r[a]).max(i(r[b])) as u64; }
+    // Float arithmetic with Rust's f64 semantics.
+    fadd Fadd(dst: Reg, a: Reg, b: Reg) => { r[dst] = fb(f(r[a]) + f(r[b])); }
+    fsub Fsub(dst: Reg, a: Reg, b: Reg) => { r[dst] = fb(f(r[a]) - f(r[b])); }
+    fmul Fmul(dst: Reg, a: Reg, b: Reg) => { r[dst] = fb(f(r[a]) * f(r[b])); }
+    fdiv Fdiv(dst: Reg, a: Reg, b: Reg) => { r[dst] = fb(f(r[a]) / f(r[b])); }
+    frem Frem(dst: Reg, a: Reg, b: Reg) => { r[dst] = fb(f(r[a]) % f(r[b])); }
+    fmin Fmin(dst: Reg, a: Reg, b: Reg) => { r[dst] = fb(f(r[a]).min(f(r[b]))); }
+    fmax Fmax(dst: Reg, a: Reg, b: Reg) => { r[dst] = fb(f(r[a]).max(f(r[b]))); }
+    fneg Fneg(dst: Reg, a: Reg) => { r[dst] = fb(-f(r[a])); }
+    fabs Fabs(dst: Reg, a: Reg) => { r[dst] = fb(f(r[a]).abs()); }
+    fsqrt Fsqrt(dst: Reg, a: Reg) => { r[dst] = fb(f(r[a]).sqrt()); }
+    ffloor Ffloor(dst: Reg, a: Reg) => { r[dst] = fb(f(r[a]).floor()); }
+    fceil Fceil(dst: Reg, a: Reg) => { r[dst] = fb(f(r[a]).ceil()); }
+    fsin Fsin(dst: Reg, a: Reg) => { r[dst] = fb(f(r[a]).sin()); }
+    fcos Fcos(dst: Reg, a: Reg) => { r[dst] = fb(f(r[a]).cos()); }
+    ftan Ftan(dst: Reg, a: Reg) => { r[dst] = fb(f(r[a]).tan()); }
+    fcvt_from_i64 FcvtFromI64(dst: Reg, a: Reg) => { r[dst] = fb(i(r[a]) as f64); }
+    // Booleans are 0/1 lanes.
+    band Band(dst: Reg, a: Reg, b: Reg) => { r[dst] = r[a] & r[b]; }
+    bor Bor(dst: Reg, a: Reg, b: Reg) => { r[dst] = r[a] | r[b]; }
+    bxor Bxor(dst: Reg, a: Reg, b: Reg) => { r[dst] = r[a] ^ r[b]; }
+    bnot Bnot(dst: Reg, a: Reg) => { r[dst] = r[a] ^ 1; }
+    select Select(dst: Reg, c: Reg, a: Reg, b: Reg) => { r[dst] = if r[c] != 0 { r[a] } else { r[b] }; }
+    // Integer comparisons (also used for b1, whose 0/1 lanes order as false < true).
+    icmp_eq IcmpEq(dst: Reg, a: Reg, b: Reg) => { r[dst] = bit(i(r[a]) == i(r[b])); }
+    icmp_ne IcmpNe(dst: Reg, a: Reg, b: Reg) => { r[dst] = bit(i(r[a]) != i(r[b])); }
+    icmp_lt IcmpLt(dst: Reg, a: Reg, b: Reg) => { r[dst] = bit(i(r[a]) < i(r[b])); }
+    icmp_le IcmpLe(dst: Reg, a: Reg, b: Reg) => { r[dst] = bit(i(r[a]) <= i(r[b])); }
+    icmp_gt IcmpGt(dst: Reg, a: Reg, b: Reg) => { r[dst] = bit(i(r[a]) > i(r[b])); }
+    icmp_ge IcmpGe(dst: Reg, a: Reg, b: Reg) => { r[dst] = bit(i(r[a]) >= i(r[b])); }
+    icmp_eq_imm IcmpEqImm(dst: Reg, a: Reg, imm: i64) => { r[dst] = bit(i(r[a]) == imm); }
+    icmp_ne_imm IcmpNeImm(dst: Reg, a: Reg, imm: i64) => { r[dst] = bit(i(r[a]) != imm); }
+    icmp_lt_imm IcmpLtImm(dst: Reg, a: Reg, imm: i64) => { r[dst] = bit(i(r[a]) < imm); }
+    icmp_le_imm IcmpLeImm(dst: Reg, a: Reg, imm: i64) => { r[dst] = bit(i(r[a]) <= imm); }
+    icmp_gt_imm IcmpGtImm(dst: Reg, a: Reg, imm: i64) => { r[dst] = bit(i(r[a]) > imm); }
+    icmp_ge_imm IcmpGeImm(dst: Reg, a: Reg, imm: i64) => { r[dst] = bit(i(r[a]) >= imm); }
+    // IEEE float comparisons: ordered ones are false on NaN, `ne` is true.
+    fcmp_eq FcmpEq(dst: Reg, a: Reg, b: Reg) => { r[dst] = bit(f(r[a]) == f(r[b])); }
+    fcmp_ne FcmpNe(dst: Reg, a: Reg, b: Reg) => { r[dst] = bit(f(r[a]) != f(r[b])); }
+    fcmp_lt FcmpLt(dst: Reg, a: Reg, b: Reg) => { r[dst] = bit(f(r[a]) < f(r[b])); }
+    fcmp_le FcmpLe(dst: Reg, a: Reg, b: Reg) => { r[dst] = bit(f(r[a]) <= f(r[b])); }
+    fcmp_gt FcmpGt(dst: Reg, a: Reg, b: Reg) => { r[dst] = bit(f(r[a]) > f(r[b])); }
+    fcmp_ge FcmpGe(dst: Reg, a: Reg, b: Reg) => { r[dst] = bit(f(r[a]) >= f(r[b])); }
+    // Compare-and-branch superinstructions.
+    br_icmp_eq BrIcmpEq(a: Reg, b: Reg, then_pc: Pc, else_pc: Pc) => { pc = if i(r[a]) == i(r[b]) { then_pc.0 } else { else_pc.0 } as usize; }
+    br_icmp_ne BrIcmpNe(a: Reg, b: Reg, then_pc: Pc, else_pc: Pc) => { pc = if i(r[a]) != i(r[b]) { then_pc.0 } else { else_pc.0 } as usize; }
+    br_icmp_lt BrIcmpLt(a: Reg, b: Reg, then_pc: Pc, else_pc: Pc) => { pc = if i(r[a]) < i(r[b]) { then_pc.0 } else { else_pc.0 } as usize; }
+    br_icmp_le BrIcmpLe(a: Reg, b: Reg, then_pc: Pc, else_pc: Pc) => { pc = if i(r[a]) <= i(r[b]) { then_pc.0 } else { else_pc.0 } as usize; }
+    br_icmp_gt BrIcmpGt(a: Reg, b: Reg, then_pc: Pc, else_pc: Pc) => { pc = if i(r[a]) > i(r[b]) { then_pc.0 } else { else_pc.0 } as usize; }
+    br_icmp_ge BrIcmpGe(a: Reg, b: Reg, then_pc: Pc, else_pc: Pc) => { pc = if i(r[a]) >= i(r[b]) { then_pc.0 } else { else_pc.0 } as usize; }
+    br_icmp_eq_imm BrIcmpEqImm(a: Reg, imm: i64, then_pc: Pc, else_pc: Pc) => { pc = if i(r[a]) == imm { then_pc.0 } else { else_pc.0 } as usize; }
+    br_icmp_ne_imm BrIcmpNeImm(a: Reg, imm: i64, then_pc: Pc, else_pc: Pc) => { pc = if i(r[a]) != imm { then_pc.0 } else { else_pc.0 } as usize; }
+    br_icmp_lt_imm BrIcmpLtImm(a: Reg, imm: i64, then_pc: Pc, else_pc: Pc) => { pc = if i(r[a]) < imm { then_pc.0 } else { else_pc.0 } as usize; }
+    br_icmp_le_imm BrIcmpLeImm(a: Reg, imm: i64, then_pc: Pc, else_pc: Pc) => { pc = if i(r[a]) <= imm { then_pc.0 } else { else_pc.0 } as usize; }
+    br_icmp_gt_imm BrIcmpGtImm(a: Reg, imm: i64, then_pc: Pc, else_pc: Pc) => { pc = if i(r[a]) > imm { then_pc.0 } else { else_pc.0 } as usize; }
+    br_icmp_ge_imm BrIcmpGeImm(a: Reg, imm: i64, then_pc: Pc, else_pc: Pc) => { pc = if i(r[a]) >= imm { then_pc.0 } else { else_pc.0 } as usize; }
+    br_fcmp_eq BrFcmpEq(a: Reg, b: Reg, then_pc: Pc, else_pc: Pc) => { pc = if f(r[a]) == f(r[b]) { then_pc.0 } else { else_pc.0 } as usize; }
+    br_fcmp_ne BrFcmpNe(a: Reg, b: Reg, then_pc: Pc, else_pc: Pc) => { pc = if f(r[a]) != f(r[b]) { then_pc.0 } else { else_pc.0 } as usize; }
+    br_fcmp_lt BrFcmpLt(a: Reg, b: Reg, then_pc: Pc, else_pc: Pc) => { pc = if f(r[a]) < f(r[b]) { then_pc.0 } else { else_pc.0 } as usize; }
+    br_fcmp_le BrFcmpLe(a: Reg, b: Reg, then_pc: Pc, else_pc: Pc) => { pc = if f(r[a]) <= f(r[b]) { then_pc.0 } else { else_pc.0 } as usize; }
+    br_fcmp_gt BrFcmpGt(a: Reg, b: Reg, then_pc: Pc, else_pc: Pc) => { pc = if f(r[a]) > f(r[b]) { then_pc.0 } else { else_pc.0 } as usize; }
+    br_fcmp_ge BrFcmpGe(a: Reg, b: Reg, then_pc: Pc, else_pc: Pc) => { pc = if f(r[a]) >= f(r[b]) { then_pc.0 } else { else_pc.0 } as usize; }
+}
