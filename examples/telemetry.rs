@@ -12,16 +12,22 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let source = include_str!("temperature.dsrv");
     let spec = Spec::parse("temperature.dsrv", source).map_err(|d| d.render())?;
     let mut monitor = Monitor::builder(&spec).build();
-    let alarm = monitor.output_index("alarm").ok_or("the spec has no `alarm` output")?;
+    let alarm = monitor
+        .output_index("alarm")
+        .ok_or("the spec has no `alarm` output")?;
     let stdin = Box::new(io::BufReader::new(io::stdin()));
-    let mut reader = trace::reader_from_bufread("<stdin>", stdin, TraceFormat::Jsonl, &spec.input_schema())?;
+    let mut reader =
+        trace::reader_from_bufread("<stdin>", stdin, TraceFormat::Jsonl, &spec.input_schema())?;
     let mut row = vec![None; monitor.input_count()];
     let mut out = io::stdout().lock();
     while reader.next_row(&mut row)? {
         let step = monitor.steps();
         let outputs = monitor.step(&row)?;
         if outputs[alarm] == Sample::Value(Value::Bool(true)) {
-            writeln!(out, "step {step}: temperature rising fast while the heater is on")?;
+            writeln!(
+                out,
+                "step {step}: temperature rising fast while the heater is on"
+            )?;
             out.flush()?;
         }
     }

@@ -47,7 +47,9 @@ pub fn columns(n: usize) -> Columns {
         y.push((next() % 41) as i64 - 20);
         flag.push(next() % 2 == 0);
     }
-    let lbl = (0..n).map(|i| Arc::from(if i % 2 == 0 { "a" } else { "b" })).collect();
+    let lbl = (0..n)
+        .map(|i| Arc::from(if i % 2 == 0 { "a" } else { "b" }))
+        .collect();
     Columns { x, y, flag, lbl }
 }
 
@@ -128,7 +130,17 @@ pub fn baseline_chain(c: &Columns) -> i64 {
         total = ck(total.checked_add(ratio));
         let level = ck(total.checked_add(ratio));
         let alert = level > 20;
-        out = [scaled, offset, merged, blended, delta, ratio, total, level, alert as i64];
+        out = [
+            scaled,
+            offset,
+            merged,
+            blended,
+            delta,
+            ratio,
+            total,
+            level,
+            alert as i64,
+        ];
         black_box(&out);
     }
     out[6]
@@ -149,7 +161,9 @@ pub fn baseline_fusion(c: &Columns) -> i64 {
         echoed = c.lbl[i].clone();
         let level = ck(total.checked_add(ratio));
         let alert = level > 20;
-        black_box((&scaled, &offset, &merged, &blended, &delta, &ratio, &total, &echoed, &level, &alert));
+        black_box((
+            &scaled, &offset, &merged, &blended, &delta, &ratio, &total, &echoed, &level, &alert,
+        ));
     }
     total
 }
