@@ -1,1 +1,3 @@
 //! The integration-test binary.
+
+mod props;
