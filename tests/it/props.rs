@@ -227,8 +227,10 @@ impl Gen<'_> {
                 format!("update({a}, {b})")
             }
             _ => {
+                // One value side: it must have the unified type.
+                let tv = if ta != tb { Ty::Float } else { ta };
                 let t = self.any_type();
-                let (a, b) = (self.expr(ta, ctx), self.expr(t, ctx));
+                let (a, b) = (self.expr(tv, ctx), self.expr(t, ctx));
                 format!("latch({a}, {b})")
             }
         }
@@ -681,6 +683,7 @@ fn generator_coverage() {
         "var ",
     ];
     let mut seen = vec![0usize; features.len()];
+    let mut kinds = std::collections::BTreeMap::new();
     for k in 0..n {
         let (spec_data, len, trace_data) = strategy.new_tree(&mut runner).unwrap().current();
         let g = generate_spec(&spec_data, k % 2 == 1);
@@ -693,6 +696,9 @@ fn generator_coverage() {
                 let trace = generate_trace(&g.inputs, len, &trace_data);
                 let (outs, err) = reference::evaluate(spec.checked(), &trace);
                 clean += err.is_none() as usize;
+                if let Some(e) = err {
+                    *kinds.entry(e.kind.describe()).or_insert(0usize) += 1;
+                }
                 steps += outs.len();
             }
             Err(d) => {
@@ -702,10 +708,13 @@ fn generator_coverage() {
     }
     eprintln!(
         "generator: {accepted}/{n} accepted, {clean} runs without runtime error, \
-         {steps} steps evaluated"
+         {steps} steps evaluated, errors {kinds:?}"
     );
+    for kind in ["integer overflow", "integer division by zero", "invalid operand"] {
+        assert!(kinds.contains_key(kind), "no generated run ends with {kind}");
+    }
     assert!(
-        accepted * 100 >= n * 95,
+        accepted * 100 >= n * 98,
         "only {accepted}/{n} generated specs pass the checker; first rejected:\n{}",
         first_rejection.unwrap_or_default()
     );
