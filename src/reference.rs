@@ -434,6 +434,23 @@ mod tests {
     }
 
     #[test]
+    fn is_defined_and_update_read_held_operands() {
+        // `a` is ⊥ at step 0 and NoVal at step 1: held, it is still ⊥.
+        let src = "in x: Int\nin t: Int\nout a: Int\nout b: Bool\nout u: Int\n\
+                   a = latch(x[1], t)\nb = is_defined(a)\nu = update(7, a)";
+        let (out, err) = run(
+            src,
+            &[&[int(1), int(1)], &[int(2), None], &[int(3), int(1)]],
+        );
+        assert_eq!(err, None);
+        let f = Sample::Value(Value::Bool(false));
+        let t = Sample::Value(Value::Bool(true));
+        assert_eq!(column(&out, 0), [Sample::Deferred, Sample::NoVal, v(2)]);
+        assert_eq!(column(&out, 1), [f.clone(), f, t]);
+        assert_eq!(column(&out, 2), [v(7), v(7), v(2)]);
+    }
+
+    #[test]
     fn stateful_builtins() {
         // The conformance case `builtins`, on a short trace.
         let src = "in x: Int\nin t: Int\nout isdef: Bool\nout wh: Bool\nout ini: Int\n\
