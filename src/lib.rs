@@ -6,6 +6,7 @@ pub mod error;
 pub mod lang;
 pub mod monitor;
 pub mod plan;
+pub mod reference;
 pub mod trace;
 pub mod value;
 

@@ -566,10 +566,10 @@ pub fn same_step_deps(
                 match &ast.expr(e).kind {
                     ExprKind::Offset(_, n) if *n > 0 => {}
                     ExprKind::Name(_) => {
-                        if let Some(id) = expr_stream[e.index()] {
-                            if !deps.contains(&id) {
-                                deps.push(id);
-                            }
+                        if let Some(id) = expr_stream[e.index()]
+                            && !deps.contains(&id)
+                        {
+                            deps.push(id);
                         }
                     }
                     _ => stack.extend(ast.children(e).into_iter().rev()),
@@ -634,13 +634,14 @@ fn unify(
 }
 
 fn expect_bool(t: Option<Type>, op: &str, span: Span, errs: &mut Vec<Diagnostic>) {
-    if let Some(t) = t {
-        if t != Type::Bool && t != Type::Any {
-            errs.push(Diagnostic::new(
-                span,
-                format!("`{op}` needs a Bool, found {t}"),
-            ));
-        }
+    if let Some(t) = t
+        && t != Type::Bool
+        && t != Type::Any
+    {
+        errs.push(Diagnostic::new(
+            span,
+            format!("`{op}` needs a Bool, found {t}"),
+        ));
     }
 }
 
@@ -726,15 +727,13 @@ fn binary_type(
             Some(Type::Str)
         }
         _ => {
-            for t in [a, b] {
-                if let Some(t) = t {
-                    if t != Type::Bool && t != Type::Any {
-                        errs.push(Diagnostic::new(
-                            span,
-                            format!("`{sym}` needs Bool operands, found {t}"),
-                        ));
-                        break;
-                    }
+            for t in [a, b].into_iter().flatten() {
+                if t != Type::Bool && t != Type::Any {
+                    errs.push(Diagnostic::new(
+                        span,
+                        format!("`{sym}` needs Bool operands, found {t}"),
+                    ));
+                    break;
                 }
             }
             Some(Type::Bool)

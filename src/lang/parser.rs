@@ -273,13 +273,13 @@ impl Parser {
         };
         let start = self.bump().span;
         // `-9223372036854775808` is the one literal that only exists negated.
-        if op == UnOp::Neg {
-            if let Tok::BigInt(text) = self.peek().clone() {
-                if text == "9223372036854775808" && self.peek_at(1) != &Tok::LBracket {
-                    let span = start.to(self.bump().span);
-                    return Ok(self.ast.push(ExprKind::Int(i64::MIN), span));
-                }
-            }
+        if op == UnOp::Neg
+            && let Tok::BigInt(text) = self.peek().clone()
+            && text == "9223372036854775808"
+            && self.peek_at(1) != &Tok::LBracket
+        {
+            let span = start.to(self.bump().span);
+            return Ok(self.ast.push(ExprKind::Int(i64::MIN), span));
         }
         let operand = self.unary()?;
         let span = start.to(self.ast.expr(operand).span);

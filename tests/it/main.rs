@@ -1,6 +1,8 @@
-//! The integration-test binary: conformance cases under every tier, CLI behaviour, diagnostics.
+//! The integration-test binary: conformance cases under every tier, CLI behaviour,
+//! diagnostics snapshots, and property tests against the reference evaluator.
 
 mod cli;
 mod conformance;
 mod diagnostics;
+mod props;
 mod support;

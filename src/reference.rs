@@ -1,0 +1,477 @@
+//! The reference evaluator (DESIGN §3): a small, slow, obviously-right
+//! denotational semantics of DSRV, used only to check the tiers.
+//!
+//! Every expression denotes a *history*: one `Sample` per step of the trace.
+//! Each operator is a causal function from its operands' histories to its own
+//! history, written here as "the value of the result at step `s`", computed
+//! from the operands' values at steps `t <= s` (and, for an offset, from its
+//! own value at `s - 1`). Values are memoised per `(expression, step)`, so a
+//! recursive definition through an offset (`z = default(z[1], 0) + x`) is
+//! well-founded: it only ever asks for earlier steps.
+//!
+//! This module shares no structure with the canonical step machine: no node
+//! graphs, no rings, no hold cells, no flags. It reuses only the pointwise
+//! value operations of `canonical::ops`, which define what each operator
+//! computes on present values, and the schedule order of `plan::Plan`, which
+//! decides which stream reports an error when several fail at one step.
+
+use crate::canonical::ops;
+use crate::error::{ErrorKind, Fault, RuntimeError};
+use crate::lang::ast::{Builtin, ExprId, ExprKind};
+use crate::lang::check::{CheckedSpec, StreamId};
+use crate::plan::Plan;
+use crate::value::{Sample, Value};
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+/// Evaluates `spec` over `trace` (one row per step, one cell per declared
+/// input in declaration order, `None` = absent).
+///
+/// Returns the samples of the printed outputs (print order) of every step
+/// before the first runtime error, and that error, if any. A runtime error
+/// at step `s` is reported for the first stream in schedule order whose
+/// definition raises at `s` (outside any `if` arm, or in a selected one);
+/// within a definition, for the first raising sub-expression in postorder.
+pub fn evaluate(
+    spec: &CheckedSpec,
+    trace: &[Vec<Option<Value>>],
+) -> (Vec<Vec<Sample>>, Option<RuntimeError>) {
+    let schedule = Plan::new(Arc::new(spec.clone())).schedule;
+    let mut r = Reference {
+        spec,
+        trace,
+        own: HashMap::new(),
+        fault: HashMap::new(),
+        busy: HashSet::new(),
+    };
+    let mut outputs = Vec::with_capacity(trace.len());
+    for s in 0..trace.len() {
+        for &id in &schedule {
+            let def = spec.stream(id).def.expect("scheduled streams are defined");
+            if let Some(fault) = r.fault(def, s) {
+                return (outputs, Some(fault.at(&spec.stream(id).name, s as u64)));
+            }
+        }
+        outputs.push(spec.outputs.iter().map(|&o| r.stream(o, s)).collect());
+        // Not needed for the meaning, only for the stack: evaluate every
+        // expression now, so later steps find earlier ones memoised instead
+        // of recursing back through the whole trace.
+        for e in 0..spec.ast.exprs.len() {
+            r.sample(ExprId(e as u32), s);
+        }
+    }
+    (outputs, None)
+}
+
+/// The evaluator's memo tables. Three functions of `(expression, step)`:
+///
+/// - `own`: what the operator computes at the step from its operands'
+///   histories (`Err` = it raises a runtime error itself);
+/// - `sample`: the expression's history, as its readers see it: `own`, or
+///   NoVal where it raised (that matters only inside an `if` arm whose
+///   error is discarded; anywhere else the run stops);
+/// - `fault`: the first runtime error raised at the step inside the
+///   expression (children before parents, left to right) that no `if` has
+///   resolved: it belongs to the innermost enclosing `if` arm, else to the
+///   stream's definition.
+///
+/// An offset's value at `s` reads its operand at `s - n` only, but its
+/// operand is still evaluated at `s` (its errors are errors of step `s`):
+/// `fault` follows the operand at `s`, `sample` does not. So recursion
+/// through an offset's compound operand (`z = default((z + x)[1], 0)`) is
+/// well-founded.
+struct Reference<'a> {
+    spec: &'a CheckedSpec,
+    trace: &'a [Vec<Option<Value>>],
+    own: HashMap<(ExprId, usize), Result<Sample, Fault>>,
+    fault: HashMap<(ExprId, usize), Option<Fault>>,
+    /// `own` computations in progress, to fail loudly on an ill-founded
+    /// definition instead of overflowing the stack.
+    busy: HashSet<(ExprId, usize)>,
+}
+
+impl Reference<'_> {
+    /// A stream's history at step `s`. Inputs: the row's value, else NoVal.
+    /// Defined streams: their definition's value (never held).
+    fn stream(&mut self, id: StreamId, s: usize) -> Sample {
+        match self.spec.stream(id).def {
+            Some(def) => self.sample(def, s),
+            None => {
+                let col = self.spec.inputs.iter().position(|&i| i == id);
+                match col.and_then(|c| self.trace[s].get(c).cloned().flatten()) {
+                    Some(v) => Sample::Value(v),
+                    None => Sample::NoVal,
+                }
+            }
+        }
+    }
+
+    /// `e`'s history at step `s` (its raw, unheld value).
+    fn sample(&mut self, e: ExprId, s: usize) -> Sample {
+        let spec = self.spec;
+        match &spec.ast.expr(e).kind {
+            ExprKind::Int(i) => Sample::Value(Value::Int(*i)),
+            ExprKind::Float(f) => Sample::Value(Value::Float(*f)),
+            ExprKind::Bool(b) => Sample::Value(Value::Bool(*b)),
+            ExprKind::Str(x) => Sample::Value(Value::Str(x.clone())),
+            ExprKind::Unit => Sample::Value(Value::Unit),
+            // A reference is the stream's history, not held.
+            ExprKind::Name(_) => self.stream(spec.expr_stream[e.index()].expect("resolved"), s),
+            // `e[0]` is `e`.
+            ExprKind::Offset(a, 0) => self.sample(*a, s),
+            _ => self.own(e, s).unwrap_or(Sample::NoVal),
+        }
+    }
+
+    /// The first unresolved runtime error raised inside `e` at step `s`.
+    fn fault(&mut self, e: ExprId, s: usize) -> Option<Fault> {
+        if let Some(f) = self.fault.get(&(e, s)) {
+            return f.clone();
+        }
+        let spec = self.spec;
+        let f = match &spec.ast.expr(e).kind {
+            // Constants cannot fail; a stream's own errors are reported for
+            // that stream, not for its readers.
+            ExprKind::Int(_)
+            | ExprKind::Float(_)
+            | ExprKind::Bool(_)
+            | ExprKind::Str(_)
+            | ExprKind::Unit
+            | ExprKind::Name(_) => None,
+            ExprKind::Offset(a, 0) => self.fault(*a, s),
+            // The condition's errors pass on; the arms' errors are resolved
+            // by the `if` itself (see `eval_if`).
+            ExprKind::If(c, ..) => self.fault(*c, s).or_else(|| self.own(e, s).err()),
+            // Every operand is evaluated at every step (no short-circuit),
+            // children before the parent.
+            _ => {
+                let mut first = None;
+                for child in spec.ast.children(e) {
+                    let f = self.fault(child, s);
+                    first = first.or(f);
+                }
+                first.or_else(|| self.own(e, s).err())
+            }
+        };
+        self.fault.insert((e, s), f.clone());
+        f
+    }
+
+    /// The hold rule: `e` at step `t`, or if that is NoVal the last
+    /// non-NoVal value `e` had at an earlier step (possibly ⊥); NoVal if it
+    /// never had one.
+    fn held(&mut self, e: ExprId, t: usize) -> Sample {
+        (0..=t)
+            .rev()
+            .map(|u| self.sample(e, u))
+            .find(|v| !v.is_noval())
+            .unwrap_or(Sample::NoVal)
+    }
+
+    /// Whether `pred` holds of `f(e, u)` at some step `u <= t`.
+    fn ever(
+        &mut self,
+        e: ExprId,
+        t: usize,
+        f: fn(&mut Self, ExprId, usize) -> Sample,
+        pred: fn(&Sample) -> bool,
+    ) -> bool {
+        (0..=t).any(|u| pred(&f(self, e, u)))
+    }
+
+    /// What operator `e` computes at step `s` (memoised).
+    fn own(&mut self, e: ExprId, s: usize) -> Result<Sample, Fault> {
+        if let Some(r) = self.own.get(&(e, s)) {
+            return r.clone();
+        }
+        assert!(
+            self.busy.insert((e, s)),
+            "ill-founded definition: expression {e:?} at step {s} depends on itself \
+             (through the errors of an offset operand inside an `if` arm)"
+        );
+        let r = self.apply(e, s);
+        self.busy.remove(&(e, s));
+        self.own.insert((e, s), r.clone());
+        r
+    }
+
+    fn apply(&mut self, e: ExprId, s: usize) -> Result<Sample, Fault> {
+        match &self.spec.ast.expr(e).kind {
+            ExprKind::Unary(op, a) => pointwise(&[self.held(*a, s)], |v| ops::unary(*op, v[0])),
+            ExprKind::Binary(op, a, b) => {
+                let args = [self.held(*a, s), self.held(*b, s)];
+                pointwise(&args, |v| ops::binary(*op, v[0], v[1]))
+            }
+            // `e[n]`: ⊥ for the first n steps, then `e` at `s - n`; if that was
+            // NoVal, the offset's own value at `s - 1` (the last one it emitted).
+            ExprKind::Offset(a, n) => {
+                let n = *n as usize;
+                if s < n {
+                    return Ok(Sample::Deferred);
+                }
+                Ok(match self.sample(*a, s - n) {
+                    Sample::NoVal => self.sample(e, s - 1),
+                    v => v,
+                })
+            }
+            ExprKind::If(c, a, b) => self.eval_if(*c, *a, *b, s),
+            ExprKind::Call(f, args) => self.call(*f, args, s),
+            _ => unreachable!("leaves and names are not operators"),
+        }
+    }
+
+    fn call(&mut self, f: Builtin, args: &[ExprId], s: usize) -> Result<Sample, Fault> {
+        let is_val = |v: &Sample| matches!(v, Sample::Value(_));
+        let present = |v: &Sample| !v.is_noval();
+        Ok(match f {
+            // Held `e` unless it is ⊥, then `d`'s current unheld value.
+            Builtin::Default => match self.held(args[0], s) {
+                Sample::Deferred => self.sample(args[1], s),
+                e => e,
+            },
+            // Held `e` is not ⊥ (so true while `e` never had a value).
+            Builtin::IsDefined => {
+                Sample::Value(Value::Bool(self.held(args[0], s) != Sample::Deferred))
+            }
+            // False until held `e` first is a real value, then true forever.
+            Builtin::When => Sample::Value(Value::Bool(self.ever(args[0], s, Self::held, is_val))),
+            // Raw `d` while raw `e` has never been present (⊥ counts as
+            // present); from then on raw `e`, NoVal included.
+            Builtin::Init => {
+                if self.ever(args[0], s, Self::sample, present) {
+                    self.sample(args[0], s)
+                } else {
+                    self.sample(args[1], s)
+                }
+            }
+            // NoVal where raw `t` is NoVal, else held `e`.
+            Builtin::Latch => match self.sample(args[1], s) {
+                Sample::NoVal => Sample::NoVal,
+                _ => self.held(args[0], s),
+            },
+            // Held `a` until held `b` first is a real value, then held `b`.
+            Builtin::Update => {
+                if self.ever(args[1], s, Self::held, is_val) {
+                    self.held(args[1], s)
+                } else {
+                    self.held(args[0], s)
+                }
+            }
+            // Math builtins are pointwise over held operands.
+            math => {
+                let held: Vec<Sample> = args.iter().map(|&a| self.held(a, s)).collect();
+                return pointwise(&held, |v| ops::math(math, v));
+            }
+        })
+    }
+
+    /// `if c then a else b` at step `s`. Errors raised at `s` inside an arm are
+    /// this `if`'s own error when held `c` selects that arm, else discarded.
+    /// Then: NoVal if held `c`, `a` or `b` is NoVal; ⊥ if `c` is ⊥; the
+    /// selected arm's held value if `c` is a Bool; else an invalid operand.
+    fn eval_if(&mut self, c: ExprId, a: ExprId, b: ExprId, s: usize) -> Result<Sample, Fault> {
+        let (hc, ha, hb) = (self.held(c, s), self.held(a, s), self.held(b, s));
+        let selected_fault = match hc {
+            Sample::Value(Value::Bool(true)) => self.fault(a, s),
+            Sample::Value(Value::Bool(false)) => self.fault(b, s),
+            _ => None,
+        };
+        if let Some(f) = selected_fault {
+            return Err(f);
+        }
+        if [&hc, &ha, &hb].iter().any(|v| v.is_noval()) {
+            return Ok(Sample::NoVal);
+        }
+        match hc {
+            Sample::Deferred => Ok(Sample::Deferred),
+            Sample::Value(Value::Bool(true)) => Ok(ha),
+            Sample::Value(Value::Bool(false)) => Ok(hb),
+            Sample::Value(other) => Err(Fault {
+                kind: ErrorKind::InvalidOperand,
+                op: "if",
+                detail: Some(format!("condition {other}")),
+            }),
+            Sample::NoVal => unreachable!("checked above"),
+        }
+    }
+}
+
+/// A pointwise operator over held operands: NoVal if any is NoVal, else ⊥ if
+/// any is ⊥, else the operator on the values (a fault is a runtime error).
+fn pointwise(
+    args: &[Sample],
+    f: impl FnOnce(&[&Value]) -> Result<Value, Fault>,
+) -> Result<Sample, Fault> {
+    if args.iter().any(Sample::is_noval) {
+        return Ok(Sample::NoVal);
+    }
+    let values: Option<Vec<&Value>> = args.iter().map(Sample::value).collect();
+    match values {
+        None => Ok(Sample::Deferred),
+        Some(v) => f(&v).map(Sample::Value),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Spec;
+
+    fn run(src: &str, trace: &[&[Option<Value>]]) -> (Vec<Vec<Sample>>, Option<RuntimeError>) {
+        let spec = Spec::parse("t.dsrv", src).unwrap_or_else(|d| panic!("{d:?}"));
+        let rows: Vec<Vec<Option<Value>>> = trace.iter().map(|r| r.to_vec()).collect();
+        evaluate(spec.checked(), &rows)
+    }
+
+    fn int(i: i64) -> Option<Value> {
+        Some(Value::Int(i))
+    }
+
+    fn v(i: i64) -> Sample {
+        Sample::Value(Value::Int(i))
+    }
+
+    /// One output's history.
+    fn column(out: &[Vec<Sample>], i: usize) -> Vec<Sample> {
+        out.iter().map(|row| row[i].clone()).collect()
+    }
+
+    #[test]
+    fn hold_rule() {
+        let (out, err) = run(
+            "in x: Int\nin y: Int\nout z: Int\nz = x + y",
+            &[
+                &[int(1), None],
+                &[int(2), int(10)],
+                &[int(3), None],
+                &[None, None],
+            ],
+        );
+        assert_eq!(err, None);
+        // y never had a value at step 0; later it is held.
+        assert_eq!(column(&out, 0), [Sample::NoVal, v(12), v(13), v(13)]);
+    }
+
+    #[test]
+    fn bare_reference_is_not_held() {
+        let (out, _) = run("in x: Int\nout y: Int\ny = x", &[&[int(1)], &[None]]);
+        assert_eq!(column(&out, 0), [v(1), Sample::NoVal]);
+    }
+
+    #[test]
+    fn offsets_over_gaps() {
+        // The conformance case `offset_over_gaps`.
+        let (out, _) = run(
+            "in x: Int\nout p: Int\nout d: Int\np = x[1]\nd = default(x[1], 99)",
+            &[&[None], &[int(1)], &[None], &[int(2)], &[None]],
+        );
+        let d = Sample::Deferred;
+        assert_eq!(column(&out, 0), [d.clone(), d, v(1), v(1), v(2)]);
+        assert_eq!(column(&out, 1), [v(99), v(99), v(1), v(1), v(2)]);
+    }
+
+    #[test]
+    fn recursion_through_an_offset() {
+        let (out, _) = run(
+            "in x: Int\nout z: Int\nz = default(z[1], 0) + x",
+            &[&[int(1)], &[int(2)], &[None], &[int(3)]],
+        );
+        // At step 2, x is held (2) and z[1] is z at step 1.
+        assert_eq!(column(&out, 0), [v(1), v(3), v(5), v(8)]);
+    }
+
+    #[test]
+    fn if_suppresses_errors_of_the_unselected_arm() {
+        let src = "in x: Int\nin d: Int\nout z: Int\nz = if d == 0 then 0 else x / d";
+        let (out, err) = run(
+            src,
+            &[&[int(10), int(2)], &[int(10), int(0)], &[int(9), int(-3)]],
+        );
+        assert_eq!(err, None);
+        assert_eq!(column(&out, 0), [v(5), v(0), v(-3)]);
+        // The error of the selected arm is reported.
+        let src = "in x: Int\nin d: Int\nout z: Int\nz = if d == 1 then 0 else x / d";
+        let (out, err) = run(src, &[&[int(10), int(2)], &[int(10), int(0)]]);
+        assert_eq!(out.len(), 1);
+        let err = err.unwrap();
+        assert_eq!(
+            (err.kind, err.stream.as_str(), err.step),
+            (ErrorKind::DivisionByZero, "z", 1)
+        );
+    }
+
+    #[test]
+    fn a_discarded_error_is_noval_for_readers_in_the_arm() {
+        // At step 1, `x / d` fails in the unselected arm; `+ 1` holds its
+        // value of step 0 (5), and the offset sees NoVal at step 1.
+        let src = "in x: Int\nin d: Int\nout z: Int\nout w: Int\n\
+                   z = if d == 0 then 0 else (x / d) + 1\n\
+                   w = if d == 0 then -1 else (x / d)[1]";
+        let (out, err) = run(
+            src,
+            &[
+                &[int(10), int(2)],
+                &[int(10), int(0)],
+                &[int(9), int(3)],
+                &[int(8), int(4)],
+            ],
+        );
+        assert_eq!(err, None);
+        assert_eq!(column(&out, 0), [v(6), v(0), v(4), v(3)]);
+        assert_eq!(column(&out, 1), [Sample::Deferred, v(-1), v(5), v(3)]);
+    }
+
+    #[test]
+    fn first_error_in_schedule_order() {
+        let src = "in x: Int\nout b: Int\nout a: Int\na = x / 0\nb = a + (x % 0)";
+        let (out, err) = run(src, &[&[int(1)]]);
+        assert!(out.is_empty());
+        let err = err.unwrap();
+        assert_eq!(
+            (err.stream.as_str(), err.op, err.step),
+            ("a", "division", 0)
+        );
+    }
+
+    #[test]
+    fn is_defined_and_update_read_held_operands() {
+        // `a` is ⊥ at step 0 and NoVal at step 1: held, it is still ⊥.
+        let src = "in x: Int\nin t: Int\nout a: Int\nout b: Bool\nout u: Int\n\
+                   a = latch(x[1], t)\nb = is_defined(a)\nu = update(7, a)";
+        let (out, err) = run(
+            src,
+            &[&[int(1), int(1)], &[int(2), None], &[int(3), int(1)]],
+        );
+        assert_eq!(err, None);
+        let f = Sample::Value(Value::Bool(false));
+        let t = Sample::Value(Value::Bool(true));
+        assert_eq!(column(&out, 0), [Sample::Deferred, Sample::NoVal, v(2)]);
+        assert_eq!(column(&out, 1), [f.clone(), f, t]);
+        assert_eq!(column(&out, 2), [v(7), v(7), v(2)]);
+    }
+
+    #[test]
+    fn stateful_builtins() {
+        // The conformance case `builtins`, on a short trace.
+        let src = "in x: Int\nin t: Int\nout isdef: Bool\nout wh: Bool\nout ini: Int\n\
+                   out lat: Int\nout upd: Int\n\
+                   isdef = is_defined(x[1])\nwh = when(x[1])\nini = init(x, 0)\n\
+                   lat = latch(x, t)\nupd = update(0, x[1])";
+        let (out, err) = run(
+            src,
+            &[
+                &[None, int(1)],
+                &[int(5), None],
+                &[None, int(1)],
+                &[int(7), int(1)],
+            ],
+        );
+        assert_eq!(err, None);
+        let b = |x| Sample::Value(Value::Bool(x));
+        assert_eq!(column(&out, 0), [b(false), b(false), b(true), b(true)]);
+        assert_eq!(column(&out, 1), [b(false), b(false), b(true), b(true)]);
+        assert_eq!(column(&out, 2), [v(0), v(5), Sample::NoVal, v(7)]);
+        assert_eq!(column(&out, 3), [Sample::NoVal, Sample::NoVal, v(5), v(7)]);
+        assert_eq!(column(&out, 4), [v(0), v(0), v(5), v(5)]);
+    }
+}

@@ -1,0 +1,805 @@
+//! Property tests: the canonical tier equals the reference evaluator on random
+//! well-formed specifications and random traces (DESIGN §7).
+//!
+//! Specs are generated as source text, so the lexer, parser and checker run on
+//! them too. The generator is driven by a *choice sequence* (a `Vec<u32>` that
+//! proptest generates and shrinks): every decision consumes one number, and an
+//! exhausted or zeroed sequence always picks the simplest option (a leaf, a
+//! small literal, a present input), so shrinking a failing case shrinks the
+//! spec and the trace.
+//!
+//! Expressions are generated per result type (`Int`, `Float`, `Bool`) so that
+//! nearly every spec passes the checker (`generator_coverage` checks that, and
+//! that every feature shows up). Same-step cycles are avoided by construction:
+//! a stream reads only earlier streams at offset 0, any stream (itself
+//! included) at offset >= 1. Inside the compound operand of an offset (which
+//! is evaluated every step but read n steps later) any stream may be read,
+//! except inside an `if` arm, where an error of that operand would make the
+//! arm's own value depend on itself.
+
+use proptest::collection::vec;
+use proptest::prelude::*;
+use proptest::strategy::ValueTree;
+use proptest::test_runner::TestRunner;
+use vigil::reference;
+use vigil::{Monitor, RuntimeError, Sample, Spec, Tier, Value};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Ty {
+    Int,
+    Float,
+    Bool,
+}
+
+impl Ty {
+    fn name(self) -> &'static str {
+        match self {
+            Ty::Int => "Int",
+            Ty::Float => "Float",
+            Ty::Bool => "Bool",
+        }
+    }
+}
+
+/// An input's declared type; `None` is an untyped input (`in x`, type Any).
+type InTy = Option<Ty>;
+
+/// A choice sequence: every decision of the generator reads one number.
+struct Choices<'a> {
+    data: &'a [u32],
+    pos: usize,
+}
+
+impl Choices<'_> {
+    /// A number in `0..n`; 0 once the sequence is exhausted.
+    fn pick(&mut self, n: usize) -> usize {
+        let v = self.data.get(self.pos).copied().unwrap_or(0);
+        self.pos += 1;
+        v as usize % n
+    }
+
+    fn one<T: Copy>(&mut self, xs: &[T]) -> T {
+        xs[self.pick(xs.len())]
+    }
+
+    /// True with probability `1 / n` (false when exhausted).
+    fn rarely(&mut self, n: usize) -> bool {
+        self.pick(n) == n - 1
+    }
+}
+
+/// Where an expression is generated.
+#[derive(Clone, Copy)]
+struct Ctx {
+    depth: u32,
+    /// Inside the compound operand of an offset `(e)[n]`, n >= 1.
+    in_offset: bool,
+    /// Inside an arm of an `if`.
+    in_arm: bool,
+}
+
+struct Gen<'a> {
+    c: Choices<'a>,
+    inputs: Vec<(String, InTy)>,
+    streams: Vec<(String, Ty)>,
+    /// The stream being defined.
+    current: usize,
+    /// Let the compound operand of an offset read any stream at offset 0
+    /// (outside `if` arms); else only earlier streams, as everywhere else.
+    late_reads_in_offsets: bool,
+}
+
+const BIG_INTS: [&str; 5] = [
+    "4611686018427387904",
+    "(-9223372036854775808)",
+    "9223372036854775807",
+    "3037000500",
+    "1000000007",
+];
+const FLOATS: [&str; 8] = ["0.0", "1.0", "0.5", "2.5e3", "1.", "3.25", "1.0e300", "0.1"];
+
+impl Gen<'_> {
+    fn literal(&mut self, ty: Ty) -> String {
+        match ty {
+            Ty::Int if self.c.rarely(5) => self.c.one(&BIG_INTS).to_string(),
+            Ty::Int => self.c.pick(8).to_string(),
+            Ty::Float => self.c.one(&FLOATS).to_string(),
+            Ty::Bool => self.c.one(&["true", "false"]).to_string(),
+        }
+    }
+
+    /// May stream `i` be read at offset 0 here?
+    fn same_step_ok(&self, i: usize, ctx: Ctx) -> bool {
+        i < self.current || (self.late_reads_in_offsets && ctx.in_offset && !ctx.in_arm)
+    }
+
+    /// A literal, an input, a stream reference or an offset of a name.
+    fn leaf(&mut self, ty: Ty, ctx: Ctx) -> String {
+        // Untyped inputs fit numeric contexts; Bool contexts take them rarely
+        // (a Bool-typed operation on a number is a runtime error).
+        let any_ok = ty != Ty::Bool || self.c.rarely(6);
+        let inputs: Vec<String> = self
+            .inputs
+            .iter()
+            .filter(|(_, t)| *t == Some(ty) || (t.is_none() && any_ok))
+            .map(|(n, _)| n.clone())
+            .collect();
+        let all_streams: Vec<usize> = (0..self.streams.len())
+            .filter(|&i| self.streams[i].1 == ty)
+            .collect();
+        let now: Vec<usize> = all_streams
+            .iter()
+            .copied()
+            .filter(|&i| self.same_step_ok(i, ctx))
+            .collect();
+        match self.c.pick(6) {
+            1 | 2 if !inputs.is_empty() => {
+                let i = self.c.pick(inputs.len());
+                inputs[i].clone()
+            }
+            3 if !now.is_empty() => {
+                let i = self.c.pick(now.len());
+                let name = &self.streams[now[i]].0;
+                if self.c.rarely(6) {
+                    format!("{name}[0]")
+                } else {
+                    name.clone()
+                }
+            }
+            4 if !inputs.is_empty() => {
+                let i = self.c.pick(inputs.len());
+                format!("{}[{}]", inputs[i], 1 + self.c.pick(3))
+            }
+            5 if !all_streams.is_empty() => {
+                // Prefer the stream being defined: recursion through an offset.
+                let s = if all_streams.contains(&self.current) && self.c.pick(2) == 0 {
+                    self.current
+                } else {
+                    all_streams[self.c.pick(all_streams.len())]
+                };
+                format!("{}[{}]", self.streams[s].0, 1 + self.c.pick(3))
+            }
+            _ => self.literal(ty),
+        }
+    }
+
+    fn expr(&mut self, ty: Ty, ctx: Ctx) -> String {
+        if ctx.depth == 0 || self.c.pick(4) == 0 {
+            return self.leaf(ty, ctx);
+        }
+        let sub = Ctx {
+            depth: ctx.depth - 1,
+            ..ctx
+        };
+        match ty {
+            Ty::Int => self.int_expr(sub),
+            Ty::Float => self.float_expr(sub),
+            Ty::Bool => self.bool_expr(sub),
+        }
+    }
+
+    fn any_type(&mut self) -> Ty {
+        self.c.one(&[Ty::Int, Ty::Float, Ty::Bool])
+    }
+
+    fn num_type(&mut self) -> Ty {
+        self.c.one(&[Ty::Int, Ty::Float])
+    }
+
+    fn arm(ctx: Ctx) -> Ctx {
+        Ctx {
+            in_arm: true,
+            ..ctx
+        }
+    }
+
+    /// `(e)[n]`, n in 0..=3 (`e[0]` is `e`: same-step rules stay).
+    fn offset(&mut self, ty: Ty, ctx: Ctx) -> String {
+        let n = self.c.pick(4);
+        let inner = Ctx {
+            in_offset: ctx.in_offset || n > 0,
+            ..ctx
+        };
+        let e = self.expr(ty, inner);
+        format!("({e})[{n}]")
+    }
+
+    /// `if c then a else b` with arms of types `ta`, `tb`.
+    fn if_expr(&mut self, ta: Ty, tb: Ty, ctx: Ctx) -> String {
+        let c = self.expr(Ty::Bool, ctx);
+        let a = self.expr(ta, Self::arm(ctx));
+        let b = self.expr(tb, Self::arm(ctx));
+        format!("(if {c} then {a} else {b})")
+    }
+
+    /// The stateful builtins and `default`, with value sides `ta`, `tb`.
+    fn temporal(&mut self, ta: Ty, tb: Ty, ctx: Ctx) -> String {
+        match self.c.pick(4) {
+            0 => {
+                let (a, b) = (self.expr(ta, ctx), self.expr(tb, ctx));
+                format!("default({a}, {b})")
+            }
+            1 => {
+                let (a, b) = (self.expr(ta, ctx), self.expr(tb, ctx));
+                format!("init({a}, {b})")
+            }
+            2 => {
+                let (a, b) = (self.expr(ta, ctx), self.expr(tb, ctx));
+                format!("update({a}, {b})")
+            }
+            _ => {
+                // One value side: it must have the unified type.
+                let tv = if ta != tb { Ty::Float } else { ta };
+                let t = self.any_type();
+                let a = if self.c.pick(2) == 0 {
+                    self.expr(tv, ctx)
+                } else {
+                    self.leaf(tv, ctx)
+                };
+                let b = self.expr(t, ctx);
+                format!("latch({a}, {b})")
+            }
+        }
+    }
+
+    /// `default(s[n], lit) op e` for a stream `s` of type `ty`, preferably
+    /// the one being defined: `z = default(z[1], 0) + x`.
+    fn accumulator(&mut self, ty: Ty, ctx: Ctx) -> String {
+        let candidates: Vec<usize> = (0..self.streams.len())
+            .filter(|&i| self.streams[i].1 == ty)
+            .collect();
+        let s = if self.streams[self.current].1 == ty {
+            self.current
+        } else if candidates.is_empty() {
+            return self.leaf(ty, ctx);
+        } else {
+            candidates[self.c.pick(candidates.len())]
+        };
+        let name = self.streams[s].0.clone();
+        let n = 1 + self.c.pick(2);
+        let init = self.literal(ty);
+        let rhs = self.expr(ty, ctx);
+        let op = match ty {
+            Ty::Bool => self.c.one(&["&&", "||", "=>", "!="]),
+            _ => self.c.one(&["+", "+", "-", "*"]),
+        };
+        format!("(default({name}[{n}], {init}) {op} {rhs})")
+    }
+
+    fn int_expr(&mut self, ctx: Ctx) -> String {
+        let i = Ty::Int;
+        match self.c.pick(11) {
+            0 | 1 => {
+                let op = self.c.one(&["+", "-", "*", "+", "-", "*", "/", "%"]);
+                let (a, b) = (self.expr(i, ctx), self.expr(i, ctx));
+                format!("({a} {op} {b})")
+            }
+            2 => format!("(-{})", self.expr(i, ctx)),
+            3 => {
+                // Division guarded by an `if`: the error in the unselected arm
+                // must be discarded.
+                let d = self.expr(i, ctx);
+                let a = self.expr(i, Self::arm(ctx));
+                let x = self.expr(i, Self::arm(ctx));
+                let op = self.c.one(&["/", "%"]);
+                format!("(if {d} == 0 then {a} else ({x} {op} {d}))")
+            }
+            4 => {
+                let f = self.c.one(&["abs", "floor", "ceil"]);
+                format!("{f}({})", self.expr(i, ctx))
+            }
+            5 => {
+                let f = self.c.one(&["min", "max"]);
+                let (a, b) = (self.expr(i, ctx), self.expr(i, ctx));
+                format!("{f}({a}, {b})")
+            }
+            6 | 7 => self.temporal(i, i, ctx),
+            8 => self.if_expr(i, i, ctx),
+            9 => self.offset(i, ctx),
+            _ => self.accumulator(i, ctx),
+        }
+    }
+
+    fn float_expr(&mut self, ctx: Ctx) -> String {
+        let f = Ty::Float;
+        // One side Float, the other numeric, in either order.
+        let mixed = |g: &mut Self| {
+            let t = g.num_type();
+            let (a, b) = (g.expr(f, ctx), g.expr(t, ctx));
+            if g.c.pick(2) == 0 { (a, b) } else { (b, a) }
+        };
+        match self.c.pick(11) {
+            0 | 1 => {
+                let op = self.c.one(&["+", "-", "*", "/", "%"]);
+                let (a, b) = mixed(self);
+                format!("({a} {op} {b})")
+            }
+            2 => format!("(-{})", self.expr(f, ctx)),
+            3 => {
+                let g = self.c.one(&["abs", "floor", "ceil", "sin", "cos", "tan"]);
+                format!("{g}({})", self.expr(f, ctx))
+            }
+            4 => {
+                let t = self.num_type();
+                format!("sqrt({})", self.expr(t, ctx))
+            }
+            5 => {
+                let g = self.c.one(&["min", "max"]);
+                let (a, b) = mixed(self);
+                format!("{g}({a}, {b})")
+            }
+            6 | 7 => {
+                let t = self.num_type();
+                if self.c.pick(2) == 0 {
+                    self.temporal(f, t, ctx)
+                } else {
+                    self.temporal(t, f, ctx)
+                }
+            }
+            8 => {
+                let t = self.num_type();
+                if self.c.pick(2) == 0 {
+                    self.if_expr(f, t, ctx)
+                } else {
+                    self.if_expr(t, f, ctx)
+                }
+            }
+            9 => self.offset(f, ctx),
+            _ => self.accumulator(f, ctx),
+        }
+    }
+
+    fn bool_expr(&mut self, ctx: Ctx) -> String {
+        let b = Ty::Bool;
+        match self.c.pick(12) {
+            0 | 1 => {
+                let op = self.c.one(&["<", "<=", ">", ">="]);
+                let (ta, tb) = (self.num_type(), self.num_type());
+                let (x, y) = (self.expr(ta, ctx), self.expr(tb, ctx));
+                format!("({x} {op} {y})")
+            }
+            2 => {
+                let op = self.c.one(&["==", "!="]);
+                let ta = self.any_type();
+                let tb = if self.c.rarely(4) {
+                    self.any_type()
+                } else {
+                    ta
+                };
+                let (x, y) = (self.expr(ta, ctx), self.expr(tb, ctx));
+                format!("({x} {op} {y})")
+            }
+            3 | 4 => {
+                let op = self.c.one(&["&&", "||", "=>"]);
+                let (x, y) = (self.expr(b, ctx), self.expr(b, ctx));
+                format!("({x} {op} {y})")
+            }
+            5 => format!("(!{})", self.expr(b, ctx)),
+            6 => {
+                let g = self.c.one(&["is_defined", "when"]);
+                let t = self.any_type();
+                // Often a bare reference: streams that are ⊥ at one step and
+                // NoVal at a later one are where held and raw differ.
+                let e = if self.c.pick(2) == 0 {
+                    self.expr(t, ctx)
+                } else {
+                    self.leaf(t, ctx)
+                };
+                format!("{g}({e})")
+            }
+            7 => self.temporal(b, b, ctx),
+            8 => self.if_expr(b, b, ctx),
+            9 => self.offset(b, ctx),
+            10 => {
+                let op = self.c.one(&["<", ">="]);
+                let (x, y) = (self.expr(b, ctx), self.expr(b, ctx));
+                format!("({x} {op} {y})")
+            }
+            _ => self.accumulator(b, ctx),
+        }
+    }
+}
+
+/// A generated specification: its source text and the types of its inputs.
+#[derive(Clone, Debug)]
+struct GenSpec {
+    source: String,
+    inputs: Vec<InTy>,
+}
+
+fn generate_spec(data: &[u32], late_reads_in_offsets: bool) -> GenSpec {
+    let mut g = Gen {
+        c: Choices { data, pos: 0 },
+        inputs: Vec::new(),
+        streams: Vec::new(),
+        current: 0,
+        late_reads_in_offsets,
+    };
+    let n_inputs = 1 + g.c.pick(4);
+    for i in 0..n_inputs {
+        let t = g.c.one(&[
+            Some(Ty::Int),
+            Some(Ty::Int),
+            Some(Ty::Float),
+            Some(Ty::Bool),
+            None,
+        ]);
+        g.inputs.push((format!("i{i}"), t));
+    }
+    let n_streams = 1 + g.c.pick(6);
+    let mut decls = Vec::new();
+    for s in 0..n_streams {
+        let t = g.c.one(&[Ty::Int, Ty::Int, Ty::Float, Ty::Bool]);
+        let name = format!("s{s}");
+        let kind = g.c.one(&["out", "out", "out", "out", "aux", "var"]);
+        let decl = if g.c.pick(3) == 2 {
+            format!("{kind} {name}")
+        } else {
+            format!("{kind} {name}: {}", t.name())
+        };
+        decls.push(decl);
+        g.streams.push((name, t));
+    }
+    let mut defs = Vec::new();
+    for s in 0..n_streams {
+        g.current = s;
+        let depth = 1 + g.c.pick(3) as u32;
+        let ctx = Ctx {
+            depth,
+            in_offset: false,
+            in_arm: false,
+        };
+        let e = g.expr(g.streams[s].1, ctx);
+        defs.push(format!("{} = {e}", g.streams[s].0));
+    }
+    let mut lines: Vec<String> = g
+        .inputs
+        .iter()
+        .map(|(n, t)| match t {
+            Some(t) => format!("in {n}: {}", t.name()),
+            None => format!("in {n}"),
+        })
+        .collect();
+    // Declarations and definitions in any order.
+    match g.c.pick(4) {
+        0 | 1 => {
+            lines.extend(decls);
+            lines.push("// definitions".into());
+            lines.extend(defs);
+        }
+        2 => {
+            for (d, e) in decls.into_iter().zip(defs) {
+                lines.push(d);
+                lines.push(e);
+            }
+        }
+        _ => {
+            lines.push("(* definitions first *)".into());
+            lines.extend(defs);
+            lines.extend(decls);
+        }
+    }
+    GenSpec {
+        source: lines.join("\n") + "\n",
+        inputs: g.inputs.into_iter().map(|(_, t)| t).collect(),
+    }
+}
+
+fn generate_trace(inputs: &[InTy], len: usize, data: &[u32]) -> Vec<Vec<Option<Value>>> {
+    let mut c = Choices { data, pos: 0 };
+    let small = |c: &mut Choices| Value::Int(c.pick(7) as i64 - 3);
+    let big = [
+        i64::MAX,
+        i64::MIN,
+        4611686018427387904,
+        -4611686018427387904,
+        3037000500,
+        -1,
+    ];
+    let floats = [
+        0.0,
+        1.0,
+        -1.5,
+        0.5,
+        2.0,
+        -0.0,
+        3.25,
+        1e300,
+        -1e300,
+        f64::NAN,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        0.1,
+        -7.0,
+    ];
+    (0..len)
+        .map(|_| {
+            inputs
+                .iter()
+                .map(|t| {
+                    if c.pick(10) >= 7 {
+                        return None;
+                    }
+                    Some(match t {
+                        Some(Ty::Int) if c.rarely(8) => Value::Int(c.one(&big)),
+                        Some(Ty::Int) => small(&mut c),
+                        Some(Ty::Float) => Value::Float(c.one(&floats)),
+                        Some(Ty::Bool) => Value::Bool(c.pick(2) == 1),
+                        None => match c.pick(16) {
+                            0..=6 => small(&mut c),
+                            7 => Value::Int(c.one(&big)),
+                            8..=14 => Value::Float(c.one(&floats)),
+                            _ => Value::Bool(c.pick(2) == 1),
+                        },
+                    })
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// The `.input` form of a trace, for failure messages.
+fn show_trace(spec: &Spec, trace: &[Vec<Option<Value>>]) -> String {
+    let names = spec.input_names();
+    let mut out = String::new();
+    for (step, row) in trace.iter().enumerate() {
+        out.push_str(&format!("{step}:"));
+        for (name, v) in names.iter().zip(row) {
+            if let Some(v) = v {
+                out.push_str(&format!(" {name} = {v}"));
+            }
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// Runs the canonical tier: the outputs of every step before the first
+/// runtime error, and that error.
+fn run_canonical(
+    spec: &Spec,
+    trace: &[Vec<Option<Value>>],
+) -> (Vec<Vec<Sample>>, Option<RuntimeError>) {
+    let mut monitor = Monitor::builder(spec).tier(Tier::Canonical).build();
+    let mut outputs = Vec::new();
+    for row in trace {
+        match monitor.step(row) {
+            Ok(samples) => outputs.push(samples.to_vec()),
+            Err(e) => return (outputs, Some(e)),
+        }
+    }
+    (outputs, None)
+}
+
+/// Compares canonical and reference; on disagreement, a message naming the
+/// first differing step.
+fn compare(spec: &Spec, trace: &[Vec<Option<Value>>]) -> Result<(), String> {
+    let (canon, canon_err) = run_canonical(spec, trace);
+    let (refer, ref_err) = reference::evaluate(spec.checked(), trace);
+    if canon == refer && canon_err == ref_err {
+        return Ok(());
+    }
+    let names = spec.output_names();
+    let step = canon
+        .iter()
+        .zip(&refer)
+        .position(|(a, b)| a != b)
+        .unwrap_or(canon.len().min(refer.len()));
+    let show = |rows: &[Vec<Sample>]| match rows.get(step) {
+        Some(row) => names
+            .iter()
+            .zip(row)
+            .map(|(n, s)| format!("{n}={s}"))
+            .collect::<Vec<_>>()
+            .join(" "),
+        None => "(no row)".into(),
+    };
+    Err(format!(
+        "canonical != reference at step {step}\n--- spec\n{}--- trace\n{}\
+         --- canonical: {}\n    error: {:?}\n--- reference: {}\n    error: {:?}",
+        spec.checked().source,
+        show_trace(spec, trace),
+        show(&canon),
+        canon_err.map(|e| e.to_string()),
+        show(&refer),
+        ref_err.map(|e| e.to_string()),
+    ))
+}
+
+fn case_strategy() -> impl Strategy<Value = (Vec<u32>, usize, Vec<u32>)> {
+    (
+        vec(any::<u32>(), 0..300),
+        0..=40usize,
+        vec(any::<u32>(), 0..400),
+    )
+}
+
+proptest! {
+    // 256 cases by default; PROPTEST_CASES overrides it.
+    #![proptest_config(ProptestConfig::default())]
+
+    #[test]
+    fn canonical_equals_reference((spec_data, len, trace_data) in case_strategy()) {
+        check_case(&spec_data, len, &trace_data, false)?;
+    }
+
+    /// As above, but the compound operand of an offset may also read streams
+    /// scheduled after the reader, or the reader itself (`a = (b + 1)[1]`
+    /// with `b` defined later; `z = default((z + x)[1], 0)`).
+    #[test]
+    #[ignore = "canonical bug: an offset's compound operand reads streams not yet evaluated this step (see canonical_bug_offset_operand_reads_stale_stream)"]
+    fn canonical_equals_reference_late_reads_in_offsets((spec_data, len, trace_data) in case_strategy()) {
+        check_case(&spec_data, len, &trace_data, true)?;
+    }
+}
+
+fn check_case(
+    spec_data: &[u32],
+    len: usize,
+    trace_data: &[u32],
+    late_reads_in_offsets: bool,
+) -> Result<(), TestCaseError> {
+    let g = generate_spec(spec_data, late_reads_in_offsets);
+    let spec = Spec::parse("gen.dsrv", &g.source);
+    prop_assume!(spec.is_ok(), "rejected spec");
+    let spec = spec.unwrap();
+    let trace = generate_trace(&g.inputs, len, trace_data);
+    compare(&spec, &trace).map_err(TestCaseError::fail)
+}
+
+/// The generator must make specs the checker accepts, cover every feature,
+/// and not stop most runs with an early error: a generator producing only
+/// rejected specs would make the property vacuous.
+#[test]
+fn generator_coverage() {
+    let mut runner = TestRunner::deterministic();
+    let strategy = case_strategy();
+    let n = 400;
+    let (mut accepted, mut clean, mut steps) = (0, 0, 0);
+    let mut first_rejection = None;
+    let features = [
+        "default(",
+        "is_defined(",
+        "when(",
+        "init(",
+        "latch(",
+        "update(",
+        "abs(",
+        "sqrt(",
+        "min(",
+        "max(",
+        "floor(",
+        "ceil(",
+        "sin(",
+        "cos(",
+        "tan(",
+        "if ",
+        "then (if",
+        " / ",
+        " % ",
+        " * ",
+        "==",
+        "!=",
+        "&&",
+        "||",
+        "=>",
+        "(!",
+        "(-",
+        ")[1]",
+        ")[2]",
+        "[0]",
+        "<=",
+        "4611686018427387904",
+        "2.5e3",
+        "in i0\n",
+        "aux ",
+        "var ",
+    ];
+    let mut seen = vec![0usize; features.len()];
+    let mut kinds = std::collections::BTreeMap::new();
+    for k in 0..n {
+        let (spec_data, len, trace_data) = strategy.new_tree(&mut runner).unwrap().current();
+        let g = generate_spec(&spec_data, k % 2 == 1);
+        match Spec::parse("gen.dsrv", &g.source) {
+            Ok(spec) => {
+                accepted += 1;
+                for (i, f) in features.iter().enumerate() {
+                    seen[i] += g.source.contains(f) as usize;
+                }
+                let trace = generate_trace(&g.inputs, len, &trace_data);
+                let (outs, err) = reference::evaluate(spec.checked(), &trace);
+                clean += err.is_none() as usize;
+                if let Some(e) = err {
+                    *kinds.entry(e.kind.describe()).or_insert(0usize) += 1;
+                }
+                steps += outs.len();
+            }
+            Err(d) => {
+                first_rejection.get_or_insert_with(|| format!("{}\n{d:?}", g.source));
+            }
+        }
+    }
+    eprintln!(
+        "generator: {accepted}/{n} accepted, {clean} runs without runtime error, \
+         {steps} steps evaluated, errors {kinds:?}"
+    );
+    for kind in [
+        "integer overflow",
+        "integer division by zero",
+        "invalid operand",
+    ] {
+        assert!(
+            kinds.contains_key(kind),
+            "no generated run ends with {kind}"
+        );
+    }
+    assert!(
+        accepted * 100 >= n * 98,
+        "only {accepted}/{n} generated specs pass the checker; first rejected:\n{}",
+        first_rejection.unwrap_or_default()
+    );
+    assert!(
+        clean * 100 >= accepted * 40,
+        "too many runs stop with an error: {clean}/{accepted}"
+    );
+    for (f, k) in features.iter().zip(&seen) {
+        assert!(*k > 0, "no accepted spec contains `{f}`");
+    }
+}
+
+fn int_trace(values: &[Option<i64>]) -> Vec<Vec<Option<Value>>> {
+    values.iter().map(|v| vec![v.map(Value::Int)]).collect()
+}
+
+/// Regression for a disagreement found by
+/// `canonical_equals_reference_late_reads_in_offsets`: the compound operand
+/// of an offset reads a stream scheduled later (`b`). Its value at step `s`
+/// is `b(s) + 0`, so `a` at step `s` must be `b(s - 1)` (DESIGN §2.1: "the
+/// value `e` had n steps earlier"). The canonical tier evaluates the operand
+/// node while evaluating `a`, before `b` has been published for this row, so
+/// its ring records `b(s - 1) + 0` and `a` lags one more step:
+/// canonical gives `a = Deferred, Deferred, 1`, the reference
+/// `a = Deferred, 1, 2`.
+#[test]
+#[ignore = "canonical bug: an offset's compound operand reads a later-scheduled stream's previous-step value"]
+fn canonical_bug_offset_operand_reads_stale_stream() {
+    let spec = Spec::parse(
+        "late.dsrv",
+        "in x: Int\nout a: Int\nout b: Int\na = (b + 0)[1]\nb = x\n",
+    )
+    .unwrap();
+    let trace = int_trace(&[Some(1), Some(2), Some(3)]);
+    let d = Sample::Deferred;
+    let (refer, err) = reference::evaluate(spec.checked(), &trace);
+    assert_eq!(err, None);
+    let a: Vec<Sample> = refer.iter().map(|r| r[0].clone()).collect();
+    assert_eq!(
+        a,
+        [
+            d,
+            Sample::Value(Value::Int(1)),
+            Sample::Value(Value::Int(2))
+        ]
+    );
+    compare(&spec, &trace).unwrap_or_else(|m| panic!("{m}"));
+}
+
+/// The same defect through recursion: `(z + x)[1]` inside `z`'s own
+/// definition must read `z(s - 1) + x(s - 1)`; the canonical tier computes
+/// the operand with `z`'s value of the step before (`z(s - 2)`).
+#[test]
+#[ignore = "canonical bug: an offset's compound operand reads the defining stream's previous-step value"]
+fn canonical_bug_offset_operand_reads_stale_self() {
+    let spec = Spec::parse(
+        "self.dsrv",
+        "in x: Int\nout z: Int\nz = default((z + x)[1], 1)\n",
+    )
+    .unwrap();
+    let trace = int_trace(&[Some(1), Some(1), Some(1), Some(1)]);
+    // Reference: z = 1, 2, 3, 4 (z(s) = z(s-1) + x(s-1)).
+    let (refer, _) = reference::evaluate(spec.checked(), &trace);
+    let z: Vec<Sample> = refer.iter().map(|r| r[0].clone()).collect();
+    let v = |i| Sample::Value(Value::Int(i));
+    assert_eq!(z, [v(1), v(2), v(3), v(4)]);
+    compare(&spec, &trace).unwrap_or_else(|m| panic!("{m}"));
+}
