@@ -40,6 +40,7 @@ pub fn evaluate(
     let mut r = Reference {
         spec,
         trace,
+        rebound: self_offsets_in_arms(spec),
         own: HashMap::new(),
         fault: HashMap::new(),
         busy: HashSet::new(),
@@ -63,6 +64,43 @@ pub fn evaluate(
     (outputs, None)
 }
 
+/// The Trustworthiness Checker's name binding inside `if` arms: in the
+/// definition of `z`, inside an arm of an `if`, the name `z` under an
+/// offset (`z[n]`) denotes the innermost such arm, not the stream. So there
+/// `z[n]` is the arm's value `n` steps earlier. Returns, for every such
+/// offset, the arm it reads.
+fn self_offsets_in_arms(spec: &CheckedSpec) -> HashMap<ExprId, ExprId> {
+    let mut rebound = HashMap::new();
+    for (i, stream) in spec.streams.iter().enumerate() {
+        let Some(def) = stream.def else { continue };
+        let me = StreamId(i as u32);
+        let mut stack = vec![(def, None::<ExprId>)];
+        while let Some((e, arm)) = stack.pop() {
+            match &spec.ast.expr(e).kind {
+                ExprKind::If(c, a, b) => {
+                    stack.extend([(*c, arm), (*a, Some(*a)), (*b, Some(*b))]);
+                }
+                ExprKind::Offset(a, n)
+                    if *n > 0 && names(spec, *a) == Some(me) && arm.is_some() =>
+                {
+                    rebound.insert(e, arm.expect("checked above"));
+                }
+                _ => stack.extend(spec.ast.children(e).into_iter().map(|c| (c, arm))),
+            }
+        }
+    }
+    rebound
+}
+
+/// The stream `e` names, looking through zero offsets (`x[0]` is `x`).
+fn names(spec: &CheckedSpec, e: ExprId) -> Option<StreamId> {
+    match &spec.ast.expr(e).kind {
+        ExprKind::Name(_) => spec.expr_stream[e.index()],
+        ExprKind::Offset(a, 0) => names(spec, *a),
+        _ => None,
+    }
+}
+
 /// The evaluator's memo tables. Three functions of `(expression, step)`:
 ///
 /// - `own`: what the operator computes at the step from its operands'
@@ -83,6 +121,9 @@ pub fn evaluate(
 struct Reference<'a> {
     spec: &'a CheckedSpec,
     trace: &'a [Vec<Option<Value>>],
+    /// Offsets whose operand is not what the text says (see
+    /// `self_offsets_in_arms`): offset expression -> the arm it reads.
+    rebound: HashMap<ExprId, ExprId>,
     own: HashMap<(ExprId, usize), Result<Sample, Fault>>,
     fault: HashMap<(ExprId, usize), Option<Fault>>,
     /// `own` computations in progress, to fail loudly on an ill-founded
@@ -205,6 +246,7 @@ impl Reference<'_> {
             // `e[n]`: ⊥ for the first n steps, then `e` at `s - n`; if that was
             // NoVal, the offset's own value at `s - 1` (the last one it emitted).
             ExprKind::Offset(a, n) => {
+                let a = self.rebound.get(&e).unwrap_or(a);
                 let n = *n as usize;
                 if s < n {
                     return Ok(Sample::Deferred);

@@ -149,7 +149,6 @@ pub fn baseline_chain(c: &Columns) -> i64 {
 /// The DESIGN §9 example with every input present (the Str label echoed).
 pub fn baseline_fusion(c: &Columns) -> i64 {
     let (mut blended, mut total) = (0i64, 0i64);
-    let mut echoed: Arc<str> = Arc::from("");
     for i in 0..c.x.len() {
         let scaled = ck(c.x[i].checked_mul(2));
         let offset = ck(c.y[i].checked_add(5));
@@ -158,7 +157,7 @@ pub fn baseline_fusion(c: &Columns) -> i64 {
         let delta = ck(blended.checked_sub(merged));
         let ratio = ck(delta.checked_mul(3));
         total = ck(total.checked_add(ratio));
-        echoed = c.lbl[i].clone();
+        let echoed = c.lbl[i].clone();
         let level = ck(total.checked_add(ratio));
         let alert = level > 20;
         black_box((

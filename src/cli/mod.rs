@@ -193,10 +193,8 @@ fn run(args: &RunArgs) -> ExitCode {
                 if let Err(e) = writer.write_step(step, samples) {
                     return output_error(e);
                 }
-                if flush_each_row {
-                    if let Err(e) = writer.flush() {
-                        return output_error(e);
-                    }
+                if flush_each_row && let Err(e) = writer.flush() {
+                    return output_error(e);
                 }
             }
             Err(e) => {

@@ -450,7 +450,7 @@ impl Checker<'_> {
             let span = first.def.map_or(first.decl_span, |d| self.ast.expr(d).span);
             self.errors.push(
                 Diagnostic::new(span, format!("same-step cycle: {}", names.join(" -> ")))
-                    .with_hint("a cycle needs a positive offset on one of its references, e.g. `default(z[1], 0)`"),
+                    .with_hint("a cycle needs a positive offset on a name in it, e.g. `default(z[1], 0)`; an offset of a compound expression, `(z + x)[1]`, still reads `z` at the current step"),
             );
         }
     }
@@ -551,7 +551,11 @@ impl Checker<'_> {
 }
 
 /// The offset-0 references of every stream's definition: the edges of the
-/// dependency graph (a reference under an offset >= 1 is not one).
+/// dependency graph. A name under an offset >= 1 (`b[1]`) is not one. A
+/// compound expression under an offset (`(b + 1)[1]`) is evaluated at the
+/// current step and its value read `n` steps later, so its references are
+/// same-step edges: the reader is scheduled after `b`, and a stream reading
+/// itself that way is a cycle (write `b[1] + 1` instead).
 pub fn same_step_deps(
     ast: &Ast,
     streams: &[StreamData],
@@ -564,7 +568,7 @@ pub fn same_step_deps(
             let mut stack: Vec<ExprId> = s.def.into_iter().collect();
             while let Some(e) = stack.pop() {
                 match &ast.expr(e).kind {
-                    ExprKind::Offset(_, n) if *n > 0 => {}
+                    ExprKind::Offset(a, n) if *n > 0 && is_name(ast, *a) => {}
                     ExprKind::Name(_) => {
                         if let Some(id) = expr_stream[e.index()]
                             && !deps.contains(&id)
@@ -578,6 +582,15 @@ pub fn same_step_deps(
             deps
         })
         .collect()
+}
+
+/// Whether `e` is a name, possibly under zero offsets (`x`, `x[0]`).
+fn is_name(ast: &Ast, e: ExprId) -> bool {
+    match &ast.expr(e).kind {
+        ExprKind::Name(_) => true,
+        ExprKind::Offset(a, 0) => is_name(ast, *a),
+        _ => false,
+    }
 }
 
 fn input_sig(t: Type) -> ScalarSignature {

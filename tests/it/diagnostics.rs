@@ -75,14 +75,14 @@ fn same_step_cycles_are_named() {
               |
             5 | a = b + x
               |     ^^^^^
-              = hint: a cycle needs a positive offset on one of its references, e.g. `default(z[1], 0)`
+              = hint: a cycle needs a positive offset on a name in it, e.g. `default(z[1], 0)`; an offset of a compound expression, `(z + x)[1]`, still reads `z` at the current step
 
             error: same-step cycle: z -> z
              --> spec.dsrv:7:5
               |
             7 | z = z + x
               |     ^^^^^
-              = hint: a cycle needs a positive offset on one of its references, e.g. `default(z[1], 0)`
+              = hint: a cycle needs a positive offset on a name in it, e.g. `default(z[1], 0)`; an offset of a compound expression, `(z + x)[1]`, still reads `z` at the current step
         "#]],
     );
 }
