@@ -234,7 +234,10 @@ impl Monitor {
         }
         self.stats.canonical_rows += 1;
         for (out, &s) in self.outputs.iter_mut().zip(&self.plan.spec.outputs) {
-            out.clone_from(&self.state.env[s.index()]);
+            match self.state.stream_slot(s) {
+                (true, v) => out.clone_from(v),
+                (false, _) => *out = Sample::NoVal,
+            }
         }
         Ok(&self.outputs)
     }

@@ -18,24 +18,28 @@ pub mod ops;
 
 use crate::error::{Fault, RuntimeError};
 use crate::lang::ast::Builtin;
-use crate::plan::{NodeId, NodeOp, Operand, Plan};
+use crate::lang::check::StreamId;
+use crate::plan::{NodeId, NodeOp, Plan};
 use crate::value::{Sample, Value};
 
-/// All state of a run: current values (environment and arena), hold cells,
-/// builtin flags and offset rings.
+/// All state of a run: current values (streams and nodes, in one arena),
+/// freshness flags, builtin flags and offset rings.
+///
+/// The value arena has one slot per stream, per node and per constant
+/// operand (`Plan::slot`). A slot holds the last non-NoVal value it had (its
+/// *held* value, NoVal until it has one) and a freshness flag saying whether
+/// it has a value at the current step; so the raw value is the slot where
+/// fresh, else NoVal. One slot serves both the hold rule and plain reads, and
+/// publishing a value writes it once.
 #[derive(Clone, Debug, PartialEq)]
 pub struct NodeState {
     /// The number of rows evaluated so far (the current step while a row runs).
     pub step: u64,
-    /// Current value of every stream (inputs included), by `StreamId`.
-    pub env: Vec<Sample>,
-    /// Last non-NoVal value of every stream (NoVal until it has one).
-    pub stream_hold: Vec<Sample>,
-    /// Current value of every node, by `NodeId`.
-    pub value: Vec<Sample>,
-    /// Last non-NoVal value of every node.
-    pub hold: Vec<Sample>,
-    /// The flag of `when`, `init` and `update` nodes.
+    /// Held value of every slot.
+    pub slots: Vec<Sample>,
+    /// Whether each slot has a value at the current step.
+    pub fresh: Vec<bool>,
+    /// The flag of `when`, `init` and `update` nodes, by `NodeId`.
     pub flag: Vec<bool>,
     /// Offset rings (see the module doc), laid out by `NodeData::ring_base`.
     pub ring: Vec<Sample>,
@@ -44,7 +48,7 @@ pub struct NodeState {
     pending: Vec<Option<Fault>>,
 }
 
-/// A borrowed view of a sample (constants are values without a sample).
+/// A borrowed view of a sample.
 #[derive(Clone, Copy, Debug)]
 enum View<'a> {
     NoVal,
@@ -53,6 +57,7 @@ enum View<'a> {
 }
 
 impl<'a> View<'a> {
+    #[inline]
     fn of(s: &'a Sample) -> View<'a> {
         match s {
             Sample::NoVal => View::NoVal,
@@ -72,73 +77,91 @@ impl<'a> View<'a> {
 
 impl NodeState {
     pub fn new(plan: &Plan) -> NodeState {
-        let streams = plan.spec.streams.len();
-        let nodes = plan.nodes.len();
+        let n = plan.slot_count();
+        let consts_from = n - plan.consts.len();
+        let mut slots = vec![Sample::NoVal; n];
+        let mut fresh = vec![false; n];
+        for (i, c) in plan.consts.iter().enumerate() {
+            slots[consts_from + i] = Sample::Value(c.clone());
+            fresh[consts_from + i] = true;
+        }
         NodeState {
             step: 0,
-            env: vec![Sample::NoVal; streams],
-            stream_hold: vec![Sample::NoVal; streams],
-            value: vec![Sample::NoVal; nodes],
-            hold: vec![Sample::NoVal; nodes],
-            flag: vec![false; nodes],
+            slots,
+            fresh,
+            flag: vec![false; plan.nodes.len()],
             ring: vec![Sample::Deferred; plan.ring_len as usize],
-            pending: vec![None; 2 * nodes],
+            pending: vec![None; 2 * plan.nodes.len()],
         }
     }
 
-    fn raw<'a>(&'a self, op: &'a Operand) -> View<'a> {
-        match op {
-            Operand::Node(n) => View::of(&self.value[n.index()]),
-            Operand::Stream(s) => View::of(&self.env[s.index()]),
-            Operand::Const(v) => View::Val(v),
+    /// The raw value of a slot: NoVal unless it has a value this step.
+    #[inline]
+    fn raw(&self, slot: u32) -> View<'_> {
+        let i = slot as usize;
+        if self.fresh[i] {
+            View::of(&self.slots[i])
+        } else {
+            View::NoVal
         }
     }
 
-    /// The operand under the hold rule: NoVal is replaced by the operand's
-    /// last non-NoVal value (NoVal if it never had one).
-    fn held<'a>(&'a self, op: &'a Operand) -> View<'a> {
-        match self.raw(op) {
-            View::NoVal => match op {
-                Operand::Node(n) => View::of(&self.hold[n.index()]),
-                Operand::Stream(s) => View::of(&self.stream_hold[s.index()]),
-                Operand::Const(_) => View::NoVal,
-            },
-            v => v,
-        }
+    /// The slot under the hold rule: its last non-NoVal value (NoVal if it
+    /// never had one).
+    #[inline]
+    fn held(&self, slot: u32) -> View<'_> {
+        View::of(&self.slots[slot as usize])
+    }
+
+    /// The current (raw) value of stream `s`.
+    pub fn stream_sample(&self, s: StreamId) -> Sample {
+        self.raw(s.0).to_sample()
+    }
+
+    /// Whether stream `s` has a value at the current step, and its held value.
+    pub fn stream_slot(&self, s: StreamId) -> (bool, &Sample) {
+        (self.fresh[s.index()], &self.slots[s.index()])
     }
 
     /// Starts a row: publishes the inputs (one cell per declared input).
     pub fn begin_row(&mut self, plan: &Plan, row: &[Option<Value>]) {
         for (i, &s) in plan.spec.inputs.iter().enumerate() {
-            let sample = match row.get(i) {
-                Some(Some(v)) => Sample::Value(v.clone()),
-                _ => Sample::NoVal,
-            };
-            self.publish(s.index(), sample);
+            match row.get(i) {
+                Some(Some(v)) => self.write(s.0, Sample::Value(v.clone())),
+                _ => self.fresh[s.index()] = false,
+            }
         }
     }
 
-    fn publish(&mut self, stream: usize, sample: Sample) {
-        if !sample.is_noval() {
-            self.stream_hold[stream] = sample.clone();
+    /// Stores a sample in a slot: a value is kept (and held); NoVal only
+    /// clears the freshness, so the slot keeps its held value.
+    #[inline]
+    fn write(&mut self, slot: u32, sample: Sample) {
+        let i = slot as usize;
+        let fresh = !sample.is_noval();
+        self.fresh[i] = fresh;
+        if fresh {
+            self.slots[i] = sample;
         }
-        self.env[stream] = sample;
     }
 
     /// Evaluates one stream: its nodes in postorder, then publishes the root.
-    pub fn eval_stream(
-        &mut self,
-        plan: &Plan,
-        s: crate::lang::check::StreamId,
-    ) -> Result<(), RuntimeError> {
+    pub fn eval_stream(&mut self, plan: &Plan, s: StreamId) -> Result<(), RuntimeError> {
         let Some(graph) = plan.graph(s) else {
             return Ok(());
         };
         for id in graph.node_ids() {
             self.eval_node(plan, id)?;
         }
-        let root = self.raw(&graph.root).to_sample();
-        self.publish(s.index(), root);
+        let root = graph.root_slot;
+        if root != s.0 {
+            if self.fresh[root as usize] {
+                let v = self.slots[root as usize].clone();
+                self.write(s.0, v);
+            } else {
+                self.fresh[s.index()] = false;
+            }
+        }
         Ok(())
     }
 
@@ -159,43 +182,40 @@ impl NodeState {
                 None => return Err(fault.at(plan.stream_name(node.stream), self.step)),
             },
         };
-        if !sample.is_noval() {
-            self.hold[id.index()] = sample.clone();
-        }
-        self.value[id.index()] = sample;
+        self.write(plan.node_slot(id), sample);
         Ok(())
     }
 
     fn compute(&mut self, plan: &Plan, id: NodeId) -> Result<Sample, Fault> {
         let node = plan.node(id);
-        let args = &node.args;
+        let [a0, a1, a2] = node.slots;
         match node.op {
-            NodeOp::Unary(op) => pointwise(&[self.held(&args[0])], |v| ops::unary(op, v[0])),
-            NodeOp::Binary(op) => pointwise(&[self.held(&args[0]), self.held(&args[1])], |v| {
-                ops::binary(op, v[0], v[1])
-            }),
+            NodeOp::Binary(op) => {
+                pointwise2(self.held(a0), self.held(a1), |x, y| ops::binary(op, x, y))
+            }
+            NodeOp::Unary(op) => pointwise1(self.held(a0), |x| ops::unary(op, x)),
             NodeOp::Offset(n) => {
                 let slot = node.ring_base as u64 + self.step % n as u64;
                 Ok(self.ring[slot as usize].clone())
             }
-            NodeOp::If => self.compute_if(id, args),
+            NodeOp::If => self.compute_if(id, [a0, a1, a2]),
             NodeOp::Call(f) => match f {
-                Builtin::Default => Ok(match self.held(&args[0]) {
-                    View::Deferred => self.raw(&args[1]).to_sample(),
+                Builtin::Default => Ok(match self.held(a0) {
+                    View::Deferred => self.raw(a1).to_sample(),
                     e => e.to_sample(),
                 }),
                 Builtin::IsDefined => Ok(Sample::Value(Value::Bool(!matches!(
-                    self.held(&args[0]),
+                    self.held(a0),
                     View::Deferred
                 )))),
                 Builtin::When => {
-                    let fired = matches!(self.held(&args[0]), View::Val(_));
+                    let fired = matches!(self.held(a0), View::Val(_));
                     let flag = &mut self.flag[id.index()];
                     *flag |= fired;
                     Ok(Sample::Value(Value::Bool(*flag)))
                 }
-                Builtin::Init => match self.raw(&args[0]) {
-                    View::NoVal if !self.flag[id.index()] => Ok(self.raw(&args[1]).to_sample()),
+                Builtin::Init => match self.raw(a0) {
+                    View::NoVal if !self.flag[id.index()] => Ok(self.raw(a1).to_sample()),
                     e => {
                         let present = !matches!(e, View::NoVal);
                         let out = e.to_sample();
@@ -203,35 +223,35 @@ impl NodeState {
                         Ok(out)
                     }
                 },
-                Builtin::Latch => Ok(match self.raw(&args[1]) {
+                Builtin::Latch => Ok(match self.raw(a1) {
                     View::NoVal => Sample::NoVal,
-                    _ => self.held(&args[0]).to_sample(),
+                    _ => self.held(a0).to_sample(),
                 }),
                 Builtin::Update => {
-                    let b = self.held(&args[1]);
+                    let b = self.held(a1);
                     let fired = matches!(b, View::Val(_));
                     let out = if fired || self.flag[id.index()] {
                         b.to_sample()
                     } else {
-                        self.held(&args[0]).to_sample()
+                        self.held(a0).to_sample()
                     };
                     self.flag[id.index()] |= fired;
                     Ok(out)
                 }
-                math if args.len() == 1 => {
-                    pointwise(&[self.held(&args[0])], |v| ops::math(math, v))
+                math if node.args.len() == 1 => {
+                    pointwise1(self.held(a0), |x| ops::math(math, &[x]))
                 }
-                math => pointwise(&[self.held(&args[0]), self.held(&args[1])], |v| {
-                    ops::math(math, v)
+                math => pointwise2(self.held(a0), self.held(a1), |x, y| {
+                    ops::math(math, &[x, y])
                 }),
             },
         }
     }
 
-    fn compute_if(&mut self, id: NodeId, args: &[Operand]) -> Result<Sample, Fault> {
+    fn compute_if(&mut self, id: NodeId, [c, a, b]: [u32; 3]) -> Result<Sample, Fault> {
         let then_fault = self.pending[2 * id.index()].take();
         let else_fault = self.pending[2 * id.index() + 1].take();
-        let c = self.held(&args[0]);
+        let c = self.held(c);
         if let View::Val(Value::Bool(b)) = c {
             // An error of the selected arm is this `if`'s error; one of the
             // other arm is discarded (DESIGN §2.1).
@@ -239,7 +259,7 @@ impl NodeState {
                 return Err(f);
             }
         }
-        let (a, b) = (self.held(&args[1]), self.held(&args[2]));
+        let (a, b) = (self.held(a), self.held(b));
         if [c, a, b].iter().any(|v| matches!(v, View::NoVal)) {
             return Ok(Sample::NoVal);
         }
@@ -264,12 +284,12 @@ impl NodeState {
             let NodeOp::Offset(n) = node.op else { continue };
             let (n, base) = (n as u64, node.ring_base as u64);
             let slot = (base + self.step % n) as usize;
-            match self.raw(&node.args[0]) {
-                View::NoVal => {
-                    let prev = (base + (self.step + n - 1) % n) as usize;
-                    self.ring[slot] = self.ring[prev].clone();
-                }
-                v => self.ring[slot] = v.to_sample(),
+            let operand = node.slots[0] as usize;
+            if self.fresh[operand] {
+                self.ring[slot] = self.slots[operand].clone();
+            } else {
+                let prev = (base + (self.step + n - 1) % n) as usize;
+                self.ring[slot] = self.ring[prev].clone();
             }
         }
         self.step += 1;
@@ -288,21 +308,24 @@ impl NodeState {
 
 /// Applies a pointwise operator to held operands: NoVal if any is NoVal,
 /// else ⊥ if any is ⊥, else the operator on the values.
-fn pointwise(
-    args: &[View],
-    f: impl FnOnce(&[&Value]) -> Result<Value, Fault>,
+#[inline]
+fn pointwise2(
+    a: View,
+    b: View,
+    f: impl FnOnce(&Value, &Value) -> Result<Value, Fault>,
 ) -> Result<Sample, Fault> {
-    let mut vals: [&Value; 2] = [&Value::Unit, &Value::Unit];
-    let mut deferred = false;
-    for (i, a) in args.iter().enumerate() {
-        match a {
-            View::NoVal => return Ok(Sample::NoVal),
-            View::Deferred => deferred = true,
-            View::Val(v) => vals[i] = v,
-        }
+    match (a, b) {
+        (View::Val(x), View::Val(y)) => f(x, y).map(Sample::Value),
+        (View::NoVal, _) | (_, View::NoVal) => Ok(Sample::NoVal),
+        _ => Ok(Sample::Deferred),
     }
-    if deferred {
-        return Ok(Sample::Deferred);
+}
+
+#[inline]
+fn pointwise1(a: View, f: impl FnOnce(&Value) -> Result<Value, Fault>) -> Result<Sample, Fault> {
+    match a {
+        View::Val(x) => f(x).map(Sample::Value),
+        View::NoVal => Ok(Sample::NoVal),
+        View::Deferred => Ok(Sample::Deferred),
     }
-    f(&vals[..args.len()]).map(Sample::Value)
 }

@@ -51,7 +51,7 @@ pub fn int_arith(op: BinOp, a: i64, b: i64) -> Result<i64, Fault> {
         BinOp::Rem => a.checked_rem(b),
         _ => unreachable!("not an arithmetic operator"),
     };
-    r.ok_or(Fault::new(ErrorKind::IntegerOverflow, name))
+    r.ok_or_else(|| Fault::new(ErrorKind::IntegerOverflow, name))
 }
 
 pub fn float_arith(op: BinOp, a: f64, b: f64) -> f64 {

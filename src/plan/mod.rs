@@ -65,6 +65,9 @@ pub struct NodeData {
     /// For offset nodes, the first slot of the node's ring in
     /// `NodeState::ring` (its length is the offset).
     pub ring_base: u32,
+    /// The operands as slots of the canonical value arena (see
+    /// `Plan::slot`), unused entries zero.
+    pub slots: [u32; 3],
 }
 
 /// The node graph of one defined stream.
@@ -72,6 +75,8 @@ pub struct NodeData {
 pub struct StreamGraph {
     pub nodes: Range<u32>,
     pub root: Operand,
+    /// `root` as a slot of the canonical value arena.
+    pub root_slot: u32,
 }
 
 impl StreamGraph {
@@ -93,6 +98,11 @@ pub struct Plan {
     pub offset_nodes: Vec<NodeId>,
     /// Total number of ring slots.
     pub ring_len: u32,
+    /// The constants operands refer to, in slot order after the nodes.
+    pub consts: Vec<Value>,
+    /// The arena slot of every node: its own, or for a stream's root node
+    /// the stream's slot, so the root's value needs no copy.
+    pub node_slots: Vec<u32>,
 }
 
 impl Plan {
@@ -115,6 +125,7 @@ impl Plan {
             graphs[id.index()] = Some(StreamGraph {
                 nodes: start..b.nodes.len() as u32,
                 root,
+                root_slot: 0,
             });
         }
         let ring_len = b.ring_len;
@@ -123,14 +134,64 @@ impl Plan {
             .map(NodeId)
             .filter(|n| matches!(nodes[n.index()].op, NodeOp::Offset(_)))
             .collect();
-        Plan {
+        let mut plan = Plan {
             spec,
             schedule,
             nodes,
             graphs,
             offset_nodes,
             ring_len,
+            consts: Vec::new(),
+            node_slots: Vec::new(),
+        };
+        plan.assign_slots();
+        plan
+    }
+
+    /// Lays out the canonical value arena: one slot per stream, then one per
+    /// node, then one per constant operand. A node's operands become plain
+    /// slot indices, so the interpreter reads every operand the same way.
+    fn assign_slots(&mut self) {
+        let (streams, nodes) = (self.spec.streams.len() as u32, self.nodes.len() as u32);
+        let mut node_slots: Vec<u32> = (0..nodes).map(|n| streams + n).collect();
+        for (s, g) in self.graphs.iter().enumerate() {
+            if let Some(StreamGraph {
+                root: Operand::Node(n),
+                ..
+            }) = g
+            {
+                node_slots[n.index()] = s as u32;
+            }
         }
+        let mut consts: Vec<Value> = Vec::new();
+        let mut slot = |op: &Operand| match op {
+            Operand::Stream(s) => s.0,
+            Operand::Node(n) => node_slots[n.index()],
+            Operand::Const(v) => {
+                consts.push(v.clone());
+                streams + nodes + consts.len() as u32 - 1
+            }
+        };
+        for n in &mut self.nodes {
+            for (i, a) in n.args.iter().enumerate() {
+                n.slots[i] = slot(a);
+            }
+        }
+        for g in self.graphs.iter_mut().flatten() {
+            g.root_slot = slot(&g.root);
+        }
+        self.consts = consts;
+        self.node_slots = node_slots;
+    }
+
+    /// The number of slots of the canonical value arena.
+    pub fn slot_count(&self) -> usize {
+        self.spec.streams.len() + self.nodes.len() + self.consts.len()
+    }
+
+    /// The arena slot of node `n`.
+    pub fn node_slot(&self, n: NodeId) -> u32 {
+        self.node_slots[n.index()]
     }
 
     pub fn node(&self, id: NodeId) -> &NodeData {
@@ -260,6 +321,7 @@ impl Lowering<'_> {
             sig: self.spec.expr_sig[e.index()],
             branch: None,
             ring_base,
+            slots: [0; 3],
         });
         Operand::Node(id)
     }
