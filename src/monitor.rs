@@ -234,10 +234,7 @@ impl Monitor {
         }
         self.stats.canonical_rows += 1;
         for (out, &s) in self.outputs.iter_mut().zip(&self.plan.spec.outputs) {
-            match self.state.stream_slot(s) {
-                (true, v) => out.clone_from(v),
-                (false, _) => *out = Sample::NoVal,
-            }
+            *out = self.state.raw(s.0);
         }
         Ok(&self.outputs)
     }

@@ -21,106 +21,146 @@ use crate::lang::ast::Builtin;
 use crate::lang::check::StreamId;
 use crate::plan::{NodeId, NodeOp, Plan};
 use crate::value::{Sample, Value};
+use scalar_ir::frame::tag;
 
-/// All state of a run: current values (streams and nodes, in one arena),
-/// freshness flags, builtin flags and offset rings.
+/// All state of a run: the value arena (streams, nodes and constants),
+/// builtin flags and offset rings.
 ///
-/// The value arena has one slot per stream, per node and per constant
-/// operand (`Plan::slot`). A slot holds the last non-NoVal value it had (its
-/// *held* value, NoVal until it has one) and a freshness flag saying whether
-/// it has a value at the current step; so the raw value is the slot where
-/// fresh, else NoVal. One slot serves both the hold rule and plain reads, and
-/// publishing a value writes it once.
+/// Every slot of the arena (`Plan::slot`) is kept in the scalar frame
+/// layout of `scalar_ir::frame`: a tag byte and a `u64` payload lane, plus an
+/// object for values the scalar tiers cannot represent (Str, Unit), so that
+/// fused and native code read and write this very memory (their frame's
+/// environment is the arena, their state is the rings) and no value is ever
+/// copied between tiers. A slot's tag is its raw value this step (`ABSENT` is
+/// NoVal); while it is NoVal, `held_tags` keeps the tag of its last value,
+/// whose payload is still in the lane, which is the hold rule's cell.
 #[derive(Clone, Debug, PartialEq)]
 pub struct NodeState {
     /// The number of rows evaluated so far (the current step while a row runs).
     pub step: u64,
-    /// Held value of every slot.
-    pub slots: Vec<Sample>,
-    /// Whether each slot has a value at the current step.
-    pub fresh: Vec<bool>,
+    /// Raw tag of every slot.
+    pub tags: Vec<u8>,
+    /// Tag of the held value of every slot whose raw tag is `ABSENT`.
+    pub held_tags: Vec<u8>,
+    /// Payload of every slot (current or held value).
+    pub lanes: Vec<u64>,
+    /// The value of every slot tagged `OTHER`.
+    pub objects: Vec<Option<Value>>,
     /// The flag of `when`, `init` and `update` nodes, by `NodeId`.
     pub flag: Vec<bool>,
-    /// Offset rings (see the module doc), laid out by `NodeData::ring_base`.
-    pub ring: Vec<Sample>,
+    /// Offset rings (see the module doc), laid out by `NodeData::ring_base`,
+    /// in the same tag/lane/object form.
+    pub ring_tags: Vec<u8>,
+    pub ring_lanes: Vec<u64>,
+    pub ring_objects: Vec<Option<Value>>,
     /// Errors raised inside each arm of each `if` during the current row,
     /// two per node (`2 * node + arm`); the `if` reports or discards them.
     pending: Vec<Option<Fault>>,
 }
 
-/// A borrowed view of a sample.
-#[derive(Clone, Copy, Debug)]
-enum View<'a> {
-    NoVal,
-    Deferred,
-    Val(&'a Value),
+/// Rebuilds a sample from its frame form.
+#[inline]
+fn decode(t: u8, lane: u64, object: &Option<Value>) -> Sample {
+    match t {
+        tag::ABSENT => Sample::NoVal,
+        tag::DEFERRED => Sample::Deferred,
+        tag::I64 => Sample::Value(Value::Int(lane as i64)),
+        tag::F64 => Sample::Value(Value::Float(f64::from_bits(lane))),
+        tag::B1 => Sample::Value(Value::Bool(lane != 0)),
+        _ => match object {
+            Some(v) => Sample::Value(v.clone()),
+            None => Sample::NoVal,
+        },
+    }
 }
 
-impl<'a> View<'a> {
-    #[inline]
-    fn of(s: &'a Sample) -> View<'a> {
-        match s {
-            Sample::NoVal => View::NoVal,
-            Sample::Deferred => View::Deferred,
-            Sample::Value(v) => View::Val(v),
-        }
-    }
-
-    fn to_sample(self) -> Sample {
-        match self {
-            View::NoVal => Sample::NoVal,
-            View::Deferred => Sample::Deferred,
-            View::Val(v) => Sample::Value(v.clone()),
-        }
+/// The frame form of a present value: tag, payload, and the object for
+/// values that have no scalar form.
+#[inline]
+fn encode(v: Value) -> (u8, u64, Option<Value>) {
+    match v {
+        Value::Int(i) => (tag::I64, i as u64, None),
+        Value::Float(f) => (tag::F64, f.to_bits(), None),
+        Value::Bool(b) => (tag::B1, b as u64, None),
+        other => (tag::OTHER, 0, Some(other)),
     }
 }
 
 impl NodeState {
     pub fn new(plan: &Plan) -> NodeState {
         let n = plan.slot_count();
-        let consts_from = n - plan.consts.len();
-        let mut slots = vec![Sample::NoVal; n];
-        let mut fresh = vec![false; n];
-        for (i, c) in plan.consts.iter().enumerate() {
-            slots[consts_from + i] = Sample::Value(c.clone());
-            fresh[consts_from + i] = true;
-        }
-        NodeState {
+        let rings = plan.ring_len as usize;
+        let mut st = NodeState {
             step: 0,
-            slots,
-            fresh,
+            tags: vec![tag::ABSENT; n],
+            held_tags: vec![tag::ABSENT; n],
+            lanes: vec![0; n],
+            objects: vec![None; n],
             flag: vec![false; plan.nodes.len()],
-            ring: vec![Sample::Deferred; plan.ring_len as usize],
+            ring_tags: vec![tag::DEFERRED; rings],
+            ring_lanes: vec![0; rings],
+            ring_objects: vec![None; rings],
             pending: vec![None; 2 * plan.nodes.len()],
+        };
+        let consts_from = n - plan.consts.len();
+        for (i, c) in plan.consts.iter().enumerate() {
+            st.write((consts_from + i) as u32, Sample::Value(c.clone()));
         }
+        st
     }
 
     /// The raw value of a slot: NoVal unless it has a value this step.
     #[inline]
-    fn raw(&self, slot: u32) -> View<'_> {
+    pub fn raw(&self, slot: u32) -> Sample {
         let i = slot as usize;
-        if self.fresh[i] {
-            View::of(&self.slots[i])
-        } else {
-            View::NoVal
-        }
+        decode(self.tags[i], self.lanes[i], &self.objects[i])
+    }
+
+    /// Whether a slot is NoVal at this step.
+    #[inline]
+    fn is_noval(&self, slot: u32) -> bool {
+        self.tags[slot as usize] == tag::ABSENT
     }
 
     /// The slot under the hold rule: its last non-NoVal value (NoVal if it
     /// never had one).
     #[inline]
-    fn held(&self, slot: u32) -> View<'_> {
-        View::of(&self.slots[slot as usize])
+    pub fn held(&self, slot: u32) -> Sample {
+        let i = slot as usize;
+        let t = match self.tags[i] {
+            tag::ABSENT => self.held_tags[i],
+            t => t,
+        };
+        decode(t, self.lanes[i], &self.objects[i])
     }
 
     /// The current (raw) value of stream `s`.
     pub fn stream_sample(&self, s: StreamId) -> Sample {
-        self.raw(s.0).to_sample()
+        self.raw(s.0)
     }
 
-    /// Whether stream `s` has a value at the current step, and its held value.
-    pub fn stream_slot(&self, s: StreamId) -> (bool, &Sample) {
-        (self.fresh[s.index()], &self.slots[s.index()])
+    /// Stores a sample in a slot. NoVal only marks the slot absent for this
+    /// step, remembering the held value's tag (its payload stays in place).
+    #[inline]
+    pub fn write(&mut self, slot: u32, sample: Sample) {
+        let i = slot as usize;
+        match sample {
+            Sample::NoVal => {
+                if self.tags[i] != tag::ABSENT {
+                    self.held_tags[i] = self.tags[i];
+                    self.tags[i] = tag::ABSENT;
+                }
+            }
+            Sample::Deferred => self.tags[i] = tag::DEFERRED,
+            Sample::Value(v) => {
+                let (t, lane, object) = encode(v);
+                self.tags[i] = t;
+                self.lanes[i] = lane;
+                if object.is_some() {
+                    self.objects[i] = object;
+                }
+            }
+        }
     }
 
     /// Starts a row: publishes the inputs (one cell per declared input).
@@ -128,20 +168,8 @@ impl NodeState {
         for (i, &s) in plan.spec.inputs.iter().enumerate() {
             match row.get(i) {
                 Some(Some(v)) => self.write(s.0, Sample::Value(v.clone())),
-                _ => self.fresh[s.index()] = false,
+                _ => self.write(s.0, Sample::NoVal),
             }
-        }
-    }
-
-    /// Stores a sample in a slot: a value is kept (and held); NoVal only
-    /// clears the freshness, so the slot keeps its held value.
-    #[inline]
-    fn write(&mut self, slot: u32, sample: Sample) {
-        let i = slot as usize;
-        let fresh = !sample.is_noval();
-        self.fresh[i] = fresh;
-        if fresh {
-            self.slots[i] = sample;
         }
     }
 
@@ -155,12 +183,8 @@ impl NodeState {
         }
         let root = graph.root_slot;
         if root != s.0 {
-            if self.fresh[root as usize] {
-                let v = self.slots[root as usize].clone();
-                self.write(s.0, v);
-            } else {
-                self.fresh[s.index()] = false;
-            }
+            let v = self.raw(root);
+            self.write(s.0, v);
         }
         Ok(())
     }
@@ -195,45 +219,47 @@ impl NodeState {
             }
             NodeOp::Unary(op) => pointwise1(self.held(a0), |x| ops::unary(op, x)),
             NodeOp::Offset(n) => {
-                let slot = node.ring_base as u64 + self.step % n as u64;
-                Ok(self.ring[slot as usize].clone())
+                let k = (node.ring_base as u64 + self.step % n as u64) as usize;
+                Ok(decode(
+                    self.ring_tags[k],
+                    self.ring_lanes[k],
+                    &self.ring_objects[k],
+                ))
             }
             NodeOp::If => self.compute_if(id, [a0, a1, a2]),
             NodeOp::Call(f) => match f {
                 Builtin::Default => Ok(match self.held(a0) {
-                    View::Deferred => self.raw(a1).to_sample(),
-                    e => e.to_sample(),
+                    Sample::Deferred => self.raw(a1),
+                    e => e,
                 }),
                 Builtin::IsDefined => Ok(Sample::Value(Value::Bool(!matches!(
                     self.held(a0),
-                    View::Deferred
+                    Sample::Deferred
                 )))),
                 Builtin::When => {
-                    let fired = matches!(self.held(a0), View::Val(_));
+                    let fired = matches!(self.held(a0), Sample::Value(_));
                     let flag = &mut self.flag[id.index()];
                     *flag |= fired;
                     Ok(Sample::Value(Value::Bool(*flag)))
                 }
                 Builtin::Init => match self.raw(a0) {
-                    View::NoVal if !self.flag[id.index()] => Ok(self.raw(a1).to_sample()),
+                    Sample::NoVal if !self.flag[id.index()] => Ok(self.raw(a1)),
                     e => {
-                        let present = !matches!(e, View::NoVal);
-                        let out = e.to_sample();
-                        self.flag[id.index()] |= present;
-                        Ok(out)
+                        self.flag[id.index()] |= !e.is_noval();
+                        Ok(e)
                     }
                 },
-                Builtin::Latch => Ok(match self.raw(a1) {
-                    View::NoVal => Sample::NoVal,
-                    _ => self.held(a0).to_sample(),
+                Builtin::Latch => Ok(match self.is_noval(a1) {
+                    true => Sample::NoVal,
+                    false => self.held(a0),
                 }),
                 Builtin::Update => {
                     let b = self.held(a1);
-                    let fired = matches!(b, View::Val(_));
+                    let fired = matches!(b, Sample::Value(_));
                     let out = if fired || self.flag[id.index()] {
-                        b.to_sample()
+                        b
                     } else {
-                        self.held(a0).to_sample()
+                        self.held(a0)
                     };
                     self.flag[id.index()] |= fired;
                     Ok(out)
@@ -252,27 +278,27 @@ impl NodeState {
         let then_fault = self.pending[2 * id.index()].take();
         let else_fault = self.pending[2 * id.index() + 1].take();
         let c = self.held(c);
-        if let View::Val(Value::Bool(b)) = c {
+        if let Sample::Value(Value::Bool(b)) = c {
             // An error of the selected arm is this `if`'s error; one of the
             // other arm is discarded (DESIGN §2.1).
-            if let Some(f) = if *b { then_fault } else { else_fault } {
+            if let Some(f) = if b { then_fault } else { else_fault } {
                 return Err(f);
             }
         }
         let (a, b) = (self.held(a), self.held(b));
-        if [c, a, b].iter().any(|v| matches!(v, View::NoVal)) {
+        if c.is_noval() || a.is_noval() || b.is_noval() {
             return Ok(Sample::NoVal);
         }
         match c {
-            View::Deferred => Ok(Sample::Deferred),
-            View::Val(Value::Bool(true)) => Ok(a.to_sample()),
-            View::Val(Value::Bool(false)) => Ok(b.to_sample()),
-            View::Val(other) => Err(Fault {
+            Sample::Deferred => Ok(Sample::Deferred),
+            Sample::Value(Value::Bool(true)) => Ok(a),
+            Sample::Value(Value::Bool(false)) => Ok(b),
+            Sample::Value(other) => Err(Fault {
                 kind: crate::error::ErrorKind::InvalidOperand,
                 op: "if",
                 detail: Some(format!("condition {other}")),
             }),
-            View::NoVal => Ok(Sample::NoVal),
+            Sample::NoVal => Ok(Sample::NoVal),
         }
     }
 
@@ -283,13 +309,22 @@ impl NodeState {
             let node = plan.node(id);
             let NodeOp::Offset(n) = node.op else { continue };
             let (n, base) = (n as u64, node.ring_base as u64);
-            let slot = (base + self.step % n) as usize;
+            let k = (base + self.step % n) as usize;
             let operand = node.slots[0] as usize;
-            if self.fresh[operand] {
-                self.ring[slot] = self.slots[operand].clone();
+            if self.tags[operand] != tag::ABSENT {
+                self.ring_tags[k] = self.tags[operand];
+                self.ring_lanes[k] = self.lanes[operand];
+                if self.tags[operand] == tag::OTHER {
+                    self.ring_objects[k] = self.objects[operand].clone();
+                }
             } else {
+                // The operand is NoVal: the entry repeats the one before it.
                 let prev = (base + (self.step + n - 1) % n) as usize;
-                self.ring[slot] = self.ring[prev].clone();
+                self.ring_tags[k] = self.ring_tags[prev];
+                self.ring_lanes[k] = self.ring_lanes[prev];
+                if self.ring_tags[prev] == tag::OTHER {
+                    self.ring_objects[k] = self.ring_objects[prev].clone();
+                }
             }
         }
         self.step += 1;
@@ -310,22 +345,22 @@ impl NodeState {
 /// else ⊥ if any is ⊥, else the operator on the values.
 #[inline]
 fn pointwise2(
-    a: View,
-    b: View,
+    a: Sample,
+    b: Sample,
     f: impl FnOnce(&Value, &Value) -> Result<Value, Fault>,
 ) -> Result<Sample, Fault> {
     match (a, b) {
-        (View::Val(x), View::Val(y)) => f(x, y).map(Sample::Value),
-        (View::NoVal, _) | (_, View::NoVal) => Ok(Sample::NoVal),
+        (Sample::Value(x), Sample::Value(y)) => f(&x, &y).map(Sample::Value),
+        (Sample::NoVal, _) | (_, Sample::NoVal) => Ok(Sample::NoVal),
         _ => Ok(Sample::Deferred),
     }
 }
 
 #[inline]
-fn pointwise1(a: View, f: impl FnOnce(&Value) -> Result<Value, Fault>) -> Result<Sample, Fault> {
+fn pointwise1(a: Sample, f: impl FnOnce(&Value) -> Result<Value, Fault>) -> Result<Sample, Fault> {
     match a {
-        View::Val(x) => f(x).map(Sample::Value),
-        View::NoVal => Ok(Sample::NoVal),
-        View::Deferred => Ok(Sample::Deferred),
+        Sample::Value(x) => f(&x).map(Sample::Value),
+        Sample::NoVal => Ok(Sample::NoVal),
+        Sample::Deferred => Ok(Sample::Deferred),
     }
 }
