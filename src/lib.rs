@@ -3,6 +3,8 @@
 pub mod canonical;
 pub mod cli;
 pub mod error;
+pub mod exec;
+pub mod fusion;
 pub mod lang;
 pub mod monitor;
 pub mod plan;

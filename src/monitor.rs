@@ -1,6 +1,6 @@
 //! The library API: `Spec` (parse and check), `Monitor` (step rows through a chosen tier), `Tier`.
 
-use crate::canonical::NodeState;
+use crate::exec::Engine;
 use crate::lang::check::CheckedSpec;
 use crate::lang::diag::Diagnostics;
 use crate::lang::types::Type;
@@ -73,15 +73,19 @@ pub enum Tier {
     Auto,
     /// The canonical arena interpreter, the reference.
     Canonical,
+    /// Fused regions run by the quickened register interpreter over the
+    /// scalar IR; everything else (and every declined row) canonically.
+    Quickened,
 }
 
 impl Tier {
-    pub const ALL: [Tier; 2] = [Tier::Auto, Tier::Canonical];
+    pub const ALL: [Tier; 3] = [Tier::Auto, Tier::Canonical, Tier::Quickened];
 
     pub fn name(self) -> &'static str {
         match self {
             Tier::Auto => "auto",
             Tier::Canonical => "canonical",
+            Tier::Quickened => "quickened",
         }
     }
 
@@ -96,16 +100,58 @@ impl fmt::Display for Tier {
     }
 }
 
-/// Counters kept by a monitor.
+/// What a monitor counted: per tier, rows executed and declined (by reason),
+/// promotions, materializations, and the time spent planning and lowering.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Stats {
-    /// Rows evaluated by the canonical tier.
-    pub canonical_rows: u64,
+    pub tier: Tier,
+    pub rows: u64,
+    /// Streams evaluated by the canonical tier.
+    pub canonical_streams: u64,
+    /// Region runs completed by the fused tier.
+    pub region_runs: u64,
+    /// Region runs declined, by reason.
+    pub declines: Vec<(String, u64)>,
+    pub promotions: u64,
+    pub materializations: u64,
+    pub plan_time: std::time::Duration,
+    pub lowering_time: std::time::Duration,
+    /// Why `tier` was picked.
+    pub why: String,
 }
 
 impl fmt::Display for Stats {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "tier canonical: {} rows executed", self.canonical_rows)
+        writeln!(f, "tier: {} ({})", self.tier, self.why)?;
+        writeln!(f, "rows: {}", self.rows)?;
+        writeln!(
+            f,
+            "canonical: {} stream evaluations",
+            self.canonical_streams
+        )?;
+        if self.tier != Tier::Canonical {
+            let declined: u64 = self.declines.iter().map(|(_, n)| n).sum();
+            writeln!(
+                f,
+                "{}: {} region runs executed, {declined} declined",
+                self.tier, self.region_runs
+            )?;
+            for (why, n) in &self.declines {
+                writeln!(f, "  declined {n}: {why}")?;
+            }
+            writeln!(
+                f,
+                "promotions: {}, materializations: {}",
+                self.promotions, self.materializations
+            )?;
+            writeln!(
+                f,
+                "plan: {:.3} ms, lowering and compilation: {:.3} ms",
+                self.plan_time.as_secs_f64() * 1e3,
+                self.lowering_time.as_secs_f64() * 1e3
+            )?;
+        }
+        Ok(())
     }
 }
 
@@ -123,18 +169,25 @@ impl MonitorBuilder<'_> {
 
     pub fn build(self) -> Monitor {
         let plan = Arc::new(Plan::new(self.spec.checked.clone()));
-        let state = NodeState::new(&plan);
         let outputs = vec![Sample::NoVal; plan.spec.outputs.len()];
+        let (tier, why) = match self.tier {
+            Tier::Auto => (
+                Tier::Quickened,
+                "auto: the fastest tier available on this target",
+            ),
+            Tier::Canonical => (Tier::Canonical, "requested"),
+            Tier::Quickened => (Tier::Quickened, "requested"),
+        };
+        let engine = match tier {
+            Tier::Canonical => Engine::canonical(plan),
+            _ => Engine::quickened(plan),
+        };
         Monitor {
-            plan,
-            state,
+            engine,
             outputs,
-            tier: match self.tier {
-                Tier::Auto => Tier::Canonical,
-                t => t,
-            },
+            tier,
+            why,
             failed: None,
-            stats: Stats::default(),
         }
     }
 }
@@ -154,12 +207,11 @@ impl MonitorBuilder<'_> {
 /// assert_eq!(monitor.output("total"), Some(&Sample::Value(Value::Int(6))));
 /// ```
 pub struct Monitor {
-    plan: Arc<Plan>,
-    state: NodeState,
+    engine: Engine,
     outputs: Vec<Sample>,
     tier: Tier,
+    why: &'static str,
     failed: Option<RuntimeError>,
-    stats: Stats,
 }
 
 impl Monitor {
@@ -176,16 +228,21 @@ impl Monitor {
     }
 
     pub fn plan(&self) -> &Plan {
-        &self.plan
+        self.engine.plan()
+    }
+
+    /// The engine running the rows (partition, regions, state).
+    pub fn engine(&self) -> &Engine {
+        &self.engine
     }
 
     pub fn input_count(&self) -> usize {
-        self.plan.spec.inputs.len()
+        self.engine.plan().spec.inputs.len()
     }
 
     /// The cell of input `name` in a row.
     pub fn input_index(&self, name: &str) -> Option<usize> {
-        let spec = &self.plan.spec;
+        let spec = &self.engine.plan().spec;
         spec.inputs
             .iter()
             .position(|&s| spec.stream(s).name == name)
@@ -193,14 +250,14 @@ impl Monitor {
 
     /// The position of output `name` in `step`'s result.
     pub fn output_index(&self, name: &str) -> Option<usize> {
-        let spec = &self.plan.spec;
+        let spec = &self.engine.plan().spec;
         spec.outputs
             .iter()
             .position(|&s| spec.stream(s).name == name)
     }
 
     pub fn output_names(&self) -> Vec<&str> {
-        let spec = &self.plan.spec;
+        let spec = &self.engine.plan().spec;
         spec.outputs
             .iter()
             .map(|&s| spec.stream(s).name.as_str())
@@ -214,11 +271,24 @@ impl Monitor {
 
     /// The number of steps evaluated so far.
     pub fn steps(&self) -> u64 {
-        self.state.step
+        self.engine.state.step
     }
 
-    pub fn stats(&self) -> &Stats {
-        &self.stats
+    /// Counters of the run so far.
+    pub fn stats(&self) -> Stats {
+        let s = &self.engine.stats;
+        Stats {
+            tier: self.tier,
+            rows: s.rows,
+            canonical_streams: s.canonical_streams,
+            region_runs: s.region_runs,
+            declines: self.engine.describe_declines(),
+            promotions: s.promotions,
+            materializations: s.materializations,
+            plan_time: s.plan_time,
+            lowering_time: s.lowering_time,
+            why: self.why.to_string(),
+        }
     }
 
     /// Evaluates one row (one cell per declared input, `None` = absent) and
@@ -228,13 +298,13 @@ impl Monitor {
         if let Some(e) = &self.failed {
             return Err(e.clone());
         }
-        if let Err(e) = self.state.run_row(&self.plan, row) {
+        if let Err(e) = self.engine.run_row(row) {
             self.failed = Some(e.clone());
             return Err(e);
         }
-        self.stats.canonical_rows += 1;
-        for (out, &s) in self.outputs.iter_mut().zip(&self.plan.spec.outputs) {
-            *out = self.state.raw(s.0);
+        let spec = &self.engine.plan().spec;
+        for (out, &s) in self.outputs.iter_mut().zip(&spec.outputs) {
+            *out = self.engine.state.raw(s.0);
         }
         Ok(&self.outputs)
     }

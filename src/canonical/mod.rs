@@ -181,12 +181,19 @@ impl NodeState {
         for id in graph.node_ids() {
             self.eval_node(plan, id)?;
         }
-        let root = graph.root_slot;
-        if root != s.0 {
-            let v = self.raw(root);
-            self.write(s.0, v);
-        }
+        self.publish_root(plan, s);
         Ok(())
+    }
+
+    /// Publishes a stream's root: a root node already wrote the stream's
+    /// slot; a reference or constant root is copied into it.
+    pub fn publish_root(&mut self, plan: &Plan, s: StreamId) {
+        if let Some(graph) = plan.graph(s) {
+            if !matches!(graph.root, crate::plan::Operand::Node(_)) {
+                let v = self.raw(graph.root_slot);
+                self.write(s.0, v);
+            }
+        }
     }
 
     /// Evaluates one node and stores its value. A fault inside an `if` arm is
