@@ -188,11 +188,11 @@ impl NodeState {
     /// Publishes a stream's root: a root node already wrote the stream's
     /// slot; a reference or constant root is copied into it.
     pub fn publish_root(&mut self, plan: &Plan, s: StreamId) {
-        if let Some(graph) = plan.graph(s) {
-            if !matches!(graph.root, crate::plan::Operand::Node(_)) {
-                let v = self.raw(graph.root_slot);
-                self.write(s.0, v);
-            }
+        if let Some(graph) = plan.graph(s)
+            && !matches!(graph.root, crate::plan::Operand::Node(_))
+        {
+            let v = self.raw(graph.root_slot);
+            self.write(s.0, v);
         }
     }
 

@@ -30,6 +30,15 @@ pub enum Command {
         /// The specification file (DSRV).
         spec: String,
     },
+    /// Explain how a specification runs: schedule, partition into regions,
+    /// each region's scalar IR, and which tier runs each step and why.
+    Explain {
+        /// The specification file (DSRV).
+        spec: String,
+        /// Execution tier to explain.
+        #[arg(long, default_value = "auto", value_parser = parse_tier)]
+        tier: Tier,
+    },
     /// List the execution tiers this build can run, one per line (for `--tier`).
     Tiers,
 }
@@ -85,6 +94,13 @@ pub fn main() -> ExitCode {
         Command::Run(args) => run(&args),
         Command::Check { spec } => match load_spec(&spec) {
             Ok(_) => ExitCode::SUCCESS,
+            Err(code) => code,
+        },
+        Command::Explain { spec, tier } => match load_spec(&spec) {
+            Ok(spec) => {
+                print!("{}", crate::exec::explain::explain(&spec, tier));
+                ExitCode::SUCCESS
+            }
             Err(code) => code,
         },
         Command::Tiers => {

@@ -21,6 +21,8 @@
 //! The tick barrier (offset rings) is shared by both tiers and runs after the
 //! last stream, so a row abandoned midway leaves no trace in temporal state.
 
+pub mod explain;
+
 use crate::canonical::NodeState;
 use crate::error::{ErrorKind, RuntimeError};
 use crate::fusion::lower::{LoweredRegion, lower_region};

@@ -143,10 +143,10 @@ impl Lowering<'_> {
                 .collect();
             operands.push(&graph.root);
             for op in operands {
-                if let Operand::Stream(r) = op {
-                    if !members[..i].contains(r) {
-                        self.read(r.0, plan.spec.stream(*r).sig);
-                    }
+                if let Operand::Stream(r) = op
+                    && !members[..i].contains(r)
+                {
+                    self.read(r.0, plan.spec.stream(*r).sig);
                 }
             }
         }
@@ -156,13 +156,10 @@ impl Lowering<'_> {
         let plan = self.plan;
         for &id in nodes {
             let node = plan.node(id);
-            match node.op {
-                NodeOp::Offset(n) => {
-                    let ty = scalar_type(node.sig).expect("island nodes are scalar");
-                    self.rings.push((node.ring_base, n, ty));
-                    continue;
-                }
-                _ => {}
+            if let NodeOp::Offset(n) = node.op {
+                let ty = scalar_type(node.sig).expect("island nodes are scalar");
+                self.rings.push((node.ring_base, n, ty));
+                continue;
             }
             // `default(e, d)` takes `e`, which the preflight makes defined,
             // so an outside `d` is never read.
@@ -212,7 +209,7 @@ impl Lowering<'_> {
         self.sites.len() as u32 - 1
     }
 
-    fn to_f64(&mut self, v: Value, sig: ScalarSignature) -> Value {
+    fn as_f64(&mut self, v: Value, sig: ScalarSignature) -> Value {
         if sig == ScalarSignature::I64 {
             self.b.unary(IUn::FcvtFromI64, v)
         } else {
@@ -249,7 +246,7 @@ impl Lowering<'_> {
                     let site = self.site(id, ops::op_name(op));
                     self.b.binary_ck(ck, args[0], args[1], site)
                 } else {
-                    let (a, b) = (self.to_f64(args[0], sigs[0]), self.to_f64(args[1], sigs[1]));
+                    let (a, b) = (self.as_f64(args[0], sigs[0]), self.as_f64(args[1], sigs[1]));
                     let f = match op {
                         BinOp::Add => IBin::Fadd,
                         BinOp::Sub => IBin::Fsub,
@@ -278,7 +275,7 @@ impl Lowering<'_> {
                     (I64, I64) => self.b.cmp(CmpKind::Icmp, cond, args[0], args[1]),
                     (B1, B1) => self.b.cmp(CmpKind::Bcmp, cond, args[0], args[1]),
                     _ => {
-                        let (a, b) = (self.to_f64(args[0], sigs[0]), self.to_f64(args[1], sigs[1]));
+                        let (a, b) = (self.as_f64(args[0], sigs[0]), self.as_f64(args[1], sigs[1]));
                         self.b.cmp(CmpKind::Fcmp, cond, a, b)
                     }
                 }
@@ -316,7 +313,7 @@ impl Lowering<'_> {
                 }
                 Builtin::Abs => self.b.unary(IUn::Fabs, args[0]),
                 Builtin::Sqrt => {
-                    let a = self.to_f64(args[0], sigs[0]);
+                    let a = self.as_f64(args[0], sigs[0]);
                     self.b.unary(IUn::Fsqrt, a)
                 }
                 Builtin::Floor | Builtin::Ceil if sigs[0] == I64 => args[0],
@@ -331,7 +328,7 @@ impl Lowering<'_> {
                     self.b.binary(op, args[0], args[1])
                 }
                 Builtin::Min | Builtin::Max => {
-                    let (a, b) = (self.to_f64(args[0], sigs[0]), self.to_f64(args[1], sigs[1]));
+                    let (a, b) = (self.as_f64(args[0], sigs[0]), self.as_f64(args[1], sigs[1]));
                     let op = if f == Builtin::Min {
                         IBin::Fmin
                     } else {

@@ -173,6 +173,42 @@ pub fn may_trap(plan: &Plan, id: NodeId) -> bool {
     }
 }
 
+/// Why a stream is not eligible for a stream region (`None` if it is).
+pub fn why_not_eligible(plan: &Plan, s: StreamId) -> Option<String> {
+    if is_eligible(plan, s) {
+        return None;
+    }
+    let graph = plan.graph(s)?;
+    if scalar_type(plan.spec.stream(s).sig).is_none() {
+        return Some(format!(
+            "its values are not of one scalar representation (type {}, signature none)",
+            plan.spec.stream(s).ty
+        ));
+    }
+    for id in graph.node_ids() {
+        let node = plan.node(id);
+        let what = describe_node(plan, id);
+        match node.op {
+            NodeOp::Offset(_) | NodeOp::Call(Builtin::Default) => {
+                return Some(format!("it is temporal ({what})"));
+            }
+            NodeOp::Call(f) if f.is_stateful() => {
+                return Some(format!("it has a stateful builtin ({what})"));
+            }
+            NodeOp::If => {
+                return Some(format!(
+                    "it has an `if` that is not an eager select over non-trapping arms ({what})"
+                ));
+            }
+            _ if !is_island_node(plan, id) => {
+                return Some(format!("{what} has no scalar lowering"));
+            }
+            _ => {}
+        }
+    }
+    Some("its root is not scalar".to_string())
+}
+
 /// Whether a stream may join a stream region.
 fn is_eligible(plan: &Plan, s: StreamId) -> bool {
     let Some(graph) = plan.graph(s) else {
@@ -195,19 +231,19 @@ fn is_eligible(plan: &Plan, s: StreamId) -> bool {
     if !ids.iter().all(|&id| is_static(id)) {
         return false;
     }
-    if let Operand::Node(root) = graph.root {
-        if plan.node(root).op == NodeOp::If {
-            // An eager select: both arms are computed, so they must not trap.
-            let arms_ok = ids.iter().filter(|&&id| id != root).all(|&id| {
-                is_island_node(plan, id) && !(plan.node(id).branch.is_some() && may_trap(plan, id))
-            });
-            let args_ok = plan
-                .node(root)
-                .args
-                .iter()
-                .all(|a| scalar_type(operand_sig(plan, a)).is_some());
-            return arms_ok && args_ok && scalar_type(plan.node(root).sig).is_some();
-        }
+    if let Operand::Node(root) = graph.root
+        && plan.node(root).op == NodeOp::If
+    {
+        // An eager select: both arms are computed, so they must not trap.
+        let arms_ok = ids.iter().filter(|&&id| id != root).all(|&id| {
+            is_island_node(plan, id) && !(plan.node(id).branch.is_some() && may_trap(plan, id))
+        });
+        let args_ok = plan
+            .node(root)
+            .args
+            .iter()
+            .all(|a| scalar_type(operand_sig(plan, a)).is_some());
+        return arms_ok && args_ok && scalar_type(plan.node(root).sig).is_some();
     }
     ids.iter().all(|&id| is_island_node(plan, id))
 }
@@ -410,7 +446,7 @@ fn graph_step(plan: &Plan, s: StreamId, regions: &mut Vec<RegionBody>) -> Step {
         let g = group_of(n);
         plan.nodes.iter().enumerate().any(|(i, reader)| {
             let rid = NodeId(i as u32);
-            let reads = reader.args.iter().any(|a| *a == Operand::Node(n));
+            let reads = reader.args.contains(&Operand::Node(n));
             reads && (matches!(reader.op, NodeOp::Offset(_)) || group_of(rid) != g || g.is_none())
         })
     };

@@ -4,5 +4,6 @@
 mod cli;
 mod conformance;
 mod diagnostics;
+mod explain;
 mod props;
 mod support;

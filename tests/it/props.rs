@@ -485,7 +485,14 @@ fn generate_spec(data: &[u32], late_reads_in_offsets: bool) -> GenSpec {
     }
 }
 
-fn generate_trace(inputs: &[InTy], len: usize, data: &[u32]) -> Vec<Vec<Option<Value>>> {
+/// A trace of `len` rows; each input is absent with probability
+/// `absent_in_10` / 10.
+fn generate_trace(
+    inputs: &[InTy],
+    len: usize,
+    data: &[u32],
+    absent_in_10: usize,
+) -> Vec<Vec<Option<Value>>> {
     let mut c = Choices { data, pos: 0 };
     let small = |c: &mut Choices| Value::Int(c.pick(7) as i64 - 3);
     let big = [
@@ -517,7 +524,7 @@ fn generate_trace(inputs: &[InTy], len: usize, data: &[u32]) -> Vec<Vec<Option<V
             inputs
                 .iter()
                 .map(|t| {
-                    if c.pick(10) >= 7 {
+                    if c.pick(10) < absent_in_10 {
                         return None;
                     }
                     Some(match t {
@@ -554,13 +561,12 @@ fn show_trace(spec: &Spec, trace: &[Vec<Option<Value>>]) -> String {
     out
 }
 
-/// Runs the canonical tier: the outputs of every step before the first
-/// runtime error, and that error.
-fn run_canonical(
-    spec: &Spec,
-    trace: &[Vec<Option<Value>>],
-) -> (Vec<Vec<Sample>>, Option<RuntimeError>) {
-    let mut monitor = Monitor::builder(spec).tier(Tier::Canonical).build();
+type Run = (Vec<Vec<Sample>>, Option<RuntimeError>);
+
+/// Runs one tier: the outputs of every step before the first runtime error,
+/// and that error.
+fn run_tier(spec: &Spec, trace: &[Vec<Option<Value>>], tier: Tier) -> Run {
+    let mut monitor = Monitor::builder(spec).tier(tier).build();
     let mut outputs = Vec::new();
     for row in trace {
         match monitor.step(row) {
@@ -574,17 +580,28 @@ fn run_canonical(
 /// Compares canonical and reference; on disagreement, a message naming the
 /// first differing step.
 fn compare(spec: &Spec, trace: &[Vec<Option<Value>>]) -> Result<(), String> {
-    let (canon, canon_err) = run_canonical(spec, trace);
-    let (refer, ref_err) = reference::evaluate(spec.checked(), trace);
-    if canon == refer && canon_err == ref_err {
+    let canon = run_tier(spec, trace, Tier::Canonical);
+    let refer = reference::evaluate(spec.checked(), trace);
+    compare_runs(spec, trace, ("canonical", canon), ("reference", refer))
+}
+
+/// Compares two runs of one spec over one trace: equal values at every step
+/// (bitwise for floats) and the same runtime error (kind, stream, step).
+fn compare_runs(
+    spec: &Spec,
+    trace: &[Vec<Option<Value>>],
+    (a_name, (a, a_err)): (&str, Run),
+    (b_name, (b, b_err)): (&str, Run),
+) -> Result<(), String> {
+    if a == b && a_err == b_err {
         return Ok(());
     }
     let names = spec.output_names();
-    let step = canon
+    let step = a
         .iter()
-        .zip(&refer)
-        .position(|(a, b)| a != b)
-        .unwrap_or(canon.len().min(refer.len()));
+        .zip(&b)
+        .position(|(x, y)| x != y)
+        .unwrap_or(a.len().min(b.len()));
     let show = |rows: &[Vec<Sample>]| match rows.get(step) {
         Some(row) => names
             .iter()
@@ -595,14 +612,14 @@ fn compare(spec: &Spec, trace: &[Vec<Option<Value>>]) -> Result<(), String> {
         None => "(no row)".into(),
     };
     Err(format!(
-        "canonical != reference at step {step}\n--- spec\n{}--- trace\n{}\
-         --- canonical: {}\n    error: {:?}\n--- reference: {}\n    error: {:?}",
+        "{a_name} != {b_name} at step {step}\n--- spec\n{}--- trace\n{}\
+         --- {a_name}: {}\n    error: {:?}\n--- {b_name}: {}\n    error: {:?}",
         spec.checked().source,
         show_trace(spec, trace),
-        show(&canon),
-        canon_err.map(|e| e.to_string()),
-        show(&refer),
-        ref_err.map(|e| e.to_string()),
+        show(&a),
+        a_err.map(|e| e.to_string()),
+        show(&b),
+        b_err.map(|e| e.to_string()),
     ))
 }
 
@@ -626,12 +643,64 @@ proptest! {
     /// As above, but the compound operand of an offset may also read streams
     /// scheduled after the reader, or the reader itself (`a = (b + 1)[1]`
     /// with `b` defined later; `z = default((z + x)[1], 0)`).
+    /// Faster tiers == canonical, on traces from fully present (long fused
+    /// stretches, warm-up rows, traps) to often absent (declines).
+    #[test]
+    fn tiers_equal_canonical(
+        (spec_data, len, trace_data) in case_strategy(),
+        absent_in_10 in 0..4usize,
+    ) {
+        check_tiers(&spec_data, len, &trace_data, absent_in_10)?;
+    }
+
     /// Such reads order the reader after the stream read (a self read is a
     /// cycle, and the spec is rejected and skipped).
     #[test]
     fn canonical_equals_reference_late_reads_in_offsets((spec_data, len, trace_data) in case_strategy()) {
         check_case(&spec_data, len, &trace_data, true)?;
     }
+}
+
+/// Every faster tier gives the canonical tier's answer, and every program the
+/// lowering produces verifies and round-trips through the IR text form.
+fn check_tiers(
+    spec_data: &[u32],
+    len: usize,
+    trace_data: &[u32],
+    absent_in_10: usize,
+) -> Result<(), TestCaseError> {
+    let g = generate_spec(spec_data, true);
+    let spec = Spec::parse("gen.dsrv", &g.source);
+    prop_assume!(spec.is_ok(), "rejected spec");
+    let spec = spec.unwrap();
+    let monitor = Monitor::builder(&spec).tier(Tier::Quickened).build();
+    for lowered in monitor.engine().lowered() {
+        let text = scalar_ir::print(&lowered.program);
+        scalar_ir::verify(&lowered.program)
+            .map_err(|e| TestCaseError::fail(format!("{e}\n{text}")))?;
+        let back =
+            scalar_ir::parse(&text).map_err(|e| TestCaseError::fail(format!("{e}\n{text}")))?;
+        prop_assert_eq!(
+            &back,
+            &lowered.program,
+            "IR text does not round-trip:\n{}",
+            text
+        );
+    }
+    let trace = generate_trace(&g.inputs, len, trace_data, absent_in_10);
+    let canon = run_tier(&spec, &trace, Tier::Canonical);
+    {
+        let tier = Tier::Quickened;
+        let run = run_tier(&spec, &trace, tier);
+        compare_runs(
+            &spec,
+            &trace,
+            ("canonical", canon.clone()),
+            (tier.name(), run),
+        )
+        .map_err(TestCaseError::fail)?;
+    }
+    Ok(())
 }
 
 fn check_case(
@@ -644,7 +713,7 @@ fn check_case(
     let spec = Spec::parse("gen.dsrv", &g.source);
     prop_assume!(spec.is_ok(), "rejected spec");
     let spec = spec.unwrap();
-    let trace = generate_trace(&g.inputs, len, trace_data);
+    let trace = generate_trace(&g.inputs, len, trace_data, 3);
     compare(&spec, &trace).map_err(TestCaseError::fail)
 }
 
@@ -707,7 +776,7 @@ fn generator_coverage() {
                 for (i, f) in features.iter().enumerate() {
                     seen[i] += g.source.contains(f) as usize;
                 }
-                let trace = generate_trace(&g.inputs, len, &trace_data);
+                let trace = generate_trace(&g.inputs, len, &trace_data, 3);
                 let (outs, err) = reference::evaluate(spec.checked(), &trace);
                 clean += err.is_none() as usize;
                 if let Some(e) = err {
@@ -793,4 +862,38 @@ fn offset_operand_reading_its_own_stream_is_a_cycle() {
     .unwrap_err();
     let messages: Vec<&str> = err.errors.iter().map(|d| d.message.as_str()).collect();
     assert_eq!(messages, ["same-step cycle: z -> z"]);
+}
+
+/// The tier property must exercise the fused tier, not only its fallback:
+/// over generated specs and fully present traces, regions run (after
+/// promotion, for temporal ones), decline, and trap.
+#[test]
+fn tier_coverage() {
+    let mut runner = TestRunner::deterministic();
+    let strategy = case_strategy();
+    let (mut regions, mut runs, mut promotions, mut declines, mut fused_errors) = (0, 0, 0, 0, 0);
+    for _ in 0..300 {
+        let (spec_data, len, trace_data) = strategy.new_tree(&mut runner).unwrap().current();
+        let g = generate_spec(&spec_data, true);
+        let Ok(spec) = Spec::parse("gen.dsrv", &g.source) else {
+            continue;
+        };
+        let trace = generate_trace(&g.inputs, len, &trace_data, 0);
+        let mut monitor = Monitor::builder(&spec).tier(Tier::Quickened).build();
+        regions += monitor.engine().lowered().count();
+        for row in &trace {
+            if monitor.step(row).is_err() {
+                fused_errors += 1;
+                break;
+            }
+        }
+        let stats = monitor.stats();
+        runs += stats.region_runs;
+        promotions += stats.promotions;
+        declines += stats.declines.iter().map(|(_, n)| n).sum::<u64>();
+    }
+    eprintln!(
+        "tiers: {regions} regions, {runs} fused runs, {promotions} promotions, {declines} declines, {fused_errors} runs ending in an error"
+    );
+    assert!(regions > 300 && runs > 1000 && promotions > 20 && declines > 20 && fused_errors > 10);
 }

@@ -1,0 +1,96 @@
+//! `vigil explain`: the schedule, the partition, each region's IR and which tier runs what, and why.
+
+use super::Engine;
+use crate::fusion::{Step, describe_node, why_not_eligible};
+use crate::monitor::{Monitor, Spec, Tier};
+use std::fmt::Write as _;
+
+/// Explains how `spec` runs on `tier`.
+pub fn explain(spec: &Spec, tier: Tier) -> String {
+    let monitor = Monitor::builder(spec).tier(tier).build();
+    let engine = monitor.engine();
+    let plan = engine.plan();
+    let mut out = String::new();
+    let names: Vec<&str> = plan.schedule.iter().map(|&s| plan.stream_name(s)).collect();
+    let _ = writeln!(out, "schedule: {}", names.join(", "));
+    let _ = writeln!(out, "\nsignatures:");
+    for &s in &plan.schedule {
+        let data = plan.spec.stream(s);
+        let _ = writeln!(out, "  {}: {} ({})", data.name, data.sig, data.ty);
+    }
+    let _ = writeln!(out, "\nnodes:");
+    for &s in &plan.schedule {
+        if let Some(g) = plan.graph(s) {
+            let nodes: Vec<String> = g.node_ids().map(|n| describe_node(plan, n)).collect();
+            if !nodes.is_empty() {
+                let _ = writeln!(out, "  {}: {}", plan.stream_name(s), nodes.join("; "));
+            }
+        }
+    }
+    let _ = writeln!(out, "\ntier: {} ({})", monitor.tier(), monitor.stats().why);
+    let Some(fused) = engine.fused() else {
+        let _ = writeln!(out, "every stream runs on the canonical tier");
+        return out;
+    };
+    let _ = writeln!(out, "\npartition ({} steps):", fused.steps.len());
+    out.push_str(&fused.describe());
+    let _ = writeln!(out, "\nwhat runs each step:");
+    for (i, step) in fused.steps.iter().enumerate() {
+        let _ = writeln!(out, "({}) {}", i + 1, step_tiers(engine, step));
+    }
+    for (r, lowered) in engine.lowered().enumerate() {
+        let reads: Vec<String> = lowered
+            .reads
+            .iter()
+            .map(|&(slot, ty)| format!("{} {ty}", engine.slot_name(slot)))
+            .collect();
+        let _ = writeln!(out, "\nregion r{r}: preflight [{}]", reads.join(", "));
+        if !lowered.rings.is_empty() {
+            let rings: Vec<String> = lowered
+                .rings
+                .iter()
+                .map(|(base, len, ty)| format!("lanes {base}..{} {ty}", base + len))
+                .collect();
+            let _ = writeln!(out, "  rings (promoted once defined): {}", rings.join(", "));
+        }
+        out.push_str(&scalar_ir::print(&lowered.program));
+    }
+    out
+}
+
+fn step_tiers(engine: &Engine, step: &Step) -> String {
+    let plan = engine.plan();
+    match step {
+        Step::StreamRegion { members, region } => {
+            let names: Vec<&str> = members.iter().map(|&s| plan.stream_name(s)).collect();
+            format!(
+                "{{{}}}: quickened region r{} on every row whose preflight passes; canonical on the others",
+                names.join(", "),
+                region.0
+            )
+        }
+        Step::GraphStep {
+            stream, segments, ..
+        } => {
+            let name = plan.stream_name(*stream);
+            let why = why_not_eligible(plan, *stream).unwrap_or_default();
+            let regions: Vec<String> = segments
+                .iter()
+                .filter_map(|s| match s {
+                    crate::fusion::Segment::Island(i) => Some(format!("r{}", i.region.0)),
+                    _ => None,
+                })
+                .collect::<std::collections::BTreeSet<_>>()
+                .into_iter()
+                .collect();
+            if regions.is_empty() {
+                format!("{name}: canonical, because {why}")
+            } else {
+                format!(
+                    "{name}: graph step because {why}; islands quickened in {} once their rings are promoted, canonical runs and declined rows canonical",
+                    regions.join(", ")
+                )
+            }
+        }
+    }
+}
