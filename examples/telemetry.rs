@@ -23,7 +23,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     while reader.next_row(&mut row)? {
         let step = monitor.steps();
         let outputs = monitor.step(&row)?;
-        if outputs[alarm] == Sample::Value(Value::Bool(true)) {
+        if outputs.get(alarm) == Sample::Value(Value::Bool(true)) {
             writeln!(
                 out,
                 "step {step}: temperature rising fast while the heater is on"

@@ -13,5 +13,5 @@ pub mod trace;
 pub mod value;
 
 pub use error::RuntimeError;
-pub use monitor::{Monitor, Spec, Stats, Tier};
+pub use monitor::{Monitor, Outputs, Spec, Stats, Tier};
 pub use value::{Sample, Value};

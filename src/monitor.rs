@@ -155,6 +155,43 @@ impl fmt::Display for Stats {
     }
 }
 
+/// The printed outputs of the step just evaluated, in print order: a view of
+/// the monitor's state, so a step copies nothing it is not asked for.
+#[derive(Clone, Copy)]
+pub struct Outputs<'a> {
+    state: &'a crate::canonical::NodeState,
+    streams: &'a [crate::lang::check::StreamId],
+}
+
+impl Outputs<'_> {
+    pub fn len(&self) -> usize {
+        self.streams.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.streams.is_empty()
+    }
+
+    /// Output `i` (see `Monitor::output_index`).
+    pub fn get(&self, i: usize) -> Sample {
+        self.state.raw(self.streams[i].0)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = Sample> + '_ {
+        self.streams.iter().map(|s| self.state.raw(s.0))
+    }
+
+    pub fn to_vec(&self) -> Vec<Sample> {
+        self.iter().collect()
+    }
+}
+
+impl fmt::Debug for Outputs<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
 /// Configures a `Monitor`.
 pub struct MonitorBuilder<'a> {
     spec: &'a Spec,
@@ -169,7 +206,6 @@ impl MonitorBuilder<'_> {
 
     pub fn build(self) -> Monitor {
         let plan = Arc::new(Plan::new(self.spec.checked.clone()));
-        let outputs = vec![Sample::NoVal; plan.spec.outputs.len()];
         let (tier, why) = match self.tier {
             Tier::Auto => (
                 Tier::Quickened,
@@ -184,7 +220,6 @@ impl MonitorBuilder<'_> {
         };
         Monitor {
             engine,
-            outputs,
             tier,
             why,
             failed: None,
@@ -204,11 +239,10 @@ impl MonitorBuilder<'_> {
 ///     row[x] = Some(Value::Int(v));
 ///     monitor.step(&row).unwrap();
 /// }
-/// assert_eq!(monitor.output("total"), Some(&Sample::Value(Value::Int(6))));
+/// assert_eq!(monitor.output("total"), Some(Sample::Value(Value::Int(6))));
 /// ```
 pub struct Monitor {
     engine: Engine,
-    outputs: Vec<Sample>,
     tier: Tier,
     why: &'static str,
     failed: Option<RuntimeError>,
@@ -265,8 +299,9 @@ impl Monitor {
     }
 
     /// The current value of output `name` (after the last step).
-    pub fn output(&self, name: &str) -> Option<&Sample> {
-        self.output_index(name).map(|i| &self.outputs[i])
+    pub fn output(&self, name: &str) -> Option<Sample> {
+        let s = self.engine.plan().spec.stream_by_name(name)?;
+        Some(self.engine.state.raw(s.0))
     }
 
     /// The number of steps evaluated so far.
@@ -294,7 +329,7 @@ impl Monitor {
     /// Evaluates one row (one cell per declared input, `None` = absent) and
     /// returns every printed output's sample, in print order. After a runtime
     /// error the monitor is stopped: every later call returns that error.
-    pub fn step(&mut self, row: &[Option<Value>]) -> Result<&[Sample], RuntimeError> {
+    pub fn step(&mut self, row: &[Option<Value>]) -> Result<Outputs<'_>, RuntimeError> {
         if let Some(e) = &self.failed {
             return Err(e.clone());
         }
@@ -303,9 +338,9 @@ impl Monitor {
             return Err(e);
         }
         let spec = &self.engine.plan().spec;
-        for (out, &s) in self.outputs.iter_mut().zip(&spec.outputs) {
-            *out = self.engine.state.raw(s.0);
-        }
-        Ok(&self.outputs)
+        Ok(Outputs {
+            state: &self.engine.state,
+            streams: &spec.outputs,
+        })
     }
 }

@@ -167,10 +167,28 @@ impl NodeState {
     pub fn begin_row(&mut self, plan: &Plan, row: &[Option<Value>]) {
         for (i, &s) in plan.spec.inputs.iter().enumerate() {
             match row.get(i) {
-                Some(Some(v)) => self.write(s.0, Sample::Value(v.clone())),
+                Some(Some(v)) => self.write_value(s.0, v),
                 _ => self.write(s.0, Sample::NoVal),
             }
         }
+    }
+
+    /// Stores a present value in a slot, straight into its frame form (no
+    /// intermediate `Sample`: this is the per-input cost of every row).
+    #[inline]
+    pub fn write_value(&mut self, slot: u32, v: &Value) {
+        let i = slot as usize;
+        let (t, lane) = match v {
+            Value::Int(x) => (tag::I64, *x as u64),
+            Value::Float(x) => (tag::F64, x.to_bits()),
+            Value::Bool(x) => (tag::B1, *x as u64),
+            other => {
+                self.objects[i] = Some(other.clone());
+                (tag::OTHER, 0)
+            }
+        };
+        self.tags[i] = t;
+        self.lanes[i] = lane;
     }
 
     /// Evaluates one stream: its nodes in postorder, then publishes the root.

@@ -189,6 +189,7 @@ fn run(args: &RunArgs) -> ExitCode {
     // in an endless stream; on a file they are flushed at the end.
     let flush_each_row = args.input == "-";
     let mut row: Vec<Option<Value>> = vec![None; monitor.input_count()];
+    let mut samples = Vec::with_capacity(monitor.output_names().len());
     let status = loop {
         for w in reader.take_warnings() {
             eprintln!("warning: {w}");
@@ -205,8 +206,10 @@ fn run(args: &RunArgs) -> ExitCode {
         }
         let step = monitor.steps();
         match monitor.step(&row) {
-            Ok(samples) => {
-                if let Err(e) = writer.write_step(step, samples) {
+            Ok(outputs) => {
+                samples.clear();
+                samples.extend(outputs.iter());
+                if let Err(e) = writer.write_step(step, &samples) {
                     return output_error(e);
                 }
                 if flush_each_row && let Err(e) = writer.flush() {

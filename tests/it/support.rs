@@ -53,7 +53,7 @@ pub fn run_text(
     while reader.next_row(&mut row).expect("trace is well formed") {
         let step = monitor.steps();
         match monitor.step(&row) {
-            Ok(samples) => writer.write_step(step, samples).unwrap(),
+            Ok(outputs) => writer.write_step(step, &outputs.to_vec()).unwrap(),
             Err(e) => {
                 error = Some(e);
                 break;

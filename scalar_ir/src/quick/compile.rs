@@ -283,9 +283,16 @@ impl Emitter<'_> {
                             code.guard_input(slot, Tag(tag_of(ty)), reason);
                         }
                     },
-                    &InstData::GuardEnv { slot, ty, reason } => {
-                        code.guard_env(slot, Tag(tag_of(ty)), reason);
-                    }
+                    &InstData::GuardEnv { slot, ty, reason } => match next {
+                        Some(&InstData::LoadEnv { ty: t2, slot: s2 }) if t2 == ty && s2 == slot => {
+                            let ldst = reg(p.result(insts[k + 1]).unwrap_or(Value(0)));
+                            code.load_env_guarded(ldst, slot, Tag(tag_of(ty)), reason);
+                            k += 1;
+                        }
+                        _ => {
+                            code.guard_env(slot, Tag(tag_of(ty)), reason);
+                        }
+                    },
                     &InstData::LoadInput { slot, .. } => {
                         code.load_input(dst, slot);
                     }

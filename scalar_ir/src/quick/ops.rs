@@ -74,19 +74,44 @@ impl Operand for i64 {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Regs(pub Vec<u64>);
 
+// Register indices come from the compiler, which sizes the register file to
+// cover every register it hands out, so the dispatch loop skips the bounds
+// checks (they are kept in debug builds).
 impl Index<Reg> for Regs {
     type Output = u64;
     #[inline(always)]
     fn index(&self, r: Reg) -> &u64 {
-        &self.0[r.0 as usize]
+        debug_assert!((r.0 as usize) < self.0.len());
+        // SAFETY: see above; every `Reg` in compiled code is < `nregs`.
+        unsafe { self.0.get_unchecked(r.0 as usize) }
     }
 }
 
 impl IndexMut<Reg> for Regs {
     #[inline(always)]
     fn index_mut(&mut self, r: Reg) -> &mut u64 {
-        &mut self.0[r.0 as usize]
+        debug_assert!((r.0 as usize) < self.0.len());
+        // SAFETY: see above.
+        unsafe { self.0.get_unchecked_mut(r.0 as usize) }
     }
+}
+
+// Frame slots and lanes come from verified programs (the verifier checks every
+// slot and lane against the program's declared sizes) and the frames are sized
+// from the same declarations, so the dispatch loop reads and writes them
+// without bounds checks (kept in debug builds).
+#[inline(always)]
+fn ld<T: Copy>(s: &[T], i: usize) -> T {
+    debug_assert!(i < s.len());
+    // SAFETY: see above.
+    unsafe { *s.get_unchecked(i) }
+}
+
+#[inline(always)]
+fn st<T>(s: &mut [T], i: usize, v: T) {
+    debug_assert!(i < s.len());
+    // SAFETY: see above.
+    unsafe { *s.get_unchecked_mut(i) = v }
 }
 
 #[inline(always)]
@@ -195,7 +220,10 @@ macro_rules! define_ops {
         pub(crate) fn execute(ops: &[Op], $r: &mut Regs, $fr: &mut FrameRef<'_>) -> Exit {
             let mut $pc: usize = 0;
             loop {
-                let op = ops[$pc];
+                debug_assert!($pc < ops.len());
+                // SAFETY: every block of compiled code ends in a jump or an
+                // exit whose targets are pcs of the code, so `pc` stays in range.
+                let op = unsafe { *ops.get_unchecked($pc) };
                 $pc += 1;
                 match op {
                     $(Op::$Name { $($field),* } => $body)*
@@ -250,16 +278,17 @@ define_ops! {
     jump Jump(target: Pc) => { pc = target.0 as usize; }
     brif Brif(c: Reg, then_pc: Pc, else_pc: Pc) => { pc = if r[c] != 0 { then_pc.0 } else { else_pc.0 } as usize; }
     // Frame access. Lanes are untyped u64, so loads need no type specialisation.
-    guard_input GuardInput(slot: u32, tag: Tag, reason: u32) => { if fr.input_tags[slot as usize] != tag.0 { return Exit::Decline(reason); } }
-    guard_env GuardEnv(slot: u32, tag: Tag, reason: u32) => { if fr.env_tags[slot as usize] != tag.0 { return Exit::Decline(reason); } }
-    load_input LoadInput(dst: Reg, slot: u32) => { r[dst] = fr.inputs[slot as usize]; }
-    load_input_guarded LoadInputGuarded(dst: Reg, slot: u32, tag: Tag, reason: u32) => { if fr.input_tags[slot as usize] != tag.0 { return Exit::Decline(reason); } r[dst] = fr.inputs[slot as usize]; }
-    load_env LoadEnv(dst: Reg, slot: u32) => { r[dst] = fr.env[slot as usize]; }
-    store_env StoreEnv(slot: u32, src: Reg, tag: Tag) => { fr.env[slot as usize] = r[src]; fr.env_tags[slot as usize] = tag.0; }
-    load_state LoadState(dst: Reg, lane: u32) => { r[dst] = fr.state[lane as usize]; }
-    store_state StoreState(lane: u32, src: Reg) => { fr.state[lane as usize] = r[src]; }
-    ring_load RingLoad(dst: Reg, base: u32, len: u32) => { r[dst] = fr.state[(base as u64 + fr.step % len as u64) as usize]; }
-    ring_store RingStore(base: u32, len: u32, src: Reg) => { fr.state[(base as u64 + fr.step % len as u64) as usize] = r[src]; }
+    guard_input GuardInput(slot: u32, tag: Tag, reason: u32) => { if ld(fr.input_tags, slot as usize) != tag.0 { return Exit::Decline(reason); } }
+    guard_env GuardEnv(slot: u32, tag: Tag, reason: u32) => { if ld(fr.env_tags, slot as usize) != tag.0 { return Exit::Decline(reason); } }
+    load_input LoadInput(dst: Reg, slot: u32) => { r[dst] = ld(fr.inputs, slot as usize); }
+    load_input_guarded LoadInputGuarded(dst: Reg, slot: u32, tag: Tag, reason: u32) => { if ld(fr.input_tags, slot as usize) != tag.0 { return Exit::Decline(reason); } r[dst] = ld(fr.inputs, slot as usize); }
+    load_env LoadEnv(dst: Reg, slot: u32) => { r[dst] = ld(fr.env, slot as usize); }
+    load_env_guarded LoadEnvGuarded(dst: Reg, slot: u32, tag: Tag, reason: u32) => { if ld(fr.env_tags, slot as usize) != tag.0 { return Exit::Decline(reason); } r[dst] = ld(fr.env, slot as usize); }
+    store_env StoreEnv(slot: u32, src: Reg, tag: Tag) => { st(fr.env, slot as usize, r[src]); st(fr.env_tags, slot as usize, tag.0); }
+    load_state LoadState(dst: Reg, lane: u32) => { r[dst] = ld(fr.state, lane as usize); }
+    store_state StoreState(lane: u32, src: Reg) => { st(fr.state, lane as usize, r[src]); }
+    ring_load RingLoad(dst: Reg, base: u32, len: u32) => { r[dst] = ld(fr.state, (base as u64 + fr.step % len as u64) as usize); }
+    ring_store RingStore(base: u32, len: u32, src: Reg) => { st(fr.state, (base as u64 + fr.step % len as u64) as usize, r[src]); }
     // Checked integer arithmetic, exactly Rust's checked_* (zero divisors first).
     iadd_ck IaddCk(dst: Reg, a: Reg, b: Reg, site: Site) => { r[dst] = ck!(i(r[a]).checked_add(i(r[b])), site); }
     iadd_ck_imm IaddCkImm(dst: Reg, a: Reg, imm: i64, site: Site) => { r[dst] = ck!(i(r[a]).checked_add(imm), site); }
