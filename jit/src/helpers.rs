@@ -13,6 +13,11 @@
 //!   function is the only choice that is exact by construction.
 //! - `sin`/`cos`/`tan`: no instruction exists; the wrappers call the same libm
 //!   functions `f64::sin` etc. call.
+//! - `floor`/`ceil`: Cranelift uses SSE4.1 `roundsd` when the host has it, which
+//!   quiets a signalling NaN, while Rust code built for the baseline x86-64 target
+//!   calls libm's `floor`, which returns it unchanged (found by the differential
+//!   property test). Calling Rust's own `f64::floor` follows whatever the rest of the
+//!   binary was built with.
 
 use cranelift_codegen::ir::{AbiParam, Signature, types};
 use cranelift_codegen::isa::CallConv;
@@ -26,17 +31,21 @@ pub(crate) enum Helper {
     Sin,
     Cos,
     Tan,
+    Floor,
+    Ceil,
 }
 
 impl Helper {
     /// Every helper, in the order of [`Helper::index`].
-    pub(crate) const ALL: [Helper; 6] = [
+    pub(crate) const ALL: [Helper; 8] = [
         Helper::Frem,
         Helper::Fmin,
         Helper::Fmax,
         Helper::Sin,
         Helper::Cos,
         Helper::Tan,
+        Helper::Floor,
+        Helper::Ceil,
     ];
 
     /// A dense index, for per-module and per-function tables.
@@ -53,6 +62,8 @@ impl Helper {
             Helper::Sin => "vigil_jit_sin",
             Helper::Cos => "vigil_jit_cos",
             Helper::Tan => "vigil_jit_tan",
+            Helper::Floor => "vigil_jit_floor",
+            Helper::Ceil => "vigil_jit_ceil",
         }
     }
 
@@ -65,6 +76,8 @@ impl Helper {
             Helper::Sin => sin as *const u8,
             Helper::Cos => cos as *const u8,
             Helper::Tan => tan as *const u8,
+            Helper::Floor => floor as *const u8,
+            Helper::Ceil => ceil as *const u8,
         }
     }
 
@@ -72,7 +85,7 @@ impl Helper {
     pub(crate) fn arity(self) -> usize {
         match self {
             Helper::Frem | Helper::Fmin | Helper::Fmax => 2,
-            Helper::Sin | Helper::Cos | Helper::Tan => 1,
+            Helper::Sin | Helper::Cos | Helper::Tan | Helper::Floor | Helper::Ceil => 1,
         }
     }
 
@@ -109,4 +122,12 @@ extern "C" fn cos(a: f64) -> f64 {
 
 extern "C" fn tan(a: f64) -> f64 {
     a.tan()
+}
+
+extern "C" fn floor(a: f64) -> f64 {
+    a.floor()
+}
+
+extern "C" fn ceil(a: f64) -> f64 {
+    a.ceil()
 }

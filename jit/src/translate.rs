@@ -421,21 +421,21 @@ impl<'p, 'b, 'f> Translator<'p, 'b, 'f> {
     }
 
     fn unary(&mut self, op: UnOp, a: cl::Value) -> Result<cl::Value, CompileError> {
-        // Negation, absolute value, square root, floor and ceiling are exact (or, for
-        // sqrt, correctly rounded) IEEE operations, so the native instruction gives the
-        // same bits as Rust's method.
+        // Negation and absolute value are sign-bit operations and square root is the
+        // correctly rounded SSE2 `sqrtsd` in both tiers, so the native instruction gives
+        // the same bits as Rust's method. Floor and ceiling are not (see helpers.rs).
         let ins = self.b.ins();
         Ok(match op {
             UnOp::Fneg => ins.fneg(a),
             UnOp::Fabs => ins.fabs(a),
             UnOp::Fsqrt => ins.sqrt(a),
-            UnOp::Ffloor => ins.floor(a),
-            UnOp::Fceil => ins.ceil(a),
             UnOp::FcvtFromI64 => ins.fcvt_from_sint(types::F64, a),
             UnOp::Bnot => ins.bxor_imm_u(a, 1),
             UnOp::Fsin => return self.call(Helper::Sin, &[a]),
             UnOp::Fcos => return self.call(Helper::Cos, &[a]),
             UnOp::Ftan => return self.call(Helper::Tan, &[a]),
+            UnOp::Ffloor => return self.call(Helper::Floor, &[a]),
+            UnOp::Fceil => return self.call(Helper::Ceil, &[a]),
         })
     }
 
@@ -509,6 +509,12 @@ pub(crate) fn helpers_used(prog: &Program) -> Vec<Helper> {
                 InstData::Unary { op: UnOp::Fsin, .. } => Helper::Sin,
                 InstData::Unary { op: UnOp::Fcos, .. } => Helper::Cos,
                 InstData::Unary { op: UnOp::Ftan, .. } => Helper::Tan,
+                InstData::Unary {
+                    op: UnOp::Ffloor, ..
+                } => Helper::Floor,
+                InstData::Unary {
+                    op: UnOp::Fceil, ..
+                } => Helper::Ceil,
                 _ => continue,
             };
             used[h.index()] = true;

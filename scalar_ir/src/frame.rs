@@ -300,9 +300,10 @@ impl FrameBuffers {
 /// `ring_store` carries from one row to the next. When a row returns, the kernel
 /// copies environment slot `out_slots[j]` (lane and tag) to column `j` of output
 /// row `r` (`out_lanes[r * n_out + j]`, `out_tags[r * n_out + j]`) and increments
-/// `frame.step`. It stops at the first row whose exit is not `return` (that row's
-/// outputs are not copied and the step is not incremented), stores that exit word in
-/// `frame.status` and returns it; `done` receives the number of rows that returned.
+/// `frame.step` (wrapping at `u64::MAX`). It stops at the first row whose exit is
+/// not `return` (that row's outputs are not copied and the step is not incremented),
+/// stores that exit word in `frame.status` and returns it; `done` receives the number
+/// of rows that returned.
 ///
 /// `frame` comes first, so a `*mut BatchFrame` is also a valid `*mut Frame`.
 ///

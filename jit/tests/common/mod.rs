@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod programs;
+
 use jit::NativeFn;
 use scalar_ir::{BatchBuffers, Exit, FrameBuffers, Program, QuickCode};
 
@@ -39,7 +41,11 @@ pub fn run_native_batch_of_one(f: NativeFn<'_>, prog: &Program, start: &FrameBuf
     let exit = f.run_batch(&mut fb, &mut batch);
     if exit == Exit::Return {
         assert_eq!(batch.done, 1);
-        assert_eq!(fb.step, start.step + 1, "a returning row advances the step");
+        assert_eq!(
+            fb.step,
+            start.step.wrapping_add(1),
+            "a returning row advances the step"
+        );
         assert_eq!(batch.out_lanes, fb.env, "the batch copies the whole env");
         assert_eq!(batch.out_tags, fb.env_tags);
         fb.step = start.step;

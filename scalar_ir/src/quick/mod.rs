@@ -132,9 +132,9 @@ impl QuickCode {
     /// (see [`BatchFrame`] for the contract): row `r` reads its inputs from row `r` of
     /// `batch`'s input columns and shares `fb`'s environment, state and step. After
     /// each returning row the environment slots `batch.out_slots` are copied to output
-    /// row `r` and `fb.step` is incremented. The first row that does not return stops
-    /// the batch; its exit is returned and recorded in `fb.status`, and `batch.done`
-    /// counts the rows that returned.
+    /// row `r` and `fb.step` is incremented (wrapping at `u64::MAX`). The first row
+    /// that does not return stops the batch; its exit is returned and recorded in
+    /// `fb.status`, and `batch.done` counts the rows that returned.
     ///
     /// # Panics
     /// Panics unless `batch.fits(fb, decl)` holds.
@@ -163,7 +163,7 @@ impl QuickCode {
                 batch.out_lanes[r * n_out + j] = fb.env[slot as usize];
                 batch.out_tags[r * n_out + j] = fb.env_tags[slot as usize];
             }
-            fb.step += 1;
+            fb.step = fb.step.wrapping_add(1);
         }
         batch.done = batch.rows;
         fb.status = Exit::Return.encode();
@@ -197,7 +197,7 @@ impl QuickCode {
                     *batch.out_tags.add(r * n_out + j) = *batch.frame.env_tags.add(slot);
                 }
             }
-            batch.frame.step += 1;
+            batch.frame.step = batch.frame.step.wrapping_add(1);
         }
         batch.done = batch.rows;
         batch.frame.status = Exit::Return.encode();
