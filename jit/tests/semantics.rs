@@ -347,3 +347,21 @@ fn raw_frame_call_matches_safe_call() {
     assert_eq!(word, Exit::Trap(TrapKind::Overflow, 0).encode());
     assert_eq!(frame.status, word);
 }
+
+#[test]
+fn hundred_stream_program_matches_quickened() {
+    let prog = common::hundred::hundred_streams();
+    let mut quick = QuickCode::compile(&prog).unwrap();
+    let code = jit::compile(&prog).unwrap();
+    let mut start = FrameBuffers::new(&prog.decl);
+    for (k, x) in [5i64, -3, i64::MAX / 50, 0].into_iter().enumerate() {
+        for i in 0..100 {
+            start.set_input(i, Slot::I64(x + i as i64));
+        }
+        start.step = k as u64;
+        common::assert_same(&mut quick, code.main(), &prog, &start);
+        start = common::run_quick(&mut quick, &start).fb;
+    }
+    start.set_input(42, Slot::Absent);
+    common::assert_same(&mut quick, code.main(), &prog, &start);
+}

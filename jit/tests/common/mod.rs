@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+pub mod hundred;
 pub mod programs;
 
 use jit::NativeFn;
