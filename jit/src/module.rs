@@ -533,6 +533,7 @@ impl NativeFn<'_> {
     ///
     /// # Panics
     /// Panics if the buffers are smaller than the program's declarations.
+    #[inline]
     pub fn run(&self, fb: &mut FrameBuffers) -> Exit {
         assert!(
             fb.fits(&self.decl),
@@ -551,6 +552,7 @@ impl NativeFn<'_> {
     /// # Safety
     /// Every pointer in `*frame` must be valid (and the mutable ones exclusive) for as
     /// many lanes and tags as the program declares.
+    #[inline]
     pub unsafe fn run_frame(&self, frame: *mut Frame) -> u64 {
         // SAFETY: forwarded from the caller.
         unsafe { (self.row)(frame) }
@@ -561,6 +563,7 @@ impl NativeFn<'_> {
     ///
     /// # Panics
     /// Panics unless `batch.fits(fb, decl)` holds.
+    #[inline]
     pub fn run_batch(&self, fb: &mut FrameBuffers, batch: &mut BatchBuffers) -> Exit {
         assert!(
             batch.fits(fb, &self.decl),
@@ -578,6 +581,7 @@ impl NativeFn<'_> {
     ///
     /// # Safety
     /// `*batch` must satisfy the [`BatchFrame`] safety contract for this program.
+    #[inline]
     pub unsafe fn run_batch_frame(&self, batch: *mut BatchFrame) -> u64 {
         // SAFETY: forwarded from the caller.
         unsafe { (self.batch)(batch) }
@@ -593,6 +597,7 @@ impl std::fmt::Debug for NativeFn<'_> {
 }
 
 /// Compiled code only ever produces words that [`Exit::encode`] produces.
+#[inline]
 fn decode(word: u64) -> Exit {
     Exit::decode(word).expect("compiled code returned a well-formed exit word")
 }

@@ -105,7 +105,7 @@ fn ti(ty: Type) -> usize {
 /// The type slot `slot` usually carries: i64, f64, b1, i64, …; one time in eight
 /// (by `pick`) another type.
 pub fn natural(slot: usize, pick: u64) -> Type {
-    if pick % 8 == 0 {
+    if pick.is_multiple_of(8) {
         TYPES[(pick / 8 % 3) as usize]
     } else {
         TYPES[slot % 3]
@@ -322,7 +322,7 @@ impl Gen<'_> {
         match s.imm % 8 {
             0 => {
                 let site = self.site();
-                let kind = if s.imm % 16 == 0 {
+                let kind = if s.imm.is_multiple_of(16) {
                     TrapKind::Overflow
                 } else {
                     TrapKind::DivByZero
