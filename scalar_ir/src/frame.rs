@@ -290,6 +290,197 @@ impl FrameBuffers {
     }
 }
 
+/// The memory one invocation of a *batch kernel* works on: a [`Frame`] plus row-major
+/// input and output columns.
+///
+/// A batch kernel runs the program once per row, in row order. Before row `r` it
+/// points `frame.inputs` / `frame.input_tags` at `in_lanes + r * in_stride` /
+/// `in_tags + r * in_stride`; the environment, state and `frame.step` are shared by
+/// all rows, so temporal state written by the program's own `store_state` /
+/// `ring_store` carries from one row to the next. When a row returns, the kernel
+/// copies environment slot `out_slots[j]` (lane and tag) to column `j` of output
+/// row `r` (`out_lanes[r * n_out + j]`, `out_tags[r * n_out + j]`) and increments
+/// `frame.step` (wrapping at `u64::MAX`). It stops at the first row whose exit is
+/// not `return` (that row's outputs are not copied and the step is not incremented),
+/// stores that exit word in `frame.status` and returns it; `done` receives the number
+/// of rows that returned.
+///
+/// `frame` comes first, so a `*mut BatchFrame` is also a valid `*mut Frame`.
+///
+/// # Safety contract
+/// As for [`Frame`] (its `inputs` / `input_tags` may be anything: the kernel sets
+/// them), plus: `in_lanes` / `in_tags` valid for `rows * in_stride` elements with
+/// `in_stride >=` the program's `inputs`; `out_slots` valid for `n_out` slot numbers,
+/// each below the program's `env`; `out_lanes` / `out_tags` valid for `rows * n_out`
+/// elements. [`BatchBuffers::frame`] builds one that satisfies all of this.
+#[repr(C)]
+#[derive(Debug)]
+pub struct BatchFrame {
+    /// The per-row frame (environment, state and step persist across rows).
+    pub frame: Frame,
+    /// Number of rows to run.
+    pub rows: u64,
+    /// Input payload lanes, row-major: row `r` starts at `r * in_stride`.
+    pub in_lanes: *const u64,
+    /// Input tags, row-major like `in_lanes`.
+    pub in_tags: *const u8,
+    /// Input lanes (and tags) per row.
+    pub in_stride: u64,
+    /// Output payload lanes, row-major: row `r` starts at `r * n_out`.
+    pub out_lanes: *mut u64,
+    /// Output tags, row-major like `out_lanes`.
+    pub out_tags: *mut u8,
+    /// The environment slot copied to each output column.
+    pub out_slots: *const u32,
+    /// Output columns per row (the length of `out_slots`).
+    pub n_out: u64,
+    /// Written by the kernel: how many rows returned.
+    pub done: u64,
+}
+
+/// Byte offset of [`BatchFrame::frame`] (zero: a batch frame starts with its frame).
+pub const BATCH_FRAME: usize = offset_of!(BatchFrame, frame);
+/// Byte offset of [`BatchFrame::rows`].
+pub const BATCH_ROWS: usize = offset_of!(BatchFrame, rows);
+/// Byte offset of [`BatchFrame::in_lanes`].
+pub const BATCH_IN_LANES: usize = offset_of!(BatchFrame, in_lanes);
+/// Byte offset of [`BatchFrame::in_tags`].
+pub const BATCH_IN_TAGS: usize = offset_of!(BatchFrame, in_tags);
+/// Byte offset of [`BatchFrame::in_stride`].
+pub const BATCH_IN_STRIDE: usize = offset_of!(BatchFrame, in_stride);
+/// Byte offset of [`BatchFrame::out_lanes`].
+pub const BATCH_OUT_LANES: usize = offset_of!(BatchFrame, out_lanes);
+/// Byte offset of [`BatchFrame::out_tags`].
+pub const BATCH_OUT_TAGS: usize = offset_of!(BatchFrame, out_tags);
+/// Byte offset of [`BatchFrame::out_slots`].
+pub const BATCH_OUT_SLOTS: usize = offset_of!(BatchFrame, out_slots);
+/// Byte offset of [`BatchFrame::n_out`].
+pub const BATCH_N_OUT: usize = offset_of!(BatchFrame, n_out);
+/// Byte offset of [`BatchFrame::done`].
+pub const BATCH_DONE: usize = offset_of!(BatchFrame, done);
+
+#[cfg(target_pointer_width = "64")]
+const _: () = {
+    assert!(BATCH_FRAME == 0);
+    assert!(BATCH_ROWS == 56);
+    assert!(BATCH_IN_LANES == 64);
+    assert!(BATCH_IN_TAGS == 72);
+    assert!(BATCH_IN_STRIDE == 80);
+    assert!(BATCH_OUT_LANES == 88);
+    assert!(BATCH_OUT_TAGS == 96);
+    assert!(BATCH_OUT_SLOTS == 104);
+    assert!(BATCH_N_OUT == 112);
+    assert!(BATCH_DONE == 120);
+    assert!(std::mem::size_of::<BatchFrame>() == 128);
+};
+
+/// Owned, safely sized row-major columns for a batch run (the environment, state and
+/// step live in a [`FrameBuffers`] beside it).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct BatchBuffers {
+    /// Number of rows.
+    pub rows: usize,
+    /// Input lanes and tags per row.
+    pub in_stride: usize,
+    /// Input payload lanes, `rows * in_stride`, row-major.
+    pub in_lanes: Vec<u64>,
+    /// Input tags, `rows * in_stride`, row-major.
+    pub in_tags: Vec<u8>,
+    /// The environment slot copied to each output column.
+    pub out_slots: Vec<u32>,
+    /// Output payload lanes, `rows * out_slots.len()`, row-major.
+    pub out_lanes: Vec<u64>,
+    /// Output tags, `rows * out_slots.len()`, row-major.
+    pub out_tags: Vec<u8>,
+    /// How many rows returned in the last run.
+    pub done: usize,
+}
+
+impl BatchBuffers {
+    /// Absent inputs and zeroed outputs for `rows` rows of a program with these
+    /// declarations, copying out the environment slots `out_slots`.
+    pub fn new(decl: &Decl, rows: usize, out_slots: Vec<u32>) -> BatchBuffers {
+        let stride = decl.inputs as usize;
+        let n_out = out_slots.len();
+        BatchBuffers {
+            rows,
+            in_stride: stride,
+            in_lanes: vec![0; rows * stride],
+            in_tags: vec![tag::ABSENT; rows * stride],
+            out_lanes: vec![0; rows * n_out],
+            out_tags: vec![tag::ABSENT; rows * n_out],
+            out_slots,
+            done: 0,
+        }
+    }
+
+    /// Every environment slot of a program with these declarations, in order.
+    pub fn whole_env(decl: &Decl) -> Vec<u32> {
+        (0..decl.env).collect()
+    }
+
+    /// Sets input `slot` of row `row`.
+    pub fn set_input(&mut self, row: usize, slot: usize, v: Slot) {
+        let i = row * self.in_stride + slot;
+        (self.in_tags[i], self.in_lanes[i]) = v.encode();
+    }
+
+    /// Reads input `slot` of row `row`.
+    pub fn input_at(&self, row: usize, slot: usize) -> Slot {
+        let i = row * self.in_stride + slot;
+        Slot::decode(self.in_tags[i], self.in_lanes[i])
+    }
+
+    /// Reads output column `col` of row `row`.
+    pub fn output(&self, row: usize, col: usize) -> Slot {
+        let i = row * self.out_slots.len() + col;
+        Slot::decode(self.out_tags[i], self.out_lanes[i])
+    }
+
+    /// Whether these buffers and `fb` are consistent and large enough for a program
+    /// with these declarations (the condition for [`BatchBuffers::frame`] to be sound).
+    pub fn fits(&self, fb: &FrameBuffers, decl: &Decl) -> bool {
+        let n_in = self.rows.checked_mul(self.in_stride);
+        let n_out = self.rows.checked_mul(self.out_slots.len());
+        fb.fits(decl)
+            && self.in_stride >= decl.inputs as usize
+            && n_in.is_some_and(|n| self.in_lanes.len() >= n && self.in_tags.len() >= n)
+            && n_out.is_some_and(|n| self.out_lanes.len() >= n && self.out_tags.len() >= n)
+            && self
+                .out_slots
+                .iter()
+                .all(|&s| (s as usize) < fb.env.len() && s < decl.env)
+    }
+
+    /// A raw batch frame over these columns and `fb`'s environment, state and step,
+    /// valid while neither is moved or resized. Check [`BatchBuffers::fits`] first.
+    pub fn frame(&mut self, fb: &mut FrameBuffers) -> BatchFrame {
+        let mut frame = fb.frame();
+        frame.inputs = self.in_lanes.as_ptr();
+        frame.input_tags = self.in_tags.as_ptr();
+        BatchFrame {
+            frame,
+            rows: self.rows as u64,
+            in_lanes: self.in_lanes.as_ptr(),
+            in_tags: self.in_tags.as_ptr(),
+            in_stride: self.in_stride as u64,
+            out_lanes: self.out_lanes.as_mut_ptr(),
+            out_tags: self.out_tags.as_mut_ptr(),
+            out_slots: self.out_slots.as_ptr(),
+            n_out: self.out_slots.len() as u64,
+            done: 0,
+        }
+    }
+
+    /// Copies a finished batch frame's results back: `done` here, and the step and
+    /// status into `fb` (the environment and state were written in place).
+    pub fn finish(&mut self, bf: &BatchFrame, fb: &mut FrameBuffers) {
+        self.done = bf.done as usize;
+        fb.step = bf.frame.step;
+        fb.status = bf.frame.status;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

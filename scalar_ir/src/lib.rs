@@ -16,7 +16,7 @@ pub mod verify;
 pub use quick::QuickCode;
 
 pub use builder::FunctionBuilder;
-pub use frame::{Exit, Frame, FrameBuffers, Slot};
+pub use frame::{BatchBuffers, BatchFrame, Exit, Frame, FrameBuffers, Slot};
 pub use ir::*;
 
 pub use text::{ParseError, parse, print};

@@ -105,6 +105,110 @@ pub fn lower_region(plan: &Plan, body: &RegionBody) -> LoweredRegion {
     }
 }
 
+/// Whether every stream of the schedule can be computed by one scalar
+/// program per row (the `native-whole` kernel): every input and stream is
+/// scalar, and every node has a scalar lowering (`if` as a select, stateful
+/// builtins by their present-value meaning).
+pub fn whole_row_eligible(plan: &Plan) -> Result<(), String> {
+    for &s in plan.spec.inputs.iter().chain(&plan.schedule) {
+        if scalar_type(plan.spec.stream(s).sig).is_none() {
+            return Err(format!("`{}` is not scalar", plan.stream_name(s)));
+        }
+    }
+    for (i, node) in plan.nodes.iter().enumerate() {
+        let id = NodeId(i as u32);
+        let sig_of = |k: usize| operand_sig(plan, &node.args[k]);
+        let ok = match node.op {
+            NodeOp::If => {
+                scalar_type(sig_of(0)).is_some() && sig_of(1) == node.sig && sig_of(2) == node.sig
+            }
+            NodeOp::Call(Builtin::When) => true,
+            NodeOp::Call(Builtin::Init | Builtin::Latch) => sig_of(0) == node.sig,
+            NodeOp::Call(Builtin::Update) => sig_of(1) == node.sig,
+            _ => is_island_node(plan, id),
+        };
+        if !ok || scalar_type(node.sig).is_none() {
+            return Err(format!("{} has no scalar lowering", super::describe_node(plan, id)));
+        }
+    }
+    Ok(())
+}
+
+/// Lowers the whole per-row schedule to one program: a row guard on every
+/// input, every stream in schedule order (stored to its slot), then the tick
+/// barrier's ring pushes. With `inputs_from_frame`, inputs are read from the
+/// frame's input lanes (batch kernels point them at columns) and stored to
+/// their arena slots; otherwise they are read from the arena.
+pub fn lower_whole(plan: &Plan, inputs_from_frame: bool) -> LoweredRegion {
+    let decl = Decl {
+        inputs: plan.spec.inputs.len() as u32,
+        env: plan.slot_count() as u32,
+        state: plan.ring_len,
+        sites: 0,
+    };
+    let mut cx = Lowering {
+        plan,
+        b: FunctionBuilder::new(decl),
+        values: HashMap::new(),
+        streams: HashMap::new(),
+        external: HashMap::new(),
+        reads: Vec::new(),
+        rings: Vec::new(),
+        sites: Vec::new(),
+    };
+    let entry = cx.b.create_block();
+    cx.b.switch_to_block(entry);
+    for (k, &s) in plan.spec.inputs.iter().enumerate() {
+        let ty = scalar_type(plan.spec.stream(s).sig).expect("checked by whole_row_eligible");
+        let reason = cx.reads.len() as u32;
+        cx.reads.push((s.0, ty));
+        let v = if inputs_from_frame {
+            cx.b.guard_input(k as u32, ty, reason);
+            let v = cx.b.load_input(ty, k as u32);
+            cx.b.store_env(ty, s.0, v);
+            v
+        } else {
+            cx.b.guard_env(s.0, ty, reason);
+            cx.b.load_env(ty, s.0)
+        };
+        cx.streams.insert(s, v);
+    }
+    for node in &plan.nodes {
+        if let NodeOp::Offset(n) = node.op {
+            let ty = scalar_type(node.sig).expect("checked by whole_row_eligible");
+            cx.rings.push((node.ring_base, n, ty));
+        }
+    }
+    for &s in &plan.schedule {
+        let graph = plan.graph(s).expect("scheduled streams are defined");
+        for id in graph.node_ids() {
+            cx.lower_node(id);
+        }
+        let v = cx.operand(&graph.root);
+        let ty = scalar_type(plan.spec.stream(s).sig).expect("checked by whole_row_eligible");
+        cx.b.store_env(ty, s.0, v);
+        cx.streams.insert(s, v);
+    }
+    // The tick barrier: every ring takes its operand's value of this row.
+    for node in &plan.nodes {
+        if let NodeOp::Offset(n) = node.op {
+            let ty = scalar_type(node.sig).expect("checked by whole_row_eligible");
+            let v = cx.operand(&node.args[0]);
+            cx.b.ring_store(ty, node.ring_base, n, v);
+        }
+    }
+    cx.b.ret();
+    let sites = cx.sites;
+    let mut program = cx.b.finish();
+    program.decl.sites = sites.len() as u32;
+    LoweredRegion {
+        program,
+        reads: cx.reads,
+        rings: cx.rings,
+        sites,
+    }
+}
+
 struct Lowering<'a> {
     plan: &'a Plan,
     b: FunctionBuilder,
@@ -221,15 +325,19 @@ impl Lowering<'_> {
         use ScalarSignature::*;
         let plan = self.plan;
         let node = plan.node(id);
-        debug_assert!(is_island_node(plan, id) || node.op == NodeOp::If);
         let sigs: Vec<ScalarSignature> = node.args.iter().map(|a| operand_sig(plan, a)).collect();
         // Offsets read their ring, `default` and `is_defined` need no operand
         // value beyond the first; every other operand is needed.
         let args: Vec<Value> = match node.op {
             NodeOp::Offset(_) => Vec::new(),
-            NodeOp::Call(Builtin::Default | Builtin::IsDefined) => {
+            NodeOp::Call(Builtin::Default | Builtin::IsDefined | Builtin::Init | Builtin::Latch) => {
                 let a = node.args[0].clone();
                 vec![self.operand(&a)]
+            }
+            NodeOp::Call(Builtin::When) => Vec::new(),
+            NodeOp::Call(Builtin::Update) => {
+                let b = node.args[1].clone();
+                vec![self.operand(&b)]
             }
             _ => node.args.clone().iter().map(|a| self.operand(a)).collect(),
         };
@@ -336,9 +444,12 @@ impl Lowering<'_> {
                     };
                     self.b.binary(op, a, b)
                 }
-                Builtin::When | Builtin::Init | Builtin::Latch | Builtin::Update => {
-                    unreachable!("stateful builtins are canonical nodes")
-                }
+                // Only whole-row programs compute stateful builtins, and they
+                // run only when every value is present and defined: then
+                // `when` has fired, `init` and `latch` pass their first
+                // operand, `update` its second (the engine sets the flags).
+                Builtin::When => self.b.bconst(true),
+                Builtin::Init | Builtin::Latch | Builtin::Update => args[0],
             },
         };
         self.values.insert(id, v);

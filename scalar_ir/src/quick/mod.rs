@@ -10,7 +10,7 @@ pub mod ops;
 
 pub use ops::{Code, Op, Opcode, Pc, Reg, Regs, Site, Tag, disasm};
 
-use crate::frame::{Exit, Frame, FrameBuffers};
+use crate::frame::{BatchBuffers, BatchFrame, Exit, Frame, FrameBuffers};
 use crate::ir::{Decl, Program};
 use crate::verify::{VerifierErrors, verify};
 use std::fmt;
@@ -126,6 +126,82 @@ impl QuickCode {
         };
         frame.status = exit.encode();
         exit
+    }
+
+    /// Runs the program over the rows of a batch, the reference loop for batch kernels
+    /// (see [`BatchFrame`] for the contract): row `r` reads its inputs from row `r` of
+    /// `batch`'s input columns and shares `fb`'s environment, state and step. After
+    /// each returning row the environment slots `batch.out_slots` are copied to output
+    /// row `r` and `fb.step` is incremented (wrapping at `u64::MAX`). The first row
+    /// that does not return stops the batch; its exit is returned and recorded in
+    /// `fb.status`, and `batch.done` counts the rows that returned.
+    ///
+    /// # Panics
+    /// Panics unless `batch.fits(fb, decl)` holds.
+    pub fn run_batch(&mut self, fb: &mut FrameBuffers, batch: &mut BatchBuffers) -> Exit {
+        assert!(
+            batch.fits(fb, &self.decl),
+            "batch or frame buffers are smaller than the program declares"
+        );
+        let (stride, n_out) = (batch.in_stride, batch.out_slots.len());
+        for r in 0..batch.rows {
+            let mut fr = FrameRef {
+                inputs: &batch.in_lanes[r * stride..(r + 1) * stride],
+                input_tags: &batch.in_tags[r * stride..(r + 1) * stride],
+                env: &mut fb.env,
+                env_tags: &mut fb.env_tags,
+                state: &mut fb.state,
+                step: fb.step,
+            };
+            let exit = ops::execute(&self.code.ops, &mut self.regs, &mut fr);
+            fb.status = exit.encode();
+            if exit != Exit::Return {
+                batch.done = r;
+                return exit;
+            }
+            for (j, &slot) in batch.out_slots.iter().enumerate() {
+                batch.out_lanes[r * n_out + j] = fb.env[slot as usize];
+                batch.out_tags[r * n_out + j] = fb.env_tags[slot as usize];
+            }
+            fb.step = fb.step.wrapping_add(1);
+        }
+        batch.done = batch.rows;
+        fb.status = Exit::Return.encode();
+        Exit::Return
+    }
+
+    /// [`QuickCode::run_batch`] on a raw batch frame: the same loop, one
+    /// [`QuickCode::run_frame`] per row.
+    ///
+    /// # Safety
+    /// `batch` must satisfy the [`BatchFrame`] safety contract for this program.
+    pub unsafe fn run_batch_frame(&mut self, batch: &mut BatchFrame) -> Exit {
+        let (stride, n_out) = (batch.in_stride as usize, batch.n_out as usize);
+        for r in 0..batch.rows as usize {
+            // SAFETY: the caller guarantees every column covers `rows` rows and every
+            // output slot is in range.
+            let exit = unsafe {
+                batch.frame.inputs = batch.in_lanes.add(r * stride);
+                batch.frame.input_tags = batch.in_tags.add(r * stride);
+                self.run_frame(&mut batch.frame)
+            };
+            if exit != Exit::Return {
+                batch.done = r as u64;
+                return exit;
+            }
+            for j in 0..n_out {
+                // SAFETY: as above.
+                unsafe {
+                    let slot = *batch.out_slots.add(j) as usize;
+                    *batch.out_lanes.add(r * n_out + j) = *batch.frame.env.add(slot);
+                    *batch.out_tags.add(r * n_out + j) = *batch.frame.env_tags.add(slot);
+                }
+            }
+            batch.frame.step = batch.frame.step.wrapping_add(1);
+        }
+        batch.done = batch.rows;
+        batch.frame.status = Exit::Return.encode();
+        Exit::Return
     }
 }
 

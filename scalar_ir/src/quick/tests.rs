@@ -437,6 +437,93 @@ block0:
 }
 
 #[test]
+fn batch_matches_a_per_row_loop() {
+    // A running sum in state, a ring x[1], and a guard that declines on absent input,
+    // so the batch stops at row 4; out = sum + x[1].
+    let prog = crate::text::parse(
+        "program inputs=2 env=2 state=2 sites=1
+block0:
+    guard_input 1, i64, 9
+    v0 = load_input.i64 1
+    v1 = load_state.i64 0
+    v2 = iadd_ck v1, v0, site0
+    store_state.i64 0, v2
+    v3 = ring_load.i64 1, 1
+    ring_store.i64 1, 1, v0
+    v4 = iadd_ck v2, v3, site0
+    store_env.i64 1, v4
+    return
+",
+    )
+    .unwrap();
+    let rows = 6;
+    let mut batch = BatchBuffers::new(&prog.decl, rows, vec![1, 0]);
+    for r in 0..rows {
+        let x = if r == 4 {
+            Slot::Absent
+        } else {
+            Slot::I64(r as i64 * 3)
+        };
+        batch.set_input(r, 1, x);
+    }
+    let start = |fb: &mut FrameBuffers| {
+        fb.step = 7;
+        fb.set_env(0, Slot::F64(0.5));
+    };
+    // Reference: the per-row loop on one set of buffers.
+    let mut code = QuickCode::compile(&prog).unwrap();
+    let mut want = FrameBuffers::new(&prog.decl);
+    start(&mut want);
+    let mut want_out = Vec::new();
+    let mut want_exit = Exit::Return;
+    for r in 0..rows {
+        want.set_input(1, batch.input_at(r, 1));
+        want_exit = code.run(&mut want);
+        if want_exit != Exit::Return {
+            break;
+        }
+        want_out.push((want.env(1), want.env(0)));
+        want.step += 1;
+    }
+    assert_eq!(want_exit, Exit::Decline(9));
+    assert_eq!(want_out.len(), 4);
+
+    let mut fb = FrameBuffers::new(&prog.decl);
+    start(&mut fb);
+    let exit = code.run_batch(&mut fb, &mut batch);
+    assert_eq!(exit, want_exit);
+    assert_eq!(batch.done, 4);
+    let got: Vec<_> = (0..4)
+        .map(|r| (batch.output(r, 0), batch.output(r, 1)))
+        .collect();
+    assert_eq!(got, want_out);
+    assert_eq!(
+        (&fb.env, &fb.env_tags, &fb.state),
+        (&want.env, &want.env_tags, &want.state)
+    );
+    assert_eq!((fb.step, fb.status), (want.step, want.status));
+
+    // The raw-frame loop agrees with the safe one.
+    let mut fb2 = FrameBuffers::new(&prog.decl);
+    start(&mut fb2);
+    let mut batch2 = batch.clone();
+    batch2.out_lanes.fill(0);
+    batch2.out_tags.fill(0);
+    let mut bf = batch2.frame(&mut fb2);
+    // SAFETY: the frame was built from buffers that fit the program.
+    let exit2 = unsafe { code.run_batch_frame(&mut bf) };
+    batch2.finish(&bf, &mut fb2);
+    assert_eq!(exit2, exit);
+    assert_eq!(batch2, batch);
+    assert_eq!(fb2, fb);
+
+    // An empty batch returns and changes nothing.
+    let mut empty = BatchBuffers::new(&prog.decl, 0, vec![]);
+    assert_eq!(code.run_batch(&mut fb, &mut empty), Exit::Return);
+    assert_eq!(fb.step, want.step);
+}
+
+#[test]
 fn raw_frame_runs_like_buffers() {
     let prog = counter_program();
     let mut code = QuickCode::compile(&prog).unwrap();

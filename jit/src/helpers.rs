@@ -1,0 +1,133 @@
+//! Host helpers: the few float operations compiled code calls instead of inlining.
+//!
+//! Each helper is a thin `extern "C"` wrapper around exactly the Rust expression the
+//! quickened tier evaluates (see `scalar_ir::ir::sem`), so the two tiers share one
+//! implementation and agree bit for bit by construction, NaN payloads and signed
+//! zeros included. The helpers are pure float arithmetic: they cannot panic, so no
+//! unwind can ever cross a JIT frame.
+//!
+//! Why these and not native instructions:
+//! - `frem`: Cranelift has no float remainder; Rust's `%` on `f64` is `fmod`.
+//! - `fmin`/`fmax`: Cranelift's `fmin`/`fmax` propagate NaN, Rust's `f64::min`/`max`
+//!   ignore it, and their signed-zero choice is the compiler's; calling the Rust
+//!   function is the only choice that is exact by construction.
+//! - `sin`/`cos`/`tan`: no instruction exists; the wrappers call the same libm
+//!   functions `f64::sin` etc. call.
+//! - `floor`/`ceil`: Cranelift uses SSE4.1 `roundsd` when the host has it, which
+//!   quiets a signalling NaN, while Rust code built for the baseline x86-64 target
+//!   calls libm's `floor`, which returns it unchanged (found by the differential
+//!   property test). Calling Rust's own `f64::floor` follows whatever the rest of the
+//!   binary was built with.
+
+use cranelift_codegen::ir::{AbiParam, Signature, types};
+use cranelift_codegen::isa::CallConv;
+
+/// A host function compiled code may call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Helper {
+    Frem,
+    Fmin,
+    Fmax,
+    Sin,
+    Cos,
+    Tan,
+    Floor,
+    Ceil,
+}
+
+impl Helper {
+    /// Every helper, in the order of [`Helper::index`].
+    pub(crate) const ALL: [Helper; 8] = [
+        Helper::Frem,
+        Helper::Fmin,
+        Helper::Fmax,
+        Helper::Sin,
+        Helper::Cos,
+        Helper::Tan,
+        Helper::Floor,
+        Helper::Ceil,
+    ];
+
+    /// A dense index, for per-module and per-function tables.
+    pub(crate) fn index(self) -> usize {
+        self as usize
+    }
+
+    /// The symbol the helper is registered under in every module.
+    pub(crate) fn symbol(self) -> &'static str {
+        match self {
+            Helper::Frem => "vigil_jit_frem",
+            Helper::Fmin => "vigil_jit_fmin",
+            Helper::Fmax => "vigil_jit_fmax",
+            Helper::Sin => "vigil_jit_sin",
+            Helper::Cos => "vigil_jit_cos",
+            Helper::Tan => "vigil_jit_tan",
+            Helper::Floor => "vigil_jit_floor",
+            Helper::Ceil => "vigil_jit_ceil",
+        }
+    }
+
+    /// The helper's address, for `JITBuilder::symbol`.
+    pub(crate) fn address(self) -> *const u8 {
+        match self {
+            Helper::Frem => frem as *const u8,
+            Helper::Fmin => fmin as *const u8,
+            Helper::Fmax => fmax as *const u8,
+            Helper::Sin => sin as *const u8,
+            Helper::Cos => cos as *const u8,
+            Helper::Tan => tan as *const u8,
+            Helper::Floor => floor as *const u8,
+            Helper::Ceil => ceil as *const u8,
+        }
+    }
+
+    /// Number of `f64` arguments (the result is one `f64`).
+    pub(crate) fn arity(self) -> usize {
+        match self {
+            Helper::Frem | Helper::Fmin | Helper::Fmax => 2,
+            Helper::Sin | Helper::Cos | Helper::Tan | Helper::Floor | Helper::Ceil => 1,
+        }
+    }
+
+    /// The helper's signature under the host's C calling convention.
+    pub(crate) fn signature(self, call_conv: CallConv) -> Signature {
+        let mut sig = Signature::new(call_conv);
+        for _ in 0..self.arity() {
+            sig.params.push(AbiParam::new(types::F64));
+        }
+        sig.returns.push(AbiParam::new(types::F64));
+        sig
+    }
+}
+
+extern "C" fn frem(a: f64, b: f64) -> f64 {
+    a % b
+}
+
+extern "C" fn fmin(a: f64, b: f64) -> f64 {
+    a.min(b)
+}
+
+extern "C" fn fmax(a: f64, b: f64) -> f64 {
+    a.max(b)
+}
+
+extern "C" fn sin(a: f64) -> f64 {
+    a.sin()
+}
+
+extern "C" fn cos(a: f64) -> f64 {
+    a.cos()
+}
+
+extern "C" fn tan(a: f64) -> f64 {
+    a.tan()
+}
+
+extern "C" fn floor(a: f64) -> f64 {
+    a.floor()
+}
+
+extern "C" fn ceil(a: f64) -> f64 {
+    a.ceil()
+}

@@ -1,0 +1,603 @@
+//! Stages 1, 4 and 5: declare, define and finalize; the kernels' prologues and
+//! epilogues; and the handles through which compiled code is called.
+
+use crate::CompileError;
+use crate::helpers::Helper;
+use crate::translate::{FrameVals, OnReturn, Translator, helpers_used, lane_flags};
+use cranelift_codegen::Context;
+use cranelift_codegen::ir::{self as cl, AbiParam, BlockArg, InstBuilder, UserFuncName, types};
+use cranelift_codegen::settings::{self, Configurable};
+use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
+use cranelift_jit::{JITBuilder, JITModule};
+use cranelift_module::{FuncId, Linkage, Module, default_libcall_names};
+use scalar_ir::frame::*;
+use scalar_ir::{BatchBuffers, BatchFrame, Decl, Exit, Frame, FrameBuffers, Program, verify};
+use std::marker::PhantomData;
+use std::time::{Duration, Instant};
+
+/// A compiled row kernel: runs the program once on a frame and returns the exit word.
+pub type RowFn = unsafe extern "C" fn(*mut Frame) -> u64;
+/// A compiled batch kernel: runs the program over a batch's rows (see [`BatchFrame`]).
+pub type BatchFn = unsafe extern "C" fn(*mut BatchFrame) -> u64;
+
+/// Names one program compiled into a [`JitModule`]; valid for the [`NativeCode`] that
+/// module finalizes into.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct FuncHandle(usize);
+
+/// A `JITModule` whose machine code is freed when it is dropped. Dropping a
+/// `JITModule` alone leaks its code (function pointers must stay valid), so every
+/// owner of one goes through this.
+struct OwnedModule(Option<JITModule>);
+
+impl OwnedModule {
+    fn get(&mut self) -> &mut JITModule {
+        // Only `Drop` takes the module out, so it is always there before.
+        self.0.as_mut().expect("module is present until dropped")
+    }
+}
+
+impl Drop for OwnedModule {
+    fn drop(&mut self) {
+        if let Some(m) = self.0.take() {
+            // SAFETY: the only pointers into this module's code are held by
+            // `NativeFn`s borrowing the `NativeCode` that owns this module, so none
+            // outlives it, and none can be running while it is dropped.
+            unsafe { m.free_memory() };
+        }
+    }
+}
+
+/// The two kernels of one program, declared in the module.
+struct Declared {
+    row: FuncId,
+    batch: FuncId,
+    decl: Decl,
+}
+
+/// A module being compiled: programs go in with [`JitModule::compile`], native code
+/// comes out of [`JitModule::finalize`].
+pub struct JitModule {
+    module: OwnedModule,
+    ctx: Context,
+    fctx: FunctionBuilderContext,
+    /// Each helper's import, declared on first use.
+    helper_ids: [Option<FuncId>; Helper::ALL.len()],
+    funcs: Vec<Declared>,
+    compile_time: Duration,
+}
+
+impl JitModule {
+    /// Creates an empty module for the host.
+    pub fn new() -> Result<JitModule, CompileError> {
+        let start = Instant::now();
+        let mut flags = settings::builder();
+        let set = |flags: &mut settings::Builder, k: &str, v: &str| {
+            flags
+                .set(k, v)
+                .map_err(|e| CompileError::Host(format!("setting {k}={v}: {e}")))
+        };
+        set(&mut flags, "opt_level", "speed")?;
+        // cranelift-jit requires absolute addressing with long-range calls.
+        set(&mut flags, "is_pic", "false")?;
+        set(&mut flags, "use_colocated_libcalls", "false")?;
+        // Compiled code never unwinds, so it needs no unwind tables.
+        set(&mut flags, "unwind_info", "false")?;
+        // Cranelift's own IR verifier checks this crate's translation in debug builds
+        // (the tests); release builds skip it for compile time.
+        let verifier = if cfg!(debug_assertions) {
+            "true"
+        } else {
+            "false"
+        };
+        set(&mut flags, "enable_verifier", verifier)?;
+        let isa = cranelift_native::builder()
+            .map_err(|e| CompileError::Host(e.to_string()))?
+            .finish(settings::Flags::new(flags))
+            .map_err(|e| CompileError::Host(e.to_string()))?;
+        let mut builder = JITBuilder::with_isa(isa, default_libcall_names());
+        for h in Helper::ALL {
+            builder.symbol(h.symbol(), h.address());
+        }
+        let module = JITModule::new(builder);
+        let ctx = module.make_context();
+        Ok(JitModule {
+            module: OwnedModule(Some(module)),
+            ctx,
+            fctx: FunctionBuilderContext::new(),
+            helper_ids: [None; Helper::ALL.len()],
+            funcs: Vec::new(),
+            compile_time: start.elapsed(),
+        })
+    }
+
+    /// Time spent so far creating this module and compiling into it.
+    pub fn compile_time(&self) -> Duration {
+        self.compile_time
+    }
+
+    /// Number of programs compiled into the module.
+    pub fn len(&self) -> usize {
+        self.funcs.len()
+    }
+
+    /// Whether no program has been compiled into the module.
+    pub fn is_empty(&self) -> bool {
+        self.funcs.is_empty()
+    }
+
+    /// Verifies `prog` and compiles its row and batch kernels into the module.
+    pub fn compile(&mut self, prog: &Program) -> Result<FuncHandle, CompileError> {
+        let start = Instant::now();
+        let result = self.compile_inner(prog);
+        self.compile_time += start.elapsed();
+        result
+    }
+
+    fn compile_inner(&mut self, prog: &Program) -> Result<FuncHandle, CompileError> {
+        verify(prog).map_err(CompileError::Verify)?;
+        let declared = self.declare(prog)?;
+        let helpers = helpers_used(prog);
+        self.define(declared.row, prog, &helpers, Kernel::Row)?;
+        self.define(declared.batch, prog, &helpers, Kernel::Batch)?;
+        self.funcs.push(declared);
+        Ok(FuncHandle(self.funcs.len() - 1))
+    }
+
+    /// Stage 1: declares the program's two kernels (anonymous: nothing links to them
+    /// by name) and the helpers it calls.
+    fn declare(&mut self, prog: &Program) -> Result<Declared, CompileError> {
+        let m = self.module.get();
+        let ptr = m.target_config().pointer_type();
+        let mut sig = m.make_signature();
+        sig.params.push(AbiParam::new(ptr));
+        sig.returns.push(AbiParam::new(types::I64));
+        let row = m.declare_anonymous_function(&sig).map_err(codegen)?;
+        let batch = m.declare_anonymous_function(&sig).map_err(codegen)?;
+        let call_conv = m.isa().default_call_conv();
+        for h in helpers_used(prog) {
+            if self.helper_ids[h.index()].is_none() {
+                let id = m
+                    .declare_function(h.symbol(), Linkage::Import, &h.signature(call_conv))
+                    .map_err(codegen)?;
+                self.helper_ids[h.index()] = Some(id);
+            }
+        }
+        Ok(Declared {
+            row,
+            batch,
+            decl: prog.decl,
+        })
+    }
+
+    /// Stages 2 to 4 for one kernel: builds its Cranelift function in the shared
+    /// context (stages 2 and 3 happen inside the kernel builders) and defines it.
+    fn define(
+        &mut self,
+        id: FuncId,
+        prog: &Program,
+        helpers: &[Helper],
+        kernel: Kernel,
+    ) -> Result<(), CompileError> {
+        let m = self.module.get();
+        m.clear_context(&mut self.ctx);
+        let ptr = m.target_config().pointer_type();
+        self.ctx.func.signature.params.push(AbiParam::new(ptr));
+        self.ctx
+            .func
+            .signature
+            .returns
+            .push(AbiParam::new(types::I64));
+        self.ctx.func.name = UserFuncName::user(0, id.as_u32());
+        let mut refs = [None; Helper::ALL.len()];
+        for &h in helpers {
+            let hid = self.helper_ids[h.index()]
+                .ok_or_else(|| CompileError::Internal(format!("{} not declared", h.symbol())))?;
+            refs[h.index()] = Some(m.declare_func_in_func(hid, &mut self.ctx.func));
+        }
+        let mut b = FunctionBuilder::new(&mut self.ctx.func, &mut self.fctx);
+        let built = match kernel {
+            Kernel::Row => build_row_kernel(&mut b, prog, refs),
+            Kernel::Batch => build_batch_kernel(&mut b, prog, refs),
+        };
+        // Seal and finalize even on error, so the builder context is clean for reuse.
+        b.seal_all_blocks();
+        b.finalize(m.isa().frontend_config());
+        built?;
+        let defined = m.define_function(id, &mut self.ctx).map_err(codegen);
+        m.clear_context(&mut self.ctx);
+        defined
+    }
+
+    /// Stage 5: makes the code of every compiled program executable.
+    pub fn finalize(mut self) -> Result<NativeCode, CompileError> {
+        let start = Instant::now();
+        let m = self.module.get();
+        m.finalize_definitions().map_err(codegen)?;
+        let funcs = self
+            .funcs
+            .iter()
+            .map(|d| {
+                let row = m.get_finalized_function(d.row);
+                let batch = m.get_finalized_function(d.batch);
+                // SAFETY: both were compiled with the signature
+                // `(pointer) -> i64` under the host's C calling convention.
+                unsafe {
+                    Compiled {
+                        row: std::mem::transmute::<*const u8, RowFn>(row),
+                        batch: std::mem::transmute::<*const u8, BatchFn>(batch),
+                        decl: d.decl,
+                    }
+                }
+            })
+            .collect();
+        let compile_time = self.compile_time + start.elapsed();
+        Ok(NativeCode {
+            module: OwnedModule(self.module.0.take()),
+            funcs,
+            compile_time,
+        })
+    }
+}
+
+/// Compiles one program into its own module and finalizes it; the program is the
+/// code's [`NativeCode::main`] function.
+pub fn compile(prog: &Program) -> Result<NativeCode, CompileError> {
+    let mut m = JitModule::new()?;
+    m.compile(prog)?;
+    m.finalize()
+}
+
+fn codegen(e: impl std::fmt::Display) -> CompileError {
+    CompileError::Codegen(e.to_string())
+}
+
+#[derive(Clone, Copy)]
+enum Kernel {
+    Row,
+    Batch,
+}
+
+/// Loads a pointer-sized field of the frame. `readonly`: the field does not change
+/// during the run, which lets Cranelift drop the load when the program never uses it.
+fn load_field(
+    b: &mut FunctionBuilder<'_>,
+    base: cl::Value,
+    off: usize,
+    readonly: bool,
+) -> cl::Value {
+    let flags = if readonly {
+        lane_flags().with_readonly()
+    } else {
+        lane_flags()
+    };
+    b.ins().load(types::I64, flags, base, off as i32)
+}
+
+fn store_field(b: &mut FunctionBuilder<'_>, v: cl::Value, base: cl::Value, off: usize) {
+    b.ins().store(lane_flags(), v, base, off as i32);
+}
+
+/// The row kernel: load the frame's pointers, run the body, and leave through the
+/// exit block, which records the exit word in `frame.status` and returns it.
+fn build_row_kernel(
+    b: &mut FunctionBuilder<'_>,
+    prog: &Program,
+    helpers: [Option<cl::FuncRef>; Helper::ALL.len()],
+) -> Result<(), CompileError> {
+    let entry = b.create_block();
+    b.append_block_params_for_function_params(entry);
+    b.switch_to_block(entry);
+    let frame = b.block_params(entry)[0];
+    let fv = FrameVals {
+        inputs: load_field(b, frame, FRAME_INPUTS, true),
+        input_tags: load_field(b, frame, FRAME_INPUT_TAGS, true),
+        env: load_field(b, frame, FRAME_ENV, true),
+        env_tags: load_field(b, frame, FRAME_ENV_TAGS, true),
+        state: load_field(b, frame, FRAME_STATE, true),
+        step: load_field(b, frame, FRAME_STEP, true),
+    };
+    let mut t = Translator::new(prog, b, fv, helpers, OnReturn::Return { frame });
+    t.enter()?;
+    t.translate_blocks()?;
+    if let Some(exit) = t.finish() {
+        b.switch_to_block(exit);
+        let word = b.block_params(exit)[0];
+        store_field(b, word, frame, FRAME_STATUS);
+        b.ins().return_(&[word]);
+    }
+    Ok(())
+}
+
+/// The batch kernel: the body inlined in a loop over the rows (contract: see
+/// [`BatchFrame`]). Loop-carried values live in block parameters: the row number,
+/// the step, and the four column cursors, each advanced by one row per iteration.
+fn build_batch_kernel(
+    b: &mut FunctionBuilder<'_>,
+    prog: &Program,
+    helpers: [Option<cl::FuncRef>; Helper::ALL.len()],
+) -> Result<(), CompileError> {
+    let i64t = types::I64;
+    let entry = b.create_block();
+    b.append_block_params_for_function_params(entry);
+    b.switch_to_block(entry);
+    let bf = b.block_params(entry)[0];
+    // Fields the kernel never writes are read-only; the step, status, done and input
+    // pointers are written, so they are not.
+    let env = load_field(b, bf, FRAME_ENV, true);
+    let env_tags = load_field(b, bf, FRAME_ENV_TAGS, true);
+    let state = load_field(b, bf, FRAME_STATE, true);
+    let step0 = load_field(b, bf, FRAME_STEP, false);
+    let rows = load_field(b, bf, BATCH_ROWS, true);
+    let in_lanes = load_field(b, bf, BATCH_IN_LANES, true);
+    let in_tags = load_field(b, bf, BATCH_IN_TAGS, true);
+    let in_stride = load_field(b, bf, BATCH_IN_STRIDE, true);
+    let out_lanes = load_field(b, bf, BATCH_OUT_LANES, true);
+    let out_tags = load_field(b, bf, BATCH_OUT_TAGS, true);
+    let out_slots = load_field(b, bf, BATCH_OUT_SLOTS, true);
+    let n_out = load_field(b, bf, BATCH_N_OUT, true);
+    let in_stride_bytes = b.ins().ishl_imm_u(in_stride, 3);
+    let n_out_bytes = b.ins().ishl_imm_u(n_out, 3);
+    let zero = b.ins().iconst(i64t, 0);
+
+    // head(r, step, in lane cursor, in tag cursor, out lane cursor, out tag cursor)
+    let head = b.create_block();
+    let row = b.create_block();
+    let row_done = b.create_block();
+    let copy = b.create_block();
+    let copy_one = b.create_block();
+    let next_row = b.create_block();
+    let all_done = b.create_block();
+    let p: Vec<cl::Value> = (0..6).map(|_| b.append_block_param(head, i64t)).collect();
+    let (r, step, inp, itag, olane, otag) = (p[0], p[1], p[2], p[3], p[4], p[5]);
+    let j = b.append_block_param(copy, i64t);
+    let args =
+        |vs: &[cl::Value]| -> Vec<BlockArg> { vs.iter().map(|&v| BlockArg::Value(v)).collect() };
+    b.ins().jump(
+        head,
+        &args(&[zero, step0, in_lanes, in_tags, out_lanes, out_tags]),
+    );
+
+    b.switch_to_block(head);
+    let more = b
+        .ins()
+        .icmp(cl::condcodes::IntCC::UnsignedLessThan, r, rows);
+    b.ins().brif(more, row, &[], all_done, &[]);
+
+    // One row: point the frame at the row's inputs, then run the body.
+    b.switch_to_block(row);
+    store_field(b, inp, bf, FRAME_INPUTS);
+    store_field(b, itag, bf, FRAME_INPUT_TAGS);
+    let fv = FrameVals {
+        inputs: inp,
+        input_tags: itag,
+        env,
+        env_tags,
+        state,
+        step,
+    };
+    let mut t = Translator::new(prog, b, fv, helpers, OnReturn::Jump(row_done));
+    t.enter()?;
+    t.translate_blocks()?;
+    let exit = t.finish();
+
+    // The row returned: copy the requested environment slots to the output row.
+    b.switch_to_block(row_done);
+    b.ins().jump(copy, &args(&[zero]));
+    b.switch_to_block(copy);
+    let more_cols = b
+        .ins()
+        .icmp(cl::condcodes::IntCC::UnsignedLessThan, j, n_out);
+    b.ins().brif(more_cols, copy_one, &[], next_row, &[]);
+    b.switch_to_block(copy_one);
+    let flags = lane_flags();
+    let j4 = b.ins().ishl_imm_u(j, 2);
+    let slot_addr = b.ins().iadd(out_slots, j4);
+    let slot = b.ins().uload32(flags, slot_addr, 0);
+    let slot8 = b.ins().ishl_imm_u(slot, 3);
+    let src = b.ins().iadd(env, slot8);
+    let lane = b.ins().load(i64t, flags, src, 0);
+    let j8 = b.ins().ishl_imm_u(j, 3);
+    let dst = b.ins().iadd(olane, j8);
+    b.ins().store(flags, lane, dst, 0);
+    let tsrc = b.ins().iadd(env_tags, slot);
+    let tag = b.ins().load(types::I8, flags, tsrc, 0);
+    let tdst = b.ins().iadd(otag, j);
+    b.ins().store(flags, tag, tdst, 0);
+    let j1 = b.ins().iadd_imm_u(j, 1);
+    b.ins().jump(copy, &args(&[j1]));
+
+    // Advance every cursor by one row.
+    b.switch_to_block(next_row);
+    let r1 = b.ins().iadd_imm_u(r, 1);
+    let step1 = b.ins().iadd_imm_u(step, 1);
+    let inp1 = b.ins().iadd(inp, in_stride_bytes);
+    let itag1 = b.ins().iadd(itag, in_stride);
+    let olane1 = b.ins().iadd(olane, n_out_bytes);
+    let otag1 = b.ins().iadd(otag, n_out);
+    b.ins()
+        .jump(head, &args(&[r1, step1, inp1, itag1, olane1, otag1]));
+
+    // Every row returned.
+    b.switch_to_block(all_done);
+    store_field(b, step, bf, FRAME_STEP);
+    store_field(b, rows, bf, BATCH_DONE);
+    store_field(b, zero, bf, FRAME_STATUS);
+    b.ins().return_(&[zero]);
+
+    // A row declined or trapped: `r` rows returned, and the step stays at this row's.
+    if let Some(exit) = exit {
+        b.switch_to_block(exit);
+        let word = b.block_params(exit)[0];
+        store_field(b, word, bf, FRAME_STATUS);
+        store_field(b, step, bf, FRAME_STEP);
+        store_field(b, r, bf, BATCH_DONE);
+        b.ins().return_(&[word]);
+    }
+    Ok(())
+}
+
+/// One finalized program.
+#[derive(Clone, Copy)]
+struct Compiled {
+    row: RowFn,
+    batch: BatchFn,
+    decl: Decl,
+}
+
+/// The finalized native code of a module. Dropping it frees the code.
+pub struct NativeCode {
+    module: OwnedModule,
+    funcs: Vec<Compiled>,
+    compile_time: Duration,
+}
+
+impl NativeCode {
+    /// The compiled program `h`.
+    ///
+    /// # Panics
+    /// Panics if `h` comes from another module with more programs.
+    pub fn func(&self, h: FuncHandle) -> NativeFn<'_> {
+        let c = self.funcs[h.0];
+        NativeFn {
+            row: c.row,
+            batch: c.batch,
+            decl: c.decl,
+            _code: PhantomData,
+        }
+    }
+
+    /// The first program compiled into the module (the only one, for [`compile`]).
+    ///
+    /// # Panics
+    /// Panics if the module holds no program.
+    pub fn main(&self) -> NativeFn<'_> {
+        self.func(FuncHandle(0))
+    }
+
+    /// Number of programs in the module.
+    pub fn len(&self) -> usize {
+        self.funcs.len()
+    }
+
+    /// Whether the module holds no program.
+    pub fn is_empty(&self) -> bool {
+        self.funcs.is_empty()
+    }
+
+    /// Total compile time: module creation, every program, and finalization.
+    pub fn compile_time(&self) -> Duration {
+        self.compile_time
+    }
+}
+
+impl std::fmt::Debug for NativeCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NativeCode")
+            .field("funcs", &self.funcs.len())
+            .field("compile_time", &self.compile_time)
+            .field("module", &self.module.0.is_some())
+            .finish()
+    }
+}
+
+/// A callable compiled program, borrowing the [`NativeCode`] that owns its machine code.
+#[derive(Clone, Copy)]
+pub struct NativeFn<'a> {
+    row: RowFn,
+    batch: BatchFn,
+    decl: Decl,
+    _code: PhantomData<&'a NativeCode>,
+}
+
+impl NativeFn<'_> {
+    /// The frame sizes the program declared.
+    pub fn decl(&self) -> &Decl {
+        &self.decl
+    }
+
+    /// The raw row kernel. Calling it is subject to [`NativeFn::run_frame`]'s contract
+    /// and valid only while the [`NativeCode`] lives.
+    pub fn row_fn(&self) -> RowFn {
+        self.row
+    }
+
+    /// The raw batch kernel. Calling it is subject to [`NativeFn::run_batch_frame`]'s
+    /// contract and valid only while the [`NativeCode`] lives.
+    pub fn batch_fn(&self) -> BatchFn {
+        self.batch
+    }
+
+    /// Runs the program on owned frame buffers and records the exit in `fb.status`
+    /// (and `fb`'s environment and state), exactly as [`scalar_ir::QuickCode::run`].
+    ///
+    /// # Panics
+    /// Panics if the buffers are smaller than the program's declarations.
+    #[inline]
+    pub fn run(&self, fb: &mut FrameBuffers) -> Exit {
+        assert!(
+            fb.fits(&self.decl),
+            "frame buffers are smaller than the program declares"
+        );
+        let mut frame = fb.frame();
+        // SAFETY: `frame` points into buffers that fit the program's declarations.
+        let word = unsafe { self.run_frame(&mut frame) };
+        fb.status = frame.status;
+        decode(word)
+    }
+
+    /// Runs the program on a raw frame; returns the exit word, also stored in
+    /// `frame.status`.
+    ///
+    /// # Safety
+    /// Every pointer in `*frame` must be valid (and the mutable ones exclusive) for as
+    /// many lanes and tags as the program declares.
+    #[inline]
+    pub unsafe fn run_frame(&self, frame: *mut Frame) -> u64 {
+        // SAFETY: forwarded from the caller.
+        unsafe { (self.row)(frame) }
+    }
+
+    /// Runs the program over a batch, exactly as [`scalar_ir::QuickCode::run_batch`]:
+    /// `fb` supplies the environment, state and step shared by the rows.
+    ///
+    /// # Panics
+    /// Panics unless `batch.fits(fb, decl)` holds.
+    #[inline]
+    pub fn run_batch(&self, fb: &mut FrameBuffers, batch: &mut BatchBuffers) -> Exit {
+        assert!(
+            batch.fits(fb, &self.decl),
+            "batch or frame buffers are smaller than the program declares"
+        );
+        let mut bf = batch.frame(fb);
+        // SAFETY: `bf` was built from buffers that fit, as `fits` checked.
+        let word = unsafe { self.run_batch_frame(&mut bf) };
+        batch.finish(&bf, fb);
+        decode(word)
+    }
+
+    /// Runs the program over a raw batch frame; returns the exit word of the row that
+    /// stopped the batch (0 if every row returned), also stored in `frame.status`.
+    ///
+    /// # Safety
+    /// `*batch` must satisfy the [`BatchFrame`] safety contract for this program.
+    #[inline]
+    pub unsafe fn run_batch_frame(&self, batch: *mut BatchFrame) -> u64 {
+        // SAFETY: forwarded from the caller.
+        unsafe { (self.batch)(batch) }
+    }
+}
+
+impl std::fmt::Debug for NativeFn<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NativeFn")
+            .field("decl", &self.decl)
+            .finish()
+    }
+}
+
+/// Compiled code only ever produces words that [`Exit::encode`] produces.
+#[inline]
+fn decode(word: u64) -> Exit {
+    Exit::decode(word).expect("compiled code returned a well-formed exit word")
+}

@@ -1,0 +1,572 @@
+//! Stages 2 and 3: translate a verified program's blocks into Cranelift IR, then emit
+//! the exits they branch to.
+//!
+//! One [`Translator`] translates one program body into the function being built. The
+//! same body is translated twice per program, into the row kernel and into the batch
+//! kernel; the two differ only in where the frame's pointers and step come from
+//! ([`FrameVals`]) and in what `return` does ([`OnReturn`]).
+//!
+//! Value representation: an `i64` and a `b1` are Cranelift `i64`s holding the raw lane
+//! bits (a `b1` is 0 or 1), an `f64` is a Cranelift `f64`. So every load and store is
+//! one 64-bit move, exactly as the quickened interpreter copies lanes.
+
+use crate::CompileError;
+use crate::helpers::Helper;
+use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
+use cranelift_codegen::ir::immediates::Ieee64;
+use cranelift_codegen::ir::{self as cl, BlockArg, InstBuilder, MemFlagsData, types};
+use cranelift_frontend::FunctionBuilder;
+use scalar_ir::frame::tag_of;
+use scalar_ir::ir::*;
+use scalar_ir::{Exit, TrapKind};
+use std::collections::HashMap;
+
+/// Flags for every lane and tag access: the frame contract makes each address valid
+/// and aligned, so the access cannot trap.
+pub(crate) fn lane_flags() -> MemFlagsData {
+    MemFlagsData::trusted()
+}
+
+/// The Cranelift type of a scalar IR type (see the module docs).
+pub(crate) fn cl_type(ty: Type) -> cl::Type {
+    match ty {
+        Type::I64 | Type::B1 => types::I64,
+        Type::F64 => types::F64,
+    }
+}
+
+/// The byte offset of element `index` of size `size`, as a load/store immediate.
+/// Cranelift immediates are 32-bit; a frame that large is declined, not truncated.
+pub(crate) fn offset(index: u32, size: u32) -> Result<i32, CompileError> {
+    (index as u64 * size as u64).try_into().map_err(|_| {
+        CompileError::Unsupported(format!("frame index {index} is beyond a 2 GiB offset"))
+    })
+}
+
+/// The frame's pointers and step as Cranelift values, fixed for one run of the body.
+pub(crate) struct FrameVals {
+    pub inputs: cl::Value,
+    pub input_tags: cl::Value,
+    pub env: cl::Value,
+    pub env_tags: cl::Value,
+    pub state: cl::Value,
+    pub step: cl::Value,
+}
+
+/// What the program's `return` becomes.
+#[derive(Clone, Copy)]
+pub(crate) enum OnReturn {
+    /// Row kernel: store status 0 at `frame + FRAME_STATUS` and return 0.
+    Return { frame: cl::Value },
+    /// Batch kernel: continue with the row's epilogue (copy outputs, next row).
+    Jump(cl::Block),
+}
+
+/// Translates one program body. Created per kernel; consumed by [`Translator::finish`].
+pub(crate) struct Translator<'p, 'b, 'f> {
+    prog: &'p Program,
+    b: &'b mut FunctionBuilder<'f>,
+    frame: FrameVals,
+    helpers: [Option<cl::FuncRef>; Helper::ALL.len()],
+    on_return: OnReturn,
+    /// The shared exit block, created with the first stub: takes the exit word as its
+    /// one parameter. Filled by the caller, because each kernel leaves differently.
+    exit_block: Option<cl::Block>,
+    /// Cold stubs, one per distinct non-return exit word, each jumping to `exit_block`.
+    stubs: HashMap<u64, cl::Block>,
+    /// Cranelift value of each scalar IR value, once translated.
+    vals: Vec<Option<cl::Value>>,
+    /// The raw `i8` result of each comparison, so `brif`/`select` can use it directly
+    /// instead of the widened 0/1 lane.
+    flags: Vec<Option<cl::Value>>,
+    /// Cranelift block of each scalar IR block.
+    blocks: Vec<Option<cl::Block>>,
+}
+
+impl<'p, 'b, 'f> Translator<'p, 'b, 'f> {
+    pub(crate) fn new(
+        prog: &'p Program,
+        b: &'b mut FunctionBuilder<'f>,
+        frame: FrameVals,
+        helpers: [Option<cl::FuncRef>; Helper::ALL.len()],
+        on_return: OnReturn,
+    ) -> Self {
+        Translator {
+            prog,
+            b,
+            frame,
+            helpers,
+            on_return,
+            exit_block: None,
+            stubs: HashMap::new(),
+            vals: vec![None; prog.values.len()],
+            flags: vec![None; prog.values.len()],
+            blocks: vec![None; prog.block_params.len()],
+        }
+    }
+
+    /// Creates a Cranelift block (with typed parameters) for every laid-out block and
+    /// jumps from the current block into the program's entry block.
+    pub(crate) fn enter(&mut self) -> Result<(), CompileError> {
+        for &blk in &self.prog.layout.blocks {
+            let cb = self.b.create_block();
+            for &p in self.prog.params(blk) {
+                let ty = self.value_type(p)?;
+                let v = self.b.append_block_param(cb, cl_type(ty));
+                self.vals[p.index()] = Some(v);
+            }
+            self.blocks[blk.index()] = Some(cb);
+        }
+        let entry = self
+            .prog
+            .entry()
+            .ok_or_else(|| internal("program has no entry block"))?;
+        let entry = self.block(entry)?;
+        self.b.ins().jump(entry, &[]);
+        Ok(())
+    }
+
+    /// Translates every block, in reverse postorder so that each value's definition
+    /// (which dominates its uses, by the verifier) is translated before its uses,
+    /// whatever the program's layout order.
+    pub(crate) fn translate_blocks(&mut self) -> Result<(), CompileError> {
+        for blk in reverse_postorder(self.prog) {
+            let cb = self.block(blk)?;
+            self.b.switch_to_block(cb);
+            for &inst in self.prog.layout.block_insts(blk) {
+                self.translate_inst(inst)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Stage 3, emit exits: fills the cold exit stubs, each of which materialises its
+    /// exit word and jumps to the shared exit block. Returns that block (empty, with
+    /// the word as its parameter) for the caller to fill, or `None` if the program
+    /// never leaves other than by `return`.
+    pub(crate) fn finish(self) -> Option<cl::Block> {
+        let exit_block = self.exit_block?;
+        let mut stubs: Vec<_> = self.stubs.into_iter().collect();
+        // Deterministic block order, so that compiling a program twice gives the same code.
+        stubs.sort_unstable_by_key(|&(word, _)| word);
+        for (word, stub) in stubs {
+            self.b.switch_to_block(stub);
+            let w = self.b.ins().iconst(types::I64, word as i64);
+            self.b.ins().jump(exit_block, &[BlockArg::Value(w)]);
+        }
+        Some(exit_block)
+    }
+
+    fn block(&self, blk: Block) -> Result<cl::Block, CompileError> {
+        self.blocks
+            .get(blk.index())
+            .copied()
+            .flatten()
+            .ok_or_else(|| internal(&format!("{blk} is not laid out")))
+    }
+
+    fn value_type(&self, v: Value) -> Result<Type, CompileError> {
+        self.prog
+            .value_type(v)
+            .ok_or_else(|| internal(&format!("{v} is not in the value table")))
+    }
+
+    fn val(&self, v: Value) -> Result<cl::Value, CompileError> {
+        self.vals
+            .get(v.index())
+            .copied()
+            .flatten()
+            .ok_or_else(|| internal(&format!("{v} used before it was translated")))
+    }
+
+    /// A branch condition: the comparison's own flag if there is one, else the lane.
+    fn cond(&self, v: Value) -> Result<cl::Value, CompileError> {
+        match self.flags.get(v.index()).copied().flatten() {
+            Some(f) => Ok(f),
+            None => self.val(v),
+        }
+    }
+
+    fn args(&self, call: &BlockCall) -> Result<Vec<BlockArg>, CompileError> {
+        call.args
+            .iter()
+            .map(|&v| self.val(v).map(BlockArg::Value))
+            .collect()
+    }
+
+    /// The cold block that leaves with `exit`.
+    fn stub(&mut self, exit: Exit) -> cl::Block {
+        let word = exit.encode();
+        if let Some(&blk) = self.stubs.get(&word) {
+            return blk;
+        }
+        if self.exit_block.is_none() {
+            let exit = self.b.create_block();
+            self.b.append_block_param(exit, types::I64);
+            self.b.set_cold_block(exit);
+            self.exit_block = Some(exit);
+        }
+        let blk = self.b.create_block();
+        self.b.set_cold_block(blk);
+        self.stubs.insert(word, blk);
+        blk
+    }
+
+    /// Leaves with `exit` if `cond` is non-zero, else continues in a fresh block.
+    fn exit_if(&mut self, cond: cl::Value, exit: Exit) {
+        let stub = self.stub(exit);
+        let cont = self.b.create_block();
+        self.b.ins().brif(cond, stub, &[], cont, &[]);
+        self.b.switch_to_block(cont);
+    }
+
+    fn call(&mut self, h: Helper, args: &[cl::Value]) -> Result<cl::Value, CompileError> {
+        let f = self.helpers[h.index()]
+            .ok_or_else(|| internal(&format!("helper {} was not imported", h.symbol())))?;
+        let call = self.b.ins().call(f, args);
+        Ok(self.b.inst_results(call)[0])
+    }
+
+    /// Loads a tag byte and tests it against `ty`'s tag: non-zero when it differs.
+    fn tag_differs(
+        &mut self,
+        tags: cl::Value,
+        slot: u32,
+        ty: Type,
+    ) -> Result<cl::Value, CompileError> {
+        let t = self
+            .b
+            .ins()
+            .load(types::I8, lane_flags(), tags, offset(slot, 1)?);
+        Ok(self
+            .b
+            .ins()
+            .icmp_imm_s(IntCC::NotEqual, t, tag_of(ty) as i64))
+    }
+
+    /// The address of ring lane `base + step % len`, as (pointer, byte offset).
+    fn ring_addr(&mut self, base: u32, len: u32) -> Result<(cl::Value, i32), CompileError> {
+        // The verifier guarantees len >= 1, so the remainder never divides by zero.
+        let idx = self.b.ins().urem_imm_u(self.frame.step, len as i64);
+        let scaled = self.b.ins().ishl_imm_u(idx, 3);
+        let addr = self.b.ins().iadd(self.frame.state, scaled);
+        Ok((addr, offset(base, 8)?))
+    }
+
+    fn translate_inst(&mut self, inst: Inst) -> Result<(), CompileError> {
+        let data = self.prog.inst(inst);
+        let flags = lane_flags();
+        let result: Option<cl::Value> = match *data {
+            InstData::Iconst(v) => Some(self.b.ins().iconst(types::I64, v)),
+            InstData::Fconst(bits) => Some(self.b.ins().f64const(Ieee64::with_bits(bits))),
+            InstData::Bconst(v) => Some(self.b.ins().iconst(types::I64, v as i64)),
+            InstData::GuardInput { slot, ty, reason } => {
+                let bad = self.tag_differs(self.frame.input_tags, slot, ty)?;
+                self.exit_if(bad, Exit::Decline(reason));
+                None
+            }
+            InstData::GuardEnv { slot, ty, reason } => {
+                let bad = self.tag_differs(self.frame.env_tags, slot, ty)?;
+                self.exit_if(bad, Exit::Decline(reason));
+                None
+            }
+            InstData::LoadInput { ty, slot } => {
+                let off = offset(slot, 8)?;
+                Some(
+                    self.b
+                        .ins()
+                        .load(cl_type(ty), flags, self.frame.inputs, off),
+                )
+            }
+            InstData::LoadEnv { ty, slot } => {
+                let off = offset(slot, 8)?;
+                Some(self.b.ins().load(cl_type(ty), flags, self.frame.env, off))
+            }
+            InstData::StoreEnv { ty, slot, arg } => {
+                let (v, off, toff) = (self.val(arg)?, offset(slot, 8)?, offset(slot, 1)?);
+                self.b.ins().store(flags, v, self.frame.env, off);
+                let t = self.b.ins().iconst(types::I8, tag_of(ty) as i64);
+                self.b.ins().store(flags, t, self.frame.env_tags, toff);
+                None
+            }
+            InstData::LoadState { ty, lane } => {
+                let off = offset(lane, 8)?;
+                Some(self.b.ins().load(cl_type(ty), flags, self.frame.state, off))
+            }
+            InstData::StoreState { lane, arg, .. } => {
+                let (v, off) = (self.val(arg)?, offset(lane, 8)?);
+                self.b.ins().store(flags, v, self.frame.state, off);
+                None
+            }
+            InstData::RingLoad { ty, base, len } => {
+                let (addr, off) = self.ring_addr(base, len)?;
+                Some(self.b.ins().load(cl_type(ty), flags, addr, off))
+            }
+            InstData::RingStore { base, len, arg, .. } => {
+                let v = self.val(arg)?;
+                let (addr, off) = self.ring_addr(base, len)?;
+                self.b.ins().store(flags, v, addr, off);
+                None
+            }
+            InstData::Binary { op, args } => {
+                let (a, b) = (self.val(args[0])?, self.val(args[1])?);
+                Some(self.binary(op, a, b)?)
+            }
+            InstData::Unary { op, arg } => {
+                let a = self.val(arg)?;
+                Some(self.unary(op, a)?)
+            }
+            InstData::BinaryCk { op, args, site } => {
+                let (a, b) = (self.val(args[0])?, self.val(args[1])?);
+                Some(self.binary_ck(op, a, b, site))
+            }
+            InstData::UnaryCk { op, arg, site } => {
+                let a = self.val(arg)?;
+                let overflow = Exit::Trap(TrapKind::Overflow, site);
+                Some(match op {
+                    CkUnOp::InegCk => {
+                        let zero = self.b.ins().iconst(types::I64, 0);
+                        let (r, of) = self.b.ins().ssub_overflow(zero, a);
+                        self.exit_if(of, overflow);
+                        r
+                    }
+                    CkUnOp::IabsCk => {
+                        // |i64::MIN| is the only absolute value that does not fit.
+                        let is_min = self.b.ins().icmp_imm_s(IntCC::Equal, a, i64::MIN);
+                        self.exit_if(is_min, overflow);
+                        self.b.ins().iabs(a)
+                    }
+                })
+            }
+            InstData::Cmp { kind, cond, args } => {
+                let (a, b) = (self.val(args[0])?, self.val(args[1])?);
+                let flag = match kind {
+                    // b1 lanes are 0/1, so a signed integer comparison orders false < true.
+                    CmpKind::Icmp | CmpKind::Bcmp => self.b.ins().icmp(int_cc(cond), a, b),
+                    CmpKind::Fcmp => self.b.ins().fcmp(float_cc(cond), a, b),
+                };
+                if let Some(r) = self.prog.result(inst) {
+                    self.flags[r.index()] = Some(flag);
+                }
+                Some(self.b.ins().uextend(types::I64, flag))
+            }
+            InstData::Select { cond, args, .. } => {
+                let c = self.cond(cond)?;
+                let (a, b) = (self.val(args[0])?, self.val(args[1])?);
+                Some(self.b.ins().select(c, a, b))
+            }
+            InstData::Jump { ref dest } => {
+                let (target, args) = (self.block(dest.block)?, self.args(dest)?);
+                self.b.ins().jump(target, &args);
+                None
+            }
+            InstData::Brif {
+                cond,
+                ref then_dest,
+                ref else_dest,
+            } => {
+                let c = self.cond(cond)?;
+                let (t, targs) = (self.block(then_dest.block)?, self.args(then_dest)?);
+                let (e, eargs) = (self.block(else_dest.block)?, self.args(else_dest)?);
+                self.b.ins().brif(c, t, &targs, e, &eargs);
+                None
+            }
+            InstData::Return => {
+                match self.on_return {
+                    OnReturn::Return { frame } => {
+                        let zero = self.b.ins().iconst(types::I64, 0);
+                        let off = scalar_ir::frame::FRAME_STATUS as i32;
+                        self.b.ins().store(flags, zero, frame, off);
+                        self.b.ins().return_(&[zero]);
+                    }
+                    OnReturn::Jump(next) => {
+                        self.b.ins().jump(next, &[]);
+                    }
+                }
+                None
+            }
+            InstData::Decline { reason } => {
+                let stub = self.stub(Exit::Decline(reason));
+                self.b.ins().jump(stub, &[]);
+                None
+            }
+            InstData::Trap { kind, site } => {
+                let stub = self.stub(Exit::Trap(kind, site));
+                self.b.ins().jump(stub, &[]);
+                None
+            }
+        };
+        if let (Some(v), Some(r)) = (result, self.prog.result(inst)) {
+            self.vals[r.index()] = Some(v);
+        }
+        Ok(())
+    }
+
+    fn binary(&mut self, op: BinOp, a: cl::Value, b: cl::Value) -> Result<cl::Value, CompileError> {
+        let ins = self.b.ins();
+        Ok(match op {
+            BinOp::Imin => ins.smin(a, b),
+            BinOp::Imax => ins.smax(a, b),
+            BinOp::Fadd => ins.fadd(a, b),
+            BinOp::Fsub => ins.fsub(a, b),
+            BinOp::Fmul => ins.fmul(a, b),
+            BinOp::Fdiv => ins.fdiv(a, b),
+            BinOp::Band => ins.band(a, b),
+            BinOp::Bor => ins.bor(a, b),
+            BinOp::Bxor => ins.bxor(a, b),
+            BinOp::Frem => return self.call(Helper::Frem, &[a, b]),
+            BinOp::Fmin => return self.call(Helper::Fmin, &[a, b]),
+            BinOp::Fmax => return self.call(Helper::Fmax, &[a, b]),
+        })
+    }
+
+    fn unary(&mut self, op: UnOp, a: cl::Value) -> Result<cl::Value, CompileError> {
+        // Negation and absolute value are sign-bit operations and square root is the
+        // correctly rounded SSE2 `sqrtsd` in both tiers, so the native instruction gives
+        // the same bits as Rust's method. Floor and ceiling are not (see helpers.rs).
+        let ins = self.b.ins();
+        Ok(match op {
+            UnOp::Fneg => ins.fneg(a),
+            UnOp::Fabs => ins.fabs(a),
+            UnOp::Fsqrt => ins.sqrt(a),
+            UnOp::FcvtFromI64 => ins.fcvt_from_sint(types::F64, a),
+            UnOp::Bnot => ins.bxor_imm_u(a, 1),
+            UnOp::Fsin => return self.call(Helper::Sin, &[a]),
+            UnOp::Fcos => return self.call(Helper::Cos, &[a]),
+            UnOp::Ftan => return self.call(Helper::Tan, &[a]),
+            UnOp::Ffloor => return self.call(Helper::Floor, &[a]),
+            UnOp::Fceil => return self.call(Helper::Ceil, &[a]),
+        })
+    }
+
+    /// Checked arithmetic, exactly Rust's `checked_*`: the overflow flag of the
+    /// `*_overflow` instructions for `+ - *`; for `/` and `%` a zero divisor first
+    /// (division by zero), then `i64::MIN` by `-1` (overflow), both tested before
+    /// dividing so that the hardware divide never faults.
+    fn binary_ck(&mut self, op: CkBinOp, a: cl::Value, b: cl::Value, site: u32) -> cl::Value {
+        let overflow = Exit::Trap(TrapKind::Overflow, site);
+        let (r, of) = match op {
+            CkBinOp::IaddCk => self.b.ins().sadd_overflow(a, b),
+            CkBinOp::IsubCk => self.b.ins().ssub_overflow(a, b),
+            CkBinOp::ImulCk => self.b.ins().smul_overflow(a, b),
+            CkBinOp::IdivCk | CkBinOp::IremCk => {
+                let zero = self.b.ins().icmp_imm_s(IntCC::Equal, b, 0);
+                self.exit_if(zero, Exit::Trap(TrapKind::DivByZero, site));
+                let a_min = self.b.ins().icmp_imm_s(IntCC::Equal, a, i64::MIN);
+                let b_m1 = self.b.ins().icmp_imm_s(IntCC::Equal, b, -1);
+                let both = self.b.ins().band(a_min, b_m1);
+                self.exit_if(both, overflow);
+                return match op {
+                    CkBinOp::IdivCk => self.b.ins().sdiv(a, b),
+                    _ => self.b.ins().srem(a, b),
+                };
+            }
+        };
+        self.exit_if(of, overflow);
+        r
+    }
+}
+
+fn int_cc(c: Cond) -> IntCC {
+    match c {
+        Cond::Eq => IntCC::Equal,
+        Cond::Ne => IntCC::NotEqual,
+        Cond::Lt => IntCC::SignedLessThan,
+        Cond::Le => IntCC::SignedLessThanOrEqual,
+        Cond::Gt => IntCC::SignedGreaterThan,
+        Cond::Ge => IntCC::SignedGreaterThanOrEqual,
+    }
+}
+
+/// IEEE conditions as Rust's `PartialOrd` evaluates them: the ordered ones are false
+/// on NaN; `ne` is "unordered or not equal", so it is true on NaN.
+fn float_cc(c: Cond) -> FloatCC {
+    match c {
+        Cond::Eq => FloatCC::Equal,
+        Cond::Ne => FloatCC::NotEqual,
+        Cond::Lt => FloatCC::LessThan,
+        Cond::Le => FloatCC::LessThanOrEqual,
+        Cond::Gt => FloatCC::GreaterThan,
+        Cond::Ge => FloatCC::GreaterThanOrEqual,
+    }
+}
+
+/// The helpers a program calls, so the caller imports exactly those.
+pub(crate) fn helpers_used(prog: &Program) -> Vec<Helper> {
+    let mut used = [false; Helper::ALL.len()];
+    for &blk in &prog.layout.blocks {
+        for &inst in prog.layout.block_insts(blk) {
+            let h = match *prog.inst(inst) {
+                InstData::Binary {
+                    op: BinOp::Frem, ..
+                } => Helper::Frem,
+                InstData::Binary {
+                    op: BinOp::Fmin, ..
+                } => Helper::Fmin,
+                InstData::Binary {
+                    op: BinOp::Fmax, ..
+                } => Helper::Fmax,
+                InstData::Unary { op: UnOp::Fsin, .. } => Helper::Sin,
+                InstData::Unary { op: UnOp::Fcos, .. } => Helper::Cos,
+                InstData::Unary { op: UnOp::Ftan, .. } => Helper::Tan,
+                InstData::Unary {
+                    op: UnOp::Ffloor, ..
+                } => Helper::Floor,
+                InstData::Unary {
+                    op: UnOp::Fceil, ..
+                } => Helper::Ceil,
+                _ => continue,
+            };
+            used[h.index()] = true;
+        }
+    }
+    Helper::ALL
+        .into_iter()
+        .filter(|h| used[h.index()])
+        .collect()
+}
+
+/// The laid-out blocks in reverse postorder of the control-flow graph from the entry.
+/// The verifier makes every laid-out block reachable, so this is every block.
+fn reverse_postorder(prog: &Program) -> Vec<Block> {
+    let Some(entry) = prog.entry() else {
+        return Vec::new();
+    };
+    let mut seen = vec![false; prog.block_params.len()];
+    let mut post = Vec::with_capacity(prog.layout.blocks.len());
+    // Iterative DFS: (block, index of the next successor to visit).
+    let succs = |b: Block| -> Vec<Block> {
+        prog.layout
+            .block_insts(b)
+            .last()
+            .map(|&i| {
+                prog.inst(i)
+                    .branch_targets()
+                    .iter()
+                    .map(|c| c.block)
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let mut stack = vec![(entry, succs(entry), 0usize)];
+    seen[entry.index()] = true;
+    while let Some((b, ss, k)) = stack.last_mut() {
+        if let Some(&s) = ss.get(*k) {
+            *k += 1;
+            if !seen[s.index()] {
+                seen[s.index()] = true;
+                let next = succs(s);
+                stack.push((s, next, 0));
+            }
+        } else {
+            post.push(*b);
+            stack.pop();
+        }
+    }
+    post.reverse();
+    post
+}
+
+fn internal(msg: &str) -> CompileError {
+    CompileError::Internal(msg.to_string())
+}

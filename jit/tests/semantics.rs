@@ -1,0 +1,367 @@
+//! Every operation on every pair of special operands (integers at the edges of i64,
+//! floats with signed zeros, infinities, subnormals and NaNs with payloads), with
+//! operands as inputs and as constants, compared bitwise with the quickened
+//! interpreter and with `scalar_ir::ir::sem`; plus guards, compile-time declines,
+//! modules holding several programs, and compile-time measurement.
+
+mod common;
+
+use common::programs::{FLOATS, INTS};
+use scalar_ir::ir::sem;
+use scalar_ir::*;
+
+fn decl(inputs: u32, env: u32) -> Decl {
+    Decl {
+        inputs,
+        env,
+        state: 0,
+        sites: 1,
+    }
+}
+
+/// `env0 = op(x, y)` with `x`, `y` guarded inputs of `ty` — or, with `consts`, the
+/// given constants in their place (the quickened tier folds those into
+/// superinstructions, so both selections must agree with the JIT).
+fn binary_program(
+    ty: Type,
+    consts: Option<(u64, u64)>,
+    make: &dyn Fn(&mut FunctionBuilder, Value, Value) -> Value,
+    out_ty: Type,
+) -> Program {
+    let mut fb = FunctionBuilder::new(decl(2, 1));
+    let b0 = fb.create_block();
+    fb.switch_to_block(b0);
+    let operand = |fb: &mut FunctionBuilder, slot: u32, c: Option<u64>| match c {
+        Some(bits) => {
+            let inst = fb.ins(match ty {
+                Type::I64 => InstData::Iconst(bits as i64),
+                Type::F64 => InstData::Fconst(bits),
+                Type::B1 => InstData::Bconst(bits != 0),
+            });
+            fb.program().result(inst).unwrap()
+        }
+        None => {
+            fb.guard_input(slot, ty, slot);
+            fb.load_input(ty, slot)
+        }
+    };
+    let x = operand(&mut fb, 0, consts.map(|c| c.0));
+    let y = operand(&mut fb, 1, consts.map(|c| c.1));
+    let r = make(&mut fb, x, y);
+    fb.store_env(out_ty, 0, r);
+    fb.ret();
+    fb.finish()
+}
+
+fn values(ty: Type) -> Vec<u64> {
+    match ty {
+        Type::I64 => INTS
+            .iter()
+            .map(|&i| i as u64)
+            .chain([5, -7i64 as u64])
+            .collect(),
+        Type::F64 => FLOATS.to_vec(),
+        Type::B1 => vec![0, 1],
+    }
+}
+
+/// Runs `make` on every pair of special values, as inputs and as constants; returns
+/// each pair's outcome (exit and env lane bits) after checking that quickened and
+/// JIT agree.
+fn check_binary(
+    ty: Type,
+    out_ty: Type,
+    make: &dyn Fn(&mut FunctionBuilder, Value, Value) -> Value,
+) -> Vec<(u64, u64, Exit, u64)> {
+    let vals = values(ty);
+    let prog = binary_program(ty, None, make, out_ty);
+    let mut quick = QuickCode::compile(&prog).unwrap();
+    let native = jit::compile(&prog).unwrap();
+    let mut out = Vec::new();
+    for &a in &vals {
+        for &b in &vals {
+            let mut start = FrameBuffers::new(&prog.decl);
+            let tag = scalar_ir::frame::tag_of(ty);
+            (start.input_tags[0], start.inputs[0]) = (tag, a);
+            (start.input_tags[1], start.inputs[1]) = (tag, b);
+            common::assert_same(&mut quick, native.main(), &prog, &start);
+            let got = common::run_native(native.main(), &start);
+            out.push((a, b, got.exit, got.fb.env[0]));
+        }
+    }
+    // The constant-operand forms, on a sample of pairs (one module each).
+    for &a in vals.iter().step_by(3) {
+        for &b in vals.iter().step_by(2) {
+            let prog = binary_program(ty, Some((a, b)), make, out_ty);
+            let mut quick = QuickCode::compile(&prog).unwrap();
+            let native = jit::compile(&prog).unwrap();
+            common::assert_same(
+                &mut quick,
+                native.main(),
+                &prog,
+                &FrameBuffers::new(&prog.decl),
+            );
+        }
+    }
+    out
+}
+
+#[test]
+fn non_trapping_binary_ops_match_rust_bitwise() {
+    for &op in BinOp::ALL {
+        let ty = op.operand_types()[0];
+        let rows = check_binary(ty, op.result_type(), &|fb, x, y| fb.binary(op, x, y));
+        for (a, b, exit, bits) in rows {
+            assert_eq!(exit, Exit::Return);
+            let want = sem::binop(op, a, b);
+            assert_eq!(bits, want, "{} {a:#x} {b:#x}", op.name());
+        }
+    }
+}
+
+#[test]
+fn checked_binary_ops_trap_exactly_like_rust() {
+    for &op in CkBinOp::ALL {
+        let rows = check_binary(Type::I64, Type::I64, &|fb, x, y| fb.binary_ck(op, x, y, 0));
+        for (a, b, exit, bits) in rows {
+            match sem::ck_binop(op, a as i64, b as i64) {
+                Ok(v) => assert_eq!((exit, bits), (Exit::Return, v as u64)),
+                Err(k) => assert_eq!(exit, Exit::Trap(k, 0), "{} {a} {b}", op.name()),
+            }
+        }
+    }
+    // The cases the brief names, explicitly.
+    let div = |a: i64, b: i64, op: CkBinOp| {
+        let prog = binary_program(
+            Type::I64,
+            None,
+            &|fb, x, y| fb.binary_ck(op, x, y, 0),
+            Type::I64,
+        );
+        let native = jit::compile(&prog).unwrap();
+        let mut f = FrameBuffers::new(&prog.decl);
+        f.set_input(0, Slot::I64(a));
+        f.set_input(1, Slot::I64(b));
+        native.main().run(&mut f)
+    };
+    use CkBinOp::{IdivCk, IremCk};
+    assert_eq!(div(7, 0, IdivCk), Exit::Trap(TrapKind::DivByZero, 0));
+    assert_eq!(div(7, 0, IremCk), Exit::Trap(TrapKind::DivByZero, 0));
+    assert_eq!(div(i64::MIN, -1, IdivCk), Exit::Trap(TrapKind::Overflow, 0));
+    assert_eq!(div(i64::MIN, -1, IremCk), Exit::Trap(TrapKind::Overflow, 0));
+    assert_eq!(div(i64::MIN, 0, IdivCk), Exit::Trap(TrapKind::DivByZero, 0));
+    assert_eq!(div(-7, 2, IdivCk), Exit::Return);
+}
+
+#[test]
+fn comparisons_match_rust_including_nan() {
+    for kind in [CmpKind::Icmp, CmpKind::Fcmp, CmpKind::Bcmp] {
+        for cond in Cond::ALL {
+            let ty = kind.operand_type();
+            let rows = check_binary(ty, Type::B1, &|fb, x, y| fb.cmp(kind, cond, x, y));
+            for (a, b, exit, bits) in rows {
+                let want = match kind {
+                    CmpKind::Fcmp => cond.eval(f64::from_bits(a), f64::from_bits(b)),
+                    _ => cond.eval(a as i64, b as i64),
+                };
+                assert_eq!(
+                    (exit, bits),
+                    (Exit::Return, want as u64),
+                    "{kind:?} {cond:?} {a:#x} {b:#x}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn select_picks_by_a_comparison_and_by_a_lane() {
+    for ty in [Type::I64, Type::F64, Type::B1] {
+        let rows = check_binary(ty, ty, &|fb, x, y| {
+            let z = fb.iconst(0);
+            let c = fb.cmp(CmpKind::Icmp, Cond::Lt, z, z);
+            let s = fb.select(ty, c, x, y);
+            let t = fb.bconst(true);
+            fb.select(ty, t, s, x)
+        });
+        for (_, b, exit, bits) in rows {
+            assert_eq!((exit, bits), (Exit::Return, b));
+        }
+    }
+}
+
+#[test]
+fn unary_ops_match_rust_bitwise() {
+    for &op in UnOp::ALL {
+        let ty = op.operand_types()[0];
+        let rows = check_binary(ty, op.result_type(), &|fb, x, _| fb.unary(op, x));
+        for (a, _, exit, bits) in rows {
+            assert_eq!(
+                (exit, bits),
+                (Exit::Return, sem::unop(op, a)),
+                "{} {a:#x}",
+                op.name()
+            );
+        }
+    }
+    for op in CkUnOp::ALL {
+        let rows = check_binary(Type::I64, Type::I64, &|fb, x, _| match op {
+            CkUnOp::InegCk => fb.ineg_ck(x, 0),
+            CkUnOp::IabsCk => fb.iabs_ck(x, 0),
+        });
+        for (a, _, exit, bits) in rows {
+            match sem::ck_unop(*op, a as i64) {
+                Ok(v) => assert_eq!((exit, bits), (Exit::Return, v as u64)),
+                Err(k) => assert_eq!(exit, Exit::Trap(k, 0)),
+            }
+        }
+    }
+}
+
+#[test]
+fn guards_decline_on_every_other_tag() {
+    let prog = scalar_ir::parse(
+        "program inputs=1 env=2 state=0 sites=0
+block0:
+    guard_input 0, f64, 4
+    guard_env 1, b1, 5
+    v0 = load_input.f64 0
+    store_env.f64 0, v0
+    return
+",
+    )
+    .unwrap();
+    let mut quick = QuickCode::compile(&prog).unwrap();
+    let native = jit::compile(&prog).unwrap();
+    let slots = [
+        Slot::Absent,
+        Slot::Deferred,
+        Slot::I64(1),
+        Slot::F64(2.0),
+        Slot::B1(true),
+        Slot::Other,
+    ];
+    for x in slots {
+        for e in slots {
+            let mut start = FrameBuffers::new(&prog.decl);
+            start.set_input(0, x);
+            start.set_env(1, e);
+            common::assert_same(&mut quick, native.main(), &prog, &start);
+            let want = match (x, e) {
+                (Slot::F64(_), Slot::B1(_)) => Exit::Return,
+                (Slot::F64(_), _) => Exit::Decline(5),
+                _ => Exit::Decline(4),
+            };
+            assert_eq!(common::run_native(native.main(), &start).exit, want);
+        }
+    }
+}
+
+#[test]
+fn frames_beyond_32_bit_offsets_are_declined_not_truncated() {
+    // Slot 2^28 is 2 GiB into the lane array, past a Cranelift load's 32-bit offset.
+    let big = 1u32 << 28;
+    let mut fb = FunctionBuilder::new(Decl {
+        inputs: big + 1,
+        env: 1,
+        state: 0,
+        sites: 0,
+    });
+    let b0 = fb.create_block();
+    fb.switch_to_block(b0);
+    let v = fb.load_input(Type::I64, big);
+    fb.store_env(Type::I64, 0, v);
+    fb.ret();
+    let prog = fb.finish();
+    assert!(verify(&prog).is_ok());
+    match jit::compile(&prog) {
+        Err(jit::CompileError::Unsupported(msg)) => assert!(msg.contains("offset"), "{msg}"),
+        other => panic!("expected an unsupported decline, got {other:?}"),
+    }
+    // A decline leaves the module usable for other programs.
+    let mut m = jit::JitModule::new().unwrap();
+    assert!(matches!(
+        m.compile(&prog),
+        Err(jit::CompileError::Unsupported(_))
+    ));
+    let ok = scalar_ir::parse("program inputs=0 env=1 state=0 sites=0\nblock0:\n    v0 = iconst 3\n    store_env.i64 0, v0\n    return\n").unwrap();
+    let h = m.compile(&ok).unwrap();
+    let code = m.finalize().unwrap();
+    let mut f = FrameBuffers::new(&ok.decl);
+    assert_eq!(code.func(h).run(&mut f), Exit::Return);
+    assert_eq!(f.env(0), Slot::I64(3));
+}
+
+#[test]
+fn unverified_programs_are_rejected() {
+    let mut prog = scalar_ir::parse("program inputs=0 env=1 state=0 sites=0\nblock0:\n    v0 = iconst 3\n    store_env.i64 0, v0\n    return\n").unwrap();
+    prog.decl.env = 0;
+    assert!(matches!(
+        jit::compile(&prog),
+        Err(jit::CompileError::Verify(_))
+    ));
+}
+
+#[test]
+fn one_module_holds_several_programs() {
+    let texts = [
+        "program inputs=1 env=1 state=0 sites=1\nblock0:\n    v0 = load_input.i64 0\n    v1 = iconst 10\n    v2 = iadd_ck v0, v1, site0\n    store_env.i64 0, v2\n    return\n",
+        "program inputs=1 env=1 state=0 sites=0\nblock0:\n    v0 = load_input.f64 0\n    v1 = fsin v0\n    store_env.f64 0, v1\n    return\n",
+        "program inputs=1 env=1 state=1 sites=0\nblock0:\n    v0 = load_state.i64 0\n    store_env.i64 0, v0\n    decline 3\n",
+    ];
+    let progs: Vec<Program> = texts.iter().map(|t| scalar_ir::parse(t).unwrap()).collect();
+    let mut m = jit::JitModule::new().unwrap();
+    let handles: Vec<_> = progs.iter().map(|p| m.compile(p).unwrap()).collect();
+    assert_eq!(m.len(), 3);
+    let before = m.compile_time();
+    let code = m.finalize().unwrap();
+    assert!(code.compile_time() >= before && before.as_nanos() > 0);
+    let mut f = FrameBuffers::new(&progs[0].decl);
+    f.set_input(0, Slot::I64(5));
+    assert_eq!(code.func(handles[0]).run(&mut f), Exit::Return);
+    assert_eq!(f.env(0), Slot::I64(15));
+    let mut f = FrameBuffers::new(&progs[1].decl);
+    f.set_input(0, Slot::F64(1.0));
+    assert_eq!(code.func(handles[1]).run(&mut f), Exit::Return);
+    assert_eq!(f.env(0), Slot::F64(1.0f64.sin()));
+    let mut f = FrameBuffers::new(&progs[2].decl);
+    f.state[0] = 9;
+    assert_eq!(code.func(handles[2]).run(&mut f), Exit::Decline(3));
+    assert_eq!(f.status, Exit::Decline(3).encode());
+    assert_eq!(f.env(0), Slot::I64(9));
+}
+
+#[test]
+fn raw_frame_call_matches_safe_call() {
+    let prog = scalar_ir::parse(
+        "program inputs=1 env=1 state=0 sites=1\nblock0:\n    guard_input 0, i64, 2\n    v0 = load_input.i64 0\n    v1 = imul_ck v0, v0, site0\n    store_env.i64 0, v1\n    return\n",
+    )
+    .unwrap();
+    let code = jit::compile(&prog).unwrap();
+    let f = code.main();
+    let mut fb = FrameBuffers::new(&prog.decl);
+    fb.set_input(0, Slot::I64(1 << 33));
+    let mut frame = fb.frame();
+    // SAFETY: the frame points into buffers sized for the program.
+    let word = unsafe { f.run_frame(&mut frame) };
+    assert_eq!(word, Exit::Trap(TrapKind::Overflow, 0).encode());
+    assert_eq!(frame.status, word);
+}
+
+#[test]
+fn hundred_stream_program_matches_quickened() {
+    let prog = common::hundred::hundred_streams();
+    let mut quick = QuickCode::compile(&prog).unwrap();
+    let code = jit::compile(&prog).unwrap();
+    let mut start = FrameBuffers::new(&prog.decl);
+    for (k, x) in [5i64, -3, i64::MAX / 50, 0].into_iter().enumerate() {
+        for i in 0..100 {
+            start.set_input(i, Slot::I64(x + i as i64));
+        }
+        start.step = k as u64;
+        common::assert_same(&mut quick, code.main(), &prog, &start);
+        start = common::run_quick(&mut quick, &start).fb;
+    }
+    start.set_input(42, Slot::Absent);
+    common::assert_same(&mut quick, code.main(), &prog, &start);
+}
