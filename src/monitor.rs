@@ -76,16 +76,30 @@ pub enum Tier {
     /// Fused regions run by the quickened register interpreter over the
     /// scalar IR; everything else (and every declined row) canonically.
     Quickened,
+    /// As `Quickened`, with every region compiled by Cranelift (a region the
+    /// JIT declines stays quickened).
+    NativeRegions,
+    /// The whole per-row schedule, temporal state included, as one native
+    /// function; available when every stream is scalar (else native regions).
+    NativeWhole,
 }
 
 impl Tier {
-    pub const ALL: [Tier; 3] = [Tier::Auto, Tier::Canonical, Tier::Quickened];
+    pub const ALL: [Tier; 5] = [
+        Tier::Auto,
+        Tier::Canonical,
+        Tier::Quickened,
+        Tier::NativeRegions,
+        Tier::NativeWhole,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
             Tier::Auto => "auto",
             Tier::Canonical => "canonical",
             Tier::Quickened => "quickened",
+            Tier::NativeRegions => "native-regions",
+            Tier::NativeWhole => "native-whole",
         }
     }
 
@@ -110,6 +124,12 @@ pub struct Stats {
     pub canonical_streams: u64,
     /// Region runs completed by the fused tier.
     pub region_runs: u64,
+    /// Rows completed by the whole-row kernel.
+    pub whole_rows: u64,
+    /// Cranelift compile time of the plan's native code.
+    pub compile_time: std::time::Duration,
+    /// Programs the JIT declined (they run quickened).
+    pub compile_declines: Vec<String>,
     /// Region runs declined, by reason.
     pub declines: Vec<(String, u64)>,
     pub promotions: u64,
@@ -131,13 +151,22 @@ impl fmt::Display for Stats {
         )?;
         if self.tier != Tier::Canonical {
             let declined: u64 = self.declines.iter().map(|(_, n)| n).sum();
-            writeln!(
-                f,
-                "{}: {} region runs executed, {declined} declined",
-                self.tier, self.region_runs
-            )?;
+            if self.tier == Tier::NativeWhole {
+                writeln!(
+                    f,
+                    "native-whole: {} rows executed by the whole-row kernel",
+                    self.whole_rows
+                )?;
+            } else {
+                writeln!(
+                    f,
+                    "{}: {} region runs executed",
+                    self.tier, self.region_runs
+                )?;
+            }
+            writeln!(f, "declined: {declined}")?;
             for (why, n) in &self.declines {
-                writeln!(f, "  declined {n}: {why}")?;
+                writeln!(f, "  {n}: {why}")?;
             }
             writeln!(
                 f,
@@ -146,10 +175,14 @@ impl fmt::Display for Stats {
             )?;
             writeln!(
                 f,
-                "plan: {:.3} ms, lowering and compilation: {:.3} ms",
+                "plan: {:.3} ms, lowering: {:.3} ms, native compile: {:.3} ms",
                 self.plan_time.as_secs_f64() * 1e3,
-                self.lowering_time.as_secs_f64() * 1e3
+                self.lowering_time.as_secs_f64() * 1e3,
+                self.compile_time.as_secs_f64() * 1e3
             )?;
+            for d in &self.compile_declines {
+                writeln!(f, "JIT declined {d}; it runs quickened")?;
+            }
         }
         Ok(())
     }
@@ -206,22 +239,8 @@ impl MonitorBuilder<'_> {
 
     pub fn build(self) -> Monitor {
         let plan = Arc::new(Plan::new(self.spec.checked.clone()));
-        let (tier, why) = match self.tier {
-            Tier::Auto => (
-                Tier::Quickened,
-                "auto: the fastest tier available on this target",
-            ),
-            Tier::Canonical => (Tier::Canonical, "requested"),
-            Tier::Quickened => (Tier::Quickened, "requested"),
-        };
-        let engine = match tier {
-            Tier::Canonical => Engine::canonical(plan),
-            _ => Engine::quickened(plan),
-        };
         Monitor {
-            engine,
-            tier,
-            why,
+            engine: Engine::new(plan, self.tier),
             failed: None,
         }
     }
@@ -243,8 +262,6 @@ impl MonitorBuilder<'_> {
 /// ```
 pub struct Monitor {
     engine: Engine,
-    tier: Tier,
-    why: &'static str,
     failed: Option<RuntimeError>,
 }
 
@@ -258,7 +275,7 @@ impl Monitor {
 
     /// The tier actually running (never `Auto`).
     pub fn tier(&self) -> Tier {
-        self.tier
+        self.engine.tier
     }
 
     pub fn plan(&self) -> &Plan {
@@ -313,16 +330,19 @@ impl Monitor {
     pub fn stats(&self) -> Stats {
         let s = &self.engine.stats;
         Stats {
-            tier: self.tier,
+            tier: self.engine.tier,
             rows: s.rows,
             canonical_streams: s.canonical_streams,
             region_runs: s.region_runs,
+            whole_rows: s.whole_rows,
+            compile_time: s.compile_time,
+            compile_declines: s.compile_declines.clone(),
             declines: self.engine.describe_declines(),
             promotions: s.promotions,
             materializations: s.materializations,
             plan_time: s.plan_time,
             lowering_time: s.lowering_time,
-            why: self.why.to_string(),
+            why: self.engine.why.clone(),
         }
     }
 

@@ -403,13 +403,26 @@ impl<'p, 'b, 'f> Translator<'p, 'b, 'f> {
     }
 
     fn binary(&mut self, op: BinOp, a: cl::Value, b: cl::Value) -> Result<cl::Value, CompileError> {
+        // Addition and multiplication commute, so Cranelift may emit them with
+        // the operands swapped; when both are NaN, x86 returns the payload of the
+        // instruction's first operand, and Rust's `a + b` returns `a`'s. Where `a`
+        // is NaN the result is therefore taken from `a op a` (quieted `a`), which
+        // is `a`'s payload whatever the operand order.
+        if matches!(op, BinOp::Fadd | BinOp::Fmul) {
+            let (r, aa) = if op == BinOp::Fadd {
+                (self.b.ins().fadd(a, b), self.b.ins().fadd(a, a))
+            } else {
+                (self.b.ins().fmul(a, b), self.b.ins().fmul(a, a))
+            };
+            let a_nan = self.b.ins().fcmp(FloatCC::Unordered, a, a);
+            return Ok(self.b.ins().select(a_nan, aa, r));
+        }
         let ins = self.b.ins();
         Ok(match op {
             BinOp::Imin => ins.smin(a, b),
             BinOp::Imax => ins.smax(a, b),
-            BinOp::Fadd => ins.fadd(a, b),
+            BinOp::Fadd | BinOp::Fmul => unreachable!("handled above"),
             BinOp::Fsub => ins.fsub(a, b),
-            BinOp::Fmul => ins.fmul(a, b),
             BinOp::Fdiv => ins.fdiv(a, b),
             BinOp::Band => ins.band(a, b),
             BinOp::Bor => ins.bor(a, b),

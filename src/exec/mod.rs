@@ -27,6 +27,7 @@ use crate::canonical::NodeState;
 use crate::error::{ErrorKind, RuntimeError};
 use crate::fusion::lower::{LoweredRegion, lower_region};
 use crate::fusion::{Action, FusedPlan, RegionId, Step};
+use crate::monitor::Tier;
 use crate::plan::Plan;
 use crate::value::Value;
 use scalar_ir::frame::{Frame, tag, tag_of};
@@ -42,11 +43,46 @@ const HISTORY_NOT_FILLED: u32 = u32::MAX;
 /// whether it is an error).
 const TRAP_IN_ARM: u32 = u32::MAX - 1;
 
-/// A region's compiled program and its run-time bookkeeping.
+/// Compiled code of one program: interpreted or native.
+enum Kernel {
+    Quick(QuickCode),
+    /// A row kernel of `Engine::native`, valid while the engine lives.
+    Native(jit::RowFn),
+}
+
+impl Kernel {
+    /// Runs the program on `frame`.
+    ///
+    /// # Safety
+    /// `frame` must point at lanes and tags sized as the program declares.
+    #[inline]
+    unsafe fn run(&mut self, frame: &mut Frame) -> Exit {
+        match self {
+            // SAFETY: forwarded.
+            Kernel::Quick(code) => unsafe { code.run_frame(frame) },
+            Kernel::Native(f) => {
+                // SAFETY: forwarded; the native code outlives every call (it is
+                // owned by the same engine and dropped after it).
+                let word = unsafe { f(frame) };
+                Exit::decode(word).expect("native code returns words Exit::encode produces")
+            }
+        }
+    }
+}
+
+/// A program's compiled kernel and its run-time bookkeeping.
 struct RegionRuntime {
     lowered: LoweredRegion,
-    code: QuickCode,
+    kernel: Kernel,
     promoted: bool,
+}
+
+/// The whole-row kernel (`native-whole`).
+struct WholeRuntime {
+    rt: RegionRuntime,
+    /// `when`, `init` and `update` nodes: a completed row sets their flags.
+    flag_nodes: Vec<crate::plan::NodeId>,
+    flags_set: bool,
 }
 
 /// Counters of one engine (printed by `vigil run --stats`).
@@ -58,69 +94,208 @@ pub struct ExecStats {
     pub canonical_streams: u64,
     /// Region runs that completed on the fused tier.
     pub region_runs: u64,
-    /// Region runs declined, by (region, reason, tag seen).
+    /// Rows completed by the whole-row kernel.
+    pub whole_rows: u64,
+    /// Region runs declined, by (region, reason, tag seen); region
+    /// `u32::MAX` is the whole-row kernel.
     pub declines: BTreeMap<(u32, u32, u8), u64>,
     pub promotions: u64,
     pub materializations: u64,
     pub plan_time: Duration,
     pub lowering_time: Duration,
+    /// Cranelift compile time of the plan's native code.
+    pub compile_time: Duration,
+    /// Programs the JIT could not compile (they stay on the quickened tier).
+    pub compile_declines: Vec<String>,
 }
+
+/// The whole-row kernel's id in `ExecStats::declines`.
+const WHOLE: u32 = u32::MAX;
 
 /// Runs rows of one plan on one tier.
 pub struct Engine {
     plan: Arc<Plan>,
     fused: Option<Arc<FusedPlan>>,
     regions: Vec<RegionRuntime>,
+    whole: Option<WholeRuntime>,
     pub state: NodeState,
     pub stats: ExecStats,
+    /// The tier actually running, and why it was picked.
+    pub tier: Tier,
+    pub why: String,
+    /// Owns the machine code of every native kernel above. Declared last so
+    /// it is dropped after them; its drop frees the code.
+    native: Option<jit::NativeCode>,
 }
 
 impl Engine {
-    /// An engine for the canonical tier.
-    pub fn canonical(plan: Arc<Plan>) -> Engine {
-        Engine {
+    /// An engine for `requested` (DESIGN §5): `auto` picks native-whole where
+    /// every stream is scalar, else native regions (with the quickened tier
+    /// for what the JIT declines), else the quickened tier when Cranelift
+    /// cannot run here. Fusion, lowering and compilation happen here, once.
+    pub fn new(plan: Arc<Plan>, requested: Tier) -> Engine {
+        let whole_ok = crate::fusion::lower::whole_row_eligible(&plan);
+        let jit_ok = jit::JitModule::new().map(|_| ()).map_err(|e| e.to_string());
+        let (tier, why) = match (requested, &whole_ok, &jit_ok) {
+            (Tier::Canonical, ..) => (Tier::Canonical, "requested".to_string()),
+            (Tier::Quickened, ..) => (Tier::Quickened, "requested".to_string()),
+            (Tier::NativeRegions | Tier::NativeWhole | Tier::Auto, _, Err(e)) => (
+                Tier::Quickened,
+                format!("{requested} requested, but Cranelift cannot run here: {e}"),
+            ),
+            (Tier::NativeRegions, ..) => (Tier::NativeRegions, "requested".to_string()),
+            (Tier::NativeWhole, Ok(()), _) => (Tier::NativeWhole, "requested".to_string()),
+            (Tier::NativeWhole, Err(e), _) => (
+                Tier::NativeRegions,
+                format!("native-whole requested, but not every stream is scalar ({e})"),
+            ),
+            (Tier::Auto, Ok(()), _) => (
+                Tier::NativeWhole,
+                "auto: every stream is scalar".to_string(),
+            ),
+            (Tier::Auto, Err(e), _) => (
+                Tier::NativeRegions,
+                format!(
+                    "auto: native-whole unavailable ({e}); native regions, quickened where declined"
+                ),
+            ),
+        };
+        let mut engine = Engine {
             state: NodeState::new(&plan),
-            plan,
+            plan: plan.clone(),
             fused: None,
             regions: Vec::new(),
+            whole: None,
             stats: ExecStats::default(),
+            tier,
+            why,
+            native: None,
+        };
+        match tier {
+            Tier::Canonical | Tier::Auto => {}
+            Tier::Quickened => engine.build_regions(false),
+            Tier::NativeRegions => engine.build_regions(true),
+            Tier::NativeWhole => engine.build_whole(),
         }
+        engine
     }
 
-    /// An engine for the quickened tier: partitions, lowers and compiles
-    /// every region once, here, never per row.
-    pub fn quickened(plan: Arc<Plan>) -> Engine {
+    /// An engine for the canonical tier.
+    pub fn canonical(plan: Arc<Plan>) -> Engine {
+        Engine::new(plan, Tier::Canonical)
+    }
+
+    /// Partitions, lowers and compiles every region (natively if asked).
+    fn build_regions(&mut self, native: bool) {
+        let plan = self.plan.clone();
         let t0 = Instant::now();
         let fused = Arc::new(FusedPlan::new(plan.clone()));
+        self.stats.plan_time = t0.elapsed();
         let t1 = Instant::now();
-        let regions = fused
+        let lowered: Vec<LoweredRegion> = fused
             .regions
             .iter()
-            .map(|body| {
-                let lowered = lower_region(&plan, body);
-                let code = QuickCode::compile(&lowered.program).unwrap_or_else(|e| {
-                    panic!("engine bug: a lowered region does not verify: {e}")
-                });
-                RegionRuntime {
-                    lowered,
-                    code,
-                    promoted: false,
+            .map(|body| lower_region(&plan, body))
+            .collect();
+        let kernels = self.compile(&lowered, native);
+        self.stats.lowering_time = t1.elapsed() - self.stats.compile_time;
+        self.regions = lowered
+            .into_iter()
+            .zip(kernels)
+            .map(|(lowered, kernel)| RegionRuntime {
+                lowered,
+                kernel,
+                promoted: false,
+            })
+            .collect();
+        self.fused = Some(fused);
+    }
+
+    /// Lowers the whole row to one program and compiles it natively.
+    fn build_whole(&mut self) {
+        let plan = self.plan.clone();
+        let t1 = Instant::now();
+        let lowered = crate::fusion::lower::lower_whole(&plan, false);
+        let mut kernels = self.compile(std::slice::from_ref(&lowered), true);
+        self.stats.lowering_time = t1.elapsed() - self.stats.compile_time;
+        let flag_nodes = (0..plan.nodes.len() as u32)
+            .map(crate::plan::NodeId)
+            .filter(|&n| {
+                matches!(
+                    plan.node(n).op,
+                    crate::plan::NodeOp::Call(
+                        crate::lang::ast::Builtin::When
+                            | crate::lang::ast::Builtin::Init
+                            | crate::lang::ast::Builtin::Update
+                    )
+                )
+            })
+            .collect();
+        self.whole = Some(WholeRuntime {
+            rt: RegionRuntime {
+                lowered,
+                kernel: kernels.remove(0),
+                promoted: false,
+            },
+            flag_nodes,
+            flags_set: false,
+        });
+    }
+
+    /// Compiles programs to kernels: quickened, or native with the quickened
+    /// tier for any program the JIT declines. Every program is verified
+    /// before it can run (both compilers verify).
+    fn compile(&mut self, programs: &[LoweredRegion], native: bool) -> Vec<Kernel> {
+        let quick =
+            |l: &LoweredRegion| {
+                Kernel::Quick(QuickCode::compile(&l.program).unwrap_or_else(|e| {
+                    panic!("engine bug: a lowered program does not verify: {e}")
+                }))
+            };
+        if !native {
+            return programs.iter().map(quick).collect();
+        }
+        let t0 = Instant::now();
+        let mut module = match jit::JitModule::new() {
+            Ok(m) => m,
+            Err(e) => {
+                self.stats
+                    .compile_declines
+                    .push(format!("no JIT module: {e}"));
+                return programs.iter().map(quick).collect();
+            }
+        };
+        let handles: Vec<Option<jit::FuncHandle>> = programs
+            .iter()
+            .enumerate()
+            .map(|(i, l)| match module.compile(&l.program) {
+                Ok(h) => Some(h),
+                Err(e) => {
+                    self.stats
+                        .compile_declines
+                        .push(format!("program {i}: {e}"));
+                    None
                 }
             })
             .collect();
-        let mut stats = ExecStats {
-            plan_time: t1 - t0,
-            lowering_time: t1.elapsed(),
-            ..ExecStats::default()
+        let code = match module.finalize() {
+            Ok(code) => code,
+            Err(e) => {
+                self.stats.compile_declines.push(format!("finalize: {e}"));
+                return programs.iter().map(quick).collect();
+            }
         };
-        stats.plan_time = t1 - t0;
-        Engine {
-            state: NodeState::new(&plan),
-            plan,
-            fused: Some(fused),
-            regions,
-            stats,
-        }
+        let kernels = programs
+            .iter()
+            .zip(&handles)
+            .map(|(l, h)| match h {
+                Some(h) => Kernel::Native(code.func(*h).row_fn()),
+                None => quick(l),
+            })
+            .collect();
+        self.stats.compile_time = t0.elapsed();
+        self.native = Some(code);
+        kernels
     }
 
     pub fn plan(&self) -> &Arc<Plan> {
@@ -135,6 +310,16 @@ impl Engine {
     pub fn run_row(&mut self, row: &[Option<Value>]) -> Result<(), RuntimeError> {
         let plan = self.plan.clone();
         self.state.begin_row(&plan, row);
+        if self.whole.is_some() {
+            if self.run_whole()? {
+                self.stats.rows += 1;
+                return Ok(());
+            }
+            if let Some(w) = &mut self.whole {
+                // A canonical row may push ⊥ into a ring: promote afresh.
+                w.rt.promoted = false;
+            }
+        }
         match self.fused.clone() {
             None => {
                 for &s in &plan.schedule {
@@ -194,89 +379,44 @@ impl Engine {
         Ok(())
     }
 
+    /// Runs the whole-row kernel. `Ok(false)`: it declined and the row runs
+    /// canonically.
+    fn run_whole(&mut self) -> Result<bool, RuntimeError> {
+        let mut w = self
+            .whole
+            .take()
+            .expect("run_whole needs a whole-row kernel");
+        let result = run_kernel(
+            &mut w.rt,
+            WHOLE,
+            &mut self.state,
+            &mut self.stats,
+            &self.plan,
+        );
+        if matches!(result, Ok(true)) {
+            if !w.flags_set {
+                for &n in &w.flag_nodes {
+                    self.state.flag[n.index()] = true;
+                }
+                w.flags_set = true;
+            }
+            // The kernel pushed the rings itself (the tick barrier).
+            self.state.step += 1;
+            self.stats.whole_rows += 1;
+        }
+        self.whole = Some(w);
+        result
+    }
+
     /// Runs one region's program on the arena. `Ok(false)`: it declined and
     /// the caller evaluates its range canonically.
     fn run_region(&mut self, r: RegionId) -> Result<bool, RuntimeError> {
         let rt = &mut self.regions[r.index()];
-        if !rt.promoted {
-            let st = &self.state;
-            let ok = rt.lowered.rings.iter().all(|&(base, len, ty)| {
-                st.ring_tags[base as usize..(base + len) as usize]
-                    .iter()
-                    .all(|&t| t == tag_of(ty))
-            });
-            if !ok {
-                *self
-                    .stats
-                    .declines
-                    .entry((r.0, HISTORY_NOT_FILLED, 0))
-                    .or_default() += 1;
-                return Ok(false);
-            }
-            rt.promoted = true;
-            if !rt.lowered.rings.is_empty() {
-                self.stats.promotions += 1;
-            }
+        let result = run_kernel(rt, r.0, &mut self.state, &mut self.stats, &self.plan);
+        if matches!(result, Ok(true)) {
+            self.stats.region_runs += 1;
         }
-        let st = &mut self.state;
-        let mut frame = Frame {
-            inputs: std::ptr::NonNull::dangling().as_ptr(),
-            input_tags: std::ptr::NonNull::dangling().as_ptr(),
-            env: st.lanes.as_mut_ptr(),
-            env_tags: st.tags.as_mut_ptr(),
-            state: st.ring_lanes.as_mut_ptr(),
-            step: st.step,
-            status: 0,
-        };
-        // SAFETY: the program declares `env = plan.slot_count()` and
-        // `state = plan.ring_len`, exactly the lengths of these vectors, and
-        // nothing else touches them during the call.
-        let exit = unsafe { rt.code.run_frame(&mut frame) };
-        match exit {
-            Exit::Return => {
-                self.stats.region_runs += 1;
-                Ok(true)
-            }
-            Exit::Decline(k) => {
-                let slot = rt.lowered.reads[k as usize].0;
-                let seen = self.state.tags[slot as usize];
-                *self.stats.declines.entry((r.0, k, seen)).or_default() += 1;
-                self.demote(r);
-                Ok(false)
-            }
-            Exit::Trap(kind, site) => {
-                let site = &rt.lowered.sites[site as usize];
-                if site.in_arm {
-                    *self
-                        .stats
-                        .declines
-                        .entry((r.0, TRAP_IN_ARM, 0))
-                        .or_default() += 1;
-                    self.demote(r);
-                    return Ok(false);
-                }
-                let kind = match kind {
-                    TrapKind::Overflow => ErrorKind::IntegerOverflow,
-                    TrapKind::DivByZero => ErrorKind::DivisionByZero,
-                };
-                Err(RuntimeError {
-                    kind,
-                    op: site.op,
-                    detail: None,
-                    stream: self.plan.stream_name(site.stream).to_string(),
-                    step: self.state.step,
-                })
-            }
-        }
-    }
-
-    /// A promoted region hands its state back to the canonical tier.
-    fn demote(&mut self, r: RegionId) {
-        let rt = &mut self.regions[r.index()];
-        if rt.promoted && !rt.lowered.rings.is_empty() {
-            rt.promoted = false;
-            self.stats.materializations += 1;
-        }
+        result
     }
 
     /// After the barrier: a ring that received a value its readers cannot
@@ -296,7 +436,9 @@ impl Engine {
             }
         }
         for r in demote {
-            self.demote(r);
+            let rt = &mut self.regions[r.index()];
+            rt.promoted = false;
+            self.stats.materializations += 1;
         }
     }
 
@@ -310,7 +452,11 @@ impl Engine {
                 }
                 TRAP_IN_ARM => "trap inside an if arm (the canonical tier decides)".to_string(),
                 k => {
-                    let (slot, ty) = self.regions[r as usize].lowered.reads[k as usize];
+                    let lowered = match &self.whole {
+                        Some(w) if r == WHOLE => &w.rt.lowered,
+                        _ => &self.regions[r as usize].lowered,
+                    };
+                    let (slot, ty) = lowered.reads[k as usize];
                     let state = match seen {
                         tag::ABSENT => "absent".to_string(),
                         tag::DEFERRED => "deferred".to_string(),
@@ -319,7 +465,12 @@ impl Engine {
                     format!("`{}` {state}", self.slot_name(slot))
                 }
             };
-            *out.entry(format!("r{r}: {what}")).or_default() += n;
+            let who = if r == WHOLE {
+                "row".to_string()
+            } else {
+                format!("r{r}")
+            };
+            *out.entry(format!("{who}: {what}")).or_default() += n;
         }
         out.into_iter().collect()
     }
@@ -341,6 +492,88 @@ impl Engine {
     /// The lowered regions (for `explain`).
     pub fn lowered(&self) -> impl Iterator<Item = &LoweredRegion> {
         self.regions.iter().map(|r| &r.lowered)
+    }
+}
+
+/// Promotes (if needed) and runs one kernel on the arena, mapping its
+/// exit: `Ok(true)` completed, `Ok(false)` declined, `Err` a trap the
+/// canonical tier would report.
+fn run_kernel(
+    rt: &mut RegionRuntime,
+    id: u32,
+    st: &mut NodeState,
+    stats: &mut ExecStats,
+    plan: &Plan,
+) -> Result<bool, RuntimeError> {
+    if !rt.promoted {
+        let ok = rt.lowered.rings.iter().all(|&(base, len, ty)| {
+            st.ring_tags[base as usize..(base + len) as usize]
+                .iter()
+                .all(|&t| t == tag_of(ty))
+        });
+        if !ok {
+            *stats
+                .declines
+                .entry((id, HISTORY_NOT_FILLED, 0))
+                .or_default() += 1;
+            return Ok(false);
+        }
+        rt.promoted = true;
+        if !rt.lowered.rings.is_empty() {
+            stats.promotions += 1;
+        }
+    }
+    let mut frame = Frame {
+        inputs: std::ptr::NonNull::dangling().as_ptr(),
+        input_tags: std::ptr::NonNull::dangling().as_ptr(),
+        env: st.lanes.as_mut_ptr(),
+        env_tags: st.tags.as_mut_ptr(),
+        state: st.ring_lanes.as_mut_ptr(),
+        step: st.step,
+        status: 0,
+    };
+    // SAFETY: the programs declare `env = plan.slot_count()`, `state =
+    // plan.ring_len` and no input lanes (row programs read inputs from
+    // the arena), exactly the lengths of these vectors, and nothing else
+    // touches them during the call.
+    let exit = unsafe { rt.kernel.run(&mut frame) };
+    match exit {
+        Exit::Return => Ok(true),
+        Exit::Decline(k) => {
+            let slot = rt.lowered.reads[k as usize].0;
+            let seen = st.tags[slot as usize];
+            *stats.declines.entry((id, k, seen)).or_default() += 1;
+            demote(rt, stats);
+            Ok(false)
+        }
+        Exit::Trap(kind, site) => {
+            let site = &rt.lowered.sites[site as usize];
+            if site.in_arm {
+                *stats.declines.entry((id, TRAP_IN_ARM, 0)).or_default() += 1;
+                demote(rt, stats);
+                return Ok(false);
+            }
+            let kind = match kind {
+                TrapKind::Overflow => ErrorKind::IntegerOverflow,
+                TrapKind::DivByZero => ErrorKind::DivisionByZero,
+            };
+            Err(RuntimeError {
+                kind,
+                op: site.op,
+                detail: None,
+                stream: plan.stream_name(site.stream).to_string(),
+                step: st.step,
+            })
+        }
+    }
+}
+
+/// A promoted kernel hands its state back to the canonical tier (it is
+/// already there: materialization has nothing to copy).
+fn demote(rt: &mut RegionRuntime, stats: &mut ExecStats) {
+    if rt.promoted && !rt.lowered.rings.is_empty() {
+        rt.promoted = false;
+        stats.materializations += 1;
     }
 }
 

@@ -119,6 +119,7 @@ pub fn whole_row_eligible(plan: &Plan) -> Result<(), String> {
         let id = NodeId(i as u32);
         let sig_of = |k: usize| operand_sig(plan, &node.args[k]);
         let ok = match node.op {
+            _ if node.rebound => false,
             NodeOp::If => {
                 scalar_type(sig_of(0)).is_some() && sig_of(1) == node.sig && sig_of(2) == node.sig
             }
@@ -128,7 +129,10 @@ pub fn whole_row_eligible(plan: &Plan) -> Result<(), String> {
             _ => is_island_node(plan, id),
         };
         if !ok || scalar_type(node.sig).is_none() {
-            return Err(format!("{} has no scalar lowering", super::describe_node(plan, id)));
+            return Err(format!(
+                "{} has no scalar lowering",
+                super::describe_node(plan, id)
+            ));
         }
     }
     Ok(())
@@ -183,6 +187,14 @@ pub fn lower_whole(plan: &Plan, inputs_from_frame: bool) -> LoweredRegion {
         let graph = plan.graph(s).expect("scheduled streams are defined");
         for id in graph.node_ids() {
             cx.lower_node(id);
+            // Every node's value goes to its arena slot: a canonical row
+            // after this one holds nodes that are NoVal there (the root's
+            // slot is the stream's, stored below).
+            let slot = plan.node_slot(id);
+            if slot != s.0 {
+                let ty = scalar_type(plan.node(id).sig).expect("checked by whole_row_eligible");
+                cx.b.store_env(ty, slot, cx.values[&id]);
+            }
         }
         let v = cx.operand(&graph.root);
         let ty = scalar_type(plan.spec.stream(s).sig).expect("checked by whole_row_eligible");
@@ -330,7 +342,9 @@ impl Lowering<'_> {
         // value beyond the first; every other operand is needed.
         let args: Vec<Value> = match node.op {
             NodeOp::Offset(_) => Vec::new(),
-            NodeOp::Call(Builtin::Default | Builtin::IsDefined | Builtin::Init | Builtin::Latch) => {
+            NodeOp::Call(
+                Builtin::Default | Builtin::IsDefined | Builtin::Init | Builtin::Latch,
+            ) => {
                 let a = node.args[0].clone();
                 vec![self.operand(&a)]
             }

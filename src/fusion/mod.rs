@@ -129,6 +129,9 @@ pub fn operand_sig(plan: &Plan, op: &Operand) -> ScalarSignature {
 /// instruction sequence for it with the canonical tier's exact result.
 pub fn is_island_node(plan: &Plan, id: NodeId) -> bool {
     let node = plan.node(id);
+    if node.rebound {
+        return false;
+    }
     let sigs: Vec<ScalarSignature> = node.args.iter().map(|a| operand_sig(plan, a)).collect();
     if scalar_type(node.sig).is_none() || sigs.iter().any(|s| scalar_type(*s).is_none()) {
         return false;
@@ -207,6 +210,32 @@ pub fn why_not_eligible(plan: &Plan, s: StreamId) -> Option<String> {
         }
     }
     Some("its root is not scalar".to_string())
+}
+
+/// Whether a node may be NoVal on a canonical row after fused code computed
+/// it: then a reader holding it needs its last value in the arena, so fused
+/// code must store it even if no canonical node reads it directly. Offsets
+/// and constants never are; a node inside an `if` arm that can trap is (the
+/// canonical tier makes it NoVal when the arm is not selected); `default`
+/// may pass on a NoVal fallback; stateful builtins are canonical; otherwise
+/// a node is NoVal only through an operand that may be.
+pub fn may_be_noval(plan: &Plan, id: NodeId) -> bool {
+    let node = plan.node(id);
+    let operand = |op: &Operand| match op {
+        Operand::Node(m) => may_be_noval(plan, *m),
+        Operand::Stream(_) | Operand::Const(_) => false,
+    };
+    match node.op {
+        NodeOp::Offset(_) => false,
+        NodeOp::Call(Builtin::IsDefined | Builtin::When) => false,
+        NodeOp::Call(Builtin::Default) => {
+            operand(&node.args[0])
+                || matches!(node.args[1], Operand::Stream(_))
+                || operand(&node.args[1])
+        }
+        NodeOp::Call(Builtin::Init | Builtin::Latch | Builtin::Update) | NodeOp::If => true,
+        _ => (node.branch.is_some() && may_trap(plan, id)) || node.args.iter().any(operand),
+    }
 }
 
 /// Whether a stream may join a stream region.
@@ -440,7 +469,7 @@ fn graph_step(plan: &Plan, s: StreamId, regions: &mut Vec<RegionBody>) -> Step {
     // canonical node, a node of another program, the barrier (offset
     // operand), or the stream (root).
     let exported = |n: NodeId| -> bool {
-        if Some(n) == root {
+        if Some(n) == root || may_be_noval(plan, n) {
             return true;
         }
         let g = group_of(n);

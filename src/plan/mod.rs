@@ -68,6 +68,11 @@ pub struct NodeData {
     /// The operands as slots of the canonical value arena (see
     /// `Plan::slot`), unused entries zero.
     pub slots: [u32; 3],
+    /// An offset of the stream's own name inside an `if` arm, which reads the
+    /// arm (see `Lowering::rebind_self_offsets`). The checker typed it as the
+    /// stream, so its signature may not describe its values: fusion leaves
+    /// it to the canonical tier.
+    pub rebound: bool,
 }
 
 /// The node graph of one defined stream.
@@ -259,6 +264,7 @@ impl Lowering<'_> {
         for n in &mut self.nodes[range] {
             if matches!(n.op, NodeOp::Offset(_)) && n.args[0] == me {
                 n.args[0] = arm.clone();
+                n.rebound = true;
             }
         }
     }
@@ -322,6 +328,7 @@ impl Lowering<'_> {
             branch: None,
             ring_base,
             slots: [0; 3],
+            rebound: false,
         });
         Operand::Node(id)
     }

@@ -689,8 +689,7 @@ fn check_tiers(
     }
     let trace = generate_trace(&g.inputs, len, trace_data, absent_in_10);
     let canon = run_tier(&spec, &trace, Tier::Canonical);
-    {
-        let tier = Tier::Quickened;
+    for tier in [Tier::Quickened, Tier::NativeRegions, Tier::NativeWhole] {
         let run = run_tier(&spec, &trace, tier);
         compare_runs(
             &spec,
@@ -896,4 +895,22 @@ fn tier_coverage() {
         "tiers: {regions} regions, {runs} fused runs, {promotions} promotions, {declines} declines, {fused_errors} runs ending in an error"
     );
     assert!(regions > 300 && runs > 1000 && promotions > 20 && declines > 20 && fused_errors > 10);
+}
+
+/// A deterministic sweep of the tier property (independent of proptest's
+/// case count), so a regression in any faster tier shows here too.
+#[test]
+fn tiers_equal_canonical_sweep() {
+    let mut runner = TestRunner::deterministic();
+    let strategy = case_strategy();
+    let mut checked = 0;
+    for k in 0..150 {
+        let (spec_data, len, trace_data) = strategy.new_tree(&mut runner).unwrap().current();
+        match check_tiers(&spec_data, len, &trace_data, k % 4) {
+            Ok(()) => checked += 1,
+            Err(TestCaseError::Reject(_)) => {}
+            Err(TestCaseError::Fail(why)) => panic!("{why}"),
+        }
+    }
+    assert!(checked > 140, "only {checked} specs checked");
 }
