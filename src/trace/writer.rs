@@ -63,9 +63,39 @@ impl OutputWriter for TextWriter {
             self.names.len(),
             "one sample per output name"
         );
+        // This is the hot path of `vigil run` on large traces (one line per
+        // output per step), so lines are assembled as bytes with `itoa`
+        // rather than through `fmt`; floats and strings keep `Display`,
+        // which gives the Trustworthiness Checker's `{:?}` forms.
+        let mut step_buf = itoa::Buffer::new();
+        let step = step_buf.format(step).as_bytes();
+        let mut num = itoa::Buffer::new();
         for (name, sample) in self.names.iter().zip(samples) {
-            if !sample.is_noval() {
-                writeln!(self.out, "{name}[{step}] = {sample}")?;
+            let out = &mut self.out;
+            match sample {
+                Sample::NoVal => continue,
+                _ => {
+                    out.write_all(name.as_bytes())?;
+                    out.write_all(b"[")?;
+                    out.write_all(step)?;
+                    out.write_all(b"] = ")?;
+                }
+            }
+            match sample {
+                Sample::Value(Value::Int(i)) => {
+                    out.write_all(b"Int(")?;
+                    out.write_all(num.format(*i).as_bytes())?;
+                    out.write_all(b")\n")?;
+                }
+                Sample::Value(Value::Bool(b)) => {
+                    out.write_all(if *b {
+                        b"Bool(true)\n"
+                    } else {
+                        b"Bool(false)\n"
+                    })?;
+                }
+                Sample::Deferred => out.write_all(b"Deferred\n")?,
+                other => writeln!(out, "{other}")?,
             }
         }
         Ok(())
