@@ -1,5 +1,6 @@
 //! vigil: a stream runtime-verification monitor engine for DSRV specifications.
 
+pub mod batch;
 pub mod canonical;
 pub mod cli;
 pub mod error;
@@ -12,6 +13,7 @@ pub mod reference;
 pub mod trace;
 pub mod value;
 
+pub use batch::{OutputBatch, RowBatch};
 pub use error::RuntimeError;
 pub use monitor::{Monitor, Outputs, Spec, Stats, Tier};
 pub use value::{Sample, Value};

@@ -346,6 +346,37 @@ impl Monitor {
         }
     }
 
+    /// Evaluates many rows held in columns (`RowBatch`), writing every
+    /// printed output of every row to `out`. On the native-whole tier one
+    /// native call evaluates a run of rows. After a runtime error, `out`
+    /// holds the rows before it, and the monitor is stopped.
+    ///
+    /// ```
+    /// use vigil::{Monitor, OutputBatch, RowBatch, Sample, Spec, Value};
+    /// let spec = Spec::parse("c.dsrv", "in x: Int\nout z: Int\nz = default(z[1], 0) + x").unwrap();
+    /// let mut monitor = Monitor::builder(&spec).build();
+    /// let mut rows = RowBatch::new(monitor.input_count());
+    /// for v in 1..=100 {
+    ///     rows.push_row(&[Some(Value::Int(v))]);
+    /// }
+    /// let mut out = OutputBatch::new();
+    /// monitor.run_batch(&rows, &mut out).unwrap();
+    /// assert_eq!(out.get(99, 0), Sample::Value(Value::Int(5050)));
+    /// ```
+    pub fn run_batch(
+        &mut self,
+        rows: &crate::batch::RowBatch,
+        out: &mut crate::batch::OutputBatch,
+    ) -> Result<(), RuntimeError> {
+        if let Some(e) = &self.failed {
+            out.reset(self.output_names().len(), 0);
+            return Err(e.clone());
+        }
+        self.engine
+            .run_batch(rows, out)
+            .inspect_err(|e| self.failed = Some(e.clone()))
+    }
+
     /// Evaluates one row (one cell per declared input, `None` = absent) and
     /// returns every printed output's sample, in print order. After a runtime
     /// error the monitor is stopped: every later call returns that error.

@@ -3,8 +3,9 @@
 //! Exit statuses: 0 success, 1 usage or I/O error, 2 specification errors,
 //! 3 runtime error, 4 malformed or unreadable trace.
 
+use crate::batch::{OutputBatch, RowBatch};
 use crate::monitor::{Monitor, Spec, Tier};
-use crate::trace::{self, OutputFormat, TraceError, TraceFormat};
+use crate::trace::{self, OutputFormat, OutputWriter, RowReader, TraceError, TraceFormat};
 use crate::value::Value;
 use clap::{Parser, Subcommand, ValueEnum};
 use std::io;
@@ -185,45 +186,14 @@ fn run(args: &RunArgs) -> ExitCode {
         .map(String::from)
         .collect();
     let mut writer = trace::make_writer(output, names, Box::new(io::stdout().lock()));
-    // On a pipe every row's outputs are flushed at once, so that vigil can sit
-    // in an endless stream; on a file they are flushed at the end.
-    let flush_each_row = args.input == "-";
-    let mut row: Vec<Option<Value>> = vec![None; monitor.input_count()];
-    let mut samples = Vec::with_capacity(monitor.output_names().len());
-    let status = loop {
-        for w in reader.take_warnings() {
-            eprintln!("warning: {w}");
-        }
-        match reader.next_row(&mut row) {
-            Ok(true) => {}
-            Ok(false) => break ExitCode::SUCCESS,
-            Err(e) => {
-                if let Err(e) = writer.flush() {
-                    return output_error(e);
-                }
-                break trace_error(&e);
-            }
-        }
-        let step = monitor.steps();
-        match monitor.step(&row) {
-            Ok(outputs) => {
-                samples.clear();
-                samples.extend(outputs.iter());
-                if let Err(e) = writer.write_step(step, &samples) {
-                    return output_error(e);
-                }
-                if flush_each_row && let Err(e) = writer.flush() {
-                    return output_error(e);
-                }
-            }
-            Err(e) => {
-                if let Err(e) = writer.flush() {
-                    return output_error(e);
-                }
-                eprintln!("error: {e}");
-                break ExitCode::from(3);
-            }
-        }
+    let status = if args.input == "-" {
+        run_streaming(&mut monitor, reader.as_mut(), writer.as_mut())
+    } else {
+        run_batched(&mut monitor, reader.as_mut(), writer.as_mut())
+    };
+    let status = match status {
+        Ok(code) => code,
+        Err(e) => return output_error(e),
     };
     if let Err(e) = writer.flush() {
         return output_error(e);
@@ -232,6 +202,98 @@ fn run(args: &RunArgs) -> ExitCode {
         eprint!("{}", monitor.stats());
     }
     status
+}
+
+/// Where a run stopped early: a runtime error (exit 3) or a malformed trace
+/// (exit 4), reported after the outputs of every earlier row are written.
+fn stop(writer: &mut dyn OutputWriter, message: &str, code: u8) -> io::Result<ExitCode> {
+    writer.flush()?;
+    eprintln!("error: {message}");
+    Ok(ExitCode::from(code))
+}
+
+/// Standard input: one row at a time, outputs flushed per row, so that vigil
+/// can sit in an endless pipe.
+fn run_streaming(
+    monitor: &mut Monitor,
+    reader: &mut dyn RowReader,
+    writer: &mut dyn OutputWriter,
+) -> io::Result<ExitCode> {
+    let mut row: Vec<Option<Value>> = vec![None; monitor.input_count()];
+    let mut samples = Vec::with_capacity(monitor.output_names().len());
+    loop {
+        for w in reader.take_warnings() {
+            eprintln!("warning: {w}");
+        }
+        match reader.next_row(&mut row) {
+            Ok(true) => {}
+            Ok(false) => return Ok(ExitCode::SUCCESS),
+            Err(e) => return stop(writer, &e.to_string(), 4),
+        }
+        let step = monitor.steps();
+        match monitor.step(&row) {
+            Ok(outputs) => {
+                samples.clear();
+                samples.extend(outputs.iter());
+                writer.write_step(step, &samples)?;
+                writer.flush()?;
+            }
+            Err(e) => return stop(writer, &e.to_string(), 3),
+        }
+    }
+}
+
+/// Rows evaluated per batch when reading a file.
+const BATCH_ROWS: usize = 4096;
+
+/// A file: rows are read into batches of columns and evaluated by
+/// `Monitor::run_batch` (one native call per run of rows on the
+/// native-whole tier); outputs are written as each batch completes.
+fn run_batched(
+    monitor: &mut Monitor,
+    reader: &mut dyn RowReader,
+    writer: &mut dyn OutputWriter,
+) -> io::Result<ExitCode> {
+    let mut row: Vec<Option<Value>> = vec![None; monitor.input_count()];
+    let width = monitor.output_names().len();
+    let mut samples = Vec::with_capacity(width);
+    let mut rows = RowBatch::new(monitor.input_count());
+    let mut out = OutputBatch::new();
+    loop {
+        rows.clear();
+        let mut end = None;
+        while rows.len() < BATCH_ROWS {
+            match reader.next_row(&mut row) {
+                Ok(true) => rows.push_row(&row),
+                Ok(false) => {
+                    end = Some(Ok(()));
+                    break;
+                }
+                Err(e) => {
+                    end = Some(Err(e));
+                    break;
+                }
+            }
+        }
+        for w in reader.take_warnings() {
+            eprintln!("warning: {w}");
+        }
+        let first = monitor.steps();
+        let result = monitor.run_batch(&rows, &mut out);
+        for r in 0..out.len() {
+            samples.clear();
+            samples.extend((0..width).map(|c| out.get(r, c)));
+            writer.write_step(first + r as u64, &samples)?;
+        }
+        if let Err(e) = result {
+            return stop(writer, &e.to_string(), 3);
+        }
+        match end {
+            Some(Ok(())) => return Ok(ExitCode::SUCCESS),
+            Some(Err(e)) => return stop(writer, &e.to_string(), 4),
+            None => {}
+        }
+    }
 }
 
 #[cfg(test)]

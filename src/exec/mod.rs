@@ -80,6 +80,9 @@ struct RegionRuntime {
 /// The whole-row kernel (`native-whole`).
 struct WholeRuntime {
     rt: RegionRuntime,
+    /// The native batch kernel of the same schedule, reading inputs from
+    /// the batch's columns (`lower_whole` with frame inputs).
+    batch: Option<jit::BatchFn>,
     /// `when`, `init` and `update` nodes: a completed row sets their flags.
     flag_nodes: Vec<crate::plan::NodeId>,
     flags_set: bool,
@@ -202,7 +205,7 @@ impl Engine {
         self.regions = lowered
             .into_iter()
             .zip(kernels)
-            .map(|(lowered, kernel)| RegionRuntime {
+            .map(|(lowered, (kernel, _))| RegionRuntime {
                 lowered,
                 kernel,
                 promoted: false,
@@ -216,7 +219,10 @@ impl Engine {
         let plan = self.plan.clone();
         let t1 = Instant::now();
         let lowered = crate::fusion::lower::lower_whole(&plan, false);
-        let mut kernels = self.compile(std::slice::from_ref(&lowered), true);
+        let batch_lowered = crate::fusion::lower::lower_whole(&plan, true);
+        let programs = [lowered.clone(), batch_lowered];
+        let mut kernels = self.compile(&programs, true);
+        let batch = kernels.pop().and_then(|(_, batch)| batch);
         self.stats.lowering_time = t1.elapsed() - self.stats.compile_time;
         let flag_nodes = (0..plan.nodes.len() as u32)
             .map(crate::plan::NodeId)
@@ -234,24 +240,28 @@ impl Engine {
         self.whole = Some(WholeRuntime {
             rt: RegionRuntime {
                 lowered,
-                kernel: kernels.remove(0),
+                kernel: kernels.remove(0).0,
                 promoted: false,
             },
+            batch,
             flag_nodes,
             flags_set: false,
         });
     }
 
-    /// Compiles programs to kernels: quickened, or native with the quickened
-    /// tier for any program the JIT declines. Every program is verified
-    /// before it can run (both compilers verify).
-    fn compile(&mut self, programs: &[LoweredRegion], native: bool) -> Vec<Kernel> {
-        let quick =
-            |l: &LoweredRegion| {
-                Kernel::Quick(QuickCode::compile(&l.program).unwrap_or_else(|e| {
-                    panic!("engine bug: a lowered program does not verify: {e}")
-                }))
-            };
+    /// Compiles programs to kernels (and native batch kernels): quickened,
+    /// or native with the quickened tier for any program the JIT declines.
+    /// Every program is verified before it can run (both compilers verify).
+    fn compile(
+        &mut self,
+        programs: &[LoweredRegion],
+        native: bool,
+    ) -> Vec<(Kernel, Option<jit::BatchFn>)> {
+        let quick = |l: &LoweredRegion| {
+            let code = QuickCode::compile(&l.program)
+                .unwrap_or_else(|e| panic!("engine bug: a lowered program does not verify: {e}"));
+            (Kernel::Quick(code), None)
+        };
         if !native {
             return programs.iter().map(quick).collect();
         }
@@ -289,7 +299,10 @@ impl Engine {
             .iter()
             .zip(&handles)
             .map(|(l, h)| match h {
-                Some(h) => Kernel::Native(code.func(*h).row_fn()),
+                Some(h) => {
+                    let f = code.func(*h);
+                    (Kernel::Native(f.row_fn()), Some(f.batch_fn()))
+                }
                 None => quick(l),
             })
             .collect();
@@ -377,6 +390,105 @@ impl Engine {
             }
         }
         Ok(())
+    }
+
+    /// Evaluates the rows of `batch`, writing every printed output of every
+    /// row to `out`. On the native-whole tier, runs of promoted rows go
+    /// through the batch kernel, one native call for many rows; the row that
+    /// stops it (a decline or a trap) and any row before promotion run
+    /// through `run_row`. On a runtime error, `out` holds the rows before it.
+    pub fn run_batch(
+        &mut self,
+        batch: &crate::batch::RowBatch,
+        out: &mut crate::batch::OutputBatch,
+    ) -> Result<(), RuntimeError> {
+        let plan = self.plan.clone();
+        let outputs: Vec<u32> = plan.spec.outputs.iter().map(|s| s.0).collect();
+        let width = outputs.len();
+        out.reset(width, batch.rows);
+        let mut r = 0;
+        while r < batch.rows {
+            if let Some(done) = self.try_batch_kernel(batch, r, &outputs, out) {
+                r += done;
+                out.rows = r;
+                if r == batch.rows {
+                    break;
+                }
+            }
+            // The row that stopped the kernel, or one the kernel cannot take
+            // yet, runs alone.
+            self.run_row(&batch.row(r))?;
+            for (c, &slot) in outputs.iter().enumerate() {
+                let i = r * width + c;
+                let st = &self.state;
+                out.tags[i] = st.tags[slot as usize];
+                out.lanes[i] = st.lanes[slot as usize];
+                if st.tags[slot as usize] == tag::OTHER {
+                    if let Some(v) = &st.objects[slot as usize] {
+                        out.objects.push((i, v.clone()));
+                    }
+                }
+            }
+            r += 1;
+            out.rows = r;
+        }
+        Ok(())
+    }
+
+    /// Runs the batch kernel from row `start`, if there is one and its state
+    /// is promoted; returns how many rows it completed.
+    fn try_batch_kernel(
+        &mut self,
+        batch: &crate::batch::RowBatch,
+        start: usize,
+        outputs: &[u32],
+        out: &mut crate::batch::OutputBatch,
+    ) -> Option<usize> {
+        let w = self.whole.as_mut()?;
+        let f = w.batch?;
+        if batch.width != self.plan.spec.inputs.len()
+            || !promote(&mut w.rt, &self.state, &mut self.stats)
+        {
+            return None;
+        }
+        let st = &mut self.state;
+        let width = outputs.len();
+        let mut bf = scalar_ir::frame::BatchFrame {
+            frame: Frame {
+                inputs: std::ptr::NonNull::dangling().as_ptr(),
+                input_tags: std::ptr::NonNull::dangling().as_ptr(),
+                env: st.lanes.as_mut_ptr(),
+                env_tags: st.tags.as_mut_ptr(),
+                state: st.ring_lanes.as_mut_ptr(),
+                step: st.step,
+                status: 0,
+            },
+            rows: (batch.rows - start) as u64,
+            in_lanes: batch.lanes[start * batch.width..].as_ptr(),
+            in_tags: batch.tags[start * batch.width..].as_ptr(),
+            in_stride: batch.width as u64,
+            out_lanes: out.lanes[start * width..].as_mut_ptr(),
+            out_tags: out.tags[start * width..].as_mut_ptr(),
+            out_slots: outputs.as_ptr(),
+            n_out: width as u64,
+            done: 0,
+        };
+        // SAFETY: the batch program declares `inputs` = the batch's width,
+        // `env` and `state` = the arena and ring vectors' lengths; the input
+        // and output slices cover the remaining rows; output slots are arena
+        // slots. The native code lives as long as the engine.
+        unsafe { f(&mut bf) };
+        let done = bf.done as usize;
+        st.step = bf.frame.step;
+        if done > 0 && !w.flags_set {
+            for &n in &w.flag_nodes {
+                st.flag[n.index()] = true;
+            }
+            w.flags_set = true;
+        }
+        self.stats.whole_rows += done as u64;
+        self.stats.rows += done as u64;
+        Some(done)
     }
 
     /// Runs the whole-row kernel. `Ok(false)`: it declined and the row runs
@@ -505,23 +617,12 @@ fn run_kernel(
     stats: &mut ExecStats,
     plan: &Plan,
 ) -> Result<bool, RuntimeError> {
-    if !rt.promoted {
-        let ok = rt.lowered.rings.iter().all(|&(base, len, ty)| {
-            st.ring_tags[base as usize..(base + len) as usize]
-                .iter()
-                .all(|&t| t == tag_of(ty))
-        });
-        if !ok {
-            *stats
-                .declines
-                .entry((id, HISTORY_NOT_FILLED, 0))
-                .or_default() += 1;
-            return Ok(false);
-        }
-        rt.promoted = true;
-        if !rt.lowered.rings.is_empty() {
-            stats.promotions += 1;
-        }
+    if !promote(rt, st, stats) {
+        *stats
+            .declines
+            .entry((id, HISTORY_NOT_FILLED, 0))
+            .or_default() += 1;
+        return Ok(false);
     }
     let mut frame = Frame {
         inputs: std::ptr::NonNull::dangling().as_ptr(),
@@ -566,6 +667,26 @@ fn run_kernel(
             })
         }
     }
+}
+
+/// Promotion: a kernel that reads rings runs only once every entry of
+/// them holds a defined value of its type. Returns whether it is promoted.
+fn promote(rt: &mut RegionRuntime, st: &NodeState, stats: &mut ExecStats) -> bool {
+    if rt.promoted {
+        return true;
+    }
+    let ok = rt.lowered.rings.iter().all(|&(base, len, ty)| {
+        st.ring_tags[base as usize..(base + len) as usize]
+            .iter()
+            .all(|&t| t == tag_of(ty))
+    });
+    if ok {
+        rt.promoted = true;
+        if !rt.lowered.rings.is_empty() {
+            stats.promotions += 1;
+        }
+    }
+    ok
 }
 
 /// A promoted kernel hands its state back to the canonical tier (it is

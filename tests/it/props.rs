@@ -577,6 +577,26 @@ fn run_tier(spec: &Spec, trace: &[Vec<Option<Value>>], tier: Tier) -> Run {
     (outputs, None)
 }
 
+/// Runs one tier through the batch API (`Monitor::run_batch`), in batches
+/// of up to 7 rows so that batch boundaries fall everywhere.
+fn run_tier_batch(spec: &Spec, trace: &[Vec<Option<Value>>], tier: Tier) -> Run {
+    let mut monitor = Monitor::builder(spec).tier(tier).build();
+    let mut outputs = Vec::new();
+    for chunk in trace.chunks(7) {
+        let mut rows = vigil::RowBatch::new(monitor.input_count());
+        for row in chunk {
+            rows.push_row(row);
+        }
+        let mut out = vigil::OutputBatch::new();
+        let result = monitor.run_batch(&rows, &mut out);
+        outputs.extend((0..out.len()).map(|r| out.row(r)));
+        if let Err(e) = result {
+            return (outputs, Some(e));
+        }
+    }
+    (outputs, None)
+}
+
 /// Compares canonical and reference; on disagreement, a message naming the
 /// first differing step.
 fn compare(spec: &Spec, trace: &[Vec<Option<Value>>]) -> Result<(), String> {
@@ -689,6 +709,14 @@ fn check_tiers(
     }
     let trace = generate_trace(&g.inputs, len, trace_data, absent_in_10);
     let canon = run_tier(&spec, &trace, Tier::Canonical);
+    let batch = run_tier_batch(&spec, &trace, Tier::NativeWhole);
+    compare_runs(
+        &spec,
+        &trace,
+        ("canonical", canon.clone()),
+        ("native-whole batch", batch),
+    )
+    .map_err(TestCaseError::fail)?;
     for tier in [Tier::Quickened, Tier::NativeRegions, Tier::NativeWhole] {
         let run = run_tier(&spec, &trace, tier);
         compare_runs(
