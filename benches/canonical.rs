@@ -5,7 +5,7 @@
 
 mod common;
 
-use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use std::hint::black_box;
 use vigil::{Monitor, Spec, Tier};
 
@@ -17,12 +17,16 @@ fn bench(c: &mut Criterion) {
         group.throughput(Throughput::Elements(common::ROWS as u64));
         group.sample_size(20);
         group.bench_function("canonical", |b| {
-            b.iter(|| {
-                let mut m = Monitor::builder(&spec).tier(Tier::Canonical).build();
-                for row in &s.rows {
-                    black_box(m.step(row).expect("no runtime error"));
-                }
-            })
+            b.iter_batched(
+                || Monitor::builder(&spec).tier(Tier::Canonical).build(),
+                |mut m| {
+                    for row in &s.rows {
+                        black_box(m.step(row).expect("no runtime error"));
+                    }
+                    m
+                },
+                BatchSize::PerIteration,
+            )
         });
         group.bench_function("baseline", |b| b.iter(|| black_box((s.baseline)(&columns))));
         group.finish();

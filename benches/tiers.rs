@@ -6,9 +6,9 @@
 
 mod common;
 
-use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use std::hint::black_box;
-use vigil::{Monitor, Spec, Tier};
+use vigil::{Monitor, OutputBatch, RowBatch, Spec, Tier};
 
 fn bench(c: &mut Criterion) {
     let (columns, mut scenarios) = common::scenarios();
@@ -29,14 +29,44 @@ fn bench(c: &mut Criterion) {
         let mut group = c.benchmark_group(s.name);
         group.throughput(Throughput::Elements(common::ROWS as u64));
         group.sample_size(20);
+        // Building a monitor (planning, lowering, JIT compilation) is set-up,
+        // measured by the `compile_100_streams` group, not per row.
         for &tier in &tiers {
             group.bench_function(tier.name(), |b| {
-                b.iter(|| {
-                    let mut m = Monitor::builder(&spec).tier(tier).build();
-                    for row in &s.rows {
-                        black_box(m.step(row).expect("no runtime error"));
-                    }
-                })
+                b.iter_batched(
+                    || Monitor::builder(&spec).tier(tier).build(),
+                    |mut m| {
+                        for row in &s.rows {
+                            black_box(m.step(row).expect("no runtime error"));
+                        }
+                        m
+                    },
+                    BatchSize::PerIteration,
+                )
+            });
+        }
+        if vigil::fusion::lower::whole_row_eligible(&vigil::plan::Plan::new(spec.checked().clone()))
+            .is_ok()
+        {
+            let mut rows = RowBatch::new(s.rows[0].len());
+            for row in &s.rows {
+                rows.push_row(row);
+            }
+            group.bench_function("native-whole-batch", |b| {
+                b.iter_batched(
+                    || {
+                        (
+                            Monitor::builder(&spec).tier(Tier::NativeWhole).build(),
+                            OutputBatch::new(),
+                        )
+                    },
+                    |(mut m, mut out)| {
+                        m.run_batch(&rows, &mut out).expect("no runtime error");
+                        black_box(out.len());
+                        (m, out)
+                    },
+                    BatchSize::PerIteration,
+                )
             });
         }
         group.bench_function("baseline", |b| b.iter(|| black_box((s.baseline)(&columns))));
@@ -44,5 +74,48 @@ fn bench(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, bench);
+/// A generated spec of 100 streams: chained arithmetic, comparisons and a
+/// few recursive accumulators (what a plan-sized JIT compile looks like).
+fn hundred_streams() -> String {
+    let mut src = String::from("in x: Int\nin y: Int\n");
+    for i in 0..100 {
+        let ty = if i % 10 == 9 { "Bool" } else { "Int" };
+        src.push_str(&format!("out s{i}: {ty}\n"));
+    }
+    for i in 0..100 {
+        let prev = if i == 0 {
+            "x".to_string()
+        } else if (i - 1) % 10 == 9 {
+            "y".to_string()
+        } else {
+            format!("s{}", i - 1)
+        };
+        let def = match i % 10 {
+            9 => format!("{prev} > 3"),
+            0 => format!("default(s{i}[1], 0) + {prev} % 7"),
+            k => format!("({prev} + y) * {k} - x"),
+        };
+        src.push_str(&format!("s{i} = {def}\n"));
+    }
+    src
+}
+
+fn compile(c: &mut Criterion) {
+    let spec =
+        Spec::parse("hundred.dsrv", &hundred_streams()).expect("the generated spec is valid");
+    let mut group = c.benchmark_group("compile_100_streams");
+    group.sample_size(20);
+    for tier in [Tier::Quickened, Tier::NativeRegions, Tier::NativeWhole] {
+        group.bench_function(tier.name(), |b| {
+            b.iter(|| {
+                let m = Monitor::builder(&spec).tier(tier).build();
+                assert_eq!(m.tier(), tier);
+                black_box(m)
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench, compile);
 criterion_main!(benches);

@@ -83,6 +83,9 @@ struct WholeRuntime {
     /// The native batch kernel of the same schedule, reading inputs from
     /// the batch's columns (`lower_whole` with frame inputs).
     batch: Option<jit::BatchFn>,
+    /// The current row in frame form, for the row kernel.
+    input_lanes: Vec<u64>,
+    input_tags: Vec<u8>,
     /// `when`, `init` and `update` nodes: a completed row sets their flags.
     flag_nodes: Vec<crate::plan::NodeId>,
     flags_set: bool,
@@ -218,11 +221,10 @@ impl Engine {
     fn build_whole(&mut self) {
         let plan = self.plan.clone();
         let t1 = Instant::now();
-        let lowered = crate::fusion::lower::lower_whole(&plan, false);
-        let batch_lowered = crate::fusion::lower::lower_whole(&plan, true);
-        let programs = [lowered.clone(), batch_lowered];
-        let mut kernels = self.compile(&programs, true);
-        let batch = kernels.pop().and_then(|(_, batch)| batch);
+        // One program serves rows and batches: it reads the inputs from its
+        // frame's input lanes (the current row, or a batch's columns).
+        let lowered = crate::fusion::lower::lower_whole(&plan);
+        let (kernel, batch) = self.compile(std::slice::from_ref(&lowered), true).remove(0);
         self.stats.lowering_time = t1.elapsed() - self.stats.compile_time;
         let flag_nodes = (0..plan.nodes.len() as u32)
             .map(crate::plan::NodeId)
@@ -240,10 +242,12 @@ impl Engine {
         self.whole = Some(WholeRuntime {
             rt: RegionRuntime {
                 lowered,
-                kernel: kernels.remove(0).0,
+                kernel,
                 promoted: false,
             },
             batch,
+            input_lanes: vec![0; plan.spec.inputs.len()],
+            input_tags: vec![0; plan.spec.inputs.len()],
             flag_nodes,
             flags_set: false,
         });
@@ -321,10 +325,8 @@ impl Engine {
 
     /// Evaluates one row.
     pub fn run_row(&mut self, row: &[Option<Value>]) -> Result<(), RuntimeError> {
-        let plan = self.plan.clone();
-        self.state.begin_row(&plan, row);
         if self.whole.is_some() {
-            if self.run_whole()? {
+            if self.run_whole(row)? {
                 self.stats.rows += 1;
                 return Ok(());
             }
@@ -333,6 +335,8 @@ impl Engine {
                 w.rt.promoted = false;
             }
         }
+        let plan = self.plan.clone();
+        self.state.begin_row(&plan, row);
         match self.fused.clone() {
             None => {
                 for &s in &plan.schedule {
@@ -493,17 +497,26 @@ impl Engine {
 
     /// Runs the whole-row kernel. `Ok(false)`: it declined and the row runs
     /// canonically.
-    fn run_whole(&mut self) -> Result<bool, RuntimeError> {
+    fn run_whole(&mut self, row: &[Option<Value>]) -> Result<bool, RuntimeError> {
         let mut w = self
             .whole
             .take()
             .expect("run_whole needs a whole-row kernel");
+        // The kernel reads the row from its frame's input lanes and stores
+        // the inputs to the arena itself (the same program serves batches).
+        for (k, cell) in w.input_tags.iter_mut().enumerate() {
+            let (t, lane, _) = crate::batch::encode(row.get(k).unwrap_or(&None));
+            *cell = t;
+            w.input_lanes[k] = lane;
+        }
+        let inputs = (w.input_lanes.as_ptr(), w.input_tags.as_ptr());
         let result = run_kernel(
             &mut w.rt,
             WHOLE,
             &mut self.state,
             &mut self.stats,
             &self.plan,
+            inputs,
         );
         if matches!(result, Ok(true)) {
             if !w.flags_set {
@@ -524,7 +537,18 @@ impl Engine {
     /// the caller evaluates its range canonically.
     fn run_region(&mut self, r: RegionId) -> Result<bool, RuntimeError> {
         let rt = &mut self.regions[r.index()];
-        let result = run_kernel(rt, r.0, &mut self.state, &mut self.stats, &self.plan);
+        let no_inputs: (*const u64, *const u8) = (
+            std::ptr::NonNull::dangling().as_ptr(),
+            std::ptr::NonNull::dangling().as_ptr(),
+        );
+        let result = run_kernel(
+            rt,
+            r.0,
+            &mut self.state,
+            &mut self.stats,
+            &self.plan,
+            no_inputs,
+        );
         if matches!(result, Ok(true)) {
             self.stats.region_runs += 1;
         }
@@ -616,6 +640,7 @@ fn run_kernel(
     st: &mut NodeState,
     stats: &mut ExecStats,
     plan: &Plan,
+    (inputs, input_tags): (*const u64, *const u8),
 ) -> Result<bool, RuntimeError> {
     if !promote(rt, st, stats) {
         *stats
@@ -625,24 +650,31 @@ fn run_kernel(
         return Ok(false);
     }
     let mut frame = Frame {
-        inputs: std::ptr::NonNull::dangling().as_ptr(),
-        input_tags: std::ptr::NonNull::dangling().as_ptr(),
+        inputs,
+        input_tags,
         env: st.lanes.as_mut_ptr(),
         env_tags: st.tags.as_mut_ptr(),
         state: st.ring_lanes.as_mut_ptr(),
         step: st.step,
         status: 0,
     };
-    // SAFETY: the programs declare `env = plan.slot_count()`, `state =
-    // plan.ring_len` and no input lanes (row programs read inputs from
-    // the arena), exactly the lengths of these vectors, and nothing else
-    // touches them during the call.
+    // SAFETY: the programs declare `env = plan.slot_count()` and `state =
+    // plan.ring_len`, exactly the lengths of these vectors, and as many
+    // input lanes as `inputs` points at (none for regions, which read
+    // inputs from the arena; the row for the whole-row kernel); nothing
+    // else touches them during the call.
     let exit = unsafe { rt.kernel.run(&mut frame) };
     match exit {
         Exit::Return => Ok(true),
         Exit::Decline(k) => {
             let slot = rt.lowered.reads[k as usize].0;
-            let seen = st.tags[slot as usize];
+            let seen = if id == WHOLE {
+                // SAFETY: the whole-row kernel's reason `k` is input `k`, and
+                // `input_tags` covers every input.
+                unsafe { *input_tags.add(k as usize) }
+            } else {
+                st.tags[slot as usize]
+            };
             *stats.declines.entry((id, k, seen)).or_default() += 1;
             demote(rt, stats);
             Ok(false)

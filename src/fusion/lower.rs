@@ -140,10 +140,10 @@ pub fn whole_row_eligible(plan: &Plan) -> Result<(), String> {
 
 /// Lowers the whole per-row schedule to one program: a row guard on every
 /// input, every stream in schedule order (stored to its slot), then the tick
-/// barrier's ring pushes. With `inputs_from_frame`, inputs are read from the
-/// frame's input lanes (batch kernels point them at columns) and stored to
-/// their arena slots; otherwise they are read from the arena.
-pub fn lower_whole(plan: &Plan, inputs_from_frame: bool) -> LoweredRegion {
+/// barrier's ring pushes. Inputs are read from the frame's input lanes (the
+/// current row, or a batch kernel's columns) and stored to their arena
+/// slots, so one program serves rows and batches.
+pub fn lower_whole(plan: &Plan) -> LoweredRegion {
     let decl = Decl {
         inputs: plan.spec.inputs.len() as u32,
         env: plan.slot_count() as u32,
@@ -166,15 +166,9 @@ pub fn lower_whole(plan: &Plan, inputs_from_frame: bool) -> LoweredRegion {
         let ty = scalar_type(plan.spec.stream(s).sig).expect("checked by whole_row_eligible");
         let reason = cx.reads.len() as u32;
         cx.reads.push((s.0, ty));
-        let v = if inputs_from_frame {
-            cx.b.guard_input(k as u32, ty, reason);
-            let v = cx.b.load_input(ty, k as u32);
-            cx.b.store_env(ty, s.0, v);
-            v
-        } else {
-            cx.b.guard_env(s.0, ty, reason);
-            cx.b.load_env(ty, s.0)
-        };
+        cx.b.guard_input(k as u32, ty, reason);
+        let v = cx.b.load_input(ty, k as u32);
+        cx.b.store_env(ty, s.0, v);
         cx.streams.insert(s, v);
     }
     for node in &plan.nodes {

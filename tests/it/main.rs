@@ -5,5 +5,6 @@ mod cli;
 mod conformance;
 mod diagnostics;
 mod explain;
+mod memory;
 mod props;
 mod support;
