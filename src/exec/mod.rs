@@ -498,9 +498,9 @@ impl Engine {
     /// Runs the whole-row kernel. `Ok(false)`: it declined and the row runs
     /// canonically.
     fn run_whole(&mut self, row: &[Option<Value>]) -> Result<bool, RuntimeError> {
-        let mut w = self
+        let w = self
             .whole
-            .take()
+            .as_mut()
             .expect("run_whole needs a whole-row kernel");
         // The kernel reads the row from its frame's input lanes and stores
         // the inputs to the arena itself (the same program serves batches).
@@ -529,7 +529,6 @@ impl Engine {
             self.state.step += 1;
             self.stats.whole_rows += 1;
         }
-        self.whole = Some(w);
         result
     }
 

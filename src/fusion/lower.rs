@@ -50,24 +50,7 @@ pub struct LoweredRegion {
 
 /// Lowers one region of `plan`.
 pub fn lower_region(plan: &Plan, body: &RegionBody) -> LoweredRegion {
-    let decl = Decl {
-        inputs: 0,
-        env: plan.slot_count() as u32,
-        state: plan.ring_len,
-        sites: 0,
-    };
-    let mut cx = Lowering {
-        plan,
-        b: FunctionBuilder::new(decl),
-        values: HashMap::new(),
-        streams: HashMap::new(),
-        external: HashMap::new(),
-        reads: Vec::new(),
-        rings: Vec::new(),
-        sites: Vec::new(),
-    };
-    let entry = cx.b.create_block();
-    cx.b.switch_to_block(entry);
+    let mut cx = Lowering::new(plan, 0);
     match body {
         RegionBody::Streams(members) => {
             cx.preflight_streams(members);
@@ -93,16 +76,7 @@ pub fn lower_region(plan: &Plan, body: &RegionBody) -> LoweredRegion {
             }
         }
     }
-    cx.b.ret();
-    let sites = cx.sites;
-    let mut program = cx.b.finish();
-    program.decl.sites = sites.len() as u32;
-    LoweredRegion {
-        program,
-        reads: cx.reads,
-        rings: cx.rings,
-        sites,
-    }
+    cx.finish()
 }
 
 /// Whether every stream of the schedule can be computed by one scalar
@@ -144,24 +118,7 @@ pub fn whole_row_eligible(plan: &Plan) -> Result<(), String> {
 /// current row, or a batch kernel's columns) and stored to their arena
 /// slots, so one program serves rows and batches.
 pub fn lower_whole(plan: &Plan) -> LoweredRegion {
-    let decl = Decl {
-        inputs: plan.spec.inputs.len() as u32,
-        env: plan.slot_count() as u32,
-        state: plan.ring_len,
-        sites: 0,
-    };
-    let mut cx = Lowering {
-        plan,
-        b: FunctionBuilder::new(decl),
-        values: HashMap::new(),
-        streams: HashMap::new(),
-        external: HashMap::new(),
-        reads: Vec::new(),
-        rings: Vec::new(),
-        sites: Vec::new(),
-    };
-    let entry = cx.b.create_block();
-    cx.b.switch_to_block(entry);
+    let mut cx = Lowering::new(plan, plan.spec.inputs.len() as u32);
     for (k, &s) in plan.spec.inputs.iter().enumerate() {
         let ty = scalar_type(plan.spec.stream(s).sig).expect("checked by whole_row_eligible");
         let reason = cx.reads.len() as u32;
@@ -203,16 +160,7 @@ pub fn lower_whole(plan: &Plan) -> LoweredRegion {
             cx.b.ring_store(ty, node.ring_base, n, v);
         }
     }
-    cx.b.ret();
-    let sites = cx.sites;
-    let mut program = cx.b.finish();
-    program.decl.sites = sites.len() as u32;
-    LoweredRegion {
-        program,
-        reads: cx.reads,
-        rings: cx.rings,
-        sites,
-    }
+    cx.finish()
 }
 
 struct Lowering<'a> {
@@ -229,7 +177,44 @@ struct Lowering<'a> {
     sites: Vec<Site>,
 }
 
-impl Lowering<'_> {
+impl<'a> Lowering<'a> {
+    /// Starts a program over `plan`'s arena and rings, with `inputs` input
+    /// lanes, positioned in its entry block.
+    fn new(plan: &'a Plan, inputs: u32) -> Lowering<'a> {
+        let decl = Decl {
+            inputs,
+            env: plan.slot_count() as u32,
+            state: plan.ring_len,
+            sites: 0,
+        };
+        let mut b = FunctionBuilder::new(decl);
+        let entry = b.create_block();
+        b.switch_to_block(entry);
+        Lowering {
+            plan,
+            b,
+            values: HashMap::new(),
+            streams: HashMap::new(),
+            external: HashMap::new(),
+            reads: Vec::new(),
+            rings: Vec::new(),
+            sites: Vec::new(),
+        }
+    }
+
+    /// Ends the program with `return` and packages it with its tables.
+    fn finish(mut self) -> LoweredRegion {
+        self.b.ret();
+        let mut program = self.b.finish();
+        program.decl.sites = self.sites.len() as u32;
+        LoweredRegion {
+            program,
+            reads: self.reads,
+            rings: self.rings,
+            sites: self.sites,
+        }
+    }
+
     /// Guards and loads one outside value (once per slot).
     fn read(&mut self, slot: u32, sig: ScalarSignature) {
         if self.external.contains_key(&slot) {

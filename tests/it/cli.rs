@@ -140,3 +140,48 @@ fn streams_row_by_row_from_stdin() {
     drop(stdin);
     assert!(child.wait().unwrap().success());
 }
+
+/// On a long trace with every input present, every region row after the
+/// warm-up rows runs on the quickened tier: the only declines are the two
+/// temporal regions' first rows (history not yet filled).
+#[test]
+fn stats_show_every_row_after_warm_up_on_the_fused_tier() {
+    let spec = temp_file("chain.dsrv", include_str!("../../examples/chain.dsrv"));
+    let mut csv = String::from("x,y,flag\n");
+    for i in 0..1000 {
+        csv.push_str(&format!("{},{},{}\n", i % 41 - 20, i % 37 - 18, i % 3 == 0));
+    }
+    let trace = temp_file("chain.csv", &csv);
+    for (tier, executed) in [
+        ("quickened", "quickened: 4998 region runs executed"),
+        (
+            "native-regions",
+            "native-regions: 4998 region runs executed",
+        ),
+        (
+            "native-whole",
+            "native-whole: 999 rows executed by the whole-row kernel",
+        ),
+    ] {
+        let (code, out, err) = run(&[
+            "run",
+            spec.to_str().unwrap(),
+            "--input",
+            trace.to_str().unwrap(),
+            "--tier",
+            tier,
+            "--stats",
+        ]);
+        assert_eq!(code, 0, "{err}");
+        assert_eq!(out.lines().count(), 9 * 1000);
+        assert!(err.contains(&format!("tier: {tier} (requested)")), "{err}");
+        assert!(err.contains(executed), "{err}");
+        let declined = if tier == "native-whole" {
+            "declined: 1\n"
+        } else {
+            "declined: 2\n"
+        };
+        assert!(err.contains(declined), "{err}");
+        assert!(err.contains("offset history not yet filled"), "{err}");
+    }
+}
