@@ -7,4 +7,5 @@ mod diagnostics;
 mod explain;
 mod memory;
 mod props;
+mod robustness;
 mod support;
