@@ -335,22 +335,23 @@ impl Engine {
                 w.rt.promoted = false;
             }
         }
-        let plan = self.plan.clone();
-        self.state.begin_row(&plan, row);
-        match self.fused.clone() {
+        self.state.begin_row(&self.plan, row);
+        match self.fused.take() {
             None => {
-                for &s in &plan.schedule {
-                    self.state.eval_stream(&plan, s)?;
+                for &s in &self.plan.schedule {
+                    self.state.eval_stream(&self.plan, s)?;
                 }
-                self.stats.canonical_streams += plan.schedule.len() as u64;
+                self.stats.canonical_streams += self.plan.schedule.len() as u64;
             }
             Some(fused) => {
-                for step in &fused.steps {
-                    self.run_step(&plan, step)?;
-                }
+                // The partition is moved out for the row (no reference-count
+                // traffic on the hot path) and put back before any return.
+                let result = fused.steps.iter().try_for_each(|step| self.run_step(&fused.plan, step));
+                self.fused = Some(fused);
+                result?;
             }
         }
-        self.state.end_row(&plan);
+        self.state.end_row(&self.plan);
         self.check_promoted_rings();
         self.stats.rows += 1;
         Ok(())
