@@ -346,7 +346,10 @@ impl Engine {
             Some(fused) => {
                 // The partition is moved out for the row (no reference-count
                 // traffic on the hot path) and put back before any return.
-                let result = fused.steps.iter().try_for_each(|step| self.run_step(&fused.plan, step));
+                let result = fused
+                    .steps
+                    .iter()
+                    .try_for_each(|step| self.run_step(&fused.plan, step));
                 self.fused = Some(fused);
                 result?;
             }
@@ -649,21 +652,30 @@ fn run_kernel(
             .or_default() += 1;
         return Ok(false);
     }
-    let mut frame = Frame {
-        inputs,
-        input_tags,
-        env: st.lanes.as_mut_ptr(),
-        env_tags: st.tags.as_mut_ptr(),
-        state: st.ring_lanes.as_mut_ptr(),
-        step: st.step,
-        status: 0,
+    let exit = match &mut rt.kernel {
+        // Regions read inputs from the arena: the interpreter runs on the
+        // state's vectors directly.
+        Kernel::Quick(code) if code.decl().inputs == 0 => {
+            code.run_slices(&mut st.lanes, &mut st.tags, &mut st.ring_lanes, st.step)
+        }
+        kernel => {
+            let mut frame = Frame {
+                inputs,
+                input_tags,
+                env: st.lanes.as_mut_ptr(),
+                env_tags: st.tags.as_mut_ptr(),
+                state: st.ring_lanes.as_mut_ptr(),
+                step: st.step,
+                status: 0,
+            };
+            // SAFETY: the programs declare `env = plan.slot_count()` and
+            // `state = plan.ring_len`, exactly the lengths of these vectors,
+            // and as many input lanes as `inputs` points at (none for
+            // regions, which read inputs from the arena; the row for the
+            // whole-row kernel); nothing else touches them during the call.
+            unsafe { kernel.run(&mut frame) }
+        }
     };
-    // SAFETY: the programs declare `env = plan.slot_count()` and `state =
-    // plan.ring_len`, exactly the lengths of these vectors, and as many
-    // input lanes as `inputs` points at (none for regions, which read
-    // inputs from the arena; the row for the whole-row kernel); nothing
-    // else touches them during the call.
-    let exit = unsafe { rt.kernel.run(&mut frame) };
     match exit {
         Exit::Return => Ok(true),
         Exit::Decline(k) => {

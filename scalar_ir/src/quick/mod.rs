@@ -104,6 +104,39 @@ impl QuickCode {
         exit
     }
 
+    /// Runs a program that declares no input lanes directly on environment
+    /// and state slices (the engine's own vectors), without building a raw
+    /// frame: the safe fast path for fused regions.
+    ///
+    /// # Panics
+    /// Panics if the program declares inputs or the slices are shorter than
+    /// its declarations.
+    pub fn run_slices(
+        &mut self,
+        env: &mut [u64],
+        env_tags: &mut [u8],
+        state: &mut [u64],
+        step: u64,
+    ) -> Exit {
+        let d = &self.decl;
+        assert!(
+            d.inputs == 0
+                && env.len() >= d.env as usize
+                && env_tags.len() >= d.env as usize
+                && state.len() >= d.state as usize,
+            "slices are smaller than the program declares"
+        );
+        let mut fr = FrameRef {
+            inputs: &[],
+            input_tags: &[],
+            env,
+            env_tags,
+            state,
+            step,
+        };
+        ops::execute(&self.code.ops, &mut self.regs, &mut fr)
+    }
+
     /// Runs the program on a raw ABI frame and records the exit in `frame.status`.
     ///
     /// # Safety
