@@ -402,28 +402,39 @@ impl<'p, 'b, 'f> Translator<'p, 'b, 'f> {
         Ok(())
     }
 
+    /// `x` with its quiet bit set, computed on its bits (the value x86
+    /// produces for a NaN operand).
+    fn quiet_nan_bits(&mut self, x: cl::Value) -> cl::Value {
+        let bits = self.b.ins().bitcast(types::I64, MemFlagsData::new(), x);
+        let quiet = self.b.ins().bor_imm_u(bits, 0x0008_0000_0000_0000);
+        self.b.ins().bitcast(types::F64, MemFlagsData::new(), quiet)
+    }
+
     fn binary(&mut self, op: BinOp, a: cl::Value, b: cl::Value) -> Result<cl::Value, CompileError> {
-        // Addition and multiplication commute, so Cranelift may emit them with
-        // the operands swapped; when both are NaN, x86 returns the payload of the
-        // instruction's first operand, and Rust's `a + b` returns `a`'s. Where `a`
-        // is NaN the result is therefore taken from `a op a` (quieted `a`), which
-        // is `a`'s payload whatever the operand order.
-        if matches!(op, BinOp::Fadd | BinOp::Fmul) {
-            let (r, aa) = if op == BinOp::Fadd {
-                (self.b.ins().fadd(a, b), self.b.ins().fadd(a, a))
-            } else {
-                (self.b.ins().fmul(a, b), self.b.ins().fmul(a, a))
+        // NaN payloads: Rust's `a op b` on x86 returns the quieted `a` when `a`
+        // is NaN, else the quieted `b` when `b` is NaN. Cranelift may commute
+        // `fadd`/`fmul` and its algebraic rewrites (e.g. `fneg x * fneg y`
+        // to `x * y`) may move sign bits, so NaN results are chosen here
+        // explicitly, with integer bit operations no float rewrite touches.
+        if matches!(op, BinOp::Fadd | BinOp::Fsub | BinOp::Fmul | BinOp::Fdiv) {
+            let r = match op {
+                BinOp::Fadd => self.b.ins().fadd(a, b),
+                BinOp::Fsub => self.b.ins().fsub(a, b),
+                BinOp::Fmul => self.b.ins().fmul(a, b),
+                _ => self.b.ins().fdiv(a, b),
             };
+            let qa = self.quiet_nan_bits(a);
+            let qb = self.quiet_nan_bits(b);
+            let b_nan = self.b.ins().fcmp(FloatCC::Unordered, b, b);
+            let r = self.b.ins().select(b_nan, qb, r);
             let a_nan = self.b.ins().fcmp(FloatCC::Unordered, a, a);
-            return Ok(self.b.ins().select(a_nan, aa, r));
+            return Ok(self.b.ins().select(a_nan, qa, r));
         }
         let ins = self.b.ins();
         Ok(match op {
             BinOp::Imin => ins.smin(a, b),
             BinOp::Imax => ins.smax(a, b),
-            BinOp::Fadd | BinOp::Fmul => unreachable!("handled above"),
-            BinOp::Fsub => ins.fsub(a, b),
-            BinOp::Fdiv => ins.fdiv(a, b),
+            BinOp::Fadd | BinOp::Fsub | BinOp::Fmul | BinOp::Fdiv => unreachable!("handled above"),
             BinOp::Band => ins.band(a, b),
             BinOp::Bor => ins.bor(a, b),
             BinOp::Bxor => ins.bxor(a, b),

@@ -308,8 +308,18 @@ impl Emitter<'_> {
                     &InstData::StoreState { lane, arg, .. } => {
                         code.store_state(lane, reg(arg));
                     }
+                    // A ring of one entry (`x[1]`, the common case) is a
+                    // plain lane: no `step % len` division on the hot path.
+                    &InstData::RingLoad { base, len: 1, .. } => {
+                        code.load_state(dst, base);
+                    }
                     &InstData::RingLoad { base, len, .. } => {
                         code.ring_load(dst, base, len);
+                    }
+                    &InstData::RingStore {
+                        base, len: 1, arg, ..
+                    } => {
+                        code.store_state(base, reg(arg));
                     }
                     &InstData::RingStore { base, len, arg, .. } => {
                         code.ring_store(base, len, reg(arg));
