@@ -28,6 +28,18 @@ pub fn explain(spec: &Spec, tier: Tier) -> String {
         }
     }
     let _ = writeln!(out, "\ntier: {} ({})", monitor.tier(), monitor.stats().why);
+    if let Some(whole) = engine.whole_lowered() {
+        let _ = writeln!(
+            out,
+            "\nthe whole row is one native program: it checks every input (the row guard) \
+             before computing anything, computes every stream in schedule order, stores every \
+             node (a later canonical row may hold it) and pushes the offset rings; a row it \
+             declines runs canonically, and it resumes once its rings are promoted again"
+        );
+        let _ = writeln!(out, "\nwhole-row program:");
+        out.push_str(&scalar_ir::print(&whole.program));
+        return out;
+    }
     let Some(fused) = engine.fused() else {
         let _ = writeln!(out, "every stream runs on the canonical tier");
         return out;

@@ -628,6 +628,11 @@ impl Engine {
         }
     }
 
+    /// The whole-row program, on the native-whole tier (for `explain`).
+    pub fn whole_lowered(&self) -> Option<&LoweredRegion> {
+        self.whole.as_ref().map(|w| &w.rt.lowered)
+    }
+
     /// The lowered regions (for `explain`).
     pub fn lowered(&self) -> impl Iterator<Item = &LoweredRegion> {
         self.regions.iter().map(|r| &r.lowered)

@@ -119,11 +119,14 @@ pub fn whole_row_eligible(plan: &Plan) -> Result<(), String> {
 /// slots, so one program serves rows and batches.
 pub fn lower_whole(plan: &Plan) -> LoweredRegion {
     let mut cx = Lowering::new(plan, plan.spec.inputs.len() as u32);
+    // The row guard comes first, before anything is loaded or stored.
     for (k, &s) in plan.spec.inputs.iter().enumerate() {
         let ty = scalar_type(plan.spec.stream(s).sig).expect("checked by whole_row_eligible");
-        let reason = cx.reads.len() as u32;
+        cx.b.guard_input(k as u32, ty, k as u32);
         cx.reads.push((s.0, ty));
-        cx.b.guard_input(k as u32, ty, reason);
+    }
+    for (k, &s) in plan.spec.inputs.iter().enumerate() {
+        let ty = cx.reads[k].1;
         let v = cx.b.load_input(ty, k as u32);
         cx.b.store_env(ty, s.0, v);
         cx.streams.insert(s, v);
