@@ -38,7 +38,34 @@ pub struct RowBatch {
     pub(crate) rows: usize,
     pub(crate) lanes: Vec<u64>,
     pub(crate) tags: Vec<u8>,
-    pub(crate) objects: Vec<(usize, Value)>,
+    pub(crate) objects: Objects,
+}
+
+/// The values of cells tagged `OTHER`, indexed like the lanes. Empty until
+/// the first such value, so all-scalar batches carry no object column.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Objects(Vec<Option<Value>>);
+
+impl Objects {
+    /// Records the object of cell `i` (the cell about to be pushed, or one
+    /// already there).
+    pub(crate) fn set(&mut self, i: usize, v: Option<Value>) {
+        if v.is_none() && self.0.len() <= i {
+            return;
+        }
+        if self.0.len() <= i {
+            self.0.resize(i + 1, None);
+        }
+        self.0[i] = v;
+    }
+
+    pub(crate) fn get(&self, i: usize) -> Option<&Value> {
+        self.0.get(i).and_then(Option::as_ref)
+    }
+
+    pub(crate) fn clear(&mut self) {
+        self.0.clear();
+    }
 }
 
 impl RowBatch {
@@ -54,9 +81,7 @@ impl RowBatch {
     pub fn push_row(&mut self, row: &[Option<Value>]) {
         for k in 0..self.width {
             let (t, lane, object) = encode(row.get(k).unwrap_or(&None));
-            if let Some(v) = object {
-                self.objects.push((self.lanes.len(), v));
-            }
+            self.objects.set(self.lanes.len(), object);
             self.tags.push(t);
             self.lanes.push(lane);
         }
@@ -83,8 +108,9 @@ impl RowBatch {
         (0..self.width)
             .map(|k| {
                 let i = r * self.width + k;
-                let object = self.objects.iter().find(|(j, _)| *j == i).map(|(_, v)| v);
-                decode(self.tags[i], self.lanes[i], object).value().cloned()
+                decode(self.tags[i], self.lanes[i], self.objects.get(i))
+                    .value()
+                    .cloned()
             })
             .collect()
     }
@@ -98,7 +124,7 @@ pub struct OutputBatch {
     pub(crate) rows: usize,
     pub(crate) lanes: Vec<u64>,
     pub(crate) tags: Vec<u8>,
-    pub(crate) objects: Vec<(usize, Value)>,
+    pub(crate) objects: Objects,
 }
 
 impl OutputBatch {
@@ -118,8 +144,7 @@ impl OutputBatch {
     /// Output `col` of row `r`.
     pub fn get(&self, r: usize, col: usize) -> Sample {
         let i = r * self.width + col;
-        let object = self.objects.iter().find(|(j, _)| *j == i).map(|(_, v)| v);
-        decode(self.tags[i], self.lanes[i], object)
+        decode(self.tags[i], self.lanes[i], self.objects.get(i))
     }
 
     /// Row `r`'s outputs.
@@ -135,5 +160,44 @@ impl OutputBatch {
         self.tags.clear();
         self.tags.resize(width * rows, tag::ABSENT);
         self.objects.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_round_trip_with_objects_anywhere() {
+        let mut b = RowBatch::new(3);
+        let rows = vec![
+            vec![Some(Value::Int(1)), None, Some(Value::Float(f64::NAN))],
+            vec![None, Some(Value::Str("a".into())), Some(Value::Bool(true))],
+            vec![Some(Value::Unit), Some(Value::Int(-5)), None],
+        ];
+        for r in &rows {
+            b.push_row(r);
+        }
+        assert_eq!(b.len(), 3);
+        for (i, r) in rows.iter().enumerate() {
+            assert_eq!(&b.row(i), r);
+        }
+        b.clear();
+        assert!(b.is_empty());
+        b.push_row(&[Some(Value::Int(2)), None, None]);
+        assert_eq!(b.row(0), vec![Some(Value::Int(2)), None, None]);
+    }
+
+    #[test]
+    fn objects_are_dense_and_lazy() {
+        let mut o = Objects::default();
+        o.set(3, None);
+        assert!(o.0.is_empty(), "scalars alone allocate no object column");
+        o.set(2, Some(Value::Unit));
+        o.set(5, None);
+        assert_eq!(o.get(2), Some(&Value::Unit));
+        assert_eq!(o.get(5), None);
+        o.set(2, None);
+        assert_eq!(o.get(2), None);
     }
 }

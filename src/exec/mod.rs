@@ -431,10 +431,8 @@ impl Engine {
                 let st = &self.state;
                 out.tags[i] = st.tags[slot as usize];
                 out.lanes[i] = st.lanes[slot as usize];
-                if st.tags[slot as usize] == tag::OTHER
-                    && let Some(v) = &st.objects[slot as usize]
-                {
-                    out.objects.push((i, v.clone()));
+                if st.tags[slot as usize] == tag::OTHER {
+                    out.objects.set(i, st.objects[slot as usize].clone());
                 }
             }
             r += 1;
