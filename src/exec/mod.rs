@@ -1,25 +1,34 @@
 //! Execution (DESIGN §5): tier selection, per-row orchestration, guards, promotion, statistics.
 //!
-//! An `Engine` runs rows of one plan on one tier. On the canonical tier every
-//! stream is evaluated by `NodeState`. On the quickened tier the schedule runs
-//! step by step through the partition of `fusion::FusedPlan`: each region's
-//! program preflights and either computes its streams (or islands) or
-//! declines, and a declined region (or graph step) is evaluated canonically
-//! from its start. Fused programs work on `NodeState`'s own arena and rings
-//! (the frame points at them), so a declined range needs no copying to be
-//! "synchronised back", and temporal state never lives anywhere else:
+//! An `Engine` runs rows of one plan on one tier:
 //!
-//! - **promotion** is the one fallible step: before a region that reads
+//! - **canonical**: every stream is evaluated by `NodeState`;
+//! - **quickened** / **native-regions**: the schedule runs step by step
+//!   through the partition of `fusion::FusedPlan`; each region's program
+//!   (interpreted by `scalar_ir::QuickCode`, or compiled by `jit`) preflights
+//!   and either computes its streams (or islands) or declines, and a declined
+//!   region (or graph step) is evaluated canonically from its start;
+//! - **native-whole**: one program computes the whole row (row guard first,
+//!   then every stream, node holds and ring pushes); a declined row runs
+//!   canonically. The same program's batch kernel runs stretches of rows
+//!   held in columns (`run_batch`).
+//!
+//! Fused programs work on `NodeState`'s own arena and rings (the frame points
+//! at them), so a declined range needs no copying to be "synchronised back",
+//! and temporal state never lives anywhere else:
+//!
+//! - **promotion** is the one fallible step: before a program that reads
 //!   offset rings first runs, every entry of those rings must hold a defined
 //!   value of the ring's scalar type (while rings still hold ⊥, in the first
-//!   rows, the region declines and the row runs canonically);
-//! - **materialization** is therefore always trivial: when a promoted region
-//!   declines, or the barrier pushes a value the region could not read (⊥)
-//!   into one of its rings, the canonical tier already holds the state; the
-//!   region is demoted and must be promoted again.
+//!   rows, the program declines and the row runs canonically);
+//! - **materialization** is therefore always trivial: when a promoted program
+//!   declines, or a canonical row pushes a value it could not read (⊥) into
+//!   one of its rings, the canonical tier already holds the state; the
+//!   program is demoted and must be promoted again.
 //!
-//! The tick barrier (offset rings) is shared by both tiers and runs after the
-//! last stream, so a row abandoned midway leaves no trace in temporal state.
+//! The tick barrier (offset rings) runs after the last stream (in
+//! `NodeState::end_row`, or at the end of the whole-row program), so a row
+//! abandoned midway leaves no trace in temporal state.
 
 pub mod explain;
 
