@@ -5,29 +5,18 @@
 //! tier reads the inputs and writes the outputs of many rows in one call.
 //! Values with no scalar form (Str, Unit) are kept beside as objects.
 
+use crate::canonical::{decode, scalar_form};
 use crate::value::{Sample, Value};
 use scalar_ir::frame::tag;
 
-/// Encodes a sample as (tag, payload, object).
+/// Encodes a cell as (tag, payload, object), in `NodeState`'s frame form.
 pub(crate) fn encode(v: &Option<Value>) -> (u8, u64, Option<Value>) {
     match v {
         None => (tag::ABSENT, 0, None),
-        Some(Value::Int(i)) => (tag::I64, *i as u64, None),
-        Some(Value::Float(f)) => (tag::F64, f.to_bits(), None),
-        Some(Value::Bool(b)) => (tag::B1, *b as u64, None),
-        Some(other) => (tag::OTHER, 0, Some(other.clone())),
-    }
-}
-
-/// Decodes a cell back to a sample.
-pub(crate) fn decode(t: u8, lane: u64, object: Option<&Value>) -> Sample {
-    match t {
-        tag::ABSENT => Sample::NoVal,
-        tag::DEFERRED => Sample::Deferred,
-        tag::I64 => Sample::Value(Value::Int(lane as i64)),
-        tag::F64 => Sample::Value(Value::Float(f64::from_bits(lane))),
-        tag::B1 => Sample::Value(Value::Bool(lane != 0)),
-        _ => object.map_or(Sample::NoVal, |v| Sample::Value(v.clone())),
+        Some(v) => match scalar_form(v) {
+            Some((t, lane)) => (t, lane, None),
+            None => (tag::OTHER, 0, Some(v.clone())),
+        },
     }
 }
 

@@ -58,31 +58,29 @@ pub struct NodeState {
     pending: Vec<Option<Fault>>,
 }
 
-/// Rebuilds a sample from its frame form.
+/// Rebuilds a sample from its frame form (tag, payload, and the object of a
+/// cell tagged `OTHER`). Batches use the same form.
 #[inline]
-fn decode(t: u8, lane: u64, object: &Option<Value>) -> Sample {
+pub(crate) fn decode(t: u8, lane: u64, object: Option<&Value>) -> Sample {
     match t {
         tag::ABSENT => Sample::NoVal,
         tag::DEFERRED => Sample::Deferred,
         tag::I64 => Sample::Value(Value::Int(lane as i64)),
         tag::F64 => Sample::Value(Value::Float(f64::from_bits(lane))),
         tag::B1 => Sample::Value(Value::Bool(lane != 0)),
-        _ => match object {
-            Some(v) => Sample::Value(v.clone()),
-            None => Sample::NoVal,
-        },
+        _ => object.map_or(Sample::NoVal, |v| Sample::Value(v.clone())),
     }
 }
 
-/// The frame form of a present value: tag, payload, and the object for
-/// values that have no scalar form.
+/// The tag and payload of a value with a scalar form; `None` for values
+/// kept as objects (Str, Unit), which are tagged `OTHER`.
 #[inline]
-fn encode(v: Value) -> (u8, u64, Option<Value>) {
+pub(crate) fn scalar_form(v: &Value) -> Option<(u8, u64)> {
     match v {
-        Value::Int(i) => (tag::I64, i as u64, None),
-        Value::Float(f) => (tag::F64, f.to_bits(), None),
-        Value::Bool(b) => (tag::B1, b as u64, None),
-        other => (tag::OTHER, 0, Some(other)),
+        Value::Int(i) => Some((tag::I64, *i as u64)),
+        Value::Float(f) => Some((tag::F64, f.to_bits())),
+        Value::Bool(b) => Some((tag::B1, *b as u64)),
+        _ => None,
     }
 }
 
@@ -113,7 +111,7 @@ impl NodeState {
     #[inline]
     pub fn raw(&self, slot: u32) -> Sample {
         let i = slot as usize;
-        decode(self.tags[i], self.lanes[i], &self.objects[i])
+        decode(self.tags[i], self.lanes[i], self.objects[i].as_ref())
     }
 
     /// Whether a slot is NoVal at this step.
@@ -131,7 +129,7 @@ impl NodeState {
             tag::ABSENT => self.held_tags[i],
             t => t,
         };
-        decode(t, self.lanes[i], &self.objects[i])
+        decode(t, self.lanes[i], self.objects[i].as_ref())
     }
 
     /// The current (raw) value of stream `s`.
@@ -152,14 +150,16 @@ impl NodeState {
                 }
             }
             Sample::Deferred => self.tags[i] = tag::DEFERRED,
-            Sample::Value(v) => {
-                let (t, lane, object) = encode(v);
-                self.tags[i] = t;
-                self.lanes[i] = lane;
-                if object.is_some() {
-                    self.objects[i] = object;
+            Sample::Value(v) => match scalar_form(&v) {
+                Some((t, lane)) => {
+                    self.tags[i] = t;
+                    self.lanes[i] = lane;
                 }
-            }
+                None => {
+                    self.tags[i] = tag::OTHER;
+                    self.objects[i] = Some(v);
+                }
+            },
         }
     }
 
@@ -178,17 +178,16 @@ impl NodeState {
     #[inline]
     pub fn write_value(&mut self, slot: u32, v: &Value) {
         let i = slot as usize;
-        let (t, lane) = match v {
-            Value::Int(x) => (tag::I64, *x as u64),
-            Value::Float(x) => (tag::F64, x.to_bits()),
-            Value::Bool(x) => (tag::B1, *x as u64),
-            other => {
-                self.objects[i] = Some(other.clone());
-                (tag::OTHER, 0)
+        match scalar_form(v) {
+            Some((t, lane)) => {
+                self.tags[i] = t;
+                self.lanes[i] = lane;
             }
-        };
-        self.tags[i] = t;
-        self.lanes[i] = lane;
+            None => {
+                self.tags[i] = tag::OTHER;
+                self.objects[i] = Some(v.clone());
+            }
+        }
     }
 
     /// Evaluates one stream: its nodes in postorder, then publishes the root.
@@ -248,7 +247,7 @@ impl NodeState {
                 Ok(decode(
                     self.ring_tags[k],
                     self.ring_lanes[k],
-                    &self.ring_objects[k],
+                    self.ring_objects[k].as_ref(),
                 ))
             }
             NodeOp::If => self.compute_if(id, [a0, a1, a2]),

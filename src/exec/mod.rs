@@ -195,11 +195,6 @@ impl Engine {
         engine
     }
 
-    /// An engine for the canonical tier.
-    pub fn canonical(plan: Arc<Plan>) -> Engine {
-        Engine::new(plan, Tier::Canonical)
-    }
-
     /// Partitions, lowers and compiles every region (natively if asked).
     fn build_regions(&mut self, native: bool) {
         let plan = self.plan.clone();
