@@ -291,23 +291,10 @@ impl Checker<'_> {
             })
             .collect();
         let mut table = vec![None; self.ast.exprs.len()];
-        for _round in 0..(3 * n + 3) {
-            let mut changed = false;
-            for i in 0..n {
-                let Some(def) = self.streams[i].def else {
-                    continue;
-                };
-                let mut sink = Vec::new();
-                let t = self.infer(def, &inferred, &mut table, &mut sink);
-                if t != inferred[i] {
-                    inferred[i] = t;
-                    changed = true;
-                }
-            }
-            if !changed {
-                break;
-            }
-        }
+        let defs: Vec<Option<ExprId>> = self.streams.iter().map(|s| s.def).collect();
+        fixpoint(&defs, &mut inferred, |def, current| {
+            self.infer(def, current, &mut table, &mut Vec::new())
+        });
         let mut errors = Vec::new();
         for i in 0..n {
             let Some(def) = self.streams[i].def else {
@@ -471,22 +458,10 @@ impl Checker<'_> {
             })
             .collect();
         let mut table = vec![None; self.ast.exprs.len()];
-        for _round in 0..(3 * n + 3) {
-            let mut changed = false;
-            for i in 0..n {
-                let Some(def) = self.streams[i].def else {
-                    continue;
-                };
-                let s = self.sig(def, &sigs, &mut table);
-                if s != sigs[i] {
-                    sigs[i] = s;
-                    changed = true;
-                }
-            }
-            if !changed {
-                break;
-            }
-        }
+        let defs: Vec<Option<ExprId>> = self.streams.iter().map(|s| s.def).collect();
+        fixpoint(&defs, &mut sigs, |def, current| {
+            self.sig(def, current, &mut table)
+        });
         for i in 0..n {
             if let Some(def) = self.streams[i].def {
                 self.sig(def, &sigs, &mut table);
@@ -547,6 +522,31 @@ impl Checker<'_> {
         };
         table[e.index()] = s;
         s
+    }
+}
+
+/// Iterates `eval` over every defined stream's definition until no stream's
+/// value changes: the least fixpoint of a monotone analysis that starts from
+/// "nothing known yet" (recursion through offsets needs it). The lattices
+/// used here have height at most three, so `3n + 3` rounds always suffice.
+fn fixpoint<T: PartialEq>(
+    defs: &[Option<ExprId>],
+    values: &mut [T],
+    mut eval: impl FnMut(ExprId, &[T]) -> T,
+) {
+    for _round in 0..(3 * defs.len() + 3) {
+        let mut changed = false;
+        for (i, def) in defs.iter().enumerate() {
+            let Some(def) = *def else { continue };
+            let v = eval(def, values);
+            if v != values[i] {
+                values[i] = v;
+                changed = true;
+            }
+        }
+        if !changed {
+            break;
+        }
     }
 }
 
