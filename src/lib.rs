@@ -5,6 +5,7 @@ pub mod canonical;
 pub mod cli;
 pub mod error;
 pub mod exec;
+pub mod explain;
 pub mod fusion;
 pub mod lang;
 pub mod monitor;

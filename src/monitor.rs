@@ -1,12 +1,14 @@
 //! The library API: `Spec` (parse and check), `Monitor` (step rows through a chosen tier), `Tier`.
 
+use crate::error::RuntimeError;
 use crate::exec::Engine;
+pub use crate::exec::Tier;
 use crate::lang::check::CheckedSpec;
 use crate::lang::diag::Diagnostics;
 use crate::lang::types::Type;
 use crate::plan::Plan;
 use crate::trace::InputSchema;
-use crate::{RuntimeError, Sample, Value};
+use crate::value::{Sample, Value};
 use std::fmt;
 use std::sync::Arc;
 
@@ -62,55 +64,6 @@ impl Spec {
                 .map(|&s| self.checked.stream(s).declared.unwrap_or(Type::Any))
                 .collect(),
         }
-    }
-}
-
-/// An execution tier (DESIGN §5).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum Tier {
-    /// The best tier available; `Monitor::tier` says which was picked.
-    #[default]
-    Auto,
-    /// The canonical arena interpreter, the reference.
-    Canonical,
-    /// Fused regions run by the quickened register interpreter over the
-    /// scalar IR; everything else (and every declined row) canonically.
-    Quickened,
-    /// As `Quickened`, with every region compiled by Cranelift (a region the
-    /// JIT declines stays quickened).
-    NativeRegions,
-    /// The whole per-row schedule, temporal state included, as one native
-    /// function; available when every stream is scalar (else native regions).
-    NativeWhole,
-}
-
-impl Tier {
-    pub const ALL: [Tier; 5] = [
-        Tier::Auto,
-        Tier::Canonical,
-        Tier::Quickened,
-        Tier::NativeRegions,
-        Tier::NativeWhole,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Tier::Auto => "auto",
-            Tier::Canonical => "canonical",
-            Tier::Quickened => "quickened",
-            Tier::NativeRegions => "native-regions",
-            Tier::NativeWhole => "native-whole",
-        }
-    }
-
-    pub fn from_name(name: &str) -> Option<Tier> {
-        Tier::ALL.into_iter().find(|t| t.name() == name)
-    }
-}
-
-impl fmt::Display for Tier {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
     }
 }
 

@@ -99,7 +99,7 @@ pub fn main() -> ExitCode {
         },
         Command::Explain { spec, tier } => match load_spec(&spec) {
             Ok(spec) => {
-                print!("{}", crate::exec::explain::explain(&spec, tier));
+                print!("{}", crate::explain::explain(&spec, tier));
                 ExitCode::SUCCESS
             }
             Err(code) => code,

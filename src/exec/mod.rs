@@ -30,13 +30,13 @@
 //! `NodeState::end_row`, or at the end of the whole-row program), so a row
 //! abandoned midway leaves no trace in temporal state.
 
-pub mod explain;
+mod tier;
+pub use tier::Tier;
 
 use crate::canonical::NodeState;
 use crate::error::{ErrorKind, RuntimeError};
 use crate::fusion::lower::{LoweredRegion, lower_region};
 use crate::fusion::{Action, FusedPlan, RegionId, Step};
-use crate::monitor::Tier;
 use crate::plan::Plan;
 use crate::value::Value;
 use scalar_ir::frame::{Frame, tag, tag_of};
@@ -633,6 +633,16 @@ impl Engine {
     /// The whole-row program, on the native-whole tier (for `explain`).
     pub fn whole_lowered(&self) -> Option<&LoweredRegion> {
         self.whole.as_ref().map(|w| &w.rt.lowered)
+    }
+
+    /// Which code runs region `r` (for `explain`): `native` when Cranelift
+    /// compiled it, `quickened` otherwise (the quickened tier, or a region the
+    /// JIT declined).
+    pub fn region_backend(&self, r: usize) -> &'static str {
+        match self.regions.get(r).map(|rt| &rt.kernel) {
+            Some(Kernel::Native(_)) => "native",
+            _ => "quickened",
+        }
     }
 
     /// The lowered regions (for `explain`).

@@ -34,7 +34,7 @@ fn design_example_partitions_into_six_steps() {
 
 #[test]
 fn explain_names_tiers_and_prints_region_ir() {
-    let text = vigil::exec::explain::explain(&fusion_example(), Tier::Quickened);
+    let text = vigil::explain::explain(&fusion_example(), Tier::Quickened);
     expect![[r#"
         (5) echoed: canonical, because its values are not of one scalar representation (type Str, signature none)
     "#]]
@@ -54,4 +54,27 @@ fn explain_names_tiers_and_prints_region_ir() {
 
     "#]]
     .assert_eq(r1);
+}
+
+/// On native-regions, `explain` names the code that really runs each region:
+/// it used to say "quickened" for regions Cranelift compiled.
+#[test]
+fn explain_on_native_regions_says_native() {
+    let what_runs = |tier| {
+        let text = vigil::explain::explain(&fusion_example(), tier);
+        let start = text.find("what runs each step:").unwrap();
+        let end = text[start..].find("\nregion r0:").unwrap() + start;
+        text[start..end].to_string()
+    };
+    expect![[r#"
+        what runs each step:
+        (1) {scaled, offset, merged}: native region r0 on every row whose preflight passes; canonical on the others
+        (2) blended: graph step because it is temporal (n3: blended[1]); islands native in r1 once their rings are promoted, canonical runs and declined rows canonical
+        (3) {delta, ratio}: native region r2 on every row whose preflight passes; canonical on the others
+        (4) total: graph step because it is temporal (n9: total[1]); islands native in r3 once their rings are promoted, canonical runs and declined rows canonical
+        (5) echoed: canonical, because its values are not of one scalar representation (type Str, signature none)
+        (6) {level, alert}: native region r4 on every row whose preflight passes; canonical on the others
+    "#]]
+    .assert_eq(&what_runs(Tier::NativeRegions));
+    assert!(what_runs(Tier::Quickened).contains("quickened region r0"));
 }

@@ -39,19 +39,6 @@ proptest! {
         }
     }
 
-    /// A valid spec with fragments spliced in at random places.
-    #[test]
-    fn mutated_specs_are_diagnosed(cuts in prop::collection::vec((0usize..SPEC.len(), 0usize..FRAGMENTS.len()), 1..4)) {
-        let mut src = SPEC.to_string();
-        for (at, f) in cuts {
-            let at = (0..=at.min(src.len())).rev().find(|&i| src.is_char_boundary(i)).unwrap_or(0);
-            src.insert_str(at, FRAGMENTS[f]);
-        }
-        if let Err(d) = Spec::parse("fuzz.dsrv", &src) {
-            let _ = d.render();
-        }
-    }
-
     /// Arbitrary bytes as a trace in every format: rows or a located error,
     /// and every tier evaluates whatever rows come out.
     #[test]
@@ -70,4 +57,148 @@ proptest! {
             }
         }
     }
+}
+
+/// Whole declarations, valid wherever a line starts (most of them).
+const LINES: [&str; 8] = [
+    "aux q: Int\nq = x * 3\n",
+    "out r\nr = y[1]\n",
+    "out t: Float\nt = f / 0.0\n",
+    "out u: Bool\nu = b || is_defined(x[2])\n",
+    "out v: Int\nv = default(v[1], 0) + x % 2\n",
+    "out w2\nw2 = latch(s ++ \"!\", b)\n",
+    "out k: Int\nk = if b then x / (x - 1) else 0\n",
+    "out z\n",
+];
+
+/// A trace for the mutated specs, in JSON lines (keys a mutation made
+/// undeclared are ignored; a value a mutation made ill-typed is a trace error).
+const MUTATION_TRACE: &str = "{\"x\": 1, \"y\": 2, \"f\": 2.5, \"b\": true, \"s\": \"q\"}\n\
+{\"x\": 3, \"b\": false, \"s\": \"r\"}\n{\"y\": 7, \"f\": 0.5}\n\
+{\"x\": 9223372036854775807, \"y\": 1, \"f\": 1.0, \"b\": true, \"s\": \"q\"}\n";
+
+/// Runs `spec` over [`MUTATION_TRACE`] on `tier`: the text of every step's
+/// outputs, then the runtime or trace error that ended the run, if any.
+fn run_mutation(spec: &Spec, tier: Tier) -> String {
+    use vigil::trace::{OutputFormat, make_writer};
+    let buf = crate::support::SharedBuf::default();
+    let mut monitor = Monitor::builder(spec).tier(tier).build();
+    let names = monitor
+        .output_names()
+        .into_iter()
+        .map(String::from)
+        .collect();
+    let mut writer = make_writer(OutputFormat::Text, names, Box::new(buf.clone()));
+    let mut end = String::new();
+    match reader_from_bytes(
+        "t.jsonl",
+        MUTATION_TRACE.into(),
+        TraceFormat::Jsonl,
+        &spec.input_schema(),
+    ) {
+        Err(e) => end = format!("trace error: {e}"),
+        Ok(mut reader) => {
+            let mut row = vec![None; monitor.input_count()];
+            loop {
+                match reader.next_row(&mut row) {
+                    Ok(true) => {
+                        let step = monitor.steps();
+                        match monitor.step(&row) {
+                            Ok(out) => writer.write_step(step, &out.to_vec()).unwrap(),
+                            Err(e) => {
+                                end = format!("runtime error: {e}");
+                                break;
+                            }
+                        }
+                    }
+                    Ok(false) => break,
+                    Err(e) => {
+                        end = format!("trace error: {e}");
+                        break;
+                    }
+                }
+            }
+        }
+    }
+    writer.flush().unwrap();
+    drop(writer);
+    buf.text() + &end
+}
+
+/// A valid spec with fragments spliced in at random places: every diagnostic
+/// is located inside the source and renders with its position; every spec
+/// that is accepted runs identically on every tier. The counts at the end
+/// guard against a generator that only ever produces one of the two outcomes.
+#[test]
+fn mutated_specs_are_diagnosed_or_agree_on_every_tier() {
+    use proptest::test_runner::{Config, TestRunner};
+    let (diagnosed, accepted) = (std::cell::Cell::new(0u32), std::cell::Cell::new(0u32));
+    let mut runner = TestRunner::new(Config::with_cases(384));
+    // Half of the cuts snap to a line start and insert a whole declaration, so
+    // that a good share of the mutants are valid specs that run.
+    let strategy = prop::collection::vec(
+        (
+            0usize..SPEC.len(),
+            0usize..FRAGMENTS.len(),
+            0usize..LINES.len(),
+            any::<bool>(),
+        ),
+        1..4,
+    );
+    runner
+        .run(&strategy, |cuts| {
+            let mut src = SPEC.to_string();
+            for (at, f, l, whole_line) in cuts {
+                let at = (0..=at.min(src.len()))
+                    .rev()
+                    .find(|&i| src.is_char_boundary(i))
+                    .unwrap_or(0);
+                if whole_line {
+                    let line_start = src[..at].rfind('\n').map_or(0, |i| i + 1);
+                    src.insert_str(line_start, LINES[l]);
+                } else {
+                    src.insert_str(at, FRAGMENTS[f]);
+                }
+            }
+            match Spec::parse("fuzz.dsrv", &src) {
+                Err(d) => {
+                    diagnosed.set(diagnosed.get() + 1);
+                    prop_assert!(!d.errors.is_empty());
+                    let text = d.render();
+                    for e in &d.errors {
+                        prop_assert!(
+                            e.span.start <= e.span.end && e.span.end as usize <= src.len(),
+                            "span {:?} outside a {}-byte source",
+                            e.span,
+                            src.len()
+                        );
+                    }
+                    prop_assert!(
+                        text.contains("error: ") && text.contains("fuzz.dsrv:"),
+                        "diagnostics not rendered with a location:\n{text}"
+                    );
+                }
+                Ok(spec) => {
+                    accepted.set(accepted.get() + 1);
+                    let want = run_mutation(&spec, Tier::Canonical);
+                    for tier in Tier::ALL {
+                        prop_assert_eq!(
+                            &run_mutation(&spec, tier),
+                            &want,
+                            "tier {} on\n{}",
+                            tier,
+                            src
+                        );
+                    }
+                }
+            }
+            Ok(())
+        })
+        .unwrap_or_else(|e| panic!("{e}"));
+    let (diagnosed, accepted) = (diagnosed.get(), accepted.get());
+    assert!(
+        diagnosed >= 50 && accepted >= 50,
+        "the mutations produced {diagnosed} diagnosed and {accepted} accepted specs"
+    );
+    eprintln!("mutated specs: {diagnosed} diagnosed, {accepted} accepted and run on every tier");
 }

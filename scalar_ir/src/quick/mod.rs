@@ -2,13 +2,22 @@
 //!
 //! Compilation ([`QuickCode::compile`]) verifies the program, assigns every SSA value
 //! its own `u64` register, preloads constants, and selects type-specialised opcodes and
-//! superinstructions (see [`compile`]). Running reuses the register file, so a run
+//! superinstructions (in the private `compile` module). Running reuses the register file, so a run
 //! allocates nothing. The opcode set lives in one table in [`ops`].
+//!
+//! The register file is private: its indexing skips bounds checks, which is sound
+//! only for the register files this module builds for the code it compiled, so no
+//! safe code outside the crate can build or index one:
+//!
+//! ```compile_fail
+//! let regs = scalar_ir::quick::Regs::default();
+//! ```
 
 mod compile;
 pub mod ops;
 
-pub use ops::{Code, Op, Opcode, Pc, Reg, Regs, Site, Tag, disasm};
+use ops::Regs;
+pub use ops::{Code, Op, Opcode, Pc, Reg, Site, Tag, disasm};
 
 use crate::frame::{BatchBuffers, BatchFrame, Exit, Frame, FrameBuffers};
 use crate::ir::{Decl, Program};
@@ -55,7 +64,7 @@ impl QuickCode {
     pub fn compile(prog: &Program) -> Result<QuickCode, Error> {
         verify(prog).map_err(Error::Verify)?;
         let code = compile::lower(prog);
-        let mut regs = Regs(vec![0; code.nregs as usize]);
+        let mut regs = Regs::zeroed(code.nregs);
         for &(r, bits) in &code.consts {
             regs[r] = bits;
         }

@@ -71,8 +71,21 @@ impl Operand for i64 {
 }
 
 /// The register file: one `u64` lane per register.
+///
+/// It is private to this crate on purpose: its `Index` skips the bounds check,
+/// which is sound only because every register file is built by
+/// [`QuickCode::compile`](super::QuickCode::compile) with `nregs` lanes for code
+/// whose registers are all below `nregs`. A public register file would let safe
+/// code index it out of bounds.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Regs(pub Vec<u64>);
+pub(crate) struct Regs(Vec<u64>);
+
+impl Regs {
+    /// A zeroed register file with `n` lanes.
+    pub(crate) fn zeroed(n: u32) -> Regs {
+        Regs(vec![0; n as usize])
+    }
+}
 
 // Register indices come from the compiler, which sizes the register file to
 // cover every register it hands out, so the dispatch loop skips the bounds

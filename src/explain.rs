@@ -1,6 +1,6 @@
 //! `vigil explain`: the schedule, the partition, each region's IR and which tier runs what, and why.
 
-use super::Engine;
+use crate::exec::Engine;
 use crate::fusion::{Step, describe_node, why_not_eligible};
 use crate::monitor::{Monitor, Spec, Tier};
 use std::fmt::Write as _;
@@ -76,8 +76,9 @@ fn step_tiers(engine: &Engine, step: &Step) -> String {
         Step::StreamRegion { members, region } => {
             let names: Vec<&str> = members.iter().map(|&s| plan.stream_name(s)).collect();
             format!(
-                "{{{}}}: quickened region r{} on every row whose preflight passes; canonical on the others",
+                "{{{}}}: {} region r{} on every row whose preflight passes; canonical on the others",
                 names.join(", "),
+                engine.region_backend(region.0 as usize),
                 region.0
             )
         }
@@ -86,20 +87,23 @@ fn step_tiers(engine: &Engine, step: &Step) -> String {
         } => {
             let name = plan.stream_name(*stream);
             let why = why_not_eligible(plan, *stream).unwrap_or_default();
-            let regions: Vec<String> = segments
+            let ids: std::collections::BTreeSet<u32> = segments
                 .iter()
                 .filter_map(|s| match s {
-                    crate::fusion::Segment::Island(i) => Some(format!("r{}", i.region.0)),
+                    crate::fusion::Segment::Island(i) => Some(i.region.0),
                     _ => None,
                 })
-                .collect::<std::collections::BTreeSet<_>>()
-                .into_iter()
                 .collect();
+            let regions: Vec<String> = ids.iter().map(|r| format!("r{r}")).collect();
+            let backend = ids
+                .iter()
+                .next()
+                .map_or("quickened", |&r| engine.region_backend(r as usize));
             if regions.is_empty() {
                 format!("{name}: canonical, because {why}")
             } else {
                 format!(
-                    "{name}: graph step because {why}; islands quickened in {} once their rings are promoted, canonical runs and declined rows canonical",
+                    "{name}: graph step because {why}; islands {backend} in {} once their rings are promoted, canonical runs and declined rows canonical",
                     regions.join(", ")
                 )
             }

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Builds the seed corpora of every fuzz target from the conformance cases (the
+# project's own under tests/cases, and the shared ones when ../shared exists).
+# Usage: fuzz/seed.sh   (writes fuzz/corpus/<target>/, which git ignores)
+set -euo pipefail
+cd "$(dirname "$0")"
+roots=(../tests/cases)
+[ -d ../../shared/conformance ] && roots+=(../../shared/conformance)
+mkdir -p corpus/frontend corpus/trace_tc corpus/trace_csv corpus/trace_jsonl corpus/tiers
+n=0
+while IFS= read -r spec; do
+  dir=$(dirname "$spec")
+  n=$((n + 1))
+  cp "$spec" "corpus/frontend/case$n"
+  if [ -f "$dir/trace.input" ]; then
+    cp "$dir/trace.input" "corpus/trace_tc/case$n"
+    { cat "$spec"; printf '\n%%%%\nt'; cat "$dir/trace.input"; } > "corpus/tiers/case$n"
+  fi
+  for f in "$dir"/*.csv; do [ -f "$f" ] && cp "$f" "corpus/trace_csv/case$n"; done
+  for f in "$dir"/*.jsonl; do [ -f "$f" ] && cp "$f" "corpus/trace_jsonl/case$n"; done
+done < <(find "${roots[@]}" -name spec.dsrv | sort)
+# Traces in the other formats come from the examples.
+for f in ../examples/*.csv; do [ -f "$f" ] && cp "$f" corpus/trace_csv/; done
+for f in ../examples/*.jsonl; do [ -f "$f" ] && cp "$f" corpus/trace_jsonl/; done
+printf 'x,f,b,s,u,a\n1,2.5,true,hi,(),3\n,,,,,\n' > corpus/trace_csv/typed.csv
+printf '{"x":1,"f":2.5,"b":true,"s":"hi","u":null,"a":[1]}\n{}\n' > corpus/trace_jsonl/typed.jsonl
+echo "seeded $n cases into fuzz/corpus/"

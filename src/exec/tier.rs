@@ -1,0 +1,52 @@
+//! The execution tiers (DESIGN §5): a type of the engine, re-exported by the library API.
+
+use std::fmt;
+
+/// An execution tier (DESIGN §5).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Tier {
+    /// The best tier available; `Monitor::tier` says which was picked.
+    #[default]
+    Auto,
+    /// The canonical arena interpreter, the reference.
+    Canonical,
+    /// Fused regions run by the quickened register interpreter over the
+    /// scalar IR; everything else (and every declined row) canonically.
+    Quickened,
+    /// As `Quickened`, with every region compiled by Cranelift (a region the
+    /// JIT declines stays quickened).
+    NativeRegions,
+    /// The whole per-row schedule, temporal state included, as one native
+    /// function; available when every stream is scalar (else native regions).
+    NativeWhole,
+}
+
+impl Tier {
+    pub const ALL: [Tier; 5] = [
+        Tier::Auto,
+        Tier::Canonical,
+        Tier::Quickened,
+        Tier::NativeRegions,
+        Tier::NativeWhole,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Tier::Auto => "auto",
+            Tier::Canonical => "canonical",
+            Tier::Quickened => "quickened",
+            Tier::NativeRegions => "native-regions",
+            Tier::NativeWhole => "native-whole",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Tier> {
+        Tier::ALL.into_iter().find(|t| t.name() == name)
+    }
+}
+
+impl fmt::Display for Tier {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
