@@ -117,5 +117,42 @@ fn compile(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench, compile);
+/// `n` independent recursive accumulators, `s_i = default(s_i[1], 0) + x`: the
+/// spec whose build time used to grow fourfold per doubling (issue 7).
+fn accumulators(n: usize) -> String {
+    let mut src = String::from("in x: Int\n");
+    for i in 0..n {
+        src.push_str(&format!("out s{i}: Int\ns{i} = default(s{i}[1], 0) + x\n"));
+    }
+    src
+}
+
+/// Parse, check, plan, fuse, lower and compile specs of 2,500 and 10,000
+/// streams on every tier: the ratio between the two sizes shows whether a
+/// build step is near-linear (about 4) or not.
+fn build_scaling(c: &mut Criterion) {
+    let mut group = c.benchmark_group("build_accumulators");
+    group.sample_size(10);
+    for n in [2_500, 10_000] {
+        let src = accumulators(n);
+        for tier in [
+            Tier::Canonical,
+            Tier::Quickened,
+            Tier::NativeRegions,
+            Tier::NativeWhole,
+        ] {
+            group.bench_function(format!("{}/{n}", tier.name()), |b| {
+                b.iter(|| {
+                    let spec = Spec::parse("acc.dsrv", &src).expect("the generated spec is valid");
+                    let m = Monitor::builder(&spec).tier(tier).build();
+                    assert_eq!(m.tier(), tier);
+                    black_box(m)
+                })
+            });
+        }
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench, compile, build_scaling);
 criterion_main!(benches);

@@ -300,12 +300,10 @@ fn build_row_kernel(
     let mut t = Translator::new(prog, b, fv, helpers, OnReturn::Return { frame });
     t.enter()?;
     t.translate_blocks()?;
-    if let Some(exit) = t.finish() {
-        b.switch_to_block(exit);
-        let word = b.block_params(exit)[0];
+    t.finish(|b, word| {
         store_field(b, word, frame, FRAME_STATUS);
         b.ins().return_(&[word]);
-    }
+    });
     Ok(())
 }
 
@@ -379,7 +377,13 @@ fn build_batch_kernel(
     let mut t = Translator::new(prog, b, fv, helpers, OnReturn::Jump(row_done));
     t.enter()?;
     t.translate_blocks()?;
-    let exit = t.finish();
+    // A row declined or trapped: `r` rows returned, and the step stays at this row's.
+    t.finish(|b, word| {
+        store_field(b, word, bf, FRAME_STATUS);
+        store_field(b, step, bf, FRAME_STEP);
+        store_field(b, r, bf, BATCH_DONE);
+        b.ins().return_(&[word]);
+    });
 
     // The row returned: copy the requested environment slots to the output row.
     b.switch_to_block(row_done);
@@ -425,15 +429,6 @@ fn build_batch_kernel(
     store_field(b, zero, bf, FRAME_STATUS);
     b.ins().return_(&[zero]);
 
-    // A row declined or trapped: `r` rows returned, and the step stays at this row's.
-    if let Some(exit) = exit {
-        b.switch_to_block(exit);
-        let word = b.block_params(exit)[0];
-        store_field(b, word, bf, FRAME_STATUS);
-        store_field(b, step, bf, FRAME_STEP);
-        store_field(b, r, bf, BATCH_DONE);
-        b.ins().return_(&[word]);
-    }
     Ok(())
 }
 

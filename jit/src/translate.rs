@@ -71,8 +71,8 @@ pub(crate) struct Translator<'p, 'b, 'f> {
     on_return: OnReturn,
     /// The shared exit block, created with the first stub: takes the exit word as its
     /// one parameter. Filled by the caller, because each kernel leaves differently.
-    exit_block: Option<cl::Block>,
-    /// Cold stubs, one per distinct non-return exit word, each jumping to `exit_block`.
+    /// Cold stubs, one per distinct non-return exit word, each leaving the function
+    /// itself (see [`Translator::finish`]).
     stubs: HashMap<u64, cl::Block>,
     /// Cranelift value of each scalar IR value, once translated.
     vals: Vec<Option<cl::Value>>,
@@ -97,7 +97,6 @@ impl<'p, 'b, 'f> Translator<'p, 'b, 'f> {
             frame,
             helpers,
             on_return,
-            exit_block: None,
             stubs: HashMap::new(),
             vals: vec![None; prog.values.len()],
             flags: vec![None; prog.values.len()],
@@ -141,20 +140,19 @@ impl<'p, 'b, 'f> Translator<'p, 'b, 'f> {
     }
 
     /// Stage 3, emit exits: fills the cold exit stubs, each of which materialises its
-    /// exit word and jumps to the shared exit block. Returns that block (empty, with
-    /// the word as its parameter) for the caller to fill, or `None` if the program
-    /// never leaves other than by `return`.
-    pub(crate) fn finish(self) -> Option<cl::Block> {
-        let exit_block = self.exit_block?;
+    /// exit word and leaves through `leave` (which stores what the kernel reports and
+    /// returns). Every stub leaves on its own rather than jumping to one shared exit
+    /// block: a block with thousands of predecessors made Cranelift's dominator tree
+    /// and register allocation quadratic in the number of trap sites.
+    pub(crate) fn finish(self, mut leave: impl FnMut(&mut FunctionBuilder<'_>, cl::Value)) {
         let mut stubs: Vec<_> = self.stubs.into_iter().collect();
         // Deterministic block order, so that compiling a program twice gives the same code.
         stubs.sort_unstable_by_key(|&(word, _)| word);
         for (word, stub) in stubs {
             self.b.switch_to_block(stub);
             let w = self.b.ins().iconst(types::I64, word as i64);
-            self.b.ins().jump(exit_block, &[BlockArg::Value(w)]);
+            leave(self.b, w);
         }
-        Some(exit_block)
     }
 
     fn block(&self, blk: Block) -> Result<cl::Block, CompileError> {
@@ -199,12 +197,6 @@ impl<'p, 'b, 'f> Translator<'p, 'b, 'f> {
         let word = exit.encode();
         if let Some(&blk) = self.stubs.get(&word) {
             return blk;
-        }
-        if self.exit_block.is_none() {
-            let exit = self.b.create_block();
-            self.b.append_block_param(exit, types::I64);
-            self.b.set_cold_block(exit);
-            self.exit_block = Some(exit);
         }
         let blk = self.b.create_block();
         self.b.set_cold_block(blk);

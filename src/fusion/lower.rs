@@ -156,10 +156,19 @@ pub fn lower_whole(plan: &Plan) -> LoweredRegion {
         cx.streams.insert(s, v);
     }
     // The tick barrier: every ring takes its operand's value of this row.
+    // The value is reloaded from the operand's arena slot, where it was
+    // stored above, rather than kept in its SSA value: holding every ring
+    // operand live from its stream to the end of the row made the register
+    // allocator spill thousands of values, and compile time quadratic in the
+    // number of streams.
     for node in &plan.nodes {
         if let NodeOp::Offset(n) = node.op {
             let ty = scalar_type(node.sig).expect("checked by whole_row_eligible");
-            let v = cx.operand(&node.args[0]);
+            let v = match &node.args[0] {
+                Operand::Stream(s) => cx.b.load_env(ty, s.0),
+                Operand::Node(m) => cx.b.load_env(ty, plan.node_slot(*m)),
+                constant @ Operand::Const(_) => cx.operand(constant),
+            };
             cx.b.ring_store(ty, node.ring_base, n, v);
         }
     }

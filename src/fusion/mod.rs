@@ -473,8 +473,10 @@ fn graph_step(plan: &Plan, s: StreamId, regions: &mut Vec<RegionBody>) -> Step {
             return true;
         }
         let g = group_of(n);
-        plan.nodes.iter().enumerate().any(|(i, reader)| {
-            let rid = NodeId(i as u32);
+        // Node operands never cross streams, so only this stream's nodes can
+        // read `n` (scanning the whole plan made fusion quadratic in the spec).
+        ids.iter().any(|&rid| {
+            let reader = plan.node(rid);
             let reads = reader.args.contains(&Operand::Node(n));
             reads && (matches!(reader.op, NodeOp::Offset(_)) || group_of(rid) != g || g.is_none())
         })

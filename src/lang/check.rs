@@ -122,14 +122,19 @@ pub fn check(file: &str, source: &str, ast: Ast) -> Result<CheckedSpec, Vec<Diag
     } = cx;
     let inputs = ids_where(&streams, |s| s.kind == DeclKind::Input);
     let defined = ids_where(&streams, |s| s.def.is_some());
+    // Outputs in order of first mention; looked up by name, so this stays
+    // linear in the number of mentions.
+    let output_ids: HashMap<&str, StreamId> = streams
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| s.kind == DeclKind::Output)
+        .map(|(i, s)| (s.name.as_str(), StreamId(i as u32)))
+        .collect();
+    let mut listed = vec![false; streams.len()];
     let mut outputs: Vec<StreamId> = Vec::new();
     for (name, _) in &ast.mentions {
-        if let Some(i) = streams
-            .iter()
-            .position(|s| &s.name == name && s.kind == DeclKind::Output)
-        {
-            let id = StreamId(i as u32);
-            if !outputs.contains(&id) {
+        if let Some(&id) = output_ids.get(name.as_str()) {
+            if !std::mem::replace(&mut listed[id.index()], true) {
                 outputs.push(id);
             }
         }

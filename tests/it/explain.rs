@@ -78,3 +78,41 @@ fn explain_on_native_regions_says_native() {
     .assert_eq(&what_runs(Tier::NativeRegions));
     assert!(what_runs(Tier::Quickened).contains("quickened region r0"));
 }
+
+/// The whole-row program's tick barrier reloads each ring operand from its
+/// arena slot instead of keeping the SSA value live to the end of the row
+/// (which made Cranelift's compile time quadratic in the number of streams).
+#[test]
+fn whole_row_barrier_reloads_ring_operands() {
+    let spec = Spec::parse(
+        "acc.dsrv",
+        "in x: Int\nout s: Int\nout t: Int\ns = default(s[1], 0) + x\nt = s[2] * 2\n",
+    )
+    .unwrap();
+    let text = vigil::explain::explain(&spec, Tier::NativeWhole);
+    let program = &text[text.find("whole-row program:").unwrap()..];
+    expect![[r#"
+        whole-row program:
+        program inputs=1 env=10 state=3 sites=2
+        block0:
+            guard_input 0, i64, 0
+            v0 = load_input.i64 0
+            store_env.i64 0, v0
+            v1 = ring_load.i64 0, 1
+            store_env.i64 3, v1
+            store_env.i64 4, v1
+            v2 = iadd_ck v1, v0, site0
+            store_env.i64 1, v2
+            v3 = ring_load.i64 1, 2
+            store_env.i64 6, v3
+            v4 = iconst 2
+            v5 = imul_ck v3, v4, site1
+            store_env.i64 2, v5
+            v6 = load_env.i64 1
+            ring_store.i64 0, 1, v6
+            v7 = load_env.i64 1
+            ring_store.i64 1, 2, v7
+            return
+    "#]]
+    .assert_eq(program);
+}
