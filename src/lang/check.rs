@@ -133,10 +133,10 @@ pub fn check(file: &str, source: &str, ast: Ast) -> Result<CheckedSpec, Vec<Diag
     let mut listed = vec![false; streams.len()];
     let mut outputs: Vec<StreamId> = Vec::new();
     for (name, _) in &ast.mentions {
-        if let Some(&id) = output_ids.get(name.as_str()) {
-            if !std::mem::replace(&mut listed[id.index()], true) {
-                outputs.push(id);
-            }
+        if let Some(&id) = output_ids.get(name.as_str())
+            && !std::mem::replace(&mut listed[id.index()], true)
+        {
+            outputs.push(id);
         }
     }
     Ok(CheckedSpec {
