@@ -7,6 +7,8 @@ pub enum ErrorKind {
     IntegerOverflow,
     DivisionByZero,
     InvalidOperand,
+    /// A string result longer than the monitor's bound (`--max-string-bytes`).
+    StringTooLong,
 }
 
 impl ErrorKind {
@@ -15,6 +17,7 @@ impl ErrorKind {
             ErrorKind::IntegerOverflow => "integer overflow",
             ErrorKind::DivisionByZero => "integer division by zero",
             ErrorKind::InvalidOperand => "invalid operand",
+            ErrorKind::StringTooLong => "string too long",
         }
     }
 }

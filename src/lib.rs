@@ -16,5 +16,5 @@ pub mod value;
 
 pub use batch::{OutputBatch, RowBatch};
 pub use error::RuntimeError;
-pub use monitor::{Monitor, Outputs, Spec, Stats, Tier};
+pub use monitor::{DEFAULT_MAX_STRING_BYTES, Monitor, Outputs, Spec, Stats, Tier};
 pub use value::{Sample, Value};

@@ -1,5 +1,6 @@
 //! The library API: `Spec` (parse and check), `Monitor` (step rows through a chosen tier), `Tier`.
 
+pub use crate::canonical::ops::DEFAULT_MAX_STRING_BYTES;
 use crate::error::RuntimeError;
 use crate::exec::Engine;
 pub use crate::exec::Tier;
@@ -182,6 +183,7 @@ impl fmt::Debug for Outputs<'_> {
 pub struct MonitorBuilder<'a> {
     spec: &'a Spec,
     tier: Tier,
+    max_string_bytes: usize,
 }
 
 impl MonitorBuilder<'_> {
@@ -190,10 +192,20 @@ impl MonitorBuilder<'_> {
         self
     }
 
+    /// The longest string (in bytes) a `++` may produce; a longer result is a
+    /// runtime error of kind `string too long` at that step, on every tier.
+    /// Default: 16 MiB ([`DEFAULT_MAX_STRING_BYTES`]).
+    pub fn max_string_bytes(mut self, bytes: usize) -> Self {
+        self.max_string_bytes = bytes;
+        self
+    }
+
     pub fn build(self) -> Monitor {
         let plan = Arc::new(Plan::new(self.spec.checked.clone()));
+        let mut engine = Engine::new(plan, self.tier);
+        engine.state.max_string_bytes = self.max_string_bytes;
         Monitor {
-            engine: Engine::new(plan, self.tier),
+            engine,
             failed: None,
         }
     }
@@ -223,6 +235,7 @@ impl Monitor {
         MonitorBuilder {
             spec,
             tier: Tier::Auto,
+            max_string_bytes: DEFAULT_MAX_STRING_BYTES,
         }
     }
 

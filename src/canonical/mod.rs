@@ -56,6 +56,8 @@ pub struct NodeState {
     /// Errors raised inside each arm of each `if` during the current row,
     /// two per node (`2 * node + arm`); the `if` reports or discards them.
     pending: Vec<Option<Fault>>,
+    /// The longest string a `++` may produce (see `ops::binary_bounded`).
+    pub max_string_bytes: usize,
 }
 
 /// Rebuilds a sample from its frame form (tag, payload, and the object of a
@@ -99,6 +101,7 @@ impl NodeState {
             ring_lanes: vec![0; rings],
             ring_objects: vec![None; rings],
             pending: vec![None; 2 * plan.nodes.len()],
+            max_string_bytes: ops::DEFAULT_MAX_STRING_BYTES,
         };
         let consts_from = n - plan.consts.len();
         for (i, c) in plan.consts.iter().enumerate() {
@@ -239,7 +242,10 @@ impl NodeState {
         let [a0, a1, a2] = node.slots;
         match node.op {
             NodeOp::Binary(op) => {
-                pointwise2(self.held(a0), self.held(a1), |x, y| ops::binary(op, x, y))
+                let max = self.max_string_bytes;
+                pointwise2(self.held(a0), self.held(a1), |x, y| {
+                    ops::binary_bounded(op, x, y, max)
+                })
             }
             NodeOp::Unary(op) => pointwise1(self.held(a0), |x| ops::unary(op, x)),
             NodeOp::Offset(n) => {

@@ -9,6 +9,10 @@ use crate::lang::ast::{BinOp, Builtin, UnOp};
 use crate::value::Value;
 use std::cmp::Ordering;
 
+/// The default bound on the length of a string a specification computes
+/// (16 MiB). A longer `++` result is a runtime error, not an exhausted memory.
+pub const DEFAULT_MAX_STRING_BYTES: usize = 16 << 20;
+
 pub fn op_name(op: BinOp) -> &'static str {
     match op {
         BinOp::Add => "addition",
@@ -79,7 +83,18 @@ fn order(op: BinOp, a: &Value, b: &Value) -> Result<Option<Ordering>, Fault> {
     })
 }
 
+/// `a op b` with the default string bound.
 pub fn binary(op: BinOp, a: &Value, b: &Value) -> Result<Value, Fault> {
+    binary_bounded(op, a, b, DEFAULT_MAX_STRING_BYTES)
+}
+
+/// `a op b`, where a string result may have at most `max_string_bytes` bytes.
+pub fn binary_bounded(
+    op: BinOp,
+    a: &Value,
+    b: &Value,
+    max_string_bytes: usize,
+) -> Result<Value, Fault> {
     use Value::*;
     match op {
         BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div | BinOp::Rem => match (a, b) {
@@ -110,7 +125,17 @@ pub fn binary(op: BinOp, a: &Value, b: &Value) -> Result<Value, Fault> {
         },
         BinOp::Concat => match (a, b) {
             (Str(x), Str(y)) => {
-                let mut s = String::with_capacity(x.len() + y.len());
+                let len = x.len().saturating_add(y.len());
+                if len > max_string_bytes {
+                    return Err(Fault {
+                        kind: ErrorKind::StringTooLong,
+                        op: "concatenation",
+                        detail: Some(format!(
+                            "the result would have {len} bytes, over the limit of {max_string_bytes}"
+                        )),
+                    });
+                }
+                let mut s = String::with_capacity(len);
                 s.push_str(x);
                 s.push_str(y);
                 Ok(Str(s.into()))

@@ -64,6 +64,10 @@ pub struct RunArgs {
     /// Print per-tier statistics on standard error at the end.
     #[arg(long)]
     pub stats: bool,
+    /// The longest string, in bytes, that `++` may produce; a longer result is
+    /// a runtime error (exit 3).
+    #[arg(long, value_name = "BYTES", default_value_t = crate::monitor::DEFAULT_MAX_STRING_BYTES)]
+    pub max_string_bytes: usize,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -179,7 +183,10 @@ fn run(args: &RunArgs) -> ExitCode {
         Ok(r) => r,
         Err(e) => return trace_error(&e),
     };
-    let mut monitor = Monitor::builder(&spec).tier(args.tier).build();
+    let mut monitor = Monitor::builder(&spec)
+        .tier(args.tier)
+        .max_string_bytes(args.max_string_bytes)
+        .build();
     let names = monitor
         .output_names()
         .into_iter()

@@ -8,4 +8,5 @@ mod explain;
 mod memory;
 mod props;
 mod robustness;
+mod strings;
 mod support;
