@@ -9,3 +9,4 @@ mod memory;
 mod props;
 mod robustness;
 mod support;
+mod trace_hardening;
