@@ -2,6 +2,7 @@
 //! diagnostics snapshots, and property tests against the reference evaluator.
 
 mod cli;
+mod cli_io;
 mod conformance;
 mod diagnostics;
 mod explain;
