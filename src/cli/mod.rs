@@ -201,9 +201,15 @@ pub fn main() -> ExitCode {
 /// The line and column (1-based, in characters) of byte `at` of `text`.
 fn position(text: &[u8], at: usize) -> (usize, usize) {
     let before = &text[..at.min(text.len())];
-    let line_start = before.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
+    let line_start = before
+        .iter()
+        .rposition(|b| *b == b'\n')
+        .map_or(0, |i| i + 1);
     let line = before.iter().filter(|b| **b == b'\n').count() + 1;
-    let col = String::from_utf8_lossy(&before[line_start..]).chars().count() + 1;
+    let col = String::from_utf8_lossy(&before[line_start..])
+        .chars()
+        .count()
+        + 1;
     (line, col)
 }
 

@@ -235,8 +235,10 @@ impl CsvReader {
 
     fn field_text(&self, j: usize) -> Result<&str, TraceError> {
         let f = &self.record.fields[j];
-        std::str::from_utf8(&self.record.bytes[f.start..f.end])
-            .map_err(|_| self.schema.error(f.line, f.col, "the cell is not valid UTF-8"))
+        std::str::from_utf8(&self.record.bytes[f.start..f.end]).map_err(|_| {
+            self.schema
+                .error(f.line, f.col, "the cell is not valid UTF-8")
+        })
     }
 
     fn read_header(&mut self) -> Result<(Vec<Option<usize>>, usize), TraceError> {
@@ -524,11 +526,7 @@ mod tests {
     #[test]
     fn quoted_fields_span_lines_and_keep_their_line_breaks() {
         let decls = &[("x", Type::Int), ("s", Type::Str)];
-        let rows = read(
-            "x,s\r\n1,\"a\r\nb \"\"q\"\"\"\r\n2, \"c,d\" \r\n",
-            decls,
-        )
-        .unwrap();
+        let rows = read("x,s\r\n1,\"a\r\nb \"\"q\"\"\"\r\n2, \"c,d\" \r\n", decls).unwrap();
         assert_eq!(
             rows,
             [

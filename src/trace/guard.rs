@@ -209,12 +209,14 @@ mod imp {
             if !install() {
                 return None;
             }
-            TABLE.iter().position(|e| {
-                e.busy
-                    .compare_exchange(false, true, Ordering::AcqRel, Ordering::Relaxed)
-                    .is_ok()
-            })
-            .map(Slot)
+            TABLE
+                .iter()
+                .position(|e| {
+                    e.busy
+                        .compare_exchange(false, true, Ordering::AcqRel, Ordering::Relaxed)
+                        .is_ok()
+                })
+                .map(Slot)
         }
 
         pub(super) fn register(&self, start: usize, len: usize) {
@@ -268,7 +270,11 @@ mod imp {
 
     /// The SIGBUS handler. It only loads atomics and makes two system calls
     /// (`mmap`, `sigaction`), both async-signal-safe on Linux.
-    extern "C" fn on_sigbus(_sig: libc::c_int, info: *mut libc::siginfo_t, _ctx: *mut libc::c_void) {
+    extern "C" fn on_sigbus(
+        _sig: libc::c_int,
+        info: *mut libc::siginfo_t,
+        _ctx: *mut libc::c_void,
+    ) {
         // SAFETY: the kernel passes a valid `siginfo_t` to an SA_SIGINFO
         // handler, and SIGBUS carries a fault address.
         let addr = unsafe { (*info).si_addr() } as usize;

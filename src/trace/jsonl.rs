@@ -374,7 +374,10 @@ mod tests {
         let e = read(&format!("{{\"x\": \"{long}\"}}"), XY).unwrap_err();
         assert_eq!(
             e,
-            format!("t.jsonl:1:7: expected Int for input `x`, found Str {:?}…", "q".repeat(64))
+            format!(
+                "t.jsonl:1:7: expected Int for input `x`, found Str {:?}…",
+                "q".repeat(64)
+            )
         );
     }
 

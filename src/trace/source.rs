@@ -91,7 +91,9 @@ pub(crate) fn bytes_source(bytes: Vec<u8>) -> Box<dyn BufRead> {
 /// The trace error for a failed read at `line:col`: a truncated file is a
 /// malformed trace (it ends in the middle); any other failure is an I/O error.
 pub(crate) fn read_error(file: &str, line: usize, col: usize, e: &io::Error) -> TraceError {
-    let truncated = e.get_ref().and_then(|inner| inner.downcast_ref::<Truncated>());
+    let truncated = e
+        .get_ref()
+        .and_then(|inner| inner.downcast_ref::<Truncated>());
     let (kind, message) = match truncated {
         Some(t) => (TraceErrorKind::Malformed, t.to_string()),
         None => (TraceErrorKind::Io, format!("cannot read the trace: {e}")),
@@ -190,7 +192,11 @@ impl Lines {
 
 /// `text` (line `line` of `file`) as a `str`, or an error located at its
 /// first invalid byte.
-pub(crate) fn utf8_line<'a>(file: &str, line: usize, text: &'a [u8]) -> Result<&'a str, TraceError> {
+pub(crate) fn utf8_line<'a>(
+    file: &str,
+    line: usize,
+    text: &'a [u8],
+) -> Result<&'a str, TraceError> {
     std::str::from_utf8(text).map_err(|e| TraceError {
         file: file.to_string(),
         line,
@@ -415,7 +421,11 @@ mod tests {
         let (n, e) = read_all(&mut lines);
         let e = e.expect("the truncation is reported");
         assert_eq!(n + 1, 65536 / 12);
-        assert!(e.message.contains("(it had 120000 bytes when opened, 119990 now)"), "{e}");
+        assert!(
+            e.message
+                .contains("(it had 120000 bytes when opened, 119990 now)"),
+            "{e}"
+        );
         drop(lines);
         std::fs::remove_file(&path).unwrap();
     }

@@ -553,7 +553,10 @@ mod tests {
                 "99999999999999999999: x = 3",
                 "t.input:3:1: step number `99999999999999999999` is too large (the largest is 18446744073709551615)",
             ),
-            ("2: x = \"a\"", "t.input:3:8: expected Int for input `x`, found Str \"a\""),
+            (
+                "2: x = \"a\"",
+                "t.input:3:8: expected Int for input `x`, found Str \"a\"",
+            ),
         ];
         for (third, want) in cases {
             let text = format!("0: x = 1\n1: x = 2\n{third}\n");
@@ -566,8 +569,13 @@ mod tests {
     #[test]
     fn a_header_line_that_is_not_utf8_still_ends_the_block() {
         let s = schema(X);
-        let mut r = reader_from_bytes("t", b"0: x = 1\n1: x = \xff\n".to_vec(), TraceFormat::Tc, &s)
-            .unwrap();
+        let mut r = reader_from_bytes(
+            "t",
+            b"0: x = 1\n1: x = \xff\n".to_vec(),
+            TraceFormat::Tc,
+            &s,
+        )
+        .unwrap();
         let mut row = vec![None];
         assert!(r.next_row(&mut row).unwrap());
         assert_eq!(row, [int(1)]);
@@ -595,7 +603,10 @@ mod tests {
     #[test]
     fn gap_rows_before_a_malformed_assignment_are_returned() {
         let (rows, e) = rows_then_error("0: x = 1\n5: x = abc\n", X, ReaderOptions::default());
-        assert_eq!(rows, [vec![int(1)], vec![None], vec![None], vec![None], vec![None]]);
+        assert_eq!(
+            rows,
+            [vec![int(1)], vec![None], vec![None], vec![None], vec![None]]
+        );
         assert_eq!(e.as_deref(), Some("t.input:2:8: invalid value `abc`"));
     }
 
@@ -615,7 +626,11 @@ mod tests {
         );
         let (rows, e) = rows_then_error("3: x = 2\n", X, options);
         assert_eq!((rows.len(), e), (4, None));
-        let (rows, e) = rows_then_error("  18446744073709551615: x = 2\n", X, ReaderOptions::default());
+        let (rows, e) = rows_then_error(
+            "  18446744073709551615: x = 2\n",
+            X,
+            ReaderOptions::default(),
+        );
         assert_eq!(rows, Vec::<Vec<Option<Value>>>::new());
         assert_eq!(
             e.as_deref(),
@@ -670,7 +685,10 @@ mod tests {
     fn long_values_are_cut_in_messages() {
         let long = "z".repeat(10_000_000);
         let e = err(&format!("0: y = {long}\n"), XY);
-        assert_eq!(e, format!("t.input:1:8: invalid value `{}…`", "z".repeat(64)));
+        assert_eq!(
+            e,
+            format!("t.input:1:8: invalid value `{}…`", "z".repeat(64))
+        );
     }
 
     const XY: &[(&str, Type)] = &[("x", Type::Int), ("y", Type::Any)];

@@ -123,12 +123,9 @@ pub(crate) fn is_integer(token: &str) -> bool {
 /// range of i64 is an error in every reader, as in the specification
 /// language. `-0` is Int 0.
 pub(crate) fn parse_int(token: &str) -> Result<i64, String> {
-    token.parse::<i64>().map_err(|_| {
-        format!(
-            "integer `{}` does not fit in Int (64 bits)",
-            excerpt(token)
-        )
-    })
+    token
+        .parse::<i64>()
+        .map_err(|_| format!("integer `{}` does not fit in Int (64 bits)", excerpt(token)))
 }
 
 /// The value of a float literal, or `None` if `token` is not one. A decimal
@@ -137,14 +134,16 @@ pub(crate) fn parse_int(token: &str) -> Result<i64, String> {
 /// meaning, and underflow (`1e-400`) rounds to zero.
 pub(crate) fn parse_float(token: &str) -> Option<Result<f64, String>> {
     let x = token.parse::<f64>().ok()?;
-    Some(if x.is_infinite() && token.bytes().any(|b| b.is_ascii_digit()) {
-        Err(format!(
-            "number `{}` does not fit in Float (64 bits)",
-            excerpt(token)
-        ))
-    } else {
-        Ok(x)
-    })
+    Some(
+        if x.is_infinite() && token.bytes().any(|b| b.is_ascii_digit()) {
+            Err(format!(
+                "number `{}` does not fit in Float (64 bits)",
+                excerpt(token)
+            ))
+        } else {
+            Ok(x)
+        },
+    )
 }
 
 /// Infers the value of untyped text: Int, then Float (including `nan` and
@@ -260,7 +259,10 @@ mod tests {
         let e = conform(Value::Str(long.as_str().into()), Type::Int, "x").unwrap_err();
         assert_eq!(
             e,
-            format!("expected Int for input `x`, found Str {:?}…", "é".repeat(64))
+            format!(
+                "expected Int for input `x`, found Str {:?}…",
+                "é".repeat(64)
+            )
         );
         assert_eq!(excerpt("short"), "short");
         assert_eq!(excerpt(&"a".repeat(65)), format!("{}…", "a".repeat(64)));

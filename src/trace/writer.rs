@@ -155,7 +155,9 @@ fn push_quoted(line: &mut Vec<u8>, text: &[u8]) {
 /// identifiers, so in practice never).
 fn push_name(line: &mut Vec<u8>, name: &str) {
     let needs_quotes = name.is_empty()
-        || name.bytes().any(|b| matches!(b, b',' | b'"' | b'\n' | b'\r'))
+        || name
+            .bytes()
+            .any(|b| matches!(b, b',' | b'"' | b'\n' | b'\r'))
         || name.starts_with([' ', '\t'])
         || name.ends_with([' ', '\t']);
     if needs_quotes {
@@ -384,8 +386,18 @@ mod tests {
         let steps = [
             vec![s(""), Sample::NoVal, s("null"), Sample::Deferred],
             vec![s("3"), v(Value::Int(3)), s("()"), v(Value::Unit)],
-            vec![s("NaN"), v(Value::Float(f64::NAN)), s("true"), v(Value::Bool(true))],
-            vec![s("a,\"b\"\r\nc"), v(Value::Float(-0.0)), s(" "), v(Value::Float(1e300))],
+            vec![
+                s("NaN"),
+                v(Value::Float(f64::NAN)),
+                s("true"),
+                v(Value::Bool(true)),
+            ],
+            vec![
+                s("a,\"b\"\r\nc"),
+                v(Value::Float(-0.0)),
+                s(" "),
+                v(Value::Float(1e300)),
+            ],
         ];
         let names: Vec<String> = ["a", "b", "c", "d"].map(String::from).to_vec();
         let sink = Shared::default();
@@ -410,7 +422,8 @@ mod tests {
             types: vec![Type::Any; 4],
         };
         let text = sink.text().replace(",null\n", ",\n");
-        let mut r = reader_from_bytes("out.csv", text.into_bytes(), TraceFormat::Csv, &schema).unwrap();
+        let mut r =
+            reader_from_bytes("out.csv", text.into_bytes(), TraceFormat::Csv, &schema).unwrap();
         let mut row = vec![None; 4];
         for samples in &steps {
             assert!(r.next_row(&mut row).unwrap());

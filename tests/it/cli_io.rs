@@ -143,17 +143,38 @@ fn piping_into_head_exits_zero() {
     let spec = write(&d, "inc.dsrv", INC);
     let trace = long_trace(&d);
     let bin = env!("CARGO_BIN_EXE_vigil");
-    for (output, first) in [("text", "y[0] = Int(1)"), ("csv", "step,y,z"), ("jsonl", "{\"step\":0,\"y\":1,\"z\":\"v\"}")] {
+    for (output, first) in [
+        ("text", "y[0] = Int(1)"),
+        ("csv", "step,y,z"),
+        ("jsonl", "{\"step\":0,\"y\":1,\"z\":\"v\"}"),
+    ] {
         let script = format!(
             "'{bin}' run '{spec}' --input '{trace}' --output {output} | head -1; echo \"status ${{PIPESTATUS[0]}}\""
         );
-        let out = Command::new("bash").arg("-c").arg(&script).output().unwrap();
-        assert_eq!(text(&out.stdout), format!("{first}\nstatus 0\n"), "{output}");
+        let out = Command::new("bash")
+            .arg("-c")
+            .arg(&script)
+            .output()
+            .unwrap();
+        assert_eq!(
+            text(&out.stdout),
+            format!("{first}\nstatus 0\n"),
+            "{output}"
+        );
         assert_eq!(text(&out.stderr), "", "{output}");
     }
-    let script = format!("'{bin}' explain '{spec}' | head -1 >/dev/null; echo \"status ${{PIPESTATUS[0]}}\"");
-    let out = Command::new("bash").arg("-c").arg(&script).output().unwrap();
-    assert_eq!((text(&out.stdout).as_str(), text(&out.stderr).as_str()), ("status 0\n", ""));
+    let script = format!(
+        "'{bin}' explain '{spec}' | head -1 >/dev/null; echo \"status ${{PIPESTATUS[0]}}\""
+    );
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg(&script)
+        .output()
+        .unwrap();
+    assert_eq!(
+        (text(&out.stdout).as_str(), text(&out.stderr).as_str()),
+        ("status 0\n", "")
+    );
 }
 
 /// Issue 7 §2: `check … 2>&1 | head -1` on a spec with many errors used to panic in
@@ -172,7 +193,11 @@ fn a_closed_stderr_keeps_the_status() {
     let (code, _) = with_closed_stderr(&["run", &bad, "--input", "-"]);
     assert_eq!(code, Some(2));
 
-    let spec = write(&d, "div.dsrv", "in x: Int\nin w: Int\nout y: Int\ny = 10 / x\n");
+    let spec = write(
+        &d,
+        "div.dsrv",
+        "in x: Int\nin w: Int\nout y: Int\ny = 10 / x\n",
+    );
     let malformed = write(&d, "m.csv", "x,w\n1,1\nq,1\n");
     let (code, out) = with_closed_stderr(&["run", &spec, "--input", &malformed]);
     assert_eq!((code, out.as_str()), (Some(4), "y[0] = Int(10)\n"));
@@ -198,7 +223,14 @@ fn usage_errors_exit_1_and_help_exits_0() {
         vec!["bogus"],
         vec!["run", spec.as_str()],
         vec!["run", spec.as_str(), "--input", "t.csv", "--tier", "warp"],
-        vec!["run", spec.as_str(), "--input", "t.csv", "--max-step-gap", "-1"],
+        vec![
+            "run",
+            spec.as_str(),
+            "--input",
+            "t.csv",
+            "--max-step-gap",
+            "-1",
+        ],
         vec!["check"],
     ] {
         let out = run(&args);
@@ -206,7 +238,12 @@ fn usage_errors_exit_1_and_help_exits_0() {
         assert!(text(&out.stderr).contains("error"), "{args:?}");
         assert_eq!(text(&out.stdout), "", "{args:?}");
     }
-    for args in [vec!["--help"], vec!["run", "--help"], vec!["help"], vec!["--version"]] {
+    for args in [
+        vec!["--help"],
+        vec!["run", "--help"],
+        vec!["help"],
+        vec!["--version"],
+    ] {
         let out = run(&args);
         assert_eq!(out.status.code(), Some(0), "{args:?}");
         assert!(!out.stdout.is_empty(), "{args:?}");

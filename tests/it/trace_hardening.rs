@@ -110,7 +110,11 @@ fn input_lookahead_keeps_every_finished_row() {
     let spec = write(&d, "inc.dsrv", INC);
     let cases: [(&str, &str, &str); 8] = [
         // (the trace, its well-formed prefix, the error after `file:`)
-        ("0: x = 1\n1: x = 2\n2: x = abc\n", "0: x = 1\n1: x = 2\n", "3:8: invalid value `abc`"),
+        (
+            "0: x = 1\n1: x = 2\n2: x = abc\n",
+            "0: x = 1\n1: x = 2\n",
+            "3:8: invalid value `abc`",
+        ),
         (
             "0: x = 1\n1: x = 2\n1: x = 3\n",
             "0: x = 1\n1: x = 2\n",
@@ -121,14 +125,26 @@ fn input_lookahead_keeps_every_finished_row() {
             "0: x = 1\n1: x = 2\n",
             "3:1: step 0 goes back from step 1: step numbers must increase",
         ),
-        ("0: x = 1\n1: x = 2\n2 x = 3\n", "0: x = 1\n1: x = 2\n", "3:3: expected `:` after step number 2"),
-        ("0: x = 1\n1: x = 2\n-2: x = 3\n", "0: x = 1\n1: x = 2\n", "3:1: step numbers cannot be negative"),
+        (
+            "0: x = 1\n1: x = 2\n2 x = 3\n",
+            "0: x = 1\n1: x = 2\n",
+            "3:3: expected `:` after step number 2",
+        ),
+        (
+            "0: x = 1\n1: x = 2\n-2: x = 3\n",
+            "0: x = 1\n1: x = 2\n",
+            "3:1: step numbers cannot be negative",
+        ),
         (
             "0: x = 1\n1: x = 2\n18446744073709551616: x = 3\n",
             "0: x = 1\n1: x = 2\n",
             "3:1: step number `18446744073709551616` is too large (the largest is 18446744073709551615)",
         ),
-        ("0: x = 1\n5: x = abc\n", "0: x = 1\n4:\n", "2:8: invalid value `abc`"),
+        (
+            "0: x = 1\n5: x = abc\n",
+            "0: x = 1\n4:\n",
+            "2:8: invalid value `abc`",
+        ),
         (
             "0: x = 1\n   x = 2\n",
             "",
@@ -147,10 +163,17 @@ fn input_lookahead_keeps_every_finished_row() {
         assert_eq!(got.code, Some(4), "{trace:?}: {got:?}");
         assert_eq!(got.out, expected.out, "{trace:?}");
         assert_eq!(got.err, format!("error: {bad}:{message}\n"), "{trace:?}");
-        let piped = run_stdin(&["run", &spec, "--input", "-", "--format", "tc"], trace.as_bytes());
+        let piped = run_stdin(
+            &["run", &spec, "--input", "-", "--format", "tc"],
+            trace.as_bytes(),
+        );
         assert_eq!(piped.code, Some(4), "{trace:?}: {piped:?}");
         assert_eq!(piped.out, expected.out, "{trace:?}");
-        assert_eq!(piped.err, format!("error: <stdin>:{message}\n"), "{trace:?}");
+        assert_eq!(
+            piped.err,
+            format!("error: <stdin>:{message}\n"),
+            "{trace:?}"
+        );
     }
 }
 
@@ -165,16 +188,35 @@ fn mkfifo(path: &Path) {
 #[test]
 fn a_fifo_streams_row_by_row() {
     let d = dir("fifo");
-    let spec = write(&d, "sum.dsrv", "in x: Int\nout s: Int\ns = default(s[1], 0) + x\n");
+    let spec = write(
+        &d,
+        "sum.dsrv",
+        "in x: Int\nout s: Int\ns = default(s[1], 0) + x\n",
+    );
     for (name, format, rows) in [
         ("trace.csv", "csv", ["x", "1", "2", "10"].as_slice()),
-        ("trace.jsonl", "jsonl", ["{\"x\": 1}", "{\"x\": 2}", "{\"x\": 10}"].as_slice()),
-        ("trace.input", "tc", ["0: x = 1", "1: x = 2", "2: x = 10"].as_slice()),
+        (
+            "trace.jsonl",
+            "jsonl",
+            ["{\"x\": 1}", "{\"x\": 2}", "{\"x\": 10}"].as_slice(),
+        ),
+        (
+            "trace.input",
+            "tc",
+            ["0: x = 1", "1: x = 2", "2: x = 10"].as_slice(),
+        ),
     ] {
         let fifo = d.join(name);
         mkfifo(&fifo);
         let mut child = vigil()
-            .args(["run", &spec, "--input", fifo.to_str().unwrap(), "--format", format])
+            .args([
+                "run",
+                &spec,
+                "--input",
+                fifo.to_str().unwrap(),
+                "--format",
+                format,
+            ])
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -215,7 +257,11 @@ fn a_fifo_streams_row_by_row() {
                     panic!("{format}: no output for step {step} while the writer waits");
                 }
             };
-            assert_eq!(line, format!("s[{step}] = Int({})", expected[step]), "{format}");
+            assert_eq!(
+                line,
+                format!("s[{step}] = Int({})", expected[step]),
+                "{format}"
+            );
         }
         // At the end of the input the last `.input` block is complete too.
         drop(writer);
@@ -230,7 +276,11 @@ fn a_fifo_streams_row_by_row() {
                 }
             }
         }
-        let want: &[&str] = if format == "tc" { &["s[2] = Int(13)"] } else { &[] };
+        let want: &[&str] = if format == "tc" {
+            &["s[2] = Int(13)"]
+        } else {
+            &[]
+        };
         assert_eq!(rest, want, "{format}");
         let status = child.wait().unwrap();
         assert!(status.success(), "{format}: {status:?}");
@@ -269,6 +319,28 @@ fn dev_stdin_on_a_pipe_streams() {
     }
     drop(stdin);
     assert!(child.wait().unwrap().success());
+}
+
+/// Standard input redirected from a regular file is a regular file: mapped and batched, with
+/// the same results as naming the file.
+#[test]
+fn stdin_from_a_regular_file_reads_like_the_file() {
+    let d = dir("stdinfile");
+    let spec = write(&d, "inc.dsrv", INC);
+    let trace = write(&d, "t.jsonl", "{\"x\": 1}\n{}\n{\"x\": 3}\n");
+    let named = run(&["run", &spec, "--input", &trace]);
+    let child = vigil()
+        .args(["run", &spec, "--input", "-"])
+        .stdin(std::fs::File::open(&trace).unwrap())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let redirected = finish(child, Duration::from_secs(60));
+    assert_eq!(named.code, Some(0), "{named:?}");
+    assert_eq!(redirected.code, Some(0), "{redirected:?}");
+    assert_eq!(redirected.out, named.out);
+    assert_eq!(named.out, "y[0] = Int(2)\ny[1] = Int(2)\ny[2] = Int(4)\n");
 }
 
 /// Issue 7 §1: a trace file truncated while vigil reads it used to kill vigil with SIGBUS
@@ -358,7 +430,13 @@ fn step_gaps_are_bounded() {
     let got = run(&["run", &spec, "--input", &gap, "--max-step-gap", "4"]);
     assert_eq!(got.code, Some(4), "{got:?}");
     assert_eq!(got.out, "y[0] = Int(2)\n");
-    assert!(got.err.contains("gap.input:2:1: step 6 skips 5 empty steps after step 0, more than the bound of 4"), "{}", got.err);
+    assert!(
+        got.err.contains(
+            "gap.input:2:1: step 6 skips 5 empty steps after step 0, more than the bound of 4"
+        ),
+        "{}",
+        got.err
+    );
     let got = run(&["run", &spec, "--input", &gap, "--max-step-gap", "5"]);
     assert_eq!(got.code, Some(0), "{got:?}");
     assert_eq!(got.out.lines().count(), 7);
@@ -368,14 +446,20 @@ fn step_gaps_are_bounded() {
 #[test]
 fn an_unterminated_csv_quote_is_a_located_error() {
     let d = dir("quote");
-    let spec = write(&d, "s.dsrv", "in x: Int\nin s: Str\nout y: Int\ny = x + 1\n");
+    let spec = write(
+        &d,
+        "s.dsrv",
+        "in x: Int\nin s: Str\nout y: Int\ny = x + 1\n",
+    );
     let trace = write(&d, "t.csv", "x,s\n0,a\n1,\"abc\n2,b\n3,c\n");
     let got = run(&["run", &spec, "--input", &trace]);
     assert_eq!(got.code, Some(4), "{got:?}");
     assert_eq!(got.out, "y[0] = Int(1)\n");
     assert_eq!(
         got.err,
-        format!("error: {trace}:3:3: this quoted field is never closed: the trace ends before its closing `\"`\n")
+        format!(
+            "error: {trace}:3:3: this quoted field is never closed: the trace ends before its closing `\"`\n"
+        )
     );
 }
 
@@ -390,7 +474,9 @@ fn a_repeated_json_key_is_a_located_error() {
     assert_eq!(got.out, "y[0] = Int(2)\n");
     assert_eq!(
         got.err,
-        format!("error: {trace}:2:8: key `x` appears twice in this object (input `x` is assigned twice in this step)\n")
+        format!(
+            "error: {trace}:2:8: key `x` appears twice in this object (input `x` is assigned twice in this step)\n"
+        )
     );
 }
 
@@ -409,12 +495,32 @@ fn numbers_follow_one_rule_in_every_reader() {
     for (name, text) in zero {
         let trace = write(&d, name, text);
         let got = run(&["run", &spec, "--input", &trace]);
-        assert_eq!((got.code, got.out.as_str()), (Some(0), "y[0] = Int(1)\n"), "{name}: {}", got.err);
+        assert_eq!(
+            (got.code, got.out.as_str()),
+            (Some(0), "y[0] = Int(1)\n"),
+            "{name}: {}",
+            got.err
+        );
     }
     let overflow = [
-        ("o.input", "0: f = 1\n1: f =  1e400\n", "2:9", "number `1e400` does not fit in Float (64 bits)"),
-        ("o.csv", "f\n1\n1e400\n", "3:1", "number `1e400` does not fit in Float (64 bits)"),
-        ("o.jsonl", "{\"f\": 1}\n{\"f\":  1e400}\n", "2:8", "number `1e400` does not fit in Float (64 bits)"),
+        (
+            "o.input",
+            "0: f = 1\n1: f =  1e400\n",
+            "2:9",
+            "number `1e400` does not fit in Float (64 bits)",
+        ),
+        (
+            "o.csv",
+            "f\n1\n1e400\n",
+            "3:1",
+            "number `1e400` does not fit in Float (64 bits)",
+        ),
+        (
+            "o.jsonl",
+            "{\"f\": 1}\n{\"f\":  1e400}\n",
+            "2:8",
+            "number `1e400` does not fit in Float (64 bits)",
+        ),
         (
             "i.input",
             "0: f = 1\n1: f = 9223372036854775808\n",
@@ -439,7 +545,11 @@ fn numbers_follow_one_rule_in_every_reader() {
         let got = run(&["run", &fspec, "--input", &trace]);
         assert_eq!(got.code, Some(4), "{name}: {got:?}");
         assert_eq!(got.out, "g[0] = Float(2.0)\n", "{name}");
-        assert_eq!(got.err, format!("error: {trace}:{at}: {message}\n"), "{name}");
+        assert_eq!(
+            got.err,
+            format!("error: {trace}:{at}: {message}\n"),
+            "{name}"
+        );
     }
 }
 
@@ -450,9 +560,15 @@ fn an_output_named_step_does_not_collide() {
     let spec = write(&d, "step.dsrv", "in x: Int\nout step: Int\nstep = x * 10\n");
     let trace = write(&d, "t.jsonl", "{\"x\": 1}\n");
     let got = run(&["run", &spec, "--input", &trace, "--output", "jsonl"]);
-    assert_eq!((got.code, got.out.as_str()), (Some(0), "{\"_step\":0,\"step\":10}\n"));
+    assert_eq!(
+        (got.code, got.out.as_str()),
+        (Some(0), "{\"_step\":0,\"step\":10}\n")
+    );
     let got = run(&["run", &spec, "--input", &trace, "--output", "csv"]);
-    assert_eq!((got.code, got.out.as_str()), (Some(0), "_step,step\n0,10\n"));
+    assert_eq!(
+        (got.code, got.out.as_str()),
+        (Some(0), "_step,step\n0,10\n")
+    );
 }
 
 /// Issue 7 §4: CSV output used to print the empty string like NoVal and the string `null`
@@ -468,7 +584,10 @@ fn csv_output_round_trips() {
     );
     let got = run(&["run", &spec, "--input", &trace, "--output", "csv"]);
     assert_eq!(got.code, Some(0), "{}", got.err);
-    assert_eq!(got.out, "step,t\n0,\"\"\n1,\n2,\"null\"\n3,\"a,\"\"b\"\"\nc\"\n4,\"3\"\n");
+    assert_eq!(
+        got.out,
+        "step,t\n0,\"\"\n1,\n2,\"null\"\n3,\"a,\"\"b\"\"\nc\"\n4,\"3\"\n"
+    );
     // Feed it back as a trace of `t` (an untyped input): the same strings come out.
     let again = write(&d, "again.csv", &got.out);
     let spec2 = write(&d, "echo2.dsrv", "in t\nout u\nu = t\n");
@@ -502,16 +621,33 @@ fn a_huge_line_is_cut_in_the_message() {
     let spec = write(&d, "inc.dsrv", INC);
     let long = "w".repeat(10 << 20);
     for (name, text, at) in [
-        ("h.input", format!("0: x = {long}\n"), "1:8: invalid value `"),
-        ("h.csv", format!("x\n{long}\n"), "2:1: expected Int for input `x`, found Str \""),
-        ("h.jsonl", format!("{{\"x\": \"{long}\"}}\n"), "1:7: expected Int for input `x`, found Str \""),
+        (
+            "h.input",
+            format!("0: x = {long}\n"),
+            "1:8: invalid value `",
+        ),
+        (
+            "h.csv",
+            format!("x\n{long}\n"),
+            "2:1: expected Int for input `x`, found Str \"",
+        ),
+        (
+            "h.jsonl",
+            format!("{{\"x\": \"{long}\"}}\n"),
+            "1:7: expected Int for input `x`, found Str \"",
+        ),
     ] {
         let trace = write(&d, name, text);
         let got = run(&["run", &spec, "--input", &trace]);
         assert_eq!(got.code, Some(4), "{name}");
-        assert!(got.err.len() < 400, "{name}: {} bytes of message", got.err.len());
         assert!(
-            got.err.starts_with(&format!("error: {trace}:{at}{}", "w".repeat(64))),
+            got.err.len() < 400,
+            "{name}: {} bytes of message",
+            got.err.len()
+        );
+        assert!(
+            got.err
+                .starts_with(&format!("error: {trace}:{at}{}", "w".repeat(64))),
             "{name}: {}",
             got.err
         );
