@@ -68,7 +68,8 @@ pub struct RunArgs {
     #[arg(long, short)]
     pub input: String,
     /// Trace format; `auto` picks by file extension (`.input`, `.csv`,
-    /// `.jsonl`), and standard input defaults to JSON lines.
+    /// `.jsonl`), and standard input or another stream without one (a FIFO,
+    /// `/dev/stdin`, `<(…)`) defaults to JSON lines.
     #[arg(long, value_enum, default_value_t = FormatArg::Auto)]
     pub format: FormatArg,
     /// Output format.
@@ -259,13 +260,22 @@ fn run(args: &RunArgs) -> Exit {
         FormatArg::Auto if args.input == "-" => TraceFormat::Jsonl,
         FormatArg::Auto => match trace::format_from_path(&args.input) {
             Some(f) => f,
-            None => {
-                error(format_args!(
-                    "cannot tell the format of `{}` from its extension; pass --format tc|csv|jsonl",
-                    args.input
-                ));
-                return Exit::Failure;
-            }
+            // A stream without an extension (a FIFO, `/dev/stdin`, `<(…)`)
+            // defaults to JSON lines, as standard input does.
+            None => match std::fs::metadata(&args.input) {
+                Ok(meta) if !meta.is_file() && !meta.is_dir() => TraceFormat::Jsonl,
+                Ok(_) => {
+                    error(format_args!(
+                        "cannot tell the format of `{}` from its extension; pass --format tc|csv|jsonl",
+                        args.input
+                    ));
+                    return Exit::Failure;
+                }
+                Err(e) => {
+                    error(format_args!("{}: cannot open the trace: {e}", args.input));
+                    return Exit::Failure;
+                }
+            },
         },
     };
     let output = match args.output {

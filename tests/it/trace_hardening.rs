@@ -321,6 +321,28 @@ fn dev_stdin_on_a_pipe_streams() {
     assert!(child.wait().unwrap().success());
 }
 
+/// A process substitution `<(…)` is a pipe: it streams, and with no extension it defaults
+/// to JSON lines like standard input.
+#[test]
+fn a_process_substitution_streams_as_json_lines() {
+    let d = dir("procsub");
+    let spec = write(&d, "inc.dsrv", INC);
+    let bin = env!("CARGO_BIN_EXE_vigil");
+    let script = format!(
+        "'{bin}' run '{spec}' --input <(printf '{{\"x\": 1}}\\n{{\"x\": 5}}\\n'); echo \"status $?\""
+    );
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg(&script)
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "y[0] = Int(2)\ny[1] = Int(6)\nstatus 0\n"
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "");
+}
+
 /// Standard input redirected from a regular file is a regular file: mapped and batched, with
 /// the same results as naming the file.
 #[test]
