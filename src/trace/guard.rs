@@ -338,3 +338,70 @@ mod imp {
         }
     }
 }
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn file_of(name: &str, len: usize) -> (std::path::PathBuf, File) {
+        let path = std::env::temp_dir().join(format!("vigil-guard-{}-{name}", std::process::id()));
+        std::fs::File::create(&path)
+            .unwrap()
+            .write_all(&vec![b'a'; len])
+            .unwrap();
+        let file = File::open(&path).unwrap();
+        (path, file)
+    }
+
+    /// The guard owns only its registered mappings: a SIGBUS anywhere else still kills the
+    /// process, as it would without the guard. Run in a child process (this test binary,
+    /// filtered to this test), which must die of SIGBUS.
+    #[test]
+    fn a_fault_outside_guarded_mappings_still_kills() {
+        const CHILD: &str = "VIGIL_GUARD_TEST_CHILD";
+        if std::env::var_os(CHILD).is_some() {
+            // Install the guard, with a mapping registered.
+            let (guarded_path, guarded) = file_of("guarded", 10_000);
+            let mut map = match GuardedMap::open(guarded, 0).unwrap() {
+                Ok(map) => map,
+                Err(_) => panic!("no guard slot"),
+            };
+            assert_eq!(map.fill_buf().unwrap().len(), 10_000);
+            // An unguarded mapping of another file, truncated, then read.
+            let (path, file) = file_of("unguarded", 1 << 20);
+            // SAFETY: this test deliberately reads past the end of a truncated file to
+            // raise SIGBUS; the process is expected to die.
+            let raw = unsafe { memmap2::Mmap::map(&file) }.unwrap();
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(&path)
+                .unwrap()
+                .set_len(0)
+                .unwrap();
+            let _ = std::fs::remove_file(&path);
+            let _ = std::fs::remove_file(&guarded_path);
+            let sum: u64 = raw.iter().map(|b| u64::from(*b)).sum();
+            // Only reached if the read did not fault.
+            println!("read {sum} without a fault");
+            std::process::exit(0);
+        }
+        let me = std::env::current_exe().unwrap();
+        let out = std::process::Command::new(me)
+            .args([
+                "--exact",
+                "trace::guard::tests::a_fault_outside_guarded_mappings_still_kills",
+            ])
+            .env(CHILD, "1")
+            .output()
+            .unwrap();
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(
+            out.status.signal(),
+            Some(libc::SIGBUS),
+            "{:?}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout)
+        );
+    }
+}
