@@ -1,14 +1,28 @@
-//! The `vigil` command line: `run`, `check` (and their exit statuses).
+//! The `vigil` command line: `run`, `check`, `explain`, `tiers`, and their
+//! exit statuses.
 //!
-//! Exit statuses: 0 success, 1 usage or I/O error, 2 specification errors,
-//! 3 runtime error, 4 malformed or unreadable trace.
+//! Exit statuses (the README's contract): 0 success; 1 usage error (clap's
+//! included) or I/O error (a missing or unreadable spec or trace, a failed
+//! write); 2 errors in the specification; 3 runtime error; 4 malformed trace.
+//! `--help` and `--version` exit 0.
+//!
+//! Nothing here prints with `print!`/`eprint!`, which panic when the stream
+//! is closed. Standard output is written through `io::Write`: a closed pipe
+//! (`vigil … | head -1`) ends the command quietly with status 0, since the
+//! reader has all it asked for. Messages to standard error are best-effort:
+//! if standard error is closed they are lost, but the exit status is still
+//! the one the command earned.
 
 use crate::batch::{OutputBatch, RowBatch};
 use crate::monitor::{Monitor, Spec, Tier};
-use crate::trace::{self, OutputFormat, OutputWriter, RowReader, TraceError, TraceFormat};
+use crate::trace::{
+    self, OutputFormat, OutputWriter, ReaderOptions, RowReader, TraceError, TraceErrorKind,
+    TraceFormat,
+};
 use crate::value::Value;
 use clap::{Parser, Subcommand, ValueEnum};
-use std::io;
+use std::fmt;
+use std::io::{self, Write};
 use std::process::ExitCode;
 
 #[derive(Parser, Debug)]
@@ -48,11 +62,14 @@ pub enum Command {
 pub struct RunArgs {
     /// The specification file (DSRV).
     pub spec: String,
-    /// The trace: a file, or `-` for standard input (read row by row).
+    /// The trace: a file, or `-` for standard input. A regular file is
+    /// memory-mapped and evaluated in batches; anything else (a pipe, a FIFO,
+    /// `/dev/stdin`) is read, evaluated and written row by row.
     #[arg(long, short)]
     pub input: String,
     /// Trace format; `auto` picks by file extension (`.input`, `.csv`,
-    /// `.jsonl`), and standard input defaults to JSON lines.
+    /// `.jsonl`), and standard input or another stream without one (a FIFO,
+    /// `/dev/stdin`, `<(…)`) defaults to JSON lines.
     #[arg(long, value_enum, default_value_t = FormatArg::Auto)]
     pub format: FormatArg,
     /// Output format.
@@ -61,6 +78,10 @@ pub struct RunArgs {
     /// Execution tier.
     #[arg(long, default_value = "auto", value_parser = parse_tier)]
     pub tier: Tier,
+    /// The most empty steps a `.input` trace may skip at once (`0: …` then
+    /// `5: …` skips 4); a larger gap is a malformed trace.
+    #[arg(long, value_name = "N", default_value_t = ReaderOptions::DEFAULT_MAX_STEP_GAP)]
+    pub max_step_gap: u64,
     /// Print per-tier statistics on standard error at the end.
     #[arg(long)]
     pub stats: bool,
@@ -92,71 +113,149 @@ fn parse_tier(s: &str) -> Result<Tier, String> {
     })
 }
 
-/// Runs the command line and returns the process exit status.
-pub fn main() -> ExitCode {
-    let cli = Cli::parse();
-    match cli.command {
-        Command::Run(args) => run(&args),
-        Command::Check { spec } => match load_spec(&spec) {
-            Ok(_) => ExitCode::SUCCESS,
-            Err(code) => code,
-        },
-        Command::Explain { spec, tier } => match load_spec(&spec) {
-            Ok(spec) => {
-                print!("{}", crate::explain::explain(&spec, tier));
-                ExitCode::SUCCESS
-            }
-            Err(code) => code,
-        },
-        Command::Tiers => {
-            for t in Tier::ALL.iter().filter(|t| **t != Tier::Auto) {
-                println!("{t}");
-            }
-            ExitCode::SUCCESS
-        }
+/// The exit statuses of `vigil`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Exit {
+    Success = 0,
+    /// A usage error or an I/O error.
+    Failure = 1,
+    /// Errors in the specification.
+    Spec = 2,
+    /// A runtime error of the monitor.
+    Runtime = 3,
+    /// A malformed trace.
+    Trace = 4,
+}
+
+impl From<Exit> for ExitCode {
+    fn from(e: Exit) -> ExitCode {
+        ExitCode::from(e as u8)
     }
 }
 
-/// Reads and checks a specification, printing diagnostics on failure.
-pub fn load_spec(path: &str) -> Result<Spec, ExitCode> {
-    let source = match std::fs::read_to_string(path) {
-        Ok(s) => s,
+/// Writes a message to standard error. A closed or failing standard error
+/// loses the message and nothing else: there is nowhere left to report it.
+fn say(message: fmt::Arguments<'_>) {
+    let _ = io::stderr().lock().write_fmt(message);
+}
+
+/// Reports an error message (`error: …`) on standard error.
+fn error(message: impl fmt::Display) {
+    say(format_args!("error: {message}\n"));
+}
+
+/// A failed write to standard output: a closed pipe (`vigil … | head`) ends
+/// the command quietly with status 0; anything else is an I/O error.
+fn output_error(e: &io::Error) -> Exit {
+    if e.kind() == io::ErrorKind::BrokenPipe {
+        Exit::Success
+    } else {
+        error(format_args!("cannot write output: {e}"));
+        Exit::Failure
+    }
+}
+
+/// Writes `text` to standard output and flushes it.
+fn print(text: &str) -> Exit {
+    let mut out = io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Ok(()) => Exit::Success,
+        Err(e) => output_error(&e),
+    }
+}
+
+/// Runs the command line and returns the process exit status.
+pub fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
         Err(e) => {
-            eprintln!("error: cannot read specification `{path}`: {e}");
-            return Err(ExitCode::from(2));
+            // Help and version requests are printed on standard output and
+            // succeed; everything else is a usage error (status 1: clap's
+            // own status 2 means a faulty specification here).
+            let _ = e.print();
+            return if e.use_stderr() {
+                Exit::Failure
+            } else {
+                Exit::Success
+            }
+            .into();
         }
     };
+    let exit = match cli.command {
+        Command::Run(args) => run(&args),
+        Command::Check { spec } => match load_spec(&spec) {
+            Ok(_) => Exit::Success,
+            Err(exit) => exit,
+        },
+        Command::Explain { spec, tier } => match load_spec(&spec) {
+            Ok(spec) => print(&crate::explain::explain(&spec, tier)),
+            Err(exit) => exit,
+        },
+        Command::Tiers => {
+            let mut text = String::new();
+            for t in Tier::ALL.iter().filter(|t| **t != Tier::Auto) {
+                text.push_str(t.name());
+                text.push('\n');
+            }
+            print(&text)
+        }
+    };
+    exit.into()
+}
+
+/// The line and column (1-based, in characters) of byte `at` of `text`.
+fn position(text: &[u8], at: usize) -> (usize, usize) {
+    let before = &text[..at.min(text.len())];
+    let line_start = before
+        .iter()
+        .rposition(|b| *b == b'\n')
+        .map_or(0, |i| i + 1);
+    let line = before.iter().filter(|b| **b == b'\n').count() + 1;
+    let col = String::from_utf8_lossy(&before[line_start..])
+        .chars()
+        .count()
+        + 1;
+    (line, col)
+}
+
+/// Reads and checks a specification, printing diagnostics on failure: a
+/// file that cannot be read is an I/O error (status 1), a faulty
+/// specification status 2.
+pub fn load_spec(path: &str) -> Result<Spec, Exit> {
+    let bytes = std::fs::read(path).map_err(|e| {
+        error(format_args!("cannot read specification `{path}`: {e}"));
+        Exit::Failure
+    })?;
+    let source = String::from_utf8(bytes).map_err(|e| {
+        let (line, col) = position(e.as_bytes(), e.utf8_error().valid_up_to());
+        error(format_args!(
+            "{path}:{line}:{col}: the specification is not valid UTF-8"
+        ));
+        Exit::Spec
+    })?;
     Spec::parse(path, &source).map_err(|d| {
-        eprint!("{}", d.render());
         let n = d.errors.len();
-        eprintln!(
-            "error: could not check `{path}` due to {n} previous error{}",
+        say(format_args!(
+            "{}error: could not check `{path}` due to {n} previous error{}\n",
+            d.render(),
             if n == 1 { "" } else { "s" }
-        );
-        ExitCode::from(2)
+        ));
+        Exit::Spec
     })
 }
 
-fn trace_error(e: &TraceError) -> ExitCode {
-    eprintln!("error: {e}");
-    ExitCode::from(4)
-}
-
-/// A write error on standard output: a closed pipe (`vigil … | head`) ends
-/// the run quietly; anything else is reported.
-fn output_error(e: io::Error) -> ExitCode {
-    if e.kind() == io::ErrorKind::BrokenPipe {
-        ExitCode::SUCCESS
-    } else {
-        eprintln!("error: cannot write output: {e}");
-        ExitCode::from(1)
+/// The exit status of a trace error: malformed (4) or unreadable (1).
+fn trace_exit(e: &TraceError) -> Exit {
+    match e.kind {
+        TraceErrorKind::Malformed => Exit::Trace,
+        TraceErrorKind::Io => Exit::Failure,
     }
 }
 
-fn run(args: &RunArgs) -> ExitCode {
+fn run(args: &RunArgs) -> Exit {
     let spec = match load_spec(&args.spec) {
         Ok(s) => s,
-        Err(code) => return code,
+        Err(exit) => return exit,
     };
     let format = match args.format {
         FormatArg::Tc => TraceFormat::Tc,
@@ -165,13 +264,22 @@ fn run(args: &RunArgs) -> ExitCode {
         FormatArg::Auto if args.input == "-" => TraceFormat::Jsonl,
         FormatArg::Auto => match trace::format_from_path(&args.input) {
             Some(f) => f,
-            None => {
-                eprintln!(
-                    "error: cannot tell the format of `{}` from its extension; pass --format tc|csv|jsonl",
-                    args.input
-                );
-                return ExitCode::from(4);
-            }
+            // A stream without an extension (a FIFO, `/dev/stdin`, `<(…)`)
+            // defaults to JSON lines, as standard input does.
+            None => match std::fs::metadata(&args.input) {
+                Ok(meta) if !meta.is_file() && !meta.is_dir() => TraceFormat::Jsonl,
+                Ok(_) => {
+                    error(format_args!(
+                        "cannot tell the format of `{}` from its extension; pass --format tc|csv|jsonl",
+                        args.input
+                    ));
+                    return Exit::Failure;
+                }
+                Err(e) => {
+                    error(format_args!("{}: cannot open the trace: {e}", args.input));
+                    return Exit::Failure;
+                }
+            },
         },
     };
     let output = match args.output {
@@ -179,10 +287,17 @@ fn run(args: &RunArgs) -> ExitCode {
         OutputArg::Csv => OutputFormat::Csv,
         OutputArg::Jsonl => OutputFormat::Jsonl,
     };
-    let mut reader = match trace::open_reader(&args.input, format, &spec.input_schema()) {
-        Ok(r) => r,
-        Err(e) => return trace_error(&e),
+    let options = ReaderOptions {
+        max_step_gap: args.max_step_gap,
     };
+    let opened = match trace::open_trace(&args.input, format, &spec.input_schema(), options) {
+        Ok(t) => t,
+        Err(e) => {
+            error(e);
+            return Exit::Failure;
+        }
+    };
+    let mut reader = opened.reader;
     let mut monitor = Monitor::builder(&spec)
         .tier(args.tier)
         .max_string_bytes(args.max_string_bytes)
@@ -193,49 +308,52 @@ fn run(args: &RunArgs) -> ExitCode {
         .map(String::from)
         .collect();
     let mut writer = trace::make_writer(output, names, Box::new(io::stdout().lock()));
-    let status = if args.input == "-" {
+    let status = if opened.streaming {
         run_streaming(&mut monitor, reader.as_mut(), writer.as_mut())
     } else {
         run_batched(&mut monitor, reader.as_mut(), writer.as_mut())
     };
-    let status = match status {
-        Ok(code) => code,
-        Err(e) => return output_error(e),
+    let status = match status.and_then(|s| writer.flush().map(|()| s)) {
+        Ok(exit) => exit,
+        Err(e) => return output_error(&e),
     };
-    if let Err(e) = writer.flush() {
-        return output_error(e);
-    }
     if args.stats {
-        eprint!("{}", monitor.stats());
+        say(format_args!("{}", monitor.stats()));
     }
     status
 }
 
-/// Where a run stopped early: a runtime error (exit 3) or a malformed trace
-/// (exit 4), reported after the outputs of every earlier row are written.
-fn stop(writer: &mut dyn OutputWriter, message: &str, code: u8) -> io::Result<ExitCode> {
+/// Where a run stopped early: a runtime error or a trace error, reported
+/// after the outputs of every earlier row are written.
+fn stop(writer: &mut dyn OutputWriter, message: &dyn fmt::Display, exit: Exit) -> io::Result<Exit> {
     writer.flush()?;
-    eprintln!("error: {message}");
-    Ok(ExitCode::from(code))
+    error(message);
+    Ok(exit)
 }
 
-/// Standard input: one row at a time, outputs flushed per row, so that vigil
-/// can sit in an endless pipe.
+fn warn(reader: &mut dyn RowReader) {
+    for w in reader.take_warnings() {
+        say(format_args!("warning: {w}\n"));
+    }
+}
+
+/// A stream (pipe, FIFO, terminal): one row at a time, outputs flushed per
+/// row, so that vigil can sit in an endless pipe and a killed run has
+/// written every row it evaluated.
 fn run_streaming(
     monitor: &mut Monitor,
     reader: &mut dyn RowReader,
     writer: &mut dyn OutputWriter,
-) -> io::Result<ExitCode> {
+) -> io::Result<Exit> {
     let mut row: Vec<Option<Value>> = vec![None; monitor.input_count()];
     let mut samples = Vec::with_capacity(monitor.output_names().len());
     loop {
-        for w in reader.take_warnings() {
-            eprintln!("warning: {w}");
-        }
-        match reader.next_row(&mut row) {
+        let next = reader.next_row(&mut row);
+        warn(reader);
+        match next {
             Ok(true) => {}
-            Ok(false) => return Ok(ExitCode::SUCCESS),
-            Err(e) => return stop(writer, &e.to_string(), 4),
+            Ok(false) => return Ok(Exit::Success),
+            Err(e) => return stop(writer, &e, trace_exit(&e)),
         }
         let step = monitor.steps();
         match monitor.step(&row) {
@@ -245,22 +363,22 @@ fn run_streaming(
                 writer.write_step(step, &samples)?;
                 writer.flush()?;
             }
-            Err(e) => return stop(writer, &e.to_string(), 3),
+            Err(e) => return stop(writer, &e, Exit::Runtime),
         }
     }
 }
 
-/// Rows evaluated per batch when reading a file.
+/// Rows evaluated per batch when reading a regular file.
 const BATCH_ROWS: usize = 4096;
 
-/// A file: rows are read into batches of columns and evaluated by
+/// A regular file: rows are read into batches of columns and evaluated by
 /// `Monitor::run_batch` (one native call per run of rows on the
 /// native-whole tier); outputs are written as each batch completes.
 fn run_batched(
     monitor: &mut Monitor,
     reader: &mut dyn RowReader,
     writer: &mut dyn OutputWriter,
-) -> io::Result<ExitCode> {
+) -> io::Result<Exit> {
     let mut row: Vec<Option<Value>> = vec![None; monitor.input_count()];
     let width = monitor.output_names().len();
     let mut samples = Vec::with_capacity(width);
@@ -282,9 +400,7 @@ fn run_batched(
                 }
             }
         }
-        for w in reader.take_warnings() {
-            eprintln!("warning: {w}");
-        }
+        warn(reader);
         let first = monitor.steps();
         let result = monitor.run_batch(&rows, &mut out);
         for r in 0..out.len() {
@@ -293,11 +409,11 @@ fn run_batched(
             writer.write_step(first + r as u64, &samples)?;
         }
         if let Err(e) = result {
-            return stop(writer, &e.to_string(), 3);
+            return stop(writer, &e, Exit::Runtime);
         }
         match end {
-            Some(Ok(())) => return Ok(ExitCode::SUCCESS),
-            Some(Err(e)) => return stop(writer, &e.to_string(), 4),
+            Some(Ok(())) => return Ok(Exit::Success),
+            Some(Err(e)) => return stop(writer, &e, trace_exit(&e)),
             None => {}
         }
     }

@@ -1,62 +1,267 @@
 //! Reader for CSV traces: a header naming inputs, then one row per step.
 //!
-//! Parsing is done by the `csv` crate, which reads its source in chunks but
-//! returns each record as soon as its terminator has been read, so a row
-//! arriving on a pipe is available without waiting for the next one. Columns
-//! that are not declared inputs are ignored; a declared input missing from
-//! the header is absent at every step (with one warning); an empty cell is
-//! an absent input. Typed columns are parsed by their declared type, and
-//! untyped (`Any`) columns are inferred cell by cell.
+//! The format is RFC 4180 with the usual leniencies: fields are separated by
+//! commas; a field may be quoted (`"a, b"`, with `""` for a quote inside,
+//! line breaks allowed inside), and spaces around a quoted field are
+//! ignored; a quote inside an unquoted field is an ordinary character; lines
+//! end with `\n` or `\r\n`. Every record must have as many fields as the
+//! header. A blank line is not a record: it is skipped, so a step is a
+//! record, not a line (diagnostics name the real line).
+//!
+//! Columns that are not declared inputs are ignored; a declared input
+//! missing from the header is absent at every step (with one warning). An
+//! unquoted empty cell is an absent input. A quoted cell is text: for a Str or
+//! untyped input it is that string (so `""` is the empty string and `"3"` is
+//! the string 3 — this is what makes vigil's own CSV output read back as the
+//! values it wrote); for an input of another type it is parsed as that type,
+//! and `""` is absent. Unquoted cells of untyped (`Any`) inputs are inferred
+//! cell by cell (Int, Float, Bool, Unit, else Str).
+//!
+//! The parser is written here rather than taken from the `csv` crate because
+//! that crate cannot report what this reader must: a quoted field left open
+//! at the end of the file (it silently swallows every later line into one
+//! row), whether a field was quoted, and where a field starts on its line.
+//! It reads one line at a time, so a record arriving on a pipe is returned
+//! as soon as its last line is complete.
 
-use super::source::unlocated;
+use super::source::Lines;
 use super::values::{Schema, parse_text};
 use super::{RowReader, TraceError};
+use crate::lang::types::Type;
 use crate::value::Value;
-use std::io::BufRead;
 
 pub(crate) struct CsvReader {
-    reader: csv::Reader<Box<dyn BufRead>>,
+    lines: Lines,
     schema: Schema,
-    /// For each declared input, the index of its column (`None`: absent).
-    /// Filled when the header is read, on the first call to `next_row`, so
-    /// that opening a pipe does not block.
-    columns: Option<Vec<Option<usize>>>,
-    record: csv::ByteRecord,
+    /// For each declared input, the index of its column (`None`: absent),
+    /// and the header's number of fields. Filled when the header is read, on
+    /// the first call to `next_row`, so that opening a pipe does not block.
+    columns: Option<(Vec<Option<usize>>, usize)>,
+    record: Record,
     warnings: Vec<String>,
 }
 
+/// One parsed record: the fields' bytes, one after the other, and where each
+/// field is.
+#[derive(Default)]
+struct Record {
+    bytes: Vec<u8>,
+    fields: Vec<Field>,
+    /// The line the record starts on.
+    line: usize,
+    /// Where the record ends (the line and the column of its terminator),
+    /// for errors about missing fields.
+    end: (usize, usize),
+}
+
+struct Field {
+    start: usize,
+    end: usize,
+    quoted: bool,
+    /// The field's first character (its opening quote, if quoted).
+    line: usize,
+    col: usize,
+}
+
+/// Where the parser is between two bytes of a record.
+#[derive(Clone, Copy)]
+enum State {
+    /// At the start of a field.
+    FieldStart,
+    /// Inside a quoted field.
+    Quoted,
+    /// After the closing quote of a field.
+    AfterQuote,
+}
+
+/// Counts columns along one line: the 1-based character column of a byte
+/// offset, computed incrementally so that a line with many fields costs
+/// time linear in its length.
+struct Cols<'a> {
+    text: &'a [u8],
+    byte: usize,
+    col: usize,
+}
+
+impl Cols<'_> {
+    fn at(&mut self, byte: usize) -> usize {
+        if byte < self.byte {
+            self.byte = 0;
+            self.col = 1;
+        }
+        // Continuation bytes of UTF-8 do not start a character.
+        self.col += self.text[self.byte..byte]
+            .iter()
+            .filter(|b| (**b & 0xC0) != 0x80)
+            .count();
+        self.byte = byte;
+        self.col
+    }
+}
+
+fn is_space(b: u8) -> bool {
+    b == b' ' || b == b'\t'
+}
+
 impl CsvReader {
-    pub(crate) fn new(source: Box<dyn BufRead>, schema: Schema) -> CsvReader {
-        let reader = csv::ReaderBuilder::new()
-            .has_headers(true)
-            .from_reader(source);
+    pub(crate) fn new(lines: Lines, schema: Schema) -> CsvReader {
         CsvReader {
-            reader,
+            lines,
             schema,
             columns: None,
-            record: csv::ByteRecord::new(),
+            record: Record::default(),
             warnings: Vec::new(),
         }
     }
 
-    fn read_header(&mut self) -> Result<Vec<Option<usize>>, TraceError> {
-        let header = match self.reader.byte_headers() {
-            Ok(h) => h.clone(),
-            Err(e) => return Err(self.csv_error(e)),
-        };
+    /// Reads the next record into `self.record`; `false` at the end of the
+    /// trace. Blank lines before it are skipped.
+    fn read_record(&mut self) -> Result<bool, TraceError> {
+        let rec = &mut self.record;
+        rec.bytes.clear();
+        rec.fields.clear();
+        let mut state = State::FieldStart;
+        // The opening quote of the field being read, while in `Quoted`.
+        let mut open = (0, 0);
+        loop {
+            let Some(raw) = self.lines.next_raw()? else {
+                return match state {
+                    State::FieldStart if rec.fields.is_empty() => Ok(false),
+                    State::Quoted => Err(self.schema.error(
+                        open.0,
+                        open.1,
+                        "this quoted field is never closed: the trace ends before its closing `\"`",
+                    )),
+                    // A record is only left unfinished inside quotes.
+                    _ => unreachable!("a record ends with its line"),
+                };
+            };
+            let (text, line) = (raw.text, raw.number);
+            if rec.fields.is_empty() && matches!(state, State::FieldStart) {
+                if text.is_empty() {
+                    continue;
+                }
+                rec.line = line;
+            }
+            let mut cols = Cols {
+                text,
+                byte: 0,
+                col: 1,
+            };
+            let mut i = 0;
+            loop {
+                match state {
+                    State::FieldStart => {
+                        let lead = text[i..].iter().take_while(|b| is_space(**b)).count();
+                        if text.get(i + lead) == Some(&b'"') {
+                            open = (line, cols.at(i + lead));
+                            rec.fields.push(Field {
+                                start: rec.bytes.len(),
+                                end: rec.bytes.len(),
+                                quoted: true,
+                                line: open.0,
+                                col: open.1,
+                            });
+                            i += lead + 1;
+                            state = State::Quoted;
+                            continue;
+                        }
+                        let len = text[i..]
+                            .iter()
+                            .position(|b| *b == b',')
+                            .unwrap_or(text.len() - i);
+                        let start = rec.bytes.len();
+                        rec.bytes.extend_from_slice(&text[i..i + len]);
+                        rec.fields.push(Field {
+                            start,
+                            end: rec.bytes.len(),
+                            quoted: false,
+                            line,
+                            col: cols.at(i),
+                        });
+                        i += len;
+                        if i == text.len() {
+                            rec.end = (line, cols.at(i));
+                            return Ok(true);
+                        }
+                        i += 1;
+                    }
+                    State::Quoted => match text[i..].iter().position(|b| *b == b'"') {
+                        None => {
+                            // The field goes on over the line break, which
+                            // is part of its value.
+                            rec.bytes.extend_from_slice(&text[i..]);
+                            rec.bytes.extend_from_slice(raw.terminator);
+                            break;
+                        }
+                        Some(k) => {
+                            rec.bytes.extend_from_slice(&text[i..i + k]);
+                            i += k + 1;
+                            if text.get(i) == Some(&b'"') {
+                                rec.bytes.push(b'"');
+                                i += 1;
+                            } else {
+                                if let Some(f) = rec.fields.last_mut() {
+                                    f.end = rec.bytes.len();
+                                }
+                                state = State::AfterQuote;
+                            }
+                        }
+                    },
+                    State::AfterQuote => {
+                        i += text[i..].iter().take_while(|b| is_space(**b)).count();
+                        match text.get(i) {
+                            None => {
+                                rec.end = (line, cols.at(i));
+                                return Ok(true);
+                            }
+                            Some(b',') => {
+                                i += 1;
+                                state = State::FieldStart;
+                            }
+                            Some(_) => {
+                                return Err(self.schema.error(
+                                    line,
+                                    cols.at(i),
+                                    "unexpected text after the closing quote of a field (a quote inside a quoted field is written `\"\"`)",
+                                ));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn field_text(&self, j: usize) -> Result<&str, TraceError> {
+        let f = &self.record.fields[j];
+        std::str::from_utf8(&self.record.bytes[f.start..f.end]).map_err(|_| {
+            self.schema
+                .error(f.line, f.col, "the cell is not valid UTF-8")
+        })
+    }
+
+    fn read_header(&mut self) -> Result<(Vec<Option<usize>>, usize), TraceError> {
         let mut columns = vec![None; self.schema.len()];
-        for (j, field) in header.iter().enumerate() {
+        if !self.read_record()? {
+            // An empty file has no header at all and no steps, so there is
+            // nothing to warn about.
+            return Ok((columns, 0));
+        }
+        let width = self.record.fields.len();
+        for j in 0..width {
             // A column whose name is not UTF-8 cannot name a declared input.
-            let Ok(name) = std::str::from_utf8(field) else {
+            let Ok(name) = self.field_text(j) else {
                 continue;
             };
             let Some(i) = self.schema.lookup(name.trim()) else {
                 continue;
             };
             if columns[i].is_some() {
+                let f = &self.record.fields[j];
                 return Err(self.schema.error(
-                    1,
-                    field_col(&header, j),
+                    f.line,
+                    f.col,
                     format!(
                         "input `{}` has two columns in the header",
                         self.schema.names[i]
@@ -65,106 +270,74 @@ impl CsvReader {
             }
             columns[i] = Some(j);
         }
-        // An empty file has no header at all and no steps, so there is
-        // nothing to warn about.
-        if !header.is_empty() {
-            for (i, column) in columns.iter().enumerate() {
-                if column.is_none() {
-                    self.warnings.push(format!(
-                        "{}: input `{}` is not a column of the CSV header; it is absent at every step",
-                        self.schema.file, self.schema.names[i]
-                    ));
-                }
+        for (i, column) in columns.iter().enumerate() {
+            if column.is_none() {
+                self.warnings.push(format!(
+                    "{}: input `{}` is not a column of the CSV header; it is absent at every step",
+                    self.schema.file, self.schema.names[i]
+                ));
             }
         }
-        Ok(columns)
+        Ok((columns, width))
     }
 
-    fn csv_error(&self, e: csv::Error) -> TraceError {
-        let line = e.position().map_or(1, |p| p.line() as usize);
-        match e.kind() {
-            csv::ErrorKind::UnequalLengths {
-                expected_len, len, ..
-            } => self.schema.error(
-                line,
-                1,
-                format!("expected {expected_len} fields as in the header, found {len}"),
-            ),
-            csv::ErrorKind::Io(io) => {
-                self.schema
-                    .error(line, 1, format!("cannot read the trace: {io}"))
-            }
-            _ => unlocated(&self.schema.file, e.to_string()),
-        }
-    }
-}
-
-impl RowReader for CsvReader {
-    fn next_row(&mut self, row: &mut [Option<Value>]) -> Result<bool, TraceError> {
-        let columns = match self.columns.take() {
-            Some(c) => c,
-            None => self.read_header()?,
-        };
-        let result = self.read_record(&columns, row);
-        self.columns = Some(columns);
-        result
-    }
-
-    fn take_warnings(&mut self) -> Vec<String> {
-        std::mem::take(&mut self.warnings)
-    }
-}
-
-impl CsvReader {
-    fn read_record(
+    fn read_row(
         &mut self,
         columns: &[Option<usize>],
+        width: usize,
         row: &mut [Option<Value>],
     ) -> Result<bool, TraceError> {
-        match self.reader.read_byte_record(&mut self.record) {
-            Ok(false) => return Ok(false),
-            Ok(true) => {}
-            Err(e) => return Err(self.csv_error(e)),
+        if !self.read_record()? {
+            return Ok(false);
         }
-        let line = self.record.position().map_or(1, |p| p.line() as usize);
+        let rec = &self.record;
+        let found = rec.fields.len();
+        if found != width {
+            let (line, col) = match rec.fields.get(width) {
+                Some(extra) => (extra.line, extra.col),
+                None => rec.end,
+            };
+            return Err(self.schema.error(
+                line,
+                col,
+                format!("expected {width} fields as in the header, found {found}"),
+            ));
+        }
         row.fill(None);
         for (i, (cell, column)) in row.iter_mut().zip(columns).enumerate() {
             let Some(j) = *column else { continue };
-            let bytes = self.record.get(j).unwrap_or_default();
-            if bytes.is_empty() {
+            let f = &self.record.fields[j];
+            if !f.quoted && f.start == f.end {
                 continue;
             }
-            let at = || field_col(&self.record, j);
-            let text = std::str::from_utf8(bytes)
-                .map_err(|_| self.schema.error(line, at(), "the cell is not valid UTF-8"))?;
-            let value = parse_text(text, self.schema.types[i], &self.schema.names[i])
-                .map_err(|m| self.schema.error(line, at(), m))?;
+            let text = self.field_text(j)?;
+            let ty = self.schema.types[i];
+            let value = match (f.quoted, ty) {
+                (true, Type::Str | Type::Any) => Value::Str(text.into()),
+                (true, _) if text.is_empty() => continue,
+                _ => parse_text(text, ty, &self.schema.names[i])
+                    .map_err(|m| self.schema.error(f.line, f.col, m))?,
+            };
             *cell = Some(value);
         }
         Ok(true)
     }
 }
 
-/// The 1-based column (in characters) where field `j` of a record starts.
-///
-/// The `csv` crate reports where a record starts but not where its fields
-/// do, so the column is recomputed from the field contents, assuming each
-/// earlier field was quoted only if it had to be (contains a comma, a quote
-/// or a line break) — which is what CSV writers produce. The result is
-/// exact for such files and an estimate otherwise.
-fn field_col(record: &csv::ByteRecord, j: usize) -> usize {
-    let mut col = 1;
-    for field in record.iter().take(j) {
-        let text = String::from_utf8_lossy(field);
-        col += text.chars().count() + 1;
-        if field
-            .iter()
-            .any(|b| matches!(b, b',' | b'"' | b'\n' | b'\r'))
-        {
-            col += 2 + field.iter().filter(|b| **b == b'"').count();
-        }
+impl RowReader for CsvReader {
+    fn next_row(&mut self, row: &mut [Option<Value>]) -> Result<bool, TraceError> {
+        let (columns, width) = match self.columns.take() {
+            Some(c) => c,
+            None => self.read_header()?,
+        };
+        let result = self.read_row(&columns, width, row);
+        self.columns = Some((columns, width));
+        result
     }
-    col
+
+    fn take_warnings(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.warnings)
+    }
 }
 
 #[cfg(test)]
@@ -305,7 +478,15 @@ mod tests {
     fn malformed_csv_is_located() {
         assert_eq!(
             read("x,y\n1,2\n1,2,3\n", XY).unwrap_err(),
-            "t.csv:3:1: expected 2 fields as in the header, found 3"
+            "t.csv:3:5: expected 2 fields as in the header, found 3"
+        );
+        assert_eq!(
+            read("x,y\n1,2\n1\n", XY).unwrap_err(),
+            "t.csv:3:2: expected 2 fields as in the header, found 1"
+        );
+        assert_eq!(
+            read("x,y\n\"1\" 2,3\n", XY).unwrap_err(),
+            "t.csv:2:5: unexpected text after the closing quote of a field (a quote inside a quoted field is written `\"\"`)"
         );
         assert_eq!(
             read("x,x\n1,2\n", XY).unwrap_err(),
@@ -322,6 +503,106 @@ mod tests {
         assert_eq!(
             r.next_row(&mut row).unwrap_err().to_string(),
             "t.csv:2:4: the cell is not valid UTF-8"
+        );
+    }
+
+    /// Issue 7: an unterminated quote used to swallow every later line into
+    /// one row.
+    #[test]
+    fn an_unterminated_quoted_field_is_an_error() {
+        let decls = &[("x", Type::Int), ("s", Type::Str)];
+        assert_eq!(
+            read("x,s\n1,\"abc\n2,b\n3,c\n", decls).unwrap_err(),
+            "t.csv:2:3: this quoted field is never closed: the trace ends before its closing `\"`"
+        );
+        // The rows before it are returned first.
+        let mut r = open("x,s\n0,a\n1,\"abc\n2,b\n", decls);
+        let mut row = vec![None, None];
+        assert!(r.next_row(&mut row).unwrap());
+        assert_eq!(row, [int(0), Some(Value::Str("a".into()))]);
+        assert!(r.next_row(&mut row).is_err());
+    }
+
+    #[test]
+    fn quoted_fields_span_lines_and_keep_their_line_breaks() {
+        let decls = &[("x", Type::Int), ("s", Type::Str)];
+        let rows = read("x,s\r\n1,\"a\r\nb \"\"q\"\"\"\r\n2, \"c,d\" \r\n", decls).unwrap();
+        assert_eq!(
+            rows,
+            [
+                vec![int(1), Some(Value::Str("a\r\nb \"q\"".into()))],
+                vec![int(2), Some(Value::Str("c,d".into()))],
+            ]
+        );
+        // Errors after a multi-line record name the real line.
+        assert_eq!(
+            read("x,s\n1,\"a\nb\"\nz,c\n", decls).unwrap_err(),
+            "t.csv:4:1: expected Int for input `x`, found Str \"z\""
+        );
+    }
+
+    /// A quoted cell is text: a string for Str and untyped inputs (so the
+    /// empty string and `"3"` are expressible), parsed for other types.
+    #[test]
+    fn quoted_cells_are_strings() {
+        let decls = &[("a", Type::Any), ("i", Type::Int), ("s", Type::Str)];
+        let rows = read(
+            "a,i,s\n\"3\",\"4\",\"\"\n\"\",\"\",\n3,,x\n\"null\",5,\"\"\"\"\n",
+            decls,
+        )
+        .unwrap();
+        let s = |t: &str| Some(Value::Str(t.into()));
+        assert_eq!(
+            rows,
+            [
+                vec![s("3"), int(4), s("")],
+                vec![s(""), None, None],
+                vec![int(3), None, s("x")],
+                vec![s("null"), int(5), s("\"")],
+            ]
+        );
+    }
+
+    /// Blank lines are not records: steps count records, and diagnostics
+    /// name the real line.
+    #[test]
+    fn blank_lines_are_skipped() {
+        assert_eq!(
+            read("\nx,y\n\n1,2\n\n\n3,4\n\n", XY).unwrap(),
+            [vec![int(1), int(2)], vec![int(3), int(4)]]
+        );
+        assert_eq!(
+            read("x\n1\n\n2\nq\n", &[("x", Type::Int)]).unwrap_err(),
+            "t.csv:5:1: expected Int for input `x`, found Str \"q\""
+        );
+    }
+
+    #[test]
+    fn numbers_that_do_not_fit() {
+        assert_eq!(
+            read("y,x\n1,2\n1e400,2\n", XY).unwrap_err(),
+            "t.csv:3:1: number `1e400` does not fit in Float (64 bits)"
+        );
+        assert_eq!(
+            read("y,x\n1,99999999999999999999\n", XY).unwrap_err(),
+            "t.csv:2:3: integer `99999999999999999999` does not fit in Int (64 bits)"
+        );
+        assert_eq!(read("x,y\n-0,-0\n", XY).unwrap(), [vec![int(0), int(0)]]);
+    }
+
+    #[test]
+    fn many_fields_on_one_line_cost_linear_time() {
+        // 200,000 columns, the declared inputs last: the columns of the
+        // fields are counted incrementally (a quadratic count would take
+        // minutes here, not milliseconds).
+        let mut text = "c,".repeat(200_000);
+        text.push_str("x,y\n");
+        text.push_str(&"é,".repeat(200_000));
+        text.push_str("1,zz\n");
+        let e = read(&text, &[("x", Type::Int), ("y", Type::Int)]).unwrap_err();
+        assert_eq!(
+            e,
+            "t.csv:2:400003: expected Int for input `y`, found Str \"zz\""
         );
     }
 

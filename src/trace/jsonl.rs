@@ -2,30 +2,42 @@
 //!
 //! A key that is a declared input assigns it; a missing key leaves it absent;
 //! other keys are ignored, since objects from real pipelines carry extra
-//! fields. `null` is Unit. Numbers written as integers that fit in an i64
-//! are Int, every other number is Float. Arrays and objects are not values
-//! of the language and are rejected.
+//! fields. A declared input given twice in one object is an error, as a
+//! repeated assignment is in the other formats. `null` is Unit. A number
+//! written as an integer (no fraction, no exponent) is an Int, and must fit
+//! in 64 bits (`-0` is Int 0); every other number is a Float, and one too
+//! large for f64 (`1e400`) is an error. Arrays and objects are not values of
+//! the language and are rejected. Blank lines are skipped.
 //!
-//! Each line is first parsed into a map from keys to `RawValue`s, which are
-//! slices of the line itself: only the values of declared inputs are then
-//! decoded, and a wrong value can be reported at its exact column.
+//! Each line is first parsed into its entries — keys and `RawValue`s, which
+//! are slices of the line itself — in order, keeping repeated keys: only the
+//! values of declared inputs are then decoded, and a wrong value can be
+//! reported at its exact column.
 
 use super::source::{Lines, char_col};
-use super::values::Schema;
+use super::values::{Schema, is_integer, parse_float, parse_int};
 use super::{RowReader, TraceError};
 use crate::lang::types::Type;
 use crate::value::Value;
+use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
-use std::collections::HashMap;
+use std::fmt;
 
 pub(crate) struct JsonlReader {
     lines: Lines,
     schema: Schema,
+    /// Which inputs the current line has assigned (reused across lines).
+    seen: Vec<bool>,
 }
 
 impl JsonlReader {
     pub(crate) fn new(lines: Lines, schema: Schema) -> JsonlReader {
-        JsonlReader { lines, schema }
+        let seen = vec![false; schema.len()];
+        JsonlReader {
+            lines,
+            schema,
+            seen,
+        }
     }
 }
 
@@ -38,16 +50,83 @@ impl RowReader for JsonlReader {
             if text.trim().is_empty() {
                 continue;
             }
-            read_object(text, line_no, &self.schema, row)?;
+            read_object(text, line_no, &self.schema, &mut self.seen, row)?;
             return Ok(true);
         }
     }
+}
+
+/// A key of an object: a slice of the line when it has no escapes (so its
+/// column is known), else the decoded string.
+enum Key<'a> {
+    Borrowed(&'a str),
+    Owned(String),
+}
+
+impl Key<'_> {
+    fn as_str(&self) -> &str {
+        match self {
+            Key::Borrowed(s) => s,
+            Key::Owned(s) => s,
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Key<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct KeyVisitor;
+        impl<'de> Visitor<'de> for KeyVisitor {
+            type Value = Key<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E>(self, s: &'de str) -> Result<Key<'de>, E> {
+                Ok(Key::Borrowed(s))
+            }
+            fn visit_str<E>(self, s: &str) -> Result<Key<'de>, E> {
+                Ok(Key::Owned(s.to_string()))
+            }
+            fn visit_string<E>(self, s: String) -> Result<Key<'de>, E> {
+                Ok(Key::Owned(s))
+            }
+        }
+        d.deserialize_str(KeyVisitor)
+    }
+}
+
+/// The entries of one object, in order, repeated keys included.
+struct Entries<'a>(Vec<(Key<'a>, &'a RawValue)>);
+
+impl<'de> Deserialize<'de> for Entries<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct EntriesVisitor;
+        impl<'de> Visitor<'de> for EntriesVisitor {
+            type Value = Entries<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<Entries<'de>, M::Error> {
+                let mut entries = Vec::with_capacity(map.size_hint().unwrap_or(4));
+                while let Some(entry) = map.next_entry::<Key<'de>, &'de RawValue>()? {
+                    entries.push(entry);
+                }
+                Ok(Entries(entries))
+            }
+        }
+        d.deserialize_map(EntriesVisitor)
+    }
+}
+
+/// The byte offset of `part` in `text`, which it is a slice of.
+fn offset_in(text: &str, part: &str) -> usize {
+    (part.as_ptr() as usize).wrapping_sub(text.as_ptr() as usize)
 }
 
 fn read_object(
     text: &str,
     line_no: usize,
     schema: &Schema,
+    seen: &mut [bool],
     row: &mut [Option<Value>],
 ) -> Result<(), TraceError> {
     let body = text.trim_start();
@@ -59,7 +138,7 @@ fn read_object(
             "expected a JSON object (`{\"input\": value, ...}`) on each line",
         ));
     }
-    let map: HashMap<String, &RawValue> = serde_json::from_str(text).map_err(|e| {
+    let Entries(entries) = serde_json::from_str(text).map_err(|e| {
         // serde_json counts columns in bytes from 1; its message ends with
         // the position, which the TraceError already carries.
         let byte = e.column().saturating_sub(1);
@@ -74,17 +153,34 @@ fn read_object(
         )
     })?;
     row.fill(None);
-    for (i, cell) in row.iter_mut().enumerate().take(schema.len()) {
-        let Some(raw) = map.get(&schema.names[i]) else {
+    seen.fill(false);
+    for (key, raw) in &entries {
+        let Some(i) = schema.lookup(key.as_str()) else {
             continue;
         };
-        let raw = raw.get();
         // The raw value borrows from `text`, so its offset is its column.
-        let offset = (raw.as_ptr() as usize).wrapping_sub(text.as_ptr() as usize);
-        let value = decode(raw, schema.types[i], &schema.names[i])
+        let value_at = offset_in(text, raw.get());
+        if seen[i] {
+            // At the key's opening quote when the key is a slice of the
+            // line, else at its value.
+            let at = match key {
+                Key::Borrowed(k) => offset_in(text, k).saturating_sub(1),
+                Key::Owned(_) => value_at,
+            };
+            return Err(schema.error(
+                line_no,
+                char_col(text, at),
+                format!(
+                    "key `{}` appears twice in this object (input `{}` is assigned twice in this step)",
+                    schema.names[i], schema.names[i]
+                ),
+            ));
+        }
+        seen[i] = true;
+        let value = decode(raw.get(), schema.types[i], &schema.names[i])
             .and_then(|v| schema.conform(i, v))
-            .map_err(|m| schema.error(line_no, char_col(text, offset), m))?;
-        *cell = Some(value);
+            .map_err(|m| schema.error(line_no, char_col(text, value_at), m))?;
+        row[i] = Some(value);
     }
     Ok(())
 }
@@ -99,28 +195,35 @@ const NON_FINITE: [(&str, f64); 4] = [
     ("-inf", f64::NEG_INFINITY),
 ];
 
+/// Decodes one raw JSON value (already validated as JSON by the parse of
+/// its line).
 fn decode(raw: &str, ty: Type, name: &str) -> Result<Value, String> {
-    let v: serde_json::Value =
-        serde_json::from_str(raw).map_err(|e| format!("invalid JSON value: {e}"))?;
-    Ok(match v {
-        serde_json::Value::Null => Value::Unit,
-        serde_json::Value::Bool(b) => Value::Bool(b),
-        serde_json::Value::Number(n) => match n.as_i64() {
-            Some(i) => Value::Int(i),
-            // Without serde_json's arbitrary-precision feature every number
-            // has an f64 reading; NaN is only a guard.
-            None => Value::Float(n.as_f64().unwrap_or(f64::NAN)),
-        },
-        serde_json::Value::String(s) => match NON_FINITE.iter().find(|(text, _)| *text == s) {
-            Some((_, x)) if ty == Type::Float => Value::Float(*x),
-            _ => Value::Str(s.into()),
-        },
-        serde_json::Value::Array(_) | serde_json::Value::Object(_) => {
-            return Err(format!(
-                "input `{name}` is given an array or object, which is not a trace value"
-            ));
+    match raw.as_bytes().first() {
+        Some(b'"') => {
+            let s: String =
+                serde_json::from_str(raw).map_err(|e| format!("invalid JSON string: {e}"))?;
+            Ok(match NON_FINITE.iter().find(|(text, _)| *text == s) {
+                Some((_, x)) if ty == Type::Float => Value::Float(*x),
+                _ => Value::Str(s.into()),
+            })
         }
-    })
+        Some(b'[' | b'{') => Err(format!(
+            "input `{name}` is given an array or object, which is not a trace value"
+        )),
+        _ => match raw {
+            "null" => Ok(Value::Unit),
+            "true" => Ok(Value::Bool(true)),
+            "false" => Ok(Value::Bool(false)),
+            // A JSON number: integers by their spelling, as in the other
+            // formats, so that `-0` is Int 0 and a too-large integer is an
+            // error rather than a Float.
+            _ if is_integer(raw) => parse_int(raw).map(Value::Int),
+            _ => match parse_float(raw) {
+                Some(x) => x.map(Value::Float),
+                None => Err(format!("invalid JSON value `{raw}`")),
+            },
+        },
+    }
 }
 
 #[cfg(test)]
@@ -183,10 +286,9 @@ mod tests {
         assert_eq!(one("null"), Value::Unit);
         assert_eq!(one("true"), Value::Bool(true));
         assert_eq!(one("-9223372036854775808"), Value::Int(i64::MIN));
-        assert_eq!(
-            one("9223372036854775808"),
-            Value::Float(9223372036854775808.0)
-        );
+        assert_eq!(one("-0"), Value::Int(0));
+        assert_eq!(one("9.2e18"), Value::Float(9.2e18));
+        assert_eq!(one("1e-400"), Value::Float(0.0));
         assert_eq!(one("2.0"), Value::Float(2.0));
         assert_eq!(one("1e3"), Value::Float(1000.0));
         assert_eq!(one("-0.0"), Value::Float(-0.0));
@@ -217,6 +319,65 @@ mod tests {
         assert_eq!(
             read("{\"x\": null}", XY).unwrap_err(),
             "t.jsonl:1:7: expected Int for input `x`, found Unit ()"
+        );
+    }
+
+    /// Issue 7: `-0` is Int 0 for an Int input, as in the other formats.
+    #[test]
+    fn minus_zero_is_int_zero() {
+        assert_eq!(
+            read("{\"x\": -0}", XY).unwrap(),
+            [vec![Some(Value::Int(0)), None]]
+        );
+        let rows = read("{\"f\": -0}", &[("f", Type::Float)]).unwrap();
+        assert_eq!(rows, [vec![Some(Value::Float(0.0))]]);
+    }
+
+    /// Issue 7: numbers that do not fit are errors located at the value's
+    /// first character, with the same messages as the other formats.
+    #[test]
+    fn numbers_that_do_not_fit() {
+        assert_eq!(
+            read("{\"y\":   1e400}", XY).unwrap_err(),
+            "t.jsonl:1:9: number `1e400` does not fit in Float (64 bits)"
+        );
+        assert_eq!(
+            read("{\"y\": -9223372036854775809}", XY).unwrap_err(),
+            "t.jsonl:1:7: integer `-9223372036854775809` does not fit in Int (64 bits)"
+        );
+        // Keys that are not declared inputs are not decoded.
+        assert_eq!(read("{\"z\": 1e400}", XY).unwrap(), [vec![None, None]]);
+    }
+
+    /// Issue 7: a repeated key used to be accepted, the last one winning.
+    #[test]
+    fn a_repeated_key_is_an_error() {
+        assert_eq!(
+            read("{\"x\": 1}\n{\"x\": 1, \"y\": 2, \"x\": 2}", XY).unwrap_err(),
+            "t.jsonl:2:18: key `x` appears twice in this object (input `x` is assigned twice in this step)"
+        );
+        // A key written with an escape is located at its value.
+        assert_eq!(
+            read("{\"x\": 1, \"\\u0078\": 2}", XY).unwrap_err(),
+            "t.jsonl:1:20: key `x` appears twice in this object (input `x` is assigned twice in this step)"
+        );
+        // Keys that are not declared inputs may repeat.
+        assert_eq!(
+            read("{\"z\": 1, \"z\": 2, \"x\": 3}", XY).unwrap(),
+            [vec![Some(Value::Int(3)), None]]
+        );
+    }
+
+    #[test]
+    fn long_values_are_cut_in_messages() {
+        let long = "q".repeat(10_000_000);
+        let e = read(&format!("{{\"x\": \"{long}\"}}"), XY).unwrap_err();
+        assert_eq!(
+            e,
+            format!(
+                "t.jsonl:1:7: expected Int for input `x`, found Str {:?}…",
+                "q".repeat(64)
+            )
         );
     }
 

@@ -3,8 +3,11 @@
 //!
 //! Readers yield one row per step; a row has one cell per declared input (in
 //! declaration order): `Some(value)` when the row assigns the input, `None`
-//! when it is absent (NoVal). Files are memory-mapped; `-` reads standard
-//! input line by line so that a monitor can sit in an endless pipe.
+//! when it is absent (NoVal). A regular file is memory-mapped (safely against
+//! truncation, see `guard.rs`); anything else (a pipe, a FIFO, a terminal) is
+//! a stream, read line by line so that a monitor can sit in an endless pipe.
+//! Every reader returns each row as soon as the row is complete, and every
+//! row that is complete before a malformed line is returned before the error.
 
 use crate::lang::types::Type;
 use crate::value::{Sample, Value};
@@ -34,14 +37,49 @@ pub enum OutputFormat {
     Jsonl,
 }
 
-/// A malformed trace: where, and what is wrong. Rendered as
-/// `<file>:<line>:<col>: <message>` (lines and columns count from 1).
+/// Bounds a reader enforces.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReaderOptions {
+    /// The most empty steps a `.input` trace may skip at once (`0: …` then
+    /// `5: …` skips 4). Each skipped step is a row that the monitor evaluates,
+    /// so an unbounded gap (`18446744073709551615: x = 1`) would run for
+    /// ever; a larger gap is a malformed trace.
+    pub max_step_gap: u64,
+}
+
+impl ReaderOptions {
+    /// The default bound on step gaps: one million empty steps.
+    pub const DEFAULT_MAX_STEP_GAP: u64 = 1_000_000;
+}
+
+impl Default for ReaderOptions {
+    fn default() -> ReaderOptions {
+        ReaderOptions {
+            max_step_gap: ReaderOptions::DEFAULT_MAX_STEP_GAP,
+        }
+    }
+}
+
+/// What kind of failure a `TraceError` is; the CLI's exit status follows it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TraceErrorKind {
+    /// The trace's text is wrong (or the file was truncated while it was
+    /// read): exit status 4.
+    Malformed,
+    /// The bytes could not be read (an I/O error): exit status 1.
+    Io,
+}
+
+/// A trace that cannot be read further: where, and what is wrong. Rendered
+/// as `<file>:<line>:<col>: <message>` (lines and columns count from 1, and
+/// always name a real position in the trace).
 #[derive(Clone, Debug, PartialEq)]
 pub struct TraceError {
     pub file: String,
     pub line: usize,
     pub col: usize,
     pub message: String,
+    pub kind: TraceErrorKind,
 }
 
 impl fmt::Display for TraceError {
@@ -56,11 +94,28 @@ impl fmt::Display for TraceError {
 
 impl std::error::Error for TraceError {}
 
+/// A trace that cannot be opened (missing, unreadable, a directory). It has
+/// no position; rendered as `<file>: <message>`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OpenError {
+    pub file: String,
+    pub message: String,
+}
+
+impl fmt::Display for OpenError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.file, self.message)
+    }
+}
+
+impl std::error::Error for OpenError {}
+
 /// A source of rows.
 pub trait RowReader {
     /// Fills `row` (one cell per declared input, already sized by the caller)
     /// with the next step's inputs. Returns `Ok(false)` at the end of the
-    /// trace. After an error the reader must not be used again.
+    /// trace. Every row completed before a malformed line is returned before
+    /// the error. After an error the reader must not be used again.
     fn next_row(&mut self, row: &mut [Option<Value>]) -> Result<bool, TraceError>;
 
     /// Warnings found while reading (for example a declared input missing
@@ -79,60 +134,104 @@ pub trait OutputWriter {
 }
 
 mod csv_reader;
+mod guard;
 mod jsonl;
 mod source;
 mod tc;
 mod values;
 mod writer;
 
-pub use writer::make_writer;
+pub use writer::{make_writer, step_column};
 
 use std::io::BufRead;
 
-/// Opens a trace for reading. `path == "-"` reads standard input
-/// incrementally; a regular file is memory-mapped; other files (FIFOs,
-/// `/dev/stdin`) are read as streams. Errors name `path` as the file.
+/// An opened trace file.
+pub struct OpenTrace {
+    pub reader: Box<dyn RowReader>,
+    /// The trace is not a regular file (a pipe, a FIFO, `/dev/stdin` on a
+    /// pipe, a terminal): its rows arrive over time, so a consumer should
+    /// evaluate and write them one at a time rather than in batches.
+    pub streaming: bool,
+}
+
+/// Opens a trace for reading: a file, or `-` for standard input. How it is
+/// read follows the file's type (see `OpenTrace::streaming`), not its name.
+/// Errors while reading name `path` as the file (`<stdin>` for `-`).
+pub fn open_trace(
+    path: &str,
+    format: TraceFormat,
+    schema: &InputSchema,
+    options: ReaderOptions,
+) -> Result<OpenTrace, OpenError> {
+    let name = if path == "-" { "<stdin>" } else { path };
+    let opened = source::open_source(path)?;
+    Ok(OpenTrace {
+        reader: make_reader(name, opened.bytes, format, schema, options),
+        streaming: opened.streaming,
+    })
+}
+
+/// Opens a trace for reading with the default bounds; see [`open_trace`].
 pub fn open_reader(
     path: &str,
     format: TraceFormat,
     schema: &InputSchema,
-) -> Result<Box<dyn RowReader>, TraceError> {
-    let name = if path == "-" { "<stdin>" } else { path };
-    reader_from_bufread(name, source::open_source(path)?, format, schema)
+) -> Result<Box<dyn RowReader>, OpenError> {
+    Ok(open_trace(path, format, schema, ReaderOptions::default())?.reader)
 }
 
 /// A reader over a trace held in memory; `name` is the file name used in
-/// error locations.
+/// error locations. (It cannot fail; the `Result` is kept for callers
+/// written against earlier versions.)
 pub fn reader_from_bytes(
     name: &str,
     bytes: Vec<u8>,
     format: TraceFormat,
     schema: &InputSchema,
 ) -> Result<Box<dyn RowReader>, TraceError> {
-    reader_from_bufread(name, source::bytes_source(bytes), format, schema)
+    Ok(make_reader(
+        name,
+        source::bytes_source(bytes),
+        format,
+        schema,
+        ReaderOptions::default(),
+    ))
 }
 
 /// A reader over any buffered byte stream (a socket, a pipe, a test
 /// script). Rows are returned as soon as their lines are complete; `name`
-/// is the file name used in error locations.
+/// is the file name used in error locations. (It cannot fail; the `Result`
+/// is kept for callers written against earlier versions.)
 pub fn reader_from_bufread(
     name: &str,
     source: Box<dyn BufRead>,
     format: TraceFormat,
     schema: &InputSchema,
 ) -> Result<Box<dyn RowReader>, TraceError> {
+    Ok(make_reader(
+        name,
+        source,
+        format,
+        schema,
+        ReaderOptions::default(),
+    ))
+}
+
+/// A reader over any buffered byte stream, with explicit bounds.
+pub fn make_reader(
+    name: &str,
+    source: Box<dyn BufRead>,
+    format: TraceFormat,
+    schema: &InputSchema,
+    options: ReaderOptions,
+) -> Box<dyn RowReader> {
     let prepared = values::Schema::new(name, schema);
-    Ok(match format {
-        TraceFormat::Tc => Box::new(tc::TcReader::new(
-            source::Lines::new(name, source),
-            prepared,
-        )),
-        TraceFormat::Csv => Box::new(csv_reader::CsvReader::new(source, prepared)),
-        TraceFormat::Jsonl => Box::new(jsonl::JsonlReader::new(
-            source::Lines::new(name, source),
-            prepared,
-        )),
-    })
+    let lines = source::Lines::new(name, source);
+    match format {
+        TraceFormat::Tc => Box::new(tc::TcReader::new(lines, prepared, options)),
+        TraceFormat::Csv => Box::new(csv_reader::CsvReader::new(lines, prepared)),
+        TraceFormat::Jsonl => Box::new(jsonl::JsonlReader::new(lines, prepared)),
+    }
 }
 
 /// The trace format implied by a file name's extension, for

@@ -1,86 +1,123 @@
 //! Byte sources for the trace readers: memory-mapped files, in-memory
-//! buffers and standard input, plus a line splitter that tracks line numbers.
+//! buffers and streams, plus a line splitter that tracks line numbers.
 //!
 //! Every source is exposed as a `BufRead`, so the readers have a single code
-//! path. A mapped file is read through a `Cursor` over the mapping: the pages
-//! are loaded lazily by the kernel and only the current line is copied, which
-//! keeps memory constant however long the trace is. Standard input is read one
-//! line at a time with `read_until`, which never waits for more bytes than the
-//! end of the current line, so a reader can sit at the end of an endless pipe.
+//! path. What a source is depends on the file's type (`fstat`), never on its
+//! name: a regular file (named, or standard input redirected from one) is
+//! memory-mapped and read through [`GuardedMap`], which survives the file
+//! being truncated under it; anything else — a pipe, a FIFO, `/dev/stdin`, a
+//! process substitution, a terminal, a socket — is a stream, read one line
+//! at a time with `read_until`, which never waits for more bytes than the end
+//! of the current line, so a reader can sit at the end of an endless pipe.
 
-use super::TraceError;
-use memmap2::Mmap;
+use super::guard::{GuardedMap, Truncated};
+use super::{OpenError, TraceError, TraceErrorKind};
 use std::fs::File;
-use std::io::{self, BufRead, BufReader, Cursor};
+use std::io::{self, BufRead, BufReader, Cursor, Seek};
 
-/// The bytes behind an in-memory source: a file mapping or an owned buffer.
-pub(crate) enum Backing {
-    Map(Mmap),
-    Bytes(Vec<u8>),
+/// An opened trace: its bytes, and whether it is a stream (not a regular
+/// file), whose rows must be evaluated and written one at a time.
+pub(crate) struct Opened {
+    pub(crate) bytes: Box<dyn BufRead>,
+    pub(crate) streaming: bool,
 }
 
-impl AsRef<[u8]> for Backing {
-    fn as_ref(&self) -> &[u8] {
-        match self {
-            Backing::Map(m) => m,
-            Backing::Bytes(b) => b,
-        }
-    }
-}
-
-/// An error that is not tied to a position in the trace (the file cannot be
-/// opened, for instance). It is reported at line 1, column 1 so that every
-/// `TraceError` keeps the 1-based `file:line:col` shape.
-pub(crate) fn unlocated(file: &str, message: String) -> TraceError {
-    TraceError {
-        file: file.to_string(),
-        line: 1,
-        col: 1,
+/// Opens `path` (`-` is standard input) and decides by the file's type how
+/// to read it: a regular file is mapped (see the module doc), anything else
+/// is a stream. A directory is an error.
+pub(crate) fn open_source(path: &str) -> Result<Opened, OpenError> {
+    let fail = |message: String| OpenError {
+        file: path.to_string(),
         message,
-    }
-}
-
-/// Opens `path` as a buffered byte source: `-` is standard input, a regular
-/// file is memory-mapped, and anything else (a FIFO, `/dev/stdin`, a process
-/// substitution) is read through a `BufReader`, because such files cannot be
-/// mapped and may never end.
-pub(crate) fn open_source(path: &str) -> Result<Box<dyn BufRead>, TraceError> {
-    if path == "-" {
-        return Ok(Box::new(io::stdin().lock()));
-    }
-    let file =
-        File::open(path).map_err(|e| unlocated(path, format!("cannot open the trace: {e}")))?;
+    };
+    let file = if path == "-" {
+        // A duplicate of descriptor 0, so that standard input is classified
+        // and read exactly like a named file.
+        use std::os::fd::AsFd;
+        let fd = io::stdin()
+            .as_fd()
+            .try_clone_to_owned()
+            .map_err(|e| fail(format!("cannot read standard input: {e}")))?;
+        File::from(fd)
+    } else {
+        File::open(path).map_err(|e| fail(format!("cannot open the trace: {e}")))?
+    };
     let meta = file
         .metadata()
-        .map_err(|e| unlocated(path, format!("cannot read the trace's metadata: {e}")))?;
-    if !meta.is_file() {
-        return Ok(Box::new(BufReader::new(file)));
+        .map_err(|e| fail(format!("cannot read the trace's metadata: {e}")))?;
+    if meta.is_dir() {
+        return Err(fail("cannot read the trace: it is a directory".to_string()));
     }
+    if !meta.is_file() {
+        return Ok(Opened {
+            bytes: Box::new(BufReader::new(file)),
+            streaming: true,
+        });
+    }
+    // Standard input redirected from a file may have been read partly by an
+    // earlier command; reading resumes where it stands.
+    let mut file = file;
+    let start = if path == "-" {
+        file.stream_position().unwrap_or(0)
+    } else {
+        0
+    };
     // Mapping a zero-length file fails on Linux (EINVAL), and an empty trace
     // needs no mapping anyway.
-    if meta.len() == 0 {
-        return Ok(Box::new(Cursor::new(Backing::Bytes(Vec::new()))));
+    if meta.len() <= start {
+        return Ok(Opened {
+            bytes: Box::new(Cursor::new(Vec::new())),
+            streaming: false,
+        });
     }
-    // SAFETY: the mapping is only read. If another process truncates or
-    // rewrites the file while it is mapped the bytes read may change (or the
-    // process may receive SIGBUS); that is the accepted trade-off of mapping
-    // trace files, which vigil never writes to.
-    let map = unsafe { Mmap::map(&file) }
-        .map_err(|e| unlocated(path, format!("cannot map the trace into memory: {e}")))?;
-    Ok(Box::new(Cursor::new(Backing::Map(map))))
+    let bytes: Box<dyn BufRead> = match GuardedMap::open(file, start) {
+        Ok(Ok(map)) => Box::new(map),
+        // No guard available: an ordinary buffered read, which a truncation
+        // cannot crash.
+        Ok(Err(file)) => Box::new(BufReader::with_capacity(64 * 1024, file)),
+        Err(e) => return Err(fail(format!("cannot map the trace into memory: {e}"))),
+    };
+    Ok(Opened {
+        bytes,
+        streaming: false,
+    })
 }
 
 /// An in-memory byte source, for tests and embedders that already hold a trace.
 pub(crate) fn bytes_source(bytes: Vec<u8>) -> Box<dyn BufRead> {
-    Box::new(Cursor::new(Backing::Bytes(bytes)))
+    Box::new(Cursor::new(bytes))
+}
+
+/// The trace error for a failed read at `line:col`: a truncated file is a
+/// malformed trace (it ends in the middle); any other failure is an I/O error.
+pub(crate) fn read_error(file: &str, line: usize, col: usize, e: &io::Error) -> TraceError {
+    let truncated = e
+        .get_ref()
+        .and_then(|inner| inner.downcast_ref::<Truncated>());
+    let (kind, message) = match truncated {
+        Some(t) => (TraceErrorKind::Malformed, t.to_string()),
+        None => (TraceErrorKind::Io, format!("cannot read the trace: {e}")),
+    };
+    TraceError {
+        file: file.to_string(),
+        line,
+        col,
+        message,
+        kind,
+    }
 }
 
 /// Splits a byte source into lines, counting them from 1. Line terminators
-/// (`\n` or `\r\n`) are removed.
+/// (`\n` or `\r\n`) are removed, and a UTF-8 byte-order mark at the start of
+/// the first line is dropped.
 pub(crate) struct Lines {
     file: String,
     reader: Box<dyn BufRead>,
     buf: Vec<u8>,
+    /// Where the line's text starts in `buf` (after a byte-order mark) and
+    /// ends (before its terminator).
+    start: usize,
+    end: usize,
     line: usize,
 }
 
@@ -90,56 +127,91 @@ impl Lines {
             file: file.to_string(),
             reader,
             buf: Vec::new(),
+            start: 0,
+            end: 0,
             line: 0,
         }
+    }
+
+    /// Reads the next line; `false` at the end of the source. A read error is
+    /// located where the line stopped.
+    fn advance(&mut self) -> Result<bool, TraceError> {
+        self.buf.clear();
+        if let Err(e) = self.reader.read_until(b'\n', &mut self.buf) {
+            // The bytes read before the error are in `buf`: the column is
+            // just after them.
+            let col = String::from_utf8_lossy(&self.buf).chars().count() + 1;
+            return Err(read_error(&self.file, self.line + 1, col, &e));
+        }
+        if self.buf.is_empty() {
+            return Ok(false);
+        }
+        self.line += 1;
+        let mut end = self.buf.len();
+        if self.buf[end - 1] == b'\n' {
+            end -= 1;
+            if end > 0 && self.buf[end - 1] == b'\r' {
+                end -= 1;
+            }
+        }
+        // Editors on Windows may start a file with a UTF-8 byte-order mark;
+        // it is not part of the first line's text.
+        self.start = if self.line == 1 && self.buf[..end].starts_with(b"\xEF\xBB\xBF") {
+            3
+        } else {
+            0
+        };
+        self.end = end;
+        Ok(true)
+    }
+
+    /// Returns the next line as bytes (without its terminator), its
+    /// terminator, and its 1-based number; `None` at the end of the source.
+    pub(crate) fn next_raw(&mut self) -> Result<Option<RawLine<'_>>, TraceError> {
+        if !self.advance()? {
+            return Ok(None);
+        }
+        Ok(Some(RawLine {
+            number: self.line,
+            text: &self.buf[self.start..self.end],
+            terminator: &self.buf[self.end..],
+        }))
     }
 
     /// Returns the next line and its 1-based number, or `None` at the end of
     /// the source. A line that is not UTF-8 is an error located at its first
     /// invalid byte.
     pub(crate) fn next_line(&mut self) -> Result<Option<(usize, &str)>, TraceError> {
-        self.buf.clear();
-        let n = self
-            .reader
-            .read_until(b'\n', &mut self.buf)
-            .map_err(|e| TraceError {
-                file: self.file.clone(),
-                line: self.line + 1,
-                col: 1,
-                message: format!("cannot read the trace: {e}"),
-            })?;
-        if n == 0 {
+        if !self.advance()? {
             return Ok(None);
         }
-        self.line += 1;
-        if self.buf.last() == Some(&b'\n') {
-            self.buf.pop();
-            if self.buf.last() == Some(&b'\r') {
-                self.buf.pop();
-            }
-        }
-        // Editors on Windows may start a file with a UTF-8 byte-order mark;
-        // it is not part of the first line's text.
-        let start = if self.line == 1 && self.buf.starts_with(b"\xEF\xBB\xBF") {
-            3
-        } else {
-            0
-        };
-        match std::str::from_utf8(&self.buf[start..]) {
-            Ok(s) => Ok(Some((self.line, s))),
-            Err(e) => {
-                let valid = e.valid_up_to();
-                // The prefix up to `valid` is UTF-8 by construction.
-                let prefix = String::from_utf8_lossy(&self.buf[start..start + valid]);
-                Err(TraceError {
-                    file: self.file.clone(),
-                    line: self.line,
-                    col: prefix.chars().count() + 1,
-                    message: "the line is not valid UTF-8".to_string(),
-                })
-            }
-        }
+        let text = utf8_line(&self.file, self.line, &self.buf[self.start..self.end])?;
+        Ok(Some((self.line, text)))
     }
+}
+
+/// `text` (line `line` of `file`) as a `str`, or an error located at its
+/// first invalid byte.
+pub(crate) fn utf8_line<'a>(
+    file: &str,
+    line: usize,
+    text: &'a [u8],
+) -> Result<&'a str, TraceError> {
+    std::str::from_utf8(text).map_err(|e| TraceError {
+        file: file.to_string(),
+        line,
+        col: byte_col(text, e.valid_up_to()),
+        message: "the line is not valid UTF-8".to_string(),
+        kind: TraceErrorKind::Malformed,
+    })
+}
+
+/// One line of a source, as bytes.
+pub(crate) struct RawLine<'a> {
+    pub(crate) number: usize,
+    pub(crate) text: &'a [u8],
+    /// `\n`, `\r\n`, or empty for a last line without one.
+    pub(crate) terminator: &'a [u8],
 }
 
 /// The 1-based column, counted in characters, of byte offset `byte` in `line`.
@@ -148,6 +220,13 @@ pub(crate) fn char_col(line: &str, byte: usize) -> usize {
     // Offsets come from our own scanning and always fall on char boundaries;
     // `get` keeps a wrong offset from panicking all the same.
     line.get(..byte).map_or(byte, |p| p.chars().count()) + 1
+}
+
+/// The 1-based column, counted in characters, of byte offset `byte` in a line
+/// that may not be UTF-8 (an invalid sequence counts as one column).
+pub(crate) fn byte_col(line: &[u8], byte: usize) -> usize {
+    let byte = byte.min(line.len());
+    String::from_utf8_lossy(&line[..byte]).chars().count() + 1
 }
 
 #[cfg(test)]
@@ -198,7 +277,9 @@ mod tests {
         let dir = std::env::temp_dir();
         let empty = dir.join(format!("vigil-trace-empty-{}", std::process::id()));
         std::fs::File::create(&empty).unwrap();
-        let mut lines = Lines::new("e", open_source(empty.to_str().unwrap()).unwrap());
+        let opened = open_source(empty.to_str().unwrap()).unwrap();
+        assert!(!opened.streaming);
+        let mut lines = Lines::new("e", opened.bytes);
         assert_eq!(lines.next_line().unwrap(), None);
         std::fs::remove_file(&empty).unwrap();
 
@@ -207,7 +288,9 @@ mod tests {
             .unwrap()
             .write_all(b"x\ny\n")
             .unwrap();
-        let mut lines = Lines::new("f", open_source(full.to_str().unwrap()).unwrap());
+        let opened = open_source(full.to_str().unwrap()).unwrap();
+        assert!(!opened.streaming);
+        let mut lines = Lines::new("f", opened.bytes);
         assert_eq!(lines.next_line().unwrap(), Some((1, "x")));
         assert_eq!(lines.next_line().unwrap(), Some((2, "y")));
         assert_eq!(lines.next_line().unwrap(), None);
@@ -223,6 +306,137 @@ mod tests {
             "{}",
             e.message
         );
+    }
+
+    #[test]
+    fn a_directory_is_an_error() {
+        let dir = std::env::temp_dir();
+        let e = open_source(dir.to_str().unwrap()).err().unwrap();
+        assert_eq!(e.message, "cannot read the trace: it is a directory");
+    }
+
+    #[test]
+    fn a_fifo_is_a_stream() {
+        let path = std::env::temp_dir().join(format!("vigil-fifo-{}", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let made = std::process::Command::new("mkfifo")
+            .arg(&path)
+            .status()
+            .unwrap();
+        assert!(made.success());
+        // Opening a FIFO for reading blocks until a writer opens it.
+        let writer_path = path.clone();
+        let writer = std::thread::spawn(move || {
+            let mut w = std::fs::OpenOptions::new()
+                .write(true)
+                .open(&writer_path)
+                .unwrap();
+            w.write_all(b"a\nb\n").unwrap();
+        });
+        let opened = open_source(path.to_str().unwrap()).unwrap();
+        assert!(opened.streaming);
+        writer.join().unwrap();
+        let mut lines = Lines::new("p", opened.bytes);
+        assert_eq!(lines.next_line().unwrap(), Some((1, "a")));
+        assert_eq!(lines.next_line().unwrap(), Some((2, "b")));
+        assert_eq!(lines.next_line().unwrap(), None);
+        std::fs::remove_file(&path).unwrap();
+    }
+
+    /// A file of `n` numbered lines, `line 000000\n` (12 bytes each).
+    fn numbered_file(name: &str, n: usize) -> std::path::PathBuf {
+        let path = std::env::temp_dir().join(format!("vigil-{name}-{}", std::process::id()));
+        let mut text = Vec::with_capacity(n * 12);
+        for i in 0..n {
+            writeln!(text, "line {i:06}").unwrap();
+        }
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    /// Reads lines until the end or an error; returns how many were read
+    /// and the error.
+    fn read_all(lines: &mut Lines) -> (usize, Option<TraceError>) {
+        let mut n = 0;
+        loop {
+            match lines.next_line() {
+                Ok(Some((no, text))) => {
+                    assert_eq!(text, format!("line {:06}", no - 1));
+                    n += 1;
+                }
+                Ok(None) => return (n, None),
+                Err(e) => return (n, Some(e)),
+            }
+        }
+    }
+
+    /// The file shrinks under the mapping, far below the part still to be
+    /// read: the next copy touches pages past the end of the file, which
+    /// raises SIGBUS — without the guard, this test process dies.
+    #[test]
+    fn a_file_truncated_while_mapped_is_an_error_not_a_crash() {
+        let path = numbered_file("trunc-far", 100_000);
+        let opened = open_source(path.to_str().unwrap()).unwrap();
+        let mut lines = Lines::new("t", opened.bytes);
+        assert_eq!(lines.next_line().unwrap(), Some((1, "line 000000")));
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_len(100)
+            .unwrap();
+        let (n, e) = read_all(&mut lines);
+        let e = e.expect("the truncation is reported");
+        // Every line of the first 64 KiB chunk was read before the
+        // truncation; the error names the line the chunk boundary cuts.
+        assert_eq!(n + 1, 65536 / 12);
+        assert_eq!(e.kind, TraceErrorKind::Malformed);
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "t:{}:5: the trace file was truncated while it was read (it had 1200000 bytes when opened, 100 now)",
+                65536 / 12 + 1
+            )
+        );
+        // The reader stays failed.
+        assert!(lines.next_line().is_err());
+        drop(lines);
+        std::fs::remove_file(&path).unwrap();
+    }
+
+    /// A truncation that ends in the last mapped page raises no signal (the
+    /// kernel shows zeros past the end): the length check catches it.
+    #[test]
+    fn a_truncation_within_the_last_page_is_caught_by_the_length_check() {
+        let path = numbered_file("trunc-near", 10_000);
+        let opened = open_source(path.to_str().unwrap()).unwrap();
+        let mut lines = Lines::new("t", opened.bytes);
+        assert!(lines.next_line().unwrap().is_some());
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_len(119_990)
+            .unwrap();
+        let (n, e) = read_all(&mut lines);
+        let e = e.expect("the truncation is reported");
+        assert_eq!(n + 1, 65536 / 12);
+        assert!(
+            e.message
+                .contains("(it had 120000 bytes when opened, 119990 now)"),
+            "{e}"
+        );
+        drop(lines);
+        std::fs::remove_file(&path).unwrap();
+    }
+
+    #[test]
+    fn an_untouched_file_reads_to_the_end() {
+        let path = numbered_file("whole", 20_000);
+        let opened = open_source(path.to_str().unwrap()).unwrap();
+        let mut lines = Lines::new("t", opened.bytes);
+        assert_eq!(read_all(&mut lines), (20_000, None));
+        std::fs::remove_file(&path).unwrap();
     }
 
     #[test]

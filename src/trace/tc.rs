@@ -10,135 +10,254 @@
 //! 3: x = -2.5e3
 //! ```
 //!
-//! A line whose first non-blank character is a digit is a step header
-//! `N:`, optionally followed by an assignment; other non-blank,
+//! A line whose first non-blank character is a digit (or `-` and a digit) is
+//! a step header `N:`, optionally followed by an assignment; other non-blank,
 //! non-comment lines are assignments `name = literal` belonging to the
 //! current step. Step numbers increase; steps that are skipped (1 then 3)
-//! are rows with every input absent. A block is complete when the next
-//! header (or the end of the trace) is read, so on a pipe a row is returned
-//! as soon as the following header arrives.
+//! are rows with every input absent, and at most `max_step_gap` steps may be
+//! skipped at once.
+//!
+//! A block is complete when the next header line (or the end of the trace)
+//! is read, so on a pipe a row is returned as soon as the following header
+//! arrives. A header line ends the block before it even when the header
+//! itself is malformed: the finished block, and the empty rows of a gap
+//! before a header whose step number is valid, are returned first and the
+//! error is reported by the next call. A malformed assignment line belongs
+//! to the block being read, which is then incomplete and not returned.
 
-use super::source::{Lines, char_col};
-use super::values::Schema;
+use super::ReaderOptions;
+use super::source::{Lines, char_col, utf8_line};
+use super::values::{Schema, excerpt, is_integer, parse_float, parse_int};
 use super::{RowReader, TraceError};
 use crate::value::Value;
 
 pub(crate) struct TcReader {
     lines: Lines,
     schema: Schema,
+    max_gap: u64,
     /// The step number of the next row to return.
     next_step: u64,
-    /// The block being read: its step number and its assignments so far.
-    /// `None` before the first header and after the end of the trace.
-    block: Option<Block>,
+    /// The step of the block being read (its header has been read, its
+    /// assignment lines are being gathered into `values`).
+    block: Option<u64>,
+    /// The assignments of the block being read, one cell per input.
+    values: Vec<Option<Value>>,
+    /// An error found on the header line that ended the previous block, to
+    /// be reported once every row before `until` has been returned.
+    pending: Option<Pending>,
+    /// The trace has ended, or an error was reported: no more rows.
     ended: bool,
 }
 
-struct Block {
-    step: u64,
-    values: Vec<Option<Value>>,
+struct Pending {
+    until: u64,
+    error: TraceError,
 }
 
 /// One classified line of the trace.
-enum Line {
+enum Line<'a> {
     /// Blank or a full-line comment.
     Nothing,
-    /// `N:`, with the byte offset of the rest of the line (after the colon).
-    Header { step: u64, rest: usize },
-    /// A line holding an assignment, starting at this byte offset.
-    Assignment(usize),
+    /// A header line (its text, empty if it is not UTF-8): the parsed
+    /// header, or why it is malformed.
+    Header(Result<Header, TraceError>, &'a str),
+    /// A line holding an assignment (`text`, starting at byte `at`).
+    Assignment { text: &'a str, at: usize },
+    /// A line that is not a header and cannot be read (not UTF-8): it
+    /// belongs to the block being read.
+    Invalid(TraceError),
+}
+
+/// A well-formed step header `N:`.
+struct Header {
+    step: u64,
+    /// The 1-based column of the step number, for errors about it.
+    col: usize,
+    /// The byte offset of the rest of the line, after the colon.
+    rest: usize,
+    line_no: usize,
 }
 
 impl TcReader {
-    pub(crate) fn new(lines: Lines, schema: Schema) -> TcReader {
+    pub(crate) fn new(lines: Lines, schema: Schema, options: ReaderOptions) -> TcReader {
+        let values = vec![None; schema.len()];
         TcReader {
             lines,
             schema,
+            max_gap: options.max_step_gap,
             next_step: 0,
             block: None,
+            values,
+            pending: None,
             ended: false,
+        }
+    }
+
+    /// Ends the reader with `e`.
+    fn fail(&mut self, e: TraceError) -> Result<bool, TraceError> {
+        self.ended = true;
+        self.block = None;
+        Err(e)
+    }
+}
+
+/// Starts the block of `header` (on line `text`) once the block of step
+/// `prev`, if any, has been returned and `next_step` is the step after it:
+/// checks the step number and the gap, and applies the header's own
+/// assignment to `values` (empty). Returns the block's step, or the error to
+/// report once the rows before `Pending::until` are returned.
+fn start_block(
+    schema: &Schema,
+    values: &mut [Option<Value>],
+    (next_step, max_gap): (u64, u64),
+    header: Header,
+    text: &str,
+    prev: Option<u64>,
+) -> Result<u64, Pending> {
+    let Header {
+        step,
+        col,
+        rest,
+        line_no,
+    } = header;
+    if let Some(prev) = prev
+        && step <= prev
+    {
+        let what = if step == prev {
+            "repeats"
+        } else {
+            "goes back from"
+        };
+        return Err(Pending {
+            until: next_step,
+            error: schema.error(
+                line_no,
+                col,
+                format!("step {step} {what} step {prev}: step numbers must increase"),
+            ),
+        });
+    }
+    // Every step before `next_step` has been returned, and `step` is at
+    // least `next_step` (it is above `prev`, or the first header).
+    let gap = step - next_step;
+    if gap > max_gap {
+        let after = match prev {
+            Some(p) => format!("after step {p}"),
+            None => "at the start of the trace".to_string(),
+        };
+        return Err(Pending {
+            until: next_step,
+            error: schema.error(
+                line_no,
+                col,
+                format!(
+                    "step {step} skips {gap} empty steps {after}, more than the bound of {max_gap} (raise it with --max-step-gap)"
+                ),
+            ),
+        });
+    }
+    match assign_rest(text, rest, line_no, schema, values) {
+        Ok(()) => Ok(step),
+        // The step number is valid, so the empty rows of the gap before it
+        // are complete and are returned before the error.
+        Err(error) => {
+            values.fill(None);
+            Err(Pending { until: step, error })
         }
     }
 }
 
 impl RowReader for TcReader {
     fn next_row(&mut self, row: &mut [Option<Value>]) -> Result<bool, TraceError> {
-        if self.block.is_none() && (self.ended || !self.read_first_header()?) {
-            self.ended = true;
-            return Ok(false);
-        }
-        let Some(block) = self.block.as_mut() else {
-            return Ok(false);
-        };
-        // A gap before the current block: the missing steps are empty rows,
-        // known to be complete without reading further.
-        if self.next_step < block.step {
-            row.fill(None);
-            self.next_step += 1;
-            return Ok(true);
-        }
         loop {
-            let Some((line_no, text)) = self.lines.next_line()? else {
-                move_values(&mut block.values, row);
-                self.block = None;
-                self.ended = true;
+            if let Some(p) = &self.pending {
+                if self.next_step < p.until {
+                    row.fill(None);
+                    self.next_step += 1;
+                    return Ok(true);
+                }
+                let Some(p) = self.pending.take() else {
+                    unreachable!("checked above")
+                };
+                return self.fail(p.error);
+            }
+            if self.ended {
+                return Ok(false);
+            }
+            // A gap before the current block: the missing steps are empty
+            // rows, known to be complete without reading further.
+            if let Some(step) = self.block
+                && self.next_step < step
+            {
+                row.fill(None);
                 self.next_step += 1;
                 return Ok(true);
+            }
+            let line = match self.lines.next_raw() {
+                Ok(line) => line,
+                Err(e) => return self.fail(e),
             };
-            match classify(text, line_no, &self.schema)? {
-                Line::Nothing => {}
-                Line::Assignment(at) => assign(text, at, line_no, &self.schema, &mut block.values)?,
-                Line::Header { step, rest } => {
-                    if step <= block.step {
-                        let col = char_col(text, text.len() - text.trim_start().len());
-                        let what = if step == block.step {
-                            "repeats"
-                        } else {
-                            "goes back from"
-                        };
-                        return Err(self.schema.error(
-                            line_no,
-                            col,
-                            format!(
-                                "step {step} {what} step {}: step numbers must increase",
-                                block.step
-                            ),
-                        ));
+            let Some(raw) = line else {
+                self.ended = true;
+                return Ok(match self.block.take() {
+                    Some(step) => {
+                        move_values(&mut self.values, row);
+                        self.next_step = step.saturating_add(1);
+                        true
                     }
-                    move_values(&mut block.values, row);
-                    block.step = step;
-                    self.next_step += 1;
-                    assign_rest(text, rest, line_no, &self.schema, &mut block.values)?;
-                    return Ok(true);
+                    None => false,
+                });
+            };
+            let (header, text) = match classify(raw.number, raw.text, &self.schema) {
+                Line::Nothing => continue,
+                Line::Invalid(e) => return self.fail(e),
+                Line::Assignment { text, at } => {
+                    let result = if self.block.is_none() {
+                        Err(self.schema.error(
+                            raw.number,
+                            char_col(text, at),
+                            "assignment before the first step header (`0:`)",
+                        ))
+                    } else {
+                        assign(text, at, raw.number, &self.schema, &mut self.values)
+                    };
+                    match result {
+                        Ok(()) => continue,
+                        Err(e) => return self.fail(e),
+                    }
                 }
+                Line::Header(header, text) => (header, text),
+            };
+            // A header line: the block being read is complete and is
+            // returned now; what the header starts is settled after it.
+            let finished = self.block.take();
+            if let Some(step) = finished {
+                move_values(&mut self.values, row);
+                self.next_step = step.saturating_add(1);
+            }
+            let started = header
+                .map_err(|error| Pending {
+                    until: self.next_step,
+                    error,
+                })
+                .and_then(|header| {
+                    start_block(
+                        &self.schema,
+                        &mut self.values,
+                        (self.next_step, self.max_gap),
+                        header,
+                        text,
+                        finished,
+                    )
+                });
+            match started {
+                Ok(step) => self.block = Some(step),
+                Err(p) => self.pending = Some(p),
+            }
+            if finished.is_some() {
+                return Ok(true);
             }
         }
-    }
-}
-
-impl TcReader {
-    /// Reads up to the first step header. Returns `false` if the trace has
-    /// none (it is empty, or holds only blank lines and comments).
-    fn read_first_header(&mut self) -> Result<bool, TraceError> {
-        while let Some((line_no, text)) = self.lines.next_line()? {
-            match classify(text, line_no, &self.schema)? {
-                Line::Nothing => {}
-                Line::Assignment(at) => {
-                    return Err(self.schema.error(
-                        line_no,
-                        char_col(text, at),
-                        "assignment before the first step header (`0:`)",
-                    ));
-                }
-                Line::Header { step, rest } => {
-                    let mut values = vec![None; self.schema.len()];
-                    assign_rest(text, rest, line_no, &self.schema, &mut values)?;
-                    self.block = Some(Block { step, values });
-                    return Ok(true);
-                }
-            }
-        }
-        Ok(false)
     }
 }
 
@@ -156,27 +275,58 @@ fn is_comment(rest: &str) -> bool {
     rest.starts_with("//")
 }
 
-fn classify(text: &str, line_no: usize, schema: &Schema) -> Result<Line, TraceError> {
-    let body = text.trim_start();
-    let start = text.len() - body.len();
-    if body.is_empty() || is_comment(body) {
-        return Ok(Line::Nothing);
+/// Classifies one line (given as bytes, so that a header line that is not
+/// UTF-8 is still known to be a header line).
+fn classify<'a>(line_no: usize, bytes: &'a [u8], schema: &Schema) -> Line<'a> {
+    let start = bytes
+        .iter()
+        .position(|b| !b.is_ascii_whitespace())
+        .unwrap_or(bytes.len());
+    let body = &bytes[start..];
+    let is_header = match body {
+        [b'-', d, ..] => d.is_ascii_digit(),
+        [d, ..] => d.is_ascii_digit(),
+        [] => false,
+    };
+    let text = match utf8_line(&schema.file, line_no, bytes) {
+        Ok(text) => text,
+        Err(e) if is_header => return Line::Header(Err(e), ""),
+        Err(e) => return Line::Invalid(e),
+    };
+    if !is_header {
+        let body = &text[start..];
+        if body.is_empty() || is_comment(body) {
+            return Line::Nothing;
+        }
+        return Line::Assignment { text, at: start };
     }
-    let first = body.as_bytes()[0];
-    if first == b'-' && body.as_bytes().get(1).is_some_and(u8::is_ascii_digit) {
-        return Err(schema.error(
-            line_no,
-            char_col(text, start),
-            "step numbers cannot be negative",
-        ));
-    }
-    if !first.is_ascii_digit() {
-        return Ok(Line::Assignment(start));
+    Line::Header(parse_header(text, start, line_no, schema), text)
+}
+
+/// Parses the header `N:` whose first character is at byte `start` of `text`.
+fn parse_header(
+    text: &str,
+    start: usize,
+    line_no: usize,
+    schema: &Schema,
+) -> Result<Header, TraceError> {
+    let body = &text[start..];
+    let col = char_col(text, start);
+    if body.starts_with('-') {
+        return Err(schema.error(line_no, col, "step numbers cannot be negative"));
     }
     let digits = body.bytes().take_while(u8::is_ascii_digit).count();
-    let step: u64 = body[..digits]
-        .parse()
-        .map_err(|_| schema.error(line_no, char_col(text, start), "step number too large"))?;
+    let step: u64 = body[..digits].parse().map_err(|_| {
+        schema.error(
+            line_no,
+            col,
+            format!(
+                "step number `{}` is too large (the largest is {})",
+                excerpt(&body[..digits]),
+                u64::MAX
+            ),
+        )
+    })?;
     let after = start + digits;
     let colon = after + (text[after..].len() - text[after..].trim_start().len());
     if !text[colon..].starts_with(':') {
@@ -186,12 +336,13 @@ fn classify(text: &str, line_no: usize, schema: &Schema) -> Result<Line, TraceEr
             format!("expected `:` after step number {step}"),
         ));
     }
-    Ok(Line::Header {
+    Ok(Header {
         step,
+        col,
         rest: colon + 1,
+        line_no,
     })
 }
-
 /// Applies what follows a header's colon: nothing, a comment, or an assignment.
 fn assign_rest(
     text: &str,
@@ -231,7 +382,7 @@ fn assign(
     let name = &text[at..at + name_len];
     let mut pos = skip_spaces(text, at + name_len);
     if bytes.get(pos) != Some(&b'=') {
-        return Err(err(pos, format!("expected `=` after `{name}`")));
+        return Err(err(pos, format!("expected `=` after `{}`", excerpt(name))));
     }
     pos = skip_spaces(text, pos + 1);
     let value_at = pos;
@@ -284,26 +435,13 @@ fn parse_literal(text: &str, at: usize) -> Result<(Value, usize), (usize, String
     let value = match token {
         "true" => Value::Bool(true),
         "false" => Value::Bool(false),
-        _ if is_integer(token) => match token.parse::<i64>() {
-            Ok(i) => Value::Int(i),
-            Err(_) => {
-                return Err((
-                    at,
-                    format!("integer `{token}` does not fit in Int (64 bits)"),
-                ));
-            }
-        },
-        _ => match token.parse::<f64>() {
-            Ok(x) => Value::Float(x),
-            Err(_) => return Err((at, format!("invalid value `{token}`"))),
+        _ if is_integer(token) => Value::Int(parse_int(token).map_err(|m| (at, m))?),
+        _ => match parse_float(token) {
+            Some(x) => Value::Float(x.map_err(|m| (at, m))?),
+            None => return Err((at, format!("invalid value `{}`", excerpt(token)))),
         },
     };
     Ok((value, at + len))
-}
-
-fn is_integer(token: &str) -> bool {
-    let digits = token.strip_prefix(['-', '+']).unwrap_or(token);
-    !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())
 }
 
 /// Parses a double-quoted string with the escapes `\"`, `\\`, `\n`, `\t`
@@ -333,7 +471,10 @@ fn parse_string(text: &str, at: usize) -> Result<(Value, usize), (usize, String)
 
 #[cfg(test)]
 mod tests {
-    use super::super::{InputSchema, TraceFormat, reader_from_bufread, reader_from_bytes};
+    use super::super::{
+        InputSchema, ReaderOptions, TraceFormat, make_reader, reader_from_bufread,
+        reader_from_bytes,
+    };
     use crate::lang::types::Type;
     use crate::value::Value;
     use std::io::{BufRead, BufReader, Read};
@@ -360,6 +501,194 @@ mod tests {
 
     fn err(text: &str, decls: &[(&str, Type)]) -> String {
         read(text, decls).unwrap_err()
+    }
+
+    /// Every row the reader returns, then its error (if any), with bounds.
+    fn rows_then_error(
+        text: &str,
+        decls: &[(&str, Type)],
+        options: ReaderOptions,
+    ) -> (Vec<Vec<Option<Value>>>, Option<String>) {
+        let s = schema(decls);
+        let src: Box<dyn BufRead> = Box::new(std::io::Cursor::new(text.as_bytes().to_vec()));
+        let mut r = make_reader("t.input", src, TraceFormat::Tc, &s, options);
+        let mut rows = Vec::new();
+        let mut row = vec![None; decls.len()];
+        loop {
+            match r.next_row(&mut row) {
+                Ok(true) => rows.push(row.clone()),
+                Ok(false) => return (rows, None),
+                Err(e) => {
+                    // The reader stays ended after its error.
+                    assert_eq!(r.next_row(&mut row), Ok(false));
+                    return (rows, Some(e.to_string()));
+                }
+            }
+        }
+    }
+
+    fn int(i: i64) -> Option<Value> {
+        Some(Value::Int(i))
+    }
+
+    const X: &[(&str, Type)] = &[("x", Type::Int)];
+
+    /// Issue 7: a header line ends the block before it, so that block is
+    /// returned before the header's error, whatever is wrong with it.
+    #[test]
+    fn the_block_before_a_malformed_header_is_returned() {
+        let cases = [
+            ("2: x = abc", "t.input:3:8: invalid value `abc`"),
+            (
+                "1: x = 3",
+                "t.input:3:1: step 1 repeats step 1: step numbers must increase",
+            ),
+            (
+                "0:",
+                "t.input:3:1: step 0 goes back from step 1: step numbers must increase",
+            ),
+            ("2 x = 3", "t.input:3:3: expected `:` after step number 2"),
+            ("-2: x = 3", "t.input:3:1: step numbers cannot be negative"),
+            (
+                "99999999999999999999: x = 3",
+                "t.input:3:1: step number `99999999999999999999` is too large (the largest is 18446744073709551615)",
+            ),
+            (
+                "2: x = \"a\"",
+                "t.input:3:8: expected Int for input `x`, found Str \"a\"",
+            ),
+        ];
+        for (third, want) in cases {
+            let text = format!("0: x = 1\n1: x = 2\n{third}\n");
+            let (rows, e) = rows_then_error(&text, X, ReaderOptions::default());
+            assert_eq!(rows, [vec![int(1)], vec![int(2)]], "{third}");
+            assert_eq!(e.as_deref(), Some(want), "{third}");
+        }
+    }
+
+    #[test]
+    fn a_header_line_that_is_not_utf8_still_ends_the_block() {
+        let s = schema(X);
+        let mut r = reader_from_bytes(
+            "t",
+            b"0: x = 1\n1: x = \xff\n".to_vec(),
+            TraceFormat::Tc,
+            &s,
+        )
+        .unwrap();
+        let mut row = vec![None];
+        assert!(r.next_row(&mut row).unwrap());
+        assert_eq!(row, [int(1)]);
+        assert_eq!(
+            r.next_row(&mut row).unwrap_err().to_string(),
+            "t:2:8: the line is not valid UTF-8"
+        );
+    }
+
+    /// A malformed assignment line belongs to the block being read, which
+    /// is incomplete: it is not returned.
+    #[test]
+    fn a_malformed_continuation_line_drops_only_its_block() {
+        let (rows, e) = rows_then_error(
+            "0: x = 1\n1: x = 2\n   y = abc\n2: x = 3\n",
+            XY,
+            ReaderOptions::default(),
+        );
+        assert_eq!(rows, [vec![int(1), None]]);
+        assert_eq!(e.as_deref(), Some("t.input:3:8: invalid value `abc`"));
+    }
+
+    /// The empty rows of a gap before a header with a valid step number are
+    /// complete, and are returned before the error on that header.
+    #[test]
+    fn gap_rows_before_a_malformed_assignment_are_returned() {
+        let (rows, e) = rows_then_error("0: x = 1\n5: x = abc\n", X, ReaderOptions::default());
+        assert_eq!(
+            rows,
+            [vec![int(1)], vec![None], vec![None], vec![None], vec![None]]
+        );
+        assert_eq!(e.as_deref(), Some("t.input:2:8: invalid value `abc`"));
+    }
+
+    #[test]
+    fn step_gaps_are_bounded() {
+        let options = ReaderOptions { max_step_gap: 3 };
+        // A gap of exactly the bound is fine.
+        let (rows, e) = rows_then_error("0: x = 1\n4: x = 2\n", X, options);
+        assert_eq!((rows.len(), e), (5, None));
+        let (rows, e) = rows_then_error("0: x = 1\n5: x = 2\n", X, options);
+        assert_eq!(rows, [vec![int(1)]]);
+        assert_eq!(
+            e.as_deref(),
+            Some(
+                "t.input:2:1: step 5 skips 4 empty steps after step 0, more than the bound of 3 (raise it with --max-step-gap)"
+            )
+        );
+        let (rows, e) = rows_then_error("3: x = 2\n", X, options);
+        assert_eq!((rows.len(), e), (4, None));
+        let (rows, e) = rows_then_error(
+            "  18446744073709551615: x = 2\n",
+            X,
+            ReaderOptions::default(),
+        );
+        assert_eq!(rows, Vec::<Vec<Option<Value>>>::new());
+        assert_eq!(
+            e.as_deref(),
+            Some(
+                "t.input:1:3: step 18446744073709551615 skips 18446744073709551615 empty steps at the start of the trace, more than the bound of 1000000 (raise it with --max-step-gap)"
+            )
+        );
+    }
+
+    /// Steps near `u64::MAX` neither overflow nor panic: the last possible
+    /// step is returned, and a header after it is an error.
+    #[test]
+    fn the_largest_step_number_ends_the_trace() {
+        use super::super::source::{Lines, bytes_source};
+        use super::super::values::Schema;
+        use super::TcReader;
+        use crate::trace::RowReader;
+        let text = "18446744073709551614:\n18446744073709551615: x = 1\n18446744073709551615:\n";
+        let mut r = TcReader::new(
+            Lines::new("t", bytes_source(text.as_bytes().to_vec())),
+            Schema::new("t", &schema(X)),
+            ReaderOptions::default(),
+        );
+        // As if every earlier step had been read.
+        r.next_step = u64::MAX - 1;
+        let mut row = vec![None];
+        assert!(r.next_row(&mut row).unwrap());
+        assert_eq!(row, [None]);
+        assert!(r.next_row(&mut row).unwrap());
+        assert_eq!(row, [int(1)]);
+        assert_eq!(
+            r.next_row(&mut row).unwrap_err().to_string(),
+            "t:3:1: step 18446744073709551615 repeats step 18446744073709551615: step numbers must increase"
+        );
+    }
+
+    #[test]
+    fn numbers_that_do_not_fit() {
+        assert_eq!(
+            err("0: y = 1e400\n", XY),
+            "t.input:1:8: number `1e400` does not fit in Float (64 bits)"
+        );
+        assert_eq!(
+            err("0: y = -99999999999999999999\n", XY),
+            "t.input:1:8: integer `-99999999999999999999` does not fit in Int (64 bits)"
+        );
+        let rows = read("0: x = -0\n   y = 1e-400\n", XY).unwrap();
+        assert_eq!(rows, [vec![int(0), Some(Value::Float(0.0))]]);
+    }
+
+    #[test]
+    fn long_values_are_cut_in_messages() {
+        let long = "z".repeat(10_000_000);
+        let e = err(&format!("0: y = {long}\n"), XY);
+        assert_eq!(
+            e,
+            format!("t.input:1:8: invalid value `{}…`", "z".repeat(64))
+        );
     }
 
     const XY: &[(&str, Type)] = &[("x", Type::Int), ("y", Type::Any)];
@@ -483,6 +812,8 @@ mod tests {
         let mut row = vec![None, None];
         assert!(r.next_row(&mut row).unwrap());
         assert_eq!(row[0], Some(Value::Int(1)));
+        assert!(r.next_row(&mut row).unwrap());
+        assert_eq!(row[0], Some(Value::Int(2)));
         assert!(r.next_row(&mut row).is_err());
     }
 
@@ -536,7 +867,7 @@ mod tests {
         );
         assert_eq!(
             err("99999999999999999999999:\n", XY),
-            "t.input:1:1: step number too large"
+            "t.input:1:1: step number `99999999999999999999999` is too large (the largest is 18446744073709551615)"
         );
         assert_eq!(
             err("0: é = ?\n", XY),

@@ -3,21 +3,40 @@
 //! - `text` is the Trustworthiness Checker's: one line `name[step] = Int(3)`
 //!   per printed output and step, in the order of the output names; NoVal is
 //!   not printed and ⊥ prints as `Deferred`.
-//! - `csv` has a header `step,<names…>` and one row per step: NoVal is an
-//!   empty cell, ⊥ is `null`, values are plain literals (`3`, `2.0`, `NaN`,
-//!   `true`, raw string text, `()`).
+//! - `csv` has a header `step,<names…>` and one row per step. It is lossless:
+//!   every Str value is quoted (`"abc"`, `""` for the empty string, `"null"`,
+//!   `"3"`), and nothing else is: NoVal is an empty cell, ⊥ is `null`, other
+//!   values are plain literals (`3`, `2.0`, `NaN`, `-inf`, `true`, `()`). A
+//!   quoted cell is therefore always a string, and vigil's CSV reader reads
+//!   the file back as the values written.
 //! - `jsonl` has one object per step, `{"step":0,"z":3}`, keys in the order
 //!   of the output names: NoVal keys are omitted, ⊥ is `null`, Unit is the
 //!   string `"()"` (so that it differs from ⊥), and non-finite floats are the
 //!   strings `"NaN"`, `"inf"` and `"-inf"`, which JSON numbers cannot carry.
 //!
+//! The step column (CSV) and key (JSON lines) is named `step`, unless an
+//! output is named `step`: then it is `_step`, or `__step`, and so on — the
+//! first of these that is not an output's name (see [`step_column`]), so a
+//! column never collides with another.
+//!
 //! All writers buffer their output; `flush` pushes it through to the
-//! underlying sink, and the CLI calls it after every row on a pipe.
+//! underlying sink, and the CLI calls it after every row of a streamed
+//! trace. Write errors keep their `io::ErrorKind` (a closed pipe is
+//! `BrokenPipe`), so that the caller can tell them apart.
 
 use super::{OutputFormat, OutputWriter};
 use crate::value::{Sample, Value};
-use std::fmt::Write as _;
 use std::io::{self, BufWriter, Write};
+
+/// The name of the step column for outputs named `names`: `step`, prefixed
+/// with as many underscores as it takes to differ from every output name.
+pub fn step_column(names: &[String]) -> String {
+    let mut name = "step".to_string();
+    while names.contains(&name) {
+        name.insert(0, '_');
+    }
+    name
+}
 
 /// Makes a writer for `format`. `names` are the printed outputs, in the
 /// order the samples passed to `write_step` follow.
@@ -26,6 +45,7 @@ pub fn make_writer(
     names: Vec<String>,
     out: Box<dyn Write>,
 ) -> Box<dyn OutputWriter> {
+    let step = step_column(&names);
     match format {
         OutputFormat::Text => Box::new(TextWriter {
             names,
@@ -33,22 +53,24 @@ pub fn make_writer(
         }),
         OutputFormat::Csv => Box::new(CsvWriter {
             names,
-            // The csv writer keeps its own buffer, so no BufWriter is needed.
-            out: csv::Writer::from_writer(out),
+            step,
+            out: BufWriter::new(out),
             header_written: false,
-            cell: String::new(),
+            line: Vec::new(),
         }),
         OutputFormat::Jsonl => Box::new(JsonlWriter {
             // Keys are encoded once; `to_string` of a `&str` cannot fail, and
             // the fallback would still be a valid (if odd) key.
-            keys: names
-                .iter()
-                .map(|n| serde_json::to_string(n).unwrap_or_else(|_| "\"?\"".to_string()))
-                .collect(),
+            step: json_key(&step),
+            keys: names.iter().map(|n| json_key(n)).collect(),
             out: BufWriter::new(out),
             line: Vec::new(),
         }),
     }
+}
+
+fn json_key(name: &str) -> String {
+    serde_json::to_string(name).unwrap_or_else(|_| "\"?\"".to_string())
 }
 
 struct TextWriter {
@@ -108,37 +130,59 @@ impl OutputWriter for TextWriter {
 
 struct CsvWriter {
     names: Vec<String>,
-    out: csv::Writer<Box<dyn Write>>,
+    step: String,
+    out: BufWriter<Box<dyn Write>>,
     /// The header is written with the first row (or at the first flush, for
     /// an empty trace) so that making a writer does no I/O.
     header_written: bool,
-    cell: String,
+    /// The line being built, reused across steps.
+    line: Vec<u8>,
+}
+
+/// Appends `text` as a quoted CSV field: `"…"`, with `""` for a quote.
+fn push_quoted(line: &mut Vec<u8>, text: &[u8]) {
+    line.push(b'"');
+    for part in text.split_inclusive(|b| *b == b'"') {
+        line.extend_from_slice(part);
+        if part.last() == Some(&b'"') {
+            line.push(b'"');
+        }
+    }
+    line.push(b'"');
+}
+
+/// Appends a header name, quoted only if CSV requires it (stream names are
+/// identifiers, so in practice never).
+fn push_name(line: &mut Vec<u8>, name: &str) {
+    let needs_quotes = name.is_empty()
+        || name
+            .bytes()
+            .any(|b| matches!(b, b',' | b'"' | b'\n' | b'\r'))
+        || name.starts_with([' ', '\t'])
+        || name.ends_with([' ', '\t']);
+    if needs_quotes {
+        push_quoted(line, name.as_bytes());
+    } else {
+        line.extend_from_slice(name.as_bytes());
+    }
 }
 
 impl CsvWriter {
     fn write_header(&mut self) -> io::Result<()> {
         if !self.header_written {
             self.header_written = true;
-            self.out.write_field("step")?;
+            let line = &mut self.line;
+            line.clear();
+            push_name(line, &self.step);
             for name in &self.names {
-                self.out.write_field(name)?;
+                line.push(b',');
+                push_name(line, name);
             }
-            self.out.write_record(None::<&[u8]>)?;
+            line.push(b'\n');
+            self.out.write_all(line)?;
         }
         Ok(())
     }
-}
-
-/// A value as a plain literal: the form CSV cells use.
-fn write_plain(cell: &mut String, v: &Value) {
-    // Writing to a String cannot fail.
-    let _ = match v {
-        Value::Int(i) => write!(cell, "{i}"),
-        Value::Float(x) => write!(cell, "{x:?}"),
-        Value::Bool(b) => write!(cell, "{b}"),
-        Value::Str(s) => write!(cell, "{s}"),
-        Value::Unit => write!(cell, "()"),
-    };
 }
 
 impl OutputWriter for CsvWriter {
@@ -149,18 +193,27 @@ impl OutputWriter for CsvWriter {
             "one sample per output name"
         );
         self.write_header()?;
-        self.out.write_field(step.to_string())?;
+        let line = &mut self.line;
+        line.clear();
+        line.extend_from_slice(itoa::Buffer::new().format(step).as_bytes());
         for sample in samples {
-            self.cell.clear();
+            line.push(b',');
             match sample {
                 Sample::NoVal => {}
-                Sample::Deferred => self.cell.push_str("null"),
-                Sample::Value(v) => write_plain(&mut self.cell, v),
+                Sample::Deferred => line.extend_from_slice(b"null"),
+                Sample::Value(Value::Str(s)) => push_quoted(line, s.as_bytes()),
+                Sample::Value(Value::Int(i)) => {
+                    line.extend_from_slice(itoa::Buffer::new().format(*i).as_bytes())
+                }
+                Sample::Value(Value::Float(x)) => write!(line, "{x:?}")?,
+                Sample::Value(Value::Bool(b)) => {
+                    line.extend_from_slice(if *b { b"true" } else { b"false" })
+                }
+                Sample::Value(Value::Unit) => line.extend_from_slice(b"()"),
             }
-            self.out.write_field(&self.cell)?;
         }
-        self.out.write_record(None::<&[u8]>)?;
-        Ok(())
+        line.push(b'\n');
+        self.out.write_all(line)
     }
 
     fn flush(&mut self) -> io::Result<()> {
@@ -170,6 +223,8 @@ impl OutputWriter for CsvWriter {
 }
 
 struct JsonlWriter {
+    /// The step key and the output keys, already JSON-encoded.
+    step: String,
     keys: Vec<String>,
     out: BufWriter<Box<dyn Write>>,
     /// The line being built, reused across steps.
@@ -181,7 +236,7 @@ impl OutputWriter for JsonlWriter {
         debug_assert_eq!(samples.len(), self.keys.len(), "one sample per output name");
         let line = &mut self.line;
         line.clear();
-        write!(line, "{{\"step\":{step}")?;
+        write!(line, "{{{}:{step}", self.step)?;
         for (key, sample) in self.keys.iter().zip(samples) {
             let value = match sample {
                 Sample::NoVal => continue,
@@ -318,6 +373,126 @@ mod tests {
             {"step":3,"f":"-inf","s":1e16}
         "#]]
         .assert_eq(&run(OutputFormat::Jsonl));
+    }
+
+    /// Issue 7: values that used to print alike in CSV (the empty string and
+    /// NoVal, the string `null` and ⊥) differ, and every value reads back
+    /// as itself through the CSV reader.
+    #[test]
+    fn csv_output_is_lossless_and_reads_back() {
+        use crate::lang::types::Type;
+        use crate::trace::{InputSchema, TraceFormat, reader_from_bytes};
+        let s = |t: &str| v(Value::Str(t.into()));
+        let steps = [
+            vec![s(""), Sample::NoVal, s("null"), Sample::Deferred],
+            vec![s("3"), v(Value::Int(3)), s("()"), v(Value::Unit)],
+            vec![
+                s("NaN"),
+                v(Value::Float(f64::NAN)),
+                s("true"),
+                v(Value::Bool(true)),
+            ],
+            vec![
+                s("a,\"b\"\r\nc"),
+                v(Value::Float(-0.0)),
+                s(" "),
+                v(Value::Float(1e300)),
+            ],
+        ];
+        let names: Vec<String> = ["a", "b", "c", "d"].map(String::from).to_vec();
+        let sink = Shared::default();
+        let mut w = make_writer(OutputFormat::Csv, names.clone(), Box::new(sink.clone()));
+        for (i, samples) in steps.iter().enumerate() {
+            w.write_step(i as u64, samples).unwrap();
+        }
+        w.flush().unwrap();
+        expect_test::expect![[r#"
+            step,a,b,c,d
+            0,"",,"null",null
+            1,"3",3,"()",()
+            2,"NaN",NaN,"true",true
+            3,"a,""b""
+            c",-0.0," ",1e300
+        "#]]
+        .assert_eq(&sink.text().replace("\r\n", "\n"));
+        // Read back with every column untyped (and ⊥, which is not a trace
+        // value, left out): each value is the one written.
+        let schema = InputSchema {
+            names: names.clone(),
+            types: vec![Type::Any; 4],
+        };
+        let text = sink.text().replace(",null\n", ",\n");
+        let mut r =
+            reader_from_bytes("out.csv", text.into_bytes(), TraceFormat::Csv, &schema).unwrap();
+        let mut row = vec![None; 4];
+        for samples in &steps {
+            assert!(r.next_row(&mut row).unwrap());
+            let want: Vec<Option<Value>> = samples
+                .iter()
+                .map(|s| match s {
+                    Sample::Value(x) => Some(x.clone()),
+                    _ => None,
+                })
+                .collect();
+            assert_eq!(row.len(), want.len());
+            for (got, want) in row.iter().zip(&want) {
+                match (got, want) {
+                    (Some(Value::Float(a)), Some(Value::Float(b))) if a.is_nan() => {
+                        assert!(b.is_nan())
+                    }
+                    _ => assert_eq!(got, want),
+                }
+            }
+        }
+        assert!(!r.next_row(&mut row).unwrap());
+    }
+
+    /// Issue 7: an output named `step` used to share its column with the
+    /// step number (`{"step":0,"step":10}`).
+    #[test]
+    fn the_step_column_never_collides_with_an_output() {
+        assert_eq!(step_column(&["x".to_string()]), "step");
+        assert_eq!(step_column(&["step".to_string()]), "_step");
+        assert_eq!(
+            step_column(&["_step".to_string(), "step".to_string()]),
+            "__step"
+        );
+        let names = vec!["step".to_string(), "_step".to_string()];
+        for (format, want) in [
+            (OutputFormat::Csv, "__step,step,_step\n7,10,11\n"),
+            (
+                OutputFormat::Jsonl,
+                "{\"__step\":7,\"step\":10,\"_step\":11}\n",
+            ),
+        ] {
+            let sink = Shared::default();
+            let mut w = make_writer(format, names.clone(), Box::new(sink.clone()));
+            w.write_step(7, &[v(Value::Int(10)), v(Value::Int(11))])
+                .unwrap();
+            w.flush().unwrap();
+            assert_eq!(sink.text(), want, "{format:?}");
+        }
+    }
+
+    /// The kind of a write error survives (the `csv` crate used to turn a
+    /// closed pipe into an opaque error).
+    #[test]
+    fn write_errors_keep_their_kind() {
+        struct Closed;
+        impl Write for Closed {
+            fn write(&mut self, _: &[u8]) -> io::Result<usize> {
+                Err(io::ErrorKind::BrokenPipe.into())
+            }
+            fn flush(&mut self) -> io::Result<()> {
+                Err(io::ErrorKind::BrokenPipe.into())
+            }
+        }
+        for format in [OutputFormat::Text, OutputFormat::Csv, OutputFormat::Jsonl] {
+            let mut w = make_writer(format, vec!["y".into()], Box::new(Closed));
+            let _ = w.write_step(0, &[v(Value::Int(1))]);
+            let e = w.flush().unwrap_err();
+            assert_eq!(e.kind(), io::ErrorKind::BrokenPipe, "{format:?}");
+        }
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! diagnostics snapshots, and property tests against the reference evaluator.
 
 mod cli;
+mod cli_io;
 mod conformance;
 mod diagnostics;
 mod explain;
@@ -10,3 +11,4 @@ mod props;
 mod robustness;
 mod strings;
 mod support;
+mod trace_hardening;
