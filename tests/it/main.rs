@@ -5,6 +5,7 @@ mod cli;
 mod conformance;
 mod diagnostics;
 mod explain;
+mod frontend_hardening;
 mod memory;
 mod props;
 mod robustness;
