@@ -612,3 +612,74 @@ fn pointwise1(a: Sample, f: impl FnOnce(&Value) -> Result<Value, Fault>) -> Resu
         Sample::Deferred => Ok(Sample::Deferred),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lang::parse_and_check;
+    use std::sync::Arc;
+
+    fn plan(src: &str) -> Plan {
+        Plan::new(Arc::new(parse_and_check("t", src).expect("valid spec")))
+    }
+
+    #[test]
+    fn rings_move_into_the_table_in_layout_order_once_full() {
+        // Declared longest first: the layout puts the shortest first.
+        let p = plan("in x: Int\nout y: Int\ny = default(x[5], 0) + default(x[2], 0)");
+        let bases: Vec<(u32, u32)> = p
+            .offset_nodes
+            .iter()
+            .map(|&n| match p.node(n).op {
+                NodeOp::Offset(len) => (p.node(n).ring_base, len),
+                _ => unreachable!(),
+            })
+            .collect();
+        assert_eq!(bases, [(0, 2), (2, 5)]);
+        let mut st = NodeState::new(&p);
+        let mut table_len = Vec::new();
+        for i in 0..6 {
+            st.run_row(&p, &[Some(Value::Int(i))]).unwrap();
+            table_len.push(st.ring_tags.len());
+        }
+        assert_eq!(table_len, [0, 2, 2, 2, 7, 7]);
+        assert!(st.ring_promotable(0, 2, tag::I64));
+        assert!(st.ring_promotable(2, 5, tag::I64));
+        assert!(!st.ring_promotable(2, 5, tag::F64));
+    }
+
+    #[test]
+    fn promotion_counts_entries_that_are_not_of_the_ring_type() {
+        let p = plan("in x: Int\nout y: Int\ny = default(x[3], 0)");
+        let mut st = NodeState::new(&p);
+        // An absent first value leaves the initial ⊥ in the entry of step 0.
+        st.run_row(&p, &[None]).unwrap();
+        for i in 1..3 {
+            st.run_row(&p, &[Some(Value::Int(i))]).unwrap();
+        }
+        assert_eq!(
+            st.full_ring_tags(0, 3),
+            Some(&[tag::DEFERRED, tag::I64, tag::I64][..])
+        );
+        assert!(!st.ring_promotable(0, 3, tag::I64));
+        // Step 3 overwrites the entry of step 0.
+        st.run_row(&p, &[Some(Value::Int(3))]).unwrap();
+        assert!(st.ring_promotable(0, 3, tag::I64));
+    }
+
+    #[test]
+    fn filling_rings_hold_only_the_steps_seen() {
+        let p = plan("in s: Str\nout y: Str\ny = default(s[1000000], \"-\")");
+        let mut st = NodeState::new(&p);
+        let before = st.history_bytes();
+        for i in 0..3 {
+            st.run_row(&p, &[Some(Value::Str(format!("v{i}").into()))])
+                .unwrap();
+        }
+        assert!(st.history_bytes() - before < 512, "{}", st.history_bytes());
+        assert_eq!(st.filling[0].entry(2).2, Some(Value::Str("v2".into())));
+        // Absent: the entry repeats the one before it, object included.
+        st.run_row(&p, &[None]).unwrap();
+        assert_eq!(st.filling[0].entry(3).2, Some(Value::Str("v2".into())));
+    }
+}

@@ -381,13 +381,27 @@ mod tests {
     }
 
     #[test]
+    fn float_literals_that_overflow_are_errors() {
+        let (t, e) = lex("1e400 1e-400 1.7976931348623157e308");
+        let msgs: Vec<_> = e.iter().map(|d| d.message.as_str()).collect();
+        assert_eq!(
+            msgs,
+            ["float literal `1e400` does not fit in Float (64 bits)"]
+        );
+        assert_eq!(e[0].span, Span::new(0, 5));
+        assert_eq!(t[1].tok, Tok::Float(0.0));
+        assert_eq!(t[2].tok, Tok::Float(f64::MAX));
+    }
+
+    #[test]
     fn reports_bad_characters_and_unterminated_things() {
-        let (_, e) = lex("a = $ \"abc\n(* open");
+        let (_, e) = lex("a = $ \0 \"abc\n(* open");
         let msgs: Vec<_> = e.iter().map(|d| d.message.as_str()).collect();
         assert_eq!(
             msgs,
             [
                 "unexpected character `$`",
+                "unexpected character `\\0`",
                 "unterminated string literal",
                 "unterminated block comment"
             ]

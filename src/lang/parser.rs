@@ -517,8 +517,8 @@ impl Parser {
                     format!("offset {text} is larger than the maximum offset, {MAX_OFFSET}"),
                 )
                 .with_hint(format!(
-                    "an offset may look back at most {MAX_OFFSET} steps; keep a longer history \
-                     in the trace, or sample it down with an auxiliary stream"
+                    "an offset keeps the last n values of its operand, and vigil keeps at most \
+                     {MAX_OFFSET} per offset"
                 )),
             );
             return MAX_OFFSET;
@@ -721,6 +721,42 @@ mod tests {
             "(if a then b else (if c then 1 else 2.5))"
         );
         assert_eq!(parse_def("z = default(x[1], ())"), "default(x[1], ())");
+    }
+
+    #[test]
+    fn too_deep_expressions_stop_the_parser_at_the_bound() {
+        // The parser never recurses past `MAX_NESTING`, whatever the input:
+        // these parse on a 1 MiB stack into one located error each.
+        let cases = [
+            format!("y = {}x{}", "(".repeat(6000), ")".repeat(6000)),
+            format!(
+                "y = {}x{}",
+                "default(".repeat(10_000),
+                ", 0)".repeat(10_000)
+            ),
+            format!("y = x{}", " + x".repeat(40_000)),
+            format!("y = {}x", "-".repeat(100_000)),
+            format!("y = {}x", "if b then x else ".repeat(100_000)),
+            format!("y = {}b", "if ".repeat(100_000)),
+            format!("y = x{}", "[1]".repeat(100_000)),
+        ];
+        std::thread::Builder::new()
+            .stack_size(1 << 20)
+            .spawn(move || {
+                for src in cases {
+                    let (_, errs) = parse(&src);
+                    let msgs: Vec<_> = errs.iter().map(|d| d.message.as_str()).collect();
+                    assert_eq!(
+                        msgs,
+                        ["expression nested too deeply: more than 256 levels"],
+                        "{}",
+                        &src[..40]
+                    );
+                }
+            })
+            .unwrap()
+            .join()
+            .unwrap();
     }
 
     #[test]

@@ -624,8 +624,7 @@ fn a_byte_order_mark_is_ignored() {
     );
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     // Positions are those of the text after the mark.
-    let d = vigil::lang::parse_and_check_bytes("bom.dsrv", b"\xEF\xBB\xBFout y: Int\ny = $\n")
-        .unwrap_err();
+    let d = Spec::parse_bytes("bom.dsrv", b"\xEF\xBB\xBFout y: Int\ny = $\n").unwrap_err();
     assert!(d.render().contains("--> bom.dsrv:2:5\n"), "{}", d.render());
     assert!(Spec::parse("bom.dsrv", "\u{feff}in x: Int\nout y: Int\ny = x").is_ok());
 }
@@ -649,7 +648,7 @@ fn a_nul_byte_is_shown_escaped() {
 
 #[test]
 fn invalid_utf8_is_a_located_error() {
-    let d = vigil::lang::parse_and_check_bytes(
+    let d = Spec::parse_bytes(
         "latin1.dsrv",
         b"in x: Int\nout y: Int\ny = \"caf\xE9\" ++ x\n",
     )
@@ -662,7 +661,7 @@ fn invalid_utf8_is_a_located_error() {
     );
     assert!(out.contains("--> latin1.dsrv:3:9\n"), "{out}");
     assert!(out.contains("3 | y = \"caf\u{fffd}\" ++ x\n"), "{out}");
-    let d = vigil::lang::parse_and_check_bytes("cut.dsrv", b"in x: Int\n\xE2\x82").unwrap_err();
+    let d = Spec::parse_bytes("cut.dsrv", b"in x: Int\n\xE2\x82").unwrap_err();
     assert!(
         d.render()
             .contains("incomplete character 0xE2 0x82 at the end"),
