@@ -32,6 +32,15 @@ impl Spec {
         })
     }
 
+    /// As `parse`, from the bytes of a file: the specification must be UTF-8
+    /// (a leading byte-order mark is ignored); invalid UTF-8 is a located
+    /// error at the first invalid byte.
+    pub fn parse_bytes(file: &str, bytes: &[u8]) -> Result<Spec, Diagnostics> {
+        crate::lang::parse_and_check_bytes(file, bytes).map(|c| Spec {
+            checked: Arc::new(c),
+        })
+    }
+
     pub fn checked(&self) -> &Arc<CheckedSpec> {
         &self.checked
     }

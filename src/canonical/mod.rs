@@ -13,12 +13,22 @@
 //! earlier; if that was NoVal, the last value the offset emitted". The entry
 //! for step `t` lives in slot `t % n`, so the read of step `s` and the write
 //! of the barrier touch the same slot.
+//!
+//! History memory grows with the steps seen: a ring of `e[n]` is *filling*
+//! for its first `n` steps (entries `0..step` exist, the entry a read at
+//! step `s < n` wants is still the initial ⊥) and lives in a buffer of its
+//! own that grows by one entry per step. Once full it moves into the ring
+//! table in the frame layout (`ring_tags`, `ring_lanes`, `ring_objects`) at
+//! its `NodeData::ring_base`, never to move again. The plan lays rings out
+//! shortest first and all rings start at step 0, so the full rings are a
+//! prefix of the layout and the table only ever grows at its end. Fused and
+//! native code read a ring only after promotion, which needs it full.
 
 pub mod ops;
 
 use crate::error::{Fault, RuntimeError};
 use crate::lang::ast::Builtin;
-use crate::lang::check::StreamId;
+use crate::lang::check::{ScalarSignature, StreamId};
 use crate::plan::{NodeId, NodeOp, Plan};
 use crate::value::{Sample, Value};
 use scalar_ir::frame::tag;
@@ -26,7 +36,8 @@ use scalar_ir::frame::tag;
 /// All state of a run: the value arena (streams, nodes and constants),
 /// builtin flags and offset rings.
 ///
-/// Every slot of the arena (`Plan::slot`) is kept in the scalar frame
+/// Every slot of the arena (`Plan::node_slot`, laid out by
+/// `Plan::assign_slots`) is kept in the scalar frame
 /// layout of `scalar_ir::frame`: a tag byte and a `u64` payload lane, plus an
 /// object for values the scalar tiers cannot represent (Str, Unit), so that
 /// fused and native code read and write this very memory (their frame's
@@ -48,16 +59,89 @@ pub struct NodeState {
     pub objects: Vec<Option<Value>>,
     /// The flag of `when`, `init` and `update` nodes, by `NodeId`.
     pub flag: Vec<bool>,
-    /// Offset rings (see the module doc), laid out by `NodeData::ring_base`,
-    /// in the same tag/lane/object form.
+    /// The ring table: every full offset ring (see the module doc), laid
+    /// out by `NodeData::ring_base`, in the same tag/lane form. It covers
+    /// the rings full so far, a prefix of `Plan::ring_len` lanes.
     pub ring_tags: Vec<u8>,
     pub ring_lanes: Vec<u64>,
+    /// The value of every ring entry tagged `OTHER`; allocated (to the
+    /// table's length) on the first such entry, so rings of scalars never
+    /// pay for it.
     pub ring_objects: Vec<Option<Value>>,
+    /// Every ring, in layout order (as `Plan::offset_nodes`).
+    rings: Vec<RingInfo>,
+    /// The rings still filling, in layout order: those of
+    /// `plan.offset_nodes[plan.offset_nodes.len() - filling.len()..]`.
+    filling: std::collections::VecDeque<FillingRing>,
     /// Errors raised inside each arm of each `if` during the current row,
     /// two per node (`2 * node + arm`); the `if` reports or discards them.
     pending: Vec<Option<Fault>>,
     /// The longest string a `++` may produce (see `ops::binary_bounded`).
     pub max_string_bytes: usize,
+}
+
+/// What promotion needs to know of a ring without scanning it.
+#[derive(Clone, Debug, PartialEq)]
+struct RingInfo {
+    base: u32,
+    n: u32,
+    /// The tag every entry has once the ring is promotable: that of its
+    /// scalar signature; `None` for a ring fused code never reads (not
+    /// scalar, or an offset rebound to an `if` arm).
+    want: Option<u8>,
+    /// How many of the ring's entries so far have another tag than `want`.
+    bad: u32,
+}
+
+impl RingInfo {
+    /// Accounts for an entry's tag changing from `old` (`None`: a new
+    /// entry) to `new`.
+    fn retag(&mut self, old: Option<u8>, new: u8) {
+        if let Some(want) = self.want {
+            self.bad -= u32::from(old.is_some_and(|o| o != want));
+            self.bad += u32::from(new != want);
+        }
+    }
+}
+
+/// A ring in its first `n` steps: the entries of steps `0..len`, in the
+/// ring table's form. Its buffers never hold more than `n` entries.
+#[derive(Clone, Debug, PartialEq)]
+struct FillingRing {
+    n: u32,
+    base: u32,
+    tags: Vec<u8>,
+    lanes: Vec<u64>,
+    /// As `NodeState::ring_objects`: allocated on the first `OTHER` entry.
+    objects: Vec<Option<Value>>,
+}
+
+impl FillingRing {
+    /// Appends the entry of the next step, growing the buffers
+    /// geometrically but never beyond the ring's length.
+    fn push(&mut self, t: u8, lane: u64, object: Option<Value>) {
+        let len = self.tags.len();
+        if len == self.tags.capacity() {
+            let more = len.max(4).min(self.n as usize - len);
+            self.tags.reserve_exact(more);
+            self.lanes.reserve_exact(more);
+        }
+        self.tags.push(t);
+        self.lanes.push(lane);
+        if t == tag::OTHER {
+            self.objects.resize(len, None);
+            self.objects.push(object);
+        }
+    }
+
+    /// The entry of step `t < len`.
+    fn entry(&self, t: usize) -> (u8, u64, Option<Value>) {
+        let object = match self.tags[t] {
+            tag::OTHER => self.objects.get(t).cloned().flatten(),
+            _ => None,
+        };
+        (self.tags[t], self.lanes[t], object)
+    }
 }
 
 /// Rebuilds a sample from its frame form (tag, payload, and the object of a
@@ -89,7 +173,39 @@ pub(crate) fn scalar_form(v: &Value) -> Option<(u8, u64)> {
 impl NodeState {
     pub fn new(plan: &Plan) -> NodeState {
         let n = plan.slot_count();
-        let rings = plan.ring_len as usize;
+        let rings: Vec<RingInfo> = plan
+            .offset_nodes
+            .iter()
+            .map(|&id| {
+                let node = plan.node(id);
+                let NodeOp::Offset(n) = node.op else {
+                    unreachable!("offset_nodes holds offsets")
+                };
+                let want = match node.sig {
+                    _ if node.rebound => None,
+                    ScalarSignature::I64 => Some(tag::I64),
+                    ScalarSignature::F64 => Some(tag::F64),
+                    ScalarSignature::B1 => Some(tag::B1),
+                    ScalarSignature::NotScalar => None,
+                };
+                RingInfo {
+                    base: node.ring_base,
+                    n,
+                    want,
+                    bad: 0,
+                }
+            })
+            .collect();
+        let filling = rings
+            .iter()
+            .map(|r| FillingRing {
+                n: r.n,
+                base: r.base,
+                tags: Vec::new(),
+                lanes: Vec::new(),
+                objects: Vec::new(),
+            })
+            .collect();
         let mut st = NodeState {
             step: 0,
             tags: vec![tag::ABSENT; n],
@@ -97,9 +213,11 @@ impl NodeState {
             lanes: vec![0; n],
             objects: vec![None; n],
             flag: vec![false; plan.nodes.len()],
-            ring_tags: vec![tag::DEFERRED; rings],
-            ring_lanes: vec![0; rings],
-            ring_objects: vec![None; rings],
+            ring_tags: Vec::new(),
+            ring_lanes: Vec::new(),
+            ring_objects: Vec::new(),
+            rings,
+            filling,
             pending: vec![None; 2 * plan.nodes.len()],
             max_string_bytes: ops::DEFAULT_MAX_STRING_BYTES,
         };
@@ -108,6 +226,51 @@ impl NodeState {
             st.write((consts_from + i) as u32, Sample::Value(c.clone()));
         }
         st
+    }
+
+    /// The tags of the ring at `base` with `len` lanes, once it is full and
+    /// in the ring table; `None` while it is still filling (then some of its
+    /// entries are the initial ⊥).
+    pub fn full_ring_tags(&self, base: u32, len: u32) -> Option<&[u8]> {
+        self.ring_tags
+            .get(base as usize..base as usize + len as usize)
+    }
+
+    /// Whether the ring at `base` with `len` lanes is full and every entry
+    /// is tagged `want`: what promotion needs. Counted as entries are
+    /// written, so it costs no scan of the ring (a ring of ten million
+    /// entries is promoted in constant time).
+    pub fn ring_promotable(&self, base: u32, len: u32, want: u8) -> bool {
+        let i = self.rings.partition_point(|r| r.base < base);
+        match self.rings.get(i) {
+            Some(r) if r.base == base && r.n == len && r.want == Some(want) => {
+                r.bad == 0 && self.full_ring_tags(base, len).is_some()
+            }
+            // Not a ring of the plan as laid out, or read as another type
+            // than its signature: decide by its entries.
+            _ => self
+                .full_ring_tags(base, len)
+                .is_some_and(|tags| tags.iter().all(|&t| t == want)),
+        }
+    }
+
+    /// The bytes allocated for offset history (the ring table and the
+    /// rings still filling): at most about twice the entries the steps so
+    /// far have produced, whatever the offsets are.
+    pub fn history_bytes(&self) -> usize {
+        use std::mem::size_of;
+        let entries = |tags: &Vec<u8>, lanes: &Vec<u64>, objects: &Vec<Option<Value>>| {
+            tags.capacity() * size_of::<u8>()
+                + lanes.capacity() * size_of::<u64>()
+                + objects.capacity() * size_of::<Option<Value>>()
+        };
+        entries(&self.ring_tags, &self.ring_lanes, &self.ring_objects)
+            + self.filling.capacity() * size_of::<FillingRing>()
+            + self
+                .filling
+                .iter()
+                .map(|f| entries(&f.tags, &f.lanes, &f.objects))
+                .sum::<usize>()
     }
 
     /// The raw value of a slot: NoVal unless it has a value this step.
@@ -248,12 +411,15 @@ impl NodeState {
                 })
             }
             NodeOp::Unary(op) => pointwise1(self.held(a0), |x| ops::unary(op, x)),
+            // While the ring fills (`step < n`), the entry of step
+            // `step - n` is the initial ⊥.
+            NodeOp::Offset(n) if self.step < u64::from(n) => Ok(Sample::Deferred),
             NodeOp::Offset(n) => {
                 let k = (node.ring_base as u64 + self.step % n as u64) as usize;
                 Ok(decode(
                     self.ring_tags[k],
                     self.ring_lanes[k],
-                    self.ring_objects[k].as_ref(),
+                    self.ring_objects.get(k).and_then(Option::as_ref),
                 ))
             }
             NodeOp::If => self.compute_if(id, [a0, a1, a2]),
@@ -333,19 +499,23 @@ impl NodeState {
     }
 
     /// The tick barrier: advances every offset ring with this row's values,
-    /// then moves to the next step.
+    /// moves the rings this completes into the ring table, then moves to
+    /// the next step.
     pub fn end_row(&mut self, plan: &Plan) {
-        for &id in &plan.offset_nodes {
+        let full = plan.offset_nodes.len() - self.filling.len();
+        for (r, &id) in plan.offset_nodes[..full].iter().enumerate() {
             let node = plan.node(id);
             let NodeOp::Offset(n) = node.op else { continue };
             let (n, base) = (n as u64, node.ring_base as u64);
             let k = (base + self.step % n) as usize;
             let operand = node.slots[0] as usize;
+            let old = self.ring_tags[k];
             if self.tags[operand] != tag::ABSENT {
                 self.ring_tags[k] = self.tags[operand];
                 self.ring_lanes[k] = self.lanes[operand];
                 if self.tags[operand] == tag::OTHER {
-                    self.ring_objects[k] = self.objects[operand].clone();
+                    let v = self.objects[operand].clone();
+                    self.set_ring_object(k, v);
                 }
             } else {
                 // The operand is NoVal: the entry repeats the one before it.
@@ -353,11 +523,65 @@ impl NodeState {
                 self.ring_tags[k] = self.ring_tags[prev];
                 self.ring_lanes[k] = self.ring_lanes[prev];
                 if self.ring_tags[prev] == tag::OTHER {
-                    self.ring_objects[k] = self.ring_objects[prev].clone();
+                    let v = self.ring_objects.get(prev).cloned().flatten();
+                    self.set_ring_object(k, v);
                 }
+            }
+            self.rings[r].retag(Some(old), self.ring_tags[k]);
+        }
+        let filling_rings = self.rings[full..].iter_mut();
+        for ((f, &id), info) in self
+            .filling
+            .iter_mut()
+            .zip(&plan.offset_nodes[full..])
+            .zip(filling_rings)
+        {
+            let operand = plan.node(id).slots[0] as usize;
+            let (t, lane, object) = if self.tags[operand] != tag::ABSENT {
+                let object = match self.tags[operand] {
+                    tag::OTHER => self.objects[operand].clone(),
+                    _ => None,
+                };
+                (self.tags[operand], self.lanes[operand], object)
+            } else {
+                match f.tags.len() {
+                    0 => (tag::DEFERRED, 0, None),
+                    len => f.entry(len - 1),
+                }
+            };
+            info.retag(None, t);
+            f.push(t, lane, object);
+        }
+        while self
+            .filling
+            .front()
+            .is_some_and(|f| f.tags.len() == f.n as usize)
+        {
+            let f = self.filling.pop_front().expect("checked above");
+            assert_eq!(
+                f.base as usize,
+                self.ring_tags.len(),
+                "engine bug: rings fill in layout order"
+            );
+            self.ring_tags.extend_from_slice(&f.tags);
+            self.ring_lanes.extend_from_slice(&f.lanes);
+            if !f.objects.is_empty() {
+                let at = f.base as usize;
+                self.ring_objects.resize(at, None);
+                self.ring_objects.extend(f.objects);
+                self.ring_objects.resize(at + f.n as usize, None);
             }
         }
         self.step += 1;
+    }
+
+    /// Stores the object of ring table entry `k` (tagged `OTHER`),
+    /// allocating the objects to the table's length on first use.
+    fn set_ring_object(&mut self, k: usize, v: Option<Value>) {
+        if self.ring_objects.len() < self.ring_tags.len() {
+            self.ring_objects.resize(self.ring_tags.len(), None);
+        }
+        self.ring_objects[k] = v;
     }
 
     /// Evaluates one whole row on the canonical tier.
@@ -392,5 +616,76 @@ fn pointwise1(a: Sample, f: impl FnOnce(&Value) -> Result<Value, Fault>) -> Resu
         Sample::Value(x) => f(&x).map(Sample::Value),
         Sample::NoVal => Ok(Sample::NoVal),
         Sample::Deferred => Ok(Sample::Deferred),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lang::parse_and_check;
+    use std::sync::Arc;
+
+    fn plan(src: &str) -> Plan {
+        Plan::new(Arc::new(parse_and_check("t", src).expect("valid spec")))
+    }
+
+    #[test]
+    fn rings_move_into_the_table_in_layout_order_once_full() {
+        // Declared longest first: the layout puts the shortest first.
+        let p = plan("in x: Int\nout y: Int\ny = default(x[5], 0) + default(x[2], 0)");
+        let bases: Vec<(u32, u32)> = p
+            .offset_nodes
+            .iter()
+            .map(|&n| match p.node(n).op {
+                NodeOp::Offset(len) => (p.node(n).ring_base, len),
+                _ => unreachable!(),
+            })
+            .collect();
+        assert_eq!(bases, [(0, 2), (2, 5)]);
+        let mut st = NodeState::new(&p);
+        let mut table_len = Vec::new();
+        for i in 0..6 {
+            st.run_row(&p, &[Some(Value::Int(i))]).unwrap();
+            table_len.push(st.ring_tags.len());
+        }
+        assert_eq!(table_len, [0, 2, 2, 2, 7, 7]);
+        assert!(st.ring_promotable(0, 2, tag::I64));
+        assert!(st.ring_promotable(2, 5, tag::I64));
+        assert!(!st.ring_promotable(2, 5, tag::F64));
+    }
+
+    #[test]
+    fn promotion_counts_entries_that_are_not_of_the_ring_type() {
+        let p = plan("in x: Int\nout y: Int\ny = default(x[3], 0)");
+        let mut st = NodeState::new(&p);
+        // An absent first value leaves the initial ⊥ in the entry of step 0.
+        st.run_row(&p, &[None]).unwrap();
+        for i in 1..3 {
+            st.run_row(&p, &[Some(Value::Int(i))]).unwrap();
+        }
+        assert_eq!(
+            st.full_ring_tags(0, 3),
+            Some(&[tag::DEFERRED, tag::I64, tag::I64][..])
+        );
+        assert!(!st.ring_promotable(0, 3, tag::I64));
+        // Step 3 overwrites the entry of step 0.
+        st.run_row(&p, &[Some(Value::Int(3))]).unwrap();
+        assert!(st.ring_promotable(0, 3, tag::I64));
+    }
+
+    #[test]
+    fn filling_rings_hold_only_the_steps_seen() {
+        let p = plan("in s: Str\nout y: Str\ny = default(s[1000000], \"-\")");
+        let mut st = NodeState::new(&p);
+        let before = st.history_bytes();
+        for i in 0..3 {
+            st.run_row(&p, &[Some(Value::Str(format!("v{i}").into()))])
+                .unwrap();
+        }
+        assert!(st.history_bytes() - before < 512, "{}", st.history_bytes());
+        assert_eq!(st.filling[0].entry(2).2, Some(Value::Str("v2".into())));
+        // Absent: the entry repeats the one before it, object included.
+        st.run_row(&p, &[None]).unwrap();
+        assert_eq!(st.filling[0].entry(3).2, Some(Value::Str("v2".into())));
     }
 }

@@ -203,21 +203,6 @@ pub fn main() -> ExitCode {
     exit.into()
 }
 
-/// The line and column (1-based, in characters) of byte `at` of `text`.
-fn position(text: &[u8], at: usize) -> (usize, usize) {
-    let before = &text[..at.min(text.len())];
-    let line_start = before
-        .iter()
-        .rposition(|b| *b == b'\n')
-        .map_or(0, |i| i + 1);
-    let line = before.iter().filter(|b| **b == b'\n').count() + 1;
-    let col = String::from_utf8_lossy(&before[line_start..])
-        .chars()
-        .count()
-        + 1;
-    (line, col)
-}
-
 /// Reads and checks a specification, printing diagnostics on failure: a
 /// file that cannot be read is an I/O error (status 1), a faulty
 /// specification status 2.
@@ -226,14 +211,7 @@ pub fn load_spec(path: &str) -> Result<Spec, Exit> {
         error(format_args!("cannot read specification `{path}`: {e}"));
         Exit::Failure
     })?;
-    let source = String::from_utf8(bytes).map_err(|e| {
-        let (line, col) = position(e.as_bytes(), e.utf8_error().valid_up_to());
-        error(format_args!(
-            "{path}:{line}:{col}: the specification is not valid UTF-8"
-        ));
-        Exit::Spec
-    })?;
-    Spec::parse(path, &source).map_err(|d| {
+    Spec::parse_bytes(path, &bytes).map_err(|d| {
         let n = d.errors.len();
         say(format_args!(
             "{}error: could not check `{path}` due to {n} previous error{}\n",

@@ -484,7 +484,8 @@ impl Engine {
             done: 0,
         };
         // SAFETY: the batch program declares `inputs` = the batch's width,
-        // `env` and `state` = the arena and ring vectors' lengths; the input
+        // `env` = the arena vectors' length and `state` = `plan.ring_len`,
+        // the ring vectors' length once promotion found every ring full; the input
         // and output slices cover the remaining rows; output slots are arena
         // slots. The native code lives as long as the engine.
         unsafe { f(&mut bf) };
@@ -685,8 +686,10 @@ fn run_kernel(
                 step: st.step,
                 status: 0,
             };
-            // SAFETY: the programs declare `env = plan.slot_count()` and
-            // `state = plan.ring_len`, exactly the lengths of these vectors,
+            // SAFETY: the programs declare `env = plan.slot_count()`, the
+            // arena vectors' length, and `state` = the end of their last
+            // ring, which promotion found in the ring table (its vectors
+            // hold every full ring, and rings fill in layout order),
             // and as many input lanes as `inputs` points at (none for
             // regions, which read inputs from the arena; the row for the
             // whole-row kernel); nothing else touches them during the call.
@@ -736,11 +739,11 @@ fn promote(rt: &mut RegionRuntime, st: &NodeState, stats: &mut ExecStats) -> boo
     if rt.promoted {
         return true;
     }
-    let ok = rt.lowered.rings.iter().all(|&(base, len, ty)| {
-        st.ring_tags[base as usize..(base + len) as usize]
-            .iter()
-            .all(|&t| t == tag_of(ty))
-    });
+    let ok = rt
+        .lowered
+        .rings
+        .iter()
+        .all(|&(base, len, ty)| st.ring_promotable(base, len, tag_of(ty)));
     if ok {
         rt.promoted = true;
         if !rt.lowered.rings.is_empty() {

@@ -12,8 +12,11 @@
 //! values) happens before the program ever runs.
 //!
 //! Environment slots are the arena slots of `Plan` (streams, then nodes), and
-//! state lanes are the ring entries of `NodeState`: the program works on the
-//! canonical tier's memory directly.
+//! state lanes are the ring entries of `NodeState`'s ring table: the program
+//! works on the canonical tier's memory directly. A program declares as
+//! much state as reaches the end of the last ring it touches, which exists
+//! once those rings are full (the table grows as rings fill, shortest
+//! first); promotion checks exactly that before the program first runs.
 
 use super::{RegionBody, is_island_node, operand_sig, scalar_type};
 use crate::canonical::ops;
@@ -169,6 +172,7 @@ pub fn lower_whole(plan: &Plan) -> LoweredRegion {
                 Operand::Node(m) => cx.b.load_env(ty, plan.node_slot(*m)),
                 constant @ Operand::Const(_) => cx.operand(constant),
             };
+            cx.touch_ring(node.ring_base, n);
             cx.b.ring_store(ty, node.ring_base, n, v);
         }
     }
@@ -187,6 +191,8 @@ struct Lowering<'a> {
     reads: Vec<(u32, Type)>,
     rings: Vec<(u32, u32, Type)>,
     sites: Vec<Site>,
+    /// The end of the last ring lane a ring load or store touches.
+    state_len: u32,
 }
 
 impl<'a> Lowering<'a> {
@@ -211,14 +217,24 @@ impl<'a> Lowering<'a> {
             reads: Vec::new(),
             rings: Vec::new(),
             sites: Vec::new(),
+            state_len: 0,
         }
     }
 
+    /// Records that the program touches the ring at `base` with `n` lanes.
+    fn touch_ring(&mut self, base: u32, n: u32) {
+        self.state_len = self.state_len.max(base + n);
+    }
+
     /// Ends the program with `return` and packages it with its tables.
+    /// Its state is the ring table up to the end of the last ring it
+    /// touches: that much of the table exists once those rings are full
+    /// (rings fill in layout order), which promotion checks before it runs.
     fn finish(mut self) -> LoweredRegion {
         self.b.ret();
         let mut program = self.b.finish();
         program.decl.sites = self.sites.len() as u32;
+        program.decl.state = self.state_len;
         LoweredRegion {
             program,
             reads: self.reads,
@@ -408,6 +424,7 @@ impl<'a> Lowering<'a> {
             NodeOp::Unary(UnOp::Not) => self.b.unary(IUn::Bnot, args[0]),
             NodeOp::Offset(n) => {
                 let ty = scalar_type(node.sig).expect("island nodes are scalar");
+                self.touch_ring(node.ring_base, n);
                 self.b.ring_load(ty, node.ring_base, n)
             }
             NodeOp::If => {

@@ -6,7 +6,7 @@
 //! signature of each expression). Every error of a spec is collected.
 
 use super::ast::*;
-use super::diag::{Diagnostic, Span};
+use super::diag::{Diagnostic, LineIndex, Span};
 use super::types::Type;
 use std::collections::HashMap;
 use std::fmt;
@@ -101,15 +101,15 @@ pub fn check(file: &str, source: &str, ast: Ast) -> Result<CheckedSpec, Vec<Diag
         streams: Vec::new(),
         by_name: HashMap::new(),
         expr_stream: vec![None; ast.exprs.len()],
+        lines: None,
     };
     cx.collect_streams();
     cx.resolve_names();
     // Types are inferred even after name errors (an unresolved name has no
     // type and causes no further error), so that every error is reported.
     let expr_type = cx.infer_types();
-    if !cx.errors.is_empty() {
-        return Err(sorted(cx.errors));
-    }
+    // Cycles only need resolved names (an unresolved one is no edge), so
+    // they are reported beside name and type errors: every error at once.
     cx.check_cycles();
     if !cx.errors.is_empty() {
         return Err(sorted(cx.errors));
@@ -172,6 +172,8 @@ struct Checker<'a> {
     streams: Vec<StreamData>,
     by_name: HashMap<String, StreamId>,
     expr_stream: Vec<Option<StreamId>>,
+    /// Built on the first error that names a line.
+    lines: Option<LineIndex>,
 }
 
 fn kind_word(kind: DeclKind) -> &'static str {
@@ -199,7 +201,9 @@ impl Checker<'_> {
                             .with_hint(format!(
                                 "it is already declared as an {} on line {}",
                                 kind_word(prev.kind),
-                                super::diag::line_col(self.source, prev.decl_span.start as usize).0
+                                self.lines
+                                    .get_or_insert_with(|| LineIndex::new(self.source))
+                                    .line(prev.decl_span.start as usize)
                             )),
                     );
                     continue;

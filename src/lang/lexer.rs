@@ -1,6 +1,6 @@
 //! The DSRV lexer: source text to tokens with byte spans; comments are skipped.
 
-use super::diag::{Diagnostic, Span};
+use super::diag::{Diagnostic, Span, short, show_char};
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum Tok {
@@ -50,9 +50,9 @@ impl Tok {
     /// How the token is named in "expected …, found …" messages.
     pub fn describe(&self) -> String {
         match self {
-            Tok::Ident(n) => format!("name `{n}`"),
+            Tok::Ident(n) => format!("name `{}`", short(n)),
             Tok::Int(i) => format!("integer `{i}`"),
-            Tok::BigInt(s) => format!("integer `{s}`"),
+            Tok::BigInt(s) => format!("integer `{}`", short(s)),
             Tok::Float(f) => format!("float `{f:?}`"),
             Tok::Str(_) => "string literal".into(),
             Tok::Eof => "end of file".into(),
@@ -225,7 +225,7 @@ pub fn lex(src: &str) -> (Vec<Token>, Vec<Diagnostic>) {
         let len = ch.len_utf8();
         errs.push(Diagnostic::new(
             Span::new(i, i + len),
-            format!("unexpected character `{ch}`"),
+            format!("unexpected character `{}`", show_char(ch)),
         ));
         i += len;
     }
@@ -268,6 +268,22 @@ fn lex_number(src: &str, start: usize) -> (Tok, usize, Option<Diagnostic>) {
     let text = &src[start..i];
     if is_float {
         match text.parse::<f64>() {
+            // A decimal literal too large for f64 parses as infinity: that
+            // is not the number written (underflow to 0 is, rounded).
+            Ok(f) if f.is_infinite() => (
+                Tok::Float(0.0),
+                i,
+                Some(
+                    Diagnostic::new(
+                        Span::new(start, i),
+                        format!(
+                            "float literal `{}` does not fit in Float (64 bits)",
+                            short(text)
+                        ),
+                    )
+                    .with_hint("Float values range up to about 1.8e308"),
+                ),
+            ),
             Ok(f) => (Tok::Float(f), i, None),
             Err(_) => (
                 Tok::Float(0.0),
@@ -365,13 +381,27 @@ mod tests {
     }
 
     #[test]
+    fn float_literals_that_overflow_are_errors() {
+        let (t, e) = lex("1e400 1e-400 1.7976931348623157e308");
+        let msgs: Vec<_> = e.iter().map(|d| d.message.as_str()).collect();
+        assert_eq!(
+            msgs,
+            ["float literal `1e400` does not fit in Float (64 bits)"]
+        );
+        assert_eq!(e[0].span, Span::new(0, 5));
+        assert_eq!(t[1].tok, Tok::Float(0.0));
+        assert_eq!(t[2].tok, Tok::Float(f64::MAX));
+    }
+
+    #[test]
     fn reports_bad_characters_and_unterminated_things() {
-        let (_, e) = lex("a = $ \"abc\n(* open");
+        let (_, e) = lex("a = $ \0 \"abc\n(* open");
         let msgs: Vec<_> = e.iter().map(|d| d.message.as_str()).collect();
         assert_eq!(
             msgs,
             [
                 "unexpected character `$`",
+                "unexpected character `\\0`",
                 "unterminated string literal",
                 "unterminated block comment"
             ]

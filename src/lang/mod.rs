@@ -7,17 +7,49 @@ pub mod lexer;
 pub mod parser;
 pub mod types;
 
-use diag::Diagnostics;
+use diag::{Diagnostic, Diagnostics, Span};
+
+/// The deepest an expression may nest: each operator, `if`, function call,
+/// offset and pair of parentheses is one level (`x` is 1, `(x + 1)` is 3).
+/// The parser rejects a deeper expression with a located error and never
+/// recurses deeper itself, so every later pass (checker, plan, fusion,
+/// lowering, the reference evaluator) may recurse over an expression: the
+/// integration test `frontend_hardening` runs each of them at this depth on
+/// a 2 MiB thread stack in a debug build.
+pub const MAX_NESTING: usize = 256;
+
+/// The largest offset `e[n]` (steps of history one offset keeps).
+pub const MAX_OFFSET: u32 = 10_000_000;
+
+/// The largest sum of all offsets of a specification: the plan lays every
+/// offset's history out in one table addressed by 32-bit lane numbers.
+pub const MAX_HISTORY: u64 = u32::MAX as u64;
+
+/// The UTF-8 encoding of U+FEFF, which some editors write at the start of a
+/// UTF-8 file (a byte-order mark); it is not part of the specification.
+const BOM: &str = "\u{feff}";
 
 /// Parses and checks a specification: the frontend in one call. `file` names
-/// the source in diagnostics.
+/// the source in diagnostics. A leading byte-order mark is ignored.
 pub fn parse_and_check(file: &str, source: &str) -> Result<check::CheckedSpec, Diagnostics> {
-    let (ast, mut errors) = parser::parse(source);
+    let source = source.strip_prefix(BOM).unwrap_or(source);
     let fail = |errors| Diagnostics {
         file: file.to_string(),
         source: source.to_string(),
         errors,
     };
+    if u32::try_from(source.len()).is_err() {
+        // Spans are 32-bit byte offsets.
+        return Err(fail(vec![Diagnostic::new(
+            Span::new(0, 0),
+            format!(
+                "the specification is {} bytes long; at most {} bytes are supported",
+                source.len(),
+                u32::MAX
+            ),
+        )]));
+    }
+    let (ast, mut errors) = parser::parse(source);
     if !errors.is_empty() {
         // Name and type errors of a partial AST would be noise after a
         // syntax error, except for ones in fully parsed declarations, which
@@ -28,4 +60,39 @@ pub fn parse_and_check(file: &str, source: &str) -> Result<check::CheckedSpec, D
         errors.append(&mut e);
         fail(errors)
     })
+}
+
+/// As `parse_and_check`, from the bytes of a file: the specification must be
+/// UTF-8 (after an optional byte-order mark). Invalid UTF-8 is one located
+/// error at the first invalid byte; the diagnostics' source is the text
+/// with invalid bytes replaced by U+FFFD, so the error renders with its line.
+pub fn parse_and_check_bytes(file: &str, bytes: &[u8]) -> Result<check::CheckedSpec, Diagnostics> {
+    let bytes = bytes.strip_prefix(BOM.as_bytes()).unwrap_or(bytes);
+    match std::str::from_utf8(bytes) {
+        Ok(source) => parse_and_check(file, source),
+        Err(e) => {
+            let at = e.valid_up_to();
+            let len = e.error_len().unwrap_or(bytes.len() - at);
+            let shown: Vec<String> = bytes[at..at + len]
+                .iter()
+                .map(|b| format!("0x{b:02X}"))
+                .collect();
+            let what = if e.error_len().is_some() {
+                format!("invalid byte {}", shown.join(" "))
+            } else {
+                format!("incomplete character {} at the end", shown.join(" "))
+            };
+            Err(Diagnostics {
+                file: file.to_string(),
+                source: String::from_utf8_lossy(bytes).into_owned(),
+                errors: vec![
+                    Diagnostic::new(
+                        Span::new(at, at + 1),
+                        format!("the specification is not valid UTF-8: {what}"),
+                    )
+                    .with_hint("save the specification as UTF-8"),
+                ],
+            })
+        }
+    }
 }

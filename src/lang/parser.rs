@@ -20,12 +20,17 @@
 //! ```
 
 use super::ast::*;
-use super::diag::{Diagnostic, Span};
+use super::diag::{Diagnostic, Span, short};
 use super::lexer::{Tok, Token, lex};
 use super::types::Type;
+use super::{MAX_HISTORY, MAX_NESTING, MAX_OFFSET};
 
 /// Parses a whole specification. Returns the AST (possibly partial) and every
 /// lexical and syntax error found.
+///
+/// No expression deeper than `MAX_NESTING` levels is built (see
+/// `Parser::nested` and `Parser::push`), and the parser's own recursion
+/// stops at that bound, so every later pass may recurse over expressions.
 pub fn parse(src: &str) -> (Ast, Vec<Diagnostic>) {
     let (tokens, mut errors) = lex(src);
     let mut p = Parser {
@@ -33,6 +38,9 @@ pub fn parse(src: &str) -> (Ast, Vec<Diagnostic>) {
         pos: 0,
         ast: Ast::default(),
         errors: Vec::new(),
+        heights: Vec::new(),
+        nesting: 0,
+        history: 0,
     };
     p.ast.mentions = p
         .toks
@@ -53,9 +61,57 @@ struct Parser {
     pos: usize,
     ast: Ast,
     errors: Vec<Diagnostic>,
+    /// The nesting height of every expression built (see `push`): 1 for an
+    /// atom, one more than its deepest operand for an operator, one more
+    /// than the inner expression for each pair of parentheses around it.
+    heights: Vec<u32>,
+    /// How many nested expressions the parser is inside (its recursion).
+    nesting: usize,
+    /// The sum of the offsets parsed so far: the history entries the plan
+    /// will keep (see `MAX_HISTORY`).
+    history: u64,
 }
 
-type PResult<T> = Result<T, Diagnostic>;
+/// A parse result. The error is boxed so that every `PResult` the
+/// recursive functions hold is two words: their stack frames stay small
+/// (see `Parser::sub_expr`).
+type PResult<T> = Result<T, Box<Diagnostic>>;
+
+/// The error for an expression nested deeper than `MAX_NESTING`.
+fn too_deep(span: Span) -> Box<Diagnostic> {
+    Box::new(
+        Diagnostic::new(
+            span,
+            format!("expression nested too deeply: more than {MAX_NESTING} levels"),
+        )
+        .with_hint(format!(
+            "at most {MAX_NESTING} levels are allowed (each operator, `if`, call, offset and pair of \
+             parentheses is one); split the expression into auxiliary streams, e.g. `aux part = …`"
+        )),
+    )
+}
+
+/// The binary operators by precedence level, loosest first; all are
+/// left-associative.
+const LEVELS: &[&[(Tok, BinOp)]] = &[
+    &[(Tok::Concat, BinOp::Concat)],
+    &[(Tok::Implies, BinOp::Implies)],
+    &[(Tok::OrOr, BinOp::Or)],
+    &[(Tok::AndAnd, BinOp::And)],
+    &[(Tok::EqEq, BinOp::Eq), (Tok::NotEq, BinOp::Ne)],
+    &[
+        (Tok::Lt, BinOp::Lt),
+        (Tok::Le, BinOp::Le),
+        (Tok::Gt, BinOp::Gt),
+        (Tok::Ge, BinOp::Ge),
+    ],
+    &[(Tok::Plus, BinOp::Add), (Tok::Minus, BinOp::Sub)],
+    &[
+        (Tok::Star, BinOp::Mul),
+        (Tok::Slash, BinOp::Div),
+        (Tok::Percent, BinOp::Rem),
+    ],
+];
 
 impl Parser {
     fn peek(&self) -> &Tok {
@@ -70,17 +126,24 @@ impl Parser {
         self.toks[self.pos].span
     }
 
-    fn bump(&mut self) -> Token {
-        let t = self.toks[self.pos].clone();
+    /// Moves past the current token (never past `Eof`) and returns its span.
+    fn advance(&mut self) -> Span {
+        let span = self.span();
         if self.pos + 1 < self.toks.len() {
             self.pos += 1;
         }
+        span
+    }
+
+    fn bump(&mut self) -> Token {
+        let t = self.toks[self.pos].clone();
+        self.advance();
         t
     }
 
     fn eat(&mut self, tok: &Tok) -> bool {
         if self.peek() == tok {
-            self.bump();
+            self.advance();
             true
         } else {
             false
@@ -89,13 +152,52 @@ impl Parser {
 
     fn expect(&mut self, tok: Tok, what: &str) -> PResult<Span> {
         if self.peek() == &tok {
-            Ok(self.bump().span)
+            Ok(self.advance())
         } else {
-            Err(Diagnostic::new(
-                self.span(),
-                format!("expected {what}, found {}", self.peek().describe()),
-            ))
+            Err(self.expected(what))
         }
+    }
+
+    fn expected(&self, what: &str) -> Box<Diagnostic> {
+        Box::new(Diagnostic::new(
+            self.span(),
+            format!("expected {what}, found {}", self.peek().describe()),
+        ))
+    }
+
+    /// Adds an expression to the arena, unless it would nest deeper than
+    /// `MAX_NESTING` (a long operator chain `x + x + …`, a prefix chain
+    /// `- - x` or an offset chain `x[1][1]…` nests without the parser
+    /// recursing): then the error is located at `at`, the operator that
+    /// went too deep.
+    fn push(&mut self, kind: ExprKind, span: Span, at: Span) -> PResult<ExprId> {
+        let height = 1 + match &kind {
+            ExprKind::Unary(_, a) | ExprKind::Offset(a, _) => self.height(*a),
+            ExprKind::Binary(_, a, b) => self.height(*a).max(self.height(*b)),
+            ExprKind::If(c, a, b) => self.height(*c).max(self.height(*a)).max(self.height(*b)),
+            ExprKind::Call(_, args) => args.iter().map(|&a| self.height(a)).max().unwrap_or(0),
+            _ => 0,
+        };
+        if height as usize > MAX_NESTING {
+            return Err(too_deep(at));
+        }
+        self.heights.push(height);
+        Ok(self.ast.push(kind, span))
+    }
+
+    fn height(&self, e: ExprId) -> u32 {
+        self.heights[e.index()]
+    }
+
+    /// Marks `e` as parenthesised: one level deeper.
+    fn parenthesise(&mut self, e: ExprId, open: Span, close: Span) -> PResult<()> {
+        if self.heights[e.index()] as usize >= MAX_NESTING {
+            return Err(too_deep(open));
+        }
+        self.heights[e.index()] += 1;
+        // Keep the parenthesised span so carets cover the parentheses.
+        self.ast.exprs[e.index()].span = open.to(close);
+        Ok(())
     }
 
     fn at_decl_start(&self) -> bool {
@@ -109,14 +211,15 @@ impl Parser {
     fn spec(&mut self) {
         while self.peek() != &Tok::Eof {
             let start = self.pos;
+            self.nesting = 0;
             if let Err(d) = self.decl() {
-                self.errors.push(d);
+                self.errors.push(*d);
                 // Skip to the next declaration so later errors are found too.
                 if self.pos == start {
-                    self.bump();
+                    self.advance();
                 }
                 while !self.at_decl_start() {
-                    self.bump();
+                    self.advance();
                 }
             }
         }
@@ -130,7 +233,7 @@ impl Parser {
             _ => None,
         };
         if let Some(kind) = kind {
-            self.bump();
+            self.advance();
             let (name, name_span) = self.name("a stream name")?;
             let ty = if self.eat(&Tok::Colon) {
                 let t = self.bump();
@@ -138,15 +241,17 @@ impl Parser {
                     Tok::Ident(n) => match Type::from_name(n) {
                         Some(ty) => Some((ty, t.span)),
                         None => {
-                            return Err(Diagnostic::new(t.span, format!("unknown type `{n}`"))
-                                .with_hint("types are Int, Float, Bool, Str, Unit and Any"));
+                            return Err(Box::new(
+                                Diagnostic::new(t.span, format!("unknown type `{}`", short(n)))
+                                    .with_hint("types are Int, Float, Bool, Str, Unit and Any"),
+                            ));
                         }
                     },
                     other => {
-                        return Err(Diagnostic::new(
+                        return Err(Box::new(Diagnostic::new(
                             t.span,
                             format!("expected a type, found {}", other.describe()),
-                        ));
+                        )));
                     }
                 }
             } else {
@@ -163,29 +268,34 @@ impl Parser {
         let (name, name_span) = match self.peek() {
             Tok::Ident(_) => self.name("a definition")?,
             other => {
-                return Err(Diagnostic::new(
-                    self.span(),
-                    format!(
-                        "expected a declaration or a definition, found {}",
-                        other.describe()
+                return Err(Box::new(
+                    Diagnostic::new(
+                        self.span(),
+                        format!(
+                            "expected a declaration or a definition, found {}",
+                            other.describe()
+                        ),
+                    )
+                    .with_hint(
+                        "declarations look like `in x: Int` or `out y`; definitions like `y = x + 1`",
                     ),
-                )
-                .with_hint(
-                    "declarations look like `in x: Int` or `out y`; definitions like `y = x + 1`",
                 ));
             }
         };
         self.expect(Tok::Assign, "`=` after the stream name")?;
-        let expr = self.expr()?;
+        let expr = self.sub_expr()?;
         if !self.at_decl_start() {
-            return Err(Diagnostic::new(
-                self.span(),
-                format!(
-                    "unexpected {} after the definition of `{name}`",
-                    self.peek().describe()
-                ),
-            )
-            .with_hint("an `if` inside an operator must be parenthesised"));
+            return Err(Box::new(
+                Diagnostic::new(
+                    self.span(),
+                    format!(
+                        "unexpected {} after the definition of `{}`",
+                        self.peek().describe(),
+                        short(&name)
+                    ),
+                )
+                .with_hint("an `if` inside an operator must be parenthesised"),
+            ));
         }
         self.ast.decls.push(Decl::Def {
             name,
@@ -196,215 +306,354 @@ impl Parser {
     }
 
     fn name(&mut self, what: &str) -> PResult<(String, Span)> {
-        match self.peek().clone() {
+        match self.peek() {
             Tok::Ident(n) => {
-                let s = self.bump().span;
-                Ok((n, s))
+                let n = n.clone();
+                Ok((n, self.advance()))
             }
-            other => Err(Diagnostic::new(
-                self.span(),
-                format!("expected {what}, found {}", other.describe()),
-            )),
+            _ => Err(self.expected(what)),
         }
+    }
+
+    // The expression parser. `sub_expr`, `expr`, `if_expr`, `binary`,
+    // `unary`, `postfix`, `atom` and `call` are the recursive path: one
+    // nesting level of parentheses costs a frame of each of most of them,
+    // so they keep few locals and leave messages, leaves, offsets and the
+    // building of nodes to helpers, whose frames are gone before the
+    // recursion goes deeper. That is what lets every shape reach
+    // `MAX_NESTING` on a small stack.
+
+    /// An expression one nesting level deeper than the current one: the only
+    /// way the parser recurses, so its recursion is bounded by `MAX_NESTING`.
+    fn sub_expr(&mut self) -> PResult<ExprId> {
+        if self.nesting >= MAX_NESTING {
+            return Err(too_deep(self.span()));
+        }
+        self.nesting += 1;
+        let e = self.expr();
+        self.nesting -= 1;
+        e
     }
 
     fn expr(&mut self) -> PResult<ExprId> {
         if self.peek() == &Tok::KwIf {
-            let start = self.bump().span;
-            let c = self.expr()?;
-            self.expect(Tok::KwThen, "`then`")?;
-            let a = self.expr()?;
-            self.expect(Tok::KwElse, "`else`")?;
-            let b = self.expr()?;
-            let span = start.to(self.ast.expr(b).span);
-            return Ok(self.ast.push(ExprKind::If(c, a, b), span));
+            return self.if_expr();
         }
         self.binary(0)
     }
 
-    /// Precedence climbing over the binary operator levels, all left-associative.
-    fn binary(&mut self, level: usize) -> PResult<ExprId> {
-        const LEVELS: &[&[(Tok, BinOp)]] = &[
-            &[(Tok::Concat, BinOp::Concat)],
-            &[(Tok::Implies, BinOp::Implies)],
-            &[(Tok::OrOr, BinOp::Or)],
-            &[(Tok::AndAnd, BinOp::And)],
-            &[(Tok::EqEq, BinOp::Eq), (Tok::NotEq, BinOp::Ne)],
-            &[
-                (Tok::Lt, BinOp::Lt),
-                (Tok::Le, BinOp::Le),
-                (Tok::Gt, BinOp::Gt),
-                (Tok::Ge, BinOp::Ge),
-            ],
-            &[(Tok::Plus, BinOp::Add), (Tok::Minus, BinOp::Sub)],
-            &[
-                (Tok::Star, BinOp::Mul),
-                (Tok::Slash, BinOp::Div),
-                (Tok::Percent, BinOp::Rem),
-            ],
-        ];
-        if level == LEVELS.len() {
-            return self.unary();
-        }
-        let mut lhs = self.binary(level + 1)?;
-        loop {
-            let Some(&(_, op)) = LEVELS[level].iter().find(|(t, _)| t == self.peek()) else {
-                return Ok(lhs);
-            };
-            self.bump();
-            let rhs = self.binary(level + 1)?;
-            let span = self.ast.expr(lhs).span.to(self.ast.expr(rhs).span);
-            lhs = self.ast.push(ExprKind::Binary(op, lhs, rhs), span);
-        }
+    fn if_expr(&mut self) -> PResult<ExprId> {
+        let start = self.advance();
+        let c = self.sub_expr()?;
+        self.expect(Tok::KwThen, "`then`")?;
+        let a = self.sub_expr()?;
+        self.expect(Tok::KwElse, "`else`")?;
+        let b = self.sub_expr()?;
+        let span = start.to(self.ast.expr(b).span);
+        self.push(ExprKind::If(c, a, b), span, start)
     }
 
+    /// Precedence climbing: an operand followed by operators of `min_level`
+    /// or tighter. A chain of operators of one level is a loop, and each
+    /// recursion is for a strictly tighter level, so one nesting level
+    /// recurses at most once per precedence level.
+    fn binary(&mut self, min_level: usize) -> PResult<ExprId> {
+        let mut lhs = self.unary()?;
+        while let Some((level, op)) = self.binary_op(min_level) {
+            let at = self.advance();
+            let rhs = self.binary(level + 1)?;
+            lhs = self.push_binary(op, lhs, rhs, at)?;
+        }
+        Ok(lhs)
+    }
+
+    /// The current token as a binary operator of `min_level` or tighter.
+    fn binary_op(&self, min_level: usize) -> Option<(usize, BinOp)> {
+        let tok = self.peek();
+        (min_level..LEVELS.len()).find_map(|level| {
+            LEVELS[level]
+                .iter()
+                .find(|(t, _)| t == tok)
+                .map(|&(_, op)| (level, op))
+        })
+    }
+
+    fn push_binary(&mut self, op: BinOp, lhs: ExprId, rhs: ExprId, at: Span) -> PResult<ExprId> {
+        let span = self.ast.expr(lhs).span.to(self.ast.expr(rhs).span);
+        self.push(ExprKind::Binary(op, lhs, rhs), span, at)
+    }
+
+    /// Prefix operators, then a postfix expression. A prefix chain is a loop,
+    /// not a recursion.
     fn unary(&mut self) -> PResult<ExprId> {
-        let op = match self.peek() {
-            Tok::Minus => UnOp::Neg,
-            Tok::Bang => UnOp::Not,
-            Tok::KwIf => {
-                return Err(Diagnostic::new(
+        let mut ops: Vec<(UnOp, Span)> = Vec::new();
+        let mut e = loop {
+            match self.prefix_op()? {
+                Some(op) => ops.push((op, self.advance())),
+                None => break None,
+            }
+            // Report a chain too deep where it becomes so (the operand
+            // after the operator at the deepest level), as for parentheses.
+            if self.nesting + ops.len() > MAX_NESTING {
+                return Err(too_deep(self.span()));
+            }
+            // `-9223372036854775808` is the one literal that only exists
+            // negated.
+            if let Some((UnOp::Neg, start)) = ops.last().copied()
+                && let Some(e) = self.min_int(start)?
+            {
+                ops.pop();
+                break Some(e);
+            }
+        };
+        if e.is_none() {
+            e = Some(self.postfix()?);
+        }
+        let mut e = e.expect("set above");
+        while let Some((op, start)) = ops.pop() {
+            e = self.push_unary(op, start, e)?;
+        }
+        Ok(e)
+    }
+
+    /// The current token as a prefix operator; an `if` here is an error.
+    fn prefix_op(&self) -> PResult<Option<UnOp>> {
+        match self.peek() {
+            Tok::Minus => Ok(Some(UnOp::Neg)),
+            Tok::Bang => Ok(Some(UnOp::Not)),
+            Tok::KwIf => Err(Box::new(
+                Diagnostic::new(
                     self.span(),
                     "`if` must be parenthesised when it is an operand",
                 )
-                .with_hint("write `(if c then a else b)`"));
-            }
-            _ => return self.postfix(),
-        };
-        let start = self.bump().span;
-        // `-9223372036854775808` is the one literal that only exists negated.
-        if op == UnOp::Neg
-            && let Tok::BigInt(text) = self.peek().clone()
+                .with_hint("write `(if c then a else b)`"),
+            )),
+            _ => Ok(None),
+        }
+    }
+
+    /// After a `-` at `start`: the literal `-9223372036854775808`, if that
+    /// is what follows (not offset: `-9223372036854775808[1]` would offset
+    /// a literal that does not fit).
+    fn min_int(&mut self, start: Span) -> PResult<Option<ExprId>> {
+        if let Tok::BigInt(text) = self.peek()
             && text == "9223372036854775808"
             && self.peek_at(1) != &Tok::LBracket
         {
-            let span = start.to(self.bump().span);
-            return Ok(self.ast.push(ExprKind::Int(i64::MIN), span));
+            let span = start.to(self.advance());
+            return self.push(ExprKind::Int(i64::MIN), span, span).map(Some);
         }
-        let operand = self.unary()?;
+        Ok(None)
+    }
+
+    fn push_unary(&mut self, op: UnOp, start: Span, operand: ExprId) -> PResult<ExprId> {
         let span = start.to(self.ast.expr(operand).span);
-        Ok(self.ast.push(ExprKind::Unary(op, operand), span))
+        self.push(ExprKind::Unary(op, operand), span, start)
     }
 
     fn postfix(&mut self) -> PResult<ExprId> {
-        let (mut base, offsettable) = self.atom()?;
+        let base = self.atom()?;
+        self.offsets(base)
+    }
+
+    /// Offsets `[n]` after an atom (a loop: their nesting is checked as
+    /// they are built).
+    fn offsets(&mut self, (mut base, offsettable): (ExprId, bool)) -> PResult<ExprId> {
         while self.peek() == &Tok::LBracket {
-            self.bump();
+            let open = self.advance();
             if !offsettable {
-                return Err(Diagnostic::new(
-                    self.ast.expr(base).span,
-                    "an offset needs a name, a literal or a parenthesised expression before `[`",
-                )
-                .with_hint("parenthesise the expression: `(default(x, 0))[1]`"));
+                return Err(Box::new(
+                    Diagnostic::new(
+                        self.ast.expr(base).span,
+                        "an offset needs a name, a literal or a parenthesised expression before `[`",
+                    )
+                    .with_hint("parenthesise the expression: `(default(x, 0))[1]`"),
+                ));
             }
             let t = self.bump();
             let n = match t.tok {
-                Tok::Int(n) if n >= 0 && n <= u32::MAX as i64 => n as u32,
+                Tok::Int(n) if n >= 0 => self.offset(n.unsigned_abs(), &t),
+                Tok::BigInt(_) => self.offset(u64::MAX, &t),
                 Tok::Minus => {
-                    return Err(Diagnostic::new(
-                        t.span,
-                        "negative offsets (future values) are not supported",
-                    )
-                    .with_hint("offsets look back in time: `x[1]` is the previous value of `x`"));
+                    return Err(Box::new(
+                        Diagnostic::new(
+                            t.span,
+                            "negative offsets (future values) are not supported",
+                        )
+                        .with_hint(
+                            "offsets look back in time: `x[1]` is the previous value of `x`",
+                        ),
+                    ));
                 }
                 other => {
-                    return Err(Diagnostic::new(
+                    return Err(Box::new(Diagnostic::new(
                         t.span,
                         format!(
                             "expected an offset (an integer literal >= 0), found {}",
                             other.describe()
                         ),
-                    ));
+                    )));
                 }
             };
             let close = self.expect(Tok::RBracket, "`]`")?;
             let span = self.ast.expr(base).span.to(close);
-            base = self.ast.push(ExprKind::Offset(base, n), span);
+            base = self.push(ExprKind::Offset(base, n), span, open)?;
         }
         Ok(base)
     }
 
-    /// Parses an atom; the flag says whether an offset may follow it.
+    /// Checks an offset literal against `MAX_OFFSET` and the whole spec's
+    /// offsets against `MAX_HISTORY`. A violation is reported and parsing
+    /// goes on (with the offset clamped), so later errors are found too.
+    fn offset(&mut self, n: u64, t: &Token) -> u32 {
+        if n > u64::from(MAX_OFFSET) {
+            let text = match &t.tok {
+                Tok::BigInt(s) => short(s),
+                _ => n.to_string(),
+            };
+            self.errors.push(
+                Diagnostic::new(
+                    t.span,
+                    format!("offset {text} is larger than the maximum offset, {MAX_OFFSET}"),
+                )
+                .with_hint(format!(
+                    "an offset keeps the last n values of its operand, and vigil keeps at most \
+                     {MAX_OFFSET} per offset"
+                )),
+            );
+            return MAX_OFFSET;
+        }
+        let before = self.history;
+        self.history += n;
+        if before <= MAX_HISTORY && self.history > MAX_HISTORY {
+            self.errors.push(
+                Diagnostic::new(
+                    t.span,
+                    format!(
+                        "the offsets of this specification add up to more than {MAX_HISTORY} \
+                         steps of history"
+                    ),
+                )
+                .with_hint(
+                    "every offset `e[n]` keeps the last n values of `e`; the sum of all offsets is bounded",
+                ),
+            );
+        }
+        n as u32
+    }
+
+    /// An atom; the flag says whether an offset may follow it.
     fn atom(&mut self) -> PResult<(ExprId, bool)> {
+        match self.peek() {
+            Tok::LParen if self.peek_at(1) != &Tok::RParen => {
+                let open = self.advance();
+                let inner = self.sub_expr()?;
+                let close = self.expect(Tok::RParen, "`)`")?;
+                self.parenthesise(inner, open, close)?;
+                Ok((inner, true))
+            }
+            Tok::Ident(_) if self.peek_at(1) == &Tok::LParen => Ok((self.call()?, false)),
+            _ => Ok((self.leaf()?, true)),
+        }
+    }
+
+    /// A literal, `()` or a name.
+    fn leaf(&mut self) -> PResult<ExprId> {
         // A declaration keyword cannot start an expression: leave it for the
         // recovery in `spec` so that the declaration itself is still parsed.
         if matches!(self.peek(), Tok::KwIn | Tok::KwOut | Tok::KwAux | Tok::Eof) {
-            return Err(Diagnostic::new(
-                self.span(),
-                format!("expected an expression, found {}", self.peek().describe()),
-            ));
+            return Err(self.expected("an expression"));
         }
         let t = self.bump();
-        let span = t.span;
+        let mut span = t.span;
         let kind = match t.tok {
             Tok::Int(i) => ExprKind::Int(i),
             Tok::BigInt(text) => {
-                return Err(Diagnostic::new(
-                    span,
-                    format!("integer literal `{text}` does not fit in a 64-bit signed integer"),
-                )
-                .with_hint("Int values range from -9223372036854775808 to 9223372036854775807; write a Float with a dot"));
+                return Err(Box::new(
+                    Diagnostic::new(
+                        span,
+                        format!(
+                            "integer literal `{}` does not fit in Int (64 bits)",
+                            short(&text)
+                        ),
+                    )
+                    .with_hint(
+                        "Int values range from -9223372036854775808 to 9223372036854775807; \
+                         write a Float with a dot",
+                    ),
+                ));
             }
             Tok::Float(f) => ExprKind::Float(f),
             Tok::KwTrue => ExprKind::Bool(true),
             Tok::KwFalse => ExprKind::Bool(false),
             Tok::Str(s) => ExprKind::Str(s.into()),
             Tok::LParen => {
-                if self.peek() == &Tok::RParen {
-                    let end = self.bump().span;
-                    return Ok((self.ast.push(ExprKind::Unit, span.to(end)), true));
-                }
-                let inner = self.expr()?;
-                let end = self.expect(Tok::RParen, "`)`")?;
-                // Keep the parenthesised span so carets cover the parentheses.
-                self.ast.exprs[inner.index()].span = span.to(end);
-                return Ok((inner, true));
+                span = span.to(self.expect(Tok::RParen, "`)`")?);
+                ExprKind::Unit
             }
-            Tok::Ident(name) => {
-                if self.peek() == &Tok::LParen {
-                    return self.call(name, span).map(|e| (e, false));
-                }
-                ExprKind::Name(name)
-            }
+            Tok::Ident(name) => ExprKind::Name(name),
             other => {
-                return Err(Diagnostic::new(
+                return Err(Box::new(Diagnostic::new(
                     span,
                     format!("expected an expression, found {}", other.describe()),
-                ));
+                )));
             }
         };
-        Ok((self.ast.push(kind, span), true))
+        self.push(kind, span, span)
     }
 
-    fn call(&mut self, name: String, name_span: Span) -> PResult<ExprId> {
-        let Some(builtin) = Builtin::from_name(&name) else {
-            return Err(Diagnostic::new(name_span, format!("unknown function `{name}`"))
-                .with_hint("the builtins are default, is_defined, when, init, latch, update, sin, cos, tan, abs, sqrt, min, max, floor and ceil"));
-        };
-        self.expect(Tok::LParen, "`(`")?;
+    fn call(&mut self) -> PResult<ExprId> {
+        let (builtin, name_span) = self.callee()?;
         let mut args = Vec::new();
         if self.peek() != &Tok::RParen {
             loop {
-                args.push(self.expr()?);
+                args.push(self.sub_expr()?);
                 if !self.eat(&Tok::Comma) {
                     break;
                 }
             }
         }
         let end = self.expect(Tok::RParen, "`,` or `)`")?;
+        self.push_call(builtin, args, name_span, end)
+    }
+
+    /// The function name and `(` of a call.
+    fn callee(&mut self) -> PResult<(Builtin, Span)> {
+        let Tok::Ident(name) = self.peek() else {
+            unreachable!("`atom` calls `call` at a name")
+        };
+        let Some(builtin) = Builtin::from_name(name) else {
+            return Err(Box::new(
+                Diagnostic::new(self.span(), format!("unknown function `{}`", short(name)))
+                    .with_hint("the builtins are default, is_defined, when, init, latch, update, sin, cos, tan, abs, sqrt, min, max, floor and ceil"),
+            ));
+        };
+        let name_span = self.advance();
+        self.expect(Tok::LParen, "`(`")?;
+        Ok((builtin, name_span))
+    }
+
+    fn push_call(
+        &mut self,
+        builtin: Builtin,
+        args: Vec<ExprId>,
+        name_span: Span,
+        end: Span,
+    ) -> PResult<ExprId> {
         let span = name_span.to(end);
         if args.len() != builtin.arity() {
             let plural = if builtin.arity() == 1 { "" } else { "s" };
-            return Err(Diagnostic::new(
+            return Err(Box::new(Diagnostic::new(
                 span,
                 format!(
-                    "`{name}` takes {} argument{plural}, found {}",
+                    "`{}` takes {} argument{plural}, found {}",
+                    builtin.name(),
                     builtin.arity(),
                     args.len()
                 ),
-            ));
+            )));
         }
-        Ok(self.ast.push(ExprKind::Call(builtin, args), span))
+        self.push(ExprKind::Call(builtin, args), span, name_span)
     }
 }
 
@@ -475,6 +724,42 @@ mod tests {
     }
 
     #[test]
+    fn too_deep_expressions_stop_the_parser_at_the_bound() {
+        // The parser never recurses past `MAX_NESTING`, whatever the input:
+        // these parse on a 1 MiB stack into one located error each.
+        let cases = [
+            format!("y = {}x{}", "(".repeat(6000), ")".repeat(6000)),
+            format!(
+                "y = {}x{}",
+                "default(".repeat(10_000),
+                ", 0)".repeat(10_000)
+            ),
+            format!("y = x{}", " + x".repeat(40_000)),
+            format!("y = {}x", "-".repeat(100_000)),
+            format!("y = {}x", "if b then x else ".repeat(100_000)),
+            format!("y = {}b", "if ".repeat(100_000)),
+            format!("y = x{}", "[1]".repeat(100_000)),
+        ];
+        std::thread::Builder::new()
+            .stack_size(1 << 20)
+            .spawn(move || {
+                for src in cases {
+                    let (_, errs) = parse(&src);
+                    let msgs: Vec<_> = errs.iter().map(|d| d.message.as_str()).collect();
+                    assert_eq!(
+                        msgs,
+                        ["expression nested too deeply: more than 256 levels"],
+                        "{}",
+                        &src[..40]
+                    );
+                }
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+    }
+
+    #[test]
     fn declarations_in_any_order() {
         let (ast, errs) = parse("z = x\nin x: Int\nout z\naux a: Float\nvar b");
         assert!(errs.is_empty());
@@ -493,7 +778,7 @@ mod tests {
                 "`if` must be parenthesised when it is an operand",
                 "unknown function `foo`",
                 "negative offsets (future values) are not supported",
-                "integer literal `99999999999999999999` does not fit in a 64-bit signed integer",
+                "integer literal `99999999999999999999` does not fit in Int (64 bits)",
             ]
         );
     }

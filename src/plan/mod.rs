@@ -62,11 +62,13 @@ pub struct NodeData {
     /// The innermost `if` arm containing this node: a runtime error raised
     /// here is only reported if that arm is selected.
     pub branch: Option<Branch>,
-    /// For offset nodes, the first slot of the node's ring in
-    /// `NodeState::ring` (its length is the offset).
+    /// For offset nodes, the first lane of the node's ring in the ring
+    /// table (`NodeState::ring_lanes` and its tags and objects); its length
+    /// is the offset. Rings are laid out by increasing length (see
+    /// `Plan::layout_rings`).
     pub ring_base: u32,
     /// The operands as slots of the canonical value arena (see
-    /// `Plan::slot`), unused entries zero.
+    /// `Plan::node_slot` and `Plan::assign_slots`), unused entries zero.
     pub slots: [u32; 3],
     /// An offset of the stream's own name inside an `if` arm, which reads the
     /// arm (see `Lowering::rebind_self_offsets`). The checker typed it as the
@@ -99,9 +101,11 @@ pub struct Plan {
     pub nodes: Vec<NodeData>,
     /// Indexed by `StreamId`; `None` for inputs.
     pub graphs: Vec<Option<StreamGraph>>,
-    /// Offset nodes, whose rings the tick barrier advances.
+    /// Offset nodes, whose rings the tick barrier advances, in ring layout
+    /// order (by `ring_base`).
     pub offset_nodes: Vec<NodeId>,
-    /// Total number of ring slots.
+    /// Total number of ring lanes (the sum of all offsets; the parser
+    /// bounds it by `lang::MAX_HISTORY`).
     pub ring_len: u32,
     /// The constants operands refer to, in slot order after the nodes.
     pub consts: Vec<Value>,
@@ -116,7 +120,6 @@ impl Plan {
         let mut b = Lowering {
             spec: &spec,
             nodes: Vec::new(),
-            ring_len: 0,
             stream: StreamId(0),
         };
         let mut graphs = vec![None; spec.streams.len()];
@@ -133,24 +136,47 @@ impl Plan {
                 root_slot: 0,
             });
         }
-        let ring_len = b.ring_len;
         let nodes = b.nodes;
-        let offset_nodes = (0..nodes.len() as u32)
-            .map(NodeId)
-            .filter(|n| matches!(nodes[n.index()].op, NodeOp::Offset(_)))
-            .collect();
         let mut plan = Plan {
             spec,
             schedule,
             nodes,
             graphs,
-            offset_nodes,
-            ring_len,
+            offset_nodes: Vec::new(),
+            ring_len: 0,
             consts: Vec::new(),
             node_slots: Vec::new(),
         };
+        plan.layout_rings();
         plan.assign_slots();
         plan
+    }
+
+    /// Lays out the offset rings in one table, shortest first (ties in node
+    /// order). Every ring starts filling at step 0 and holds one entry per
+    /// step until it is full, so rings fill in exactly this order: the rings
+    /// already full are always a prefix of the table. `NodeState` keeps
+    /// that prefix in the frame layout (where fused code reads it) and a
+    /// ring still filling in a buffer of its own, so history memory grows
+    /// with the steps seen, not with the offsets.
+    fn layout_rings(&mut self) {
+        let mut offsets: Vec<(u32, NodeId)> = (0..self.nodes.len() as u32)
+            .map(NodeId)
+            .filter_map(|id| match self.nodes[id.index()].op {
+                NodeOp::Offset(n) => Some((n, id)),
+                _ => None,
+            })
+            .collect();
+        offsets.sort();
+        let mut base: u32 = 0;
+        for &(n, id) in &offsets {
+            self.nodes[id.index()].ring_base = base;
+            base = base
+                .checked_add(n)
+                .expect("the parser bounds the sum of all offsets by MAX_HISTORY");
+        }
+        self.ring_len = base;
+        self.offset_nodes = offsets.into_iter().map(|(_, id)| id).collect();
     }
 
     /// Lays out the canonical value arena: one slot per stream, then one per
@@ -249,7 +275,6 @@ fn schedule(spec: &CheckedSpec) -> Vec<StreamId> {
 struct Lowering<'a> {
     spec: &'a CheckedSpec,
     nodes: Vec<NodeData>,
-    ring_len: u32,
     stream: StreamId,
 }
 
@@ -269,55 +294,77 @@ impl Lowering<'_> {
         }
     }
 
+    /// Lowers expression `e` (recursively: the parser bounds its depth by
+    /// `lang::MAX_NESTING`). The recursive functions `lower` and `lower_if`
+    /// keep few locals; leaves and node building are helpers, so one level
+    /// costs a small frame.
     fn lower(&mut self, e: ExprId) -> Operand {
-        let kind = &self.spec.ast.expr(e).kind;
-        let (op, args) = match kind {
-            ExprKind::Int(i) => return Operand::Const(Value::Int(*i)),
-            ExprKind::Float(f) => return Operand::Const(Value::Float(*f)),
-            ExprKind::Bool(b) => return Operand::Const(Value::Bool(*b)),
-            ExprKind::Str(s) => return Operand::Const(Value::Str(s.clone())),
-            ExprKind::Unit => return Operand::Const(Value::Unit),
-            ExprKind::Name(_) => {
-                let s =
-                    self.spec.expr_stream[e.index()].expect("names are resolved by the checker");
-                return Operand::Stream(s);
-            }
-            ExprKind::Offset(a, 0) => return self.lower(*a),
-            ExprKind::Offset(a, n) => (NodeOp::Offset(*n), vec![self.lower(*a)]),
-            ExprKind::Unary(op, a) => (NodeOp::Unary(*op), vec![self.lower(*a)]),
-            ExprKind::Binary(op, a, b) => {
-                let a = self.lower(*a);
-                (NodeOp::Binary(*op), vec![a, self.lower(*b)])
-            }
-            ExprKind::If(c, a, b) => {
-                let c = self.lower(*c);
-                let then_start = self.nodes.len();
-                let a = self.lower(*a);
-                let else_start = self.nodes.len();
-                let b = self.lower(*b);
-                let end = self.nodes.len();
-                let if_node = NodeId(end as u32);
-                self.rebind_self_offsets(then_start..else_start, &a);
-                self.rebind_self_offsets(else_start..end, &b);
-                for (arm, range) in [(0u8, then_start..else_start), (1, else_start..end)] {
-                    for n in &mut self.nodes[range] {
-                        n.branch.get_or_insert(Branch { if_node, arm });
-                    }
-                }
-                (NodeOp::If, vec![c, a, b])
-            }
-            ExprKind::Call(f, args) => {
-                let args = args.clone();
-                (
-                    NodeOp::Call(*f),
-                    args.iter().map(|a| self.lower(*a)).collect(),
-                )
-            }
-        };
-        let ring_base = self.ring_len;
-        if let NodeOp::Offset(n) = op {
-            self.ring_len += n;
+        if let Some(leaf) = self.leaf(e) {
+            return leaf;
         }
+        match self.spec.ast.expr(e).kind {
+            ExprKind::Offset(a, 0) => self.lower(a),
+            ExprKind::If(c, a, b) => self.lower_if(e, c, a, b),
+            _ => {
+                let children = self.spec.ast.children(e);
+                let mut args = Vec::with_capacity(children.len());
+                for child in children {
+                    args.push(self.lower(child));
+                }
+                self.node(e, args)
+            }
+        }
+    }
+
+    /// A constant or a stream reference: an operand, not a node.
+    fn leaf(&self, e: ExprId) -> Option<Operand> {
+        Some(match &self.spec.ast.expr(e).kind {
+            ExprKind::Int(i) => Operand::Const(Value::Int(*i)),
+            ExprKind::Float(f) => Operand::Const(Value::Float(*f)),
+            ExprKind::Bool(b) => Operand::Const(Value::Bool(*b)),
+            ExprKind::Str(s) => Operand::Const(Value::Str(s.clone())),
+            ExprKind::Unit => Operand::Const(Value::Unit),
+            ExprKind::Name(_) => Operand::Stream(
+                self.spec.expr_stream[e.index()].expect("names are resolved by the checker"),
+            ),
+            _ => return None,
+        })
+    }
+
+    fn lower_if(&mut self, e: ExprId, c: ExprId, a: ExprId, b: ExprId) -> Operand {
+        let c = self.lower(c);
+        let then_start = self.nodes.len();
+        let a = self.lower(a);
+        let else_start = self.nodes.len();
+        let b = self.lower(b);
+        self.mark_arms(then_start, else_start, &a, &b);
+        self.node(e, vec![c, a, b])
+    }
+
+    /// Marks the nodes of an `if`'s arms (`then_start..else_start` and
+    /// `else_start..`) as evaluated for that arm; the `if` is the next node.
+    fn mark_arms(&mut self, then_start: usize, else_start: usize, a: &Operand, b: &Operand) {
+        let end = self.nodes.len();
+        let if_node = NodeId(end as u32);
+        self.rebind_self_offsets(then_start..else_start, a);
+        self.rebind_self_offsets(else_start..end, b);
+        for (arm, range) in [(0u8, then_start..else_start), (1, else_start..end)] {
+            for n in &mut self.nodes[range] {
+                n.branch.get_or_insert(Branch { if_node, arm });
+            }
+        }
+    }
+
+    /// Adds the node of compound expression `e` with its lowered operands.
+    fn node(&mut self, e: ExprId, args: Vec<Operand>) -> Operand {
+        let op = match &self.spec.ast.expr(e).kind {
+            ExprKind::Offset(_, n) => NodeOp::Offset(*n),
+            ExprKind::Unary(op, _) => NodeOp::Unary(*op),
+            ExprKind::Binary(op, ..) => NodeOp::Binary(*op),
+            ExprKind::If(..) => NodeOp::If,
+            ExprKind::Call(f, _) => NodeOp::Call(*f),
+            other => unreachable!("{other:?} is not a node"),
+        };
         let id = NodeId(self.nodes.len() as u32);
         self.nodes.push(NodeData {
             op,
@@ -326,7 +373,7 @@ impl Lowering<'_> {
             stream: self.stream,
             sig: self.spec.expr_sig[e.index()],
             branch: None,
-            ring_base,
+            ring_base: 0,
             slots: [0; 3],
             rebound: false,
         });

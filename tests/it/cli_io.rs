@@ -294,8 +294,13 @@ fn a_spec_that_is_not_utf8_is_located() {
     let spec = write(&d, "bad.dsrv", b"in x: Int\nout y: Int\ny = x + \"\xe9\"\n");
     let out = run(&["check", &spec]);
     assert_eq!(out.status.code(), Some(2));
+    // The diagnostic of the spec frontend (`Spec::parse_bytes`), like every other spec error.
     assert_eq!(
         text(&out.stderr),
-        format!("error: {spec}:3:10: the specification is not valid UTF-8\n")
+        format!(
+            "error: the specification is not valid UTF-8: invalid byte 0xE9\n --> {spec}:3:10\n  |\n\
+             3 | y = x + \"\u{fffd}\"\n  |          ^\n  = hint: save the specification as UTF-8\n\
+             error: could not check `{spec}` due to 1 previous error\n"
+        )
     );
 }

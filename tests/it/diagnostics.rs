@@ -105,7 +105,7 @@ fn syntax_errors_recover_at_declarations() {
               |        ^^^^^
               = hint: types are Int, Float, Bool, Str, Unit and Any
 
-            error: integer literal `99999999999999999999` does not fit in a 64-bit signed integer
+            error: integer literal `99999999999999999999` does not fit in Int (64 bits)
              --> spec.dsrv:5:5
               |
             5 | z = 99999999999999999999 + sin(x)

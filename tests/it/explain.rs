@@ -43,7 +43,7 @@ fn explain_names_tiers_and_prints_region_ir() {
     expect![[r#"
         region r1: preflight [blended (node n5) i64]
           rings (promoted once defined): lanes 0..1 i64
-        program inputs=0 env=34 state=2 sites=1
+        program inputs=0 env=34 state=1 sites=1
         block0:
             guard_env 19, i64, 0
             v0 = load_env.i64 19

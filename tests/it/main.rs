@@ -6,6 +6,7 @@ mod cli_io;
 mod conformance;
 mod diagnostics;
 mod explain;
+mod frontend_hardening;
 mod memory;
 mod props;
 mod robustness;
