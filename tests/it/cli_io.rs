@@ -2,25 +2,13 @@
 //! README (1 usage or I/O error, 2 spec errors, 3 runtime error, 4 malformed trace) with no
 //! invented positions.
 
+use crate::support::{test_dir, vigil, write};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-fn vigil() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_vigil"))
-}
-
 fn dir(test: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("vigil-io-{}-{test}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-fn write(dir: &Path, name: &str, contents: impl AsRef<[u8]>) -> String {
-    let p = dir.join(name);
-    std::fs::write(&p, contents).unwrap();
-    p.to_str().unwrap().to_string()
+    test_dir("io", test)
 }
 
 /// The write end of a pipe whose read end is already closed: every write to it fails with

@@ -64,3 +64,24 @@ pub fn run_text(
     drop(writer);
     (buf.text(), error)
 }
+
+/// A command running the `vigil` binary built for these tests.
+pub fn vigil() -> std::process::Command {
+    std::process::Command::new(env!("CARGO_BIN_EXE_vigil"))
+}
+
+/// A fresh, empty directory for one test: `group` names the test module,
+/// `test` the test, so that no two tests share one.
+pub fn test_dir(group: &str, test: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("vigil-{group}-{}-{test}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Writes `contents` to `dir/name` and returns the path as a string.
+pub fn write(dir: &std::path::Path, name: &str, contents: impl AsRef<[u8]>) -> String {
+    let p = dir.join(name);
+    std::fs::write(&p, contents).unwrap();
+    p.to_str().unwrap().to_string()
+}

@@ -2,28 +2,15 @@
 //! `vigil` binary — every complete earlier row's outputs written, then a located error and
 //! exit status 4; never a lost row, a signal, or a hang.
 
+use crate::support::{test_dir, vigil, write};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-fn vigil() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_vigil"))
-}
-
-/// A fresh directory for one test.
 fn dir(test: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("vigil-th-{}-{test}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-fn write(dir: &Path, name: &str, contents: impl AsRef<[u8]>) -> String {
-    let p = dir.join(name);
-    std::fs::write(&p, contents).unwrap();
-    p.to_str().unwrap().to_string()
+    test_dir("th", test)
 }
 
 /// What a run printed and how it ended.
