@@ -462,6 +462,7 @@ impl Engine {
             return None;
         }
         let st = &mut self.state;
+        assert_frame_fits(st, &w.rt.lowered.program.decl);
         let width = outputs.len();
         let mut bf = scalar_ir::frame::BatchFrame {
             frame: Frame {
@@ -652,6 +653,21 @@ impl Engine {
     }
 }
 
+/// Checks, before native code gets raw pointers into the run state, that
+/// the arena and the ring table are as long as the program declares. Promotion
+/// guarantees it (a promoted program's rings are full, and full rings are a
+/// prefix of the table); this one comparison per call turns a broken guarantee
+/// into an engine-bug panic instead of an out-of-bounds access.
+#[inline]
+fn assert_frame_fits(st: &NodeState, decl: &scalar_ir::Decl) {
+    assert!(
+        st.lanes.len() >= decl.env as usize
+            && st.tags.len() >= decl.env as usize
+            && st.ring_lanes.len() >= decl.state as usize,
+        "engine bug: a program declares more state than the run state holds"
+    );
+}
+
 /// Promotes (if needed) and runs one kernel on the arena, mapping its
 /// exit: `Ok(true)` completed, `Ok(false)` declined, `Err` a trap the
 /// canonical tier would report.
@@ -677,6 +693,7 @@ fn run_kernel(
             code.run_slices(&mut st.lanes, &mut st.tags, &mut st.ring_lanes, st.step)
         }
         kernel => {
+            assert_frame_fits(st, &rt.lowered.program.decl);
             let mut frame = Frame {
                 inputs,
                 input_tags,
