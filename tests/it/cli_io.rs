@@ -2,10 +2,10 @@
 //! README (1 usage or I/O error, 2 spec errors, 3 runtime error, 4 malformed trace) with no
 //! invented positions.
 
-use crate::support::{test_dir, vigil, write};
+use crate::support::{bash, test_dir, vigil, write};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Output, Stdio};
 
 fn dir(test: &str) -> PathBuf {
     test_dir("io", test)
@@ -139,11 +139,7 @@ fn piping_into_head_exits_zero() {
         let script = format!(
             "'{bin}' run '{spec}' --input '{trace}' --output {output} | head -1; echo \"status ${{PIPESTATUS[0]}}\""
         );
-        let out = Command::new("bash")
-            .arg("-c")
-            .arg(&script)
-            .output()
-            .unwrap();
+        let out = bash(&script);
         assert_eq!(
             text(&out.stdout),
             format!("{first}\nstatus 0\n"),
@@ -154,11 +150,7 @@ fn piping_into_head_exits_zero() {
     let script = format!(
         "'{bin}' explain '{spec}' | head -1 >/dev/null; echo \"status ${{PIPESTATUS[0]}}\""
     );
-    let out = Command::new("bash")
-        .arg("-c")
-        .arg(&script)
-        .output()
-        .unwrap();
+    let out = bash(&script);
     assert_eq!(
         (text(&out.stdout).as_str(), text(&out.stderr).as_str()),
         ("status 0\n", "")

@@ -85,3 +85,13 @@ pub fn write(dir: &std::path::Path, name: &str, contents: impl AsRef<[u8]>) -> S
     std::fs::write(&p, contents).unwrap();
     p.to_str().unwrap().to_string()
 }
+
+/// Runs `script` with `bash -c` (for pipelines and process substitution) and
+/// returns what it printed and how it ended.
+pub fn bash(script: &str) -> std::process::Output {
+    std::process::Command::new("bash")
+        .arg("-c")
+        .arg(script)
+        .output()
+        .unwrap()
+}

@@ -2,7 +2,7 @@
 //! `vigil` binary — every complete earlier row's outputs written, then a located error and
 //! exit status 4; never a lost row, a signal, or a hang.
 
-use crate::support::{test_dir, vigil, write};
+use crate::support::{bash, test_dir, vigil, write};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -318,11 +318,7 @@ fn a_process_substitution_streams_as_json_lines() {
     let script = format!(
         "'{bin}' run '{spec}' --input <(printf '{{\"x\": 1}}\\n{{\"x\": 5}}\\n'); echo \"status $?\""
     );
-    let out = Command::new("bash")
-        .arg("-c")
-        .arg(&script)
-        .output()
-        .unwrap();
+    let out = bash(&script);
     assert_eq!(
         String::from_utf8_lossy(&out.stdout),
         "y[0] = Int(2)\ny[1] = Int(6)\nstatus 0\n"
