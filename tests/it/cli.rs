@@ -1,11 +1,8 @@
 //! Tests of the `vigil` binary: exit statuses, error messages, streaming through a pipe.
 
+use crate::support::vigil;
 use std::io::{BufRead, BufReader, Write};
-use std::process::{Command, Stdio};
-
-fn vigil() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_vigil"))
-}
+use std::process::Stdio;
 
 fn temp_file(name: &str, contents: &str) -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("vigil-it-{}", std::process::id()));

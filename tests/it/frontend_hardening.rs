@@ -2,7 +2,7 @@
 //! diagnostics, spec encodings, every error reported, and literal overflow.
 
 use std::io::{BufRead, BufReader, Write};
-use std::process::{Command, Output, Stdio};
+use std::process::{Output, Stdio};
 use vigil::fusion::FusedPlan;
 use vigil::fusion::lower::{lower_region, lower_whole, whole_row_eligible};
 use vigil::lang::diag::MAX_REPORTED_ERRORS;
@@ -21,7 +21,7 @@ fn temp_file(name: &str, contents: &[u8]) -> std::path::PathBuf {
 /// Runs `vigil check` on a spec file with these contents.
 fn vigil_check(name: &str, spec: &[u8]) -> Output {
     let path = temp_file(name, spec);
-    Command::new(env!("CARGO_BIN_EXE_vigil"))
+    crate::support::vigil()
         .arg("check")
         .arg(&path)
         .output()
@@ -442,7 +442,7 @@ fn resident_memory_of_a_run_with_maximal_offsets_stays_small() {
         .as_bytes(),
     );
     for tier in ["canonical", "auto"] {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_vigil"))
+        let mut child = crate::support::vigil()
             .args([
                 "run",
                 spec.to_str().unwrap(),

@@ -51,7 +51,7 @@ fn cli_bound_is_settable_and_keeps_earlier_outputs() {
     std::fs::write(&spec, DOUBLING).unwrap();
     let trace = dir.join("t.jsonl");
     std::fs::write(&trace, "{\"x\": 1}\n".repeat(20)).unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_vigil"))
+    let out = crate::support::vigil()
         .args([
             "run",
             spec.to_str().unwrap(),
