@@ -2,8 +2,8 @@
 
 pub use crate::canonical::ops::DEFAULT_MAX_STRING_BYTES;
 use crate::error::RuntimeError;
-use crate::exec::Engine;
 pub use crate::exec::Tier;
+use crate::exec::{Engine, Run};
 use crate::lang::check::CheckedSpec;
 use crate::lang::diag::Diagnostics;
 use crate::lang::types::Type;
@@ -211,12 +211,10 @@ impl MonitorBuilder<'_> {
 
     pub fn build(self) -> Monitor {
         let plan = Arc::new(Plan::new(self.spec.checked.clone()));
-        let mut engine = Engine::new(plan, self.tier);
-        engine.state.max_string_bytes = self.max_string_bytes;
-        Monitor {
-            engine,
-            failed: None,
-        }
+        let engine = Engine::new(plan, self.tier);
+        let mut run = engine.new_run();
+        run.state.max_string_bytes = self.max_string_bytes;
+        Monitor { engine, run }
     }
 }
 
@@ -236,7 +234,7 @@ impl MonitorBuilder<'_> {
 /// ```
 pub struct Monitor {
     engine: Engine,
-    failed: Option<RuntimeError>,
+    run: Run,
 }
 
 impl Monitor {
@@ -293,12 +291,17 @@ impl Monitor {
     /// The current value of output `name` (after the last step).
     pub fn output(&self, name: &str) -> Option<Sample> {
         let s = self.engine.plan().spec.stream_by_name(name)?;
-        Some(self.engine.state.raw(s.0))
+        Some(self.run.state.raw(s.0))
+    }
+
+    /// The bytes allocated for offset history (see `NodeState::history_bytes`).
+    pub fn history_bytes(&self) -> usize {
+        self.run.state.history_bytes()
     }
 
     /// The number of steps evaluated so far.
     pub fn steps(&self) -> u64 {
-        self.engine.state.step
+        self.run.state.step
     }
 
     /// Counters of the run so far.
@@ -343,29 +346,29 @@ impl Monitor {
         rows: &crate::batch::RowBatch,
         out: &mut crate::batch::OutputBatch,
     ) -> Result<(), RuntimeError> {
-        if let Some(e) = &self.failed {
+        if let Some(e) = &self.run.failed {
             out.reset(self.output_names().len(), 0);
             return Err(e.clone());
         }
         self.engine
-            .run_batch(rows, out)
-            .inspect_err(|e| self.failed = Some(e.clone()))
+            .run_batch(&mut self.run, rows, out)
+            .inspect_err(|e| self.run.failed = Some(e.clone()))
     }
 
     /// Evaluates one row (one cell per declared input, `None` = absent) and
     /// returns every printed output's sample, in print order. After a runtime
     /// error the monitor is stopped: every later call returns that error.
     pub fn step(&mut self, row: &[Option<Value>]) -> Result<Outputs<'_>, RuntimeError> {
-        if let Some(e) = &self.failed {
+        if let Some(e) = &self.run.failed {
             return Err(e.clone());
         }
-        if let Err(e) = self.engine.run_row(row) {
-            self.failed = Some(e.clone());
+        if let Err(e) = self.engine.run_row(&mut self.run, row) {
+            self.run.failed = Some(e.clone());
             return Err(e);
         }
         let spec = &self.engine.plan().spec;
         Ok(Outputs {
-            state: &self.engine.state,
+            state: &self.run.state,
             streams: &spec.outputs,
         })
     }

@@ -79,11 +79,11 @@ impl Kernel {
     }
 }
 
-/// A program's compiled kernel and its run-time bookkeeping.
+/// A program's compiled kernel. Whether it is promoted belongs to each run
+/// (`Run::promoted`), since promotion is a fact about one trace's state.
 struct RegionRuntime {
     lowered: LoweredRegion,
     kernel: Kernel,
-    promoted: bool,
 }
 
 /// The whole-row kernel (`native-whole`).
@@ -97,7 +97,37 @@ struct WholeRuntime {
     input_tags: Vec<u8>,
     /// `when`, `init` and `update` nodes: a completed row sets their flags.
     flag_nodes: Vec<crate::plan::NodeId>,
+}
+
+/// The state of one trace run by an `Engine`: the canonical run state and
+/// which of the engine's programs are promoted on it. An engine's compiled
+/// code serves any number of runs (a keyed monitor keeps one per key); all
+/// temporal state is in `state`, so a run moves between engines and tiers
+/// by its `NodeState` alone (promotion is recomputed, never stored).
+#[derive(Clone, Debug)]
+pub struct Run {
+    pub state: NodeState,
+    /// Per region (by `RegionId`), then the whole-row kernel last: whether
+    /// its rings were found promotable and have not been demoted since.
+    promoted: Box<[bool]>,
+    /// Whether the whole-row kernel has set the stateful builtins' flags.
     flags_set: bool,
+    /// The runtime error that stopped this run, if one did: every later row
+    /// reports it again.
+    pub failed: Option<RuntimeError>,
+}
+
+impl Run {
+    /// Wraps a run state (fresh, restored or moved from another engine);
+    /// every program starts unpromoted.
+    pub fn from_state(engine: &Engine, state: NodeState) -> Run {
+        Run {
+            state,
+            promoted: vec![false; engine.regions.len() + 1].into_boxed_slice(),
+            flags_set: false,
+            failed: None,
+        }
+    }
 }
 
 /// Counters of one engine (printed by `vigil run --stats`).
@@ -133,7 +163,6 @@ pub struct Engine {
     fused: Option<Arc<FusedPlan>>,
     regions: Vec<RegionRuntime>,
     whole: Option<WholeRuntime>,
-    pub state: NodeState,
     pub stats: ExecStats,
     /// The tier actually running, and why it was picked.
     pub tier: Tier,
@@ -176,7 +205,6 @@ impl Engine {
             ),
         };
         let mut engine = Engine {
-            state: NodeState::new(&plan),
             plan: plan.clone(),
             fused: None,
             regions: Vec::new(),
@@ -212,11 +240,7 @@ impl Engine {
         self.regions = lowered
             .into_iter()
             .zip(kernels)
-            .map(|(lowered, (kernel, _))| RegionRuntime {
-                lowered,
-                kernel,
-                promoted: false,
-            })
+            .map(|(lowered, (kernel, _))| RegionRuntime { lowered, kernel })
             .collect();
         self.fused = Some(fused);
     }
@@ -244,16 +268,11 @@ impl Engine {
             })
             .collect();
         self.whole = Some(WholeRuntime {
-            rt: RegionRuntime {
-                lowered,
-                kernel,
-                promoted: false,
-            },
+            rt: RegionRuntime { lowered, kernel },
             batch,
             input_lanes: vec![0; plan.spec.inputs.len()],
             input_tags: vec![0; plan.spec.inputs.len()],
             flag_nodes,
-            flags_set: false,
         });
     }
 
@@ -327,23 +346,31 @@ impl Engine {
         self.fused.as_ref()
     }
 
+    /// A run at step 0 (every stream NoVal, empty history).
+    pub fn new_run(&self) -> Run {
+        Run::from_state(self, NodeState::new(&self.plan))
+    }
+
+    /// The index of the whole-row kernel in `Run::promoted`.
+    fn whole_index(&self) -> usize {
+        self.regions.len()
+    }
+
     /// Evaluates one row.
-    pub fn run_row(&mut self, row: &[Option<Value>]) -> Result<(), RuntimeError> {
+    pub fn run_row(&mut self, run: &mut Run, row: &[Option<Value>]) -> Result<(), RuntimeError> {
         if self.whole.is_some() {
-            if self.run_whole(row)? {
+            if self.run_whole(run, row)? {
                 self.stats.rows += 1;
                 return Ok(());
             }
-            if let Some(w) = &mut self.whole {
-                // A canonical row may push ⊥ into a ring: promote afresh.
-                w.rt.promoted = false;
-            }
+            // A canonical row may push ⊥ into a ring: promote afresh.
+            run.promoted[self.whole_index()] = false;
         }
-        self.state.begin_row(&self.plan, row);
+        run.state.begin_row(&self.plan, row);
         match self.fused.take() {
             None => {
                 for &s in &self.plan.schedule {
-                    self.state.eval_stream(&self.plan, s)?;
+                    run.state.eval_stream(&self.plan, s)?;
                 }
                 self.stats.canonical_streams += self.plan.schedule.len() as u64;
             }
@@ -353,23 +380,23 @@ impl Engine {
                 let result = fused
                     .steps
                     .iter()
-                    .try_for_each(|step| self.run_step(&fused.plan, step));
+                    .try_for_each(|step| self.run_step(run, &fused.plan, step));
                 self.fused = Some(fused);
                 result?;
             }
         }
-        self.state.end_row(&self.plan);
-        self.check_promoted_rings();
+        run.state.end_row(&self.plan);
+        self.check_promoted_rings(run);
         self.stats.rows += 1;
         Ok(())
     }
 
-    fn run_step(&mut self, plan: &Plan, step: &Step) -> Result<(), RuntimeError> {
+    fn run_step(&mut self, run: &mut Run, plan: &Plan, step: &Step) -> Result<(), RuntimeError> {
         match step {
             Step::StreamRegion { members, region } => {
-                if !self.run_region(*region)? {
+                if !self.run_region(run, *region)? {
                     for &s in members {
-                        self.state.eval_stream(plan, s)?;
+                        run.state.eval_stream(plan, s)?;
                     }
                     self.stats.canonical_streams += members.len() as u64;
                 }
@@ -381,16 +408,16 @@ impl Engine {
                     match action {
                         Action::Canonical(nodes) => {
                             for &n in nodes {
-                                self.state.eval_node(plan, n)?;
+                                run.state.eval_node(plan, n)?;
                             }
                         }
                         Action::Region(r) => {
-                            if !self.run_region(*r)? {
+                            if !self.run_region(run, *r)? {
                                 // The declined range runs canonically from the
                                 // stream's start; re-evaluating the canonical
                                 // nodes already run this row is idempotent.
                                 self.stats.canonical_streams += 1;
-                                return self.state.eval_stream(plan, *stream);
+                                return run.state.eval_stream(plan, *stream);
                             }
                         }
                     }
@@ -398,7 +425,7 @@ impl Engine {
                 if !actions.iter().any(|a| matches!(a, Action::Region(_))) {
                     self.stats.canonical_streams += 1;
                 }
-                self.state.publish_root(plan, *stream);
+                run.state.publish_root(plan, *stream);
             }
         }
         Ok(())
@@ -411,6 +438,7 @@ impl Engine {
     /// through `run_row`. On a runtime error, `out` holds the rows before it.
     pub fn run_batch(
         &mut self,
+        run: &mut Run,
         batch: &crate::batch::RowBatch,
         out: &mut crate::batch::OutputBatch,
     ) -> Result<(), RuntimeError> {
@@ -420,7 +448,7 @@ impl Engine {
         out.reset(width, batch.rows);
         let mut r = 0;
         while r < batch.rows {
-            if let Some(done) = self.try_batch_kernel(batch, r, &outputs, out) {
+            if let Some(done) = self.try_batch_kernel(run, batch, r, &outputs, out) {
                 r += done;
                 out.rows = r;
                 if r == batch.rows {
@@ -429,10 +457,10 @@ impl Engine {
             }
             // The row that stopped the kernel, or one the kernel cannot take
             // yet, runs alone.
-            self.run_row(&batch.row(r))?;
+            self.run_row(run, &batch.row(r))?;
             for (c, &slot) in outputs.iter().enumerate() {
                 let i = r * width + c;
-                let st = &self.state;
+                let st = &run.state;
                 out.tags[i] = st.tags[slot as usize];
                 out.lanes[i] = st.lanes[slot as usize];
                 if st.tags[slot as usize] == tag::OTHER {
@@ -449,19 +477,21 @@ impl Engine {
     /// is promoted; returns how many rows it completed.
     fn try_batch_kernel(
         &mut self,
+        run: &mut Run,
         batch: &crate::batch::RowBatch,
         start: usize,
         outputs: &[u32],
         out: &mut crate::batch::OutputBatch,
     ) -> Option<usize> {
+        let whole = self.whole_index();
         let w = self.whole.as_mut()?;
         let f = w.batch?;
         if batch.width != self.plan.spec.inputs.len()
-            || !promote(&mut w.rt, &self.state, &mut self.stats)
+            || !promote(&w.rt, &mut run.promoted[whole], &run.state, &mut self.stats)
         {
             return None;
         }
-        let st = &mut self.state;
+        let st = &mut run.state;
         assert_frame_fits(st, &w.rt.lowered.program.decl);
         let width = outputs.len();
         let mut bf = scalar_ir::frame::BatchFrame {
@@ -492,11 +522,11 @@ impl Engine {
         unsafe { f(&mut bf) };
         let done = bf.done as usize;
         st.step = bf.frame.step;
-        if done > 0 && !w.flags_set {
+        if done > 0 && !run.flags_set {
             for &n in &w.flag_nodes {
                 st.flag[n.index()] = true;
             }
-            w.flags_set = true;
+            run.flags_set = true;
         }
         self.stats.whole_rows += done as u64;
         self.stats.rows += done as u64;
@@ -505,7 +535,8 @@ impl Engine {
 
     /// Runs the whole-row kernel. `Ok(false)`: it declined and the row runs
     /// canonically.
-    fn run_whole(&mut self, row: &[Option<Value>]) -> Result<bool, RuntimeError> {
+    fn run_whole(&mut self, run: &mut Run, row: &[Option<Value>]) -> Result<bool, RuntimeError> {
+        let whole = self.whole_index();
         let w = self
             .whole
             .as_mut()
@@ -520,21 +551,22 @@ impl Engine {
         let inputs = (w.input_lanes.as_ptr(), w.input_tags.as_ptr());
         let result = run_kernel(
             &mut w.rt,
+            &mut run.promoted[whole],
             WHOLE,
-            &mut self.state,
+            &mut run.state,
             &mut self.stats,
             &self.plan,
             inputs,
         );
         if matches!(result, Ok(true)) {
-            if !w.flags_set {
+            if !run.flags_set {
                 for &n in &w.flag_nodes {
-                    self.state.flag[n.index()] = true;
+                    run.state.flag[n.index()] = true;
                 }
-                w.flags_set = true;
+                run.flags_set = true;
             }
             // The kernel pushed the rings itself (the tick barrier).
-            self.state.step += 1;
+            run.state.step += 1;
             self.stats.whole_rows += 1;
         }
         result
@@ -542,7 +574,7 @@ impl Engine {
 
     /// Runs one region's program on the arena. `Ok(false)`: it declined and
     /// the caller evaluates its range canonically.
-    fn run_region(&mut self, r: RegionId) -> Result<bool, RuntimeError> {
+    fn run_region(&mut self, run: &mut Run, r: RegionId) -> Result<bool, RuntimeError> {
         let rt = &mut self.regions[r.index()];
         let no_inputs: (*const u64, *const u8) = (
             std::ptr::NonNull::dangling().as_ptr(),
@@ -550,8 +582,9 @@ impl Engine {
         );
         let result = run_kernel(
             rt,
+            &mut run.promoted[r.index()],
             r.0,
-            &mut self.state,
+            &mut run.state,
             &mut self.stats,
             &self.plan,
             no_inputs,
@@ -564,24 +597,19 @@ impl Engine {
 
     /// After the barrier: a ring that received a value its readers cannot
     /// take (⊥, or another representation) demotes them.
-    fn check_promoted_rings(&mut self) {
-        let step = self.state.step - 1;
-        let mut demote = Vec::new();
-        for (i, rt) in self.regions.iter().enumerate() {
-            if rt.promoted {
+    fn check_promoted_rings(&mut self, run: &mut Run) {
+        let step = run.state.step - 1;
+        for (rt, promoted) in self.regions.iter().zip(run.promoted.iter_mut()) {
+            if *promoted {
                 let bad = rt.lowered.rings.iter().any(|&(base, len, ty)| {
                     let k = (base as u64 + step % len as u64) as usize;
-                    self.state.ring_tags[k] != tag_of(ty)
+                    run.state.ring_tags[k] != tag_of(ty)
                 });
                 if bad {
-                    demote.push(RegionId(i as u32));
+                    *promoted = false;
+                    self.stats.materializations += 1;
                 }
             }
-        }
-        for r in demote {
-            let rt = &mut self.regions[r.index()];
-            rt.promoted = false;
-            self.stats.materializations += 1;
         }
     }
 
@@ -673,13 +701,14 @@ fn assert_frame_fits(st: &NodeState, decl: &scalar_ir::Decl) {
 /// canonical tier would report.
 fn run_kernel(
     rt: &mut RegionRuntime,
+    promoted: &mut bool,
     id: u32,
     st: &mut NodeState,
     stats: &mut ExecStats,
     plan: &Plan,
     (inputs, input_tags): (*const u64, *const u8),
 ) -> Result<bool, RuntimeError> {
-    if !promote(rt, st, stats) {
+    if !promote(rt, promoted, st, stats) {
         *stats
             .declines
             .entry((id, HISTORY_NOT_FILLED, 0))
@@ -725,14 +754,14 @@ fn run_kernel(
                 st.tags[slot as usize]
             };
             *stats.declines.entry((id, k, seen)).or_default() += 1;
-            demote(rt, stats);
+            demote(rt, promoted, stats);
             Ok(false)
         }
         Exit::Trap(kind, site) => {
             let site = &rt.lowered.sites[site as usize];
             if site.in_arm {
                 *stats.declines.entry((id, TRAP_IN_ARM, 0)).or_default() += 1;
-                demote(rt, stats);
+                demote(rt, promoted, stats);
                 return Ok(false);
             }
             let kind = match kind {
@@ -752,8 +781,8 @@ fn run_kernel(
 
 /// Promotion: a kernel that reads rings runs only once every entry of
 /// them holds a defined value of its type. Returns whether it is promoted.
-fn promote(rt: &mut RegionRuntime, st: &NodeState, stats: &mut ExecStats) -> bool {
-    if rt.promoted {
+fn promote(rt: &RegionRuntime, promoted: &mut bool, st: &NodeState, stats: &mut ExecStats) -> bool {
+    if *promoted {
         return true;
     }
     let ok = rt
@@ -762,7 +791,7 @@ fn promote(rt: &mut RegionRuntime, st: &NodeState, stats: &mut ExecStats) -> boo
         .iter()
         .all(|&(base, len, ty)| st.ring_promotable(base, len, tag_of(ty)));
     if ok {
-        rt.promoted = true;
+        *promoted = true;
         if !rt.lowered.rings.is_empty() {
             stats.promotions += 1;
         }
@@ -772,9 +801,9 @@ fn promote(rt: &mut RegionRuntime, st: &NodeState, stats: &mut ExecStats) -> boo
 
 /// A promoted kernel hands its state back to the canonical tier (it is
 /// already there: materialization has nothing to copy).
-fn demote(rt: &mut RegionRuntime, stats: &mut ExecStats) {
-    if rt.promoted && !rt.lowered.rings.is_empty() {
-        rt.promoted = false;
+fn demote(rt: &RegionRuntime, promoted: &mut bool, stats: &mut ExecStats) {
+    if *promoted && !rt.lowered.rings.is_empty() {
+        *promoted = false;
         stats.materializations += 1;
     }
 }

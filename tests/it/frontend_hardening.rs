@@ -407,12 +407,12 @@ fn history_memory_grows_with_the_rows_seen() {
         let row = [Some(Value::Int(7)), Some(Value::Str("abc".into()))];
         m.step(&row).unwrap();
         m.step(&row).unwrap();
-        let two = m.engine().state.history_bytes();
+        let two = m.history_bytes();
         assert!(two < 2048, "{tier}: {two} bytes of history after 2 rows");
         for _ in 2..10_000 {
             m.step(&row).unwrap();
         }
-        let many = m.engine().state.history_bytes();
+        let many = m.history_bytes();
         // Four rings fill: at least the 9 bytes of tag and lane per entry,
         // at most about twice that plus the objects of the Str ring.
         assert!(
