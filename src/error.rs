@@ -2,16 +2,22 @@
 
 use std::fmt;
 
+/// What kind of fault a runtime error is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ErrorKind {
+    /// An Int operation whose result does not fit in 64 bits.
     IntegerOverflow,
+    /// Int division or remainder by zero.
     DivisionByZero,
+    /// An operation applied to values it is not defined for (an untyped
+    /// input carrying a value of the wrong type, for example).
     InvalidOperand,
     /// A string result longer than the monitor's bound (`--max-string-bytes`).
     StringTooLong,
 }
 
 impl ErrorKind {
+    /// The kind as the error message names it (`integer overflow`, …).
     pub fn describe(self) -> &'static str {
         match self {
             ErrorKind::IntegerOverflow => "integer overflow",
@@ -26,6 +32,7 @@ impl ErrorKind {
 /// and a step.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Fault {
+    /// What went wrong.
     pub kind: ErrorKind,
     /// The operation, as a noun: `addition`, `division`, `remainder`, …
     pub op: &'static str,
@@ -34,6 +41,7 @@ pub struct Fault {
 }
 
 impl Fault {
+    /// A fault of `kind` raised by operation `op`.
     pub fn new(kind: ErrorKind, op: &'static str) -> Fault {
         Fault {
             kind,
@@ -42,6 +50,7 @@ impl Fault {
         }
     }
 
+    /// Attributes the fault to the stream and step where it happened.
     pub fn at(self, stream: &str, step: u64) -> RuntimeError {
         RuntimeError {
             kind: self.kind,
@@ -57,10 +66,15 @@ impl Fault {
 /// tier reports the same one for the same specification and trace.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RuntimeError {
+    /// What went wrong.
     pub kind: ErrorKind,
+    /// The operation that failed, as a noun: `addition`, `division`, …
     pub op: &'static str,
+    /// For invalid operands, the offending values.
     pub detail: Option<String>,
+    /// The stream whose definition raised it.
     pub stream: String,
+    /// The step (0-based) at which it was raised.
     pub step: u64,
 }
 

@@ -81,7 +81,9 @@ impl Spec {
 /// promotions, materializations, and the time spent planning and lowering.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Stats {
+    /// The tier running (never `Auto`).
     pub tier: Tier,
+    /// Rows evaluated.
     pub rows: u64,
     /// Streams evaluated by the canonical tier.
     pub canonical_streams: u64,
@@ -95,9 +97,14 @@ pub struct Stats {
     pub compile_declines: Vec<String>,
     /// Region runs declined, by reason.
     pub declines: Vec<(String, u64)>,
+    /// Programs promoted (their offset history found full and of their type).
     pub promotions: u64,
+    /// Promoted programs demoted back to the canonical tier's state (which
+    /// already holds everything: nothing is copied).
     pub materializations: u64,
+    /// Time spent partitioning the schedule into regions.
     pub plan_time: std::time::Duration,
+    /// Time spent lowering regions to the scalar IR (compilation excluded).
     pub lowering_time: std::time::Duration,
     /// Why `tier` was picked.
     pub why: String,

@@ -6,10 +6,15 @@ use std::sync::Arc;
 /// A present value carried by a stream at one step.
 #[derive(Clone, Debug)]
 pub enum Value {
+    /// A 64-bit signed integer; arithmetic overflow is a runtime error.
     Int(i64),
+    /// A 64-bit IEEE float.
     Float(f64),
+    /// A Boolean.
     Bool(bool),
+    /// A string, shared (cloning a `Value` never copies its text).
     Str(Arc<str>),
+    /// The unit value `()`.
     Unit,
 }
 
@@ -69,17 +74,22 @@ impl fmt::Display for Value {
 /// (`NoVal`: an absent input), or not enough history (`Deferred`, ⊥).
 #[derive(Clone, Debug, PartialEq, Default)]
 pub enum Sample {
+    /// No event at this step (an absent input, and what depends on it).
     #[default]
     NoVal,
+    /// ⊥: the value does not exist yet (an offset reaching before step 0).
     Deferred,
+    /// A present value.
     Value(Value),
 }
 
 impl Sample {
+    /// Whether this is `NoVal`.
     pub fn is_noval(&self) -> bool {
         matches!(self, Sample::NoVal)
     }
 
+    /// The present value, if there is one.
     pub fn value(&self) -> Option<&Value> {
         match self {
             Sample::Value(v) => Some(v),

@@ -22,6 +22,7 @@ pub enum Tier {
 }
 
 impl Tier {
+    /// Every tier, `Auto` first.
     pub const ALL: [Tier; 5] = [
         Tier::Auto,
         Tier::Canonical,
@@ -30,6 +31,7 @@ impl Tier {
         Tier::NativeWhole,
     ];
 
+    /// The tier's name on the command line (`native-whole`, …).
     pub fn name(self) -> &'static str {
         match self {
             Tier::Auto => "auto",
@@ -40,6 +42,7 @@ impl Tier {
         }
     }
 
+    /// The tier named `name` (as `name` prints it).
     pub fn from_name(name: &str) -> Option<Tier> {
         Tier::ALL.into_iter().find(|t| t.name() == name)
     }
