@@ -602,6 +602,77 @@ mod tests {
         assert_eq!(row.input_names(), ["i", "f", "s", "a"]);
     }
 
+    /// Counts the allocations of the current thread, so that a test can
+    /// check that a piece of code allocates nothing (other tests running
+    /// beside it on other threads do not count).
+    struct Counting;
+
+    thread_local! {
+        static ALLOCATIONS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+    }
+
+    // SAFETY: every call is forwarded unchanged to the system allocator; the
+    // counter is a const-initialised thread-local without a destructor, whose
+    // access never allocates.
+    unsafe impl std::alloc::GlobalAlloc for Counting {
+        unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
+            ALLOCATIONS.with(|n| n.set(n.get() + 1));
+            // SAFETY: the caller's contract is passed on as it is.
+            unsafe { std::alloc::System.alloc(layout) }
+        }
+        unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
+            // SAFETY: as above.
+            unsafe { std::alloc::System.dealloc(ptr, layout) }
+        }
+        unsafe fn realloc(&self, ptr: *mut u8, layout: std::alloc::Layout, size: usize) -> *mut u8 {
+            ALLOCATIONS.with(|n| n.set(n.get() + 1));
+            // SAFETY: as above.
+            unsafe { std::alloc::System.realloc(ptr, layout, size) }
+        }
+    }
+
+    #[global_allocator]
+    static ALLOCATOR: Counting = Counting;
+
+    fn allocations(f: impl FnOnce()) -> u64 {
+        let before = ALLOCATIONS.with(|n| n.get());
+        f();
+        ALLOCATIONS.with(|n| n.get()) - before
+    }
+
+    /// The per-row cost: checking a conforming row allocates nothing, and
+    /// converting one reuses the scratch row's storage.
+    #[test]
+    fn checking_and_converting_rows_allocate_nothing() {
+        let s = schema();
+        let row = [
+            Some(Value::Int(1)),
+            Some(Value::Float(1.0)),
+            Some(Value::Str("t".into())),
+            Some(Value::Unit),
+        ];
+        let ints = [
+            Some(Value::Int(1)),
+            Some(Value::Int(2)),
+            Some(Value::Str("t".into())),
+            None,
+        ];
+        let mut out = Vec::new();
+        s.convert_into(&ints, &mut out);
+        let n = allocations(|| {
+            for _ in 0..100 {
+                assert_eq!(s.check(&row), Ok(Checked::AsIs));
+                assert_eq!(s.check(&ints), Ok(Checked::Convert));
+                s.convert_into(&ints, &mut out);
+            }
+        });
+        assert_eq!(n, 0);
+        // The counter does count (so the test above can fail): a rejected
+        // row's error names its input.
+        let wrong = [None, None, Some(Value::Int(1)), None];
+        assert!(allocations(|| drop(s.check(&wrong))) > 0);
+    }
+
     #[test]
     fn step_errors_show_and_chain_their_cause() {
         use std::error::Error;

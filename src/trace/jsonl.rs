@@ -385,6 +385,47 @@ mod tests {
         );
     }
 
+    /// Parsed JSON values follow the reader's rule, except where serde_json
+    /// has already lost a number's spelling (`-0`, integers beyond u64).
+    #[test]
+    fn parsed_values_follow_the_readers_rule() {
+        use super::serde_value;
+        use crate::row::RowError;
+        let v = |text: &str, ty: Type| {
+            let j: serde_json::Value = serde_json::from_str(text).unwrap();
+            serde_value(&j, ty, "v").map_err(|e| e.to_string())
+        };
+        assert_eq!(
+            v("-9223372036854775808", Type::Int),
+            Ok(Value::Int(i64::MIN))
+        );
+        assert_eq!(v("3", Type::Float), Ok(Value::Float(3.0)));
+        assert_eq!(v("2.0", Type::Any), Ok(Value::Float(2.0)));
+        assert_eq!(v("1e300", Type::Float), Ok(Value::Float(1e300)));
+        assert_eq!(v("\"inf\"", Type::Float), Ok(Value::Float(f64::INFINITY)));
+        assert_eq!(v("\"inf\"", Type::Str), Ok(Value::Str("inf".into())));
+        assert_eq!(v("null", Type::Unit), Ok(Value::Unit));
+        assert_eq!(v("true", Type::Bool), Ok(Value::Bool(true)));
+        assert_eq!(
+            v("18446744073709551615", Type::Int),
+            Err("integer `18446744073709551615` does not fit in Int (64 bits)".into())
+        );
+        assert_eq!(
+            v("[1]", Type::Any),
+            Err("input `v` is given an array or object, which is not a trace value".into())
+        );
+        // serde_json reads `-0` as the float -0.0.
+        assert_eq!(
+            v("-0", Type::Int),
+            Err("expected Int for input `v`, found Float -0.0".into())
+        );
+        let j = serde_json::json!({"k": 1});
+        assert!(matches!(
+            serde_value(&j, Type::Any, "v"),
+            Err(RowError::NotAValue { .. })
+        ));
+    }
+
     /// Issue 7: `-0` is Int 0 for an Int input, as in the other formats.
     #[test]
     fn minus_zero_is_int_zero() {
