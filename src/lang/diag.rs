@@ -73,8 +73,8 @@ impl Diagnostic {
 /// can be rendered.
 ///
 /// It displays as `vigil check` prints it: every error rendered (see
-/// [`Diagnostics::render`]), then a last line `error: could not check
-/// `<file>` due to N previous errors`. It is a `std::error::Error`, so
+/// [`Diagnostics::render`]), then a last line ``error: could not check
+/// `FILE` due to N previous errors``. It is a `std::error::Error`, so
 /// `Spec::parse(..)?` works in a function returning `Box<dyn Error>`.
 #[derive(Clone, Debug)]
 pub struct Diagnostics {

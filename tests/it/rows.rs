@@ -117,7 +117,7 @@ fn a_row_of_the_wrong_width_is_rejected_on_every_tier() {
             "expected a row of 1 cell (one per declared input), found 2"
         );
         assert_eq!(m.steps(), 0);
-        assert_eq!(m.step(&vec![int(5)]).unwrap().get(0), sample(Value::Int(5)));
+        assert_eq!(m.step(vec![int(5)]).unwrap().get(0), sample(Value::Int(5)));
     }
 }
 
@@ -272,7 +272,8 @@ fn json_objects_become_rows_by_the_readers_rules() {
     assert_eq!(row.get("x"), None);
 
     // Values the reader rejects, and how the helper rejects them.
-    let cases: [(&str, fn(&RowError) -> bool); 5] = [
+    type Kind = fn(&RowError) -> bool;
+    let cases: [(&str, Kind); 5] = [
         (r#"{"x": "1"}"#, |e| {
             matches!(
                 e,
@@ -346,7 +347,7 @@ fn batches_check_rows_when_pushed_and_refuse_other_specs() {
             rows.push_row([int(1), int(2)]),
             Err(RowError::WrongWidth { .. })
         ));
-        rows.push_row(&m.row().set("x", 2).unwrap()).unwrap();
+        rows.push_row(m.row().set("x", 2).unwrap()).unwrap();
         assert_eq!(rows.len(), 2, "rejected rows are not pushed");
         assert_eq!((rows.row(0), rows.row(1)), (vec![int(1)], vec![int(2)]));
         let mut out = OutputBatch::new();
@@ -368,7 +369,7 @@ fn batches_check_rows_when_pushed_and_refuse_other_specs() {
         // The same inputs parsed again are the same inputs.
         let again = Spec::parse("y2.dsrv", "in x: Int\nout y: Int\ny = x * 2").unwrap();
         let mut same = RowBatch::for_spec(&again);
-        same.push_row(&again.row().set("x", 5).unwrap()).unwrap();
+        same.push_row(again.row().set("x", 5).unwrap()).unwrap();
         m.run_batch(&same, &mut out).unwrap();
         assert_eq!(out.get(0, 0), sample(Value::Int(5)), "{tier}");
         assert_eq!(out.first_step(), 2);
