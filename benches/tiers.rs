@@ -48,9 +48,9 @@ fn bench(c: &mut Criterion) {
         if vigil::fusion::lower::whole_row_eligible(&vigil::plan::Plan::new(spec.checked().clone()))
             .is_ok()
         {
-            let mut rows = RowBatch::new(s.rows[0].len());
+            let mut rows = RowBatch::for_spec(&spec);
             for row in &s.rows {
-                rows.push_row(row);
+                rows.push_row(row).expect("the rows fit the inputs");
             }
             group.bench_function("native-whole-batch", |b| {
                 b.iter_batched(

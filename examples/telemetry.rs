@@ -10,7 +10,7 @@ use vigil::{Monitor, Sample, Spec, Value};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let source = include_str!("temperature.dsrv");
-    let spec = Spec::parse("temperature.dsrv", source).map_err(|d| d.render())?;
+    let spec = Spec::parse("temperature.dsrv", source)?;
     let mut monitor = Monitor::builder(&spec).build();
     let alarm = monitor
         .output_index("alarm")
@@ -21,12 +21,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut row = vec![None; monitor.input_count()];
     let mut out = io::stdout().lock();
     while reader.next_row(&mut row)? {
-        let step = monitor.steps();
         let outputs = monitor.step(&row)?;
         if outputs.get(alarm) == Sample::Value(Value::Bool(true)) {
             writeln!(
                 out,
-                "step {step}: temperature rising fast while the heater is on"
+                "step {}: temperature rising fast while the heater is on",
+                outputs.step()
             )?;
             out.flush()?;
         }

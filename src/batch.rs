@@ -6,8 +6,12 @@
 //! Values with no scalar form (Str, Unit) are kept beside as objects.
 
 use crate::canonical::{decode, scalar_form};
+use crate::lang::types::Type;
+use crate::row::{Checked, RowError, RowSchema};
 use crate::value::{Sample, Value};
 use scalar_ir::frame::tag;
+use std::fmt;
+use std::sync::Arc;
 
 /// Encodes a cell as (tag, payload, object), in `NodeState`'s frame form.
 pub(crate) fn encode(v: &Option<Value>) -> (u8, u64, Option<Value>) {
@@ -20,9 +24,32 @@ pub(crate) fn encode(v: &Option<Value>) -> (u8, u64, Option<Value>) {
     }
 }
 
-/// Input rows in columns: one cell per declared input per row.
-#[derive(Clone, Debug, Default)]
+/// Input rows in columns: one cell per declared input per row, for
+/// `Monitor::run_batch`.
+///
+/// A batch belongs to a specification's inputs: it is made by
+/// `Monitor::batch()` or `RowBatch::for_spec(&spec)`, and every row pushed is
+/// checked against those inputs then (width and types, with the Int→Float
+/// conversion of every row; see `row::conform`). `run_batch` refuses a batch
+/// made for other inputs, so a batch it runs holds only conforming rows.
+///
+/// ```
+/// use vigil::{Monitor, Spec, Value};
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let spec = Spec::parse("t.dsrv", "in t: Float\nout hot: Bool\nhot = t > 30.0")?;
+/// let monitor = Monitor::builder(&spec).build();
+/// let mut rows = monitor.batch();
+/// rows.push_row([Some(Value::Int(31))])?; // an Int for a Float input converts
+/// rows.push_row(&monitor.row().set("t", 12.5)?)?;
+/// assert!(rows.push_row([Some(Value::Bool(true))]).is_err()); // rejected, not pushed
+/// assert_eq!(rows.len(), 2);
+/// assert_eq!(rows.row(0), [Some(Value::Float(31.0))]);
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone, Debug)]
 pub struct RowBatch {
+    schema: Arc<RowSchema>,
     pub(crate) width: usize,
     pub(crate) rows: usize,
     pub(crate) lanes: Vec<u64>,
@@ -58,25 +85,50 @@ impl Objects {
 }
 
 impl RowBatch {
-    /// An empty batch for rows of `width` inputs (`Monitor::input_count`).
-    pub fn new(width: usize) -> RowBatch {
+    /// An empty batch for rows of `schema`'s inputs.
+    pub(crate) fn with_schema(schema: Arc<RowSchema>) -> RowBatch {
         RowBatch {
-            width,
-            ..RowBatch::default()
+            width: schema.width(),
+            schema,
+            rows: 0,
+            lanes: Vec::new(),
+            tags: Vec::new(),
+            objects: Objects::default(),
         }
     }
 
-    /// Appends a row (one cell per declared input, `None` = absent).
-    pub fn push_row(&mut self, row: &[Option<Value>]) {
-        for k in 0..self.width {
-            let (t, lane, object) = encode(row.get(k).unwrap_or(&None));
+    pub(crate) fn schema(&self) -> &RowSchema {
+        &self.schema
+    }
+
+    /// Appends a row (one cell per declared input, `None` = absent): a
+    /// slice, a `Vec`, an array or a built [`Row`](crate::Row). The row is
+    /// checked first; a rejected row leaves the batch as it was.
+    pub fn push_row(&mut self, row: impl AsRef<[Option<Value>]>) -> Result<(), RowError> {
+        let cells = row.as_ref();
+        let checked = self.schema.check(cells)?;
+        for (cell, &ty) in cells.iter().zip(self.schema.types()) {
+            let (t, lane, object) = match (checked, cell) {
+                // The one conversion `check` allows: Int to a Float input.
+                (Checked::Convert, Some(Value::Int(i))) if ty == Type::Float => {
+                    (tag::F64, (*i as f64).to_bits(), None)
+                }
+                _ => encode(cell),
+            };
             self.objects.set(self.lanes.len(), object);
             self.tags.push(t);
             self.lanes.push(lane);
         }
         self.rows += 1;
+        Ok(())
     }
 
+    /// The number of cells of each row (the specification's inputs).
+    pub fn width(&self) -> usize {
+        self.width
+    }
+
+    /// The number of rows pushed.
     pub fn len(&self) -> usize {
         self.rows
     }
@@ -85,6 +137,7 @@ impl RowBatch {
         self.rows == 0
     }
 
+    /// Removes every row, keeping the storage (and the inputs).
     pub fn clear(&mut self) {
         self.rows = 0;
         self.lanes.clear();
@@ -92,7 +145,7 @@ impl RowBatch {
         self.objects.clear();
     }
 
-    /// Row `r` as cells.
+    /// Row `r` as cells (as conformed when it was pushed).
     pub fn row(&self, r: usize) -> Vec<Option<Value>> {
         (0..self.width)
             .map(|k| {
@@ -105,7 +158,32 @@ impl RowBatch {
     }
 }
 
-/// The printed outputs of a batch: one sample per output per row.
+/// The printed outputs of a batch: one sample per output per row, with the
+/// outputs' names and the step number of each row. Reading a sample or a
+/// row allocates nothing (a Str sample shares its string).
+///
+/// ```
+/// use vigil::{Monitor, OutputBatch, Sample, Spec, Value};
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let spec = Spec::parse("c.dsrv", "in x: Int\nout z: Int\nout big: Bool\nz = default(z[1], 0) + x\nbig = z > 2")?;
+/// let mut monitor = Monitor::builder(&spec).build();
+/// let mut rows = monitor.batch();
+/// for v in [1, 2, 3] {
+///     rows.push_row([Some(Value::Int(v))])?;
+/// }
+/// let mut out = OutputBatch::new();
+/// monitor.run_batch(&rows, &mut out)?;
+/// let big = out.column("big").ok_or("no output `big`")?;
+/// for row in out.rows() {
+///     if row.get(big) == Sample::Value(Value::Bool(true)) {
+///         println!("step {}: z = {}", row.step(), row.get(0));
+///     }
+/// }
+/// assert_eq!((out.width(), out.len(), out.first_step()), (2, 3, 0));
+/// assert_eq!(out.row(2).step(), 2);
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone, Debug, Default)]
 pub struct OutputBatch {
     pub(crate) width: usize,
@@ -114,9 +192,15 @@ pub struct OutputBatch {
     pub(crate) lanes: Vec<u64>,
     pub(crate) tags: Vec<u8>,
     pub(crate) objects: Objects,
+    /// The printed outputs' names, in print order (shared with the monitor).
+    names: Arc<[String]>,
+    /// The step number of the batch's first row.
+    first_step: u64,
 }
 
 impl OutputBatch {
+    /// An empty batch, to be filled by `Monitor::run_batch` (which sets its
+    /// width, names and step numbers).
     pub fn new() -> OutputBatch {
         OutputBatch::default()
     }
@@ -130,15 +214,62 @@ impl OutputBatch {
         self.rows == 0
     }
 
+    /// The number of outputs of each row (the printed outputs).
+    pub fn width(&self) -> usize {
+        self.width
+    }
+
+    /// The printed outputs' names, in print order: the columns.
+    pub fn names(&self) -> &[String] {
+        &self.names
+    }
+
+    /// The column of output `name`, or `None` if it is not a printed
+    /// output. A linear search of the names: look a column up once, then
+    /// read rows by index.
+    pub fn column(&self, name: &str) -> Option<usize> {
+        self.names.iter().position(|n| n == name)
+    }
+
+    /// The step number of the batch's first row (the monitor's step count
+    /// when the batch was run); row `r` is step `first_step() + r`.
+    pub fn first_step(&self) -> u64 {
+        self.first_step
+    }
+
     /// Output `col` of row `r`.
     pub fn get(&self, r: usize, col: usize) -> Sample {
+        assert!(
+            r < self.rows && col < self.width,
+            "cell ({r}, {col}) outside a batch of {} rows of {} outputs",
+            self.rows,
+            self.width
+        );
         let i = r * self.width + col;
         decode(self.tags[i], self.lanes[i], self.objects.get(i))
     }
 
-    /// Row `r`'s outputs.
-    pub fn row(&self, r: usize) -> Vec<Sample> {
-        (0..self.width).map(|c| self.get(r, c)).collect()
+    /// Row `r`'s outputs, as a view.
+    pub fn row(&self, r: usize) -> OutputRow<'_> {
+        assert!(
+            r < self.rows,
+            "row {r} outside a batch of {} rows",
+            self.rows
+        );
+        OutputRow { batch: self, r }
+    }
+
+    /// Every row, in order.
+    pub fn rows(&self) -> impl ExactSizeIterator<Item = OutputRow<'_>> + '_ {
+        (0..self.rows).map(move |r| OutputRow { batch: self, r })
+    }
+
+    /// Names the columns and numbers the rows of the next run.
+    pub(crate) fn label(&mut self, names: &Arc<[String]>, first_step: u64) {
+        if !Arc::ptr_eq(&self.names, names) {
+            self.names = names.clone();
+        }
+        self.first_step = first_step;
     }
 
     pub(crate) fn reset(&mut self, width: usize, rows: usize) {
@@ -152,20 +283,74 @@ impl OutputBatch {
     }
 }
 
+/// The outputs of one row of an [`OutputBatch`]: a view, no copy.
+#[derive(Clone, Copy)]
+pub struct OutputRow<'a> {
+    batch: &'a OutputBatch,
+    r: usize,
+}
+
+impl OutputRow<'_> {
+    /// The row's step number.
+    pub fn step(&self) -> u64 {
+        self.batch.first_step + self.r as u64
+    }
+
+    /// Output `col` (see `OutputBatch::column`).
+    pub fn get(&self, col: usize) -> Sample {
+        self.batch.get(self.r, col)
+    }
+
+    /// The number of outputs.
+    pub fn len(&self) -> usize {
+        self.batch.width
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.batch.width == 0
+    }
+
+    /// The outputs, in print order.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = Sample> + '_ {
+        (0..self.batch.width).map(move |c| self.batch.get(self.r, c))
+    }
+
+    /// The outputs, collected.
+    pub fn to_vec(&self) -> Vec<Sample> {
+        self.iter().collect()
+    }
+}
+
+impl fmt::Debug for OutputRow<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OutputRow")
+            .field("step", &self.step())
+            .field("outputs", &self.to_vec())
+            .finish()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn any3() -> Arc<RowSchema> {
+        Arc::new(RowSchema::new(
+            vec!["a".into(), "b".into(), "c".into()],
+            vec![Type::Any; 3],
+        ))
+    }
+
     #[test]
     fn rows_round_trip_with_objects_anywhere() {
-        let mut b = RowBatch::new(3);
+        let mut b = RowBatch::with_schema(any3());
         let rows = vec![
             vec![Some(Value::Int(1)), None, Some(Value::Float(f64::NAN))],
             vec![None, Some(Value::Str("a".into())), Some(Value::Bool(true))],
             vec![Some(Value::Unit), Some(Value::Int(-5)), None],
         ];
         for r in &rows {
-            b.push_row(r);
+            b.push_row(r).unwrap();
         }
         assert_eq!(b.len(), 3);
         for (i, r) in rows.iter().enumerate() {
@@ -173,7 +358,7 @@ mod tests {
         }
         b.clear();
         assert!(b.is_empty());
-        b.push_row(&[Some(Value::Int(2)), None, None]);
+        b.push_row([Some(Value::Int(2)), None, None]).unwrap();
         assert_eq!(b.row(0), vec![Some(Value::Int(2)), None, None]);
     }
 

@@ -11,10 +11,14 @@ pub mod lang;
 pub mod monitor;
 pub mod plan;
 pub mod reference;
+pub mod row;
 pub mod trace;
 pub mod value;
 
-pub use batch::{OutputBatch, RowBatch};
+pub use batch::{OutputBatch, OutputRow, RowBatch};
 pub use error::RuntimeError;
-pub use monitor::{DEFAULT_MAX_STRING_BYTES, Monitor, Outputs, Spec, Stats, Tier};
+pub use lang::diag::Diagnostics;
+pub use lang::types::Type;
+pub use monitor::{DEFAULT_MAX_STRING_BYTES, Monitor, MonitorBuilder, Outputs, Spec, Stats, Tier};
+pub use row::{Row, RowError, StepError};
 pub use value::{Sample, Value};

@@ -1,13 +1,18 @@
 //! The library API: `Spec` (parse and check), `Monitor` (step rows through a chosen tier), `Tier`.
+//!
+//! Every row a monitor is given is checked against the specification's
+//! inputs before it runs (`crate::row`); a rejected row is an error value
+//! and leaves the monitor running.
 
+use crate::batch::{OutputBatch, RowBatch};
 pub use crate::canonical::ops::DEFAULT_MAX_STRING_BYTES;
-use crate::error::RuntimeError;
 pub use crate::exec::Tier;
 use crate::exec::{Engine, Run};
 use crate::lang::check::CheckedSpec;
 use crate::lang::diag::Diagnostics;
 use crate::lang::types::Type;
 use crate::plan::Plan;
+use crate::row::{Checked, Row, RowError, RowSchema, StepError};
 use crate::trace::InputSchema;
 use crate::value::{Sample, Value};
 use std::fmt;
@@ -22,23 +27,62 @@ use std::sync::Arc;
 #[derive(Clone, Debug)]
 pub struct Spec {
     checked: Arc<CheckedSpec>,
+    /// The inputs rows are checked against, shared by every monitor, batch
+    /// and row of this specification.
+    inputs: Arc<RowSchema>,
 }
 
 impl Spec {
-    /// Parses and checks `source`; `file` names it in diagnostics.
+    /// Parses and checks `source`; `file` names it in diagnostics. The
+    /// error, `Diagnostics`, implements `std::error::Error` and displays as
+    /// `vigil check` prints it:
+    ///
+    /// ```
+    /// fn load() -> Result<vigil::Spec, Box<dyn std::error::Error>> {
+    ///     let spec = vigil::Spec::parse("bad.dsrv", "in x: Int\nout y: Int\ny = x + z")?;
+    ///     Ok(spec)
+    /// }
+    /// let e = load().unwrap_err();
+    /// assert!(e.to_string().starts_with("error: unknown stream `z`"), "{e}");
+    /// assert!(e.to_string().ends_with("error: could not check `bad.dsrv` due to 1 previous error"));
+    /// ```
     pub fn parse(file: &str, source: &str) -> Result<Spec, Diagnostics> {
-        crate::lang::parse_and_check(file, source).map(|c| Spec {
-            checked: Arc::new(c),
-        })
+        crate::lang::parse_and_check(file, source).map(Spec::new)
     }
 
     /// As `parse`, from the bytes of a file: the specification must be UTF-8
     /// (a leading byte-order mark is ignored); invalid UTF-8 is a located
     /// error at the first invalid byte.
     pub fn parse_bytes(file: &str, bytes: &[u8]) -> Result<Spec, Diagnostics> {
-        crate::lang::parse_and_check_bytes(file, bytes).map(|c| Spec {
-            checked: Arc::new(c),
-        })
+        crate::lang::parse_and_check_bytes(file, bytes).map(Spec::new)
+    }
+
+    fn new(checked: CheckedSpec) -> Spec {
+        let inputs = checked
+            .inputs
+            .iter()
+            .map(|&s| checked.stream(s))
+            .map(|s| (s.name.clone(), s.declared.unwrap_or(Type::Any)))
+            .unzip();
+        Spec {
+            inputs: Arc::new(RowSchema::new(inputs.0, inputs.1)),
+            checked: Arc::new(checked),
+        }
+    }
+
+    /// An empty row of this specification's inputs, to fill by name (see
+    /// [`Row`]).
+    pub fn row(&self) -> Row {
+        Row::new(self.inputs.clone())
+    }
+
+    /// The row a JSON object gives, by the JSON-lines reader's rules (see
+    /// [`Monitor::row_from_json`]).
+    pub fn row_from_json(
+        &self,
+        object: &serde_json::Map<String, serde_json::Value>,
+    ) -> Result<Row, RowError> {
+        json_row(&self.inputs, object)
     }
 
     pub fn checked(&self) -> &Arc<CheckedSpec> {
@@ -65,6 +109,8 @@ impl Spec {
 
     /// The declared inputs as trace readers need them.
     pub fn input_schema(&self) -> InputSchema {
+        // (The trace readers keep their own form of the inputs, with the
+        // file name their errors carry.)
         InputSchema {
             names: self.input_names().into_iter().map(String::from).collect(),
             types: self
@@ -164,9 +210,15 @@ impl fmt::Display for Stats {
 pub struct Outputs<'a> {
     state: &'a crate::canonical::NodeState,
     streams: &'a [crate::lang::check::StreamId],
+    step: u64,
 }
 
 impl Outputs<'_> {
+    /// The step just evaluated (0-based, as the output writers number it).
+    pub fn step(&self) -> u64 {
+        self.step
+    }
+
     pub fn len(&self) -> usize {
         self.streams.len()
     }
@@ -191,7 +243,10 @@ impl Outputs<'_> {
 
 impl fmt::Debug for Outputs<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_list().entries(self.iter()).finish()
+        f.debug_struct("Outputs")
+            .field("step", &self.step)
+            .field("outputs", &self.iter().collect::<Vec<_>>())
+            .finish()
     }
 }
 
@@ -221,27 +276,52 @@ impl MonitorBuilder<'_> {
         let engine = Engine::new(plan, self.tier);
         let mut run = engine.new_run();
         run.state.max_string_bytes = self.max_string_bytes;
-        Monitor { engine, run }
+        Monitor {
+            engine,
+            run,
+            inputs: self.spec.inputs.clone(),
+            outputs: self
+                .spec
+                .output_names()
+                .into_iter()
+                .map(String::from)
+                .collect(),
+            scratch: Vec::new(),
+        }
     }
 }
 
 /// A running monitor: feed it rows, one step each.
 ///
+/// A row has one cell per declared input, in declaration order (`None` =
+/// absent, NoVal at that step): a slice, a `Vec`, an array, or a [`Row`]
+/// built by name. Every row is checked against the inputs before it runs
+/// (see [`Monitor::step`]).
+///
 /// ```
 /// use vigil::{Monitor, Sample, Spec, Value};
-/// let spec = Spec::parse("sum.dsrv", "in x: Int\nout total: Int\ntotal = default(total[1], 0) + x").unwrap();
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let spec = Spec::parse("sum.dsrv", "in x: Int\nout total: Int\ntotal = default(total[1], 0) + x")?;
 /// let mut monitor = Monitor::builder(&spec).build();
-/// let x = monitor.input_index("x").unwrap();
-/// let mut row = vec![None; monitor.input_count()];
 /// for v in [1, 2, 3] {
-///     row[x] = Some(Value::Int(v));
-///     monitor.step(&row).unwrap();
+///     let row = monitor.row().set("x", v)?;
+///     let outputs = monitor.step(&row)?;
+///     println!("step {}: total = {}", outputs.step(), outputs.get(0));
 /// }
 /// assert_eq!(monitor.output("total"), Some(Sample::Value(Value::Int(6))));
+/// # Ok(())
+/// # }
 /// ```
 pub struct Monitor {
     engine: Engine,
     run: Run,
+    /// The inputs every row is checked against (the spec's, shared).
+    inputs: Arc<RowSchema>,
+    /// The printed outputs' names, shared with every `OutputBatch`.
+    outputs: Arc<[String]>,
+    /// A row converted by the input rule (an Int given to a Float input),
+    /// reused so that converting rows allocates only once.
+    scratch: Vec<Option<Value>>,
 }
 
 impl Monitor {
@@ -267,36 +347,96 @@ impl Monitor {
         &self.engine
     }
 
+    /// The number of cells of a row: the declared inputs.
     pub fn input_count(&self) -> usize {
-        self.engine.plan().spec.inputs.len()
+        self.inputs.width()
     }
 
     /// The cell of input `name` in a row.
     pub fn input_index(&self, name: &str) -> Option<usize> {
-        let spec = &self.engine.plan().spec;
-        spec.inputs
-            .iter()
-            .position(|&s| spec.stream(s).name == name)
+        self.inputs.lookup(name)
     }
 
     /// The position of output `name` in `step`'s result.
     pub fn output_index(&self, name: &str) -> Option<usize> {
-        let spec = &self.engine.plan().spec;
-        spec.outputs
-            .iter()
-            .position(|&s| spec.stream(s).name == name)
+        self.outputs.iter().position(|n| n == name)
     }
 
+    /// The printed outputs' names, in print order.
     pub fn output_names(&self) -> Vec<&str> {
-        let spec = &self.engine.plan().spec;
-        spec.outputs
-            .iter()
-            .map(|&s| spec.stream(s).name.as_str())
-            .collect()
+        self.outputs.iter().map(String::as_str).collect()
     }
 
-    /// The current value of output `name` (after the last step).
+    /// An empty row of this monitor's inputs, to fill by name. It does not
+    /// borrow the monitor (see [`Row`]).
+    pub fn row(&self) -> Row {
+        Row::new(self.inputs.clone())
+    }
+
+    /// The row a JSON object gives, by the JSON-lines reader's rules, for a
+    /// service that already holds parsed JSON: a key that is a declared
+    /// input assigns it, other keys are ignored, a missing key leaves the
+    /// input absent; `null` is Unit, a number written as an integer is an
+    /// Int (it must fit in 64 bits), any other number a Float, a Float input
+    /// also takes the strings `"NaN"`, `"nan"`, `"inf"` and `"-inf"`, and
+    /// an array or object is [`RowError::NotAValue`]. The first offending
+    /// key (in the map's order) is the error.
+    ///
+    /// serde_json has already read the numbers: unless its
+    /// `arbitrary_precision` feature is on, it reads `-0` and integers
+    /// beyond the range of u64 as floats, and they are Floats here.
+    ///
+    /// ```
+    /// use vigil::{Monitor, Sample, Spec, Value};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let spec = Spec::parse("t.dsrv", "in host: Str\nin temp: Float\nout hot: Bool\nhot = temp > 30.0")?;
+    /// let mut monitor = Monitor::builder(&spec).build();
+    /// let event: serde_json::Value = serde_json::from_str(r#"{"host": "a", "temp": 31, "unit": "C"}"#)?;
+    /// let object = event.as_object().ok_or("not an object")?;
+    /// let row = monitor.row_from_json(object)?;
+    /// assert_eq!(row.get("temp"), Some(&Value::Float(31.0)));
+    /// assert_eq!(monitor.step(&row)?.get(0), Sample::Value(Value::Bool(true)));
+    ///
+    /// let bad: serde_json::Value = serde_json::from_str(r#"{"temp": [31]}"#)?;
+    /// let e = monitor.row_from_json(bad.as_object().ok_or("not an object")?).unwrap_err();
+    /// assert_eq!(e.to_string(), "input `temp` is given an array or object, which is not a trace value");
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn row_from_json(
+        &self,
+        object: &serde_json::Map<String, serde_json::Value>,
+    ) -> Result<Row, RowError> {
+        json_row(&self.inputs, object)
+    }
+
+    /// An empty batch for this monitor's inputs (see [`RowBatch`]).
+    pub fn batch(&self) -> RowBatch {
+        RowBatch::with_schema(self.inputs.clone())
+    }
+
+    /// The current sample of printed output `name` (after the last step);
+    /// `None` if `name` is not a printed output (an input or an `aux`
+    /// stream: see [`Monitor::stream`]).
     pub fn output(&self, name: &str) -> Option<Sample> {
+        let spec = &self.engine.plan().spec;
+        let s = spec
+            .outputs
+            .iter()
+            .find(|&&s| spec.stream(s).name == name)?;
+        Some(self.run.state.raw(s.0))
+    }
+
+    /// The current sample of input `name`: its value at the last step, or
+    /// NoVal if that row left it absent; `None` if `name` is not an input.
+    pub fn input(&self, name: &str) -> Option<Sample> {
+        let s = self.engine.plan().spec.inputs[self.inputs.lookup(name)?];
+        Some(self.run.state.raw(s.0))
+    }
+
+    /// The current sample of any stream `name`: an input, a printed output
+    /// or an `aux` stream; `None` if the specification has no such stream.
+    pub fn stream(&self, name: &str) -> Option<Sample> {
         let s = self.engine.plan().spec.stream_by_name(name)?;
         Some(self.run.state.raw(s.0))
     }
@@ -306,7 +446,7 @@ impl Monitor {
         self.run.state.history_bytes()
     }
 
-    /// The number of steps evaluated so far.
+    /// The number of steps evaluated so far (rejected rows are not steps).
     pub fn steps(&self) -> u64 {
         self.run.state.step
     }
@@ -331,52 +471,134 @@ impl Monitor {
         }
     }
 
-    /// Evaluates many rows held in columns (`RowBatch`), writing every
-    /// printed output of every row to `out`. On the native-whole tier one
-    /// native call evaluates a run of rows. After a runtime error, `out`
-    /// holds the rows before it, and the monitor is stopped.
+    /// Evaluates many rows held in columns (a [`RowBatch`] of this
+    /// monitor's inputs, made by [`Monitor::batch`] or
+    /// [`RowBatch::for_spec`]), writing every printed output of every row to
+    /// `out` (which also gets the outputs' names and the rows' step
+    /// numbers). On the native-whole tier one native call evaluates a run of
+    /// rows.
+    ///
+    /// Errors: a batch made for other inputs is refused
+    /// ([`RowError::WrongBatch`]; nothing runs, the monitor goes on); after a
+    /// runtime error, `out` holds the rows before it and the monitor is
+    /// stopped. The rows themselves were checked when they were pushed.
     ///
     /// ```
-    /// use vigil::{Monitor, OutputBatch, RowBatch, Sample, Spec, Value};
-    /// let spec = Spec::parse("c.dsrv", "in x: Int\nout z: Int\nz = default(z[1], 0) + x").unwrap();
+    /// use vigil::{Monitor, OutputBatch, Sample, Spec, Value};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let spec = Spec::parse("c.dsrv", "in x: Int\nout z: Int\nz = default(z[1], 0) + x")?;
     /// let mut monitor = Monitor::builder(&spec).build();
-    /// let mut rows = RowBatch::new(monitor.input_count());
+    /// let mut rows = monitor.batch();
     /// for v in 1..=100 {
-    ///     rows.push_row(&[Some(Value::Int(v))]);
+    ///     rows.push_row([Some(Value::Int(v))])?;
     /// }
     /// let mut out = OutputBatch::new();
-    /// monitor.run_batch(&rows, &mut out).unwrap();
-    /// assert_eq!(out.get(99, 0), Sample::Value(Value::Int(5050)));
+    /// monitor.run_batch(&rows, &mut out)?;
+    /// let z = out.column("z").ok_or("no output `z`")?;
+    /// assert_eq!(out.get(99, z), Sample::Value(Value::Int(5050)));
+    /// # Ok(())
+    /// # }
     /// ```
-    pub fn run_batch(
-        &mut self,
-        rows: &crate::batch::RowBatch,
-        out: &mut crate::batch::OutputBatch,
-    ) -> Result<(), RuntimeError> {
+    pub fn run_batch(&mut self, rows: &RowBatch, out: &mut OutputBatch) -> Result<(), StepError> {
+        out.label(&self.outputs, self.steps());
         if let Some(e) = &self.run.failed {
-            out.reset(self.output_names().len(), 0);
-            return Err(e.clone());
+            out.reset(self.outputs.len(), 0);
+            return Err(e.clone().into());
+        }
+        if !rows.schema().same_as(&self.inputs) {
+            out.reset(self.outputs.len(), 0);
+            return Err(RowError::WrongBatch {
+                batch: rows.schema().show(),
+                monitor: self.inputs.show(),
+            }
+            .into());
         }
         self.engine
             .run_batch(&mut self.run, rows, out)
-            .inspect_err(|e| self.run.failed = Some(e.clone()))
+            .map_err(|e| {
+                self.run.failed = Some(e.clone());
+                e.into()
+            })
     }
 
-    /// Evaluates one row (one cell per declared input, `None` = absent) and
-    /// returns every printed output's sample, in print order. After a runtime
-    /// error the monitor is stopped: every later call returns that error.
-    pub fn step(&mut self, row: &[Option<Value>]) -> Result<Outputs<'_>, RuntimeError> {
+    /// Evaluates one row and returns its printed outputs, in print order, as
+    /// a view of the monitor's state (with [`Outputs::step`], the step it
+    /// evaluated). The row is a slice, `Vec` or array of cells (one per
+    /// declared input, `None` = absent) or a [`Row`] built by name.
+    ///
+    /// The row is checked first, with the trace readers' rule
+    /// ([`crate::row::conform`]): a row of another width, or a value that
+    /// does not fit its input's declared type, is [`StepError::Row`]; such a
+    /// row is not evaluated, is not a step, and the monitor goes on with the
+    /// next row. An Int given to a Float input is converted. A runtime error
+    /// ([`StepError::Runtime`]) stops the monitor: every later call returns
+    /// that error (whatever the row).
+    ///
+    /// ```
+    /// use vigil::{Monitor, Spec, StepError, Value};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let spec = Spec::parse("y.dsrv", "in x: Int\nout y: Int\ny = x")?;
+    /// let mut monitor = Monitor::builder(&spec).build();
+    /// let e = monitor.step([Some(Value::Str("oops".into()))]).unwrap_err();
+    /// assert!(matches!(e, StepError::Row(_)));
+    /// assert_eq!(e.to_string(), "expected Int for input `x`, found Str \"oops\"");
+    /// let outputs = monitor.step([Some(Value::Int(7))])?; // the monitor goes on
+    /// assert_eq!((outputs.step(), outputs.get(0).to_string()), (0, "Int(7)".to_string()));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn step(&mut self, row: impl AsRef<[Option<Value>]>) -> Result<Outputs<'_>, StepError> {
         if let Some(e) = &self.run.failed {
-            return Err(e.clone());
+            return Err(e.clone().into());
         }
-        if let Err(e) = self.engine.run_row(&mut self.run, row) {
+        let cells = row.as_ref();
+        let cells = match self.inputs.check(cells)? {
+            Checked::AsIs => cells,
+            Checked::Convert => {
+                self.inputs.convert_into(cells, &mut self.scratch);
+                &self.scratch
+            }
+        };
+        let step = self.steps();
+        let result = self.engine.run_row(&mut self.run, cells);
+        // The converted row's values are not kept past the step.
+        self.scratch.clear();
+        if let Err(e) = result {
             self.run.failed = Some(e.clone());
-            return Err(e);
+            return Err(e.into());
         }
         let spec = &self.engine.plan().spec;
         Ok(Outputs {
             state: &self.run.state,
             streams: &spec.outputs,
+            step,
         })
+    }
+}
+
+/// The row of `inputs` a JSON object gives (see `Monitor::row_from_json`).
+fn json_row(
+    inputs: &Arc<RowSchema>,
+    object: &serde_json::Map<String, serde_json::Value>,
+) -> Result<Row, RowError> {
+    let mut row = Row::new(inputs.clone());
+    for (key, value) in object {
+        // Keys that are not inputs are ignored, as the reader ignores them.
+        let Some(i) = inputs.lookup(key) else {
+            continue;
+        };
+        let (name, ty) = (&inputs.names()[i], inputs.types()[i]);
+        row.put(i, crate::trace::serde_value(value, ty, name)?);
+    }
+    Ok(row)
+}
+
+/// A batch for `spec`'s inputs (as `Monitor::batch`). It lives here, beside
+/// `Spec`, because `batch` sits below the library API.
+impl RowBatch {
+    /// An empty batch for `spec`'s inputs; every row pushed is checked
+    /// against them.
+    pub fn for_spec(spec: &Spec) -> RowBatch {
+        RowBatch::with_schema(spec.inputs.clone())
     }
 }

@@ -45,6 +45,42 @@ impl Value {
     }
 }
 
+impl From<i64> for Value {
+    fn from(i: i64) -> Value {
+        Value::Int(i)
+    }
+}
+
+impl From<f64> for Value {
+    fn from(x: f64) -> Value {
+        Value::Float(x)
+    }
+}
+
+impl From<bool> for Value {
+    fn from(b: bool) -> Value {
+        Value::Bool(b)
+    }
+}
+
+impl From<&str> for Value {
+    fn from(s: &str) -> Value {
+        Value::Str(s.into())
+    }
+}
+
+impl From<String> for Value {
+    fn from(s: String) -> Value {
+        Value::Str(s.into())
+    }
+}
+
+impl From<Arc<str>> for Value {
+    fn from(s: Arc<str>) -> Value {
+        Value::Str(s)
+    }
+}
+
 /// Bitwise equality: the relation the tiers must agree on (`NaN` equals a
 /// `NaN` with the same bits, `0.0` differs from `-0.0`).
 impl PartialEq for Value {

@@ -5,7 +5,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use vigil::trace::reader_from_bytes;
-use vigil::{Monitor, OutputBatch, RowBatch, Sample, Spec, Tier, Value};
+use vigil::{Monitor, OutputBatch, Sample, Spec, StepError, Tier, Value};
 
 /// At most this many rows per input, so each run stays fast.
 const MAX_ROWS: usize = 64;
@@ -25,6 +25,9 @@ fn run_rows(spec: &Spec, tier: Tier, rows: &[Vec<Option<Value>>]) -> (Vec<String
     for row in rows {
         match monitor.step(row) {
             Ok(o) => out.push(o.iter().map(|s| key(&s)).collect::<Vec<_>>().join(" ")),
+            // The reader checks values with the monitor's rule: it never
+            // hands over a row the monitor rejects.
+            Err(StepError::Row(e)) => panic!("a row of the reader was rejected: {e}"),
             Err(e) => return (out, e.to_string()),
         }
     }
@@ -34,17 +37,18 @@ fn run_rows(spec: &Spec, tier: Tier, rows: &[Vec<Option<Value>>]) -> (Vec<String
 /// Runs `rows` as one batch on `tier`.
 fn run_batch(spec: &Spec, tier: Tier, rows: &[Vec<Option<Value>>]) -> (Vec<String>, String) {
     let mut monitor = Monitor::builder(spec).tier(tier).build();
-    let mut batch = RowBatch::new(monitor.input_count());
+    let mut batch = monitor.batch();
     for row in rows {
-        batch.push_row(row);
+        batch.push_row(row).expect("a row of the reader fits the inputs");
     }
     let mut out = OutputBatch::new();
     let err = match monitor.run_batch(&batch, &mut out) {
         Ok(()) => String::new(),
         Err(e) => e.to_string(),
     };
-    let lines = (0..out.len())
-        .map(|r| out.row(r).iter().map(key).collect::<Vec<_>>().join(" "))
+    let lines = out
+        .rows()
+        .map(|r| r.iter().map(|s| key(&s)).collect::<Vec<_>>().join(" "))
         .collect();
     (lines, err)
 }

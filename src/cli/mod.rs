@@ -13,8 +13,9 @@
 //! if standard error is closed they are lost, but the exit status is still
 //! the one the command earned.
 
-use crate::batch::{OutputBatch, RowBatch};
+use crate::batch::OutputBatch;
 use crate::monitor::{Monitor, Spec, Tier};
+use crate::row::{RowError, StepError};
 use crate::trace::{
     self, OutputFormat, OutputWriter, ReaderOptions, RowReader, TraceError, TraceErrorKind,
     TraceFormat,
@@ -212,12 +213,7 @@ pub fn load_spec(path: &str) -> Result<Spec, Exit> {
         Exit::Failure
     })?;
     Spec::parse_bytes(path, &bytes).map_err(|d| {
-        let n = d.errors.len();
-        say(format_args!(
-            "{}error: could not check `{path}` due to {n} previous error{}\n",
-            d.render(),
-            if n == 1 { "" } else { "s" }
-        ));
+        say(format_args!("{d}\n"));
         Exit::Spec
     })
 }
@@ -315,6 +311,21 @@ fn warn(reader: &mut dyn RowReader) {
     }
 }
 
+/// The exit status and message of a row the monitor rejected. The readers
+/// check every value with the monitor's own rule (`row::conform`), so a
+/// reader's row is never rejected; if one is, the reader let a bad value of
+/// the trace through, and vigil reports it as a malformed trace (status 4,
+/// after the outputs of every earlier row) naming the value, rather than
+/// panicking.
+fn rejected(e: &RowError) -> (String, Exit) {
+    (
+        format!(
+            "the monitor rejected a row of the trace: {e} (the trace reader should have reported it; this is a bug in vigil)"
+        ),
+        Exit::Trace,
+    )
+}
+
 /// A stream (pipe, FIFO, terminal): one row at a time, outputs flushed per
 /// row, so that vigil can sit in an endless pipe and a killed run has
 /// written every row it evaluated.
@@ -333,21 +344,35 @@ fn run_streaming(
             Ok(false) => return Ok(Exit::Success),
             Err(e) => return stop(writer, &e, trace_exit(&e)),
         }
-        let step = monitor.steps();
         match monitor.step(&row) {
             Ok(outputs) => {
                 samples.clear();
                 samples.extend(outputs.iter());
-                writer.write_step(step, &samples)?;
+                writer.write_step(outputs.step(), &samples)?;
                 writer.flush()?;
             }
-            Err(e) => return stop(writer, &e, Exit::Runtime),
+            Err(StepError::Runtime(e)) => return stop(writer, &e, Exit::Runtime),
+            Err(StepError::Row(e)) => {
+                let (message, exit) = rejected(&e);
+                return stop(writer, &message, exit);
+            }
         }
     }
 }
 
 /// Rows evaluated per batch when reading a regular file.
 const BATCH_ROWS: usize = 4096;
+
+/// Why reading a batch stopped before it was full.
+enum End {
+    /// The end of the trace.
+    Trace,
+    /// A trace error, reported after the batch's rows.
+    Malformed(TraceError),
+    /// A row the batch rejected (see `rejected`), reported after the rows
+    /// before it.
+    Rejected(RowError),
+}
 
 /// A regular file: rows are read into batches of columns and evaluated by
 /// `Monitor::run_batch` (one native call per run of rows on the
@@ -358,40 +383,52 @@ fn run_batched(
     writer: &mut dyn OutputWriter,
 ) -> io::Result<Exit> {
     let mut row: Vec<Option<Value>> = vec![None; monitor.input_count()];
-    let width = monitor.output_names().len();
-    let mut samples = Vec::with_capacity(width);
-    let mut rows = RowBatch::new(monitor.input_count());
+    let mut samples = Vec::with_capacity(monitor.output_names().len());
+    let mut rows = monitor.batch();
     let mut out = OutputBatch::new();
     loop {
         rows.clear();
         let mut end = None;
         while rows.len() < BATCH_ROWS {
             match reader.next_row(&mut row) {
-                Ok(true) => rows.push_row(&row),
+                Ok(true) => {
+                    if let Err(e) = rows.push_row(&row) {
+                        end = Some(End::Rejected(e));
+                        break;
+                    }
+                }
                 Ok(false) => {
-                    end = Some(Ok(()));
+                    end = Some(End::Trace);
                     break;
                 }
                 Err(e) => {
-                    end = Some(Err(e));
+                    end = Some(End::Malformed(e));
                     break;
                 }
             }
         }
         warn(reader);
-        let first = monitor.steps();
         let result = monitor.run_batch(&rows, &mut out);
-        for r in 0..out.len() {
+        for r in out.rows() {
             samples.clear();
-            samples.extend((0..width).map(|c| out.get(r, c)));
-            writer.write_step(first + r as u64, &samples)?;
+            samples.extend(r.iter());
+            writer.write_step(r.step(), &samples)?;
         }
-        if let Err(e) = result {
-            return stop(writer, &e, Exit::Runtime);
+        match result {
+            Ok(()) => {}
+            Err(StepError::Runtime(e)) => return stop(writer, &e, Exit::Runtime),
+            Err(StepError::Row(e)) => {
+                let (message, exit) = rejected(&e);
+                return stop(writer, &message, exit);
+            }
         }
         match end {
-            Some(Ok(())) => return Ok(Exit::Success),
-            Some(Err(e)) => return stop(writer, &e, trace_exit(&e)),
+            Some(End::Trace) => return Ok(Exit::Success),
+            Some(End::Malformed(e)) => return stop(writer, &e, trace_exit(&e)),
+            Some(End::Rejected(e)) => {
+                let (message, exit) = rejected(&e);
+                return stop(writer, &message, exit);
+            }
             None => {}
         }
     }

@@ -71,12 +71,32 @@ impl Diagnostic {
 
 /// All errors of one specification, with the source they refer to so they
 /// can be rendered.
+///
+/// It displays as `vigil check` prints it: every error rendered (see
+/// [`Diagnostics::render`]), then a last line ``error: could not check
+/// `FILE` due to N previous errors``. It is a `std::error::Error`, so
+/// `Spec::parse(..)?` works in a function returning `Box<dyn Error>`.
 #[derive(Clone, Debug)]
 pub struct Diagnostics {
     pub file: String,
     pub source: String,
     pub errors: Vec<Diagnostic>,
 }
+
+impl std::fmt::Display for Diagnostics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let n = self.errors.len();
+        write!(
+            f,
+            "{}error: could not check `{}` due to {n} previous error{}",
+            self.render(),
+            self.file,
+            if n == 1 { "" } else { "s" }
+        )
+    }
+}
+
+impl std::error::Error for Diagnostics {}
 
 /// The byte offset of every line start of a source, so that a byte offset's
 /// line is a binary search instead of a scan from the start of the file.

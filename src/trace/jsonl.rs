@@ -18,6 +18,7 @@ use super::source::{Lines, char_col};
 use super::values::{Schema, is_integer, parse_float, parse_int};
 use super::{RowReader, TraceError};
 use crate::lang::types::Type;
+use crate::row::{RowError, conform, excerpt};
 use crate::value::Value;
 use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
@@ -178,7 +179,6 @@ fn read_object(
         }
         seen[i] = true;
         let value = decode(raw.get(), schema.types[i], &schema.names[i])
-            .and_then(|v| schema.conform(i, v))
             .map_err(|m| schema.error(line_no, char_col(text, value_at), m))?;
         row[i] = Some(value);
     }
@@ -195,35 +195,98 @@ const NON_FINITE: [(&str, f64); 4] = [
     ("-inf", f64::NEG_INFINITY),
 ];
 
-/// Decodes one raw JSON value (already validated as JSON by the parse of
-/// its line).
-fn decode(raw: &str, ty: Type, name: &str) -> Result<Value, String> {
-    match raw.as_bytes().first() {
-        Some(b'"') => {
-            let s: String =
-                serde_json::from_str(raw).map_err(|e| format!("invalid JSON string: {e}"))?;
-            Ok(match NON_FINITE.iter().find(|(text, _)| *text == s) {
-                Some((_, x)) if ty == Type::Float => Value::Float(*x),
-                _ => Value::Str(s.into()),
-            })
-        }
-        Some(b'[' | b'{') => Err(format!(
-            "input `{name}` is given an array or object, which is not a trace value"
-        )),
-        _ => match raw {
-            "null" => Ok(Value::Unit),
-            "true" => Ok(Value::Bool(true)),
-            "false" => Ok(Value::Bool(false)),
-            // A JSON number: integers by their spelling, as in the other
-            // formats, so that `-0` is Int 0 and a too-large integer is an
-            // error rather than a Float.
-            _ if is_integer(raw) => parse_int(raw).map(Value::Int),
-            _ => match parse_float(raw) {
-                Some(x) => x.map(Value::Float),
-                None => Err(format!("invalid JSON value `{raw}`")),
-            },
+/// A JSON value as the JSON rule ([`json_value`]) sees it: taken from the
+/// text of a line by the reader, or from a parsed `serde_json::Value` by
+/// `Monitor::row_from_json` ([`serde_value`]).
+pub(crate) enum Json<'a> {
+    Null,
+    Bool(bool),
+    Str(&'a str),
+    /// A number, as written.
+    Number(&'a str),
+    /// An array or an object.
+    Compound,
+}
+
+/// The JSON-lines rule: the value that JSON value `j` gives input `name` of
+/// type `ty`. `null` is Unit; a number written as an integer is an Int and
+/// must fit in 64 bits, any other number is a Float and must not overflow;
+/// a Float input also accepts the strings of [`NON_FINITE`]; arrays and
+/// objects are not values. The result then passes `row::conform`.
+pub(crate) fn json_value(j: Json<'_>, ty: Type, name: &str) -> Result<Value, RowError> {
+    let value = match j {
+        Json::Null => Value::Unit,
+        Json::Bool(b) => Value::Bool(b),
+        Json::Str(s) => match NON_FINITE.iter().find(|(text, _)| *text == s) {
+            Some((_, x)) if ty == Type::Float => Value::Float(*x),
+            _ => Value::Str(s.into()),
         },
+        Json::Number(text) => number(text).map_err(|message| RowError::InvalidNumber {
+            input: name.to_string(),
+            message,
+        })?,
+        Json::Compound => {
+            return Err(RowError::NotAValue {
+                input: name.to_string(),
+            });
+        }
+    };
+    conform(value, ty, name)
+}
+
+/// A JSON number: integers by their spelling, as in the other formats, so
+/// that `-0` is Int 0 and a too-large integer is an error rather than a
+/// Float.
+fn number(text: &str) -> Result<Value, String> {
+    if is_integer(text) {
+        return parse_int(text).map(Value::Int);
     }
+    match parse_float(text) {
+        Some(x) => x.map(Value::Float),
+        None => Err(format!("invalid JSON value `{}`", excerpt(text))),
+    }
+}
+
+/// The JSON rule for a value `serde_json` has already parsed. Such a number
+/// has lost its spelling unless serde_json's `arbitrary_precision` feature is
+/// on: by default serde_json reads `-0` and integers beyond the range of u64
+/// as floats, and so they are Floats here (and an Int input rejects them);
+/// every other number is read as the reader reads its text.
+pub(crate) fn serde_value(v: &serde_json::Value, ty: Type, name: &str) -> Result<Value, RowError> {
+    use serde_json::Value as J;
+    let j = match v {
+        J::Null => Json::Null,
+        J::Bool(b) => Json::Bool(*b),
+        J::String(s) => Json::Str(s),
+        // The common case, an integer that fits, needs no text.
+        J::Number(n) => match n.as_i64() {
+            Some(i) => return conform(Value::Int(i), ty, name),
+            None => return json_value(Json::Number(&n.to_string()), ty, name),
+        },
+        J::Array(_) | J::Object(_) => Json::Compound,
+    };
+    json_value(j, ty, name)
+}
+
+/// Decodes one raw JSON value (already validated as JSON by the parse of
+/// its line) for input `name` of type `ty`.
+fn decode(raw: &str, ty: Type, name: &str) -> Result<Value, String> {
+    let text;
+    let j = match raw.as_bytes().first() {
+        Some(b'"') => {
+            text = serde_json::from_str::<String>(raw)
+                .map_err(|e| format!("invalid JSON string: {e}"))?;
+            Json::Str(&text)
+        }
+        Some(b'[' | b'{') => Json::Compound,
+        _ => match raw {
+            "null" => Json::Null,
+            "true" => Json::Bool(true),
+            "false" => Json::Bool(false),
+            _ => Json::Number(raw),
+        },
+    };
+    json_value(j, ty, name).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]
@@ -320,6 +383,47 @@ mod tests {
             read("{\"x\": null}", XY).unwrap_err(),
             "t.jsonl:1:7: expected Int for input `x`, found Unit ()"
         );
+    }
+
+    /// Parsed JSON values follow the reader's rule, except where serde_json
+    /// has already lost a number's spelling (`-0`, integers beyond u64).
+    #[test]
+    fn parsed_values_follow_the_readers_rule() {
+        use super::serde_value;
+        use crate::row::RowError;
+        let v = |text: &str, ty: Type| {
+            let j: serde_json::Value = serde_json::from_str(text).unwrap();
+            serde_value(&j, ty, "v").map_err(|e| e.to_string())
+        };
+        assert_eq!(
+            v("-9223372036854775808", Type::Int),
+            Ok(Value::Int(i64::MIN))
+        );
+        assert_eq!(v("3", Type::Float), Ok(Value::Float(3.0)));
+        assert_eq!(v("2.0", Type::Any), Ok(Value::Float(2.0)));
+        assert_eq!(v("1e300", Type::Float), Ok(Value::Float(1e300)));
+        assert_eq!(v("\"inf\"", Type::Float), Ok(Value::Float(f64::INFINITY)));
+        assert_eq!(v("\"inf\"", Type::Str), Ok(Value::Str("inf".into())));
+        assert_eq!(v("null", Type::Unit), Ok(Value::Unit));
+        assert_eq!(v("true", Type::Bool), Ok(Value::Bool(true)));
+        assert_eq!(
+            v("18446744073709551615", Type::Int),
+            Err("integer `18446744073709551615` does not fit in Int (64 bits)".into())
+        );
+        assert_eq!(
+            v("[1]", Type::Any),
+            Err("input `v` is given an array or object, which is not a trace value".into())
+        );
+        // serde_json reads `-0` as the float -0.0.
+        assert_eq!(
+            v("-0", Type::Int),
+            Err("expected Int for input `v`, found Float -0.0".into())
+        );
+        let j = serde_json::json!({"k": 1});
+        assert!(matches!(
+            serde_value(&j, Type::Any, "v"),
+            Err(RowError::NotAValue { .. })
+        ));
     }
 
     /// Issue 7: `-0` is Int 0 for an Int input, as in the other formats.

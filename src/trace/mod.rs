@@ -141,6 +141,7 @@ mod tc;
 mod values;
 mod writer;
 
+pub(crate) use jsonl::serde_value;
 pub use writer::{make_writer, step_column};
 
 use std::io::BufRead;

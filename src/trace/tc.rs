@@ -27,8 +27,9 @@
 
 use super::ReaderOptions;
 use super::source::{Lines, char_col, utf8_line};
-use super::values::{Schema, excerpt, is_integer, parse_float, parse_int};
+use super::values::{Schema, is_integer, parse_float, parse_int};
 use super::{RowReader, TraceError};
+use crate::row::excerpt;
 use crate::value::Value;
 
 pub(crate) struct TcReader {

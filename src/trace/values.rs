@@ -1,10 +1,13 @@
 //! Rules shared by every trace reader: looking up declared inputs by name,
-//! checking a value against an input's declared type, inferring the value of
-//! untyped text (CSV cells), the one rule for numeric literals that do not
-//! fit, and how much of an offending value a diagnostic quotes.
+//! inferring the value of untyped text (CSV cells), and the one rule for
+//! numeric literals that do not fit. Checking a value against an input's
+//! declared type, and how much of an offending value a diagnostic quotes,
+//! are the rules of every row (`crate::row`), used here as they are.
 
 use super::{InputSchema, TraceError, TraceErrorKind};
 use crate::lang::types::Type;
+use crate::row::conform;
+use crate::row::excerpt;
 use crate::value::Value;
 use std::collections::HashMap;
 
@@ -59,57 +62,11 @@ impl Schema {
         }
     }
 
-    /// Checks `value` against the declared type of input `i`; an Int given
-    /// to a Float input is converted, as in the language's Int→Float rule.
+    /// Checks `value` against the declared type of input `i` with the one
+    /// rule of every row (`row::conform`: an Int given to a Float input is
+    /// converted); the error is the message the readers report.
     pub(crate) fn conform(&self, i: usize, value: Value) -> Result<Value, String> {
-        conform(value, self.types[i], &self.names[i])
-    }
-}
-
-/// Checks `value` against type `ty` (see `Schema::conform`). The error
-/// message names the input and shows the offending value.
-pub(crate) fn conform(value: Value, ty: Type, name: &str) -> Result<Value, String> {
-    match (ty, value) {
-        (Type::Any, v) => Ok(v),
-        (Type::Float, Value::Int(i)) => Ok(Value::Float(i as f64)),
-        (Type::Int, v @ Value::Int(_))
-        | (Type::Float, v @ Value::Float(_))
-        | (Type::Bool, v @ Value::Bool(_))
-        | (Type::Str, v @ Value::Str(_))
-        | (Type::Unit, v @ Value::Unit) => Ok(v),
-        (ty, v) => Err(format!(
-            "expected {ty} for input `{name}`, found {}",
-            describe(&v)
-        )),
-    }
-}
-
-/// The most characters of an offending value or line a diagnostic quotes;
-/// longer text is cut there and ends with `…`, so that a 10 MB line gives a
-/// readable one-line message.
-pub(crate) const EXCERPT_CHARS: usize = 64;
-
-/// `text`, cut to [`EXCERPT_CHARS`] characters (with `…`) if it is longer.
-pub(crate) fn excerpt(text: &str) -> String {
-    match text.char_indices().nth(EXCERPT_CHARS) {
-        Some((cut, _)) => format!("{}…", &text[..cut]),
-        None => text.to_string(),
-    }
-}
-
-/// A value as shown in diagnostics: its type, then its literal
-/// (`Float 2.5`, `Str "a"`, `Unit ()`); a long string is cut (see
-/// [`excerpt`]).
-pub(crate) fn describe(v: &Value) -> String {
-    match v {
-        Value::Int(i) => format!("Int {i}"),
-        Value::Float(x) => format!("Float {x:?}"),
-        Value::Bool(b) => format!("Bool {b}"),
-        Value::Str(s) => match s.char_indices().nth(EXCERPT_CHARS) {
-            Some((cut, _)) => format!("Str {:?}…", &s[..cut]),
-            None => format!("Str {:?}", &**s),
-        },
-        Value::Unit => "Unit ()".to_string(),
+        conform(value, self.types[i], &self.names[i]).map_err(|e| e.to_string())
     }
 }
 
@@ -173,47 +130,13 @@ pub(crate) fn infer(text: &str) -> Result<Value, String> {
 pub(crate) fn parse_text(text: &str, ty: Type, name: &str) -> Result<Value, String> {
     match ty {
         Type::Str => Ok(Value::Str(text.into())),
-        _ => conform(infer(text)?, ty, name),
+        _ => conform(infer(text)?, ty, name).map_err(|e| e.to_string()),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn int_converts_to_float_and_nothing_else_converts() {
-        assert_eq!(
-            conform(Value::Int(2), Type::Float, "x"),
-            Ok(Value::Float(2.0))
-        );
-        assert_eq!(
-            conform(Value::Float(2.5), Type::Int, "x"),
-            Err("expected Int for input `x`, found Float 2.5".to_string())
-        );
-        assert_eq!(
-            conform(Value::Str("a".into()), Type::Int, "x"),
-            Err("expected Int for input `x`, found Str \"a\"".to_string())
-        );
-        assert_eq!(
-            conform(Value::Int(1), Type::Bool, "b"),
-            Err("expected Bool for input `b`, found Int 1".to_string())
-        );
-        assert!(conform(Value::Unit, Type::Str, "s").is_err());
-        assert!(conform(Value::Bool(true), Type::Unit, "u").is_err());
-    }
-
-    #[test]
-    fn any_takes_values_as_they_are() {
-        for v in [
-            Value::Int(1),
-            Value::Float(1.5),
-            Value::Str("s".into()),
-            Value::Unit,
-        ] {
-            assert_eq!(conform(v.clone(), Type::Any, "a"), Ok(v));
-        }
-    }
 
     #[test]
     fn inference_order() {
@@ -251,22 +174,6 @@ mod tests {
             parse_text("1e400", Type::Str, "s"),
             Ok(Value::Str("1e400".into()))
         );
-    }
-
-    #[test]
-    fn long_values_are_cut_in_messages() {
-        let long = "é".repeat(10_000);
-        let e = conform(Value::Str(long.as_str().into()), Type::Int, "x").unwrap_err();
-        assert_eq!(
-            e,
-            format!(
-                "expected Int for input `x`, found Str {:?}…",
-                "é".repeat(64)
-            )
-        );
-        assert_eq!(excerpt("short"), "short");
-        assert_eq!(excerpt(&"a".repeat(65)), format!("{}…", "a".repeat(64)));
-        assert_eq!(excerpt(&"a".repeat(64)), "a".repeat(64));
     }
 
     #[test]

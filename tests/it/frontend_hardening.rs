@@ -208,7 +208,8 @@ fn run_tier(spec: &Spec, trace: &[Vec<Option<Value>>], tier: Tier) -> (Run, Moni
     for row in trace {
         match monitor.step(row) {
             Ok(samples) => outputs.push(samples.to_vec()),
-            Err(e) => return ((outputs, Some(e)), monitor),
+            Err(vigil::StepError::Runtime(e)) => return ((outputs, Some(e)), monitor),
+            Err(e) => panic!("a generated row was rejected: {e}"),
         }
     }
     ((outputs, None), monitor)
@@ -218,15 +219,19 @@ fn run_tier_batch(spec: &Spec, trace: &[Vec<Option<Value>>], tier: Tier, chunk: 
     let mut monitor = Monitor::builder(spec).tier(tier).build();
     let mut outputs = Vec::new();
     for rows in trace.chunks(chunk) {
-        let mut batch = vigil::RowBatch::new(monitor.input_count());
+        let mut batch = monitor.batch();
         for row in rows {
-            batch.push_row(row);
+            batch
+                .push_row(row)
+                .expect("generated rows fit their inputs");
         }
         let mut out = vigil::OutputBatch::new();
         let result = monitor.run_batch(&batch, &mut out);
-        outputs.extend((0..out.len()).map(|r| out.row(r)));
-        if let Err(e) = result {
-            return (outputs, Some(e));
+        outputs.extend(out.rows().map(|r| r.to_vec()));
+        match result {
+            Ok(()) => {}
+            Err(vigil::StepError::Runtime(e)) => return (outputs, Some(e)),
+            Err(e) => panic!("a generated batch was rejected: {e}"),
         }
     }
     (outputs, None)

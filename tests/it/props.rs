@@ -22,7 +22,7 @@ use proptest::prelude::*;
 use proptest::strategy::ValueTree;
 use proptest::test_runner::TestRunner;
 use vigil::reference;
-use vigil::{Monitor, RuntimeError, Sample, Spec, Tier, Value};
+use vigil::{Monitor, RuntimeError, Sample, Spec, StepError, Tier, Value};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Ty {
@@ -571,10 +571,19 @@ fn run_tier(spec: &Spec, trace: &[Vec<Option<Value>>], tier: Tier) -> Run {
     for row in trace {
         match monitor.step(row) {
             Ok(samples) => outputs.push(samples.to_vec()),
-            Err(e) => return (outputs, Some(e)),
+            Err(e) => return (outputs, Some(runtime(e))),
         }
     }
     (outputs, None)
+}
+
+/// The runtime error of a step; generated rows always fit their inputs, so
+/// a rejected row is a bug of the generator.
+fn runtime(e: StepError) -> RuntimeError {
+    match e {
+        StepError::Runtime(e) => e,
+        StepError::Row(e) => panic!("a generated row was rejected: {e}"),
+    }
 }
 
 /// Runs one tier through the batch API (`Monitor::run_batch`), in batches
@@ -583,15 +592,15 @@ fn run_tier_batch(spec: &Spec, trace: &[Vec<Option<Value>>], tier: Tier) -> Run 
     let mut monitor = Monitor::builder(spec).tier(tier).build();
     let mut outputs = Vec::new();
     for chunk in trace.chunks(7) {
-        let mut rows = vigil::RowBatch::new(monitor.input_count());
+        let mut rows = monitor.batch();
         for row in chunk {
-            rows.push_row(row);
+            rows.push_row(row).expect("generated rows fit their inputs");
         }
         let mut out = vigil::OutputBatch::new();
         let result = monitor.run_batch(&rows, &mut out);
-        outputs.extend((0..out.len()).map(|r| out.row(r)));
+        outputs.extend(out.rows().map(|r| r.to_vec()));
         if let Err(e) = result {
-            return (outputs, Some(e));
+            return (outputs, Some(runtime(e)));
         }
     }
     (outputs, None)

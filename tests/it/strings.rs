@@ -2,7 +2,7 @@
 //! default) is a runtime error on every tier, after the outputs of earlier steps.
 
 use vigil::error::ErrorKind;
-use vigil::{DEFAULT_MAX_STRING_BYTES, Monitor, Spec, Tier, Value};
+use vigil::{DEFAULT_MAX_STRING_BYTES, Monitor, Spec, StepError, Tier, Value};
 
 /// Doubles a string every step: 4 bytes at step 0, 4·2^k bytes at step k.
 const DOUBLING: &str =
@@ -24,10 +24,11 @@ fn exponential_string_is_a_runtime_error_on_every_tier() {
                     };
                     assert_eq!(s.len(), 4 << step);
                 }
-                Err(e) => {
+                Err(StepError::Runtime(e)) => {
                     failed = Some(e);
                     break;
                 }
+                Err(e) => panic!("{tier}: the row was rejected: {e}"),
             }
         }
         let e = failed.unwrap_or_else(|| panic!("{tier}: no error"));

@@ -3,7 +3,7 @@
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 use vigil::trace::{self, OutputFormat, TraceFormat};
-use vigil::{Monitor, RuntimeError, Spec, Tier};
+use vigil::{Monitor, RuntimeError, Spec, StepError, Tier};
 
 /// A `Write` whose bytes can be read back after the writer is dropped.
 #[derive(Clone, Default)]
@@ -51,13 +51,15 @@ pub fn run_text(
     let mut row = vec![None; monitor.input_count()];
     let mut error = None;
     while reader.next_row(&mut row).expect("trace is well formed") {
-        let step = monitor.steps();
         match monitor.step(&row) {
-            Ok(outputs) => writer.write_step(step, &outputs.to_vec()).unwrap(),
-            Err(e) => {
+            Ok(outputs) => writer
+                .write_step(outputs.step(), &outputs.to_vec())
+                .unwrap(),
+            Err(StepError::Runtime(e)) => {
                 error = Some(e);
                 break;
             }
+            Err(StepError::Row(e)) => panic!("a row of the reader was rejected: {e}"),
         }
     }
     writer.flush().unwrap();

@@ -1,0 +1,458 @@
+//! Rows entering a monitor (issue 8 §1): checked against the input schema on
+//! every tier, built by name or from parsed JSON, in batches; step numbers
+//! and the accessors of outputs, streams and output batches.
+
+use crate::support::{test_dir, vigil};
+use std::error::Error;
+use vigil::trace::{self, TraceFormat};
+use vigil::{Monitor, OutputBatch, RowBatch, RowError, Sample, Spec, StepError, Tier, Type, Value};
+
+const TIERS: [Tier; 5] = [
+    Tier::Canonical,
+    Tier::Quickened,
+    Tier::NativeRegions,
+    Tier::NativeWhole,
+    Tier::Auto,
+];
+
+fn int(i: i64) -> Option<Value> {
+    Some(Value::Int(i))
+}
+
+fn sample(v: Value) -> Sample {
+    Sample::Value(v)
+}
+
+fn row_error(e: StepError) -> RowError {
+    match e {
+        StepError::Row(e) => e,
+        StepError::Runtime(e) => panic!("a runtime error, not a rejected row: {e}"),
+    }
+}
+
+/// The issue's reproducer: a Str for `in x: Int` was accepted and `y = x`
+/// emitted it (on canonical and native-whole alike).
+#[test]
+fn a_wrong_type_is_rejected_on_every_tier_and_the_monitor_goes_on() {
+    let spec = Spec::parse("y.dsrv", "in x: Int\nout y: Int\ny = x").unwrap();
+    for tier in TIERS {
+        let mut m = Monitor::builder(&spec).tier(tier).build();
+        let e = row_error(m.step([Some(Value::Str("oops".into()))]).unwrap_err());
+        assert_eq!(
+            e,
+            RowError::WrongType {
+                input: "x".into(),
+                expected: Type::Int,
+                found: Value::Str("oops".into()),
+            },
+            "{tier}"
+        );
+        assert_eq!(
+            e.to_string(),
+            "expected Int for input `x`, found Str \"oops\""
+        );
+        assert_eq!(m.steps(), 0, "{tier}: a rejected row is not a step");
+        let out = m.step([int(3)]).unwrap();
+        assert_eq!(
+            (out.step(), out.get(0)),
+            (0, sample(Value::Int(3))),
+            "{tier}"
+        );
+        assert_eq!(m.output("y"), Some(sample(Value::Int(3))), "{tier}");
+    }
+}
+
+/// A rejected row in the middle of a run, after the faster tiers have
+/// promoted, changes nothing: the history and the step numbers go on as if
+/// it had never been given.
+#[test]
+fn a_rejected_row_leaves_history_untouched() {
+    let spec = Spec::parse(
+        "sum.dsrv",
+        "in x: Int\nin b: Bool\nout z: Int\nout p: Int\nz = default(z[1], 0) + x\np = default(x[2], -1)",
+    )
+    .unwrap();
+    let want: Vec<(u64, Vec<Sample>)> = (0..20)
+        .map(|i: i64| {
+            let z = (0..=i).sum::<i64>();
+            let p = if i >= 2 { i - 2 } else { -1 };
+            (i as u64, vec![sample(Value::Int(z)), sample(Value::Int(p))])
+        })
+        .collect();
+    for tier in TIERS {
+        let mut m = Monitor::builder(&spec).tier(tier).build();
+        let mut got = Vec::new();
+        for i in 0..20 {
+            if i % 3 == 2 {
+                let bad = [Some(Value::Float(1.5)), Some(Value::Bool(true))];
+                assert!(matches!(m.step(bad), Err(StepError::Row(_))), "{tier}");
+                let bad = [int(1), Some(Value::Int(0))];
+                assert!(matches!(m.step(bad), Err(StepError::Row(_))), "{tier}");
+            }
+            let out = m.step([int(i), Some(Value::Bool(true))]).unwrap();
+            got.push((out.step(), out.to_vec()));
+        }
+        assert_eq!(got, want, "{tier}");
+        assert_eq!(m.stats().rows, 20, "{tier}");
+    }
+}
+
+#[test]
+fn a_row_of_the_wrong_width_is_rejected_on_every_tier() {
+    let spec = Spec::parse("y.dsrv", "in x: Int\nout y: Int\ny = x").unwrap();
+    for tier in TIERS {
+        let mut m = Monitor::builder(&spec).tier(tier).build();
+        let empty: [Option<Value>; 0] = [];
+        assert_eq!(
+            row_error(m.step(empty).unwrap_err()),
+            RowError::WrongWidth {
+                expected: 1,
+                found: 0
+            },
+            "{tier}"
+        );
+        let e = row_error(m.step(vec![int(1), int(2)]).unwrap_err());
+        assert_eq!(
+            e.to_string(),
+            "expected a row of 1 cell (one per declared input), found 2"
+        );
+        assert_eq!(m.steps(), 0);
+        assert_eq!(m.step(vec![int(5)]).unwrap().get(0), sample(Value::Int(5)));
+    }
+}
+
+/// An Int given to a Float input converts, as the trace readers convert it;
+/// before, the Int went through and a Float stream emitted an Int.
+#[test]
+fn an_int_for_a_float_input_converts_on_every_tier() {
+    let spec = Spec::parse(
+        "u.dsrv",
+        "in t: Float\nin s: Str\nout u: Float\nout w: Float\nu = t\nw = t * 2.0",
+    )
+    .unwrap();
+    for tier in TIERS {
+        let mut m = Monitor::builder(&spec).tier(tier).build();
+        for i in 0..5 {
+            let out = m.step([int(i), Some(Value::Str("s".into()))]).unwrap();
+            assert_eq!(
+                out.to_vec(),
+                [
+                    sample(Value::Float(i as f64)),
+                    sample(Value::Float(2.0 * i as f64))
+                ],
+                "{tier}"
+            );
+        }
+        assert_eq!(m.input("t"), Some(sample(Value::Float(4.0))), "{tier}");
+        let mut rows = m.batch();
+        rows.push_row([int(7), None]).unwrap();
+        assert_eq!(rows.row(0), [Some(Value::Float(7.0)), None]);
+        let mut out = OutputBatch::new();
+        m.run_batch(&rows, &mut out).unwrap();
+        assert_eq!(out.get(0, 0), sample(Value::Float(7.0)), "{tier}");
+    }
+}
+
+/// After a runtime error the monitor is stopped: every call returns that
+/// error, whatever the row.
+#[test]
+fn a_stopped_monitor_reports_its_runtime_error_before_checking_rows() {
+    let spec = Spec::parse("d.dsrv", "in x: Int\nout y: Int\ny = 10 / x").unwrap();
+    let mut m = Monitor::builder(&spec).build();
+    let e = m.step([int(0)]).unwrap_err();
+    assert!(matches!(e, StepError::Runtime(_)), "{e}");
+    assert!(e.source().is_some_and(|s| s.to_string() == e.to_string()));
+    let again = m.step([Some(Value::Str("oops".into()))]).unwrap_err();
+    assert_eq!(again, e);
+}
+
+#[test]
+fn rows_are_built_by_name() -> Result<(), Box<dyn Error>> {
+    let spec = Spec::parse(
+        "hot.dsrv",
+        "in host: Str\nin temp: Float\nin on: Bool\nout hot: Bool\nhot = on && temp > 25.0",
+    )?;
+    let mut monitor = Monitor::builder(&spec).tier(Tier::NativeWhole).build();
+    // The row holds no borrow of the monitor: build, then step.
+    let row = monitor
+        .row()
+        .set("temp", 27.5)?
+        .set("host", "a")?
+        .set("on", true)?;
+    assert_eq!(monitor.step(&row)?.get(0), sample(Value::Bool(true)));
+    let e = monitor.row().set("pressure", 1.0).unwrap_err();
+    assert_eq!(
+        e,
+        RowError::UnknownInput {
+            name: "pressure".into()
+        }
+    );
+    assert_eq!(e.to_string(), "`pressure` is not a declared input");
+    // An output is not an input either.
+    assert!(monitor.row().set("hot", true).is_err());
+    let e = monitor.row().set("temp", "warm").unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "expected Float for input `temp`, found Str \"warm\""
+    );
+    // A row reused from step to step.
+    let mut row = spec.row();
+    for (t, hot) in [(20, false), (30, true)] {
+        row.assign("temp", t)?;
+        row.assign("on", true)?;
+        assert_eq!(monitor.step(&row)?.get(0), sample(Value::Bool(hot)));
+    }
+    row.unset("on")?;
+    row.clear();
+    assert_eq!(row.cells(), [None, None, None]);
+    assert_eq!(row.input_names(), ["host", "temp", "on"]);
+    // Every `Into<Value>` a user has at hand.
+    let text: std::sync::Arc<str> = "b".into();
+    for v in [
+        Value::from("a"),
+        Value::from(String::from("a")),
+        text.into(),
+    ] {
+        spec.row().set("host", v)?;
+    }
+    Ok(())
+}
+
+/// A row and an error travel between threads (a reader thread builds rows
+/// for a worker that owns the monitor).
+#[test]
+fn rows_and_errors_are_send() {
+    fn send_sync<T: Send + Sync + 'static>() {}
+    send_sync::<vigil::Row>();
+    send_sync::<RowError>();
+    send_sync::<StepError>();
+    send_sync::<RowBatch>();
+    send_sync::<OutputBatch>();
+    let spec = Spec::parse("x.dsrv", "in x: Int\nout y: Int\ny = x + 1").unwrap();
+    let row = spec.row().set("x", 41).unwrap();
+    let row = std::thread::spawn(move || row).join().unwrap();
+    let mut m = Monitor::builder(&spec).build();
+    assert_eq!(m.step(&row).unwrap().get(0), sample(Value::Int(42)));
+}
+
+/// The JSON helper and the JSON-lines reader follow one rule: on each line
+/// below, the reader's error is the helper's, at a location.
+#[test]
+fn json_objects_become_rows_by_the_readers_rules() {
+    let spec = Spec::parse(
+        "j.dsrv",
+        "in x: Int\nin f: Float\nin s: Str\nin u: Unit\nin a\nout y: Int\ny = default(x, 0)",
+    )
+    .unwrap();
+    let m = Monitor::builder(&spec).build();
+    let object = |text: &str| {
+        let v: serde_json::Value = serde_json::from_str(text).unwrap();
+        v.as_object().unwrap().clone()
+    };
+    let row = m
+        .row_from_json(&object(
+            r#"{"x": 3, "f": 2, "s": "t", "u": null, "a": 1.5, "extra": [1]}"#,
+        ))
+        .unwrap();
+    assert_eq!(
+        row.cells(),
+        [
+            int(3),
+            Some(Value::Float(2.0)),
+            Some(Value::Str("t".into())),
+            Some(Value::Unit),
+            Some(Value::Float(1.5)),
+        ]
+    );
+    let row = spec
+        .row_from_json(&object(r#"{"f": "-inf", "a": "NaN"}"#))
+        .unwrap();
+    assert_eq!(row.get("f"), Some(&Value::Float(f64::NEG_INFINITY)));
+    assert_eq!(row.get("a"), Some(&Value::Str("NaN".into())));
+    assert_eq!(row.get("x"), None);
+
+    // Values the reader rejects, and how the helper rejects them.
+    type Kind = fn(&RowError) -> bool;
+    let cases: [(&str, Kind); 5] = [
+        (r#"{"x": "1"}"#, |e| {
+            matches!(
+                e,
+                RowError::WrongType {
+                    expected: Type::Int,
+                    ..
+                }
+            )
+        }),
+        (r#"{"x": 2.5}"#, |e| {
+            matches!(
+                e,
+                RowError::WrongType {
+                    found: Value::Float(_),
+                    ..
+                }
+            )
+        }),
+        (
+            r#"{"s": {"k": 1}}"#,
+            |e| matches!(e, RowError::NotAValue { input } if input == "s"),
+        ),
+        (
+            r#"{"x": 9223372036854775808}"#,
+            |e| matches!(e, RowError::InvalidNumber { input, .. } if input == "x"),
+        ),
+        (r#"{"u": false}"#, |e| {
+            matches!(
+                e,
+                RowError::WrongType {
+                    expected: Type::Unit,
+                    ..
+                }
+            )
+        }),
+    ];
+    for (line, kind) in cases {
+        let helper = m.row_from_json(&object(line)).unwrap_err();
+        assert!(kind(&helper), "{line}: {helper:?}");
+        let mut reader = trace::reader_from_bytes(
+            "t.jsonl",
+            line.as_bytes().to_vec(),
+            TraceFormat::Jsonl,
+            &spec.input_schema(),
+        )
+        .unwrap();
+        let mut cells = vec![None; 5];
+        let read = reader.next_row(&mut cells).unwrap_err();
+        assert_eq!(read.message, helper.to_string(), "{line}");
+    }
+    assert_eq!(
+        m.row_from_json(&object(r#"{"x": 9223372036854775808}"#))
+            .unwrap_err()
+            .to_string(),
+        "integer `9223372036854775808` does not fit in Int (64 bits)"
+    );
+}
+
+#[test]
+fn batches_check_rows_when_pushed_and_refuse_other_specs() {
+    let spec = Spec::parse("y.dsrv", "in x: Int\nout y: Int\ny = x").unwrap();
+    for tier in TIERS {
+        let mut m = Monitor::builder(&spec).tier(tier).build();
+        let mut rows = RowBatch::for_spec(&spec);
+        rows.push_row([int(1)]).unwrap();
+        let e = rows
+            .push_row([Some(Value::Str("oops".into()))])
+            .unwrap_err();
+        assert!(matches!(e, RowError::WrongType { .. }), "{e}");
+        assert!(matches!(
+            rows.push_row([int(1), int(2)]),
+            Err(RowError::WrongWidth { .. })
+        ));
+        rows.push_row(m.row().set("x", 2).unwrap()).unwrap();
+        assert_eq!(rows.len(), 2, "rejected rows are not pushed");
+        assert_eq!((rows.row(0), rows.row(1)), (vec![int(1)], vec![int(2)]));
+        let mut out = OutputBatch::new();
+        m.run_batch(&rows, &mut out).unwrap();
+        assert_eq!(out.len(), 2);
+
+        // A batch of another specification's inputs is refused, and the
+        // monitor goes on.
+        let other = Spec::parse("o.dsrv", "in x: Float\nout y: Float\ny = x").unwrap();
+        let mut foreign = RowBatch::for_spec(&other);
+        foreign.push_row([Some(Value::Float(0.5))]).unwrap();
+        let e = row_error(m.run_batch(&foreign, &mut out).unwrap_err());
+        assert_eq!(
+            e.to_string(),
+            "the batch was made for the inputs (x: Float), but the monitor's inputs are (x: Int)"
+        );
+        assert!(out.is_empty());
+        assert_eq!(m.steps(), 2);
+        // The same inputs parsed again are the same inputs.
+        let again = Spec::parse("y2.dsrv", "in x: Int\nout y: Int\ny = x * 2").unwrap();
+        let mut same = RowBatch::for_spec(&again);
+        same.push_row(again.row().set("x", 5).unwrap()).unwrap();
+        m.run_batch(&same, &mut out).unwrap();
+        assert_eq!(out.get(0, 0), sample(Value::Int(5)), "{tier}");
+        assert_eq!(out.first_step(), 2);
+    }
+}
+
+#[test]
+fn outputs_and_streams_are_looked_up_by_kind() {
+    let spec = Spec::parse(
+        "k.dsrv",
+        "in x: Int\naux a: Int\nout z: Int\na = x * 10\nz = a + 1",
+    )
+    .unwrap();
+    let mut m = Monitor::builder(&spec).build();
+    assert_eq!(m.step([int(2)]).unwrap().step(), 0);
+    let out = m.step([int(3)]).unwrap();
+    assert_eq!((out.step(), out.get(0)), (1, sample(Value::Int(31))));
+    assert_eq!(m.output("z"), Some(sample(Value::Int(31))));
+    assert_eq!(m.output("a"), None, "an aux stream is not an output");
+    assert_eq!(m.output("x"), None, "an input is not an output");
+    assert_eq!(m.stream("a"), Some(sample(Value::Int(30))));
+    assert_eq!(m.stream("z"), Some(sample(Value::Int(31))));
+    assert_eq!(m.stream("x"), Some(sample(Value::Int(3))));
+    assert_eq!(m.stream("nope"), None);
+    assert_eq!(m.input("x"), Some(sample(Value::Int(3))));
+    assert_eq!(m.input("a"), None);
+    m.step([None]).unwrap();
+    assert_eq!(m.input("x"), Some(Sample::NoVal), "absent at the last step");
+}
+
+#[test]
+fn output_batches_have_names_columns_rows_and_steps() {
+    let spec = Spec::parse(
+        "c.dsrv",
+        "in x: Int\nin s: Str\nout z: Int\nout t: Str\nz = default(z[1], 0) + x\nt = s",
+    )
+    .unwrap();
+    for tier in TIERS {
+        let mut m = Monitor::builder(&spec).tier(tier).build();
+        let mut out = OutputBatch::new();
+        assert_eq!((out.width(), out.len()), (0, 0));
+        let mut rows = m.batch();
+        let mut first = Vec::new();
+        for chunk in 0..3 {
+            rows.clear();
+            for i in 0..4 {
+                rows.push_row([int(i), Some(Value::Str(format!("s{i}").into()))])
+                    .unwrap();
+            }
+            m.run_batch(&rows, &mut out).unwrap();
+            first.push(out.first_step());
+            assert_eq!(out.width(), 2);
+            assert_eq!(out.names(), ["z", "t"]);
+            assert_eq!((out.column("t"), out.column("x")), (Some(1), None));
+            let t = out.column("t").unwrap();
+            let steps: Vec<u64> = out.rows().map(|r| r.step()).collect();
+            assert_eq!(steps, (0..4).map(|i| 4 * chunk + i).collect::<Vec<_>>());
+            let last = out.row(3);
+            assert_eq!(last.len(), 2);
+            assert_eq!(last.get(t), sample(Value::Str("s3".into())));
+            assert_eq!(
+                last.get(0),
+                sample(Value::Int(6 * (chunk as i64 + 1))),
+                "{tier}"
+            );
+            assert_eq!(last.iter().count(), 2);
+        }
+        assert_eq!(first, [0, 4, 8], "{tier}");
+    }
+}
+
+/// `Diagnostics` is an error whose text is what `vigil check` prints.
+#[test]
+fn diagnostics_display_as_the_cli_prints_them() {
+    let source = "in x: Int\nout y: Int\ny = x + zz\nout w: Bool\nw = 1";
+    let dir = test_dir("rows", "diagnostics");
+    let path = dir.join("bad.dsrv");
+    std::fs::write(&path, source).unwrap();
+    let path = path.to_str().unwrap();
+    let out = vigil().args(["check", path]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let load = || -> Result<Spec, Box<dyn Error>> { Ok(Spec::parse(path, source)?) };
+    let e = load().unwrap_err();
+    assert_eq!(format!("{e}\n"), String::from_utf8(out.stderr).unwrap());
+    assert!(e.to_string().ends_with("due to 2 previous errors"), "{e}");
+}
