@@ -133,6 +133,7 @@ impl RowBatch {
         self.rows
     }
 
+    /// Whether there are no rows.
     pub fn is_empty(&self) -> bool {
         self.rows == 0
     }
@@ -210,6 +211,7 @@ impl OutputBatch {
         self.rows
     }
 
+    /// Whether there are no rows.
     pub fn is_empty(&self) -> bool {
         self.rows == 0
     }
@@ -306,6 +308,7 @@ impl OutputRow<'_> {
         self.batch.width
     }
 
+    /// Whether there are no rows.
     pub fn is_empty(&self) -> bool {
         self.batch.width == 0
     }

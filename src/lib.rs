@@ -1,24 +1,81 @@
 //! vigil: a stream runtime-verification monitor engine for DSRV specifications.
+//!
+//! A specification (DSRV, the Trustworthiness Checker's Lola-style language) declares input
+//! streams and defines output streams from them; a [`Monitor`] evaluates it over a trace of
+//! rows, one step per row, and after each row every output has a [`Sample`]: a [`Value`],
+//! `NoVal` (no event this step) or `Deferred` (⊥, history not yet there).
+//!
+//! # A tour
+//!
+//! Parse and check a specification ([`Spec`]; errors are [`Diagnostics`], located and
+//! printable), build a monitor on a [`Tier`], and feed it rows — built by name with
+//! [`Row`], or as a slice of cells in declaration order. Every row is checked against the
+//! declared inputs ([`RowError`]); a runtime fault of the specification (overflow,
+//! division by zero) is a [`RuntimeError`] naming the stream and the step, the same on
+//! every tier.
+//!
+//! ```
+//! use vigil::{Monitor, Sample, Spec, Tier, Value};
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let spec = Spec::parse(
+//!     "hot.dsrv",
+//!     "in temp: Float\nout avg: Float\nout hot: Bool\n\
+//!      aux n: Int\naux sum: Float\n\
+//!      n = default(n[1], 0) + 1\nsum = default(sum[1], 0.0) + temp\n\
+//!      avg = sum / n\nhot = avg > 30.0",
+//! )?;
+//! let mut monitor = Monitor::builder(&spec).tier(Tier::Auto).build();
+//! for t in [29.0, 31.0, 33.5] {
+//!     let row = monitor.row().set("temp", t)?;
+//!     let outputs = monitor.step(&row)?;
+//!     println!("step {}: {:?}", outputs.step(), outputs.to_vec());
+//! }
+//! assert_eq!(monitor.output("hot"), Some(Sample::Value(Value::Bool(true))));
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! - **Batches**: [`RowBatch`] holds many rows in columns and [`Monitor::run_batch`] evaluates
+//!   them into an [`OutputBatch`]; on the native-whole tier one native call runs a whole
+//!   stretch of rows.
+//! - **Tiers**: every [`Tier`] gives the same outputs and errors bit for bit; `Auto` picks the
+//!   fastest available, and [`Monitor::stats`] says what ran where.
+//!
+//! The modules marked hidden in this crate's source (`lang`, `plan`, `fusion`, `exec`,
+//! `trace`, `explain`, `cli`, `reference`) are the pipeline stages behind this API, public
+//! only so that vigil's own binary, tests, benchmarks and fuzz targets can reach them: they
+//! are not part of the API and change without notice.
+#![deny(missing_docs)]
 
-pub mod batch;
-pub mod canonical;
+mod batch;
+mod canonical;
+mod error;
+mod monitor;
+mod row;
+mod value;
+
+// The pipeline stages and tools (see the crate documentation): not API.
+#[doc(hidden)]
 pub mod cli;
-pub mod error;
+#[doc(hidden)]
 pub mod exec;
+#[doc(hidden)]
 pub mod explain;
+#[doc(hidden)]
 pub mod fusion;
+#[doc(hidden)]
 pub mod lang;
-pub mod monitor;
+#[doc(hidden)]
 pub mod plan;
+#[doc(hidden)]
 pub mod reference;
-pub mod row;
+#[doc(hidden)]
 pub mod trace;
-pub mod value;
 
 pub use batch::{OutputBatch, OutputRow, RowBatch};
-pub use error::RuntimeError;
+pub use error::{ErrorKind, RuntimeError};
 pub use lang::diag::Diagnostics;
 pub use lang::types::Type;
 pub use monitor::{DEFAULT_MAX_STRING_BYTES, Monitor, MonitorBuilder, Outputs, Spec, Stats, Tier};
-pub use row::{Row, RowError, StepError};
+pub use row::{Row, RowError, StepError, conform, describe};
 pub use value::{Sample, Value};

@@ -85,6 +85,8 @@ impl Spec {
         json_row(&self.inputs, object)
     }
 
+    /// The checked specification (internal: for explain and tests).
+    #[doc(hidden)]
     pub fn checked(&self) -> &Arc<CheckedSpec> {
         &self.checked
     }
@@ -107,7 +109,8 @@ impl Spec {
             .collect()
     }
 
-    /// The declared inputs as trace readers need them.
+    /// The declared inputs as trace readers need them (internal).
+    #[doc(hidden)]
     pub fn input_schema(&self) -> InputSchema {
         // (The trace readers keep their own form of the inputs, with the
         // file name their errors carry.)
@@ -219,10 +222,12 @@ impl Outputs<'_> {
         self.step
     }
 
+    /// The number of printed outputs.
     pub fn len(&self) -> usize {
         self.streams.len()
     }
 
+    /// Whether the specification prints no output.
     pub fn is_empty(&self) -> bool {
         self.streams.is_empty()
     }
@@ -232,10 +237,12 @@ impl Outputs<'_> {
         self.state.raw(self.streams[i].0)
     }
 
+    /// Every printed output's sample, in print order.
     pub fn iter(&self) -> impl Iterator<Item = Sample> + '_ {
         self.streams.iter().map(|s| self.state.raw(s.0))
     }
 
+    /// The samples, collected.
     pub fn to_vec(&self) -> Vec<Sample> {
         self.iter().collect()
     }
@@ -258,6 +265,7 @@ pub struct MonitorBuilder<'a> {
 }
 
 impl MonitorBuilder<'_> {
+    /// The tier to run (default `Auto`: the fastest available).
     pub fn tier(mut self, tier: Tier) -> Self {
         self.tier = tier;
         self
@@ -271,6 +279,7 @@ impl MonitorBuilder<'_> {
         self
     }
 
+    /// Builds the monitor: plans, fuses and compiles once, here, before any row.
     pub fn build(self) -> Monitor {
         let plan = Arc::new(Plan::new(self.spec.checked.clone()));
         let engine = Engine::new(plan, self.tier);
@@ -325,6 +334,7 @@ pub struct Monitor {
 }
 
 impl Monitor {
+    /// Configures a monitor of `spec` (tier, string bound); `build` makes it.
     pub fn builder(spec: &Spec) -> MonitorBuilder<'_> {
         MonitorBuilder {
             spec,
@@ -338,11 +348,14 @@ impl Monitor {
         self.engine.tier
     }
 
+    /// The plan (internal: for explain and tests).
+    #[doc(hidden)]
     pub fn plan(&self) -> &Plan {
         self.engine.plan()
     }
 
-    /// The engine running the rows (partition, regions, state).
+    /// The engine running the rows (internal: for explain and tests).
+    #[doc(hidden)]
     pub fn engine(&self) -> &Engine {
         &self.engine
     }
@@ -527,7 +540,7 @@ impl Monitor {
     /// declared input, `None` = absent) or a [`Row`] built by name.
     ///
     /// The row is checked first, with the trace readers' rule
-    /// ([`crate::row::conform`]): a row of another width, or a value that
+    /// ([`crate::conform`]): a row of another width, or a value that
     /// does not fit its input's declared type, is [`StepError::Row`]; such a
     /// row is not evaluated, is not a step, and the monitor goes on with the
     /// next row. An Int given to a Float input is converted. A runtime error

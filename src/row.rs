@@ -79,7 +79,7 @@ fn fit(v: &Value, ty: Type) -> Fit {
 /// input takes any value, and anything else is [`RowError::WrongType`].
 ///
 /// ```
-/// use vigil::{RowError, Type, Value, row::conform};
+/// use vigil::{RowError, Type, Value, conform};
 /// assert_eq!(conform(Value::Int(2), Type::Float, "t").unwrap(), Value::Float(2.0));
 /// let e = conform(Value::Str("oops".into()), Type::Int, "x").unwrap_err();
 /// assert!(matches!(e, RowError::WrongType { .. }));

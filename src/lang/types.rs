@@ -6,11 +6,17 @@ use std::fmt;
 /// whose type cannot be known statically.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Type {
+    /// 64-bit signed integers.
     Int,
+    /// 64-bit IEEE floats.
     Float,
+    /// Booleans.
     Bool,
+    /// Strings.
     Str,
+    /// The unit type, whose one value is `()`.
     Unit,
+    /// An input declared without a type: it takes any value.
     Any,
 }
 

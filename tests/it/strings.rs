@@ -1,7 +1,7 @@
 //! The string bound: a `++` result longer than `--max-string-bytes` (16 MiB by
 //! default) is a runtime error on every tier, after the outputs of earlier steps.
 
-use vigil::error::ErrorKind;
+use vigil::ErrorKind;
 use vigil::{DEFAULT_MAX_STRING_BYTES, Monitor, Spec, StepError, Tier, Value};
 
 /// Doubles a string every step: 4 bytes at step 0, 4·2^k bytes at step k.
