@@ -984,4 +984,148 @@ total = default(total[1], 0) + x\nlast = default(s[3], \"-\")\nw = when(x > 2)\n
             "83cddf54ad04cce87bc073182c14200d2e31cd982d86247138c2a5c21da53956"
         );
     }
+
+    /// A body re-sealed after a change: what a hostile or buggy writer could
+    /// produce with a valid checksum.
+    fn resealed(snap: &Snapshot, change: impl FnOnce(&mut Body)) -> Vec<u8> {
+        let mut body = snap.body.clone();
+        change(&mut body);
+        seal(&MAGIC, FORMAT_VERSION, &postcard::to_stdvec(&body).unwrap())
+    }
+
+    fn restore_err(bytes: &[u8]) -> String {
+        let snap = match Snapshot::from_bytes(bytes) {
+            Ok(s) => s,
+            Err(e) => return e.to_string(),
+        };
+        match Monitor::builder(&spec()).restore(&snap) {
+            Ok(_) => "restored".to_string(),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    #[test]
+    fn damaged_binary_snapshots_are_errors() {
+        let bytes = monitor_after(5).snapshot().to_bytes();
+        assert_eq!(restore_err(b"{\"x\": 1}"), "not a vigil snapshot");
+        assert_eq!(restore_err(&bytes[..30]), "the snapshot is truncated: its header announces 52 bytes of data, 30 are present");
+        let cut = &bytes[..bytes.len() - 3];
+        assert_eq!(
+            restore_err(cut),
+            format!(
+                "the snapshot is truncated: its header announces {} bytes of data, {} are present",
+                bytes.len() - 52,
+                bytes.len() - 55
+            )
+        );
+        let mut flipped = bytes.clone();
+        *flipped.last_mut().unwrap() ^= 1;
+        assert_eq!(
+            restore_err(&flipped),
+            "the snapshot is corrupt: its contents do not match their checksum"
+        );
+        let mut version = bytes.clone();
+        version[8] = 9;
+        assert_eq!(
+            restore_err(&version),
+            "snapshot format version 9 is not supported (this vigil reads version 1)"
+        );
+        let mut longer = bytes.clone();
+        longer.push(0);
+        assert_eq!(restore_err(&longer), "the snapshot is corrupt: 1 bytes after the end of the data");
+        // Garbage with a valid envelope.
+        let garbage = seal(&MAGIC, FORMAT_VERSION, &[7; 40]);
+        assert!(restore_err(&garbage).starts_with("the snapshot is corrupt: "), "{}", restore_err(&garbage));
+    }
+
+    #[test]
+    fn a_huge_length_claim_is_an_error_not_an_allocation() {
+        let snap = monitor_after(5).snapshot();
+        let mut body = postcard::to_stdvec(&snap.body).unwrap();
+        // The body starts with the version (1 byte), the fingerprint (32
+        // bytes) and the step (1 byte here); then the slots' count, a varint:
+        // claim 2^62 slots.
+        assert_eq!(body[34] as usize, snap.body.slots.len());
+        body.splice(34..35, [0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x40]);
+        let e = restore_err(&seal(&MAGIC, FORMAT_VERSION, &body));
+        assert!(e.starts_with("the snapshot is corrupt: "), "{e}");
+    }
+
+    #[test]
+    fn snapshots_that_do_not_fit_the_plan_are_errors() {
+        let snap = monitor_after(5).snapshot();
+        let cases: Vec<(Box<dyn FnOnce(&mut Body)>, &str)> = vec![
+            (Box::new(|b| { b.slots.pop(); }), "15 slots, the specification has 16"),
+            (Box::new(|b| b.slots.push(Slot::NoVal)), "17 slots, the specification has 16"),
+            (Box::new(|b| { b.rings.pop(); }), "2 offset rings, the specification has 3"),
+            (Box::new(|b| { b.rings[2].pop(); }), "ring 2 (offset 3) has 2 entries; at step 5 it has 3"),
+            (Box::new(|b| b.rings[0].push(Cell::Int(1))), "ring 0 (offset 1) has 2 entries; at step 5 it has 1"),
+            (Box::new(|b| b.step = 2), "ring 0 (offset 1) has 1 entries; at step 2 it has 1"),
+            (Box::new(|b| b.step = u64::MAX), "step 18446744073709551615 is past the last step"),
+            (Box::new(|b| b.flags = vec![0]), "flag of node 0, which is not a `when`, `init` or `update` node (or not in increasing order)"),
+            (Box::new(|b| b.flags = vec![6, 6]), "flag of node 6, which is not a `when`, `init` or `update` node (or not in increasing order)"),
+            (Box::new(|b| b.flags = vec![u32::MAX]), "flag of node 4294967295, which is not a `when`, `init` or `update` node (or not in increasing order)"),
+            (Box::new(|b| b.stopped = Some(StopError { kind: Kind::InvalidOperand, op: "teleport".into(), detail: None, stream: "total".into(), step: 1 })), "the runtime error's operation `teleport` is unknown"),
+            (Box::new(|b| b.stopped = Some(StopError { kind: Kind::InvalidOperand, op: "addition".into(), detail: None, stream: "nope".into(), step: 1 })), "the runtime error names no stream of the specification (`nope`)"),
+        ];
+        for (change, want) in cases {
+            let e = restore_err(&resealed(&snap, change));
+            if want.starts_with("ring 0 (offset 1) has 1 entries") {
+                // Step 2 leaves the offset-3 ring with 2 entries, not 3.
+                assert_eq!(e, "the snapshot does not fit the specification: ring 2 (offset 3) has 3 entries; at step 2 it has 2");
+            } else {
+                assert_eq!(e, format!("the snapshot does not fit the specification: {want}"));
+            }
+        }
+    }
+
+    #[test]
+    fn a_snapshot_of_another_spec_names_both_fingerprints() {
+        let snap = monitor_after(3).snapshot();
+        let other = Spec::parse("o.dsrv", &SPEC.replace("0.5", "1.5")).unwrap();
+        let e = Monitor::restore(&other, &snap).err().unwrap();
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "the snapshot was taken with another specification (snapshot fingerprint {}, this specification's {})",
+                Fingerprint::of(&spec()).short(),
+                Fingerprint::of(&other).short()
+            )
+        );
+        assert_ne!(Fingerprint::of(&spec()), Fingerprint::of(&other));
+    }
+
+    #[test]
+    fn a_stopped_monitor_stays_stopped_on_every_tier() {
+        let spec = Spec::parse("d.dsrv", "in x: Int\nin y: Int\nout z: Int\nz = x / y\n").unwrap();
+        let mut m = Monitor::builder(&spec).tier(Tier::Canonical).build();
+        m.step(&[Some(Value::Int(4)), Some(Value::Int(2))]).unwrap();
+        let err = m.step(&[Some(Value::Int(1)), Some(Value::Int(0))]).unwrap_err();
+        let snap = m.snapshot();
+        assert!(snap.is_stopped());
+        let json = Snapshot::from_json(&snap.to_json()).unwrap();
+        for tier in Tier::ALL {
+            let mut r = Monitor::builder(&spec).tier(tier).restore(&json).unwrap().build();
+            assert_eq!(r.step(&[Some(Value::Int(1)), Some(Value::Int(1))]).unwrap_err(), err);
+            assert_eq!(r.steps(), 1);
+        }
+    }
+
+    #[test]
+    fn reset_starts_over_with_the_same_code() {
+        let mut m = Monitor::builder(&spec()).tier(Tier::Auto).max_string_bytes(3).build();
+        let fresh = m.snapshot();
+        for row in rows(6) {
+            m.step(&row).unwrap();
+        }
+        m.reset();
+        assert_eq!(m.snapshot(), fresh);
+        assert_eq!(m.steps(), 0);
+        // The string bound is kept.
+        let spec = Spec::parse("s.dsrv", "in s: Str\nout t: Str\nt = s ++ s\n").unwrap();
+        let mut m = Monitor::builder(&spec).max_string_bytes(3).build();
+        m.reset();
+        let e = m.step(&[Some(Value::Str("ab".into()))]).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::StringTooLong);
+    }
 }
