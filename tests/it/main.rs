@@ -10,6 +10,7 @@ mod frontend_hardening;
 mod memory;
 mod props;
 mod robustness;
+mod snapshots;
 mod strings;
 mod support;
 mod trace_hardening;
