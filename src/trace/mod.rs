@@ -205,7 +205,7 @@ mod tc;
 mod values;
 mod writer;
 
-pub use writer::{make_writer, step_column};
+pub use writer::{continue_writer, make_writer, step_column};
 
 use std::io::BufRead;
 

@@ -1,6 +1,7 @@
 //! The integration-test binary: conformance cases under every tier, CLI behaviour,
 //! diagnostics snapshots, and property tests against the reference evaluator.
 
+mod checkpoints;
 mod cli;
 mod cli_io;
 mod conformance;
