@@ -219,6 +219,7 @@ fn killed_runs_resume_to_the_uninterrupted_output_file() {
         assert!(got == want, "{format}: the resumed output differs from an uninterrupted run's");
         landed += n;
     }
+    eprintln!("{landed} of 9 kills landed before the end");
     // Most kills must land mid-run, or the test proves little.
     assert!(landed >= 5, "only {landed} of 9 kills landed before the end");
 }
@@ -233,6 +234,7 @@ fn killed_stream_runs_resume_to_the_uninterrupted_output_file() {
     let want = uninterrupted(&dir, "-", &extra, Some(&text));
     let (got, landed) = killed_and_resumed(&dir, "-", &extra, Some(&text), 3, &mut rng);
     assert!(got == want, "the resumed output differs from an uninterrupted run's");
+    eprintln!("{landed} of 3 kills landed before the end");
     assert!(landed >= 2, "only {landed} of 3 kills landed before the end");
 }
 
@@ -393,4 +395,20 @@ fn stdout_outputs_are_repeated_after_the_last_checkpoint() {
         .map(|l| format!("{l}\n"))
         .collect();
     assert_eq!(format!("{head}{rest}"), full);
+}
+
+/// Bytes written after the last checkpoint (a killed run's rows, or
+/// anything else) are cut off before the resumed run appends.
+#[test]
+fn a_resume_cuts_the_output_file_back_to_the_checkpoint() {
+    let (dir, spec, input, ck) = checkpointed("cut-back");
+    let out = dir.join("out").to_str().unwrap().to_string();
+    let want = std::fs::read(&out).unwrap();
+    let mut f = std::fs::OpenOptions::new().append(true).open(&out).unwrap();
+    f.write_all(b"step,total\n999,partial row of a killed ru").unwrap();
+    drop(f);
+    // The checkpoint was taken at the end of the input: nothing to redo.
+    let (code, _, err) = run(&["run", &spec, "--input", &input, "--output-file", &out, "--resume", &ck]);
+    assert_eq!((code, err.as_str()), (0, ""));
+    assert!(std::fs::read(&out).unwrap() == want, "the output file was not cut back");
 }
