@@ -410,6 +410,15 @@ impl Monitor {
     }
 }
 
+impl Spec {
+    /// The specification's identity for snapshots: the fingerprint its
+    /// snapshots carry, the same in every process for the same checked
+    /// specification (whitespace and comments aside).
+    pub fn fingerprint(&self) -> crate::snapshot::Fingerprint {
+        crate::snapshot::fingerprint(&Plan::new(self.checked.clone()))
+    }
+}
+
 /// Snapshots and restarts (see `crate::snapshot`).
 impl Monitor {
     /// The whole run state at this step boundary (values, holds, history,

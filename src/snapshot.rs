@@ -82,11 +82,6 @@ pub struct Snapshot {
 pub struct Fingerprint([u8; 32]);
 
 impl Fingerprint {
-    /// The fingerprint of `spec`: the one its snapshots carry.
-    pub fn of(spec: &crate::monitor::Spec) -> Fingerprint {
-        fingerprint(&Plan::new(spec.checked().clone()))
-    }
-
     /// The first 16 hexadecimal digits, as error messages show them.
     pub fn short(&self) -> String {
         self.to_string()[..16].to_string()
@@ -294,7 +289,9 @@ impl<'de> Deserialize<'de> for F64 {
         impl Visitor<'_> for V {
             type Value = F64;
             fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a float, or one of \"inf\", \"-inf\", \"NaN\", \"NaN:0x<16 hex digits>\"")
+                f.write_str(
+                    "a float, or one of \"inf\", \"-inf\", \"NaN\", \"NaN:0x<16 hex digits>\"",
+                )
             }
             fn visit_f64<E: de::Error>(self, v: f64) -> Result<F64, E> {
                 Ok(F64(v.to_bits()))
@@ -336,9 +333,7 @@ impl<'de> Deserialize<'de> for Fingerprint {
         let s = String::deserialize(d)?;
         let bytes = s.as_bytes();
         if bytes.len() != 64 || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
-            return Err(de::Error::custom(
-                "a fingerprint is 64 hexadecimal digits",
-            ));
+            return Err(de::Error::custom("a fingerprint is 64 hexadecimal digits"));
         }
         let mut out = [0u8; 32];
         for (i, pair) in bytes.chunks(2).enumerate() {
@@ -489,7 +484,10 @@ impl Snapshot {
             None => None,
             Some(e) => {
                 let Some(op) = static_op(&e.op) else {
-                    return bad(format!("the runtime error's operation `{}` is unknown", e.op));
+                    return bad(format!(
+                        "the runtime error's operation `{}` is unknown",
+                        e.op
+                    ));
                 };
                 if plan.spec.stream_by_name(&e.stream).is_none() {
                     return bad(format!(
@@ -553,8 +551,8 @@ impl Snapshot {
     /// the body's length (u64, little-endian) and SHA-256, then the body
     /// (postcard).
     pub fn to_bytes(&self) -> Vec<u8> {
-        let body = postcard::to_stdvec(&self.body)
-            .expect("engine bug: a snapshot body always serialises");
+        let body =
+            postcard::to_stdvec(&self.body).expect("engine bug: a snapshot body always serialises");
         seal(&MAGIC, FORMAT_VERSION, &body)
     }
 
@@ -605,8 +603,8 @@ impl Snapshot {
 
 /// Decodes a postcard value that must use every byte.
 pub(crate) fn decode_postcard<'a, T: Deserialize<'a>>(bytes: &'a [u8]) -> Result<T, SnapshotError> {
-    let (value, rest) = postcard::take_from_bytes(bytes)
-        .map_err(|e| SnapshotError::Malformed(e.to_string()))?;
+    let (value, rest) =
+        postcard::take_from_bytes(bytes).map_err(|e| SnapshotError::Malformed(e.to_string()))?;
     if !rest.is_empty() {
         return Err(SnapshotError::Malformed(format!(
             "{} bytes after the end of the data",
@@ -772,7 +770,10 @@ fn render_plan(plan: &Plan) -> String {
         );
     }
     let ids = |v: &[crate::lang::check::StreamId]| {
-        v.iter().map(|s| s.0.to_string()).collect::<Vec<_>>().join(" ")
+        v.iter()
+            .map(|s| s.0.to_string())
+            .collect::<Vec<_>>()
+            .join(" ")
     };
     let _ = writeln!(w, "inputs {}", ids(&spec.inputs));
     let _ = writeln!(w, "outputs {}", ids(&spec.outputs));
@@ -886,7 +887,9 @@ total = default(total[1], 0) + x\nlast = default(s[3], \"-\")\nw = when(x > 2)\n
             assert_eq!(json, snap, "JSON after {n} rows");
         }
         // Every special float shows up in some snapshot above.
-        let json: String = (0..8).map(|n| monitor_after(n).snapshot().to_json()).collect();
+        let json: String = (0..8)
+            .map(|n| monitor_after(n).snapshot().to_json())
+            .collect();
         for special in ["\"NaN:0x7ff80000deadbeef\"", "{\"Float\":-0.0}", "\"inf\""] {
             assert!(json.contains(special), "{special} in {json}");
         }
@@ -950,10 +953,15 @@ total = default(total[1], 0) + x\nlast = default(s[3], \"-\")\nw = when(x > 2)\n
             assert_eq!(snap, monitor_after(n).snapshot(), "after {n} rows");
             let (back, failed) = snap.restore_state(&plan).unwrap();
             assert_eq!(failed, None);
-            assert_eq!(Snapshot::capture(&plan, &Run::from_state(&engine, back.clone())), snap);
+            assert_eq!(
+                Snapshot::capture(&plan, &Run::from_state(&engine, back.clone())),
+                snap
+            );
             for &id in &plan.offset_nodes {
                 let node = plan.node(id);
-                let NodeOp::Offset(len) = node.op else { unreachable!() };
+                let NodeOp::Offset(len) = node.op else {
+                    unreachable!()
+                };
                 for want in [tag::I64, tag::F64, tag::OTHER] {
                     assert_eq!(
                         back.ring_promotable(node.ring_base, len, want),
@@ -969,18 +977,23 @@ total = default(total[1], 0) + x\nlast = default(s[3], \"-\")\nw = when(x > 2)\n
 
     #[test]
     fn fingerprints_ignore_layout_of_the_text_but_not_the_spec() {
-        let a = Fingerprint::of(&spec());
-        let spaced = SPEC.replace(" = ", "   =   ").replace('\n', "\n// comment\n");
-        assert_eq!(Fingerprint::of(&Spec::parse("other.dsrv", &spaced).unwrap()), a);
+        let a = spec().fingerprint();
+        let spaced = SPEC
+            .replace(" = ", "   =   ")
+            .replace('\n', "\n// comment\n");
+        assert_eq!(Spec::parse("other.dsrv", &spaced).unwrap().fingerprint(), a);
         let renamed = SPEC.replace("total", "sum");
-        assert_ne!(Fingerprint::of(&Spec::parse("t.dsrv", &renamed).unwrap()), a);
+        assert_ne!(Spec::parse("t.dsrv", &renamed).unwrap().fingerprint(), a);
         let other_offset = SPEC.replace("s[3]", "s[4]");
-        assert_ne!(Fingerprint::of(&Spec::parse("t.dsrv", &other_offset).unwrap()), a);
+        assert_ne!(
+            Spec::parse("t.dsrv", &other_offset).unwrap().fingerprint(),
+            a
+        );
         // Stable across processes and builds: a fixed value for a fixed spec
         // (it changes only with the rendering, which is part of the format).
         let fixed = Spec::parse("f.dsrv", "in x: Int\nout y: Int\ny = x + 1\n").unwrap();
         assert_eq!(
-            Fingerprint::of(&fixed).to_string(),
+            fixed.fingerprint().to_string(),
             "83cddf54ad04cce87bc073182c14200d2e31cd982d86247138c2a5c21da53956"
         );
     }
@@ -1008,7 +1021,10 @@ total = default(total[1], 0) + x\nlast = default(s[3], \"-\")\nw = when(x > 2)\n
     fn damaged_binary_snapshots_are_errors() {
         let bytes = monitor_after(5).snapshot().to_bytes();
         assert_eq!(restore_err(b"{\"x\": 1}"), "not a vigil snapshot");
-        assert_eq!(restore_err(&bytes[..30]), "the snapshot is truncated: its header announces 52 bytes of data, 30 are present");
+        assert_eq!(
+            restore_err(&bytes[..30]),
+            "the snapshot is truncated: its header announces 52 bytes of data, 30 are present"
+        );
         let cut = &bytes[..bytes.len() - 3];
         assert_eq!(
             restore_err(cut),
@@ -1032,10 +1048,17 @@ total = default(total[1], 0) + x\nlast = default(s[3], \"-\")\nw = when(x > 2)\n
         );
         let mut longer = bytes.clone();
         longer.push(0);
-        assert_eq!(restore_err(&longer), "the snapshot is corrupt: 1 bytes after the end of the data");
+        assert_eq!(
+            restore_err(&longer),
+            "the snapshot is corrupt: 1 bytes after the end of the data"
+        );
         // Garbage with a valid envelope.
         let garbage = seal(&MAGIC, FORMAT_VERSION, &[7; 40]);
-        assert!(restore_err(&garbage).starts_with("the snapshot is corrupt: "), "{}", restore_err(&garbage));
+        assert!(
+            restore_err(&garbage).starts_with("the snapshot is corrupt: "),
+            "{}",
+            restore_err(&garbage)
+        );
     }
 
     #[test]
@@ -1046,7 +1069,10 @@ total = default(total[1], 0) + x\nlast = default(s[3], \"-\")\nw = when(x > 2)\n
         // bytes) and the step (1 byte here); then the slots' count, a varint:
         // claim 2^62 slots.
         assert_eq!(body[34] as usize, snap.body.slots.len());
-        body.splice(34..35, [0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x40]);
+        body.splice(
+            34..35,
+            [0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x40],
+        );
         let e = restore_err(&seal(&MAGIC, FORMAT_VERSION, &body));
         assert!(e.starts_with("the snapshot is corrupt: "), "{e}");
     }
@@ -1055,26 +1081,90 @@ total = default(total[1], 0) + x\nlast = default(s[3], \"-\")\nw = when(x > 2)\n
     fn snapshots_that_do_not_fit_the_plan_are_errors() {
         let snap = monitor_after(5).snapshot();
         let cases: Vec<(Box<dyn FnOnce(&mut Body)>, &str)> = vec![
-            (Box::new(|b| { b.slots.pop(); }), "15 slots, the specification has 16"),
-            (Box::new(|b| b.slots.push(Slot::NoVal)), "17 slots, the specification has 16"),
-            (Box::new(|b| { b.rings.pop(); }), "2 offset rings, the specification has 3"),
-            (Box::new(|b| { b.rings[2].pop(); }), "ring 2 (offset 3) has 2 entries; at step 5 it has 3"),
-            (Box::new(|b| b.rings[0].push(Cell::Int(1))), "ring 0 (offset 1) has 2 entries; at step 5 it has 1"),
-            (Box::new(|b| b.step = 2), "ring 0 (offset 1) has 1 entries; at step 2 it has 1"),
-            (Box::new(|b| b.step = u64::MAX), "step 18446744073709551615 is past the last step"),
-            (Box::new(|b| b.flags = vec![0]), "flag of node 0, which is not a `when`, `init` or `update` node (or not in increasing order)"),
-            (Box::new(|b| b.flags = vec![6, 6]), "flag of node 6, which is not a `when`, `init` or `update` node (or not in increasing order)"),
-            (Box::new(|b| b.flags = vec![u32::MAX]), "flag of node 4294967295, which is not a `when`, `init` or `update` node (or not in increasing order)"),
-            (Box::new(|b| b.stopped = Some(StopError { kind: Kind::InvalidOperand, op: "teleport".into(), detail: None, stream: "total".into(), step: 1 })), "the runtime error's operation `teleport` is unknown"),
-            (Box::new(|b| b.stopped = Some(StopError { kind: Kind::InvalidOperand, op: "addition".into(), detail: None, stream: "nope".into(), step: 1 })), "the runtime error names no stream of the specification (`nope`)"),
+            (
+                Box::new(|b| {
+                    b.slots.pop();
+                }),
+                "15 slots, the specification has 16",
+            ),
+            (
+                Box::new(|b| b.slots.push(Slot::NoVal)),
+                "17 slots, the specification has 16",
+            ),
+            (
+                Box::new(|b| {
+                    b.rings.pop();
+                }),
+                "2 offset rings, the specification has 3",
+            ),
+            (
+                Box::new(|b| {
+                    b.rings[2].pop();
+                }),
+                "ring 2 (offset 3) has 2 entries; at step 5 it has 3",
+            ),
+            (
+                Box::new(|b| b.rings[0].push(Cell::Int(1))),
+                "ring 0 (offset 1) has 2 entries; at step 5 it has 1",
+            ),
+            (
+                Box::new(|b| b.step = 2),
+                "ring 0 (offset 1) has 1 entries; at step 2 it has 1",
+            ),
+            (
+                Box::new(|b| b.step = u64::MAX),
+                "step 18446744073709551615 is past the last step",
+            ),
+            (
+                Box::new(|b| b.flags = vec![0]),
+                "flag of node 0, which is not a `when`, `init` or `update` node (or not in increasing order)",
+            ),
+            (
+                Box::new(|b| b.flags = vec![6, 6]),
+                "flag of node 6, which is not a `when`, `init` or `update` node (or not in increasing order)",
+            ),
+            (
+                Box::new(|b| b.flags = vec![u32::MAX]),
+                "flag of node 4294967295, which is not a `when`, `init` or `update` node (or not in increasing order)",
+            ),
+            (
+                Box::new(|b| {
+                    b.stopped = Some(StopError {
+                        kind: Kind::InvalidOperand,
+                        op: "teleport".into(),
+                        detail: None,
+                        stream: "total".into(),
+                        step: 1,
+                    })
+                }),
+                "the runtime error's operation `teleport` is unknown",
+            ),
+            (
+                Box::new(|b| {
+                    b.stopped = Some(StopError {
+                        kind: Kind::InvalidOperand,
+                        op: "addition".into(),
+                        detail: None,
+                        stream: "nope".into(),
+                        step: 1,
+                    })
+                }),
+                "the runtime error names no stream of the specification (`nope`)",
+            ),
         ];
         for (change, want) in cases {
             let e = restore_err(&resealed(&snap, change));
             if want.starts_with("ring 0 (offset 1) has 1 entries") {
                 // Step 2 leaves the offset-3 ring with 2 entries, not 3.
-                assert_eq!(e, "the snapshot does not fit the specification: ring 2 (offset 3) has 3 entries; at step 2 it has 2");
+                assert_eq!(
+                    e,
+                    "the snapshot does not fit the specification: ring 2 (offset 3) has 3 entries; at step 2 it has 2"
+                );
             } else {
-                assert_eq!(e, format!("the snapshot does not fit the specification: {want}"));
+                assert_eq!(
+                    e,
+                    format!("the snapshot does not fit the specification: {want}")
+                );
             }
         }
     }
@@ -1088,11 +1178,11 @@ total = default(total[1], 0) + x\nlast = default(s[3], \"-\")\nw = when(x > 2)\n
             e.to_string(),
             format!(
                 "the snapshot was taken with another specification (snapshot fingerprint {}, this specification's {})",
-                Fingerprint::of(&spec()).short(),
-                Fingerprint::of(&other).short()
+                spec().fingerprint().short(),
+                other.fingerprint().short()
             )
         );
-        assert_ne!(Fingerprint::of(&spec()), Fingerprint::of(&other));
+        assert_ne!(spec().fingerprint(), other.fingerprint());
     }
 
     #[test]
@@ -1100,20 +1190,33 @@ total = default(total[1], 0) + x\nlast = default(s[3], \"-\")\nw = when(x > 2)\n
         let spec = Spec::parse("d.dsrv", "in x: Int\nin y: Int\nout z: Int\nz = x / y\n").unwrap();
         let mut m = Monitor::builder(&spec).tier(Tier::Canonical).build();
         m.step(&[Some(Value::Int(4)), Some(Value::Int(2))]).unwrap();
-        let err = m.step(&[Some(Value::Int(1)), Some(Value::Int(0))]).unwrap_err();
+        let err = m
+            .step(&[Some(Value::Int(1)), Some(Value::Int(0))])
+            .unwrap_err();
         let snap = m.snapshot();
         assert!(snap.is_stopped());
         let json = Snapshot::from_json(&snap.to_json()).unwrap();
         for tier in Tier::ALL {
-            let mut r = Monitor::builder(&spec).tier(tier).restore(&json).unwrap().build();
-            assert_eq!(r.step(&[Some(Value::Int(1)), Some(Value::Int(1))]).unwrap_err(), err);
+            let mut r = Monitor::builder(&spec)
+                .tier(tier)
+                .restore(&json)
+                .unwrap()
+                .build();
+            assert_eq!(
+                r.step(&[Some(Value::Int(1)), Some(Value::Int(1))])
+                    .unwrap_err(),
+                err
+            );
             assert_eq!(r.steps(), 1);
         }
     }
 
     #[test]
     fn reset_starts_over_with_the_same_code() {
-        let mut m = Monitor::builder(&spec()).tier(Tier::Auto).max_string_bytes(3).build();
+        let mut m = Monitor::builder(&spec())
+            .tier(Tier::Auto)
+            .max_string_bytes(3)
+            .build();
         let fresh = m.snapshot();
         for row in rows(6) {
             m.step(&row).unwrap();

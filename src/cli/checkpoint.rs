@@ -405,14 +405,15 @@ pub(super) fn prepare(
             _ => false,
         };
         if !at_position {
-            skip_rows(reader.as_mut(), monitor.input_count(), l.info.input.rows)
-                .map_err(|e| match e {
+            skip_rows(reader.as_mut(), monitor.input_count(), l.info.input.rows).map_err(|e| {
+                match e {
                     Skip::Short(m) => fail(format!("cannot resume from `{path}`: {m}")),
                     Skip::Trace(e) => {
                         error(&e);
                         super::trace_exit(&e)
                     }
-                })?;
+                }
+            })?;
         }
     }
     let names: Vec<String> = monitor

@@ -304,7 +304,10 @@ struct FileFrom {
 impl std::io::Read for FileFrom {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         use std::os::unix::fs::FileExt;
-        let file = self.file.as_ref().map_err(|e| std::io::Error::new(e.kind(), e.to_string()))?;
+        let file = self
+            .file
+            .as_ref()
+            .map_err(|e| std::io::Error::new(e.kind(), e.to_string()))?;
         let n = file.read_at(buf, self.at)?;
         self.at += n as u64;
         Ok(n)
@@ -492,7 +495,11 @@ mod tests {
     fn rows_and_positions(
         mut r: Box<dyn RowReader>,
         width: usize,
-    ) -> (Vec<Vec<Option<Value>>>, Vec<Option<TracePosition>>, Option<String>) {
+    ) -> (
+        Vec<Vec<Option<Value>>>,
+        Vec<Option<TracePosition>>,
+        Option<String>,
+    ) {
         let mut row = vec![None; width];
         let (mut rows, mut positions) = (Vec::new(), vec![r.position()]);
         loop {
@@ -542,11 +549,17 @@ mod tests {
                     .reader
             };
             let (rows, positions, error) = rows_and_positions(open(None), 2);
-            assert!(rows.len() >= 4 && error.is_some(), "{name}: {rows:?} {error:?}");
+            assert!(
+                rows.len() >= 4 && error.is_some(),
+                "{name}: {rows:?} {error:?}"
+            );
             for (k, position) in positions.iter().enumerate() {
                 let Some(position) = *position else {
                     // Only a CSV reader before its header has no position.
-                    assert!(k == 0 && name == "r.csv", "{name}: no position after {k} rows");
+                    assert!(
+                        k == 0 && name == "r.csv",
+                        "{name}: no position after {k} rows"
+                    );
                     continue;
                 };
                 let resume = ResumeAt {
@@ -554,7 +567,11 @@ mod tests {
                     rows: k as u64,
                 };
                 let (rest, _, rest_error) = rows_and_positions(open(Some(resume)), 2);
-                assert_eq!(rest, rows[k..], "{name}: resumed after {k} rows at {position:?}");
+                assert_eq!(
+                    rest,
+                    rows[k..],
+                    "{name}: resumed after {k} rows at {position:?}"
+                );
                 assert_eq!(rest_error, error, "{name}: resumed after {k} rows");
             }
             std::fs::remove_file(&path).unwrap();

@@ -342,7 +342,9 @@ mod tests {
 
     #[test]
     fn missing_file_is_an_error() {
-        let e = open_source_at("/nonexistent/vigil/trace.csv", 0).err().unwrap();
+        let e = open_source_at("/nonexistent/vigil/trace.csv", 0)
+            .err()
+            .unwrap();
         assert_eq!(e.file, "/nonexistent/vigil/trace.csv");
         assert!(
             e.message.starts_with("cannot open the trace"),

@@ -120,12 +120,17 @@ fn start(
 ) -> (Child, Option<std::thread::JoinHandle<()>>) {
     let ck = dir.join("ck");
     let mut cmd = vigil();
-    cmd.args(["run", dir.join("spec.dsrv").to_str().unwrap(), "--input", input])
-        .args(["--output-file", dir.join("out").to_str().unwrap()])
-        .args(["--checkpoint", ck.to_str().unwrap()])
-        .args(extra)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
+    cmd.args([
+        "run",
+        dir.join("spec.dsrv").to_str().unwrap(),
+        "--input",
+        input,
+    ])
+    .args(["--output-file", dir.join("out").to_str().unwrap()])
+    .args(["--checkpoint", ck.to_str().unwrap()])
+    .args(extra)
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped());
     if resume {
         cmd.args(["--resume", ck.to_str().unwrap()]);
     }
@@ -151,7 +156,11 @@ fn uninterrupted(dir: &Path, input: &str, extra: &[&str], stdin_trace: Option<&s
     if let Some(f) = feeder {
         f.join().unwrap();
     }
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let _ = std::fs::remove_file(dir.join("ck"));
     std::fs::read(dir.join("out")).unwrap()
 }
@@ -216,12 +225,18 @@ fn killed_runs_resume_to_the_uninterrupted_output_file() {
         let extra = ["--output", output, "--checkpoint-every", "1500"];
         let want = uninterrupted(&dir, &input, &extra, None);
         let (got, n) = killed_and_resumed(&dir, &input, &extra, None, 3, &mut rng);
-        assert!(got == want, "{format}: the resumed output differs from an uninterrupted run's");
+        assert!(
+            got == want,
+            "{format}: the resumed output differs from an uninterrupted run's"
+        );
         landed += n;
     }
     eprintln!("{landed} of 9 kills landed before the end");
     // Most kills must land mid-run, or the test proves little.
-    assert!(landed >= 5, "only {landed} of 9 kills landed before the end");
+    assert!(
+        landed >= 5,
+        "only {landed} of 9 kills landed before the end"
+    );
 }
 
 #[test]
@@ -233,9 +248,15 @@ fn killed_stream_runs_resume_to_the_uninterrupted_output_file() {
     let extra = ["--output", "csv", "--checkpoint-every", "200"];
     let want = uninterrupted(&dir, "-", &extra, Some(&text));
     let (got, landed) = killed_and_resumed(&dir, "-", &extra, Some(&text), 3, &mut rng);
-    assert!(got == want, "the resumed output differs from an uninterrupted run's");
+    assert!(
+        got == want,
+        "the resumed output differs from an uninterrupted run's"
+    );
     eprintln!("{landed} of 3 kills landed before the end");
-    assert!(landed >= 2, "only {landed} of 3 kills landed before the end");
+    assert!(
+        landed >= 2,
+        "only {landed} of 3 kills landed before the end"
+    );
 }
 
 /// Runs vigil with `args`; returns the status, standard output and error.
@@ -257,8 +278,16 @@ fn checkpointed(test: &str) -> (std::path::PathBuf, String, String, String) {
     let ck = dir.join("ck").to_str().unwrap().to_string();
     let out = dir.join("out").to_str().unwrap().to_string();
     let (code, _, err) = run(&[
-        "run", &spec, "--input", &input, "--output-file", &out, "--checkpoint", &ck,
-        "--checkpoint-every", "20",
+        "run",
+        &spec,
+        "--input",
+        &input,
+        "--output-file",
+        &out,
+        "--checkpoint",
+        &ck,
+        "--checkpoint-every",
+        "20",
     ]);
     assert_eq!((code, err.as_str()), (0, ""));
     (dir, spec, input, ck)
@@ -270,12 +299,19 @@ fn a_checkpoint_of_another_spec_is_refused() {
     let other = write(&dir, "other.dsrv", SPEC.replace("s[3]", "s[4]"));
     let out = dir.join("out").to_str().unwrap().to_string();
     let (code, stdout, err) = run(&[
-        "run", &other, "--input", &input, "--output-file", &out, "--resume", &ck,
+        "run",
+        &other,
+        "--input",
+        &input,
+        "--output-file",
+        &out,
+        "--resume",
+        &ck,
     ]);
     assert_eq!((code, stdout.as_str()), (1, ""));
     let fingerprint = |path: &str| {
         let spec = vigil::Spec::parse("s", &std::fs::read_to_string(path).unwrap()).unwrap();
-        vigil::Fingerprint::of(&spec).short()
+        spec.fingerprint().short()
     };
     assert_eq!(
         err,
@@ -293,13 +329,21 @@ fn a_corrupt_or_foreign_checkpoint_is_refused() {
     let (dir, spec, input, ck) = checkpointed("corrupt");
     let bytes = std::fs::read(&ck).unwrap();
     let cases: [(&str, Vec<u8>, &str); 4] = [
-        ("flipped", {
-            let mut b = bytes.clone();
-            let at = b.len() / 2;
-            b[at] ^= 0x40;
-            b
-        }, "the checkpoint is corrupt: its contents do not match their checksum"),
-        ("cut", bytes[..bytes.len() - 10].to_vec(), "the checkpoint is truncated: its header announces"),
+        (
+            "flipped",
+            {
+                let mut b = bytes.clone();
+                let at = b.len() / 2;
+                b[at] ^= 0x40;
+                b
+            },
+            "the checkpoint is corrupt: its contents do not match their checksum",
+        ),
+        (
+            "cut",
+            bytes[..bytes.len() - 10].to_vec(),
+            "the checkpoint is truncated: its header announces",
+        ),
         ("empty", Vec::new(), "not a vigil checkpoint"),
         ("spec", SPEC.as_bytes().to_vec(), "not a vigil checkpoint"),
     ];
@@ -312,9 +356,19 @@ fn a_corrupt_or_foreign_checkpoint_is_refused() {
             "{name}: {err}"
         );
     }
-    let (code, _, err) = run(&["run", &spec, "--input", &input, "--resume", "/nonexistent/ck"]);
+    let (code, _, err) = run(&[
+        "run",
+        &spec,
+        "--input",
+        &input,
+        "--resume",
+        "/nonexistent/ck",
+    ]);
     assert_eq!(code, 1);
-    assert!(err.starts_with("error: cannot read checkpoint `/nonexistent/ck`: "), "{err}");
+    assert!(
+        err.starts_with("error: cannot read checkpoint `/nonexistent/ck`: "),
+        "{err}"
+    );
 }
 
 #[test]
@@ -322,27 +376,76 @@ fn a_checkpoint_must_fit_the_input_and_output() {
     let (dir, spec, _, ck) = checkpointed("mismatch");
     let out = dir.join("out").to_str().unwrap().to_string();
     let shorter = write(&dir, "short.csv", trace("csv", 10));
-    let (code, _, err) = run(&["run", &spec, "--input", &shorter, "--output-file", &out, "--resume", &ck]);
+    let (code, _, err) = run(&[
+        "run",
+        &spec,
+        "--input",
+        &shorter,
+        "--output-file",
+        &out,
+        "--resume",
+        &ck,
+    ]);
     assert_eq!(code, 1);
-    assert!(err.contains("fewer than the") && err.contains("it is not the trace the checkpoint was taken on"), "{err}");
+    assert!(
+        err.contains("fewer than the")
+            && err.contains("it is not the trace the checkpoint was taken on"),
+        "{err}"
+    );
     // Same length, other bytes.
     let original = std::fs::read_to_string(dir.join("t.csv")).unwrap();
     let changed = write(&dir, "changed.csv", original.replacen("v1", "w1", 1));
-    let (code, _, err) = run(&["run", &spec, "--input", &changed, "--output-file", &out, "--resume", &ck]);
+    let (code, _, err) = run(&[
+        "run",
+        &spec,
+        "--input",
+        &changed,
+        "--output-file",
+        &out,
+        "--resume",
+        &ck,
+    ]);
     assert_eq!(code, 1);
-    assert!(err.contains("differs from the trace the checkpoint was taken on"), "{err}");
+    assert!(
+        err.contains("differs from the trace the checkpoint was taken on"),
+        "{err}"
+    );
     let jsonl = write(&dir, "t.jsonl", trace("jsonl", 50));
-    let (code, _, err) = run(&["run", &spec, "--input", &jsonl, "--output-file", &out, "--resume", &ck]);
+    let (code, _, err) = run(&[
+        "run",
+        &spec,
+        "--input",
+        &jsonl,
+        "--output-file",
+        &out,
+        "--resume",
+        &ck,
+    ]);
     assert_eq!(code, 1);
-    assert!(err.contains("it was taken on a CSV trace, and this run reads JSON-lines"), "{err}");
+    assert!(
+        err.contains("it was taken on a CSV trace, and this run reads JSON-lines"),
+        "{err}"
+    );
     let input = dir.join("t.csv").to_str().unwrap().to_string();
     let (code, _, err) = run(&["run", &spec, "--input", &input, "--resume", &ck]);
     assert_eq!(code, 1);
     assert!(err.contains("pass it again to continue that file"), "{err}");
     std::fs::write(&out, "").unwrap();
-    let (code, _, err) = run(&["run", &spec, "--input", &input, "--output-file", &out, "--resume", &ck]);
+    let (code, _, err) = run(&[
+        "run",
+        &spec,
+        "--input",
+        &input,
+        "--output-file",
+        &out,
+        "--resume",
+        &ck,
+    ]);
     assert_eq!(code, 1);
-    assert!(err.contains("the output file") && err.contains("has 0 bytes, fewer than the"), "{err}");
+    assert!(
+        err.contains("the output file") && err.contains("has 0 bytes, fewer than the"),
+        "{err}"
+    );
     // A stream with fewer rows than the checkpoint consumed.
     let script = format!(
         "head -5 {input} | {} run {spec} --input - --format csv --output-file {out}2 --resume {ck}",
@@ -372,7 +475,16 @@ fn stdout_outputs_are_repeated_after_the_last_checkpoint() {
     // 30 rows, and the first 40 rows of output.
     let first: String = text.lines().take(30).map(|l| format!("{l}\n")).collect();
     let part = write(&dir, "part.jsonl", first);
-    let (code, _, _) = run(&["run", &spec, "--input", &part, "--output", "csv", "--checkpoint", &ck]);
+    let (code, _, _) = run(&[
+        "run",
+        &spec,
+        "--input",
+        &part,
+        "--output",
+        "csv",
+        "--checkpoint",
+        &ck,
+    ]);
     assert_eq!(code, 0);
     let head: String = full.lines().take(41).map(|l| format!("{l}\n")).collect();
     // The resumed run reads the stream from its start and drops 30 rows.
@@ -381,7 +493,12 @@ fn stdout_outputs_are_repeated_after_the_last_checkpoint() {
         env!("CARGO_BIN_EXE_vigil")
     );
     let o = crate::support::bash(&script);
-    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     let tail = String::from_utf8(o.stdout).unwrap();
     // A resumed standard output is a new stream, with its CSV header.
     assert!(tail.starts_with("step,total,last,tag,seen\n30,"), "{tail}");
@@ -405,10 +522,23 @@ fn a_resume_cuts_the_output_file_back_to_the_checkpoint() {
     let out = dir.join("out").to_str().unwrap().to_string();
     let want = std::fs::read(&out).unwrap();
     let mut f = std::fs::OpenOptions::new().append(true).open(&out).unwrap();
-    f.write_all(b"step,total\n999,partial row of a killed ru").unwrap();
+    f.write_all(b"step,total\n999,partial row of a killed ru")
+        .unwrap();
     drop(f);
     // The checkpoint was taken at the end of the input: nothing to redo.
-    let (code, _, err) = run(&["run", &spec, "--input", &input, "--output-file", &out, "--resume", &ck]);
+    let (code, _, err) = run(&[
+        "run",
+        &spec,
+        "--input",
+        &input,
+        "--output-file",
+        &out,
+        "--resume",
+        &ck,
+    ]);
     assert_eq!((code, err.as_str()), (0, ""));
-    assert!(std::fs::read(&out).unwrap() == want, "the output file was not cut back");
+    assert!(
+        std::fs::read(&out).unwrap() == want,
+        "the output file was not cut back"
+    );
 }

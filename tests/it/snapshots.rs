@@ -155,7 +155,9 @@ fn check_split(
         // A stopped run stays stopped: the next row reports the same error.
         let row = vec![None; resumed.input_count()];
         if resumed.step(&row).err().as_ref() != Some(e) {
-            return Err(format!("a restored stopped monitor did not report `{e}` again"));
+            return Err(format!(
+                "a restored stopped monitor did not report `{e}` again"
+            ));
         }
     } else if batches {
         for chunk in case.trace[split..].chunks(5) {
@@ -200,7 +202,8 @@ fn check_split(
     cov.strings += text.contains("{\"Str\":") as usize;
     cov.special_floats += ["NaN", "inf", "-0.0"].iter().any(|s| text.contains(s)) as usize;
     cov.stopped += snap.is_stopped() as usize;
-    cov.promoted_after_restore += (second != Tier::Canonical && resumed.stats().promotions > 0) as usize;
+    cov.promoted_after_restore +=
+        (second != Tier::Canonical && resumed.stats().promotions > 0) as usize;
     cov.tier_changes += (first != second) as usize;
     Ok(())
 }
@@ -220,7 +223,8 @@ fn check_case(
         let second = TIERS[(tier_pick + k * 3) % TIERS.len()];
         let json = (variant + k) % 2 == 0;
         let batches = (variant / 2 + k) % 3 == 0;
-        check_split(&case, split, (first, second), json, batches, cov).map_err(TestCaseError::fail)?;
+        check_split(&case, split, (first, second), json, batches, cov)
+            .map_err(TestCaseError::fail)?;
     }
     Ok(())
 }
