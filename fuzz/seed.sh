@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 roots=(../tests/cases)
 [ -d ../../shared/conformance ] && roots+=(../../shared/conformance)
-mkdir -p corpus/frontend corpus/trace_tc corpus/trace_csv corpus/trace_jsonl corpus/tiers
+mkdir -p corpus/frontend corpus/trace_tc corpus/trace_csv corpus/trace_jsonl corpus/tiers corpus/snapshot
 n=0
 while IFS= read -r spec; do
   dir=$(dirname "$spec")
@@ -24,4 +24,10 @@ for f in ../examples/*.csv; do [ -f "$f" ] && cp "$f" corpus/trace_csv/; done
 for f in ../examples/*.jsonl; do [ -f "$f" ] && cp "$f" corpus/trace_jsonl/; done
 printf 'x,f,b,s,u,a\n1,2.5,true,hi,(),3\n,,,,,\n' > corpus/trace_csv/typed.csv
 printf '{"x":1,"f":2.5,"b":true,"s":"hi","u":null,"a":[1]}\n{}\n' > corpus/trace_jsonl/typed.jsonl
+# Snapshots: real ones after 0 to 15 rows, each mutated in its binary body (mode 2)
+# and in its JSON (mode 3); the target builds them, so a seed is a few bytes.
+for rows in 0 3 7 15; do
+  printf "\\x02\\x$(printf %02x $rows)" > corpus/snapshot/binary$rows
+  printf "\\x03\\x$(printf %02x $rows)" > corpus/snapshot/json$rows
+done
 echo "seeded $n cases into fuzz/corpus/"

@@ -52,6 +52,7 @@ mod canonical;
 mod error;
 mod monitor;
 mod row;
+mod snapshot;
 mod value;
 
 // The pipeline stages and tools (see the crate documentation): not API.
@@ -78,4 +79,5 @@ pub use lang::diag::Diagnostics;
 pub use lang::types::Type;
 pub use monitor::{DEFAULT_MAX_STRING_BYTES, Monitor, MonitorBuilder, Outputs, Spec, Stats, Tier};
 pub use row::{Row, RowError, StepError, conform, describe};
+pub use snapshot::{Fingerprint, Snapshot, SnapshotError};
 pub use value::{Sample, Value};

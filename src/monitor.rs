@@ -13,6 +13,7 @@ use crate::lang::diag::Diagnostics;
 use crate::lang::types::Type;
 use crate::plan::Plan;
 use crate::row::{Checked, Row, RowError, RowSchema, StepError};
+use crate::snapshot::{Snapshot, SnapshotError};
 use crate::trace::InputSchema;
 use crate::value::{Sample, Value};
 use std::fmt;
@@ -262,6 +263,15 @@ pub struct MonitorBuilder<'a> {
     spec: &'a Spec,
     tier: Tier,
     max_string_bytes: usize,
+    /// The plan and run state of a snapshot to continue (`restore`).
+    restored: Option<Restored>,
+}
+
+/// A snapshot checked against its plan, waiting for `build`.
+struct Restored {
+    plan: Arc<Plan>,
+    state: crate::canonical::NodeState,
+    failed: Option<crate::error::RuntimeError>,
 }
 
 impl MonitorBuilder<'_> {
@@ -279,11 +289,36 @@ impl MonitorBuilder<'_> {
         self
     }
 
+    /// Continues the run `snapshot` was taken of (on any tier) instead of
+    /// starting at step 0. A snapshot of another specification, or one whose
+    /// contents do not fit this one, is an error; nothing is misread.
+    pub fn restore(mut self, snapshot: &Snapshot) -> Result<Self, SnapshotError> {
+        let plan = Arc::new(Plan::new(self.spec.checked.clone()));
+        let (state, failed) = snapshot.restore_state(&plan)?;
+        self.restored = Some(Restored {
+            plan,
+            state,
+            failed,
+        });
+        Ok(self)
+    }
+
     /// Builds the monitor: plans, fuses and compiles once, here, before any row.
     pub fn build(self) -> Monitor {
-        let plan = Arc::new(Plan::new(self.spec.checked.clone()));
-        let engine = Engine::new(plan, self.tier);
-        let mut run = engine.new_run();
+        let (engine, mut run) = match self.restored {
+            None => {
+                let plan = Arc::new(Plan::new(self.spec.checked.clone()));
+                let engine = Engine::new(plan, self.tier);
+                let run = engine.new_run();
+                (engine, run)
+            }
+            Some(r) => {
+                let engine = Engine::new(r.plan, self.tier);
+                let mut run = Run::from_state(&engine, r.state);
+                run.failed = r.failed;
+                (engine, run)
+            }
+        };
         run.state.max_string_bytes = self.max_string_bytes;
         Monitor {
             engine,
@@ -340,6 +375,7 @@ impl Monitor {
             spec,
             tier: Tier::Auto,
             max_string_bytes: DEFAULT_MAX_STRING_BYTES,
+            restored: None,
         }
     }
 
@@ -613,5 +649,57 @@ impl RowBatch {
     /// against them.
     pub fn for_spec(spec: &Spec) -> RowBatch {
         RowBatch::with_schema(spec.inputs.clone())
+    }
+}
+
+impl Spec {
+    /// The specification's identity for snapshots: the fingerprint its
+    /// snapshots carry, the same in every process for the same checked
+    /// specification (whitespace and comments aside).
+    pub fn fingerprint(&self) -> crate::snapshot::Fingerprint {
+        crate::snapshot::fingerprint(&Plan::new(self.checked.clone()))
+    }
+}
+
+/// Snapshots and restarts (see `crate::snapshot`).
+impl Monitor {
+    /// The whole run state at this step boundary (values, holds, history,
+    /// builtin flags, step count, and the error that stopped the run, if
+    /// one did), independent of the tier: [`MonitorBuilder::restore`]
+    /// continues it on any tier, in this process or another.
+    ///
+    /// ```
+    /// use vigil::{Monitor, Sample, Snapshot, Spec, Tier, Value};
+    /// let spec = Spec::parse("c.dsrv", "in x: Int\nout z: Int\nz = default(z[1], 0) + x").unwrap();
+    /// let mut monitor = Monitor::builder(&spec).tier(Tier::NativeWhole).build();
+    /// for v in 1..=3 {
+    ///     monitor.step(&[Some(Value::Int(v))]).unwrap();
+    /// }
+    /// let json = monitor.snapshot().to_json();   // or `to_bytes()`
+    ///
+    /// let mut resumed = Monitor::restore(&spec, &Snapshot::from_json(&json).unwrap()).unwrap();
+    /// let outputs = resumed.step(&[Some(Value::Int(4))]).unwrap();
+    /// assert_eq!(outputs.get(0), Sample::Value(Value::Int(10)));
+    ///
+    /// // A snapshot of another specification is refused, never misread.
+    /// let other = Spec::parse("o.dsrv", "in x: Int\nout z: Int\nz = x").unwrap();
+    /// assert!(Monitor::restore(&other, &Snapshot::from_json(&json).unwrap()).is_err());
+    /// ```
+    pub fn snapshot(&self) -> Snapshot {
+        Snapshot::capture(self.engine.plan(), &self.run)
+    }
+
+    /// A monitor of `spec` on the default tier that continues the run
+    /// `snapshot` was taken of: `Monitor::builder(spec).restore(snapshot)?.build()`.
+    pub fn restore(spec: &Spec, snapshot: &Snapshot) -> Result<Monitor, SnapshotError> {
+        Ok(Monitor::builder(spec).restore(snapshot)?.build())
+    }
+
+    /// Starts over at step 0 (no history, not stopped), keeping the compiled
+    /// code, the tier, the string bound and the statistics counters.
+    pub fn reset(&mut self) {
+        let max = self.run.state.max_string_bytes;
+        self.run = self.engine.new_run();
+        self.run.state.max_string_bytes = max;
     }
 }

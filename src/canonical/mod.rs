@@ -595,6 +595,91 @@ impl NodeState {
     }
 }
 
+/// Snapshots (`crate::snapshot`): the offset history as plain entries, and
+/// back. Slots need nothing here: `raw`, `held` and `write` read and rebuild
+/// them.
+impl NodeState {
+    /// The entries of ring `r` (in layout order, as `Plan::offset_nodes`),
+    /// lane by lane: `min(step, n)` of them, since a ring gains one entry
+    /// per step until it is full. Entries are never NoVal.
+    pub(crate) fn ring_entries(&self, r: usize) -> Vec<Sample> {
+        let full = self.rings.len() - self.filling.len();
+        if r < full {
+            let info = &self.rings[r];
+            let base = info.base as usize;
+            (base..base + info.n as usize)
+                .map(|k| {
+                    decode(
+                        self.ring_tags[k],
+                        self.ring_lanes[k],
+                        self.ring_objects.get(k).and_then(Option::as_ref),
+                    )
+                })
+                .collect()
+        } else {
+            let f = &self.filling[r - full];
+            (0..f.tags.len())
+                .map(|t| {
+                    let (tag, lane, object) = f.entry(t);
+                    decode(tag, lane, object.as_ref())
+                })
+                .collect()
+        }
+    }
+
+    /// Replaces the offset history of a state at step `self.step` that has
+    /// none yet (a fresh one) by `rings`, one entry list per ring in layout
+    /// order, as `ring_entries` gives them. The caller has checked every
+    /// length (ring `r` has `min(step, n)` entries) and that no entry is
+    /// NoVal; the per-ring counts promotion reads are recomputed here.
+    pub(crate) fn set_rings(&mut self, rings: Vec<Vec<Sample>>) {
+        assert!(
+            rings.len() == self.rings.len() && self.ring_tags.is_empty(),
+            "engine bug: rings restored into a state that has history, or of another plan"
+        );
+        let form = |s: Sample| match s {
+            Sample::Deferred => (tag::DEFERRED, 0, None),
+            Sample::Value(v) => match scalar_form(&v) {
+                Some((t, lane)) => (t, lane, None),
+                None => (tag::OTHER, 0, Some(v)),
+            },
+            Sample::NoVal => panic!("engine bug: a NoVal ring entry to restore"),
+        };
+        self.filling.clear();
+        for (info, entries) in self.rings.iter_mut().zip(rings) {
+            info.bad = 0;
+            let mut f = FillingRing {
+                n: info.n,
+                base: info.base,
+                tags: Vec::new(),
+                lanes: Vec::new(),
+                objects: Vec::new(),
+            };
+            for e in entries {
+                let (t, lane, object) = form(e);
+                info.retag(None, t);
+                f.push(t, lane, object);
+            }
+            if f.tags.len() < f.n as usize {
+                self.filling.push_back(f);
+                continue;
+            }
+            assert!(
+                self.filling.is_empty() && f.base as usize == self.ring_tags.len(),
+                "engine bug: restored rings are full in layout order"
+            );
+            self.ring_tags.extend_from_slice(&f.tags);
+            self.ring_lanes.extend_from_slice(&f.lanes);
+            if !f.objects.is_empty() {
+                let at = f.base as usize;
+                self.ring_objects.resize(at, None);
+                self.ring_objects.extend(f.objects);
+                self.ring_objects.resize(at + f.n as usize, None);
+            }
+        }
+    }
+}
+
 /// Applies a pointwise operator to held operands: NoVal if any is NoVal,
 /// else ⊥ if any is ⊥, else the operator on the values.
 #[inline]

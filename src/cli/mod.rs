@@ -13,6 +13,8 @@
 //! if standard error is closed they are lost, but the exit status is still
 //! the one the command earned.
 
+mod checkpoint;
+
 use crate::batch::OutputBatch;
 use crate::monitor::{Monitor, Spec, Tier};
 use crate::row::{RowError, StepError};
@@ -90,6 +92,28 @@ pub struct RunArgs {
     /// a runtime error (exit 3).
     #[arg(long, value_name = "BYTES", default_value_t = crate::monitor::DEFAULT_MAX_STRING_BYTES)]
     pub max_string_bytes: usize,
+    /// Write the outputs to FILE (created, or emptied) instead of standard
+    /// output. A run resumed with `--resume` continues the file exactly
+    /// where its checkpoint left it.
+    #[arg(long, value_name = "FILE")]
+    pub output_file: Option<String>,
+    /// Write a checkpoint to FILE every `--checkpoint-every` rows and at the
+    /// end of the input: the monitor's state, the input position and the
+    /// output file's length, replaced atomically. `--resume FILE` continues
+    /// the run from it.
+    #[arg(long, value_name = "FILE")]
+    pub checkpoint: Option<String>,
+    /// Rows between two checkpoints.
+    #[arg(long, value_name = "N", default_value_t = 100_000, requires = "checkpoint",
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub checkpoint_every: u64,
+    /// Continue the run a checkpoint was taken of: the same specification and
+    /// trace (a regular file is read from the checkpoint's position; a stream
+    /// is read from its start, dropping the rows the checkpoint consumed),
+    /// and `--output-file` cut back to the checkpoint's length. Pass
+    /// `--checkpoint` too to go on checkpointing.
+    #[arg(long, value_name = "FILE")]
+    pub resume: Option<String>,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -264,28 +288,21 @@ fn run(args: &RunArgs) -> Exit {
     let options = ReaderOptions {
         max_step_gap: args.max_step_gap,
     };
-    let opened = match trace::open_trace(&args.input, format, &spec.input_schema(), options) {
-        Ok(t) => t,
-        Err(e) => {
-            error(e);
-            return Exit::Failure;
-        }
+    let checkpoint::Prepared {
+        mut monitor,
+        mut reader,
+        streaming,
+        mut writer,
+        mut checkpoints,
+    } = match checkpoint::prepare(args, &spec, format, output, options) {
+        Ok(p) => p,
+        Err(exit) => return exit,
     };
-    let mut reader = opened.reader;
-    let mut monitor = Monitor::builder(&spec)
-        .tier(args.tier)
-        .max_string_bytes(args.max_string_bytes)
-        .build();
-    let names = monitor
-        .output_names()
-        .into_iter()
-        .map(String::from)
-        .collect();
-    let mut writer = trace::make_writer(output, names, Box::new(io::stdout().lock()));
-    let status = if opened.streaming {
-        run_streaming(&mut monitor, reader.as_mut(), writer.as_mut())
+    let ck = checkpoints.as_mut();
+    let status = if streaming {
+        run_streaming(&mut monitor, reader.as_mut(), writer.as_mut(), ck)
     } else {
-        run_batched(&mut monitor, reader.as_mut(), writer.as_mut())
+        run_batched(&mut monitor, reader.as_mut(), writer.as_mut(), ck)
     };
     let status = match status.and_then(|s| writer.flush().map(|()| s)) {
         Ok(exit) => exit,
@@ -333,6 +350,7 @@ fn run_streaming(
     monitor: &mut Monitor,
     reader: &mut dyn RowReader,
     writer: &mut dyn OutputWriter,
+    mut ck: Option<&mut checkpoint::Checkpointer>,
 ) -> io::Result<Exit> {
     let mut row: Vec<Option<Value>> = vec![None; monitor.input_count()];
     let mut samples = Vec::with_capacity(monitor.output_names().len());
@@ -341,7 +359,7 @@ fn run_streaming(
         warn(reader);
         match next {
             Ok(true) => {}
-            Ok(false) => return Ok(Exit::Success),
+            Ok(false) => return finish(ck, monitor, reader, writer),
             Err(e) => return stop(writer, &e, trace_exit(&e)),
         }
         match monitor.step(&row) {
@@ -357,7 +375,28 @@ fn run_streaming(
                 return stop(writer, &message, exit);
             }
         }
+        if let Some(ck) = ck.as_deref_mut()
+            && let Err(message) = ck.rows_done(1, monitor, reader, writer)?
+        {
+            return stop(writer, &message, Exit::Failure);
+        }
     }
+}
+
+/// The clean end of the input: a last checkpoint, if checkpoints are on,
+/// so that a resume after it has nothing to redo.
+fn finish(
+    ck: Option<&mut checkpoint::Checkpointer>,
+    monitor: &Monitor,
+    reader: &dyn RowReader,
+    writer: &mut dyn OutputWriter,
+) -> io::Result<Exit> {
+    if let Some(ck) = ck
+        && let Err(message) = ck.write(monitor, reader, writer)?
+    {
+        return stop(writer, &message, Exit::Failure);
+    }
+    Ok(Exit::Success)
 }
 
 /// Rows evaluated per batch when reading a regular file.
@@ -381,6 +420,7 @@ fn run_batched(
     monitor: &mut Monitor,
     reader: &mut dyn RowReader,
     writer: &mut dyn OutputWriter,
+    mut ck: Option<&mut checkpoint::Checkpointer>,
 ) -> io::Result<Exit> {
     let mut row: Vec<Option<Value>> = vec![None; monitor.input_count()];
     let mut samples = Vec::with_capacity(monitor.output_names().len());
@@ -389,7 +429,11 @@ fn run_batched(
     loop {
         rows.clear();
         let mut end = None;
-        while rows.len() < BATCH_ROWS {
+        // A batch ends where a checkpoint is due: checkpoints fall between rows.
+        let limit = ck.as_ref().map_or(BATCH_ROWS, |c| {
+            usize::try_from(c.rows_until_due()).map_or(BATCH_ROWS, |n| n.min(BATCH_ROWS))
+        });
+        while rows.len() < limit {
             match reader.next_row(&mut row) {
                 Ok(true) => {
                     if let Err(e) = rows.push_row(&row) {
@@ -423,13 +467,18 @@ fn run_batched(
             }
         }
         match end {
-            Some(End::Trace) => return Ok(Exit::Success),
+            Some(End::Trace) => return finish(ck, monitor, reader, writer),
             Some(End::Malformed(e)) => return stop(writer, &e, trace_exit(&e)),
             Some(End::Rejected(e)) => {
                 let (message, exit) = rejected(&e);
                 return stop(writer, &message, exit);
             }
             None => {}
+        }
+        if let Some(ck) = ck.as_deref_mut()
+            && let Err(message) = ck.rows_done(rows.len() as u64, monitor, reader, writer)?
+        {
+            return stop(writer, &message, Exit::Failure);
         }
     }
 }

@@ -39,6 +39,9 @@ pub(crate) struct CsvReader {
     columns: Option<(Vec<Option<usize>>, usize)>,
     record: Record,
     warnings: Vec<String>,
+    /// An error to report before reading anything (a resumed reader's
+    /// header that could not be read again).
+    failed: Option<TraceError>,
 }
 
 /// One parsed record: the fields' bytes, one after the other, and where each
@@ -111,7 +114,23 @@ impl CsvReader {
             columns: None,
             record: Record::default(),
             warnings: Vec::new(),
+            failed: None,
         }
+    }
+
+    /// A reader resuming at `lines` (a position this reader gave, after the
+    /// header), with the header read from `header` (the trace's start). A
+    /// header that cannot be read now is reported by the first `next_row`.
+    pub(crate) fn resumed(lines: Lines, header: Lines, schema: Schema) -> CsvReader {
+        let mut first = CsvReader::new(header, schema);
+        let columns = first.read_header();
+        let mut reader = CsvReader::new(lines, first.schema);
+        reader.warnings = first.warnings;
+        match columns {
+            Ok(c) => reader.columns = Some(c),
+            Err(e) => reader.failed = Some(e),
+        }
+        reader
     }
 
     /// Reads the next record into `self.record`; `false` at the end of the
@@ -326,6 +345,9 @@ impl CsvReader {
 
 impl RowReader for CsvReader {
     fn next_row(&mut self, row: &mut [Option<Value>]) -> Result<bool, TraceError> {
+        if let Some(e) = self.failed.take() {
+            return Err(e);
+        }
         let (columns, width) = match self.columns.take() {
             Some(c) => c,
             None => self.read_header()?,
@@ -337,6 +359,12 @@ impl RowReader for CsvReader {
 
     fn take_warnings(&mut self) -> Vec<String> {
         std::mem::take(&mut self.warnings)
+    }
+
+    /// A record ends with its line, so the next row starts after the last
+    /// line read; before the header is read there is no such place.
+    fn position(&self) -> Option<super::TracePosition> {
+        self.columns.as_ref().map(|_| self.lines.position())
     }
 }
 

@@ -55,6 +55,11 @@ impl RowReader for JsonlReader {
             return Ok(true);
         }
     }
+
+    /// A row is one line: the next row starts after the last line read.
+    fn position(&self) -> Option<super::TracePosition> {
+        Some(self.lines.position())
+    }
 }
 
 /// A key of an object: a slice of the line when it has no escapes (so its

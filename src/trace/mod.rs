@@ -123,6 +123,70 @@ pub trait RowReader {
     fn take_warnings(&mut self) -> Vec<String> {
         Vec::new()
     }
+
+    /// Where the reader stands between two rows, if it can tell: reopening
+    /// the trace there ([`open_trace_at`]) reads exactly the rows not yet
+    /// returned. `None` when it cannot (before a CSV header is read, after
+    /// an error, for readers over other sources).
+    fn position(&self) -> Option<TracePosition> {
+        None
+    }
+}
+
+/// A place between two rows of a trace: the byte offset (from the trace's
+/// start) of the first line not yet needed, and the number of lines before
+/// it, so that diagnostics after a resume name the real lines.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TracePosition {
+    pub offset: u64,
+    pub line: u64,
+}
+
+/// Where to resume a trace: a position a reader gave, and the number of rows
+/// read before it (the `.input` reader's step numbers go on from there).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ResumeAt {
+    pub position: TracePosition,
+    pub rows: u64,
+}
+
+/// A regular trace file, read back by offset (for checkpoints, which record
+/// a digest of the bytes around their position).
+pub struct TraceFile {
+    file: std::fs::File,
+    /// Where the trace starts in the file (standard input may have been
+    /// read partly before vigil).
+    origin: u64,
+}
+
+impl TraceFile {
+    /// The trace's current length in bytes.
+    pub fn len(&self) -> std::io::Result<u64> {
+        Ok(self.file.metadata()?.len().saturating_sub(self.origin))
+    }
+
+    /// Whether the trace is empty now.
+    pub fn is_empty(&self) -> std::io::Result<bool> {
+        Ok(self.len()? == 0)
+    }
+
+    /// The bytes `from..to` of the trace (fewer if the file is shorter).
+    pub fn read_range(&self, from: u64, to: u64) -> std::io::Result<Vec<u8>> {
+        use std::os::unix::fs::FileExt;
+        let mut buf = vec![0; to.saturating_sub(from) as usize];
+        let mut done = 0;
+        while done < buf.len() {
+            let n = self
+                .file
+                .read_at(&mut buf[done..], self.origin + from + done as u64)?;
+            if n == 0 {
+                break;
+            }
+            done += n;
+        }
+        buf.truncate(done);
+        Ok(buf)
+    }
 }
 
 /// A sink for the outputs of each step.
@@ -142,7 +206,7 @@ mod values;
 mod writer;
 
 pub(crate) use jsonl::serde_value;
-pub use writer::{make_writer, step_column};
+pub use writer::{continue_writer, make_writer, step_column};
 
 use std::io::BufRead;
 
@@ -153,6 +217,8 @@ pub struct OpenTrace {
     /// pipe, a terminal): its rows arrive over time, so a consumer should
     /// evaluate and write them one at a time rather than in batches.
     pub streaming: bool,
+    /// The regular file the trace is, if it is one.
+    pub file: Option<TraceFile>,
 }
 
 /// Opens a trace for reading: a file, or `-` for standard input. How it is
@@ -164,12 +230,89 @@ pub fn open_trace(
     schema: &InputSchema,
     options: ReaderOptions,
 ) -> Result<OpenTrace, OpenError> {
+    open_trace_at(path, format, schema, options, None)
+}
+
+/// Opens a trace as [`open_trace`] does, resuming a regular file at `resume`
+/// (a position its reader gave earlier): only the rows after it are read.
+/// A stream cannot be repositioned: it is read from where it stands, and
+/// skipping rows already seen is the caller's business. The `.input`
+/// reader's step numbers go on from `resume.rows`; a CSV file's header is
+/// read from its start.
+pub fn open_trace_at(
+    path: &str,
+    format: TraceFormat,
+    schema: &InputSchema,
+    options: ReaderOptions,
+    resume: Option<ResumeAt>,
+) -> Result<OpenTrace, OpenError> {
     let name = if path == "-" { "<stdin>" } else { path };
-    let opened = source::open_source(path)?;
+    let at = resume.map_or(0, |r| r.position.offset);
+    let opened = source::open_source_at(path, at)?;
+    let file = match opened.origin {
+        Some((file, origin)) => Some(TraceFile { file, origin }),
+        None => None,
+    };
+    let reader = match (resume, &file) {
+        (Some(r), Some(f)) if !opened.streaming => {
+            resumed_reader(name, opened.bytes, format, schema, options, r, f)
+        }
+        _ => make_reader(name, opened.bytes, format, schema, options),
+    };
     Ok(OpenTrace {
-        reader: make_reader(name, opened.bytes, format, schema, options),
+        reader,
         streaming: opened.streaming,
+        file,
     })
+}
+
+/// A reader over `source`, which starts at `at.position` of a trace whose
+/// earlier rows were read before.
+fn resumed_reader(
+    name: &str,
+    source: Box<dyn BufRead>,
+    format: TraceFormat,
+    schema: &InputSchema,
+    options: ReaderOptions,
+    at: ResumeAt,
+    file: &TraceFile,
+) -> Box<dyn RowReader> {
+    let prepared = values::Schema::new(name, schema);
+    let line = usize::try_from(at.position.line).unwrap_or(usize::MAX);
+    let lines = source::Lines::resumed(name, source, at.position.offset, line);
+    match format {
+        TraceFormat::Tc => Box::new(tc::TcReader::resumed(lines, prepared, options, at.rows)),
+        TraceFormat::Jsonl => Box::new(jsonl::JsonlReader::new(lines, prepared)),
+        TraceFormat::Csv => {
+            // The header is the first record: read it again from the start.
+            let start = std::io::BufReader::new(FileFrom {
+                file: file.file.try_clone(),
+                at: file.origin,
+            });
+            let header = source::Lines::new(name, Box::new(start));
+            Box::new(csv_reader::CsvReader::resumed(lines, header, prepared))
+        }
+    }
+}
+
+/// Reads a file from an offset by `pread`, leaving the handle's own
+/// position alone (it is shared with the handle the trace is mapped from).
+struct FileFrom {
+    file: std::io::Result<std::fs::File>,
+    at: u64,
+}
+
+impl std::io::Read for FileFrom {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        use std::os::unix::fs::FileExt;
+        let file = self
+            .file
+            .as_ref()
+            .map_err(|e| std::io::Error::new(e.kind(), e.to_string()))?;
+        let n = file.read_at(buf, self.at)?;
+        self.at += n as u64;
+        Ok(n)
+    }
 }
 
 /// Opens a trace for reading with the default bounds; see [`open_trace`].
@@ -343,6 +486,95 @@ mod tests {
             let path = temp_file(name, b"");
             let mut r = open_reader(path.to_str().unwrap(), format, &schema).unwrap();
             assert!(!r.next_row(&mut []).unwrap(), "{name}");
+            std::fs::remove_file(&path).unwrap();
+        }
+    }
+
+    /// Reads every row and the final error, noting the reader's position
+    /// before each row.
+    #[allow(clippy::type_complexity)]
+    fn rows_and_positions(
+        mut r: Box<dyn RowReader>,
+        width: usize,
+    ) -> (
+        Vec<Vec<Option<Value>>>,
+        Vec<Option<TracePosition>>,
+        Option<String>,
+    ) {
+        let mut row = vec![None; width];
+        let (mut rows, mut positions) = (Vec::new(), vec![r.position()]);
+        loop {
+            match r.next_row(&mut row) {
+                Ok(true) => {
+                    rows.push(row.clone());
+                    positions.push(r.position());
+                }
+                Ok(false) => return (rows, positions, None),
+                Err(e) => return (rows, positions, Some(e.to_string())),
+            }
+        }
+    }
+
+    /// A reader reopened at any position it gave reads exactly the rows
+    /// after it, with the same line numbers in its diagnostics: `.input`
+    /// blocks, gaps, comments and a malformed header at the end; CSV quoted
+    /// fields over several lines, blank lines and a bad cell; JSON lines
+    /// with blank lines and a bad value.
+    #[test]
+    fn readers_resume_at_the_positions_they_give() {
+        let schema = InputSchema {
+            names: vec!["x".into(), "s".into()],
+            types: vec![Type::Int, Type::Str],
+        };
+        let traces: [(&str, &[u8]); 3] = [
+            (
+                "r.input",
+                b"// start\n0: x = 1\n   s = \"a\"\n\n1:\n4: x = 2\n// c\n5: s = \"b\"\n   x = 3\n9:\n10: x = 4\n9: x = 5\n",
+            ),
+            (
+                "r.csv",
+                b"\xEF\xBB\xBFs,x\n\"a\nb\",1\n\n,2\n\"c\",\n\n\"d\"\"\",3\n,zz\n",
+            ),
+            (
+                "r.jsonl",
+                b"{\"x\": 1}\n\n{\"s\": \"a\"}\n{}\n\n{\"x\": 2, \"s\": \"b\"}\n{\"x\": true}\n",
+            ),
+        ];
+        for (name, bytes) in traces {
+            let path = temp_file(name, bytes);
+            let path_str = path.to_str().unwrap();
+            let format = format_from_path(path_str).unwrap();
+            let open = |resume| {
+                open_trace_at(path_str, format, &schema, ReaderOptions::default(), resume)
+                    .unwrap()
+                    .reader
+            };
+            let (rows, positions, error) = rows_and_positions(open(None), 2);
+            assert!(
+                rows.len() >= 4 && error.is_some(),
+                "{name}: {rows:?} {error:?}"
+            );
+            for (k, position) in positions.iter().enumerate() {
+                let Some(position) = *position else {
+                    // Only a CSV reader before its header has no position.
+                    assert!(
+                        k == 0 && name == "r.csv",
+                        "{name}: no position after {k} rows"
+                    );
+                    continue;
+                };
+                let resume = ResumeAt {
+                    position,
+                    rows: k as u64,
+                };
+                let (rest, _, rest_error) = rows_and_positions(open(Some(resume)), 2);
+                assert_eq!(
+                    rest,
+                    rows[k..],
+                    "{name}: resumed after {k} rows at {position:?}"
+                );
+                assert_eq!(rest_error, error, "{name}: resumed after {k} rows");
+            }
             std::fs::remove_file(&path).unwrap();
         }
     }

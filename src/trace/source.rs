@@ -20,12 +20,18 @@ use std::io::{self, BufRead, BufReader, Cursor, Seek};
 pub(crate) struct Opened {
     pub(crate) bytes: Box<dyn BufRead>,
     pub(crate) streaming: bool,
+    /// For a regular file: a second handle on it and the offset the trace
+    /// starts at (standard input may have been read partly), so a checkpoint
+    /// can read back the bytes around a position.
+    pub(crate) origin: Option<(File, u64)>,
 }
 
 /// Opens `path` (`-` is standard input) and decides by the file's type how
 /// to read it: a regular file is mapped (see the module doc), anything else
-/// is a stream. A directory is an error.
-pub(crate) fn open_source(path: &str) -> Result<Opened, OpenError> {
+/// is a stream. A directory is an error. A regular file is read from `at`
+/// bytes past the trace's start (0, or a position to resume a checkpointed
+/// run at); a stream is read from where it stands, whatever `at` is.
+pub(crate) fn open_source_at(path: &str, at: u64) -> Result<Opened, OpenError> {
     let fail = |message: String| OpenError {
         file: path.to_string(),
         message,
@@ -52,34 +58,45 @@ pub(crate) fn open_source(path: &str) -> Result<Opened, OpenError> {
         return Ok(Opened {
             bytes: Box::new(BufReader::new(file)),
             streaming: true,
+            origin: None,
         });
     }
     // Standard input redirected from a file may have been read partly by an
     // earlier command; reading resumes where it stands.
     let mut file = file;
-    let start = if path == "-" {
+    let origin = if path == "-" {
         file.stream_position().unwrap_or(0)
     } else {
         0
     };
+    let second = file
+        .try_clone()
+        .map_err(|e| fail(format!("cannot open the trace: {e}")))?;
+    let start = origin.saturating_add(at);
     // Mapping a zero-length file fails on Linux (EINVAL), and an empty trace
     // needs no mapping anyway.
     if meta.len() <= start {
         return Ok(Opened {
             bytes: Box::new(Cursor::new(Vec::new())),
             streaming: false,
+            origin: Some((second, origin)),
         });
     }
     let bytes: Box<dyn BufRead> = match GuardedMap::open(file, start) {
         Ok(Ok(map)) => Box::new(map),
         // No guard available: an ordinary buffered read, which a truncation
         // cannot crash.
-        Ok(Err(file)) => Box::new(BufReader::with_capacity(64 * 1024, file)),
+        Ok(Err(mut file)) => {
+            file.seek(io::SeekFrom::Start(start))
+                .map_err(|e| fail(format!("cannot read the trace: {e}")))?;
+            Box::new(BufReader::with_capacity(64 * 1024, file))
+        }
         Err(e) => return Err(fail(format!("cannot map the trace into memory: {e}"))),
     };
     Ok(Opened {
         bytes,
         streaming: false,
+        origin: Some((second, origin)),
     })
 }
 
@@ -119,17 +136,38 @@ pub(crate) struct Lines {
     start: usize,
     end: usize,
     line: usize,
+    /// The byte offset, from the trace's start, of the current line and of
+    /// the end of the bytes read (where the next line starts).
+    line_offset: u64,
+    offset: u64,
 }
 
 impl Lines {
     pub(crate) fn new(file: &str, reader: Box<dyn BufRead>) -> Lines {
+        Lines::resumed(file, reader, 0, 0)
+    }
+
+    /// Lines of a source that starts `offset` bytes into the trace, after
+    /// `line` lines: numbers and offsets go on from there.
+    pub(crate) fn resumed(file: &str, reader: Box<dyn BufRead>, offset: u64, line: usize) -> Lines {
         Lines {
             file: file.to_string(),
             reader,
             buf: Vec::new(),
             start: 0,
             end: 0,
-            line: 0,
+            line,
+            line_offset: offset,
+            offset,
+        }
+    }
+
+    /// Where the next line starts (bytes from the trace's start) and how
+    /// many lines come before it.
+    pub(crate) fn position(&self) -> super::TracePosition {
+        super::TracePosition {
+            offset: self.offset,
+            line: self.line as u64,
         }
     }
 
@@ -146,6 +184,8 @@ impl Lines {
         if self.buf.is_empty() {
             return Ok(false);
         }
+        self.line_offset = self.offset;
+        self.offset += self.buf.len() as u64;
         self.line += 1;
         let mut end = self.buf.len();
         if self.buf[end - 1] == b'\n' {
@@ -172,6 +212,7 @@ impl Lines {
             return Ok(None);
         }
         Ok(Some(RawLine {
+            offset: self.line_offset,
             number: self.line,
             text: &self.buf[self.start..self.end],
             terminator: &self.buf[self.end..],
@@ -208,6 +249,8 @@ pub(crate) fn utf8_line<'a>(
 
 /// One line of a source, as bytes.
 pub(crate) struct RawLine<'a> {
+    /// Where the line starts, in bytes from the trace's start.
+    pub(crate) offset: u64,
     pub(crate) number: usize,
     pub(crate) text: &'a [u8],
     /// `\n`, `\r\n`, or empty for a last line without one.
@@ -277,7 +320,7 @@ mod tests {
         let dir = std::env::temp_dir();
         let empty = dir.join(format!("vigil-trace-empty-{}", std::process::id()));
         std::fs::File::create(&empty).unwrap();
-        let opened = open_source(empty.to_str().unwrap()).unwrap();
+        let opened = open_source_at(empty.to_str().unwrap(), 0).unwrap();
         assert!(!opened.streaming);
         let mut lines = Lines::new("e", opened.bytes);
         assert_eq!(lines.next_line().unwrap(), None);
@@ -288,7 +331,7 @@ mod tests {
             .unwrap()
             .write_all(b"x\ny\n")
             .unwrap();
-        let opened = open_source(full.to_str().unwrap()).unwrap();
+        let opened = open_source_at(full.to_str().unwrap(), 0).unwrap();
         assert!(!opened.streaming);
         let mut lines = Lines::new("f", opened.bytes);
         assert_eq!(lines.next_line().unwrap(), Some((1, "x")));
@@ -299,7 +342,9 @@ mod tests {
 
     #[test]
     fn missing_file_is_an_error() {
-        let e = open_source("/nonexistent/vigil/trace.csv").err().unwrap();
+        let e = open_source_at("/nonexistent/vigil/trace.csv", 0)
+            .err()
+            .unwrap();
         assert_eq!(e.file, "/nonexistent/vigil/trace.csv");
         assert!(
             e.message.starts_with("cannot open the trace"),
@@ -311,7 +356,7 @@ mod tests {
     #[test]
     fn a_directory_is_an_error() {
         let dir = std::env::temp_dir();
-        let e = open_source(dir.to_str().unwrap()).err().unwrap();
+        let e = open_source_at(dir.to_str().unwrap(), 0).err().unwrap();
         assert_eq!(e.message, "cannot read the trace: it is a directory");
     }
 
@@ -333,7 +378,7 @@ mod tests {
                 .unwrap();
             w.write_all(b"a\nb\n").unwrap();
         });
-        let opened = open_source(path.to_str().unwrap()).unwrap();
+        let opened = open_source_at(path.to_str().unwrap(), 0).unwrap();
         assert!(opened.streaming);
         writer.join().unwrap();
         let mut lines = Lines::new("p", opened.bytes);
@@ -376,7 +421,7 @@ mod tests {
     #[test]
     fn a_file_truncated_while_mapped_is_an_error_not_a_crash() {
         let path = numbered_file("trunc-far", 100_000);
-        let opened = open_source(path.to_str().unwrap()).unwrap();
+        let opened = open_source_at(path.to_str().unwrap(), 0).unwrap();
         let mut lines = Lines::new("t", opened.bytes);
         assert_eq!(lines.next_line().unwrap(), Some((1, "line 000000")));
         std::fs::OpenOptions::new()
@@ -409,7 +454,7 @@ mod tests {
     #[test]
     fn a_truncation_within_the_last_page_is_caught_by_the_length_check() {
         let path = numbered_file("trunc-near", 10_000);
-        let opened = open_source(path.to_str().unwrap()).unwrap();
+        let opened = open_source_at(path.to_str().unwrap(), 0).unwrap();
         let mut lines = Lines::new("t", opened.bytes);
         assert!(lines.next_line().unwrap().is_some());
         std::fs::OpenOptions::new()
@@ -433,7 +478,7 @@ mod tests {
     #[test]
     fn an_untouched_file_reads_to_the_end() {
         let path = numbered_file("whole", 20_000);
-        let opened = open_source(path.to_str().unwrap()).unwrap();
+        let opened = open_source_at(path.to_str().unwrap(), 0).unwrap();
         let mut lines = Lines::new("t", opened.bytes);
         assert_eq!(read_all(&mut lines), (20_000, None));
         std::fs::remove_file(&path).unwrap();

@@ -48,6 +48,14 @@ pub(crate) struct TcReader {
     pending: Option<Pending>,
     /// The trace has ended, or an error was reported: no more rows.
     ended: bool,
+    /// An error was reported.
+    failed: bool,
+    /// Where the last header line read starts: a block or a gap still to
+    /// return is read again from there after a resume (`position`).
+    header_at: super::TracePosition,
+    /// For a resumed reader, the step before the first header it reads,
+    /// as the last finished block (step numbers must increase past it).
+    resumed_prev: Option<u64>,
 }
 
 struct Pending {
@@ -91,12 +99,44 @@ impl TcReader {
             values,
             pending: None,
             ended: false,
+            failed: false,
+            header_at: super::TracePosition { offset: 0, line: 0 },
+            resumed_prev: None,
+        }
+    }
+
+    /// A reader resuming at `lines` (a position this reader gave) after
+    /// `rows` rows: the next row is step `rows`.
+    pub(crate) fn resumed(
+        lines: Lines,
+        schema: Schema,
+        options: ReaderOptions,
+        rows: u64,
+    ) -> TcReader {
+        let mut r = TcReader::new(lines, schema, options);
+        r.next_step = rows;
+        r.resumed_prev = rows.checked_sub(1);
+        r
+    }
+
+    /// Between rows, a block or gap whose header line has been read (or an
+    /// error it raised, waiting for the rows before it) is read again from
+    /// that line after a resume; with none, the next row starts after the
+    /// last line read. Nothing after an error.
+    fn resume_position(&self) -> Option<super::TracePosition> {
+        if self.failed {
+            None
+        } else if self.block.is_some() || self.pending.is_some() {
+            Some(self.header_at)
+        } else {
+            Some(self.lines.position())
         }
     }
 
     /// Ends the reader with `e`.
     fn fail(&mut self, e: TraceError) -> Result<bool, TraceError> {
         self.ended = true;
+        self.failed = true;
         self.block = None;
         Err(e)
     }
@@ -169,6 +209,10 @@ fn start_block(
 }
 
 impl RowReader for TcReader {
+    fn position(&self) -> Option<super::TracePosition> {
+        self.resume_position()
+    }
+
     fn next_row(&mut self, row: &mut [Option<Value>]) -> Result<bool, TraceError> {
         loop {
             if let Some(p) = &self.pending {
@@ -229,9 +273,16 @@ impl RowReader for TcReader {
                 }
                 Line::Header(header, text) => (header, text),
             };
+            self.header_at = super::TracePosition {
+                offset: raw.offset,
+                line: raw.number as u64 - 1,
+            };
             // A header line: the block being read is complete and is
             // returned now; what the header starts is settled after it.
             let finished = self.block.take();
+            // After a resume, the step before it stands for the block that
+            // header would have finished.
+            let prev = finished.or(self.resumed_prev.take());
             if let Some(step) = finished {
                 move_values(&mut self.values, row);
                 self.next_step = step.saturating_add(1);
@@ -248,7 +299,7 @@ impl RowReader for TcReader {
                         (self.next_step, self.max_gap),
                         header,
                         text,
-                        finished,
+                        prev,
                     )
                 });
             match started {

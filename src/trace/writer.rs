@@ -45,6 +45,26 @@ pub fn make_writer(
     names: Vec<String>,
     out: Box<dyn Write>,
 ) -> Box<dyn OutputWriter> {
+    writer(format, names, out, false)
+}
+
+/// Makes a writer that continues output a writer of the same format and
+/// names began (a run resumed from a checkpoint, appending to its file): it
+/// writes no CSV header.
+pub fn continue_writer(
+    format: OutputFormat,
+    names: Vec<String>,
+    out: Box<dyn Write>,
+) -> Box<dyn OutputWriter> {
+    writer(format, names, out, true)
+}
+
+fn writer(
+    format: OutputFormat,
+    names: Vec<String>,
+    out: Box<dyn Write>,
+    header_written: bool,
+) -> Box<dyn OutputWriter> {
     let step = step_column(&names);
     match format {
         OutputFormat::Text => Box::new(TextWriter {
@@ -55,7 +75,7 @@ pub fn make_writer(
             names,
             step,
             out: BufWriter::new(out),
-            header_written: false,
+            header_written,
             line: Vec::new(),
         }),
         OutputFormat::Jsonl => Box::new(JsonlWriter {

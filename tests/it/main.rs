@@ -1,6 +1,7 @@
 //! The integration-test binary: conformance cases under every tier, CLI behaviour,
 //! diagnostics snapshots, and property tests against the reference evaluator.
 
+mod checkpoints;
 mod cli;
 mod cli_io;
 mod conformance;
@@ -11,6 +12,7 @@ mod memory;
 mod props;
 mod robustness;
 mod rows;
+mod snapshots;
 mod strings;
 mod support;
 mod trace_hardening;

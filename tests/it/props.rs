@@ -25,7 +25,7 @@ use vigil::reference;
 use vigil::{Monitor, RuntimeError, Sample, Spec, StepError, Tier, Value};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Ty {
+pub(crate) enum Ty {
     Int,
     Float,
     Bool,
@@ -42,7 +42,7 @@ impl Ty {
 }
 
 /// An input's declared type; `None` is an untyped input (`in x`, type Any).
-type InTy = Option<Ty>;
+pub(crate) type InTy = Option<Ty>;
 
 /// A choice sequence: every decision of the generator reads one number.
 struct Choices<'a> {
@@ -402,12 +402,12 @@ impl Gen<'_> {
 
 /// A generated specification: its source text and the types of its inputs.
 #[derive(Clone, Debug)]
-struct GenSpec {
-    source: String,
-    inputs: Vec<InTy>,
+pub(crate) struct GenSpec {
+    pub(crate) source: String,
+    pub(crate) inputs: Vec<InTy>,
 }
 
-fn generate_spec(data: &[u32], late_reads_in_offsets: bool) -> GenSpec {
+pub(crate) fn generate_spec(data: &[u32], late_reads_in_offsets: bool) -> GenSpec {
     let mut g = Gen {
         c: Choices { data, pos: 0 },
         inputs: Vec::new(),
@@ -487,7 +487,7 @@ fn generate_spec(data: &[u32], late_reads_in_offsets: bool) -> GenSpec {
 
 /// A trace of `len` rows; each input is absent with probability
 /// `absent_in_10` / 10.
-fn generate_trace(
+pub(crate) fn generate_trace(
     inputs: &[InTy],
     len: usize,
     data: &[u32],
@@ -561,11 +561,11 @@ fn show_trace(spec: &Spec, trace: &[Vec<Option<Value>>]) -> String {
     out
 }
 
-type Run = (Vec<Vec<Sample>>, Option<RuntimeError>);
+pub(crate) type Run = (Vec<Vec<Sample>>, Option<RuntimeError>);
 
 /// Runs one tier: the outputs of every step before the first runtime error,
 /// and that error.
-fn run_tier(spec: &Spec, trace: &[Vec<Option<Value>>], tier: Tier) -> Run {
+pub(crate) fn run_tier(spec: &Spec, trace: &[Vec<Option<Value>>], tier: Tier) -> Run {
     let mut monitor = Monitor::builder(spec).tier(tier).build();
     let mut outputs = Vec::new();
     for row in trace {
@@ -579,7 +579,7 @@ fn run_tier(spec: &Spec, trace: &[Vec<Option<Value>>], tier: Tier) -> Run {
 
 /// The runtime error of a step; generated rows always fit their inputs, so
 /// a rejected row is a bug of the generator.
-fn runtime(e: StepError) -> RuntimeError {
+pub(crate) fn runtime(e: StepError) -> RuntimeError {
     match e {
         StepError::Runtime(e) => e,
         StepError::Row(e) => panic!("a generated row was rejected: {e}"),
@@ -616,7 +616,7 @@ fn compare(spec: &Spec, trace: &[Vec<Option<Value>>]) -> Result<(), String> {
 
 /// Compares two runs of one spec over one trace: equal values at every step
 /// (bitwise for floats) and the same runtime error (kind, stream, step).
-fn compare_runs(
+pub(crate) fn compare_runs(
     spec: &Spec,
     trace: &[Vec<Option<Value>>],
     (a_name, (a, a_err)): (&str, Run),
@@ -652,7 +652,7 @@ fn compare_runs(
     ))
 }
 
-fn case_strategy() -> impl Strategy<Value = (Vec<u32>, usize, Vec<u32>)> {
+pub(crate) fn case_strategy() -> impl Strategy<Value = (Vec<u32>, usize, Vec<u32>)> {
     (
         vec(any::<u32>(), 0..300),
         0..=40usize,

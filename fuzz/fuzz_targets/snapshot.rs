@@ -1,0 +1,111 @@
+//! Fuzz target: snapshots decoded from untrusted bytes against a fixed spec. A
+//! snapshot that decodes and restores must run on every tier; anything else must
+//! be a `SnapshotError` — never a panic, a hang or an allocation bomb.
+//!
+//! The first byte picks the input's form: raw binary, raw JSON, or a real
+//! snapshot (after 0–15 rows) whose binary body or JSON text is mutated by the
+//! remaining bytes — the binary one re-sealed with a valid length and SHA-256
+//! (the envelope the README documents), so mutations reach the decoder and the
+//! checks against the plan instead of stopping at the checksum.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use sha2::{Digest, Sha256};
+use vigil::{Monitor, Snapshot, Spec, Tier, Value};
+
+/// Offsets filling and full, Str and Float history, a flag, an `if` with a
+/// division that traps (a stopped run).
+const SPEC: &str = "in x: Int\nin s: Str\nin f: Float\nout total: Int\nout last: Str\nout w: Bool\n\
+out g: Float\nout c: Int\ntotal = default(total[1], 0) + x\nlast = default(s[3], \"-\")\n\
+w = when(x > 2)\ng = default(f[2], 0.5)\nc = if w then 10 / (x - 9) else 0\n";
+
+/// The binary envelope's header: magic, version, length, SHA-256.
+const HEADER: usize = 8 + 4 + 8 + 32;
+
+fn row(i: u64) -> Vec<Option<Value>> {
+    let f = [Some(-0.0), Some(f64::NAN), None, Some(f64::INFINITY)][(i % 4) as usize];
+    vec![
+        (i % 5 != 4).then_some(Value::Int(i as i64)),
+        (i % 3 != 1).then(|| Value::Str(format!("v{i}").into())),
+        f.map(Value::Float),
+    ]
+}
+
+fn real_snapshot(spec: &Spec, rows: u64) -> Snapshot {
+    let mut m = Monitor::builder(spec).tier(Tier::Canonical).build();
+    for i in 0..rows {
+        let _ = m.step(&row(i));
+    }
+    m.snapshot()
+}
+
+/// Applies edits read from `ops` (4 bytes each: position, operation, value)
+/// to `bytes`: flip bits, insert or delete a byte.
+fn mutate(bytes: &mut Vec<u8>, ops: &[u8]) {
+    for op in ops.chunks_exact(4).take(16) {
+        if bytes.is_empty() {
+            return;
+        }
+        let at = u16::from_le_bytes([op[0], op[1]]) as usize % bytes.len();
+        match op[2] % 3 {
+            0 => bytes[at] ^= op[3].max(1),
+            1 => bytes.insert(at, op[3]),
+            _ => {
+                bytes.remove(at);
+            }
+        }
+    }
+}
+
+fn reseal(mut bytes: Vec<u8>) -> Vec<u8> {
+    let body = bytes.split_off(HEADER);
+    bytes[12..20].copy_from_slice(&(body.len() as u64).to_le_bytes());
+    bytes[20..52].copy_from_slice(&Sha256::digest(&body));
+    bytes.extend_from_slice(&body);
+    bytes
+}
+
+fuzz_target!(|data: &[u8]| {
+    let spec = Spec::parse("snap.dsrv", SPEC).expect("the fuzz spec is valid");
+    let Some((&mode, rest)) = data.split_first() else {
+        return;
+    };
+    let rows = rest.first().map_or(0, |b| u64::from(b % 16));
+    let decoded = match mode % 4 {
+        0 => Snapshot::from_bytes(rest),
+        1 => match std::str::from_utf8(rest) {
+            Ok(text) => Snapshot::from_json(text),
+            Err(_) => return,
+        },
+        2 => {
+            let bytes = real_snapshot(&spec, rows).to_bytes();
+            let (header, body) = bytes.split_at(HEADER);
+            let mut body = body.to_vec();
+            mutate(&mut body, rest.get(1..).unwrap_or_default());
+            Snapshot::from_bytes(&reseal([header, &body].concat()))
+        }
+        _ => {
+            let mut text = real_snapshot(&spec, rows).to_json().into_bytes();
+            mutate(&mut text, rest.get(1..).unwrap_or_default());
+            match std::str::from_utf8(&text) {
+                Ok(text) => Snapshot::from_json(text),
+                Err(_) => return,
+            }
+        }
+    };
+    let Ok(snapshot) = decoded else {
+        return;
+    };
+    // What decodes re-encodes to itself.
+    assert_eq!(Snapshot::from_bytes(&snapshot.to_bytes()).as_ref(), Ok(&snapshot));
+    for tier in [Tier::Canonical, Tier::Quickened, Tier::NativeRegions, Tier::NativeWhole] {
+        let Ok(builder) = Monitor::builder(&spec).tier(tier).restore(&snapshot) else {
+            continue;
+        };
+        let mut m = builder.build();
+        assert_eq!(m.snapshot(), snapshot, "a restored monitor's snapshot differs");
+        for i in 0..8 {
+            let _ = m.step(&row(snapshot.step().wrapping_add(i)));
+        }
+    }
+});

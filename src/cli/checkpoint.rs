@@ -1,0 +1,579 @@
+//! Checkpoints of `vigil run`: `--checkpoint FILE --checkpoint-every N`, `--resume FILE` and
+//! `--output-file FILE`.
+//!
+//! A checkpoint is the monitor's [`Snapshot`] plus where the run stood: rows
+//! consumed, the input's byte offset and line (for a regular file, so a resume
+//! maps the file from there instead of reading it again) with a SHA-256 of the
+//! bytes on both sides of the trace's start and of the position, and the
+//! output file's length. It is written between rows, every N rows and at the
+//! clean end of the input, atomically: to a temporary file in the same
+//! directory, fsynced, renamed over the checkpoint, and the directory fsynced.
+//!
+//! Exactly-once output: before a checkpoint records the output file's length,
+//! the outputs of every row before it are flushed and fsynced; a resume
+//! truncates the file to that length and appends. Rows evaluated after the
+//! last checkpoint of a killed run are therefore written again, once, by the
+//! resumed run, and the file is what an uninterrupted run writes. Outputs on
+//! standard output cannot be taken back: there the rows after the last
+//! checkpoint are written again (at least once; the step numbers tell them).
+//!
+//! The file: `VIGILCKP`, the format version, the body's length and SHA-256
+//! (the snapshot's envelope), then the body: the length of the run's
+//! description (u64, little-endian), the description (postcard), and the
+//! snapshot in its binary form.
+
+use super::{Exit, RunArgs, error};
+use crate::monitor::{Monitor, Spec};
+use crate::snapshot::{self, Snapshot, SnapshotError};
+use crate::trace::{
+    self, OpenError, OutputFormat, OutputWriter, ReaderOptions, ResumeAt, RowReader, TraceFile,
+    TraceFormat, TracePosition,
+};
+use serde::{Deserialize, Serialize};
+use std::fs::{File, OpenOptions};
+use std::io::{self, Seek, Write};
+use std::path::Path;
+
+/// The first bytes of a checkpoint file.
+const MAGIC: [u8; 8] = *b"VIGILCKP";
+
+/// The checkpoint format's version: it changes with the description's
+/// fields (the snapshot inside has a version of its own).
+const VERSION: u32 = 1;
+
+/// How many bytes of the trace, at its start and before the position, a
+/// checkpoint digests to recognise the trace when resuming.
+const WINDOW: u64 = 64 * 1024;
+
+/// The trace formats, as stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+enum Format {
+    Tc,
+    Csv,
+    Jsonl,
+}
+
+impl From<TraceFormat> for Format {
+    fn from(f: TraceFormat) -> Format {
+        match f {
+            TraceFormat::Tc => Format::Tc,
+            TraceFormat::Csv => Format::Csv,
+            TraceFormat::Jsonl => Format::Jsonl,
+        }
+    }
+}
+
+/// The output formats, as stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+enum Output {
+    Text,
+    Csv,
+    Jsonl,
+}
+
+impl From<OutputFormat> for Output {
+    fn from(f: OutputFormat) -> Output {
+        match f {
+            OutputFormat::Text => Output::Text,
+            OutputFormat::Csv => Output::Csv,
+            OutputFormat::Jsonl => Output::Jsonl,
+        }
+    }
+}
+
+fn format_name(f: Format) -> &'static str {
+    match f {
+        Format::Tc => "`.input`",
+        Format::Csv => "CSV",
+        Format::Jsonl => "JSON-lines",
+    }
+}
+
+fn output_name(f: Output) -> &'static str {
+    match f {
+        Output::Text => "text",
+        Output::Csv => "csv",
+        Output::Jsonl => "jsonl",
+    }
+}
+
+/// Where a checkpointed run stood, besides the monitor's state.
+#[derive(Debug, Serialize, Deserialize)]
+struct Info {
+    /// The specification's path, for messages (the snapshot's fingerprint is
+    /// what is checked).
+    spec: String,
+    input: InputInfo,
+    output: OutputInfo,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct InputInfo {
+    /// The input's path as given (`-` for standard input), for messages.
+    path: String,
+    format: Format,
+    /// Rows consumed: the snapshot's step.
+    rows: u64,
+    /// For a regular file whose reader knew its position: where the next
+    /// row starts.
+    file: Option<FileInfo>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct FileInfo {
+    /// Bytes from the trace's start, and lines before it.
+    offset: u64,
+    line: u64,
+    /// SHA-256 of the trace's first `min(WINDOW, offset)` bytes, and of the
+    /// `min(WINDOW, offset)` bytes before `offset`.
+    head: [u8; 32],
+    tail: [u8; 32],
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct OutputInfo {
+    format: Output,
+    /// `None`: standard output.
+    file: Option<OutputFileInfo>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct OutputFileInfo {
+    path: String,
+    /// The file's length once the outputs of every row before the
+    /// checkpoint were written and synced.
+    len: u64,
+}
+
+/// A checkpoint read from its file.
+struct Loaded {
+    info: Info,
+    snapshot: Snapshot,
+}
+
+/// A checkpoint file's envelope error, in a checkpoint's words.
+fn envelope_error(e: SnapshotError) -> String {
+    match e {
+        SnapshotError::NotASnapshot => "not a vigil checkpoint".to_string(),
+        SnapshotError::Version { found, supported } => format!(
+            "checkpoint format version {found} is not supported (this vigil reads version {supported})"
+        ),
+        SnapshotError::Truncated { expected, found } => format!(
+            "the checkpoint is truncated: its header announces {expected} bytes of data, {found} are present"
+        ),
+        SnapshotError::Checksum => {
+            "the checkpoint is corrupt: its contents do not match their checksum".to_string()
+        }
+        other => other.to_string().replace("snapshot", "checkpoint"),
+    }
+}
+
+fn encode(info: &Info, snapshot: &Snapshot) -> Vec<u8> {
+    let info = postcard::to_stdvec(info).expect("a checkpoint's description serialises");
+    let mut body = Vec::with_capacity(8 + info.len());
+    body.extend_from_slice(&(info.len() as u64).to_le_bytes());
+    body.extend_from_slice(&info);
+    body.extend_from_slice(&snapshot.to_bytes());
+    snapshot::seal(&MAGIC, VERSION, &body)
+}
+
+fn decode(bytes: &[u8]) -> Result<Loaded, String> {
+    let body = snapshot::unseal(bytes, &MAGIC, VERSION).map_err(envelope_error)?;
+    let corrupt = |m: &str| format!("the checkpoint is corrupt: {m}");
+    let (len, rest) = body
+        .split_first_chunk::<8>()
+        .ok_or_else(|| corrupt("no description"))?;
+    let len = usize::try_from(u64::from_le_bytes(*len)).unwrap_or(usize::MAX);
+    if len > rest.len() {
+        return Err(corrupt("the description is longer than the file"));
+    }
+    let (info, snap) = rest.split_at(len);
+    let info: Info = snapshot::decode_postcard(info).map_err(envelope_error)?;
+    let snapshot = Snapshot::from_bytes(snap).map_err(|e| e.to_string())?;
+    if snapshot.step() != info.input.rows {
+        return Err(corrupt("its row count and its snapshot's step differ"));
+    }
+    Ok(Loaded { info, snapshot })
+}
+
+/// The digests of the trace's bytes around `offset` (see `FileInfo`).
+fn digests(trace: &TraceFile, offset: u64) -> io::Result<([u8; 32], [u8; 32])> {
+    let w = WINDOW.min(offset);
+    let head = trace.read_range(0, w)?;
+    let tail = trace.read_range(offset - w, offset)?;
+    Ok((snapshot::sha256(&head), snapshot::sha256(&tail)))
+}
+
+/// Writes `bytes` to `path` atomically: a temporary file in the same
+/// directory, fsynced, renamed over `path`, then the directory fsynced, so a
+/// crash leaves the old checkpoint or the new one, never a mix.
+fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let name = path
+        .file_name()
+        .ok_or_else(|| io::Error::other("the path names no file"))?;
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let mut tmp_name = std::ffi::OsString::from(".");
+    tmp_name.push(name);
+    tmp_name.push(".tmp");
+    let tmp = dir.join(tmp_name);
+    let mut f = File::create(&tmp)?;
+    f.write_all(bytes)?;
+    f.sync_all()?;
+    drop(f);
+    std::fs::rename(&tmp, path)?;
+    File::open(dir)?.sync_all()
+}
+
+/// Writes checkpoints of one run.
+pub(super) struct Checkpointer {
+    path: String,
+    every: u64,
+    /// Rows since the last checkpoint.
+    since: u64,
+    spec: String,
+    input: String,
+    format: Format,
+    trace: Option<TraceFile>,
+    output_format: Output,
+    /// The output file's path and a handle to sync it through.
+    output: Option<(String, File)>,
+}
+
+impl Checkpointer {
+    /// How many rows may run before the next checkpoint is due (a batch
+    /// ends there, so checkpoints fall between rows).
+    pub(super) fn rows_until_due(&self) -> u64 {
+        self.every - self.since
+    }
+
+    /// Accounts for `n` rows whose outputs were written, and checkpoints
+    /// when one is due. `Err` is an output error; `Ok(Err(message))` a
+    /// checkpoint that could not be written.
+    pub(super) fn rows_done(
+        &mut self,
+        n: u64,
+        monitor: &Monitor,
+        reader: &dyn RowReader,
+        writer: &mut dyn OutputWriter,
+    ) -> io::Result<Result<(), String>> {
+        self.since += n;
+        if self.since < self.every {
+            return Ok(Ok(()));
+        }
+        self.write(monitor, reader, writer)
+    }
+
+    /// Writes a checkpoint now: flushes and syncs the outputs, then writes
+    /// the monitor's state with the input and output positions.
+    pub(super) fn write(
+        &mut self,
+        monitor: &Monitor,
+        reader: &dyn RowReader,
+        writer: &mut dyn OutputWriter,
+    ) -> io::Result<Result<(), String>> {
+        self.since = 0;
+        writer.flush()?;
+        let output = match &self.output {
+            None => None,
+            Some((path, f)) => {
+                let len = f.sync_data().and_then(|()| f.metadata()).map(|m| m.len());
+                match len {
+                    Ok(len) => Some(OutputFileInfo {
+                        path: path.clone(),
+                        len,
+                    }),
+                    Err(e) => {
+                        return Ok(Err(format!(
+                            "cannot write checkpoint `{}`: cannot sync the output file `{path}`: {e}",
+                            self.path
+                        )));
+                    }
+                }
+            }
+        };
+        let file = match (&self.trace, reader.position()) {
+            (Some(trace), Some(TracePosition { offset, line })) => match digests(trace, offset) {
+                Ok((head, tail)) => Some(FileInfo {
+                    offset,
+                    line,
+                    head,
+                    tail,
+                }),
+                Err(e) => {
+                    return Ok(Err(format!(
+                        "cannot write checkpoint `{}`: cannot read the input back: {e}",
+                        self.path
+                    )));
+                }
+            },
+            _ => None,
+        };
+        let info = Info {
+            spec: self.spec.clone(),
+            input: InputInfo {
+                path: self.input.clone(),
+                format: self.format,
+                rows: monitor.steps(),
+                file,
+            },
+            output: OutputInfo {
+                format: self.output_format,
+                file: output,
+            },
+        };
+        let bytes = encode(&info, &monitor.snapshot());
+        Ok(write_atomically(Path::new(&self.path), &bytes)
+            .map_err(|e| format!("cannot write checkpoint `{}`: {e}", self.path)))
+    }
+}
+
+/// What `vigil run` runs once its options are settled: the monitor (fresh,
+/// or restored from a checkpoint), the trace's reader (past the rows a
+/// checkpoint consumed), the writer, and the checkpointer if asked for.
+pub(super) struct Prepared {
+    pub(super) monitor: Monitor,
+    pub(super) reader: Box<dyn RowReader>,
+    pub(super) streaming: bool,
+    pub(super) writer: Box<dyn OutputWriter>,
+    pub(super) checkpoints: Option<Checkpointer>,
+}
+
+/// Sets up a run: resumes from `--resume` if given (every check of the
+/// checkpoint against this run is an error with exit status 1), opens the
+/// trace and the output, and prepares checkpoints.
+pub(super) fn prepare(
+    args: &RunArgs,
+    spec: &Spec,
+    format: TraceFormat,
+    output: OutputFormat,
+    options: ReaderOptions,
+) -> Result<Prepared, Exit> {
+    let fail = |message: String| {
+        error(message);
+        Exit::Failure
+    };
+    let loaded = match &args.resume {
+        None => None,
+        Some(path) => {
+            let bytes = std::fs::read(path)
+                .map_err(|e| fail(format!("cannot read checkpoint `{path}`: {e}")))?;
+            let loaded =
+                decode(&bytes).map_err(|e| fail(format!("cannot resume from `{path}`: {e}")))?;
+            check_options(&loaded.info, args, format, output)
+                .map_err(|e| fail(format!("cannot resume from `{path}`: {e}")))?;
+            Some((path.as_str(), loaded))
+        }
+    };
+    let builder = Monitor::builder(spec)
+        .tier(args.tier)
+        .max_string_bytes(args.max_string_bytes);
+    let monitor = match &loaded {
+        None => builder.build(),
+        Some((path, l)) => builder
+            .restore(&l.snapshot)
+            .map_err(|e| {
+                fail(format!(
+                    "cannot resume from `{path}` (taken with `{}`): {e}",
+                    l.info.spec
+                ))
+            })?
+            .build(),
+    };
+    let resume_at = loaded.as_ref().and_then(|(_, l)| {
+        l.info.input.file.as_ref().map(|f| ResumeAt {
+            position: TracePosition {
+                offset: f.offset,
+                line: f.line,
+            },
+            rows: l.info.input.rows,
+        })
+    });
+    let schema = spec.input_schema();
+    let opened = trace::open_trace_at(&args.input, format, &schema, options, resume_at)
+        .map_err(|e: OpenError| fail(e.to_string()))?;
+    let mut reader = opened.reader;
+    if let Some((path, l)) = &loaded {
+        let at_position = match (&opened.file, &l.info.input.file) {
+            (Some(trace), Some(f)) if !opened.streaming => {
+                check_trace(trace, f, &args.input)
+                    .map_err(|e| fail(format!("cannot resume from `{path}`: {e}")))?;
+                true
+            }
+            _ => false,
+        };
+        if !at_position {
+            skip_rows(reader.as_mut(), monitor.input_count(), l.info.input.rows).map_err(|e| {
+                match e {
+                    Skip::Short(m) => fail(format!("cannot resume from `{path}`: {m}")),
+                    Skip::Trace(e) => {
+                        error(&e);
+                        super::trace_exit(&e)
+                    }
+                }
+            })?;
+        }
+    }
+    let names: Vec<String> = monitor
+        .output_names()
+        .into_iter()
+        .map(String::from)
+        .collect();
+    let (writer, output_file) = match &args.output_file {
+        None => (
+            trace::make_writer(output, names, Box::new(io::stdout().lock())),
+            None,
+        ),
+        Some(out) => {
+            let appended = loaded
+                .as_ref()
+                .and_then(|(_, l)| l.info.output.file.as_ref())
+                .map(|f| f.len);
+            let file = match appended {
+                None => File::create(out)
+                    .map_err(|e| fail(format!("cannot create the output file `{out}`: {e}")))?,
+                Some(len) => reopen_output(out, len).map_err(|e| {
+                    fail(format!(
+                        "cannot resume from `{}`: {e}",
+                        loaded.as_ref().map_or("", |(p, _)| p)
+                    ))
+                })?,
+            };
+            let sync = file
+                .try_clone()
+                .map_err(|e| fail(format!("cannot open the output file `{out}`: {e}")))?;
+            let sink: Box<dyn Write> = Box::new(file);
+            let writer = match appended {
+                Some(len) if len > 0 => trace::continue_writer(output, names, sink),
+                _ => trace::make_writer(output, names, sink),
+            };
+            (writer, Some((out.clone(), sync)))
+        }
+    };
+    let checkpoints = args.checkpoint.as_ref().map(|path| Checkpointer {
+        path: path.clone(),
+        every: args.checkpoint_every,
+        since: 0,
+        spec: args.spec.clone(),
+        input: args.input.clone(),
+        format: format.into(),
+        trace: opened.file,
+        output_format: output.into(),
+        output: output_file,
+    });
+    Ok(Prepared {
+        monitor,
+        reader,
+        streaming: opened.streaming,
+        writer,
+        checkpoints,
+    })
+}
+
+/// The options of a resumed run must be those the checkpoint was taken
+/// with where they change what the rows mean or how the output continues.
+fn check_options(
+    info: &Info,
+    args: &RunArgs,
+    format: TraceFormat,
+    output: OutputFormat,
+) -> Result<(), String> {
+    let (was, now) = (info.input.format, Format::from(format));
+    if was != now {
+        return Err(format!(
+            "it was taken on a {} trace, and this run reads {}",
+            format_name(was),
+            format_name(now)
+        ));
+    }
+    let (was, now) = (info.output.format, Output::from(output));
+    if was != now {
+        return Err(format!(
+            "it was taken with `--output {}`, and this run has `--output {}`",
+            output_name(was),
+            output_name(now)
+        ));
+    }
+    match (&info.output.file, &args.output_file) {
+        (Some(f), None) => Err(format!(
+            "it was taken with `--output-file {}`; pass it again to continue that file",
+            f.path
+        )),
+        (None, Some(_)) => Err(
+            "it was taken with the outputs on standard output, so it cannot continue an output file"
+                .to_string(),
+        ),
+        _ => Ok(()),
+    }
+}
+
+/// Checks that the trace is the one the checkpoint was taken on, as far as
+/// the bytes before the position go: at least as long, and the same bytes
+/// at its start and before the position (a trace that grew since is fine).
+fn check_trace(trace: &TraceFile, f: &FileInfo, path: &str) -> Result<(), String> {
+    let read = |e: io::Error| format!("cannot read the input `{path}`: {e}");
+    let len = trace.len().map_err(read)?;
+    if len < f.offset {
+        return Err(format!(
+            "the input `{path}` has {len} bytes, fewer than the {} it had been read to: it is not the trace the checkpoint was taken on",
+            f.offset
+        ));
+    }
+    let (head, tail) = digests(trace, f.offset).map_err(read)?;
+    if head != f.head || tail != f.tail {
+        return Err(format!(
+            "the input `{path}` differs from the trace the checkpoint was taken on (its first {} bytes read so far are not the same)",
+            f.offset
+        ));
+    }
+    Ok(())
+}
+
+/// Why rows could not be skipped.
+enum Skip {
+    /// The input has fewer rows than the checkpoint consumed.
+    Short(String),
+    Trace(trace::TraceError),
+}
+
+/// Reads and drops the first `rows` rows of a stream (which cannot be
+/// repositioned): a resumed stream is the same trace from its start.
+fn skip_rows(reader: &mut dyn RowReader, width: usize, rows: u64) -> Result<(), Skip> {
+    let mut row = vec![None; width];
+    for k in 0..rows {
+        match reader.next_row(&mut row) {
+            Ok(true) => {}
+            Ok(false) => {
+                return Err(Skip::Short(format!(
+                    "the input ended after {k} rows, but the checkpoint was taken after {rows}"
+                )));
+            }
+            Err(e) => return Err(Skip::Trace(e)),
+        }
+    }
+    Ok(())
+}
+
+/// Opens the output file of a resumed run, cut back to the length the
+/// checkpoint recorded, for appending.
+fn reopen_output(path: &str, len: u64) -> Result<File, String> {
+    let mut f = OpenOptions::new()
+        .write(true)
+        .open(path)
+        .map_err(|e| format!("cannot open the output file `{path}`: {e}"))?;
+    let now = f
+        .metadata()
+        .map_err(|e| format!("cannot open the output file `{path}`: {e}"))?
+        .len();
+    if now < len {
+        return Err(format!(
+            "the output file `{path}` has {now} bytes, fewer than the {len} the checkpoint recorded"
+        ));
+    }
+    f.set_len(len)
+        .and_then(|()| f.seek(io::SeekFrom::Start(len)))
+        .map_err(|e| format!("cannot truncate the output file `{path}`: {e}"))?;
+    Ok(f)
+}

@@ -1,0 +1,544 @@
+//! `vigil run --checkpoint/--resume/--output-file`: runs killed with SIGKILL at random points
+//! and resumed give exactly the output file of an uninterrupted run; checkpoints that do not
+//! fit the run are clear errors.
+
+use crate::support::{test_dir, vigil, write};
+use std::io::Write;
+use std::path::Path;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+/// Offsets, holds, Str values and `++`, an `if`, a stateful builtin: every
+/// kind of state a checkpoint carries.
+const SPEC: &str = "in x: Int\nin s: Str\nout total: Int\nout last: Str\nout tag: Str\nout seen: Bool\n\
+total = default(total[1], 0) + x\nlast = default(s[3], \"-\")\n\
+tag = if x > 3 then s ++ \"!\" else last\nseen = when(x == 6)\n";
+
+/// A small deterministic generator (xorshift), seeded per test run and
+/// printed, so a failure can be replayed.
+struct Rng(u64);
+
+impl Rng {
+    fn new() -> Rng {
+        let seed = std::env::var("VIGIL_TEST_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| {
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap()
+                    .as_nanos() as u64
+                    | 1
+            });
+        eprintln!("checkpoint kill test seed: VIGIL_TEST_SEED={seed}");
+        Rng(seed)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n
+    }
+}
+
+/// A trace of `rows` rows in `format` (`csv`, `jsonl` or `input`); absent
+/// cells now and then, and in `.input` step gaps too.
+fn trace(format: &str, rows: usize) -> String {
+    let mut out = String::new();
+    if format == "csv" {
+        out.push_str("x,s\n");
+    }
+    let mut step = 0;
+    for i in 0..rows {
+        let x = (i % 11 != 5).then_some(i % 7);
+        let s = (i % 5 != 2).then(|| format!("v{}", i % 13));
+        match format {
+            "csv" => {
+                let x = x.map_or(String::new(), |x| x.to_string());
+                let s = s.map_or(String::new(), |s| format!("\"{s}\""));
+                out.push_str(&format!("{x},{s}\n"));
+            }
+            "jsonl" => {
+                let mut fields = Vec::new();
+                if let Some(x) = x {
+                    fields.push(format!("\"x\": {x}"));
+                }
+                if let Some(s) = s {
+                    fields.push(format!("\"s\": \"{s}\""));
+                }
+                out.push_str(&format!("{{{}}}\n", fields.join(", ")));
+            }
+            _ => {
+                // Every 97th block skips two steps (two empty rows).
+                if i % 97 == 96 {
+                    step += 2;
+                }
+                out.push_str(&format!("{step}:"));
+                if let Some(x) = x {
+                    out.push_str(&format!(" x = {x}"));
+                }
+                out.push('\n');
+                if let Some(s) = s {
+                    out.push_str(&format!("   s = \"{s}\"\n"));
+                }
+                step += 1;
+            }
+        }
+    }
+    out
+}
+
+/// Waits until `child` has written a checkpoint different from `before` (or
+/// has exited); returns the new contents.
+fn wait_for_new_checkpoint(child: &mut Child, path: &Path, before: &[u8]) -> Option<Vec<u8>> {
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(120) {
+        if let Ok(bytes) = std::fs::read(path)
+            && !bytes.is_empty()
+            && bytes != before
+        {
+            return Some(bytes);
+        }
+        if child.try_wait().unwrap().is_some() {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    panic!("no new checkpoint within two minutes");
+}
+
+/// Starts `vigil run` on `input` with checkpoints, resuming from the
+/// checkpoint if `resume`; `stdin_trace` is fed through a pipe (a stream)
+/// instead of naming a file.
+fn start(
+    dir: &Path,
+    input: &str,
+    extra: &[&str],
+    resume: bool,
+    stdin_trace: Option<&str>,
+) -> (Child, Option<std::thread::JoinHandle<()>>) {
+    let ck = dir.join("ck");
+    let mut cmd = vigil();
+    cmd.args([
+        "run",
+        dir.join("spec.dsrv").to_str().unwrap(),
+        "--input",
+        input,
+    ])
+    .args(["--output-file", dir.join("out").to_str().unwrap()])
+    .args(["--checkpoint", ck.to_str().unwrap()])
+    .args(extra)
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped());
+    if resume {
+        cmd.args(["--resume", ck.to_str().unwrap()]);
+    }
+    if stdin_trace.is_some() {
+        cmd.stdin(Stdio::piped());
+    }
+    let mut child = cmd.spawn().unwrap();
+    let feeder = stdin_trace.map(|text| {
+        let mut stdin = child.stdin.take().unwrap();
+        let text = text.to_string();
+        // The pipe breaks when the run is killed; that ends the feeder.
+        std::thread::spawn(move || {
+            let _ = stdin.write_all(text.as_bytes());
+        })
+    });
+    (child, feeder)
+}
+
+/// Runs to completion without interruption and returns the output file.
+fn uninterrupted(dir: &Path, input: &str, extra: &[&str], stdin_trace: Option<&str>) -> Vec<u8> {
+    let (child, feeder) = start(dir, input, extra, false, stdin_trace);
+    let out = child.wait_with_output().unwrap();
+    if let Some(f) = feeder {
+        f.join().unwrap();
+    }
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let _ = std::fs::remove_file(dir.join("ck"));
+    std::fs::read(dir.join("out")).unwrap()
+}
+
+/// Kills the run with SIGKILL at random points after new checkpoints, up to
+/// `kills` times, resuming each time, then lets the last resume finish;
+/// returns the output file and how many kills landed before the end.
+fn killed_and_resumed(
+    dir: &Path,
+    input: &str,
+    extra: &[&str],
+    stdin_trace: Option<&str>,
+    kills: usize,
+    rng: &mut Rng,
+) -> (Vec<u8>, usize) {
+    let ck = dir.join("ck");
+    let _ = std::fs::remove_file(&ck);
+    let mut landed = 0;
+    for round in 0..=kills {
+        let (mut child, feeder) = start(dir, input, extra, round > 0, stdin_trace);
+        let mut finished = round == kills;
+        if !finished {
+            let before = std::fs::read(&ck).unwrap_or_default();
+            match wait_for_new_checkpoint(&mut child, &ck, &before) {
+                Some(_) => {
+                    // Somewhere between this checkpoint and a few after it.
+                    std::thread::sleep(Duration::from_millis(rng.below(150)));
+                    if child.try_wait().unwrap().is_none() {
+                        child.kill().unwrap();
+                        landed += 1;
+                    } else {
+                        finished = true;
+                    }
+                }
+                None => finished = true,
+            }
+        }
+        let out = child.wait_with_output().unwrap();
+        if let Some(f) = feeder {
+            let _ = f.join();
+        }
+        if finished {
+            assert!(
+                out.status.success(),
+                "round {round}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            return (std::fs::read(dir.join("out")).unwrap(), landed);
+        }
+    }
+    unreachable!("the last round runs to the end")
+}
+
+#[test]
+fn killed_runs_resume_to_the_uninterrupted_output_file() {
+    let mut rng = Rng::new();
+    let mut landed = 0;
+    for (format, output) in [("csv", "csv"), ("jsonl", "text"), ("input", "jsonl")] {
+        let dir = test_dir("checkpoints", &format!("kill-{format}"));
+        write(&dir, "spec.dsrv", SPEC);
+        let input = write(&dir, &format!("t.{format}"), trace(format, 40_000));
+        let extra = ["--output", output, "--checkpoint-every", "1500"];
+        let want = uninterrupted(&dir, &input, &extra, None);
+        let (got, n) = killed_and_resumed(&dir, &input, &extra, None, 3, &mut rng);
+        assert!(
+            got == want,
+            "{format}: the resumed output differs from an uninterrupted run's"
+        );
+        landed += n;
+    }
+    eprintln!("{landed} of 9 kills landed before the end");
+    // Most kills must land mid-run, or the test proves little.
+    assert!(
+        landed >= 5,
+        "only {landed} of 9 kills landed before the end"
+    );
+}
+
+#[test]
+fn killed_stream_runs_resume_to_the_uninterrupted_output_file() {
+    let mut rng = Rng::new();
+    let dir = test_dir("checkpoints", "kill-stream");
+    write(&dir, "spec.dsrv", SPEC);
+    let text = trace("jsonl", 6_000);
+    let extra = ["--output", "csv", "--checkpoint-every", "200"];
+    let want = uninterrupted(&dir, "-", &extra, Some(&text));
+    let (got, landed) = killed_and_resumed(&dir, "-", &extra, Some(&text), 3, &mut rng);
+    assert!(
+        got == want,
+        "the resumed output differs from an uninterrupted run's"
+    );
+    eprintln!("{landed} of 3 kills landed before the end");
+    assert!(
+        landed >= 2,
+        "only {landed} of 3 kills landed before the end"
+    );
+}
+
+/// Runs vigil with `args`; returns the status, standard output and error.
+fn run(args: &[&str]) -> (i32, String, String) {
+    let out = vigil().args(args).output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// A run over 50 rows with a checkpoint every 20 (and at the end): returns
+/// the directory, the spec, the trace and the checkpoint paths.
+fn checkpointed(test: &str) -> (std::path::PathBuf, String, String, String) {
+    let dir = test_dir("checkpoints", test);
+    let spec = write(&dir, "spec.dsrv", SPEC);
+    let input = write(&dir, "t.csv", trace("csv", 50));
+    let ck = dir.join("ck").to_str().unwrap().to_string();
+    let out = dir.join("out").to_str().unwrap().to_string();
+    let (code, _, err) = run(&[
+        "run",
+        &spec,
+        "--input",
+        &input,
+        "--output-file",
+        &out,
+        "--checkpoint",
+        &ck,
+        "--checkpoint-every",
+        "20",
+    ]);
+    assert_eq!((code, err.as_str()), (0, ""));
+    (dir, spec, input, ck)
+}
+
+#[test]
+fn a_checkpoint_of_another_spec_is_refused() {
+    let (dir, _, input, ck) = checkpointed("other-spec");
+    let other = write(&dir, "other.dsrv", SPEC.replace("s[3]", "s[4]"));
+    let out = dir.join("out").to_str().unwrap().to_string();
+    let (code, stdout, err) = run(&[
+        "run",
+        &other,
+        "--input",
+        &input,
+        "--output-file",
+        &out,
+        "--resume",
+        &ck,
+    ]);
+    assert_eq!((code, stdout.as_str()), (1, ""));
+    let fingerprint = |path: &str| {
+        let spec = vigil::Spec::parse("s", &std::fs::read_to_string(path).unwrap()).unwrap();
+        spec.fingerprint().short()
+    };
+    assert_eq!(
+        err,
+        format!(
+            "error: cannot resume from `{ck}` (taken with `{}`): the snapshot was taken with another specification (snapshot fingerprint {}, this specification's {})\n",
+            dir.join("spec.dsrv").display(),
+            fingerprint(dir.join("spec.dsrv").to_str().unwrap()),
+            fingerprint(&other)
+        )
+    );
+}
+
+#[test]
+fn a_corrupt_or_foreign_checkpoint_is_refused() {
+    let (dir, spec, input, ck) = checkpointed("corrupt");
+    let bytes = std::fs::read(&ck).unwrap();
+    let cases: [(&str, Vec<u8>, &str); 4] = [
+        (
+            "flipped",
+            {
+                let mut b = bytes.clone();
+                let at = b.len() / 2;
+                b[at] ^= 0x40;
+                b
+            },
+            "the checkpoint is corrupt: its contents do not match their checksum",
+        ),
+        (
+            "cut",
+            bytes[..bytes.len() - 10].to_vec(),
+            "the checkpoint is truncated: its header announces",
+        ),
+        ("empty", Vec::new(), "not a vigil checkpoint"),
+        ("spec", SPEC.as_bytes().to_vec(), "not a vigil checkpoint"),
+    ];
+    for (name, contents, message) in cases {
+        let path = write(&dir, name, contents);
+        let (code, stdout, err) = run(&["run", &spec, "--input", &input, "--resume", &path]);
+        assert_eq!((code, stdout.as_str()), (1, ""), "{name}");
+        assert!(
+            err.starts_with(&format!("error: cannot resume from `{path}`: {message}")),
+            "{name}: {err}"
+        );
+    }
+    let (code, _, err) = run(&[
+        "run",
+        &spec,
+        "--input",
+        &input,
+        "--resume",
+        "/nonexistent/ck",
+    ]);
+    assert_eq!(code, 1);
+    assert!(
+        err.starts_with("error: cannot read checkpoint `/nonexistent/ck`: "),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_checkpoint_must_fit_the_input_and_output() {
+    let (dir, spec, _, ck) = checkpointed("mismatch");
+    let out = dir.join("out").to_str().unwrap().to_string();
+    let shorter = write(&dir, "short.csv", trace("csv", 10));
+    let (code, _, err) = run(&[
+        "run",
+        &spec,
+        "--input",
+        &shorter,
+        "--output-file",
+        &out,
+        "--resume",
+        &ck,
+    ]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("fewer than the")
+            && err.contains("it is not the trace the checkpoint was taken on"),
+        "{err}"
+    );
+    // Same length, other bytes.
+    let original = std::fs::read_to_string(dir.join("t.csv")).unwrap();
+    let changed = write(&dir, "changed.csv", original.replacen("v1", "w1", 1));
+    let (code, _, err) = run(&[
+        "run",
+        &spec,
+        "--input",
+        &changed,
+        "--output-file",
+        &out,
+        "--resume",
+        &ck,
+    ]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("differs from the trace the checkpoint was taken on"),
+        "{err}"
+    );
+    let jsonl = write(&dir, "t.jsonl", trace("jsonl", 50));
+    let (code, _, err) = run(&[
+        "run",
+        &spec,
+        "--input",
+        &jsonl,
+        "--output-file",
+        &out,
+        "--resume",
+        &ck,
+    ]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("it was taken on a CSV trace, and this run reads JSON-lines"),
+        "{err}"
+    );
+    let input = dir.join("t.csv").to_str().unwrap().to_string();
+    let (code, _, err) = run(&["run", &spec, "--input", &input, "--resume", &ck]);
+    assert_eq!(code, 1);
+    assert!(err.contains("pass it again to continue that file"), "{err}");
+    std::fs::write(&out, "").unwrap();
+    let (code, _, err) = run(&[
+        "run",
+        &spec,
+        "--input",
+        &input,
+        "--output-file",
+        &out,
+        "--resume",
+        &ck,
+    ]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("the output file") && err.contains("has 0 bytes, fewer than the"),
+        "{err}"
+    );
+    // A stream with fewer rows than the checkpoint consumed.
+    let script = format!(
+        "head -5 {input} | {} run {spec} --input - --format csv --output-file {out}2 --resume {ck}",
+        env!("CARGO_BIN_EXE_vigil")
+    );
+    let _ = std::fs::write(format!("{out}2"), "");
+    let o = crate::support::bash(&script);
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("cannot resume from"), "{err}");
+}
+
+/// On standard output, the rows after the last checkpoint of a killed run are
+/// written again by the resumed run (at least once): dropping the repeated
+/// steps gives the uninterrupted output.
+#[test]
+fn stdout_outputs_are_repeated_after_the_last_checkpoint() {
+    let dir = test_dir("checkpoints", "stdout");
+    let spec = write(&dir, "spec.dsrv", SPEC);
+    let text = trace("jsonl", 100);
+    let input = write(&dir, "t.jsonl", &text);
+    let ck = dir.join("ck").to_str().unwrap().to_string();
+    let (code, full, _) = run(&["run", &spec, "--input", &input, "--output", "csv"]);
+    assert_eq!(code, 0);
+    // A run killed after writing the outputs of 40 rows, whose last
+    // checkpoint was taken after 30: the checkpoint of a run over the first
+    // 30 rows, and the first 40 rows of output.
+    let first: String = text.lines().take(30).map(|l| format!("{l}\n")).collect();
+    let part = write(&dir, "part.jsonl", first);
+    let (code, _, _) = run(&[
+        "run",
+        &spec,
+        "--input",
+        &part,
+        "--output",
+        "csv",
+        "--checkpoint",
+        &ck,
+    ]);
+    assert_eq!(code, 0);
+    let head: String = full.lines().take(41).map(|l| format!("{l}\n")).collect();
+    // The resumed run reads the stream from its start and drops 30 rows.
+    let script = format!(
+        "cat {input} | {} run {spec} --input - --output csv --resume {ck}",
+        env!("CARGO_BIN_EXE_vigil")
+    );
+    let o = crate::support::bash(&script);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let tail = String::from_utf8(o.stdout).unwrap();
+    // A resumed standard output is a new stream, with its CSV header.
+    assert!(tail.starts_with("step,total,last,tag,seen\n30,"), "{tail}");
+    let step = |line: &str| line.split(',').next().unwrap().parse::<u64>().unwrap();
+    let repeated = tail.lines().skip(1).filter(|l| step(l) < 40).count();
+    assert_eq!(repeated, 10, "steps 30 to 39 are written again");
+    let rest: String = tail
+        .lines()
+        .skip(1)
+        .filter(|l| step(l) >= 40)
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_eq!(format!("{head}{rest}"), full);
+}
+
+/// Bytes written after the last checkpoint (a killed run's rows, or
+/// anything else) are cut off before the resumed run appends.
+#[test]
+fn a_resume_cuts_the_output_file_back_to_the_checkpoint() {
+    let (dir, spec, input, ck) = checkpointed("cut-back");
+    let out = dir.join("out").to_str().unwrap().to_string();
+    let want = std::fs::read(&out).unwrap();
+    let mut f = std::fs::OpenOptions::new().append(true).open(&out).unwrap();
+    f.write_all(b"step,total\n999,partial row of a killed ru")
+        .unwrap();
+    drop(f);
+    // The checkpoint was taken at the end of the input: nothing to redo.
+    let (code, _, err) = run(&[
+        "run",
+        &spec,
+        "--input",
+        &input,
+        "--output-file",
+        &out,
+        "--resume",
+        &ck,
+    ]);
+    assert_eq!((code, err.as_str()), (0, ""));
+    assert!(
+        std::fs::read(&out).unwrap() == want,
+        "the output file was not cut back"
+    );
+}
