@@ -1092,7 +1092,8 @@ total = default(total[1], 0) + x\nlast = default(s[3], \"-\")\nw = when(x > 2)\n
     #[test]
     fn snapshots_that_do_not_fit_the_plan_are_errors() {
         let snap = monitor_after(5).snapshot();
-        let cases: Vec<(Box<dyn FnOnce(&mut Body)>, &str)> = vec![
+        type Damage = Box<dyn FnOnce(&mut Body)>;
+        let cases: Vec<(Damage, &str)> = vec![
             (
                 Box::new(|b| {
                     b.slots.pop();

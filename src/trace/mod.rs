@@ -249,10 +249,9 @@ pub fn open_trace_at(
     let name = if path == "-" { "<stdin>" } else { path };
     let at = resume.map_or(0, |r| r.position.offset);
     let opened = source::open_source_at(path, at)?;
-    let file = match opened.origin {
-        Some((file, origin)) => Some(TraceFile { file, origin }),
-        None => None,
-    };
+    let file = opened
+        .origin
+        .map(|(file, origin)| TraceFile { file, origin });
     let reader = match (resume, &file) {
         (Some(r), Some(f)) if !opened.streaming => {
             resumed_reader(name, opened.bytes, format, schema, options, r, f)

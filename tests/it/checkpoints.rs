@@ -141,9 +141,19 @@ fn start(
     let feeder = stdin_trace.map(|text| {
         let mut stdin = child.stdin.take().unwrap();
         let text = text.to_string();
-        // The pipe breaks when the run is killed; that ends the feeder.
+        // The rows are paced (20 every 5 ms, about 1.5 s for the stream
+        // test's trace) so that the run lasts long enough for kills to land
+        // mid-run however fast the machine is: unpaced, a fast run could end
+        // before the test saw its first checkpoint. The pipe breaks when the
+        // run is killed; that ends the feeder.
         std::thread::spawn(move || {
-            let _ = stdin.write_all(text.as_bytes());
+            let lines: Vec<&str> = text.split_inclusive('\n').collect();
+            for chunk in lines.chunks(20) {
+                if stdin.write_all(chunk.concat().as_bytes()).is_err() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
         })
     });
     (child, feeder)
