@@ -50,6 +50,7 @@
 mod batch;
 mod canonical;
 mod error;
+mod keyed;
 mod monitor;
 mod row;
 mod snapshot;
@@ -75,9 +76,13 @@ pub mod trace;
 
 pub use batch::{OutputBatch, OutputRow, RowBatch};
 pub use error::{ErrorKind, RuntimeError};
+pub use keyed::{KeyedBuildError, KeyedMonitor, KeyedMonitorBuilder};
 pub use lang::diag::Diagnostics;
 pub use lang::types::Type;
 pub use monitor::{DEFAULT_MAX_STRING_BYTES, Monitor, MonitorBuilder, Outputs, Spec, Stats, Tier};
 pub use row::{Row, RowError, StepError, conform, describe};
-pub use snapshot::{Fingerprint, Snapshot, SnapshotError};
-pub use value::{Sample, Value};
+pub use snapshot::{
+    FORMAT_VERSION, Fingerprint, KEYED_FORMAT_VERSION, KEYED_MAGIC, KeyedSnapshot, MAGIC, Snapshot,
+    SnapshotError,
+};
+pub use value::{Key, Sample, Value};

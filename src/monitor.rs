@@ -15,7 +15,7 @@ use crate::plan::Plan;
 use crate::row::{Checked, Row, RowError, RowSchema, StepError};
 use crate::snapshot::{Snapshot, SnapshotError};
 use crate::trace::InputSchema;
-use crate::value::{Sample, Value};
+use crate::value::{Key, Sample, Value};
 use std::fmt;
 use std::sync::Arc;
 
@@ -84,6 +84,16 @@ impl Spec {
         object: &serde_json::Map<String, serde_json::Value>,
     ) -> Result<Row, RowError> {
         json_row(&self.inputs, object)
+    }
+
+    /// The inputs rows are checked against.
+    pub(crate) fn inputs(&self) -> &Arc<RowSchema> {
+        &self.inputs
+    }
+
+    /// The printed outputs' names, in print order, as monitors share them.
+    pub(crate) fn outputs_shared(&self) -> Arc<[String]> {
+        self.output_names().into_iter().map(String::from).collect()
     }
 
     /// The checked specification (internal: for explain and tests).
@@ -160,6 +170,28 @@ pub struct Stats {
     pub why: String,
 }
 
+impl Stats {
+    /// The counters of `engine` (every run it has evaluated rows of).
+    pub(crate) fn of(engine: &Engine) -> Stats {
+        let s = &engine.stats;
+        Stats {
+            tier: engine.tier,
+            rows: s.rows,
+            canonical_streams: s.canonical_streams,
+            region_runs: s.region_runs,
+            whole_rows: s.whole_rows,
+            compile_time: s.compile_time,
+            compile_declines: s.compile_declines.clone(),
+            declines: engine.describe_declines(),
+            promotions: s.promotions,
+            materializations: s.materializations,
+            plan_time: s.plan_time,
+            lowering_time: s.lowering_time,
+            why: engine.why.clone(),
+        }
+    }
+}
+
 impl fmt::Display for Stats {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "tier: {} ({})", self.tier, self.why)?;
@@ -215,9 +247,30 @@ pub struct Outputs<'a> {
     state: &'a crate::canonical::NodeState,
     streams: &'a [crate::lang::check::StreamId],
     step: u64,
+    key: Option<&'a Key>,
 }
 
-impl Outputs<'_> {
+impl<'a> Outputs<'a> {
+    pub(crate) fn new(
+        state: &'a crate::canonical::NodeState,
+        streams: &'a [crate::lang::check::StreamId],
+        step: u64,
+        key: Option<&'a Key>,
+    ) -> Outputs<'a> {
+        Outputs {
+            state,
+            streams,
+            step,
+            key,
+        }
+    }
+
+    /// The key whose run evaluated the step (a [`crate::KeyedMonitor`]'s
+    /// row); `None` for a plain monitor.
+    pub fn key(&self) -> Option<&'a Key> {
+        self.key
+    }
+
     /// The step just evaluated (0-based, as the output writers number it).
     pub fn step(&self) -> u64 {
         self.step
@@ -253,6 +306,7 @@ impl fmt::Debug for Outputs<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Outputs")
             .field("step", &self.step)
+            .field("key", &self.key)
             .field("outputs", &self.iter().collect::<Vec<_>>())
             .finish()
     }
@@ -324,12 +378,7 @@ impl MonitorBuilder<'_> {
             engine,
             run,
             inputs: self.spec.inputs.clone(),
-            outputs: self
-                .spec
-                .output_names()
-                .into_iter()
-                .map(String::from)
-                .collect(),
+            outputs: self.spec.outputs_shared(),
             scratch: Vec::new(),
         }
     }
@@ -502,22 +551,7 @@ impl Monitor {
 
     /// Counters of the run so far.
     pub fn stats(&self) -> Stats {
-        let s = &self.engine.stats;
-        Stats {
-            tier: self.engine.tier,
-            rows: s.rows,
-            canonical_streams: s.canonical_streams,
-            region_runs: s.region_runs,
-            whole_rows: s.whole_rows,
-            compile_time: s.compile_time,
-            compile_declines: s.compile_declines.clone(),
-            declines: self.engine.describe_declines(),
-            promotions: s.promotions,
-            materializations: s.materializations,
-            plan_time: s.plan_time,
-            lowering_time: s.lowering_time,
-            why: self.engine.why.clone(),
-        }
+        Stats::of(&self.engine)
     }
 
     /// Evaluates many rows held in columns (a [`RowBatch`] of this
@@ -617,16 +651,12 @@ impl Monitor {
             return Err(e.into());
         }
         let spec = &self.engine.plan().spec;
-        Ok(Outputs {
-            state: &self.run.state,
-            streams: &spec.outputs,
-            step,
-        })
+        Ok(Outputs::new(&self.run.state, &spec.outputs, step, None))
     }
 }
 
 /// The row of `inputs` a JSON object gives (see `Monitor::row_from_json`).
-fn json_row(
+pub(crate) fn json_row(
     inputs: &Arc<RowSchema>,
     object: &serde_json::Map<String, serde_json::Value>,
 ) -> Result<Row, RowError> {

@@ -143,6 +143,12 @@ pub enum RowError {
         /// The reader's message, quoting the number.
         message: String,
     },
+    /// A row given to a keyed monitor with its key input absent: it names
+    /// no key, so no run can take it.
+    MissingKey {
+        /// The key input's name.
+        input: String,
+    },
     /// A `RowBatch` made for other inputs than the monitor's (another
     /// specification's batch).
     WrongBatch {
@@ -180,6 +186,10 @@ impl fmt::Display for RowError {
                 "input `{input}` is given an array or object, which is not a trace value"
             ),
             RowError::InvalidNumber { message, .. } => f.write_str(message),
+            RowError::MissingKey { input } => write!(
+                f,
+                "the key input `{input}` is absent: a keyed monitor's row must give its key"
+            ),
             RowError::WrongBatch { batch, monitor } => write!(
                 f,
                 "the batch was made for the inputs ({batch}), but the monitor's inputs are ({monitor})"

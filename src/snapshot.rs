@@ -36,7 +36,7 @@ use crate::error::{ErrorKind, RuntimeError};
 use crate::exec::Run;
 use crate::lang::ast::{BinOp, Builtin, DeclKind, UnOp};
 use crate::plan::{NodeOp, Operand, Plan};
-use crate::value::{Sample, Value};
+use crate::value::{Key, Sample, Value};
 use serde::de::{self, Deserializer, Visitor};
 use serde::{Deserialize, Serialize, Serializer};
 use sha2::{Digest, Sha256};
@@ -384,6 +384,12 @@ impl Cell {
 impl Snapshot {
     /// Captures `run`, a run of `plan`, at a step boundary.
     pub(crate) fn capture(plan: &Plan, run: &Run) -> Snapshot {
+        Snapshot::capture_with(plan, run, fingerprint(plan))
+    }
+
+    /// As `capture`, with the plan's fingerprint already computed (a keyed
+    /// monitor captures many runs of one plan).
+    pub(crate) fn capture_with(plan: &Plan, run: &Run, fingerprint: Fingerprint) -> Snapshot {
         let st = &run.state;
         let stored = stored_slots(plan);
         let slots = (0..stored as u32)
@@ -420,7 +426,7 @@ impl Snapshot {
         Snapshot {
             body: Body {
                 vigil_snapshot: FORMAT_VERSION,
-                fingerprint: fingerprint(plan),
+                fingerprint,
                 step: st.step,
                 slots,
                 flags,
@@ -436,8 +442,16 @@ impl Snapshot {
         &self,
         plan: &Plan,
     ) -> Result<(NodeState, Option<RuntimeError>), SnapshotError> {
+        self.restore_state_with(plan, fingerprint(plan))
+    }
+
+    /// As `restore_state`, with the plan's fingerprint already computed.
+    pub(crate) fn restore_state_with(
+        &self,
+        plan: &Plan,
+        spec_fp: Fingerprint,
+    ) -> Result<(NodeState, Option<RuntimeError>), SnapshotError> {
         let b = &self.body;
-        let spec_fp = fingerprint(plan);
         if b.fingerprint != spec_fp {
             return Err(SnapshotError::OtherSpec {
                 snapshot: b.fingerprint,
@@ -591,25 +605,240 @@ impl Snapshot {
     /// Reads the JSON form. The version field is checked before the rest is
     /// decoded, so a snapshot of another version is reported as such.
     pub fn from_json(text: &str) -> Result<Snapshot, SnapshotError> {
-        #[derive(Deserialize)]
-        struct Version {
-            vigil_snapshot: Option<u32>,
+        Ok(Snapshot {
+            body: from_json_versioned(text, "vigil_snapshot", FORMAT_VERSION)?,
+        })
+    }
+}
+
+/// Reads a JSON envelope whose version is the field `field`: the version is
+/// checked before the rest is decoded, so a snapshot of another version is
+/// reported as such rather than as a mismatching field.
+fn from_json_versioned<T: de::DeserializeOwned>(
+    text: &str,
+    field: &str,
+    supported: u32,
+) -> Result<T, SnapshotError> {
+    let malformed = |e: serde_json::Error| SnapshotError::Malformed(format!("JSON: {e}"));
+    let top: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_str(text).map_err(malformed)?;
+    match top.get(field).map(serde_json::Value::as_u64) {
+        None => return Err(SnapshotError::NotASnapshot),
+        Some(Some(v)) if v == u64::from(supported) => {}
+        Some(Some(found)) => {
+            return Err(SnapshotError::Version {
+                found: u32::try_from(found).unwrap_or(u32::MAX),
+                supported,
+            });
         }
-        let v: Version = serde_json::from_str(text)
-            .map_err(|e| SnapshotError::Malformed(format!("JSON: {e}")))?;
-        match v.vigil_snapshot {
-            None => return Err(SnapshotError::NotASnapshot),
-            Some(FORMAT_VERSION) => {}
-            Some(found) => {
-                return Err(SnapshotError::Version {
-                    found,
-                    supported: FORMAT_VERSION,
-                });
+        Some(None) => {
+            return Err(SnapshotError::Malformed(format!(
+                "JSON: the version field `{field}` is not a number"
+            )));
+        }
+    }
+    serde_json::from_str(text).map_err(malformed)
+}
+
+/// The version of the keyed snapshot format this vigil writes and reads (the
+/// run of each key inside has the [`FORMAT_VERSION`] of a [`Snapshot`]).
+pub const KEYED_FORMAT_VERSION: u32 = 1;
+
+/// The first bytes of a binary keyed snapshot.
+pub const KEYED_MAGIC: [u8; 8] = *b"VIGILKSN";
+
+/// The runs of every live key of a keyed monitor, at a row boundary:
+/// what `KeyedMonitor::snapshot` takes and `KeyedMonitorBuilder::restore`
+/// continues, on any tier.
+///
+/// It holds the key input's name, the rows the keyed monitor had evaluated,
+/// and one [`Snapshot`] per live key, least recently used first (so a
+/// restored monitor evicts in the same order). Its encodings are those of a
+/// snapshot: binary ([`KEYED_MAGIC`], the version, the body's length and
+/// SHA-256, then postcard) and JSON (`vigil_keyed_snapshot` is the
+/// version).
+#[derive(Clone, Debug, PartialEq)]
+pub struct KeyedSnapshot {
+    body: KeyedBody,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+struct KeyedBody {
+    vigil_keyed_snapshot: u32,
+    fingerprint: Fingerprint,
+    /// The key input's name.
+    key: String,
+    /// Rows evaluated over every key (evicted ones included).
+    rows: u64,
+    /// Every live key's run, least recently used first.
+    keys: Vec<KeyedEntry>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+struct KeyedEntry {
+    key: Cell,
+    run: Body,
+}
+
+/// A key's run as restored: its key, state and stop error.
+pub(crate) type RestoredKey = (Key, NodeState, Option<RuntimeError>);
+
+impl KeyedSnapshot {
+    /// Captures the runs of `plan` named by their keys, least recently used
+    /// first.
+    pub(crate) fn capture<'a>(
+        plan: &Plan,
+        key: &str,
+        rows: u64,
+        runs: impl Iterator<Item = (&'a Key, &'a Run)>,
+    ) -> KeyedSnapshot {
+        let fp = fingerprint(plan);
+        let keys = runs
+            .map(|(k, run)| KeyedEntry {
+                key: Cell::of(Sample::Value(k.value().clone())).expect("a key is a value"),
+                run: Snapshot::capture_with(plan, run, fp).body,
+            })
+            .collect();
+        KeyedSnapshot {
+            body: KeyedBody {
+                vigil_keyed_snapshot: KEYED_FORMAT_VERSION,
+                fingerprint: fp,
+                key: key.to_string(),
+                rows,
+                keys,
+            },
+        }
+    }
+
+    /// Rebuilds every key's run state for `plan`, keyed by `key`: checks the
+    /// fingerprint and the key input, that no key is ⊥ or repeated, and each
+    /// key's run as `Snapshot::restore_state` does.
+    pub(crate) fn restore_runs(
+        &self,
+        plan: &Plan,
+        key: &str,
+    ) -> Result<Vec<RestoredKey>, SnapshotError> {
+        let b = &self.body;
+        let spec_fp = fingerprint(plan);
+        if b.fingerprint != spec_fp {
+            return Err(SnapshotError::OtherSpec {
+                snapshot: b.fingerprint,
+                spec: spec_fp,
+            });
+        }
+        if b.key != key {
+            return Err(SnapshotError::Inconsistent(format!(
+                "the snapshot is keyed by `{}`, the monitor by `{key}`",
+                b.key
+            )));
+        }
+        let mut seen = std::collections::HashSet::with_capacity(b.keys.len());
+        let mut out = Vec::with_capacity(b.keys.len());
+        for entry in &b.keys {
+            let Sample::Value(v) = entry.key.sample() else {
+                return Err(SnapshotError::Inconsistent("a key is ⊥".to_string()));
+            };
+            let k = Key::new(v);
+            if !seen.insert(k.clone()) {
+                return Err(SnapshotError::Inconsistent(format!(
+                    "the key {k} appears twice"
+                )));
             }
+            if entry.run.fingerprint != spec_fp {
+                return Err(SnapshotError::Inconsistent(format!(
+                    "the run of key {k} belongs to another specification"
+                )));
+            }
+            let run = Snapshot {
+                body: entry.run.clone(),
+            };
+            let (state, failed) = run.restore_state_with(plan, spec_fp).map_err(|e| match e {
+                SnapshotError::Inconsistent(m) => {
+                    SnapshotError::Inconsistent(format!("key {k}: {m}"))
+                }
+                other => other,
+            })?;
+            out.push((k, state, failed));
         }
-        let body: Body = serde_json::from_str(text)
-            .map_err(|e| SnapshotError::Malformed(format!("JSON: {e}")))?;
-        Ok(Snapshot { body })
+        Ok(out)
+    }
+
+    /// The number of keys it holds.
+    pub fn len(&self) -> usize {
+        self.body.keys.len()
+    }
+
+    /// Whether it holds no key.
+    pub fn is_empty(&self) -> bool {
+        self.body.keys.is_empty()
+    }
+
+    /// The name of the key input the monitor was keyed by.
+    pub fn key_input(&self) -> &str {
+        &self.body.key
+    }
+
+    /// The rows the keyed monitor had evaluated, over every key.
+    pub fn rows(&self) -> u64 {
+        self.body.rows
+    }
+
+    /// The fingerprint of the specification it belongs to.
+    pub fn fingerprint(&self) -> Fingerprint {
+        self.body.fingerprint
+    }
+
+    /// The keys it holds, least recently used first.
+    pub fn keys(&self) -> impl Iterator<Item = Key> + '_ {
+        self.body.keys.iter().filter_map(|e| match e.key.sample() {
+            Sample::Value(v) => Some(Key::new(v)),
+            _ => None,
+        })
+    }
+
+    /// The snapshot of one key's run, if it holds that key (a linear search).
+    pub fn get(&self, key: &Key) -> Option<Snapshot> {
+        self.body
+            .keys
+            .iter()
+            .find(|e| e.key.sample().value() == Some(key.value()))
+            .map(|e| Snapshot {
+                body: e.run.clone(),
+            })
+    }
+
+    /// The binary form (see the type's documentation).
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let body = postcard::to_stdvec(&self.body)
+            .expect("engine bug: a keyed snapshot body always serialises");
+        seal(&KEYED_MAGIC, KEYED_FORMAT_VERSION, &body)
+    }
+
+    /// Reads the binary form, checking the magic, version, length and
+    /// checksum before decoding the body.
+    pub fn from_bytes(bytes: &[u8]) -> Result<KeyedSnapshot, SnapshotError> {
+        let body = unseal(bytes, &KEYED_MAGIC, KEYED_FORMAT_VERSION)?;
+        let body: KeyedBody = decode_postcard(body)?;
+        if body.vigil_keyed_snapshot != KEYED_FORMAT_VERSION {
+            return Err(SnapshotError::Version {
+                found: body.vigil_keyed_snapshot,
+                supported: KEYED_FORMAT_VERSION,
+            });
+        }
+        Ok(KeyedSnapshot { body })
+    }
+
+    /// The JSON form, for inspection.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(&self.body)
+            .expect("engine bug: a keyed snapshot body always serialises")
+    }
+
+    /// Reads the JSON form (the version is checked first).
+    pub fn from_json(text: &str) -> Result<KeyedSnapshot, SnapshotError> {
+        Ok(KeyedSnapshot {
+            body: from_json_versioned(text, "vigil_keyed_snapshot", KEYED_FORMAT_VERSION)?,
+        })
     }
 }
 

@@ -106,6 +106,87 @@ impl fmt::Display for Value {
     }
 }
 
+/// One key of a keyed monitor: a value of its key input, naming one run.
+///
+/// Keys compare and hash by their bits, as the tiers compare values: a Float
+/// key `NaN` is one key (per NaN payload), and `0.0` and `-0.0` are two. An
+/// Int and a Float are two keys even when they are numerically equal
+/// (`Int(1)` is not `Float(1.0)`), as `==` in the language has it.
+///
+/// It displays as the command line's key column does: an Int, Float, Bool or
+/// Unit as its literal (`7`, `2.5`, `true`, `()`), and a Str as its text
+/// when that is a plain word (letters, digits and `_ - . : / @`, not empty),
+/// else as a JSON string (`"two words"`), so a displayed key never reads as
+/// another.
+#[derive(Clone, Debug)]
+pub struct Key(Value);
+
+impl Key {
+    /// The key of a value (`Key::new("host-a")`, `Key::new(7)`).
+    pub fn new(value: impl Into<Value>) -> Key {
+        Key(value.into())
+    }
+
+    /// The key input's value.
+    pub fn value(&self) -> &Value {
+        &self.0
+    }
+}
+
+impl From<Value> for Key {
+    fn from(v: Value) -> Key {
+        Key(v)
+    }
+}
+
+impl PartialEq for Key {
+    fn eq(&self, other: &Key) -> bool {
+        // Bitwise, as `Value`'s own equality.
+        self.0 == other.0
+    }
+}
+
+impl Eq for Key {}
+
+impl std::hash::Hash for Key {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        match &self.0 {
+            Value::Int(i) => (0u8, *i).hash(state),
+            Value::Float(x) => (1u8, x.to_bits()).hash(state),
+            Value::Bool(b) => (2u8, *b).hash(state),
+            Value::Str(s) => (3u8, &**s).hash(state),
+            Value::Unit => 4u8.hash(state),
+        }
+    }
+}
+
+impl fmt::Display for Key {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.0 {
+            Value::Int(i) => write!(f, "{i}"),
+            Value::Float(x) => write!(f, "{x:?}"),
+            Value::Bool(b) => write!(f, "{b}"),
+            Value::Unit => f.write_str("()"),
+            Value::Str(s) => {
+                let plain = !s.is_empty()
+                    && s.chars().all(|c| {
+                        c.is_alphanumeric() || matches!(c, '_' | '-' | '.' | ':' | '/' | '@')
+                    })
+                    // A Str that reads as another type's literal is quoted.
+                    && s.parse::<f64>().is_err()
+                    && !matches!(&**s, "true" | "false");
+                if plain {
+                    f.write_str(s)
+                } else {
+                    // serde_json writes any string as a valid JSON string.
+                    let quoted = serde_json::to_string(&**s).map_err(|_| fmt::Error)?;
+                    f.write_str(&quoted)
+                }
+            }
+        }
+    }
+}
+
 /// What a stream holds at one step (DESIGN §2.1): a value, no event
 /// (`NoVal`: an absent input), or not enough history (`Deferred`, ⊥).
 #[derive(Clone, Debug, PartialEq, Default)]
@@ -164,6 +245,42 @@ mod tests {
         assert_eq!(Value::Float(f64::NAN).to_string(), "Float(NaN)");
         assert_eq!(Value::Str("a\"b".into()).to_string(), "Str(\"a\\\"b\")");
         assert_eq!(Sample::Deferred.to_string(), "Deferred");
+    }
+
+    #[test]
+    fn keys_compare_by_bits_and_display_unambiguously() {
+        use std::collections::HashSet;
+        let keys: HashSet<Key> = [
+            Key::new(1),
+            Key::new(1.0),
+            Key::new(0.0),
+            Key::new(-0.0),
+            Key::new(f64::NAN),
+            Key::new(f64::NAN),
+            Key::new("1"),
+        ]
+        .into_iter()
+        .collect();
+        assert_eq!(keys.len(), 6);
+        let shown: Vec<String> = ["host-a", "two words", "", "1", "true", "a\"b", "héllo"]
+            .iter()
+            .map(|s| Key::new(*s).to_string())
+            .collect();
+        assert_eq!(
+            shown,
+            [
+                "host-a",
+                "\"two words\"",
+                "\"\"",
+                "\"1\"",
+                "\"true\"",
+                "\"a\\\"b\"",
+                "héllo"
+            ]
+        );
+        assert_eq!(Key::new(7).to_string(), "7");
+        assert_eq!(Key::new(2.0).to_string(), "2.0");
+        assert_eq!(Key::from(Value::Unit).to_string(), "()");
     }
 
     #[test]

@@ -8,6 +8,7 @@ mod conformance;
 mod diagnostics;
 mod explain;
 mod frontend_hardening;
+mod keyed;
 mod memory;
 mod props;
 mod robustness;

@@ -1,0 +1,506 @@
+//! Keyed monitors: each key's outputs are exactly a plain monitor's over that key's rows, on
+//! every tier, through keyed snapshots and restores; eviction, rejected rows, per-key errors.
+
+use crate::props::{case_strategy, compare_runs, generate_spec, generate_trace, run_tier};
+use proptest::strategy::{Strategy, ValueTree};
+use proptest::test_runner::TestRunner;
+use std::collections::HashMap;
+use std::num::NonZeroUsize;
+use std::sync::{Arc, Mutex};
+use vigil::{
+    ErrorKind, Key, KeyedMonitor, KeyedSnapshot, Monitor, RowError, RuntimeError, Sample, Snapshot,
+    SnapshotError, Spec, StepError, Tier, Value,
+};
+
+const TIERS: [Tier; 4] = [
+    Tier::Canonical,
+    Tier::Quickened,
+    Tier::NativeRegions,
+    Tier::NativeWhole,
+];
+
+#[test]
+fn monitors_are_send() {
+    fn send<T: Send>() {}
+    send::<Monitor>();
+    send::<KeyedMonitor>();
+    send::<KeyedSnapshot>();
+}
+
+/// Per key: the outputs of each of its rows, and the error that stopped it.
+type PerKey = HashMap<i64, (Vec<Vec<Sample>>, Option<RuntimeError>)>;
+
+/// What the keyed property test exercised (the coverage guard sums it).
+#[derive(Default, Debug)]
+struct Coverage {
+    cases: usize,
+    /// Cases where at least two keys each had more rows than the longest
+    /// offset (so per-key history was really separate).
+    separate_histories: usize,
+    /// Cases where one key stopped with a runtime error and another key
+    /// evaluated rows after that.
+    others_went_on: usize,
+    /// Cases restored from a keyed snapshot on another tier mid-run.
+    restored: usize,
+}
+
+fn max_offset(source: &str) -> usize {
+    source
+        .split('[')
+        .skip(1)
+        .filter_map(|rest| rest.split(']').next()?.parse::<usize>().ok())
+        .max()
+        .unwrap_or(0)
+}
+
+/// Runs one generated case keyed by an appended input `kk` (keys 0..4),
+/// on `first` up to row `split`, then from a keyed snapshot (binary or
+/// JSON) on `second`; each key must equal a canonical plain monitor fed
+/// only that key's rows.
+fn check_case(
+    data: (Vec<u32>, usize, Vec<u32>),
+    pick: u32,
+    cov: &mut Coverage,
+) -> Result<(), String> {
+    let (spec_data, len, trace_data) = data;
+    let g = generate_spec(&spec_data, true);
+    let source = format!("{}in kk: Int\n", g.source);
+    let Ok(spec) = Spec::parse("gen.dsrv", &source) else {
+        return Ok(());
+    };
+    let mut trace = generate_trace(&g.inputs, len * 3, &trace_data, 2);
+    let mut keys = Vec::new();
+    for (r, row) in trace.iter_mut().enumerate() {
+        let k = (trace_data.get(r).copied().unwrap_or(r as u32) as usize + r / 3) % 4;
+        keys.push(k as i64);
+        row.push(Some(Value::Int(k as i64)));
+    }
+    let first = TIERS[pick as usize % 4];
+    let second = TIERS[(pick as usize / 4) % 4];
+    let json = pick.is_multiple_of(2);
+    let split = if trace.is_empty() {
+        0
+    } else {
+        (pick as usize / 16) % (trace.len() + 1)
+    };
+
+    let mut want: PerKey = HashMap::new();
+    for &k in &keys {
+        if want.contains_key(&k) {
+            continue;
+        }
+        let rows: Vec<_> = trace
+            .iter()
+            .zip(&keys)
+            .filter(|(_, kk)| **kk == k)
+            .map(|(r, _)| r.clone())
+            .collect();
+        want.insert(k, run_tier(&spec, &rows, Tier::Canonical));
+    }
+
+    let mut got: PerKey = HashMap::new();
+    let mut monitor = KeyedMonitor::builder(&spec, "kk")
+        .tier(first)
+        .build()
+        .map_err(|e| e.to_string())?;
+    let mut stopped_then_other = false;
+    for (r, (row, &k)) in trace.iter().zip(&keys).enumerate() {
+        if r == split && r > 0 {
+            let snap = monitor.snapshot();
+            let decoded = if json {
+                KeyedSnapshot::from_json(&snap.to_json())
+            } else {
+                KeyedSnapshot::from_bytes(&snap.to_bytes())
+            }
+            .map_err(|e| format!("a keyed snapshot did not read back: {e}"))?;
+            if decoded != snap {
+                return Err("the keyed snapshot changed through its encoding".into());
+            }
+            monitor = KeyedMonitor::builder(&spec, "kk")
+                .tier(second)
+                .restore(&decoded)
+                .build()
+                .map_err(|e| format!("restore failed: {e}"))?;
+            if monitor.snapshot() != snap {
+                return Err("a restored keyed monitor's snapshot differs".into());
+            }
+            cov.restored += usize::from(first != second);
+        }
+        let entry = got.entry(k).or_default();
+        let already = entry.1.clone();
+        match monitor.step(row) {
+            Ok(o) => {
+                if already.is_some() {
+                    return Err(format!("key {k} ran a row after it stopped"));
+                }
+                if o.key() != Some(&Key::new(k)) {
+                    return Err(format!("outputs of key {k} name {:?}", o.key()));
+                }
+                if o.step() != entry.0.len() as u64 {
+                    return Err(format!("key {k}: step {} != its row count", o.step()));
+                }
+                entry.0.push(o.to_vec());
+                if got.values().any(|(_, e)| e.is_some()) {
+                    stopped_then_other = true;
+                }
+            }
+            Err(StepError::Runtime(e)) => match already {
+                Some(prev) if prev != e => {
+                    return Err(format!("key {k} reported `{e}` after `{prev}`"));
+                }
+                _ => entry.1 = Some(e),
+            },
+            Err(StepError::Row(e)) => return Err(format!("a generated row was rejected: {e}")),
+        }
+    }
+    for (k, w) in want {
+        let g = got.remove(&k).unwrap_or_default();
+        let rows: Vec<_> = trace
+            .iter()
+            .zip(&keys)
+            .filter(|(_, kk)| **kk == k)
+            .map(|(r, _)| r.clone())
+            .collect();
+        let what = format!("keyed key {k} ({first} -> {second} at row {split})");
+        compare_runs(&spec, &rows, ("plain canonical", w), (&what, g))?;
+    }
+    let offset = max_offset(&source);
+    let long_keys = (0..4)
+        .filter(|k| keys.iter().filter(|kk| *kk == k).count() > offset + 1)
+        .count();
+    cov.cases += 1;
+    cov.separate_histories += usize::from(offset > 0 && long_keys >= 2);
+    cov.others_went_on += usize::from(stopped_then_other);
+    Ok(())
+}
+
+#[test]
+fn each_key_equals_a_plain_monitor_of_its_rows_on_every_tier() {
+    let mut runner = TestRunner::default();
+    let strategy = (case_strategy(), proptest::num::u32::ANY);
+    let mut cov = Coverage::default();
+    for _ in 0..160 {
+        let tree = strategy.new_tree(&mut runner).expect("a case");
+        let (data, pick) = tree.current();
+        if let Err(e) = check_case(data, pick, &mut cov) {
+            panic!("{e}");
+        }
+    }
+    eprintln!("keyed coverage: {cov:?}");
+    // Guards against a vacuous pass: the generator must give cases where
+    // per-key history matters, where one key's error leaves the others
+    // running, and restores onto another tier.
+    assert!(cov.cases >= 100, "{cov:?}");
+    assert!(cov.separate_histories >= 20, "{cov:?}");
+    assert!(cov.others_went_on >= 3, "{cov:?}");
+    assert!(cov.restored >= 30, "{cov:?}");
+}
+
+const COUNTER: &str = "in host: Str\nin x: Int\nout n: Int\nout total: Int\nout prev: Int\n\
+n = default(n[1], 0) + 1\ntotal = default(total[1], 0) + x\nprev = default(x[1], -1)\n";
+
+fn row(m: &KeyedMonitor, host: &str, x: i64) -> vigil::Row {
+    m.row().set("host", host).unwrap().set("x", x).unwrap()
+}
+
+fn total(m: &KeyedMonitor, host: &str) -> Option<Sample> {
+    m.output(&Key::new(host), "total")
+}
+
+#[test]
+fn keys_are_separate_traces_sharing_one_plan() {
+    let spec = Spec::parse("c.dsrv", COUNTER).unwrap();
+    for tier in TIERS {
+        let mut m = KeyedMonitor::builder(&spec, "host")
+            .tier(tier)
+            .build()
+            .unwrap();
+        for (h, x) in [
+            ("a", 1),
+            ("b", 10),
+            ("a", 2),
+            ("c", 100),
+            ("a", 3),
+            ("b", 20),
+        ] {
+            let r = row(&m, h, x);
+            m.step(&r).unwrap();
+        }
+        assert_eq!(total(&m, "a"), Some(Sample::Value(Value::Int(6))), "{tier}");
+        assert_eq!(total(&m, "b"), Some(Sample::Value(Value::Int(30))));
+        assert_eq!(
+            m.output(&Key::new("b"), "prev"),
+            Some(Sample::Value(Value::Int(10)))
+        );
+        assert_eq!(m.steps(&Key::new("a")), Some(3));
+        assert_eq!(m.steps(&Key::new("c")), Some(1));
+        assert_eq!(m.steps(&Key::new("zz")), None);
+        assert_eq!((m.key_count(), m.rows()), (3, 6));
+        assert_eq!(m.stats().rows, 6);
+        // The tier a plain monitor of the spec gets (a Str input keeps
+        // native-whole off, as it does for a plain monitor).
+        assert_eq!(m.tier(), Monitor::builder(&spec).tier(tier).build().tier());
+    }
+}
+
+#[test]
+fn rows_without_a_key_or_of_the_wrong_type_are_rejected_and_change_nothing() {
+    let spec = Spec::parse("c.dsrv", COUNTER).unwrap();
+    let mut m = KeyedMonitor::builder(&spec, "host").build().unwrap();
+    let r = row(&m, "a", 1);
+    m.step(&r).unwrap();
+    let no_key = m.row().set("x", 5).unwrap();
+    let e = m.step(&no_key).unwrap_err();
+    assert_eq!(
+        e,
+        StepError::Row(RowError::MissingKey {
+            input: "host".into()
+        })
+    );
+    assert_eq!(
+        e.to_string(),
+        "the key input `host` is absent: a keyed monitor's row must give its key"
+    );
+    let e = m
+        .step([Some(Value::Int(3)), Some(Value::Int(1))])
+        .unwrap_err();
+    assert_eq!(e.to_string(), "expected Str for input `host`, found Int 3");
+    let e = m.step([Some(Value::Str("a".into()))]).unwrap_err();
+    assert!(
+        matches!(e, StepError::Row(RowError::WrongWidth { .. })),
+        "{e}"
+    );
+    assert_eq!(
+        (m.rows(), m.key_count(), m.steps(&Key::new("a"))),
+        (1, 1, Some(1))
+    );
+    let r = row(&m, "a", 2);
+    assert_eq!(m.step(&r).unwrap().step(), 1);
+    assert_eq!(total(&m, "a"), Some(Sample::Value(Value::Int(3))));
+}
+
+#[test]
+fn a_key_must_be_a_declared_input() {
+    let spec = Spec::parse("c.dsrv", COUNTER).unwrap();
+    let e = KeyedMonitor::builder(&spec, "total").build().err().unwrap();
+    assert_eq!(
+        e.to_string(),
+        "cannot key the monitor: `total` is not a declared input"
+    );
+}
+
+#[test]
+fn a_runtime_error_stops_its_key_only() {
+    let spec = Spec::parse(
+        "d.dsrv",
+        "in host: Str\nin x: Int\nout q: Int\nout n: Int\nq = 100 / x\nn = default(n[1], 0) + 1\n",
+    )
+    .unwrap();
+    for tier in TIERS {
+        let mut m = KeyedMonitor::builder(&spec, "host")
+            .tier(tier)
+            .build()
+            .unwrap();
+        let r = row(&m, "a", 5);
+        m.step(&r).unwrap();
+        let r = row(&m, "b", 0);
+        let e = match m.step(&r) {
+            Err(StepError::Runtime(e)) => e,
+            other => panic!("{tier}: {other:?}"),
+        };
+        assert_eq!(
+            (e.kind, e.stream.as_str(), e.step),
+            (ErrorKind::DivisionByZero, "q", 0)
+        );
+        // The stopped key reports the same error on every later row …
+        let r = row(&m, "b", 1);
+        assert_eq!(m.step(&r).unwrap_err(), StepError::Runtime(e.clone()));
+        // … and the others go on.
+        let r = row(&m, "a", 4);
+        let o = m.step(&r).unwrap();
+        assert_eq!((o.step(), o.get(0)), (1, Sample::Value(Value::Int(25))));
+        let snap = m.snapshot_key(&Key::new("b")).unwrap();
+        assert!(snap.is_stopped());
+    }
+}
+
+#[test]
+fn the_least_recently_used_key_is_evicted_to_the_callback_and_can_come_back() {
+    let spec = Spec::parse("c.dsrv", COUNTER).unwrap();
+    let evicted: Arc<Mutex<Vec<(Key, Snapshot)>>> = Arc::default();
+    let sink = evicted.clone();
+    let mut m = KeyedMonitor::builder(&spec, "host")
+        .max_keys(NonZeroUsize::new(2).unwrap())
+        .on_evict(move |k, s| sink.lock().unwrap().push((k, s)))
+        .build()
+        .unwrap();
+    for (h, x) in [("a", 1), ("b", 10), ("a", 2)] {
+        let r = row(&m, h, x);
+        m.step(&r).unwrap();
+    }
+    // `b` is now the least recently used: a new key evicts it, not `a`.
+    let r = row(&m, "c", 100);
+    m.step(&r).unwrap();
+    assert!(m.contains(&Key::new("a")) && m.contains(&Key::new("c")));
+    assert!(!m.contains(&Key::new("b")));
+    let (k, snap) = evicted.lock().unwrap().pop().unwrap();
+    assert_eq!((k.clone(), snap.step()), (Key::new("b"), 1));
+    // A plain monitor continues the evicted key's trace …
+    let mut plain = Monitor::restore(&spec, &snap).unwrap();
+    plain
+        .step([Some(Value::Str("b".into())), Some(Value::Int(5))])
+        .unwrap();
+    assert_eq!(plain.output("total"), Some(Sample::Value(Value::Int(15))));
+    // … and so does the keyed monitor once the state is given back (which
+    // evicts the least recently used key, `a`, in its turn).
+    m.restore_key(k, &snap).unwrap();
+    let r = row(&m, "b", 5);
+    assert_eq!(m.step(&r).unwrap().step(), 1);
+    assert_eq!(total(&m, "b"), Some(Sample::Value(Value::Int(15))));
+    assert_eq!(
+        evicted.lock().unwrap().pop().map(|(k, _)| k),
+        Some(Key::new("a"))
+    );
+    // A key evicted without its state coming back starts afresh.
+    let r = row(&m, "a", 7);
+    assert_eq!(m.step(&r).unwrap().step(), 0);
+    assert_eq!(total(&m, "a"), Some(Sample::Value(Value::Int(7))));
+    assert_eq!(m.key_count(), 2);
+}
+
+#[test]
+fn without_a_callback_evicted_state_is_dropped() {
+    let spec = Spec::parse("c.dsrv", COUNTER).unwrap();
+    let mut m = KeyedMonitor::builder(&spec, "host")
+        .max_keys(NonZeroUsize::new(1).unwrap())
+        .build()
+        .unwrap();
+    for (h, x) in [("a", 1), ("a", 2), ("b", 10), ("a", 3)] {
+        let r = row(&m, h, x);
+        m.step(&r).unwrap();
+    }
+    assert_eq!(total(&m, "a"), Some(Sample::Value(Value::Int(3))));
+    assert_eq!((m.key_count(), m.rows()), (1, 4));
+}
+
+#[test]
+fn keyed_snapshots_keep_recency_and_refuse_what_does_not_fit() {
+    let spec = Spec::parse("c.dsrv", COUNTER).unwrap();
+    let bound = NonZeroUsize::new(3).unwrap();
+    let mut m = KeyedMonitor::builder(&spec, "host")
+        .max_keys(bound)
+        .build()
+        .unwrap();
+    for (h, x) in [("a", 1), ("b", 10), ("c", 100), ("a", 2)] {
+        let r = row(&m, h, x);
+        m.step(&r).unwrap();
+    }
+    let snap = m.snapshot();
+    assert_eq!((snap.len(), snap.rows(), snap.key_input()), (3, 4, "host"));
+    let order: Vec<Key> = snap.keys().collect();
+    assert_eq!(order, [Key::new("b"), Key::new("c"), Key::new("a")]);
+    assert_eq!(snap.get(&Key::new("a")).map(|s| s.step()), Some(2));
+    let mut back = KeyedMonitor::builder(&spec, "host")
+        .max_keys(bound)
+        .tier(Tier::Canonical)
+        .restore(&snap)
+        .build()
+        .unwrap();
+    // Recency survived: a new key evicts `b`.
+    let r = row(&back, "d", 1000);
+    back.step(&r).unwrap();
+    assert!(!back.contains(&Key::new("b")) && back.contains(&Key::new("a")));
+    assert_eq!(back.rows(), 5);
+    // A smaller bound keeps the most recent keys.
+    let small = KeyedMonitor::builder(&spec, "host")
+        .max_keys(NonZeroUsize::new(1).unwrap())
+        .restore(&snap)
+        .build()
+        .unwrap();
+    assert_eq!(small.keys().collect::<Vec<_>>(), [&Key::new("a")]);
+
+    let other = Spec::parse("o.dsrv", &COUNTER.replace("x[1]", "x[2]")).unwrap();
+    let e = KeyedMonitor::builder(&other, "host")
+        .restore(&snap)
+        .build()
+        .err()
+        .unwrap();
+    assert!(
+        matches!(
+            e,
+            vigil::KeyedBuildError::Snapshot(SnapshotError::OtherSpec { .. })
+        ),
+        "{e}"
+    );
+    let by_x = KeyedMonitor::builder(&spec, "x")
+        .restore(&snap)
+        .build()
+        .err()
+        .unwrap();
+    assert_eq!(
+        by_x.to_string(),
+        "the snapshot does not fit the specification: the snapshot is keyed by `host`, the monitor by `x`"
+    );
+    // A plain snapshot is not a keyed one, and a damaged one is refused.
+    let plain = Monitor::builder(&spec).build().snapshot().to_bytes();
+    assert_eq!(
+        KeyedSnapshot::from_bytes(&plain),
+        Err(SnapshotError::NotASnapshot)
+    );
+    let mut bytes = snap.to_bytes();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 1;
+    assert_eq!(
+        KeyedSnapshot::from_bytes(&bytes),
+        Err(SnapshotError::Checksum)
+    );
+    assert_eq!(
+        KeyedSnapshot::from_json(
+            &snap
+                .to_json()
+                .replace("\"vigil_keyed_snapshot\":1", "\"vigil_keyed_snapshot\":9")
+        ),
+        Err(SnapshotError::Version {
+            found: 9,
+            supported: 1
+        })
+    );
+}
+
+#[test]
+fn a_duplicated_key_in_a_snapshot_is_refused() {
+    let spec = Spec::parse("c.dsrv", COUNTER).unwrap();
+    let mut m = KeyedMonitor::builder(&spec, "host").build().unwrap();
+    for h in ["a", "b"] {
+        let r = row(&m, h, 1);
+        m.step(&r).unwrap();
+    }
+    let json = m
+        .snapshot()
+        .to_json()
+        .replace("{\"Str\":\"b\"}", "{\"Str\":\"a\"}");
+    let snap = KeyedSnapshot::from_json(&json).unwrap();
+    let e = KeyedMonitor::builder(&spec, "host")
+        .restore(&snap)
+        .build()
+        .err()
+        .unwrap();
+    assert!(e.to_string().ends_with("the key a appears twice"), "{e}");
+}
+
+#[test]
+fn reset_and_remove() {
+    let spec = Spec::parse("c.dsrv", COUNTER).unwrap();
+    let mut m = KeyedMonitor::builder(&spec, "host").build().unwrap();
+    for (h, x) in [("a", 1), ("b", 2), ("a", 3)] {
+        let r = row(&m, h, x);
+        m.step(&r).unwrap();
+    }
+    let a = m.remove(&Key::new("a")).unwrap();
+    assert_eq!((a.step(), m.key_count()), (2, 1));
+    assert!(m.remove(&Key::new("a")).is_none());
+    m.reset();
+    assert_eq!((m.key_count(), m.rows()), (0, 0));
+    let r = row(&m, "b", 5);
+    assert_eq!(m.step(&r).unwrap().step(), 0);
+}
