@@ -5,7 +5,7 @@
 //! tier reads the inputs and writes the outputs of many rows in one call.
 //! Values with no scalar form (Str, Unit) are kept beside as objects.
 
-use crate::canonical::{decode, scalar_form};
+use crate::canonical::{Objects, decode, scalar_form};
 use crate::lang::types::Type;
 use crate::row::{Checked, RowError, RowSchema};
 use crate::value::{Sample, Value};
@@ -55,33 +55,6 @@ pub struct RowBatch {
     pub(crate) lanes: Vec<u64>,
     pub(crate) tags: Vec<u8>,
     pub(crate) objects: Objects,
-}
-
-/// The values of cells tagged `OTHER`, indexed like the lanes. Empty until
-/// the first such value, so all-scalar batches carry no object column.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct Objects(Vec<Option<Value>>);
-
-impl Objects {
-    /// Records the object of cell `i` (the cell about to be pushed, or one
-    /// already there).
-    pub(crate) fn set(&mut self, i: usize, v: Option<Value>) {
-        if v.is_none() && self.0.len() <= i {
-            return;
-        }
-        if self.0.len() <= i {
-            self.0.resize(i + 1, None);
-        }
-        self.0[i] = v;
-    }
-
-    pub(crate) fn get(&self, i: usize) -> Option<&Value> {
-        self.0.get(i).and_then(Option::as_ref)
-    }
-
-    pub(crate) fn clear(&mut self) {
-        self.0.clear();
-    }
 }
 
 impl RowBatch {
@@ -369,7 +342,7 @@ mod tests {
     fn objects_are_dense_and_lazy() {
         let mut o = Objects::default();
         o.set(3, None);
-        assert!(o.0.is_empty(), "scalars alone allocate no object column");
+        assert_eq!(o.allocated(), 0, "scalars alone allocate no object column");
         o.set(2, Some(Value::Unit));
         o.set(5, None);
         assert_eq!(o.get(2), Some(&Value::Unit));

@@ -106,7 +106,7 @@ impl<'a> KeyedMonitorBuilder<'a> {
             for (key, mut state, failed) in snapshot.restore_runs(&plan, &self.key)? {
                 state.max_string_bytes = max;
                 let mut run = Run::from_state(&engine, state);
-                run.failed = failed;
+                run.failed = failed.map(Box::new);
                 runs.put(key, run);
             }
             rows = snapshot.rows();
@@ -319,13 +319,13 @@ impl KeyedMonitor {
             .expect("the key's run was found or just made");
         if let Some(e) = &run.failed {
             self.scratch.clear();
-            return Err(e.clone().into());
+            return Err((**e).clone().into());
         }
         let step = run.state.step;
         let result = self.engine.run_row(run, cells);
         self.scratch.clear();
         if let Err(e) = result {
-            run.failed = Some(e.clone());
+            run.failed = Some(Box::new(e.clone()));
             return Err(e.into());
         }
         self.rows += 1;
@@ -389,6 +389,12 @@ impl KeyedMonitor {
         Some(self.runs.peek(key)?.state.raw(s.0))
     }
 
+    /// The bytes allocated for `key`'s offset history (see
+    /// [`crate::Monitor::history_bytes`]); `None` if it is not live.
+    pub fn history_bytes(&self, key: &Key) -> Option<usize> {
+        Some(self.runs.peek(key)?.state.history_bytes())
+    }
+
     /// Counters of every key's rows so far (one engine runs them all).
     pub fn stats(&self) -> Stats {
         Stats::of(&self.engine)
@@ -417,7 +423,7 @@ impl KeyedMonitor {
         let (mut state, failed) = snapshot.restore_state(self.engine.plan())?;
         state.max_string_bytes = self.fresh.state.max_string_bytes;
         let mut run = Run::from_state(&self.engine, state);
-        run.failed = failed;
+        run.failed = failed.map(Box::new);
         self.runs.pop(&key);
         self.evict_to(self.max_keys.map_or(usize::MAX, |n| n.get() - 1));
         self.runs.put(key, run);

@@ -369,7 +369,7 @@ impl MonitorBuilder<'_> {
             Some(r) => {
                 let engine = Engine::new(r.plan, self.tier);
                 let mut run = Run::from_state(&engine, r.state);
-                run.failed = r.failed;
+                run.failed = r.failed.map(Box::new);
                 (engine, run)
             }
         };
@@ -586,7 +586,7 @@ impl Monitor {
         out.label(&self.outputs, self.steps());
         if let Some(e) = &self.run.failed {
             out.reset(self.outputs.len(), 0);
-            return Err(e.clone().into());
+            return Err((**e).clone().into());
         }
         if !rows.schema().same_as(&self.inputs) {
             out.reset(self.outputs.len(), 0);
@@ -599,7 +599,7 @@ impl Monitor {
         self.engine
             .run_batch(&mut self.run, rows, out)
             .map_err(|e| {
-                self.run.failed = Some(e.clone());
+                self.run.failed = Some(Box::new(e.clone()));
                 e.into()
             })
     }
@@ -632,7 +632,7 @@ impl Monitor {
     /// ```
     pub fn step(&mut self, row: impl AsRef<[Option<Value>]>) -> Result<Outputs<'_>, StepError> {
         if let Some(e) = &self.run.failed {
-            return Err(e.clone().into());
+            return Err((**e).clone().into());
         }
         let cells = row.as_ref();
         let cells = match self.inputs.check(cells)? {
@@ -647,7 +647,7 @@ impl Monitor {
         // The converted row's values are not kept past the step.
         self.scratch.clear();
         if let Err(e) = result {
-            self.run.failed = Some(e.clone());
+            self.run.failed = Some(Box::new(e.clone()));
             return Err(e.into());
         }
         let spec = &self.engine.plan().spec;

@@ -33,6 +33,50 @@ use crate::plan::{NodeId, NodeOp, Plan};
 use crate::value::{Sample, Value};
 use scalar_ir::frame::tag;
 
+/// The values of cells tagged `OTHER` (slots of a `NodeState`, cells of a
+/// batch), indexed like the lanes. It grows only to the last index that
+/// ever held one, so a run or batch of scalars carries no objects at all,
+/// and a run whose only Str is an early input (a keyed monitor's key) a
+/// handful: per-key memory depends on it.
+#[derive(Clone, Debug, Default)]
+pub struct Objects(Vec<Option<Value>>);
+
+impl Objects {
+    /// Records the object of cell `i` (the cell about to be pushed, or one
+    /// already there).
+    pub(crate) fn set(&mut self, i: usize, v: Option<Value>) {
+        if v.is_none() && self.0.len() <= i {
+            return;
+        }
+        if self.0.len() <= i {
+            self.0.resize(i + 1, None);
+        }
+        self.0[i] = v;
+    }
+
+    pub(crate) fn get(&self, i: usize) -> Option<&Value> {
+        self.0.get(i).and_then(Option::as_ref)
+    }
+
+    pub(crate) fn clear(&mut self) {
+        self.0.clear();
+    }
+
+    /// How many indices it has room for (the last that held an object, + 1).
+    #[cfg(test)]
+    pub(crate) fn allocated(&self) -> usize {
+        self.0.len()
+    }
+}
+
+/// Equal when every index holds the same object: how far each grew does not
+/// matter.
+impl PartialEq for Objects {
+    fn eq(&self, other: &Objects) -> bool {
+        (0..self.0.len().max(other.0.len())).all(|i| self.get(i) == other.get(i))
+    }
+}
+
 /// All state of a run: the value arena (streams, nodes and constants),
 /// builtin flags and offset rings.
 ///
@@ -56,7 +100,7 @@ pub struct NodeState {
     /// Payload of every slot (current or held value).
     pub lanes: Vec<u64>,
     /// The value of every slot tagged `OTHER`.
-    pub objects: Vec<Option<Value>>,
+    pub objects: Objects,
     /// The flag of `when`, `init` and `update` nodes, by `NodeId`.
     pub flag: Vec<bool>,
     /// The ring table: every full offset ring (see the module doc), laid
@@ -75,9 +119,20 @@ pub struct NodeState {
     filling: std::collections::VecDeque<FillingRing>,
     /// Errors raised inside each arm of each `if` during the current row,
     /// two per node (`2 * node + arm`); the `if` reports or discards them.
-    pending: Vec<Option<Fault>>,
+    pending: Vec<Parked>,
     /// The longest string a `++` may produce (see `ops::binary_bounded`).
     pub max_string_bytes: usize,
+}
+
+/// A fault raised inside an arm of an `if` during the current row, parked
+/// for that `if` to report or discard. Faults are rare, so they are kept in
+/// a short list rather than a table over every node (which every run, and
+/// so every key of a keyed monitor, would carry).
+#[derive(Clone, Debug, PartialEq)]
+struct Parked {
+    /// `2 * node + arm` of the `if` (its `NodeId`) and the arm.
+    at: u32,
+    fault: Fault,
 }
 
 /// What promotion needs to know of a ring without scanning it.
@@ -211,14 +266,14 @@ impl NodeState {
             tags: vec![tag::ABSENT; n],
             held_tags: vec![tag::ABSENT; n],
             lanes: vec![0; n],
-            objects: vec![None; n],
+            objects: Objects::default(),
             flag: vec![false; plan.nodes.len()],
             ring_tags: Vec::new(),
             ring_lanes: Vec::new(),
             ring_objects: Vec::new(),
             rings,
             filling,
-            pending: vec![None; 2 * plan.nodes.len()],
+            pending: Vec::new(),
             max_string_bytes: ops::DEFAULT_MAX_STRING_BYTES,
         };
         let consts_from = n - plan.consts.len();
@@ -277,7 +332,7 @@ impl NodeState {
     #[inline]
     pub fn raw(&self, slot: u32) -> Sample {
         let i = slot as usize;
-        decode(self.tags[i], self.lanes[i], self.objects[i].as_ref())
+        decode(self.tags[i], self.lanes[i], self.objects.get(i))
     }
 
     /// Whether a slot is NoVal at this step.
@@ -295,7 +350,7 @@ impl NodeState {
             tag::ABSENT => self.held_tags[i],
             t => t,
         };
-        decode(t, self.lanes[i], self.objects[i].as_ref())
+        decode(t, self.lanes[i], self.objects.get(i))
     }
 
     /// The current (raw) value of stream `s`.
@@ -323,7 +378,7 @@ impl NodeState {
                 }
                 None => {
                     self.tags[i] = tag::OTHER;
-                    self.objects[i] = Some(v);
+                    self.objects.set(i, Some(v));
                 }
             },
         }
@@ -351,7 +406,7 @@ impl NodeState {
             }
             None => {
                 self.tags[i] = tag::OTHER;
-                self.objects[i] = Some(v.clone());
+                self.objects.set(i, Some(v.clone()));
             }
         }
     }
@@ -387,9 +442,10 @@ impl NodeState {
             Ok(s) => s,
             Err(fault) => match node.branch {
                 Some(b) => {
-                    let slot = &mut self.pending[2 * b.if_node.index() + b.arm as usize];
-                    if slot.is_none() {
-                        *slot = Some(fault);
+                    // The first fault of an arm is the one it reports.
+                    let at = 2 * b.if_node.0 + u32::from(b.arm);
+                    if !self.pending.iter().any(|p| p.at == at) {
+                        self.pending.push(Parked { at, fault });
                     }
                     Sample::NoVal
                 }
@@ -470,9 +526,15 @@ impl NodeState {
         }
     }
 
+    /// Takes the fault parked for an `if` arm (`2 * node + arm`), if any.
+    fn take_parked(&mut self, at: u32) -> Option<Fault> {
+        let i = self.pending.iter().position(|p| p.at == at)?;
+        Some(self.pending.swap_remove(i).fault)
+    }
+
     fn compute_if(&mut self, id: NodeId, [c, a, b]: [u32; 3]) -> Result<Sample, Fault> {
-        let then_fault = self.pending[2 * id.index()].take();
-        let else_fault = self.pending[2 * id.index() + 1].take();
+        let then_fault = self.take_parked(2 * id.0);
+        let else_fault = self.take_parked(2 * id.0 + 1);
         let c = self.held(c);
         if let Sample::Value(Value::Bool(b)) = c {
             // An error of the selected arm is this `if`'s error; one of the
@@ -514,7 +576,7 @@ impl NodeState {
                 self.ring_tags[k] = self.tags[operand];
                 self.ring_lanes[k] = self.lanes[operand];
                 if self.tags[operand] == tag::OTHER {
-                    let v = self.objects[operand].clone();
+                    let v = self.objects.get(operand).cloned();
                     self.set_ring_object(k, v);
                 }
             } else {
@@ -539,7 +601,7 @@ impl NodeState {
             let operand = plan.node(id).slots[0] as usize;
             let (t, lane, object) = if self.tags[operand] != tag::ABSENT {
                 let object = match self.tags[operand] {
-                    tag::OTHER => self.objects[operand].clone(),
+                    tag::OTHER => self.objects.get(operand).cloned(),
                     _ => None,
                 };
                 (self.tags[operand], self.lanes[operand], object)
@@ -570,6 +632,16 @@ impl NodeState {
                 self.ring_objects.resize(at, None);
                 self.ring_objects.extend(f.objects);
                 self.ring_objects.resize(at + f.n as usize, None);
+            }
+            if self.filling.is_empty() {
+                // Every ring is full: the table has its final length and
+                // never grows or moves again, so what its growth
+                // over-allocated is given back (a keyed monitor keeps one
+                // table per key). No frame points at the table between rows.
+                self.filling = std::collections::VecDeque::new();
+                self.ring_tags.shrink_to_fit();
+                self.ring_lanes.shrink_to_fit();
+                self.ring_objects.shrink_to_fit();
             }
         }
         self.step += 1;
@@ -712,6 +784,30 @@ mod tests {
 
     fn plan(src: &str) -> Plan {
         Plan::new(Arc::new(parse_and_check("t", src).expect("valid spec")))
+    }
+
+    #[test]
+    fn per_run_memory_is_slots_and_history_only() {
+        // A keyed monitor keeps one of these per key: objects only up to the
+        // one slot holding a Str, no table of `if`-arm faults, and no
+        // filling buffers or growth slack once every ring is full.
+        let p = plan(
+            "in host: Str\nin x: Int\nout y: Int\nout z: Int\n\
+             y = if x > 0 then 10 / x else 0\nz = default(x[3], 0)",
+        );
+        let mut st = NodeState::new(&p);
+        for i in 0..5 {
+            st.run_row(&p, &[Some(Value::Str("a".into())), Some(Value::Int(i))])
+                .unwrap();
+        }
+        let host = p.spec.inputs[0].0 as usize;
+        assert_eq!(st.objects.allocated(), host + 1);
+        assert!(
+            st.pending.is_empty(),
+            "a parked fault (10 / 0 at step 0) is taken by its `if`"
+        );
+        assert_eq!(st.filling.capacity(), 0);
+        assert_eq!((st.ring_tags.capacity(), st.ring_lanes.capacity()), (3, 3));
     }
 
     #[test]

@@ -113,8 +113,9 @@ pub struct Run {
     /// Whether the whole-row kernel has set the stateful builtins' flags.
     flags_set: bool,
     /// The runtime error that stopped this run, if one did: every later row
-    /// reports it again.
-    pub failed: Option<RuntimeError>,
+    /// reports it again. Boxed, because every key of a keyed monitor
+    /// carries a `Run` and almost none of them ever stop.
+    pub failed: Option<Box<RuntimeError>>,
 }
 
 impl Run {
@@ -464,7 +465,7 @@ impl Engine {
                 out.tags[i] = st.tags[slot as usize];
                 out.lanes[i] = st.lanes[slot as usize];
                 if st.tags[slot as usize] == tag::OTHER {
-                    out.objects.set(i, st.objects[slot as usize].clone());
+                    out.objects.set(i, st.objects.get(slot as usize).cloned());
                 }
             }
             r += 1;
