@@ -254,6 +254,11 @@ impl KeyedMonitor {
         &self.key_name
     }
 
+    /// The key input's cell in a row.
+    pub fn key_index(&self) -> usize {
+        self.key_index
+    }
+
     /// An empty row of the inputs, to fill by name (see [`crate::Row`]).
     pub fn row(&self) -> crate::row::Row {
         crate::row::Row::new(self.inputs.clone())

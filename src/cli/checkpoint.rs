@@ -1,7 +1,8 @@
 //! Checkpoints of `vigil run`: `--checkpoint FILE --checkpoint-every N`, `--resume FILE` and
 //! `--output-file FILE`.
 //!
-//! A checkpoint is the monitor's [`Snapshot`] plus where the run stood: rows
+//! A checkpoint is the monitor's [`Snapshot`] (a [`KeyedSnapshot`] of every
+//! live key with `--key`) plus where the run stood: rows
 //! consumed, the input's byte offset and line (for a regular file, so a resume
 //! maps the file from there instead of reading it again) with a SHA-256 of the
 //! bytes on both sides of the trace's start and of the position, and the
@@ -20,11 +21,13 @@
 //! The file: `VIGILCKP`, the format version, the body's length and SHA-256
 //! (the snapshot's envelope), then the body: the length of the run's
 //! description (u64, little-endian), the description (postcard), and the
-//! snapshot in its binary form.
+//! snapshot in its binary form (its magic tells a keyed snapshot from a
+//! plain one).
 
 use super::{Exit, RunArgs, error};
+use crate::keyed::KeyedMonitor;
 use crate::monitor::{Monitor, Spec};
-use crate::snapshot::{self, Snapshot, SnapshotError};
+use crate::snapshot::{self, KeyedSnapshot, Snapshot, SnapshotError};
 use crate::trace::{
     self, OpenError, OutputFormat, OutputWriter, ReaderOptions, ResumeAt, RowReader, TraceFile,
     TraceFormat, TracePosition,
@@ -148,7 +151,70 @@ struct OutputFileInfo {
 /// A checkpoint read from its file.
 struct Loaded {
     info: Info,
-    snapshot: Snapshot,
+    state: Saved,
+}
+
+/// The monitor state a checkpoint holds.
+enum Saved {
+    Single(Snapshot),
+    Keyed(KeyedSnapshot),
+}
+
+/// The monitor `vigil run` drives: a plain one, or a keyed one (`--key`).
+pub(super) enum Runner {
+    Single(Monitor),
+    Keyed(KeyedMonitor),
+}
+
+/// A monitor a checkpoint can be taken of.
+pub(super) trait Checkpointable {
+    /// Rows evaluated (over every key).
+    fn rows(&self) -> u64;
+    /// The state to checkpoint, in its binary form.
+    fn state_bytes(&self) -> Vec<u8>;
+}
+
+impl Checkpointable for Monitor {
+    fn rows(&self) -> u64 {
+        self.steps()
+    }
+
+    fn state_bytes(&self) -> Vec<u8> {
+        self.snapshot().to_bytes()
+    }
+}
+
+impl Checkpointable for KeyedMonitor {
+    fn rows(&self) -> u64 {
+        KeyedMonitor::rows(self)
+    }
+
+    fn state_bytes(&self) -> Vec<u8> {
+        self.snapshot().to_bytes()
+    }
+}
+
+impl Runner {
+    pub(super) fn input_count(&self) -> usize {
+        match self {
+            Runner::Single(m) => m.input_count(),
+            Runner::Keyed(m) => m.input_count(),
+        }
+    }
+
+    pub(super) fn output_names(&self) -> Vec<&str> {
+        match self {
+            Runner::Single(m) => m.output_names(),
+            Runner::Keyed(m) => m.output_names(),
+        }
+    }
+
+    pub(super) fn stats(&self) -> crate::monitor::Stats {
+        match self {
+            Runner::Single(m) => m.stats(),
+            Runner::Keyed(m) => m.stats(),
+        }
+    }
 }
 
 /// A checkpoint file's envelope error, in a checkpoint's words.
@@ -168,12 +234,12 @@ fn envelope_error(e: SnapshotError) -> String {
     }
 }
 
-fn encode(info: &Info, snapshot: &Snapshot) -> Vec<u8> {
+fn encode(info: &Info, state: &[u8]) -> Vec<u8> {
     let info = postcard::to_stdvec(info).expect("a checkpoint's description serialises");
     let mut body = Vec::with_capacity(8 + info.len());
     body.extend_from_slice(&(info.len() as u64).to_le_bytes());
     body.extend_from_slice(&info);
-    body.extend_from_slice(&snapshot.to_bytes());
+    body.extend_from_slice(state);
     snapshot::seal(&MAGIC, VERSION, &body)
 }
 
@@ -189,11 +255,19 @@ fn decode(bytes: &[u8]) -> Result<Loaded, String> {
     }
     let (info, snap) = rest.split_at(len);
     let info: Info = snapshot::decode_postcard(info).map_err(envelope_error)?;
-    let snapshot = Snapshot::from_bytes(snap).map_err(|e| e.to_string())?;
-    if snapshot.step() != info.input.rows {
-        return Err(corrupt("its row count and its snapshot's step differ"));
+    let (state, rows) = if snap.starts_with(&snapshot::KEYED_MAGIC) {
+        let keyed = KeyedSnapshot::from_bytes(snap).map_err(|e| e.to_string())?;
+        let rows = keyed.rows();
+        (Saved::Keyed(keyed), rows)
+    } else {
+        let single = Snapshot::from_bytes(snap).map_err(|e| e.to_string())?;
+        let rows = single.step();
+        (Saved::Single(single), rows)
+    };
+    if rows != info.input.rows {
+        return Err(corrupt("its row count and its snapshot's differ"));
     }
-    Ok(Loaded { info, snapshot })
+    Ok(Loaded { info, state })
 }
 
 /// The digests of the trace's bytes around `offset` (see `FileInfo`).
@@ -255,7 +329,7 @@ impl Checkpointer {
     pub(super) fn rows_done(
         &mut self,
         n: u64,
-        monitor: &Monitor,
+        monitor: &dyn Checkpointable,
         reader: &dyn RowReader,
         writer: &mut dyn OutputWriter,
     ) -> io::Result<Result<(), String>> {
@@ -270,7 +344,7 @@ impl Checkpointer {
     /// the monitor's state with the input and output positions.
     pub(super) fn write(
         &mut self,
-        monitor: &Monitor,
+        monitor: &dyn Checkpointable,
         reader: &dyn RowReader,
         writer: &mut dyn OutputWriter,
     ) -> io::Result<Result<(), String>> {
@@ -316,7 +390,7 @@ impl Checkpointer {
             input: InputInfo {
                 path: self.input.clone(),
                 format: self.format,
-                rows: monitor.steps(),
+                rows: monitor.rows(),
                 file,
             },
             output: OutputInfo {
@@ -324,7 +398,7 @@ impl Checkpointer {
                 file: output,
             },
         };
-        let bytes = encode(&info, &monitor.snapshot());
+        let bytes = encode(&info, &monitor.state_bytes());
         Ok(write_atomically(Path::new(&self.path), &bytes)
             .map_err(|e| format!("cannot write checkpoint `{}`: {e}", self.path)))
     }
@@ -334,7 +408,7 @@ impl Checkpointer {
 /// or restored from a checkpoint), the trace's reader (past the rows a
 /// checkpoint consumed), the writer, and the checkpointer if asked for.
 pub(super) struct Prepared {
-    pub(super) monitor: Monitor,
+    pub(super) monitor: Runner,
     pub(super) reader: Box<dyn RowReader>,
     pub(super) streaming: bool,
     pub(super) writer: Box<dyn OutputWriter>,
@@ -367,21 +441,7 @@ pub(super) fn prepare(
             Some((path.as_str(), loaded))
         }
     };
-    let builder = Monitor::builder(spec)
-        .tier(args.tier)
-        .max_string_bytes(args.max_string_bytes);
-    let monitor = match &loaded {
-        None => builder.build(),
-        Some((path, l)) => builder
-            .restore(&l.snapshot)
-            .map_err(|e| {
-                fail(format!(
-                    "cannot resume from `{path}` (taken with `{}`): {e}",
-                    l.info.spec
-                ))
-            })?
-            .build(),
-    };
+    let monitor = build_monitor(args, spec, loaded.as_ref().map(|(p, l)| (*p, l)))?;
     let resume_at = loaded.as_ref().and_then(|(_, l)| {
         l.info.input.file.as_ref().map(|f| ResumeAt {
             position: TracePosition {
@@ -421,11 +481,14 @@ pub(super) fn prepare(
         .into_iter()
         .map(String::from)
         .collect();
+    let key = args.key.as_deref();
+    let make = |names: Vec<String>, out: Box<dyn Write>, continued: bool| match key {
+        Some(k) => trace::keyed_writer(output, names, k, out, continued),
+        None if continued => trace::continue_writer(output, names, out),
+        None => trace::make_writer(output, names, out),
+    };
     let (writer, output_file) = match &args.output_file {
-        None => (
-            trace::make_writer(output, names, Box::new(io::stdout().lock())),
-            None,
-        ),
+        None => (make(names, Box::new(io::stdout().lock()), false), None),
         Some(out) => {
             let appended = loaded
                 .as_ref()
@@ -445,10 +508,7 @@ pub(super) fn prepare(
                 .try_clone()
                 .map_err(|e| fail(format!("cannot open the output file `{out}`: {e}")))?;
             let sink: Box<dyn Write> = Box::new(file);
-            let writer = match appended {
-                Some(len) if len > 0 => trace::continue_writer(output, names, sink),
-                _ => trace::make_writer(output, names, sink),
-            };
+            let writer = make(names, sink, appended.is_some_and(|len| len > 0));
             (writer, Some((out.clone(), sync)))
         }
     };
@@ -470,6 +530,75 @@ pub(super) fn prepare(
         writer,
         checkpoints,
     })
+}
+
+/// The monitor of the run: plain, or keyed by `--key`; fresh, or restored
+/// from the checkpoint loaded from `path` (every mismatch is status 1).
+fn build_monitor(
+    args: &RunArgs,
+    spec: &Spec,
+    loaded: Option<(&str, &Loaded)>,
+) -> Result<Runner, Exit> {
+    let fail = |message: String| {
+        error(message);
+        Exit::Failure
+    };
+    let refused = |path: &str, l: &Loaded, e: &dyn std::fmt::Display| {
+        fail(format!(
+            "cannot resume from `{path}` (taken with `{}`): {e}",
+            l.info.spec
+        ))
+    };
+    let Some(key) = &args.key else {
+        let builder = Monitor::builder(spec)
+            .tier(args.tier)
+            .max_string_bytes(args.max_string_bytes);
+        return Ok(Runner::Single(match loaded {
+            None => builder.build(),
+            Some((path, l)) => match &l.state {
+                Saved::Single(snap) => builder
+                    .restore(snap)
+                    .map_err(|e| refused(path, l, &e))?
+                    .build(),
+                Saved::Keyed(snap) => {
+                    return Err(refused(
+                        path,
+                        l,
+                        &format_args!(
+                            "it was taken with `--key {}`; pass it again",
+                            snap.key_input()
+                        ),
+                    ));
+                }
+            },
+        }));
+    };
+    let mut builder = KeyedMonitor::builder(spec, key)
+        .tier(args.tier)
+        .max_string_bytes(args.max_string_bytes);
+    if let Some(n) = args.max_keys {
+        builder = builder.max_keys(n);
+    }
+    let builder = match loaded {
+        None => builder,
+        Some((path, l)) => match &l.state {
+            Saved::Keyed(snap) => builder.restore(snap),
+            Saved::Single(_) => {
+                return Err(refused(
+                    path,
+                    l,
+                    &"it was taken without `--key`, and this run has `--key`",
+                ));
+            }
+        },
+    };
+    builder
+        .build()
+        .map(Runner::Keyed)
+        .map_err(|e| match (e, loaded) {
+            (crate::keyed::KeyedBuildError::Snapshot(e), Some((path, l))) => refused(path, l, &e),
+            (e, _) => fail(e.to_string()),
+        })
 }
 
 /// The options of a resumed run must be those the checkpoint was taken

@@ -15,7 +15,10 @@
 
 mod checkpoint;
 
+use checkpoint::Runner;
+
 use crate::batch::OutputBatch;
+use crate::keyed::KeyedMonitor;
 use crate::monitor::{Monitor, Spec, Tier};
 use crate::row::{RowError, StepError};
 use crate::trace::{
@@ -107,6 +110,19 @@ pub struct RunArgs {
     #[arg(long, value_name = "N", default_value_t = 100_000, requires = "checkpoint",
           value_parser = clap::value_parser!(u64).range(1..))]
     pub checkpoint_every: u64,
+    /// Monitor each value of the input FIELD as a trace of its own (one run
+    /// per host, device, …, sharing one compiled plan): each key has its own
+    /// steps and history, and every output row names its key
+    /// (`z{host=a}[3] = Int(7)`, a `host` CSV column or JSON member). A row
+    /// without the key is a malformed trace; a runtime error stops its key
+    /// only (reported when it happens; the exit status is then 3).
+    #[arg(long, value_name = "FIELD")]
+    pub key: Option<String>,
+    /// With `--key`: at most N keys live at once; a new key evicts the least
+    /// recently used one, whose state is dropped (it starts afresh if it
+    /// comes back).
+    #[arg(long, value_name = "N", requires = "key")]
+    pub max_keys: Option<std::num::NonZeroUsize>,
     /// Continue the run a checkpoint was taken of: the same specification and
     /// trace (a regular file is read from the checkpoint's position; a stream
     /// is read from its start, dropping the rows the checkpoint consumed),
@@ -299,10 +315,21 @@ fn run(args: &RunArgs) -> Exit {
         Err(exit) => return exit,
     };
     let ck = checkpoints.as_mut();
-    let status = if streaming {
-        run_streaming(&mut monitor, reader.as_mut(), writer.as_mut(), ck)
-    } else {
-        run_batched(&mut monitor, reader.as_mut(), writer.as_mut(), ck)
+    let status = match &mut monitor {
+        Runner::Keyed(m) => {
+            let input = KeyedInput {
+                name: if args.input == "-" {
+                    "<stdin>"
+                } else {
+                    &args.input
+                },
+                lines: format != TraceFormat::Tc,
+                streaming,
+            };
+            run_keyed(m, reader.as_mut(), writer.as_mut(), ck, &input)
+        }
+        Runner::Single(m) if streaming => run_streaming(m, reader.as_mut(), writer.as_mut(), ck),
+        Runner::Single(m) => run_batched(m, reader.as_mut(), writer.as_mut(), ck),
     };
     let status = match status.and_then(|s| writer.flush().map(|()| s)) {
         Ok(exit) => exit,
@@ -310,6 +337,9 @@ fn run(args: &RunArgs) -> Exit {
     };
     if args.stats {
         say(format_args!("{}", monitor.stats()));
+        if let Runner::Keyed(m) = &monitor {
+            say(format_args!("keys: {} live\n", m.key_count()));
+        }
     }
     status
 }
@@ -383,11 +413,104 @@ fn run_streaming(
     }
 }
 
+/// The input of a keyed run, for its messages and flushing.
+struct KeyedInput<'a> {
+    /// The trace's name in messages.
+    name: &'a str,
+    /// Whether the reader's position names the line a row ended on (JSON
+    /// lines and CSV, not `.input` blocks).
+    lines: bool,
+    /// Whether the input is a stream (outputs flushed per row).
+    streaming: bool,
+}
+
+/// A keyed run (`--key`): one row at a time through the keyed monitor,
+/// outputs flushed per row when the input is a stream. A runtime error stops
+/// its key only: it is reported once, when it happens, the key's later rows
+/// print nothing, and the run ends with status 3.
+fn run_keyed(
+    monitor: &mut KeyedMonitor,
+    reader: &mut dyn RowReader,
+    writer: &mut dyn OutputWriter,
+    mut ck: Option<&mut checkpoint::Checkpointer>,
+    input: &KeyedInput<'_>,
+) -> io::Result<Exit> {
+    let mut row: Vec<Option<Value>> = vec![None; monitor.input_count()];
+    let mut samples = Vec::with_capacity(monitor.output_names().len());
+    let mut status = Exit::Success;
+    // Rows read, rejected ones included (for a missing key's location).
+    let mut read = monitor.rows();
+    // The keys stopped by a runtime error, each reported once.
+    let mut stopped = std::collections::HashSet::new();
+    loop {
+        let next = reader.next_row(&mut row);
+        warn(reader);
+        match next {
+            Ok(true) => {}
+            Ok(false) => {
+                return finish(ck, monitor, reader, writer).map(|e| match e {
+                    Exit::Success => status,
+                    other => other,
+                });
+            }
+            Err(e) => return stop(writer, &e, trace_exit(&e)),
+        }
+        read += 1;
+        match monitor.step(&row) {
+            Ok(outputs) => {
+                samples.clear();
+                samples.extend(outputs.iter());
+                let key = outputs
+                    .key()
+                    .expect("a keyed monitor's outputs name their key");
+                writer.write_keyed(outputs.step(), key, &samples)?;
+                if input.streaming {
+                    writer.flush()?;
+                }
+            }
+            Err(StepError::Runtime(e)) => {
+                // Reported the first time only: the key's later rows return
+                // the same error, at the step it stopped at.
+                let key = row[monitor.key_index()]
+                    .clone()
+                    .map(crate::value::Key::from);
+                let key = key.expect("a runtime error comes from a row with its key");
+                if stopped.insert(key.clone()) {
+                    writer.flush()?;
+                    error(format_args!(
+                        "{e} ({}={key}); its later rows are not evaluated",
+                        monitor.key_input()
+                    ));
+                    status = Exit::Runtime;
+                }
+            }
+            Err(StepError::Row(e @ crate::row::RowError::MissingKey { .. })) => {
+                // A JSON-lines or CSV row ends on the line the reader has
+                // just consumed; an `.input` block is named by its row.
+                let at = match reader.position() {
+                    Some(p) if input.lines => format!("{}:{}:1", input.name, p.line),
+                    _ => format!("{}: row {read}", input.name),
+                };
+                return stop(writer, &format_args!("{at}: {e}"), Exit::Trace);
+            }
+            Err(StepError::Row(e)) => {
+                let (message, exit) = rejected(&e);
+                return stop(writer, &message, exit);
+            }
+        }
+        if let Some(ck) = ck.as_deref_mut()
+            && let Err(message) = ck.rows_done(1, monitor, reader, writer)?
+        {
+            return stop(writer, &message, Exit::Failure);
+        }
+    }
+}
+
 /// The clean end of the input: a last checkpoint, if checkpoints are on,
 /// so that a resume after it has nothing to redo.
 fn finish(
     ck: Option<&mut checkpoint::Checkpointer>,
-    monitor: &Monitor,
+    monitor: &dyn checkpoint::Checkpointable,
     reader: &dyn RowReader,
     writer: &mut dyn OutputWriter,
 ) -> io::Result<Exit> {

@@ -194,6 +194,14 @@ pub trait OutputWriter {
     /// Writes the printed outputs of one step; `samples` is aligned with the
     /// output names given when the writer was made.
     fn write_step(&mut self, step: u64, samples: &[Sample]) -> std::io::Result<()>;
+    /// Writes the outputs of one step of one key's run (a writer made by
+    /// `keyed_writer`, which names the key column).
+    fn write_keyed(
+        &mut self,
+        step: u64,
+        key: &crate::value::Key,
+        samples: &[Sample],
+    ) -> std::io::Result<()>;
     fn flush(&mut self) -> std::io::Result<()>;
 }
 
@@ -206,7 +214,7 @@ mod values;
 mod writer;
 
 pub(crate) use jsonl::serde_value;
-pub use writer::{continue_writer, make_writer, step_column};
+pub use writer::{continue_writer, keyed_writer, make_writer, step_column};
 
 use std::io::BufRead;
 

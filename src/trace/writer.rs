@@ -19,13 +19,19 @@
 //! first of these that is not an output's name (see [`step_column`]), so a
 //! column never collides with another.
 //!
+//! A keyed run (`vigil run --key host`) names each step's key: text writes
+//! `name{host=a}[3] = Int(7)` (the key as `Key` displays it: a plain word
+//! as it is, anything else as a JSON string), CSV has a `host` column after
+//! the step (written as an output value is, so a Str key is quoted), and
+//! JSON lines a `"host"` member after the step.
+//!
 //! All writers buffer their output; `flush` pushes it through to the
 //! underlying sink, and the CLI calls it after every row of a streamed
 //! trace. Write errors keep their `io::ErrorKind` (a closed pipe is
 //! `BrokenPipe`), so that the caller can tell them apart.
 
 use super::{OutputFormat, OutputWriter};
-use crate::value::{Sample, Value};
+use crate::value::{Key, Sample, Value};
 use std::io::{self, BufWriter, Write};
 
 /// The name of the step column for outputs named `names`: `step`, prefixed
@@ -45,7 +51,7 @@ pub fn make_writer(
     names: Vec<String>,
     out: Box<dyn Write>,
 ) -> Box<dyn OutputWriter> {
-    writer(format, names, out, false)
+    writer(format, names, None, out, false)
 }
 
 /// Makes a writer that continues output a writer of the same format and
@@ -56,24 +62,43 @@ pub fn continue_writer(
     names: Vec<String>,
     out: Box<dyn Write>,
 ) -> Box<dyn OutputWriter> {
-    writer(format, names, out, true)
+    writer(format, names, None, out, true)
+}
+
+/// Makes a writer of a keyed run, whose steps name their key (the input
+/// `key`) with `write_keyed`; `continued` as for `continue_writer`.
+pub fn keyed_writer(
+    format: OutputFormat,
+    names: Vec<String>,
+    key: &str,
+    out: Box<dyn Write>,
+    continued: bool,
+) -> Box<dyn OutputWriter> {
+    writer(format, names, Some(key.to_string()), out, continued)
 }
 
 fn writer(
     format: OutputFormat,
     names: Vec<String>,
+    key: Option<String>,
     out: Box<dyn Write>,
     header_written: bool,
 ) -> Box<dyn OutputWriter> {
-    let step = step_column(&names);
+    // The key is an input, so no output has its name; the step column must
+    // differ from it too.
+    let mut taken = names.clone();
+    taken.extend(key.clone());
+    let step = step_column(&taken);
     match format {
         OutputFormat::Text => Box::new(TextWriter {
             names,
+            key,
             out: BufWriter::new(out),
         }),
         OutputFormat::Csv => Box::new(CsvWriter {
             names,
             step,
+            key,
             out: BufWriter::new(out),
             header_written,
             line: Vec::new(),
@@ -82,6 +107,7 @@ fn writer(
             // Keys are encoded once; `to_string` of a `&str` cannot fail, and
             // the fallback would still be a valid (if odd) key.
             step: json_key(&step),
+            key: key.as_deref().map(json_key),
             keys: names.iter().map(|n| json_key(n)).collect(),
             out: BufWriter::new(out),
             line: Vec::new(),
@@ -95,11 +121,27 @@ fn json_key(name: &str) -> String {
 
 struct TextWriter {
     names: Vec<String>,
+    /// The key input's name, for a keyed run.
+    key: Option<String>,
     out: BufWriter<Box<dyn Write>>,
 }
 
 impl OutputWriter for TextWriter {
     fn write_step(&mut self, step: u64, samples: &[Sample]) -> io::Result<()> {
+        self.write(step, None, samples)
+    }
+
+    fn write_keyed(&mut self, step: u64, key: &Key, samples: &[Sample]) -> io::Result<()> {
+        self.write(step, Some(key), samples)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.out.flush()
+    }
+}
+
+impl TextWriter {
+    fn write(&mut self, step: u64, key: Option<&Key>, samples: &[Sample]) -> io::Result<()> {
         debug_assert_eq!(
             samples.len(),
             self.names.len(),
@@ -112,12 +154,18 @@ impl OutputWriter for TextWriter {
         let mut step_buf = itoa::Buffer::new();
         let step = step_buf.format(step).as_bytes();
         let mut num = itoa::Buffer::new();
+        // `{host=a}`, built once per step.
+        let label = match (key, &self.key) {
+            (Some(k), Some(name)) => format!("{{{name}={k}}}"),
+            _ => String::new(),
+        };
         for (name, sample) in self.names.iter().zip(samples) {
             let out = &mut self.out;
             match sample {
                 Sample::NoVal => continue,
                 _ => {
                     out.write_all(name.as_bytes())?;
+                    out.write_all(label.as_bytes())?;
                     out.write_all(b"[")?;
                     out.write_all(step)?;
                     out.write_all(b"] = ")?;
@@ -142,15 +190,13 @@ impl OutputWriter for TextWriter {
         }
         Ok(())
     }
-
-    fn flush(&mut self) -> io::Result<()> {
-        self.out.flush()
-    }
 }
 
 struct CsvWriter {
     names: Vec<String>,
     step: String,
+    /// The key column's name, for a keyed run.
+    key: Option<String>,
     out: BufWriter<Box<dyn Write>>,
     /// The header is written with the first row (or at the first flush, for
     /// an empty trace) so that making a writer does no I/O.
@@ -194,7 +240,7 @@ impl CsvWriter {
             let line = &mut self.line;
             line.clear();
             push_name(line, &self.step);
-            for name in &self.names {
+            for name in self.key.iter().chain(&self.names) {
                 line.push(b',');
                 push_name(line, name);
             }
@@ -205,8 +251,20 @@ impl CsvWriter {
     }
 }
 
-impl OutputWriter for CsvWriter {
-    fn write_step(&mut self, step: u64, samples: &[Sample]) -> io::Result<()> {
+/// Appends a value as a CSV cell: a Str quoted, anything else plain.
+fn push_csv_value(line: &mut Vec<u8>, v: &Value) -> io::Result<()> {
+    match v {
+        Value::Str(s) => push_quoted(line, s.as_bytes()),
+        Value::Int(i) => line.extend_from_slice(itoa::Buffer::new().format(*i).as_bytes()),
+        Value::Float(x) => write!(line, "{x:?}")?,
+        Value::Bool(b) => line.extend_from_slice(if *b { b"true" } else { b"false" }),
+        Value::Unit => line.extend_from_slice(b"()"),
+    }
+    Ok(())
+}
+
+impl CsvWriter {
+    fn write(&mut self, step: u64, key: Option<&Key>, samples: &[Sample]) -> io::Result<()> {
         debug_assert_eq!(
             samples.len(),
             self.names.len(),
@@ -216,24 +274,30 @@ impl OutputWriter for CsvWriter {
         let line = &mut self.line;
         line.clear();
         line.extend_from_slice(itoa::Buffer::new().format(step).as_bytes());
+        if let Some(k) = key {
+            line.push(b',');
+            push_csv_value(line, k.value())?;
+        }
         for sample in samples {
             line.push(b',');
             match sample {
                 Sample::NoVal => {}
                 Sample::Deferred => line.extend_from_slice(b"null"),
-                Sample::Value(Value::Str(s)) => push_quoted(line, s.as_bytes()),
-                Sample::Value(Value::Int(i)) => {
-                    line.extend_from_slice(itoa::Buffer::new().format(*i).as_bytes())
-                }
-                Sample::Value(Value::Float(x)) => write!(line, "{x:?}")?,
-                Sample::Value(Value::Bool(b)) => {
-                    line.extend_from_slice(if *b { b"true" } else { b"false" })
-                }
-                Sample::Value(Value::Unit) => line.extend_from_slice(b"()"),
+                Sample::Value(v) => push_csv_value(line, v)?,
             }
         }
         line.push(b'\n');
         self.out.write_all(line)
+    }
+}
+
+impl OutputWriter for CsvWriter {
+    fn write_step(&mut self, step: u64, samples: &[Sample]) -> io::Result<()> {
+        self.write(step, None, samples)
+    }
+
+    fn write_keyed(&mut self, step: u64, key: &Key, samples: &[Sample]) -> io::Result<()> {
+        self.write(step, Some(key), samples)
     }
 
     fn flush(&mut self) -> io::Result<()> {
@@ -243,44 +307,66 @@ impl OutputWriter for CsvWriter {
 }
 
 struct JsonlWriter {
-    /// The step key and the output keys, already JSON-encoded.
+    /// The step key, the key input's name (a keyed run) and the output
+    /// keys, already JSON-encoded.
     step: String,
+    key: Option<String>,
     keys: Vec<String>,
     out: BufWriter<Box<dyn Write>>,
     /// The line being built, reused across steps.
     line: Vec<u8>,
 }
 
-impl OutputWriter for JsonlWriter {
-    fn write_step(&mut self, step: u64, samples: &[Sample]) -> io::Result<()> {
+/// Appends a value as a JSON member's value (see the module doc).
+fn push_json_value(line: &mut Vec<u8>, v: &Value) -> io::Result<()> {
+    match v {
+        Value::Int(i) => write!(line, "{i}")?,
+        Value::Float(x) if x.is_nan() => line.extend_from_slice(b"\"NaN\""),
+        Value::Float(x) if x.is_infinite() => {
+            line.extend_from_slice(if *x > 0.0 { b"\"inf\"" } else { b"\"-inf\"" })
+        }
+        // Rust's `{:?}` of a finite float (`2.0`, `1e16`, `-0.0`) is a
+        // valid JSON number.
+        Value::Float(x) => write!(line, "{x:?}")?,
+        Value::Bool(b) => write!(line, "{b}")?,
+        Value::Str(s) => serde_json::to_writer(&mut *line, &**s)?,
+        Value::Unit => line.extend_from_slice(b"\"()\""),
+    }
+    Ok(())
+}
+
+impl JsonlWriter {
+    fn write(&mut self, step: u64, key: Option<&Key>, samples: &[Sample]) -> io::Result<()> {
         debug_assert_eq!(samples.len(), self.keys.len(), "one sample per output name");
         let line = &mut self.line;
         line.clear();
         write!(line, "{{{}:{step}", self.step)?;
-        for (key, sample) in self.keys.iter().zip(samples) {
-            let value = match sample {
+        if let (Some(k), Some(name)) = (key, &self.key) {
+            write!(line, ",{name}:")?;
+            push_json_value(line, k.value())?;
+        }
+        for (name, sample) in self.keys.iter().zip(samples) {
+            match sample {
                 Sample::NoVal => continue,
-                Sample::Deferred => None,
-                Sample::Value(v) => Some(v),
-            };
-            write!(line, ",{key}:")?;
-            match value {
-                None => line.extend_from_slice(b"null"),
-                Some(Value::Int(i)) => write!(line, "{i}")?,
-                Some(Value::Float(x)) if x.is_nan() => line.extend_from_slice(b"\"NaN\""),
-                Some(Value::Float(x)) if x.is_infinite() => {
-                    line.extend_from_slice(if *x > 0.0 { b"\"inf\"" } else { b"\"-inf\"" })
+                Sample::Deferred => write!(line, ",{name}:null")?,
+                Sample::Value(v) => {
+                    write!(line, ",{name}:")?;
+                    push_json_value(line, v)?;
                 }
-                // Rust's `{:?}` of a finite float (`2.0`, `1e16`, `-0.0`)
-                // is a valid JSON number.
-                Some(Value::Float(x)) => write!(line, "{x:?}")?,
-                Some(Value::Bool(b)) => write!(line, "{b}")?,
-                Some(Value::Str(s)) => serde_json::to_writer(&mut *line, &**s)?,
-                Some(Value::Unit) => line.extend_from_slice(b"\"()\""),
             }
         }
         line.extend_from_slice(b"}\n");
         self.out.write_all(line)
+    }
+}
+
+impl OutputWriter for JsonlWriter {
+    fn write_step(&mut self, step: u64, samples: &[Sample]) -> io::Result<()> {
+        self.write(step, None, samples)
+    }
+
+    fn write_keyed(&mut self, step: u64, key: &Key, samples: &[Sample]) -> io::Result<()> {
+        self.write(step, Some(key), samples)
     }
 
     fn flush(&mut self) -> io::Result<()> {
@@ -370,6 +456,49 @@ mod tests {
             s[3] = Float(1e16)
         "#]]
         .assert_eq(&run(OutputFormat::Text));
+    }
+
+    #[test]
+    fn keyed_output_names_the_key_in_every_format() {
+        let mut all = String::new();
+        for format in [OutputFormat::Text, OutputFormat::Csv, OutputFormat::Jsonl] {
+            let sink = Shared::default();
+            let names = vec!["z".to_string(), "s".to_string()];
+            // An output named `step` is not needed to push the step column
+            // aside: a key input named `step` does it too.
+            let mut w = keyed_writer(format, names, "step", Box::new(sink.clone()), false);
+            w.write_keyed(0, &Key::new("a"), &[v(Value::Int(3)), Sample::NoVal])
+                .unwrap();
+            w.write_keyed(
+                4,
+                &Key::new("two words"),
+                &[Sample::Deferred, v(Value::Unit)],
+            )
+            .unwrap();
+            w.write_keyed(
+                1,
+                &Key::new(7),
+                &[v(Value::Bool(true)), v(Value::Str("x".into()))],
+            )
+            .unwrap();
+            w.flush().unwrap();
+            all.push_str(&sink.text());
+        }
+        expect_test::expect![[r#"
+            z{step=a}[0] = Int(3)
+            z{step="two words"}[4] = Deferred
+            s{step="two words"}[4] = Unit
+            z{step=7}[1] = Bool(true)
+            s{step=7}[1] = Str("x")
+            _step,step,z,s
+            0,"a",3,
+            4,"two words",null,()
+            1,7,true,"x"
+            {"_step":0,"step":"a","z":3}
+            {"_step":4,"step":"two words","z":null,"s":"()"}
+            {"_step":1,"step":7,"z":true,"s":"x"}
+        "#]]
+        .assert_eq(&all);
     }
 
     #[test]
