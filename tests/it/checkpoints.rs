@@ -269,6 +269,42 @@ fn killed_stream_runs_resume_to_the_uninterrupted_output_file() {
     );
 }
 
+#[test]
+fn killed_keyed_runs_resume_to_the_uninterrupted_output_file() {
+    let mut rng = Rng::new();
+    let dir = test_dir("checkpoints", "kill-keyed");
+    write(&dir, "spec.dsrv", format!("{SPEC}in k: Int\n"));
+    // The JSON-lines trace with a key `k` in 0..7 in every row.
+    let text: String = trace("jsonl", 40_000)
+        .lines()
+        .enumerate()
+        .map(|(i, l)| {
+            format!("{{\"k\": {}, {}\n", (i * 3 + i / 7) % 7, &l[1..]).replace(", }", "}")
+        })
+        .collect();
+    let input = write(&dir, "t.jsonl", text);
+    let extra = [
+        "--key",
+        "k",
+        "--output",
+        "csv",
+        "--checkpoint-every",
+        "1500",
+    ];
+    let want = uninterrupted(&dir, &input, &extra, None);
+    assert!(String::from_utf8_lossy(&want).starts_with("step,k,total,"));
+    let (got, landed) = killed_and_resumed(&dir, &input, &extra, None, 3, &mut rng);
+    assert!(
+        got == want,
+        "the resumed keyed output differs from an uninterrupted run's"
+    );
+    eprintln!("{landed} of 3 kills landed before the end");
+    assert!(
+        landed >= 2,
+        "only {landed} of 3 kills landed before the end"
+    );
+}
+
 /// Runs vigil with `args`; returns the status, standard output and error.
 fn run(args: &[&str]) -> (i32, String, String) {
     let out = vigil().args(args).output().unwrap();

@@ -504,3 +504,269 @@ fn reset_and_remove() {
     let r = row(&m, "b", 5);
     assert_eq!(m.step(&r).unwrap().step(), 0);
 }
+
+mod cli {
+    //! `vigil run --key`: the binary, on files and pipes, in every format.
+
+    use crate::support::{test_dir, vigil, write};
+    use std::io::Write;
+    use std::process::Stdio;
+
+    const SPEC: &str = "in host: Str\nin x: Int\nout n: Int\nout total: Int\nout q: Int\n\
+n = default(n[1], 0) + 1\ntotal = default(total[1], 0) + x\nq = 60 / x\n";
+
+    /// Runs vigil with `args` (and `stdin`); returns status, stdout, stderr.
+    fn run(args: &[&str], stdin: Option<&str>) -> (i32, String, String) {
+        let mut cmd = vigil();
+        cmd.args(args)
+            .stdin(if stdin.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().unwrap();
+        if let Some(text) = stdin {
+            child
+                .stdin
+                .take()
+                .unwrap()
+                .write_all(text.as_bytes())
+                .unwrap();
+        }
+        let out = child.wait_with_output().unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    /// `rows` rows over hosts h0..h4 (in a scrambled order), in `format`.
+    fn trace(format: &str, rows: usize) -> String {
+        let mut out = String::new();
+        if format == "csv" {
+            out.push_str("host,x\n");
+        }
+        for i in 0..rows {
+            let host = format!("h{}", (i * 7 + i / 3) % 5);
+            let x = i % 9 + 1;
+            match format {
+                "csv" => out.push_str(&format!("\"{host}\",{x}\n")),
+                "jsonl" => out.push_str(&format!("{{\"host\": \"{host}\", \"x\": {x}}}\n")),
+                _ => out.push_str(&format!("{i}: host = \"{host}\"\n   x = {x}\n")),
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn each_keys_lines_are_a_plain_run_over_its_rows() {
+        let dir = test_dir("keyed", "per-key");
+        let spec = write(&dir, "spec.dsrv", SPEC);
+        for format in ["jsonl", "csv", "input"] {
+            let input = write(&dir, &format!("t.{format}"), trace(format, 60));
+            let (code, keyed, err) = run(&["run", &spec, "--input", &input, "--key", "host"], None);
+            assert_eq!((code, err.as_str()), (0, ""), "{format}");
+            for h in 0..5 {
+                let host = format!("h{h}");
+                // The host's rows alone, as a JSON-lines trace of its own.
+                let rows: String = (0..60)
+                    .filter(|i| (i * 7 + i / 3) % 5 == h)
+                    .map(|i| format!("{{\"host\": \"{host}\", \"x\": {}}}\n", i % 9 + 1))
+                    .collect();
+                let plain_trace = write(&dir, &format!("{host}.jsonl"), rows);
+                let (code, plain, _) = run(&["run", &spec, "--input", &plain_trace], None);
+                assert_eq!(code, 0);
+                let label = format!("{{host={host}}}[");
+                let mine: Vec<String> = keyed
+                    .lines()
+                    .filter(|l| l.contains(&label))
+                    .map(|l| l.replace(&label, "["))
+                    .collect();
+                assert_eq!(mine, plain.lines().collect::<Vec<_>>(), "{format}, {host}");
+            }
+        }
+    }
+
+    #[test]
+    fn keyed_outputs_in_every_format() {
+        let dir = test_dir("keyed", "formats");
+        let spec = write(&dir, "spec.dsrv", SPEC);
+        let input = write(
+            &dir,
+            "t.jsonl",
+            "{\"host\": \"a\", \"x\": 1}\n{\"host\": \"b c\", \"x\": 2}\n{\"host\": \"a\", \"x\": 3}\n",
+        );
+        let mut all = String::new();
+        for output in ["text", "csv", "jsonl"] {
+            let (code, out, err) = run(
+                &[
+                    "run", &spec, "--input", &input, "--key", "host", "--output", output,
+                ],
+                None,
+            );
+            assert_eq!((code, err.as_str()), (0, ""));
+            all.push_str(&out);
+        }
+        expect_test::expect![[r#"
+            n{host=a}[0] = Int(1)
+            total{host=a}[0] = Int(1)
+            q{host=a}[0] = Int(60)
+            n{host="b c"}[0] = Int(1)
+            total{host="b c"}[0] = Int(2)
+            q{host="b c"}[0] = Int(30)
+            n{host=a}[1] = Int(2)
+            total{host=a}[1] = Int(4)
+            q{host=a}[1] = Int(20)
+            step,host,n,total,q
+            0,"a",1,1,60
+            0,"b c",1,2,30
+            1,"a",2,4,20
+            {"step":0,"host":"a","n":1,"total":1,"q":60}
+            {"step":0,"host":"b c","n":1,"total":2,"q":30}
+            {"step":1,"host":"a","n":2,"total":4,"q":20}
+        "#]]
+        .assert_eq(&all);
+    }
+
+    #[test]
+    fn a_runtime_error_stops_one_key_and_the_others_go_on() {
+        let dir = test_dir("keyed", "error");
+        let spec = write(&dir, "spec.dsrv", SPEC);
+        let input = write(
+            &dir,
+            "t.jsonl",
+            "{\"host\": \"a\", \"x\": 1}\n{\"host\": \"b\", \"x\": 0}\n{\"host\": \"b\", \"x\": 5}\n{\"host\": \"a\", \"x\": 2}\n",
+        );
+        let (code, out, err) = run(&["run", &spec, "--input", &input, "--key", "host"], None);
+        assert_eq!(code, 3, "{err}");
+        assert_eq!(
+            err,
+            "error: integer division by zero in division (stream `q`, step 0) (host=b); its later rows are not evaluated\n"
+        );
+        assert!(out.ends_with("q{host=a}[1] = Int(30)\n"), "{out}");
+        assert!(!out.contains("{host=b}"), "{out}");
+    }
+
+    #[test]
+    fn a_row_without_its_key_is_a_located_trace_error_after_the_earlier_rows() {
+        let dir = test_dir("keyed", "missing");
+        let spec = write(&dir, "spec.dsrv", SPEC);
+        let text = "{\"host\": \"a\", \"x\": 1}\n\n{\"x\": 2}\n{\"host\": \"a\", \"x\": 3}\n";
+        let input = write(&dir, "t.jsonl", text);
+        let want =
+            "error: the key input `host` is absent: a keyed monitor's row must give its key\n";
+        for (source, name) in [(Some(text), "<stdin>"), (None, input.as_str())] {
+            let path = if source.is_some() {
+                "-"
+            } else {
+                input.as_str()
+            };
+            let (code, out, err) = run(&["run", &spec, "--input", path, "--key", "host"], source);
+            assert_eq!(code, 4, "{err}");
+            assert_eq!(
+                out,
+                "n{host=a}[0] = Int(1)\ntotal{host=a}[0] = Int(1)\nq{host=a}[0] = Int(60)\n"
+            );
+            assert_eq!(
+                err,
+                want.replace("error: ", &format!("error: {name}:3:1: "))
+            );
+        }
+        let tc = write(&dir, "t.input", "0: host = \"a\"\n   x = 1\n1: x = 2\n");
+        let (code, _, err) = run(&["run", &spec, "--input", &tc, "--key", "host"], None);
+        assert_eq!(
+            (code, err),
+            (4, want.replace("error: ", &format!("error: {tc}: row 2: ")))
+        );
+    }
+
+    #[test]
+    fn a_key_must_be_an_input_and_max_keys_needs_a_key() {
+        let dir = test_dir("keyed", "usage");
+        let spec = write(&dir, "spec.dsrv", SPEC);
+        let input = write(&dir, "t.jsonl", "{\"host\": \"a\", \"x\": 1}\n");
+        let (code, _, err) = run(&["run", &spec, "--input", &input, "--key", "total"], None);
+        assert_eq!(
+            (code, err.as_str()),
+            (
+                1,
+                "error: cannot key the monitor: `total` is not a declared input\n"
+            )
+        );
+        let (code, _, err) = run(&["run", &spec, "--input", &input, "--max-keys", "3"], None);
+        assert_eq!(code, 1, "{err}");
+    }
+
+    #[test]
+    fn max_keys_evicts_the_least_recently_used_key() {
+        let dir = test_dir("keyed", "max-keys");
+        let spec = write(&dir, "spec.dsrv", SPEC);
+        let rows = ["a", "b", "a", "c", "b"]
+            .iter()
+            .map(|h| format!("{{\"host\": \"{h}\", \"x\": 1}}\n"))
+            .collect::<String>();
+        let input = write(&dir, "t.jsonl", rows);
+        let (code, out, _) = run(
+            &[
+                "run",
+                &spec,
+                "--input",
+                &input,
+                "--key",
+                "host",
+                "--max-keys",
+                "2",
+                "--output",
+                "csv",
+            ],
+            None,
+        );
+        assert_eq!(code, 0);
+        // `c` evicts `b` (least recently used), so `b` starts again at step 0.
+        assert_eq!(
+            out,
+            "step,host,n,total,q\n0,\"a\",1,1,60\n0,\"b\",1,1,60\n1,\"a\",2,2,60\n0,\"c\",1,1,60\n0,\"b\",1,1,60\n"
+        );
+    }
+
+    #[test]
+    fn a_keyed_checkpoint_resumes_only_a_keyed_run() {
+        let dir = test_dir("keyed", "checkpoint");
+        let spec = write(&dir, "spec.dsrv", SPEC);
+        let input = write(&dir, "t.jsonl", trace("jsonl", 50));
+        let ck = dir.join("ck").to_str().unwrap().to_string();
+        let out = dir.join("out").to_str().unwrap().to_string();
+        let base = ["run", &spec, "--input", &input, "--output-file", &out];
+        let (code, _, err) = run(
+            &[&base[..], &["--key", "host", "--checkpoint", &ck]].concat(),
+            None,
+        );
+        assert_eq!((code, err.as_str()), (0, ""));
+        let (code, _, err) = run(&[&base[..], &["--resume", &ck]].concat(), None);
+        assert_eq!(code, 1);
+        assert!(
+            err.contains("it was taken with `--key host`; pass it again"),
+            "{err}"
+        );
+        let (code, _, err) = run(
+            &[&base[..], &["--key", "x", "--resume", &ck]].concat(),
+            None,
+        );
+        assert_eq!(code, 1);
+        assert!(
+            err.contains("the snapshot is keyed by `host`, the monitor by `x`"),
+            "{err}"
+        );
+        // A finished run resumed has nothing to redo.
+        let before = std::fs::read(&out).unwrap();
+        let (code, _, err) = run(
+            &[&base[..], &["--key", "host", "--resume", &ck]].concat(),
+            None,
+        );
+        assert_eq!((code, err.as_str()), (0, ""));
+        assert_eq!(std::fs::read(&out).unwrap(), before);
+    }
+}
