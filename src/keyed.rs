@@ -309,6 +309,7 @@ impl KeyedMonitor {
             .into());
         };
         let key = Key::from(key);
+        // Recency is kept only under a bound (see the field's doc).
         let found = match self.max_keys {
             None => self.runs.peek_mut(&key).is_some(),
             Some(_) => self.runs.get_mut(&key).is_some(),
@@ -318,6 +319,7 @@ impl KeyedMonitor {
             evict(&mut self.runs, &mut self.eviction, self.engine.plan(), live);
             self.runs.put(key.clone(), self.fresh.clone());
         }
+        // The same entry again: its bucket and node are in cache now.
         let run = self
             .runs
             .peek_mut(&key)
@@ -334,7 +336,6 @@ impl KeyedMonitor {
             return Err(e.into());
         }
         self.rows += 1;
-        let run = self.runs.peek(&key).expect("the key's run is live");
         let key = self.last_key.insert(key);
         Ok(Outputs::new(
             &run.state,
