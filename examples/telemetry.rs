@@ -132,7 +132,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     if let Some(path) = &checkpoint {
         save(path, consumed, &monitor.snapshot())?;
     }
-    eprintln!("{} hosts monitored, {} events", monitor.key_count(), consumed);
+    eprintln!(
+        "{} hosts monitored, {} events",
+        monitor.key_count(),
+        consumed
+    );
     Ok(())
 }
 
@@ -142,7 +146,9 @@ fn options() -> Result<(Option<PathBuf>, u64), Box<dyn std::error::Error>> {
     let (mut checkpoint, mut every) = (None, 20);
     while let Some(arg) = args.next() {
         match arg.as_str() {
-            "--checkpoint" => checkpoint = Some(PathBuf::from(args.next().ok_or("--checkpoint FILE")?)),
+            "--checkpoint" => {
+                checkpoint = Some(PathBuf::from(args.next().ok_or("--checkpoint FILE")?))
+            }
             "--every" => every = args.next().ok_or("--every N")?.parse()?,
             other => return Err(format!("unknown argument `{other}`").into()),
         }

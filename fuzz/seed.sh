@@ -25,9 +25,12 @@ for f in ../examples/*.jsonl; do [ -f "$f" ] && cp "$f" corpus/trace_jsonl/; don
 printf 'x,f,b,s,u,a\n1,2.5,true,hi,(),3\n,,,,,\n' > corpus/trace_csv/typed.csv
 printf '{"x":1,"f":2.5,"b":true,"s":"hi","u":null,"a":[1]}\n{}\n' > corpus/trace_jsonl/typed.jsonl
 # Snapshots: real ones after 0 to 15 rows, each mutated in its binary body (mode 2)
-# and in its JSON (mode 3); the target builds them, so a seed is a few bytes.
+# and in its JSON (mode 3), and keyed ones likewise (modes 6 and 7); the target
+# builds them, so a seed is a few bytes.
 for rows in 0 3 7 15; do
   printf "\\x02\\x$(printf %02x $rows)" > corpus/snapshot/binary$rows
   printf "\\x03\\x$(printf %02x $rows)" > corpus/snapshot/json$rows
+  printf "\\x06\\x$(printf %02x $rows)" > corpus/snapshot/keyed_binary$rows
+  printf "\\x07\\x$(printf %02x $rows)" > corpus/snapshot/keyed_json$rows
 done
 echo "seeded $n cases into fuzz/corpus/"

@@ -174,7 +174,8 @@ impl From<SnapshotError> for KeyedBuildError {
 }
 
 /// A monitor of many traces at once, one per value of a key input, sharing
-/// one compiled plan (see the [module documentation](self)).
+/// one compiled plan: the plan, fused regions and native code are built once,
+/// and each key owns only its run state, made when the key is first seen.
 ///
 /// ```
 /// use vigil::{Key, KeyedMonitor, Sample, Spec, Value};

@@ -38,6 +38,14 @@
 //! - **Batches**: [`RowBatch`] holds many rows in columns and [`Monitor::run_batch`] evaluates
 //!   them into an [`OutputBatch`]; on the native-whole tier one native call runs a whole
 //!   stretch of rows.
+//! - **Keys**: a [`KeyedMonitor`] monitors each value of a key input (`host`, `device`) as a
+//!   trace of its own, all keys sharing one compiled plan; each [`Key`] owns only its run
+//!   state, and live keys may be bounded (least recently used evicted, optionally to a
+//!   callback as a [`Snapshot`]).
+//! - **Checkpoints**: [`Monitor::snapshot`] captures a run at a step boundary, independent of
+//!   the tier, in a versioned binary or JSON [`Snapshot`]; [`MonitorBuilder::restore`]
+//!   continues it on any tier, in this process or another. [`KeyedMonitor::snapshot`] is a
+//!   [`KeyedSnapshot`] of every live key.
 //! - **Tiers**: every [`Tier`] gives the same outputs and errors bit for bit; `Auto` picks the
 //!   fastest available, and [`Monitor::stats`] says what ran where.
 //!

@@ -6,12 +6,16 @@
 //! snapshot (after 0–15 rows) whose binary body or JSON text is mutated by the
 //! remaining bytes — the binary one re-sealed with a valid length and SHA-256
 //! (the envelope the README documents), so mutations reach the decoder and the
-//! checks against the plan instead of stopping at the checksum.
+//! checks against the plan instead of stopping at the checksum. Modes 4–7 do
+//! the same with keyed snapshots (a keyed monitor by `s` over the same rows),
+//! which must restore as a `KeyedMonitor` on every tier or be refused.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use sha2::{Digest, Sha256};
-use vigil::{Monitor, Snapshot, Spec, Tier, Value};
+use vigil::{KeyedMonitor, KeyedSnapshot, Monitor, Snapshot, Spec, Tier, Value};
+
+const TIERS: [Tier; 4] = [Tier::Canonical, Tier::Quickened, Tier::NativeRegions, Tier::NativeWhole];
 
 /// Offsets filling and full, Str and Float history, a flag, an `if` with a
 /// division that traps (a stopped run).
@@ -29,6 +33,53 @@ fn row(i: u64) -> Vec<Option<Value>> {
         (i % 3 != 1).then(|| Value::Str(format!("v{i}").into())),
         f.map(Value::Float),
     ]
+}
+
+fn real_keyed_snapshot(spec: &Spec, rows: u64) -> KeyedSnapshot {
+    let mut m = KeyedMonitor::builder(spec, "s").tier(Tier::Canonical).build().expect("`s` is an input");
+    for i in 0..rows {
+        let _ = m.step(&row(i));
+    }
+    m.snapshot()
+}
+
+/// Keyed modes: decode (raw or mutated), then restore on every tier and run.
+fn keyed(spec: &Spec, mode: u8, rest: &[u8], rows: u64) {
+    let decoded = match mode {
+        4 => KeyedSnapshot::from_bytes(rest),
+        5 => match std::str::from_utf8(rest) {
+            Ok(text) => KeyedSnapshot::from_json(text),
+            Err(_) => return,
+        },
+        6 => {
+            let bytes = real_keyed_snapshot(spec, rows).to_bytes();
+            let (header, body) = bytes.split_at(HEADER);
+            let mut body = body.to_vec();
+            mutate(&mut body, rest.get(1..).unwrap_or_default());
+            KeyedSnapshot::from_bytes(&reseal([header, &body].concat()))
+        }
+        _ => {
+            let mut text = real_keyed_snapshot(spec, rows).to_json().into_bytes();
+            mutate(&mut text, rest.get(1..).unwrap_or_default());
+            match std::str::from_utf8(&text) {
+                Ok(text) => KeyedSnapshot::from_json(text),
+                Err(_) => return,
+            }
+        }
+    };
+    let Ok(snapshot) = decoded else {
+        return;
+    };
+    assert_eq!(KeyedSnapshot::from_bytes(&snapshot.to_bytes()).as_ref(), Ok(&snapshot));
+    for tier in TIERS {
+        let Ok(mut m) = KeyedMonitor::builder(spec, "s").tier(tier).restore(&snapshot).build() else {
+            continue;
+        };
+        assert_eq!(m.snapshot(), snapshot, "a restored keyed monitor's snapshot differs");
+        for i in 0..8 {
+            let _ = m.step(&row(snapshot.rows().wrapping_add(i)));
+        }
+    }
 }
 
 fn real_snapshot(spec: &Spec, rows: u64) -> Snapshot {
@@ -71,6 +122,9 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let rows = rest.first().map_or(0, |b| u64::from(b % 16));
+    if mode % 8 >= 4 {
+        return keyed(&spec, mode % 8, rest, rows);
+    }
     let decoded = match mode % 4 {
         0 => Snapshot::from_bytes(rest),
         1 => match std::str::from_utf8(rest) {
@@ -98,7 +152,7 @@ fuzz_target!(|data: &[u8]| {
     };
     // What decodes re-encodes to itself.
     assert_eq!(Snapshot::from_bytes(&snapshot.to_bytes()).as_ref(), Ok(&snapshot));
-    for tier in [Tier::Canonical, Tier::Quickened, Tier::NativeRegions, Tier::NativeWhole] {
+    for tier in TIERS {
         let Ok(builder) = Monitor::builder(&spec).tier(tier).restore(&snapshot) else {
             continue;
         };

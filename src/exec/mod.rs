@@ -138,7 +138,10 @@ impl Run {
 /// cache miss per row (16% of a keyed native-whole row, profiled).
 #[derive(Clone, Debug)]
 enum Promoted {
-    Inline { len: u8, bits: [bool; Promoted::INLINE] },
+    Inline {
+        len: u8,
+        bits: [bool; Promoted::INLINE],
+    },
     Heap(Box<[bool]>),
 }
 
