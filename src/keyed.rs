@@ -340,7 +340,7 @@ impl KeyedMonitor {
         let key = self.last_key.insert(key);
         Ok(Outputs::new(
             &run.state,
-            &self.engine.plan().spec.outputs,
+            &self.engine.plan().spec,
             step,
             Some(key),
         ))

@@ -87,7 +87,9 @@ pub use error::{ErrorKind, RuntimeError};
 pub use keyed::{KeyedBuildError, KeyedMonitor, KeyedMonitorBuilder};
 pub use lang::diag::Diagnostics;
 pub use lang::types::Type;
-pub use monitor::{DEFAULT_MAX_STRING_BYTES, Monitor, MonitorBuilder, Outputs, Spec, Stats, Tier};
+pub use monitor::{
+    Alert, DEFAULT_MAX_STRING_BYTES, Monitor, MonitorBuilder, Outputs, Spec, Stats, Tier,
+};
 pub use row::{Row, RowError, StepError, conform, describe};
 pub use snapshot::{
     FORMAT_VERSION, Fingerprint, KEYED_FORMAT_VERSION, KEYED_MAGIC, KeyedSnapshot, MAGIC, Snapshot,

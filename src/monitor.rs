@@ -8,7 +8,7 @@ use crate::batch::{OutputBatch, RowBatch};
 pub use crate::canonical::ops::DEFAULT_MAX_STRING_BYTES;
 pub use crate::exec::Tier;
 use crate::exec::{Engine, Run};
-use crate::lang::check::CheckedSpec;
+use crate::lang::check::{CheckedSpec, Piece};
 use crate::lang::diag::Diagnostics;
 use crate::lang::types::Type;
 use crate::plan::Plan;
@@ -108,6 +108,16 @@ impl Spec {
             .inputs
             .iter()
             .map(|&s| self.checked.stream(s).name.as_str())
+            .collect()
+    }
+
+    /// The triggers' names, in declaration order (`trigger_N` for the N-th
+    /// unnamed one).
+    pub fn trigger_names(&self) -> Vec<&str> {
+        self.checked
+            .triggers
+            .iter()
+            .map(|t| t.name.as_str())
             .collect()
     }
 
@@ -245,24 +255,85 @@ impl fmt::Display for Stats {
 #[derive(Clone, Copy)]
 pub struct Outputs<'a> {
     state: &'a crate::canonical::NodeState,
+    spec: &'a CheckedSpec,
     streams: &'a [crate::lang::check::StreamId],
     step: u64,
     key: Option<&'a Key>,
 }
 
+/// A trigger that fired: its condition was `true` at a step.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Alert<'a> {
+    /// The trigger's name (`trigger_N` for the N-th unnamed trigger).
+    pub trigger: &'a str,
+    /// The step it fired at (the key's step, for a keyed monitor).
+    pub step: u64,
+    /// The message, each `{name}` replaced by that stream's value at the
+    /// step in its plain form (`31.5`, `web-1`, `true`, `()`; `-` for NoVal,
+    /// `Deferred` for ⊥).
+    pub message: String,
+    /// Every stream the message names, once, with its sample at the step.
+    pub values: Vec<(&'a str, Sample)>,
+}
+
+/// A sample in a trigger message's plain form (see [`Alert::message`]).
+fn plain(sample: &Sample) -> String {
+    match sample {
+        Sample::NoVal => "-".to_string(),
+        Sample::Deferred => "Deferred".to_string(),
+        Sample::Value(Value::Int(i)) => i.to_string(),
+        Sample::Value(Value::Float(x)) => format!("{x:?}"),
+        Sample::Value(Value::Bool(b)) => b.to_string(),
+        Sample::Value(Value::Str(s)) => s.to_string(),
+        Sample::Value(Value::Unit) => "()".to_string(),
+    }
+}
+
 impl<'a> Outputs<'a> {
     pub(crate) fn new(
         state: &'a crate::canonical::NodeState,
-        streams: &'a [crate::lang::check::StreamId],
+        spec: &'a CheckedSpec,
         step: u64,
         key: Option<&'a Key>,
     ) -> Outputs<'a> {
         Outputs {
             state,
-            streams,
+            spec,
+            streams: &spec.outputs,
             step,
             key,
         }
+    }
+
+    /// The triggers that fired at this step (their condition is `true`), in
+    /// declaration order, with their messages rendered. A spec without
+    /// triggers allocates nothing here.
+    pub fn alerts(&self) -> impl Iterator<Item = Alert<'a>> + '_ {
+        let state = self.state;
+        let spec = self.spec;
+        let step = self.step;
+        spec.triggers
+            .iter()
+            .filter(move |t| state.raw(t.stream.0) == Sample::Value(Value::Bool(true)))
+            .map(move |t| {
+                let mut message = String::new();
+                for piece in &t.message {
+                    match piece {
+                        Piece::Text(text) => message.push_str(text),
+                        Piece::Stream(s) => message.push_str(&plain(&state.raw(s.0))),
+                    }
+                }
+                Alert {
+                    trigger: &t.name,
+                    step,
+                    message,
+                    values: t
+                        .values
+                        .iter()
+                        .map(|s| (spec.stream(*s).name.as_str(), state.raw(s.0)))
+                        .collect(),
+                }
+            })
     }
 
     /// The key whose run evaluated the step (a [`crate::KeyedMonitor`]'s
@@ -651,7 +722,7 @@ impl Monitor {
             return Err(e.into());
         }
         let spec = &self.engine.plan().spec;
-        Ok(Outputs::new(&self.run.state, &spec.outputs, step, None))
+        Ok(Outputs::new(&self.run.state, spec, step, None))
     }
 }
 

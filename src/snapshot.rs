@@ -999,6 +999,7 @@ fn render_plan(plan: &Plan) -> String {
             DeclKind::Input => "in",
             DeclKind::Output => "out",
             DeclKind::Aux => "aux",
+            DeclKind::Trigger => "trigger",
         };
         let declared = s.declared.map_or("-".to_string(), |t| t.to_string());
         let _ = writeln!(

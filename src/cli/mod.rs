@@ -3,7 +3,8 @@
 //!
 //! Exit statuses (the README's contract): 0 success; 1 usage error (clap's
 //! included) or I/O error (a missing or unreadable spec or trace, a failed
-//! write); 2 errors in the specification; 3 runtime error; 4 malformed trace.
+//! write); 2 errors in the specification; 3 runtime error; 4 malformed trace;
+//! 5 a trigger fired (with `--fail-on-trigger`, after an otherwise clean run).
 //! `--help` and `--version` exit 0.
 //!
 //! Nothing here prints with `print!`/`eprint!`, which panic when the stream
@@ -123,6 +124,16 @@ pub struct RunArgs {
     /// comes back).
     #[arg(long, value_name = "N", requires = "key")]
     pub max_keys: Option<std::num::NonZeroUsize>,
+    /// Write one JSON line per trigger firing to FILE (`-`: standard
+    /// output): `{"step":17,"trigger":"too_hot","message":"…","values":{…}}`,
+    /// with the key after the step in a keyed run. Without it, each firing is
+    /// a readable line on standard error.
+    #[arg(long, value_name = "FILE|-")]
+    pub alerts: Option<String>,
+    /// Exit with status 5 when any trigger fired (after a run that is
+    /// otherwise a success).
+    #[arg(long)]
+    pub fail_on_trigger: bool,
     /// Continue the run a checkpoint was taken of: the same specification and
     /// trace (a regular file is read from the checkpoint's position; a stream
     /// is read from its start, dropping the rows the checkpoint consumed),
@@ -166,6 +177,8 @@ pub enum Exit {
     Runtime = 3,
     /// A malformed trace.
     Trace = 4,
+    /// A trigger fired (with `--fail-on-trigger`).
+    Triggered = 5,
 }
 
 impl From<Exit> for ExitCode {
@@ -258,6 +271,66 @@ pub fn load_spec(path: &str) -> Result<Spec, Exit> {
     })
 }
 
+/// Where trigger firings go: JSON lines to `--alerts`, or readable lines on
+/// standard error.
+struct Alerts {
+    out: Option<io::BufWriter<Box<dyn Write>>>,
+    /// The key input's name, in a keyed run.
+    key: Option<String>,
+    /// Firings so far.
+    fired: u64,
+}
+
+impl Alerts {
+    fn open(args: &RunArgs) -> Result<Alerts, Exit> {
+        let out: Option<Box<dyn Write>> = match args.alerts.as_deref() {
+            None => None,
+            Some("-") => Some(Box::new(io::stdout())),
+            Some(path) => match std::fs::File::create(path) {
+                Ok(f) => Some(Box::new(f)),
+                Err(e) => {
+                    error(format_args!("cannot create the alerts file `{path}`: {e}"));
+                    return Err(Exit::Failure);
+                }
+            },
+        };
+        Ok(Alerts {
+            out: out.map(io::BufWriter::new),
+            key: args.key.clone(),
+            fired: 0,
+        })
+    }
+
+    /// Reports every trigger that fired at the step of `outputs`.
+    fn report(&mut self, outputs: &crate::monitor::Outputs<'_>) -> io::Result<()> {
+        for alert in outputs.alerts() {
+            self.fired += 1;
+            let key = self.key.as_deref().zip(outputs.key());
+            match &mut self.out {
+                Some(out) => out.write_all(&trace::alert_line(&alert, key))?,
+                None => match key {
+                    Some((name, k)) => say(format_args!(
+                        "alert: {} at step {} ({name}={k}): {}\n",
+                        alert.trigger, alert.step, alert.message
+                    )),
+                    None => say(format_args!(
+                        "alert: {} at step {}: {}\n",
+                        alert.trigger, alert.step, alert.message
+                    )),
+                },
+            }
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        match &mut self.out {
+            Some(out) => out.flush(),
+            None => Ok(()),
+        }
+    }
+}
+
 /// The exit status of a trace error: malformed (4) or unreadable (1).
 fn trace_exit(e: &TraceError) -> Exit {
     match e.kind {
@@ -314,6 +387,13 @@ fn run(args: &RunArgs) -> Exit {
         Ok(p) => p,
         Err(exit) => return exit,
     };
+    let mut alerts = match Alerts::open(args) {
+        Ok(a) => a,
+        Err(exit) => return exit,
+    };
+    // Triggers need each row's state (their messages read any stream), so a
+    // spec with triggers runs row by row even from a regular file.
+    let by_row = streaming || !spec.trigger_names().is_empty();
     let ck = checkpoints.as_mut();
     let status = match &mut monitor {
         Runner::Keyed(m) => {
@@ -326,14 +406,34 @@ fn run(args: &RunArgs) -> Exit {
                 lines: format != TraceFormat::Tc,
                 streaming,
             };
-            run_keyed(m, reader.as_mut(), writer.as_mut(), ck, &input)
+            run_keyed(m, reader.as_mut(), writer.as_mut(), ck, &input, &mut alerts)
         }
-        Runner::Single(m) if streaming => run_streaming(m, reader.as_mut(), writer.as_mut(), ck),
+        Runner::Single(m) if by_row => run_streaming(
+            m,
+            reader.as_mut(),
+            writer.as_mut(),
+            ck,
+            streaming,
+            &mut alerts,
+        ),
         Runner::Single(m) => run_batched(m, reader.as_mut(), writer.as_mut(), ck),
     };
-    let status = match status.and_then(|s| writer.flush().map(|()| s)) {
+    let status = match status
+        .and_then(|s| writer.flush().map(|()| s))
+        .and_then(|s| alerts.flush().map(|()| s))
+    {
         Ok(exit) => exit,
         Err(e) => return output_error(&e),
+    };
+    let status = if status == Exit::Success && args.fail_on_trigger && alerts.fired > 0 {
+        say(format_args!(
+            "error: {} trigger firing{} (--fail-on-trigger)\n",
+            alerts.fired,
+            if alerts.fired == 1 { "" } else { "s" }
+        ));
+        Exit::Triggered
+    } else {
+        status
     };
     if args.stats {
         say(format_args!("{}", monitor.stats()));
@@ -373,14 +473,17 @@ fn rejected(e: &RowError) -> (String, Exit) {
     )
 }
 
-/// A stream (pipe, FIFO, terminal): one row at a time, outputs flushed per
-/// row, so that vigil can sit in an endless pipe and a killed run has
-/// written every row it evaluated.
+/// A stream (pipe, FIFO, terminal): one row at a time, outputs (and alerts)
+/// flushed per row (`flush_each`), so that vigil can sit in an endless pipe
+/// and a killed run has written every row it evaluated. A regular file of a
+/// spec with triggers runs here too, without the flushes.
 fn run_streaming(
     monitor: &mut Monitor,
     reader: &mut dyn RowReader,
     writer: &mut dyn OutputWriter,
     mut ck: Option<&mut checkpoint::Checkpointer>,
+    flush_each: bool,
+    alerts: &mut Alerts,
 ) -> io::Result<Exit> {
     let mut row: Vec<Option<Value>> = vec![None; monitor.input_count()];
     let mut samples = Vec::with_capacity(monitor.output_names().len());
@@ -397,7 +500,11 @@ fn run_streaming(
                 samples.clear();
                 samples.extend(outputs.iter());
                 writer.write_step(outputs.step(), &samples)?;
-                writer.flush()?;
+                alerts.report(&outputs)?;
+                if flush_each {
+                    writer.flush()?;
+                    alerts.flush()?;
+                }
             }
             Err(StepError::Runtime(e)) => return stop(writer, &e, Exit::Runtime),
             Err(StepError::Row(e)) => {
@@ -434,6 +541,7 @@ fn run_keyed(
     writer: &mut dyn OutputWriter,
     mut ck: Option<&mut checkpoint::Checkpointer>,
     input: &KeyedInput<'_>,
+    alerts: &mut Alerts,
 ) -> io::Result<Exit> {
     let mut row: Vec<Option<Value>> = vec![None; monitor.input_count()];
     let mut samples = Vec::with_capacity(monitor.output_names().len());
@@ -464,8 +572,10 @@ fn run_keyed(
                     .key()
                     .expect("a keyed monitor's outputs name their key");
                 writer.write_keyed(outputs.step(), key, &samples)?;
+                alerts.report(&outputs)?;
                 if input.streaming {
                     writer.flush()?;
+                    alerts.flush()?;
                 }
             }
             Err(StepError::Runtime(e)) => {

@@ -186,6 +186,8 @@ pub enum DeclKind {
     Input,
     Output,
     Aux,
+    /// The Bool stream of a `trigger` (not printed; it fires where true).
+    Trigger,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -202,6 +204,16 @@ pub enum Decl {
         name: String,
         name_span: Span,
         expr: ExprId,
+    },
+    /// `trigger [name:] cond "message"`: a Bool stream `name` (`trigger_N`,
+    /// the N-th trigger, when unnamed) defined by `cond`, with the message
+    /// template to render where it is true.
+    Trigger {
+        name: String,
+        name_span: Span,
+        cond: ExprId,
+        message: String,
+        message_span: Span,
     },
 }
 

@@ -6,7 +6,7 @@
 //! signature of each expression). Every error of a spec is collected.
 
 use super::ast::*;
-use super::diag::{Diagnostic, LineIndex, Span};
+use super::diag::{Diagnostic, LineIndex, Span, short};
 use super::types::Type;
 use std::collections::HashMap;
 use std::fmt;
@@ -73,6 +73,26 @@ pub struct CheckedSpec {
     pub outputs: Vec<StreamId>,
     /// Defined streams in declaration order.
     pub defined: Vec<StreamId>,
+    /// The `trigger` declarations, in declaration order.
+    pub triggers: Vec<TriggerSpec>,
+}
+
+/// A checked `trigger`: its Bool stream and its message template.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TriggerSpec {
+    pub stream: StreamId,
+    pub name: String,
+    pub message: Vec<Piece>,
+    /// The streams the message names, each once, in order of first mention
+    /// (an alert's `values`).
+    pub values: Vec<StreamId>,
+}
+
+/// A piece of a trigger's message: text, or a stream's value at the step.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Piece {
+    Text(String),
+    Stream(StreamId),
 }
 
 impl CheckedSpec {
@@ -111,6 +131,7 @@ pub fn check(file: &str, source: &str, ast: Ast) -> Result<CheckedSpec, Vec<Diag
     // Cycles only need resolved names (an unresolved one is no edge), so
     // they are reported beside name and type errors: every error at once.
     cx.check_cycles();
+    let triggers = cx.triggers();
     if !cx.errors.is_empty() {
         return Err(sorted(cx.errors));
     }
@@ -150,6 +171,7 @@ pub fn check(file: &str, source: &str, ast: Ast) -> Result<CheckedSpec, Vec<Diag
         inputs,
         outputs,
         defined,
+        triggers,
     })
 }
 
@@ -181,18 +203,157 @@ fn kind_word(kind: DeclKind) -> &'static str {
         DeclKind::Input => "input",
         DeclKind::Output => "output",
         DeclKind::Aux => "aux stream",
+        DeclKind::Trigger => "trigger",
     }
 }
 
 impl Checker<'_> {
+    /// Checks every trigger (its condition is Bool, its message names
+    /// streams) and builds its message template.
+    fn triggers(&mut self) -> Vec<TriggerSpec> {
+        let mut out = Vec::new();
+        for decl in &self.ast.decls {
+            let Decl::Trigger {
+                name,
+                message,
+                message_span,
+                ..
+            } = decl
+            else {
+                continue;
+            };
+            let Some(&stream) = self.by_name.get(name) else {
+                continue;
+            };
+            let s = &self.streams[stream.index()];
+            if s.kind != DeclKind::Trigger {
+                // Declared twice: already reported.
+                continue;
+            }
+            if !matches!(s.ty, Type::Bool | Type::Any)
+                && let Some(def) = s.def
+            {
+                self.errors.push(
+                    Diagnostic::new(
+                        self.ast.expr(def).span,
+                        format!(
+                            "the condition of trigger `{name}` has type {}; it must be Bool",
+                            s.ty
+                        ),
+                    )
+                    .with_hint("a trigger fires at every step where its condition is true"),
+                );
+            }
+            if let Some((pieces, values)) = self.template(name, message, *message_span) {
+                out.push(TriggerSpec {
+                    stream,
+                    name: name.clone(),
+                    message: pieces,
+                    values,
+                });
+            }
+        }
+        out
+    }
+
+    /// Parses a trigger's message: `{name}` is the value of stream `name`
+    /// at the step, `{{` and `}}` are braces. Errors are located at the
+    /// message.
+    fn template(
+        &mut self,
+        trigger: &str,
+        text: &str,
+        span: Span,
+    ) -> Option<(Vec<Piece>, Vec<StreamId>)> {
+        let mut pieces = Vec::new();
+        let mut values: Vec<StreamId> = Vec::new();
+        let mut literal = String::new();
+        let mut chars = text.chars().peekable();
+        let fail = |cx: &mut Self, m: String| {
+            cx.errors
+                .push(Diagnostic::new(span, m).with_hint(
+                    "`{name}` inserts a stream's value; write `{{` and `}}` for braces",
+                ));
+            None
+        };
+        while let Some(c) = chars.next() {
+            match c {
+                '{' if chars.peek() == Some(&'{') => {
+                    chars.next();
+                    literal.push('{');
+                }
+                '}' if chars.peek() == Some(&'}') => {
+                    chars.next();
+                    literal.push('}');
+                }
+                '}' => {
+                    return fail(
+                        self,
+                        format!("a `}}` without its `{{` in the message of trigger `{trigger}`"),
+                    );
+                }
+                '{' => {
+                    let mut name = String::new();
+                    let mut closed = false;
+                    for c in chars.by_ref() {
+                        if c == '}' {
+                            closed = true;
+                            break;
+                        }
+                        name.push(c);
+                    }
+                    if !closed {
+                        return fail(
+                            self,
+                            format!(
+                                "a `{{` without its `}}` in the message of trigger `{trigger}`"
+                            ),
+                        );
+                    }
+                    let Some(&id) = self.by_name.get(name.trim()) else {
+                        return fail(
+                            self,
+                            format!(
+                                "unknown stream `{}` in the message of trigger `{trigger}`",
+                                short(name.trim())
+                            ),
+                        );
+                    };
+                    if !literal.is_empty() {
+                        pieces.push(Piece::Text(std::mem::take(&mut literal)));
+                    }
+                    pieces.push(Piece::Stream(id));
+                    if !values.contains(&id) {
+                        values.push(id);
+                    }
+                }
+                c => literal.push(c),
+            }
+        }
+        if !literal.is_empty() {
+            pieces.push(Piece::Text(literal));
+        }
+        Some((pieces, values))
+    }
+
     fn collect_streams(&mut self) {
         for decl in &self.ast.decls {
-            if let Decl::Stream {
-                kind,
-                name,
-                name_span,
-                ty,
-            } = decl
+            // A trigger declares its Bool stream and defines it at once.
+            let (kind, name, name_span, ty, def) = match decl {
+                Decl::Stream {
+                    kind,
+                    name,
+                    name_span,
+                    ty,
+                } => (*kind, name, name_span, *ty, None),
+                Decl::Trigger {
+                    name,
+                    name_span,
+                    cond,
+                    ..
+                } => (DeclKind::Trigger, name, name_span, None, Some(*cond)),
+                Decl::Def { .. } => continue,
+            };
             {
                 if let Some(&prev) = self.by_name.get(name) {
                     let prev = &self.streams[prev.index()];
@@ -212,10 +373,10 @@ impl Checker<'_> {
                 self.by_name.insert(name.clone(), id);
                 self.streams.push(StreamData {
                     name: name.clone(),
-                    kind: *kind,
+                    kind,
                     declared: ty.map(|(t, _)| t),
                     ty: ty.map_or(Type::Any, |(t, _)| t),
-                    def: None,
+                    def,
                     decl_span: *name_span,
                     sig: ScalarSignature::NotScalar,
                 });

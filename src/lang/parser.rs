@@ -5,6 +5,7 @@
 //! ```text
 //! spec   := decl*
 //! decl   := ("in" | "out" | "aux" | "var") NAME (":" TYPE)?  |  NAME "=" expr
+//!         |  "trigger" (NAME ":")? expr STRING
 //! expr   := "if" expr "then" expr "else" expr  |  concat
 //! concat := implies ("++" implies)*            (left)
 //! implies:= or ("=>" or)*                      (left)
@@ -41,6 +42,7 @@ pub fn parse(src: &str) -> (Ast, Vec<Diagnostic>) {
         heights: Vec::new(),
         nesting: 0,
         history: 0,
+        triggers: 0,
     };
     p.ast.mentions = p
         .toks
@@ -70,6 +72,8 @@ struct Parser {
     /// The sum of the offsets parsed so far: the history entries the plan
     /// will keep (see `MAX_HISTORY`).
     history: u64,
+    /// Unnamed triggers so far (the N of `trigger_N`).
+    triggers: usize,
 }
 
 /// A parse result. The error is boxed so that every `PResult` the
@@ -202,7 +206,7 @@ impl Parser {
 
     fn at_decl_start(&self) -> bool {
         match self.peek() {
-            Tok::KwIn | Tok::KwOut | Tok::KwAux | Tok::Eof => true,
+            Tok::KwIn | Tok::KwOut | Tok::KwAux | Tok::KwTrigger | Tok::Eof => true,
             Tok::Ident(_) => self.peek_at(1) == &Tok::Assign,
             _ => false,
         }
@@ -225,7 +229,56 @@ impl Parser {
         }
     }
 
+    /// `trigger [name:] cond "message"` (after the keyword).
+    fn trigger(&mut self, keyword: Span) -> PResult<()> {
+        let named = matches!(self.peek(), Tok::Ident(_)) && self.peek_at(1) == &Tok::Colon;
+        let (name, name_span) = if named {
+            let n = self.name("a trigger name")?;
+            self.advance();
+            n
+        } else {
+            self.triggers += 1;
+            (format!("trigger_{}", self.triggers), keyword)
+        };
+        let cond = self.sub_expr()?;
+        let t = self.bump();
+        let Tok::Str(message) = t.tok else {
+            return Err(Box::new(
+                Diagnostic::new(
+                    t.span,
+                    format!(
+                        "expected the trigger's message (a string literal), found {}",
+                        t.tok.describe()
+                    ),
+                )
+                .with_hint("a trigger reads `trigger too_hot: temp > 30.0 \"temperature {temp}\"`"),
+            ));
+        };
+        if !self.at_decl_start() {
+            return Err(Box::new(Diagnostic::new(
+                self.span(),
+                format!(
+                    "unexpected {} after the message of trigger `{}`",
+                    self.peek().describe(),
+                    short(&name)
+                ),
+            )));
+        }
+        self.ast.decls.push(Decl::Trigger {
+            name,
+            name_span,
+            cond,
+            message,
+            message_span: t.span,
+        });
+        Ok(())
+    }
+
     fn decl(&mut self) -> PResult<()> {
+        if self.peek() == &Tok::KwTrigger {
+            let keyword = self.advance();
+            return self.trigger(keyword);
+        }
         let kind = match self.peek() {
             Tok::KwIn => Some(DeclKind::Input),
             Tok::KwOut => Some(DeclKind::Output),
@@ -561,7 +614,10 @@ impl Parser {
     fn leaf(&mut self) -> PResult<ExprId> {
         // A declaration keyword cannot start an expression: leave it for the
         // recovery in `spec` so that the declaration itself is still parsed.
-        if matches!(self.peek(), Tok::KwIn | Tok::KwOut | Tok::KwAux | Tok::Eof) {
+        if matches!(
+            self.peek(),
+            Tok::KwIn | Tok::KwOut | Tok::KwAux | Tok::KwTrigger | Tok::Eof
+        ) {
             return Err(self.expected("an expression"));
         }
         let t = self.bump();

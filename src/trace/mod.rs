@@ -214,7 +214,7 @@ mod values;
 mod writer;
 
 pub(crate) use jsonl::serde_value;
-pub use writer::{continue_writer, keyed_writer, make_writer, step_column};
+pub use writer::{alert_line, continue_writer, keyed_writer, make_writer, step_column};
 
 use std::io::BufRead;
 

@@ -335,6 +335,43 @@ fn push_json_value(line: &mut Vec<u8>, v: &Value) -> io::Result<()> {
     Ok(())
 }
 
+/// One alert as a JSON line (`vigil run --alerts`): `{"step":17,` then the
+/// key (`"host":"a",`) for a keyed run, `"trigger":…,"message":…,"values":{…}}`
+/// with each value as the `jsonl` output writes it (⊥ is `null`, a NoVal
+/// stream is left out).
+pub fn alert_line(alert: &crate::monitor::Alert<'_>, key: Option<(&str, &Key)>) -> Vec<u8> {
+    let mut line = Vec::new();
+    let _ = write!(line, "{{\"step\":{}", alert.step);
+    if let Some((name, k)) = key {
+        let _ = write!(line, ",{}:", json_key(name));
+        let _ = push_json_value(&mut line, k.value());
+    }
+    let _ = write!(
+        line,
+        ",\"trigger\":{},\"message\":{},\"values\":{{",
+        json_key(alert.trigger),
+        json_key(&alert.message)
+    );
+    let mut first = true;
+    for (name, sample) in &alert.values {
+        let v = match sample {
+            Sample::NoVal => continue,
+            Sample::Deferred => None,
+            Sample::Value(v) => Some(v),
+        };
+        let _ = write!(line, "{}{}:", if first { "" } else { "," }, json_key(name));
+        first = false;
+        match v {
+            None => line.extend_from_slice(b"null"),
+            Some(v) => {
+                let _ = push_json_value(&mut line, v);
+            }
+        }
+    }
+    line.extend_from_slice(b"}}\n");
+    line
+}
+
 impl JsonlWriter {
     fn write(&mut self, step: u64, key: Option<&Key>, samples: &[Sample]) -> io::Result<()> {
         debug_assert_eq!(samples.len(), self.keys.len(), "one sample per output name");

@@ -36,6 +36,15 @@ fn check_case(dir: &Path, tier: Tier) -> Result<(), String> {
     let expected = read("expected.txt").map_err(|e| e.to_string())?;
     let expected_error = read("expected_error.txt").ok();
     let (out, err) = run_text(&spec, &trace, TraceFormat::Tc, tier);
+    // vigil's own trigger cases also pin the alerts (the CLI's lines).
+    if let Ok(want) = read("expected_alerts.txt") {
+        let got = alerts(&spec, &trace, tier);
+        if got != want {
+            return Err(format!(
+                "alerts differ:\n--- expected\n{want}--- got\n{got}"
+            ));
+        }
+    }
     if out != expected {
         return Err(format!(
             "output differs:\n--- expected\n{expected}--- got\n{out}"
@@ -61,6 +70,33 @@ fn check_case(dir: &Path, tier: Tier) -> Result<(), String> {
         }
         (want, got) => Err(format!("expected error {want:?}, got {got:?}")),
     }
+}
+
+/// The alerts of a run, one `alert: NAME at step N: MESSAGE` line each (as
+/// `vigil run` prints them without `--alerts`).
+fn alerts(spec: &Spec, trace: &str, tier: Tier) -> String {
+    let mut reader = vigil::trace::reader_from_bytes(
+        "trace",
+        trace.as_bytes().to_vec(),
+        TraceFormat::Tc,
+        &spec.input_schema(),
+    )
+    .expect("trace opens");
+    let mut monitor = vigil::Monitor::builder(spec).tier(tier).build();
+    let mut row = vec![None; monitor.input_count()];
+    let mut out = String::new();
+    while reader.next_row(&mut row).expect("trace is well formed") {
+        let Ok(outputs) = monitor.step(&row) else {
+            break;
+        };
+        for a in outputs.alerts() {
+            out.push_str(&format!(
+                "alert: {} at step {}: {}\n",
+                a.trigger, a.step, a.message
+            ));
+        }
+    }
+    out
 }
 
 fn run_all(root: &Path) -> usize {

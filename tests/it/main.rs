@@ -17,3 +17,4 @@ mod snapshots;
 mod strings;
 mod support;
 mod trace_hardening;
+mod triggers;
