@@ -8,10 +8,8 @@
 //! by the allocator below) is printed beside a single monitor's.
 
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::collections::HashMap;
 use std::hint::black_box;
-use std::sync::atomic::{AtomicIsize, Ordering};
 use vigil::{KeyedMonitor, Monitor, Spec, Tier, Value};
 
 const ROWS: usize = 1_000_000;
@@ -25,35 +23,9 @@ s1 = default(s1[1], 0) + x\ns2 = x - default(x[3], 0)\ns3 = y * 2.0\n\
 s4 = s3 > default(s3[2], 0.0)\ns5 = default(s5[1], 0) + s2\ns6 = default(y[1], 0.0) + y\n\
 s7 = x > 10\ns8 = if s7 then x else 0\ns9 = default(s9[1], 0) + 1\ns10 = s4 && s7\n";
 
-/// The system allocator, counting live bytes (for the per-key figure).
-struct Counting;
+mod common;
 
-static LIVE: AtomicIsize = AtomicIsize::new(0);
-
-// SAFETY: every call is forwarded to `System` unchanged; only a counter is
-// updated beside it.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
-        // SAFETY: the caller's contract for `alloc` is passed on as it is.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
-        // SAFETY: `ptr` was allocated by `System` with `layout` (above).
-        unsafe { System.dealloc(ptr, layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        LIVE.fetch_add(
-            new_size as isize - layout.size() as isize,
-            Ordering::Relaxed,
-        );
-        // SAFETY: the caller's contract for `realloc` is passed on as it is.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
+use common::counting::{Counting, live};
 
 #[global_allocator]
 static ALLOCATOR: Counting = Counting;
@@ -66,13 +38,7 @@ struct Data {
 }
 
 fn data() -> Data {
-    let mut state: u64 = 12345;
-    let mut next = || {
-        state = state
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        state >> 33
-    };
+    let mut next = common::lcg();
     let (mut keys, mut x) = (Vec::with_capacity(ROWS), Vec::with_capacity(ROWS));
     for _ in 0..ROWS {
         keys.push((next() % KEYS as u64) as u32);
@@ -154,20 +120,20 @@ fn baseline(d: &Data) -> i64 {
 /// Prints the live heap bytes a key costs (every key past its offsets),
 /// beside a single monitor's whole state.
 fn report_memory(spec: &Spec, key: &str, rows: &[[Option<Value>; 3]]) {
-    let before = LIVE.load(Ordering::Relaxed);
+    let before = live();
     let mut m = KeyedMonitor::builder(spec, key).build().unwrap();
     for r in rows {
         m.step(r).unwrap();
     }
-    let keyed = LIVE.load(Ordering::Relaxed) - before;
+    let keyed = live() - before;
     let keys = m.key_count();
     drop(m);
-    let before = LIVE.load(Ordering::Relaxed);
+    let before = live();
     let mut single = Monitor::builder(spec).build();
     for r in &rows[..1000] {
         single.step(r).unwrap();
     }
-    let one = LIVE.load(Ordering::Relaxed) - before;
+    let one = live() - before;
     eprintln!(
         "memory ({key} key): {} bytes per key over {keys} keys (engine included); \
          a single monitor, engine included: {one} bytes",

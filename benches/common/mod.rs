@@ -5,6 +5,8 @@
 
 #![allow(dead_code)]
 
+pub mod counting;
+
 use std::hint::black_box;
 use std::sync::Arc;
 use vigil::Value;
@@ -33,19 +35,25 @@ pub struct Columns {
     pub lbl: Vec<Arc<str>>,
 }
 
-pub fn columns(n: usize) -> Columns {
+/// The 64-bit LCG of `../shared/perf/gen_traces.py` (seed 12345): each call
+/// gives the next 31-bit draw.
+pub fn lcg() -> impl FnMut() -> u64 {
     let mut state: u64 = 12345;
-    let mut next = || {
+    move || {
         state = state
             .wrapping_mul(6364136223846793005)
             .wrapping_add(1442695040888963407);
         state >> 33
-    };
+    }
+}
+
+pub fn columns(n: usize) -> Columns {
+    let mut next = lcg();
     let (mut x, mut y, mut flag) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..n {
         x.push((next() % 41) as i64 - 20);
         y.push((next() % 41) as i64 - 20);
-        flag.push(next() % 2 == 0);
+        flag.push(next().is_multiple_of(2));
     }
     let lbl = (0..n)
         .map(|i| Arc::from(if i % 2 == 0 { "a" } else { "b" }))

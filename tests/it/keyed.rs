@@ -2,6 +2,7 @@
 //! every tier, through keyed snapshots and restores; eviction, rejected rows, per-key errors.
 
 use crate::props::{case_strategy, compare_runs, generate_spec, generate_trace, run_tier};
+use crate::snapshots::max_offset;
 use proptest::strategy::{Strategy, ValueTree};
 use proptest::test_runner::TestRunner;
 use std::collections::HashMap;
@@ -42,15 +43,6 @@ struct Coverage {
     others_went_on: usize,
     /// Cases restored from a keyed snapshot on another tier mid-run.
     restored: usize,
-}
-
-fn max_offset(source: &str) -> usize {
-    source
-        .split('[')
-        .skip(1)
-        .filter_map(|rest| rest.split(']').next()?.parse::<usize>().ok())
-        .max()
-        .unwrap_or(0)
 }
 
 /// Runs one generated case keyed by an appended input `kk` (keys 0..4),

@@ -1,40 +1,14 @@
 //! Memory: compiling and dropping native plans must not leak (resident memory stays flat over
 //! 10,000 plans), and a keyed monitor's key costs about a kilobyte beyond its history.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicIsize, Ordering};
 use vigil::{Key, KeyedMonitor, Monitor, Spec, Tier, Value};
 
-/// The system allocator, counting the bytes live: the keyed measurement
-/// reads it in a child process that runs nothing else.
-struct Counting;
+// The counting allocator the keyed bench uses too (its file has no other
+// dependency), so the test and the bench measure alike.
+#[path = "../../benches/common/counting.rs"]
+mod counting;
 
-static LIVE: AtomicIsize = AtomicIsize::new(0);
-
-// SAFETY: every call is forwarded to `System` unchanged; only a counter is
-// updated beside it.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
-        // SAFETY: the caller's contract for `alloc` is passed on as it is.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
-        // SAFETY: `ptr` was allocated by `System` with `layout` (above).
-        unsafe { System.dealloc(ptr, layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        LIVE.fetch_add(
-            new_size as isize - layout.size() as isize,
-            Ordering::Relaxed,
-        );
-        // SAFETY: the caller's contract for `realloc` is passed on as it is.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
+use counting::{Counting, live};
 
 #[global_allocator]
 static ALLOCATOR: Counting = Counting;
@@ -195,7 +169,7 @@ fn measure_keys_in_child() {
     // The rows are built before the measurement; their strings are shared
     // with the keys (a key holds its `Arc<str>`, not a copy).
     let rows: Vec<_> = names.iter().map(|n| row(&m, n, 1)).collect();
-    let before = LIVE.load(Ordering::Relaxed);
+    let before = live();
     // Four rounds: every key past its longest offset (3).
     for i in 0..4 {
         for r in &rows {
@@ -204,7 +178,7 @@ fn measure_keys_in_child() {
             m.step(&r).unwrap();
         }
     }
-    let after = LIVE.load(Ordering::Relaxed);
+    let after = live();
     let per_key = (after - before) as u64 / names.len() as u64;
     let history = m.history_bytes(&Key::new(names[7].as_str())).unwrap();
     assert_eq!(m.key_count(), names.len() + 1);

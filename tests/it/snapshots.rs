@@ -74,7 +74,7 @@ fn make_case(
 }
 
 /// The largest `n` of an offset `[n]` in `source`.
-fn max_offset(source: &str) -> usize {
+pub(crate) fn max_offset(source: &str) -> usize {
     source
         .split('[')
         .skip(1)
