@@ -13,12 +13,23 @@
 //! state, so handing it another key's run between two rows is all a switch
 //! costs.
 //!
+//! Each key's run is kept *packed* once its offset history is full
+//! (`canonical::pack`): only what survives from one row to the next — the
+//! streams' values and holds, the few node cells the hold rule needs, the
+//! ring table, flags and promotion bits — in one block of words, a few
+//! hundred bytes. Rows run on one working run: a row of another key than the
+//! last writes the last key's run back into its block and unpacks its own,
+//! so the engine only ever sees a whole `Run`. A key whose history is still
+//! filling (its first rows) keeps a whole `Run` of its own.
+//!
 //! Live keys may be bounded: when a new key would exceed the bound, the least
 //! recently used key is evicted, its state dropped or handed to a callback as
 //! a [`Snapshot`] (to store it, say, and [`KeyedMonitor::restore_key`] it
 //! when the key comes back). Without a bound no recency is tracked at all, so
 //! an unbounded monitor pays nothing for the option.
 
+use crate::canonical::NodeState;
+use crate::canonical::pack::PackLayout;
 use crate::exec::{Engine, Run};
 use crate::monitor::{DEFAULT_MAX_STRING_BYTES, Outputs, Spec, Stats, Tier};
 use crate::plan::Plan;
@@ -98,39 +109,145 @@ impl<'a> KeyedMonitorBuilder<'a> {
                 name: self.key.clone(),
             })?;
         let plan = Arc::new(Plan::new(self.spec.checked().clone()));
-        let mut runs = LruCache::unbounded();
-        let mut rows = 0;
         let max = self.max_string_bytes;
         let engine = Engine::new(plan.clone(), self.tier);
-        if let Some(snapshot) = self.restored {
-            for (key, mut state, failed) in snapshot.restore_runs(&plan, &self.key)? {
-                state.max_string_bytes = max;
-                let mut run = Run::from_state(&engine, state);
-                run.failed = failed.map(Box::new);
-                runs.put(key, run);
-            }
-            rows = snapshot.rows();
-        }
+        let layout = PackLayout::new(&plan, Run::pack_extra(&engine));
         let mut fresh = engine.new_run();
         fresh.state.max_string_bytes = max;
+        let mut work = Run::from_state(&engine, NodeState::with_full_rings(&plan));
+        work.state.max_string_bytes = max;
+        let key_slot = plan.spec.inputs[key_index].0;
         let mut monitor = KeyedMonitor {
             engine,
             inputs,
             outputs: self.spec.outputs_shared(),
             key_index,
+            key_slot,
             key_name: self.key,
-            runs,
+            runs: LruCache::unbounded(),
+            slab: Slab::new(layout.len()),
+            layout,
             fresh,
+            work,
+            loaded: None,
             max_keys: self.max_keys,
             eviction: self.eviction,
-            rows,
+            rows: 0,
             last_key: None,
             scratch: Vec::new(),
         };
+        if let Some(snapshot) = self.restored {
+            for (key, mut state, failed) in snapshot.restore_runs(&plan, &monitor.key_name)? {
+                state.max_string_bytes = max;
+                let mut run = Run::from_state(&monitor.engine, state);
+                run.failed = failed.map(Box::new);
+                let kept = monitor.keep(run);
+                monitor.runs.put(key, kept);
+            }
+            monitor.rows = snapshot.rows();
+        }
         // A snapshot with more keys than the bound keeps the most recent.
         monitor.evict_to(monitor.max_keys.map_or(usize::MAX, NonZeroUsize::get));
         Ok(monitor)
     }
+}
+
+/// How a key's run is kept.
+enum Kept {
+    /// A whole run: the key's offset history is still filling.
+    Whole(Box<Run>),
+    /// Packed (see the module documentation): its block of `Slab`. When the
+    /// key is the one loaded in the working run, the block is stale until
+    /// it is written back.
+    Packed(u32),
+}
+
+/// The packed runs' bytes: one block of `len` bytes per packed key, all in
+/// one buffer, so that a key costs no allocation of its own and a row's
+/// write-back finds the last key's block by index rather than by a lookup.
+/// What a block cannot hold (`Side`) is kept by block number, in the rare
+/// case there is any.
+struct Slab {
+    len: usize,
+    bytes: Vec<u8>,
+    free: Vec<u32>,
+    sides: std::collections::HashMap<u32, Box<Side>>,
+}
+
+impl Slab {
+    fn new(len: usize) -> Slab {
+        Slab {
+            len,
+            bytes: Vec::new(),
+            free: Vec::new(),
+            sides: std::collections::HashMap::new(),
+        }
+    }
+
+    /// A block for a new packed key.
+    fn alloc(&mut self) -> u32 {
+        if let Some(b) = self.free.pop() {
+            return b;
+        }
+        let b = self.bytes.len() / self.len.max(1);
+        if self.bytes.len() + self.len > self.bytes.capacity() {
+            // Grow by an eighth, not double: the slack is memory every key
+            // pays for, and growth stays amortised constant.
+            self.bytes
+                .reserve_exact(self.bytes.capacity() / 8 + 64 * self.len.max(1));
+        }
+        self.bytes.resize(self.bytes.len() + self.len, 0);
+        u32::try_from(b).expect("fewer than 2^32 packed keys")
+    }
+
+    fn release(&mut self, b: u32) {
+        self.free.push(b);
+        if !self.sides.is_empty() {
+            self.sides.remove(&b);
+        }
+    }
+
+    fn block(&self, b: u32) -> &[u8] {
+        let at = b as usize * self.len;
+        &self.bytes[at..at + self.len]
+    }
+
+    fn side(&self, b: u32) -> Option<&Side> {
+        if self.sides.is_empty() {
+            return None;
+        }
+        self.sides.get(&b).map(|s| &**s)
+    }
+
+    /// Packs `run` into block `b` (and its side, if it needs one).
+    fn pack(&mut self, b: u32, run: &Run, layout: &PackLayout, key_slot: u32) {
+        let at = b as usize * self.len;
+        let side = pack_into(run, layout, key_slot, &mut self.bytes[at..at + self.len]);
+        match side {
+            Some(side) => {
+                self.sides.insert(b, side);
+            }
+            None if !self.sides.is_empty() => {
+                self.sides.remove(&b);
+            }
+            None => {}
+        }
+    }
+
+    fn clear(&mut self) {
+        self.bytes.clear();
+        self.free.clear();
+        self.sides.clear();
+    }
+}
+
+/// What a packed run keeps beside its words, in the rare case it has any:
+/// objects of its persistent slots and ring table (Str and Unit values other
+/// than the key) and the error that stopped it.
+struct Side {
+    objects: Vec<(u32, Value)>,
+    ring_objects: Vec<Option<Value>>,
+    failed: Option<Box<crate::error::RuntimeError>>,
 }
 
 /// Why a keyed monitor could not be built: its key is not an input, or the
@@ -204,16 +321,26 @@ pub struct KeyedMonitor {
     inputs: Arc<RowSchema>,
     /// The printed outputs' names.
     outputs: Arc<[String]>,
-    /// The key input's cell in a row, and its name.
+    /// The key input's cell in a row, its slot in the arena, and its name.
     key_index: usize,
+    key_slot: u32,
     key_name: String,
     /// Every live key's run. Recency is maintained only when live keys are
     /// bounded (`get_mut`); otherwise lookups `peek_mut` and the order is
     /// the order keys were first seen.
-    runs: LruCache<Key, Run>,
+    runs: LruCache<Key, Kept>,
+    /// Where a packed run's parts lie in its words.
+    layout: PackLayout,
     /// A run at step 0, cloned for each new key (cheaper than building a
     /// `NodeState` from the plan, and its vectors are allocated to size).
     fresh: Run,
+    /// The packed keys' blocks.
+    slab: Slab,
+    /// The working run packed keys are evaluated in (its ring table has its
+    /// full length), and the key whose run it holds with its block, if any:
+    /// that block is stale until `write_back`.
+    work: Run,
+    loaded: Option<(Key, u32)>,
     max_keys: Option<NonZeroUsize>,
     eviction: Eviction,
     /// Rows evaluated over every key (rejected rows are not counted).
@@ -294,16 +421,42 @@ impl KeyedMonitor {
     /// changes nothing. A runtime error stops that key only: its later rows
     /// return the same error, and other keys go on.
     pub fn step(&mut self, row: impl AsRef<[Option<Value>]>) -> Result<Outputs<'_>, StepError> {
-        let cells = row.as_ref();
-        let cells = match self.inputs.check(cells)? {
-            Checked::AsIs => cells,
+        // The converted row is the monitor's reused buffer, taken out for the
+        // step so that it does not borrow the monitor.
+        let mut converted = std::mem::take(&mut self.scratch);
+        let result = self.step_row(row.as_ref(), &mut converted);
+        converted.clear();
+        self.scratch = converted;
+        let (step, key, whole) = result?;
+        let state = match whole.then(|| self.runs.peek(&key)).flatten() {
+            Some(Kept::Whole(run)) => &run.state,
+            _ => &self.work.state,
+        };
+        let key = self.last_key.insert(key);
+        Ok(Outputs::new(
+            state,
+            &self.engine.plan().spec,
+            step,
+            Some(key),
+        ))
+    }
+
+    /// Evaluates one row (see `step`); returns the step it evaluated, its
+    /// key, and whether the key's run is whole (else the working run holds
+    /// the outputs).
+    fn step_row(
+        &mut self,
+        row: &[Option<Value>],
+        converted: &mut Vec<Option<Value>>,
+    ) -> Result<(u64, Key, bool), StepError> {
+        let cells = match self.inputs.check(row)? {
+            Checked::AsIs => row,
             Checked::Convert => {
-                self.inputs.convert_into(cells, &mut self.scratch);
-                &self.scratch
+                self.inputs.convert_into(row, converted);
+                &converted[..]
             }
         };
         let Some(key) = cells[self.key_index].clone() else {
-            self.scratch.clear();
             return Err(RowError::MissingKey {
                 input: self.key_name.clone(),
             }
@@ -311,44 +464,167 @@ impl KeyedMonitor {
         };
         let key = Key::from(key);
         // Recency is kept only under a bound (see the field's doc).
-        let found = match self.max_keys {
-            None => self.runs.peek_mut(&key).is_some(),
-            Some(_) => self.runs.get_mut(&key).is_some(),
+        let entry = match self.max_keys {
+            None => self.runs.peek_mut(&key),
+            Some(_) => self.runs.get_mut(&key),
         };
-        if !found {
-            let live = self.max_keys.map_or(usize::MAX, |n| n.get() - 1);
-            evict(&mut self.runs, &mut self.eviction, self.engine.plan(), live);
-            self.runs.put(key.clone(), self.fresh.clone());
+        let packed = match entry {
+            Some(Kept::Whole(_)) => None,
+            Some(Kept::Packed(b)) => Some(*b),
+            None => {
+                let live = self.max_keys.map_or(usize::MAX, |n| n.get() - 1);
+                self.evict_to(live);
+                let kept = self.keep(self.fresh.clone());
+                let packed = match kept {
+                    Kept::Packed(b) => Some(b),
+                    Kept::Whole(_) => None,
+                };
+                self.runs.put(key.clone(), kept);
+                packed
+            }
+        };
+        let whole = packed.is_none();
+        if let Some(b) = packed {
+            self.load(&key, b);
         }
-        // The same entry again: its bucket and node are in cache now.
-        let run = self
-            .runs
-            .peek_mut(&key)
-            .expect("the key's run was found or just made");
+        let run = match self.runs.peek_mut(&key) {
+            Some(Kept::Whole(run)) if whole => &mut **run,
+            _ => &mut self.work,
+        };
         if let Some(e) = &run.failed {
-            self.scratch.clear();
             return Err((**e).clone().into());
         }
         let step = run.state.step;
-        let result = self.engine.run_row(run, cells);
-        self.scratch.clear();
-        if let Err(e) = result {
+        if let Err(e) = self.engine.run_row(run, cells) {
             run.failed = Some(Box::new(e.clone()));
             return Err(e.into());
         }
         self.rows += 1;
-        let key = self.last_key.insert(key);
-        Ok(Outputs::new(
-            &run.state,
-            &self.engine.plan().spec,
-            step,
-            Some(key),
-        ))
+        // A key whose history has just filled moves into the working run
+        // (its rings now have the table's full length) and is packed from
+        // then on.
+        if whole && run.state.packs() {
+            let Some(Kept::Whole(mut whole)) = self.runs.pop(&key) else {
+                unreachable!("the key's run is whole")
+            };
+            self.write_back();
+            // The old working run goes with the box.
+            std::mem::swap(&mut self.work, &mut *whole);
+            let b = self.slab.alloc();
+            self.runs.put(key.clone(), Kept::Packed(b));
+            self.loaded = Some((key.clone(), b));
+            return Ok((step, key, false));
+        }
+        Ok((step, key, whole))
     }
 
-    /// Evicts least recently used keys until at most `live` remain.
+    /// How a run is kept: packed if its history is full, else whole.
+    fn keep(&mut self, run: Run) -> Kept {
+        if !run.state.packs() {
+            return Kept::Whole(Box::new(run));
+        }
+        let b = self.slab.alloc();
+        self.slab.pack(b, &run, &self.layout, self.key_slot);
+        Kept::Packed(b)
+    }
+
+    /// Writes the working run back into the block of the key it holds, if
+    /// any (in place, found by index: a row of another key allocates and
+    /// looks up nothing for it).
+    fn write_back(&mut self) {
+        if let Some((_, b)) = self.loaded.take() {
+            self.slab.pack(b, &self.work, &self.layout, self.key_slot);
+        }
+    }
+
+    /// Loads `key`'s packed run (block `b`) into the working run.
+    fn load(&mut self, key: &Key, b: u32) {
+        if self.loaded.as_ref().is_some_and(|(k, _)| k == key) {
+            return;
+        }
+        self.write_back();
+        let block = self.slab.block(b);
+        unpack_into(
+            &mut self.work,
+            &self.layout,
+            block,
+            self.slab.side(b),
+            self.key_slot,
+            key,
+        );
+        self.loaded = Some((key.clone(), b));
+    }
+
+    /// Whether `key` is the one loaded in the working run.
+    fn is_loaded(&self, key: &Key) -> bool {
+        self.loaded.as_ref().is_some_and(|(k, _)| k == key)
+    }
+
+    /// Forgets `key`'s run: its block goes back to the slab.
+    fn forget(&mut self, key: &Key) {
+        if self.is_loaded(key) {
+            self.loaded = None;
+        }
+        if let Some(Kept::Packed(b)) = self.runs.pop(key) {
+            self.slab.release(b);
+        }
+    }
+
+    /// Calls `f` with `key`'s run as it stands; `None` if the key is not
+    /// live. A packed run not loaded is unpacked into a copy of the working
+    /// run (reads of one key are rare; rows never come here).
+    fn with_run<R>(&self, key: &Key, f: impl FnOnce(&Run) -> R) -> Option<R> {
+        match self.runs.peek(key)? {
+            Kept::Whole(run) => Some(f(run)),
+            Kept::Packed(b) => {
+                let mut run = self.work.clone();
+                self.canonical_into(&mut run, key, *b);
+                Some(f(&run))
+            }
+        }
+    }
+
+    /// Puts `key`'s packed run, as packing leaves it, into `run` (a copy of
+    /// the working run). For the loaded key that is the working run packed
+    /// afresh, so that what is read of a key (a snapshot above all) is the
+    /// same whether or not its run happens to be loaded: packing keeps of
+    /// the node slots only the cells later rows read.
+    fn canonical_into(&self, run: &mut Run, key: &Key, b: u32) {
+        if self.is_loaded(key) {
+            let mut fresh = vec![0; self.layout.len()];
+            let side = pack_into(&self.work, &self.layout, self.key_slot, &mut fresh);
+            unpack_into(
+                run,
+                &self.layout,
+                &fresh,
+                side.as_deref(),
+                self.key_slot,
+                key,
+            );
+        } else {
+            let (block, side) = (self.slab.block(b), self.slab.side(b));
+            unpack_into(run, &self.layout, block, side, self.key_slot, key);
+        }
+    }
+
+    /// Evicts least recently used keys until at most `live` remain, handing
+    /// each to the eviction callback if there is one.
     fn evict_to(&mut self, live: usize) {
-        evict(&mut self.runs, &mut self.eviction, self.engine.plan(), live);
+        while self.runs.len() > live {
+            let Some((key, _)) = self.runs.peek_lru() else {
+                break;
+            };
+            let key = key.clone();
+            if let Eviction::Callback(_) = &self.eviction {
+                let snapshot = self
+                    .snapshot_key(&key)
+                    .expect("the least recently used key is live");
+                if let Eviction::Callback(f) = &mut self.eviction {
+                    f(key.clone(), snapshot);
+                }
+            }
+            self.forget(&key);
+        }
     }
 
     /// The number of live keys.
@@ -369,7 +645,11 @@ impl KeyedMonitor {
 
     /// The number of rows `key` has evaluated; `None` if it is not live.
     pub fn steps(&self, key: &Key) -> Option<u64> {
-        self.runs.peek(key).map(|r| r.state.step)
+        match self.runs.peek(key)? {
+            Kept::Whole(run) => Some(run.state.step),
+            Kept::Packed(_) if self.is_loaded(key) => Some(self.work.state.step),
+            Kept::Packed(b) => Some(self.layout.step(self.slab.block(*b))),
+        }
     }
 
     /// The rows evaluated over every key (evicted and removed keys' rows
@@ -386,20 +666,20 @@ impl KeyedMonitor {
             .outputs
             .iter()
             .find(|&&s| spec.stream(s).name == name)?;
-        Some(self.runs.peek(key)?.state.raw(s.0))
+        self.with_run(key, |run| run.state.raw(s.0))
     }
 
     /// The current sample of any stream `name` (input, output or `aux`) of
     /// `key`; `None` if the key is not live or there is no such stream.
     pub fn stream(&self, key: &Key, name: &str) -> Option<Sample> {
         let s = self.engine.plan().spec.stream_by_name(name)?;
-        Some(self.runs.peek(key)?.state.raw(s.0))
+        self.with_run(key, |run| run.state.raw(s.0))
     }
 
     /// The bytes allocated for `key`'s offset history (see
     /// [`crate::Monitor::history_bytes`]); `None` if it is not live.
     pub fn history_bytes(&self, key: &Key) -> Option<usize> {
-        Some(self.runs.peek(key)?.state.history_bytes())
+        self.with_run(key, |run| run.state.history_bytes())
     }
 
     /// Counters of every key's rows so far (one engine runs them all).
@@ -411,15 +691,15 @@ impl KeyedMonitor {
     /// a plain [`crate::Monitor`] of that key's trace, or with
     /// [`KeyedMonitor::restore_key`].
     pub fn snapshot_key(&self, key: &Key) -> Option<Snapshot> {
-        let run = self.runs.peek(key)?;
-        Some(Snapshot::capture(self.engine.plan(), run))
+        self.with_run(key, |run| Snapshot::capture(self.engine.plan(), run))
     }
 
     /// Removes `key`, returning a snapshot of its run (a later row of the
     /// key starts it afresh).
     pub fn remove(&mut self, key: &Key) -> Option<Snapshot> {
-        let run = self.runs.pop(key)?;
-        Some(Snapshot::capture(self.engine.plan(), &run))
+        let snapshot = self.snapshot_key(key)?;
+        self.forget(key);
+        Some(snapshot)
     }
 
     /// Makes `snapshot` the run of `key` (replacing any live run of it, and
@@ -431,40 +711,84 @@ impl KeyedMonitor {
         state.max_string_bytes = self.fresh.state.max_string_bytes;
         let mut run = Run::from_state(&self.engine, state);
         run.failed = failed.map(Box::new);
-        self.runs.pop(&key);
+        self.forget(&key);
         self.evict_to(self.max_keys.map_or(usize::MAX, |n| n.get() - 1));
-        self.runs.put(key, run);
+        let kept = self.keep(run);
+        self.runs.put(key, kept);
         Ok(())
     }
 
     /// A snapshot of every live key (least recently used first) and the row
     /// count: [`KeyedMonitorBuilder::restore`] continues it.
     pub fn snapshot(&self) -> KeyedSnapshot {
-        KeyedSnapshot::capture(
-            self.engine.plan(),
-            &self.key_name,
-            self.rows,
-            self.runs.iter().rev(),
-        )
+        let plan = self.engine.plan();
+        let fp = crate::snapshot::fingerprint(plan);
+        // One copy of the working run serves every packed key.
+        let mut tmp = self.work.clone();
+        let keys = self
+            .runs
+            .iter()
+            .rev()
+            .map(|(key, kept)| {
+                let run = match kept {
+                    Kept::Whole(run) => run,
+                    Kept::Packed(b) => {
+                        self.canonical_into(&mut tmp, key, *b);
+                        &tmp
+                    }
+                };
+                (key.clone(), Snapshot::capture_with(plan, run, fp))
+            })
+            .collect();
+        KeyedSnapshot::from_parts(plan, &self.key_name, self.rows, keys)
     }
 
     /// Drops every key and the row count, keeping the compiled code.
     pub fn reset(&mut self) {
         self.runs.clear();
+        self.slab.clear();
+        self.loaded = None;
         self.rows = 0;
         self.last_key = None;
     }
 }
 
-/// Evicts the least recently used runs of `runs` until at most `live`
-/// remain, handing each to the eviction callback if there is one.
-fn evict(runs: &mut LruCache<Key, Run>, eviction: &mut Eviction, plan: &Plan, live: usize) {
-    while runs.len() > live {
-        let Some((key, run)) = runs.pop_lru() else {
-            break;
-        };
-        if let Eviction::Callback(f) = eviction {
-            f(key, Snapshot::capture(plan, &run));
-        }
+/// Packs `run` into `bytes` and returns what it keeps beside (see `Side`),
+/// if anything: nearly always nothing, so nothing is allocated.
+fn pack_into(run: &Run, layout: &PackLayout, key_slot: u32, bytes: &mut [u8]) -> Option<Box<Side>> {
+    run.pack(layout, bytes);
+    if !layout.may_keep_objects() && run.failed.is_none() {
+        return None;
+    }
+    let (objects, ring_objects) = run.state.objects_to_keep(layout, Some(key_slot));
+    (!objects.is_empty() || !ring_objects.is_empty() || run.failed.is_some()).then(|| {
+        Box::new(Side {
+            objects,
+            ring_objects,
+            failed: run.failed.clone(),
+        })
+    })
+}
+
+/// Unpacks a packed run into `work` and puts back what it kept beside: its
+/// objects (the key input's is the key itself) and its stop error.
+fn unpack_into(
+    work: &mut Run,
+    layout: &PackLayout,
+    bytes: &[u8],
+    side: Option<&Side>,
+    key_slot: u32,
+    key: &Key,
+) {
+    work.unpack(layout, bytes);
+    // A Str or Unit key is the key input's object (an Int, Float or Bool
+    // key is in its lane).
+    if matches!(key.value(), Value::Str(_) | Value::Unit) {
+        work.state.set_object(key_slot, key.value());
+    }
+    if let Some(side) = side {
+        work.state
+            .restore_objects(&side.objects, &side.ring_objects);
+        work.failed = side.failed.clone();
     }
 }

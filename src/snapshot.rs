@@ -684,25 +684,25 @@ struct KeyedEntry {
 pub(crate) type RestoredKey = (Key, NodeState, Option<RuntimeError>);
 
 impl KeyedSnapshot {
-    /// Captures the runs of `plan` named by their keys, least recently used
-    /// first.
-    pub(crate) fn capture<'a>(
+    /// A keyed snapshot of the key runs' snapshots (least recently used
+    /// first), taken of `plan`'s runs.
+    pub(crate) fn from_parts(
         plan: &Plan,
         key: &str,
         rows: u64,
-        runs: impl Iterator<Item = (&'a Key, &'a Run)>,
+        runs: Vec<(Key, Snapshot)>,
     ) -> KeyedSnapshot {
-        let fp = fingerprint(plan);
         let keys = runs
-            .map(|(k, run)| KeyedEntry {
+            .into_iter()
+            .map(|(k, snapshot)| KeyedEntry {
                 key: Cell::of(Sample::Value(k.value().clone())).expect("a key is a value"),
-                run: Snapshot::capture_with(plan, run, fp).body,
+                run: snapshot.body,
             })
             .collect();
         KeyedSnapshot {
             body: KeyedBody {
                 vigil_keyed_snapshot: KEYED_FORMAT_VERSION,
-                fingerprint: fp,
+                fingerprint: fingerprint(plan),
                 key: key.to_string(),
                 rows,
                 keys,

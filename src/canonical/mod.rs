@@ -25,6 +25,7 @@
 //! native code read a ring only after promotion, which needs it full.
 
 pub mod ops;
+pub mod pack;
 
 use crate::error::{Fault, RuntimeError};
 use crate::lang::ast::Builtin;

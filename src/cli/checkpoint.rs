@@ -162,8 +162,8 @@ enum Saved {
 
 /// The monitor `vigil run` drives: a plain one, or a keyed one (`--key`).
 pub(super) enum Runner {
-    Single(Monitor),
-    Keyed(KeyedMonitor),
+    Single(Box<Monitor>),
+    Keyed(Box<KeyedMonitor>),
 }
 
 /// A monitor a checkpoint can be taken of.
@@ -553,7 +553,7 @@ fn build_monitor(
         let builder = Monitor::builder(spec)
             .tier(args.tier)
             .max_string_bytes(args.max_string_bytes);
-        return Ok(Runner::Single(match loaded {
+        return Ok(Runner::Single(Box::new(match loaded {
             None => builder.build(),
             Some((path, l)) => match &l.state {
                 Saved::Single(snap) => builder
@@ -571,7 +571,7 @@ fn build_monitor(
                     ));
                 }
             },
-        }));
+        })));
     };
     let mut builder = KeyedMonitor::builder(spec, key)
         .tier(args.tier)
@@ -594,7 +594,7 @@ fn build_monitor(
     };
     builder
         .build()
-        .map(Runner::Keyed)
+        .map(|m| Runner::Keyed(Box::new(m)))
         .map_err(|e| match (e, loaded) {
             (crate::keyed::KeyedBuildError::Snapshot(e), Some((path, l))) => refused(path, l, &e),
             (e, _) => fail(e.to_string()),

@@ -119,6 +119,35 @@ pub struct Run {
 }
 
 impl Run {
+    /// The owner bytes a packed run of `engine` needs
+    /// (`canonical::pack::PackLayout::new`): its promotion bits and whether
+    /// the whole-row kernel has set the builtin flags.
+    pub fn pack_extra(engine: &Engine) -> usize {
+        engine.regions.len() + 2
+    }
+
+    /// Packs the run (its state and promotion bits; not `failed`, which the
+    /// owner keeps) into `bytes`.
+    pub fn pack(&self, l: &crate::canonical::pack::PackLayout, bytes: &mut [u8]) {
+        self.state.pack(l, bytes);
+        for (i, &p) in self.promoted.iter().enumerate() {
+            l.put_extra(bytes, i, u8::from(p));
+        }
+        l.put_extra(bytes, self.promoted.len(), u8::from(self.flags_set));
+    }
+
+    /// Makes this working run the packed one (see `NodeState::unpack`);
+    /// `failed` is cleared for the owner to set.
+    pub fn unpack(&mut self, l: &crate::canonical::pack::PackLayout, bytes: &[u8]) {
+        self.state.unpack(l, bytes);
+        let n = self.promoted.len();
+        for i in 0..n {
+            self.promoted[i] = l.get_extra(bytes, i) != 0;
+        }
+        self.flags_set = l.get_extra(bytes, n) != 0;
+        self.failed = None;
+    }
+
     /// Wraps a run state (fresh, restored or moved from another engine);
     /// every program starts unpromoted.
     pub fn from_state(engine: &Engine, state: NodeState) -> Run {
