@@ -424,6 +424,7 @@ pub(super) fn prepare(
     format: TraceFormat,
     output: OutputFormat,
     options: ReaderOptions,
+    view: &super::ops::View,
 ) -> Result<Prepared, Exit> {
     let fail = |message: String| {
         error(message);
@@ -465,22 +466,24 @@ pub(super) fn prepare(
             _ => false,
         };
         if !at_position {
-            skip_rows(reader.as_mut(), monitor.input_count(), l.info.input.rows).map_err(|e| {
-                match e {
-                    Skip::Short(m) => fail(format!("cannot resume from `{path}`: {m}")),
-                    Skip::Trace(e) => {
-                        error(&e);
-                        super::trace_exit(&e)
-                    }
+            let policy = Dropping {
+                malformed: args.on_malformed != super::OnMalformed::Stop,
+                key: match &monitor {
+                    Runner::Keyed(m) => Some(m.key_index()),
+                    Runner::Single(_) => None,
+                },
+            };
+            let width = monitor.input_count();
+            skip_rows(reader.as_mut(), width, l.info.input.rows, policy).map_err(|e| match e {
+                Skip::Short(m) => fail(format!("cannot resume from `{path}`: {m}")),
+                Skip::Trace(e) => {
+                    error(&e);
+                    super::trace_exit(&e)
                 }
             })?;
         }
     }
-    let names: Vec<String> = monitor
-        .output_names()
-        .into_iter()
-        .map(String::from)
-        .collect();
+    let names = view.writer_names(&monitor.output_names(), output);
     let key = args.key.as_deref();
     let make = |names: Vec<String>, out: Box<dyn Write>, continued: bool| match key {
         Some(k) => trace::keyed_writer(output, names, k, out, continued),
@@ -523,6 +526,13 @@ pub(super) fn prepare(
         output_format: output.into(),
         output: output_file,
     });
+    // `--quiet` prints nothing, not even a CSV header; the output file (if
+    // any) is still made, so that a checkpoint can record its length.
+    let writer: Box<dyn OutputWriter> = if view.quiet {
+        Box::new(super::ops::NullWriter)
+    } else {
+        writer
+    };
     Ok(Prepared {
         monitor,
         reader,
@@ -667,18 +677,44 @@ enum Skip {
     Trace(trace::TraceError),
 }
 
+/// Which rows of a resumed stream were not steps of the checkpointed run
+/// (`--on-malformed skip|warn`), so that they are not counted when dropping
+/// the rows the checkpoint consumed.
+#[derive(Clone, Copy)]
+struct Dropping {
+    /// Malformed rows the reader can go on after were skipped.
+    malformed: bool,
+    /// In a keyed run, the key's cell: a row without it was skipped.
+    key: Option<usize>,
+}
+
 /// Reads and drops the first `rows` rows of a stream (which cannot be
 /// repositioned): a resumed stream is the same trace from its start.
-fn skip_rows(reader: &mut dyn RowReader, width: usize, rows: u64) -> Result<(), Skip> {
+fn skip_rows(
+    reader: &mut dyn RowReader,
+    width: usize,
+    rows: u64,
+    policy: Dropping,
+) -> Result<(), Skip> {
     let mut row = vec![None; width];
-    for k in 0..rows {
+    let mut k = 0;
+    while k < rows {
         match reader.next_row(&mut row) {
-            Ok(true) => {}
+            Ok(true) => {
+                let keyless = policy.key.is_some_and(|i| row[i].is_none());
+                if !(policy.malformed && keyless) {
+                    k += 1;
+                }
+            }
             Ok(false) => {
                 return Err(Skip::Short(format!(
                     "the input ended after {k} rows, but the checkpoint was taken after {rows}"
                 )));
             }
+            Err(e)
+                if policy.malformed
+                    && e.kind == trace::TraceErrorKind::Malformed
+                    && reader.can_continue() => {}
             Err(e) => return Err(Skip::Trace(e)),
         }
     }

@@ -15,8 +15,10 @@
 //! the one the command earned.
 
 mod checkpoint;
+mod ops;
 
 use checkpoint::Runner;
+use ops::OnMalformed;
 
 use crate::batch::OutputBatch;
 use crate::keyed::KeyedMonitor;
@@ -27,7 +29,8 @@ use crate::trace::{
     TraceFormat,
 };
 use crate::value::Value;
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::builder::TypedValueParser;
+use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 use std::fmt;
 use std::io::{self, Write};
 use std::process::ExitCode;
@@ -36,7 +39,8 @@ use std::process::ExitCode;
 #[command(
     name = "vigil",
     version,
-    about = "A JIT-backed stream monitor for DSRV specifications"
+    about = "A JIT-backed stream monitor for DSRV specifications",
+    after_help = EXIT_STATUSES
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -46,7 +50,8 @@ pub struct Cli {
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Run a specification over a trace, printing every output at every step.
-    Run(RunArgs),
+    // Boxed: the run's flags make this variant much larger than the others.
+    Run(Box<RunArgs>),
     /// Check a specification and report every error in it.
     Check {
         /// The specification file (DSRV).
@@ -58,14 +63,72 @@ pub enum Command {
         /// The specification file (DSRV).
         spec: String,
         /// Execution tier to explain.
-        #[arg(long, default_value = "auto", value_parser = parse_tier)]
+        #[arg(long, default_value = "auto", value_parser = tier_parser())]
         tier: Tier,
     },
     /// List the execution tiers this build can run, one per line (for `--tier`).
     Tiers,
+    /// Print a completion script for SHELL on standard output
+    /// (`vigil completions bash > /etc/bash_completion.d/vigil`).
+    Completions {
+        /// The shell to complete in.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+}
+
+/// The exit statuses, shown at the end of `--help` (README's table).
+const EXIT_STATUSES: &str = "Exit status:
+  0  success (also with --on-malformed skip|warn after skipped rows; a closed standard output)
+  1  usage error or I/O error (a checkpoint that cannot be written or resumed; --strict-tier)
+  2  errors in the specification
+  3  runtime error
+  4  malformed trace
+  5  a trigger fired (--fail-on-trigger, in a run that is otherwise a success)";
+
+/// The parser of `--tier`: a tier's name, with every name listed as a
+/// possible value so that `--help` and the shell completions show them
+/// (clap's own mapping parsers drop the list).
+#[derive(Clone)]
+struct TierParser;
+
+impl TypedValueParser for TierParser {
+    type Value = Tier;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<Tier, clap::Error> {
+        let name = value.to_string_lossy();
+        parse_tier(&name).map_err(|message| {
+            let what = arg.map_or_else(|| "--tier".to_string(), |a| a.to_string());
+            clap::Error::raw(
+                clap::error::ErrorKind::InvalidValue,
+                format!("invalid value for {what}: {message}\n"),
+            )
+            .with_cmd(cmd)
+        })
+    }
+
+    fn possible_values(
+        &self,
+    ) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
+        Some(Box::new(
+            Tier::ALL
+                .iter()
+                .map(|t| clap::builder::PossibleValue::new(t.name())),
+        ))
+    }
+}
+
+fn tier_parser() -> TierParser {
+    TierParser
 }
 
 #[derive(clap::Args, Debug)]
+#[command(after_help = EXIT_STATUSES)]
 pub struct RunArgs {
     /// The specification file (DSRV).
     pub spec: String,
@@ -82,9 +145,15 @@ pub struct RunArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = OutputArg::Text)]
     pub output: OutputArg,
-    /// Execution tier.
-    #[arg(long, default_value = "auto", value_parser = parse_tier)]
+    /// Execution tier (`vigil tiers` lists those this build can run). An
+    /// explicit tier that cannot run the specification (native-whole on a
+    /// Str stream) falls back with a warning saying why.
+    #[arg(long, default_value = "auto", value_parser = tier_parser())]
     pub tier: Tier,
+    /// Make the fallback from an explicit `--tier` an error (exit 1) instead
+    /// of a warning.
+    #[arg(long)]
+    pub strict_tier: bool,
     /// The most empty steps a `.input` trace may skip at once (`0: …` then
     /// `5: …` skips 4); a larger gap is a malformed trace.
     #[arg(long, value_name = "N", default_value_t = ReaderOptions::DEFAULT_MAX_STEP_GAP)]
@@ -131,9 +200,36 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE|-")]
     pub alerts: Option<String>,
     /// Exit with status 5 when any trigger fired (after a run that is
-    /// otherwise a success).
+    /// otherwise a success); the summary (`--summary`) is printed too.
     #[arg(long)]
     pub fail_on_trigger: bool,
+    /// Print only these outputs (comma-separated), in the specification's
+    /// print order; a name that is not an output is a usage error.
+    #[arg(
+        long,
+        value_name = "NAME,...",
+        value_delimiter = ',',
+        conflicts_with = "quiet"
+    )]
+    pub only: Option<Vec<String>>,
+    /// Print no stream values: only the alerts and the summary.
+    #[arg(long)]
+    pub quiet: bool,
+    /// Copy these declared inputs (comma-separated) into every CSV and JSON
+    /// lines output row and every JSON alert line (`--alerts`), after the
+    /// step (and key); text lines are not changed.
+    #[arg(long, value_name = "FIELD,...", value_delimiter = ',')]
+    pub pass: Option<Vec<String>>,
+    /// What a malformed row of a JSON-lines or CSV trace does: `stop` the
+    /// run (status 4), or `skip` it (it is not a step), or `warn`: skip it
+    /// and report it on standard error. Skipped rows leave the status 0.
+    #[arg(long, value_enum, value_name = "POLICY", default_value_t = OnMalformed::Stop)]
+    pub on_malformed: OnMalformed,
+    /// Print a summary on standard error at the end: rows read, steps
+    /// evaluated, malformed rows skipped, the tier and its declines, each
+    /// trigger's firings, rows per second.
+    #[arg(long)]
+    pub summary: bool,
     /// Continue the run a checkpoint was taken of: the same specification and
     /// trace (a regular file is read from the checkpoint's position; a stream
     /// is read from its start, dropping the rows the checkpoint consumed),
@@ -245,6 +341,11 @@ pub fn main() -> ExitCode {
             Ok(spec) => print(&crate::explain::explain(&spec, tier)),
             Err(exit) => exit,
         },
+        Command::Completions { shell } => {
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "vigil", &mut script);
+            print(&String::from_utf8_lossy(&script))
+        }
         Command::Tiers => {
             let mut text = String::new();
             for t in Tier::ALL.iter().filter(|t| **t != Tier::Auto) {
@@ -279,10 +380,12 @@ struct Alerts {
     key: Option<String>,
     /// Firings so far.
     fired: u64,
+    /// Each trigger's firings, for the summary.
+    triggers: Vec<ops::TriggerTally>,
 }
 
 impl Alerts {
-    fn open(args: &RunArgs) -> Result<Alerts, Exit> {
+    fn open(args: &RunArgs, spec: &Spec) -> Result<Alerts, Exit> {
         let out: Option<Box<dyn Write>> = match args.alerts.as_deref() {
             None => None,
             Some("-") => Some(Box::new(io::stdout())),
@@ -298,17 +401,35 @@ impl Alerts {
             out: out.map(io::BufWriter::new),
             key: args.key.clone(),
             fired: 0,
+            triggers: ops::TriggerTally::of(spec),
         })
     }
 
-    /// Reports every trigger that fired at the step of `outputs`.
-    fn report(&mut self, outputs: &crate::monitor::Outputs<'_>) -> io::Result<()> {
+    /// Reports every trigger that fired at the step of `outputs`; a JSON
+    /// line carries `context` (the `--pass` fields of the row).
+    fn report(
+        &mut self,
+        outputs: &crate::monitor::Outputs<'_>,
+        context: &[(&str, &Value)],
+        progress: &ops::Progress,
+    ) -> io::Result<()> {
         for alert in outputs.alerts() {
             self.fired += 1;
             let key = self.key.as_deref().zip(outputs.key());
+            if let Some(t) = self.triggers.iter_mut().find(|t| t.name == alert.trigger) {
+                let at = match key {
+                    Some((name, k)) => format!("{} ({name}={k})", alert.step),
+                    None => alert.step.to_string(),
+                };
+                t.count += 1;
+                if t.first.is_none() {
+                    t.first = Some(at.clone());
+                }
+                t.last = Some(at);
+            }
             match &mut self.out {
-                Some(out) => out.write_all(&trace::alert_line(&alert, key))?,
-                None => match key {
+                Some(out) => out.write_all(&trace::alert_line_with(&alert, key, context))?,
+                None => progress.suspend(|| match key {
                     Some((name, k)) => say(format_args!(
                         "alert: {} at step {} ({name}={k}): {}\n",
                         alert.trigger, alert.step, alert.message
@@ -317,7 +438,7 @@ impl Alerts {
                         "alert: {} at step {}: {}\n",
                         alert.trigger, alert.step, alert.message
                     )),
-                },
+                }),
             }
         }
         Ok(())
@@ -336,6 +457,26 @@ fn trace_exit(e: &TraceError) -> Exit {
     match e.kind {
         TraceErrorKind::Malformed => Exit::Trace,
         TraceErrorKind::Io => Exit::Failure,
+    }
+}
+
+/// The operator controls of a run, as the loops need them.
+struct Ctl<'a> {
+    view: &'a ops::View,
+    output: OutputFormat,
+    input: Input<'a>,
+    tally: ops::Tally,
+}
+
+impl Ctl<'_> {
+    /// Where the row just read is, for a row the monitor rejected: a
+    /// JSON-lines or CSV row ends on the line the reader has just consumed;
+    /// an `.input` block is named by its row.
+    fn locate(&self, reader: &dyn RowReader) -> String {
+        match reader.position() {
+            Some(p) if self.input.lines => format!("{}:{}:1", self.input.name, p.line),
+            _ => format!("{}: row {}", self.input.name, self.tally.rows_read),
+        }
     }
 }
 
@@ -374,6 +515,21 @@ fn run(args: &RunArgs) -> Exit {
         OutputArg::Csv => OutputFormat::Csv,
         OutputArg::Jsonl => OutputFormat::Jsonl,
     };
+    if format == TraceFormat::Tc && args.on_malformed != OnMalformed::Stop {
+        // A block's step number places every later block, so one cannot be
+        // dropped alone without renumbering the trace behind the user's back.
+        error(
+            "--on-malformed skip|warn needs a JSON-lines or CSV trace: a malformed `.input` block cannot be skipped alone (its step numbers tie it to the blocks around it)",
+        );
+        return Exit::Failure;
+    }
+    let view = match ops::View::new(args, &spec, output) {
+        Ok(v) => v,
+        Err(message) => {
+            error(message);
+            return Exit::Failure;
+        }
+    };
     let options = ReaderOptions {
         max_step_gap: args.max_step_gap,
     };
@@ -383,41 +539,67 @@ fn run(args: &RunArgs) -> Exit {
         streaming,
         mut writer,
         mut checkpoints,
-    } = match checkpoint::prepare(args, &spec, format, output, options) {
+    } = match checkpoint::prepare(args, &spec, format, output, options, &view) {
         Ok(p) => p,
         Err(exit) => return exit,
     };
-    let mut alerts = match Alerts::open(args) {
+    if let Some((why, running)) = ops::tier_fallback(args.tier, &monitor.stats()) {
+        if args.strict_tier {
+            error(format_args!(
+                "{why}; --strict-tier refuses to run it on {running} instead"
+            ));
+            return Exit::Failure;
+        }
+        say(format_args!("warning: {why}; running {running} instead\n"));
+    }
+    let mut alerts = match Alerts::open(args, &spec) {
         Ok(a) => a,
         Err(exit) => return exit,
     };
-    // Triggers need each row's state (their messages read any stream), so a
-    // spec with triggers runs row by row even from a regular file.
-    let by_row = streaming || !spec.trigger_names().is_empty();
+    let len = match args.input.as_str() {
+        "-" => None,
+        path => std::fs::metadata(path).ok().map(|m| m.len()),
+    };
+    let progress = ops::Progress::new(streaming, len);
+    let mut ctl = Ctl {
+        view: &view,
+        output,
+        input: Input {
+            name: if args.input == "-" {
+                "<stdin>"
+            } else {
+                &args.input
+            },
+            lines: format != TraceFormat::Tc,
+            streaming,
+        },
+        tally: ops::Tally::new(args.on_malformed, progress),
+    };
+    // Triggers need each row's state (their messages read any stream), and
+    // passed fields each row's inputs, so such a run goes row by row even
+    // from a regular file.
+    let by_row = streaming || !spec.trigger_names().is_empty() || view.needs_rows();
     let ck = checkpoints.as_mut();
     let status = match &mut monitor {
-        Runner::Keyed(m) => {
-            let input = KeyedInput {
-                name: if args.input == "-" {
-                    "<stdin>"
-                } else {
-                    &args.input
-                },
-                lines: format != TraceFormat::Tc,
-                streaming,
-            };
-            run_keyed(m, reader.as_mut(), writer.as_mut(), ck, &input, &mut alerts)
-        }
+        Runner::Keyed(m) => run_keyed(
+            m,
+            reader.as_mut(),
+            writer.as_mut(),
+            ck,
+            &mut ctl,
+            &mut alerts,
+        ),
         Runner::Single(m) if by_row => run_streaming(
             m,
             reader.as_mut(),
             writer.as_mut(),
             ck,
-            streaming,
+            &mut ctl,
             &mut alerts,
         ),
-        Runner::Single(m) => run_batched(m, reader.as_mut(), writer.as_mut(), ck),
+        Runner::Single(m) => run_batched(m, reader.as_mut(), writer.as_mut(), ck, &mut ctl),
     };
+    ctl.tally.progress.finish();
     let status = match status
         .and_then(|s| writer.flush().map(|()| s))
         .and_then(|s| alerts.flush().map(|()| s))
@@ -425,6 +607,12 @@ fn run(args: &RunArgs) -> Exit {
         Ok(exit) => exit,
         Err(e) => return output_error(&e),
     };
+    if args.summary || args.fail_on_trigger {
+        say(format_args!(
+            "{}",
+            ctl.tally.summary(&monitor.stats(), &alerts.triggers)
+        ));
+    }
     let status = if status == Exit::Success && args.fail_on_trigger && alerts.fired > 0 {
         say(format_args!(
             "error: {} trigger firing{} (--fail-on-trigger)\n",
@@ -474,15 +662,15 @@ fn rejected(e: &RowError) -> (String, Exit) {
 }
 
 /// A stream (pipe, FIFO, terminal): one row at a time, outputs (and alerts)
-/// flushed per row (`flush_each`), so that vigil can sit in an endless pipe
-/// and a killed run has written every row it evaluated. A regular file of a
-/// spec with triggers runs here too, without the flushes.
+/// flushed per row, so that vigil can sit in an endless pipe and a killed
+/// run has written every row it evaluated. A regular file of a spec with
+/// triggers (or a run with `--pass`) runs here too, without the flushes.
 fn run_streaming(
     monitor: &mut Monitor,
     reader: &mut dyn RowReader,
     writer: &mut dyn OutputWriter,
     mut ck: Option<&mut checkpoint::Checkpointer>,
-    flush_each: bool,
+    ctl: &mut Ctl<'_>,
     alerts: &mut Alerts,
 ) -> io::Result<Exit> {
     let mut row: Vec<Option<Value>> = vec![None; monitor.input_count()];
@@ -493,25 +681,33 @@ fn run_streaming(
         match next {
             Ok(true) => {}
             Ok(false) => return finish(ck, monitor, reader, writer),
+            Err(e) if ctl.tally.skip_trace_error(&e, reader) => continue,
             Err(e) => return stop(writer, &e, trace_exit(&e)),
         }
+        ctl.tally.rows_read += 1;
         match monitor.step(&row) {
             Ok(outputs) => {
-                samples.clear();
-                samples.extend(outputs.iter());
+                ctl.tally.steps += 1;
+                ctl.view
+                    .fill(&mut samples, ctl.output, Some(&row), outputs.iter());
                 writer.write_step(outputs.step(), &samples)?;
-                alerts.report(&outputs)?;
-                if flush_each {
+                alerts.report(&outputs, &ctl.view.context(&row), &ctl.tally.progress)?;
+                if ctl.input.streaming {
                     writer.flush()?;
                     alerts.flush()?;
                 }
             }
             Err(StepError::Runtime(e)) => return stop(writer, &e, Exit::Runtime),
             Err(StepError::Row(e)) => {
+                let at = ctl.locate(reader);
+                if ctl.tally.skip_rejected(&at, &e) {
+                    continue;
+                }
                 let (message, exit) = rejected(&e);
                 return stop(writer, &message, exit);
             }
         }
+        ctl.tally.progress.update(ctl.tally.rows_read, reader);
         if let Some(ck) = ck.as_deref_mut()
             && let Err(message) = ck.rows_done(1, monitor, reader, writer)?
         {
@@ -520,8 +716,8 @@ fn run_streaming(
     }
 }
 
-/// The input of a keyed run, for its messages and flushing.
-struct KeyedInput<'a> {
+/// The input of a run, for its messages and flushing.
+struct Input<'a> {
     /// The trace's name in messages.
     name: &'a str,
     /// Whether the reader's position names the line a row ended on (JSON
@@ -540,40 +736,44 @@ fn run_keyed(
     reader: &mut dyn RowReader,
     writer: &mut dyn OutputWriter,
     mut ck: Option<&mut checkpoint::Checkpointer>,
-    input: &KeyedInput<'_>,
+    ctl: &mut Ctl<'_>,
     alerts: &mut Alerts,
 ) -> io::Result<Exit> {
     let mut row: Vec<Option<Value>> = vec![None; monitor.input_count()];
     let mut samples = Vec::with_capacity(monitor.output_names().len());
     let mut status = Exit::Success;
-    // Rows read, rejected ones included (for a missing key's location).
-    let mut read = monitor.rows();
+    // Rows read before this process (a resumed run), so that a missing key's
+    // row number counts from the trace's start.
+    ctl.tally.rows_read = monitor.rows();
+    let resumed_rows = ctl.tally.rows_read;
     // The keys stopped by a runtime error, each reported once.
     let mut stopped = std::collections::HashSet::new();
-    loop {
+    let result = loop {
         let next = reader.next_row(&mut row);
         warn(reader);
         match next {
             Ok(true) => {}
             Ok(false) => {
-                return finish(ck, monitor, reader, writer).map(|e| match e {
+                break finish(ck, monitor, reader, writer).map(|e| match e {
                     Exit::Success => status,
                     other => other,
                 });
             }
-            Err(e) => return stop(writer, &e, trace_exit(&e)),
+            Err(e) if ctl.tally.skip_trace_error(&e, reader) => continue,
+            Err(e) => break stop(writer, &e, trace_exit(&e)),
         }
-        read += 1;
+        ctl.tally.rows_read += 1;
         match monitor.step(&row) {
             Ok(outputs) => {
-                samples.clear();
-                samples.extend(outputs.iter());
+                ctl.tally.steps += 1;
+                ctl.view
+                    .fill(&mut samples, ctl.output, Some(&row), outputs.iter());
                 let key = outputs
                     .key()
                     .expect("a keyed monitor's outputs name their key");
                 writer.write_keyed(outputs.step(), key, &samples)?;
-                alerts.report(&outputs)?;
-                if input.streaming {
+                alerts.report(&outputs, &ctl.view.context(&row), &ctl.tally.progress)?;
+                if ctl.input.streaming {
                     writer.flush()?;
                     alerts.flush()?;
                 }
@@ -595,25 +795,31 @@ fn run_keyed(
                 }
             }
             Err(StepError::Row(e @ crate::row::RowError::MissingKey { .. })) => {
-                // A JSON-lines or CSV row ends on the line the reader has
-                // just consumed; an `.input` block is named by its row.
-                let at = match reader.position() {
-                    Some(p) if input.lines => format!("{}:{}:1", input.name, p.line),
-                    _ => format!("{}: row {read}", input.name),
-                };
-                return stop(writer, &format_args!("{at}: {e}"), Exit::Trace);
+                let at = ctl.locate(reader);
+                if ctl.tally.skip_rejected(&at, &e) {
+                    continue;
+                }
+                break stop(writer, &format_args!("{at}: {e}"), Exit::Trace);
             }
             Err(StepError::Row(e)) => {
+                let at = ctl.locate(reader);
+                if ctl.tally.skip_rejected(&at, &e) {
+                    continue;
+                }
                 let (message, exit) = rejected(&e);
-                return stop(writer, &message, exit);
+                break stop(writer, &message, exit);
             }
         }
+        ctl.tally.progress.update(ctl.tally.rows_read, reader);
         if let Some(ck) = ck.as_deref_mut()
             && let Err(message) = ck.rows_done(1, monitor, reader, writer)?
         {
-            return stop(writer, &message, Exit::Failure);
+            break stop(writer, &message, Exit::Failure);
         }
-    }
+    };
+    // The summary counts this process's rows.
+    ctl.tally.rows_read -= resumed_rows;
+    result
 }
 
 /// The clean end of the input: a last checkpoint, if checkpoints are on,
@@ -654,6 +860,7 @@ fn run_batched(
     reader: &mut dyn RowReader,
     writer: &mut dyn OutputWriter,
     mut ck: Option<&mut checkpoint::Checkpointer>,
+    ctl: &mut Ctl<'_>,
 ) -> io::Result<Exit> {
     let mut row: Vec<Option<Value>> = vec![None; monitor.input_count()];
     let mut samples = Vec::with_capacity(monitor.output_names().len());
@@ -669,7 +876,12 @@ fn run_batched(
         while rows.len() < limit {
             match reader.next_row(&mut row) {
                 Ok(true) => {
+                    ctl.tally.rows_read += 1;
                     if let Err(e) = rows.push_row(&row) {
+                        let at = ctl.locate(reader);
+                        if ctl.tally.skip_rejected(&at, &e) {
+                            continue;
+                        }
                         end = Some(End::Rejected(e));
                         break;
                     }
@@ -678,6 +890,7 @@ fn run_batched(
                     end = Some(End::Trace);
                     break;
                 }
+                Err(e) if ctl.tally.skip_trace_error(&e, reader) => {}
                 Err(e) => {
                     end = Some(End::Malformed(e));
                     break;
@@ -687,10 +900,11 @@ fn run_batched(
         warn(reader);
         let result = monitor.run_batch(&rows, &mut out);
         for r in out.rows() {
-            samples.clear();
-            samples.extend(r.iter());
+            ctl.tally.steps += 1;
+            ctl.view.fill(&mut samples, ctl.output, None, r.iter());
             writer.write_step(r.step(), &samples)?;
         }
+        ctl.tally.progress.update(ctl.tally.rows_read, reader);
         match result {
             Ok(()) => {}
             Err(StepError::Runtime(e)) => return stop(writer, &e, Exit::Runtime),
@@ -719,7 +933,6 @@ fn run_batched(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::CommandFactory;
 
     #[test]
     fn cli_definition_is_consistent() {

@@ -42,6 +42,12 @@ pub(crate) struct CsvReader {
     /// An error to report before reading anything (a resumed reader's
     /// header that could not be read again).
     failed: Option<TraceError>,
+    /// Reading the source itself failed (an I/O error, a truncated file):
+    /// nothing after it can be read.
+    read_failed: bool,
+    /// The last error was in a record after the header, which is dropped
+    /// whole: the next record can be read (`can_continue`).
+    record_error: bool,
 }
 
 /// One parsed record: the fields' bytes, one after the other, and where each
@@ -115,6 +121,8 @@ impl CsvReader {
             record: Record::default(),
             warnings: Vec::new(),
             failed: None,
+            read_failed: false,
+            record_error: false,
         }
     }
 
@@ -143,7 +151,14 @@ impl CsvReader {
         // The opening quote of the field being read, while in `Quoted`.
         let mut open = (0, 0);
         loop {
-            let Some(raw) = self.lines.next_raw()? else {
+            let raw = match self.lines.next_raw() {
+                Ok(raw) => raw,
+                Err(e) => {
+                    self.read_failed = true;
+                    return Err(e);
+                }
+            };
+            let Some(raw) = raw else {
                 return match state {
                     State::FieldStart if rec.fields.is_empty() => Ok(false),
                     State::Quoted => Err(self.schema.error(
@@ -352,9 +367,18 @@ impl RowReader for CsvReader {
             Some(c) => c,
             None => self.read_header()?,
         };
+        self.record_error = false;
         let result = self.read_row(&columns, width, row);
         self.columns = Some((columns, width));
+        // A record is read to its end (or, for text after a closing quote,
+        // to the end of that line) before it is checked, so the next one
+        // starts on the following line.
+        self.record_error = result.is_err() && !self.read_failed;
         result
+    }
+
+    fn can_continue(&self) -> bool {
+        self.record_error
     }
 
     fn take_warnings(&mut self) -> Vec<String> {

@@ -14,7 +14,7 @@
 //! values of declared inputs are then decoded, and a wrong value can be
 //! reported at its exact column.
 
-use super::source::{Lines, char_col};
+use super::source::{Lines, char_col, utf8_line};
 use super::values::{Schema, is_integer, parse_float, parse_int};
 use super::{RowReader, TraceError};
 use crate::lang::types::Type;
@@ -29,6 +29,9 @@ pub(crate) struct JsonlReader {
     schema: Schema,
     /// Which inputs the current line has assigned (reused across lines).
     seen: Vec<bool>,
+    /// Whether the last error was in a line that was read whole (its text,
+    /// not the reading of it), so that the next line can be read.
+    line_error: bool,
 }
 
 impl JsonlReader {
@@ -38,6 +41,7 @@ impl JsonlReader {
             lines,
             schema,
             seen,
+            line_error: false,
         }
     }
 }
@@ -45,15 +49,27 @@ impl JsonlReader {
 impl RowReader for JsonlReader {
     fn next_row(&mut self, row: &mut [Option<Value>]) -> Result<bool, TraceError> {
         loop {
-            let Some((line_no, text)) = self.lines.next_line()? else {
-                return Ok(false);
+            // A failed read (an I/O error, a truncated file) leaves the
+            // source where it cannot go on; a line read whole can be skipped.
+            self.line_error = false;
+            let raw = match self.lines.next_raw() {
+                Ok(Some(raw)) => raw,
+                Ok(None) => return Ok(false),
+                Err(e) => return Err(e),
             };
+            self.line_error = true;
+            let line_no = raw.number;
+            let text = utf8_line(&self.schema.file, line_no, raw.text)?;
             if text.trim().is_empty() {
                 continue;
             }
             read_object(text, line_no, &self.schema, &mut self.seen, row)?;
             return Ok(true);
         }
+    }
+
+    fn can_continue(&self) -> bool {
+        self.line_error
     }
 
     /// A row is one line: the next row starts after the last line read.

@@ -115,8 +115,20 @@ pub trait RowReader {
     /// Fills `row` (one cell per declared input, already sized by the caller)
     /// with the next step's inputs. Returns `Ok(false)` at the end of the
     /// trace. Every row completed before a malformed line is returned before
-    /// the error. After an error the reader must not be used again.
+    /// the error. After an error the reader must not be used again, unless
+    /// [`RowReader::can_continue`] says it may.
     fn next_row(&mut self, row: &mut [Option<Value>]) -> Result<bool, TraceError>;
+
+    /// Whether the reader may be used again after the error `next_row` has
+    /// just returned: the malformed row was consumed whole, and the next call
+    /// reads the rows after it (`vigil run --on-malformed skip`). JSON lines
+    /// and CSV can, for a malformed row (the bad line, or the bad record, is
+    /// dropped); nothing can after an I/O error, a truncated file or a bad
+    /// CSV header, and `.input` cannot at all, since its step numbers tie
+    /// each block to the ones around it.
+    fn can_continue(&self) -> bool {
+        false
+    }
 
     /// Warnings found while reading (for example a declared input missing
     /// from a CSV header). The CLI prints them on standard error.
@@ -214,7 +226,9 @@ mod values;
 mod writer;
 
 pub(crate) use jsonl::serde_value;
-pub use writer::{alert_line, continue_writer, keyed_writer, make_writer, step_column};
+pub use writer::{
+    alert_line, alert_line_with, continue_writer, keyed_writer, make_writer, step_column,
+};
 
 use std::io::BufRead;
 

@@ -340,11 +340,26 @@ fn push_json_value(line: &mut Vec<u8>, v: &Value) -> io::Result<()> {
 /// with each value as the `jsonl` output writes it (⊥ is `null`, a NoVal
 /// stream is left out).
 pub fn alert_line(alert: &crate::monitor::Alert<'_>, key: Option<(&str, &Key)>) -> Vec<u8> {
+    alert_line_with(alert, key, &[])
+}
+
+/// One alert as a JSON line, as [`alert_line`] writes it, with `context`
+/// (`vigil run --pass host,region`: input fields and their values at the
+/// step) after the step and the key.
+pub fn alert_line_with(
+    alert: &crate::monitor::Alert<'_>,
+    key: Option<(&str, &Key)>,
+    context: &[(&str, &Value)],
+) -> Vec<u8> {
     let mut line = Vec::new();
     let _ = write!(line, "{{\"step\":{}", alert.step);
     if let Some((name, k)) = key {
         let _ = write!(line, ",{}:", json_key(name));
         let _ = push_json_value(&mut line, k.value());
+    }
+    for (name, v) in context {
+        let _ = write!(line, ",{}:", json_key(name));
+        let _ = push_json_value(&mut line, v);
     }
     let _ = write!(
         line,

@@ -10,6 +10,7 @@ mod explain;
 mod frontend_hardening;
 mod keyed;
 mod memory;
+mod operator;
 mod props;
 mod robustness;
 mod rows;
