@@ -13,6 +13,7 @@ mod memory;
 mod operator;
 mod props;
 mod robustness;
+mod schema;
 mod rows;
 mod snapshots;
 mod strings;
