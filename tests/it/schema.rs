@@ -6,17 +6,24 @@ use crate::support::{test_dir, vigil, write};
 use serde_json::Value as Json;
 
 fn schema(name: &str) -> jsonschema::Validator {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("schemas").join(name);
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("schemas")
+        .join(name);
     let text = std::fs::read_to_string(&path).unwrap();
     let schema: Json = serde_json::from_str(&text).unwrap();
-    jsonschema::meta::validate(&schema).unwrap_or_else(|e| panic!("{name} is not a valid schema: {e}"));
+    jsonschema::meta::validate(&schema)
+        .unwrap_or_else(|e| panic!("{name} is not a valid schema: {e}"));
     jsonschema::validator_for(&schema).unwrap()
 }
 
 /// Runs vigil with `args`; returns its standard output, which must be a success.
 fn run(args: &[&str]) -> String {
     let out = vigil().args(args).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8(out.stdout).unwrap()
 }
 
@@ -54,11 +61,15 @@ fn real_rows_and_alerts_fit_the_schemas() {
         assert!(plain.contains(kind), "the output has no {kind}:\n{plain}");
     }
     check_lines(&rows, &plain, 5);
-    let keyed = run(&["run", &spec, "--input", &input, "--output", "jsonl", "--key", "host", "--pass", "x"]);
+    let keyed = run(&[
+        "run", &spec, "--input", &input, "--output", "jsonl", "--key", "host", "--pass", "x",
+    ]);
     check_lines(&rows, &keyed, 5);
     let file = dir.join("alerts.jsonl");
     let path = file.to_str().unwrap();
-    run(&["run", &spec, "--input", &input, "--quiet", "--key", "host", "--alerts", path]);
+    run(&[
+        "run", &spec, "--input", &input, "--quiet", "--key", "host", "--alerts", path,
+    ]);
     check_lines(&alerts, &std::fs::read_to_string(&file).unwrap(), 4);
 }
 

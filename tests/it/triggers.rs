@@ -221,3 +221,28 @@ fn trigger_diagnostics_are_located() {
         "{err}"
     );
 }
+
+/// README's pipe example, as written there: only alert lines, each a JSON object, both kinds.
+#[test]
+fn the_readmes_pipe_example_prints_alerts_only() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let bin = env!("CARGO_BIN_EXE_vigil");
+    let out = crate::support::bash(&format!(
+        "cd {root} && cat examples/events.jsonl | {bin} run examples/slo.dsrv --input - --key service --quiet --alerts -"
+    ));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let triggers: Vec<String> = text
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).expect("an alert line");
+            v["trigger"].as_str().expect("a trigger name").to_string()
+        })
+        .collect();
+    assert!(triggers.iter().any(|t| t == "slow"), "{text}");
+    assert!(triggers.iter().any(|t| t == "down"), "{text}");
+}
