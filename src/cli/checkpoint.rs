@@ -195,13 +195,6 @@ impl Checkpointable for KeyedMonitor {
 }
 
 impl Runner {
-    pub(super) fn input_count(&self) -> usize {
-        match self {
-            Runner::Single(m) => m.input_count(),
-            Runner::Keyed(m) => m.input_count(),
-        }
-    }
-
     pub(super) fn output_names(&self) -> Vec<&str> {
         match self {
             Runner::Single(m) => m.output_names(),
@@ -452,7 +445,14 @@ pub(super) fn prepare(
             rows: l.info.input.rows,
         })
     });
-    let schema = spec.input_schema();
+    // Undeclared `--pass` fields are read as untyped inputs after the
+    // declared ones; the rows given to the monitor stop before them.
+    let mut schema = spec.input_schema();
+    for name in super::ops::extra_fields(args, spec) {
+        schema.names.push(name);
+        schema.types.push(crate::lang::types::Type::Any);
+    }
+    let width = schema.names.len();
     let opened = trace::open_trace_at(&args.input, format, &schema, options, resume_at)
         .map_err(|e: OpenError| fail(e.to_string()))?;
     let mut reader = opened.reader;
@@ -473,7 +473,6 @@ pub(super) fn prepare(
                     Runner::Single(_) => None,
                 },
             };
-            let width = monitor.input_count();
             skip_rows(reader.as_mut(), width, l.info.input.rows, policy).map_err(|e| match e {
                 Skip::Short(m) => fail(format!("cannot resume from `{path}`: {m}")),
                 Skip::Trace(e) => {

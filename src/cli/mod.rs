@@ -673,7 +673,10 @@ fn run_streaming(
     ctl: &mut Ctl<'_>,
     alerts: &mut Alerts,
 ) -> io::Result<Exit> {
-    let mut row: Vec<Option<Value>> = vec![None; monitor.input_count()];
+    // The declared inputs, then any undeclared `--pass` fields (the
+    // monitor is given the first `inputs` cells).
+    let inputs = monitor.input_count();
+    let mut row: Vec<Option<Value>> = vec![None; inputs + ctl.view.extra()];
     let mut samples = Vec::with_capacity(monitor.output_names().len());
     loop {
         let next = reader.next_row(&mut row);
@@ -685,7 +688,7 @@ fn run_streaming(
             Err(e) => return stop(writer, &e, trace_exit(&e)),
         }
         ctl.tally.rows_read += 1;
-        match monitor.step(&row) {
+        match monitor.step(&row[..inputs]) {
             Ok(outputs) => {
                 ctl.tally.steps += 1;
                 ctl.view
@@ -739,7 +742,10 @@ fn run_keyed(
     ctl: &mut Ctl<'_>,
     alerts: &mut Alerts,
 ) -> io::Result<Exit> {
-    let mut row: Vec<Option<Value>> = vec![None; monitor.input_count()];
+    // The declared inputs, then any undeclared `--pass` fields (the
+    // monitor is given the first `inputs` cells).
+    let inputs = monitor.input_count();
+    let mut row: Vec<Option<Value>> = vec![None; inputs + ctl.view.extra()];
     let mut samples = Vec::with_capacity(monitor.output_names().len());
     let mut status = Exit::Success;
     // Rows read before this process (a resumed run), so that a missing key's
@@ -763,7 +769,7 @@ fn run_keyed(
             Err(e) => break stop(writer, &e, trace_exit(&e)),
         }
         ctl.tally.rows_read += 1;
-        match monitor.step(&row) {
+        match monitor.step(&row[..inputs]) {
             Ok(outputs) => {
                 ctl.tally.steps += 1;
                 ctl.view
@@ -862,7 +868,10 @@ fn run_batched(
     mut ck: Option<&mut checkpoint::Checkpointer>,
     ctl: &mut Ctl<'_>,
 ) -> io::Result<Exit> {
-    let mut row: Vec<Option<Value>> = vec![None; monitor.input_count()];
+    // The declared inputs, then any undeclared `--pass` fields (the
+    // monitor is given the first `inputs` cells).
+    let inputs = monitor.input_count();
+    let mut row: Vec<Option<Value>> = vec![None; inputs + ctl.view.extra()];
     let mut samples = Vec::with_capacity(monitor.output_names().len());
     let mut rows = monitor.batch();
     let mut out = OutputBatch::new();
@@ -877,7 +886,7 @@ fn run_batched(
             match reader.next_row(&mut row) {
                 Ok(true) => {
                     ctl.tally.rows_read += 1;
-                    if let Err(e) = rows.push_row(&row) {
+                    if let Err(e) = rows.push_row(&row[..inputs]) {
                         let at = ctl.locate(reader);
                         if ctl.tally.skip_rejected(&at, &e) {
                             continue;

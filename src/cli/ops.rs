@@ -34,7 +34,23 @@ pub(super) struct View {
     keep: Vec<bool>,
     /// The passed inputs: name and cell in a row.
     pass: Vec<(String, usize)>,
+    /// How many of them are undeclared fields, read after the inputs.
+    extra: usize,
     pub(super) quiet: bool,
+}
+
+/// The `--pass` fields that are not declared inputs, each once, in the order
+/// given: the trace readers read them as untyped inputs after the declared
+/// ones (cells `inputs..inputs + extra`), and the monitor never sees them.
+pub(super) fn extra_fields(args: &RunArgs, spec: &Spec) -> Vec<String> {
+    let inputs = spec.input_names();
+    let mut extra: Vec<String> = Vec::new();
+    for name in args.pass.iter().flatten() {
+        if !inputs.contains(&name.as_str()) && !extra.contains(name) {
+            extra.push(name.clone());
+        }
+    }
+    extra
 }
 
 impl View {
@@ -64,18 +80,20 @@ impl View {
             }
         };
         let inputs = spec.input_names();
+        let extra = extra_fields(args, spec);
         let mut pass: Vec<(String, usize)> = Vec::new();
         for name in args.pass.iter().flatten() {
-            let Some(i) = inputs.iter().position(|n| n == name) else {
-                return Err(format!(
-                    "--pass: `{name}` is not a declared input of `{}` (its inputs: {}); only declared inputs can be passed: declare it (`in {name}: Str`, or without a type)",
-                    args.spec,
-                    if inputs.is_empty() {
-                        "none".to_string()
-                    } else {
-                        inputs.join(", ")
-                    }
-                ));
+            // A declared input's cell, or an undeclared field's, which the
+            // reader fills after the inputs (see `extra_fields`).
+            let i = match inputs.iter().position(|n| n == name) {
+                Some(i) => i,
+                None => {
+                    let k = extra
+                        .iter()
+                        .position(|n| n == name)
+                        .expect("every undeclared passed field is an extra field");
+                    inputs.len() + k
+                }
             };
             // An alert line's own members cannot be taken by a passed field.
             if args.alerts.is_some()
@@ -104,8 +122,14 @@ impl View {
         Ok(View {
             keep,
             pass,
+            extra: extra.len(),
             quiet: args.quiet,
         })
+    }
+
+    /// The undeclared passed fields a row carries after the inputs.
+    pub(super) fn extra(&self) -> usize {
+        self.extra
     }
 
     /// Whether rows must be evaluated one at a time (passed fields are read
