@@ -610,3 +610,34 @@ fn a_resumed_stream_skips_malformed_rows_again_uncounted() {
         "z[0] = Int(2)\nz[1] = Int(3)\nz[2] = Int(4)\n"
     );
 }
+
+/// On a real terminal (a pseudo-terminal from util-linux `script`), a file
+/// run draws the progress bar on standard error; the same run without one
+/// draws nothing (the test above).
+#[test]
+fn a_file_run_on_a_terminal_draws_the_progress_bar() {
+    let dir = test_dir("operator", "terminal");
+    let spec = write(&dir, "spec.dsrv", "in x: Int\nout y: Int\ny = x + 1\n");
+    let rows: String = (0..200_000).map(|i| format!("{{\"x\": {i}}}\n")).collect();
+    let input = write(&dir, "t.jsonl", rows);
+    let bin = env!("CARGO_BIN_EXE_vigil");
+    let out = std::process::Command::new("script")
+        .args([
+            "-qec",
+            &format!("{bin} run {spec} --input {input} --quiet"),
+            "/dev/null",
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .expect("util-linux `script` runs (it gives the run a terminal)");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let screen = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        screen.contains('%') && screen.contains("rows"),
+        "no progress bar:\n{screen}"
+    );
+}
