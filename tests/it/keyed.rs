@@ -500,39 +500,14 @@ fn reset_and_remove() {
 mod cli {
     //! `vigil run --key`: the binary, on files and pipes, in every format.
 
-    use crate::support::{test_dir, vigil, write};
-    use std::io::Write;
-    use std::process::Stdio;
+    use crate::support::{test_dir, write};
 
     const SPEC: &str = "in host: Str\nin x: Int\nout n: Int\nout total: Int\nout q: Int\n\
 n = default(n[1], 0) + 1\ntotal = default(total[1], 0) + x\nq = 60 / x\n";
 
-    /// Runs vigil with `args` (and `stdin`); returns status, stdout, stderr.
+    /// Runs vigil (see `support::run_vigil`).
     fn run(args: &[&str], stdin: Option<&str>) -> (i32, String, String) {
-        let mut cmd = vigil();
-        cmd.args(args)
-            .stdin(if stdin.is_some() {
-                Stdio::piped()
-            } else {
-                Stdio::null()
-            })
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let mut child = cmd.spawn().unwrap();
-        if let Some(text) = stdin {
-            child
-                .stdin
-                .take()
-                .unwrap()
-                .write_all(text.as_bytes())
-                .unwrap();
-        }
-        let out = child.wait_with_output().unwrap();
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
+        crate::support::run_vigil(args, stdin)
     }
 
     /// `rows` rows over hosts h0..h4 (in a scrambled order), in `format`.

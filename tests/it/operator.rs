@@ -2,8 +2,7 @@
 //! `--summary`, the progress bar (never without a terminal), the tier fallback line and
 //! `--strict-tier`, `vigil completions` and the exit statuses in `--help`.
 
-use crate::support::{test_dir, vigil, write};
-use std::io::Write;
+use crate::support::{test_dir, write};
 use std::process::Stdio;
 
 const SPEC: &str = "in host: Str\nin temp: Float\nin region: Str\nout hot: Bool\nout avg: Float\n\
@@ -17,32 +16,9 @@ const SCALAR: &str = "in x: Int\nout z: Int\nout w: Int\nz = x + 1\nw = x * 2\n"
 const JSONL: &str = "{\"host\": \"a\", \"temp\": 31, \"region\": \"eu\"}\n\
 {\"host\": \"b\", \"temp\": \"x\"}\nnot json\n{\"host\": \"a\", \"temp\": 20}\n";
 
-/// Runs vigil with `args` (and `stdin`, through a pipe); returns status, stdout, stderr.
+/// Runs vigil (see `support::run_vigil`).
 fn run(args: &[&str], stdin: Option<&str>) -> (i32, String, String) {
-    let mut cmd = vigil();
-    cmd.args(args)
-        .stdin(if stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = cmd.spawn().unwrap();
-    if let Some(text) = stdin {
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(text.as_bytes())
-            .unwrap();
-    }
-    let out = child.wait_with_output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    crate::support::run_vigil(args, stdin)
 }
 
 /// The spec and a JSON-lines trace of good rows only, in a test's own directory.

@@ -97,3 +97,34 @@ pub fn bash(script: &str) -> std::process::Output {
         .output()
         .unwrap()
 }
+
+/// Runs vigil with `args` (and `stdin`, through a pipe, if given); returns
+/// the exit status, standard output and standard error.
+pub fn run_vigil(args: &[&str], stdin: Option<&str>) -> (i32, String, String) {
+    use std::io::Write as _;
+    use std::process::Stdio;
+    let mut cmd = vigil();
+    cmd.args(args)
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    if let Some(text) = stdin {
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(text.as_bytes())
+            .unwrap();
+    }
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
