@@ -504,14 +504,15 @@ impl KeyedMonitor {
         // (its rings now have the table's full length) and is packed from
         // then on.
         if whole && run.state.packs() {
-            let Some(Kept::Whole(mut whole)) = self.runs.pop(&key) else {
+            // In place: the entry keeps its position and recency.
+            let b = self.slab.alloc();
+            let entry = self.runs.peek_mut(&key).expect("the key is live");
+            let Kept::Whole(mut whole) = std::mem::replace(entry, Kept::Packed(b)) else {
                 unreachable!("the key's run is whole")
             };
             self.write_back();
             // The old working run goes with the box.
             std::mem::swap(&mut self.work, &mut *whole);
-            let b = self.slab.alloc();
-            self.runs.put(key.clone(), Kept::Packed(b));
             self.loaded = Some((key.clone(), b));
             return Ok((step, key, false));
         }
