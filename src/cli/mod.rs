@@ -16,6 +16,7 @@
 
 mod checkpoint;
 mod ops;
+mod repl;
 
 use checkpoint::Runner;
 use ops::OnMalformed;
@@ -63,6 +64,17 @@ pub enum Command {
         /// The specification file (DSRV).
         spec: String,
         /// Execution tier to explain.
+        #[arg(long, default_value = "auto", value_parser = tier_parser())]
+        tier: Tier,
+    },
+    /// Explore a specification interactively: type rows (`x=1 y=2.5`, a JSON
+    /// object, or `-`), see each step's outputs; `:help` lists the commands
+    /// (`:tier T` moves the run to another tier, keeping its state). Without a
+    /// terminal, reads rows and commands from standard input as a script.
+    Repl {
+        /// The specification file (DSRV).
+        spec: String,
+        /// Execution tier to start on.
         #[arg(long, default_value = "auto", value_parser = tier_parser())]
         tier: Tier,
     },
@@ -346,6 +358,7 @@ pub fn main() -> ExitCode {
             clap_complete::generate(shell, &mut Cli::command(), "vigil", &mut script);
             print(&String::from_utf8_lossy(&script))
         }
+        Command::Repl { spec, tier } => repl::repl(&spec, tier),
         Command::Tiers => {
             let mut text = String::new();
             for t in Tier::ALL.iter().filter(|t| **t != Tier::Auto) {

@@ -226,6 +226,7 @@ mod values;
 mod writer;
 
 pub(crate) use jsonl::serde_value;
+pub(crate) use values::parse_text;
 pub use writer::{
     alert_line, alert_line_with, continue_writer, keyed_writer, make_writer, step_column,
 };

@@ -1,0 +1,542 @@
+//! `vigil repl`: feed a monitor rows one at a time, see each step's outputs, switch tiers.
+//!
+//! A session holds one monitor of one specification. A line is a row (`x=1 y=2.5 s="hi"`, a
+//! JSON object, or `-` for a step with every input absent) or a command (`:help` lists them).
+//! On a terminal, lines are edited with rustyline (history kept in the user's data directory,
+//! completion of commands and stream names); otherwise (a script, `vigil repl spec < session`)
+//! lines are read as they come, with no prompt, and the exit status tells how the run ended.
+//!
+//! `:tier T` moves the run to another tier without losing anything: every tier keeps its whole
+//! state in the canonical run state, so the session takes a snapshot, builds the monitor for the
+//! new tier and restores the snapshot into it — the next step is what a run on that tier from the
+//! start would give.
+
+use super::{Exit, error, load_spec, say};
+use crate::monitor::{Monitor, Spec, Tier};
+use crate::row::Row;
+use crate::snapshot::Snapshot;
+use crate::trace::{self, ReaderOptions};
+use crate::value::{Sample, Value};
+use std::collections::{HashMap, VecDeque};
+use std::io::{self, BufRead, IsTerminal, Write};
+
+/// The values kept per stream for `:history`.
+const HISTORY: usize = 1000;
+
+/// The commands, for `:help` and completion.
+const COMMANDS: [(&str, &str); 13] = [
+    (":help", "this list"),
+    (":spec", "print the specification"),
+    (":explain", "schedule, regions, IR and which tier runs what"),
+    (
+        ":tier [T]",
+        "show the tier, or move the run to tier T (state kept)",
+    ),
+    (":stats", "the tier's counters"),
+    (
+        ":history S [N]",
+        "the last N values of stream S (default 10)",
+    ),
+    (
+        ":load [-q] TRACE",
+        "feed every row of a trace file (-q: a summary only)",
+    ),
+    (":reset", "start over at step 0 (same spec and tier)"),
+    (":save FILE", "write the specification to FILE"),
+    (":snapshot FILE", "save the run (binary snapshot)"),
+    (":restore FILE", "continue a saved run"),
+    (":quit", "leave (also Ctrl-D)"),
+    (
+        "ROW",
+        "x=1 y=2.5 s=\"hi\" | {\"x\": 1} | - (every input absent)",
+    ),
+];
+
+/// One session.
+struct Session {
+    spec: Spec,
+    monitor: Monitor,
+    tier: Tier,
+    /// The last `HISTORY` samples of every stream, by name.
+    history: HashMap<String, VecDeque<(u64, Sample)>>,
+    /// Whether a row was malformed (script mode's exit status).
+    malformed: bool,
+}
+
+impl Session {
+    fn new(spec: Spec, tier: Tier) -> Session {
+        let monitor = Monitor::builder(&spec).tier(tier).build();
+        Session {
+            spec,
+            monitor,
+            tier,
+            history: HashMap::new(),
+            malformed: false,
+        }
+    }
+
+    /// The stream names (inputs, outputs, aux), for completion and history.
+    fn stream_names(&self) -> Vec<String> {
+        let spec = self.spec.checked();
+        spec.streams.iter().map(|s| s.name.clone()).collect()
+    }
+
+    /// Handles one line; `Ok(false)` ends the session.
+    fn line(&mut self, line: &str, at: usize, out: &mut dyn Write) -> io::Result<bool> {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with("//") {
+            return Ok(true);
+        }
+        if let Some(command) = line.strip_prefix(':') {
+            return self.command(command, out);
+        }
+        match self.parse_row(line) {
+            Ok(row) => self.step(&row, out)?,
+            Err(e) => {
+                self.malformed = true;
+                writeln!(out, "error: line {at}: {e} (no step was taken)")?;
+            }
+        }
+        Ok(true)
+    }
+
+    /// A row: `-`, a JSON object, or `name=value` pairs (a value is read as
+    /// a trace reader reads an untyped cell, or by the input's type; `"…"`
+    /// is a JSON string).
+    fn parse_row(&self, line: &str) -> Result<Row, String> {
+        if line == "-" {
+            return Ok(self.monitor.row());
+        }
+        if line.starts_with('{') {
+            let v: serde_json::Value =
+                serde_json::from_str(line).map_err(|e| format!("not a JSON object: {e}"))?;
+            let object = v.as_object().ok_or("not a JSON object")?;
+            return self
+                .monitor
+                .row_from_json(object)
+                .map_err(|e| e.to_string());
+        }
+        let mut row = self.monitor.row();
+        let schema = self.spec.input_schema();
+        for (name, text) in pairs(line)? {
+            let Some(i) = schema.names.iter().position(|n| *n == name) else {
+                return Err(format!(
+                    "`{name}` is not an input (inputs: {})",
+                    schema.names.join(", ")
+                ));
+            };
+            let value = match text {
+                Text::Quoted(s) => Value::Str(s.into()),
+                Text::Plain(t) => trace::parse_text(&t, schema.types[i], &name)?,
+            };
+            row.assign(&name, value).map_err(|e| e.to_string())?;
+        }
+        Ok(row)
+    }
+
+    fn step(&mut self, row: &Row, out: &mut dyn Write) -> io::Result<()> {
+        let names: Vec<String> = self.stream_names();
+        let outputs_names = self.monitor_output_names();
+        match self.monitor.step(row) {
+            Ok(outputs) => {
+                let step = outputs.step();
+                for (name, sample) in outputs_names.iter().zip(outputs.iter()) {
+                    if !sample.is_noval() {
+                        writeln!(out, "{name}[{step}] = {sample}")?;
+                    }
+                }
+                for alert in outputs.alerts() {
+                    writeln!(
+                        out,
+                        "alert: {} at step {}: {}",
+                        alert.trigger, alert.step, alert.message
+                    )?;
+                }
+                for name in names {
+                    if let Some(sample) = self.monitor.stream(&name) {
+                        let h = self.history.entry(name).or_default();
+                        if h.len() == HISTORY {
+                            h.pop_front();
+                        }
+                        h.push_back((step, sample));
+                    }
+                }
+            }
+            Err(crate::row::StepError::Row(e)) => {
+                self.malformed = true;
+                writeln!(out, "error: {e} (no step was taken)")?;
+            }
+            Err(crate::row::StepError::Runtime(e)) => {
+                writeln!(out, "error: {e}; the run is stopped (`:reset` starts over)")?;
+            }
+        }
+        Ok(())
+    }
+
+    fn monitor_output_names(&self) -> Vec<String> {
+        self.monitor
+            .output_names()
+            .into_iter()
+            .map(String::from)
+            .collect()
+    }
+
+    /// Runs a command (without its `:`); `Ok(false)` ends the session.
+    fn command(&mut self, command: &str, out: &mut dyn Write) -> io::Result<bool> {
+        let mut words = command.split_whitespace();
+        let name = words.next().unwrap_or("");
+        let args: Vec<&str> = words.collect();
+        match (name, args.as_slice()) {
+            ("help", _) => {
+                for (c, what) in COMMANDS {
+                    writeln!(out, "  {c:<18} {what}")?;
+                }
+            }
+            ("spec", _) => write!(out, "{}", ensure_newline(&self.spec.checked().source))?,
+            ("explain", _) => write!(out, "{}", crate::explain::explain(&self.spec, self.tier))?,
+            ("tier", []) => writeln!(
+                out,
+                "tier: {} ({})",
+                self.monitor.tier(),
+                self.monitor.stats().why
+            )?,
+            ("tier", [t]) => match Tier::from_name(t) {
+                Some(tier) => self.switch(tier, out)?,
+                None => {
+                    let names: Vec<&str> = Tier::ALL.iter().map(|t| t.name()).collect();
+                    writeln!(
+                        out,
+                        "error: unknown tier `{t}` (tiers: {})",
+                        names.join(", ")
+                    )?;
+                }
+            },
+            ("stats", _) => write!(out, "{}", self.monitor.stats())?,
+            ("history", [s, rest @ ..]) if rest.len() <= 1 => {
+                let n: usize = match rest.first().map(|n| n.parse()) {
+                    None => 10,
+                    Some(Ok(n)) => n,
+                    Some(Err(_)) => {
+                        writeln!(out, "error: `{}` is not a count", rest[0])?;
+                        return Ok(true);
+                    }
+                };
+                if !self.stream_names().iter().any(|x| x == s) {
+                    writeln!(out, "error: no stream `{s}`")?;
+                    return Ok(true);
+                }
+                let h = self.history.get(*s);
+                let kept = h.map_or(0, VecDeque::len);
+                for (step, sample) in h.into_iter().flatten().skip(kept.saturating_sub(n)) {
+                    writeln!(out, "{s}[{step}] = {sample}")?;
+                }
+            }
+            ("load", [path]) => self.load(path, false, out)?,
+            ("load", ["-q", path]) => self.load(path, true, out)?,
+            ("reset", []) => {
+                self.monitor.reset();
+                self.history.clear();
+                writeln!(out, "reset: step 0")?;
+            }
+            ("save", [path]) => match std::fs::write(path, &self.spec.checked().source) {
+                Ok(()) => writeln!(out, "saved the specification to {path}")?,
+                Err(e) => writeln!(out, "error: cannot write `{path}`: {e}")?,
+            },
+            ("snapshot", [path]) => {
+                match std::fs::write(path, self.monitor.snapshot().to_bytes()) {
+                    Ok(()) => writeln!(
+                        out,
+                        "saved the run at step {} to {path}",
+                        self.monitor.steps()
+                    )?,
+                    Err(e) => writeln!(out, "error: cannot write `{path}`: {e}")?,
+                }
+            }
+            ("restore", [path]) => {
+                let restored = std::fs::read(path)
+                    .map_err(|e| format!("cannot read `{path}`: {e}"))
+                    .and_then(|b| Snapshot::from_bytes(&b).map_err(|e| e.to_string()))
+                    .and_then(|s| {
+                        Ok(Monitor::builder(&self.spec)
+                            .tier(self.tier)
+                            .restore(&s)
+                            .map_err(|e| e.to_string())?
+                            .build())
+                    });
+                match restored {
+                    Ok(m) => {
+                        self.monitor = m;
+                        self.history.clear();
+                        writeln!(
+                            out,
+                            "restored: the next row is step {}",
+                            self.monitor.steps()
+                        )?;
+                    }
+                    Err(e) => writeln!(out, "error: {e}")?,
+                }
+            }
+            ("quit" | "q" | "exit", _) => return Ok(false),
+            _ => writeln!(
+                out,
+                "error: unknown command `:{command}` (`:help` lists them)"
+            )?,
+        }
+        Ok(true)
+    }
+
+    /// Moves the run to `tier`: snapshot, new monitor, restore.
+    fn switch(&mut self, tier: Tier, out: &mut dyn Write) -> io::Result<()> {
+        let snapshot = self.monitor.snapshot();
+        match Monitor::builder(&self.spec).tier(tier).restore(&snapshot) {
+            Ok(builder) => {
+                self.monitor = builder.build();
+                self.tier = tier;
+                writeln!(
+                    out,
+                    "tier: {} ({}); the run goes on at step {}",
+                    self.monitor.tier(),
+                    self.monitor.stats().why,
+                    self.monitor.steps()
+                )
+            }
+            Err(e) => writeln!(out, "error: {e}"),
+        }
+    }
+
+    /// Feeds every row of a trace file.
+    fn load(&mut self, path: &str, quiet: bool, out: &mut dyn Write) -> io::Result<()> {
+        let Some(format) = trace::format_from_path(path) else {
+            return writeln!(
+                out,
+                "error: cannot tell the format of `{path}` (.input, .csv, .jsonl)"
+            );
+        };
+        let opened = match trace::open_trace(
+            path,
+            format,
+            &self.spec.input_schema(),
+            ReaderOptions::default(),
+        ) {
+            Ok(o) => o,
+            Err(e) => return writeln!(out, "error: {e}"),
+        };
+        let mut reader = opened.reader;
+        let mut cells = vec![None; self.monitor.input_count()];
+        let (first, mut rows) = (self.monitor.steps(), 0u64);
+        let mut sink = io::sink();
+        loop {
+            match reader.next_row(&mut cells) {
+                Ok(true) => {}
+                Ok(false) => break,
+                Err(e) => {
+                    writeln!(out, "error: {e}")?;
+                    break;
+                }
+            }
+            let mut row = self.monitor.row();
+            for (name, cell) in self.spec.input_names().iter().zip(&cells) {
+                if let Some(v) = cell {
+                    let _ = row.assign(name, v.clone());
+                }
+            }
+            let target: &mut dyn Write = if quiet { &mut sink } else { &mut *out };
+            self.step(&row, target)?;
+            rows += 1;
+        }
+        if quiet {
+            writeln!(
+                out,
+                "loaded {rows} rows from {path}: steps {first}..{}",
+                self.monitor.steps()
+            )?;
+        }
+        Ok(())
+    }
+}
+
+fn ensure_newline(s: &str) -> String {
+    if s.ends_with('\n') {
+        s.to_string()
+    } else {
+        format!("{s}\n")
+    }
+}
+
+/// A value as written in a row.
+enum Text {
+    Plain(String),
+    Quoted(String),
+}
+
+/// The `name=value` pairs of a row line; a quoted value is a JSON string
+/// (so `s="a b"` and `s="say \"hi\""` work).
+fn pairs(line: &str) -> Result<Vec<(String, Text)>, String> {
+    let mut out = Vec::new();
+    let mut rest = line.trim_start();
+    while !rest.is_empty() {
+        let eq = rest
+            .find('=')
+            .ok_or_else(|| format!("expected `name=value`, found `{rest}`"))?;
+        let name = rest[..eq].trim().to_string();
+        if name.is_empty() || name.contains(char::is_whitespace) {
+            return Err(format!("expected `name=value`, found `{}`", &rest[..eq]));
+        }
+        rest = rest[eq + 1..].trim_start();
+        let text = if rest.starts_with('"') {
+            // The shortest prefix that is a whole JSON string.
+            let mut end = None;
+            let mut escaped = false;
+            for (i, c) in rest.char_indices().skip(1) {
+                match c {
+                    '\\' if !escaped => escaped = true,
+                    '"' if !escaped => {
+                        end = Some(i + 1);
+                        break;
+                    }
+                    _ => escaped = false,
+                }
+            }
+            let end = end.ok_or_else(|| format!("an unterminated string after `{name}=`"))?;
+            let s: String = serde_json::from_str(&rest[..end])
+                .map_err(|e| format!("the string after `{name}=` is not valid: {e}"))?;
+            rest = &rest[end..];
+            Text::Quoted(s)
+        } else {
+            let end = rest.find(char::is_whitespace).unwrap_or(rest.len());
+            let t = rest[..end].to_string();
+            rest = &rest[end..];
+            Text::Plain(t)
+        };
+        rest = rest.trim_start();
+        out.push((name, text));
+    }
+    Ok(out)
+}
+
+/// Completion of commands and stream names at the terminal.
+#[derive(rustyline::Helper, rustyline::Hinter, rustyline::Highlighter, rustyline::Validator)]
+struct Complete {
+    words: Vec<String>,
+}
+
+impl rustyline::completion::Completer for Complete {
+    type Candidate = String;
+
+    fn complete(
+        &self,
+        line: &str,
+        pos: usize,
+        _: &rustyline::Context<'_>,
+    ) -> rustyline::Result<(usize, Vec<String>)> {
+        let start = line[..pos]
+            .rfind(|c: char| c.is_whitespace() || c == '=')
+            .map_or(0, |i| i + 1);
+        let word = &line[start..pos];
+        let found = self
+            .words
+            .iter()
+            .filter(|w| w.starts_with(word))
+            .cloned()
+            .collect();
+        Ok((start, found))
+    }
+}
+
+/// Where the terminal session keeps its history: the user's data directory.
+fn history_file() -> Option<std::path::PathBuf> {
+    let base = std::env::var_os("XDG_DATA_HOME")
+        .map(std::path::PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME").map(|h| std::path::Path::new(&h).join(".local/share"))
+        })?;
+    Some(base.join("vigil").join("repl_history"))
+}
+
+/// `vigil repl SPEC [--tier T]`.
+pub(super) fn repl(spec_path: &str, tier: Tier) -> Exit {
+    let spec = match load_spec(spec_path) {
+        Ok(s) => s,
+        Err(exit) => return exit,
+    };
+    let mut session = Session::new(spec, tier);
+    let terminal = io::stdin().is_terminal() && io::stdout().is_terminal();
+    let result = if terminal {
+        interactive(&mut session)
+    } else {
+        script(&mut session)
+    };
+    match result {
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Exit::Success,
+        Err(e) => {
+            error(format_args!("{e}"));
+            Exit::Failure
+        }
+        // A script's status says how the run ended.
+        Ok(()) if session.monitor.snapshot().is_stopped() => Exit::Runtime,
+        Ok(()) if session.malformed => Exit::Trace,
+        Ok(()) => Exit::Success,
+    }
+}
+
+/// Script mode: lines from standard input, no prompt.
+fn script(session: &mut Session) -> io::Result<()> {
+    let stdin = io::stdin();
+    let mut out = io::stdout().lock();
+    for (i, line) in stdin.lock().lines().enumerate() {
+        let line = line?;
+        let go_on = session.line(&line, i + 1, &mut out)?;
+        out.flush()?;
+        if !go_on {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// Terminal mode: rustyline, a prompt with the step, history, completion.
+fn interactive(session: &mut Session) -> io::Result<()> {
+    let mut editor: rustyline::Editor<Complete, rustyline::history::DefaultHistory> =
+        rustyline::Editor::new().map_err(io::Error::other)?;
+    let mut words: Vec<String> = COMMANDS
+        .iter()
+        .filter(|(c, _)| c.starts_with(':'))
+        .map(|(c, _)| c.split_whitespace().next().unwrap_or(c).to_string())
+        .collect();
+    words.extend(session.stream_names());
+    editor.set_helper(Some(Complete { words }));
+    let history = history_file();
+    if let Some(h) = &history {
+        let _ = editor.load_history(h);
+    }
+    say(format_args!(
+        "vigil repl: {} on {} — `:help` for commands, Ctrl-D to leave\n",
+        session.spec.checked().file,
+        session.monitor.tier()
+    ));
+    let mut out = io::stdout();
+    let mut n = 0;
+    loop {
+        let prompt = format!("[{}]> ", session.monitor.steps());
+        match editor.readline(&prompt) {
+            Ok(line) => {
+                n += 1;
+                let _ = editor.add_history_entry(line.as_str());
+                if !session.line(&line, n, &mut out)? {
+                    break;
+                }
+                out.flush()?;
+            }
+            Err(rustyline::error::ReadlineError::Interrupted) => continue,
+            Err(rustyline::error::ReadlineError::Eof) => break,
+            Err(e) => return Err(io::Error::other(e)),
+        }
+    }
+    if let Some(h) = &history {
+        if let Some(dir) = h.parent() {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        let _ = editor.save_history(h);
+    }
+    Ok(())
+}
