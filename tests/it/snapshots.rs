@@ -282,3 +282,72 @@ fn string_streams_extend_generated_specs() {
     assert_eq!(case.trace[0].len(), case.spec.input_names().len());
     assert!(case.spec.output_names().contains(&"sb"));
 }
+
+/// `vigil repl`'s `:tier T` is a snapshot of the run restored on T. Over
+/// generated specs and traces, switching tiers at several random points (every
+/// tier in turn) gives exactly the uninterrupted canonical run; the coverage
+/// guard requires switches after the history is full and runs with several
+/// switches, so the property cannot pass on trivial cases.
+#[test]
+fn tier_switches_at_random_points_continue_exactly() {
+    let mut runner = TestRunner::deterministic();
+    let strategy = (case_strategy(), proptest::collection::vec(0..6usize, 0..64));
+    let (mut cases, mut full_switches, mut many) = (0, 0, 0);
+    for _ in 0..120 {
+        let ((spec_data, len, trace_data), picks) =
+            strategy.new_tree(&mut runner).unwrap().current();
+        let Some(case) = make_case(
+            &spec_data,
+            len,
+            &trace_data,
+            picks.len() % 4,
+            picks.len() % 2 == 0,
+        ) else {
+            continue;
+        };
+        let expected = run_tier(&case.spec, &case.trace, Tier::Canonical);
+        let mut tier = 0;
+        let mut monitor = Monitor::builder(&case.spec).tier(TIERS[tier]).build();
+        let (mut outputs, mut error, mut switches) = (Vec::new(), None, 0);
+        for (r, row) in case.trace.iter().enumerate() {
+            // A switch before this row when its pick says so.
+            if picks.get(r).is_some_and(|p| *p == 0) {
+                tier = (tier + 1) % TIERS.len();
+                let snap = monitor.snapshot();
+                monitor = Monitor::builder(&case.spec)
+                    .tier(TIERS[tier])
+                    .restore(&snap)
+                    .expect("a run's own snapshot restores")
+                    .build();
+                switches += 1;
+                full_switches += usize::from(case.max_offset > 0 && r >= case.max_offset);
+            }
+            match monitor.step(row) {
+                Ok(o) => outputs.push(o.to_vec()),
+                Err(e) => {
+                    error = Some(runtime(e));
+                    break;
+                }
+            }
+        }
+        if let Err(e) = compare_runs(
+            &case.spec,
+            &case.trace,
+            ("uninterrupted canonical", expected),
+            (&format!("{switches} tier switches"), (outputs, error)),
+        ) {
+            panic!("{e}");
+        }
+        cases += 1;
+        many += usize::from(switches >= 3);
+    }
+    eprintln!(
+        "tier switches: {cases} cases, {full_switches} switches after the history filled, {many} runs with 3+ switches"
+    );
+    assert!(cases >= 60, "only {cases} cases");
+    assert!(
+        full_switches >= 50,
+        "only {full_switches} switches after the history filled"
+    );
+    assert!(many >= 10, "only {many} runs with three switches or more");
+}
