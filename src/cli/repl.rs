@@ -27,7 +27,10 @@ const HISTORY: usize = 1000;
 const COMMANDS: [(&str, &str); 13] = [
     (":help", "this list"),
     (":spec", "print the specification"),
-    (":explain", "schedule, regions, IR and which tier runs what"),
+    (
+        ":explain [S]",
+        "schedule, regions, IR and which tier runs what (lines naming S)",
+    ),
     (
         ":tier [T]",
         "show the tier, or move the run to tier T (state kept)",
@@ -193,7 +196,18 @@ impl Session {
                 }
             }
             ("spec", _) => write!(out, "{}", ensure_newline(&self.spec.checked().source))?,
-            ("explain", _) => write!(out, "{}", crate::explain::explain(&self.spec, self.tier))?,
+            ("explain", []) => write!(out, "{}", crate::explain::explain(&self.spec, self.tier))?,
+            ("explain", [s]) => {
+                if !self.stream_names().iter().any(|x| x == s) {
+                    writeln!(out, "error: no stream `{s}`")?;
+                    return Ok(true);
+                }
+                // The lines of the explanation that name the stream.
+                let text = crate::explain::explain(&self.spec, self.tier);
+                for line in text.lines().filter(|l| names_word(l, s)) {
+                    writeln!(out, "{line}")?;
+                }
+            }
             ("tier", []) => writeln!(
                 out,
                 "tier: {} ({})",
@@ -353,6 +367,12 @@ impl Session {
         }
         Ok(())
     }
+}
+
+/// Whether `line` has `word` as a whole word (not inside a longer name).
+fn names_word(line: &str, word: &str) -> bool {
+    line.split(|c: char| !(c.is_alphanumeric() || c == '_'))
+        .any(|w| w == word)
 }
 
 fn ensure_newline(s: &str) -> String {
