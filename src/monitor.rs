@@ -256,7 +256,6 @@ impl fmt::Display for Stats {
 pub struct Outputs<'a> {
     state: &'a crate::canonical::NodeState,
     spec: &'a CheckedSpec,
-    streams: &'a [crate::lang::check::StreamId],
     step: u64,
     key: Option<&'a Key>,
 }
@@ -299,7 +298,6 @@ impl<'a> Outputs<'a> {
         Outputs {
             state,
             spec,
-            streams: &spec.outputs,
             step,
             key,
         }
@@ -349,22 +347,22 @@ impl<'a> Outputs<'a> {
 
     /// The number of printed outputs.
     pub fn len(&self) -> usize {
-        self.streams.len()
+        self.spec.outputs.len()
     }
 
     /// Whether the specification prints no output.
     pub fn is_empty(&self) -> bool {
-        self.streams.is_empty()
+        self.spec.outputs.is_empty()
     }
 
     /// Output `i` (see `Monitor::output_index`).
     pub fn get(&self, i: usize) -> Sample {
-        self.state.raw(self.streams[i].0)
+        self.state.raw(self.spec.outputs[i].0)
     }
 
     /// Every printed output's sample, in print order.
     pub fn iter(&self) -> impl Iterator<Item = Sample> + '_ {
-        self.streams.iter().map(|s| self.state.raw(s.0))
+        self.spec.outputs.iter().map(|s| self.state.raw(s.0))
     }
 
     /// The samples, collected.

@@ -153,11 +153,6 @@ impl PackLayout {
         !self.objects.is_empty() || self.ring_objects
     }
 
-    /// The persistent slots (streams first, in stream order).
-    pub fn persistent(&self) -> &[u32] {
-        &self.persist
-    }
-
     /// Stores owner byte `i` (`i < extra`).
     pub fn put_extra(&self, bytes: &mut [u8], i: usize, b: u8) {
         assert!(
