@@ -15,13 +15,8 @@ use vigil::{KeyedMonitor, Monitor, Spec, Tier, Value};
 const ROWS: usize = 1_000_000;
 const KEYS: usize = 10_000;
 
-/// Ten streams, offsets up to 3, over a key input `K` (declared first).
-const STREAMS: &str = "in x: Int\nin y: Float\n\
-out s1: Int\nout s2: Int\nout s3: Float\nout s4: Bool\nout s5: Int\n\
-out s6: Float\nout s7: Bool\nout s8: Int\nout s9: Int\nout s10: Bool\n\
-s1 = default(s1[1], 0) + x\ns2 = x - default(x[3], 0)\ns3 = y * 2.0\n\
-s4 = s3 > default(s3[2], 0.0)\ns5 = default(s5[1], 0) + s2\ns6 = default(y[1], 0.0) + y\n\
-s7 = x > 10\ns8 = if s7 then x else 0\ns9 = default(s9[1], 0) + 1\ns10 = s4 && s7\n";
+/// Ten streams, offsets up to 3; a key input is declared before them.
+const STREAMS: &str = include_str!("common/ten_streams.dsrv");
 
 mod common;
 

@@ -114,13 +114,9 @@ fn growth_is_read_from_the_childs_report() {
 }
 
 /// The keyed monitor's figure of merit: a 10-stream spec with offsets up to
-/// 3 (a Str key, Int and Float values, holds and `if`).
-pub(crate) const TEN_STREAMS: &str = "in host: Str\nin x: Int\nin y: Float\n\
-out s1: Int\nout s2: Int\nout s3: Float\nout s4: Bool\nout s5: Int\n\
-out s6: Float\nout s7: Bool\nout s8: Int\nout s9: Int\nout s10: Bool\n\
-s1 = default(s1[1], 0) + x\ns2 = x - default(x[3], 0)\ns3 = y * 2.0\n\
-s4 = s3 > default(s3[2], 0.0)\ns5 = default(s5[1], 0) + s2\ns6 = default(y[1], 0.0) + y\n\
-s7 = x > 10\ns8 = if s7 then x else 0\ns9 = default(s9[1], 0) + 1\ns10 = s4 && s7\n";
+/// 3 (Int and Float values, holds and `if`), shared with the keyed bench; the
+/// measurement declares a Str key before it.
+const TEN_STREAMS: &str = include_str!("../../benches/common/ten_streams.dsrv");
 
 /// Live heap bytes per key of a keyed monitor over 100,000 keys, each past
 /// its longest offset, measured in a child process by the counting
@@ -150,7 +146,7 @@ fn a_key_costs_a_few_hundred_bytes_beyond_its_history() {
 }
 
 fn measure_keys_in_child() {
-    let spec = Spec::parse("ten.dsrv", TEN_STREAMS).unwrap();
+    let spec = Spec::parse("ten.dsrv", &format!("in host: Str\n{TEN_STREAMS}")).unwrap();
     let mut m = KeyedMonitor::builder(&spec, "host").build().unwrap();
     let names: Vec<String> = (0..100_000).map(|k| format!("host-{k}")).collect();
     let row = |m: &KeyedMonitor, host: &str, i: i64| {
