@@ -307,12 +307,7 @@ fn killed_keyed_runs_resume_to_the_uninterrupted_output_file() {
 
 /// Runs vigil with `args`; returns the status, standard output and error.
 fn run(args: &[&str]) -> (i32, String, String) {
-    let out = vigil().args(args).output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    crate::support::run_vigil(args, None)
 }
 
 /// A run over 50 rows with a checkpoint every 20 (and at the end): returns

@@ -13,12 +13,7 @@ fn temp_file(name: &str, contents: &str) -> std::path::PathBuf {
 }
 
 fn run(args: &[&str]) -> (i32, String, String) {
-    let out = vigil().args(args).output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    crate::support::run_vigil(args, None)
 }
 
 const ADD: &str = "in x: Int\nin y: Int\nout z: Int\nz = x / y\n";

@@ -42,12 +42,7 @@ fn alerts_name_the_trigger_render_the_message_and_carry_the_values() {
 
 /// Runs vigil with `args`; returns status, stdout, stderr.
 fn run(args: &[&str]) -> (i32, String, String) {
-    let out = vigil().args(args).output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    crate::support::run_vigil(args, None)
 }
 
 fn setup(test: &str) -> (std::path::PathBuf, String, String) {
