@@ -17,7 +17,7 @@ use crate::row::Row;
 use crate::snapshot::Snapshot;
 use crate::trace::{self, ReaderOptions};
 use crate::value::{Sample, Value};
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::io::{self, BufRead, IsTerminal, Write};
 
 /// The values kept per stream for `:history`.
@@ -60,8 +60,12 @@ struct Session {
     spec: Spec,
     monitor: Monitor,
     tier: Tier,
-    /// The last `HISTORY` samples of every stream, by name.
-    history: HashMap<String, VecDeque<(u64, Sample)>>,
+    /// Every stream's name (inputs, outputs, aux) and the printed outputs',
+    /// read once from the specification.
+    streams: Vec<String>,
+    outputs: Vec<String>,
+    /// The last `HISTORY` samples of every stream, indexed as `streams`.
+    history: Vec<VecDeque<(u64, Sample)>>,
     /// Whether a row was malformed (script mode's exit status).
     malformed: bool,
 }
@@ -69,19 +73,22 @@ struct Session {
 impl Session {
     fn new(spec: Spec, tier: Tier) -> Session {
         let monitor = Monitor::builder(&spec).tier(tier).build();
+        let streams: Vec<String> = spec
+            .checked()
+            .streams
+            .iter()
+            .map(|s| s.name.clone())
+            .collect();
+        let outputs = spec.output_names().into_iter().map(String::from).collect();
         Session {
+            history: vec![VecDeque::new(); streams.len()],
             spec,
             monitor,
             tier,
-            history: HashMap::new(),
+            streams,
+            outputs,
             malformed: false,
         }
-    }
-
-    /// The stream names (inputs, outputs, aux), for completion and history.
-    fn stream_names(&self) -> Vec<String> {
-        let spec = self.spec.checked();
-        spec.streams.iter().map(|s| s.name.clone()).collect()
     }
 
     /// Handles one line; `Ok(false)` ends the session.
@@ -138,12 +145,10 @@ impl Session {
     }
 
     fn step(&mut self, row: &Row, out: &mut dyn Write) -> io::Result<()> {
-        let names: Vec<String> = self.stream_names();
-        let outputs_names = self.monitor_output_names();
         match self.monitor.step(row) {
             Ok(outputs) => {
                 let step = outputs.step();
-                for (name, sample) in outputs_names.iter().zip(outputs.iter()) {
+                for (name, sample) in self.outputs.iter().zip(outputs.iter()) {
                     if !sample.is_noval() {
                         writeln!(out, "{name}[{step}] = {sample}")?;
                     }
@@ -155,9 +160,8 @@ impl Session {
                         alert.trigger, alert.step, alert.message
                     )?;
                 }
-                for name in names {
-                    if let Some(sample) = self.monitor.stream(&name) {
-                        let h = self.history.entry(name).or_default();
+                for (name, h) in self.streams.iter().zip(&mut self.history) {
+                    if let Some(sample) = self.monitor.stream(name) {
                         if h.len() == HISTORY {
                             h.pop_front();
                         }
@@ -176,14 +180,6 @@ impl Session {
         Ok(())
     }
 
-    fn monitor_output_names(&self) -> Vec<String> {
-        self.monitor
-            .output_names()
-            .into_iter()
-            .map(String::from)
-            .collect()
-    }
-
     /// Runs a command (without its `:`); `Ok(false)` ends the session.
     fn command(&mut self, command: &str, out: &mut dyn Write) -> io::Result<bool> {
         let mut words = command.split_whitespace();
@@ -198,7 +194,7 @@ impl Session {
             ("spec", _) => write!(out, "{}", ensure_newline(&self.spec.checked().source))?,
             ("explain", []) => write!(out, "{}", crate::explain::explain(&self.spec, self.tier))?,
             ("explain", [s]) => {
-                if !self.stream_names().iter().any(|x| x == s) {
+                if !self.streams.iter().any(|x| x == s) {
                     writeln!(out, "error: no stream `{s}`")?;
                     return Ok(true);
                 }
@@ -235,13 +231,12 @@ impl Session {
                         return Ok(true);
                     }
                 };
-                if !self.stream_names().iter().any(|x| x == s) {
+                let Some(k) = self.streams.iter().position(|x| x == s) else {
                     writeln!(out, "error: no stream `{s}`")?;
                     return Ok(true);
-                }
-                let h = self.history.get(*s);
-                let kept = h.map_or(0, VecDeque::len);
-                for (step, sample) in h.into_iter().flatten().skip(kept.saturating_sub(n)) {
+                };
+                let h = &self.history[k];
+                for (step, sample) in h.iter().skip(h.len().saturating_sub(n)) {
                     writeln!(out, "{s}[{step}] = {sample}")?;
                 }
             }
@@ -249,7 +244,7 @@ impl Session {
             ("load", ["-q", path]) => self.load(path, true, out)?,
             ("reset", []) => {
                 self.monitor.reset();
-                self.history.clear();
+                self.history.iter_mut().for_each(VecDeque::clear);
                 writeln!(out, "reset: step 0")?;
             }
             ("save", [path]) => match std::fs::write(path, &self.spec.checked().source) {
@@ -280,7 +275,7 @@ impl Session {
                 match restored {
                     Ok(m) => {
                         self.monitor = m;
-                        self.history.clear();
+                        self.history.iter_mut().for_each(VecDeque::clear);
                         writeln!(
                             out,
                             "restored: the next row is step {}",
@@ -523,7 +518,7 @@ fn interactive(session: &mut Session) -> io::Result<()> {
         .filter(|(c, _)| c.starts_with(':'))
         .map(|(c, _)| c.split_whitespace().next().unwrap_or(c).to_string())
         .collect();
-    words.extend(session.stream_names());
+    words.extend(session.streams.iter().cloned());
     editor.set_helper(Some(Complete { words }));
     let history = history_file();
     if let Some(h) = &history {
