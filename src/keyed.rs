@@ -487,8 +487,10 @@ impl KeyedMonitor {
         if let Some(b) = packed {
             self.load(&key, b);
         }
-        let run = match self.runs.peek_mut(&key) {
-            Some(Kept::Whole(run)) if whole => &mut **run,
+        // A packed key runs in the working run: only a whole one needs its
+        // entry again.
+        let run = match whole.then(|| self.runs.peek_mut(&key)).flatten() {
+            Some(Kept::Whole(run)) => &mut **run,
             _ => &mut self.work,
         };
         if let Some(e) = &run.failed {
