@@ -92,7 +92,7 @@ pub use monitor::{
 };
 pub use row::{Row, RowError, StepError, conform, describe};
 pub use snapshot::{
-    FORMAT_VERSION, Fingerprint, KEYED_FORMAT_VERSION, KEYED_MAGIC, KeyedSnapshot, MAGIC, Snapshot,
-    SnapshotError,
+    FORMAT_VERSION, Fingerprint, KEYED_FORMAT_VERSION, KEYED_MAGIC, KeyedSnapshot, MAGIC, Repair,
+    RepairError, Snapshot, SnapshotError, Started, Why,
 };
 pub use value::{Key, Sample, Value};

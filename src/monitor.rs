@@ -13,7 +13,7 @@ use crate::lang::diag::Diagnostics;
 use crate::lang::types::Type;
 use crate::plan::Plan;
 use crate::row::{Checked, Row, RowError, RowSchema, StepError};
-use crate::snapshot::{Snapshot, SnapshotError};
+use crate::snapshot::{Repair, RepairError, Snapshot, SnapshotError};
 use crate::trace::InputSchema;
 use crate::value::{Key, Sample, Value};
 use std::fmt;
@@ -792,6 +792,39 @@ impl Monitor {
     /// `snapshot` was taken of: `Monitor::builder(spec).restore(snapshot)?.build()`.
     pub fn restore(spec: &Spec, snapshot: &Snapshot) -> Result<Monitor, SnapshotError> {
         Ok(Monitor::builder(spec).restore(snapshot)?.build())
+    }
+
+    /// The run carried over to an edited specification `spec`, at this
+    /// step: a snapshot of `spec` to restore on any tier, and what happened
+    /// to each stream — the schedule repair of a live definition (`vigil
+    /// repl`'s `:def`). A stream `spec` keeps (same declaration, type and
+    /// definition, reading streams of unchanged types) keeps its whole
+    /// state; any other starts at this step, its own history ⊥, except that
+    /// an offset of a kept stream reads that stream's history as far as
+    /// this run kept it (see [`Repair`]). A stopped run is refused.
+    ///
+    /// ```
+    /// use vigil::{Monitor, Sample, Spec, Value};
+    /// let spec = Spec::parse("s.dsrv", "in x: Int\nout total: Int\ntotal = default(total[1], 0) + x").unwrap();
+    /// let mut monitor = Monitor::builder(&spec).build();
+    /// for v in [1, 2, 3] {
+    ///     monitor.step(&[Some(Value::Int(v))]).unwrap();
+    /// }
+    /// let edited = Spec::parse("s.dsrv", "in x: Int\nout total: Int\ntotal = default(total[1], 0) + x\nout last: Int\nlast = default(x[1], 0)").unwrap();
+    /// let (snapshot, repair) = monitor.repair(&edited).unwrap();
+    /// assert_eq!(repair.kept, ["x", "total"]);
+    /// let mut monitor = Monitor::builder(&edited).restore(&snapshot).unwrap().build();
+    /// monitor.step(&[Some(Value::Int(4))]).unwrap();
+    /// assert_eq!(monitor.output("total"), Some(Sample::Value(Value::Int(10))));
+    /// // `x[1]` reads the kept input's value of the step before the edit.
+    /// assert_eq!(monitor.output("last"), Some(Sample::Value(Value::Int(3))));
+    /// ```
+    pub fn repair(&self, spec: &Spec) -> Result<(Snapshot, Repair), RepairError> {
+        if let Some(e) = &self.run.failed {
+            return Err(RepairError::Stopped((**e).clone()));
+        }
+        let new = Plan::new(spec.checked().clone());
+        Ok(self.snapshot().repair(self.engine.plan(), &new))
     }
 
     /// Starts over at step 0 (no history, not stopped), keeping the compiled

@@ -30,6 +30,9 @@
 //! a `NodeState` is built, and a corrupt, truncated or hostile snapshot is a
 //! [`SnapshotError`], never a panic.
 
+mod repair;
+pub use repair::{Repair, RepairError, Started, Why};
+
 use crate::canonical::NodeState;
 use crate::canonical::ops::op_name;
 use crate::error::{ErrorKind, RuntimeError};

@@ -72,8 +72,9 @@ pub enum Command {
     /// (`:tier T` moves the run to another tier, keeping its state). Without a
     /// terminal, reads rows and commands from standard input as a script.
     Repl {
-        /// The specification file (DSRV).
-        spec: String,
+        /// The specification file (DSRV); without it, the session starts
+        /// with an empty specification for `:def` to build.
+        spec: Option<String>,
         /// Execution tier to start on.
         #[arg(long, default_value = "auto", value_parser = tier_parser())]
         tier: Tier,
@@ -358,7 +359,7 @@ pub fn main() -> ExitCode {
             clap_complete::generate(shell, &mut Cli::command(), "vigil", &mut script);
             print(&String::from_utf8_lossy(&script))
         }
-        Command::Repl { spec, tier } => repl::repl(&spec, tier),
+        Command::Repl { spec, tier } => repl::repl(spec.as_deref(), tier),
         Command::Tiers => {
             let mut text = String::new();
             for t in Tier::ALL.iter().filter(|t| **t != Tier::Auto) {

@@ -10,8 +10,16 @@
 //! state in the canonical run state, so the session takes a snapshot, builds the monitor for the
 //! new tier and restores the snapshot into it — the next step is what a run on that tier from the
 //! start would give.
+//!
+//! `:def` and `:drop` edit the specification mid-run (the seed's repaired schedule): the text is
+//! edited (`lang::edit`), checked whole, and the run carried over to it (`Monitor::repair`), so
+//! every stream the edit does not touch keeps its values, holds, history and builtin state, and
+//! the new plan, fusion and compiled code take over at the next step. A `:def` whose `out`/`aux`
+//! declarations lack their definitions reads further lines (prompt `...>`) until it is complete or
+//! an empty line ends it.
 
 use super::{Exit, error, load_spec, say};
+use crate::lang::edit;
 use crate::monitor::{Monitor, Spec, Tier};
 use crate::row::Row;
 use crate::snapshot::Snapshot;
@@ -24,9 +32,17 @@ use std::io::{self, BufRead, IsTerminal, Write};
 const HISTORY: usize = 1000;
 
 /// The commands, for `:help` and completion.
-const COMMANDS: [(&str, &str); 13] = [
+const COMMANDS: [(&str, &str); 15] = [
     (":help", "this list"),
     (":spec", "print the specification"),
+    (
+        ":def DECL",
+        "add or replace streams: `:def out w: Int = z * 2`, `:def w = z + 1`, `:def in h: Str`",
+    ),
+    (
+        ":drop S",
+        "remove stream S (refused while another reads it)",
+    ),
     (
         ":explain [S]",
         "schedule, regions, IR and which tier runs what (lines naming S)",
@@ -68,31 +84,60 @@ struct Session {
     history: Vec<VecDeque<(u64, Sample)>>,
     /// Whether a row was malformed (script mode's exit status).
     malformed: bool,
+    /// The text of a `:def` still missing definitions (more lines follow).
+    pending: Option<String>,
 }
 
 impl Session {
     fn new(spec: Spec, tier: Tier) -> Session {
         let monitor = Monitor::builder(&spec).tier(tier).build();
-        let streams: Vec<String> = spec
-            .checked()
-            .streams
-            .iter()
-            .map(|s| s.name.clone())
-            .collect();
-        let outputs = spec.output_names().into_iter().map(String::from).collect();
-        Session {
-            history: vec![VecDeque::new(); streams.len()],
+        let mut session = Session {
+            history: Vec::new(),
             spec,
             monitor,
             tier,
-            streams,
-            outputs,
+            streams: Vec::new(),
+            outputs: Vec::new(),
             malformed: false,
+            pending: None,
+        };
+        session.read_names();
+        session.history = vec![VecDeque::new(); session.streams.len()];
+        session
+    }
+
+    /// Reads the stream and output names of the specification.
+    fn read_names(&mut self) {
+        self.streams = (self.spec.checked().streams.iter())
+            .map(|s| s.name.clone())
+            .collect();
+        self.outputs = (self.spec.output_names().into_iter())
+            .map(String::from)
+            .collect();
+    }
+
+    /// The prompt: the step the next row is, or a continuation.
+    fn prompt(&self) -> String {
+        match self.pending {
+            Some(_) => "...> ".to_string(),
+            None => format!("[{}]> ", self.monitor.steps()),
         }
     }
 
     /// Handles one line; `Ok(false)` ends the session.
     fn line(&mut self, line: &str, at: usize, out: &mut dyn Write) -> io::Result<bool> {
+        if let Some(mut text) = self.pending.take() {
+            if line.trim().is_empty() {
+                // An empty line ends the definition as it is; the checker
+                // says what is missing.
+                self.define(&text, out)?;
+            } else {
+                text.push('\n');
+                text.push_str(line);
+                self.define_or_continue(text, out)?;
+            }
+            return Ok(true);
+        }
         let line = line.trim();
         if line.is_empty() || line.starts_with("//") {
             return Ok(true);
@@ -186,6 +231,14 @@ impl Session {
         let name = words.next().unwrap_or("");
         let args: Vec<&str> = words.collect();
         match (name, args.as_slice()) {
+            ("def", _) => {
+                let text = command.trim_start().strip_prefix("def").unwrap_or("");
+                self.define_or_continue(text.trim().to_string(), out)?;
+            }
+            ("drop", [s]) => match edit::drop(self.spec.checked(), s) {
+                Ok(source) => self.respecify(&source, out)?,
+                Err(e) => writeln!(out, "error: {e}")?,
+            },
             ("help", _) => {
                 for (c, what) in COMMANDS {
                     writeln!(out, "  {c:<18} {what}")?;
@@ -294,6 +347,95 @@ impl Session {
         Ok(true)
     }
 
+    /// Applies `text` as a `:def`, or keeps it for the next line while it
+    /// declares streams it does not define yet.
+    fn define_or_continue(&mut self, text: String, out: &mut dyn Write) -> io::Result<()> {
+        if text.is_empty() || edit::needs_more(&text) {
+            self.pending = Some(text);
+            return Ok(());
+        }
+        self.define(&text, out)
+    }
+
+    /// `:def`: the specification with `text`'s declarations in it.
+    fn define(&mut self, text: &str, out: &mut dyn Write) -> io::Result<()> {
+        match edit::define(&self.spec.checked().source, text) {
+            Ok((source, _)) => self.respecify(&source, out),
+            // Diagnostics carry their own `error:` lines.
+            Err(edit::EditError::Syntax(d)) => writeln!(out, "{d}\nthe specification is unchanged"),
+            Err(e) => writeln!(out, "error: {e}\nthe specification is unchanged"),
+        }
+    }
+
+    /// Replaces the specification by `source` if it passes the checker, and
+    /// carries the run over to it (the repaired schedule): the monitor of the
+    /// new plan, on the session's tier, continues at the same step.
+    fn respecify(&mut self, source: &str, out: &mut dyn Write) -> io::Result<()> {
+        let file = self.spec.checked().file.clone();
+        let spec = match Spec::parse(&file, source) {
+            Ok(spec) => spec,
+            Err(mut d) => {
+                // The lines are those of the edited text, not of the file.
+                d.file = format!("{file} (edited)");
+                return writeln!(out, "{d}\nthe specification is unchanged");
+            }
+        };
+        let (snapshot, repair) = match self.monitor.repair(&spec) {
+            Ok(r) => r,
+            Err(e) => return writeln!(out, "error: {e}\nthe specification is unchanged"),
+        };
+        let monitor = match Monitor::builder(&spec).tier(self.tier).restore(&snapshot) {
+            Ok(b) => b.build(),
+            Err(e) => panic!("engine bug: a repaired snapshot does not restore: {e}"),
+        };
+        // `:history` keeps what it showed of the kept streams.
+        let mut kept: Vec<(String, VecDeque<(u64, Sample)>)> = Vec::new();
+        for (name, h) in self.streams.iter().zip(&mut self.history) {
+            if repair.kept.contains(name) {
+                kept.push((name.clone(), std::mem::take(h)));
+            }
+        }
+        let tier_before = self.monitor.tier();
+        self.spec = spec;
+        self.monitor = monitor;
+        self.read_names();
+        self.history = (self.streams.iter())
+            .map(|n| {
+                kept.iter_mut()
+                    .find(|(k, _)| k == n)
+                    .map(|(_, h)| std::mem::take(h))
+                    .unwrap_or_default()
+            })
+            .collect();
+        let mut parts: Vec<String> = (repair.started.iter())
+            .map(|s| format!("{} {}", s.stream, s.why))
+            .collect();
+        parts.extend(repair.dropped.iter().map(|s| format!("{s} dropped")));
+        writeln!(
+            out,
+            "repaired at step {}: {}; {} stream{} kept",
+            repair.step,
+            if parts.is_empty() {
+                "nothing changed".to_string()
+            } else {
+                parts.join(", ")
+            },
+            repair.kept.len(),
+            if repair.kept.len() == 1 { "" } else { "s" }
+        )?;
+        // The tier the new plan runs on, when it is not the one before (a
+        // non-scalar stream added under native-whole, or `auto` choosing).
+        if self.monitor.tier() != tier_before {
+            writeln!(
+                out,
+                "tier: {} ({})",
+                self.monitor.tier(),
+                self.monitor.stats().why
+            )?;
+        }
+        Ok(())
+    }
+
     /// Moves the run to `tier`: snapshot, new monitor, restore.
     fn switch(&mut self, tier: Tier, out: &mut dyn Write) -> io::Result<()> {
         let snapshot = self.monitor.snapshot();
@@ -361,6 +503,18 @@ impl Session {
             )?;
         }
         Ok(())
+    }
+}
+
+impl Session {
+    /// What completion offers: the commands and the stream names.
+    fn words(&self) -> Vec<String> {
+        let mut words: Vec<String> = (COMMANDS.iter())
+            .filter(|(c, _)| c.starts_with(':'))
+            .map(|(c, _)| c.split_whitespace().next().unwrap_or(c).to_string())
+            .collect();
+        words.extend(self.streams.iter().cloned());
+        words
     }
 }
 
@@ -469,10 +623,11 @@ fn history_file() -> Option<std::path::PathBuf> {
 }
 
 /// `vigil repl SPEC [--tier T]`.
-pub(super) fn repl(spec_path: &str, tier: Tier) -> Exit {
-    let spec = match load_spec(spec_path) {
-        Ok(s) => s,
-        Err(exit) => return exit,
+pub(super) fn repl(spec_path: Option<&str>, tier: Tier) -> Exit {
+    let spec = match spec_path.map(load_spec) {
+        Some(Ok(s)) => s,
+        Some(Err(exit)) => return exit,
+        None => Spec::parse("<repl>", "").expect("the empty specification is valid"),
     };
     let mut session = Session::new(spec, tier);
     let terminal = io::stdin().is_terminal() && io::stdout().is_terminal();
@@ -503,8 +658,12 @@ fn script(session: &mut Session) -> io::Result<()> {
         let go_on = session.line(&line, i + 1, &mut out)?;
         out.flush()?;
         if !go_on {
-            break;
+            return Ok(());
         }
+    }
+    // The input ended inside a definition: apply it as it is.
+    if let Some(text) = session.pending.take() {
+        session.define(&text, &mut out)?;
     }
     Ok(())
 }
@@ -513,13 +672,9 @@ fn script(session: &mut Session) -> io::Result<()> {
 fn interactive(session: &mut Session) -> io::Result<()> {
     let mut editor: rustyline::Editor<Complete, rustyline::history::DefaultHistory> =
         rustyline::Editor::new().map_err(io::Error::other)?;
-    let mut words: Vec<String> = COMMANDS
-        .iter()
-        .filter(|(c, _)| c.starts_with(':'))
-        .map(|(c, _)| c.split_whitespace().next().unwrap_or(c).to_string())
-        .collect();
-    words.extend(session.streams.iter().cloned());
-    editor.set_helper(Some(Complete { words }));
+    editor.set_helper(Some(Complete {
+        words: session.words(),
+    }));
     let history = history_file();
     if let Some(h) = &history {
         let _ = editor.load_history(h);
@@ -532,8 +687,7 @@ fn interactive(session: &mut Session) -> io::Result<()> {
     let mut out = io::stdout();
     let mut n = 0;
     loop {
-        let prompt = format!("[{}]> ", session.monitor.steps());
-        match editor.readline(&prompt) {
+        match editor.readline(&session.prompt()) {
             Ok(line) => {
                 n += 1;
                 let _ = editor.add_history_entry(line.as_str());
@@ -541,9 +695,18 @@ fn interactive(session: &mut Session) -> io::Result<()> {
                     break;
                 }
                 out.flush()?;
+                // A definition may have added or dropped streams.
+                if let Some(helper) = editor.helper_mut() {
+                    helper.words = session.words();
+                }
             }
             Err(rustyline::error::ReadlineError::Interrupted) => continue,
-            Err(rustyline::error::ReadlineError::Eof) => break,
+            Err(rustyline::error::ReadlineError::Eof) => {
+                if let Some(text) = session.pending.take() {
+                    session.define(&text, &mut out)?;
+                }
+                break;
+            }
             Err(e) => return Err(io::Error::other(e)),
         }
     }

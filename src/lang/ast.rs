@@ -223,6 +223,10 @@ pub enum Decl {
 pub struct Ast {
     pub exprs: Vec<ExprData>,
     pub decls: Vec<Decl>,
+    /// The source span of every declaration, indexed as `decls`: from its
+    /// first token to its last (a definition's name to its expression's
+    /// end). Source edits (`lang::edit`) replace declarations by it.
+    pub decl_spans: Vec<Span>,
     /// Every name token in source order (name, span): used for the output
     /// order, which is the order of first mention in the spec text.
     pub mentions: Vec<(String, Span)>,

@@ -3,6 +3,7 @@
 pub mod ast;
 pub mod check;
 pub mod diag;
+pub mod edit;
 pub mod lexer;
 pub mod parser;
 pub mod types;

@@ -33,6 +33,17 @@ use super::{MAX_HISTORY, MAX_NESTING, MAX_OFFSET};
 /// `Parser::nested` and `Parser::push`), and the parser's own recursion
 /// stops at that bound, so every later pass may recurse over expressions.
 pub fn parse(src: &str) -> (Ast, Vec<Diagnostic>) {
+    parse_with(src, false)
+}
+
+/// As `parse`, also accepting a declaration that carries its definition,
+/// `out w: Int = z * 2` (`vigil repl`'s `:def`): it yields the declaration
+/// and a definition of the same name, as if written on two lines.
+pub fn parse_definitions(src: &str) -> (Ast, Vec<Diagnostic>) {
+    parse_with(src, true)
+}
+
+fn parse_with(src: &str, combined: bool) -> (Ast, Vec<Diagnostic>) {
     let (tokens, mut errors) = lex(src);
     let mut p = Parser {
         toks: tokens,
@@ -43,6 +54,7 @@ pub fn parse(src: &str) -> (Ast, Vec<Diagnostic>) {
         nesting: 0,
         history: 0,
         triggers: 0,
+        combined,
     };
     p.ast.mentions = p
         .toks
@@ -59,6 +71,8 @@ pub fn parse(src: &str) -> (Ast, Vec<Diagnostic>) {
 }
 
 struct Parser {
+    /// Whether a declaration may carry its definition (`parse_definitions`).
+    combined: bool,
     toks: Vec<Token>,
     pos: usize,
     ast: Ast,
@@ -264,17 +278,29 @@ impl Parser {
                 ),
             )));
         }
-        self.ast.decls.push(Decl::Trigger {
-            name,
-            name_span,
-            cond,
-            message,
-            message_span: t.span,
-        });
+        self.push_decl(
+            Decl::Trigger {
+                name,
+                name_span,
+                cond,
+                message,
+                message_span: t.span,
+            },
+            keyword,
+        );
         Ok(())
     }
 
+    /// Adds a declaration that began at `start` and ended with the last
+    /// token consumed.
+    fn push_decl(&mut self, decl: Decl, start: Span) {
+        let end = self.toks[self.pos.saturating_sub(1)].span;
+        self.ast.decls.push(decl);
+        self.ast.decl_spans.push(start.to(end));
+    }
+
     fn decl(&mut self) -> PResult<()> {
+        let start = self.span();
         if self.peek() == &Tok::KwTrigger {
             let keyword = self.advance();
             return self.trigger(keyword);
@@ -310,12 +336,19 @@ impl Parser {
             } else {
                 None
             };
-            self.ast.decls.push(Decl::Stream {
-                kind,
-                name,
-                name_span,
-                ty,
-            });
+            let combined = self.combined && self.peek() == &Tok::Assign;
+            self.push_decl(
+                Decl::Stream {
+                    kind,
+                    name: name.clone(),
+                    name_span,
+                    ty,
+                },
+                start,
+            );
+            if combined {
+                return self.definition(name, name_span);
+            }
             return Ok(());
         }
         let (name, name_span) = match self.peek() {
@@ -335,6 +368,11 @@ impl Parser {
                 ));
             }
         };
+        self.definition(name, name_span)
+    }
+
+    /// `= expr` after the name of the stream it defines.
+    fn definition(&mut self, name: String, name_span: Span) -> PResult<()> {
         self.expect(Tok::Assign, "`=` after the stream name")?;
         let expr = self.sub_expr()?;
         if !self.at_decl_start() {
@@ -350,11 +388,14 @@ impl Parser {
                 .with_hint("an `if` inside an operator must be parenthesised"),
             ));
         }
-        self.ast.decls.push(Decl::Def {
-            name,
+        self.push_decl(
+            Decl::Def {
+                name,
+                name_span,
+                expr,
+            },
             name_span,
-            expr,
-        });
+        );
         Ok(())
     }
 

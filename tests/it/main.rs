@@ -12,6 +12,7 @@ mod keyed;
 mod memory;
 mod operator;
 mod props;
+mod repair;
 mod repl;
 mod robustness;
 mod rows;

@@ -22,9 +22,10 @@ fn transcripts_match_on_every_tier() {
                 "repl",
                 &format!("{}-{tier}", dir.file_name().unwrap().to_string_lossy()),
             );
-            let spec_path = write(&work, "spec.dsrv", &spec);
+            write(&work, "spec.dsrv", &spec);
+            // By a relative path, as diagnostics name it.
             let out = std::process::Command::new(env!("CARGO_BIN_EXE_vigil"))
-                .args(["repl", "--tier", tier.name(), &spec_path])
+                .args(["repl", "--tier", tier.name(), "spec.dsrv"])
                 .current_dir(&work)
                 .stdin(std::fs::File::open(dir.join("session.txt")).unwrap())
                 .output()
@@ -133,8 +134,18 @@ fn a_terminal_session_prompts_and_completes() {
     {
         use std::io::Write as _;
         let mut stdin = child.stdin.take().unwrap();
-        // A row, a command completed with Tab (`:he` + Tab = `:help`), leave.
-        for keys in ["x=41\r", ":he\t\r", ":quit\r"] {
+        // A row, a command completed with Tab (`:he` + Tab = `:help`), a
+        // definition over two lines, a row, the new stream's name completed
+        // (`wo` + Tab = `wow`), leave.
+        for keys in [
+            "x=41\r",
+            ":he\t\r",
+            ":def out wow: Int\r",
+            "wow = y * 2\r",
+            "x=1\r",
+            ":drop wo\t\r",
+            ":quit\r",
+        ] {
             stdin.write_all(keys.as_bytes()).unwrap();
             stdin.flush().unwrap();
             std::thread::sleep(std::time::Duration::from_millis(300));
@@ -151,6 +162,18 @@ fn a_terminal_session_prompts_and_completes() {
     assert!(
         screen.contains("this list"),
         "`:he` + Tab did not complete to `:help`:\n{screen}"
+    );
+    assert!(
+        screen.contains("...> "),
+        "no continuation prompt:\n{screen}"
+    );
+    assert!(
+        screen.contains("wow[1] = Int(4)"),
+        "the defined stream gave no output:\n{screen}"
+    );
+    assert!(
+        screen.contains("wow dropped"),
+        "`wo` + Tab did not complete to the defined `wow`:\n{screen}"
     );
     // The history is kept in the data directory.
     assert!(dir.join("vigil/repl_history").exists());
