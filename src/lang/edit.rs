@@ -106,15 +106,19 @@ pub fn define(source: &str, text: &str) -> Result<(String, Vec<String>), EditErr
                 )
             }
         };
+        // A name declared (or defined) twice in `text` replaces once; the
+        // second is appended, so the checker reports the repetition.
+        let unused = |at: &Span, edits: &[(Span, String)]| !edits.iter().any(|(s, _)| s == at);
         match replaces {
-            Some(at) => edits.push((at, piece)),
-            None => appended.push(piece),
+            Some(at) if unused(&at, &edits) => edits.push((at, piece)),
+            _ => appended.push(piece),
         }
         if let Decl::Stream {
             kind: DeclKind::Input,
             ..
         } = decl
             && let Some(def) = find_def(&old, name)
+            && unused(&def, &edits)
         {
             edits.push((def, String::new()));
         }
@@ -285,6 +289,43 @@ mod tests {
         .unwrap();
         let err = drop(&spec, "z").unwrap_err();
         assert_eq!(err.to_string(), "`z` cannot be dropped: hot reads it");
+    }
+
+    #[test]
+    fn a_name_repeated_in_the_text_is_left_to_the_checker() {
+        // Regression: both declarations replaced the same span of the old
+        // text, and the second ran past the end of the edited one (a panic).
+        let source = "in x: Int\nz = x\nout z: Int";
+        for text in ["in z: Int\nout z: Int", "in z: Int\nz = 1\nz = 2"] {
+            let (edited, _) = define(source, text).unwrap();
+            let err = parse_and_check("t", &edited).unwrap_err().to_string();
+            assert!(err.contains("error:"), "{text}: {err}");
+        }
+    }
+
+    proptest::proptest! {
+        /// Any mix of declarations and definitions, repeated or clashing,
+        /// against sources with and without a final newline, is an edit or
+        /// an error, never a panic; an edit that checks can be dropped from.
+        #[test]
+        fn edits_never_panic(
+            picks in proptest::collection::vec(0..9usize, 1..6),
+            which in 0..3usize,
+            name in 0..3usize,
+        ) {
+            const PIECES: [&str; 9] = [
+                "in z: Int", "out z: Int", "z = 1", "out w = z", "aux z: Bool",
+                "trigger t: x > 1 \"m {x}\"", "y = x", "in y: Float", "out q: Int = x * 2",
+            ];
+            let sources = [SPEC, "in x: Int\nz = x\nout z: Int", "in x: Int\nout y: Int\ny = x"];
+            let text: Vec<&str> = picks.iter().map(|&p| PIECES[p]).collect();
+            let source = sources[which];
+            if let Ok((edited, _)) = define(source, &text.join("\n"))
+                && let Ok(spec) = parse_and_check("t", &edited)
+            {
+                let _ = drop(&spec, ["x", "y", "z"][name]);
+            }
+        }
     }
 
     #[test]
