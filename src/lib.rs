@@ -59,9 +59,13 @@ mod batch;
 mod canonical;
 mod error;
 mod keyed;
+/// The deterministic merge of several sources' stamped rows into steps.
+pub mod merge;
 mod monitor;
 mod row;
 mod snapshot;
+/// Time as data: instants, units and their written forms.
+pub mod time;
 mod value;
 
 // The pipeline stages and tools (see the crate documentation): not API.

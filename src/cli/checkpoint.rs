@@ -453,13 +453,13 @@ pub(super) fn prepare(
         schema.types.push(crate::lang::types::Type::Any);
     }
     let width = schema.names.len();
-    let opened = trace::open_trace_at(&args.input, format, &schema, options, resume_at)
+    let opened = trace::open_trace_at(&args.input[0], format, &schema, options, resume_at)
         .map_err(|e: OpenError| fail(e.to_string()))?;
     let mut reader = opened.reader;
     if let Some((path, l)) = &loaded {
         let at_position = match (&opened.file, &l.info.input.file) {
             (Some(trace), Some(f)) if !opened.streaming => {
-                check_trace(trace, f, &args.input)
+                check_trace(trace, f, &args.input[0])
                     .map_err(|e| fail(format!("cannot resume from `{path}`: {e}")))?;
                 true
             }
@@ -519,7 +519,7 @@ pub(super) fn prepare(
         every: args.checkpoint_every,
         since: 0,
         spec: args.spec.clone(),
-        input: args.input.clone(),
+        input: args.input[0].clone(),
         format: format.into(),
         trace: opened.file,
         output_format: output.into(),

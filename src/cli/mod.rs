@@ -17,6 +17,7 @@
 mod checkpoint;
 mod ops;
 mod repl;
+mod timed;
 
 use checkpoint::Runner;
 use ops::OnMalformed;
@@ -147,9 +148,23 @@ pub struct RunArgs {
     pub spec: String,
     /// The trace: a file, or `-` for standard input. A regular file is
     /// memory-mapped and evaluated in batches; anything else (a pipe, a FIFO,
-    /// `/dev/stdin`) is read, evaluated and written row by row.
-    #[arg(long, short)]
-    pub input: String,
+    /// `/dev/stdin`) is read, evaluated and written row by row. Given more
+    /// than once, the traces are sources merged into one sequence of steps
+    /// by time (see `--time`), with priority by position.
+    #[arg(long, short, required = true)]
+    pub input: Vec<String>,
+    /// The time field of every row (a CSV column or JSON key; a number in
+    /// `--time-unit`, or an RFC 3339 text). Without it, a row's time is its
+    /// index in its trace. An `.input` trace's step numbers are its time.
+    #[arg(long, value_name = "FIELD")]
+    pub time: Option<String>,
+    /// The unit of numeric times (and of `--lateness`).
+    #[arg(long, value_name = "UNIT", default_value = "s", value_parser = ["s", "ms", "us", "ns"])]
+    pub time_unit: String,
+    /// Accept rows up to L late (older than the latest time of their trace),
+    /// re-stamping them to that time; an older row is an error.
+    #[arg(long, value_name = "L", requires = "time")]
+    pub lateness: Option<f64>,
     /// Trace format; `auto` picks by file extension (`.input`, `.csv`,
     /// `.jsonl`), and standard input or another stream without one (a FIFO,
     /// `/dev/stdin`, `<(…)`) defaults to JSON lines.
@@ -494,40 +509,51 @@ impl Ctl<'_> {
     }
 }
 
+/// The format of trace `path`: `--format`, else by extension; a stream
+/// without one (standard input, a FIFO, `/dev/stdin`, `<(…)`) is JSON lines.
+fn trace_format(path: &str, format: FormatArg) -> Result<TraceFormat, Exit> {
+    Ok(match format {
+        FormatArg::Tc => TraceFormat::Tc,
+        FormatArg::Csv => TraceFormat::Csv,
+        FormatArg::Jsonl => TraceFormat::Jsonl,
+        FormatArg::Auto if path == "-" => TraceFormat::Jsonl,
+        FormatArg::Auto => match trace::format_from_path(path) {
+            Some(f) => f,
+            None => match std::fs::metadata(path) {
+                Ok(meta) if !meta.is_file() && !meta.is_dir() => TraceFormat::Jsonl,
+                Ok(_) => {
+                    error(format_args!(
+                        "cannot tell the format of `{path}` from its extension; pass --format tc|csv|jsonl"
+                    ));
+                    return Err(Exit::Failure);
+                }
+                Err(e) => {
+                    error(format_args!("{path}: cannot open the trace: {e}"));
+                    return Err(Exit::Failure);
+                }
+            },
+        },
+    })
+}
+
 fn run(args: &RunArgs) -> Exit {
     let spec = match load_spec(&args.spec) {
         Ok(s) => s,
         Err(exit) => return exit,
     };
-    let format = match args.format {
-        FormatArg::Tc => TraceFormat::Tc,
-        FormatArg::Csv => TraceFormat::Csv,
-        FormatArg::Jsonl => TraceFormat::Jsonl,
-        FormatArg::Auto if args.input == "-" => TraceFormat::Jsonl,
-        FormatArg::Auto => match trace::format_from_path(&args.input) {
-            Some(f) => f,
-            // A stream without an extension (a FIFO, `/dev/stdin`, `<(…)`)
-            // defaults to JSON lines, as standard input does.
-            None => match std::fs::metadata(&args.input) {
-                Ok(meta) if !meta.is_file() && !meta.is_dir() => TraceFormat::Jsonl,
-                Ok(_) => {
-                    error(format_args!(
-                        "cannot tell the format of `{}` from its extension; pass --format tc|csv|jsonl",
-                        args.input
-                    ));
-                    return Exit::Failure;
-                }
-                Err(e) => {
-                    error(format_args!("{}: cannot open the trace: {e}", args.input));
-                    return Exit::Failure;
-                }
-            },
-        },
-    };
     let output = match args.output {
         OutputArg::Text => OutputFormat::Text,
         OutputArg::Csv => OutputFormat::Csv,
         OutputArg::Jsonl => OutputFormat::Jsonl,
+    };
+    // Time, or several sources: the merged run (`timed.rs`).
+    if args.input.len() > 1 || args.time.is_some() {
+        return timed::run(args, &spec, output);
+    }
+    let input = args.input[0].as_str();
+    let format = match trace_format(input, args.format) {
+        Ok(f) => f,
+        Err(exit) => return exit,
     };
     if format == TraceFormat::Tc && args.on_malformed != OnMalformed::Stop {
         // A block's step number places every later block, so one cannot be
@@ -570,7 +596,7 @@ fn run(args: &RunArgs) -> Exit {
         Ok(a) => a,
         Err(exit) => return exit,
     };
-    let len = match args.input.as_str() {
+    let len = match input {
         "-" => None,
         path => std::fs::metadata(path).ok().map(|m| m.len()),
     };
@@ -579,11 +605,7 @@ fn run(args: &RunArgs) -> Exit {
         view: &view,
         output,
         input: Input {
-            name: if args.input == "-" {
-                "<stdin>"
-            } else {
-                &args.input
-            },
+            name: if input == "-" { "<stdin>" } else { input },
             lines: format != TraceFormat::Tc,
             streaming,
         },
@@ -706,7 +728,7 @@ fn run_streaming(
             Ok(outputs) => {
                 ctl.tally.steps += 1;
                 ctl.view
-                    .fill(&mut samples, ctl.output, Some(&row), outputs.iter());
+                    .fill(&mut samples, ctl.output, Some(&row), outputs.iter(), None);
                 writer.write_step(outputs.step(), &samples)?;
                 alerts.report(&outputs, &ctl.view.context(&row), &ctl.tally.progress)?;
                 if ctl.input.streaming {
@@ -787,7 +809,7 @@ fn run_keyed(
             Ok(outputs) => {
                 ctl.tally.steps += 1;
                 ctl.view
-                    .fill(&mut samples, ctl.output, Some(&row), outputs.iter());
+                    .fill(&mut samples, ctl.output, Some(&row), outputs.iter(), None);
                 let key = outputs
                     .key()
                     .expect("a keyed monitor's outputs name their key");
@@ -924,7 +946,8 @@ fn run_batched(
         let result = monitor.run_batch(&rows, &mut out);
         for r in out.rows() {
             ctl.tally.steps += 1;
-            ctl.view.fill(&mut samples, ctl.output, None, r.iter());
+            ctl.view
+                .fill(&mut samples, ctl.output, None, r.iter(), None);
             writer.write_step(r.step(), &samples)?;
         }
         ctl.tally.progress.update(ctl.tally.rows_read, reader);

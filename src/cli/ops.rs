@@ -37,6 +37,8 @@ pub(super) struct View {
     /// How many of them are undeclared fields, read after the inputs.
     extra: usize,
     pub(super) quiet: bool,
+    /// Whether rows carry the step's time first (`--time`).
+    time: bool,
 }
 
 /// The `--pass` fields that are not declared inputs, each once, in the order
@@ -124,6 +126,7 @@ impl View {
             pass,
             extra: extra.len(),
             quiet: args.quiet,
+            time: args.time.is_some(),
         })
     }
 
@@ -148,6 +151,9 @@ impl View {
     pub(super) fn writer_names(&self, outputs: &[&str], format: OutputFormat) -> Vec<String> {
         let mut names: Vec<String> = Vec::new();
         if View::rows_carry(format) {
+            if self.time {
+                names.push("time".into());
+            }
             names.extend(self.pass.iter().map(|(n, _)| n.clone()));
         }
         names.extend(
@@ -160,15 +166,20 @@ impl View {
         names
     }
 
-    /// The samples of one step for the writer, aligned with `writer_names`.
+    /// The samples of one step for the writer, aligned with `writer_names`
+    /// (`time` is the step's time, in a run with `--time`).
     pub(super) fn fill(
         &self,
         samples: &mut Vec<Sample>,
         format: OutputFormat,
         row: Option<&[Option<Value>]>,
         outputs: impl Iterator<Item = Sample>,
+        time: Option<&Value>,
     ) {
         samples.clear();
+        if View::rows_carry(format) && self.time {
+            samples.push(time.map_or(Sample::NoVal, |t| Sample::Value(t.clone())));
+        }
         if View::rows_carry(format)
             && let Some(row) = row
         {

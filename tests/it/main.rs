@@ -20,5 +20,6 @@ mod schema;
 mod snapshots;
 mod strings;
 mod support;
+mod time;
 mod trace_hardening;
 mod triggers;

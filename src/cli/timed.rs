@@ -1,0 +1,443 @@
+//! `vigil run` with time: every `--input` a source, merged into one sequence of steps by time.
+//!
+//! A run goes here when it has `--time FIELD` or more than one `--input`. Each source is read
+//! with the same schema (the declared inputs, the undeclared `--pass` fields and the time field
+//! if it is not an input); each row is stamped with its time (its time field read in
+//! `--time-unit` or as RFC 3339; an `.input` trace's step number; without `--time`, its index
+//! in its source) and handed to `crate::merge::Merge`, which gives the steps in the one order
+//! the stamps define. The loop reads a row from whichever source the merge needs next, so a
+//! step is evaluated as soon as it is final and no source is read ahead further than that.
+//!
+//! Each step's time leads its CSV/JSON-lines output row (`time`) and its alert lines; the
+//! text output stays the Trustworthiness Checker's. Clashes (an input two sources set at one
+//! time) and re-stamped late rows are reported on standard error (the first few) and counted in
+//! `--summary`.
+
+use super::checkpoint::Runner;
+use super::ops::{self, View};
+use super::{Alerts, Exit, OnMalformed, RunArgs, error, say, stop, trace_exit, trace_format};
+use crate::keyed::KeyedMonitor;
+use crate::merge::{Merge, Step};
+use crate::monitor::{Monitor, Spec};
+use crate::row::StepError;
+use crate::time::{Time, TimeForm, TimeUnit};
+use crate::trace::{self, OutputFormat, OutputWriter, ReaderOptions, RowReader, TraceFormat};
+use crate::value::Value;
+use std::io::{self, Write};
+
+/// The clashes and late rows reported one by one before only counting.
+const REPORTED: u64 = 10;
+
+/// One source of the run.
+struct Source {
+    name: String,
+    reader: Box<dyn RowReader>,
+    format: TraceFormat,
+    /// Rows read from it.
+    rows: u64,
+}
+
+impl Source {
+    /// Where the row just read is: its line (JSON lines, CSV), else its row.
+    fn locate(&self) -> String {
+        match self.reader.position() {
+            Some(p) if self.format != TraceFormat::Tc => format!("{}:{}:1", self.name, p.line),
+            _ => format!("{}: row {}", self.name, self.rows),
+        }
+    }
+}
+
+/// `vigil run` over merged sources (see the module doc).
+pub(super) fn run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Exit {
+    let fail = |m: &str| {
+        error(m);
+        Exit::Failure
+    };
+    if args.checkpoint.is_some() || args.resume.is_some() {
+        return fail(
+            "--checkpoint and --resume do not work with --time or several --input traces yet",
+        );
+    }
+    let unit = TimeUnit::from_name(&args.time_unit).expect("clap allows only known units");
+    let lateness = match args.lateness {
+        None => 0,
+        Some(l) if l.is_finite() && l >= 0.0 && l * (unit.nanos() as f64) < 9.2e18 => {
+            (l * unit.nanos() as f64).round() as i64
+        }
+        Some(l) => return fail(&format!("--lateness {l}: not a duration")),
+    };
+    let view = match View::new(args, spec, output) {
+        Ok(v) => v,
+        Err(m) => return fail(&m),
+    };
+    // The schema every source is read with.
+    let mut schema = spec.input_schema();
+    for name in ops::extra_fields(args, spec) {
+        schema.names.push(name);
+        schema.types.push(crate::lang::types::Type::Any);
+    }
+    let time_cell = args
+        .time
+        .as_ref()
+        .map(|f| match schema.names.iter().position(|n| n == f) {
+            Some(i) => i,
+            None => {
+                schema.names.push(f.clone());
+                schema.types.push(crate::lang::types::Type::Any);
+                schema.names.len() - 1
+            }
+        });
+    let width = schema.names.len();
+    let options = ReaderOptions {
+        max_step_gap: args.max_step_gap,
+    };
+    let mut sources = Vec::new();
+    let mut streaming = false;
+    for path in &args.input {
+        let format = match trace_format(path, args.format) {
+            Ok(f) => f,
+            Err(exit) => return exit,
+        };
+        if format == TraceFormat::Tc && args.on_malformed != OnMalformed::Stop {
+            return fail(
+                "--on-malformed skip|warn needs JSON-lines or CSV traces: a malformed `.input` block cannot be skipped alone",
+            );
+        }
+        let opened = match trace::open_trace(path, format, &schema, options) {
+            Ok(o) => o,
+            Err(e) => return fail(&e.to_string()),
+        };
+        streaming |= opened.streaming;
+        sources.push(Source {
+            name: if path == "-" {
+                "<stdin>".into()
+            } else {
+                path.clone()
+            },
+            reader: opened.reader,
+            format,
+            rows: 0,
+        });
+    }
+    let mut runner = match &args.key {
+        None => Runner::Single(Box::new(
+            Monitor::builder(spec)
+                .tier(args.tier)
+                .max_string_bytes(args.max_string_bytes)
+                .build(),
+        )),
+        Some(key) => {
+            let mut builder = KeyedMonitor::builder(spec, key)
+                .tier(args.tier)
+                .max_string_bytes(args.max_string_bytes);
+            if let Some(n) = args.max_keys {
+                builder = builder.max_keys(n);
+            }
+            match builder.build() {
+                Ok(m) => Runner::Keyed(Box::new(m)),
+                Err(e) => return fail(&e.to_string()),
+            }
+        }
+    };
+    let outputs = match &runner {
+        Runner::Single(m) => m.output_names(),
+        Runner::Keyed(m) => m.output_names(),
+    };
+    let names = view.writer_names(&outputs, output);
+    let sink: Box<dyn Write> = match &args.output_file {
+        None => Box::new(io::stdout().lock()),
+        Some(path) => match std::fs::File::create(path) {
+            Ok(f) => Box::new(f),
+            Err(e) => return fail(&format!("cannot create the output file `{path}`: {e}")),
+        },
+    };
+    let mut writer = match &args.key {
+        Some(k) => trace::keyed_writer(output, names, k, sink, false),
+        None => trace::make_writer(output, names, sink),
+    };
+    let mut alerts = match Alerts::open(args, spec) {
+        Ok(a) => a,
+        Err(exit) => return exit,
+    };
+    let mut merge = Merge::new(sources.len(), width, lateness);
+    if let Some(cell) = time_cell {
+        merge = merge.exempt(cell);
+    }
+    if args.key.is_some() {
+        // A keyed row is one key's event: rows at one time stay apart.
+        merge = merge.separate();
+    }
+    let mut run = Run {
+        args,
+        view: &view,
+        output,
+        sources,
+        schema_names: schema.names.clone(),
+        inputs: spec.input_names().len(),
+        time_cell,
+        unit,
+        form: None,
+        streaming,
+        tally: ops::Tally::new(args.on_malformed, ops::Progress::new(true, None)),
+        clashes: 0,
+        late: 0,
+        status: Exit::Success,
+    };
+    let result = run.go(&mut merge, &mut runner, writer.as_mut(), &mut alerts);
+    let status = match result
+        .and_then(|s| writer.flush().map(|()| s))
+        .and_then(|s| alerts.flush().map(|()| s))
+    {
+        Ok(s) => s,
+        Err(e) => return super::output_error(&e),
+    };
+    if args.summary || args.fail_on_trigger {
+        let stats = match &runner {
+            Runner::Single(m) => m.stats(),
+            Runner::Keyed(m) => m.stats(),
+        };
+        say(format_args!(
+            "{}summary: {} sources merged; {} clash{}; {} late row{} re-stamped\n",
+            run.tally.summary(&stats, &alerts.triggers),
+            run.sources.len(),
+            run.clashes,
+            if run.clashes == 1 { "" } else { "es" },
+            run.late,
+            if run.late == 1 { "" } else { "s" },
+        ));
+    }
+    if status == Exit::Success && args.fail_on_trigger && alerts.fired > 0 {
+        say(format_args!(
+            "error: {} trigger firing{} (--fail-on-trigger)\n",
+            alerts.fired,
+            if alerts.fired == 1 { "" } else { "s" }
+        ));
+        return Exit::Triggered;
+    }
+    status
+}
+
+/// The state of a merged run.
+struct Run<'a> {
+    args: &'a RunArgs,
+    view: &'a View,
+    output: OutputFormat,
+    sources: Vec<Source>,
+    /// The cells' names (inputs, extra fields, time field).
+    schema_names: Vec<String>,
+    inputs: usize,
+    time_cell: Option<usize>,
+    unit: TimeUnit,
+    /// How times are written: as the first time read was.
+    form: Option<TimeForm>,
+    streaming: bool,
+    tally: ops::Tally,
+    clashes: u64,
+    late: u64,
+    /// A keyed run's status so far (a key stopped by a runtime error).
+    status: Exit,
+}
+
+impl Run<'_> {
+    fn go(
+        &mut self,
+        merge: &mut Merge,
+        runner: &mut Runner,
+        writer: &mut dyn OutputWriter,
+        alerts: &mut Alerts,
+    ) -> io::Result<Exit> {
+        let mut stopped = std::collections::HashSet::new();
+        loop {
+            if let Some(step) = merge.pop() {
+                if let Some(exit) = self.evaluate(step, runner, writer, alerts, &mut stopped)? {
+                    return Ok(exit);
+                }
+                continue;
+            }
+            let Some(s) = merge.wants() else {
+                return Ok(self.status);
+            };
+            if let Err(exit) = self.read(s, merge, writer)? {
+                return Ok(exit);
+            }
+        }
+    }
+
+    /// Reads the next row of source `s` into the merge (or ends it).
+    fn read(
+        &mut self,
+        s: usize,
+        merge: &mut Merge,
+        writer: &mut dyn OutputWriter,
+    ) -> io::Result<Result<(), Exit>> {
+        let mut cells = vec![None; self.schema_names.len()];
+        loop {
+            let src = &mut self.sources[s];
+            let next = src.reader.next_row(&mut cells);
+            for w in src.reader.take_warnings() {
+                say(format_args!("warning: {w}\n"));
+            }
+            match next {
+                Ok(true) => break,
+                Ok(false) => {
+                    merge.end(s);
+                    return Ok(Ok(()));
+                }
+                Err(e) if self.tally.skip_trace_error(&e, src.reader.as_ref()) => continue,
+                Err(e) => return stop(writer, &e, trace_exit(&e)).map(Err),
+            }
+        }
+        let src = &mut self.sources[s];
+        src.rows += 1;
+        self.tally.rows_read += 1;
+        let time = match (self.time_cell, src.format) {
+            (Some(cell), f) if f != TraceFormat::Tc => match &cells[cell] {
+                None => Err(format!(
+                    "the row has no time field `{}`",
+                    self.schema_names[cell]
+                )),
+                Some(v) => Time::from_value(v, self.unit)
+                    .map(|(t, form)| {
+                        self.form.get_or_insert(form);
+                        t
+                    })
+                    .map_err(|e| format!("time field `{}`: {e}", self.schema_names[cell])),
+            },
+            // An `.input` trace's step number, or a row's index: in units.
+            _ => {
+                let index = i64::try_from(src.rows - 1).unwrap_or(i64::MAX);
+                self.form.get_or_insert(TimeForm::Number(self.unit));
+                index
+                    .checked_mul(self.unit.nanos())
+                    .map(Time)
+                    .ok_or_else(|| "the row's index is out of the time range".to_string())
+            }
+        };
+        let at = src.locate();
+        let pushed = time.and_then(|t| merge.push(s, t, cells).map_err(|e| e.to_string()));
+        match pushed {
+            Ok(c) => {
+                if let Some(own) = c.late {
+                    self.late += 1;
+                    if self.late <= REPORTED {
+                        let form = self.form.unwrap_or(TimeForm::Number(self.unit));
+                        say(format_args!(
+                            "warning: {at}: a late row (time {}) is re-stamped to {} (--lateness)\n",
+                            show(own.to_value(form)),
+                            show(c.stamp.time.to_value(form)),
+                        ));
+                    }
+                }
+                Ok(Ok(()))
+            }
+            Err(m) => {
+                if self.args.on_malformed != OnMalformed::Stop {
+                    self.tally.skip_rejected(&at, &m);
+                    return Ok(Ok(()));
+                }
+                stop(writer, &format_args!("{at}: {m}"), Exit::Trace).map(Err)
+            }
+        }
+    }
+
+    /// Evaluates one merged step; `Some` ends the run with that status.
+    fn evaluate(
+        &mut self,
+        step: Step,
+        runner: &mut Runner,
+        writer: &mut dyn OutputWriter,
+        alerts: &mut Alerts,
+        stopped: &mut std::collections::HashSet<crate::value::Key>,
+    ) -> io::Result<Option<Exit>> {
+        let form = self.form.unwrap_or(TimeForm::Number(self.unit));
+        let time = step.time.to_value(form);
+        for c in &step.clashes {
+            self.clashes += 1;
+            if self.clashes <= REPORTED {
+                say(format_args!(
+                    "warning: time {}: `{}` is set by both `{}` and `{}`; the value of `{}` is kept (the first --input has priority)\n",
+                    show(time.clone()),
+                    self.schema_names[c.cell],
+                    self.sources[c.kept as usize].name,
+                    self.sources[c.dropped as usize].name,
+                    self.sources[c.kept as usize].name,
+                ));
+            }
+        }
+        let cells = &step.cells;
+        let mut samples = Vec::new();
+        let mut context = self.view.context(cells);
+        let timed = self.args.time.is_some();
+        if timed {
+            context.insert(0, ("time", &time));
+        }
+        let shown_time = timed.then_some(&time);
+        let result = match runner {
+            Runner::Single(m) => m.step(&cells[..self.inputs]).map(|o| {
+                self.view
+                    .fill(&mut samples, self.output, Some(cells), o.iter(), shown_time);
+                (
+                    o.step(),
+                    None,
+                    alerts.report(&o, &context, &self.tally.progress),
+                )
+            }),
+            Runner::Keyed(m) => m.step(&cells[..self.inputs]).map(|o| {
+                self.view
+                    .fill(&mut samples, self.output, Some(cells), o.iter(), shown_time);
+                let key = o.key().cloned();
+                (
+                    o.step(),
+                    key,
+                    alerts.report(&o, &context, &self.tally.progress),
+                )
+            }),
+        };
+        match result {
+            Ok((n, key, reported)) => {
+                reported?;
+                self.tally.steps += 1;
+                match key {
+                    Some(k) => writer.write_keyed(n, &k, &samples)?,
+                    None => writer.write_step(n, &samples)?,
+                }
+                if self.streaming {
+                    writer.flush()?;
+                    alerts.flush()?;
+                }
+                Ok(None)
+            }
+            Err(StepError::Runtime(e)) => match runner {
+                Runner::Single(_) => stop(writer, &e, Exit::Runtime).map(Some),
+                Runner::Keyed(m) => {
+                    // That key stops; the others go on (as `run_keyed`).
+                    let key = cells[m.key_index()].clone().map(crate::value::Key::from);
+                    if key.is_some_and(|k| stopped.insert(k)) {
+                        writer.flush()?;
+                        error(&e);
+                    }
+                    self.status = Exit::Runtime;
+                    Ok(None)
+                }
+            },
+            Err(StepError::Row(e)) => {
+                let at = format!("time {}", show(time.clone()));
+                if self.tally.skip_rejected(&at, &e) {
+                    return Ok(None);
+                }
+                let (message, exit) = super::rejected(&e);
+                stop(writer, &message, exit).map(Some)
+            }
+        }
+    }
+}
+
+/// A time as messages write it: its number, or its RFC 3339 text.
+fn show(v: Value) -> String {
+    match v {
+        Value::Str(s) => s.to_string(),
+        Value::Int(i) => i.to_string(),
+        Value::Float(f) => format!("{f:?}"),
+        other => other.to_string(),
+    }
+}

@@ -1,0 +1,390 @@
+//! The deterministic merge of several sources into one sequence of steps (consistent time).
+//!
+//! Every row is stamped (time, source, sequence): its time, the priority of its source (the
+//! order the sources are given) and its position in that source. Steps follow the stamps:
+//!
+//! - **One step per distinct time across sources**: the first row at time T of every source
+//!   that has one forms one step (each source contributes its inputs), the second rows at T the
+//!   next step, and so on — rows of one source with equal times are separate steps, in order.
+//! - **Clashes**: an input set by two sources in one step takes the value of the source given
+//!   first; the step reports each clash (the CLI counts them in its summary).
+//! - **Separate rows** (`Merge::separate`, for keyed runs, whose rows are events of different
+//!   keys): no two rows share a step; they follow the stamps (time, source, sequence).
+//! - **Order within a source**: times never decrease. A row up to the lateness bound `L` older
+//!   than its source's latest time is re-stamped to that time (the step keeps both stamps);
+//!   an older row is an error.
+//! - **When a step is ready**: the step at the smallest queued time T is final once every
+//!   source that has not ended has a row queued (its next row, stamped ≥ its queued one, cannot
+//!   come before T). So the merge never guesses: a reader (`wants`) says which source must
+//!   deliver a row next, and the same rows always give the same steps, whatever the order in
+//!   which they were pushed.
+
+use crate::time::Time;
+use crate::value::Value;
+use std::collections::VecDeque;
+use std::fmt;
+
+/// A row's place in the merged order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Stamp {
+    /// The row's time (after re-stamping).
+    pub time: Time,
+    /// Its source's priority: the source's index.
+    pub source: u32,
+    /// Its position in its source (0 for the first row).
+    pub seq: u64,
+}
+
+/// One source row of a step: its stamp and, if it was re-stamped, the time
+/// it carried.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Contribution {
+    /// The row's stamp.
+    pub stamp: Stamp,
+    /// The row's own time, when it was late and re-stamped.
+    pub late: Option<Time>,
+}
+
+/// An input two sources set in one step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Clash {
+    /// The input's cell.
+    pub cell: usize,
+    /// The source whose value was taken (the one given first).
+    pub kept: u32,
+    /// The source whose value was dropped.
+    pub dropped: u32,
+}
+
+/// One merged step: its time, the cells (every source's inputs), the rows
+/// it was made of (in source order) and the clashes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Step {
+    /// The step's time.
+    pub time: Time,
+    /// One cell per input.
+    pub cells: Vec<Option<Value>>,
+    /// The source rows merged into the step, by source priority.
+    pub rows: Vec<Contribution>,
+    /// Inputs set by more than one of them.
+    pub clashes: Vec<Clash>,
+}
+
+/// Why a row cannot be merged.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MergeError {
+    /// A row older than its source's latest time by more than the lateness
+    /// bound.
+    OutOfOrder {
+        /// The source.
+        source: u32,
+        /// The row's time.
+        time: Time,
+        /// The source's latest time.
+        latest: Time,
+    },
+}
+
+impl fmt::Display for MergeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            MergeError::OutOfOrder { time, latest, .. } => write!(
+                f,
+                "its time is {} before the latest time of its source; the rows of one source \
+                 must be in time order (--lateness allows rows that late)",
+                Gap(latest.0.saturating_sub(time.0)),
+            ),
+        }
+    }
+}
+
+impl std::error::Error for MergeError {}
+
+/// A duration in nanoseconds, written in the largest unit that divides it.
+struct Gap(i64);
+
+impl fmt::Display for Gap {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (n, unit) in [(1_000_000_000, "s"), (1_000_000, "ms"), (1_000, "us")] {
+            if self.0 % n == 0 {
+                return write!(f, "{}{unit}", self.0 / n);
+            }
+        }
+        write!(f, "{}ns", self.0)
+    }
+}
+
+/// One source's queue and order state.
+#[derive(Default)]
+struct Source {
+    queue: VecDeque<(Contribution, Vec<Option<Value>>)>,
+    ended: bool,
+    latest: Option<Time>,
+    seq: u64,
+}
+
+/// The merge of several sources' rows into steps (see the module doc).
+pub struct Merge {
+    width: usize,
+    lateness: i64,
+    /// A cell no clash is counted for (the time field, when it is an
+    /// input: every source sets it to the same time).
+    exempt: Option<usize>,
+    /// Whether every row is a step of its own (`separate`).
+    separate: bool,
+    sources: Vec<Source>,
+}
+
+impl Merge {
+    /// A merge of `sources` sources whose rows have `width` cells; rows up
+    /// to `lateness` nanoseconds late are re-stamped.
+    pub fn new(sources: usize, width: usize, lateness: i64) -> Merge {
+        Merge {
+            width,
+            lateness: lateness.max(0),
+            exempt: None,
+            separate: false,
+            sources: (0..sources).map(|_| Source::default()).collect(),
+        }
+    }
+
+    /// Counts no clash for cell `cell`.
+    pub fn exempt(mut self, cell: usize) -> Merge {
+        self.exempt = Some(cell);
+        self
+    }
+
+    /// Makes every row a step of its own, in stamp order (time, then
+    /// source, then sequence): for rows that are events of different keys
+    /// (a keyed run), which one step must not mix.
+    pub fn separate(mut self) -> Merge {
+        self.separate = true;
+        self
+    }
+
+    /// Queues the next row of `source`, at `time`. Returns its stamp.
+    pub fn push(
+        &mut self,
+        source: usize,
+        time: Time,
+        cells: Vec<Option<Value>>,
+    ) -> Result<Contribution, MergeError> {
+        assert_eq!(cells.len(), self.width, "a row has one cell per input");
+        let s = &mut self.sources[source];
+        assert!(!s.ended, "a row pushed after its source ended");
+        let (stamped, late) = match s.latest {
+            Some(latest) if time < latest => {
+                if latest.0.saturating_sub(time.0) > self.lateness {
+                    return Err(MergeError::OutOfOrder {
+                        source: source as u32,
+                        time,
+                        latest,
+                    });
+                }
+                (latest, Some(time))
+            }
+            _ => (time, None),
+        };
+        s.latest = Some(stamped);
+        let c = Contribution {
+            stamp: Stamp {
+                time: stamped,
+                source: source as u32,
+                seq: s.seq,
+            },
+            late,
+        };
+        s.seq += 1;
+        s.queue.push_back((c, cells));
+        Ok(c)
+    }
+
+    /// Marks `source` as ended: it has no more rows.
+    pub fn end(&mut self, source: usize) {
+        self.sources[source].ended = true;
+    }
+
+    /// The source that must deliver a row (or end) before the next step is
+    /// final; `None` when a step is ready or every source has ended.
+    pub fn wants(&self) -> Option<usize> {
+        self.sources
+            .iter()
+            .position(|s| !s.ended && s.queue.is_empty())
+    }
+
+    /// Whether every source has ended and every row has been merged.
+    pub fn is_done(&self) -> bool {
+        self.sources.iter().all(|s| s.ended && s.queue.is_empty())
+    }
+
+    /// The next step, if it is final (see `wants`).
+    pub fn pop(&mut self) -> Option<Step> {
+        if self.wants().is_some() {
+            return None;
+        }
+        let time = self
+            .sources
+            .iter()
+            .filter_map(|s| s.queue.front().map(|(c, _)| c.stamp.time))
+            .min()?;
+        let mut step = Step {
+            time,
+            cells: vec![None; self.width],
+            rows: Vec::new(),
+            clashes: Vec::new(),
+        };
+        // Which source set each cell, to name clashes.
+        let mut setter: Vec<Option<u32>> = vec![None; self.width];
+        for (i, s) in self.sources.iter_mut().enumerate() {
+            if s.queue.front().is_none_or(|(c, _)| c.stamp.time != time) {
+                continue;
+            }
+            if self.separate && !step.rows.is_empty() {
+                break;
+            }
+            let (c, cells) = s.queue.pop_front().expect("checked above");
+            step.rows.push(c);
+            for (k, cell) in cells.into_iter().enumerate() {
+                let Some(v) = cell else { continue };
+                match setter[k] {
+                    None => {
+                        setter[k] = Some(i as u32);
+                        step.cells[k] = Some(v);
+                    }
+                    Some(kept) if self.exempt != Some(k) => step.clashes.push(Clash {
+                        cell: k,
+                        kept,
+                        dropped: i as u32,
+                    }),
+                    Some(_) => {}
+                }
+            }
+        }
+        Some(step)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn int(i: i64) -> Option<Value> {
+        Some(Value::Int(i))
+    }
+
+    /// Runs the merge over `rows` (source, time, cells), pushing each
+    /// source's rows when the merge asks for them.
+    fn merge(
+        sources: usize,
+        lateness: i64,
+        rows: &[(usize, i64, [Option<Value>; 2])],
+    ) -> Vec<Step> {
+        let mut m = Merge::new(sources, 2, lateness);
+        let mut next: Vec<std::vec::IntoIter<_>> = (0..sources)
+            .map(|s| {
+                rows.iter()
+                    .filter(|r| r.0 == s)
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .into_iter()
+            })
+            .collect();
+        let mut out = Vec::new();
+        loop {
+            if let Some(step) = m.pop() {
+                out.push(step);
+                continue;
+            }
+            let Some(s) = m.wants() else { break };
+            match next[s].next() {
+                Some((_, t, cells)) => {
+                    m.push(s, Time(t), cells.to_vec()).unwrap();
+                }
+                None => m.end(s),
+            }
+        }
+        assert!(m.is_done());
+        out
+    }
+
+    #[test]
+    fn equal_times_of_two_sources_are_one_step_and_of_one_source_two() {
+        let steps = merge(
+            2,
+            0,
+            &[
+                (0, 1, [int(1), None]),
+                (0, 1, [int(2), None]),
+                (0, 3, [int(3), None]),
+                (1, 1, [None, int(10)]),
+                (1, 2, [None, int(20)]),
+            ],
+        );
+        let shown: Vec<(i64, Vec<Option<Value>>)> =
+            steps.iter().map(|s| (s.time.0, s.cells.clone())).collect();
+        assert_eq!(
+            shown,
+            [
+                (1, vec![int(1), int(10)]),
+                (1, vec![int(2), None]),
+                (2, vec![None, int(20)]),
+                (3, vec![int(3), None]),
+            ]
+        );
+        assert_eq!(steps[0].rows.len(), 2);
+    }
+
+    #[test]
+    fn separate_rows_follow_the_stamps() {
+        let mut m = Merge::new(2, 2, 0).separate();
+        m.push(0, Time(4), vec![int(1), None]).unwrap();
+        m.push(1, Time(4), vec![int(2), None]).unwrap();
+        m.end(0);
+        m.end(1);
+        let a = m.pop().unwrap();
+        let b = m.pop().unwrap();
+        assert_eq!((a.cells[0].clone(), b.cells[0].clone()), (int(1), int(2)));
+        assert!(a.clashes.is_empty() && m.pop().is_none());
+    }
+
+    #[test]
+    fn a_clash_takes_the_first_source_and_is_reported() {
+        let steps = merge(2, 0, &[(0, 5, [int(1), None]), (1, 5, [int(2), int(3)])]);
+        assert_eq!(steps.len(), 1);
+        assert_eq!(steps[0].cells, [int(1), int(3)]);
+        assert_eq!(
+            steps[0].clashes,
+            [Clash {
+                cell: 0,
+                kept: 0,
+                dropped: 1
+            }]
+        );
+    }
+
+    #[test]
+    fn a_late_row_is_restamped_within_the_bound_and_refused_beyond() {
+        let steps = merge(1, 2, &[(0, 5, [int(1), None]), (0, 4, [int(2), None])]);
+        assert_eq!(steps[1].time, Time(5));
+        assert_eq!(steps[1].rows[0].late, Some(Time(4)));
+        let mut m = Merge::new(1, 2, 2);
+        m.push(0, Time(5), vec![None, None]).unwrap();
+        let e = m.push(0, Time(2), vec![None, None]).unwrap_err();
+        assert!(e.to_string().contains("3ns before"), "{e}");
+    }
+
+    #[test]
+    fn no_step_is_final_while_a_source_may_still_deliver_an_earlier_row() {
+        let mut m = Merge::new(2, 2, 0);
+        m.push(0, Time(5), vec![int(1), None]).unwrap();
+        assert_eq!(m.wants(), Some(1));
+        assert!(m.pop().is_none());
+        m.push(1, Time(3), vec![None, int(1)]).unwrap();
+        assert_eq!(m.pop().unwrap().time, Time(3));
+        assert!(m.pop().is_none(), "source 1 may still have a row before 5");
+        m.end(1);
+        assert_eq!(m.pop().unwrap().time, Time(5));
+        m.end(0);
+        assert!(m.is_done());
+    }
+}

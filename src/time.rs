@@ -1,0 +1,204 @@
+//! Time as data: the instants that stamp rows, the units they are written in, and their forms.
+//!
+//! Evaluation never reads a clock: a row's time comes from the row (`vigil run --time FIELD`),
+//! or is its index in its source. An instant is an integer number of nanoseconds, so that
+//! times compare exactly and the merge order (`crate::merge`) never depends on float rounding:
+//! a number in a unit (`--time-unit s|ms|us|ns`) is scaled to nanoseconds (a float rounded to
+//! the nearest one), an RFC 3339 text is nanoseconds since the Unix epoch.
+
+use crate::value::Value;
+use std::fmt;
+
+/// An instant, in nanoseconds (since the Unix epoch for RFC 3339 times, since
+/// the trace's own origin for numbers).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Time(pub i64);
+
+/// The unit of numeric times.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TimeUnit {
+    /// Seconds (the default).
+    Seconds,
+    /// Milliseconds.
+    Millis,
+    /// Microseconds.
+    Micros,
+    /// Nanoseconds.
+    Nanos,
+}
+
+impl TimeUnit {
+    /// The unit's nanoseconds.
+    pub fn nanos(self) -> i64 {
+        match self {
+            TimeUnit::Seconds => 1_000_000_000,
+            TimeUnit::Millis => 1_000_000,
+            TimeUnit::Micros => 1_000,
+            TimeUnit::Nanos => 1,
+        }
+    }
+
+    /// The unit named `s`, `ms`, `us` or `ns`.
+    pub fn from_name(name: &str) -> Option<TimeUnit> {
+        Some(match name {
+            "s" => TimeUnit::Seconds,
+            "ms" => TimeUnit::Millis,
+            "us" => TimeUnit::Micros,
+            "ns" => TimeUnit::Nanos,
+            _ => return None,
+        })
+    }
+
+    /// The unit's name, as `from_name` reads it.
+    pub fn name(self) -> &'static str {
+        match self {
+            TimeUnit::Seconds => "s",
+            TimeUnit::Millis => "ms",
+            TimeUnit::Micros => "us",
+            TimeUnit::Nanos => "ns",
+        }
+    }
+}
+
+/// How a time is written: a number in a unit, or RFC 3339 text (UTC).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TimeForm {
+    /// An Int when the time is a whole number of units, else a Float.
+    Number(TimeUnit),
+    /// `2026-12-01T10:00:00.5Z`.
+    Rfc3339,
+}
+
+/// Why a value is not a time.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NotATime(pub String);
+
+impl fmt::Display for NotATime {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl Time {
+    /// The time a value of a row's time field gives: an Int or Float in
+    /// `unit`, or a Str in RFC 3339; with the form it was written in.
+    pub fn from_value(v: &Value, unit: TimeUnit) -> Result<(Time, TimeForm), NotATime> {
+        let out_of_range = || {
+            NotATime(format!(
+                "the time {} ({}) is out of range (about ±292 years around the origin)",
+                crate::row::describe(v),
+                unit.name()
+            ))
+        };
+        let t = match v {
+            Value::Int(i) => i.checked_mul(unit.nanos()).ok_or_else(out_of_range)?,
+            Value::Float(f) if f.is_finite() => {
+                let ns = (f * unit.nanos() as f64).round();
+                // `as` saturates; the bounds keep the conversion exact.
+                if !(-9.2e18..=9.2e18).contains(&ns) {
+                    return Err(out_of_range());
+                }
+                ns as i64
+            }
+            Value::Float(_) => {
+                return Err(NotATime(format!(
+                    "{} is not a time",
+                    crate::row::describe(v)
+                )));
+            }
+            Value::Str(s) => {
+                use time::format_description::well_known::Rfc3339;
+                let parsed = time::OffsetDateTime::parse(s, &Rfc3339).map_err(|e| {
+                    NotATime(format!(
+                        "{} is not an RFC 3339 time ({e}), nor a number",
+                        crate::row::describe(v)
+                    ))
+                })?;
+                let ns =
+                    i64::try_from(parsed.unix_timestamp_nanos()).map_err(|_| out_of_range())?;
+                return Ok((Time(ns), TimeForm::Rfc3339));
+            }
+            Value::Bool(_) | Value::Unit => {
+                return Err(NotATime(format!(
+                    "{} is not a time (a number or an RFC 3339 text)",
+                    crate::row::describe(v)
+                )));
+            }
+        };
+        Ok((Time(t), TimeForm::Number(unit)))
+    }
+
+    /// The time written in `form`.
+    pub fn to_value(self, form: TimeForm) -> Value {
+        match form {
+            TimeForm::Number(unit) => {
+                let n = unit.nanos();
+                if self.0 % n == 0 {
+                    Value::Int(self.0 / n)
+                } else {
+                    Value::Float(self.0 as f64 / n as f64)
+                }
+            }
+            TimeForm::Rfc3339 => {
+                use time::format_description::well_known::Rfc3339;
+                let text = time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(self.0))
+                    .ok()
+                    .and_then(|t| t.format(&Rfc3339).ok());
+                match text {
+                    Some(t) => Value::Str(t.into()),
+                    // Years outside 0..=9999 have no RFC 3339 form.
+                    None => Value::Int(self.0),
+                }
+            }
+        }
+    }
+
+    /// The time `d` units after this one, if it exists.
+    pub fn checked_add(self, nanos: i64) -> Option<Time> {
+        self.0.checked_add(nanos).map(Time)
+    }
+}
+
+impl fmt::Display for Time {
+    /// Nanoseconds, as the merge's messages name instants.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}ns", self.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_scale_exactly_and_floats_round_to_the_nanosecond() {
+        let (t, form) = Time::from_value(&Value::Int(1500), TimeUnit::Millis).unwrap();
+        assert_eq!(t, Time(1_500_000_000));
+        assert_eq!(form, TimeForm::Number(TimeUnit::Millis));
+        assert_eq!(t.to_value(form), Value::Int(1500));
+        let (t, _) = Time::from_value(&Value::Float(0.1), TimeUnit::Seconds).unwrap();
+        assert_eq!(t, Time(100_000_000));
+        assert_eq!(
+            Time(1_250_000_000).to_value(TimeForm::Number(TimeUnit::Seconds)),
+            Value::Float(1.25)
+        );
+        assert!(Time::from_value(&Value::Int(i64::MAX), TimeUnit::Seconds).is_err());
+        assert!(Time::from_value(&Value::Float(f64::NAN), TimeUnit::Seconds).is_err());
+        assert!(Time::from_value(&Value::Float(1e300), TimeUnit::Seconds).is_err());
+        assert!(Time::from_value(&Value::Bool(true), TimeUnit::Seconds).is_err());
+    }
+
+    #[test]
+    fn rfc3339_times_are_nanoseconds_since_the_epoch() {
+        let v = Value::Str("1970-01-01T00:00:01.5+01:00".into());
+        let (t, form) = Time::from_value(&v, TimeUnit::Seconds).unwrap();
+        assert_eq!(t, Time(1_500_000_000 - 3_600_000_000_000));
+        assert_eq!(form, TimeForm::Rfc3339);
+        assert_eq!(
+            Time(1_500_000_000).to_value(TimeForm::Rfc3339),
+            Value::Str("1970-01-01T00:00:01.5Z".into())
+        );
+        let e = Time::from_value(&Value::Str("yesterday".into()), TimeUnit::Seconds).unwrap_err();
+        assert!(e.0.contains("not an RFC 3339 time"), "{e}");
+    }
+}
