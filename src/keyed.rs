@@ -421,10 +421,28 @@ impl KeyedMonitor {
     /// changes nothing. A runtime error stops that key only: its later rows
     /// return the same error, and other keys go on.
     pub fn step(&mut self, row: impl AsRef<[Option<Value>]>) -> Result<Outputs<'_>, StepError> {
+        self.step_timed(None, row.as_ref())
+    }
+
+    /// As [`KeyedMonitor::step`], for a row of time `time` (what `time()`
+    /// gives, in seconds; without it, `time()` is the key's step index).
+    pub fn step_at(
+        &mut self,
+        time: crate::time::Time,
+        row: impl AsRef<[Option<Value>]>,
+    ) -> Result<Outputs<'_>, StepError> {
+        self.step_timed(Some(time.seconds()), row.as_ref())
+    }
+
+    fn step_timed(
+        &mut self,
+        time: Option<f64>,
+        row: &[Option<Value>],
+    ) -> Result<Outputs<'_>, StepError> {
         // The converted row is the monitor's reused buffer, taken out for the
         // step so that it does not borrow the monitor.
         let mut converted = std::mem::take(&mut self.scratch);
-        let result = self.step_row(row.as_ref(), &mut converted);
+        let result = self.step_row(row, time, &mut converted);
         converted.clear();
         self.scratch = converted;
         let (step, key, whole) = result?;
@@ -447,6 +465,7 @@ impl KeyedMonitor {
     fn step_row(
         &mut self,
         row: &[Option<Value>],
+        time: Option<f64>,
         converted: &mut Vec<Option<Value>>,
     ) -> Result<(u64, Key, bool), StepError> {
         let cells = match self.inputs.check(row)? {
@@ -497,6 +516,7 @@ impl KeyedMonitor {
             return Err((**e).clone().into());
         }
         let step = run.state.step;
+        run.state.time = time;
         if let Err(e) = self.engine.run_row(run, cells) {
             run.failed = Some(Box::new(e.clone()));
             return Err(e.into());

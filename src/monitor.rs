@@ -700,10 +700,30 @@ impl Monitor {
     /// # }
     /// ```
     pub fn step(&mut self, row: impl AsRef<[Option<Value>]>) -> Result<Outputs<'_>, StepError> {
+        self.step_timed(None, row.as_ref())
+    }
+
+    /// As [`Monitor::step`], for a row of time `time`: `time()` in the
+    /// specification is that time, in seconds (without it, `time()` is the
+    /// step index).
+    pub fn step_at(
+        &mut self,
+        time: crate::time::Time,
+        row: impl AsRef<[Option<Value>]>,
+    ) -> Result<Outputs<'_>, StepError> {
+        self.step_timed(Some(time.seconds()), row.as_ref())
+    }
+
+    fn step_timed(
+        &mut self,
+        time: Option<f64>,
+        row: &[Option<Value>],
+    ) -> Result<Outputs<'_>, StepError> {
+        self.run.state.time = time;
         if let Some(e) = &self.run.failed {
             return Err((**e).clone().into());
         }
-        let cells = row.as_ref();
+        let cells = row;
         let cells = match self.inputs.check(cells)? {
             Checked::AsIs => cells,
             Checked::Convert => {

@@ -299,6 +299,8 @@ impl Reference<'_> {
                     self.held(args[0], s)
                 }
             }
+            // The step index: the reference evaluator's rows carry no time.
+            Builtin::Time => Sample::Value(Value::Float(s as f64)),
             // Math builtins are pointwise over held operands.
             math => {
                 let held: Vec<Sample> = args.iter().map(|&a| self.held(a, s)).collect();

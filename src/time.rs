@@ -153,6 +153,11 @@ impl Time {
         }
     }
 
+    /// The time in seconds, as `time()` gives it.
+    pub fn seconds(self) -> f64 {
+        self.0 as f64 / 1e9
+    }
+
     /// The time `d` units after this one, if it exists.
     pub fn checked_add(self, nanos: i64) -> Option<Time> {
         self.0.checked_add(nanos).map(Time)

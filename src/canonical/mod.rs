@@ -94,6 +94,9 @@ impl PartialEq for Objects {
 pub struct NodeState {
     /// The number of rows evaluated so far (the current step while a row runs).
     pub step: u64,
+    /// The current row's time in seconds, when it has one (`Monitor::step_at`);
+    /// else `time()` is the step index. Set per row, so never snapshotted.
+    pub time: Option<f64>,
     /// Raw tag of every slot.
     pub tags: Vec<u8>,
     /// Tag of the held value of every slot whose raw tag is `ABSENT`.
@@ -264,6 +267,7 @@ impl NodeState {
             .collect();
         let mut st = NodeState {
             step: 0,
+            time: None,
             tags: vec![tag::ABSENT; n],
             held_tags: vec![tag::ABSENT; n],
             lanes: vec![0; n],
@@ -517,6 +521,9 @@ impl NodeState {
                     self.flag[id.index()] |= fired;
                     Ok(out)
                 }
+                Builtin::Time => Ok(Sample::Value(Value::Float(
+                    self.time.unwrap_or(self.step as f64),
+                ))),
                 math if node.args.len() == 1 => {
                     pointwise1(self.held(a0), |x| ops::math(math, &[x]))
                 }

@@ -509,6 +509,21 @@ impl Ctl<'_> {
     }
 }
 
+/// Says on standard error when the tier asked for is not the one running
+/// (`Err` with `--strict-tier`, which refuses to run then).
+fn check_tier(args: &RunArgs, stats: &crate::monitor::Stats) -> Result<(), Exit> {
+    if let Some((why, running)) = ops::tier_fallback(args.tier, stats) {
+        if args.strict_tier {
+            error(format_args!(
+                "{why}; --strict-tier refuses to run it on {running} instead"
+            ));
+            return Err(Exit::Failure);
+        }
+        say(format_args!("warning: {why}; running {running} instead\n"));
+    }
+    Ok(())
+}
+
 /// The format of trace `path`: `--format`, else by extension; a stream
 /// without one (standard input, a FIFO, `/dev/stdin`, `<(…)`) is JSON lines.
 fn trace_format(path: &str, format: FormatArg) -> Result<TraceFormat, Exit> {
@@ -583,14 +598,8 @@ fn run(args: &RunArgs) -> Exit {
         Ok(p) => p,
         Err(exit) => return exit,
     };
-    if let Some((why, running)) = ops::tier_fallback(args.tier, &monitor.stats()) {
-        if args.strict_tier {
-            error(format_args!(
-                "{why}; --strict-tier refuses to run it on {running} instead"
-            ));
-            return Exit::Failure;
-        }
-        say(format_args!("warning: {why}; running {running} instead\n"));
+    if let Err(exit) = check_tier(args, &monitor.stats()) {
+        return exit;
     }
     let mut alerts = match Alerts::open(args, &spec) {
         Ok(a) => a,

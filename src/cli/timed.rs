@@ -139,6 +139,13 @@ pub(super) fn run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Exit {
             }
         }
     };
+    let stats = match &runner {
+        Runner::Single(m) => m.stats(),
+        Runner::Keyed(m) => m.stats(),
+    };
+    if let Err(exit) = super::check_tier(args, &stats) {
+        return exit;
+    }
     let outputs = match &runner {
         Runner::Single(m) => m.output_names(),
         Runner::Keyed(m) => m.output_names(),
@@ -372,8 +379,14 @@ impl Run<'_> {
             context.insert(0, ("time", &time));
         }
         let shown_time = timed.then_some(&time);
+        // `time()` is the step's time with `--time`, else the step index.
+        let row = &cells[..self.inputs];
         let result = match runner {
-            Runner::Single(m) => m.step(&cells[..self.inputs]).map(|o| {
+            Runner::Single(m) => match timed {
+                true => m.step_at(step.time, row),
+                false => m.step(row),
+            }
+            .map(|o| {
                 self.view
                     .fill(&mut samples, self.output, Some(cells), o.iter(), shown_time);
                 (
@@ -382,7 +395,11 @@ impl Run<'_> {
                     alerts.report(&o, &context, &self.tally.progress),
                 )
             }),
-            Runner::Keyed(m) => m.step(&cells[..self.inputs]).map(|o| {
+            Runner::Keyed(m) => match timed {
+                true => m.step_at(step.time, row),
+                false => m.step(row),
+            }
+            .map(|o| {
                 self.view
                     .fill(&mut samples, self.output, Some(cells), o.iter(), shown_time);
                 let key = o.key().cloned();

@@ -432,6 +432,7 @@ impl<'a> Lowering<'a> {
                 self.b.select(ty, args[0], args[1], args[2])
             }
             NodeOp::Call(f) => match f {
+                Builtin::Time => unreachable!("`time()` is never fused (not scalar)"),
                 Builtin::Default => args[0],
                 Builtin::IsDefined => self.b.bconst(true),
                 Builtin::Sin => self.b.unary(IUn::Fsin, args[0]),

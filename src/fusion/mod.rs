@@ -157,6 +157,8 @@ pub fn is_island_node(plan: &Plan, id: NodeId) -> bool {
             Builtin::Abs | Builtin::Sqrt | Builtin::Floor | Builtin::Ceil => numeric(sigs[0]),
             Builtin::Min | Builtin::Max => numeric(sigs[0]) && numeric(sigs[1]),
             Builtin::When | Builtin::Init | Builtin::Latch | Builtin::Update => false,
+            // The row's time is the canonical tier's (`NodeState::time`).
+            Builtin::Time => false,
         },
     }
 }

@@ -94,10 +94,12 @@ pub enum Builtin {
     Max,
     Floor,
     Ceil,
+    /// `time()`: the current step's time, in seconds.
+    Time,
 }
 
 impl Builtin {
-    pub const ALL: [Builtin; 15] = [
+    pub const ALL: [Builtin; 16] = [
         Builtin::Default,
         Builtin::IsDefined,
         Builtin::When,
@@ -113,6 +115,7 @@ impl Builtin {
         Builtin::Max,
         Builtin::Floor,
         Builtin::Ceil,
+        Builtin::Time,
     ];
 
     pub fn name(self) -> &'static str {
@@ -132,6 +135,7 @@ impl Builtin {
             Builtin::Max => "max",
             Builtin::Floor => "floor",
             Builtin::Ceil => "ceil",
+            Builtin::Time => "time",
         }
     }
 
@@ -147,6 +151,7 @@ impl Builtin {
             | Builtin::Update
             | Builtin::Min
             | Builtin::Max => 2,
+            Builtin::Time => 0,
             _ => 1,
         }
     }

@@ -687,6 +687,9 @@ impl Checker<'_> {
                     Builtin::Sin | Builtin::Cos | Builtin::Tan | Builtin::Sqrt => Some(F64),
                     Builtin::Abs | Builtin::Floor | Builtin::Ceil => arith_sig(ss[0], Some(I64)),
                     Builtin::Min | Builtin::Max => arith_sig(ss[0], ss[1]),
+                    // A Float, but read from the row's time by the canonical
+                    // tier only: no fused program computes it.
+                    Builtin::Time => Some(NotScalar),
                 }
             }
         };
@@ -961,5 +964,6 @@ fn builtin_type(
         }
         Builtin::Abs | Builtin::Floor | Builtin::Ceil => numeric_unary(ts[0], name, span, errs),
         Builtin::Min | Builtin::Max => arith_type(ts[0], ts[1], name, span, errs),
+        Builtin::Time => Some(Type::Float),
     }
 }

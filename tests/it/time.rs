@@ -35,11 +35,13 @@ fn time_cases_match_on_every_tier() {
                 read("expected"),
                 "{name}"
             );
-            assert_eq!(
-                String::from_utf8_lossy(&out.stderr),
-                read("stderr"),
-                "{name}"
-            );
+            // A tier that cannot run the spec says which runs instead.
+            let stderr: String = String::from_utf8_lossy(&out.stderr)
+                .lines()
+                .filter(|l| !(l.starts_with("warning: ") && l.ends_with(" instead")))
+                .map(|l| format!("{l}\n"))
+                .collect();
+            assert_eq!(stderr, read("stderr"), "{name}");
             assert_eq!(out.status.code(), Some(status), "{name}");
         }
         cases += 1;
