@@ -57,7 +57,8 @@ pub struct Clash {
 }
 
 /// One merged step: its time, the cells (every source's inputs), the rows
-/// it was made of (in source order) and the clashes.
+/// it was made of (in source order, with their own cells: what a replay log
+/// records) and the clashes.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Step {
     /// The step's time.
@@ -65,9 +66,48 @@ pub struct Step {
     /// One cell per input.
     pub cells: Vec<Option<Value>>,
     /// The source rows merged into the step, by source priority.
-    pub rows: Vec<Contribution>,
+    pub rows: Vec<(Contribution, Vec<Option<Value>>)>,
     /// Inputs set by more than one of them.
     pub clashes: Vec<Clash>,
+}
+
+impl Step {
+    /// The step the rows `rows` (one per source at most, in source order)
+    /// make at `time`: each cell from the first row that sets it; a clash
+    /// for each later one (but for cell `exempt`).
+    pub fn of_rows(
+        time: Time,
+        width: usize,
+        rows: Vec<(Contribution, Vec<Option<Value>>)>,
+        exempt: Option<usize>,
+    ) -> Step {
+        let mut cells: Vec<Option<Value>> = vec![None; width];
+        let mut setter: Vec<Option<u32>> = vec![None; width];
+        let mut clashes = Vec::new();
+        for (c, row) in &rows {
+            for (k, v) in row.iter().enumerate() {
+                let Some(v) = v else { continue };
+                match setter[k] {
+                    None => {
+                        setter[k] = Some(c.stamp.source);
+                        cells[k] = Some(v.clone());
+                    }
+                    Some(kept) if exempt != Some(k) => clashes.push(Clash {
+                        cell: k,
+                        kept,
+                        dropped: c.stamp.source,
+                    }),
+                    Some(_) => {}
+                }
+            }
+        }
+        Step {
+            time,
+            cells,
+            rows,
+            clashes,
+        }
+    }
 }
 
 /// Why a row cannot be merged.
@@ -227,39 +267,17 @@ impl Merge {
             .iter()
             .filter_map(|s| s.queue.front().map(|(c, _)| c.stamp.time))
             .min()?;
-        let mut step = Step {
-            time,
-            cells: vec![None; self.width],
-            rows: Vec::new(),
-            clashes: Vec::new(),
-        };
-        // Which source set each cell, to name clashes.
-        let mut setter: Vec<Option<u32>> = vec![None; self.width];
-        for (i, s) in self.sources.iter_mut().enumerate() {
+        let mut rows = Vec::new();
+        for s in &mut self.sources {
             if s.queue.front().is_none_or(|(c, _)| c.stamp.time != time) {
                 continue;
             }
-            if self.separate && !step.rows.is_empty() {
+            if self.separate && !rows.is_empty() {
                 break;
             }
-            let (c, cells) = s.queue.pop_front().expect("checked above");
-            step.rows.push(c);
-            for (k, cell) in cells.into_iter().enumerate() {
-                let Some(v) = cell else { continue };
-                match setter[k] {
-                    None => {
-                        setter[k] = Some(i as u32);
-                        step.cells[k] = Some(v);
-                    }
-                    Some(kept) if self.exempt != Some(k) => step.clashes.push(Clash {
-                        cell: k,
-                        kept,
-                        dropped: i as u32,
-                    }),
-                    Some(_) => {}
-                }
-            }
+            rows.push(s.queue.pop_front().expect("checked above"));
         }
+        let step = Step::of_rows(time, self.width, rows, self.exempt);
         Some(step)
     }
 }
@@ -366,7 +384,7 @@ mod tests {
     fn a_late_row_is_restamped_within_the_bound_and_refused_beyond() {
         let steps = merge(1, 2, &[(0, 5, [int(1), None]), (0, 4, [int(2), None])]);
         assert_eq!(steps[1].time, Time(5));
-        assert_eq!(steps[1].rows[0].late, Some(Time(4)));
+        assert_eq!(steps[1].rows[0].0.late, Some(Time(4)));
         let mut m = Merge::new(1, 2, 2);
         m.push(0, Time(5), vec![None, None]).unwrap();
         let e = m.push(0, Time(2), vec![None, None]).unwrap_err();

@@ -15,6 +15,7 @@
 //! the one the command earned.
 
 mod checkpoint;
+mod log;
 mod ops;
 mod repl;
 mod timed;
@@ -54,6 +55,10 @@ pub enum Command {
     /// Run a specification over a trace, printing every output at every step.
     // Boxed: the run's flags make this variant much larger than the others.
     Run(Box<RunArgs>),
+    /// Replay a log written by `vigil run --record`: the same outputs, on any
+    /// tier; with `--check`, re-read the traces (`--input`, in the recorded
+    /// order) and stop at the first row that differs from the log.
+    Replay(Box<ReplayArgs>),
     /// Check a specification and report every error in it.
     Check {
         /// The specification file (DSRV).
@@ -141,7 +146,7 @@ fn tier_parser() -> TierParser {
     TierParser
 }
 
-#[derive(clap::Args, Debug)]
+#[derive(clap::Args, Clone, Debug)]
 #[command(after_help = EXIT_STATUSES)]
 pub struct RunArgs {
     /// The specification file (DSRV).
@@ -151,8 +156,15 @@ pub struct RunArgs {
     /// `/dev/stdin`) is read, evaluated and written row by row. Given more
     /// than once, the traces are sources merged into one sequence of steps
     /// by time (see `--time`), with priority by position.
-    #[arg(long, short, required = true)]
+    /// (`vigil replay` reads the log instead, and the traces only with
+    /// `--check`.)
+    #[arg(long, short)]
     pub input: Vec<String>,
+    /// Write the merged, stamped sequence of steps to LOG (JSON lines, see
+    /// the README's "Replay logs"), so that `vigil replay` reproduces the
+    /// run exactly.
+    #[arg(long, value_name = "LOG")]
+    pub record: Option<String>,
     /// The time field of every row (a CSV column or JSON key; a number in
     /// `--time-unit`, or an RFC 3339 text). Without it, a row's time is its
     /// index in its trace. An `.input` trace's step numbers are its time.
@@ -275,6 +287,21 @@ pub enum FormatArg {
     Jsonl,
 }
 
+/// `vigil replay`: the run's options, then the log.
+#[derive(clap::Args, Debug)]
+#[command(after_help = EXIT_STATUSES)]
+pub struct ReplayArgs {
+    #[command(flatten)]
+    pub run: RunArgs,
+    /// The log (`vigil run --record LOG`).
+    #[arg(value_name = "LOG")]
+    pub log: String,
+    /// Re-read the traces given with `--input` and compare every row with
+    /// the log; stop at the first divergence (exit status 4).
+    #[arg(long)]
+    pub check: bool,
+}
+
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum OutputArg {
     Text,
@@ -361,6 +388,7 @@ pub fn main() -> ExitCode {
     };
     let exit = match cli.command {
         Command::Run(args) => run(&args),
+        Command::Replay(args) => timed::replay(&args),
         Command::Check { spec } => match load_spec(&spec) {
             Ok(_) => Exit::Success,
             Err(exit) => exit,
@@ -561,11 +589,14 @@ fn run(args: &RunArgs) -> Exit {
         OutputArg::Csv => OutputFormat::Csv,
         OutputArg::Jsonl => OutputFormat::Jsonl,
     };
-    // Time, or several sources: the merged run (`timed.rs`).
-    if args.input.len() > 1 || args.time.is_some() {
-        return timed::run(args, &spec, output);
+    // Time, several sources or a log: the merged run (`timed.rs`).
+    if args.input.len() > 1 || args.time.is_some() || args.record.is_some() {
+        return timed::run(args, &spec, output, None);
     }
-    let input = args.input[0].as_str();
+    let Some(input) = args.input.first().map(String::as_str) else {
+        error("the trace is missing: pass --input FILE (or - for standard input)");
+        return Exit::Failure;
+    };
     let format = match trace_format(input, args.format) {
         Ok(f) => f,
         Err(exit) => return exit,

@@ -12,10 +12,19 @@
 //! text output stays the Trustworthiness Checker's. Clashes (an input two sources set at one
 //! time) and re-stamped late rows are reported on standard error (the first few) and counted in
 //! `--summary`.
+//!
+//! The steps come from a `Feed`: the live merge of the sources (optionally writing each step to
+//! a replay log, `--record`, and optionally comparing each with a log, `vigil replay --check`),
+//! or a replay log read back (`vigil replay`), whose steps are re-merged from the rows it
+//! recorded, so that a replay evaluates exactly the recorded steps.
 
 use super::checkpoint::Runner;
+use super::log::{Header, LogReader, LogWriter};
 use super::ops::{self, View};
-use super::{Alerts, Exit, OnMalformed, RunArgs, error, say, stop, trace_exit, trace_format};
+use super::{
+    Alerts, Exit, OnMalformed, ReplayArgs, RunArgs, error, load_spec, say, stop, trace_exit,
+    trace_format,
+};
 use crate::keyed::KeyedMonitor;
 use crate::merge::{Merge, Step};
 use crate::monitor::{Monitor, Spec};
@@ -47,8 +56,66 @@ impl Source {
     }
 }
 
-/// `vigil run` over merged sources (see the module doc).
-pub(super) fn run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Exit {
+/// `vigil replay SPEC LOG [--check --input …]`: the run's options come
+/// from the command line, how times were read (and the key) from the log.
+pub(super) fn replay(r: &ReplayArgs) -> Exit {
+    let fail = |m: &str| {
+        error(m);
+        Exit::Failure
+    };
+    if r.run.time.is_some() || r.run.key.is_some() || r.run.lateness.is_some() {
+        return fail(
+            "vigil replay: the time field, its unit, the lateness and the key come from the log",
+        );
+    }
+    let spec = match load_spec(&r.run.spec) {
+        Ok(s) => s,
+        Err(exit) => return exit,
+    };
+    let log = match LogReader::open(&r.log) {
+        Ok(l) => l,
+        Err(m) => return fail(&m),
+    };
+    let h = log.header().clone();
+    if h.fingerprint != spec.fingerprint().to_string() {
+        return fail(&format!(
+            "`{}` was recorded with another specification (its fingerprint {}, this specification's {})",
+            r.log,
+            &h.fingerprint[..h.fingerprint.len().min(16)],
+            spec.fingerprint().short()
+        ));
+    }
+    if r.check && r.run.input.len() != h.sources.len() {
+        return fail(&format!(
+            "vigil replay --check: the log was recorded from {} trace{} ({}); pass each with --input, in that order",
+            h.sources.len(),
+            if h.sources.len() == 1 { "" } else { "s" },
+            h.sources.join(", ")
+        ));
+    }
+    if !r.check && !r.run.input.is_empty() {
+        return fail("vigil replay: --input is read only with --check");
+    }
+    let mut args = r.run.clone();
+    args.time = h.time.clone();
+    args.time_unit = h.unit.name().to_string();
+    args.key = h.key.clone();
+    let output = match args.output {
+        super::OutputArg::Text => OutputFormat::Text,
+        super::OutputArg::Csv => OutputFormat::Csv,
+        super::OutputArg::Jsonl => OutputFormat::Jsonl,
+    };
+    run(&args, &spec, output, Some((log, r.check)))
+}
+
+/// `vigil run` over merged sources (see the module doc); with `replay`, the
+/// steps of a log (`true`: and the sources, checked against it).
+pub(super) fn run(
+    args: &RunArgs,
+    spec: &Spec,
+    output: OutputFormat,
+    replay: Option<(LogReader, bool)>,
+) -> Exit {
     let fail = |m: &str| {
         error(m);
         Exit::Failure
@@ -91,9 +158,25 @@ pub(super) fn run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Exit {
     let options = ReaderOptions {
         max_step_gap: args.max_step_gap,
     };
+    if let Some((log, _)) = &replay
+        && log.header().fields != schema.names
+    {
+        return fail(&format!(
+            "the log's fields ({}) are not this run's ({}): replay with the --pass fields it was recorded with",
+            log.header().fields.join(", "),
+            schema.names.join(", ")
+        ));
+    }
+    if replay.is_none() && args.input.is_empty() {
+        return fail("the trace is missing: pass --input FILE (or - for standard input)");
+    }
     let mut sources = Vec::new();
     let mut streaming = false;
-    for path in &args.input {
+    let reading = match &replay {
+        None | Some((_, true)) => args.input.as_slice(),
+        Some((_, false)) => &[],
+    };
+    for path in reading {
         let format = match trace_format(path, args.format) {
             Ok(f) => f,
             Err(exit) => return exit,
@@ -174,23 +257,72 @@ pub(super) fn run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Exit {
         // A keyed row is one key's event: rows at one time stay apart.
         merge = merge.separate();
     }
+    let names: Vec<String> = match &replay {
+        Some((log, _)) => log.header().sources.clone(),
+        None => sources.iter().map(|s| s.name.clone()).collect(),
+    };
+    let form = replay.as_ref().map(|(log, _)| log.header().form);
+    let record = args.record.as_ref().map(|path| Record {
+        path: path.clone(),
+        header: Header {
+            fingerprint: spec.fingerprint().to_string(),
+            sources: names.clone(),
+            fields: schema.names.clone(),
+            time: args.time.clone(),
+            unit,
+            form: TimeForm::Number(unit),
+            key: args.key.clone(),
+        },
+        writer: None,
+    });
+    let mut feed = match replay {
+        Some((log, false)) => Feed {
+            merge,
+            record: None,
+            check: None,
+            replay: Some(log),
+        },
+        Some((log, true)) => Feed {
+            merge,
+            record: None,
+            check: Some(log),
+            replay: None,
+        },
+        None => Feed {
+            merge,
+            record,
+            check: None,
+            replay: None,
+        },
+    };
     let mut run = Run {
         args,
         view: &view,
         output,
         sources,
+        names,
         schema_names: schema.names.clone(),
         inputs: spec.input_names().len(),
         time_cell,
         unit,
-        form: None,
+        form,
         streaming,
         tally: ops::Tally::new(args.on_malformed, ops::Progress::new(true, None)),
         clashes: 0,
         late: 0,
         status: Exit::Success,
     };
-    let result = run.go(&mut merge, &mut runner, writer.as_mut(), &mut alerts);
+    let result = run.go(&mut feed, &mut runner, writer.as_mut(), &mut alerts);
+    let logged = match &mut feed.record {
+        Some(r) => r.finish(run.form),
+        None => Ok(()),
+    };
+    if let Err(e) = logged {
+        return fail(&format!(
+            "cannot write the replay log `{}`: {e}",
+            args.record.as_deref().unwrap_or("")
+        ));
+    }
     let status = match result
         .and_then(|s| writer.flush().map(|()| s))
         .and_then(|s| alerts.flush().map(|()| s))
@@ -224,12 +356,58 @@ pub(super) fn run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Exit {
     status
 }
 
+/// Where the steps come from: the merge of the sources (each step written
+/// to a log with `record`, or compared with a log's with `check`), or a
+/// log's steps (`replay`).
+struct Feed {
+    merge: Merge,
+    record: Option<Record>,
+    check: Option<LogReader>,
+    replay: Option<LogReader>,
+}
+
+/// A replay log being written: its header waits for the first step, which
+/// tells how times are written.
+struct Record {
+    path: String,
+    header: Header,
+    writer: Option<LogWriter>,
+}
+
+impl Record {
+    fn write(&mut self, step: &Step, form: Option<TimeForm>) -> io::Result<()> {
+        if self.writer.is_none() {
+            if let Some(f) = form {
+                self.header.form = f;
+            }
+            self.writer = Some(LogWriter::create(&self.path, &self.header)?);
+        }
+        self.writer
+            .as_mut()
+            .expect("created above")
+            .write_step(step)
+    }
+
+    /// Writes the header of a log without steps, and flushes.
+    fn finish(&mut self, form: Option<TimeForm>) -> io::Result<()> {
+        if self.writer.is_none() {
+            if let Some(f) = form {
+                self.header.form = f;
+            }
+            self.writer = Some(LogWriter::create(&self.path, &self.header)?);
+        }
+        self.writer.as_mut().expect("created above").flush()
+    }
+}
+
 /// The state of a merged run.
 struct Run<'a> {
     args: &'a RunArgs,
     view: &'a View,
     output: OutputFormat,
     sources: Vec<Source>,
+    /// The sources' names (for a replay, as the log names them).
+    names: Vec<String>,
     /// The cells' names (inputs, extra fields, time field).
     schema_names: Vec<String>,
     inputs: usize,
@@ -248,26 +426,73 @@ struct Run<'a> {
 impl Run<'_> {
     fn go(
         &mut self,
-        merge: &mut Merge,
+        feed: &mut Feed,
         runner: &mut Runner,
         writer: &mut dyn OutputWriter,
         alerts: &mut Alerts,
     ) -> io::Result<Exit> {
         let mut stopped = std::collections::HashSet::new();
         loop {
-            if let Some(step) = merge.pop() {
-                if let Some(exit) = self.evaluate(step, runner, writer, alerts, &mut stopped)? {
-                    return Ok(exit);
-                }
-                continue;
-            }
-            let Some(s) = merge.wants() else {
-                return Ok(self.status);
+            let step = match self.next(feed, writer)? {
+                Ok(Some(step)) => step,
+                Ok(None) => return Ok(self.status),
+                Err(exit) => return Ok(exit),
             };
-            if let Err(exit) = self.read(s, merge, writer)? {
+            if let Some(exit) = self.evaluate(step, runner, writer, alerts, &mut stopped)? {
                 return Ok(exit);
             }
         }
+    }
+
+    /// The next step of the feed; `Err` ends the run (after the outputs so
+    /// far) with that status.
+    fn next(
+        &mut self,
+        feed: &mut Feed,
+        writer: &mut dyn OutputWriter,
+    ) -> io::Result<Result<Option<Step>, Exit>> {
+        let exempt = self.time_cell;
+        if let Some(log) = &mut feed.replay {
+            return match log.next_step(exempt) {
+                Ok(step) => Ok(Ok(step)),
+                Err(m) => stop(writer, &m, Exit::Trace).map(Err),
+            };
+        }
+        let Feed {
+            merge,
+            record,
+            check,
+            ..
+        } = feed;
+        let step = loop {
+            if let Some(step) = merge.pop() {
+                break Some(step);
+            }
+            let Some(s) = merge.wants() else { break None };
+            if let Err(exit) = self.read(s, merge, writer)? {
+                return Ok(Err(exit));
+            }
+        };
+        if let Some(log) = check {
+            let logged = match log.next_step(exempt) {
+                Ok(l) => l,
+                Err(m) => return stop(writer, &m, Exit::Trace).map(Err),
+            };
+            if let Some(why) = diverges(step.as_ref(), logged.as_ref(), &self.names) {
+                let at = log.at();
+                let n = self.tally.steps;
+                return stop(
+                    writer,
+                    &format_args!("{at}: the traces diverge from the log at step {n}: {why}"),
+                    Exit::Trace,
+                )
+                .map(Err);
+            }
+        }
+        if let (Some(r), Some(s)) = (record, &step) {
+            r.write(s, self.form)?;
+        }
+        Ok(Ok(step))
     }
 
     /// Reads the next row of source `s` into the merge (or ends it).
@@ -365,9 +590,9 @@ impl Run<'_> {
                     "warning: time {}: `{}` is set by both `{}` and `{}`; the value of `{}` is kept (the first --input has priority)\n",
                     show(time.clone()),
                     self.schema_names[c.cell],
-                    self.sources[c.kept as usize].name,
-                    self.sources[c.dropped as usize].name,
-                    self.sources[c.kept as usize].name,
+                    self.names[c.kept as usize],
+                    self.names[c.dropped as usize],
+                    self.names[c.kept as usize],
                 ));
             }
         }
@@ -447,6 +672,74 @@ impl Run<'_> {
             }
         }
     }
+}
+
+/// How the step the traces gave differs from the one the log has, if it
+/// does: its time, or a row (source, position, late stamp, cells bit for
+/// bit).
+fn diverges(live: Option<&Step>, logged: Option<&Step>, names: &[String]) -> Option<String> {
+    let (live, logged) = match (live, logged) {
+        (None, None) => return None,
+        (None, Some(_)) => return Some("the traces ended; the log has more steps".into()),
+        (Some(_), None) => return Some("the log ended; the traces have more rows".into()),
+        (Some(a), Some(b)) => (a, b),
+    };
+    if live.time != logged.time {
+        return Some(format!(
+            "its time is {}ns in the traces, {}ns in the log",
+            live.time.0, logged.time.0
+        ));
+    }
+    let same_cells = |a: &[Option<Value>], b: &[Option<Value>]| {
+        a.len() == b.len()
+            && a.iter().zip(b).all(|(x, y)| match (x, y) {
+                (Some(Value::Float(x)), Some(Value::Float(y))) => x.to_bits() == y.to_bits(),
+                _ => x == y,
+            })
+    };
+    let rows = |s: &Step| -> Vec<String> {
+        s.rows
+            .iter()
+            .map(|(c, _)| {
+                format!(
+                    "row {} of {}",
+                    c.stamp.seq + 1,
+                    names[c.stamp.source as usize]
+                )
+            })
+            .collect()
+    };
+    let same = live.rows.len() == logged.rows.len()
+        && live
+            .rows
+            .iter()
+            .zip(&logged.rows)
+            .all(|((a, x), (b, y))| a.stamp == b.stamp && a.late == b.late && same_cells(x, y));
+    (!same).then(|| {
+        format!(
+            "the traces give {}, the log has {}",
+            describe_rows(&rows(live), live),
+            describe_rows(&rows(logged), logged)
+        )
+    })
+}
+
+fn describe_rows(rows: &[String], s: &Step) -> String {
+    let cells: Vec<String> = s
+        .rows
+        .iter()
+        .map(|(_, c)| {
+            c.iter()
+                .map(|v| v.as_ref().map_or("-".to_string(), |v| v.to_string()))
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect();
+    rows.iter()
+        .zip(cells)
+        .map(|(r, c)| format!("{r} ({c})"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// A time as messages write it: its number, or its RFC 3339 text.

@@ -149,3 +149,144 @@ proptest! {
         prop_assert_eq!(got, reference(&ss));
     }
 }
+
+/// A generated trace as a JSON-lines source with a time field `t`: times
+/// from `times` (non-decreasing), cells of `row` (non-finite floats left
+/// out: JSON has no literal for them).
+fn jsonl_source(names: &[String], rows: &[Vec<Option<Value>>], times: &[i64]) -> String {
+    let mut out = String::new();
+    for (row, t) in rows.iter().zip(times) {
+        let mut fields = vec![format!("\"t\": {t}")];
+        for (n, v) in names.iter().zip(row) {
+            let text = match v {
+                Some(Value::Int(i)) => i.to_string(),
+                Some(Value::Float(f)) if f.is_finite() => format!("{f:?}"),
+                Some(Value::Bool(b)) => b.to_string(),
+                _ => continue,
+            };
+            fields.push(format!("\"{n}\": {text}"));
+        }
+        out.push_str(&format!("{{{}}}\n", fields.join(", ")));
+    }
+    out
+}
+
+/// Runs `vigil` in `dir`: standard output, standard error, status.
+fn vigil(dir: &Path, args: &[&str]) -> (String, String, Option<i32>) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_vigil"))
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    let stderr: String = String::from_utf8_lossy(&out.stderr)
+        .lines()
+        .filter(|l| !(l.starts_with("warning: ") && l.ends_with(" instead")))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr,
+        out.status.code(),
+    )
+}
+
+/// Random specs over two random timed sources: a run recorded on one tier
+/// and replayed on every tier gives the same outputs, warnings, errors and
+/// status; `replay --check` against the same sources agrees too.
+#[test]
+fn replays_reproduce_recorded_runs_on_every_tier() {
+    use crate::props::{case_strategy, generate_spec, generate_trace};
+    use proptest::strategy::ValueTree;
+    let mut runner = proptest::test_runner::TestRunner::deterministic();
+    let strategy = (
+        case_strategy(),
+        proptest::collection::vec(0..3i64, 80),
+        0..4usize,
+    );
+    let (mut cases, mut errors, mut merged) = (0, 0, 0);
+    for case in 0..40 {
+        let ((spec_data, len, trace_data), gaps, first) =
+            strategy.new_tree(&mut runner).unwrap().current();
+        let g = generate_spec(&spec_data, true);
+        let Ok(spec) = vigil::Spec::parse("gen.dsrv", &g.source) else {
+            continue;
+        };
+        let names: Vec<String> = spec.input_names().iter().map(|s| s.to_string()).collect();
+        let trace = generate_trace(&g.inputs, len.max(2), &trace_data, 2);
+        // Split the rows between two sources, with times that often tie.
+        let (mut a, mut b, mut ta, mut tb) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let (mut t0, mut t1) = (0, 0);
+        for (i, row) in trace.iter().enumerate() {
+            if (i + first) % 3 == 0 {
+                t1 += gaps[i % gaps.len()];
+                b.push(row.clone());
+                tb.push(t1);
+            } else {
+                t0 += gaps[(i * 7) % gaps.len()];
+                a.push(row.clone());
+                ta.push(t0);
+            }
+        }
+        merged += usize::from(ta.iter().any(|t| tb.contains(t)));
+        let dir = crate::support::test_dir("time", &format!("replay-{case}"));
+        crate::support::write(&dir, "gen.dsrv", &g.source);
+        crate::support::write(&dir, "a.jsonl", jsonl_source(&names, &a, &ta));
+        crate::support::write(&dir, "b.jsonl", jsonl_source(&names, &b, &tb));
+        let tiers: Vec<Tier> = Tier::ALL.into_iter().collect();
+        let recorded_on = tiers[case % tiers.len()];
+        let run = [
+            "run", "gen.dsrv", "--input", "a.jsonl", "--input", "b.jsonl", "--time", "t",
+        ];
+        let recorded = vigil(
+            &dir,
+            &[
+                &run[..],
+                &[
+                    "--output",
+                    "jsonl",
+                    "--record",
+                    "run.log",
+                    "--tier",
+                    recorded_on.name(),
+                ],
+            ]
+            .concat(),
+        );
+        errors += usize::from(recorded.2 == Some(3));
+        for tier in &tiers {
+            let replayed = vigil(
+                &dir,
+                &[
+                    "replay",
+                    "gen.dsrv",
+                    "run.log",
+                    "--output",
+                    "jsonl",
+                    "--tier",
+                    tier.name(),
+                ],
+            );
+            assert_eq!(
+                replayed, recorded,
+                "replay on {tier} of a run recorded on {recorded_on}\n{}",
+                g.source
+            );
+        }
+        let checked = vigil(
+            &dir,
+            &[
+                "replay", "gen.dsrv", "run.log", "--check", "--input", "a.jsonl", "--input",
+                "b.jsonl", "--output", "jsonl",
+            ],
+        );
+        assert_eq!(checked, recorded, "replay --check\n{}", g.source);
+        cases += 1;
+    }
+    assert!(
+        cases >= 25 && merged >= 10,
+        "{cases} cases, {merged} with merged steps"
+    );
+    eprintln!(
+        "replays: {cases} cases, {errors} ending in a runtime error, {merged} with merged steps"
+    );
+}

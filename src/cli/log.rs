@@ -1,0 +1,315 @@
+//! Replay logs (`vigil run --record LOG`, `vigil replay SPEC LOG`): the merged, stamped sequence of a run.
+//!
+//! A log is JSON lines. The first line is the header:
+//!
+//! ```text
+//! {"vigil_log":1,"fingerprint":"…","sources":["a.jsonl","b.csv"],"fields":["temp","beat","ts"],
+//!  "time":"ts","unit":"s","form":"number","key":null}
+//! ```
+//!
+//! (`vigil_log` is the format version; `fingerprint` the specification's, as snapshots carry it;
+//! `fields` the cells of every source row: the declared inputs, then undeclared `--pass` fields,
+//! then the time field if it is not an input; `time`, `unit` and `form` how times were read and
+//! are written (`number` or `rfc3339`); `key` the key input of a keyed run.) Then one line per
+//! step, in order:
+//!
+//! ```text
+//! {"t":3000000000,"r":[{"s":0,"q":1,"c":{"temp":31.0}},{"s":1,"q":2,"late":2900000000,"c":{"beat":true}}]}
+//! ```
+//!
+//! `t` is the step's time in nanoseconds; `r` the source rows merged into it, by priority: `s`
+//! the source, `q` the row's position in it, `late` the row's own time when it was re-stamped,
+//! and `c` its present cells by field name (an Int is a JSON integer, a finite Float a JSON
+//! number with a fraction or an exponent, a Str a string, a Bool a boolean, Unit `null`, any
+//! other Float `{"f":"inf"}`, `{"f":"-inf"}` or `{"f":"NaN:0x<16 hex digits>"}`, so every value
+//! reads back bit for bit). A replay re-merges each step from its rows, so it evaluates exactly
+//! the steps of the run it was recorded from.
+
+use crate::merge::{Contribution, Stamp, Step};
+use crate::time::{Time, TimeForm, TimeUnit};
+use crate::value::Value;
+use serde_json::{Map, Value as Json, json};
+use std::io::{self, BufRead, Write};
+
+/// The log format version this vigil writes and reads.
+pub(super) const LOG_VERSION: u64 = 1;
+
+/// A log's first line.
+#[derive(Clone, Debug, PartialEq)]
+pub(super) struct Header {
+    pub fingerprint: String,
+    pub sources: Vec<String>,
+    pub fields: Vec<String>,
+    pub time: Option<String>,
+    pub unit: TimeUnit,
+    pub form: TimeForm,
+    pub key: Option<String>,
+}
+
+/// Writes a log.
+pub(super) struct LogWriter {
+    out: io::BufWriter<std::fs::File>,
+    fields: Vec<String>,
+}
+
+impl LogWriter {
+    pub(super) fn create(path: &str, h: &Header) -> io::Result<LogWriter> {
+        let mut out = io::BufWriter::new(std::fs::File::create(path)?);
+        let header = json!({
+            "vigil_log": LOG_VERSION,
+            "fingerprint": h.fingerprint,
+            "sources": h.sources,
+            "fields": h.fields,
+            "time": h.time,
+            "unit": h.unit.name(),
+            "form": match h.form { TimeForm::Number(_) => "number", TimeForm::Rfc3339 => "rfc3339" },
+            "key": h.key,
+        });
+        writeln!(out, "{header}")?;
+        Ok(LogWriter {
+            out,
+            fields: h.fields.clone(),
+        })
+    }
+
+    pub(super) fn write_step(&mut self, step: &Step) -> io::Result<()> {
+        let rows: Vec<Json> = step
+            .rows
+            .iter()
+            .map(|(c, cells)| {
+                let mut row = Map::new();
+                row.insert("s".into(), json!(c.stamp.source));
+                row.insert("q".into(), json!(c.stamp.seq));
+                if let Some(late) = c.late {
+                    row.insert("late".into(), json!(late.0));
+                }
+                let present: Map<String, Json> = self
+                    .fields
+                    .iter()
+                    .zip(cells)
+                    .filter_map(|(f, v)| v.as_ref().map(|v| (f.clone(), encode(v))))
+                    .collect();
+                row.insert("c".into(), Json::Object(present));
+                Json::Object(row)
+            })
+            .collect();
+        writeln!(self.out, "{}", json!({"t": step.time.0, "r": rows}))
+    }
+
+    pub(super) fn flush(&mut self) -> io::Result<()> {
+        self.out.flush()?;
+        self.out.get_ref().sync_all()
+    }
+}
+
+fn encode(v: &Value) -> Json {
+    match v {
+        Value::Int(i) => json!(i),
+        Value::Float(f) if f.is_finite() => {
+            Json::Number(serde_json::Number::from_f64(*f).expect("a finite float is a JSON number"))
+        }
+        Value::Float(f) => {
+            let text = if *f == f64::INFINITY {
+                "inf".to_string()
+            } else if *f == f64::NEG_INFINITY {
+                "-inf".to_string()
+            } else {
+                format!("NaN:0x{:016x}", f.to_bits())
+            };
+            json!({ "f": text })
+        }
+        Value::Str(s) => json!(&**s),
+        Value::Bool(b) => json!(b),
+        Value::Unit => Json::Null,
+    }
+}
+
+fn decode(j: &Json) -> Option<Value> {
+    Some(match j {
+        Json::Null => Value::Unit,
+        Json::Bool(b) => Value::Bool(*b),
+        Json::String(s) => Value::Str(s.as_str().into()),
+        Json::Number(n) if n.is_i64() => Value::Int(n.as_i64()?),
+        Json::Number(n) => Value::Float(n.as_f64()?),
+        Json::Object(o) => {
+            let text = o.get("f")?.as_str()?;
+            Value::Float(match text {
+                "inf" => f64::INFINITY,
+                "-inf" => f64::NEG_INFINITY,
+                _ => {
+                    let hex = text.strip_prefix("NaN:0x")?;
+                    let bits = u64::from_str_radix(hex, 16).ok()?;
+                    let f = f64::from_bits(bits);
+                    if hex.len() != 16 || !f.is_nan() {
+                        return None;
+                    }
+                    f
+                }
+            })
+        }
+        Json::Array(_) => return None,
+    })
+}
+
+/// Reads a log, step by step.
+pub(super) struct LogReader {
+    name: String,
+    lines: io::Lines<io::BufReader<std::fs::File>>,
+    line: u64,
+    header: Header,
+}
+
+impl LogReader {
+    /// Opens `path` and reads its header.
+    pub(super) fn open(path: &str) -> Result<LogReader, String> {
+        let file = std::fs::File::open(path).map_err(|e| format!("cannot read `{path}`: {e}"))?;
+        let mut lines = io::BufReader::new(file).lines();
+        let first = match lines.next() {
+            Some(Ok(l)) => l,
+            Some(Err(e)) => return Err(format!("cannot read `{path}`: {e}")),
+            None => return Err(format!("`{path}` is empty: not a vigil replay log")),
+        };
+        let bad = |m: &str| format!("{path}:1: {m}");
+        let h: Map<String, Json> =
+            serde_json::from_str(&first).map_err(|_| bad("not a vigil replay log"))?;
+        match h.get("vigil_log").and_then(Json::as_u64) {
+            None => return Err(bad("not a vigil replay log")),
+            Some(LOG_VERSION) => {}
+            Some(v) => {
+                return Err(bad(&format!(
+                    "log format version {v} is not supported (this vigil reads version {LOG_VERSION})"
+                )));
+            }
+        }
+        let text = |k: &str| h.get(k).and_then(Json::as_str).map(String::from);
+        let list = |k: &str| -> Option<Vec<String>> {
+            h.get(k)?
+                .as_array()?
+                .iter()
+                .map(|v| v.as_str().map(String::from))
+                .collect()
+        };
+        let unit = text("unit")
+            .and_then(|u| TimeUnit::from_name(&u))
+            .ok_or_else(|| bad("the header's `unit` is not s, ms, us or ns"))?;
+        let form = match text("form").as_deref() {
+            Some("number") => TimeForm::Number(unit),
+            Some("rfc3339") => TimeForm::Rfc3339,
+            _ => return Err(bad("the header's `form` is not number or rfc3339")),
+        };
+        let header = Header {
+            fingerprint: text("fingerprint").ok_or_else(|| bad("the header has no fingerprint"))?,
+            sources: list("sources").ok_or_else(|| bad("the header has no `sources`"))?,
+            fields: list("fields").ok_or_else(|| bad("the header has no `fields`"))?,
+            time: text("time"),
+            unit,
+            form,
+            key: text("key"),
+        };
+        Ok(LogReader {
+            name: path.to_string(),
+            lines,
+            line: 1,
+            header,
+        })
+    }
+
+    pub(super) fn header(&self) -> &Header {
+        &self.header
+    }
+
+    /// Where the step last read is.
+    pub(super) fn at(&self) -> String {
+        format!("{}:{}", self.name, self.line)
+    }
+
+    /// The next step (re-merged from its rows), or `None` at the end.
+    pub(super) fn next_step(&mut self, exempt: Option<usize>) -> Result<Option<Step>, String> {
+        let line = match self.lines.next() {
+            None => return Ok(None),
+            Some(Err(e)) => return Err(format!("cannot read `{}`: {e}", self.name)),
+            Some(Ok(l)) => l,
+        };
+        self.line += 1;
+        let bad = |m: &str| format!("{}:{}: {m}", self.name, self.line);
+        let j: Map<String, Json> =
+            serde_json::from_str(&line).map_err(|e| bad(&format!("not a log step: {e}")))?;
+        let time = Time(
+            j.get("t")
+                .and_then(Json::as_i64)
+                .ok_or_else(|| bad("the step has no time `t`"))?,
+        );
+        let rows = j
+            .get("r")
+            .and_then(Json::as_array)
+            .ok_or_else(|| bad("the step has no rows `r`"))?;
+        let width = self.header.fields.len();
+        let mut out = Vec::new();
+        for r in rows {
+            let get = |k: &str| r.get(k).and_then(Json::as_u64);
+            let (Some(source), Some(seq)) = (get("s"), get("q")) else {
+                return Err(bad("a row without its source `s` and position `q`"));
+            };
+            if source as usize >= self.header.sources.len() {
+                return Err(bad(&format!(
+                    "a row of source {source}, which the header does not name"
+                )));
+            }
+            let late = match r.get("late") {
+                None => None,
+                Some(l) => Some(Time(l.as_i64().ok_or_else(|| bad("`late` is not a time"))?)),
+            };
+            let mut cells = vec![None; width];
+            let c = r
+                .get("c")
+                .and_then(Json::as_object)
+                .ok_or_else(|| bad("a row without its cells `c`"))?;
+            for (name, v) in c {
+                let Some(k) = self.header.fields.iter().position(|f| f == name) else {
+                    return Err(bad(&format!("`{name}` is not a field of the log")));
+                };
+                cells[k] = Some(
+                    decode(v)
+                        .ok_or_else(|| bad(&format!("`{name}` has no value of the language")))?,
+                );
+            }
+            let stamp = Stamp {
+                time,
+                source: source as u32,
+                seq,
+            };
+            out.push((Contribution { stamp, late }, cells));
+        }
+        Ok(Some(Step::of_rows(time, width, out, exempt)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_value_reads_back_bit_for_bit() {
+        let nan = f64::from_bits(0x7ff8_0000_0000_0abc);
+        for v in [
+            Value::Int(i64::MIN),
+            Value::Float(-0.0),
+            Value::Float(2.0),
+            Value::Float(1e300),
+            Value::Float(f64::INFINITY),
+            Value::Float(nan),
+            Value::Str("é\"x".into()),
+            Value::Bool(false),
+            Value::Unit,
+        ] {
+            let text = encode(&v).to_string();
+            let back = decode(&serde_json::from_str(&text).unwrap()).unwrap();
+            match (&v, &back) {
+                (Value::Float(a), Value::Float(b)) => {
+                    assert_eq!(a.to_bits(), b.to_bits(), "{text}")
+                }
+                _ => assert_eq!(v, back, "{text}"),
+            }
+        }
+    }
+}
