@@ -714,6 +714,41 @@ impl Monitor {
         self.step_timed(Some(time.seconds()), row.as_ref())
     }
 
+    /// The periods of the specification's periodic streams, in nanoseconds
+    /// (distinct, in declaration order): what [`Monitor::tick`]'s `due`
+    /// is indexed by, and what a [`crate::time::Scheduler`] is made of.
+    pub fn periods(&self) -> &[i64] {
+        &self.engine.plan().periods
+    }
+
+    /// Evaluates a tick at `time`: a step on which the periodic streams of
+    /// the periods `due` (indexed as [`Monitor::periods`]) are evaluated,
+    /// and every other stream is NoVal (an event stream read there gives
+    /// its held value). A [`crate::time::Scheduler`] says which ticks are
+    /// due before each row.
+    pub fn tick(
+        &mut self,
+        time: crate::time::Time,
+        due: &[bool],
+    ) -> Result<Outputs<'_>, StepError> {
+        assert_eq!(
+            due.len(),
+            self.periods().len(),
+            "`due` has one flag per period"
+        );
+        if let Some(e) = &self.run.failed {
+            return Err((**e).clone().into());
+        }
+        self.run.state.time = Some(time.seconds());
+        let step = self.steps();
+        if let Err(e) = self.engine.run_tick(&mut self.run, due) {
+            self.run.failed = Some(Box::new(e.clone()));
+            return Err(e.into());
+        }
+        let spec = &self.engine.plan().spec;
+        Ok(Outputs::new(&self.run.state, spec, step, None))
+    }
+
     fn step_timed(
         &mut self,
         time: Option<f64>,

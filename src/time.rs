@@ -164,6 +164,80 @@ impl Time {
     }
 }
 
+/// The ticks of periodic streams (consistent time: the scheduler stamps its
+/// events from the same clock as the rows, and they sort before the rows of
+/// the same time). Period `k` ticks at `origin + j·periods[k]`, `j ≥ 0`;
+/// one tick step serves every period due at its time.
+#[derive(Clone, Debug)]
+pub struct Scheduler {
+    periods: Vec<i64>,
+    /// The next tick of each period; `None` before the origin is set (or
+    /// past the end of time).
+    next: Vec<Option<i64>>,
+}
+
+impl Scheduler {
+    /// A scheduler of `periods` (nanoseconds, each positive), not started.
+    pub fn new(periods: &[i64]) -> Scheduler {
+        assert!(periods.iter().all(|&p| p > 0), "periods are positive");
+        Scheduler {
+            periods: periods.to_vec(),
+            next: vec![None; periods.len()],
+        }
+    }
+
+    /// Whether the origin is set.
+    pub fn started(&self) -> bool {
+        self.next.iter().any(Option::is_some)
+    }
+
+    /// Sets the origin: every period's first tick is at `origin`.
+    pub fn start(&mut self, origin: Time) {
+        self.next.fill(Some(origin.0));
+    }
+
+    /// The next tick at or before `until`, with the periods due then (one
+    /// flag per period), and moves past it; `None` when the next tick is
+    /// after `until`.
+    pub fn next_until(&mut self, until: Time) -> Option<(Time, Vec<bool>)> {
+        let t = self.next.iter().flatten().copied().min()?;
+        if t > until.0 {
+            return None;
+        }
+        let due: Vec<bool> = self.next.iter().map(|n| *n == Some(t)).collect();
+        for (n, p) in self.next.iter_mut().zip(&self.periods) {
+            if *n == Some(t) {
+                *n = t.checked_add(*p);
+            }
+        }
+        Some((Time(t), due))
+    }
+
+    /// The ticks from the next one up to `until` (inclusive) that exist.
+    pub fn ticks_until(&self, until: Time) -> u128 {
+        (self.next.iter().zip(&self.periods))
+            .filter_map(|(n, p)| {
+                let n = (*n)?;
+                (n <= until.0).then(|| ((until.0 - n) / p) as u128 + 1)
+            })
+            .sum()
+    }
+
+    /// Moves every period to its last tick at or before `until` (a time gap
+    /// skipped: each period then ticks once, at that tick, rather than at
+    /// every tick it missed).
+    pub fn skip_to(&mut self, until: Time) {
+        for (n, p) in self.next.iter_mut().zip(&self.periods) {
+            if let Some(t) = *n
+                && t < until.0
+            {
+                let missed = (until.0 - t) / p;
+                *n = Some(t + missed * p);
+            }
+        }
+    }
+}
+
 impl fmt::Display for Time {
     /// Nanoseconds, as the merge's messages name instants.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -191,6 +265,33 @@ mod tests {
         assert!(Time::from_value(&Value::Float(f64::NAN), TimeUnit::Seconds).is_err());
         assert!(Time::from_value(&Value::Float(1e300), TimeUnit::Seconds).is_err());
         assert!(Time::from_value(&Value::Bool(true), TimeUnit::Seconds).is_err());
+    }
+
+    #[test]
+    fn ticks_of_several_periods_share_steps_at_common_times() {
+        let mut s = Scheduler::new(&[2, 3]);
+        assert!(s.next_until(Time(100)).is_none(), "not started");
+        s.start(Time(10));
+        let mut got = Vec::new();
+        while let Some((t, due)) = s.next_until(Time(16)) {
+            got.push((t.0, due));
+        }
+        assert_eq!(
+            got,
+            [
+                (10, vec![true, true]),
+                (12, vec![true, false]),
+                (13, vec![false, true]),
+                (14, vec![true, false]),
+                (16, vec![true, true]),
+            ]
+        );
+        assert_eq!(s.ticks_until(Time(22)), 3 + 2);
+        // From 18 and 19, skipping to 101 leaves one tick of each, at 100.
+        s.skip_to(Time(101));
+        assert_eq!(s.next_until(Time(101)), Some((Time(100), vec![true, true])));
+        assert_eq!(s.next_until(Time(101)), None);
+        assert_eq!(s.next_until(Time(103)).unwrap().0, Time(102));
     }
 
     #[test]

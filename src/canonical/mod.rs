@@ -97,6 +97,12 @@ pub struct NodeState {
     /// The current row's time in seconds, when it has one (`Monitor::step_at`);
     /// else `time()` is the step index. Set per row, so never snapshotted.
     pub time: Option<f64>,
+    /// For a plan with periodic streams: the steps each clock has run
+    /// (`Plan::clocks`: input steps, then each period's ticks), and which
+    /// clocks run at the current step. Empty otherwise (then every step is
+    /// an input step and `step` counts them).
+    pub clocks: Vec<u64>,
+    pub active: Vec<bool>,
     /// Raw tag of every slot.
     pub tags: Vec<u8>,
     /// Tag of the held value of every slot whose raw tag is `ABSENT`.
@@ -268,6 +274,8 @@ impl NodeState {
         let mut st = NodeState {
             step: 0,
             time: None,
+            clocks: vec![0; if plan.is_timed() { plan.periods.len() + 1 } else { 0 }],
+            active: vec![false; if plan.is_timed() { plan.periods.len() + 1 } else { 0 }],
             tags: vec![tag::ABSENT; n],
             held_tags: vec![tag::ABSENT; n],
             lanes: vec![0; n],
@@ -284,6 +292,13 @@ impl NodeState {
         let consts_from = n - plan.consts.len();
         for (i, c) in plan.consts.iter().enumerate() {
             st.write((consts_from + i) as u32, Sample::Value(c.clone()));
+        }
+        if plan.is_timed() {
+            // Clocks advance at their own steps, so rings would not fill in
+            // layout order: a timed plan's table has every ring at its full
+            // length from the start (entries ⊥), and a read checks its
+            // clock's count instead (`eval_node`).
+            st.set_rings(full_of_bottom(plan));
         }
         st
     }
@@ -390,7 +405,31 @@ impl NodeState {
     }
 
     /// Starts a row: publishes the inputs (one cell per declared input).
+    /// Starts a tick step of a timed plan: every input NoVal, and only the
+    /// clocks of the periods `due` (indexed as `Plan::periods`) run.
+    pub fn begin_tick(&mut self, plan: &Plan, due: &[bool]) {
+        for &s in &plan.spec.inputs {
+            self.write(s.0, Sample::NoVal);
+        }
+        self.active[0] = false;
+        for (a, d) in self.active[1..].iter_mut().zip(due) {
+            *a = *d;
+        }
+    }
+
+    /// The count of `n`'s clock: the steps before this one on which it ran.
+    fn clock_count(&self, plan: &Plan, n: NodeId) -> u64 {
+        match plan.is_timed() {
+            false => self.step,
+            true => self.clocks[plan.node_clock(n)],
+        }
+    }
+
     pub fn begin_row(&mut self, plan: &Plan, row: &[Option<Value>]) {
+        if plan.is_timed() {
+            self.active.fill(false);
+            self.active[0] = true;
+        }
         for (i, &s) in plan.spec.inputs.iter().enumerate() {
             match row.get(i) {
                 Some(Some(v)) => self.write_value(s.0, v),
@@ -421,6 +460,15 @@ impl NodeState {
         let Some(graph) = plan.graph(s) else {
             return Ok(());
         };
+        if plan.is_timed() && !self.active[plan.clocks[s.index()] as usize] {
+            // Not this stream's step: it and its nodes are NoVal (holding
+            // their last values), and nothing of it advances.
+            for id in graph.node_ids() {
+                self.write(plan.node_slot(id), Sample::NoVal);
+            }
+            self.write(s.0, Sample::NoVal);
+            return Ok(());
+        }
         for id in graph.node_ids() {
             self.eval_node(plan, id)?;
         }
@@ -474,9 +522,12 @@ impl NodeState {
             NodeOp::Unary(op) => pointwise1(self.held(a0), |x| ops::unary(op, x)),
             // While the ring fills (`step < n`), the entry of step
             // `step - n` is the initial ⊥.
-            NodeOp::Offset(n) if self.step < u64::from(n) => Ok(Sample::Deferred),
+            NodeOp::Offset(n) if self.clock_count(plan, id) < u64::from(n) => {
+                Ok(Sample::Deferred)
+            }
             NodeOp::Offset(n) => {
-                let k = (node.ring_base as u64 + self.step % n as u64) as usize;
+                let count = self.clock_count(plan, id);
+                let k = (node.ring_base as u64 + count % n as u64) as usize;
                 Ok(decode(
                     self.ring_tags[k],
                     self.ring_lanes[k],
@@ -572,6 +623,9 @@ impl NodeState {
     /// moves the rings this completes into the ring table, then moves to
     /// the next step.
     pub fn end_row(&mut self, plan: &Plan) {
+        if plan.is_timed() {
+            return self.end_timed_step(plan);
+        }
         let full = plan.offset_nodes.len() - self.filling.len();
         for (r, &id) in plan.offset_nodes[..full].iter().enumerate() {
             let node = plan.node(id);
@@ -655,6 +709,45 @@ impl NodeState {
         self.step += 1;
     }
 
+    /// The tick barrier of a timed plan: only the rings of the clocks that
+    /// ran advance, each at its own count (every ring is in the table).
+    fn end_timed_step(&mut self, plan: &Plan) {
+        for (r, &id) in plan.offset_nodes.iter().enumerate() {
+            let c = plan.node_clock(id);
+            if !self.active[c] {
+                continue;
+            }
+            let node = plan.node(id);
+            let NodeOp::Offset(n) = node.op else { continue };
+            let (n, base, count) = (n as u64, node.ring_base as u64, self.clocks[c]);
+            let k = (base + count % n) as usize;
+            let operand = node.slots[0] as usize;
+            let old = self.ring_tags[k];
+            if self.tags[operand] != tag::ABSENT {
+                self.ring_tags[k] = self.tags[operand];
+                self.ring_lanes[k] = self.lanes[operand];
+                if self.tags[operand] == tag::OTHER {
+                    let v = self.objects.get(operand).cloned();
+                    self.set_ring_object(k, v);
+                }
+            } else {
+                // NoVal: the entry repeats the one before it (⊥ at first).
+                let prev = (base + (count + n - 1) % n) as usize;
+                self.ring_tags[k] = self.ring_tags[prev];
+                self.ring_lanes[k] = self.ring_lanes[prev];
+                if self.ring_tags[prev] == tag::OTHER {
+                    let v = self.ring_objects.get(prev).cloned().flatten();
+                    self.set_ring_object(k, v);
+                }
+            }
+            self.rings[r].retag(Some(old), self.ring_tags[k]);
+        }
+        for (count, active) in self.clocks.iter_mut().zip(&self.active) {
+            *count += u64::from(*active);
+        }
+        self.step += 1;
+    }
+
     /// Stores the object of ring table entry `k` (tagged `OTHER`),
     /// allocating the objects to the table's length on first use.
     fn set_ring_object(&mut self, k: usize, v: Option<Value>) {
@@ -673,6 +766,17 @@ impl NodeState {
         self.end_row(plan);
         Ok(())
     }
+}
+
+/// Every ring of `plan` at its full length, every entry ⊥.
+pub(crate) fn full_of_bottom(plan: &Plan) -> Vec<Vec<Sample>> {
+    plan.offset_nodes
+        .iter()
+        .map(|&id| match plan.node(id).op {
+            NodeOp::Offset(n) => vec![Sample::Deferred; n as usize],
+            _ => unreachable!("offset_nodes holds offsets"),
+        })
+        .collect()
 }
 
 /// Snapshots (`crate::snapshot`): the offset history as plain entries, and

@@ -26,7 +26,7 @@ use super::NodeState;
 use crate::lang::ast::Builtin;
 use crate::lang::check::ScalarSignature;
 use crate::plan::{NodeOp, Plan};
-use crate::value::{Sample, Value};
+use crate::value::Value;
 use scalar_ir::frame::tag;
 
 /// Where each part of a packed state lies in its bytes, for one plan.
@@ -195,15 +195,10 @@ impl NodeState {
     /// entry ⊥): the working state packed states are unpacked into.
     pub fn with_full_rings(plan: &Plan) -> NodeState {
         let mut st = NodeState::new(plan);
-        let rings = plan
-            .offset_nodes
-            .iter()
-            .map(|&id| match plan.node(id).op {
-                NodeOp::Offset(n) => vec![Sample::Deferred; n as usize],
-                _ => unreachable!("offset_nodes holds offsets"),
-            })
-            .collect();
-        st.set_rings(rings);
+        // A timed plan's state has its full table from the start.
+        if !plan.is_timed() {
+            st.set_rings(super::full_of_bottom(plan));
+        }
         st
     }
 

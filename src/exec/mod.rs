@@ -258,6 +258,17 @@ impl Engine {
         let whole_ok = crate::fusion::lower::whole_row_eligible(&plan);
         let jit_ok = jit::JitModule::new().map(|_| ()).map_err(|e| e.to_string());
         let (tier, why) = match (requested, &whole_ok, &jit_ok) {
+            // Streams on clocks of their own: the fused programs (and the
+            // whole-row kernel) count every row as a step of every ring.
+            _ if plan.is_timed() => (
+                Tier::Canonical,
+                match requested {
+                    Tier::Canonical => "requested".to_string(),
+                    _ => format!(
+                        "{requested} requested, but a spec with periodic streams runs on the canonical tier"
+                    ),
+                },
+            ),
             (Tier::Canonical, ..) => (Tier::Canonical, "requested".to_string()),
             (Tier::Quickened, ..) => (Tier::Quickened, "requested".to_string()),
             (Tier::NativeRegions | Tier::NativeWhole | Tier::Auto, _, Err(e)) => (
@@ -464,6 +475,20 @@ impl Engine {
         }
         run.state.end_row(&self.plan);
         self.check_promoted_rings(run);
+        self.stats.rows += 1;
+        Ok(())
+    }
+
+    /// Evaluates a tick step of a timed plan: the streams of the periods
+    /// `due` (indexed as `Plan::periods`); every other stream is NoVal.
+    pub fn run_tick(&mut self, run: &mut Run, due: &[bool]) -> Result<(), RuntimeError> {
+        assert!(self.plan.is_timed(), "engine bug: a tick of a plan without periods");
+        run.state.begin_tick(&self.plan, due);
+        for &s in &self.plan.schedule {
+            run.state.eval_stream(&self.plan, s)?;
+        }
+        self.stats.canonical_streams += self.plan.schedule.len() as u64;
+        run.state.end_row(&self.plan);
         self.stats.rows += 1;
         Ok(())
     }

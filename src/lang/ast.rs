@@ -203,6 +203,9 @@ pub enum Decl {
         name: String,
         name_span: Span,
         ty: Option<(Type, Span)>,
+        /// `@ 1s`: the stream is periodic, evaluated every so many
+        /// nanoseconds of time (see `lang::check::Pace`).
+        period: Option<(i64, Span)>,
     },
     /// `y = expr`.
     Def {

@@ -47,12 +47,26 @@ impl fmt::Display for ScalarSignature {
 pub struct StreamData {
     pub name: String,
     pub kind: DeclKind,
+    /// When the stream is evaluated: declared (`out p: Bool @ 1s`) or
+    /// inferred (see `Checker::infer_pace`).
+    pub pace: Pace,
     pub declared: Option<Type>,
     /// The declared type, else the inferred one.
     pub ty: Type,
     pub def: Option<ExprId>,
     pub decl_span: Span,
     pub sig: ScalarSignature,
+}
+
+/// When a stream is evaluated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Pace {
+    /// At every input step (a row of the trace); on a tick it is NoVal.
+    Event,
+    /// At every tick of this period (nanoseconds): the steps the scheduler
+    /// adds at the origin's time plus each multiple of the period. On an
+    /// input step it is NoVal, and its offsets count its own ticks.
+    Periodic(i64),
 }
 
 /// A specification that passed every check.
@@ -125,6 +139,7 @@ pub fn check(file: &str, source: &str, ast: Ast) -> Result<CheckedSpec, Vec<Diag
     };
     cx.collect_streams();
     cx.resolve_names();
+    cx.infer_pace();
     // Types are inferred even after name errors (an unresolved name has no
     // type and causes no further error), so that every error is reported.
     let expr_type = cx.infer_types();
@@ -339,21 +354,28 @@ impl Checker<'_> {
     fn collect_streams(&mut self) {
         for decl in &self.ast.decls {
             // A trigger declares its Bool stream and defines it at once.
-            let (kind, name, name_span, ty, def) = match decl {
+            let (kind, name, name_span, ty, def, period) = match decl {
                 Decl::Stream {
                     kind,
                     name,
                     name_span,
                     ty,
-                } => (*kind, name, name_span, *ty, None),
+                    period,
+                } => (*kind, name, name_span, *ty, None, *period),
                 Decl::Trigger {
                     name,
                     name_span,
                     cond,
                     ..
-                } => (DeclKind::Trigger, name, name_span, None, Some(*cond)),
+                } => (DeclKind::Trigger, name, name_span, None, Some(*cond), None),
                 Decl::Def { .. } => continue,
             };
+            if let (DeclKind::Input, Some((_, span))) = (kind, period) {
+                self.errors.push(
+                    Diagnostic::new(span, format!("input `{name}` cannot be periodic"))
+                        .with_hint("inputs arrive with the rows; declare a periodic `out` stream that reads it"),
+                );
+            }
             {
                 if let Some(&prev) = self.by_name.get(name) {
                     let prev = &self.streams[prev.index()];
@@ -374,6 +396,8 @@ impl Checker<'_> {
                 self.streams.push(StreamData {
                     name: name.clone(),
                     kind,
+                    // Undeclared paces are inferred once names resolve.
+                    pace: period.map_or(Pace::Event, |(p, _)| Pace::Periodic(p)),
                     declared: ty.map(|(t, _)| t),
                     ty: ty.map_or(Type::Any, |(t, _)| t),
                     def,
@@ -427,6 +451,81 @@ impl Checker<'_> {
                     .with_hint(format!("define it with `{} = <expression>`", s.name)),
                 );
             }
+        }
+    }
+
+    /// The pace of every defined stream declared without one: periodic with
+    /// period P when every other stream its definition names is periodic
+    /// with period P (so `trigger late: missing "…"` over a periodic
+    /// `missing` fires at its ticks), else event. A least fixpoint: streams
+    /// start undecided, one that names an event stream (or two periods) is
+    /// event, and those still undecided at the end (reading only each
+    /// other, or nothing but themselves and literals) are event.
+    fn infer_pace(&mut self) {
+        let declared: Vec<bool> = (self.ast.decls.iter())
+            .filter_map(|d| match d {
+                Decl::Stream { period, .. } => Some(period.is_some()),
+                Decl::Trigger { .. } => Some(false),
+                Decl::Def { .. } => None,
+            })
+            .collect();
+        // `declared` follows declaration order, as `streams` does except
+        // for repeated names (an error already): then keep it simple.
+        if declared.len() != self.streams.len() {
+            return;
+        }
+        let mut pace: Vec<Option<Pace>> = (self.streams.iter().zip(&declared))
+            .map(|(s, d)| (*d || s.def.is_none()).then_some(s.pace))
+            .collect();
+        loop {
+            let mut changed = false;
+            for i in 0..self.streams.len() {
+                let Some(def) = self.streams[i].def else { continue };
+                if pace[i].is_some() {
+                    continue;
+                }
+                let mut reads = Vec::new();
+                self.names_read(def, &mut reads);
+                reads.retain(|r| r.index() != i);
+                let mut found: Option<Pace> = None;
+                let mut event = false;
+                let mut undecided = false;
+                for r in reads {
+                    match pace[r.index()] {
+                        None => undecided = true,
+                        Some(Pace::Event) => event = true,
+                        Some(p) if found.is_some_and(|f| f != p) => event = true,
+                        Some(p) => found = Some(p),
+                    }
+                }
+                let decided = if event {
+                    Some(Pace::Event)
+                } else if undecided {
+                    None
+                } else {
+                    Some(found.unwrap_or(Pace::Event))
+                };
+                if decided.is_some() {
+                    pace[i] = decided;
+                    changed = true;
+                }
+            }
+            if !changed {
+                break;
+            }
+        }
+        for (s, p) in self.streams.iter_mut().zip(pace) {
+            s.pace = p.unwrap_or(Pace::Event);
+        }
+    }
+
+    /// The streams expression `e` names (resolved ones).
+    fn names_read(&self, e: ExprId, out: &mut Vec<StreamId>) {
+        if let Some(s) = self.expr_stream[e.index()] {
+            out.push(s);
+        }
+        for c in self.ast.children(e) {
+            self.names_read(c, out);
         }
     }
 

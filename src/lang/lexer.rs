@@ -44,6 +44,8 @@ pub enum Tok {
     Gt,
     Ge,
     Concat,
+    /// `@`, before a periodic stream's period.
+    At,
     Eof,
 }
 
@@ -95,6 +97,7 @@ impl Tok {
             Tok::Gt => ">",
             Tok::Ge => ">=",
             Tok::Concat => "++",
+            Tok::At => "@",
             _ => "?",
         }
     }
@@ -165,6 +168,7 @@ pub fn lex(src: &str) -> (Vec<Token>, Vec<Diagnostic>) {
             (b'[', _) => Some(simple(Tok::LBracket, 1)),
             (b']', _) => Some(simple(Tok::RBracket, 1)),
             (b',', _) => Some(simple(Tok::Comma, 1)),
+            (b'@', _) => Some(simple(Tok::At, 1)),
             _ => None,
         };
         if let Some((tok, len)) = punct {

@@ -336,6 +336,13 @@ impl Parser {
             } else {
                 None
             };
+            let period = match self.peek() {
+                Tok::At => {
+                    let at = self.advance();
+                    Some(self.period(at)?)
+                }
+                _ => None,
+            };
             let combined = self.combined && self.peek() == &Tok::Assign;
             self.push_decl(
                 Decl::Stream {
@@ -343,6 +350,7 @@ impl Parser {
                     name: name.clone(),
                     name_span,
                     ty,
+                    period,
                 },
                 start,
             );
@@ -369,6 +377,55 @@ impl Parser {
             }
         };
         self.definition(name, name_span)
+    }
+
+    /// The period after `@` (at `at`): a positive number and a unit,
+    /// `1s`, `500ms`, `2.5min`; in nanoseconds.
+    fn period(&mut self, at: Span) -> PResult<(i64, Span)> {
+        let hint = "a period reads `@ 1s`, `@ 500ms`, `@ 2.5min` (units: ns, us, ms, s, min, h)";
+        let t = self.bump();
+        let value = match t.tok {
+            Tok::Int(i) => i as f64,
+            Tok::Float(f) => f,
+            other => {
+                return Err(Box::new(
+                    Diagnostic::new(t.span, format!("expected a period, found {}", other.describe()))
+                        .with_hint(hint),
+                ));
+            }
+        };
+        let u = self.bump();
+        let span = at.to(u.span);
+        let nanos = match &u.tok {
+            Tok::Ident(unit) => match unit.as_str() {
+                "ns" => 1.0,
+                "us" => 1e3,
+                "ms" => 1e6,
+                "s" => 1e9,
+                "min" => 60e9,
+                "h" => 3600e9,
+                _ => {
+                    return Err(Box::new(
+                        Diagnostic::new(u.span, format!("unknown unit `{}`", short(unit)))
+                            .with_hint(hint),
+                    ));
+                }
+            },
+            other => {
+                return Err(Box::new(
+                    Diagnostic::new(u.span, format!("expected a unit, found {}", other.describe()))
+                        .with_hint(hint),
+                ));
+            }
+        };
+        let ns = (value * nanos).round();
+        if !(1.0..=9.2e18).contains(&ns) {
+            return Err(Box::new(
+                Diagnostic::new(span, "a period must be at least 1ns and at most about 292 years")
+                    .with_hint(hint),
+            ));
+        }
+        Ok((ns as i64, span))
     }
 
     /// `= expr` after the name of the stream it defines.

@@ -112,6 +112,13 @@ pub struct Plan {
     /// The arena slot of every node: its own, or for a stream's root node
     /// the stream's slot, so the root's value needs no copy.
     pub node_slots: Vec<u32>,
+    /// The distinct periods of the periodic streams (nanoseconds), in
+    /// declaration order; empty for a spec of event streams only.
+    pub periods: Vec<i64>,
+    /// Each stream's clock, indexed by `StreamId`: 0 for event streams (and
+    /// inputs), `1 + k` for the streams of period `periods[k]`. Its nodes,
+    /// and the rings they own, run on that clock.
+    pub clocks: Vec<u32>,
 }
 
 impl Plan {
@@ -137,6 +144,19 @@ impl Plan {
             });
         }
         let nodes = b.nodes;
+        let mut periods: Vec<i64> = Vec::new();
+        let clocks = (spec.streams.iter())
+            .map(|s| match s.pace {
+                crate::lang::check::Pace::Event => 0,
+                crate::lang::check::Pace::Periodic(p) => {
+                    let k = periods.iter().position(|&q| q == p).unwrap_or_else(|| {
+                        periods.push(p);
+                        periods.len() - 1
+                    });
+                    1 + k as u32
+                }
+            })
+            .collect();
         let mut plan = Plan {
             spec,
             schedule,
@@ -146,6 +166,8 @@ impl Plan {
             ring_len: 0,
             consts: Vec::new(),
             node_slots: Vec::new(),
+            periods,
+            clocks,
         };
         plan.layout_rings();
         plan.assign_slots();
@@ -231,6 +253,16 @@ impl Plan {
 
     pub fn graph(&self, s: StreamId) -> Option<&StreamGraph> {
         self.graphs[s.index()].as_ref()
+    }
+
+    /// The clock node `n` runs on (see `clocks`).
+    pub fn node_clock(&self, n: NodeId) -> usize {
+        self.clocks[self.node(n).stream.index()] as usize
+    }
+
+    /// Whether some stream is periodic.
+    pub fn is_timed(&self) -> bool {
+        !self.periods.is_empty()
     }
 
     pub fn stream_name(&self, s: StreamId) -> &str {
