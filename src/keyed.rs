@@ -109,6 +109,9 @@ impl<'a> KeyedMonitorBuilder<'a> {
                 name: self.key.clone(),
             })?;
         let plan = Arc::new(Plan::new(self.spec.checked().clone()));
+        if plan.is_timed() {
+            return Err(KeyedBuildError::Periodic);
+        }
         let max = self.max_string_bytes;
         let engine = Engine::new(plan.clone(), self.tier);
         let layout = PackLayout::new(&plan, Run::pack_extra(&engine));
@@ -258,6 +261,9 @@ pub enum KeyedBuildError {
     Key(RowError),
     /// The snapshot to restore does not fit the specification or the key.
     Snapshot(SnapshotError),
+    /// The specification has periodic streams, whose ticks a keyed monitor
+    /// does not schedule (yet): each key would need its own.
+    Periodic,
 }
 
 impl std::fmt::Display for KeyedBuildError {
@@ -265,6 +271,10 @@ impl std::fmt::Display for KeyedBuildError {
         match self {
             KeyedBuildError::Key(e) => write!(f, "cannot key the monitor: {e}"),
             KeyedBuildError::Snapshot(e) => e.fmt(f),
+            KeyedBuildError::Periodic => write!(
+                f,
+                "cannot key the monitor: the specification has periodic streams, which a keyed monitor does not tick yet"
+            ),
         }
     }
 }
@@ -274,6 +284,7 @@ impl std::error::Error for KeyedBuildError {
         match self {
             KeyedBuildError::Key(e) => Some(e),
             KeyedBuildError::Snapshot(e) => Some(e),
+            KeyedBuildError::Periodic => None,
         }
     }
 }

@@ -274,8 +274,22 @@ impl NodeState {
         let mut st = NodeState {
             step: 0,
             time: None,
-            clocks: vec![0; if plan.is_timed() { plan.periods.len() + 1 } else { 0 }],
-            active: vec![false; if plan.is_timed() { plan.periods.len() + 1 } else { 0 }],
+            clocks: vec![
+                0;
+                if plan.is_timed() {
+                    plan.periods.len() + 1
+                } else {
+                    0
+                }
+            ],
+            active: vec![
+                false;
+                if plan.is_timed() {
+                    plan.periods.len() + 1
+                } else {
+                    0
+                }
+            ],
             tags: vec![tag::ABSENT; n],
             held_tags: vec![tag::ABSENT; n],
             lanes: vec![0; n],
@@ -522,9 +536,7 @@ impl NodeState {
             NodeOp::Unary(op) => pointwise1(self.held(a0), |x| ops::unary(op, x)),
             // While the ring fills (`step < n`), the entry of step
             // `step - n` is the initial ⊥.
-            NodeOp::Offset(n) if self.clock_count(plan, id) < u64::from(n) => {
-                Ok(Sample::Deferred)
-            }
+            NodeOp::Offset(n) if self.clock_count(plan, id) < u64::from(n) => Ok(Sample::Deferred),
             NodeOp::Offset(n) => {
                 let count = self.clock_count(plan, id);
                 let k = (node.ring_base as u64 + count % n as u64) as usize;
@@ -731,13 +743,22 @@ impl NodeState {
                     self.set_ring_object(k, v);
                 }
             } else {
-                // NoVal: the entry repeats the one before it (⊥ at first).
-                let prev = (base + (count + n - 1) % n) as usize;
-                self.ring_tags[k] = self.ring_tags[prev];
-                self.ring_lanes[k] = self.ring_lanes[prev];
-                if self.ring_tags[prev] == tag::OTHER {
-                    let v = self.ring_objects.get(prev).cloned().flatten();
-                    self.set_ring_object(k, v);
+                // NoVal: the entry is the operand's held value (⊥ if it
+                // never had one). On one clock that is the entry before it;
+                // across clocks (a periodic stream's offset of an event
+                // stream) the operand may have changed between two of this
+                // ring's steps, and the held value is what it had by now.
+                let held = self.held_tags[operand];
+                if held == tag::ABSENT {
+                    self.ring_tags[k] = tag::DEFERRED;
+                    self.ring_lanes[k] = 0;
+                } else {
+                    self.ring_tags[k] = held;
+                    self.ring_lanes[k] = self.lanes[operand];
+                    if held == tag::OTHER {
+                        let v = self.objects.get(operand).cloned();
+                        self.set_ring_object(k, v);
+                    }
                 }
             }
             self.rings[r].retag(Some(old), self.ring_tags[k]);

@@ -4,14 +4,16 @@
 //!
 //! ```text
 //! {"vigil_log":1,"fingerprint":"…","sources":["a.jsonl","b.csv"],"fields":["temp","beat","ts"],
-//!  "time":"ts","unit":"s","form":"number","key":null}
+//!  "time":"ts","unit":"s","form":"number","key":null,"start":null,"max_gap":null,"on_gap":"catch-up","max_ticks":1000000,"lateness":0}
 //! ```
 //!
 //! (`vigil_log` is the format version; `fingerprint` the specification's, as snapshots carry it;
 //! `fields` the cells of every source row: the declared inputs, then undeclared `--pass` fields,
 //! then the time field if it is not an input; `time`, `unit` and `form` how times were read and
-//! are written (`number` or `rfc3339`); `key` the key input of a keyed run.) Then one line per
-//! step, in order:
+//! are written (`number` or `rfc3339`); `key` the key input of a keyed run; `lateness` the
+//! re-stamping bound and `start`, `max_gap`, `on_gap`, `max_ticks` the scheduler's options (times
+//! in nanoseconds), so that `--check` reads and ticks as the recorded run did.) Then one line
+//! per step, in order:
 //!
 //! ```text
 //! {"t":3000000000,"r":[{"s":0,"q":1,"c":{"temp":31.0}},{"s":1,"q":2,"late":2900000000,"c":{"beat":true}}]}
@@ -22,14 +24,27 @@
 //! and `c` its present cells by field name (an Int is a JSON integer, a finite Float a JSON
 //! number with a fraction or an exponent, a Str a string, a Bool a boolean, Unit `null`, any
 //! other Float `{"f":"inf"}`, `{"f":"-inf"}` or `{"f":"NaN:0x<16 hex digits>"}`, so every value
-//! reads back bit for bit). A replay re-merges each step from its rows, so it evaluates exactly
-//! the steps of the run it was recorded from.
+//! reads back bit for bit). A tick of periodic streams is a line of its own,
+//! `{"t":3000000000,"tick":[0]}` (the indices of the periods due, in the specification's order of
+//! periods). A run that stopped on an error of its traces ends its log with
+//! `{"stop":"a.jsonl:3:1: …","status":4}`, so that its replay stops the same way. A replay re-merges each step from its rows and takes the ticks as logged, so it
+//! evaluates exactly the steps of the run it was recorded from.
 
 use crate::merge::{Contribution, Stamp, Step};
 use crate::time::{Time, TimeForm, TimeUnit};
 use crate::value::Value;
 use serde_json::{Map, Value as Json, json};
 use std::io::{self, BufRead, Write};
+
+/// What a log line is: a merged step of rows, or a tick of the periods
+/// flagged (indexed as `Plan::periods`).
+#[derive(Clone, Debug, PartialEq)]
+pub(super) enum Event {
+    Rows(Step),
+    Tick(Time, Vec<bool>),
+    /// The run stopped on an error of its traces (message, exit status).
+    Stop(String, u8),
+}
 
 /// The log format version this vigil writes and reads.
 pub(super) const LOG_VERSION: u64 = 1;
@@ -44,6 +59,13 @@ pub(super) struct Header {
     pub unit: TimeUnit,
     pub form: TimeForm,
     pub key: Option<String>,
+    /// The scheduler's options: the ticks' origin and the gap rule (ns).
+    pub start: Option<Time>,
+    pub max_gap: Option<i64>,
+    pub on_gap: String,
+    pub max_ticks: u64,
+    /// The lateness bound rows were re-stamped within (ns).
+    pub lateness: i64,
 }
 
 /// Writes a log.
@@ -64,6 +86,11 @@ impl LogWriter {
             "unit": h.unit.name(),
             "form": match h.form { TimeForm::Number(_) => "number", TimeForm::Rfc3339 => "rfc3339" },
             "key": h.key,
+            "start": h.start.map(|t| t.0),
+            "max_gap": h.max_gap,
+            "on_gap": h.on_gap,
+            "max_ticks": h.max_ticks,
+            "lateness": h.lateness,
         });
         writeln!(out, "{header}")?;
         Ok(LogWriter {
@@ -94,6 +121,20 @@ impl LogWriter {
             })
             .collect();
         writeln!(self.out, "{}", json!({"t": step.time.0, "r": rows}))
+    }
+
+    /// A tick of the periods `due` at `time`: `{"t":…,"tick":[k, …]}`.
+    pub(super) fn write_tick(&mut self, time: Time, due: &[bool]) -> io::Result<()> {
+        let ks: Vec<usize> = (due.iter().enumerate())
+            .filter(|(_, d)| **d)
+            .map(|(k, _)| k)
+            .collect();
+        writeln!(self.out, "{}", json!({"t": time.0, "tick": ks}))
+    }
+
+    /// The end of a run stopped by its traces: `{"stop":"…","status":4}`.
+    pub(super) fn write_stop(&mut self, message: &str, status: u8) -> io::Result<()> {
+        writeln!(self.out, "{}", json!({"stop": message, "status": status}))
     }
 
     pub(super) fn flush(&mut self) -> io::Result<()> {
@@ -205,6 +246,14 @@ impl LogReader {
             unit,
             form,
             key: text("key"),
+            start: h.get("start").and_then(Json::as_i64).map(Time),
+            max_gap: h.get("max_gap").and_then(Json::as_i64),
+            on_gap: text("on_gap").unwrap_or_else(|| "catch-up".into()),
+            max_ticks: h
+                .get("max_ticks")
+                .and_then(Json::as_u64)
+                .unwrap_or(1_000_000),
+            lateness: h.get("lateness").and_then(Json::as_i64).unwrap_or(0),
         };
         Ok(LogReader {
             name: path.to_string(),
@@ -223,8 +272,13 @@ impl LogReader {
         format!("{}:{}", self.name, self.line)
     }
 
-    /// The next step (re-merged from its rows), or `None` at the end.
-    pub(super) fn next_step(&mut self, exempt: Option<usize>) -> Result<Option<Step>, String> {
+    /// The next event: a step (re-merged from its rows) or a tick (with
+    /// one flag per period of `periods`); `None` at the end.
+    pub(super) fn next_event(
+        &mut self,
+        exempt: Option<usize>,
+        periods: usize,
+    ) -> Result<Option<Event>, String> {
         let line = match self.lines.next() {
             None => return Ok(None),
             Some(Err(e)) => return Err(format!("cannot read `{}`: {e}", self.name)),
@@ -234,11 +288,26 @@ impl LogReader {
         let bad = |m: &str| format!("{}:{}: {m}", self.name, self.line);
         let j: Map<String, Json> =
             serde_json::from_str(&line).map_err(|e| bad(&format!("not a log step: {e}")))?;
+        if let Some(m) = j.get("stop") {
+            let message = m.as_str().ok_or_else(|| bad("`stop` is not a message"))?;
+            let status = j.get("status").and_then(Json::as_u64).unwrap_or(4);
+            return Ok(Some(Event::Stop(message.to_string(), status as u8)));
+        }
         let time = Time(
             j.get("t")
                 .and_then(Json::as_i64)
                 .ok_or_else(|| bad("the step has no time `t`"))?,
         );
+        if let Some(ks) = j.get("tick") {
+            let mut due = vec![false; periods];
+            for k in ks.as_array().ok_or_else(|| bad("`tick` is not a list"))? {
+                match k.as_u64() {
+                    Some(k) if (k as usize) < periods => due[k as usize] = true,
+                    _ => return Err(bad("a tick of a period the specification does not have")),
+                }
+            }
+            return Ok(Some(Event::Tick(time, due)));
+        }
         let rows = j
             .get("r")
             .and_then(Json::as_array)
@@ -280,7 +349,7 @@ impl LogReader {
             };
             out.push((Contribution { stamp, late }, cells));
         }
-        Ok(Some(Step::of_rows(time, width, out, exempt)))
+        Ok(Some(Event::Rows(Step::of_rows(time, width, out, exempt))))
     }
 }
 

@@ -177,6 +177,22 @@ pub struct RunArgs {
     /// re-stamping them to that time; an older row is an error.
     #[arg(long, value_name = "L", requires = "time")]
     pub lateness: Option<f64>,
+    /// The origin of periodic streams' ticks (a time as `--time` reads
+    /// them); by default the first row's time.
+    #[arg(long, value_name = "TIME")]
+    pub start: Option<String>,
+    /// A gap between two rows longer than this (in `--time-unit`) is a
+    /// jump: `--on-gap` says what the ticks it skips over do.
+    #[arg(long, value_name = "G")]
+    pub max_gap: Option<f64>,
+    /// After a jump (`--max-gap`): `catch-up` fires every tick missed,
+    /// `skip` only the last one of each period.
+    #[arg(long, value_name = "POLICY", default_value = "catch-up", value_parser = ["catch-up", "skip"])]
+    pub on_gap: String,
+    /// The most ticks due before one row; more is an error (a time jump
+    /// that would run for ever).
+    #[arg(long, value_name = "N", default_value_t = 1_000_000)]
+    pub max_ticks: u64,
     /// Trace format; `auto` picks by file extension (`.input`, `.csv`,
     /// `.jsonl`), and standard input or another stream without one (a FIFO,
     /// `/dev/stdin`, `<(…)`) defaults to JSON lines.
@@ -590,7 +606,9 @@ fn run(args: &RunArgs) -> Exit {
         OutputArg::Jsonl => OutputFormat::Jsonl,
     };
     // Time, several sources or a log: the merged run (`timed.rs`).
-    if args.input.len() > 1 || args.time.is_some() || args.record.is_some() {
+    let periodic = (spec.checked().streams.iter())
+        .any(|s| matches!(s.pace, crate::lang::check::Pace::Periodic(_)));
+    if args.input.len() > 1 || args.time.is_some() || args.record.is_some() || periodic {
         return timed::run(args, &spec, output, None);
     }
     let Some(input) = args.input.first().map(String::as_str) else {

@@ -19,7 +19,7 @@
 //! recorded, so that a replay evaluates exactly the recorded steps.
 
 use super::checkpoint::Runner;
-use super::log::{Header, LogReader, LogWriter};
+use super::log::{Event, Header, LogReader, LogWriter};
 use super::ops::{self, View};
 use super::{
     Alerts, Exit, OnMalformed, ReplayArgs, RunArgs, error, load_spec, say, stop, trace_exit,
@@ -29,7 +29,7 @@ use crate::keyed::KeyedMonitor;
 use crate::merge::{Merge, Step};
 use crate::monitor::{Monitor, Spec};
 use crate::row::StepError;
-use crate::time::{Time, TimeForm, TimeUnit};
+use crate::time::{Scheduler, Time, TimeForm, TimeUnit};
 use crate::trace::{self, OutputFormat, OutputWriter, ReaderOptions, RowReader, TraceFormat};
 use crate::value::Value;
 use std::io::{self, Write};
@@ -63,9 +63,14 @@ pub(super) fn replay(r: &ReplayArgs) -> Exit {
         error(m);
         Exit::Failure
     };
-    if r.run.time.is_some() || r.run.key.is_some() || r.run.lateness.is_some() {
+    if r.run.time.is_some()
+        || r.run.key.is_some()
+        || r.run.lateness.is_some()
+        || r.run.start.is_some()
+        || r.run.max_gap.is_some()
+    {
         return fail(
-            "vigil replay: the time field, its unit, the lateness and the key come from the log",
+            "vigil replay: the time field, its unit, the lateness, the key and the scheduler's options (--start, --max-gap, --on-gap) come from the log",
         );
     }
     let spec = match load_spec(&r.run.spec) {
@@ -100,12 +105,51 @@ pub(super) fn replay(r: &ReplayArgs) -> Exit {
     args.time = h.time.clone();
     args.time_unit = h.unit.name().to_string();
     args.key = h.key.clone();
+    args.on_gap = h.on_gap.clone();
+    args.max_ticks = h.max_ticks;
     let output = match args.output {
         super::OutputArg::Text => OutputFormat::Text,
         super::OutputArg::Csv => OutputFormat::Csv,
         super::OutputArg::Jsonl => OutputFormat::Jsonl,
     };
     run(&args, &spec, output, Some((log, r.check)))
+}
+
+/// The scheduler's origin and gap from a log's header (a replay), else from
+/// the options.
+fn scheduling(
+    args: &RunArgs,
+    unit: TimeUnit,
+    replay: Option<&Header>,
+) -> Result<(Option<Time>, Option<i64>), String> {
+    if let Some(h) = replay {
+        return Ok((h.start, h.max_gap));
+    }
+    let start = match &args.start {
+        None => None,
+        Some(text) => {
+            let v = match text.parse::<i64>() {
+                Ok(i) => Value::Int(i),
+                Err(_) => match text.parse::<f64>() {
+                    Ok(f) => Value::Float(f),
+                    Err(_) => Value::Str(text.as_str().into()),
+                },
+            };
+            Some(
+                Time::from_value(&v, unit)
+                    .map_err(|e| format!("--start: {e}"))?
+                    .0,
+            )
+        }
+    };
+    let max_gap = match args.max_gap {
+        None => None,
+        Some(g) if g.is_finite() && g >= 0.0 && g * (unit.nanos() as f64) < 9.2e18 => {
+            Some((g * unit.nanos() as f64).round() as i64)
+        }
+        Some(g) => return Err(format!("--max-gap {g}: not a duration")),
+    };
+    Ok((start, max_gap))
 }
 
 /// `vigil run` over merged sources (see the module doc); with `replay`, the
@@ -133,6 +177,10 @@ pub(super) fn run(
         }
         Some(l) => return fail(&format!("--lateness {l}: not a duration")),
     };
+    // A log's run re-stamps as the recorded one did.
+    let lateness = replay
+        .as_ref()
+        .map_or(lateness, |(l, _)| l.header().lateness);
     let view = match View::new(args, spec, output) {
         Ok(v) => v,
         Err(m) => return fail(&m),
@@ -257,6 +305,14 @@ pub(super) fn run(
         // A keyed row is one key's event: rows at one time stay apart.
         merge = merge.separate();
     }
+    let periods: Vec<i64> = match &runner {
+        Runner::Single(m) => m.periods().to_vec(),
+        Runner::Keyed(_) => Vec::new(),
+    };
+    let (start, max_gap) = match scheduling(args, unit, replay.as_ref().map(|(l, _)| l.header())) {
+        Ok(s) => s,
+        Err(m) => return fail(&m),
+    };
     let names: Vec<String> = match &replay {
         Some((log, _)) => log.header().sources.clone(),
         None => sources.iter().map(|s| s.name.clone()).collect(),
@@ -272,6 +328,11 @@ pub(super) fn run(
             unit,
             form: TimeForm::Number(unit),
             key: args.key.clone(),
+            start,
+            max_gap,
+            on_gap: args.on_gap.clone(),
+            max_ticks: args.max_ticks,
+            lateness,
         },
         writer: None,
     });
@@ -281,18 +342,24 @@ pub(super) fn run(
             record: None,
             check: None,
             replay: Some(log),
+            scheduler: None,
+            pending: Default::default(),
         },
         Some((log, true)) => Feed {
             merge,
             record: None,
             check: Some(log),
             replay: None,
+            scheduler: (!periods.is_empty()).then(|| Scheduler::new(&periods)),
+            pending: Default::default(),
         },
         None => Feed {
             merge,
             record,
             check: None,
             replay: None,
+            scheduler: (!periods.is_empty()).then(|| Scheduler::new(&periods)),
+            pending: Default::default(),
         },
     };
     let mut run = Run {
@@ -311,6 +378,11 @@ pub(super) fn run(
         clashes: 0,
         late: 0,
         status: Exit::Success,
+        start,
+        max_gap,
+        last_time: None,
+        ticks: 0,
+        periods: periods.len(),
     };
     let result = run.go(&mut feed, &mut runner, writer.as_mut(), &mut alerts);
     let logged = match &mut feed.record {
@@ -336,13 +408,15 @@ pub(super) fn run(
             Runner::Keyed(m) => m.stats(),
         };
         say(format_args!(
-            "{}summary: {} sources merged; {} clash{}; {} late row{} re-stamped\n",
+            "{}summary: {} sources merged; {} clash{}; {} late row{} re-stamped; {} tick{}\n",
             run.tally.summary(&stats, &alerts.triggers),
-            run.sources.len(),
+            run.names.len(),
             run.clashes,
             if run.clashes == 1 { "" } else { "es" },
             run.late,
             if run.late == 1 { "" } else { "s" },
+            run.ticks,
+            if run.ticks == 1 { "" } else { "s" },
         ));
     }
     if status == Exit::Success && args.fail_on_trigger && alerts.fired > 0 {
@@ -364,6 +438,10 @@ struct Feed {
     record: Option<Record>,
     check: Option<LogReader>,
     replay: Option<LogReader>,
+    /// The ticks of periodic streams (live runs of a timed spec), and the
+    /// events due before the next step is read.
+    scheduler: Option<Scheduler>,
+    pending: std::collections::VecDeque<Event>,
 }
 
 /// A replay log being written: its header waits for the first step, which
@@ -375,17 +453,19 @@ struct Record {
 }
 
 impl Record {
-    fn write(&mut self, step: &Step, form: Option<TimeForm>) -> io::Result<()> {
+    fn write(&mut self, event: &Event, form: Option<TimeForm>) -> io::Result<()> {
         if self.writer.is_none() {
             if let Some(f) = form {
                 self.header.form = f;
             }
             self.writer = Some(LogWriter::create(&self.path, &self.header)?);
         }
-        self.writer
-            .as_mut()
-            .expect("created above")
-            .write_step(step)
+        let w = self.writer.as_mut().expect("created above");
+        match event {
+            Event::Rows(step) => w.write_step(step),
+            Event::Tick(t, due) => w.write_tick(*t, due),
+            Event::Stop(message, status) => w.write_stop(message, *status),
+        }
     }
 
     /// Writes the header of a log without steps, and flushes.
@@ -421,6 +501,14 @@ struct Run<'a> {
     late: u64,
     /// A keyed run's status so far (a key stopped by a runtime error).
     status: Exit,
+    /// The ticks' origin (`--start`), the longest gap between rows before
+    /// `--on-gap` applies, the last input step's time, and ticks so far.
+    start: Option<Time>,
+    max_gap: Option<i64>,
+    last_time: Option<Time>,
+    ticks: u64,
+    /// The specification's periods (for reading ticks of a log).
+    periods: usize,
 }
 
 impl Run<'_> {
@@ -433,15 +521,127 @@ impl Run<'_> {
     ) -> io::Result<Exit> {
         let mut stopped = std::collections::HashSet::new();
         loop {
-            let step = match self.next(feed, writer)? {
-                Ok(Some(step)) => step,
+            let event = match self.next(feed, writer)? {
+                Ok(Some(event)) => event,
                 Ok(None) => return Ok(self.status),
                 Err(exit) => return Ok(exit),
             };
-            if let Some(exit) = self.evaluate(step, runner, writer, alerts, &mut stopped)? {
+            let done = match event {
+                Event::Rows(step) => self.evaluate(step, runner, writer, alerts, &mut stopped)?,
+                Event::Tick(t, due) => self.tick(t, &due, runner, writer, alerts)?,
+                Event::Stop(..) => unreachable!("a stop ends the feed"),
+            };
+            if let Some(exit) = done {
                 return Ok(exit);
             }
         }
+    }
+
+    /// Ends a live feed on an error of its traces (or its ticks): the log
+    /// records the end, so that a replay stops with the same error and
+    /// status; a log being checked must end the same way.
+    fn end_feed<T>(
+        &mut self,
+        feed: &mut Feed,
+        message: String,
+        exit: Exit,
+        writer: &mut dyn OutputWriter,
+    ) -> io::Result<Result<T, Exit>> {
+        let ours = Event::Stop(message.clone(), exit as u8);
+        if let Some(r) = &mut feed.record {
+            r.write(&ours, self.form)?;
+        }
+        if let Some(log) = &mut feed.check {
+            let logged = log.next_event(self.time_cell, self.periods);
+            if let Ok(l) = &logged
+                && l.as_ref() != Some(&ours)
+            {
+                let why = diverges(Some(&ours), l.as_ref(), &self.names)
+                    .unwrap_or_else(|| "it stops differently".into());
+                let (at, n) = (log.at(), self.tally.steps);
+                return stop(
+                    writer,
+                    &format_args!("{at}: the traces diverge from the log at step {n}: {why}"),
+                    Exit::Trace,
+                )
+                .map(Err);
+            }
+        }
+        stop(writer, &message, exit).map(Err)
+    }
+
+    /// Evaluates a tick of the periods `due` at `t`.
+    fn tick(
+        &mut self,
+        t: Time,
+        due: &[bool],
+        runner: &mut Runner,
+        writer: &mut dyn OutputWriter,
+        alerts: &mut Alerts,
+    ) -> io::Result<Option<Exit>> {
+        let Runner::Single(m) = runner else {
+            unreachable!("a keyed run has no periodic streams")
+        };
+        let form = self.form.unwrap_or(TimeForm::Number(self.unit));
+        let time = t.to_value(form);
+        let timed = self.args.time.is_some();
+        let context: Vec<(&str, &Value)> = match timed {
+            true => vec![("time", &time)],
+            false => Vec::new(),
+        };
+        let mut samples = Vec::new();
+        match m.tick(t, due) {
+            Ok(o) => {
+                self.view.fill(
+                    &mut samples,
+                    self.output,
+                    None,
+                    o.iter(),
+                    timed.then_some(&time),
+                );
+                alerts.report(&o, &context, &self.tally.progress)?;
+                self.ticks += 1;
+                writer.write_step(o.step(), &samples)?;
+                if self.streaming {
+                    writer.flush()?;
+                    alerts.flush()?;
+                }
+                Ok(None)
+            }
+            Err(StepError::Runtime(e)) => stop(writer, &e, Exit::Runtime).map(Some),
+            Err(StepError::Row(e)) => unreachable!("a tick has no row: {e}"),
+        }
+    }
+
+    /// The scheduler's ticks due before an input step at `t`, queued in
+    /// `pending` (after the origin is set: `--start`, else this first time),
+    /// as `--max-gap`, `--on-gap` and `--max-ticks` say.
+    fn schedule(&mut self, feed: &mut Feed, t: Time) -> Result<(), String> {
+        let Some(sched) = &mut feed.scheduler else {
+            return Ok(());
+        };
+        if !sched.started() {
+            sched.start(self.start.unwrap_or(t));
+        }
+        if let (Some(gap), Some(last)) = (self.max_gap, self.last_time)
+            && t.0.saturating_sub(last.0) > gap
+            && self.args.on_gap == "skip"
+        {
+            sched.skip_to(t);
+        }
+        let due = sched.ticks_until(t);
+        if due > u128::from(self.args.max_ticks) {
+            return Err(format!(
+                "{due} ticks are due before the row at time {}, more than --max-ticks {} (a jump in time? --max-gap G --on-gap skip fires one tick per period over it)",
+                show(t.to_value(self.form.unwrap_or(TimeForm::Number(self.unit)))),
+                self.args.max_ticks
+            ));
+        }
+        while let Some((tick, flags)) = sched.next_until(t) {
+            feed.pending.push_back(Event::Tick(tick, flags));
+        }
+        self.last_time = Some(t);
+        Ok(())
     }
 
     /// The next step of the feed; `Err` ends the run (after the outputs so
@@ -450,35 +650,50 @@ impl Run<'_> {
         &mut self,
         feed: &mut Feed,
         writer: &mut dyn OutputWriter,
-    ) -> io::Result<Result<Option<Step>, Exit>> {
+    ) -> io::Result<Result<Option<Event>, Exit>> {
         let exempt = self.time_cell;
         if let Some(log) = &mut feed.replay {
-            return match log.next_step(exempt) {
-                Ok(step) => Ok(Ok(step)),
+            return match log.next_event(exempt, self.periods) {
+                Ok(Some(Event::Stop(message, status))) => {
+                    stop(writer, &message, exit_of(status)).map(Err)
+                }
+                Ok(event) => Ok(Ok(event)),
                 Err(m) => stop(writer, &m, Exit::Trace).map(Err),
             };
         }
-        let Feed {
-            merge,
-            record,
-            check,
-            ..
-        } = feed;
-        let step = loop {
-            if let Some(step) = merge.pop() {
-                break Some(step);
-            }
-            let Some(s) = merge.wants() else { break None };
-            if let Err(exit) = self.read(s, merge, writer)? {
-                return Ok(Err(exit));
+        let event = match feed.pending.pop_front() {
+            Some(event) => Some(event),
+            None => {
+                let step = loop {
+                    if let Some(step) = feed.merge.pop() {
+                        break Some(step);
+                    }
+                    let Some(s) = feed.merge.wants() else {
+                        break None;
+                    };
+                    if let Err((message, exit)) = self.read(s, &mut feed.merge)? {
+                        return self.end_feed(feed, message, exit, writer);
+                    }
+                };
+                match step {
+                    None => None,
+                    Some(step) => {
+                        if let Err(m) = self.schedule(feed, step.time) {
+                            return self.end_feed(feed, m, Exit::Trace, writer);
+                        }
+                        feed.pending.push_back(Event::Rows(step));
+                        feed.pending.pop_front()
+                    }
+                }
             }
         };
+        let Feed { record, check, .. } = feed;
         if let Some(log) = check {
-            let logged = match log.next_step(exempt) {
+            let logged = match log.next_event(exempt, self.periods) {
                 Ok(l) => l,
                 Err(m) => return stop(writer, &m, Exit::Trace).map(Err),
             };
-            if let Some(why) = diverges(step.as_ref(), logged.as_ref(), &self.names) {
+            if let Some(why) = diverges(event.as_ref(), logged.as_ref(), &self.names) {
                 let at = log.at();
                 let n = self.tally.steps;
                 return stop(
@@ -489,19 +704,14 @@ impl Run<'_> {
                 .map(Err);
             }
         }
-        if let (Some(r), Some(s)) = (record, &step) {
-            r.write(s, self.form)?;
+        if let (Some(r), Some(e)) = (record, &event) {
+            r.write(e, self.form)?;
         }
-        Ok(Ok(step))
+        Ok(Ok(event))
     }
 
     /// Reads the next row of source `s` into the merge (or ends it).
-    fn read(
-        &mut self,
-        s: usize,
-        merge: &mut Merge,
-        writer: &mut dyn OutputWriter,
-    ) -> io::Result<Result<(), Exit>> {
+    fn read(&mut self, s: usize, merge: &mut Merge) -> io::Result<Result<(), (String, Exit)>> {
         let mut cells = vec![None; self.schema_names.len()];
         loop {
             let src = &mut self.sources[s];
@@ -516,7 +726,7 @@ impl Run<'_> {
                     return Ok(Ok(()));
                 }
                 Err(e) if self.tally.skip_trace_error(&e, src.reader.as_ref()) => continue,
-                Err(e) => return stop(writer, &e, trace_exit(&e)).map(Err),
+                Err(e) => return Ok(Err((e.to_string(), trace_exit(&e)))),
             }
         }
         let src = &mut self.sources[s];
@@ -567,7 +777,7 @@ impl Run<'_> {
                     self.tally.skip_rejected(&at, &m);
                     return Ok(Ok(()));
                 }
-                stop(writer, &format_args!("{at}: {m}"), Exit::Trace).map(Err)
+                Ok(Err((format!("{at}: {m}"), Exit::Trace)))
             }
         }
     }
@@ -674,15 +884,48 @@ impl Run<'_> {
     }
 }
 
+/// The exit status a log's end records.
+fn exit_of(status: u8) -> Exit {
+    match status {
+        1 => Exit::Failure,
+        3 => Exit::Runtime,
+        _ => Exit::Trace,
+    }
+}
+
 /// How the step the traces gave differs from the one the log has, if it
 /// does: its time, or a row (source, position, late stamp, cells bit for
 /// bit).
-fn diverges(live: Option<&Step>, logged: Option<&Step>, names: &[String]) -> Option<String> {
+fn diverges(live: Option<&Event>, logged: Option<&Event>, names: &[String]) -> Option<String> {
     let (live, logged) = match (live, logged) {
         (None, None) => return None,
         (None, Some(_)) => return Some("the traces ended; the log has more steps".into()),
         (Some(_), None) => return Some("the log ended; the traces have more rows".into()),
-        (Some(a), Some(b)) => (a, b),
+        (Some(Event::Tick(a, x)), Some(Event::Tick(b, y))) => {
+            return (a != b || x != y).then(|| {
+                format!(
+                    "a tick at {}ns in the run, at {}ns in the log (or of other periods)",
+                    a.0, b.0
+                )
+            });
+        }
+        (Some(Event::Stop(a, x)), Some(Event::Stop(b, y))) => {
+            return (a != b || x != y)
+                .then(|| format!("the run stops with `{a}`, the log with `{b}`"));
+        }
+        (Some(Event::Stop(a, _)), Some(_)) => {
+            return Some(format!("the run stops with `{a}` where the log goes on"));
+        }
+        (Some(_), Some(Event::Stop(b, _))) => {
+            return Some(format!("the log stops with `{b}` where the run goes on"));
+        }
+        (Some(Event::Tick(..)), Some(_)) => {
+            return Some("the run has a tick where the log has rows".into());
+        }
+        (Some(_), Some(Event::Tick(..))) => {
+            return Some("the run has rows where the log has a tick".into());
+        }
+        (Some(Event::Rows(a)), Some(Event::Rows(b))) => (a, b),
     };
     if live.time != logged.time {
         return Some(format!(

@@ -482,7 +482,10 @@ impl Engine {
     /// Evaluates a tick step of a timed plan: the streams of the periods
     /// `due` (indexed as `Plan::periods`); every other stream is NoVal.
     pub fn run_tick(&mut self, run: &mut Run, due: &[bool]) -> Result<(), RuntimeError> {
-        assert!(self.plan.is_timed(), "engine bug: a tick of a plan without periods");
+        assert!(
+            self.plan.is_timed(),
+            "engine bug: a tick of a plan without periods"
+        );
         run.state.begin_tick(&self.plan, due);
         for &s in &self.plan.schedule {
             run.state.eval_stream(&self.plan, s)?;

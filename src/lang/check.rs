@@ -480,7 +480,9 @@ impl Checker<'_> {
         loop {
             let mut changed = false;
             for i in 0..self.streams.len() {
-                let Some(def) = self.streams[i].def else { continue };
+                let Some(def) = self.streams[i].def else {
+                    continue;
+                };
                 if pace[i].is_some() {
                     continue;
                 }

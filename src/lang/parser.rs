@@ -389,8 +389,11 @@ impl Parser {
             Tok::Float(f) => f,
             other => {
                 return Err(Box::new(
-                    Diagnostic::new(t.span, format!("expected a period, found {}", other.describe()))
-                        .with_hint(hint),
+                    Diagnostic::new(
+                        t.span,
+                        format!("expected a period, found {}", other.describe()),
+                    )
+                    .with_hint(hint),
                 ));
             }
         };
@@ -413,16 +416,22 @@ impl Parser {
             },
             other => {
                 return Err(Box::new(
-                    Diagnostic::new(u.span, format!("expected a unit, found {}", other.describe()))
-                        .with_hint(hint),
+                    Diagnostic::new(
+                        u.span,
+                        format!("expected a unit, found {}", other.describe()),
+                    )
+                    .with_hint(hint),
                 ));
             }
         };
         let ns = (value * nanos).round();
         if !(1.0..=9.2e18).contains(&ns) {
             return Err(Box::new(
-                Diagnostic::new(span, "a period must be at least 1ns and at most about 292 years")
-                    .with_hint(hint),
+                Diagnostic::new(
+                    span,
+                    "a period must be at least 1ns and at most about 292 years",
+                )
+                .with_hint(hint),
             ));
         }
         Ok((ns as i64, span))

@@ -78,6 +78,9 @@ pub enum RepairError {
     /// The run was stopped by this runtime error; it stays stopped until a
     /// reset.
     Stopped(RuntimeError),
+    /// One of the specifications has periodic streams, whose clocks a
+    /// repair does not carry over yet.
+    Periodic,
 }
 
 impl fmt::Display for RepairError {
@@ -86,6 +89,10 @@ impl fmt::Display for RepairError {
             RepairError::Stopped(e) => write!(
                 f,
                 "the run is stopped ({e}); a stopped run is not carried over — reset it first"
+            ),
+            RepairError::Periodic => write!(
+                f,
+                "a specification with periodic streams cannot be edited mid-run yet"
             ),
         }
     }

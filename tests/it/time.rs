@@ -44,9 +44,91 @@ fn time_cases_match_on_every_tier() {
             assert_eq!(stderr, read("stderr"), "{name}");
             assert_eq!(out.status.code(), Some(status), "{name}");
         }
+        // Recorded, the run replays the same on every tier (and checks
+        // against its own traces): outputs, errors and status. Warnings
+        // about rows (late, skipped) are the live reading's own.
+        let log_dir = crate::support::test_dir(
+            "time",
+            &format!("log-{}", dir.file_name().unwrap().to_string_lossy()),
+        );
+        let log = log_dir.join("run.log").to_string_lossy().into_owned();
+        let recorded = vigil(
+            &dir,
+            &[
+                &["run", "spec.dsrv", "--record", &log][..],
+                &args.iter().map(String::as_str).collect::<Vec<_>>()[..],
+            ]
+            .concat(),
+        );
+        let replay_args: Vec<&str> = output_args(&args);
+        for tier in Tier::ALL {
+            let replayed = vigil(
+                &dir,
+                &[
+                    &["replay", "spec.dsrv", &log, "--tier", tier.name()][..],
+                    &replay_args[..],
+                ]
+                .concat(),
+            );
+            assert_eq!(
+                (&replayed.0, errors_of(&replayed.1), replayed.2),
+                (&recorded.0, errors_of(&recorded.1), recorded.2),
+                "replay of {} on {tier}",
+                dir.display()
+            );
+        }
+        let inputs: Vec<&str> = args
+            .windows(2)
+            .filter(|w| w[0] == "--input")
+            .flat_map(|w| ["--input", w[1].as_str()])
+            .collect();
+        let checked = vigil(
+            &dir,
+            &[
+                &["replay", "spec.dsrv", &log, "--check"][..],
+                &inputs[..],
+                &replay_args[..],
+            ]
+            .concat(),
+        );
+        assert_eq!(
+            (&checked.0, errors_of(&checked.1), checked.2),
+            (&recorded.0, errors_of(&recorded.1), recorded.2),
+            "replay --check of {}",
+            dir.display()
+        );
         cases += 1;
     }
     assert!(cases >= 9, "only {cases} time cases");
+}
+
+/// The options of a run that a replay takes too: how outputs are written.
+fn output_args(args: &[String]) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < args.len() {
+        match args[i].as_str() {
+            "--output" | "--alerts" | "--only" | "--pass" => {
+                out.push(args[i].as_str());
+                out.push(args[i + 1].as_str());
+                i += 2;
+            }
+            "--quiet" | "--summary" => {
+                out.push(args[i].as_str());
+                i += 1;
+            }
+            _ if args[i].starts_with("--") && !matches!(args[i].as_str(), "--fail-on-trigger") => {
+                i += 2
+            }
+            _ => i += 1,
+        }
+    }
+    out
+}
+
+/// The error lines of a run's standard error.
+fn errors_of(stderr: &str) -> Vec<&str> {
+    stderr.lines().filter(|l| l.starts_with("error")).collect()
 }
 
 /// A source: rows of (time, two cells).
