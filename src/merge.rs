@@ -15,7 +15,10 @@
 //!   an older row is an error.
 //! - **When a step is ready**: the step at the smallest queued time T is final once every
 //!   source that has not ended has a row queued (its next row, stamped ≥ its queued one, cannot
-//!   come before T). So the merge never guesses: a reader (`wants`) says which source must
+//!   come before T), or is idle: a live source silent for longer than the caller waits
+//!   (`Merge::idle`, the CLI's `--idle-timeout`) no longer holds steps back until its next row;
+//!   a row it then delivers older than the last step given is re-stamped to that step's time
+//!   (the watermark: time never goes back) and counted as late. So the merge never guesses: a reader (`wants`) says which source must
 //!   deliver a row next, and the same rows always give the same steps, whatever the order in
 //!   which they were pushed.
 
@@ -159,6 +162,8 @@ impl fmt::Display for Gap {
 struct Source {
     queue: VecDeque<(Contribution, Vec<Option<Value>>)>,
     ended: bool,
+    /// Silent for too long (`Merge::idle`): steps do not wait for it.
+    idle: bool,
     latest: Option<Time>,
     seq: u64,
 }
@@ -173,6 +178,9 @@ pub struct Merge {
     /// Whether every row is a step of its own (`separate`).
     separate: bool,
     sources: Vec<Source>,
+    /// The time of the last step given: the watermark no later row may go
+    /// below (it can, from a source that was idle).
+    emitted: Option<Time>,
 }
 
 impl Merge {
@@ -185,6 +193,7 @@ impl Merge {
             exempt: None,
             separate: false,
             sources: (0..sources).map(|_| Source::default()).collect(),
+            emitted: None,
         }
     }
 
@@ -212,6 +221,7 @@ impl Merge {
         assert_eq!(cells.len(), self.width, "a row has one cell per input");
         let s = &mut self.sources[source];
         assert!(!s.ended, "a row pushed after its source ended");
+        s.idle = false;
         let (stamped, late) = match s.latest {
             Some(latest) if time < latest => {
                 if latest.0.saturating_sub(time.0) > self.lateness {
@@ -224,6 +234,13 @@ impl Merge {
                 (latest, Some(time))
             }
             _ => (time, None),
+        };
+        // A source that was idle may deliver a row older than steps already
+        // given: it is re-stamped to the watermark (it cannot move time
+        // back), and counted as late.
+        let (stamped, late) = match self.emitted {
+            Some(w) if stamped < w => (w, late.or(Some(time))),
+            _ => (stamped, late),
         };
         s.latest = Some(stamped);
         let c = Contribution {
@@ -244,12 +261,27 @@ impl Merge {
         self.sources[source].ended = true;
     }
 
+    /// Marks `source` as idle (silent for longer than the caller waits, a
+    /// live source): steps stop waiting for it until its next row, which
+    /// clears the mark.
+    pub fn idle(&mut self, source: usize) {
+        self.sources[source].idle = true;
+    }
+
+    /// The sources that are idle and have not ended.
+    pub fn idle_sources(&self) -> impl Iterator<Item = usize> + '_ {
+        (self.sources.iter().enumerate())
+            .filter(|(_, s)| s.idle && !s.ended)
+            .map(|(i, _)| i)
+    }
+
     /// The source that must deliver a row (or end) before the next step is
-    /// final; `None` when a step is ready or every source has ended.
+    /// final; `None` when a step is ready, or every source has ended or is
+    /// idle.
     pub fn wants(&self) -> Option<usize> {
         self.sources
             .iter()
-            .position(|s| !s.ended && s.queue.is_empty())
+            .position(|s| !s.ended && !s.idle && s.queue.is_empty())
     }
 
     /// Whether every source has ended and every row has been merged.
@@ -278,6 +310,7 @@ impl Merge {
             rows.push(s.queue.pop_front().expect("checked above"));
         }
         let step = Step::of_rows(time, self.width, rows, self.exempt);
+        self.emitted = Some(time);
         Some(step)
     }
 }
@@ -350,6 +383,20 @@ mod tests {
             ]
         );
         assert_eq!(steps[0].rows.len(), 2);
+    }
+
+    #[test]
+    fn an_idle_source_does_not_hold_steps_back_and_cannot_move_time_back() {
+        let mut m = Merge::new(2, 2, 0);
+        m.push(0, Time(5), vec![int(1), None]).unwrap();
+        assert_eq!(m.wants(), Some(1));
+        m.idle(1);
+        assert_eq!(m.idle_sources().collect::<Vec<_>>(), [1]);
+        assert_eq!(m.pop().unwrap().time, Time(5));
+        // Its late row comes after the watermark: re-stamped to it.
+        let c = m.push(1, Time(3), vec![None, int(2)]).unwrap();
+        assert_eq!((c.stamp.time, c.late), (Time(5), Some(Time(3))));
+        assert_eq!(m.idle_sources().count(), 0);
     }
 
     #[test]

@@ -189,6 +189,13 @@ pub struct RunArgs {
     /// `skip` only the last one of each period.
     #[arg(long, value_name = "POLICY", default_value = "catch-up", value_parser = ["catch-up", "skip"])]
     pub on_gap: String,
+    /// With several traces, at least one of them live (a pipe, a FIFO,
+    /// standard input): a trace silent for this many seconds stops holding
+    /// the merged steps back until its next row (whose time, if already
+    /// passed, is re-stamped to the last step's). Without it, the merge
+    /// waits for every trace.
+    #[arg(long, value_name = "SECONDS")]
+    pub idle_timeout: Option<f64>,
     /// The most ticks due before one row; more is an error (a time jump
     /// that would run for ever).
     #[arg(long, value_name = "N", default_value_t = 1_000_000)]

@@ -270,6 +270,13 @@ impl Tally {
         true
     }
 
+    /// A malformed row the reader dropped (a reader on a thread of its own,
+    /// which applied the policy itself).
+    pub(super) fn skipped_row(&mut self, what: &dyn std::fmt::Display) {
+        self.rows_read += 1;
+        self.dropped(what);
+    }
+
     fn dropped(&mut self, what: &dyn std::fmt::Display) {
         self.skipped += 1;
         if self.on_malformed == OnMalformed::Warn {

@@ -40,20 +40,105 @@ const REPORTED: u64 = 10;
 /// One source of the run.
 struct Source {
     name: String,
-    reader: Box<dyn RowReader>,
+    feeder: Feeder,
     format: TraceFormat,
     /// Rows read from it.
     rows: u64,
 }
 
-impl Source {
-    /// Where the row just read is: its line (JSON lines, CSV), else its row.
-    fn locate(&self) -> String {
-        match self.reader.position() {
-            Some(p) if self.format != TraceFormat::Tc => format!("{}:{}:1", self.name, p.line),
-            _ => format!("{}: row {}", self.name, self.rows),
+/// How a source's rows arrive: read here when asked for, or from a reader
+/// on a thread of its own (live sources merged with others, so that one
+/// silent source does not stop the others being read, and `--idle-timeout`
+/// can tell it is silent).
+enum Feeder {
+    Direct(Box<dyn RowReader>),
+    Thread(std::sync::mpsc::Receiver<Msg>),
+}
+
+/// What a source delivers next.
+enum Msg {
+    /// A row and where it is.
+    Row(Vec<Option<Value>>, String),
+    /// A malformed row dropped (`--on-malformed skip|warn`).
+    Skipped(String),
+    Warning(String),
+    End,
+    /// An error that ends the source (and the run), with its status.
+    Failed(String, Exit),
+}
+
+/// Reads the next row of `reader` (a source `name` of `format` that has
+/// given `rows` rows): warnings first, then what came.
+fn read_one(
+    reader: &mut dyn RowReader,
+    name: &str,
+    format: TraceFormat,
+    rows: u64,
+    width: usize,
+    skip: bool,
+) -> (Vec<String>, Msg) {
+    let mut cells = vec![None; width];
+    let next = reader.next_row(&mut cells);
+    let warnings = reader.take_warnings();
+    let msg = match next {
+        Ok(true) => {
+            let at = match reader.position() {
+                Some(p) if format != TraceFormat::Tc => format!("{name}:{}:1", p.line),
+                _ => format!("{name}: row {}", rows + 1),
+            };
+            Msg::Row(cells, at)
         }
-    }
+        Ok(false) => Msg::End,
+        Err(e)
+            if skip
+                && e.kind == crate::trace::TraceErrorKind::Malformed
+                && reader.can_continue() =>
+        {
+            Msg::Skipped(e.to_string())
+        }
+        Err(e) => Msg::Failed(e.to_string(), trace_exit(&e)),
+    };
+    (warnings, msg)
+}
+
+/// Reads source `path` on a thread of its own, sending what it reads (at
+/// most a few hundred rows ahead: the channel is bounded, so a fast source
+/// waits for the merge rather than filling memory).
+fn spawn_reader(
+    path: String,
+    name: String,
+    format: TraceFormat,
+    schema: crate::trace::InputSchema,
+    options: ReaderOptions,
+    skip: bool,
+) -> std::sync::mpsc::Receiver<Msg> {
+    let (tx, rx) = std::sync::mpsc::sync_channel(256);
+    std::thread::spawn(move || {
+        let mut reader = match trace::open_trace(&path, format, &schema, options) {
+            Ok(o) => o.reader,
+            Err(e) => {
+                let _ = tx.send(Msg::Failed(e.to_string(), Exit::Failure));
+                return;
+            }
+        };
+        let width = schema.names.len();
+        let mut rows = 0;
+        loop {
+            let (warnings, msg) = read_one(reader.as_mut(), &name, format, rows, width, skip);
+            for w in warnings {
+                if tx.send(Msg::Warning(w)).is_err() {
+                    return;
+                }
+            }
+            rows += u64::from(matches!(msg, Msg::Row(..)));
+            let last = matches!(msg, Msg::End | Msg::Failed(..));
+            // The run gone (it stopped), or the source done: stop reading.
+            if tx.send(msg).is_err() || last {
+                return;
+            }
+        }
+    });
+    rx
 }
 
 /// `vigil replay SPEC LOG [--check --input …]`: the run's options come
@@ -245,10 +330,30 @@ pub(super) fn run(
             } else {
                 path.clone()
             },
-            reader: opened.reader,
+            feeder: Feeder::Direct(opened.reader),
             format,
             rows: 0,
         });
+    }
+    if args
+        .idle_timeout
+        .is_some_and(|t| !(t.is_finite() && t > 0.0 && t < 1e9))
+    {
+        return fail("--idle-timeout: not a number of seconds");
+    }
+    if streaming && sources.len() > 1 {
+        // Live sources merged: each read on a thread of its own (reopened
+        // there: a reader stays on the thread that opened it).
+        for (src, path) in sources.iter_mut().zip(reading) {
+            src.feeder = Feeder::Thread(spawn_reader(
+                path.clone(),
+                src.name.clone(),
+                src.format,
+                schema.clone(),
+                options,
+                args.on_malformed != OnMalformed::Stop,
+            ));
+        }
     }
     let mut runner = match &args.key {
         None => Runner::Single(Box::new(
@@ -668,10 +773,25 @@ impl Run<'_> {
                     if let Some(step) = feed.merge.pop() {
                         break Some(step);
                     }
-                    let Some(s) = feed.merge.wants() else {
-                        break None;
+                    let read = match feed.merge.wants() {
+                        Some(s) => self.read(s, &mut feed.merge)?,
+                        None if feed.merge.is_done() => break None,
+                        // Every source left is idle: listen to each in turn
+                        // until one delivers (or ends).
+                        None => {
+                            let idle: Vec<usize> = feed.merge.idle_sources().collect();
+                            let poll = std::time::Duration::from_millis(20);
+                            let mut got = Ok(());
+                            for s in idle {
+                                got = self.read_within(s, &mut feed.merge, Some(poll))?;
+                                if got.is_err() {
+                                    break;
+                                }
+                            }
+                            got
+                        }
                     };
-                    if let Err((message, exit)) = self.read(s, &mut feed.merge)? {
+                    if let Err((message, exit)) = read {
                         return self.end_feed(feed, message, exit, writer);
                     }
                 };
@@ -712,23 +832,63 @@ impl Run<'_> {
 
     /// Reads the next row of source `s` into the merge (or ends it).
     fn read(&mut self, s: usize, merge: &mut Merge) -> io::Result<Result<(), (String, Exit)>> {
-        let mut cells = vec![None; self.schema_names.len()];
-        loop {
+        let wait = self
+            .args
+            .idle_timeout
+            .map(std::time::Duration::from_secs_f64);
+        self.read_within(s, merge, wait)
+    }
+
+    /// Reads what source `s` delivers next into the merge; a live source
+    /// silent for `wait` is marked idle instead.
+    fn read_within(
+        &mut self,
+        s: usize,
+        merge: &mut Merge,
+        wait: Option<std::time::Duration>,
+    ) -> io::Result<Result<(), (String, Exit)>> {
+        let width = self.schema_names.len();
+        let skip = self.args.on_malformed != OnMalformed::Stop;
+        let (cells, at) = loop {
             let src = &mut self.sources[s];
-            let next = src.reader.next_row(&mut cells);
-            for w in src.reader.take_warnings() {
-                say(format_args!("warning: {w}\n"));
-            }
-            match next {
-                Ok(true) => break,
-                Ok(false) => {
+            let msg = match &mut src.feeder {
+                Feeder::Direct(reader) => {
+                    let (warnings, msg) = read_one(
+                        reader.as_mut(),
+                        &src.name,
+                        src.format,
+                        src.rows,
+                        width,
+                        skip,
+                    );
+                    for w in warnings {
+                        say(format_args!("warning: {w}\n"));
+                    }
+                    msg
+                }
+                Feeder::Thread(rx) => match wait {
+                    None => rx.recv().unwrap_or(Msg::End),
+                    Some(d) => match rx.recv_timeout(d) {
+                        Ok(m) => m,
+                        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                            merge.idle(s);
+                            return Ok(Ok(()));
+                        }
+                        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => Msg::End,
+                    },
+                },
+            };
+            match msg {
+                Msg::Row(cells, at) => break (cells, at),
+                Msg::Warning(w) => say(format_args!("warning: {w}\n")),
+                Msg::Skipped(e) => self.tally.skipped_row(&e),
+                Msg::End => {
                     merge.end(s);
                     return Ok(Ok(()));
                 }
-                Err(e) if self.tally.skip_trace_error(&e, src.reader.as_ref()) => continue,
-                Err(e) => return Ok(Err((e.to_string(), trace_exit(&e)))),
+                Msg::Failed(m, exit) => return Ok(Err((m, exit))),
             }
-        }
+        };
         let src = &mut self.sources[s];
         src.rows += 1;
         self.tally.rows_read += 1;
@@ -755,7 +915,6 @@ impl Run<'_> {
                     .ok_or_else(|| "the row's index is out of the time range".to_string())
             }
         };
-        let at = src.locate();
         let pushed = time.and_then(|t| merge.push(s, t, cells).map_err(|e| e.to_string()));
         match pushed {
             Ok(c) => {
@@ -764,7 +923,7 @@ impl Run<'_> {
                     if self.late <= REPORTED {
                         let form = self.form.unwrap_or(TimeForm::Number(self.unit));
                         say(format_args!(
-                            "warning: {at}: a late row (time {}) is re-stamped to {} (--lateness)\n",
+                            "warning: {at}: a late row (time {}) is re-stamped to {} (within --lateness, or after its trace was idle past --idle-timeout)\n",
                             show(own.to_value(form)),
                             show(c.stamp.time.to_value(form)),
                         ));

@@ -372,3 +372,71 @@ fn replays_reproduce_recorded_runs_on_every_tier() {
         "replays: {cases} cases, {errors} ending in a runtime error, {merged} with merged steps"
     );
 }
+
+/// Two live sources (FIFOs written by this test): without `--idle-timeout`
+/// the merge waits for both; with it, a silent one stops holding the steps
+/// back, and its late row is re-stamped to the last step's time.
+#[test]
+fn a_silent_live_source_goes_idle() {
+    use std::io::Write as _;
+    use std::time::Duration;
+    let dir = crate::support::test_dir("time", "live");
+    let spec = crate::support::write(
+        &dir,
+        "live.dsrv",
+        "in a: Int\nin b: Int\nout s: Int\ns = a + default(b, 0)\n",
+    );
+    let (f1, f2) = (dir.join("f1"), dir.join("f2"));
+    for f in [&f1, &f2] {
+        let made = std::process::Command::new("mkfifo")
+            .arg(f)
+            .status()
+            .unwrap();
+        assert!(made.success());
+    }
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_vigil"))
+        .args([
+            "run",
+            &spec,
+            "--time",
+            "t",
+            "--idle-timeout",
+            "0.3",
+            "--output",
+            "jsonl",
+        ])
+        .arg("--input")
+        .arg(&f1)
+        .arg("--input")
+        .arg(&f2)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut a = std::fs::OpenOptions::new().write(true).open(&f1).unwrap();
+    let mut b = std::fs::OpenOptions::new().write(true).open(&f2).unwrap();
+    for t in 1..=3 {
+        writeln!(a, "{{\"t\": {t}, \"a\": {t}}}").unwrap();
+        a.flush().unwrap();
+    }
+    // `b` silent for well over the idle timeout, then late.
+    std::thread::sleep(Duration::from_millis(1200));
+    writeln!(b, "{{\"t\": 2, \"b\": 10}}").unwrap();
+    writeln!(b, "{{\"t\": 4, \"b\": 20}}").unwrap();
+    writeln!(a, "{{\"t\": 4, \"a\": 4}}").unwrap();
+    drop((a, b));
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        // `s` is NoVal while `b` never had a value (`default` does not
+        // replace NoVal), then `a` is held at the step `b` alone makes.
+        "{\"step\":0,\"time\":1}\n{\"step\":1,\"time\":2}\n{\"step\":2,\"time\":3}\n\
+         {\"step\":3,\"time\":3,\"s\":13}\n{\"step\":4,\"time\":4,\"s\":24}\n"
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("a late row (time 2) is re-stamped to 3"),
+        "{stderr}"
+    );
+    assert_eq!(out.status.code(), Some(0));
+}
