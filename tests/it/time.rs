@@ -423,15 +423,20 @@ fn a_silent_live_source_goes_idle() {
     std::thread::sleep(Duration::from_millis(1200));
     writeln!(b, "{{\"t\": 2, \"b\": 10}}").unwrap();
     writeln!(b, "{{\"t\": 4, \"b\": 20}}").unwrap();
+    b.flush().unwrap();
+    // `a` is idle too by now, so `b`'s rows make steps of their own; `a`'s
+    // next row, well after them, is a step of its own at the same time.
+    std::thread::sleep(Duration::from_millis(600));
     writeln!(a, "{{\"t\": 4, \"a\": 4}}").unwrap();
     drop((a, b));
     let out = child.wait_with_output().unwrap();
     assert_eq!(
         String::from_utf8_lossy(&out.stdout),
         // `s` is NoVal while `b` never had a value (`default` does not
-        // replace NoVal), then `a` is held at the step `b` alone makes.
+        // replace NoVal), then `a` is held at the steps `b` alone makes.
         "{\"step\":0,\"time\":1}\n{\"step\":1,\"time\":2}\n{\"step\":2,\"time\":3}\n\
-         {\"step\":3,\"time\":3,\"s\":13}\n{\"step\":4,\"time\":4,\"s\":24}\n"
+         {\"step\":3,\"time\":3,\"s\":13}\n{\"step\":4,\"time\":4,\"s\":23}\n\
+         {\"step\":5,\"time\":4,\"s\":24}\n"
     );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
