@@ -18,6 +18,19 @@ pub fn explain(spec: &Spec, tier: Tier) -> String {
         let data = plan.spec.stream(s);
         let _ = writeln!(out, "  {}: {} ({})", data.name, data.sig, data.ty);
     }
+    if plan.is_timed() {
+        // Only specs with periodic streams print this, so the explanation
+        // of every other spec is as it was.
+        let _ = writeln!(out, "\npacing (ticks sort before the rows of their time):");
+        for &s in &plan.schedule {
+            let data = plan.spec.stream(s);
+            let pace = match data.pace {
+                crate::lang::check::Pace::Event => "every input row".to_string(),
+                crate::lang::check::Pace::Periodic(p) => format!("every {}", period(p)),
+            };
+            let _ = writeln!(out, "  {}: {pace}", data.name);
+        }
+    }
     let _ = writeln!(out, "\nnodes:");
     for &s in &plan.schedule {
         if let Some(g) = plan.graph(s) {
@@ -109,4 +122,20 @@ fn step_tiers(engine: &Engine, step: &Step) -> String {
             }
         }
     }
+}
+
+/// A period in the largest unit that divides it (`1s`, `500ms`).
+fn period(ns: i64) -> String {
+    for (n, unit) in [
+        (3_600_000_000_000, "h"),
+        (60_000_000_000, "min"),
+        (1_000_000_000, "s"),
+        (1_000_000, "ms"),
+        (1_000, "us"),
+    ] {
+        if ns % n == 0 {
+            return format!("{}{unit}", ns / n);
+        }
+    }
+    format!("{ns}ns")
 }

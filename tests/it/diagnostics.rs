@@ -156,3 +156,47 @@ fn definition_problems() {
         "#]],
     );
 }
+
+#[test]
+fn periods_are_checked() {
+    check(
+        "in x: Int @ 1s\nout a: Int @ 5parsec\na = x\nout b: Int @ 0s\nb = x\nout c: Int @ s\nc = x\n",
+        expect![[r#"
+            error: unknown unit `parsec`
+             --> spec.dsrv:2:15
+              |
+            2 | out a: Int @ 5parsec
+              |               ^^^^^^
+              = hint: a period reads `@ 1s`, `@ 500ms`, `@ 2.5min` (units: ns, us, ms, s, min, h)
+
+            error: a period must be at least 1ns and at most about 292 years
+             --> spec.dsrv:4:12
+              |
+            4 | out b: Int @ 0s
+              |            ^^^^
+              = hint: a period reads `@ 1s`, `@ 500ms`, `@ 2.5min` (units: ns, us, ms, s, min, h)
+
+            error: expected a period, found name `s`
+             --> spec.dsrv:6:14
+              |
+            6 | out c: Int @ s
+              |              ^
+              = hint: a period reads `@ 1s`, `@ 500ms`, `@ 2.5min` (units: ns, us, ms, s, min, h)
+        "#]],
+    );
+}
+
+#[test]
+fn an_input_cannot_be_periodic() {
+    check(
+        "in x: Int @ 1s\nout a: Int @ 1s\na = default(x, 0)\n",
+        expect![[r#"
+        error: input `x` cannot be periodic
+         --> spec.dsrv:1:11
+          |
+        1 | in x: Int @ 1s
+          |           ^^^^
+          = hint: inputs arrive with the rows; declare a periodic `out` stream that reads it
+    "#]],
+    );
+}
