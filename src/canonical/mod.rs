@@ -646,14 +646,7 @@ impl NodeState {
             let k = (base + self.step % n) as usize;
             let operand = node.slots[0] as usize;
             let old = self.ring_tags[k];
-            if self.tags[operand] != tag::ABSENT {
-                self.ring_tags[k] = self.tags[operand];
-                self.ring_lanes[k] = self.lanes[operand];
-                if self.tags[operand] == tag::OTHER {
-                    let v = self.objects.get(operand).cloned();
-                    self.set_ring_object(k, v);
-                }
-            } else {
+            if !self.push_present(k, operand) {
                 // The operand is NoVal: the entry repeats the one before it.
                 let prev = (base + (self.step + n - 1) % n) as usize;
                 self.ring_tags[k] = self.ring_tags[prev];
@@ -721,6 +714,22 @@ impl NodeState {
         self.step += 1;
     }
 
+    /// Writes slot `operand`'s value this step into ring table entry `k`;
+    /// `false` (and nothing written) when it is NoVal.
+    fn push_present(&mut self, k: usize, operand: usize) -> bool {
+        let t = self.tags[operand];
+        if t == tag::ABSENT {
+            return false;
+        }
+        self.ring_tags[k] = t;
+        self.ring_lanes[k] = self.lanes[operand];
+        if t == tag::OTHER {
+            let v = self.objects.get(operand).cloned();
+            self.set_ring_object(k, v);
+        }
+        true
+    }
+
     /// The tick barrier of a timed plan: only the rings of the clocks that
     /// ran advance, each at its own count (every ring is in the table).
     fn end_timed_step(&mut self, plan: &Plan) {
@@ -735,14 +744,7 @@ impl NodeState {
             let k = (base + count % n) as usize;
             let operand = node.slots[0] as usize;
             let old = self.ring_tags[k];
-            if self.tags[operand] != tag::ABSENT {
-                self.ring_tags[k] = self.tags[operand];
-                self.ring_lanes[k] = self.lanes[operand];
-                if self.tags[operand] == tag::OTHER {
-                    let v = self.objects.get(operand).cloned();
-                    self.set_ring_object(k, v);
-                }
-            } else {
+            if !self.push_present(k, operand) {
                 // NoVal: the entry is the operand's held value (⊥ if it
                 // never had one). On one clock that is the entry before it;
                 // across clocks (a periodic stream's offset of an event

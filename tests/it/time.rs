@@ -71,8 +71,8 @@ fn time_cases_match_on_every_tier() {
                 .concat(),
             );
             assert_eq!(
-                (&replayed.0, errors_of(&replayed.1), replayed.2),
-                (&recorded.0, errors_of(&recorded.1), recorded.2),
+                essence(&replayed),
+                essence(&recorded),
                 "replay of {} on {tier}",
                 dir.display()
             );
@@ -92,8 +92,8 @@ fn time_cases_match_on_every_tier() {
             .concat(),
         );
         assert_eq!(
-            (&checked.0, errors_of(&checked.1), checked.2),
-            (&recorded.0, errors_of(&recorded.1), recorded.2),
+            essence(&checked),
+            essence(&recorded),
             "replay --check of {}",
             dir.display()
         );
@@ -126,9 +126,11 @@ fn output_args(args: &[String]) -> Vec<&str> {
     out
 }
 
-/// The error lines of a run's standard error.
-fn errors_of(stderr: &str) -> Vec<&str> {
-    stderr.lines().filter(|l| l.starts_with("error")).collect()
+/// What a replay must reproduce of a run: its output, its error lines and
+/// its status (warnings about rows are the live reading's own).
+fn essence(run: &(String, String, Option<i32>)) -> (&str, Vec<&str>, Option<i32>) {
+    let errors = run.1.lines().filter(|l| l.starts_with("error")).collect();
+    (&run.0, errors, run.2)
 }
 
 /// A source: rows of (time, two cells).
