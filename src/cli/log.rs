@@ -263,6 +263,10 @@ impl LogReader {
         })
     }
 
+    pub(super) fn name(&self) -> &str {
+        &self.name
+    }
+
     pub(super) fn header(&self) -> &Header {
         &self.header
     }

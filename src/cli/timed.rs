@@ -423,6 +423,10 @@ pub(super) fn run(
         None => sources.iter().map(|s| s.name.clone()).collect(),
     };
     let form = replay.as_ref().map(|(log, _)| log.header().form);
+    let replay_name = match &replay {
+        Some((log, false)) => Some(log.name().to_string()),
+        _ => None,
+    };
     let record = args.record.as_ref().map(|path| Record {
         path: path.clone(),
         header: Header {
@@ -488,6 +492,7 @@ pub(super) fn run(
         last_time: None,
         ticks: 0,
         periods: periods.len(),
+        replaying: replay_name,
     };
     let result = run.go(&mut feed, &mut runner, writer.as_mut(), &mut alerts);
     let logged = match &mut feed.record {
@@ -614,6 +619,8 @@ struct Run<'a> {
     ticks: u64,
     /// The specification's periods (for reading ticks of a log).
     periods: usize,
+    /// The log a replay reads its steps from (for its messages).
+    replaying: Option<String>,
 }
 
 impl Run<'_> {
@@ -1033,6 +1040,16 @@ impl Run<'_> {
             },
             Err(StepError::Row(e)) => {
                 let at = format!("time {}", show(time.clone()));
+                // A log's rows were not read by a trace reader: a value of
+                // the wrong type there is a malformed log, not a bug.
+                if let Some(log) = &self.replaying {
+                    return stop(
+                        writer,
+                        &format_args!("{log}: the log's row at {at} does not fit the inputs: {e}"),
+                        Exit::Trace,
+                    )
+                    .map(Some);
+                }
                 if self.tally.skip_rejected(&at, &e) {
                     return Ok(None);
                 }

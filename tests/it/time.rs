@@ -447,3 +447,77 @@ fn a_silent_live_source_goes_idle() {
     );
     assert_eq!(out.status.code(), Some(0));
 }
+
+/// A replay log is untrusted input: every line of a real log mutated (cut,
+/// a byte changed, a value of another type, a line dropped or repeated)
+/// gives outputs and a located error or success, never a crash.
+#[test]
+fn mutated_logs_never_crash_a_replay() {
+    let dir = crate::support::test_dir("time", "mutated");
+    let case = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/time/two_sources");
+    for f in ["spec.dsrv", "metrics.jsonl", "beats.csv"] {
+        std::fs::copy(case.join(f), dir.join(f)).unwrap();
+    }
+    let run = [
+        "run",
+        "spec.dsrv",
+        "--input",
+        "metrics.jsonl",
+        "--input",
+        "beats.csv",
+        "--time",
+        "ts",
+        "--record",
+        "run.log",
+    ];
+    assert_eq!(vigil(&dir, &run).2, Some(0));
+    let log = std::fs::read_to_string(dir.join("run.log")).unwrap();
+    let lines: Vec<&str> = log.lines().collect();
+    let mut variants: Vec<String> = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        let with = |l: String| {
+            let mut v: Vec<String> = lines.iter().map(|s| s.to_string()).collect();
+            v[i] = l;
+            v.join("\n") + "\n"
+        };
+        variants.push(with(line[..line.len() / 2].to_string()));
+        variants.push(with(line.replace("20.5", "\"hot\"").replace("true", "17")));
+        variants.push(with(
+            line.replace("\"s\":1", "\"s\":9")
+                .replace("\"q\":0", "\"q\":-1"),
+        ));
+        variants.push(with(
+            line.replace(":1", ":1e400").replace("\"t\":", "\"t\":-"),
+        ));
+        variants.push(with(line.replace("vigil_log\":1", "vigil_log\":2")));
+        let mut dropped: Vec<&str> = lines.clone();
+        dropped.remove(i);
+        variants.push(dropped.join("\n"));
+        let mut twice: Vec<&str> = lines.clone();
+        twice.insert(i, line);
+        variants.push(twice.join("\n"));
+        for b in [0u8, b'{', b'"', 0xff] {
+            let mut bytes = line.as_bytes().to_vec();
+            let at = (i * 7) % bytes.len().max(1);
+            if let Some(x) = bytes.get_mut(at) {
+                *x = b;
+            }
+            variants.push(with(String::from_utf8_lossy(&bytes).into_owned()));
+        }
+    }
+    for (k, v) in variants.iter().enumerate() {
+        std::fs::write(dir.join("bad.log"), v).unwrap();
+        let (_, stderr, status) = vigil(
+            &dir,
+            &["replay", "spec.dsrv", "bad.log", "--output", "jsonl"],
+        );
+        assert!(
+            matches!(status, Some(0 | 1 | 3 | 4)),
+            "variant {k} ended with {status:?}:\n{v}\n{stderr}"
+        );
+        assert!(
+            !stderr.contains("panicked") && !stderr.contains("bug in vigil"),
+            "variant {k}:\n{v}\n{stderr}"
+        );
+    }
+}
