@@ -197,6 +197,13 @@ impl Merge {
         }
     }
 
+    /// Adds a source (a connection accepted while the merge runs), of the
+    /// lowest priority so far; returns its index.
+    pub fn add_source(&mut self) -> usize {
+        self.sources.push(Source::default());
+        self.sources.len() - 1
+    }
+
     /// Counts no clash for cell `cell`.
     pub fn exempt(mut self, cell: usize) -> Merge {
         self.exempt = Some(cell);
@@ -238,11 +245,14 @@ impl Merge {
         // A source that was idle may deliver a row older than steps already
         // given: it is re-stamped to the watermark (it cannot move time
         // back), and counted as late.
+        // The source's own order is checked against its own times: a row
+        // re-stamped to the watermark below does not move it.
+        s.latest = Some(stamped);
         let (stamped, late) = match self.emitted {
             Some(w) if stamped < w => (w, late.or(Some(time))),
             _ => (stamped, late),
         };
-        s.latest = Some(stamped);
+        let s = &mut self.sources[source];
         let c = Contribution {
             stamp: Stamp {
                 time: stamped,
@@ -397,6 +407,9 @@ mod tests {
         let c = m.push(1, Time(3), vec![None, int(2)]).unwrap();
         assert_eq!((c.stamp.time, c.late), (Time(5), Some(Time(3))));
         assert_eq!(m.idle_sources().count(), 0);
+        // Its own order is still its own times: 4 follows 3.
+        let c = m.push(1, Time(4), vec![None, int(3)]).unwrap();
+        assert_eq!((c.stamp.time, c.late), (Time(5), Some(Time(4))));
     }
 
     #[test]

@@ -44,6 +44,8 @@ pub(super) enum Event {
     Tick(Time, Vec<bool>),
     /// The run stopped on an error of its traces (message, exit status).
     Stop(String, u8),
+    /// A source joined the run (a connection to a `tcp://` input).
+    Source(String),
 }
 
 /// The log format version this vigil writes and reads.
@@ -132,9 +134,19 @@ impl LogWriter {
         writeln!(self.out, "{}", json!({"t": time.0, "tick": ks}))
     }
 
+    /// A source joining the run: `{"source":"tcp://127.0.0.1:50312"}`.
+    pub(super) fn write_source(&mut self, name: &str) -> io::Result<()> {
+        writeln!(self.out, "{}", json!({ "source": name }))
+    }
+
     /// The end of a run stopped by its traces: `{"stop":"…","status":4}`.
     pub(super) fn write_stop(&mut self, message: &str, status: u8) -> io::Result<()> {
         writeln!(self.out, "{}", json!({"stop": message, "status": status}))
+    }
+
+    /// Hands what is written to the file (without syncing it).
+    pub(super) fn flush_buffer(&mut self) -> io::Result<()> {
+        self.out.flush()
     }
 
     pub(super) fn flush(&mut self) -> io::Result<()> {
@@ -198,6 +210,8 @@ pub(super) struct LogReader {
     lines: io::Lines<io::BufReader<std::fs::File>>,
     line: u64,
     header: Header,
+    /// The sources so far: the header's, then those that joined.
+    sources: usize,
 }
 
 impl LogReader {
@@ -259,8 +273,14 @@ impl LogReader {
             name: path.to_string(),
             lines,
             line: 1,
+            sources: header.sources.len(),
             header,
         })
+    }
+
+    /// Takes a source that joined the run into account (its rows follow).
+    pub(super) fn add_source(&mut self) {
+        self.sources += 1;
     }
 
     pub(super) fn name(&self) -> &str {
@@ -292,6 +312,10 @@ impl LogReader {
         let bad = |m: &str| format!("{}:{}: {m}", self.name, self.line);
         let j: Map<String, Json> =
             serde_json::from_str(&line).map_err(|e| bad(&format!("not a log step: {e}")))?;
+        if let Some(name) = j.get("source") {
+            let name = name.as_str().ok_or_else(|| bad("`source` is not a name"))?;
+            return Ok(Some(Event::Source(name.to_string())));
+        }
         if let Some(m) = j.get("stop") {
             let message = m.as_str().ok_or_else(|| bad("`stop` is not a message"))?;
             let status = j.get("status").and_then(Json::as_u64).unwrap_or(4);
@@ -323,7 +347,7 @@ impl LogReader {
             let (Some(source), Some(seq)) = (get("s"), get("q")) else {
                 return Err(bad("a row without its source `s` and position `q`"));
             };
-            if source as usize >= self.header.sources.len() {
+            if source as usize >= self.sources {
                 return Err(bad(&format!(
                     "a row of source {source}, which the header does not name"
                 )));

@@ -101,27 +101,26 @@ fn read_one(
     (warnings, msg)
 }
 
-/// Reads source `path` on a thread of its own, sending what it reads (at
-/// most a few hundred rows ahead: the channel is bounded, so a fast source
-/// waits for the merge rather than filling memory).
+/// Reads a source on a thread of its own (opened there by `open`: a reader
+/// stays on the thread that opened it), sending what it reads: at most a
+/// few hundred rows ahead, as the channel is bounded, so a fast source waits
+/// for the merge rather than filling memory.
 fn spawn_reader(
-    path: String,
     name: String,
     format: TraceFormat,
-    schema: crate::trace::InputSchema,
-    options: ReaderOptions,
+    width: usize,
     skip: bool,
+    open: impl FnOnce() -> Result<Box<dyn RowReader>, String> + Send + 'static,
 ) -> std::sync::mpsc::Receiver<Msg> {
     let (tx, rx) = std::sync::mpsc::sync_channel(256);
     std::thread::spawn(move || {
-        let mut reader = match trace::open_trace(&path, format, &schema, options) {
-            Ok(o) => o.reader,
+        let mut reader = match open() {
+            Ok(r) => r,
             Err(e) => {
-                let _ = tx.send(Msg::Failed(e.to_string(), Exit::Failure));
+                let _ = tx.send(Msg::Failed(e, Exit::Failure));
                 return;
             }
         };
-        let width = schema.names.len();
         let mut rows = 0;
         loop {
             let (warnings, msg) = read_one(reader.as_mut(), &name, format, rows, width, skip);
@@ -134,6 +133,39 @@ fn spawn_reader(
             let last = matches!(msg, Msg::End | Msg::Failed(..));
             // The run gone (it stopped), or the source done: stop reading.
             if tx.send(msg).is_err() || last {
+                return;
+            }
+        }
+    });
+    rx
+}
+
+/// A connection accepted by a `tcp://` input: its name and its rows.
+type Connection = (String, std::sync::mpsc::Receiver<Msg>);
+
+/// Accepts connections on `listener`, each a JSON-lines source read on a
+/// thread of its own, handed to the run in accept order.
+fn spawn_listener(
+    listener: std::net::TcpListener,
+    schema: crate::trace::InputSchema,
+    skip: bool,
+) -> std::sync::mpsc::Receiver<Connection> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { continue };
+            let name = match stream.peer_addr() {
+                Ok(a) => format!("tcp://{a}"),
+                Err(_) => "tcp://?".to_string(),
+            };
+            let (n, schema) = (name.clone(), schema.clone());
+            let width = schema.names.len();
+            let rows = spawn_reader(name.clone(), TraceFormat::Jsonl, width, skip, move || {
+                let source = Box::new(io::BufReader::new(stream));
+                trace::reader_from_bufread(&n, source, TraceFormat::Jsonl, &schema)
+                    .map_err(|e| e.to_string())
+            });
+            if tx.send((name, rows)).is_err() {
                 return;
             }
         }
@@ -309,7 +341,22 @@ pub(super) fn run(
         None | Some((_, true)) => args.input.as_slice(),
         Some((_, false)) => &[],
     };
+    let mut listener = None;
     for path in reading {
+        if let Some(addr) = path.strip_prefix("tcp://") {
+            if replay.is_some() {
+                return fail("vigil replay --check cannot read a tcp:// input again");
+            }
+            if listener.is_some() {
+                return fail("one tcp:// input at most (its connections are the sources)");
+            }
+            match std::net::TcpListener::bind(addr) {
+                Ok(l) => listener = Some(l),
+                Err(e) => return fail(&format!("--input {path}: cannot listen: {e}")),
+            }
+            streaming = true;
+            continue;
+        }
         let format = match trace_format(path, args.format) {
             Ok(f) => f,
             Err(exit) => return exit,
@@ -341,20 +388,34 @@ pub(super) fn run(
     {
         return fail("--idle-timeout: not a number of seconds");
     }
-    if streaming && sources.len() > 1 {
+    let skip = args.on_malformed != OnMalformed::Stop;
+    if streaming && (sources.len() > 1 || listener.is_some()) {
         // Live sources merged: each read on a thread of its own (reopened
         // there: a reader stays on the thread that opened it).
-        for (src, path) in sources.iter_mut().zip(reading) {
+        let files = reading.iter().filter(|p| !p.starts_with("tcp://"));
+        for (src, path) in sources.iter_mut().zip(files) {
+            let (path, format, schema) = (path.clone(), src.format, schema.clone());
+            let width = schema.names.len();
             src.feeder = Feeder::Thread(spawn_reader(
-                path.clone(),
                 src.name.clone(),
-                src.format,
-                schema.clone(),
-                options,
-                args.on_malformed != OnMalformed::Stop,
+                format,
+                width,
+                skip,
+                move || {
+                    trace::open_trace(&path, format, &schema, options)
+                        .map(|o| o.reader)
+                        .map_err(|e| e.to_string())
+                },
             ));
         }
     }
+    if let Some(l) = &listener
+        && let Ok(addr) = l.local_addr()
+    {
+        // The address (a port 0 asked for any free port) for whoever connects.
+        say(format_args!("vigil: listening on tcp://{addr}\n"));
+    }
+    let connections = listener.map(|l| spawn_listener(l, schema.clone(), skip));
     let mut runner = match &args.key {
         None => Runner::Single(Box::new(
             Monitor::builder(spec)
@@ -444,6 +505,7 @@ pub(super) fn run(
             lateness,
         },
         writer: None,
+        live: streaming,
     });
     let mut feed = match replay {
         Some((log, false)) => Feed {
@@ -453,6 +515,7 @@ pub(super) fn run(
             replay: Some(log),
             scheduler: None,
             pending: Default::default(),
+            connections: None,
         },
         Some((log, true)) => Feed {
             merge,
@@ -461,6 +524,7 @@ pub(super) fn run(
             replay: None,
             scheduler: (!periods.is_empty()).then(|| Scheduler::new(&periods)),
             pending: Default::default(),
+            connections: None,
         },
         None => Feed {
             merge,
@@ -469,6 +533,7 @@ pub(super) fn run(
             replay: None,
             scheduler: (!periods.is_empty()).then(|| Scheduler::new(&periods)),
             pending: Default::default(),
+            connections,
         },
     };
     let mut run = Run {
@@ -552,6 +617,8 @@ struct Feed {
     /// events due before the next step is read.
     scheduler: Option<Scheduler>,
     pending: std::collections::VecDeque<Event>,
+    /// A `tcp://` input's connections, each a source joining the merge.
+    connections: Option<std::sync::mpsc::Receiver<Connection>>,
 }
 
 /// A replay log being written: its header waits for the first step, which
@@ -560,6 +627,8 @@ struct Record {
     path: String,
     header: Header,
     writer: Option<LogWriter>,
+    /// Whether a source is live (then every line is flushed as written).
+    live: bool,
 }
 
 impl Record {
@@ -572,10 +641,16 @@ impl Record {
         }
         let w = self.writer.as_mut().expect("created above");
         match event {
-            Event::Rows(step) => w.write_step(step),
-            Event::Tick(t, due) => w.write_tick(*t, due),
-            Event::Stop(message, status) => w.write_stop(message, *status),
+            Event::Rows(step) => w.write_step(step)?,
+            Event::Tick(t, due) => w.write_tick(*t, due)?,
+            Event::Stop(message, status) => w.write_stop(message, *status)?,
+            Event::Source(name) => w.write_source(name)?,
         }
+        // A live run's log is as far as its outputs, should it be killed.
+        if self.live {
+            w.flush_buffer()?;
+        }
+        Ok(())
     }
 
     /// Writes the header of a log without steps, and flushes.
@@ -641,11 +716,42 @@ impl Run<'_> {
             let done = match event {
                 Event::Rows(step) => self.evaluate(step, runner, writer, alerts, &mut stopped)?,
                 Event::Tick(t, due) => self.tick(t, &due, runner, writer, alerts)?,
-                Event::Stop(..) => unreachable!("a stop ends the feed"),
+                Event::Stop(..) | Event::Source(..) => {
+                    unreachable!("the feed ends at a stop and takes sources in")
+                }
             };
             if let Some(exit) = done {
                 return Ok(exit);
             }
+        }
+    }
+
+    /// Adds the connections a `tcp://` input has accepted as sources (the
+    /// next in priority, in accept order), waiting up to `wait` for one.
+    fn accept(&mut self, feed: &mut Feed, wait: Option<std::time::Duration>) -> io::Result<()> {
+        let Some(conns) = &feed.connections else {
+            return Ok(());
+        };
+        let mut first = match wait {
+            Some(d) => conns.recv_timeout(d).ok(),
+            None => None,
+        };
+        loop {
+            let Some((name, rows)) = first.take().or_else(|| conns.try_recv().ok()) else {
+                return Ok(());
+            };
+            let s = feed.merge.add_source();
+            debug_assert_eq!(s, self.sources.len());
+            if let Some(r) = &mut feed.record {
+                r.write(&Event::Source(name.clone()), self.form)?;
+            }
+            self.sources.push(Source {
+                name: name.clone(),
+                feeder: Feeder::Thread(rows),
+                format: TraceFormat::Jsonl,
+                rows: 0,
+            });
+            self.names.push(name);
         }
     }
 
@@ -765,24 +871,47 @@ impl Run<'_> {
     ) -> io::Result<Result<Option<Event>, Exit>> {
         let exempt = self.time_cell;
         if let Some(log) = &mut feed.replay {
-            return match log.next_event(exempt, self.periods) {
-                Ok(Some(Event::Stop(message, status))) => {
-                    stop(writer, &message, exit_of(status)).map(Err)
-                }
-                Ok(event) => Ok(Ok(event)),
-                Err(m) => stop(writer, &m, Exit::Trace).map(Err),
-            };
+            loop {
+                return match log.next_event(exempt, self.periods) {
+                    Ok(Some(Event::Stop(message, status))) => {
+                        stop(writer, &message, exit_of(status)).map(Err)
+                    }
+                    Ok(Some(Event::Source(name))) => {
+                        self.names.push(name);
+                        log.add_source();
+                        continue;
+                    }
+                    Ok(event) => Ok(Ok(event)),
+                    Err(m) => stop(writer, &m, Exit::Trace).map(Err),
+                };
+            }
         }
         let event = match feed.pending.pop_front() {
             Some(event) => Some(event),
             None => {
                 let step = loop {
+                    self.accept(feed, None)?;
+                    // An idle source is idle until its next row arrives: one
+                    // waiting now goes into the merge before the next step.
+                    let idle: Vec<usize> = feed.merge.idle_sources().collect();
+                    for s in idle {
+                        let read =
+                            self.read_within(s, &mut feed.merge, Some(std::time::Duration::ZERO))?;
+                        if let Err((message, exit)) = read {
+                            return self.end_feed(feed, message, exit, writer);
+                        }
+                    }
                     if let Some(step) = feed.merge.pop() {
                         break Some(step);
                     }
                     let read = match feed.merge.wants() {
                         Some(s) => self.read(s, &mut feed.merge)?,
-                        None if feed.merge.is_done() => break None,
+                        None if feed.merge.is_done() && feed.connections.is_none() => break None,
+                        // Every source has ended: wait for a connection.
+                        None if feed.merge.idle_sources().next().is_none() => {
+                            self.accept(feed, Some(std::time::Duration::from_millis(50)))?;
+                            Ok(())
+                        }
                         // Every source left is idle: listen to each in turn
                         // until one delivers (or ends).
                         None => {
@@ -1100,6 +1229,11 @@ fn diverges(live: Option<&Event>, logged: Option<&Event>, names: &[String]) -> O
         }
         (Some(_), Some(Event::Tick(..))) => {
             return Some("the run has rows where the log has a tick".into());
+        }
+        (Some(Event::Source(_)), _) | (_, Some(Event::Source(_))) => {
+            return Some(
+                "the log has a connection to a tcp:// input, which cannot be read again".into(),
+            );
         }
         (Some(Event::Rows(a)), Some(Event::Rows(b))) => (a, b),
     };
