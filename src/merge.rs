@@ -157,10 +157,26 @@ impl fmt::Display for Gap {
     }
 }
 
+/// What a source's queue holds: rows, and time-reset markers.
+enum Item {
+    Row(Contribution, Vec<Option<Value>>),
+    Reset,
+}
+
+impl Item {
+    /// The time of a row; `None` for a marker.
+    fn time(&self) -> Option<Time> {
+        match self {
+            Item::Row(c, _) => Some(c.stamp.time),
+            Item::Reset => None,
+        }
+    }
+}
+
 /// One source's queue and order state.
 #[derive(Default)]
 struct Source {
-    queue: VecDeque<(Contribution, Vec<Option<Value>>)>,
+    queue: VecDeque<Item>,
     ended: bool,
     /// Silent for too long (`Merge::idle`): steps do not wait for it.
     idle: bool,
@@ -248,8 +264,11 @@ impl Merge {
         // The source's own order is checked against its own times: a row
         // re-stamped to the watermark below does not move it.
         s.latest = Some(stamped);
+        // Behind a time reset, a row is of the next epoch: the watermark of
+        // this one does not apply to it.
+        let next_epoch = s.queue.iter().any(|i| matches!(i, Item::Reset));
         let (stamped, late) = match self.emitted {
-            Some(w) if stamped < w => (w, late.or(Some(time))),
+            Some(w) if stamped < w && !next_epoch => (w, late.or(Some(time))),
             _ => (stamped, late),
         };
         let s = &mut self.sources[source];
@@ -262,8 +281,41 @@ impl Merge {
             late,
         };
         s.seq += 1;
-        s.queue.push_back((c, cells));
+        s.queue.push_back(Item::Row(c, cells));
         Ok(c)
+    }
+
+    /// Queues a time reset of `source` (see `pop_reset`): its later rows
+    /// may start again at any time.
+    pub fn push_reset(&mut self, source: usize) {
+        let s = &mut self.sources[source];
+        s.idle = false;
+        s.latest = None;
+        s.queue.push_back(Item::Reset);
+    }
+
+    /// The time reset every source has reached, if one is due: once every
+    /// source that has not ended (and is not idle) has a reset marker first
+    /// in its queue, and every row before them has been merged, the markers
+    /// are taken and the watermark is cleared — a new epoch, whose times
+    /// may start anywhere. Returns whether that happened.
+    pub fn pop_reset(&mut self) -> bool {
+        let waiting = |s: &Source| matches!(s.queue.front(), Some(Item::Reset));
+        let parked = self.sources.iter().any(waiting);
+        let all = self
+            .sources
+            .iter()
+            .all(|s| waiting(s) || (s.queue.is_empty() && (s.ended || s.idle)));
+        if !(parked && all) {
+            return false;
+        }
+        for s in &mut self.sources {
+            if waiting(s) {
+                s.queue.pop_front();
+            }
+        }
+        self.emitted = None;
+        true
     }
 
     /// Marks `source` as ended: it has no more rows.
@@ -304,20 +356,23 @@ impl Merge {
         if self.wants().is_some() {
             return None;
         }
+        // A source at a reset marker waits for the others (`pop_reset`).
         let time = self
             .sources
             .iter()
-            .filter_map(|s| s.queue.front().map(|(c, _)| c.stamp.time))
+            .filter_map(|s| s.queue.front().and_then(Item::time))
             .min()?;
         let mut rows = Vec::new();
         for s in &mut self.sources {
-            if s.queue.front().is_none_or(|(c, _)| c.stamp.time != time) {
+            if s.queue.front().and_then(Item::time) != Some(time) {
                 continue;
             }
             if self.separate && !rows.is_empty() {
                 break;
             }
-            rows.push(s.queue.pop_front().expect("checked above"));
+            if let Some(Item::Row(c, cells)) = s.queue.pop_front() {
+                rows.push((c, cells));
+            }
         }
         let step = Step::of_rows(time, self.width, rows, self.exempt);
         self.emitted = Some(time);
@@ -410,6 +465,34 @@ mod tests {
         // Its own order is still its own times: 4 follows 3.
         let c = m.push(1, Time(4), vec![None, int(3)]).unwrap();
         assert_eq!((c.stamp.time, c.late), (Time(5), Some(Time(4))));
+    }
+
+    #[test]
+    fn a_time_reset_waits_for_every_source_then_starts_an_epoch() {
+        let mut m = Merge::new(2, 2, 0);
+        m.push(0, Time(100), vec![int(1), None]).unwrap();
+        m.push_reset(0);
+        m.push(0, Time(5), vec![int(2), None]).unwrap();
+        m.push(1, Time(90), vec![None, int(1)]).unwrap();
+        assert_eq!(m.pop().unwrap().time, Time(90));
+        assert_eq!(m.wants(), Some(1), "source 1 may still have old-epoch rows");
+        m.push(1, Time(100), vec![None, int(2)]).unwrap();
+        assert_eq!(m.pop().unwrap().time, Time(100), "both rows at 100");
+        assert!(
+            m.pop().is_none() && !m.pop_reset(),
+            "source 1 has not reset"
+        );
+        m.push_reset(1);
+        assert!(m.pop().is_none());
+        assert!(m.pop_reset());
+        // The new epoch's rows are not late, though older than the last step.
+        m.push(1, Time(6), vec![None, int(3)]).unwrap();
+        m.end(0);
+        m.end(1);
+        let (a, b) = (m.pop().unwrap(), m.pop().unwrap());
+        assert_eq!((a.time, b.time), (Time(5), Time(6)));
+        assert!(a.rows.iter().chain(&b.rows).all(|(c, _)| c.late.is_none()));
+        assert!(m.is_done());
     }
 
     #[test]

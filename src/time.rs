@@ -186,6 +186,11 @@ impl Scheduler {
         }
     }
 
+    /// The periods scheduled.
+    pub fn periods(&self) -> &[i64] {
+        &self.periods
+    }
+
     /// Whether the origin is set.
     pub fn started(&self) -> bool {
         self.next.iter().any(Option::is_some)

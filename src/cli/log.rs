@@ -4,14 +4,15 @@
 //!
 //! ```text
 //! {"vigil_log":1,"fingerprint":"…","sources":["a.jsonl","b.csv"],"fields":["temp","beat","ts"],
-//!  "time":"ts","unit":"s","form":"number","key":null,"start":null,"max_gap":null,"on_gap":"catch-up","max_ticks":1000000,"lateness":0}
+//!  "time":"ts","unit":"s","form":"number","key":null,"start":null,"max_gap":null,
+//!  "on_gap":"catch-up","max_ticks":1000000,"on_reset":"cancel","lateness":0}
 //! ```
 //!
 //! (`vigil_log` is the format version; `fingerprint` the specification's, as snapshots carry it;
 //! `fields` the cells of every source row: the declared inputs, then undeclared `--pass` fields,
 //! then the time field if it is not an input; `time`, `unit` and `form` how times were read and
 //! are written (`number` or `rfc3339`); `key` the key input of a keyed run; `lateness` the
-//! re-stamping bound and `start`, `max_gap`, `on_gap`, `max_ticks` the scheduler's options (times
+//! re-stamping bound and `start`, `max_gap`, `on_gap`, `max_ticks`, `on_reset` the scheduler's options (times
 //! in nanoseconds), so that `--check` reads and ticks as the recorded run did.) Then one line
 //! per step, in order:
 //!
@@ -46,6 +47,8 @@ pub(super) enum Event {
     Stop(String, u8),
     /// A source joined the run (a connection to a `tcp://` input).
     Source(String),
+    /// Every source reached a time reset: a new epoch begins.
+    Reset,
 }
 
 /// The log format version this vigil writes and reads.
@@ -66,6 +69,7 @@ pub(super) struct Header {
     pub max_gap: Option<i64>,
     pub on_gap: String,
     pub max_ticks: u64,
+    pub on_reset: String,
     /// The lateness bound rows were re-stamped within (ns).
     pub lateness: i64,
 }
@@ -92,6 +96,7 @@ impl LogWriter {
             "max_gap": h.max_gap,
             "on_gap": h.on_gap,
             "max_ticks": h.max_ticks,
+            "on_reset": h.on_reset,
             "lateness": h.lateness,
         });
         writeln!(out, "{header}")?;
@@ -132,6 +137,11 @@ impl LogWriter {
             .map(|(k, _)| k)
             .collect();
         writeln!(self.out, "{}", json!({"t": time.0, "tick": ks}))
+    }
+
+    /// A time reset every source reached: `{"reset":true}`.
+    pub(super) fn write_reset(&mut self) -> io::Result<()> {
+        writeln!(self.out, "{}", json!({ "reset": true }))
     }
 
     /// A source joining the run: `{"source":"tcp://127.0.0.1:50312"}`.
@@ -267,6 +277,7 @@ impl LogReader {
                 .get("max_ticks")
                 .and_then(Json::as_u64)
                 .unwrap_or(1_000_000),
+            on_reset: text("on_reset").unwrap_or_else(|| "cancel".into()),
             lateness: h.get("lateness").and_then(Json::as_i64).unwrap_or(0),
         };
         Ok(LogReader {
@@ -312,6 +323,9 @@ impl LogReader {
         let bad = |m: &str| format!("{}:{}: {m}", self.name, self.line);
         let j: Map<String, Json> =
             serde_json::from_str(&line).map_err(|e| bad(&format!("not a log step: {e}")))?;
+        if j.get("reset").is_some() {
+            return Ok(Some(Event::Reset));
+        }
         if let Some(name) = j.get("source") {
             let name = name.as_str().ok_or_else(|| bad("`source` is not a name"))?;
             return Ok(Some(Event::Source(name.to_string())));

@@ -189,6 +189,12 @@ pub struct RunArgs {
     /// `skip` only the last one of each period.
     #[arg(long, value_name = "POLICY", default_value = "catch-up", value_parser = ["catch-up", "skip"])]
     pub on_gap: String,
+    /// At a time reset (a row whose time field is `reset`, in every trace):
+    /// `cancel` drops the ticks the jump skips over, `once` fires one tick of
+    /// every period at the reset, then the ticks start again at the next
+    /// row's time.
+    #[arg(long, value_name = "POLICY", default_value = "cancel", value_parser = ["cancel", "once"])]
+    pub on_reset: String,
     /// With several traces, at least one of them live (a pipe, a FIFO,
     /// standard input): a trace silent for this many seconds stops holding
     /// the merged steps back until its next row (whose time, if already

@@ -224,6 +224,7 @@ pub(super) fn replay(r: &ReplayArgs) -> Exit {
     args.key = h.key.clone();
     args.on_gap = h.on_gap.clone();
     args.max_ticks = h.max_ticks;
+    args.on_reset = h.on_reset.clone();
     let output = match args.output {
         super::OutputArg::Text => OutputFormat::Text,
         super::OutputArg::Csv => OutputFormat::Csv,
@@ -502,6 +503,7 @@ pub(super) fn run(
             max_gap,
             on_gap: args.on_gap.clone(),
             max_ticks: args.max_ticks,
+            on_reset: args.on_reset.clone(),
             lateness,
         },
         writer: None,
@@ -645,6 +647,7 @@ impl Record {
             Event::Tick(t, due) => w.write_tick(*t, due)?,
             Event::Stop(message, status) => w.write_stop(message, *status)?,
             Event::Source(name) => w.write_source(name)?,
+            Event::Reset => w.write_reset()?,
         }
         // A live run's log is as far as its outputs, should it be killed.
         if self.live {
@@ -716,6 +719,8 @@ impl Run<'_> {
             let done = match event {
                 Event::Rows(step) => self.evaluate(step, runner, writer, alerts, &mut stopped)?,
                 Event::Tick(t, due) => self.tick(t, &due, runner, writer, alerts)?,
+                // A new epoch changes the merge and the scheduler only.
+                Event::Reset => None,
                 Event::Stop(..) | Event::Source(..) => {
                     unreachable!("the feed ends at a stop and takes sources in")
                 }
@@ -724,6 +729,24 @@ impl Run<'_> {
                 return Ok(exit);
             }
         }
+    }
+
+    /// A time reset every source reached: the scheduler's work is cancelled
+    /// or run once (`--on-reset`) and it starts again at the next row's
+    /// time; queued as events (the ticks, then the reset).
+    fn reset(&mut self, feed: &mut Feed) {
+        if let Some(sched) = &mut feed.scheduler {
+            let periods = self.periods;
+            if self.args.on_reset == "once"
+                && let Some(last) = self.last_time
+            {
+                feed.pending
+                    .push_back(Event::Tick(last, vec![true; periods]));
+            }
+            *sched = Scheduler::new(&sched.periods().to_vec());
+        }
+        self.last_time = None;
+        feed.pending.push_back(Event::Reset);
     }
 
     /// Adds the connections a `tcp://` input has accepted as sources (the
@@ -904,6 +927,10 @@ impl Run<'_> {
                     if let Some(step) = feed.merge.pop() {
                         break Some(step);
                     }
+                    if feed.merge.pop_reset() {
+                        self.reset(feed);
+                        break None;
+                    }
                     let read = match feed.merge.wants() {
                         Some(s) => self.read(s, &mut feed.merge)?,
                         None if feed.merge.is_done() && feed.connections.is_none() => break None,
@@ -932,6 +959,7 @@ impl Run<'_> {
                     }
                 };
                 match step {
+                    None if !feed.pending.is_empty() => feed.pending.pop_front(),
                     None => None,
                     Some(step) => {
                         if let Err(m) = self.schedule(feed, step.time) {
@@ -1028,6 +1056,15 @@ impl Run<'_> {
         let src = &mut self.sources[s];
         src.rows += 1;
         self.tally.rows_read += 1;
+        // A time reset: the row's time field is `reset` (nothing else of it
+        // is read).
+        if let Some(cell) = self.time_cell
+            && src.format != TraceFormat::Tc
+            && matches!(&cells[cell], Some(Value::Str(t)) if &**t == "reset")
+        {
+            merge.push_reset(s);
+            return Ok(Ok(()));
+        }
         let time = match (self.time_cell, src.format) {
             (Some(cell), f) if f != TraceFormat::Tc => match &cells[cell] {
                 None => Err(format!(
@@ -1229,6 +1266,10 @@ fn diverges(live: Option<&Event>, logged: Option<&Event>, names: &[String]) -> O
         }
         (Some(_), Some(Event::Tick(..))) => {
             return Some("the run has rows where the log has a tick".into());
+        }
+        (Some(Event::Reset), Some(Event::Reset)) => return None,
+        (Some(Event::Reset), Some(_)) | (Some(_), Some(Event::Reset)) => {
+            return Some("a time reset on one side only".into());
         }
         (Some(Event::Source(_)), _) | (_, Some(Event::Source(_))) => {
             return Some(
