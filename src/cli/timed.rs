@@ -743,7 +743,7 @@ impl Run<'_> {
                 feed.pending
                     .push_back(Event::Tick(last, vec![true; periods]));
             }
-            *sched = Scheduler::new(&sched.periods().to_vec());
+            *sched = Scheduler::new(sched.periods());
         }
         self.last_time = None;
         feed.pending.push_back(Event::Reset);
