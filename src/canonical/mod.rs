@@ -431,6 +431,12 @@ impl NodeState {
         }
     }
 
+    /// The step count fused programs index event rings by: the input steps
+    /// so far (every step, for a plan without periodic streams).
+    pub fn ring_step(&self) -> u64 {
+        self.clocks.first().copied().unwrap_or(self.step)
+    }
+
     /// The count of `n`'s clock: the steps before this one on which it ran.
     fn clock_count(&self, plan: &Plan, n: NodeId) -> u64 {
         match plan.is_timed() {
@@ -493,6 +499,11 @@ impl NodeState {
     /// Publishes a stream's root: a root node already wrote the stream's
     /// slot; a reference or constant root is copied into it.
     pub fn publish_root(&mut self, plan: &Plan, s: StreamId) {
+        if plan.is_timed() && !self.active[plan.clocks[s.index()] as usize] {
+            // Not the stream's step (every path, fused or not, comes here).
+            self.write(s.0, Sample::NoVal);
+            return;
+        }
         if let Some(graph) = plan.graph(s)
             && !matches!(graph.root, crate::plan::Operand::Node(_))
         {
@@ -504,6 +515,11 @@ impl NodeState {
     /// Evaluates one node and stores its value. A fault inside an `if` arm is
     /// parked for that `if` to report or discard; the node is NoVal.
     pub fn eval_node(&mut self, plan: &Plan, id: NodeId) -> Result<(), RuntimeError> {
+        if plan.is_timed() && !self.active[plan.node_clock(id)] {
+            // Not its stream's step: NoVal, holding its last value.
+            self.write(plan.node_slot(id), Sample::NoVal);
+            return Ok(());
+        }
         let node = plan.node(id);
         let sample = match self.compute(plan, id) {
             Ok(s) => s,

@@ -596,6 +596,15 @@ pub(super) fn run(
             if run.ticks == 1 { "" } else { "s" },
         ));
     }
+    if args.stats {
+        match &runner {
+            Runner::Single(m) => say(format_args!("{}", m.stats())),
+            Runner::Keyed(m) => {
+                say(format_args!("{}", m.stats()));
+                say(format_args!("keys: {} live\n", m.key_count()));
+            }
+        }
+    }
     if status == Exit::Success && args.fail_on_trigger && alerts.fired > 0 {
         say(format_args!(
             "error: {} trigger firing{} (--fail-on-trigger)\n",

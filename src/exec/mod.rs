@@ -258,16 +258,19 @@ impl Engine {
         let whole_ok = crate::fusion::lower::whole_row_eligible(&plan);
         let jit_ok = jit::JitModule::new().map(|_| ()).map_err(|e| e.to_string());
         let (tier, why) = match (requested, &whole_ok, &jit_ok) {
-            // Streams on clocks of their own: the fused programs (and the
-            // whole-row kernel) count every row as a step of every ring.
-            _ if plan.is_timed() => (
-                Tier::Canonical,
-                match requested {
-                    Tier::Canonical => "requested".to_string(),
-                    _ => format!(
-                        "{requested} requested, but a spec with periodic streams runs on the canonical tier"
-                    ),
-                },
+            // Periodic streams: the fused programs run the event streams on
+            // input steps; ticks, and the periodic streams, are canonical.
+            (Tier::NativeWhole | Tier::Auto, _, Ok(())) if plan.is_timed() => (
+                Tier::NativeRegions,
+                format!(
+                    "{requested} requested; a spec with periodic streams has no whole-row kernel: native regions for the event streams on input steps, the canonical tier for ticks"
+                ),
+            ),
+            (Tier::NativeWhole | Tier::Auto, Err(e), Ok(())) if plan.is_timed() => (
+                Tier::NativeRegions,
+                format!(
+                    "{requested} requested; no whole-row kernel ({e}): native regions for the event streams on input steps, the canonical tier for ticks"
+                ),
             ),
             (Tier::Canonical, ..) => (Tier::Canonical, "requested".to_string()),
             (Tier::Quickened, ..) => (Tier::Quickened, "requested".to_string()),
@@ -824,7 +827,8 @@ fn run_kernel(
         // Regions read inputs from the arena: the interpreter runs on the
         // state's vectors directly.
         Kernel::Quick(code) if code.decl().inputs == 0 => {
-            code.run_slices(&mut st.lanes, &mut st.tags, &mut st.ring_lanes, st.step)
+            let at = st.ring_step();
+            code.run_slices(&mut st.lanes, &mut st.tags, &mut st.ring_lanes, at)
         }
         kernel => {
             assert_frame_fits(st, &rt.lowered.program.decl);
@@ -834,7 +838,7 @@ fn run_kernel(
                 env: st.lanes.as_mut_ptr(),
                 env_tags: st.tags.as_mut_ptr(),
                 state: st.ring_lanes.as_mut_ptr(),
-                step: st.step,
+                step: st.ring_step(),
                 status: 0,
             };
             // SAFETY: the programs declare `env = plan.slot_count()`, the

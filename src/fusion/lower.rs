@@ -87,6 +87,11 @@ pub fn lower_region(plan: &Plan, body: &RegionBody) -> LoweredRegion {
 /// scalar, and every node has a scalar lowering (`if` as a select, stateful
 /// builtins by their present-value meaning).
 pub fn whole_row_eligible(plan: &Plan) -> Result<(), String> {
+    if plan.is_timed() {
+        // Its rings advance on several clocks; the kernel pushes every ring
+        // every row.
+        return Err("periodic streams run on clocks of their own".to_string());
+    }
     for &s in plan.spec.inputs.iter().chain(&plan.schedule) {
         if scalar_type(plan.spec.stream(s).sig).is_none() {
             return Err(format!("`{}` is not scalar", plan.stream_name(s)));

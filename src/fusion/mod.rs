@@ -129,7 +129,9 @@ pub fn operand_sig(plan: &Plan, op: &Operand) -> ScalarSignature {
 /// instruction sequence for it with the canonical tier's exact result.
 pub fn is_island_node(plan: &Plan, id: NodeId) -> bool {
     let node = plan.node(id);
-    if node.rebound {
+    // A periodic stream's nodes run on its ticks, which the canonical tier
+    // evaluates; fused programs run on input steps only.
+    if node.rebound || (plan.is_timed() && plan.node_clock(id) != 0) {
         return false;
     }
     let sigs: Vec<ScalarSignature> = node.args.iter().map(|a| operand_sig(plan, a)).collect();
@@ -184,6 +186,9 @@ pub fn why_not_eligible(plan: &Plan, s: StreamId) -> Option<String> {
         return None;
     }
     let graph = plan.graph(s)?;
+    if plan.clocks[s.index()] != 0 {
+        return Some("it is periodic: its ticks run on the canonical tier".to_string());
+    }
     if scalar_type(plan.spec.stream(s).sig).is_none() {
         return Some(format!(
             "its values are not of one scalar representation (type {}, signature none)",
@@ -245,6 +250,9 @@ fn is_eligible(plan: &Plan, s: StreamId) -> bool {
     let Some(graph) = plan.graph(s) else {
         return false;
     };
+    if plan.clocks[s.index()] != 0 {
+        return false;
+    }
     if scalar_type(plan.spec.stream(s).sig).is_none()
         || scalar_type(operand_sig(plan, &graph.root)).is_none()
     {

@@ -593,3 +593,42 @@ fn tcp_connections_are_merged_sources() {
     let (replayed, _, status) = vigil(&dir, &["replay", &spec, &log, "--output", "jsonl"]);
     assert_eq!((replayed.as_str(), status), (got.as_str(), Some(0)));
 }
+
+/// A spec with periodic streams runs its event streams fused on input steps
+/// (the ticks, and the periodic streams, on the canonical tier): the fused
+/// tiers do run, not merely fall back.
+#[test]
+fn periodic_specs_run_their_event_streams_fused() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for (tier, what) in [
+        ("quickened", "quickened: "),
+        ("native-regions", "native-regions: "),
+    ] {
+        let (_, stderr, status) = vigil(
+            root,
+            &[
+                "run",
+                "examples/heartbeat.dsrv",
+                "--input",
+                "examples/beats.jsonl",
+                "--time",
+                "t",
+                "--tier",
+                tier,
+                "--stats",
+            ],
+        );
+        assert_eq!(status, Some(0));
+        let runs: u64 = stderr
+            .lines()
+            .find_map(|l| {
+                l.strip_prefix(what)?
+                    .split_whitespace()
+                    .next()?
+                    .parse()
+                    .ok()
+            })
+            .unwrap_or_else(|| panic!("no region runs in:\n{stderr}"));
+        assert!(runs > 0, "{stderr}");
+    }
+}
