@@ -632,3 +632,94 @@ fn periodic_specs_run_their_event_streams_fused() {
         assert!(runs > 0, "{stderr}");
     }
 }
+
+/// Generated specs with one stream made periodic, over a generated timed
+/// trace: every tier gives the canonical tier's output and status (the
+/// event streams fused on input steps, the ticks canonical).
+#[test]
+fn periodic_generated_specs_agree_on_every_tier() {
+    use crate::props::{case_strategy, generate_spec, generate_trace};
+    use proptest::strategy::ValueTree;
+    let mut runner = proptest::test_runner::TestRunner::deterministic();
+    let strategy = (
+        case_strategy(),
+        proptest::collection::vec(0..3i64, 80),
+        0..6usize,
+        1..4i64,
+    );
+    let (mut cases, mut ticked) = (0, 0);
+    for case in 0..80 {
+        let ((spec_data, len, trace_data), gaps, pick, period) =
+            strategy.new_tree(&mut runner).unwrap().current();
+        let g = generate_spec(&spec_data, true);
+        // The declaration of stream `s{pick}`, if it exists, made periodic.
+        let name = format!("s{}", pick);
+        let source: String = g
+            .source
+            .lines()
+            .map(|l| {
+                let decl = l.split_whitespace().nth(1).map(|n| n.trim_end_matches(':'));
+                let kind = l.split_whitespace().next();
+                if decl == Some(name.as_str()) && matches!(kind, Some("out" | "aux")) {
+                    format!("{l} @ {period}s\n")
+                } else {
+                    format!("{l}\n")
+                }
+            })
+            .collect();
+        if source == g.source || vigil::Spec::parse("gen.dsrv", &source).is_err() {
+            continue;
+        }
+        let spec = vigil::Spec::parse("gen.dsrv", &source).unwrap();
+        let names: Vec<String> = spec.input_names().iter().map(|s| s.to_string()).collect();
+        let trace = generate_trace(&g.inputs, len.max(2), &trace_data, 2);
+        let mut t = 0;
+        let times: Vec<i64> = (0..trace.len())
+            .map(|i| {
+                t += gaps[i % gaps.len()];
+                t
+            })
+            .collect();
+        let dir = crate::support::test_dir("time", &format!("periodic-{case}"));
+        crate::support::write(&dir, "gen.dsrv", &source);
+        crate::support::write(&dir, "a.jsonl", jsonl_source(&names, &trace, &times));
+        let run = |tier: Tier| {
+            let out = vigil(
+                &dir,
+                &[
+                    "run",
+                    "gen.dsrv",
+                    "--input",
+                    "a.jsonl",
+                    "--time",
+                    "t",
+                    "--output",
+                    "jsonl",
+                    "--tier",
+                    tier.name(),
+                ],
+            );
+            (out.0, essence_errors(&out.1), out.2)
+        };
+        let expected = run(Tier::Canonical);
+        for tier in Tier::ALL {
+            assert_eq!(run(tier), expected, "{tier}\n{source}");
+        }
+        ticked += usize::from(times.last().is_some_and(|&l| l >= period));
+        cases += 1;
+    }
+    eprintln!("periodic generated specs: {cases} cases, {ticked} with several ticks");
+    assert!(
+        cases >= 30 && ticked >= 20,
+        "{cases} cases, {ticked} with several ticks"
+    );
+}
+
+/// The error lines of a run's standard error.
+fn essence_errors(stderr: &str) -> Vec<String> {
+    stderr
+        .lines()
+        .filter(|l| l.starts_with("error"))
+        .map(String::from)
+        .collect()
+}
