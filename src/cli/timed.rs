@@ -222,9 +222,9 @@ pub(super) fn replay(r: &ReplayArgs) -> Exit {
     args.time = h.time.clone();
     args.time_unit = h.unit.name().to_string();
     args.key = h.key.clone();
-    args.on_gap = h.on_gap.clone();
+    args.on_gap = Some(h.on_gap.clone());
     args.max_ticks = h.max_ticks;
-    args.on_reset = h.on_reset.clone();
+    args.on_reset = Some(h.on_reset.clone());
     let output = match args.output {
         super::OutputArg::Text => OutputFormat::Text,
         super::OutputArg::Csv => OutputFormat::Csv,
@@ -480,6 +480,23 @@ pub(super) fn run(
         Ok(s) => s,
         Err(m) => return fail(&m),
     };
+    // The scheduler's policies: the flag, else the spec's choice, else the
+    // default (a log's are its recorded run's, set as flags).
+    let c = spec.checked();
+    let on_gap = args.on_gap.clone().unwrap_or_else(|| {
+        match c.on_gap {
+            Some(crate::lang::ast::GapPolicy::Skip) => "skip",
+            _ => "catch-up",
+        }
+        .to_string()
+    });
+    let on_reset = args.on_reset.clone().unwrap_or_else(|| {
+        match c.on_reset {
+            Some(crate::lang::ast::ResetPolicy::Once) => "once",
+            _ => "cancel",
+        }
+        .to_string()
+    });
     let names: Vec<String> = match &replay {
         Some((log, _)) => log.header().sources.clone(),
         None => sources.iter().map(|s| s.name.clone()).collect(),
@@ -501,9 +518,9 @@ pub(super) fn run(
             key: args.key.clone(),
             start,
             max_gap,
-            on_gap: args.on_gap.clone(),
+            on_gap: on_gap.clone(),
             max_ticks: args.max_ticks,
-            on_reset: args.on_reset.clone(),
+            on_reset: on_reset.clone(),
             lateness,
         },
         writer: None,
@@ -560,6 +577,8 @@ pub(super) fn run(
         ticks: 0,
         periods: periods.len(),
         replaying: replay_name,
+        on_gap,
+        on_reset,
     };
     let result = run.go(&mut feed, &mut runner, writer.as_mut(), &mut alerts);
     let logged = match &mut feed.record {
@@ -706,6 +725,9 @@ struct Run<'a> {
     ticks: u64,
     /// The specification's periods (for reading ticks of a log).
     periods: usize,
+    /// The scheduler's policies (`catch-up`/`skip`, `cancel`/`once`).
+    on_gap: String,
+    on_reset: String,
     /// The log a replay reads its steps from (for its messages).
     replaying: Option<String>,
 }
@@ -746,7 +768,7 @@ impl Run<'_> {
     fn reset(&mut self, feed: &mut Feed) {
         if let Some(sched) = &mut feed.scheduler {
             let periods = self.periods;
-            if self.args.on_reset == "once"
+            if self.on_reset == "once"
                 && let Some(last) = self.last_time
             {
                 feed.pending
@@ -875,7 +897,7 @@ impl Run<'_> {
         }
         if let (Some(gap), Some(last)) = (self.max_gap, self.last_time)
             && t.0.saturating_sub(last.0) > gap
-            && self.args.on_gap == "skip"
+            && self.on_gap == "skip"
         {
             sched.skip_to(t);
         }

@@ -206,6 +206,9 @@ pub enum Decl {
         /// `@ 1s`: the stream is periodic, evaluated every so many
         /// nanoseconds of time (see `lang::check::Pace`).
         period: Option<(i64, Span)>,
+        /// `@ 1s, on_gap skip, on_reset once`: the scheduler's policies the
+        /// spec chooses.
+        policies: Vec<(Policy, Span)>,
     },
     /// `y = expr`.
     Def {
@@ -223,6 +226,31 @@ pub enum Decl {
         message: String,
         message_span: Span,
     },
+}
+
+/// What the scheduler does at a jump in time longer than `--max-gap`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GapPolicy {
+    /// Every tick missed fires.
+    CatchUp,
+    /// One tick of each period fires.
+    Skip,
+}
+
+/// What the scheduler does at a time reset.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ResetPolicy {
+    /// The ticks the jump skips are dropped.
+    Cancel,
+    /// One tick of every period fires at the reset.
+    Once,
+}
+
+/// A scheduler policy a periodic stream's declaration chooses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Policy {
+    Gap(GapPolicy),
+    Reset(ResetPolicy),
 }
 
 /// A parsed specification. Expressions live in one arena; declarations keep

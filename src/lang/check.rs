@@ -89,6 +89,10 @@ pub struct CheckedSpec {
     pub defined: Vec<StreamId>,
     /// The `trigger` declarations, in declaration order.
     pub triggers: Vec<TriggerSpec>,
+    /// The scheduler's policies the specification chooses (`@ 1s, on_gap
+    /// skip, on_reset once`); the command line's flags override them.
+    pub on_gap: Option<GapPolicy>,
+    pub on_reset: Option<ResetPolicy>,
 }
 
 /// A checked `trigger`: its Bool stream and its message template.
@@ -136,6 +140,8 @@ pub fn check(file: &str, source: &str, ast: Ast) -> Result<CheckedSpec, Vec<Diag
         by_name: HashMap::new(),
         expr_stream: vec![None; ast.exprs.len()],
         lines: None,
+        on_gap: None,
+        on_reset: None,
     };
     cx.collect_streams();
     cx.resolve_names();
@@ -154,6 +160,8 @@ pub fn check(file: &str, source: &str, ast: Ast) -> Result<CheckedSpec, Vec<Diag
     let Checker {
         streams,
         expr_stream,
+        on_gap,
+        on_reset,
         ..
     } = cx;
     let inputs = ids_where(&streams, |s| s.kind == DeclKind::Input);
@@ -187,6 +195,8 @@ pub fn check(file: &str, source: &str, ast: Ast) -> Result<CheckedSpec, Vec<Diag
         outputs,
         defined,
         triggers,
+        on_gap: on_gap.map(|(p, _)| p),
+        on_reset: on_reset.map(|(p, _)| p),
     })
 }
 
@@ -211,6 +221,9 @@ struct Checker<'a> {
     expr_stream: Vec<Option<StreamId>>,
     /// Built on the first error that names a line.
     lines: Option<LineIndex>,
+    /// The scheduler policies chosen so far, where they were chosen.
+    on_gap: Option<(GapPolicy, Span)>,
+    on_reset: Option<(ResetPolicy, Span)>,
 }
 
 fn kind_word(kind: DeclKind) -> &'static str {
@@ -361,7 +374,11 @@ impl Checker<'_> {
                     name_span,
                     ty,
                     period,
-                } => (*kind, name, name_span, *ty, None, *period),
+                    policies,
+                } => {
+                    self.policies(policies);
+                    (*kind, name, name_span, *ty, None, *period)
+                }
                 Decl::Trigger {
                     name,
                     name_span,
@@ -449,6 +466,35 @@ impl Checker<'_> {
                         format!("{} `{}` has no definition", kind_word(s.kind), s.name),
                     )
                     .with_hint(format!("define it with `{} = <expression>`", s.name)),
+                );
+            }
+        }
+    }
+
+    /// Takes the scheduler policies of one declaration: one choice per
+    /// policy in the whole specification.
+    fn policies(&mut self, policies: &[(Policy, Span)]) {
+        for &(p, span) in policies {
+            let clash = match p {
+                Policy::Gap(g) => match self.on_gap {
+                    Some((prev, _)) if prev != g => true,
+                    _ => {
+                        self.on_gap = Some((g, span));
+                        false
+                    }
+                },
+                Policy::Reset(r) => match self.on_reset {
+                    Some((prev, _)) if prev != r => true,
+                    _ => {
+                        self.on_reset = Some((r, span));
+                        false
+                    }
+                },
+            };
+            if clash {
+                self.errors.push(
+                    Diagnostic::new(span, "this policy contradicts one chosen before")
+                        .with_hint("the scheduler has one gap policy and one reset policy for the whole specification"),
                 );
             }
         }

@@ -343,6 +343,10 @@ impl Parser {
                 }
                 _ => None,
             };
+            let mut policies = Vec::new();
+            while period.is_some() && self.eat(&Tok::Comma) {
+                policies.push(self.policy()?);
+            }
             let combined = self.combined && self.peek() == &Tok::Assign;
             self.push_decl(
                 Decl::Stream {
@@ -351,6 +355,7 @@ impl Parser {
                     name_span,
                     ty,
                     period,
+                    policies,
                 },
                 start,
             );
@@ -435,6 +440,35 @@ impl Parser {
             ));
         }
         Ok((ns as i64, span))
+    }
+
+    /// A scheduler policy after a period: `on_gap catch_up|skip` or
+    /// `on_reset cancel|once`.
+    fn policy(&mut self) -> PResult<(Policy, Span)> {
+        let hint = "after a period: `, on_gap catch_up`, `, on_gap skip`, `, on_reset cancel` or `, on_reset once`";
+        let (key, key_span) = self.name("a scheduler policy (on_gap or on_reset)")?;
+        let (value, value_span) = self.name("the policy's choice")?;
+        let span = key_span.to(value_span);
+        let policy = match (key.as_str(), value.as_str()) {
+            ("on_gap", "catch_up") => Policy::Gap(GapPolicy::CatchUp),
+            ("on_gap", "skip") => Policy::Gap(GapPolicy::Skip),
+            ("on_reset", "cancel") => Policy::Reset(ResetPolicy::Cancel),
+            ("on_reset", "once") => Policy::Reset(ResetPolicy::Once),
+            _ => {
+                return Err(Box::new(
+                    Diagnostic::new(
+                        span,
+                        format!(
+                            "unknown scheduler policy `{} {}`",
+                            short(&key),
+                            short(&value)
+                        ),
+                    )
+                    .with_hint(hint),
+                ));
+            }
+        };
+        Ok((policy, span))
     }
 
     /// `= expr` after the name of the stream it defines.

@@ -200,3 +200,29 @@ fn an_input_cannot_be_periodic() {
     "#]],
     );
 }
+
+#[test]
+fn scheduler_policies_are_checked() {
+    check(
+        "in x: Int\nout a: Int @ 1s, on_gap skip\na = default(x, 0)\nout b: Int @ 2s, on_gap catch_up\nb = default(x, 0)\n",
+        expect![[r#"
+            error: this policy contradicts one chosen before
+             --> spec.dsrv:4:18
+              |
+            4 | out b: Int @ 2s, on_gap catch_up
+              |                  ^^^^^^^^^^^^^^^
+              = hint: the scheduler has one gap policy and one reset policy for the whole specification
+        "#]],
+    );
+    check(
+        "in x: Int\nout a: Int @ 1s, on_reset later\na = default(x, 0)\n",
+        expect![[r#"
+            error: unknown scheduler policy `on_reset later`
+             --> spec.dsrv:2:18
+              |
+            2 | out a: Int @ 1s, on_reset later
+              |                  ^^^^^^^^^^^^^^
+              = hint: after a period: `, on_gap catch_up`, `, on_gap skip`, `, on_reset cancel` or `, on_reset once`
+        "#]],
+    );
+}
