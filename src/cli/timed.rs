@@ -65,6 +65,8 @@ enum Msg {
     End,
     /// An error that ends the source (and the run), with its status.
     Failed(String, Exit),
+    /// A time reset after the row before (an `.input` trace's marker).
+    Reset,
 }
 
 /// Reads the next row of `reader` (a source `name` of `format` that has
@@ -76,7 +78,7 @@ fn read_one(
     rows: u64,
     width: usize,
     skip: bool,
-) -> (Vec<String>, Msg) {
+) -> (Vec<String>, Msg, bool) {
     let mut cells = vec![None; width];
     let next = reader.next_row(&mut cells);
     let warnings = reader.take_warnings();
@@ -98,7 +100,8 @@ fn read_one(
         }
         Err(e) => Msg::Failed(e.to_string(), trace_exit(&e)),
     };
-    (warnings, msg)
+    let reset = matches!(msg, Msg::Row(..)) && reader.take_reset();
+    (warnings, msg, reset)
 }
 
 /// Reads a source on a thread of its own (opened there by `open`: a reader
@@ -123,7 +126,8 @@ fn spawn_reader(
         };
         let mut rows = 0;
         loop {
-            let (warnings, msg) = read_one(reader.as_mut(), &name, format, rows, width, skip);
+            let (warnings, msg, reset) =
+                read_one(reader.as_mut(), &name, format, rows, width, skip);
             for w in warnings {
                 if tx.send(Msg::Warning(w)).is_err() {
                     return;
@@ -134,6 +138,12 @@ fn spawn_reader(
             // The run gone (it stopped), or the source done: stop reading.
             if tx.send(msg).is_err() || last {
                 return;
+            }
+            if reset {
+                rows = 0;
+                if tx.send(Msg::Reset).is_err() {
+                    return;
+                }
             }
         }
     });
@@ -1044,11 +1054,12 @@ impl Run<'_> {
     ) -> io::Result<Result<(), (String, Exit)>> {
         let width = self.schema_names.len();
         let skip = self.args.on_malformed != OnMalformed::Stop;
+        let mut reset_after = false;
         let (cells, at) = loop {
             let src = &mut self.sources[s];
             let msg = match &mut src.feeder {
                 Feeder::Direct(reader) => {
-                    let (warnings, msg) = read_one(
+                    let (warnings, msg, reset) = read_one(
                         reader.as_mut(),
                         &src.name,
                         src.format,
@@ -1059,6 +1070,7 @@ impl Run<'_> {
                     for w in warnings {
                         say(format_args!("warning: {w}\n"));
                     }
+                    reset_after = reset;
                     msg
                 }
                 Feeder::Thread(rx) => match wait {
@@ -1082,6 +1094,11 @@ impl Run<'_> {
                     return Ok(Ok(()));
                 }
                 Msg::Failed(m, exit) => return Ok(Err((m, exit))),
+                Msg::Reset => {
+                    merge.push_reset(s);
+                    src.rows = 0;
+                    return Ok(Ok(()));
+                }
             }
         };
         let src = &mut self.sources[s];
@@ -1132,6 +1149,11 @@ impl Run<'_> {
                             show(c.stamp.time.to_value(form)),
                         ));
                     }
+                }
+                // An `.input` trace's reset marker follows the row.
+                if reset_after {
+                    merge.push_reset(s);
+                    self.sources[s].rows = 0;
                 }
                 Ok(Ok(()))
             }

@@ -130,6 +130,14 @@ pub trait RowReader {
         false
     }
 
+    /// Whether a time reset followed the row just returned: in an `.input`
+    /// trace, the comment line `// vigil: time reset` (the Trustworthiness
+    /// Checker reads it as a comment), after which step numbers start again.
+    /// Taken once. (JSON lines and CSV mark a reset in the time field.)
+    fn take_reset(&mut self) -> bool {
+        false
+    }
+
     /// Warnings found while reading (for example a declared input missing
     /// from a CSV header). The CLI prints them on standard error.
     fn take_warnings(&mut self) -> Vec<String> {

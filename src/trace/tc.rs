@@ -24,6 +24,10 @@
 //! before a header whose step number is valid, are returned first and the
 //! error is reported by the next call. A malformed assignment line belongs
 //! to the block being read, which is then incomplete and not returned.
+//!
+//! The comment line `// vigil: time reset` (a comment to the Trustworthiness Checker) is a time
+//! reset for `vigil run --time`: it ends the block being read, and the step numbers after it
+//! start again from 0 (`RowReader::take_reset`).
 
 use super::ReaderOptions;
 use super::source::{Lines, char_col, utf8_line};
@@ -56,6 +60,8 @@ pub(crate) struct TcReader {
     /// For a resumed reader, the step before the first header it reads,
     /// as the last finished block (step numbers must increase past it).
     resumed_prev: Option<u64>,
+    /// A time reset followed the row just returned (`take_reset`).
+    reset: bool,
 }
 
 struct Pending {
@@ -67,6 +73,8 @@ struct Pending {
 enum Line<'a> {
     /// Blank or a full-line comment.
     Nothing,
+    /// The comment `// vigil: time reset`.
+    Reset,
     /// A header line (its text, empty if it is not UTF-8): the parsed
     /// header, or why it is malformed.
     Header(Result<Header, TraceError>, &'a str),
@@ -102,6 +110,7 @@ impl TcReader {
             failed: false,
             header_at: super::TracePosition { offset: 0, line: 0 },
             resumed_prev: None,
+            reset: false,
         }
     }
 
@@ -213,6 +222,10 @@ impl RowReader for TcReader {
         self.resume_position()
     }
 
+    fn take_reset(&mut self) -> bool {
+        std::mem::take(&mut self.reset)
+    }
+
     fn next_row(&mut self, row: &mut [Option<Value>]) -> Result<bool, TraceError> {
         loop {
             if let Some(p) = &self.pending {
@@ -255,6 +268,18 @@ impl RowReader for TcReader {
             };
             let (header, text) = match classify(raw.number, raw.text, &self.schema) {
                 Line::Nothing => continue,
+                // A time reset ends the block being read, and step numbers
+                // start again after it; with no block being read (the
+                // trace's start, a second marker) there is nothing to reset.
+                Line::Reset => match self.block.take() {
+                    Some(_) => {
+                        move_values(&mut self.values, row);
+                        self.next_step = 0;
+                        self.reset = true;
+                        return Ok(true);
+                    }
+                    None => continue,
+                },
                 Line::Invalid(e) => return self.fail(e),
                 Line::Assignment { text, at } => {
                     let result = if self.block.is_none() {
@@ -347,6 +372,9 @@ fn classify<'a>(line_no: usize, bytes: &'a [u8], schema: &Schema) -> Line<'a> {
     };
     if !is_header {
         let body = &text[start..];
+        if body.trim_end() == "// vigil: time reset" {
+            return Line::Reset;
+        }
         if body.is_empty() || is_comment(body) {
             return Line::Nothing;
         }
@@ -549,6 +577,30 @@ mod tests {
             rows.push(row.clone());
         }
         Ok(rows)
+    }
+
+    #[test]
+    fn a_time_reset_ends_the_block_and_restarts_the_step_numbers() {
+        let s = schema(&[("x", Type::Int)]);
+        let text = "// vigil: time reset\n0: x = 1\n2: x = 2\n// vigil: time reset\n// vigil: time reset\n0: x = 3\n";
+        let mut r =
+            reader_from_bytes("t.input", text.as_bytes().to_vec(), TraceFormat::Tc, &s).unwrap();
+        let mut row = vec![None];
+        let mut got = Vec::new();
+        while r.next_row(&mut row).unwrap() {
+            got.push((row[0].clone(), r.take_reset()));
+        }
+        let int = |i| Some(Value::Int(i));
+        // A marker at the start, or right after another, resets nothing.
+        assert_eq!(
+            got,
+            [
+                (int(1), false),
+                (None, false),
+                (int(2), true),
+                (int(3), false)
+            ]
+        );
     }
 
     fn err(text: &str, decls: &[(&str, Type)]) -> String {
