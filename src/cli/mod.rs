@@ -186,15 +186,15 @@ pub struct RunArgs {
     #[arg(long, value_name = "G")]
     pub max_gap: Option<f64>,
     /// After a jump (`--max-gap`): `catch-up` fires every tick missed,
-    /// `skip` only the last one of each period [default: the spec's choice
-    /// (`@ 1s, on_gap skip`), else catch-up].
+    /// `skip` only the last one of each period (by default the spec's choice,
+    /// `@ 1s, on_gap skip`, else catch-up).
     #[arg(long, value_name = "POLICY", value_parser = ["catch-up", "skip"])]
     pub on_gap: Option<String>,
     /// At a time reset (a row whose time field is `reset`, in every trace):
     /// `cancel` drops the ticks the jump skips over, `once` fires one tick of
     /// every period at the reset, then the ticks start again at the next
     /// row's time.
-    /// [default: the spec's choice (`@ 1s, on_reset once`), else cancel]
+    /// (By default the spec's choice, `@ 1s, on_reset once`, else cancel.)
     #[arg(long, value_name = "POLICY", value_parser = ["cancel", "once"])]
     pub on_reset: Option<String>,
     /// With several traces, at least one of them live (a pipe, a FIFO,
