@@ -14,6 +14,7 @@
 //! if standard error is closed they are lost, but the exit status is still
 //! the one the command earned.
 
+mod bench;
 mod checkpoint;
 mod log;
 mod ops;
@@ -59,6 +60,10 @@ pub enum Command {
     /// tier; with `--check`, re-read the traces (`--input`, in the recorded
     /// order) and stop at the first row that differs from the log.
     Replay(Box<ReplayArgs>),
+    /// Time every tier on one trace held in memory, per row and in batches,
+    /// after checking that their outputs are identical (see the README's
+    /// "Performance").
+    Bench(Box<bench::BenchArgs>),
     /// Check a specification and report every error in it.
     Check {
         /// The specification file (DSRV).
@@ -420,6 +425,7 @@ pub fn main() -> ExitCode {
     let exit = match cli.command {
         Command::Run(args) => run(&args),
         Command::Replay(args) => timed::replay(&args),
+        Command::Bench(args) => bench::bench(&args),
         Command::Check { spec } => match load_spec(&spec) {
             Ok(_) => Exit::Success,
             Err(exit) => exit,

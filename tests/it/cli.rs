@@ -1,6 +1,6 @@
 //! Tests of the `vigil` binary: exit statuses, error messages, streaming through a pipe.
 
-use crate::support::vigil;
+use crate::support::{test_dir, vigil, write};
 use std::io::{BufRead, BufReader, Write};
 use std::process::Stdio;
 
@@ -177,4 +177,79 @@ fn stats_show_every_row_after_warm_up_on_the_fused_tier() {
         assert!(err.contains(declined), "{err}");
         assert!(err.contains("offset history not yet filled"), "{err}");
     }
+}
+
+/// `vigil bench`: every tier timed on one trace after its outputs are
+/// checked against the canonical tier's; JSON and an SVG chart on request;
+/// a malformed trace is a located error.
+#[test]
+fn bench_times_every_tier_after_checking_their_outputs() {
+    let dir = test_dir("cli", "bench");
+    let svg = dir.join("bench.svg").to_string_lossy().into_owned();
+    let root = env!("CARGO_MANIFEST_DIR");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_vigil"))
+        .args([
+            "bench",
+            "examples/fusion.dsrv",
+            "--input",
+            "examples/fusion.input",
+        ])
+        .args(["--repeat", "2", "--json", "--svg", &svg])
+        .current_dir(root)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["identical"], true);
+    assert_eq!(v["rows"], 6);
+    let tiers = v["tiers"].as_array().unwrap();
+    let names: Vec<&str> = tiers
+        .iter()
+        .map(|t| t["requested"].as_str().unwrap())
+        .collect();
+    let expected: Vec<&str> = vigil::Tier::ALL
+        .iter()
+        .filter(|t| **t != vigil::Tier::Auto)
+        .map(|t| t.name())
+        .collect();
+    assert_eq!(names, expected);
+    for t in tiers {
+        assert_eq!(t["per_row_ns"].as_array().unwrap().len(), 2);
+        assert!(t["per_row_median_ns"].as_f64().unwrap() > 0.0, "{t}");
+        assert!(t["batch_median_ns"].as_f64().unwrap() > 0.0, "{t}");
+    }
+    let drawn = std::fs::read_to_string(&svg).unwrap();
+    assert!(
+        drawn.starts_with("<svg") && drawn.contains("native-whole"),
+        "{drawn}"
+    );
+    // The table names a tier that fell back, and why.
+    let table = std::process::Command::new(env!("CARGO_BIN_EXE_vigil"))
+        .args([
+            "bench",
+            "examples/fusion.dsrv",
+            "--input",
+            "examples/fusion.input",
+        ])
+        .args(["--repeat", "1", "--tiers", "canonical,native-whole"])
+        .current_dir(root)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&table.stdout);
+    assert!(text.contains("outputs identical on every tier"), "{text}");
+    assert!(text.contains("native-whole→native-regions"), "{text}");
+    // A malformed trace: a located error, nothing timed.
+    let bad = write(&dir, "bad.jsonl", "{\"t\": 1}\n{oops\n");
+    let spec = write(&dir, "s.dsrv", "in t: Int\nout u: Int\nu = t\n");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_vigil"))
+        .args(["bench", &spec, "--input", &bad])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(4));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("bad.jsonl:2:"));
 }
