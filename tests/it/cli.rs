@@ -243,6 +243,21 @@ fn bench_times_every_tier_after_checking_their_outputs() {
     let text = String::from_utf8_lossy(&table.stdout);
     assert!(text.contains("outputs identical on every tier"), "{text}");
     assert!(text.contains("native-whole→native-regions"), "{text}");
+    // Regression: a spec without printed outputs panicked (the timed loop
+    // read output 0 of every step).
+    let quiet = write(&dir, "aux.dsrv", "in t: Int\naux a: Int\na = t + 1\n");
+    let rows = write(&dir, "rows.jsonl", "{\"t\": 1}\n{\"t\": 2}\n");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_vigil"))
+        .args(["bench", &quiet, "--input", &rows, "--repeat", "1"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("2 rows, outputs identical"));
     // A malformed trace: a located error, nothing timed.
     let bad = write(&dir, "bad.jsonl", "{\"t\": 1}\n{oops\n");
     let spec = write(&dir, "s.dsrv", "in t: Int\nout u: Int\nu = t\n");
