@@ -741,7 +741,18 @@ impl Monitor {
         }
         self.run.state.time = Some(time.seconds());
         let step = self.steps();
-        if let Err(e) = self.engine.run_tick(&mut self.run, due) {
+        let ran = self.engine.run_tick(&mut self.run, due);
+        self.outputs_after(ran, step)
+    }
+
+    /// The outputs of step `step` once the engine `ran` it; a runtime error
+    /// stops the run.
+    fn outputs_after(
+        &mut self,
+        ran: Result<(), crate::error::RuntimeError>,
+        step: u64,
+    ) -> Result<Outputs<'_>, StepError> {
+        if let Err(e) = ran {
             self.run.failed = Some(Box::new(e.clone()));
             return Err(e.into());
         }
@@ -758,24 +769,18 @@ impl Monitor {
         if let Some(e) = &self.run.failed {
             return Err((**e).clone().into());
         }
-        let cells = row;
-        let cells = match self.inputs.check(cells)? {
-            Checked::AsIs => cells,
+        let cells = match self.inputs.check(row)? {
+            Checked::AsIs => row,
             Checked::Convert => {
-                self.inputs.convert_into(cells, &mut self.scratch);
+                self.inputs.convert_into(row, &mut self.scratch);
                 &self.scratch
             }
         };
         let step = self.steps();
-        let result = self.engine.run_row(&mut self.run, cells);
+        let ran = self.engine.run_row(&mut self.run, cells);
         // The converted row's values are not kept past the step.
         self.scratch.clear();
-        if let Err(e) = result {
-            self.run.failed = Some(Box::new(e.clone()));
-            return Err(e.into());
-        }
-        let spec = &self.engine.plan().spec;
-        Ok(Outputs::new(&self.run.state, spec, step, None))
+        self.outputs_after(ran, step)
     }
 }
 

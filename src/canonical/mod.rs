@@ -271,25 +271,16 @@ impl NodeState {
                 objects: Vec::new(),
             })
             .collect();
+        // Input steps, then one clock per period; none without periods.
+        let clocks = match plan.is_timed() {
+            true => plan.periods.len() + 1,
+            false => 0,
+        };
         let mut st = NodeState {
             step: 0,
             time: None,
-            clocks: vec![
-                0;
-                if plan.is_timed() {
-                    plan.periods.len() + 1
-                } else {
-                    0
-                }
-            ],
-            active: vec![
-                false;
-                if plan.is_timed() {
-                    plan.periods.len() + 1
-                } else {
-                    0
-                }
-            ],
+            clocks: vec![0; clocks],
+            active: vec![false; clocks],
             tags: vec![tag::ABSENT; n],
             held_tags: vec![tag::ABSENT; n],
             lanes: vec![0; n],
@@ -418,7 +409,6 @@ impl NodeState {
         }
     }
 
-    /// Starts a row: publishes the inputs (one cell per declared input).
     /// Starts a tick step of a timed plan: every input NoVal, and only the
     /// clocks of the periods `due` (indexed as `Plan::periods`) run.
     pub fn begin_tick(&mut self, plan: &Plan, due: &[bool]) {
@@ -445,6 +435,7 @@ impl NodeState {
         }
     }
 
+    /// Starts a row: publishes the inputs (one cell per declared input).
     pub fn begin_row(&mut self, plan: &Plan, row: &[Option<Value>]) {
         if plan.is_timed() {
             self.active.fill(false);
@@ -480,15 +471,7 @@ impl NodeState {
         let Some(graph) = plan.graph(s) else {
             return Ok(());
         };
-        if plan.is_timed() && !self.active[plan.clocks[s.index()] as usize] {
-            // Not this stream's step: it and its nodes are NoVal (holding
-            // their last values), and nothing of it advances.
-            for id in graph.node_ids() {
-                self.write(plan.node_slot(id), Sample::NoVal);
-            }
-            self.write(s.0, Sample::NoVal);
-            return Ok(());
-        }
+        // Off its clock, `eval_node` and `publish_root` write NoVal.
         for id in graph.node_ids() {
             self.eval_node(plan, id)?;
         }

@@ -260,16 +260,11 @@ impl Engine {
         let (tier, why) = match (requested, &whole_ok, &jit_ok) {
             // Periodic streams: the fused programs run the event streams on
             // input steps; ticks, and the periodic streams, are canonical.
+            // (`whole_row_eligible` refuses every timed plan.)
             (Tier::NativeWhole | Tier::Auto, _, Ok(())) if plan.is_timed() => (
                 Tier::NativeRegions,
                 format!(
                     "{requested} requested; a spec with periodic streams has no whole-row kernel: native regions for the event streams on input steps, the canonical tier for ticks"
-                ),
-            ),
-            (Tier::NativeWhole | Tier::Auto, Err(e), Ok(())) if plan.is_timed() => (
-                Tier::NativeRegions,
-                format!(
-                    "{requested} requested; no whole-row kernel ({e}): native regions for the event streams on input steps, the canonical tier for ticks"
                 ),
             ),
             (Tier::Canonical, ..) => (Tier::Canonical, "requested".to_string()),

@@ -279,6 +279,23 @@ impl Ast {
         id
     }
 
+    /// Every stream name under `e` (itself included), with the expression
+    /// that names it, in evaluation order.
+    pub fn names(&self, e: ExprId) -> Vec<(ExprId, &str)> {
+        let mut out = Vec::new();
+        self.collect_names(e, &mut out);
+        out
+    }
+
+    fn collect_names<'a>(&'a self, e: ExprId, out: &mut Vec<(ExprId, &'a str)>) {
+        if let ExprKind::Name(n) = &self.expr(e).kind {
+            out.push((e, n));
+        }
+        for c in self.children(e) {
+            self.collect_names(c, out);
+        }
+    }
+
     /// The direct sub-expressions of `id`, in evaluation order.
     pub fn children(&self, id: ExprId) -> Vec<ExprId> {
         match &self.expr(id).kind {

@@ -532,9 +532,9 @@ impl Checker<'_> {
                 if pace[i].is_some() {
                     continue;
                 }
-                let mut reads = Vec::new();
-                self.names_read(def, &mut reads);
-                reads.retain(|r| r.index() != i);
+                let reads = (self.ast.names(def).into_iter())
+                    .filter_map(|(e, _)| self.expr_stream[e.index()])
+                    .filter(|r| r.index() != i);
                 let mut found: Option<Pace> = None;
                 let mut event = false;
                 let mut undecided = false;
@@ -564,16 +564,6 @@ impl Checker<'_> {
         }
         for (s, p) in self.streams.iter_mut().zip(pace) {
             s.pace = p.unwrap_or(Pace::Event);
-        }
-    }
-
-    /// The streams expression `e` names (resolved ones).
-    fn names_read(&self, e: ExprId, out: &mut Vec<StreamId>) {
-        if let Some(s) = self.expr_stream[e.index()] {
-            out.push(s);
-        }
-        for c in self.ast.children(e) {
-            self.names_read(c, out);
         }
     }
 

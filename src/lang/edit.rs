@@ -6,7 +6,7 @@
 //! frontend like any file. Only the text is edited here; checking it, and carrying the run's state
 //! over to it, are the caller's (`Spec::parse`, `Monitor::repair`).
 
-use super::ast::{Ast, Decl, DeclKind, ExprKind};
+use super::ast::{Ast, Decl, DeclKind};
 use super::check::CheckedSpec;
 use super::diag::{Diagnostics, Span};
 use super::parser;
@@ -147,7 +147,9 @@ pub fn drop(spec: &CheckedSpec, name: &str) -> Result<String, EditError> {
     let mut readers: Vec<String> = Vec::new();
     for s in spec.stream_ids().filter(|&s| s != target) {
         let data = spec.stream(s);
-        let reads = data.def.is_some_and(|d| mentions(ast, d, name))
+        let reads = data
+            .def
+            .is_some_and(|d| ast.names(d).iter().any(|(_, n)| *n == name))
             || spec
                 .triggers
                 .iter()
@@ -199,12 +201,6 @@ fn find_def(ast: &Ast, name: &str) -> Option<Span> {
         .iter()
         .zip(&ast.decl_spans)
         .find_map(|(d, s)| matches!(d, Decl::Def { name: n, .. } if n == name).then_some(*s))
-}
-
-/// Whether the expression `e` names `name`.
-fn mentions(ast: &Ast, e: super::ast::ExprId, name: &str) -> bool {
-    matches!(&ast.expr(e).kind, ExprKind::Name(n) if n == name)
-        || ast.children(e).into_iter().any(|c| mentions(ast, c, name))
 }
 
 /// `source` with each span replaced by its text. A span replaced by nothing

@@ -255,12 +255,9 @@ fn correspond(old: &CheckedSpec, new: &CheckedSpec, step: u64) -> (Correspondenc
                     _ if od.ty != data.ty => Some(Why::Redefined),
                     (None, None) => None,
                     (Some(a), Some(b)) if same_expr(&old.ast, a, &new.ast, b) => {
-                        let mut names = Vec::new();
-                        names_in(&new.ast, b, &mut names);
-                        names
-                            .into_iter()
-                            .find(|n| !same_type(n))
-                            .map(|n| Why::Reads(n.to_string()))
+                        (new.ast.names(b).into_iter())
+                            .find(|(_, n)| !same_type(n))
+                            .map(|(_, n)| Why::Reads(n.to_string()))
                     }
                     _ => Some(Why::Redefined),
                 }
@@ -300,14 +297,4 @@ fn same_expr(a_ast: &Ast, a: ExprId, b_ast: &Ast, b: ExprId) -> bool {
             .into_iter()
             .zip(cb)
             .all(|(x, y)| same_expr(a_ast, x, b_ast, y))
-}
-
-/// The stream names `e` mentions.
-fn names_in<'a>(ast: &'a Ast, e: ExprId, out: &mut Vec<&'a str>) {
-    if let ExprKind::Name(n) = &ast.expr(e).kind {
-        out.push(n);
-    }
-    for c in ast.children(e) {
-        names_in(ast, c, out);
-    }
 }

@@ -12,7 +12,7 @@ use crate::props::{case_strategy, generate_spec, generate_trace, runtime};
 use proptest::strategy::{Strategy, ValueTree};
 use proptest::test_runner::TestRunner;
 use std::collections::BTreeSet;
-use vigil::lang::ast::{Ast, Decl, ExprId, ExprKind};
+use vigil::lang::ast::Decl;
 use vigil::lang::edit;
 use vigil::{Monitor, RuntimeError, Sample, Spec, Tier, Value};
 
@@ -67,16 +67,6 @@ fn run(
     (out, None)
 }
 
-/// The names `e` mentions.
-fn names_in(ast: &Ast, e: ExprId, out: &mut BTreeSet<String>) {
-    if let ExprKind::Name(n) = &ast.expr(e).kind {
-        out.insert(n.clone());
-    }
-    for c in ast.children(e) {
-        names_in(ast, c, out);
-    }
-}
-
 /// Every stream's definition text and the names it mentions.
 fn definitions(spec: &Spec) -> Vec<(String, String, BTreeSet<String>)> {
     let c = spec.checked();
@@ -88,8 +78,9 @@ fn definitions(spec: &Spec) -> Vec<(String, String, BTreeSet<String>)> {
             Decl::Def { name, expr, .. } => {
                 let start = ast.expr(*expr).span.start as usize;
                 let text = c.source[start..span.end as usize].to_string();
-                let mut reads = BTreeSet::new();
-                names_in(ast, *expr, &mut reads);
+                let reads = (ast.names(*expr).into_iter())
+                    .map(|(_, n)| n.to_string())
+                    .collect();
                 Some((name.clone(), text, reads))
             }
             _ => None,
