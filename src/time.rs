@@ -38,6 +38,13 @@ impl TimeUnit {
         }
     }
 
+    /// `amount` of this unit in nanoseconds (rounded), if it is a duration
+    /// that fits: finite, not negative, under about 292 years.
+    pub fn duration(self, amount: f64) -> Option<i64> {
+        let ns = amount * self.nanos() as f64;
+        (amount.is_finite() && amount >= 0.0 && ns < 9.2e18).then(|| ns.round() as i64)
+    }
+
     /// The unit named `s`, `ms`, `us` or `ns`.
     pub fn from_name(name: &str) -> Option<TimeUnit> {
         Some(match name {
@@ -270,6 +277,10 @@ mod tests {
         assert!(Time::from_value(&Value::Float(f64::NAN), TimeUnit::Seconds).is_err());
         assert!(Time::from_value(&Value::Float(1e300), TimeUnit::Seconds).is_err());
         assert!(Time::from_value(&Value::Bool(true), TimeUnit::Seconds).is_err());
+        assert_eq!(TimeUnit::Millis.duration(1.5), Some(1_500_000));
+        assert_eq!(TimeUnit::Seconds.duration(-1.0), None);
+        assert_eq!(TimeUnit::Seconds.duration(f64::NAN), None);
+        assert_eq!(TimeUnit::Seconds.duration(1e10), None);
     }
 
     #[test]

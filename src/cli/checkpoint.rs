@@ -447,11 +447,7 @@ pub(super) fn prepare(
     });
     // Undeclared `--pass` fields are read as untyped inputs after the
     // declared ones; the rows given to the monitor stop before them.
-    let mut schema = spec.input_schema();
-    for name in super::ops::extra_fields(args, spec) {
-        schema.names.push(name);
-        schema.types.push(crate::lang::types::Type::Any);
-    }
+    let schema = super::ops::read_schema(args, spec);
     let width = schema.names.len();
     let opened = trace::open_trace_at(&args.input[0], format, &schema, options, resume_at)
         .map_err(|e: OpenError| fail(e.to_string()))?;
@@ -543,6 +539,12 @@ pub(super) fn prepare(
 
 /// The monitor of the run: plain, or keyed by `--key`; fresh, or restored
 /// from the checkpoint loaded from `path` (every mismatch is status 1).
+/// A fresh monitor, plain or keyed, as the run's options ask (the merged
+/// run's; a resumed one comes from `prepare`).
+pub(super) fn new_monitor(args: &RunArgs, spec: &Spec) -> Result<Runner, Exit> {
+    build_monitor(args, spec, None)
+}
+
 fn build_monitor(
     args: &RunArgs,
     spec: &Spec,

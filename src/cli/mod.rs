@@ -345,6 +345,17 @@ pub enum OutputArg {
     Jsonl,
 }
 
+impl OutputArg {
+    /// The writers' format.
+    fn format(self) -> OutputFormat {
+        match self {
+            OutputArg::Text => OutputFormat::Text,
+            OutputArg::Csv => OutputFormat::Csv,
+            OutputArg::Jsonl => OutputFormat::Jsonl,
+        }
+    }
+}
+
 fn parse_tier(s: &str) -> Result<Tier, String> {
     Tier::from_name(s).ok_or_else(|| {
         let names: Vec<&str> = Tier::ALL.iter().map(|t| t.name()).collect();
@@ -567,10 +578,22 @@ impl Ctl<'_> {
     /// JSON-lines or CSV row ends on the line the reader has just consumed;
     /// an `.input` block is named by its row.
     fn locate(&self, reader: &dyn RowReader) -> String {
-        match reader.position() {
-            Some(p) if self.input.lines => format!("{}:{}:1", self.input.name, p.line),
-            _ => format!("{}: row {}", self.input.name, self.tally.rows_read),
-        }
+        row_location(
+            self.input.name,
+            reader,
+            self.input.lines,
+            self.tally.rows_read,
+        )
+    }
+}
+
+/// Where the row `reader` has just given is, in trace `name`: the line it
+/// ended on when rows are lines (JSON lines, CSV), else its number `row`
+/// (1 for the first; an `.input` block).
+fn row_location(name: &str, reader: &dyn RowReader, lines: bool, row: u64) -> String {
+    match reader.position() {
+        Some(p) if lines => format!("{name}:{}:1", p.line),
+        _ => format!("{name}: row {row}"),
     }
 }
 
@@ -621,11 +644,7 @@ fn run(args: &RunArgs) -> Exit {
         Ok(s) => s,
         Err(exit) => return exit,
     };
-    let output = match args.output {
-        OutputArg::Text => OutputFormat::Text,
-        OutputArg::Csv => OutputFormat::Csv,
-        OutputArg::Jsonl => OutputFormat::Jsonl,
-    };
+    let output = args.output.format();
     // Time, several sources or a log: the merged run (`timed.rs`).
     let periodic = (spec.checked().streams.iter())
         .any(|s| matches!(s.pace, crate::lang::check::Pace::Periodic(_)));

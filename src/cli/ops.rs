@@ -55,6 +55,18 @@ pub(super) fn extra_fields(args: &RunArgs, spec: &Spec) -> Vec<String> {
     extra
 }
 
+/// The schema a run's traces are read with: the declared inputs, then the
+/// undeclared `--pass` fields as untyped inputs (the rows given to the
+/// monitor stop before them).
+pub(super) fn read_schema(args: &RunArgs, spec: &Spec) -> crate::trace::InputSchema {
+    let mut schema = spec.input_schema();
+    for name in extra_fields(args, spec) {
+        schema.names.push(name);
+        schema.types.push(crate::lang::types::Type::Any);
+    }
+    schema
+}
+
 impl View {
     /// The view `args` asks for; `Err` is a usage error's message.
     pub(super) fn new(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<View, String> {
@@ -233,6 +245,13 @@ pub(super) struct Tally {
     pub(super) progress: Progress,
 }
 
+/// Whether `policy` drops the row of reader error `e` and the reader can
+/// go on after it: a malformed row, read whole. An I/O error or a reader
+/// that cannot continue always stops the run.
+pub(super) fn droppable(policy: OnMalformed, e: &TraceError, reader: &dyn RowReader) -> bool {
+    policy != OnMalformed::Stop && e.kind == TraceErrorKind::Malformed && reader.can_continue()
+}
+
 impl Tally {
     pub(super) fn new(on_malformed: OnMalformed, progress: Progress) -> Tally {
         Tally {
@@ -249,10 +268,7 @@ impl Tally {
     /// can go on (counted, and reported with `warn`); `false` when the run
     /// stops. An I/O error or a reader that cannot continue always stops.
     pub(super) fn skip_trace_error(&mut self, e: &TraceError, reader: &dyn RowReader) -> bool {
-        if self.on_malformed == OnMalformed::Stop
-            || e.kind != TraceErrorKind::Malformed
-            || !reader.can_continue()
-        {
+        if !droppable(self.on_malformed, e, reader) {
             return false;
         }
         self.rows_read += 1;

@@ -22,12 +22,12 @@ use super::checkpoint::Runner;
 use super::log::{Event, Header, LogReader, LogWriter};
 use super::ops::{self, View};
 use super::{
-    Alerts, Exit, OnMalformed, ReplayArgs, RunArgs, error, load_spec, say, stop, trace_exit,
-    trace_format,
+    Alerts, Exit, OnMalformed, ReplayArgs, RunArgs, error, load_spec, row_location, say, stop,
+    trace_exit, trace_format,
 };
-use crate::keyed::KeyedMonitor;
+use crate::lang::ast::{GapPolicy, ResetPolicy};
 use crate::merge::{Merge, Step};
-use crate::monitor::{Monitor, Spec};
+use crate::monitor::Spec;
 use crate::row::StepError;
 use crate::time::{Scheduler, Time, TimeForm, TimeUnit};
 use crate::trace::{self, OutputFormat, OutputWriter, ReaderOptions, RowReader, TraceFormat};
@@ -77,27 +77,18 @@ fn read_one(
     format: TraceFormat,
     rows: u64,
     width: usize,
-    skip: bool,
+    policy: OnMalformed,
 ) -> (Vec<String>, Msg, bool) {
     let mut cells = vec![None; width];
     let next = reader.next_row(&mut cells);
     let warnings = reader.take_warnings();
     let msg = match next {
         Ok(true) => {
-            let at = match reader.position() {
-                Some(p) if format != TraceFormat::Tc => format!("{name}:{}:1", p.line),
-                _ => format!("{name}: row {}", rows + 1),
-            };
-            Msg::Row(cells, at)
+            let lines = format != TraceFormat::Tc;
+            Msg::Row(cells, row_location(name, reader, lines, rows + 1))
         }
         Ok(false) => Msg::End,
-        Err(e)
-            if skip
-                && e.kind == crate::trace::TraceErrorKind::Malformed
-                && reader.can_continue() =>
-        {
-            Msg::Skipped(e.to_string())
-        }
+        Err(e) if ops::droppable(policy, &e, reader) => Msg::Skipped(e.to_string()),
         Err(e) => Msg::Failed(e.to_string(), trace_exit(&e)),
     };
     let reset = matches!(msg, Msg::Row(..)) && reader.take_reset();
@@ -112,7 +103,7 @@ fn spawn_reader(
     name: String,
     format: TraceFormat,
     width: usize,
-    skip: bool,
+    policy: OnMalformed,
     open: impl FnOnce() -> Result<Box<dyn RowReader>, String> + Send + 'static,
 ) -> std::sync::mpsc::Receiver<Msg> {
     let (tx, rx) = std::sync::mpsc::sync_channel(256);
@@ -127,7 +118,7 @@ fn spawn_reader(
         let mut rows = 0;
         loop {
             let (warnings, msg, reset) =
-                read_one(reader.as_mut(), &name, format, rows, width, skip);
+                read_one(reader.as_mut(), &name, format, rows, width, policy);
             for w in warnings {
                 if tx.send(Msg::Warning(w)).is_err() {
                     return;
@@ -158,7 +149,7 @@ type Connection = (String, std::sync::mpsc::Receiver<Msg>);
 fn spawn_listener(
     listener: std::net::TcpListener,
     schema: crate::trace::InputSchema,
-    skip: bool,
+    policy: OnMalformed,
 ) -> std::sync::mpsc::Receiver<Connection> {
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
@@ -170,7 +161,7 @@ fn spawn_listener(
             };
             let (n, schema) = (name.clone(), schema.clone());
             let width = schema.names.len();
-            let rows = spawn_reader(name.clone(), TraceFormat::Jsonl, width, skip, move || {
+            let rows = spawn_reader(name.clone(), TraceFormat::Jsonl, width, policy, move || {
                 let source = Box::new(io::BufReader::new(stream));
                 trace::reader_from_bufread(&n, source, TraceFormat::Jsonl, &schema)
                     .map_err(|e| e.to_string())
@@ -235,12 +226,7 @@ pub(super) fn replay(r: &ReplayArgs) -> Exit {
     args.on_gap = Some(h.on_gap.clone());
     args.max_ticks = h.max_ticks;
     args.on_reset = Some(h.on_reset.clone());
-    let output = match args.output {
-        super::OutputArg::Text => OutputFormat::Text,
-        super::OutputArg::Csv => OutputFormat::Csv,
-        super::OutputArg::Jsonl => OutputFormat::Jsonl,
-    };
-    run(&args, &spec, output, Some((log, r.check)))
+    run(&args, &spec, args.output.format(), Some((log, r.check)))
 }
 
 /// The scheduler's origin and gap from a log's header (a replay), else from
@@ -255,14 +241,9 @@ fn scheduling(
     }
     let start = match &args.start {
         None => None,
+        // Read as a trace's untyped time cell is: a number, else a text.
         Some(text) => {
-            let v = match text.parse::<i64>() {
-                Ok(i) => Value::Int(i),
-                Err(_) => match text.parse::<f64>() {
-                    Ok(f) => Value::Float(f),
-                    Err(_) => Value::Str(text.as_str().into()),
-                },
-            };
+            let v = trace::parse_text(text, crate::lang::types::Type::Any, "--start")?;
             Some(
                 Time::from_value(&v, unit)
                     .map_err(|e| format!("--start: {e}"))?
@@ -272,10 +253,10 @@ fn scheduling(
     };
     let max_gap = match args.max_gap {
         None => None,
-        Some(g) if g.is_finite() && g >= 0.0 && g * (unit.nanos() as f64) < 9.2e18 => {
-            Some((g * unit.nanos() as f64).round() as i64)
-        }
-        Some(g) => return Err(format!("--max-gap {g}: not a duration")),
+        Some(g) => Some(
+            unit.duration(g)
+                .ok_or_else(|| format!("--max-gap {g}: not a duration"))?,
+        ),
     };
     Ok((start, max_gap))
 }
@@ -298,12 +279,10 @@ pub(super) fn run(
         );
     }
     let unit = TimeUnit::from_name(&args.time_unit).expect("clap allows only known units");
-    let lateness = match args.lateness {
+    let lateness = match args.lateness.map(|l| (l, unit.duration(l))) {
         None => 0,
-        Some(l) if l.is_finite() && l >= 0.0 && l * (unit.nanos() as f64) < 9.2e18 => {
-            (l * unit.nanos() as f64).round() as i64
-        }
-        Some(l) => return fail(&format!("--lateness {l}: not a duration")),
+        Some((_, Some(ns))) => ns,
+        Some((l, None)) => return fail(&format!("--lateness {l}: not a duration")),
     };
     // A log's run re-stamps as the recorded one did.
     let lateness = replay
@@ -314,11 +293,7 @@ pub(super) fn run(
         Err(m) => return fail(&m),
     };
     // The schema every source is read with.
-    let mut schema = spec.input_schema();
-    for name in ops::extra_fields(args, spec) {
-        schema.names.push(name);
-        schema.types.push(crate::lang::types::Type::Any);
-    }
+    let mut schema = ops::read_schema(args, spec);
     let time_cell = args
         .time
         .as_ref()
@@ -399,7 +374,7 @@ pub(super) fn run(
     {
         return fail("--idle-timeout: not a number of seconds");
     }
-    let skip = args.on_malformed != OnMalformed::Stop;
+    let policy = args.on_malformed;
     if streaming && (sources.len() > 1 || listener.is_some()) {
         // Live sources merged: each read on a thread of its own (reopened
         // there: a reader stays on the thread that opened it).
@@ -411,7 +386,7 @@ pub(super) fn run(
                 src.name.clone(),
                 format,
                 width,
-                skip,
+                policy,
                 move || {
                     trace::open_trace(&path, format, &schema, options)
                         .map(|o| o.reader)
@@ -426,39 +401,15 @@ pub(super) fn run(
         // The address (a port 0 asked for any free port) for whoever connects.
         say(format_args!("vigil: listening on tcp://{addr}\n"));
     }
-    let connections = listener.map(|l| spawn_listener(l, schema.clone(), skip));
-    let mut runner = match &args.key {
-        None => Runner::Single(Box::new(
-            Monitor::builder(spec)
-                .tier(args.tier)
-                .max_string_bytes(args.max_string_bytes)
-                .build(),
-        )),
-        Some(key) => {
-            let mut builder = KeyedMonitor::builder(spec, key)
-                .tier(args.tier)
-                .max_string_bytes(args.max_string_bytes);
-            if let Some(n) = args.max_keys {
-                builder = builder.max_keys(n);
-            }
-            match builder.build() {
-                Ok(m) => Runner::Keyed(Box::new(m)),
-                Err(e) => return fail(&e.to_string()),
-            }
-        }
+    let connections = listener.map(|l| spawn_listener(l, schema.clone(), policy));
+    let mut runner = match super::checkpoint::new_monitor(args, spec) {
+        Ok(r) => r,
+        Err(exit) => return exit,
     };
-    let stats = match &runner {
-        Runner::Single(m) => m.stats(),
-        Runner::Keyed(m) => m.stats(),
-    };
-    if let Err(exit) = super::check_tier(args, &stats) {
+    if let Err(exit) = super::check_tier(args, &runner.stats()) {
         return exit;
     }
-    let outputs = match &runner {
-        Runner::Single(m) => m.output_names(),
-        Runner::Keyed(m) => m.output_names(),
-    };
-    let names = view.writer_names(&outputs, output);
+    let names = view.writer_names(&runner.output_names(), output);
     let sink: Box<dyn Write> = match &args.output_file {
         None => Box::new(io::stdout().lock()),
         Some(path) => match std::fs::File::create(path) {
@@ -493,20 +444,12 @@ pub(super) fn run(
     // The scheduler's policies: the flag, else the spec's choice, else the
     // default (a log's are its recorded run's, set as flags).
     let c = spec.checked();
-    let on_gap = args.on_gap.clone().unwrap_or_else(|| {
-        match c.on_gap {
-            Some(crate::lang::ast::GapPolicy::Skip) => "skip",
-            _ => "catch-up",
-        }
-        .to_string()
-    });
-    let on_reset = args.on_reset.clone().unwrap_or_else(|| {
-        match c.on_reset {
-            Some(crate::lang::ast::ResetPolicy::Once) => "once",
-            _ => "cancel",
-        }
-        .to_string()
-    });
+    let on_gap = (args.on_gap.as_deref().map(gap_policy))
+        .or(c.on_gap)
+        .unwrap_or(GapPolicy::CatchUp);
+    let on_reset = (args.on_reset.as_deref().map(reset_policy))
+        .or(c.on_reset)
+        .unwrap_or(ResetPolicy::Cancel);
     let names: Vec<String> = match &replay {
         Some((log, _)) => log.header().sources.clone(),
         None => sources.iter().map(|s| s.name.clone()).collect(),
@@ -528,42 +471,29 @@ pub(super) fn run(
             key: args.key.clone(),
             start,
             max_gap,
-            on_gap: on_gap.clone(),
+            on_gap: gap_name(on_gap).to_string(),
             max_ticks: args.max_ticks,
-            on_reset: on_reset.clone(),
+            on_reset: reset_name(on_reset).to_string(),
             lateness,
         },
         writer: None,
         live: streaming,
     });
-    let mut feed = match replay {
-        Some((log, false)) => Feed {
-            merge,
-            record: None,
-            check: None,
-            replay: Some(log),
-            scheduler: None,
-            pending: Default::default(),
-            connections: None,
-        },
-        Some((log, true)) => Feed {
-            merge,
-            record: None,
-            check: Some(log),
-            replay: None,
-            scheduler: (!periods.is_empty()).then(|| Scheduler::new(&periods)),
-            pending: Default::default(),
-            connections: None,
-        },
-        None => Feed {
-            merge,
-            record,
-            check: None,
-            replay: None,
-            scheduler: (!periods.is_empty()).then(|| Scheduler::new(&periods)),
-            pending: Default::default(),
-            connections,
-        },
+    // A log is replayed (`replay`), or checked against the traces' merge.
+    let (replay, check) = match replay {
+        Some((log, false)) => (Some(log), None),
+        Some((log, true)) => (None, Some(log)),
+        None => (None, None),
+    };
+    let live = replay.is_none();
+    let mut feed = Feed {
+        merge,
+        record: record.filter(|_| live && check.is_none()),
+        check,
+        replay,
+        scheduler: (live && !periods.is_empty()).then(|| Scheduler::new(&periods)),
+        pending: Default::default(),
+        connections,
     };
     let mut run = Run {
         args,
@@ -609,10 +539,7 @@ pub(super) fn run(
         Err(e) => return super::output_error(&e),
     };
     if args.summary || args.fail_on_trigger {
-        let stats = match &runner {
-            Runner::Single(m) => m.stats(),
-            Runner::Keyed(m) => m.stats(),
-        };
+        let stats = runner.stats();
         say(format_args!(
             "{}summary: {} sources merged; {} clash{}; {} late row{} re-stamped; {} tick{}\n",
             run.tally.summary(&stats, &alerts.triggers),
@@ -626,12 +553,9 @@ pub(super) fn run(
         ));
     }
     if args.stats {
-        match &runner {
-            Runner::Single(m) => say(format_args!("{}", m.stats())),
-            Runner::Keyed(m) => {
-                say(format_args!("{}", m.stats()));
-                say(format_args!("keys: {} live\n", m.key_count()));
-            }
+        say(format_args!("{}", runner.stats()));
+        if let Runner::Keyed(m) = &runner {
+            say(format_args!("keys: {} live\n", m.key_count()));
         }
     }
     if status == Exit::Success && args.fail_on_trigger && alerts.fired > 0 {
@@ -672,14 +596,21 @@ struct Record {
 }
 
 impl Record {
-    fn write(&mut self, event: &Event, form: Option<TimeForm>) -> io::Result<()> {
+    /// The log's writer, its header written (with `form`, once known) the
+    /// first time.
+    fn writer(&mut self, form: Option<TimeForm>) -> io::Result<&mut LogWriter> {
         if self.writer.is_none() {
             if let Some(f) = form {
                 self.header.form = f;
             }
             self.writer = Some(LogWriter::create(&self.path, &self.header)?);
         }
-        let w = self.writer.as_mut().expect("created above");
+        Ok(self.writer.as_mut().expect("created above"))
+    }
+
+    fn write(&mut self, event: &Event, form: Option<TimeForm>) -> io::Result<()> {
+        let live = self.live;
+        let w = self.writer(form)?;
         match event {
             Event::Rows(step) => w.write_step(step)?,
             Event::Tick(t, due) => w.write_tick(*t, due)?,
@@ -688,21 +619,15 @@ impl Record {
             Event::Reset => w.write_reset()?,
         }
         // A live run's log is as far as its outputs, should it be killed.
-        if self.live {
+        if live {
             w.flush_buffer()?;
         }
         Ok(())
     }
 
-    /// Writes the header of a log without steps, and flushes.
+    /// Flushes the log (writing the header of one without steps).
     fn finish(&mut self, form: Option<TimeForm>) -> io::Result<()> {
-        if self.writer.is_none() {
-            if let Some(f) = form {
-                self.header.form = f;
-            }
-            self.writer = Some(LogWriter::create(&self.path, &self.header)?);
-        }
-        self.writer.as_mut().expect("created above").flush()
+        self.writer(form)?.flush()
     }
 }
 
@@ -735,9 +660,9 @@ struct Run<'a> {
     ticks: u64,
     /// The specification's periods (for reading ticks of a log).
     periods: usize,
-    /// The scheduler's policies (`catch-up`/`skip`, `cancel`/`once`).
-    on_gap: String,
-    on_reset: String,
+    /// The scheduler's policies.
+    on_gap: GapPolicy,
+    on_reset: ResetPolicy,
     /// The log a replay reads its steps from (for its messages).
     replaying: Option<String>,
 }
@@ -778,7 +703,7 @@ impl Run<'_> {
     fn reset(&mut self, feed: &mut Feed) {
         if let Some(sched) = &mut feed.scheduler {
             let periods = self.periods;
-            if self.on_reset == "once"
+            if self.on_reset == ResetPolicy::Once
                 && let Some(last) = self.last_time
             {
                 feed.pending
@@ -833,23 +758,31 @@ impl Run<'_> {
         if let Some(r) = &mut feed.record {
             r.write(&ours, self.form)?;
         }
-        if let Some(log) = &mut feed.check {
-            let logged = log.next_event(self.time_cell, self.periods);
-            if let Ok(l) = &logged
-                && l.as_ref() != Some(&ours)
-            {
-                let why = diverges(Some(&ours), l.as_ref(), &self.names)
-                    .unwrap_or_else(|| "it stops differently".into());
-                let (at, n) = (log.at(), self.tally.steps);
-                return stop(
-                    writer,
-                    &format_args!("{at}: the traces diverge from the log at step {n}: {why}"),
-                    Exit::Trace,
-                )
-                .map(Err);
-            }
+        // (A log that cannot be read there leaves the traces' own error.)
+        if let Some(log) = &mut feed.check
+            && let Ok(Some(why)) = self.diverged(log, Some(&ours))
+        {
+            return stop(writer, &why, Exit::Trace).map(Err);
         }
         stop(writer, &message, exit).map(Err)
+    }
+
+    /// How `ours`, the live run's next event, differs from the checked
+    /// log's, as the message that stops the run (`None` if they agree;
+    /// `Err` if the log cannot be read).
+    fn diverged(
+        &self,
+        log: &mut LogReader,
+        ours: Option<&Event>,
+    ) -> Result<Option<String>, String> {
+        let logged = log.next_event(self.time_cell, self.periods)?;
+        Ok(diverges(ours, logged.as_ref(), &self.names).map(|why| {
+            format!(
+                "{}: the traces diverge from the log at step {}: {why}",
+                log.at(),
+                self.tally.steps
+            )
+        }))
     }
 
     /// Evaluates a tick of the periods `due` at `t`.
@@ -907,7 +840,7 @@ impl Run<'_> {
         }
         if let (Some(gap), Some(last)) = (self.max_gap, self.last_time)
             && t.0.saturating_sub(last.0) > gap
-            && self.on_gap == "skip"
+            && self.on_gap == GapPolicy::Skip
         {
             sched.skip_to(t);
         }
@@ -1014,19 +947,9 @@ impl Run<'_> {
         };
         let Feed { record, check, .. } = feed;
         if let Some(log) = check {
-            let logged = match log.next_event(exempt, self.periods) {
-                Ok(l) => l,
-                Err(m) => return stop(writer, &m, Exit::Trace).map(Err),
-            };
-            if let Some(why) = diverges(event.as_ref(), logged.as_ref(), &self.names) {
-                let at = log.at();
-                let n = self.tally.steps;
-                return stop(
-                    writer,
-                    &format_args!("{at}: the traces diverge from the log at step {n}: {why}"),
-                    Exit::Trace,
-                )
-                .map(Err);
+            match self.diverged(log, event.as_ref()) {
+                Ok(None) => {}
+                Ok(Some(m)) | Err(m) => return stop(writer, &m, Exit::Trace).map(Err),
             }
         }
         if let (Some(r), Some(e)) = (record, &event) {
@@ -1053,7 +976,7 @@ impl Run<'_> {
         wait: Option<std::time::Duration>,
     ) -> io::Result<Result<(), (String, Exit)>> {
         let width = self.schema_names.len();
-        let skip = self.args.on_malformed != OnMalformed::Stop;
+        let policy = self.args.on_malformed;
         let mut reset_after = false;
         let (cells, at) = loop {
             let src = &mut self.sources[s];
@@ -1065,7 +988,7 @@ impl Run<'_> {
                         src.format,
                         src.rows,
                         width,
-                        skip,
+                        policy,
                     );
                     for w in warnings {
                         say(format_args!("warning: {w}\n"));
@@ -1201,35 +1124,19 @@ impl Run<'_> {
         let shown_time = timed.then_some(&time);
         // `time()` is the step's time with `--time`, else the step index.
         let row = &cells[..self.inputs];
-        let result = match runner {
-            Runner::Single(m) => match timed {
-                true => m.step_at(step.time, row),
-                false => m.step(row),
-            }
-            .map(|o| {
-                self.view
-                    .fill(&mut samples, self.output, Some(cells), o.iter(), shown_time);
-                (
-                    o.step(),
-                    None,
-                    alerts.report(&o, &context, &self.tally.progress),
-                )
-            }),
-            Runner::Keyed(m) => match timed {
-                true => m.step_at(step.time, row),
-                false => m.step(row),
-            }
-            .map(|o| {
-                self.view
-                    .fill(&mut samples, self.output, Some(cells), o.iter(), shown_time);
-                let key = o.key().cloned();
-                (
-                    o.step(),
-                    key,
-                    alerts.report(&o, &context, &self.tally.progress),
-                )
-            }),
+        let stepped = match (&mut *runner, timed) {
+            (Runner::Single(m), true) => m.step_at(step.time, row),
+            (Runner::Single(m), false) => m.step(row),
+            (Runner::Keyed(m), true) => m.step_at(step.time, row),
+            (Runner::Keyed(m), false) => m.step(row),
         };
+        let result = stepped.map(|o| {
+            self.view
+                .fill(&mut samples, self.output, Some(cells), o.iter(), shown_time);
+            let key = o.key().cloned();
+            let reported = alerts.report(&o, &context, &self.tally.progress);
+            (o.step(), key, reported)
+        });
         match result {
             Ok((n, key, reported)) => {
                 reported?;
@@ -1276,6 +1183,35 @@ impl Run<'_> {
                 stop(writer, &message, exit).map(Some)
             }
         }
+    }
+}
+
+/// The policies as the flags and the log name them.
+fn gap_policy(name: &str) -> GapPolicy {
+    match name {
+        "skip" => GapPolicy::Skip,
+        _ => GapPolicy::CatchUp,
+    }
+}
+
+fn gap_name(p: GapPolicy) -> &'static str {
+    match p {
+        GapPolicy::Skip => "skip",
+        GapPolicy::CatchUp => "catch-up",
+    }
+}
+
+fn reset_policy(name: &str) -> ResetPolicy {
+    match name {
+        "once" => ResetPolicy::Once,
+        _ => ResetPolicy::Cancel,
+    }
+}
+
+fn reset_name(p: ResetPolicy) -> &'static str {
+    match p {
+        ResetPolicy::Once => "once",
+        ResetPolicy::Cancel => "cancel",
     }
 }
 
