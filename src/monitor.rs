@@ -161,6 +161,9 @@ pub struct Stats {
     pub region_runs: u64,
     /// Rows completed by the whole-row kernel.
     pub whole_rows: u64,
+    /// Of those, the rows a keyed monitor's whole-row kernel completed on a
+    /// key's packed run in place (without unpacking it).
+    pub packed_rows: u64,
     /// Cranelift compile time of the plan's native code.
     pub compile_time: std::time::Duration,
     /// Programs the JIT declined (they run quickened).
@@ -190,6 +193,7 @@ impl Stats {
             canonical_streams: s.canonical_streams,
             region_runs: s.region_runs,
             whole_rows: s.whole_rows,
+            packed_rows: s.packed_rows,
             compile_time: s.compile_time,
             compile_declines: s.compile_declines.clone(),
             declines: engine.describe_declines(),
@@ -219,6 +223,13 @@ impl fmt::Display for Stats {
                     "native-whole: {} rows executed by the whole-row kernel",
                     self.whole_rows
                 )?;
+                if self.packed_rows > 0 {
+                    writeln!(
+                        f,
+                        "  {} of them on keys' packed runs in place",
+                        self.packed_rows
+                    )?;
+                }
             } else {
                 writeln!(
                     f,
@@ -254,7 +265,7 @@ impl fmt::Display for Stats {
 /// the monitor's state, so a step copies nothing it is not asked for.
 #[derive(Clone, Copy)]
 pub struct Outputs<'a> {
-    state: &'a crate::canonical::NodeState,
+    state: StreamsView<'a>,
     spec: &'a CheckedSpec,
     step: u64,
     key: Option<&'a Key>,
@@ -288,9 +299,29 @@ fn plain(sample: &Sample) -> String {
     }
 }
 
+/// Where the streams' values of a step are read from: a run state, or a
+/// keyed monitor's packed run (which a kernel updated in place).
+#[derive(Clone, Copy)]
+pub(crate) enum StreamsView<'a> {
+    State(&'a crate::canonical::NodeState),
+    /// A packed run without objects (`PackLayout::raw_stream`).
+    Packed(&'a [u64], &'a crate::canonical::pack::PackLayout),
+}
+
+impl StreamsView<'_> {
+    /// The raw value of stream slot `slot`.
+    #[inline]
+    fn raw(&self, slot: u32) -> Sample {
+        match self {
+            StreamsView::State(st) => st.raw(slot),
+            StreamsView::Packed(words, layout) => layout.raw_stream(words, slot),
+        }
+    }
+}
+
 impl<'a> Outputs<'a> {
     pub(crate) fn new(
-        state: &'a crate::canonical::NodeState,
+        state: StreamsView<'a>,
         spec: &'a CheckedSpec,
         step: u64,
         key: Option<&'a Key>,
@@ -757,7 +788,12 @@ impl Monitor {
             return Err(e.into());
         }
         let spec = &self.engine.plan().spec;
-        Ok(Outputs::new(&self.run.state, spec, step, None))
+        Ok(Outputs::new(
+            StreamsView::State(&self.run.state),
+            spec,
+            step,
+            None,
+        ))
     }
 
     fn step_timed(

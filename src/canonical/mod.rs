@@ -808,12 +808,22 @@ impl NodeState {
     /// The entries of ring `r` (in layout order, as `Plan::offset_nodes`),
     /// lane by lane: `min(step, n)` of them, since a ring gains one entry
     /// per step until it is full. Entries are never NoVal.
+    ///
+    /// A state whose rings were filled with ⊥ ahead of time (`fill_rings`)
+    /// has full rings in its first `n` steps; only the entries of steps
+    /// seen are history (lanes `0..step`, in step order as a ring filling
+    /// has them), so they are all it shows. (A plan with periodic streams
+    /// has full rings from the start, on clocks of their own: all shown.)
     pub(crate) fn ring_entries(&self, r: usize) -> Vec<Sample> {
         let full = self.rings.len() - self.filling.len();
         if r < full {
             let info = &self.rings[r];
             let base = info.base as usize;
-            (base..base + info.n as usize)
+            let shown = match self.clocks.is_empty() {
+                true => (info.n as u64).min(self.step) as usize,
+                false => info.n as usize,
+            };
+            (base..base + shown)
                 .map(|k| {
                     decode(
                         self.ring_tags[k],
@@ -831,6 +841,32 @@ impl NodeState {
                 })
                 .collect()
         }
+    }
+
+    /// Makes every ring still filling full, its missing entries ⊥ (at the
+    /// lanes of the steps not seen yet, which the barrier overwrites as
+    /// they come): as far as any row can tell the same history, since the
+    /// entry an offset reads before its ring is full is ⊥ either way, but in
+    /// the ring table, so that the state packs (a keyed monitor's keys are
+    /// packed from their first row). `ring_entries` still shows only the
+    /// entries of the steps seen. Only for a plan without periodic streams
+    /// (whose rings are full from the start anyway).
+    pub(crate) fn fill_rings(&mut self) {
+        if self.packs() {
+            return;
+        }
+        let rings = (0..self.rings.len())
+            .map(|r| {
+                let mut entries = self.ring_entries(r);
+                entries.resize(self.rings[r].n as usize, Sample::Deferred);
+                entries
+            })
+            .collect();
+        self.ring_tags.clear();
+        self.ring_lanes.clear();
+        self.ring_objects.clear();
+        self.filling.clear();
+        self.set_rings(rings);
     }
 
     /// Replaces the offset history of a state at step `self.step` that has

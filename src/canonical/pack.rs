@@ -54,9 +54,13 @@ pub struct PackLayout {
     /// The streams: the first persistent slots, which are also the first
     /// slots of the arena (so their parts copy as slices).
     streams: usize,
-    /// Byte offsets: lanes of the persistent slots and of the ring table
-    /// (8 bytes each, little-endian), then tags, held tags, ring tags,
-    /// flags, the owner's bytes, and the rings' counts (4 bytes each).
+    /// Byte offsets, after the step (word 0): the owner's bytes (first, so
+    /// that a keyed row reads its promotion bit on the line of the step),
+    /// lanes of the persistent slots and of the ring table from the next
+    /// word (8 bytes each, in native byte order, as a kernel running on the
+    /// block reads and writes them), then tags, held tags, ring tags,
+    /// flags, and the rings' counts (4 bytes each).
+    lanes_at: usize,
     ring_lanes_at: usize,
     tags_at: usize,
     held_at: usize,
@@ -100,6 +104,20 @@ impl PackLayout {
                 sigs.push(node.sig);
             }
         }
+        // The operand of an offset of a compound expression is persistent
+        // too: a whole-row kernel running on packed runs reloads each ring
+        // operand from its slot at the tick barrier (see `fusion::lower`),
+        // so the slot must be in the block. Its value outlives the row as
+        // the ring's newest entry anyway.
+        for &id in &plan.offset_nodes {
+            if let Some(crate::plan::Operand::Node(m)) = plan.node(id).args.first() {
+                let slot = plan.node_slot(*m);
+                if slot >= streams && !persist.contains(&slot) {
+                    persist.push(slot);
+                    sigs.push(plan.node(*m).sig);
+                }
+            }
+        }
         let ring_len = plan.ring_len as usize;
         let rings = plan.offset_nodes.len();
         let p = persist.len();
@@ -114,14 +132,17 @@ impl PackLayout {
             .iter()
             .any(|&id| plan.node(id).sig == ScalarSignature::NotScalar || plan.node(id).rebound);
         let nodes = streams as usize..streams as usize + plan.nodes.len();
-        let ring_lanes_at = 8 + 8 * p;
+        let extra_at = 8;
+        let lanes_at = (extra_at + extra).next_multiple_of(8);
+        let ring_lanes_at = lanes_at + 8 * p;
         let tags_at = ring_lanes_at + 8 * ring_len;
         let held_at = tags_at + p;
         let ring_tags_at = held_at + p;
         let flags_at = ring_tags_at + ring_len;
-        let extra_at = flags_at + flags.len();
-        let counts_at = extra_at + extra;
-        let len = counts_at + 4 * rings;
+        let counts_at = flags_at + flags.len();
+        // Whole words, so that blocks kept in a buffer of words stay aligned
+        // (a kernel's frame points at their lanes).
+        let len = (counts_at + 4 * rings).next_multiple_of(8);
         PackLayout {
             persist: persist.into(),
             nodes,
@@ -132,6 +153,7 @@ impl PackLayout {
             rings,
             extra,
             streams: streams as usize,
+            lanes_at,
             ring_lanes_at,
             tags_at,
             held_at,
@@ -146,6 +168,36 @@ impl PackLayout {
     /// The bytes a packed state takes.
     pub fn len(&self) -> usize {
         self.len
+    }
+
+    /// Where each persistent slot lies among a packed state's lanes and
+    /// tags, by arena slot (`None`: not persistent), for an arena of
+    /// `slots` slots.
+    pub fn persist_index(&self, slots: usize) -> Vec<Option<u32>> {
+        let mut index = vec![None; slots];
+        for (j, &slot) in self.persist.iter().enumerate() {
+            index[slot as usize] = Some(j as u32);
+        }
+        index
+    }
+
+    /// The number of persistent slots.
+    pub fn persist_len(&self) -> usize {
+        self.persist.len()
+    }
+
+    /// Where a kernel's frame lies in a packed state: the persistent
+    /// slots' lanes (from word `lanes`, in `persist_index` order) and tags (from
+    /// byte `tags`), the ring table's lanes (from word `ring`, in the
+    /// table's order), and the step (word 0).
+    pub fn frame_parts(&self) -> FrameParts {
+        FrameParts {
+            lanes_word: self.lanes_at / 8,
+            ring_word: self.ring_lanes_at / 8,
+            tags_byte: self.tags_at,
+            ring_len: self.ring_len,
+            extra_at: self.extra_at,
+        }
     }
 
     /// Whether a packed state may have objects to keep beside its bytes.
@@ -173,21 +225,50 @@ impl PackLayout {
         bytes[self.extra_at + i]
     }
 
+    /// The raw value of stream slot `slot` in a packed state without
+    /// objects (the key's value of a Str or Unit key input is not in it:
+    /// the whole-row kernel, after which this is read, runs only on plans
+    /// whose streams are all scalar).
+    #[inline]
+    pub fn raw_stream(&self, words: &[u64], slot: u32) -> crate::value::Sample {
+        use zerocopy::IntoBytes as _;
+        let i = slot as usize;
+        debug_assert!(i < self.streams, "engine bug: slot {i} is not a stream");
+        let t = words.as_bytes()[self.tags_at + i];
+        debug_assert_ne!(t, tag::OTHER, "engine bug: an object in a packed view");
+        super::decode(t, words[self.lanes_at / 8 + i], None)
+    }
+
     /// The step of a packed state.
     pub fn step(&self, bytes: &[u8]) -> u64 {
         lane(bytes, 0)
     }
 }
 
-/// The little-endian u64 at byte `at`.
+/// Where a kernel's frame lies in a packed state (`PackLayout::frame_parts`).
+#[derive(Clone, Debug)]
+pub struct FrameParts {
+    /// The word of the first persistent slot's lane.
+    pub lanes_word: usize,
+    /// The word of the ring table's first lane.
+    pub ring_word: usize,
+    /// The byte of the first persistent slot's tag.
+    pub tags_byte: usize,
+    /// The ring table's lanes.
+    pub ring_len: usize,
+    /// The byte of the owner's first byte.
+    pub extra_at: usize,
+}
+
+/// The u64 at byte `at`.
 fn lane(bytes: &[u8], at: usize) -> u64 {
     let mut b = [0; 8];
     b.copy_from_slice(&bytes[at..at + 8]);
-    u64::from_le_bytes(b)
+    u64::from_ne_bytes(b)
 }
 
 fn put_lane(bytes: &mut [u8], at: usize, v: u64) {
-    bytes[at..at + 8].copy_from_slice(&v.to_le_bytes());
+    bytes[at..at + 8].copy_from_slice(&v.to_ne_bytes());
 }
 
 impl NodeState {
@@ -216,9 +297,9 @@ impl NodeState {
         );
         let (p, s) = (l.persist.len(), l.streams);
         put_lane(bytes, 0, self.step);
-        let (lanes, rest) = bytes[8..].split_at_mut(8 * p);
+        let (lanes, rest) = bytes[l.lanes_at..].split_at_mut(8 * p);
         for (dst, src) in lanes.chunks_exact_mut(8).zip(&self.lanes[..s]) {
-            dst.copy_from_slice(&src.to_le_bytes());
+            dst.copy_from_slice(&src.to_ne_bytes());
         }
         for (j, &slot) in l.persist.iter().enumerate().take(p).skip(s) {
             put_lane(lanes, 8 * j, self.lanes[slot as usize]);
@@ -227,7 +308,7 @@ impl NodeState {
             .chunks_exact_mut(8)
             .zip(self.ring_lanes.iter())
         {
-            dst.copy_from_slice(&src.to_le_bytes());
+            dst.copy_from_slice(&src.to_ne_bytes());
         }
         bytes[l.tags_at..l.tags_at + s].copy_from_slice(&self.tags[..s]);
         bytes[l.held_at..l.held_at + s].copy_from_slice(&self.held_tags[..s]);
@@ -241,7 +322,7 @@ impl NodeState {
         }
         for (r, info) in self.rings.iter().enumerate() {
             let at = l.counts_at + 4 * r;
-            bytes[at..at + 4].copy_from_slice(&info.bad.to_le_bytes());
+            bytes[at..at + 4].copy_from_slice(&info.bad.to_ne_bytes());
         }
     }
 
@@ -259,9 +340,9 @@ impl NodeState {
         self.step = lane(bytes, 0);
         // The streams' parts are slices of the arena and of the bytes; the
         // cells' are one by one.
-        let lanes = &bytes[8..8 + 8 * p];
+        let lanes = &bytes[l.lanes_at..l.lanes_at + 8 * p];
         for (dst, src) in self.lanes[..s].iter_mut().zip(lanes.chunks_exact(8)) {
-            *dst = u64::from_le_bytes(src.try_into().expect("8 bytes"));
+            *dst = u64::from_ne_bytes(src.try_into().expect("8 bytes"));
         }
         self.tags[l.nodes.clone()].fill(tag::ABSENT);
         self.held_tags[l.nodes.clone()].fill(tag::ABSENT);
@@ -275,7 +356,7 @@ impl NodeState {
         self.held_tags[..s].copy_from_slice(&bytes[l.held_at..l.held_at + s]);
         let ring = &bytes[l.ring_lanes_at..l.ring_lanes_at + 8 * l.ring_len];
         for (dst, src) in self.ring_lanes.iter_mut().zip(ring.chunks_exact(8)) {
-            *dst = u64::from_le_bytes(src.try_into().expect("8 bytes"));
+            *dst = u64::from_ne_bytes(src.try_into().expect("8 bytes"));
         }
         self.ring_tags
             .copy_from_slice(&bytes[l.ring_tags_at..l.ring_tags_at + l.ring_len]);
@@ -289,7 +370,7 @@ impl NodeState {
             let at = l.counts_at + 4 * r;
             let mut b = [0; 4];
             b.copy_from_slice(&bytes[at..at + 4]);
-            self.rings[r].bad = u32::from_le_bytes(b);
+            self.rings[r].bad = u32::from_ne_bytes(b);
         }
         self.pending.clear();
     }

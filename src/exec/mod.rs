@@ -99,6 +99,20 @@ struct WholeRuntime {
     flag_nodes: Vec<crate::plan::NodeId>,
 }
 
+/// The whole-row kernel again, lowered onto packed runs
+/// (`lower_whole_in` with `WholeEnv::Packed`): a keyed monitor runs it on a
+/// key's block in place, so a row of a key whose run is packed and promoted
+/// neither unpacks nor packs it (`Engine::run_packed_row`).
+struct PackedRuntime {
+    kernel: jit::RowFn,
+    /// Where the frame lies in a block, and the block's length in words.
+    parts: crate::canonical::pack::FrameParts,
+    words: usize,
+    /// Owns the kernel's machine code (dropped after `kernel`, which is a
+    /// plain pointer into it).
+    _code: jit::NativeCode,
+}
+
 /// The state of one trace run by an `Engine`: the canonical run state and
 /// which of the engine's programs are promoted on it. An engine's compiled
 /// code serves any number of runs (a keyed monitor keeps one per key); all
@@ -218,6 +232,8 @@ pub struct ExecStats {
     pub region_runs: u64,
     /// Rows completed by the whole-row kernel.
     pub whole_rows: u64,
+    /// Of those, rows completed on a packed run in place (`run_packed_row`).
+    pub packed_rows: u64,
     /// Region runs declined, by (region, reason, tag seen); region
     /// `u32::MAX` is the whole-row kernel.
     pub declines: BTreeMap<(u32, u32, u8), u64>,
@@ -240,6 +256,9 @@ pub struct Engine {
     fused: Option<Arc<FusedPlan>>,
     regions: Vec<RegionRuntime>,
     whole: Option<WholeRuntime>,
+    /// The whole-row kernel on packed runs, once a keyed monitor asked for
+    /// it (`compile_packed`).
+    packed: Option<PackedRuntime>,
     pub stats: ExecStats,
     /// The tier actually running, and why it was picked.
     pub tier: Tier,
@@ -295,6 +314,7 @@ impl Engine {
             fused: None,
             regions: Vec::new(),
             whole: None,
+            packed: None,
             stats: ExecStats::default(),
             tier,
             why,
@@ -426,6 +446,124 @@ impl Engine {
 
     pub fn plan(&self) -> &Arc<Plan> {
         &self.plan
+    }
+
+    /// Compiles the whole-row kernel a second time, onto runs packed with
+    /// `layout` (a keyed monitor's), if this engine runs native-whole with
+    /// a native kernel; otherwise, or if Cranelift declines it, packed runs
+    /// are unpacked for every row as before (`run_packed_row` says no).
+    pub fn compile_packed(&mut self, layout: &crate::canonical::pack::PackLayout) {
+        let Some(w) = &self.whole else { return };
+        if !matches!(w.rt.kernel, Kernel::Native(_)) {
+            return;
+        }
+        let index = layout.persist_index(self.plan.slot_count());
+        let len = layout.persist_len() as u32;
+        let t0 = Instant::now();
+        let lowered = crate::fusion::lower::lower_whole_in(
+            &self.plan,
+            crate::fusion::lower::WholeEnv::Packed { index: &index, len },
+        );
+        let parts = layout.frame_parts();
+        let decl = &lowered.program.decl;
+        // What `run_packed_row`'s frame relies on, once: the block holds every
+        // lane the program declares.
+        assert!(
+            decl.env as usize <= layout.persist_len()
+                && decl.state as usize <= parts.ring_len
+                && decl.inputs as usize == self.plan.spec.inputs.len()
+                && layout.len().is_multiple_of(8),
+            "engine bug: a packed kernel declares more than its block holds"
+        );
+        let compiled = jit::JitModule::new().and_then(|mut module| {
+            let h = module.compile(&lowered.program)?;
+            let code = module.finalize()?;
+            Ok((code.func(h).row_fn(), code))
+        });
+        match compiled {
+            Ok((kernel, code)) => {
+                self.packed = Some(PackedRuntime {
+                    kernel,
+                    parts,
+                    words: layout.len() / 8,
+                    _code: code,
+                });
+            }
+            Err(e) => self
+                .stats
+                .compile_declines
+                .push(format!("whole-row kernel on packed runs: {e}")),
+        }
+        self.stats.compile_time += t0.elapsed();
+    }
+
+    /// Evaluates one row on a packed run in place (`block`, packed with the
+    /// layout given to `compile_packed`), with the whole-row kernel on
+    /// packed runs. Returns whether the kernel completed the row. When it
+    /// did not — there is no such kernel, the run is not promoted for it, or
+    /// it declined or trapped — nothing is counted, and the caller must
+    /// unpack the block and run the row with `run_row`, which redoes
+    /// whatever the kernel stored before it stopped (every slot it stores
+    /// is evaluated again before any read) and decides what the row is.
+    pub fn run_packed_row(&mut self, block: &mut [u64], row: &[Option<Value>]) -> bool {
+        use zerocopy::IntoBytes as _;
+        let whole = self.whole_index();
+        let (Some(p), Some(w)) = (&self.packed, &mut self.whole) else {
+            return false;
+        };
+        assert_eq!(
+            block.len(),
+            p.words,
+            "engine bug: a block of another layout"
+        );
+        // The run's promotion bit for the whole-row kernel, and whether the
+        // kernel has set the builtin flags (`Run::pack`'s owner bytes). A run
+        // promoted on `run_row`'s path has had both since its first kernel
+        // row there, so the kernel here has no flags to set.
+        let owner = &block.as_bytes()[p.parts.extra_at + whole..];
+        if owner[0] == 0 || owner[1] == 0 {
+            return false;
+        }
+        // The row in frame form; a value without one (which fails the row
+        // guard) is `OTHER`, as its encoding would be.
+        for ((t, lane), cell) in w.input_tags.iter_mut().zip(&mut w.input_lanes).zip(row) {
+            (*t, *lane) = match cell {
+                Some(v) => crate::canonical::scalar_form(v).unwrap_or((tag::OTHER, 0)),
+                None => (tag::ABSENT, 0),
+            };
+        }
+        let step = block[0];
+        let base = block.as_mut_ptr();
+        let mut frame = Frame {
+            inputs: w.input_lanes.as_ptr(),
+            input_tags: w.input_tags.as_ptr(),
+            // SAFETY: each offset lies inside `block` (its length is checked
+            // above against the layout the kernel was compiled for, whose
+            // parts `frame_parts` gives); the pointers are derived from one
+            // exclusive borrow and used only during the call below.
+            env: unsafe { base.add(p.parts.lanes_word) },
+            // SAFETY: as above (a byte offset inside the block).
+            env_tags: unsafe { base.cast::<u8>().add(p.parts.tags_byte) },
+            // SAFETY: as above.
+            state: unsafe { base.add(p.parts.ring_word) },
+            step,
+            status: 0,
+        };
+        // SAFETY: the kernel declares as many inputs as the row lanes hold, at
+        // most the block's persistent slots as environment and at most its
+        // ring table as state (`compile_packed` asserted both), and the block
+        // is promoted, so every ring it reads is full; the native code lives
+        // as long as the engine.
+        let word = unsafe { (p.kernel)(&mut frame) };
+        if Exit::decode(word) != Some(Exit::Return) {
+            return false;
+        }
+        // The kernel pushed the rings itself (the tick barrier).
+        block[0] = step + 1;
+        self.stats.rows += 1;
+        self.stats.whole_rows += 1;
+        self.stats.packed_rows += 1;
+        true
     }
 
     pub fn fused(&self) -> Option<&Arc<FusedPlan>> {

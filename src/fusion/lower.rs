@@ -120,13 +120,39 @@ pub fn whole_row_eligible(plan: &Plan) -> Result<(), String> {
     Ok(())
 }
 
+/// Where a whole-row program keeps the arena's slots.
+#[derive(Clone, Copy, Debug)]
+pub enum WholeEnv<'a> {
+    /// In the arena: environment slot = arena slot.
+    Arena,
+    /// In a packed run (`canonical::pack`, a keyed monitor's blocks):
+    /// environment slot `index[slot]` of `len`, or, for a slot that is not
+    /// persistent (`None`), nowhere at all, since unpacking resets such a
+    /// slot and no later row reads it before it is evaluated again.
+    Packed { index: &'a [Option<u32>], len: u32 },
+}
+
 /// Lowers the whole per-row schedule to one program: a row guard on every
 /// input, every stream in schedule order (stored to its slot), then the tick
 /// barrier's ring pushes. Inputs are read from the frame's input lanes (the
 /// current row, or a batch kernel's columns) and stored to their arena
 /// slots, so one program serves rows and batches.
 pub fn lower_whole(plan: &Plan) -> LoweredRegion {
-    let mut cx = Lowering::new(plan, plan.spec.inputs.len() as u32);
+    lower_whole_in(plan, WholeEnv::Arena)
+}
+
+/// `lower_whole`, keeping the slots as `env` says.
+pub fn lower_whole_in(plan: &Plan, env: WholeEnv<'_>) -> LoweredRegion {
+    let (env_len, index) = match env {
+        WholeEnv::Arena => (plan.slot_count() as u32, None),
+        WholeEnv::Packed { index, len } => (len, Some(index)),
+    };
+    // The environment slot of arena slot `slot`, if it is kept.
+    let place = |slot: u32| match index {
+        None => Some(slot),
+        Some(index) => index[slot as usize],
+    };
+    let mut cx = Lowering::with_env(plan, plan.spec.inputs.len() as u32, env_len);
     // The row guard comes first, before anything is loaded or stored.
     for (k, &s) in plan.spec.inputs.iter().enumerate() {
         let ty = scalar_type(plan.spec.stream(s).sig).expect("checked by whole_row_eligible");
@@ -136,7 +162,8 @@ pub fn lower_whole(plan: &Plan) -> LoweredRegion {
     for (k, &s) in plan.spec.inputs.iter().enumerate() {
         let ty = cx.reads[k].1;
         let v = cx.b.load_input(ty, k as u32);
-        cx.b.store_env(ty, s.0, v);
+        let at = place(s.0).expect("streams are persistent");
+        cx.b.store_env(ty, at, v);
         cx.streams.insert(s, v);
     }
     for node in &plan.nodes {
@@ -149,33 +176,42 @@ pub fn lower_whole(plan: &Plan) -> LoweredRegion {
         let graph = plan.graph(s).expect("scheduled streams are defined");
         for id in graph.node_ids() {
             cx.lower_node(id);
-            // Every node's value goes to its arena slot: a canonical row
-            // after this one holds nodes that are NoVal there (the root's
-            // slot is the stream's, stored below).
+            // Every node's value goes to its slot: a canonical row after
+            // this one holds nodes that are NoVal there (the root's slot is
+            // the stream's, stored below).
             let slot = plan.node_slot(id);
-            if slot != s.0 {
+            if slot != s.0
+                && let Some(at) = place(slot)
+            {
                 let ty = scalar_type(plan.node(id).sig).expect("checked by whole_row_eligible");
-                cx.b.store_env(ty, slot, cx.values[&id]);
+                cx.b.store_env(ty, at, cx.values[&id]);
             }
         }
         let v = cx.operand(&graph.root);
         let ty = scalar_type(plan.spec.stream(s).sig).expect("checked by whole_row_eligible");
-        cx.b.store_env(ty, s.0, v);
+        cx.b.store_env(ty, place(s.0).expect("streams are persistent"), v);
         cx.streams.insert(s, v);
     }
     // The tick barrier: every ring takes its operand's value of this row.
-    // The value is reloaded from the operand's arena slot, where it was
-    // stored above, rather than kept in its SSA value: holding every ring
-    // operand live from its stream to the end of the row made the register
+    // The value is reloaded from the operand's slot, where it was stored
+    // above, rather than kept in its SSA value: holding every ring operand
+    // live from its stream to the end of the row made the register
     // allocator spill thousands of values, and compile time quadratic in the
-    // number of streams.
+    // number of streams. (A packed run keeps every ring operand's slot.)
     for node in &plan.nodes {
         if let NodeOp::Offset(n) = node.op {
             let ty = scalar_type(node.sig).expect("checked by whole_row_eligible");
-            let v = match &node.args[0] {
-                Operand::Stream(s) => cx.b.load_env(ty, s.0),
-                Operand::Node(m) => cx.b.load_env(ty, plan.node_slot(*m)),
-                constant @ Operand::Const(_) => cx.operand(constant),
+            let slot = match &node.args[0] {
+                Operand::Stream(s) => Some(s.0),
+                Operand::Node(m) => Some(plan.node_slot(*m)),
+                Operand::Const(_) => None,
+            };
+            let v = match slot {
+                Some(slot) => cx.b.load_env(
+                    ty,
+                    place(slot).expect("ring operands are persistent (PackLayout)"),
+                ),
+                None => cx.operand(&node.args[0]),
             };
             cx.touch_ring(node.ring_base, n);
             cx.b.ring_store(ty, node.ring_base, n, v);
@@ -204,9 +240,14 @@ impl<'a> Lowering<'a> {
     /// Starts a program over `plan`'s arena and rings, with `inputs` input
     /// lanes, positioned in its entry block.
     fn new(plan: &'a Plan, inputs: u32) -> Lowering<'a> {
+        Lowering::with_env(plan, inputs, plan.slot_count() as u32)
+    }
+
+    /// As `new`, with `env` environment slots.
+    fn with_env(plan: &'a Plan, inputs: u32, env: u32) -> Lowering<'a> {
         let decl = Decl {
             inputs,
-            env: plan.slot_count() as u32,
+            env,
             state: plan.ring_len,
             sites: 0,
         };

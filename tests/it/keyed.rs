@@ -43,6 +43,23 @@ struct Coverage {
     others_went_on: usize,
     /// Cases restored from a keyed snapshot on another tier mid-run.
     restored: usize,
+    /// Cases where the whole-row kernel ran rows on packed runs in place,
+    /// and of those, cases where rows of the same monitor also ran
+    /// otherwise (declined by that kernel, before promotion, or while a
+    /// key's history filled), so that keys moved between the two.
+    in_place: usize,
+    in_place_mixed: usize,
+}
+
+impl Coverage {
+    /// Counts what `m`'s rows exercised (before it is replaced or dropped).
+    fn monitor(&mut self, m: &KeyedMonitor) {
+        let stats = m.stats();
+        if stats.packed_rows > 0 {
+            self.in_place += 1;
+            self.in_place_mixed += usize::from(stats.rows > stats.packed_rows);
+        }
+    }
 }
 
 /// Runs one generated case keyed by an appended input `kk` (keys 0..4),
@@ -108,6 +125,7 @@ fn check_case(
             if decoded != snap {
                 return Err("the keyed snapshot changed through its encoding".into());
             }
+            cov.monitor(&monitor);
             monitor = KeyedMonitor::builder(&spec, "kk")
                 .tier(second)
                 .restore(&decoded)
@@ -145,6 +163,7 @@ fn check_case(
             Err(StepError::Row(e)) => return Err(format!("a generated row was rejected: {e}")),
         }
     }
+    cov.monitor(&monitor);
     for (k, w) in want {
         let g = got.remove(&k).unwrap_or_default();
         let rows: Vec<_> = trace
@@ -186,6 +205,104 @@ fn each_key_equals_a_plain_monitor_of_its_rows_on_every_tier() {
     assert!(cov.separate_histories >= 20, "{cov:?}");
     assert!(cov.others_went_on >= 3, "{cov:?}");
     assert!(cov.restored >= 30, "{cov:?}");
+    assert!(cov.in_place >= 4, "{cov:?}");
+    assert!(cov.in_place_mixed >= 3, "{cov:?}");
+}
+
+/// Every stream kind the whole-row kernel runs (offsets of streams and of a
+/// compound expression, `default`, `if`, the flagged builtins `when`,
+/// `init`, `update`, `latch`), keyed by an Int so that native-whole runs it.
+const IN_PLACE: &str = "in dev: Int\nin x: Int\nin y: Float\n\
+out s1: Int\nout s2: Int\nout s3: Float\nout s4: Bool\nout s5: Int\nout s6: Bool\n\
+out s7: Int\nout s8: Int\nout s9: Float\n\
+s1 = default(s1[1], 0) + x\ns2 = x - default(x[3], 0)\ns3 = y * 2.0\n\
+s4 = s3 > default((s3 + 1.0)[2], 0.0)\ns5 = if s4 then s1 else s2\ns6 = when(x > 3)\n\
+s7 = init(x * 2, 7)\ns8 = update(x, s1)\ns9 = latch(y, x)\n";
+
+/// The whole-row kernel runs on keys' packed runs in place, and rows it
+/// declines (an absent input) or that come before a key's history fills run
+/// on the unpacked run in between: every key still equals a plain canonical
+/// monitor of its rows, at every row.
+#[test]
+fn packed_runs_evaluated_in_place_equal_plain_monitors() {
+    let spec = Spec::parse("in_place.dsrv", IN_PLACE).unwrap();
+    let mut m = KeyedMonitor::builder(&spec, "dev")
+        .tier(Tier::NativeWhole)
+        .build()
+        .unwrap();
+    let mut plain: HashMap<i64, Monitor> = HashMap::new();
+    let mut rows = Vec::new();
+    let mut next = 0x9e37_79b9_7f4a_7c15_u64;
+    for r in 0..3000 {
+        next = next
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        let key = (next >> 33) as i64 % 7;
+        let x = (next >> 40) as i64 % 21 - 10;
+        // Every 23rd row lacks `x`, every 31st `y`: the kernel declines them.
+        let row = vec![
+            Some(Value::Int(key)),
+            (r % 23 != 5).then_some(Value::Int(x)),
+            (r % 31 != 7).then_some(Value::Float(x as f64 * 0.25)),
+        ];
+        let want = plain
+            .entry(key)
+            .or_insert_with(|| Monitor::builder(&spec).tier(Tier::Canonical).build())
+            .step(&row)
+            .unwrap()
+            .to_vec();
+        let got = m.step(&row).unwrap();
+        assert_eq!(got.to_vec(), want, "row {r}, key {key}");
+        assert_eq!(got.step() + 1, plain[&key].steps(), "row {r}, key {key}");
+        rows.push(row);
+    }
+    // What the kernel left in the blocks is the canonical tier's run state:
+    // a keyed monitor on the canonical tier, fed the same rows, snapshots
+    // the same (keyed snapshots keep only the persistent node cells, so a
+    // plain monitor's would differ).
+    let mut canonical = KeyedMonitor::builder(&spec, "dev")
+        .tier(Tier::Canonical)
+        .build()
+        .unwrap();
+    for row in &rows {
+        canonical.step(row).unwrap();
+    }
+    assert_eq!(m.snapshot(), canonical.snapshot());
+    let stats = m.stats();
+    assert!(
+        stats.packed_rows > 2000 && stats.packed_rows < stats.rows,
+        "{stats}"
+    );
+}
+
+/// A key stopped by a runtime error on the native-whole tier stays stopped,
+/// also for its very next row (regression: that row found the key's packed
+/// run without its stop error, which was still in the working run, and the
+/// kernel ran it in place).
+#[test]
+fn a_key_stopped_on_the_packed_path_stays_stopped() {
+    let spec = Spec::parse(
+        "t.dsrv",
+        "in dev: Int\nin x: Int\nout t: Int\nt = default(t[1], 0) + x\n",
+    )
+    .unwrap();
+    let mut m = KeyedMonitor::builder(&spec, "dev")
+        .tier(Tier::NativeWhole)
+        .build()
+        .unwrap();
+    let row = |k: i64, x: i64| vec![Some(Value::Int(k)), Some(Value::Int(x))];
+    for _ in 0..4 {
+        m.step(row(1, 1)).unwrap();
+        m.step(row(2, 1)).unwrap();
+    }
+    let err = m.step(row(1, i64::MAX)).unwrap_err();
+    assert!(
+        matches!(&err, StepError::Runtime(e) if e.kind == ErrorKind::IntegerOverflow && e.step == 4)
+    );
+    assert_eq!(m.step(row(1, 1)).unwrap_err(), err);
+    assert_eq!(m.step(row(2, 1)).unwrap().step(), 4);
+    assert_eq!(m.step(row(1, 1)).unwrap_err(), err);
+    assert!(m.stats().packed_rows > 0, "{}", m.stats());
 }
 
 const COUNTER: &str = "in host: Str\nin x: Int\nout n: Int\nout total: Int\nout prev: Int\n\

@@ -16,11 +16,15 @@
 //! Each key's run is kept *packed* once its offset history is full
 //! (`canonical::pack`): only what survives from one row to the next — the
 //! streams' values and holds, the few node cells the hold rule needs, the
-//! ring table, flags and promotion bits — in one block of words, a few
-//! hundred bytes. Rows run on one working run: a row of another key than the
-//! last writes the last key's run back into its block and unpacks its own,
-//! so the engine only ever sees a whole `Run`. A key whose history is still
-//! filling (its first rows) keeps a whole `Run` of its own.
+//! ring table, flags and promotion bits — in the key's record of the
+//! `table::KeyTable`, a few hundred bytes right after the key itself, so
+//! that finding a key and reaching its run is one trip to memory. On the
+//! native-whole tier a row runs the whole-row kernel on the packed run in
+//! place (`Engine::run_packed_row`). Any other row runs on one working run:
+//! a row of another key than the last writes the last key's run back into
+//! its record and unpacks its own, so the engine sees a whole `Run`. A key
+//! whose history is still filling (its first rows) keeps a whole `Run` of
+//! its own.
 //!
 //! Live keys may be bounded: when a new key would exceed the bound, the least
 //! recently used key is evicted, its state dropped or handed to a callback as
@@ -31,14 +35,16 @@
 use crate::canonical::NodeState;
 use crate::canonical::pack::PackLayout;
 use crate::exec::{Engine, Run};
-use crate::monitor::{DEFAULT_MAX_STRING_BYTES, Outputs, Spec, Stats, Tier};
+use crate::monitor::{DEFAULT_MAX_STRING_BYTES, Outputs, Spec, Stats, StreamsView, Tier};
 use crate::plan::Plan;
 use crate::row::{Checked, RowError, RowSchema, StepError};
 use crate::snapshot::{KeyedSnapshot, Snapshot, SnapshotError};
 use crate::value::{Key, Sample, Value};
-use lru::LruCache;
 use std::num::NonZeroUsize;
 use std::sync::Arc;
+use table::{EntryId, KeyTable};
+
+mod table;
 
 /// What happens to the state of a key evicted by the bound on live keys.
 enum Eviction {
@@ -113,12 +119,15 @@ impl<'a> KeyedMonitorBuilder<'a> {
             return Err(KeyedBuildError::Periodic);
         }
         let max = self.max_string_bytes;
-        let engine = Engine::new(plan.clone(), self.tier);
+        let mut engine = Engine::new(plan.clone(), self.tier);
         let layout = PackLayout::new(&plan, Run::pack_extra(&engine));
-        let mut fresh = engine.new_run();
-        fresh.state.max_string_bytes = max;
+        engine.compile_packed(&layout);
         let mut work = Run::from_state(&engine, NodeState::with_full_rings(&plan));
         work.state.max_string_bytes = max;
+        // A new key's run: the working run at step 0 (full rings of ⊥),
+        // packed once here and copied into each new key's record.
+        let mut fresh = vec![0u64; layout.len() / 8];
+        work.pack(&layout, zerocopy::IntoBytes::as_mut_bytes(&mut fresh[..]));
         let key_slot = plan.spec.inputs[key_index].0;
         let mut monitor = KeyedMonitor {
             engine,
@@ -127,8 +136,7 @@ impl<'a> KeyedMonitorBuilder<'a> {
             key_index,
             key_slot,
             key_name: self.key,
-            runs: LruCache::unbounded(),
-            slab: Slab::new(layout.len()),
+            table: KeyTable::new(layout.len()),
             layout,
             fresh,
             work,
@@ -144,103 +152,14 @@ impl<'a> KeyedMonitorBuilder<'a> {
                 state.max_string_bytes = max;
                 let mut run = Run::from_state(&monitor.engine, state);
                 run.failed = failed.map(Box::new);
-                let kept = monitor.keep(run);
-                monitor.runs.put(key, kept);
+                let id = monitor.table.insert(key);
+                monitor.keep(id, run);
             }
             monitor.rows = snapshot.rows();
         }
         // A snapshot with more keys than the bound keeps the most recent.
         monitor.evict_to(monitor.max_keys.map_or(usize::MAX, NonZeroUsize::get));
         Ok(monitor)
-    }
-}
-
-/// How a key's run is kept.
-enum Kept {
-    /// A whole run: the key's offset history is still filling.
-    Whole(Box<Run>),
-    /// Packed (see the module documentation): its block of `Slab`. When the
-    /// key is the one loaded in the working run, the block is stale until
-    /// it is written back.
-    Packed(u32),
-}
-
-/// The packed runs' bytes: one block of `len` bytes per packed key, all in
-/// one buffer, so that a key costs no allocation of its own and a row's
-/// write-back finds the last key's block by index rather than by a lookup.
-/// What a block cannot hold (`Side`) is kept by block number, in the rare
-/// case there is any.
-struct Slab {
-    len: usize,
-    bytes: Vec<u8>,
-    free: Vec<u32>,
-    sides: std::collections::HashMap<u32, Box<Side>>,
-}
-
-impl Slab {
-    fn new(len: usize) -> Slab {
-        Slab {
-            len,
-            bytes: Vec::new(),
-            free: Vec::new(),
-            sides: std::collections::HashMap::new(),
-        }
-    }
-
-    /// A block for a new packed key.
-    fn alloc(&mut self) -> u32 {
-        if let Some(b) = self.free.pop() {
-            return b;
-        }
-        let b = self.bytes.len() / self.len.max(1);
-        if self.bytes.len() + self.len > self.bytes.capacity() {
-            // Grow by an eighth, not double: the slack is memory every key
-            // pays for, and growth stays amortised constant.
-            self.bytes
-                .reserve_exact(self.bytes.capacity() / 8 + 64 * self.len.max(1));
-        }
-        self.bytes.resize(self.bytes.len() + self.len, 0);
-        u32::try_from(b).expect("fewer than 2^32 packed keys")
-    }
-
-    fn release(&mut self, b: u32) {
-        self.free.push(b);
-        if !self.sides.is_empty() {
-            self.sides.remove(&b);
-        }
-    }
-
-    fn block(&self, b: u32) -> &[u8] {
-        let at = b as usize * self.len;
-        &self.bytes[at..at + self.len]
-    }
-
-    fn side(&self, b: u32) -> Option<&Side> {
-        if self.sides.is_empty() {
-            return None;
-        }
-        self.sides.get(&b).map(|s| &**s)
-    }
-
-    /// Packs `run` into block `b` (and its side, if it needs one).
-    fn pack(&mut self, b: u32, run: &Run, layout: &PackLayout, key_slot: u32) {
-        let at = b as usize * self.len;
-        let side = pack_into(run, layout, key_slot, &mut self.bytes[at..at + self.len]);
-        match side {
-            Some(side) => {
-                self.sides.insert(b, side);
-            }
-            None if !self.sides.is_empty() => {
-                self.sides.remove(&b);
-            }
-            None => {}
-        }
-    }
-
-    fn clear(&mut self) {
-        self.bytes.clear();
-        self.free.clear();
-        self.sides.clear();
     }
 }
 
@@ -336,22 +255,21 @@ pub struct KeyedMonitor {
     key_index: usize,
     key_slot: u32,
     key_name: String,
-    /// Every live key's run. Recency is maintained only when live keys are
-    /// bounded (`get_mut`); otherwise lookups `peek_mut` and the order is
+    /// Every live key: its record (header and packed run), whole run if
+    /// its history is still filling, and recency. Recency is maintained
+    /// only when live keys are bounded (`touch`); otherwise the order is
     /// the order keys were first seen.
-    runs: LruCache<Key, Kept>,
+    table: KeyTable,
     /// Where a packed run's parts lie in its words.
     layout: PackLayout,
-    /// A run at step 0, cloned for each new key (cheaper than building a
-    /// `NodeState` from the plan, and its vectors are allocated to size).
-    fresh: Run,
-    /// The packed keys' blocks.
-    slab: Slab,
+    /// A new key's packed run (the working run at step 0, with its rings
+    /// full of ⊥): copied into each new key's record.
+    fresh: Vec<u64>,
     /// The working run packed keys are evaluated in (its ring table has its
     /// full length), and the key whose run it holds with its block, if any:
     /// that block is stale until `write_back`.
     work: Run,
-    loaded: Option<(Key, u32)>,
+    loaded: Option<EntryId>,
     max_keys: Option<NonZeroUsize>,
     eviction: Eviction,
     /// Rows evaluated over every key (rejected rows are not counted).
@@ -456,29 +374,29 @@ impl KeyedMonitor {
         let result = self.step_row(row, time, &mut converted);
         converted.clear();
         self.scratch = converted;
-        let (step, key, whole) = result?;
-        let state = match whole.then(|| self.runs.peek(&key)).flatten() {
-            Some(Kept::Whole(run)) => &run.state,
-            _ => &self.work.state,
+        let (step, in_place) = result?;
+        let key = self.last_key.as_ref().expect("step_row names the key");
+        let view = match in_place {
+            Some(id) => StreamsView::Packed(self.table.words(id), &self.layout),
+            None => StreamsView::State(&self.work.state),
         };
-        let key = self.last_key.insert(key);
         Ok(Outputs::new(
-            state,
+            view,
             &self.engine.plan().spec,
             step,
             Some(key),
         ))
     }
 
-    /// Evaluates one row (see `step`); returns the step it evaluated, its
-    /// key, and whether the key's run is whole (else the working run holds
-    /// the outputs).
+    /// Evaluates one row (see `step`); returns the step it evaluated, and
+    /// the record whose packed run a kernel evaluated it in place, if one
+    /// did (the outputs are there), else they are in the working run.
     fn step_row(
         &mut self,
         row: &[Option<Value>],
         time: Option<f64>,
         converted: &mut Vec<Option<Value>>,
-    ) -> Result<(u64, Key, bool), StepError> {
+    ) -> Result<(u64, Option<EntryId>), StepError> {
         let cells = match self.inputs.check(row)? {
             Checked::AsIs => row,
             Checked::Convert => {
@@ -486,43 +404,52 @@ impl KeyedMonitor {
                 &converted[..]
             }
         };
-        let Some(key) = cells[self.key_index].clone() else {
+        let Some(value) = &cells[self.key_index] else {
             return Err(RowError::MissingKey {
                 input: self.key_name.clone(),
             }
             .into());
         };
-        let key = Key::from(key);
-        // Recency is kept only under a bound (see the field's doc).
-        let entry = match self.max_keys {
-            None => self.runs.peek_mut(&key),
-            Some(_) => self.runs.get_mut(&key),
-        };
-        let packed = match entry {
-            Some(Kept::Whole(_)) => None,
-            Some(Kept::Packed(b)) => Some(*b),
+        // The key is kept as the last row's (for `Outputs::key`) before the
+        // row runs (a runtime error names no key), made only when it changes.
+        match &mut self.last_key {
+            Some(last) if last.value() == value => {}
+            last => *last = Some(Key::from(value.clone())),
+        }
+        let id = match self.table.find(value) {
+            Some(id) => {
+                // Recency is kept only under a bound (see the field's doc).
+                if self.max_keys.is_some() {
+                    self.table.touch(id);
+                }
+                id
+            }
             None => {
+                let key = Key::from(value.clone());
                 let live = self.max_keys.map_or(usize::MAX, |n| n.get() - 1);
                 self.evict_to(live);
-                let kept = self.keep(self.fresh.clone());
-                let packed = match kept {
-                    Kept::Packed(b) => Some(b),
-                    Kept::Whole(_) => None,
-                };
-                self.runs.put(key.clone(), kept);
-                packed
+                let id = self.table.insert(key);
+                self.table.words_mut(id).copy_from_slice(&self.fresh);
+                id
             }
         };
-        let whole = packed.is_none();
-        if let Some(b) = packed {
-            self.load(&key, b);
+        // The whole-row kernel on packed runs runs on the key's record in
+        // place: no unpacking, no packing. The run must be current, so the
+        // working run is written back first; only then does the record show
+        // a stop error the working run held. A run with anything beside its
+        // record (objects, a stop error) is not offered to it.
+        self.write_back();
+        if self.table.side(id).is_none() {
+            let words = self.table.words_mut(id);
+            // The step is the packed run's first word.
+            let step = words[0];
+            if self.engine.run_packed_row(words, cells) {
+                self.rows += 1;
+                return Ok((step, Some(id)));
+            }
         }
-        // A packed key runs in the working run: only a whole one needs its
-        // entry again.
-        let run = match whole.then(|| self.runs.peek_mut(&key)).flatten() {
-            Some(Kept::Whole(run)) => &mut **run,
-            _ => &mut self.work,
-        };
+        self.load(id);
+        let run = &mut self.work;
         if let Some(e) = &run.failed {
             return Err((**e).clone().into());
         }
@@ -533,99 +460,75 @@ impl KeyedMonitor {
             return Err(e.into());
         }
         self.rows += 1;
-        // A key whose history has just filled moves into the working run
-        // (its rings now have the table's full length) and is packed from
-        // then on.
-        if whole && run.state.packs() {
-            // In place: the entry keeps its position and recency.
-            let b = self.slab.alloc();
-            let entry = self.runs.peek_mut(&key).expect("the key is live");
-            let Kept::Whole(mut whole) = std::mem::replace(entry, Kept::Packed(b)) else {
-                unreachable!("the key's run is whole")
-            };
-            self.write_back();
-            // The old working run goes with the box.
-            std::mem::swap(&mut self.work, &mut *whole);
-            self.loaded = Some((key.clone(), b));
-            return Ok((step, key, false));
-        }
-        Ok((step, key, whole))
+        Ok((step, None))
     }
 
-    /// How a run is kept: packed if its history is full, else whole.
-    fn keep(&mut self, run: Run) -> Kept {
-        if !run.state.packs() {
-            return Kept::Whole(Box::new(run));
-        }
-        let b = self.slab.alloc();
-        self.slab.pack(b, &run, &self.layout, self.key_slot);
-        Kept::Packed(b)
+    /// Keeps `run` as the run of the key of record `id` (just inserted, or
+    /// restored): packed in the record, its rings filled with ⊥ first if
+    /// they are still filling (`NodeState::fill_rings`).
+    fn keep(&mut self, id: EntryId, mut run: Run) {
+        run.state.fill_rings();
+        self.pack(id, &run);
     }
 
-    /// Writes the working run back into the block of the key it holds, if
-    /// any (in place, found by index: a row of another key allocates and
-    /// looks up nothing for it).
+    /// Packs `run` into record `id` (and its side, if it needs one).
+    fn pack(&mut self, id: EntryId, run: &Run) {
+        pack_record(&mut self.table, id, run, &self.layout, self.key_slot);
+    }
+
+    /// Writes the working run back into the record of the key it holds, if
+    /// any (in place, found by number: a row of another key looks up
+    /// nothing for it).
     fn write_back(&mut self) {
-        if let Some((_, b)) = self.loaded.take() {
-            self.slab.pack(b, &self.work, &self.layout, self.key_slot);
+        if let Some(id) = self.loaded.take() {
+            pack_record(&mut self.table, id, &self.work, &self.layout, self.key_slot);
         }
     }
 
-    /// Loads `key`'s packed run (block `b`) into the working run.
-    fn load(&mut self, key: &Key, b: u32) {
-        if self.loaded.as_ref().is_some_and(|(k, _)| k == key) {
+    /// Loads record `id`'s packed run into the working run.
+    fn load(&mut self, id: EntryId) {
+        if self.loaded == Some(id) {
             return;
         }
         self.write_back();
-        let block = self.slab.block(b);
         unpack_into(
             &mut self.work,
             &self.layout,
-            block,
-            self.slab.side(b),
+            self.table.block(id),
+            self.table.side(id),
             self.key_slot,
-            key,
+            self.table.key(id),
         );
-        self.loaded = Some((key.clone(), b));
+        self.loaded = Some(id);
     }
 
-    /// Whether `key` is the one loaded in the working run.
-    fn is_loaded(&self, key: &Key) -> bool {
-        self.loaded.as_ref().is_some_and(|(k, _)| k == key)
-    }
-
-    /// Forgets `key`'s run: its block goes back to the slab.
-    fn forget(&mut self, key: &Key) {
-        if self.is_loaded(key) {
+    /// Forgets record `id`'s key.
+    fn forget(&mut self, id: EntryId) {
+        if self.loaded == Some(id) {
             self.loaded = None;
         }
-        if let Some(Kept::Packed(b)) = self.runs.pop(key) {
-            self.slab.release(b);
-        }
+        self.table.remove(id);
     }
 
     /// Calls `f` with `key`'s run as it stands; `None` if the key is not
     /// live. A packed run not loaded is unpacked into a copy of the working
     /// run (reads of one key are rare; rows never come here).
     fn with_run<R>(&self, key: &Key, f: impl FnOnce(&Run) -> R) -> Option<R> {
-        match self.runs.peek(key)? {
-            Kept::Whole(run) => Some(f(run)),
-            Kept::Packed(b) => {
-                let mut run = self.work.clone();
-                self.canonical_into(&mut run, key, *b);
-                Some(f(&run))
-            }
-        }
+        let id = self.table.find(key.value())?;
+        let mut run = self.work.clone();
+        self.canonical_into(&mut run, id);
+        Some(f(&run))
     }
 
-    /// Puts `key`'s packed run, as packing leaves it, into `run` (a copy of
-    /// the working run). For the loaded key that is the working run packed
-    /// afresh, so that what is read of a key (a snapshot above all) is the
-    /// same whether or not its run happens to be loaded: packing keeps of
-    /// the node slots only the cells later rows read.
-    fn canonical_into(&self, run: &mut Run, key: &Key, b: u32) {
-        if self.is_loaded(key) {
-            let mut fresh = vec![0; self.layout.len()];
+    /// Puts record `id`'s packed run, as packing leaves it, into `run` (a
+    /// copy of the working run). For the loaded key that is the working run
+    /// packed afresh, so that what is read of a key (a snapshot above all)
+    /// is the same whether or not its run happens to be loaded: packing
+    /// keeps of the node slots only the cells later rows read.
+    fn canonical_into(&self, run: &mut Run, id: EntryId) {
+        let key = self.table.key(id);
+        if self.loaded == Some(id) {
+            let mut fresh = vec![0u8; self.layout.len()];
             let side = pack_into(&self.work, &self.layout, self.key_slot, &mut fresh);
             unpack_into(
                 run,
@@ -636,7 +539,7 @@ impl KeyedMonitor {
                 key,
             );
         } else {
-            let (block, side) = (self.slab.block(b), self.slab.side(b));
+            let (block, side) = (self.table.block(id), self.table.side(id));
             unpack_into(run, &self.layout, block, side, self.key_slot, key);
         }
     }
@@ -644,46 +547,46 @@ impl KeyedMonitor {
     /// Evicts least recently used keys until at most `live` remain, handing
     /// each to the eviction callback if there is one.
     fn evict_to(&mut self, live: usize) {
-        while self.runs.len() > live {
-            let Some((key, _)) = self.runs.peek_lru() else {
+        while self.table.len() > live {
+            let Some(id) = self.table.oldest() else {
                 break;
             };
-            let key = key.clone();
             if let Eviction::Callback(_) = &self.eviction {
+                let key = self.table.key(id).clone();
                 let snapshot = self
                     .snapshot_key(&key)
                     .expect("the least recently used key is live");
                 if let Eviction::Callback(f) = &mut self.eviction {
-                    f(key.clone(), snapshot);
+                    f(key, snapshot);
                 }
             }
-            self.forget(&key);
+            self.forget(id);
         }
     }
 
     /// The number of live keys.
     pub fn key_count(&self) -> usize {
-        self.runs.len()
+        self.table.len()
     }
 
     /// The live keys, most recently used first when live keys are bounded,
     /// else in the order they were first seen, latest first.
     pub fn keys(&self) -> impl Iterator<Item = &Key> + '_ {
-        self.runs.iter().map(|(k, _)| k)
+        self.table.iter().map(|id| self.table.key(id))
     }
 
     /// Whether `key` is live.
     pub fn contains(&self, key: &Key) -> bool {
-        self.runs.contains(key)
+        self.table.find(key.value()).is_some()
     }
 
     /// The number of rows `key` has evaluated; `None` if it is not live.
     pub fn steps(&self, key: &Key) -> Option<u64> {
-        match self.runs.peek(key)? {
-            Kept::Whole(run) => Some(run.state.step),
-            Kept::Packed(_) if self.is_loaded(key) => Some(self.work.state.step),
-            Kept::Packed(b) => Some(self.layout.step(self.slab.block(*b))),
-        }
+        let id = self.table.find(key.value())?;
+        Some(match self.loaded == Some(id) {
+            true => self.work.state.step,
+            false => self.layout.step(self.table.block(id)),
+        })
     }
 
     /// The rows evaluated over every key (evicted and removed keys' rows
@@ -732,7 +635,8 @@ impl KeyedMonitor {
     /// key starts it afresh).
     pub fn remove(&mut self, key: &Key) -> Option<Snapshot> {
         let snapshot = self.snapshot_key(key)?;
-        self.forget(key);
+        let id = self.table.find(key.value())?;
+        self.forget(id);
         Some(snapshot)
     }
 
@@ -742,13 +646,15 @@ impl KeyedMonitor {
     /// error. With live keys bounded, this may evict another key.
     pub fn restore_key(&mut self, key: Key, snapshot: &Snapshot) -> Result<(), SnapshotError> {
         let (mut state, failed) = snapshot.restore_state(self.engine.plan())?;
-        state.max_string_bytes = self.fresh.state.max_string_bytes;
+        state.max_string_bytes = self.work.state.max_string_bytes;
         let mut run = Run::from_state(&self.engine, state);
         run.failed = failed.map(Box::new);
-        self.forget(&key);
+        if let Some(id) = self.table.find(key.value()) {
+            self.forget(id);
+        }
         self.evict_to(self.max_keys.map_or(usize::MAX, |n| n.get() - 1));
-        let kept = self.keep(run);
-        self.runs.put(key, kept);
+        let id = self.table.insert(key);
+        self.keep(id, run);
         Ok(())
     }
 
@@ -760,18 +666,15 @@ impl KeyedMonitor {
         // One copy of the working run serves every packed key.
         let mut tmp = self.work.clone();
         let keys = self
-            .runs
+            .table
             .iter()
             .rev()
-            .map(|(key, kept)| {
-                let run = match kept {
-                    Kept::Whole(run) => run,
-                    Kept::Packed(b) => {
-                        self.canonical_into(&mut tmp, key, *b);
-                        &tmp
-                    }
-                };
-                (key.clone(), Snapshot::capture_with(plan, run, fp))
+            .map(|id| {
+                self.canonical_into(&mut tmp, id);
+                (
+                    self.table.key(id).clone(),
+                    Snapshot::capture_with(plan, &tmp, fp),
+                )
             })
             .collect();
         KeyedSnapshot::from_parts(plan, &self.key_name, self.rows, keys)
@@ -779,12 +682,18 @@ impl KeyedMonitor {
 
     /// Drops every key and the row count, keeping the compiled code.
     pub fn reset(&mut self) {
-        self.runs.clear();
-        self.slab.clear();
+        self.table.clear();
         self.loaded = None;
         self.rows = 0;
         self.last_key = None;
     }
+}
+
+/// Packs `run` into record `id` of `table` (and its side, if it needs one).
+fn pack_record(table: &mut KeyTable, id: EntryId, run: &Run, layout: &PackLayout, key_slot: u32) {
+    use zerocopy::IntoBytes as _;
+    let side = pack_into(run, layout, key_slot, table.words_mut(id).as_mut_bytes());
+    table.set_side(id, side);
 }
 
 /// Packs `run` into `bytes` and returns what it keeps beside (see `Side`),
