@@ -223,6 +223,13 @@ impl fmt::Display for Stats {
                     "native-whole: {} rows executed by the whole-row kernel",
                     self.whole_rows
                 )?;
+                if self.region_runs > 0 {
+                    writeln!(
+                        f,
+                        "  native regions of declined rows: {} region runs executed",
+                        self.region_runs
+                    )?;
+                }
                 if self.packed_rows > 0 {
                     writeln!(
                         f,

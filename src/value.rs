@@ -131,6 +131,18 @@ impl Key {
     pub fn value(&self) -> &Value {
         &self.0
     }
+
+    /// Makes this the key of `v`, in place when both are scalars of one
+    /// kind (a keyed monitor names each row's key this way: moving a whole
+    /// `Value` per row cost more than the rest of its bookkeeping).
+    pub(crate) fn assign(&mut self, v: &Value) {
+        match (&mut self.0, v) {
+            (Value::Int(a), Value::Int(b)) => *a = *b,
+            (Value::Float(a), Value::Float(b)) => *a = *b,
+            (Value::Bool(a), Value::Bool(b)) => *a = *b,
+            (a, b) => *a = b.clone(),
+        }
+    }
 }
 
 impl From<Value> for Key {

@@ -46,11 +46,27 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Decline reason of a region whose rings are not yet promotable.
-const HISTORY_NOT_FILLED: u32 = u32::MAX;
-/// Decline reason of a trap inside an `if` arm (the canonical tier decides
-/// whether it is an error).
-const TRAP_IN_ARM: u32 = u32::MAX - 1;
+/// A compiled program of an engine: a fused region, or the whole-row kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum KernelId {
+    Region(RegionId),
+    Whole,
+}
+
+/// Why a program declined a row (the row, or the declined range, then runs
+/// canonically).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Decline {
+    /// The offset history it reads is not promotable (not yet filled, or
+    /// holding ⊥ or another representation).
+    History,
+    /// A trap inside an `if` arm: the canonical tier decides whether it is
+    /// an error.
+    TrapInArm,
+    /// The preflight (or the row guard) found value `reads[read]` of the
+    /// program absent, ⊥ or of another type (`seen` is its tag).
+    Read { read: u32, seen: u8 },
+}
 
 /// Compiled code of one program: interpreted or native.
 enum Kernel {
@@ -84,6 +100,25 @@ impl Kernel {
 struct RegionRuntime {
     lowered: LoweredRegion,
     kernel: Kernel,
+    /// The input step from which promotion can succeed: a ring of `n` lanes
+    /// holds `n` entries of the trace only from step `n` on.
+    ready_at: u64,
+}
+
+impl RegionRuntime {
+    fn new(lowered: LoweredRegion, kernel: Kernel) -> RegionRuntime {
+        let ready_at = lowered
+            .rings
+            .iter()
+            .map(|r| u64::from(r.1))
+            .max()
+            .unwrap_or(0);
+        RegionRuntime {
+            lowered,
+            kernel,
+            ready_at,
+        }
+    }
 }
 
 /// The whole-row kernel (`native-whole`).
@@ -234,9 +269,13 @@ pub struct ExecStats {
     pub whole_rows: u64,
     /// Of those, rows completed on a packed run in place (`run_packed_row`).
     pub packed_rows: u64,
-    /// Region runs declined, by (region, reason, tag seen); region
-    /// `u32::MAX` is the whole-row kernel.
-    pub declines: BTreeMap<(u32, u32, u8), u64>,
+    /// Rows (or ranges) declined, by program and reason; declines for
+    /// history not yet promotable are counted apart, in `history_declines`.
+    pub declines: BTreeMap<(KernelId, Decline), u64>,
+    /// `Decline::History` counts by program (regions by id, the whole-row
+    /// kernel last): a keyed monitor's every key starts with such rows, and
+    /// a map update for each was a visible part of them.
+    pub history_declines: Vec<u64>,
     pub promotions: u64,
     pub materializations: u64,
     pub plan_time: Duration,
@@ -246,9 +285,6 @@ pub struct ExecStats {
     /// Programs the JIT could not compile (they stay on the quickened tier).
     pub compile_declines: Vec<String>,
 }
-
-/// The whole-row kernel's id in `ExecStats::declines`.
-const WHOLE: u32 = u32::MAX;
 
 /// Runs rows of one plan on one tier.
 pub struct Engine {
@@ -263,9 +299,10 @@ pub struct Engine {
     /// The tier actually running, and why it was picked.
     pub tier: Tier,
     pub why: String,
-    /// Owns the machine code of every native kernel above. Declared last so
-    /// it is dropped after them; its drop frees the code.
-    native: Option<jit::NativeCode>,
+    /// Owns the machine code of every native kernel above (one module per
+    /// compilation). Declared last so it is dropped after them; its drop
+    /// frees the code.
+    native: Vec<jit::NativeCode>,
 }
 
 impl Engine {
@@ -318,7 +355,7 @@ impl Engine {
             stats: ExecStats::default(),
             tier,
             why,
-            native: None,
+            native: Vec::new(),
         };
         match tier {
             Tier::Canonical | Tier::Auto => {}
@@ -326,6 +363,7 @@ impl Engine {
             Tier::NativeRegions => engine.build_regions(true),
             Tier::NativeWhole => engine.build_whole(),
         }
+        engine.stats.history_declines = vec![0; engine.regions.len() + 1];
         engine
     }
 
@@ -334,19 +372,20 @@ impl Engine {
         let plan = self.plan.clone();
         let t0 = Instant::now();
         let fused = Arc::new(FusedPlan::new(plan.clone()));
-        self.stats.plan_time = t0.elapsed();
+        self.stats.plan_time += t0.elapsed();
         let t1 = Instant::now();
+        let compiled_before = self.stats.compile_time;
         let lowered: Vec<LoweredRegion> = fused
             .regions
             .iter()
             .map(|body| lower_region(&plan, body))
             .collect();
         let kernels = self.compile(&lowered, native);
-        self.stats.lowering_time = t1.elapsed() - self.stats.compile_time;
+        self.stats.lowering_time += t1.elapsed() - (self.stats.compile_time - compiled_before);
         self.regions = lowered
             .into_iter()
             .zip(kernels)
-            .map(|(lowered, (kernel, _))| RegionRuntime { lowered, kernel })
+            .map(|(lowered, (kernel, _))| RegionRuntime::new(lowered, kernel))
             .collect();
         self.fused = Some(fused);
     }
@@ -355,11 +394,12 @@ impl Engine {
     fn build_whole(&mut self) {
         let plan = self.plan.clone();
         let t1 = Instant::now();
+        let compiled_before = self.stats.compile_time;
         // One program serves rows and batches: it reads the inputs from its
         // frame's input lanes (the current row, or a batch's columns).
         let lowered = crate::fusion::lower::lower_whole(&plan);
         let (kernel, batch) = self.compile(std::slice::from_ref(&lowered), true).remove(0);
-        self.stats.lowering_time = t1.elapsed() - self.stats.compile_time;
+        self.stats.lowering_time += t1.elapsed() - (self.stats.compile_time - compiled_before);
         let flag_nodes = (0..plan.nodes.len() as u32)
             .map(crate::plan::NodeId)
             .filter(|&n| {
@@ -374,7 +414,7 @@ impl Engine {
             })
             .collect();
         self.whole = Some(WholeRuntime {
-            rt: RegionRuntime { lowered, kernel },
+            rt: RegionRuntime::new(lowered, kernel),
             batch,
             input_lanes: vec![0; plan.spec.inputs.len()],
             input_tags: vec![0; plan.spec.inputs.len()],
@@ -439,13 +479,29 @@ impl Engine {
                 None => quick(l),
             })
             .collect();
-        self.stats.compile_time = t0.elapsed();
-        self.native = Some(code);
+        self.stats.compile_time += t0.elapsed();
+        self.native.push(code);
         kernels
     }
 
     pub fn plan(&self) -> &Arc<Plan> {
         &self.plan
+    }
+
+    /// Also builds the native regions of the plan on the native-whole tier,
+    /// so that a row the whole-row kernel declines runs its regions rather
+    /// than every stream canonically: a keyed monitor, whose every key
+    /// starts with rows the kernel cannot take (its history filling), asks
+    /// for this before making any run (the runs' promotion bits cover the
+    /// regions too).
+    pub fn add_decline_regions(&mut self) {
+        if self.tier == Tier::NativeWhole && self.fused.is_none() {
+            self.build_regions(true);
+            // The whole-row kernel's count stays last.
+            let whole = self.stats.history_declines.pop().unwrap_or(0);
+            self.stats.history_declines = vec![0; self.regions.len()];
+            self.stats.history_declines.push(whole);
+        }
     }
 
     /// Compiles the whole-row kernel a second time, onto runs packed with
@@ -793,7 +849,7 @@ impl Engine {
         let result = run_kernel(
             &mut w.rt,
             &mut run.promoted[whole],
-            WHOLE,
+            KernelId::Whole,
             &mut run.state,
             &mut self.stats,
             &self.plan,
@@ -824,7 +880,7 @@ impl Engine {
         let result = run_kernel(
             rt,
             &mut run.promoted[r.index()],
-            r.0,
+            KernelId::Region(r),
             &mut run.state,
             &mut self.stats,
             &self.plan,
@@ -857,18 +913,29 @@ impl Engine {
     /// Describes the decline counters for `--stats`.
     pub fn describe_declines(&self) -> Vec<(String, u64)> {
         let mut out: BTreeMap<String, u64> = BTreeMap::new();
-        for (&(r, reason, seen), &n) in &self.stats.declines {
-            let what = match reason {
-                HISTORY_NOT_FILLED => {
-                    "offset history not yet filled (promotion failed)".to_string()
+        let history = self.stats.history_declines.iter().enumerate();
+        let history = history.filter(|(_, n)| **n > 0).map(|(i, &n)| {
+            let kernel = match i < self.regions.len() {
+                true => KernelId::Region(RegionId(i as u32)),
+                false => KernelId::Whole,
+            };
+            ((kernel, Decline::History), n)
+        });
+        let counted = self.stats.declines.iter().map(|(&k, &n)| (k, n));
+        for ((kernel, why), n) in counted.chain(history) {
+            let what = match why {
+                Decline::History => "offset history not yet filled (promotion failed)".to_string(),
+                Decline::TrapInArm => {
+                    "trap inside an if arm (the canonical tier decides)".to_string()
                 }
-                TRAP_IN_ARM => "trap inside an if arm (the canonical tier decides)".to_string(),
-                k => {
-                    let lowered = match &self.whole {
-                        Some(w) if r == WHOLE => &w.rt.lowered,
-                        _ => &self.regions[r as usize].lowered,
+                Decline::Read { read, seen } => {
+                    let lowered = match kernel {
+                        KernelId::Whole => {
+                            &self.whole.as_ref().expect("a whole-row kernel").rt.lowered
+                        }
+                        KernelId::Region(r) => &self.regions[r.index()].lowered,
                     };
-                    let (slot, ty) = lowered.reads[k as usize];
+                    let (slot, ty) = lowered.reads[read as usize];
                     let state = match seen {
                         tag::ABSENT => "absent".to_string(),
                         tag::DEFERRED => "deferred".to_string(),
@@ -877,10 +944,9 @@ impl Engine {
                     format!("`{}` {state}", self.slot_name(slot))
                 }
             };
-            let who = if r == WHOLE {
-                "row".to_string()
-            } else {
-                format!("r{r}")
+            let who = match kernel {
+                KernelId::Whole => "row".to_string(),
+                KernelId::Region(r) => format!("r{}", r.0),
             };
             *out.entry(format!("{who}: {what}")).or_default() += n;
         }
@@ -943,17 +1009,18 @@ fn assert_frame_fits(st: &NodeState, decl: &scalar_ir::Decl) {
 fn run_kernel(
     rt: &mut RegionRuntime,
     promoted: &mut bool,
-    id: u32,
+    id: KernelId,
     st: &mut NodeState,
     stats: &mut ExecStats,
     plan: &Plan,
     (inputs, input_tags): (*const u64, *const u8),
 ) -> Result<bool, RuntimeError> {
     if !promote(rt, promoted, st, stats) {
-        *stats
-            .declines
-            .entry((id, HISTORY_NOT_FILLED, 0))
-            .or_default() += 1;
+        let i = match id {
+            KernelId::Region(r) => r.index(),
+            KernelId::Whole => stats.history_declines.len() - 1,
+        };
+        stats.history_declines[i] += 1;
         return Ok(false);
     }
     let exit = match &mut rt.kernel {
@@ -988,21 +1055,22 @@ fn run_kernel(
         Exit::Return => Ok(true),
         Exit::Decline(k) => {
             let slot = rt.lowered.reads[k as usize].0;
-            let seen = if id == WHOLE {
+            let seen = if id == KernelId::Whole {
                 // SAFETY: the whole-row kernel's reason `k` is input `k`, and
                 // `input_tags` covers every input.
                 unsafe { *input_tags.add(k as usize) }
             } else {
                 st.tags[slot as usize]
             };
-            *stats.declines.entry((id, k, seen)).or_default() += 1;
+            let why = Decline::Read { read: k, seen };
+            *stats.declines.entry((id, why)).or_default() += 1;
             demote(rt, promoted, stats);
             Ok(false)
         }
         Exit::Trap(kind, site) => {
             let site = &rt.lowered.sites[site as usize];
             if site.in_arm {
-                *stats.declines.entry((id, TRAP_IN_ARM, 0)).or_default() += 1;
+                *stats.declines.entry((id, Decline::TrapInArm)).or_default() += 1;
                 demote(rt, promoted, stats);
                 return Ok(false);
             }
@@ -1026,6 +1094,11 @@ fn run_kernel(
 fn promote(rt: &RegionRuntime, promoted: &mut bool, st: &NodeState, stats: &mut ExecStats) -> bool {
     if *promoted {
         return true;
+    }
+    // Before its rings can be full, no promotion is tried (every key of a
+    // keyed monitor starts with such rows).
+    if st.ring_step() < rt.ready_at {
+        return false;
     }
     let ok = rt
         .lowered

@@ -120,6 +120,9 @@ impl<'a> KeyedMonitorBuilder<'a> {
         }
         let max = self.max_string_bytes;
         let mut engine = Engine::new(plan.clone(), self.tier);
+        // Every key's first rows (its history filling) are rows the
+        // whole-row kernel declines: they run the native regions.
+        engine.add_decline_regions();
         let layout = PackLayout::new(&plan, Run::pack_extra(&engine));
         engine.compile_packed(&layout);
         let mut work = Run::from_state(&engine, NodeState::with_full_rings(&plan));
@@ -413,8 +416,8 @@ impl KeyedMonitor {
         // The key is kept as the last row's (for `Outputs::key`) before the
         // row runs (a runtime error names no key), made only when it changes.
         match &mut self.last_key {
-            Some(last) if last.value() == value => {}
-            last => *last = Some(Key::from(value.clone())),
+            Some(last) => last.assign(value),
+            None => self.last_key = Some(Key::from(value.clone())),
         }
         let id = match self.table.find(value) {
             Some(id) => {
@@ -433,6 +436,9 @@ impl KeyedMonitor {
                 id
             }
         };
+        // The lookup brought the record's first line; ask for the rest now,
+        // so that the kernel does not wait for each in turn.
+        self.table.prefetch(id);
         // The whole-row kernel on packed runs runs on the key's record in
         // place: no unpacking, no packing. The run must be current, so the
         // working run is written back first; only then does the record show
