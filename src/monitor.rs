@@ -164,6 +164,10 @@ pub struct Stats {
     /// Of those, the rows a keyed monitor's whole-row kernel completed on a
     /// key's packed run in place (without unpacking it).
     pub packed_rows: u64,
+    /// Of those, the rows the kernel's warm-up form completed: a key's first
+    /// rows, before its offset history is full (for specs whose every offset
+    /// is under a `default`).
+    pub warm_rows: u64,
     /// Cranelift compile time of the plan's native code.
     pub compile_time: std::time::Duration,
     /// Programs the JIT declined (they run quickened).
@@ -194,6 +198,7 @@ impl Stats {
             region_runs: s.region_runs,
             whole_rows: s.whole_rows,
             packed_rows: s.packed_rows,
+            warm_rows: s.warm_rows,
             compile_time: s.compile_time,
             compile_declines: s.compile_declines.clone(),
             declines: engine.describe_declines(),
@@ -233,8 +238,8 @@ impl fmt::Display for Stats {
                 if self.packed_rows > 0 {
                     writeln!(
                         f,
-                        "  {} of them on keys' packed runs in place",
-                        self.packed_rows
+                        "  {} of them on keys' packed runs in place ({} before their history was full)",
+                        self.packed_rows, self.warm_rows
                     )?;
                 }
             } else {

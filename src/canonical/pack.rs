@@ -197,6 +197,9 @@ impl PackLayout {
             tags_byte: self.tags_at,
             ring_len: self.ring_len,
             extra_at: self.extra_at,
+            ring_tags_at: self.ring_tags_at,
+            counts_at: self.counts_at,
+            flags: self.flags_at..self.flags_at + self.flags.len(),
         }
     }
 
@@ -258,6 +261,11 @@ pub struct FrameParts {
     pub ring_len: usize,
     /// The byte of the owner's first byte.
     pub extra_at: usize,
+    /// The byte of the first ring entry's tag, of the first ring's count
+    /// (4 bytes each), and the builtin flags' bytes.
+    pub ring_tags_at: usize,
+    pub counts_at: usize,
+    pub flags: std::ops::Range<usize>,
 }
 
 /// The u64 at byte `at`.

@@ -140,12 +140,83 @@ struct WholeRuntime {
 /// neither unpacks nor packs it (`Engine::run_packed_row`).
 struct PackedRuntime {
     kernel: jit::RowFn,
+    /// Its warm-up form, when the plan has one
+    /// (`fusion::lower::warm_up_eligible`): it runs a trace's first rows,
+    /// before the rings are full.
+    warm: Option<jit::RowFn>,
+    /// Every ring (in layout order): base, lanes, the tag of its type.
+    rings: Vec<(u32, u32, u8)>,
     /// Where the frame lies in a block, and the block's length in words.
     parts: crate::canonical::pack::FrameParts,
     words: usize,
     /// Owns the kernel's machine code (dropped after `kernel`, which is a
     /// plain pointer into it).
     _code: jit::NativeCode,
+}
+
+/// Whether a packed run's owner bytes say the whole-row kernel is promoted
+/// and has set the builtin flags.
+fn owner_bytes_promoted(
+    block: &[u64],
+    parts: &crate::canonical::pack::FrameParts,
+    whole: usize,
+) -> bool {
+    use zerocopy::IntoBytes as _;
+    let owner = &block.as_bytes()[parts.extra_at + whole..];
+    owner[0] != 0 && owner[1] != 0
+}
+
+impl PackedRuntime {
+    /// Whether every ring entry a trace at `block`'s step has written is a
+    /// value of its ring's type: the entries not written yet are exactly
+    /// the ⊥ a packed run starts with (`NodeState::fill_rings`), so each
+    /// ring's count of entries of another tag must be the number of its
+    /// lanes the steps have not reached.
+    fn written_rings_hold_values(&self, block: &[u64]) -> bool {
+        let step = block[0];
+        (0..self.rings.len()).all(|r| {
+            let n = u64::from(self.rings[r].1);
+            u64::from(self.count(block, r)) == n - step.min(n)
+        })
+    }
+
+    fn count(&self, block: &[u64], r: usize) -> u32 {
+        use zerocopy::IntoBytes as _;
+        let at = self.parts.counts_at + 4 * r;
+        let mut b = [0; 4];
+        b.copy_from_slice(&block.as_bytes()[at..at + 4]);
+        u32::from_ne_bytes(b)
+    }
+
+    /// After the warm-up form completed the row of `step`: what the tick
+    /// barrier does besides the lanes (which the kernel wrote), as
+    /// `NodeState::end_row` would — each ring's entry of the step takes its
+    /// type's tag, and the ring's count of other tags drops if the entry
+    /// had one —, then the step; the flags (every value of the row was
+    /// real); and the promotion once no ring has an entry of another tag.
+    fn commit_warm_row(&self, block: &mut [u64], step: u64, whole: usize) {
+        use zerocopy::IntoBytes as _;
+        let mut full = true;
+        for (r, &(base, n, want)) in self.rings.iter().enumerate() {
+            let k = self.parts.ring_tags_at + (u64::from(base) + step % u64::from(n)) as usize;
+            let mut count = self.count(block, r);
+            let bytes = block.as_mut_bytes();
+            if bytes[k] != want {
+                bytes[k] = want;
+                count -= 1;
+                let at = self.parts.counts_at + 4 * r;
+                bytes[at..at + 4].copy_from_slice(&count.to_ne_bytes());
+            }
+            full &= count == 0;
+        }
+        block[0] = step + 1;
+        let bytes = block.as_mut_bytes();
+        bytes[self.parts.flags.clone()].fill(1);
+        bytes[self.parts.extra_at + whole + 1] = 1;
+        if full {
+            bytes[self.parts.extra_at + whole] = 1;
+        }
+    }
 }
 
 /// The state of one trace run by an `Engine`: the canonical run state and
@@ -267,8 +338,10 @@ pub struct ExecStats {
     pub region_runs: u64,
     /// Rows completed by the whole-row kernel.
     pub whole_rows: u64,
-    /// Of those, rows completed on a packed run in place (`run_packed_row`).
+    /// Of those, rows completed on a packed run in place (`run_packed_row`),
+    /// and of these, rows of the warm-up form.
     pub packed_rows: u64,
+    pub warm_rows: u64,
     /// Rows (or ranges) declined, by program and reason; declines for
     /// history not yet promotable are counted apart, in `history_declines`.
     pub declines: BTreeMap<(KernelId, Decline), u64>,
@@ -416,8 +489,10 @@ impl Engine {
         self.whole = Some(WholeRuntime {
             rt: RegionRuntime::new(lowered, kernel),
             batch,
-            input_lanes: vec![0; plan.spec.inputs.len()],
-            input_tags: vec![0; plan.spec.inputs.len()],
+            // One lane more than the inputs: the step, for the warm-up form
+            // of the kernel on packed runs.
+            input_lanes: vec![0; plan.spec.inputs.len() + 1],
+            input_tags: vec![0; plan.spec.inputs.len() + 1],
             flag_nodes,
         });
     }
@@ -509,6 +584,7 @@ impl Engine {
     /// a native kernel; otherwise, or if Cranelift declines it, packed runs
     /// are unpacked for every row as before (`run_packed_row` says no).
     pub fn compile_packed(&mut self, layout: &crate::canonical::pack::PackLayout) {
+        use crate::fusion::lower::{WholeEnv, lower_whole_in, warm_up_eligible};
         let Some(w) = &self.whole else { return };
         if !matches!(w.rt.kernel, Kernel::Native(_)) {
             return;
@@ -516,30 +592,55 @@ impl Engine {
         let index = layout.persist_index(self.plan.slot_count());
         let len = layout.persist_len() as u32;
         let t0 = Instant::now();
-        let lowered = crate::fusion::lower::lower_whole_in(
-            &self.plan,
-            crate::fusion::lower::WholeEnv::Packed { index: &index, len },
-        );
+        let env = WholeEnv::Packed { index: &index, len };
+        let mut programs = vec![lower_whole_in(&self.plan, env, false)];
+        if warm_up_eligible(&self.plan) {
+            programs.push(lower_whole_in(&self.plan, env, true));
+        }
         let parts = layout.frame_parts();
-        let decl = &lowered.program.decl;
+        let inputs = self.plan.spec.inputs.len();
         // What `run_packed_row`'s frame relies on, once: the block holds every
-        // lane the program declares.
-        assert!(
-            decl.env as usize <= layout.persist_len()
-                && decl.state as usize <= parts.ring_len
-                && decl.inputs as usize == self.plan.spec.inputs.len()
-                && layout.len().is_multiple_of(8),
-            "engine bug: a packed kernel declares more than its block holds"
-        );
+        // lane the programs declare, and the row lanes every input (and the
+        // step, for the warm-up form).
+        for (warm, l) in programs.iter().enumerate() {
+            let decl = &l.program.decl;
+            assert!(
+                decl.env as usize <= layout.persist_len()
+                    && decl.state as usize <= parts.ring_len
+                    && decl.inputs as usize == inputs + warm
+                    && layout.len().is_multiple_of(8),
+                "engine bug: a packed kernel declares more than its block holds"
+            );
+        }
         let compiled = jit::JitModule::new().and_then(|mut module| {
-            let h = module.compile(&lowered.program)?;
+            let handles = programs
+                .iter()
+                .map(|l| module.compile(&l.program))
+                .collect::<Result<Vec<_>, _>>()?;
             let code = module.finalize()?;
-            Ok((code.func(h).row_fn(), code))
+            let kernels: Vec<jit::RowFn> = handles.iter().map(|&h| code.func(h).row_fn()).collect();
+            Ok((kernels, code))
         });
         match compiled {
-            Ok((kernel, code)) => {
+            Ok((kernels, code)) => {
+                let rings = self
+                    .plan
+                    .offset_nodes
+                    .iter()
+                    .map(|&id| {
+                        let node = self.plan.node(id);
+                        let crate::plan::NodeOp::Offset(n) = node.op else {
+                            unreachable!("offset_nodes holds offsets")
+                        };
+                        let ty = crate::fusion::scalar_type(node.sig)
+                            .expect("whole-row plans are scalar");
+                        (node.ring_base, n, tag_of(ty))
+                    })
+                    .collect();
                 self.packed = Some(PackedRuntime {
-                    kernel,
+                    kernel: kernels[0],
+                    warm: kernels.get(1).copied(),
+                    rings,
                     parts,
                     words: layout.len() / 8,
                     _code: code,
@@ -555,14 +656,16 @@ impl Engine {
 
     /// Evaluates one row on a packed run in place (`block`, packed with the
     /// layout given to `compile_packed`), with the whole-row kernel on
-    /// packed runs. Returns whether the kernel completed the row. When it
-    /// did not — there is no such kernel, the run is not promoted for it, or
-    /// it declined or trapped — nothing is counted, and the caller must
-    /// unpack the block and run the row with `run_row`, which redoes
-    /// whatever the kernel stored before it stopped (every slot it stores
-    /// is evaluated again before any read) and decides what the row is.
+    /// packed runs: the promoted one, or, in a run's first steps, the
+    /// warm-up form (`fusion::lower::warm_up_eligible`) if the plan has one
+    /// and every ring entry written so far is a value of its ring's type.
+    /// Returns whether a kernel completed the row. When none did — there is
+    /// no such kernel, the run is not ready for it, or it declined or
+    /// trapped — nothing is counted, and the caller must unpack the block
+    /// and run the row with `run_row`, which redoes whatever the kernel
+    /// stored before it stopped (every slot it stores is evaluated again
+    /// before any read) and decides what the row is.
     pub fn run_packed_row(&mut self, block: &mut [u64], row: &[Option<Value>]) -> bool {
-        use zerocopy::IntoBytes as _;
         let whole = self.whole_index();
         let (Some(p), Some(w)) = (&self.packed, &mut self.whole) else {
             return false;
@@ -572,23 +675,31 @@ impl Engine {
             p.words,
             "engine bug: a block of another layout"
         );
+        let step = block[0];
         // The run's promotion bit for the whole-row kernel, and whether the
         // kernel has set the builtin flags (`Run::pack`'s owner bytes). A run
         // promoted on `run_row`'s path has had both since its first kernel
         // row there, so the kernel here has no flags to set.
-        let owner = &block.as_bytes()[p.parts.extra_at + whole..];
-        if owner[0] == 0 || owner[1] == 0 {
-            return false;
-        }
+        let promoted = owner_bytes_promoted(block, &p.parts, whole);
+        let kernel = match (promoted, p.warm) {
+            (true, _) => p.kernel,
+            (false, Some(warm)) if step < w.rt.ready_at && p.written_rings_hold_values(block) => {
+                warm
+            }
+            _ => return false,
+        };
         // The row in frame form; a value without one (which fails the row
-        // guard) is `OTHER`, as its encoding would be.
+        // guard) is `OTHER`, as its encoding would be. The warm-up form reads
+        // the step from the lane after the inputs.
         for ((t, lane), cell) in w.input_tags.iter_mut().zip(&mut w.input_lanes).zip(row) {
             (*t, *lane) = match cell {
                 Some(v) => crate::canonical::scalar_form(v).unwrap_or((tag::OTHER, 0)),
                 None => (tag::ABSENT, 0),
             };
         }
-        let step = block[0];
+        let n = self.plan.spec.inputs.len();
+        w.input_lanes[n] = step;
+        w.input_tags[n] = tag::I64;
         let base = block.as_mut_ptr();
         let mut frame = Frame {
             inputs: w.input_lanes.as_ptr(),
@@ -605,17 +716,28 @@ impl Engine {
             step,
             status: 0,
         };
-        // SAFETY: the kernel declares as many inputs as the row lanes hold, at
-        // most the block's persistent slots as environment and at most its
-        // ring table as state (`compile_packed` asserted both), and the block
-        // is promoted, so every ring it reads is full; the native code lives
-        // as long as the engine.
-        let word = unsafe { (p.kernel)(&mut frame) };
+        // SAFETY: the kernels declare as many inputs as the row lanes hold
+        // (one more, the step, for the warm-up form), at most the block's
+        // persistent slots as environment and at most its ring table as
+        // state (`compile_packed` asserted all three); the ring table is
+        // whole in a packed run, and the promoted kernel reads only rings
+        // found full of values, the warm-up form only entries written so far
+        // (checked above); the native code lives as long as the engine.
+        let word = unsafe { kernel(&mut frame) };
         if Exit::decode(word) != Some(Exit::Return) {
             return false;
         }
-        // The kernel pushed the rings itself (the tick barrier).
-        block[0] = step + 1;
+        if promoted {
+            // The kernel pushed the rings itself (the tick barrier).
+            block[0] = step + 1;
+        } else {
+            // The warm-up form pushed values over ⊥ or over values: the
+            // barrier's bookkeeping (entry tags, per-ring counts), then the
+            // flags, which fire on a row whose every value is real, and the
+            // promotion once every ring is full of values.
+            p.commit_warm_row(block, step, whole);
+            self.stats.warm_rows += 1;
+        }
         self.stats.rows += 1;
         self.stats.whole_rows += 1;
         self.stats.packed_rows += 1;

@@ -138,11 +138,53 @@ pub enum WholeEnv<'a> {
 /// current row, or a batch kernel's columns) and stored to their arena
 /// slots, so one program serves rows and batches.
 pub fn lower_whole(plan: &Plan) -> LoweredRegion {
-    lower_whole_in(plan, WholeEnv::Arena)
+    lower_whole_in(plan, WholeEnv::Arena, false)
 }
 
-/// `lower_whole`, keeping the slots as `env` says.
-pub fn lower_whole_in(plan: &Plan, env: WholeEnv<'_>) -> LoweredRegion {
+/// Whether the whole-row program has a *warm-up* form (`lower_whole_in`
+/// with `warm`): every offset `e[n]` is the first operand of a `default`
+/// whose fallback has the default's representation, and nothing else reads
+/// it. Then the only ⊥ a row of a trace's first steps can meet is an offset
+/// reaching before step 0, which `default` replaces by its fallback: the
+/// warm-up form computes `default(e[n], d)` as `step >= n ? e[n] : d`, so it
+/// runs from a trace's first row, before its rings are full.
+pub fn warm_up_eligible(plan: &Plan) -> bool {
+    let mut absorbed = 0;
+    for node in &plan.nodes {
+        if node.op != NodeOp::Call(Builtin::Default) {
+            continue;
+        }
+        if let Some(Operand::Node(m)) = node.args.first()
+            && matches!(plan.node(*m).op, NodeOp::Offset(_))
+            && operand_sig(plan, &node.args[1]) == node.sig
+            && plan.node(*m).sig == node.sig
+        {
+            absorbed += 1;
+        }
+    }
+    // Every offset must be read once, by such a default, and by nothing
+    // else (another node or a stream's root).
+    let offsets = plan.offset_nodes.len();
+    let mut reads = vec![0usize; plan.nodes.len()];
+    for node in &plan.nodes {
+        for a in &node.args {
+            if let Operand::Node(m) = a {
+                reads[m.index()] += 1;
+            }
+        }
+    }
+    for &s in &plan.schedule {
+        if let Some(Operand::Node(m)) = plan.graph(s).map(|g| &g.root) {
+            reads[m.index()] += 1;
+        }
+    }
+    absorbed == offsets && plan.offset_nodes.iter().all(|o| reads[o.index()] == 1)
+}
+
+/// `lower_whole`, keeping the slots as `env` says; with `warm`, in the
+/// warm-up form (`warm_up_eligible`), which reads the step from one more
+/// input lane after the inputs.
+pub fn lower_whole_in(plan: &Plan, env: WholeEnv<'_>, warm: bool) -> LoweredRegion {
     let (env_len, index) = match env {
         WholeEnv::Arena => (plan.slot_count() as u32, None),
         WholeEnv::Packed { index, len } => (len, Some(index)),
@@ -152,12 +194,16 @@ pub fn lower_whole_in(plan: &Plan, env: WholeEnv<'_>) -> LoweredRegion {
         None => Some(slot),
         Some(index) => index[slot as usize],
     };
-    let mut cx = Lowering::with_env(plan, plan.spec.inputs.len() as u32, env_len);
+    let inputs = plan.spec.inputs.len() as u32;
+    let mut cx = Lowering::with_env(plan, inputs + u32::from(warm), env_len);
     // The row guard comes first, before anything is loaded or stored.
     for (k, &s) in plan.spec.inputs.iter().enumerate() {
         let ty = scalar_type(plan.spec.stream(s).sig).expect("checked by whole_row_eligible");
         cx.b.guard_input(k as u32, ty, k as u32);
         cx.reads.push((s.0, ty));
+    }
+    if warm {
+        cx.step = Some(cx.b.load_input(Type::I64, inputs));
     }
     for (k, &s) in plan.spec.inputs.iter().enumerate() {
         let ty = cx.reads[k].1;
@@ -234,6 +280,9 @@ struct Lowering<'a> {
     sites: Vec<Site>,
     /// The end of the last ring lane a ring load or store touches.
     state_len: u32,
+    /// In a whole-row program's warm-up form, the step (see
+    /// `warm_up_eligible`).
+    step: Option<Value>,
 }
 
 impl<'a> Lowering<'a> {
@@ -264,6 +313,7 @@ impl<'a> Lowering<'a> {
             rings: Vec::new(),
             sites: Vec::new(),
             state_len: 0,
+            step: None,
         }
     }
 
@@ -479,7 +529,24 @@ impl<'a> Lowering<'a> {
             }
             NodeOp::Call(f) => match f {
                 Builtin::Time => unreachable!("`time()` is never fused (not scalar)"),
-                Builtin::Default => args[0],
+                Builtin::Default => match (self.step, &node.args[0]) {
+                    // Warm-up form: before step `n`, `e[n]` is ⊥ and the
+                    // default is its fallback (`warm_up_eligible`).
+                    (Some(step), Operand::Node(m))
+                        if matches!(plan.node(*m).op, NodeOp::Offset(_)) =>
+                    {
+                        let NodeOp::Offset(n) = plan.node(*m).op else {
+                            unreachable!("matched above")
+                        };
+                        let ty = scalar_type(node.sig).expect("island nodes are scalar");
+                        let d = node.args[1].clone();
+                        let fallback = self.operand(&d);
+                        let n = self.b.iconst(i64::from(n));
+                        let filled = self.b.cmp(CmpKind::Icmp, Cond::Ge, step, n);
+                        self.b.select(ty, filled, args[0], fallback)
+                    }
+                    _ => args[0],
+                },
                 Builtin::IsDefined => self.b.bconst(true),
                 Builtin::Sin => self.b.unary(IUn::Fsin, args[0]),
                 Builtin::Cos => self.b.unary(IUn::Fcos, args[0]),

@@ -49,6 +49,8 @@ struct Coverage {
     /// key's history filled), so that keys moved between the two.
     in_place: usize,
     in_place_mixed: usize,
+    /// Cases where keys' first rows ran the kernel's warm-up form.
+    warm: usize,
 }
 
 impl Coverage {
@@ -58,6 +60,7 @@ impl Coverage {
         if stats.packed_rows > 0 {
             self.in_place += 1;
             self.in_place_mixed += usize::from(stats.rows > stats.packed_rows);
+            self.warm += usize::from(stats.warm_rows > 0);
         }
     }
 }
@@ -279,6 +282,9 @@ fn packed_runs_evaluated_in_place_equal_plain_monitors() {
         stats.packed_rows > 3000 && stats.packed_rows < stats.rows,
         "{stats}"
     );
+    // Every offset is under a `default`: keys' first rows run the kernel's
+    // warm-up form.
+    assert!(stats.warm_rows >= 7, "{stats}");
 }
 
 /// A key stopped by a runtime error on the native-whole tier stays stopped,
@@ -859,4 +865,99 @@ n = default(n[1], 0) + 1\ntotal = default(total[1], 0) + x\nq = 60 / x\n";
         assert_eq!((code, err.as_str()), (0, ""));
         assert_eq!(std::fs::read(&out).unwrap(), before);
     }
+}
+
+/// Specs whose every offset is under a `default` (so the whole-row kernel
+/// has a warm-up form, which runs keys' first rows in place), generated with
+/// recursion, stateful builtins, `if` and overflowing products, over rows
+/// with absent inputs: every key equals a plain canonical monitor of its
+/// rows, errors included, and the warm-up form ran.
+#[test]
+fn warm_up_rows_equal_plain_monitors() {
+    let rng = std::cell::Cell::new(0x2545_f491_4f6c_dd1d_u64);
+    let next = |m: u64| {
+        let mut r = rng.get();
+        r ^= r << 13;
+        r ^= r >> 7;
+        r ^= r << 17;
+        rng.set(r);
+        r % m
+    };
+    let (mut cases, mut warm_cases) = (0, 0);
+    for _ in 0..60 {
+        let k = 2 + next(5) as usize;
+        let mut source = String::from("in dev: Int\nin x: Int\nin y: Int\n");
+        for i in 0..k {
+            source.push_str(&format!("out s{i}: Int\n"));
+        }
+        let operand = |i: usize, own: bool| -> String {
+            match next(if own { 4 } else { 3 }) {
+                0 => "x".to_string(),
+                1 => "y".to_string(),
+                2 if i > 0 => format!("s{}", next(i as u64)),
+                _ if own => format!("s{i}"),
+                _ => "x".to_string(),
+            }
+        };
+        for i in 0..k {
+            let a = operand(i, true);
+            let b = operand(i, false);
+            let n = 1 + next(3);
+            let c = next(5) as i64 - 2;
+            let op = ["+", "-", "*"][next(3) as usize];
+            let def = format!("default({a}[{n}], {c})");
+            let body = match next(8) {
+                0 => format!("if {b} > 0 then {def} else x"),
+                1 if i > 0 => format!("update(x, s{}) + {def}", next(i as u64)),
+                2 => format!("init(x * 2, 7) {op} {def}"),
+                // A raw operand: NoVal once it was present, 7 before.
+                6 => format!("init(y, 7) + {def}"),
+                3 => format!("latch(y, x) + {def}"),
+                _ => format!("{def} {op} {b}"),
+            };
+            source.push_str(&format!("s{i} = {body}\n"));
+        }
+        let Ok(spec) = Spec::parse("warm.dsrv", &source) else {
+            continue;
+        };
+        let mut m = KeyedMonitor::builder(&spec, "dev")
+            .tier(Tier::NativeWhole)
+            .build()
+            .unwrap();
+        let mut plain: HashMap<i64, (Monitor, Option<RuntimeError>)> = HashMap::new();
+        for r in 0..200 {
+            let key = next(5) as i64;
+            let row = vec![
+                Some(Value::Int(key)),
+                (next(17) != 0).then(|| Value::Int(next(2001) as i64 - 1000)),
+                (next(13) != 0).then(|| Value::Int(next(7) as i64 - 3)),
+            ];
+            let (p, stopped) = plain
+                .entry(key)
+                .or_insert_with(|| (Monitor::builder(&spec).tier(Tier::Canonical).build(), None));
+            let want = match stopped {
+                Some(e) => Err(e.clone()),
+                None => p.step(&row).map(|o| o.to_vec()).map_err(|e| match e {
+                    StepError::Runtime(e) => e,
+                    other => panic!("a generated row was rejected: {other}"),
+                }),
+            };
+            if let Err(e) = &want {
+                *stopped = Some(e.clone());
+            }
+            let got = m.step(&row).map(|o| o.to_vec()).map_err(|e| match e {
+                StepError::Runtime(e) => e,
+                other => panic!("a generated row was rejected: {other}"),
+            });
+            assert_eq!(got, want, "row {r}, key {key} of\n{source}");
+        }
+        cases += 1;
+        warm_cases += usize::from(m.stats().warm_rows > 0);
+    }
+    // Guards against a vacuous pass: the specs must parse and the warm-up
+    // form must run in most of them.
+    assert!(
+        cases >= 40 && warm_cases >= 30,
+        "{cases} cases, {warm_cases} warm"
+    );
 }
