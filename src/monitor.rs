@@ -316,8 +316,14 @@ fn plain(sample: &Sample) -> String {
 #[derive(Clone, Copy)]
 pub(crate) enum StreamsView<'a> {
     State(&'a crate::canonical::NodeState),
-    /// A packed run without objects (`PackLayout::raw_stream`).
-    Packed(&'a [u64], &'a crate::canonical::pack::PackLayout),
+    /// A keyed monitor's packed run without objects
+    /// (`PackLayout::raw_stream`), but for its key input (slot, key), whose
+    /// value is the key.
+    Packed {
+        words: &'a [u64],
+        layout: &'a crate::canonical::pack::PackLayout,
+        key: (u32, &'a Key),
+    },
 }
 
 impl StreamsView<'_> {
@@ -326,7 +332,10 @@ impl StreamsView<'_> {
     fn raw(&self, slot: u32) -> Sample {
         match self {
             StreamsView::State(st) => st.raw(slot),
-            StreamsView::Packed(words, layout) => layout.raw_stream(words, slot),
+            StreamsView::Packed { key, .. } if slot == key.0 => {
+                Sample::Value(key.1.value().clone())
+            }
+            StreamsView::Packed { words, layout, .. } => layout.raw_stream(words, slot),
         }
     }
 }

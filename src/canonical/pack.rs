@@ -229,9 +229,9 @@ impl PackLayout {
     }
 
     /// The raw value of stream slot `slot` in a packed state without
-    /// objects (the key's value of a Str or Unit key input is not in it:
-    /// the whole-row kernel, after which this is read, runs only on plans
-    /// whose streams are all scalar).
+    /// objects: the whole-row kernel, after which this is read, runs only on
+    /// plans whose streams are all scalar, but for a keyed monitor's key
+    /// input, whose value (the key) the caller has.
     #[inline]
     pub fn raw_stream(&self, words: &[u64], slot: u32) -> crate::value::Sample {
         use zerocopy::IntoBytes as _;
@@ -240,6 +240,16 @@ impl PackLayout {
         let t = words.as_bytes()[self.tags_at + i];
         debug_assert_ne!(t, tag::OTHER, "engine bug: an object in a packed view");
         super::decode(t, words[self.lanes_at / 8 + i], None)
+    }
+
+    /// Writes stream slot `slot`'s value (tag and lane) in a packed state
+    /// (a keyed monitor's key input, which its kernel may leave out).
+    pub fn set_stream(&self, words: &mut [u64], slot: u32, t: u8, lane: u64) {
+        use zerocopy::IntoBytes as _;
+        let i = slot as usize;
+        assert!(i < self.streams, "engine bug: slot {i} is not a stream");
+        words[self.lanes_at / 8 + i] = lane;
+        words.as_mut_bytes()[self.tags_at + i] = t;
     }
 
     /// The step of a packed state.

@@ -37,6 +37,7 @@ use crate::canonical::NodeState;
 use crate::error::{ErrorKind, RuntimeError};
 use crate::fusion::lower::{LoweredRegion, lower_region};
 use crate::fusion::{Action, FusedPlan, RegionId, Step};
+use crate::lang::check::StreamId;
 use crate::plan::Plan;
 use crate::value::Value;
 use scalar_ir::frame::{Frame, tag, tag_of};
@@ -368,6 +369,8 @@ pub struct Engine {
     /// The whole-row kernel on packed runs, once a keyed monitor asked for
     /// it (`compile_packed`).
     packed: Option<PackedRuntime>,
+    /// A keyed monitor's key input (`new_keyed`).
+    key: Option<StreamId>,
     pub stats: ExecStats,
     /// The tier actually running, and why it was picked.
     pub tier: Tier,
@@ -384,7 +387,14 @@ impl Engine {
     /// for what the JIT declines), else the quickened tier when Cranelift
     /// cannot run here. Fusion, lowering and compilation happen here, once.
     pub fn new(plan: Arc<Plan>, requested: Tier) -> Engine {
-        let whole_ok = crate::fusion::lower::whole_row_eligible(&plan);
+        Engine::new_keyed(plan, requested, None)
+    }
+
+    /// `Engine::new` for a keyed monitor keyed by input `key`: the
+    /// whole-row kernel leaves the key out when no stream reads it (the
+    /// monitor keeps its slot), so a Str key does not rule the kernel out.
+    pub fn new_keyed(plan: Arc<Plan>, requested: Tier, key: Option<StreamId>) -> Engine {
+        let whole_ok = crate::fusion::lower::whole_row_eligible_keyed(&plan, key);
         let jit_ok = jit::JitModule::new().map(|_| ()).map_err(|e| e.to_string());
         let (tier, why) = match (requested, &whole_ok, &jit_ok) {
             // Periodic streams: the fused programs run the event streams on
@@ -425,6 +435,7 @@ impl Engine {
             regions: Vec::new(),
             whole: None,
             packed: None,
+            key,
             stats: ExecStats::default(),
             tier,
             why,
@@ -470,7 +481,12 @@ impl Engine {
         let compiled_before = self.stats.compile_time;
         // One program serves rows and batches: it reads the inputs from its
         // frame's input lanes (the current row, or a batch's columns).
-        let lowered = crate::fusion::lower::lower_whole(&plan);
+        let lowered = crate::fusion::lower::lower_whole_in(
+            &plan,
+            crate::fusion::lower::WholeEnv::Arena,
+            false,
+            self.key,
+        );
         let (kernel, batch) = self.compile(std::slice::from_ref(&lowered), true).remove(0);
         self.stats.lowering_time += t1.elapsed() - (self.stats.compile_time - compiled_before);
         let flag_nodes = (0..plan.nodes.len() as u32)
@@ -593,9 +609,9 @@ impl Engine {
         let len = layout.persist_len() as u32;
         let t0 = Instant::now();
         let env = WholeEnv::Packed { index: &index, len };
-        let mut programs = vec![lower_whole_in(&self.plan, env, false)];
+        let mut programs = vec![lower_whole_in(&self.plan, env, false, self.key)];
         if warm_up_eligible(&self.plan) {
-            programs.push(lower_whole_in(&self.plan, env, true));
+            programs.push(lower_whole_in(&self.plan, env, true, self.key));
         }
         let parts = layout.frame_parts();
         let inputs = self.plan.spec.inputs.len();
@@ -1178,9 +1194,15 @@ fn run_kernel(
         Exit::Decline(k) => {
             let slot = rt.lowered.reads[k as usize].0;
             let seen = if id == KernelId::Whole {
-                // SAFETY: the whole-row kernel's reason `k` is input `k`, and
-                // `input_tags` covers every input.
-                unsafe { *input_tags.add(k as usize) }
+                // The whole-row kernel reads `slot` from its input lanes.
+                let input = plan
+                    .spec
+                    .inputs
+                    .iter()
+                    .position(|s| s.0 == slot)
+                    .expect("the whole-row kernel guards inputs");
+                // SAFETY: `input_tags` covers every input.
+                unsafe { *input_tags.add(input) }
             } else {
                 st.tags[slot as usize]
             };

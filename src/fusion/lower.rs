@@ -87,12 +87,24 @@ pub fn lower_region(plan: &Plan, body: &RegionBody) -> LoweredRegion {
 /// scalar, and every node has a scalar lowering (`if` as a select, stateful
 /// builtins by their present-value meaning).
 pub fn whole_row_eligible(plan: &Plan) -> Result<(), String> {
+    whole_row_eligible_keyed(plan, None)
+}
+
+/// `whole_row_eligible` for a keyed monitor's plan, whose key input `key`
+/// the kernel need not read if no stream reads it: its value is the key,
+/// constant over a run, kept by the monitor (so a Str key leaves the kernel
+/// possible).
+pub fn whole_row_eligible_keyed(plan: &Plan, key: Option<StreamId>) -> Result<(), String> {
     if plan.is_timed() {
         // Its rings advance on several clocks; the kernel pushes every ring
         // every row.
         return Err("periodic streams run on clocks of their own".to_string());
     }
+    let key = key.filter(|&k| !reads_stream(plan, k));
     for &s in plan.spec.inputs.iter().chain(&plan.schedule) {
+        if Some(s) == key {
+            continue;
+        }
         if scalar_type(plan.spec.stream(s).sig).is_none() {
             return Err(format!("`{}` is not scalar", plan.stream_name(s)));
         }
@@ -120,6 +132,16 @@ pub fn whole_row_eligible(plan: &Plan) -> Result<(), String> {
     Ok(())
 }
 
+/// Whether any node or stream root of `plan` reads stream `s`.
+pub fn reads_stream(plan: &Plan, s: StreamId) -> bool {
+    let is_s = |a: &Operand| matches!(a, Operand::Stream(r) if *r == s);
+    plan.nodes.iter().any(|n| n.args.iter().any(is_s))
+        || plan
+            .schedule
+            .iter()
+            .any(|&t| plan.graph(t).is_some_and(|g| is_s(&g.root)))
+}
+
 /// Where a whole-row program keeps the arena's slots.
 #[derive(Clone, Copy, Debug)]
 pub enum WholeEnv<'a> {
@@ -138,7 +160,7 @@ pub enum WholeEnv<'a> {
 /// current row, or a batch kernel's columns) and stored to their arena
 /// slots, so one program serves rows and batches.
 pub fn lower_whole(plan: &Plan) -> LoweredRegion {
-    lower_whole_in(plan, WholeEnv::Arena, false)
+    lower_whole_in(plan, WholeEnv::Arena, false, None)
 }
 
 /// Whether the whole-row program has a *warm-up* form (`lower_whole_in`
@@ -183,8 +205,17 @@ pub fn warm_up_eligible(plan: &Plan) -> bool {
 
 /// `lower_whole`, keeping the slots as `env` says; with `warm`, in the
 /// warm-up form (`warm_up_eligible`), which reads the step from one more
-/// input lane after the inputs.
-pub fn lower_whole_in(plan: &Plan, env: WholeEnv<'_>, warm: bool) -> LoweredRegion {
+/// input lane after the inputs. A keyed monitor's key input `key`, if no
+/// stream reads it (`whole_row_eligible_keyed`), is neither guarded, read
+/// nor stored: the monitor keeps its slot. Decline reason `k` is `reads[k]`
+/// (the guarded inputs in order).
+pub fn lower_whole_in(
+    plan: &Plan,
+    env: WholeEnv<'_>,
+    warm: bool,
+    key: Option<StreamId>,
+) -> LoweredRegion {
+    let key = key.filter(|&k| !reads_stream(plan, k));
     let (env_len, index) = match env {
         WholeEnv::Arena => (plan.slot_count() as u32, None),
         WholeEnv::Packed { index, len } => (len, Some(index)),
@@ -198,15 +229,21 @@ pub fn lower_whole_in(plan: &Plan, env: WholeEnv<'_>, warm: bool) -> LoweredRegi
     let mut cx = Lowering::with_env(plan, inputs + u32::from(warm), env_len);
     // The row guard comes first, before anything is loaded or stored.
     for (k, &s) in plan.spec.inputs.iter().enumerate() {
+        if Some(s) == key {
+            continue;
+        }
         let ty = scalar_type(plan.spec.stream(s).sig).expect("checked by whole_row_eligible");
-        cx.b.guard_input(k as u32, ty, k as u32);
+        cx.b.guard_input(k as u32, ty, cx.reads.len() as u32);
         cx.reads.push((s.0, ty));
     }
     if warm {
         cx.step = Some(cx.b.load_input(Type::I64, inputs));
     }
     for (k, &s) in plan.spec.inputs.iter().enumerate() {
-        let ty = cx.reads[k].1;
+        if Some(s) == key {
+            continue;
+        }
+        let ty = scalar_type(plan.spec.stream(s).sig).expect("checked by whole_row_eligible");
         let v = cx.b.load_input(ty, k as u32);
         let at = place(s.0).expect("streams are persistent");
         cx.b.store_env(ty, at, v);

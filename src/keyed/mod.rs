@@ -34,12 +34,14 @@
 
 use crate::canonical::NodeState;
 use crate::canonical::pack::PackLayout;
+use crate::canonical::scalar_form;
 use crate::exec::{Engine, Run};
 use crate::monitor::{DEFAULT_MAX_STRING_BYTES, Outputs, Spec, Stats, StreamsView, Tier};
 use crate::plan::Plan;
 use crate::row::{Checked, RowError, RowSchema, StepError};
 use crate::snapshot::{KeyedSnapshot, Snapshot, SnapshotError};
 use crate::value::{Key, Sample, Value};
+use scalar_ir::frame::tag;
 use std::num::NonZeroUsize;
 use std::sync::Arc;
 use table::{EntryId, KeyTable};
@@ -119,7 +121,8 @@ impl<'a> KeyedMonitorBuilder<'a> {
             return Err(KeyedBuildError::Periodic);
         }
         let max = self.max_string_bytes;
-        let mut engine = Engine::new(plan.clone(), self.tier);
+        let key_stream = plan.spec.inputs[key_index];
+        let mut engine = Engine::new_keyed(plan.clone(), self.tier, Some(key_stream));
         // Every key's first rows (its history filling) are rows the
         // whole-row kernel declines: they run the native regions.
         engine.add_decline_regions();
@@ -380,7 +383,11 @@ impl KeyedMonitor {
         let (step, in_place) = result?;
         let key = self.last_key.as_ref().expect("step_row names the key");
         let view = match in_place {
-            Some(id) => StreamsView::Packed(self.table.words(id), &self.layout),
+            Some(id) => StreamsView::Packed {
+                words: self.table.words(id),
+                layout: &self.layout,
+                key: (self.key_slot, key),
+            },
             None => StreamsView::State(&self.work.state),
         };
         Ok(Outputs::new(
@@ -432,7 +439,13 @@ impl KeyedMonitor {
                 let live = self.max_keys.map_or(usize::MAX, |n| n.get() - 1);
                 self.evict_to(live);
                 let id = self.table.insert(key);
-                self.table.words_mut(id).copy_from_slice(&self.fresh);
+                let words = self.table.words_mut(id);
+                words.copy_from_slice(&self.fresh);
+                // The key input holds the key from the key's first row on
+                // (the whole-row kernel may leave it out: it is the key; a
+                // Str or Unit key's object is put back on unpacking).
+                let (t, lane) = scalar_form(value).unwrap_or((tag::OTHER, 0));
+                self.layout.set_stream(words, self.key_slot, t, lane);
                 id
             }
         };

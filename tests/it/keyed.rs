@@ -358,9 +358,22 @@ fn keys_are_separate_traces_sharing_one_plan() {
         assert_eq!(m.steps(&Key::new("zz")), None);
         assert_eq!((m.key_count(), m.rows()), (3, 6));
         assert_eq!(m.stats().rows, 6);
-        // The tier a plain monitor of the spec gets (a Str input keeps
-        // native-whole off, as it does for a plain monitor).
-        assert_eq!(m.tier(), Monitor::builder(&spec).tier(tier).build().tier());
+        // A Str input keeps native-whole off for a plain monitor, but not
+        // the Str key of a keyed one when no stream reads it: the kernel
+        // leaves the key out.
+        let plain = Monitor::builder(&spec).tier(tier).build().tier();
+        let want = match tier {
+            Tier::Auto | Tier::NativeWhole => Tier::NativeWhole,
+            _ => plain,
+        };
+        assert_eq!(m.tier(), want, "{tier}");
+        // A key a stream reads is an input like any other.
+        let read = Spec::parse("c.dsrv", &format!("{COUNTER}out h: Str\nh = host\n")).unwrap();
+        let m = KeyedMonitor::builder(&read, "host")
+            .tier(tier)
+            .build()
+            .unwrap();
+        assert_eq!(m.tier(), Monitor::builder(&read).tier(tier).build().tier());
     }
 }
 
@@ -884,9 +897,12 @@ fn warm_up_rows_equal_plain_monitors() {
         r % m
     };
     let (mut cases, mut warm_cases) = (0, 0);
-    for _ in 0..60 {
+    for case in 0..60 {
+        // Every other case keys by a Str (which the kernel leaves out).
+        let str_key = case % 2 == 1;
         let k = 2 + next(5) as usize;
-        let mut source = String::from("in dev: Int\nin x: Int\nin y: Int\n");
+        let ty = if str_key { "Str" } else { "Int" };
+        let mut source = format!("in dev: {ty}\nin x: Int\nin y: Int\n");
         for i in 0..k {
             source.push_str(&format!("out s{i}: Int\n"));
         }
@@ -927,8 +943,12 @@ fn warm_up_rows_equal_plain_monitors() {
         let mut plain: HashMap<i64, (Monitor, Option<RuntimeError>)> = HashMap::new();
         for r in 0..200 {
             let key = next(5) as i64;
+            let key_value = match str_key {
+                true => Value::from(format!("host-{key}")),
+                false => Value::Int(key),
+            };
             let row = vec![
-                Some(Value::Int(key)),
+                Some(key_value),
                 (next(17) != 0).then(|| Value::Int(next(2001) as i64 - 1000)),
                 (next(13) != 0).then(|| Value::Int(next(7) as i64 - 3)),
             ];
@@ -953,6 +973,17 @@ fn warm_up_rows_equal_plain_monitors() {
         }
         cases += 1;
         warm_cases += usize::from(m.stats().warm_rows > 0);
+        // What is read of a key is a plain monitor's, whatever the path.
+        for (key, (p, stopped)) in &plain {
+            let k = match str_key {
+                true => Key::new(format!("host-{key}")),
+                false => Key::new(*key),
+            };
+            if stopped.is_none() {
+                assert_eq!(m.stream(&k, "dev"), p.stream("dev"), "{source}");
+                assert_eq!(m.steps(&k), Some(p.steps()), "{source}");
+            }
+        }
     }
     // Guards against a vacuous pass: the specs must parse and the warm-up
     // form must run in most of them.
