@@ -3,8 +3,9 @@
 //!
 //! Run with `cargo bench --bench keyed`. Per-row cost is the reported time divided by `ROWS`.
 //! The spec has ten streams with offsets up to 3; it is keyed by an Int (`dev`, every stream
-//! scalar, so `auto` runs native-whole) and by a Str (`host`, which keeps native-whole off, as
-//! for a plain monitor). Before the benches run, the per-key memory (live heap bytes, counted
+//! scalar, so `auto` runs native-whole) and by a Str (`host`: a plain monitor runs native
+//! regions, since a Str input keeps native-whole off, but a keyed one leaves its key out of the
+//! kernel and runs native-whole). Before the benches run, the per-key memory (live heap bytes, counted
 //! by the allocator below) is printed beside a single monitor's.
 
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
