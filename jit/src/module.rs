@@ -48,10 +48,11 @@ impl Drop for OwnedModule {
     }
 }
 
-/// The two kernels of one program, declared in the module.
+/// The kernels of one program, declared in the module: its row kernel, and its
+/// batch kernel unless it was compiled without one ([`JitModule::compile_row`]).
 struct Declared {
     row: FuncId,
-    batch: FuncId,
+    batch: Option<FuncId>,
     decl: Decl,
 }
 
@@ -128,32 +129,48 @@ impl JitModule {
 
     /// Verifies `prog` and compiles its row and batch kernels into the module.
     pub fn compile(&mut self, prog: &Program) -> Result<FuncHandle, CompileError> {
+        self.compile_kernels(prog, true)
+    }
+
+    /// Verifies `prog` and compiles its row kernel only, for a program that is
+    /// never run over batches: half the work of [`JitModule::compile`]. Its
+    /// [`NativeFn::batch_fn`] is `None`.
+    pub fn compile_row(&mut self, prog: &Program) -> Result<FuncHandle, CompileError> {
+        self.compile_kernels(prog, false)
+    }
+
+    fn compile_kernels(&mut self, prog: &Program, batch: bool) -> Result<FuncHandle, CompileError> {
         let start = Instant::now();
-        let result = self.compile_inner(prog);
+        let result = self.compile_inner(prog, batch);
         self.compile_time += start.elapsed();
         result
     }
 
-    fn compile_inner(&mut self, prog: &Program) -> Result<FuncHandle, CompileError> {
+    fn compile_inner(&mut self, prog: &Program, batch: bool) -> Result<FuncHandle, CompileError> {
         verify(prog).map_err(CompileError::Verify)?;
-        let declared = self.declare(prog)?;
+        let declared = self.declare(prog, batch)?;
         let helpers = helpers_used(prog);
         self.define(declared.row, prog, &helpers, Kernel::Row)?;
-        self.define(declared.batch, prog, &helpers, Kernel::Batch)?;
+        if let Some(id) = declared.batch {
+            self.define(id, prog, &helpers, Kernel::Batch)?;
+        }
         self.funcs.push(declared);
         Ok(FuncHandle(self.funcs.len() - 1))
     }
 
-    /// Stage 1: declares the program's two kernels (anonymous: nothing links to them
+    /// Stage 1: declares the program's kernels (anonymous: nothing links to them
     /// by name) and the helpers it calls.
-    fn declare(&mut self, prog: &Program) -> Result<Declared, CompileError> {
+    fn declare(&mut self, prog: &Program, batch: bool) -> Result<Declared, CompileError> {
         let m = self.module.get();
         let ptr = m.target_config().pointer_type();
         let mut sig = m.make_signature();
         sig.params.push(AbiParam::new(ptr));
         sig.returns.push(AbiParam::new(types::I64));
         let row = m.declare_anonymous_function(&sig).map_err(codegen)?;
-        let batch = m.declare_anonymous_function(&sig).map_err(codegen)?;
+        let batch = match batch {
+            true => Some(m.declare_anonymous_function(&sig).map_err(codegen)?),
+            false => None,
+        };
         let call_conv = m.isa().default_call_conv();
         for h in helpers_used(prog) {
             if self.helper_ids[h.index()].is_none() {
@@ -219,13 +236,13 @@ impl JitModule {
             .iter()
             .map(|d| {
                 let row = m.get_finalized_function(d.row);
-                let batch = m.get_finalized_function(d.batch);
+                let batch = d.batch.map(|id| m.get_finalized_function(id));
                 // SAFETY: both were compiled with the signature
                 // `(pointer) -> i64` under the host's C calling convention.
                 unsafe {
                     Compiled {
                         row: std::mem::transmute::<*const u8, RowFn>(row),
-                        batch: std::mem::transmute::<*const u8, BatchFn>(batch),
+                        batch: batch.map(|b| std::mem::transmute::<*const u8, BatchFn>(b)),
                         decl: d.decl,
                     }
                 }
@@ -436,7 +453,7 @@ fn build_batch_kernel(
 #[derive(Clone, Copy)]
 struct Compiled {
     row: RowFn,
-    batch: BatchFn,
+    batch: Option<BatchFn>,
     decl: Decl,
 }
 
@@ -500,7 +517,7 @@ impl std::fmt::Debug for NativeCode {
 #[derive(Clone, Copy)]
 pub struct NativeFn<'a> {
     row: RowFn,
-    batch: BatchFn,
+    batch: Option<BatchFn>,
     decl: Decl,
     _code: PhantomData<&'a NativeCode>,
 }
@@ -517,9 +534,11 @@ impl NativeFn<'_> {
         self.row
     }
 
-    /// The raw batch kernel. Calling it is subject to [`NativeFn::run_batch_frame`]'s
-    /// contract and valid only while the [`NativeCode`] lives.
-    pub fn batch_fn(&self) -> BatchFn {
+    /// The raw batch kernel (`None` for a program compiled with
+    /// [`JitModule::compile_row`]). Calling it is subject to
+    /// [`NativeFn::run_batch_frame`]'s contract and valid only while the
+    /// [`NativeCode`] lives.
+    pub fn batch_fn(&self) -> Option<BatchFn> {
         self.batch
     }
 
@@ -577,9 +596,16 @@ impl NativeFn<'_> {
     /// # Safety
     /// `*batch` must satisfy the [`BatchFrame`] safety contract for this program.
     #[inline]
+    ///
+    /// # Panics
+    /// Panics if the program was compiled without its batch kernel
+    /// ([`JitModule::compile_row`]).
     pub unsafe fn run_batch_frame(&self, batch: *mut BatchFrame) -> u64 {
+        let f = self
+            .batch
+            .expect("a program compiled with `compile_row` has no batch kernel");
         // SAFETY: forwarded from the caller.
-        unsafe { (self.batch)(batch) }
+        unsafe { f(batch) }
     }
 }
 

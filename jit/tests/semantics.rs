@@ -365,3 +365,22 @@ fn hundred_stream_program_matches_quickened() {
     start.set_input(42, Slot::Absent);
     common::assert_same(&mut quick, code.main(), &prog, &start);
 }
+
+/// A program compiled for rows only has no batch kernel, and its row kernel
+/// runs as the full compilation's does, beside it in one module.
+#[test]
+fn row_only_programs_have_no_batch_kernel() {
+    let text = "program inputs=0 env=1 state=0 sites=0\nblock0:\n    v0 = iconst 5\n    store_env.i64 0, v0\n    return\n";
+    let prog = scalar_ir::parse(text).unwrap();
+    let mut m = jit::JitModule::new().unwrap();
+    let row = m.compile_row(&prog).unwrap();
+    let both = m.compile(&prog).unwrap();
+    let code = m.finalize().unwrap();
+    assert!(code.func(row).batch_fn().is_none());
+    assert!(code.func(both).batch_fn().is_some());
+    for h in [row, both] {
+        let mut f = FrameBuffers::new(&prog.decl);
+        assert_eq!(code.func(h).run(&mut f), Exit::Return);
+        assert_eq!(f.env(0), Slot::I64(5));
+    }
+}

@@ -464,7 +464,8 @@ impl Engine {
             .iter()
             .map(|body| lower_region(&plan, body))
             .collect();
-        let kernels = self.compile(&lowered, native);
+        // Regions run row by row only: no batch kernels.
+        let kernels = self.compile(&lowered, native, false);
         self.stats.lowering_time += t1.elapsed() - (self.stats.compile_time - compiled_before);
         self.regions = lowered
             .into_iter()
@@ -487,7 +488,9 @@ impl Engine {
             false,
             self.key,
         );
-        let (kernel, batch) = self.compile(std::slice::from_ref(&lowered), true).remove(0);
+        let (kernel, batch) = self
+            .compile(std::slice::from_ref(&lowered), true, true)
+            .remove(0);
         self.stats.lowering_time += t1.elapsed() - (self.stats.compile_time - compiled_before);
         let flag_nodes = (0..plan.nodes.len() as u32)
             .map(crate::plan::NodeId)
@@ -513,13 +516,15 @@ impl Engine {
         });
     }
 
-    /// Compiles programs to kernels (and native batch kernels): quickened,
-    /// or native with the quickened tier for any program the JIT declines.
+    /// Compiles programs to kernels (and native batch kernels, if `batch`):
+    /// quickened, or native with the quickened tier for any program the JIT
+    /// declines.
     /// Every program is verified before it can run (both compilers verify).
     fn compile(
         &mut self,
         programs: &[LoweredRegion],
         native: bool,
+        batch: bool,
     ) -> Vec<(Kernel, Option<jit::BatchFn>)> {
         let quick = |l: &LoweredRegion| {
             let code = QuickCode::compile(&l.program)
@@ -542,7 +547,14 @@ impl Engine {
         let handles: Vec<Option<jit::FuncHandle>> = programs
             .iter()
             .enumerate()
-            .map(|(i, l)| match module.compile(&l.program) {
+            .map(|(i, l)| {
+                let compiled = match batch {
+                    true => module.compile(&l.program),
+                    false => module.compile_row(&l.program),
+                };
+                (i, compiled)
+            })
+            .map(|(i, compiled)| match compiled {
                 Ok(h) => Some(h),
                 Err(e) => {
                     self.stats
@@ -565,7 +577,7 @@ impl Engine {
             .map(|(l, h)| match h {
                 Some(h) => {
                     let f = code.func(*h);
-                    (Kernel::Native(f.row_fn()), Some(f.batch_fn()))
+                    (Kernel::Native(f.row_fn()), f.batch_fn())
                 }
                 None => quick(l),
             })
@@ -631,7 +643,7 @@ impl Engine {
         let compiled = jit::JitModule::new().and_then(|mut module| {
             let handles = programs
                 .iter()
-                .map(|l| module.compile(&l.program))
+                .map(|l| module.compile_row(&l.program))
                 .collect::<Result<Vec<_>, _>>()?;
             let code = module.finalize()?;
             let kernels: Vec<jit::RowFn> = handles.iter().map(|&h| code.func(h).row_fn()).collect();
