@@ -126,8 +126,10 @@ impl RegionRuntime {
 struct WholeRuntime {
     rt: RegionRuntime,
     /// The native batch kernel of the same schedule, reading inputs from
-    /// the batch's columns (`lower_whole` with frame inputs).
-    batch: Option<jit::BatchFn>,
+    /// the batch's columns (`lower_whole` with frame inputs), compiled when
+    /// the first batch comes (`run_batch`), since a run row by row never
+    /// uses it.
+    batch: BatchKernel,
     /// The current row in frame form, for the row kernel.
     input_lanes: Vec<u64>,
     input_tags: Vec<u8>,
@@ -218,6 +220,17 @@ impl PackedRuntime {
             bytes[self.parts.extra_at + whole] = 1;
         }
     }
+}
+
+/// The whole-row program's batch kernel.
+#[derive(Clone, Copy)]
+enum BatchKernel {
+    /// Not compiled yet: the first batch compiles it.
+    Deferred,
+    Ready(jit::BatchFn),
+    /// None: the row kernel is not native, or Cranelift declined the batch
+    /// kernel (batches then run row by row).
+    Unavailable,
 }
 
 /// The state of one trace run by an `Engine`: the canonical run state and
@@ -488,9 +501,14 @@ impl Engine {
             false,
             self.key,
         );
-        let (kernel, batch) = self
-            .compile(std::slice::from_ref(&lowered), true, true)
+        // The batch kernel waits for the first batch (`ensure_batch_kernel`).
+        let (kernel, _) = self
+            .compile(std::slice::from_ref(&lowered), true, false)
             .remove(0);
+        let batch = match kernel {
+            Kernel::Native(_) => BatchKernel::Deferred,
+            Kernel::Quick(_) => BatchKernel::Unavailable,
+        };
         self.stats.lowering_time += t1.elapsed() - (self.stats.compile_time - compiled_before);
         let flag_nodes = (0..plan.nodes.len() as u32)
             .map(crate::plan::NodeId)
@@ -920,6 +938,35 @@ impl Engine {
         Ok(())
     }
 
+    /// Compiles the whole-row program's batch kernel, once, if it waits for
+    /// its first batch (a module of its own, freed with the engine).
+    fn ensure_batch_kernel(&mut self) {
+        let Some(w) = self.whole.as_mut() else { return };
+        if !matches!(w.batch, BatchKernel::Deferred) {
+            return;
+        }
+        let t0 = Instant::now();
+        let compiled = jit::JitModule::new().and_then(|mut module| {
+            let h = module.compile(&w.rt.lowered.program)?;
+            let code = module.finalize()?;
+            Ok((code.func(h).batch_fn(), code))
+        });
+        w.batch = match compiled {
+            Ok((Some(f), code)) => {
+                self.native.push(code);
+                BatchKernel::Ready(f)
+            }
+            Ok((None, _)) => unreachable!("`compile` makes the batch kernel"),
+            Err(e) => {
+                self.stats
+                    .compile_declines
+                    .push(format!("batch kernel: {e}"));
+                BatchKernel::Unavailable
+            }
+        };
+        self.stats.compile_time += t0.elapsed();
+    }
+
     /// Runs the batch kernel from row `start`, if there is one and its state
     /// is promoted; returns how many rows it completed.
     fn try_batch_kernel(
@@ -931,8 +978,11 @@ impl Engine {
         out: &mut crate::batch::OutputBatch,
     ) -> Option<usize> {
         let whole = self.whole_index();
+        self.ensure_batch_kernel();
         let w = self.whole.as_mut()?;
-        let f = w.batch?;
+        let BatchKernel::Ready(f) = w.batch else {
+            return None;
+        };
         if batch.width != self.plan.spec.inputs.len()
             || !promote(&w.rt, &mut run.promoted[whole], &run.state, &mut self.stats)
         {

@@ -456,3 +456,40 @@ fn diagnostics_display_as_the_cli_prints_them() {
     assert_eq!(format!("{e}\n"), String::from_utf8(out.stderr).unwrap());
     assert!(e.to_string().ends_with("due to 2 previous errors"), "{e}");
 }
+
+/// The whole-row program's batch kernel is compiled when the first batch
+/// comes, not before (a run row by row never uses it), and then runs the
+/// batches: a monitor stepped row by row compiles less, and its first batch
+/// adds the compile time and runs on the kernel.
+#[test]
+fn the_batch_kernel_is_compiled_by_the_first_batch() {
+    let spec = Spec::parse(
+        "b.dsrv",
+        "in x: Int\nout s: Int\ns = default(s[1], 0) + x\n",
+    )
+    .unwrap();
+    let mut m = Monitor::builder(&spec).tier(Tier::NativeWhole).build();
+    let before = m.stats().compile_time;
+    for x in 0..3 {
+        m.step([int(x)]).unwrap();
+    }
+    assert_eq!(
+        m.stats().compile_time,
+        before,
+        "stepping rows compiled something"
+    );
+    let mut rows = m.batch();
+    for x in 0..100 {
+        rows.push_row(&[int(x)]).unwrap();
+    }
+    let mut out = vigil::OutputBatch::new();
+    m.run_batch(&rows, &mut out).unwrap();
+    let stats = m.stats();
+    assert!(stats.compile_time > before, "{stats}");
+    // Every batch row ran on the kernel (the three stepped rows too).
+    assert_eq!(stats.whole_rows, 102, "{stats}");
+    assert_eq!(
+        out.rows().last().map(|r| r.to_vec()),
+        Some(vec![sample(Value::Int(4953))])
+    );
+}
