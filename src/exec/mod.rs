@@ -477,13 +477,12 @@ impl Engine {
             .iter()
             .map(|body| lower_region(&plan, body))
             .collect();
-        // Regions run row by row only: no batch kernels.
-        let kernels = self.compile(&lowered, native, false);
+        let kernels = self.compile(&lowered, native);
         self.stats.lowering_time += t1.elapsed() - (self.stats.compile_time - compiled_before);
         self.regions = lowered
             .into_iter()
             .zip(kernels)
-            .map(|(lowered, (kernel, _))| RegionRuntime::new(lowered, kernel))
+            .map(|(lowered, kernel)| RegionRuntime::new(lowered, kernel))
             .collect();
         self.fused = Some(fused);
     }
@@ -502,9 +501,7 @@ impl Engine {
             self.key,
         );
         // The batch kernel waits for the first batch (`ensure_batch_kernel`).
-        let (kernel, _) = self
-            .compile(std::slice::from_ref(&lowered), true, false)
-            .remove(0);
+        let kernel = self.compile(std::slice::from_ref(&lowered), true).remove(0);
         let batch = match kernel {
             Kernel::Native(_) => BatchKernel::Deferred,
             Kernel::Quick(_) => BatchKernel::Unavailable,
@@ -534,20 +531,16 @@ impl Engine {
         });
     }
 
-    /// Compiles programs to kernels (and native batch kernels, if `batch`):
-    /// quickened, or native with the quickened tier for any program the JIT
-    /// declines.
+    /// Compiles programs to row kernels: quickened, or native with the
+    /// quickened tier for any program the JIT declines (no batch kernels:
+    /// regions run row by row, and the whole-row program's batch kernel
+    /// waits for the first batch, `ensure_batch_kernel`).
     /// Every program is verified before it can run (both compilers verify).
-    fn compile(
-        &mut self,
-        programs: &[LoweredRegion],
-        native: bool,
-        batch: bool,
-    ) -> Vec<(Kernel, Option<jit::BatchFn>)> {
+    fn compile(&mut self, programs: &[LoweredRegion], native: bool) -> Vec<Kernel> {
         let quick = |l: &LoweredRegion| {
             let code = QuickCode::compile(&l.program)
                 .unwrap_or_else(|e| panic!("engine bug: a lowered program does not verify: {e}"));
-            (Kernel::Quick(code), None)
+            Kernel::Quick(code)
         };
         if !native {
             return programs.iter().map(quick).collect();
@@ -565,14 +558,7 @@ impl Engine {
         let handles: Vec<Option<jit::FuncHandle>> = programs
             .iter()
             .enumerate()
-            .map(|(i, l)| {
-                let compiled = match batch {
-                    true => module.compile(&l.program),
-                    false => module.compile_row(&l.program),
-                };
-                (i, compiled)
-            })
-            .map(|(i, compiled)| match compiled {
+            .map(|(i, l)| match module.compile_row(&l.program) {
                 Ok(h) => Some(h),
                 Err(e) => {
                     self.stats
@@ -593,10 +579,7 @@ impl Engine {
             .iter()
             .zip(&handles)
             .map(|(l, h)| match h {
-                Some(h) => {
-                    let f = code.func(*h);
-                    (Kernel::Native(f.row_fn()), f.batch_fn())
-                }
+                Some(h) => Kernel::Native(code.func(*h).row_fn()),
                 None => quick(l),
             })
             .collect();
