@@ -224,6 +224,58 @@ impl OutputBatch {
         decode(self.tags[i], self.lanes[i], self.objects.get(i))
     }
 
+    /// Becomes a copy of `other`, reusing this batch's allocations (a
+    /// derived `clone_from` would allocate anew).
+    pub(crate) fn copy_from(&mut self, other: &OutputBatch) {
+        self.width = other.width;
+        self.rows = other.rows;
+        self.lanes.clone_from(&other.lanes);
+        self.tags.clone_from(&other.tags);
+        self.objects.copy_from(&other.objects);
+        self.names.clone_from(&other.names);
+        self.first_step = other.first_step;
+    }
+
+    /// A batch of the given samples, rows of `names.len()` samples from
+    /// step `first_step` (for writers' tests).
+    #[cfg(test)]
+    pub(crate) fn from_samples(
+        names: &[&str],
+        first_step: u64,
+        rows: &[Vec<Sample>],
+    ) -> OutputBatch {
+        let mut b = OutputBatch {
+            width: names.len(),
+            names: names.iter().map(|n| n.to_string()).collect(),
+            first_step,
+            ..OutputBatch::default()
+        };
+        for row in rows {
+            assert_eq!(row.len(), b.width);
+            for sample in row {
+                let (t, lane, object) = match sample {
+                    Sample::NoVal => encode(&None),
+                    Sample::Deferred => (tag::DEFERRED, 0, None),
+                    Sample::Value(v) => encode(&Some(v.clone())),
+                };
+                b.objects.set(b.lanes.len(), object);
+                b.tags.push(t);
+                b.lanes.push(lane);
+            }
+            b.rows += 1;
+        }
+        b
+    }
+
+    /// Output `col` of row `r` as its frame tag and lane (the lane of an
+    /// object tag is meaningless: read it with `get`), for writers that
+    /// format scalars without making a `Sample`.
+    pub(crate) fn raw(&self, r: usize, col: usize) -> (u8, u64) {
+        debug_assert!(r < self.rows && col < self.width);
+        let i = r * self.width + col;
+        (self.tags[i], self.lanes[i])
+    }
+
     /// Row `r`'s outputs, as a view.
     pub fn row(&self, r: usize) -> OutputRow<'_> {
         assert!(

@@ -55,6 +55,11 @@ impl Objects {
         self.0[i] = v;
     }
 
+    /// Becomes a copy of `other`, reusing this one's allocation.
+    pub(crate) fn copy_from(&mut self, other: &Objects) {
+        self.0.clone_from(&other.0);
+    }
+
     pub(crate) fn get(&self, i: usize) -> Option<&Value> {
         self.0.get(i).and_then(Option::as_ref)
     }

@@ -480,13 +480,25 @@ pub(super) fn prepare(
     }
     let names = view.writer_names(&monitor.output_names(), output);
     let key = args.key.as_deref();
-    let make = |names: Vec<String>, out: Box<dyn Write>, continued: bool| match key {
-        Some(k) => trace::keyed_writer(output, names, k, out, continued),
-        None if continued => trace::continue_writer(output, names, out),
-        None => trace::make_writer(output, names, out),
+    // A regular file's outputs are formatted and written by a thread of
+    // their own, which overlaps them with reading and evaluating the next
+    // rows; a stream's are written (and flushed) row by row on this one.
+    let streaming = opened.streaming;
+    let make = |names: Vec<String>, out: Box<dyn Write + Send>, continued: bool| {
+        let writer = match key {
+            Some(k) => trace::keyed_writer(output, names, k, out, continued),
+            None if continued => trace::continue_writer(output, names, out),
+            None => trace::make_writer(output, names, out),
+        };
+        if streaming {
+            writer
+        } else {
+            trace::WriteBehind::spawn(writer)
+        }
     };
     let (writer, output_file) = match &args.output_file {
-        None => (make(names, Box::new(io::stdout().lock()), false), None),
+        None if streaming => (make(names, Box::new(io::stdout()), false), None),
+        None => (make(names, trace::raw_stdout(), false), None),
         Some(out) => {
             let appended = loaded
                 .as_ref()
@@ -505,7 +517,7 @@ pub(super) fn prepare(
             let sync = file
                 .try_clone()
                 .map_err(|e| fail(format!("cannot open the output file `{out}`: {e}")))?;
-            let sink: Box<dyn Write> = Box::new(file);
+            let sink: Box<dyn Write + Send> = Box::new(file);
             let writer = make(names, sink, appended.is_some_and(|len| len > 0));
             (writer, Some((out.clone(), sync)))
         }
@@ -528,6 +540,12 @@ pub(super) fn prepare(
     } else {
         writer
     };
+    // A regular file is read and parsed ahead on a thread of its own, which
+    // overlaps parsing with evaluating; a stream is read row by row, as the
+    // rows arrive.
+    if !opened.streaming {
+        reader = trace::ReadAhead::spawn(reader, width, &args.input[0]);
+    }
     Ok(Prepared {
         monitor,
         reader,

@@ -1009,6 +1009,7 @@ fn run_batched(
     let mut samples = Vec::with_capacity(monitor.output_names().len());
     let mut rows = monitor.batch();
     let mut out = OutputBatch::new();
+    let columns = ctl.view.batch_columns(ctl.output);
     loop {
         rows.clear();
         let mut end = None;
@@ -1042,11 +1043,16 @@ fn run_batched(
         }
         warn(reader);
         let result = monitor.run_batch(&rows, &mut out);
-        for r in out.rows() {
-            ctl.tally.steps += 1;
-            ctl.view
-                .fill(&mut samples, ctl.output, None, r.iter(), None);
-            writer.write_step(r.step(), &samples)?;
+        ctl.tally.steps += out.len() as u64;
+        match &columns {
+            Some(columns) => writer.write_batch(&out, columns)?,
+            None => {
+                for r in out.rows() {
+                    ctl.view
+                        .fill(&mut samples, ctl.output, None, r.iter(), None);
+                    writer.write_step(r.step(), &samples)?;
+                }
+            }
         }
         ctl.tally.progress.update(ctl.tally.rows_read, reader);
         match result {

@@ -153,6 +153,14 @@ impl View {
         !self.pass.is_empty()
     }
 
+    /// The batch columns the writer's names are, when a row's printed
+    /// samples are its kept outputs alone (no passed fields, no time
+    /// column); `None` otherwise.
+    pub(super) fn batch_columns(&self, format: OutputFormat) -> Option<Vec<usize>> {
+        let carries = View::rows_carry(format) && (self.time || !self.pass.is_empty());
+        (!carries).then(|| (0..self.keep.len()).filter(|&c| self.keep[c]).collect())
+    }
+
     /// Whether printed rows carry the passed fields (not in text output).
     fn rows_carry(format: OutputFormat) -> bool {
         format != OutputFormat::Text

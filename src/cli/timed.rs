@@ -410,8 +410,8 @@ pub(super) fn run(
         return exit;
     }
     let names = view.writer_names(&runner.output_names(), output);
-    let sink: Box<dyn Write> = match &args.output_file {
-        None => Box::new(io::stdout().lock()),
+    let sink: Box<dyn Write + Send> = match &args.output_file {
+        None => Box::new(io::stdout()),
         Some(path) => match std::fs::File::create(path) {
             Ok(f) => Box::new(f),
             Err(e) => return fail(&format!("cannot create the output file `{path}`: {e}")),

@@ -681,7 +681,7 @@ mod tests {
 
     #[test]
     fn rows_are_returned_without_reading_ahead() {
-        let src: Box<dyn BufRead> =
+        let src: Box<dyn BufRead + Send> =
             Box::new(BufReader::new(Script(vec![b"x,y\n", b"1,2\n", b"3,4\n"])));
         let mut r = reader_from_bufread("-", src, TraceFormat::Csv, &schema(XY)).unwrap();
         let mut row = vec![None, None];

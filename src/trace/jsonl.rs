@@ -561,7 +561,7 @@ mod tests {
 
     #[test]
     fn rows_are_returned_without_reading_ahead() {
-        let src: Box<dyn BufRead> = Box::new(BufReader::new(Script(vec![
+        let src: Box<dyn BufRead + Send> = Box::new(BufReader::new(Script(vec![
             b"{\"x\": 1}\n",
             b"{\"x\": 2}\n",
         ])));

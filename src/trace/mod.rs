@@ -111,7 +111,7 @@ impl fmt::Display for OpenError {
 impl std::error::Error for OpenError {}
 
 /// A source of rows.
-pub trait RowReader {
+pub trait RowReader: Send {
     /// Fills `row` (one cell per declared input, already sized by the caller)
     /// with the next step's inputs. Returns `Ok(false)` at the end of the
     /// trace. Every row completed before a malformed line is returned before
@@ -210,7 +210,7 @@ impl TraceFile {
 }
 
 /// A sink for the outputs of each step.
-pub trait OutputWriter {
+pub trait OutputWriter: Send {
     /// Writes the printed outputs of one step; `samples` is aligned with the
     /// output names given when the writer was made.
     fn write_step(&mut self, step: u64, samples: &[Sample]) -> std::io::Result<()>;
@@ -223,8 +223,27 @@ pub trait OutputWriter {
         samples: &[Sample],
     ) -> std::io::Result<()>;
     fn flush(&mut self) -> std::io::Result<()>;
+    /// Writes the outputs of every row of `batch`, as `write_step` would
+    /// with the samples of `columns` (the batch's columns of the writer's
+    /// names, in their order). Writers override it to format straight from
+    /// the batch's lanes.
+    fn write_batch(
+        &mut self,
+        batch: &crate::batch::OutputBatch,
+        columns: &[usize],
+    ) -> std::io::Result<()> {
+        let mut samples = Vec::with_capacity(columns.len());
+        for row in batch.rows() {
+            samples.clear();
+            samples.extend(columns.iter().map(|&c| row.get(c)));
+            self.write_step(row.step(), &samples)?;
+        }
+        Ok(())
+    }
 }
 
+mod ahead;
+mod behind;
 mod csv_reader;
 mod guard;
 mod jsonl;
@@ -233,6 +252,8 @@ mod tc;
 mod values;
 mod writer;
 
+pub use ahead::ReadAhead;
+pub use behind::{WriteBehind, raw_stdout};
 pub(crate) use jsonl::serde_value;
 pub(crate) use values::parse_text;
 pub use writer::{
@@ -300,7 +321,7 @@ pub fn open_trace_at(
 /// earlier rows were read before.
 fn resumed_reader(
     name: &str,
-    source: Box<dyn BufRead>,
+    source: Box<dyn BufRead + Send>,
     format: TraceFormat,
     schema: &InputSchema,
     options: ReaderOptions,
@@ -378,7 +399,7 @@ pub fn reader_from_bytes(
 /// is kept for callers written against earlier versions.)
 pub fn reader_from_bufread(
     name: &str,
-    source: Box<dyn BufRead>,
+    source: Box<dyn BufRead + Send>,
     format: TraceFormat,
     schema: &InputSchema,
 ) -> Result<Box<dyn RowReader>, TraceError> {
@@ -394,7 +415,7 @@ pub fn reader_from_bufread(
 /// A reader over any buffered byte stream, with explicit bounds.
 pub fn make_reader(
     name: &str,
-    source: Box<dyn BufRead>,
+    source: Box<dyn BufRead + Send>,
     format: TraceFormat,
     schema: &InputSchema,
     options: ReaderOptions,

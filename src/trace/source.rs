@@ -18,7 +18,7 @@ use std::io::{self, BufRead, BufReader, Cursor, Seek};
 /// An opened trace: its bytes, and whether it is a stream (not a regular
 /// file), whose rows must be evaluated and written one at a time.
 pub(crate) struct Opened {
-    pub(crate) bytes: Box<dyn BufRead>,
+    pub(crate) bytes: Box<dyn BufRead + Send>,
     pub(crate) streaming: bool,
     /// For a regular file: a second handle on it and the offset the trace
     /// starts at (standard input may have been read partly), so a checkpoint
@@ -82,7 +82,7 @@ pub(crate) fn open_source_at(path: &str, at: u64) -> Result<Opened, OpenError> {
             origin: Some((second, origin)),
         });
     }
-    let bytes: Box<dyn BufRead> = match GuardedMap::open(file, start) {
+    let bytes: Box<dyn BufRead + Send> = match GuardedMap::open(file, start) {
         Ok(Ok(map)) => Box::new(map),
         // No guard available: an ordinary buffered read, which a truncation
         // cannot crash.
@@ -101,7 +101,7 @@ pub(crate) fn open_source_at(path: &str, at: u64) -> Result<Opened, OpenError> {
 }
 
 /// An in-memory byte source, for tests and embedders that already hold a trace.
-pub(crate) fn bytes_source(bytes: Vec<u8>) -> Box<dyn BufRead> {
+pub(crate) fn bytes_source(bytes: Vec<u8>) -> Box<dyn BufRead + Send> {
     Box::new(Cursor::new(bytes))
 }
 
@@ -129,7 +129,7 @@ pub(crate) fn read_error(file: &str, line: usize, col: usize, e: &io::Error) -> 
 /// the first line is dropped.
 pub(crate) struct Lines {
     file: String,
-    reader: Box<dyn BufRead>,
+    reader: Box<dyn BufRead + Send>,
     buf: Vec<u8>,
     /// Where the line's text starts in `buf` (after a byte-order mark) and
     /// ends (before its terminator).
@@ -143,13 +143,18 @@ pub(crate) struct Lines {
 }
 
 impl Lines {
-    pub(crate) fn new(file: &str, reader: Box<dyn BufRead>) -> Lines {
+    pub(crate) fn new(file: &str, reader: Box<dyn BufRead + Send>) -> Lines {
         Lines::resumed(file, reader, 0, 0)
     }
 
     /// Lines of a source that starts `offset` bytes into the trace, after
     /// `line` lines: numbers and offsets go on from there.
-    pub(crate) fn resumed(file: &str, reader: Box<dyn BufRead>, offset: u64, line: usize) -> Lines {
+    pub(crate) fn resumed(
+        file: &str,
+        reader: Box<dyn BufRead + Send>,
+        offset: u64,
+        line: usize,
+    ) -> Lines {
         Lines {
             file: file.to_string(),
             reader,
