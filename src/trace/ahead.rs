@@ -32,7 +32,8 @@ const CHUNKS_AHEAD: usize = 2;
 enum Outcome {
     Row,
     End,
-    Error(TraceError),
+    /// Boxed: entries are made for every row, errors hardly ever.
+    Error(Box<TraceError>),
 }
 
 /// One call's outcome with what the reader said right after it.
@@ -134,7 +135,7 @@ fn read(
             let outcome = match result {
                 Ok(true) => Outcome::Row,
                 Ok(false) => Outcome::End,
-                Err(e) => Outcome::Error(e),
+                Err(e) => Outcome::Error(Box::new(e)),
             };
             last = match outcome {
                 Outcome::Row => false,
@@ -203,7 +204,7 @@ impl RowReader for ReadAhead {
             }
             Outcome::Error(e) => {
                 self.done = !self.can_continue;
-                Err(e)
+                Err(*e)
             }
         }
     }

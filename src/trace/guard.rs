@@ -68,7 +68,15 @@ pub(crate) struct GuardedMap {
     consumed: usize,
     /// Set after a truncation was reported: every later read repeats it.
     failed: Option<u64>,
+    /// The mapping before this offset (page-aligned) has been given back:
+    /// its pages are no longer in this process's resident set.
+    released: usize,
 }
+
+/// The copied part of a mapping is given back in steps of this many bytes
+/// (at least), so that a trace read from start to end keeps the resident set
+/// flat instead of growing to the file's size.
+const RELEASE: usize = 4 << 20;
 
 impl GuardedMap {
     /// Maps `file` (a regular file of `len > 0` bytes) and reads it from
@@ -97,6 +105,7 @@ impl GuardedMap {
             buf: Vec::with_capacity(CHUNK),
             consumed: 0,
             failed: None,
+            released: pos - pos % imp::page(),
         }))
     }
 
@@ -122,7 +131,33 @@ impl GuardedMap {
             return Err(self.truncated(now));
         }
         self.pos = end;
+        self.release();
         Ok(())
+    }
+
+    /// Gives back the pages of the mapping already copied out, once there
+    /// are `RELEASE` bytes of them.
+    fn release(&mut self) {
+        let upto = self.pos - self.pos % imp::page();
+        if upto < self.released + RELEASE {
+            return;
+        }
+        // SAFETY: the mapping is a shared, read-only mapping of the file
+        // (or, after a truncation, the guard's anonymous zero pages): telling
+        // the kernel it is not needed only drops the pages from this
+        // process's page tables, and a later access (there is none: `pos`
+        // only grows) would read the file again. No reference into the
+        // range is live: chunks are copied out into `buf`. The range lies
+        // inside the mapping and starts on a page boundary (the mapping
+        // does).
+        let _ = unsafe {
+            self.map.unchecked_advise_range(
+                memmap2::UncheckedAdvice::DontNeed,
+                self.released,
+                upto - self.released,
+            )
+        };
+        self.released = upto;
     }
 }
 
@@ -231,6 +266,11 @@ mod imp {
         }
     }
 
+    /// The page size (known once a mapping is guarded).
+    pub(super) fn page() -> usize {
+        PAGE.load(Ordering::Relaxed)
+    }
+
     /// Installs the handler once; `false` if that failed (mappings are then
     /// not guarded, and traces are read through a buffer).
     fn install() -> bool {
@@ -337,6 +377,10 @@ mod imp {
             false
         }
     }
+
+    pub(super) fn page() -> usize {
+        4096
+    }
 }
 
 #[cfg(all(test, target_os = "linux"))]
@@ -352,6 +396,46 @@ mod tests {
             .unwrap();
         let file = File::open(&path).unwrap();
         (path, file)
+    }
+
+    /// The resident pages of `map`'s mapping, from `/proc/self/smaps`.
+    fn resident_kb(map: &GuardedMap) -> u64 {
+        let start = format!("{:x}-", map.map.as_ptr() as usize);
+        let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+        let mut lines = smaps.lines().skip_while(|l| !l.starts_with(&start));
+        lines
+            .find_map(|l| l.strip_prefix("Rss:"))
+            .and_then(|kb| kb.trim().trim_end_matches("kB").trim().parse().ok())
+            .expect("the mapping is listed")
+    }
+
+    /// Reading a large trace from start to end gives the copied pages back:
+    /// the resident set stays flat instead of growing to the file's size.
+    #[test]
+    fn read_pages_are_given_back() {
+        let len = 48 << 20;
+        let (path, file) = file_of("release", len);
+        let mut map = match GuardedMap::open(file, 0).unwrap() {
+            Ok(map) => map,
+            Err(_) => panic!("no guard slot"),
+        };
+        let mut read = 0;
+        let mut most = 0;
+        loop {
+            let n = map.fill_buf().unwrap().len();
+            if n == 0 {
+                break;
+            }
+            read += n;
+            map.consume(n);
+            most = most.max(resident_kb(&map));
+        }
+        let _ = std::fs::remove_file(&path);
+        assert_eq!(read, len);
+        assert!(
+            most <= 2 * (RELEASE as u64 >> 10) + 1024,
+            "{most} kB of a {len}-byte mapping resident"
+        );
     }
 
     /// The guard owns only its registered mappings: a SIGBUS anywhere else still kills the
