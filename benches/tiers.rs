@@ -45,6 +45,34 @@ fn bench(c: &mut Criterion) {
                 )
             });
         }
+        // The typed per-row entry: inputs set as scalars straight from the
+        // columns (a Str input, the example's `lbl`, is left absent).
+        for &tier in &tiers {
+            group.bench_function(format!("{}-scalars", tier.name()), |b| {
+                b.iter_batched(
+                    || Monitor::builder(&spec).tier(tier).build(),
+                    |mut m| {
+                        let mut row = m.scalar_row();
+                        let at = |name| row.input(name).ok();
+                        let (x, y, flag) = (at("x"), at("y"), at("flag"));
+                        for i in 0..common::ROWS {
+                            if let Some(x) = x {
+                                row.set_int(x, columns.x[i]).expect("x is Int");
+                            }
+                            if let Some(y) = y {
+                                row.set_int(y, columns.y[i]).expect("y is Int");
+                            }
+                            if let Some(flag) = flag {
+                                row.set_bool(flag, columns.flag[i]).expect("flag is Bool");
+                            }
+                            black_box(m.step_scalars(&row).expect("no runtime error"));
+                        }
+                        m
+                    },
+                    BatchSize::PerIteration,
+                )
+            });
+        }
         if vigil::fusion::lower::whole_row_eligible(&vigil::plan::Plan::new(spec.checked().clone()))
             .is_ok()
         {

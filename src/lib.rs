@@ -94,7 +94,7 @@ pub use lang::types::Type;
 pub use monitor::{
     Alert, DEFAULT_MAX_STRING_BYTES, Monitor, MonitorBuilder, Outputs, Spec, Stats, Tier,
 };
-pub use row::{Row, RowError, StepError, conform, describe};
+pub use row::{Row, RowError, ScalarRow, StepError, conform, describe};
 pub use snapshot::{
     FORMAT_VERSION, Fingerprint, KEYED_FORMAT_VERSION, KEYED_MAGIC, KeyedSnapshot, MAGIC, Repair,
     RepairError, Snapshot, SnapshotError, Started, Why,

@@ -12,7 +12,7 @@ use crate::lang::check::{CheckedSpec, Piece};
 use crate::lang::diag::Diagnostics;
 use crate::lang::types::Type;
 use crate::plan::Plan;
-use crate::row::{Checked, Row, RowError, RowSchema, StepError};
+use crate::row::{Checked, Row, RowError, RowSchema, ScalarRow, StepError};
 use crate::snapshot::{Repair, RepairError, Snapshot, SnapshotError};
 use crate::trace::InputSchema;
 use crate::value::{Key, Sample, Value};
@@ -815,6 +815,38 @@ impl Monitor {
             step,
             None,
         ))
+    }
+
+    /// A row of scalar inputs for [`Monitor::step_scalars`], every input
+    /// absent.
+    pub fn scalar_row(&self) -> ScalarRow {
+        ScalarRow::new(self.inputs.clone())
+    }
+
+    /// Evaluates one step whose inputs are given as scalars in frame form
+    /// (see [`ScalarRow`]): what [`Monitor::step`] does, without checking and
+    /// encoding `Value` cells. On the native-whole tier the kernel reads the
+    /// row where it is; other tiers, and rows the kernel declines, take it
+    /// as cells. A row made by a monitor of other inputs is refused
+    /// ([`RowError::WrongRow`]).
+    pub fn step_scalars(&mut self, row: &ScalarRow) -> Result<Outputs<'_>, StepError> {
+        self.run.state.time = None;
+        if let Some(e) = &self.run.failed {
+            return Err((**e).clone().into());
+        }
+        if !row.schema().same_as(&self.inputs) {
+            return Err(RowError::WrongRow {
+                row: row.schema().show(),
+                monitor: self.inputs.show(),
+            }
+            .into());
+        }
+        let step = self.steps();
+        let ran = self
+            .engine
+            .run_row_scalars(&mut self.run, row.frame(), &mut self.scratch);
+        self.scratch.clear();
+        self.outputs_after(ran, step)
     }
 
     fn step_timed(

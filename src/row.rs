@@ -15,6 +15,7 @@
 use crate::error::RuntimeError;
 use crate::lang::types::Type;
 use crate::value::Value;
+use scalar_ir::frame::tag;
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
@@ -149,6 +150,14 @@ pub enum RowError {
         /// The key input's name.
         input: String,
     },
+    /// A `ScalarRow` made for other inputs than the monitor's (another
+    /// specification's monitor made it).
+    WrongRow {
+        /// The row's inputs, as `name: Type, …`.
+        row: String,
+        /// The monitor's inputs, as `name: Type, …`.
+        monitor: String,
+    },
     /// A `RowBatch` made for other inputs than the monitor's (another
     /// specification's batch).
     WrongBatch {
@@ -189,6 +198,10 @@ impl fmt::Display for RowError {
             RowError::MissingKey { input } => write!(
                 f,
                 "the key input `{input}` is absent: a keyed monitor's row must give its key"
+            ),
+            RowError::WrongRow { row, monitor } => write!(
+                f,
+                "the row was made for the inputs ({row}), but the monitor's inputs are ({monitor})"
             ),
             RowError::WrongBatch { batch, monitor } => write!(
                 f,
@@ -450,6 +463,142 @@ impl Row {
             .ok_or_else(|| RowError::UnknownInput {
                 name: name.to_string(),
             })
+    }
+}
+
+/// A row of scalar inputs in frame form — a lane and a tag per input, as
+/// the native kernels read them — for [`crate::Monitor::step_scalars`]: the
+/// fastest way to give a monitor a row, with no `Value` cells to check and
+/// encode at every step. Made by [`crate::Monitor::scalar_row`]; inputs are
+/// set by position ([`ScalarRow::input`] finds one by name, once), each
+/// setter checking the value against the input's type as [`Row::set`]
+/// does (an Int given to a Float input is converted). Str and Unit inputs
+/// cannot be set here: they are absent.
+///
+/// ```
+/// use vigil::{Monitor, Sample, Spec, Value};
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let spec = Spec::parse("add.dsrv", "in x: Int\nin y: Int\nout z: Int\nz = x + y")?;
+/// let mut monitor = Monitor::builder(&spec).build();
+/// let mut row = monitor.scalar_row();
+/// let (x, y) = (row.input("x")?, row.input("y")?);
+/// for i in 0..3 {
+///     row.set_int(x, i)?;
+///     row.set_int(y, 10)?;
+///     let out = monitor.step_scalars(&row)?;
+///     assert_eq!(out.get(0), Sample::Value(Value::Int(i + 10)));
+/// }
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone, Debug)]
+pub struct ScalarRow {
+    schema: Arc<RowSchema>,
+    lanes: Vec<u64>,
+    tags: Vec<u8>,
+}
+
+impl ScalarRow {
+    /// A row of `schema`'s inputs, every input absent.
+    pub(crate) fn new(schema: Arc<RowSchema>) -> ScalarRow {
+        let n = schema.width();
+        ScalarRow {
+            schema,
+            lanes: vec![0; n],
+            tags: vec![scalar_ir::frame::tag::ABSENT; n],
+        }
+    }
+
+    /// The position of input `name`, for the setters.
+    pub fn input(&self, name: &str) -> Result<usize, RowError> {
+        self.schema
+            .lookup(name)
+            .ok_or_else(|| RowError::UnknownInput {
+                name: name.to_string(),
+            })
+    }
+
+    /// Stores a lane of tag `t` into input `input` (of type `ty`, which the
+    /// setter has checked the value fits).
+    #[inline]
+    fn store(&mut self, input: usize, ty: Type, (t, lane): (u8, u64)) {
+        self.tags[input] = t;
+        self.lanes[input] = lane;
+        debug_assert!(matches!(
+            ty,
+            Type::Int | Type::Float | Type::Bool | Type::Any
+        ));
+    }
+
+    #[cold]
+    fn refuse(&self, input: usize, found: Value) -> RowError {
+        RowError::WrongType {
+            input: self.schema.names()[input].clone(),
+            expected: self.schema.types()[input],
+            found,
+        }
+    }
+
+    /// Sets input `input` (a position) to an Int, converted for a Float
+    /// input. On an error (a Bool, Str or Unit input) the row is unchanged.
+    ///
+    /// # Panics
+    ///
+    /// If `input` is not the position of an input (as indexing a slice
+    /// past its end does).
+    #[inline]
+    pub fn set_int(&mut self, input: usize, value: i64) -> Result<(), RowError> {
+        let ty = self.schema.types()[input];
+        match ty {
+            Type::Int | Type::Any => self.store(input, ty, (tag::I64, value as u64)),
+            Type::Float => self.store(input, ty, (tag::F64, (value as f64).to_bits())),
+            _ => return Err(self.refuse(input, Value::Int(value))),
+        }
+        Ok(())
+    }
+
+    /// Sets input `input` to a Float (see [`ScalarRow::set_int`]).
+    #[inline]
+    pub fn set_float(&mut self, input: usize, value: f64) -> Result<(), RowError> {
+        let ty = self.schema.types()[input];
+        match ty {
+            Type::Float | Type::Any => self.store(input, ty, (tag::F64, value.to_bits())),
+            _ => return Err(self.refuse(input, Value::Float(value))),
+        }
+        Ok(())
+    }
+
+    /// Sets input `input` to a Bool (see [`ScalarRow::set_int`]).
+    #[inline]
+    pub fn set_bool(&mut self, input: usize, value: bool) -> Result<(), RowError> {
+        let ty = self.schema.types()[input];
+        match ty {
+            Type::Bool | Type::Any => self.store(input, ty, (tag::B1, u64::from(value))),
+            _ => return Err(self.refuse(input, Value::Bool(value))),
+        }
+        Ok(())
+    }
+
+    /// Makes input `input` absent (NoVal at the step the row is given to).
+    pub fn unset(&mut self, input: usize) {
+        self.tags[input] = tag::ABSENT;
+        self.lanes[input] = 0;
+    }
+
+    /// Makes every input absent.
+    pub fn clear(&mut self) {
+        self.tags.fill(tag::ABSENT);
+        self.lanes.fill(0);
+    }
+
+    /// The schema the row was made for.
+    pub(crate) fn schema(&self) -> &RowSchema {
+        &self.schema
+    }
+
+    /// The lanes and tags, one per input.
+    pub(crate) fn frame(&self) -> (&[u64], &[u8]) {
+        (&self.lanes, &self.tags)
     }
 }
 

@@ -789,14 +789,61 @@ impl Engine {
 
     /// Evaluates one row.
     pub fn run_row(&mut self, run: &mut Run, row: &[Option<Value>]) -> Result<(), RuntimeError> {
-        if self.whole.is_some() {
-            if self.run_whole(run, row)? {
+        if let Some(w) = self.whole.as_mut() {
+            // The kernel reads the row from its frame's input lanes and
+            // stores the inputs to the arena itself (the same program serves
+            // batches).
+            for (k, cell) in w.input_tags.iter_mut().enumerate() {
+                let (t, lane, _) = crate::batch::encode(row.get(k).unwrap_or(&None));
+                *cell = t;
+                w.input_lanes[k] = lane;
+            }
+            let inputs = (w.input_lanes.as_ptr(), w.input_tags.as_ptr());
+            if self.run_whole(run, inputs)? {
                 self.stats.rows += 1;
                 return Ok(());
             }
             // A canonical row may push ⊥ into a ring: promote afresh.
             run.promoted[self.whole_index()] = false;
         }
+        self.run_row_fused(run, row)
+    }
+
+    /// Evaluates one row given in frame form, one lane and tag per input
+    /// (scalars only: `Monitor::step_scalars`): the whole-row kernel reads
+    /// them where they are; any other tier, or a row the kernel declines,
+    /// gets them as cells (made in `scratch`).
+    pub fn run_row_scalars(
+        &mut self,
+        run: &mut Run,
+        (lanes, tags): (&[u64], &[u8]),
+        scratch: &mut Vec<Option<Value>>,
+    ) -> Result<(), RuntimeError> {
+        let inputs = self.plan.spec.inputs.len();
+        assert!(
+            lanes.len() == inputs && tags.len() == inputs,
+            "engine bug: a scalar row of another width"
+        );
+        if self.whole.is_some() {
+            if self.run_whole(run, (lanes.as_ptr(), tags.as_ptr()))? {
+                self.stats.rows += 1;
+                return Ok(());
+            }
+            run.promoted[self.whole_index()] = false;
+        }
+        scratch.clear();
+        scratch.extend(
+            lanes
+                .iter()
+                .zip(tags)
+                .map(|(&lane, &t)| crate::canonical::decode(t, lane, None).value().cloned()),
+        );
+        self.run_row_fused(run, scratch)
+    }
+
+    /// Evaluates one row on the regions and canonically (not the whole-row
+    /// kernel).
+    fn run_row_fused(&mut self, run: &mut Run, row: &[Option<Value>]) -> Result<(), RuntimeError> {
         run.state.begin_row(&self.plan, row);
         match self.fused.take() {
             None => {
@@ -1015,20 +1062,18 @@ impl Engine {
 
     /// Runs the whole-row kernel. `Ok(false)`: it declined and the row runs
     /// canonically.
-    fn run_whole(&mut self, run: &mut Run, row: &[Option<Value>]) -> Result<bool, RuntimeError> {
+    /// Runs the whole-row kernel on a row in frame form: `inputs` points at
+    /// one lane and one tag per input of the plan.
+    fn run_whole(
+        &mut self,
+        run: &mut Run,
+        inputs: (*const u64, *const u8),
+    ) -> Result<bool, RuntimeError> {
         let whole = self.whole_index();
         let w = self
             .whole
             .as_mut()
             .expect("run_whole needs a whole-row kernel");
-        // The kernel reads the row from its frame's input lanes and stores
-        // the inputs to the arena itself (the same program serves batches).
-        for (k, cell) in w.input_tags.iter_mut().enumerate() {
-            let (t, lane, _) = crate::batch::encode(row.get(k).unwrap_or(&None));
-            *cell = t;
-            w.input_lanes[k] = lane;
-        }
-        let inputs = (w.input_lanes.as_ptr(), w.input_tags.as_ptr());
         let result = run_kernel(
             &mut w.rt,
             &mut run.promoted[whole],
@@ -1189,7 +1234,63 @@ fn assert_frame_fits(st: &NodeState, decl: &scalar_ir::Decl) {
 /// Promotes (if needed) and runs one kernel on the arena, mapping its
 /// exit: `Ok(true)` completed, `Ok(false)` declined, `Err` a trap the
 /// canonical tier would report.
+#[inline]
 fn run_kernel(
+    rt: &mut RegionRuntime,
+    promoted: &mut bool,
+    id: KernelId,
+    st: &mut NodeState,
+    stats: &mut ExecStats,
+    plan: &Plan,
+    inputs: (*const u64, *const u8),
+) -> Result<bool, RuntimeError> {
+    // The hot case, a promoted native kernel completing its row, is kept
+    // small enough to inline into each caller: the rest (promotion, the
+    // interpreter, exits other than a return) is `run_kernel_exit`.
+    if *promoted && let Kernel::Native(f) = rt.kernel {
+        let word = call_native(f, rt, st, inputs);
+        if word == Exit::Return.encode() {
+            return Ok(true);
+        }
+        let exit = Exit::decode(word).expect("native code returns words Exit::encode produces");
+        return kernel_exit(rt, promoted, id, st, stats, plan, inputs.1, exit);
+    }
+    run_kernel_cold(rt, promoted, id, st, stats, plan, inputs)
+}
+
+/// Calls a native kernel on the arena and returns its exit word.
+#[inline]
+fn call_native(
+    f: jit::RowFn,
+    rt: &RegionRuntime,
+    st: &mut NodeState,
+    (inputs, input_tags): (*const u64, *const u8),
+) -> u64 {
+    assert_frame_fits(st, &rt.lowered.program.decl);
+    let mut frame = Frame {
+        inputs,
+        input_tags,
+        env: st.lanes.as_mut_ptr(),
+        env_tags: st.tags.as_mut_ptr(),
+        state: st.ring_lanes.as_mut_ptr(),
+        step: st.ring_step(),
+        status: 0,
+    };
+    // SAFETY: the programs declare `env = plan.slot_count()`, the arena
+    // vectors' length (checked just above), and `state` = the end of their
+    // last ring, which promotion found in the ring table (its vectors hold
+    // every full ring, and rings fill in layout order), and as many input
+    // lanes as `inputs` points at (none for regions, which read inputs from
+    // the arena; the row for the whole-row kernel); nothing else touches
+    // them during the call. The native code is owned by the engine, which
+    // outlives the call.
+    unsafe { f(&mut frame) }
+}
+
+/// `run_kernel` for every case but a promoted native kernel: promotion,
+/// then the kernel.
+#[inline(never)]
+fn run_kernel_cold(
     rt: &mut RegionRuntime,
     promoted: &mut bool,
     id: KernelId,
@@ -1234,6 +1335,22 @@ fn run_kernel(
             unsafe { kernel.run(&mut frame) }
         }
     };
+    kernel_exit(rt, promoted, id, st, stats, plan, input_tags, exit)
+}
+
+/// Maps a kernel's exit: `Ok(true)` completed, `Ok(false)` declined (and
+/// demoted), `Err` a trap the canonical tier would report.
+#[allow(clippy::too_many_arguments)]
+fn kernel_exit(
+    rt: &mut RegionRuntime,
+    promoted: &mut bool,
+    id: KernelId,
+    st: &mut NodeState,
+    stats: &mut ExecStats,
+    plan: &Plan,
+    input_tags: *const u8,
+    exit: Exit,
+) -> Result<bool, RuntimeError> {
     match exit {
         Exit::Return => Ok(true),
         Exit::Decline(k) => {

@@ -493,3 +493,75 @@ fn the_batch_kernel_is_compiled_by_the_first_batch() {
         Some(vec![sample(Value::Int(4953))])
     );
 }
+
+/// `Monitor::step_scalars` computes what `Monitor::step` does, on every
+/// tier: rows with absent inputs (which the whole-row kernel declines),
+/// Ints given to a Float input, a runtime error at the same step; a row of
+/// another spec and a value of the wrong type are refused without a step.
+/// On native-whole the kernel runs the complete rows (its coverage guard).
+#[test]
+fn scalar_rows_step_as_value_rows_do() {
+    let src = "in x: Int\nin f: Float\nin b: Bool\nout acc: Int\nout g: Float\nout pick: Int\n\
+               acc = default(acc[1], 0) + x\ng = f * 2.0\npick = if b then acc / x else 0";
+    let spec = Spec::parse("s.dsrv", src).unwrap();
+    // Row i: x = i - 40 (zero at row 40: `acc / x` divides by zero there
+    // when b), f every third row absent, b alternating.
+    let cells = |i: i64| -> [Option<Value>; 3] {
+        [
+            if i % 7 == 3 { None } else { int(i - 40) },
+            (i % 3 != 0).then_some(Value::Int(i)),
+            Some(Value::Bool(i % 2 == 0)),
+        ]
+    };
+    for tier in TIERS {
+        let mut plain = Monitor::builder(&spec).tier(tier).build();
+        let mut typed = Monitor::builder(&spec).tier(tier).build();
+        let mut row = typed.scalar_row();
+        let (x, f, b) = (
+            row.input("x").unwrap(),
+            row.input("f").unwrap(),
+            row.input("b").unwrap(),
+        );
+        for i in 0..60 {
+            let c = cells(i);
+            match &c[0] {
+                Some(Value::Int(v)) => row.set_int(x, *v).unwrap(),
+                _ => row.unset(x),
+            }
+            match &c[1] {
+                Some(Value::Int(v)) => row.set_int(f, *v).unwrap(),
+                _ => row.unset(f),
+            }
+            row.set_bool(b, i % 2 == 0).unwrap();
+            let expected = plain.step(c).map(|o| o.to_vec()).map_err(|e| e.to_string());
+            let got = typed
+                .step_scalars(&row)
+                .map(|o| o.to_vec())
+                .map_err(|e| e.to_string());
+            assert_eq!(got, expected, "{tier}, row {i}");
+            if expected.is_err() {
+                break;
+            }
+        }
+        assert_eq!(typed.steps(), plain.steps(), "{tier}");
+        if typed.tier() == Tier::NativeWhole {
+            let s = typed.stats();
+            assert!(s.whole_rows > 20, "{tier}: the kernel ran ({s:?})");
+        }
+    }
+    let m = Monitor::builder(&spec).build();
+    let mut row = m.scalar_row();
+    assert_eq!(
+        row.set_bool(0, true).unwrap_err().to_string(),
+        "expected Int for input `x`, found Bool true"
+    );
+    assert_eq!(
+        row.input("nope").unwrap_err().to_string(),
+        "`nope` is not a declared input"
+    );
+    let other = Spec::parse("o.dsrv", "in x: Int\nout y: Int\ny = x").unwrap();
+    let mut m = Monitor::builder(&other).build();
+    let e = row_error(m.step_scalars(&row).unwrap_err());
+    assert!(matches!(e, RowError::WrongRow { .. }), "{e}");
+    assert_eq!(m.steps(), 0);
+}
