@@ -384,3 +384,44 @@ fn row_only_programs_have_no_batch_kernel() {
         assert_eq!(f.env(0), Slot::I64(5));
     }
 }
+
+/// `compile_rows` generates code on several threads for many programs: each
+/// kernel runs as its program says (a program that calls a helper among
+/// them, so relocations cross threads too), and a program that does not
+/// verify fails alone.
+#[test]
+fn programs_compiled_together_run_as_each_alone() {
+    let constant = |k: i64| {
+        scalar_ir::parse(&format!(
+            "program inputs=0 env=1 state=0 sites=0\nblock0:\n    v0 = iconst {k}\n    store_env.i64 0, v0\n    return\n"
+        ))
+        .unwrap()
+    };
+    let bad = Program {
+        decl: decl(0, 0),
+        ..constant(0)
+    };
+    let mut progs: Vec<Program> = (0..200).map(constant).collect();
+    progs[7] = bad;
+    let floor = "program inputs=0 env=1 state=0 sites=0\nblock0:\n    v0 = fconst 2.5\n    v1 = ffloor v0\n    store_env.f64 0, v1\n    return\n";
+    progs[150] = scalar_ir::parse(floor).unwrap();
+    let refs: Vec<&Program> = progs.iter().collect();
+    let mut m = jit::JitModule::new().unwrap();
+    let handles = m.compile_rows(&refs);
+    assert!(matches!(handles[7], Err(jit::CompileError::Verify(_))));
+    let code = m.finalize().unwrap();
+    for (k, h) in handles.iter().enumerate() {
+        if k == 7 {
+            continue;
+        }
+        let h = *h.as_ref().unwrap();
+        let mut f = FrameBuffers::new(&progs[k].decl);
+        assert_eq!(code.func(h).run(&mut f), Exit::Return, "program {k}");
+        let expected = if k == 150 {
+            Slot::F64(2.0)
+        } else {
+            Slot::I64(k as i64)
+        };
+        assert_eq!(f.env(0), expected, "program {k}");
+    }
+}

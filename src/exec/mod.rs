@@ -555,10 +555,12 @@ impl Engine {
                 return programs.iter().map(quick).collect();
             }
         };
-        let handles: Vec<Option<jit::FuncHandle>> = programs
-            .iter()
+        let progs: Vec<&scalar_ir::Program> = programs.iter().map(|l| &l.program).collect();
+        let handles: Vec<Option<jit::FuncHandle>> = module
+            .compile_rows(&progs)
+            .into_iter()
             .enumerate()
-            .map(|(i, l)| match module.compile_row(&l.program) {
+            .map(|(i, compiled)| match compiled {
                 Ok(h) => Some(h),
                 Err(e) => {
                     self.stats
