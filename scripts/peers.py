@@ -226,6 +226,10 @@ def timed_run(cmd, stdout_path, work):
     out with Python's ~15 MiB, which would hide a small tool's real figure.)"""
     rss_file, err_file = work / "maxrss", work / "stderr"
     full = [TIME, "-f", "%M", "-o", str(rss_file)] + cmd
+    # The previous command's output is written back to disk by the kernel
+    # after it exits; without this, that writeback competes with (and is
+    # charged to) whichever command runs next.
+    os.sync()
     with (open(stdout_path, "wb") if stdout_path else open(os.devnull, "wb")) as out, \
          open(err_file, "wb") as err:
         t0 = time.perf_counter()
