@@ -28,7 +28,7 @@ pub mod ops;
 pub mod pack;
 
 use crate::error::{Fault, RuntimeError};
-use crate::lang::ast::Builtin;
+use crate::lang::ast::{BinOp, Builtin};
 use crate::lang::check::{ScalarSignature, StreamId};
 use crate::plan::{NodeId, NodeOp, Plan};
 use crate::value::{Sample, Value};
@@ -509,6 +509,19 @@ impl NodeState {
             return Ok(());
         }
         let node = plan.node(id);
+        // Scalars are computed on their lanes (binary operators, offsets,
+        // `default`); anything else (objects, NoVal results, a fault) goes
+        // the general way, which computes the same value and reports the
+        // fault.
+        if let Some((t, lane)) = self.scalar_node(plan, id) {
+            let i = plan.node_slot(id) as usize;
+            self.tags[i] = t;
+            // ⊥ leaves the lane as `write(Deferred)` does.
+            if t != tag::DEFERRED {
+                self.lanes[i] = lane;
+            }
+            return Ok(());
+        }
         let sample = match self.compute(plan, id) {
             Ok(s) => s,
             Err(fault) => match node.branch {
@@ -525,6 +538,98 @@ impl NodeState {
         };
         self.write(plan.node_slot(id), sample);
         Ok(())
+    }
+
+    /// The tag of a slot under the hold rule (its lane holds the held
+    /// payload while it is NoVal).
+    #[inline]
+    fn held_tag(&self, slot: u32) -> u8 {
+        let i = slot as usize;
+        match self.tags[i] {
+            tag::ABSENT => self.held_tags[i],
+            t => t,
+        }
+    }
+
+    /// A node's value in frame form when it is computed from scalar lanes
+    /// and is a scalar or ⊥: exactly what `compute` then `write` store.
+    /// `None` hands the node to `compute`.
+    #[inline]
+    fn scalar_node(&self, plan: &Plan, id: NodeId) -> Option<(u8, u64)> {
+        let node = plan.node(id);
+        let scalar_or_deferred = |t: u8| matches!(t, tag::I64 | tag::F64 | tag::B1 | tag::DEFERRED);
+        match node.op {
+            NodeOp::Binary(op) => self.binary_lanes(op, node.slots),
+            NodeOp::Offset(n) => {
+                let count = self.clock_count(plan, id);
+                if count < u64::from(n) {
+                    return Some((tag::DEFERRED, 0));
+                }
+                let k = (node.ring_base as u64 + count % u64::from(n)) as usize;
+                let t = self.ring_tags[k];
+                scalar_or_deferred(t).then(|| (t, self.ring_lanes[k]))
+            }
+            NodeOp::Call(Builtin::Default) => {
+                let [a, d, _] = node.slots;
+                let (t, from) = match self.held_tag(a) {
+                    tag::DEFERRED => (self.tags[d as usize], d),
+                    t => (t, a),
+                };
+                scalar_or_deferred(t).then(|| (t, self.lanes[from as usize]))
+            }
+            _ => None,
+        }
+    }
+
+    /// `a op b` for operands held as Int, Float or Bool scalars, as the
+    /// frame form of its value: what `ops::binary_bounded` gives for them
+    /// (the same functions for arithmetic, IEEE comparisons for Floats).
+    /// `None` for other operands, other operators (Float equality, mixed
+    /// Int and Float) and faults, which the general path handles.
+    #[inline]
+    fn binary_lanes(&self, op: BinOp, [a, b, _]: [u32; 3]) -> Option<(u8, u64)> {
+        let (x, y) = (self.lanes[a as usize], self.lanes[b as usize]);
+        let bit = |v: bool| Some((tag::B1, u64::from(v)));
+        match (self.held_tag(a), self.held_tag(b)) {
+            (tag::I64, tag::I64) => {
+                let (x, y) = (x as i64, y as i64);
+                match op {
+                    BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div | BinOp::Rem => {
+                        ops::int_arith(op, x, y).ok().map(|v| (tag::I64, v as u64))
+                    }
+                    BinOp::Eq => bit(x == y),
+                    BinOp::Ne => bit(x != y),
+                    BinOp::Lt => bit(x < y),
+                    BinOp::Le => bit(x <= y),
+                    BinOp::Gt => bit(x > y),
+                    BinOp::Ge => bit(x >= y),
+                    _ => None,
+                }
+            }
+            (tag::F64, tag::F64) => {
+                let (x, y) = (f64::from_bits(x), f64::from_bits(y));
+                match op {
+                    BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div | BinOp::Rem => {
+                        Some((tag::F64, ops::float_arith(op, x, y).to_bits()))
+                    }
+                    BinOp::Lt => bit(x < y),
+                    BinOp::Le => bit(x <= y),
+                    BinOp::Gt => bit(x > y),
+                    BinOp::Ge => bit(x >= y),
+                    _ => None,
+                }
+            }
+            (tag::B1, tag::B1) => {
+                let (x, y) = (x != 0, y != 0);
+                match op {
+                    BinOp::And => bit(x && y),
+                    BinOp::Or => bit(x || y),
+                    BinOp::Implies => bit(!x || y),
+                    _ => None,
+                }
+            }
+            _ => None,
+        }
     }
 
     fn compute(&mut self, plan: &Plan, id: NodeId) -> Result<Sample, Fault> {
