@@ -1291,7 +1291,7 @@ fn call_native(
 
 /// `run_kernel` for every case but a promoted native kernel: promotion,
 /// then the kernel.
-#[inline(never)]
+#[inline]
 fn run_kernel_cold(
     rt: &mut RegionRuntime,
     promoted: &mut bool,
