@@ -1266,18 +1266,9 @@ fn call_native(
     f: jit::RowFn,
     rt: &RegionRuntime,
     st: &mut NodeState,
-    (inputs, input_tags): (*const u64, *const u8),
+    inputs: (*const u64, *const u8),
 ) -> u64 {
-    assert_frame_fits(st, &rt.lowered.program.decl);
-    let mut frame = Frame {
-        inputs,
-        input_tags,
-        env: st.lanes.as_mut_ptr(),
-        env_tags: st.tags.as_mut_ptr(),
-        state: st.ring_lanes.as_mut_ptr(),
-        step: st.ring_step(),
-        status: 0,
-    };
+    let mut frame = frame_on(&rt.lowered.program.decl, st, inputs);
     // SAFETY: the programs declare `env = plan.slot_count()`, the arena
     // vectors' length (checked just above), and `state` = the end of their
     // last ring, which promotion found in the ring table (its vectors hold
@@ -1287,6 +1278,26 @@ fn call_native(
     // them during the call. The native code is owned by the engine, which
     // outlives the call.
     unsafe { f(&mut frame) }
+}
+
+/// The frame of a kernel's call on the arena (after checking that the
+/// arena holds what the program declares; see `call_native`).
+#[inline]
+fn frame_on(
+    decl: &scalar_ir::Decl,
+    st: &mut NodeState,
+    (inputs, input_tags): (*const u64, *const u8),
+) -> Frame {
+    assert_frame_fits(st, decl);
+    Frame {
+        inputs,
+        input_tags,
+        env: st.lanes.as_mut_ptr(),
+        env_tags: st.tags.as_mut_ptr(),
+        state: st.ring_lanes.as_mut_ptr(),
+        step: st.ring_step(),
+        status: 0,
+    }
 }
 
 /// `run_kernel` for every case but a promoted native kernel: promotion,
@@ -1317,23 +1328,10 @@ fn run_kernel_cold(
             code.run_slices(&mut st.lanes, &mut st.tags, &mut st.ring_lanes, at)
         }
         kernel => {
-            assert_frame_fits(st, &rt.lowered.program.decl);
-            let mut frame = Frame {
-                inputs,
-                input_tags,
-                env: st.lanes.as_mut_ptr(),
-                env_tags: st.tags.as_mut_ptr(),
-                state: st.ring_lanes.as_mut_ptr(),
-                step: st.ring_step(),
-                status: 0,
-            };
-            // SAFETY: the programs declare `env = plan.slot_count()`, the
-            // arena vectors' length, and `state` = the end of their last
-            // ring, which promotion found in the ring table (its vectors
-            // hold every full ring, and rings fill in layout order),
-            // and as many input lanes as `inputs` points at (none for
-            // regions, which read inputs from the arena; the row for the
-            // whole-row kernel); nothing else touches them during the call.
+            let mut frame = frame_on(&rt.lowered.program.decl, st, (inputs, input_tags));
+            // SAFETY: as in `call_native`: the frame covers what the
+            // program declares, and nothing else touches it during the
+            // call.
             unsafe { kernel.run(&mut frame) }
         }
     };
