@@ -140,6 +140,17 @@ pub(crate) struct Lines {
     /// the end of the bytes read (where the next line starts).
     line_offset: u64,
     offset: u64,
+    /// Where the current line lies: in `buf` (a copy), or still in the
+    /// reader's own buffer, where it takes up the first `Borrowed` bytes
+    /// (consumed when the next line is read).
+    held: Held,
+}
+
+/// Where `Lines` keeps the current line.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Held {
+    Copied,
+    Borrowed(usize),
 }
 
 impl Lines {
@@ -164,6 +175,7 @@ impl Lines {
             line,
             line_offset: offset,
             offset,
+            held: Held::Copied,
         }
     }
 
@@ -179,6 +191,31 @@ impl Lines {
     /// Reads the next line; `false` at the end of the source. A read error is
     /// located where the line stopped.
     fn advance(&mut self) -> Result<bool, TraceError> {
+        if let Held::Borrowed(len) = self.held {
+            self.reader.consume(len);
+            self.held = Held::Copied;
+        }
+        // A whole line in the reader's buffer (nearly every line of a
+        // mapped or buffered file) is used where it is, without copying.
+        match self.reader.fill_buf() {
+            Ok(avail) => {
+                // The end of the source: asking again would read again
+                // (a terminal would wait for more).
+                if avail.is_empty() {
+                    return Ok(false);
+                }
+                if let Some(i) = memchr::memchr(b'\n', avail) {
+                    let len = i + 1;
+                    (self.start, self.end) = text_of(&avail[..len], self.line == 0);
+                    self.count(len);
+                    self.held = Held::Borrowed(len);
+                    return Ok(true);
+                }
+            }
+            // Retried by `read_until` below.
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(read_error(&self.file, self.line + 1, 1, &e)),
+        }
         self.buf.clear();
         if let Err(e) = self.reader.read_until(b'\n', &mut self.buf) {
             // The bytes read before the error are in `buf`: the column is
@@ -189,25 +226,34 @@ impl Lines {
         if self.buf.is_empty() {
             return Ok(false);
         }
-        self.line_offset = self.offset;
-        self.offset += self.buf.len() as u64;
-        self.line += 1;
-        let mut end = self.buf.len();
-        if self.buf[end - 1] == b'\n' {
-            end -= 1;
-            if end > 0 && self.buf[end - 1] == b'\r' {
-                end -= 1;
-            }
-        }
-        // Editors on Windows may start a file with a UTF-8 byte-order mark;
-        // it is not part of the first line's text.
-        self.start = if self.line == 1 && self.buf[..end].starts_with(b"\xEF\xBB\xBF") {
-            3
-        } else {
-            0
-        };
-        self.end = end;
+        (self.start, self.end) = text_of(&self.buf, self.line == 0);
+        self.count(self.buf.len());
         Ok(true)
+    }
+
+    /// Counts a line of `len` bytes (terminator included) as read.
+    fn count(&mut self, len: usize) {
+        self.line_offset = self.offset;
+        self.offset += len as u64;
+        self.line += 1;
+    }
+
+    /// The current line, with its terminator.
+    fn current(&mut self) -> Result<&[u8], TraceError> {
+        match self.held {
+            Held::Copied => Ok(&self.buf),
+            // The reader hands back the same bytes: nothing was consumed.
+            Held::Borrowed(len) => match self.reader.fill_buf() {
+                Ok(avail) if avail.len() >= len => Ok(&avail[..len]),
+                Ok(_) => Err(read_error(
+                    &self.file,
+                    self.line,
+                    1,
+                    &std::io::Error::other("the reader lost a buffered line"),
+                )),
+                Err(e) => Err(read_error(&self.file, self.line, 1, &e)),
+            },
+        }
     }
 
     /// Returns the next line as bytes (without its terminator), its
@@ -216,11 +262,13 @@ impl Lines {
         if !self.advance()? {
             return Ok(None);
         }
+        let (offset, number, start, end) = (self.line_offset, self.line, self.start, self.end);
+        let line = self.current()?;
         Ok(Some(RawLine {
-            offset: self.line_offset,
-            number: self.line,
-            text: &self.buf[self.start..self.end],
-            terminator: &self.buf[self.end..],
+            offset,
+            number,
+            text: &line[start..end],
+            terminator: &line[end..],
         }))
     }
 
@@ -234,8 +282,11 @@ impl Lines {
         if !self.advance()? {
             return Ok(None);
         }
-        let text = utf8_line(&self.file, self.line, &self.buf[self.start..self.end])?;
-        Ok(Some((self.line, text)))
+        let (number, start, end) = (self.line, self.start, self.end);
+        let file = self.file.clone();
+        let line = self.current()?;
+        let text = utf8_line(&file, number, &line[start..end])?;
+        Ok(Some((number, text)))
     }
 }
 
@@ -263,6 +314,26 @@ pub(crate) struct RawLine<'a> {
     pub(crate) text: &'a [u8],
     /// `\n`, `\r\n`, or empty for a last line without one.
     pub(crate) terminator: &'a [u8],
+}
+
+/// Where the text of `line` (a non-empty line with its terminator) starts
+/// and ends: before its `\n` or `\r\n`, and, in the `first` line of a
+/// source, after a UTF-8 byte-order mark (editors on Windows may start a
+/// file with one; it is not part of the text).
+fn text_of(line: &[u8], first: bool) -> (usize, usize) {
+    let mut end = line.len();
+    if line[end - 1] == b'\n' {
+        end -= 1;
+        if end > 0 && line[end - 1] == b'\r' {
+            end -= 1;
+        }
+    }
+    let start = if first && line[..end].starts_with(b"\xEF\xBB\xBF") {
+        3
+    } else {
+        0
+    };
+    (start, end)
 }
 
 /// The 1-based column, counted in characters, of byte offset `byte` in `line`.

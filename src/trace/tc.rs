@@ -355,46 +355,41 @@ impl RowReader for TcReader {
 /// the value. `None` for any other line, which the general reader then
 /// reads (with its errors), so this only ever agrees with it.
 fn fast_int_assignment(line: &[u8], schema: &Schema) -> Option<(usize, i64)> {
-    let space = |b: &u8| *b == b' ' || *b == b'\t';
-    let mut at = line.iter().position(|b| !space(b))?;
-    let name_start = at;
-    if !line[at].is_ascii_alphabetic() && line[at] != b'_' {
-        return None;
-    }
-    while at < line.len() && (line[at].is_ascii_alphanumeric() || line[at] == b'_') {
+    let space = |at: usize| matches!(line.get(at), Some(b' ' | b'\t'));
+    let mut at = 0;
+    while space(at) {
         at += 1;
     }
-    // ASCII bytes only, so this is a `str` without validation.
-    let name = std::str::from_utf8(&line[name_start..at]).ok()?;
-    while line.get(at).is_some_and(space) {
+    let name_start = at;
+    match line.get(at) {
+        Some(b) if b.is_ascii_alphabetic() || *b == b'_' => {}
+        _ => return None,
+    }
+    while line
+        .get(at)
+        .is_some_and(|b| b.is_ascii_alphanumeric() || *b == b'_')
+    {
+        at += 1;
+    }
+    let name = &line[name_start..at];
+    while space(at) {
         at += 1;
     }
     if line.get(at) != Some(&b'=') {
         return None;
     }
     at += 1;
-    while line.get(at).is_some_and(space) {
+    while space(at) {
         at += 1;
     }
-    let value_start = at;
-    while line
-        .get(at)
-        .is_some_and(|b| *b == b'-' || b.is_ascii_digit())
-    {
-        at += 1;
+    // The value runs to the end of the line, less trailing spaces.
+    let mut end = line.len();
+    while end > at && space(end - 1) {
+        end -= 1;
     }
-    let value = super::values::plain_int(&line[value_start..at])?;
-    while line.get(at).is_some_and(space) {
-        at += 1;
-    }
-    if at != line.len() {
-        return None;
-    }
-    let i = schema.lookup(name)?;
-    if schema.types[i] != Type::Int {
-        return None;
-    }
-    Some((i, value))
+    let value = super::values::plain_int(&line[at..end])?;
+    let i = schema.lookup_bytes(name)?;
+    (schema.types[i] == Type::Int).then_some((i, value))
 }
 
 /// Moves a finished block's cells into the caller's row, leaving the block

@@ -54,6 +54,15 @@ impl Schema {
         self.index.get(name).copied()
     }
 
+    /// As `lookup`, for a name given as bytes (an ASCII identifier a
+    /// reader's byte scan found): no UTF-8 check for a few names.
+    pub(crate) fn lookup_bytes(&self, name: &[u8]) -> Option<usize> {
+        if self.names.len() <= 8 {
+            return self.names.iter().position(|n| n.as_bytes() == name);
+        }
+        std::str::from_utf8(name).ok().and_then(|n| self.lookup(n))
+    }
+
     pub(crate) fn len(&self) -> usize {
         self.names.len()
     }
