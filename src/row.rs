@@ -308,6 +308,13 @@ impl RowSchema {
         self.index.get(name).copied()
     }
 
+    /// The position of input `name`, or the error naming it.
+    pub(crate) fn position(&self, name: &str) -> Result<usize, RowError> {
+        self.lookup(name).ok_or_else(|| RowError::UnknownInput {
+            name: name.to_string(),
+        })
+    }
+
     /// Whether rows of `other` are rows of this schema: the same inputs, in
     /// the same order, with the same types.
     pub(crate) fn same_as(&self, other: &RowSchema) -> bool {
@@ -458,11 +465,7 @@ impl Row {
     }
 
     fn position(&self, name: &str) -> Result<usize, RowError> {
-        self.schema
-            .lookup(name)
-            .ok_or_else(|| RowError::UnknownInput {
-                name: name.to_string(),
-            })
+        self.schema.position(name)
     }
 }
 
@@ -511,25 +514,18 @@ impl ScalarRow {
 
     /// The position of input `name`, for the setters.
     pub fn input(&self, name: &str) -> Result<usize, RowError> {
-        self.schema
-            .lookup(name)
-            .ok_or_else(|| RowError::UnknownInput {
-                name: name.to_string(),
-            })
+        self.schema.position(name)
     }
 
-    /// Stores a lane of tag `t` into input `input` (of type `ty`, which the
-    /// setter has checked the value fits).
+    /// Stores a lane of tag `t` into input `input` (the setter has checked
+    /// that the value fits the input's type).
     #[inline]
-    fn store(&mut self, input: usize, ty: Type, (t, lane): (u8, u64)) {
+    fn store(&mut self, input: usize, (t, lane): (u8, u64)) {
         self.tags[input] = t;
         self.lanes[input] = lane;
-        debug_assert!(matches!(
-            ty,
-            Type::Int | Type::Float | Type::Bool | Type::Any
-        ));
     }
 
+    /// The error of a value that does not fit input `input`'s type.
     #[cold]
     fn refuse(&self, input: usize, found: Value) -> RowError {
         RowError::WrongType {
@@ -550,8 +546,8 @@ impl ScalarRow {
     pub fn set_int(&mut self, input: usize, value: i64) -> Result<(), RowError> {
         let ty = self.schema.types()[input];
         match ty {
-            Type::Int | Type::Any => self.store(input, ty, (tag::I64, value as u64)),
-            Type::Float => self.store(input, ty, (tag::F64, (value as f64).to_bits())),
+            Type::Int | Type::Any => self.store(input, (tag::I64, value as u64)),
+            Type::Float => self.store(input, (tag::F64, (value as f64).to_bits())),
             _ => return Err(self.refuse(input, Value::Int(value))),
         }
         Ok(())
@@ -562,7 +558,7 @@ impl ScalarRow {
     pub fn set_float(&mut self, input: usize, value: f64) -> Result<(), RowError> {
         let ty = self.schema.types()[input];
         match ty {
-            Type::Float | Type::Any => self.store(input, ty, (tag::F64, value.to_bits())),
+            Type::Float | Type::Any => self.store(input, (tag::F64, value.to_bits())),
             _ => return Err(self.refuse(input, Value::Float(value))),
         }
         Ok(())
@@ -573,7 +569,7 @@ impl ScalarRow {
     pub fn set_bool(&mut self, input: usize, value: bool) -> Result<(), RowError> {
         let ty = self.schema.types()[input];
         match ty {
-            Type::Bool | Type::Any => self.store(input, ty, (tag::B1, u64::from(value))),
+            Type::Bool | Type::Any => self.store(input, (tag::B1, u64::from(value))),
             _ => return Err(self.refuse(input, Value::Bool(value))),
         }
         Ok(())

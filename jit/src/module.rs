@@ -129,14 +129,19 @@ impl JitModule {
 
     /// Verifies `prog` and compiles its row and batch kernels into the module.
     pub fn compile(&mut self, prog: &Program) -> Result<FuncHandle, CompileError> {
-        self.compile_kernels(prog, true)
+        let start = Instant::now();
+        let result = self.compile_inner(prog);
+        self.compile_time += start.elapsed();
+        result
     }
 
     /// Verifies `prog` and compiles its row kernel only, for a program that is
     /// never run over batches: half the work of [`JitModule::compile`]. Its
     /// [`NativeFn::batch_fn`] is `None`.
     pub fn compile_row(&mut self, prog: &Program) -> Result<FuncHandle, CompileError> {
-        self.compile_kernels(prog, false)
+        self.compile_rows(&[prog])
+            .pop()
+            .expect("one result per program")
     }
 
     /// Compiles the row kernels of many programs (as [`JitModule::compile_row`]
@@ -220,16 +225,9 @@ impl JitModule {
         built.map(|()| (declared, func))
     }
 
-    fn compile_kernels(&mut self, prog: &Program, batch: bool) -> Result<FuncHandle, CompileError> {
-        let start = Instant::now();
-        let result = self.compile_inner(prog, batch);
-        self.compile_time += start.elapsed();
-        result
-    }
-
-    fn compile_inner(&mut self, prog: &Program, batch: bool) -> Result<FuncHandle, CompileError> {
+    fn compile_inner(&mut self, prog: &Program) -> Result<FuncHandle, CompileError> {
         verify(prog).map_err(CompileError::Verify)?;
-        let declared = self.declare(prog, batch)?;
+        let declared = self.declare(prog, true)?;
         let helpers = helpers_used(prog);
         self.define(declared.row, prog, &helpers, Kernel::Row)?;
         if let Some(id) = declared.batch {

@@ -802,11 +802,8 @@ impl Engine {
             }
             let inputs = (w.input_lanes.as_ptr(), w.input_tags.as_ptr());
             if self.run_whole(run, inputs)? {
-                self.stats.rows += 1;
                 return Ok(());
             }
-            // A canonical row may push ⊥ into a ring: promote afresh.
-            run.promoted[self.whole_index()] = false;
         }
         self.run_row_fused(run, row)
     }
@@ -826,12 +823,8 @@ impl Engine {
             lanes.len() == inputs && tags.len() == inputs,
             "engine bug: a scalar row of another width"
         );
-        if self.whole.is_some() {
-            if self.run_whole(run, (lanes.as_ptr(), tags.as_ptr()))? {
-                self.stats.rows += 1;
-                return Ok(());
-            }
-            run.promoted[self.whole_index()] = false;
+        if self.whole.is_some() && self.run_whole(run, (lanes.as_ptr(), tags.as_ptr()))? {
+            return Ok(());
         }
         scratch.clear();
         scratch.extend(
@@ -1062,10 +1055,11 @@ impl Engine {
         Some(done)
     }
 
-    /// Runs the whole-row kernel. `Ok(false)`: it declined and the row runs
-    /// canonically.
     /// Runs the whole-row kernel on a row in frame form: `inputs` points at
-    /// one lane and one tag per input of the plan.
+    /// one lane and one tag per input of the plan. `Ok(true)`: the row is
+    /// done. `Ok(false)`: the kernel declined, is demoted (a canonical row
+    /// may push ⊥ into a ring, so it promotes afresh), and the row runs on
+    /// the regions and canonically.
     fn run_whole(
         &mut self,
         run: &mut Run,
@@ -1085,16 +1079,21 @@ impl Engine {
             &self.plan,
             inputs,
         );
-        if matches!(result, Ok(true)) {
-            if !run.flags_set {
-                for &n in &w.flag_nodes {
-                    run.state.flag[n.index()] = true;
+        match result {
+            Ok(true) => {
+                if !run.flags_set {
+                    for &n in &w.flag_nodes {
+                        run.state.flag[n.index()] = true;
+                    }
+                    run.flags_set = true;
                 }
-                run.flags_set = true;
+                // The kernel pushed the rings itself (the tick barrier).
+                run.state.step += 1;
+                self.stats.whole_rows += 1;
+                self.stats.rows += 1;
             }
-            // The kernel pushed the rings itself (the tick barrier).
-            run.state.step += 1;
-            self.stats.whole_rows += 1;
+            Ok(false) => run.promoted[whole] = false,
+            Err(_) => {}
         }
         result
     }
@@ -1247,8 +1246,8 @@ fn run_kernel(
     inputs: (*const u64, *const u8),
 ) -> Result<bool, RuntimeError> {
     // The hot case, a promoted native kernel completing its row, is kept
-    // small enough to inline into each caller: the rest (promotion, the
-    // interpreter, exits other than a return) is `run_kernel_exit`.
+    // apart from the rest: promotion and the interpreter
+    // (`promote_and_run`), exits other than a return (`kernel_exit`).
     if *promoted && let Kernel::Native(f) = rt.kernel {
         let word = call_native(f, rt, st, inputs);
         if word == Exit::Return.encode() {
@@ -1257,7 +1256,7 @@ fn run_kernel(
         let exit = Exit::decode(word).expect("native code returns words Exit::encode produces");
         return kernel_exit(rt, promoted, id, st, stats, plan, inputs.1, exit);
     }
-    run_kernel_cold(rt, promoted, id, st, stats, plan, inputs)
+    promote_and_run(rt, promoted, id, st, stats, plan, inputs)
 }
 
 /// Calls a native kernel on the arena and returns its exit word.
@@ -1301,9 +1300,9 @@ fn frame_on(
 }
 
 /// `run_kernel` for every case but a promoted native kernel: promotion,
-/// then the kernel.
+/// then the kernel (the interpreter's every row).
 #[inline]
-fn run_kernel_cold(
+fn promote_and_run(
     rt: &mut RegionRuntime,
     promoted: &mut bool,
     id: KernelId,

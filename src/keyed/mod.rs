@@ -111,11 +111,7 @@ impl<'a> KeyedMonitorBuilder<'a> {
     /// snapshot given to `restore` must fit ([`SnapshotError`]).
     pub fn build(self) -> Result<KeyedMonitor, KeyedBuildError> {
         let inputs = self.spec.inputs().clone();
-        let key_index = inputs
-            .lookup(&self.key)
-            .ok_or_else(|| RowError::UnknownInput {
-                name: self.key.clone(),
-            })?;
+        let key_index = inputs.position(&self.key)?;
         let plan = Arc::new(Plan::new(self.spec.checked().clone()));
         if plan.is_timed() {
             return Err(KeyedBuildError::Periodic);

@@ -271,11 +271,7 @@ impl RowReader for TcReader {
             // Int inputs: those are read by a byte scan that makes no
             // `str`, and anything it does not recognise (or that would be
             // an error) goes the general way below.
-            if self.block.is_some()
-                && let Some((i, value)) = fast_int_assignment(raw.text, &self.schema)
-                && self.values[i].is_none()
-            {
-                self.values[i] = Some(Value::Int(value));
+            if self.block.is_some() && assign_plain_int(raw.text, &self.schema, &mut self.values) {
                 continue;
             }
             let (header, text) = match classify(raw.number, raw.text, &self.schema) {
@@ -347,6 +343,19 @@ impl RowReader for TcReader {
                 return Ok(true);
             }
         }
+    }
+}
+
+/// Stores the value of a `name = -123` line (see `fast_int_assignment`)
+/// whose input is not yet assigned in the block; `false` leaves the line
+/// to the general reader (which reports a second assignment).
+fn assign_plain_int(line: &[u8], schema: &Schema, values: &mut [Option<Value>]) -> bool {
+    match fast_int_assignment(line, schema) {
+        Some((i, value)) if values[i].is_none() => {
+            values[i] = Some(Value::Int(value));
+            true
+        }
+        _ => false,
     }
 }
 
@@ -485,10 +494,7 @@ fn assign_rest(
     schema: &Schema,
     values: &mut [Option<Value>],
 ) -> Result<(), TraceError> {
-    if let Some((i, value)) = fast_int_assignment(&text.as_bytes()[rest..], schema)
-        && values[i].is_none()
-    {
-        values[i] = Some(Value::Int(value));
+    if assign_plain_int(&text.as_bytes()[rest..], schema, values) {
         return Ok(());
     }
     let body = text[rest..].trim_start();

@@ -10,6 +10,9 @@ use crate::row::conform;
 use crate::row::excerpt;
 use crate::value::Value;
 
+/// Up to this many inputs, a name is looked up by comparing it with each.
+const FEW_NAMES: usize = 8;
+
 /// An `InputSchema` prepared for reading one trace: the file name used in
 /// error locations and a name index, so that each assignment, column or key
 /// is resolved with one hash lookup.
@@ -47,18 +50,22 @@ impl Schema {
     /// The position of a declared input, or `None` for a name the
     /// specification does not declare (such names are ignored).
     pub(crate) fn lookup(&self, name: &str) -> Option<usize> {
-        // A few names are found faster by comparing them than by hashing.
-        if self.names.len() <= 8 {
-            return self.names.iter().position(|n| n == name);
+        if self.names.len() <= FEW_NAMES {
+            return self.scan(name.as_bytes());
         }
         self.index.get(name).copied()
+    }
+
+    /// A few names are found faster by comparing them than by hashing.
+    fn scan(&self, name: &[u8]) -> Option<usize> {
+        self.names.iter().position(|n| n.as_bytes() == name)
     }
 
     /// As `lookup`, for a name given as bytes (an ASCII identifier a
     /// reader's byte scan found): no UTF-8 check for a few names.
     pub(crate) fn lookup_bytes(&self, name: &[u8]) -> Option<usize> {
-        if self.names.len() <= 8 {
-            return self.names.iter().position(|n| n.as_bytes() == name);
+        if self.names.len() <= FEW_NAMES {
+            return self.scan(name);
         }
         std::str::from_utf8(name).ok().and_then(|n| self.lookup(n))
     }
