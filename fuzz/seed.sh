@@ -33,4 +33,7 @@ for rows in 0 3 7 15; do
   printf "\\x06\\x$(printf %02x $rows)" > corpus/snapshot/keyed_binary$rows
   printf "\\x07\\x$(printf %02x $rows)" > corpus/snapshot/keyed_json$rows
 done
+# Inputs fuzzing found, kept as seeds (each also has a unit test): a mutated
+# keyed snapshot holding a value in a slot no keyed run keeps.
+printf '\x16\x33\x01\x20\x04\x28' > corpus/snapshot/found_keyed_unkept_slot
 echo "seeded $n cases into fuzz/corpus/"

@@ -566,6 +566,29 @@ impl Snapshot {
         Ok((st, failed))
     }
 
+    /// Where `kept` (what an owner kept of a run restored from `self`)
+    /// differs from `self`, named for an error message: the first slot by
+    /// its stream (or node), else the part that differs. `None` when the
+    /// owner kept all of it.
+    pub(crate) fn lost_in(&self, kept: &Snapshot, plan: &Plan) -> Option<String> {
+        let (a, b) = (&self.body, &kept.body);
+        let streams = plan.spec.streams.len();
+        if let Some(i) = (0..a.slots.len().min(b.slots.len())).find(|&i| a.slots[i] != b.slots[i]) {
+            return Some(if i < streams {
+                format!(
+                    "the slot of stream `{}`",
+                    plan.stream_name(crate::lang::check::StreamId(i as u32))
+                )
+            } else {
+                match plan.node_slots.iter().position(|&slot| slot as usize == i) {
+                    Some(n) => format!("the slot of node {n}"),
+                    None => format!("slot {i}, which no node uses"),
+                }
+            });
+        }
+        (a != b).then(|| "its flags, rings or error".to_string())
+    }
+
     /// The step the next row will be: the number of rows the snapshot's run
     /// had evaluated.
     pub fn step(&self) -> u64 {
@@ -1442,6 +1465,67 @@ total = default(total[1], 0) + x\nlast = default(s[3], \"-\")\nw = when(x > 2)\n
             )
         );
         assert_ne!(spec().fingerprint(), other.fingerprint());
+    }
+
+    /// Fuzzing found a keyed snapshot (a real one, mutated) whose run held
+    /// a value in a slot no keyed run keeps between rows (one no node uses):
+    /// restoring it dropped the value, so the restored monitor's snapshot
+    /// differed from the one restored. Each slot that is NoVal in a real
+    /// keyed snapshot is given a held value in turn: the snapshot restores
+    /// exactly, or is refused naming the slot.
+    #[test]
+    fn a_keyed_snapshot_holding_what_no_keyed_run_keeps_is_refused() {
+        use crate::keyed::{KeyedBuildError, KeyedMonitor};
+        let spec = spec();
+        let mut m = KeyedMonitor::builder(&spec, "s")
+            .tier(Tier::Canonical)
+            .build()
+            .unwrap();
+        for row in rows(6) {
+            let _ = m.step(&row);
+        }
+        let real = m.snapshot();
+        let slots = real.body.keys[0].run.slots.len();
+        let mut refused = Vec::new();
+        for i in 0..slots {
+            if real.body.keys.iter().any(|e| e.run.slots[i] != Slot::NoVal) {
+                continue;
+            }
+            let mut bad = real.clone();
+            for entry in &mut bad.body.keys {
+                entry.run.slots[i] = Slot::Held(Cell::Deferred);
+            }
+            for tier in Tier::ALL {
+                match KeyedMonitor::builder(&spec, "s")
+                    .tier(tier)
+                    .restore(&bad)
+                    .build()
+                {
+                    Ok(restored) => assert_eq!(restored.snapshot(), bad, "slot {i} on {tier:?}"),
+                    Err(KeyedBuildError::Snapshot(SnapshotError::Inconsistent(m))) => {
+                        assert!(m.starts_with("key "), "{m}");
+                        assert!(m.ends_with(" holds state no keyed run keeps"), "{m}");
+                        refused.push(m);
+                    }
+                    Err(e) => panic!("slot {i} on {tier:?}: {e}"),
+                }
+            }
+            let restored = KeyedMonitor::builder(&spec, "s")
+                .restore(&real)
+                .build()
+                .unwrap();
+            assert_eq!(restored.snapshot(), real);
+        }
+        // The fuzz case (a slot no node uses) and a node's slot are among
+        // those refused.
+        assert!(
+            refused.iter().any(|m| m.contains("which no node uses")),
+            "{refused:?}"
+        );
+        assert!(
+            refused.iter().any(|m| m.contains("the slot of node ")),
+            "{refused:?}"
+        );
     }
 
     #[test]

@@ -150,12 +150,26 @@ impl<'a> KeyedMonitorBuilder<'a> {
             scratch: Vec::new(),
         };
         if let Some(snapshot) = self.restored {
+            let fp = crate::snapshot::fingerprint(&plan);
+            let mut kept = monitor.work.clone();
             for (key, mut state, failed) in snapshot.restore_runs(&plan, &monitor.key_name)? {
                 state.max_string_bytes = max;
                 let mut run = Run::from_state(&monitor.engine, state);
                 run.failed = failed.map(Box::new);
-                let id = monitor.table.insert(key);
+                // A keyed run keeps only what later rows can read (see
+                // `canonical::pack`), and a keyed snapshot holds no more; a
+                // snapshot claiming more was not taken by a keyed monitor, and
+                // restoring it would silently drop part of it.
+                let given = Snapshot::capture_with(&plan, &run, fp);
+                let id = monitor.table.insert(key.clone());
                 monitor.keep(id, run);
+                monitor.canonical_into(&mut kept, id);
+                if let Some(part) = given.lost_in(&Snapshot::capture_with(&plan, &kept, fp), &plan)
+                {
+                    return Err(KeyedBuildError::Snapshot(SnapshotError::Inconsistent(
+                        format!("key {key}: {part} holds state no keyed run keeps"),
+                    )));
+                }
             }
             monitor.rows = snapshot.rows();
         }
