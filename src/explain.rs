@@ -49,6 +49,19 @@ pub fn explain(spec: &Spec, tier: Tier) -> String {
              node (a later canonical row may hold it) and pushes the offset rings; a row it \
              declines runs canonically, and it resumes once its rings are promoted again"
         );
+        if let Some(split) = engine.whole_split().filter(|s| s.has_tail()) {
+            let _ = writeln!(
+                out,
+                "\nthe kernel leaves to the canonical tier, which takes them after it in \
+                 schedule order on every row the kernel completes (so rows run one at a time: \
+                 there is no batch kernel):"
+            );
+            let inputs = split.tail_inputs.iter().map(|&k| plan.spec.inputs[k]);
+            for s in inputs.chain(split.tail.iter().copied()) {
+                let why = split.why(s).unwrap_or("not scalar");
+                let _ = writeln!(out, "  {}: {why}", plan.stream_name(s));
+            }
+        }
         let _ = writeln!(out, "\nwhole-row program:");
         out.push_str(&scalar_ir::print(&whole.program));
         return out;

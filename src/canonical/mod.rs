@@ -740,6 +740,32 @@ impl NodeState {
         }
     }
 
+    /// Advances full ring `r` (an index into `Plan::offset_nodes`) with its
+    /// operand's value of this row, or, if that is NoVal, the entry before.
+    /// (The step is not advanced: the caller does it for every ring.)
+    #[inline]
+    pub fn push_full_ring(&mut self, plan: &Plan, r: usize) {
+        let node = plan.node(plan.offset_nodes[r]);
+        let NodeOp::Offset(n) = node.op else {
+            unreachable!("offset_nodes holds offsets")
+        };
+        let (n, base) = (n as u64, node.ring_base as u64);
+        let k = (base + self.step % n) as usize;
+        let operand = node.slots[0] as usize;
+        let old = self.ring_tags[k];
+        if !self.push_present(k, operand) {
+            // The operand is NoVal: the entry repeats the one before it.
+            let prev = (base + (self.step + n - 1) % n) as usize;
+            self.ring_tags[k] = self.ring_tags[prev];
+            self.ring_lanes[k] = self.ring_lanes[prev];
+            if self.ring_tags[prev] == tag::OTHER {
+                let v = self.ring_objects.get(prev).cloned().flatten();
+                self.set_ring_object(k, v);
+            }
+        }
+        self.rings[r].retag(Some(old), self.ring_tags[k]);
+    }
+
     /// The tick barrier: advances every offset ring with this row's values,
     /// moves the rings this completes into the ring table, then moves to
     /// the next step.
@@ -748,25 +774,30 @@ impl NodeState {
             return self.end_timed_step(plan);
         }
         let full = plan.offset_nodes.len() - self.filling.len();
-        for (r, &id) in plan.offset_nodes[..full].iter().enumerate() {
-            let node = plan.node(id);
-            let NodeOp::Offset(n) = node.op else { continue };
-            let (n, base) = (n as u64, node.ring_base as u64);
-            let k = (base + self.step % n) as usize;
-            let operand = node.slots[0] as usize;
-            let old = self.ring_tags[k];
-            if !self.push_present(k, operand) {
-                // The operand is NoVal: the entry repeats the one before it.
-                let prev = (base + (self.step + n - 1) % n) as usize;
-                self.ring_tags[k] = self.ring_tags[prev];
-                self.ring_lanes[k] = self.ring_lanes[prev];
-                if self.ring_tags[prev] == tag::OTHER {
-                    let v = self.ring_objects.get(prev).cloned().flatten();
-                    self.set_ring_object(k, v);
-                }
-            }
-            self.rings[r].retag(Some(old), self.ring_tags[k]);
+        for r in 0..full {
+            self.push_full_ring(plan, r);
         }
+        self.push_filling_rings(plan);
+        self.step += 1;
+    }
+
+    /// The tick barrier of a whole-row kernel's tail (`fusion::lower::
+    /// WholeSplit`): its full rings `tail_rings` (the kernel pushed the
+    /// others) and every ring still filling, all of which are the tail's
+    /// (the kernel runs once its own rings are full). The caller advances
+    /// the step.
+    pub fn end_tail_row(&mut self, plan: &Plan, tail_rings: &[usize]) {
+        let full = plan.offset_nodes.len() - self.filling.len();
+        for &r in tail_rings.iter().take_while(|&&r| r < full) {
+            self.push_full_ring(plan, r);
+        }
+        self.push_filling_rings(plan);
+    }
+
+    /// Pushes this row's value (or the entry before) onto every ring still
+    /// filling, and moves those it completes into the ring table.
+    fn push_filling_rings(&mut self, plan: &Plan) {
+        let full = plan.offset_nodes.len() - self.filling.len();
         let filling_rings = self.rings[full..].iter_mut();
         for ((f, &id), info) in self
             .filling
@@ -820,7 +851,6 @@ impl NodeState {
                 self.ring_objects.shrink_to_fit();
             }
         }
-        self.step += 1;
     }
 
     /// Writes slot `operand`'s value this step into ring table entry `k`;

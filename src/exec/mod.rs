@@ -35,7 +35,7 @@ pub use tier::Tier;
 
 use crate::canonical::NodeState;
 use crate::error::{ErrorKind, RuntimeError};
-use crate::fusion::lower::{LoweredRegion, lower_region};
+use crate::fusion::lower::{LoweredRegion, WholeSplit, lower_region};
 use crate::fusion::{Action, FusedPlan, RegionId, Step};
 use crate::lang::check::StreamId;
 use crate::plan::Plan;
@@ -133,8 +133,12 @@ struct WholeRuntime {
     /// The current row in frame form, for the row kernel.
     input_lanes: Vec<u64>,
     input_tags: Vec<u8>,
-    /// `when`, `init` and `update` nodes: a completed row sets their flags.
+    /// The kernel's `when`, `init` and `update` nodes: a completed row sets
+    /// their flags.
     flag_nodes: Vec<crate::plan::NodeId>,
+    /// Which streams the kernel computes; the canonical tier evaluates the
+    /// rest (the tail) after it, and stores the inputs it leaves out.
+    split: WholeSplit,
 }
 
 /// The whole-row kernel again, lowered onto packed runs
@@ -382,8 +386,6 @@ pub struct Engine {
     /// The whole-row kernel on packed runs, once a keyed monitor asked for
     /// it (`compile_packed`).
     packed: Option<PackedRuntime>,
-    /// A keyed monitor's key input (`new_keyed`).
-    key: Option<StreamId>,
     pub stats: ExecStats,
     /// The tier actually running, and why it was picked.
     pub tier: Tier,
@@ -407,9 +409,19 @@ impl Engine {
     /// whole-row kernel leaves the key out when no stream reads it (the
     /// monitor keeps its slot), so a Str key does not rule the kernel out.
     pub fn new_keyed(plan: Arc<Plan>, requested: Tier, key: Option<StreamId>) -> Engine {
-        let whole_ok = crate::fusion::lower::whole_row_eligible_keyed(&plan, key);
+        // A keyed monitor runs the kernel on packed runs in place, so its
+        // kernel must compute every stream (no tail).
+        let whole_ok = match key {
+            Some(_) => crate::fusion::lower::whole_row_eligible_keyed(&plan, key)
+                .and_then(|()| crate::fusion::lower::whole_row_split(&plan, key)),
+            None => crate::fusion::lower::whole_row_split(&plan, None),
+        };
         let jit_ok = jit::JitModule::new().map(|_| ()).map_err(|e| e.to_string());
-        let (tier, why) = match (requested, &whole_ok, &jit_ok) {
+        let (tier, why) = match (
+            requested,
+            whole_ok.as_ref().map(|split| describe_split(&plan, split)),
+            &jit_ok,
+        ) {
             // Periodic streams: the fused programs run the event streams on
             // input steps; ticks, and the periodic streams, are canonical.
             // (`whole_row_eligible` refuses every timed plan.)
@@ -426,15 +438,16 @@ impl Engine {
                 format!("{requested} requested, but Cranelift cannot run here: {e}"),
             ),
             (Tier::NativeRegions, ..) => (Tier::NativeRegions, "requested".to_string()),
-            (Tier::NativeWhole, Ok(()), _) => (Tier::NativeWhole, "requested".to_string()),
+            (Tier::NativeWhole, Ok(split), _) => (Tier::NativeWhole, format!("requested{split}")),
             (Tier::NativeWhole, Err(e), _) => (
                 Tier::NativeRegions,
                 format!("native-whole requested, but not every stream is scalar ({e})"),
             ),
-            (Tier::Auto, Ok(()), _) => (
+            (Tier::Auto, Ok(split), _) if split.is_empty() => (
                 Tier::NativeWhole,
                 "auto: every stream is scalar".to_string(),
             ),
+            (Tier::Auto, Ok(split), _) => (Tier::NativeWhole, format!("auto{split}")),
             (Tier::Auto, Err(e), _) => (
                 Tier::NativeRegions,
                 format!(
@@ -448,7 +461,6 @@ impl Engine {
             regions: Vec::new(),
             whole: None,
             packed: None,
-            key,
             stats: ExecStats::default(),
             tier,
             why,
@@ -458,7 +470,9 @@ impl Engine {
             Tier::Canonical | Tier::Auto => {}
             Tier::Quickened => engine.build_regions(false),
             Tier::NativeRegions => engine.build_regions(true),
-            Tier::NativeWhole => engine.build_whole(),
+            Tier::NativeWhole => {
+                engine.build_whole(whole_ok.expect("native-whole is chosen with a split"))
+            }
         }
         engine.stats.history_declines = vec![0; engine.regions.len() + 1];
         engine
@@ -487,8 +501,9 @@ impl Engine {
         self.fused = Some(fused);
     }
 
-    /// Lowers the whole row to one program and compiles it natively.
-    fn build_whole(&mut self) {
+    /// Lowers the whole row (the kernel's part of `split`) to one program
+    /// and compiles it natively.
+    fn build_whole(&mut self, split: WholeSplit) {
         let plan = self.plan.clone();
         let t1 = Instant::now();
         let compiled_before = self.stats.compile_time;
@@ -498,26 +513,29 @@ impl Engine {
             &plan,
             crate::fusion::lower::WholeEnv::Arena,
             false,
-            self.key,
+            &split,
         );
         // The batch kernel waits for the first batch (`ensure_batch_kernel`).
         let kernel = self.compile(std::slice::from_ref(&lowered), true).remove(0);
+        // The batch kernel runs many rows in one call, with no way to run
+        // a tail between them.
         let batch = match kernel {
-            Kernel::Native(_) => BatchKernel::Deferred,
-            Kernel::Quick(_) => BatchKernel::Unavailable,
+            Kernel::Native(_) if !split.has_tail() => BatchKernel::Deferred,
+            _ => BatchKernel::Unavailable,
         };
         self.stats.lowering_time += t1.elapsed() - (self.stats.compile_time - compiled_before);
         let flag_nodes = (0..plan.nodes.len() as u32)
             .map(crate::plan::NodeId)
             .filter(|&n| {
-                matches!(
-                    plan.node(n).op,
-                    crate::plan::NodeOp::Call(
-                        crate::lang::ast::Builtin::When
-                            | crate::lang::ast::Builtin::Init
-                            | crate::lang::ast::Builtin::Update
+                split.kernel_nodes[n.index()]
+                    && matches!(
+                        plan.node(n).op,
+                        crate::plan::NodeOp::Call(
+                            crate::lang::ast::Builtin::When
+                                | crate::lang::ast::Builtin::Init
+                                | crate::lang::ast::Builtin::Update
+                        )
                     )
-                )
             })
             .collect();
         self.whole = Some(WholeRuntime {
@@ -528,6 +546,7 @@ impl Engine {
             input_lanes: vec![0; plan.spec.inputs.len() + 1],
             input_tags: vec![0; plan.spec.inputs.len() + 1],
             flag_nodes,
+            split,
         });
     }
 
@@ -620,13 +639,18 @@ impl Engine {
         if !matches!(w.rt.kernel, Kernel::Native(_)) {
             return;
         }
+        let split = &w.split;
+        assert!(
+            !split.has_tail(),
+            "engine bug: a keyed monitor's kernel has a tail"
+        );
         let index = layout.persist_index(self.plan.slot_count());
         let len = layout.persist_len() as u32;
         let t0 = Instant::now();
         let env = WholeEnv::Packed { index: &index, len };
-        let mut programs = vec![lower_whole_in(&self.plan, env, false, self.key)];
+        let mut programs = vec![lower_whole_in(&self.plan, env, false, split)];
         if warm_up_eligible(&self.plan) {
-            programs.push(lower_whole_in(&self.plan, env, true, self.key));
+            programs.push(lower_whole_in(&self.plan, env, true, split));
         }
         let parts = layout.frame_parts();
         let inputs = self.plan.spec.inputs.len();
@@ -801,7 +825,7 @@ impl Engine {
                 w.input_lanes[k] = lane;
             }
             let inputs = (w.input_lanes.as_ptr(), w.input_tags.as_ptr());
-            if self.run_whole(run, inputs)? {
+            if self.run_whole(run, inputs, Some(row))? {
                 return Ok(());
             }
         }
@@ -823,7 +847,7 @@ impl Engine {
             lanes.len() == inputs && tags.len() == inputs,
             "engine bug: a scalar row of another width"
         );
-        if self.whole.is_some() && self.run_whole(run, (lanes.as_ptr(), tags.as_ptr()))? {
+        if self.whole.is_some() && self.run_whole(run, (lanes.as_ptr(), tags.as_ptr()), None)? {
             return Ok(());
         }
         scratch.clear();
@@ -1056,14 +1080,18 @@ impl Engine {
     }
 
     /// Runs the whole-row kernel on a row in frame form: `inputs` points at
-    /// one lane and one tag per input of the plan. `Ok(true)`: the row is
-    /// done. `Ok(false)`: the kernel declined, is demoted (a canonical row
-    /// may push ⊥ into a ring, so it promotes afresh), and the row runs on
-    /// the regions and canonically.
+    /// one lane and one tag per input of the plan; then the tail, if the
+    /// kernel leaves one, canonically, with the tail's inputs from `row` (a
+    /// row given only in frame form, `None`, holds no value the kernel
+    /// leaves out: they are NoVal). `Ok(true)`: the row is done.
+    /// `Ok(false)`: the kernel declined, is demoted (a canonical row may
+    /// push ⊥ into a ring, so it promotes afresh), and the row runs on the
+    /// regions and canonically.
     fn run_whole(
         &mut self,
         run: &mut Run,
         inputs: (*const u64, *const u8),
+        row: Option<&[Option<Value>]>,
     ) -> Result<bool, RuntimeError> {
         let whole = self.whole_index();
         let w = self
@@ -1079,6 +1107,23 @@ impl Engine {
             &self.plan,
             inputs,
         );
+        let has_tail = w.split.has_tail();
+        let result = match result {
+            Ok(true) if has_tail => {
+                run_tail(&self.plan, &w.split, &mut run.state, row, None).map(|n| {
+                    self.stats.canonical_streams += n;
+                    true
+                })
+            }
+            Err(e) if has_tail => {
+                Err(
+                    run_tail(&self.plan, &w.split, &mut run.state, row, Some(&e))
+                        .err()
+                        .unwrap_or(e),
+                )
+            }
+            other => other,
+        };
         match result {
             Ok(true) => {
                 if !run.flags_set {
@@ -1201,6 +1246,12 @@ impl Engine {
         self.whole.as_ref().map(|w| &w.rt.lowered)
     }
 
+    /// How the whole-row kernel divides the plan (for `explain`), on the
+    /// native-whole tier.
+    pub fn whole_split(&self) -> Option<&WholeSplit> {
+        self.whole.as_ref().map(|w| &w.split)
+    }
+
     /// Which code runs region `r` (for `explain`): `native` when Cranelift
     /// compiled it, `quickened` otherwise (the quickened tier, or a region the
     /// JIT declined).
@@ -1223,6 +1274,72 @@ impl Engine {
 /// prefix of the table); this one comparison per call turns a broken guarantee
 /// into an engine-bug panic instead of an out-of-bounds access.
 #[inline]
+/// Evaluates the tail of a whole-row kernel's row canonically (see
+/// `WholeSplit`): its inputs from `row`, its streams in schedule order,
+/// then its rings (the kernel pushed its own). Returns how many streams it
+/// evaluated. After a kernel trap (`trapped`), only the tail streams
+/// scheduled before the trapping stream run, and their first error, if
+/// any, is the row's: every tier reports the first error in schedule order.
+fn run_tail(
+    plan: &Plan,
+    split: &WholeSplit,
+    st: &mut NodeState,
+    row: Option<&[Option<Value>]>,
+    trapped: Option<&RuntimeError>,
+) -> Result<u64, RuntimeError> {
+    for &k in &split.tail_inputs {
+        let slot = plan.spec.inputs[k].0;
+        match row.and_then(|r| r.get(k)) {
+            Some(Some(v)) => st.write_value(slot, v),
+            _ => st.write(slot, crate::value::Sample::NoVal),
+        }
+    }
+    let before = trapped.map(|e| {
+        let s = plan
+            .spec
+            .stream_by_name(&e.stream)
+            .expect("a kernel's trap names a stream of its plan");
+        plan.schedule
+            .iter()
+            .position(|&t| t == s)
+            .unwrap_or(usize::MAX)
+    });
+    let mut ran = 0;
+    for &s in &split.tail {
+        if let Some(at) = before
+            && plan.schedule.iter().position(|&t| t == s) > Some(at)
+        {
+            break;
+        }
+        st.eval_stream(plan, s)?;
+        ran += 1;
+    }
+    if trapped.is_none() {
+        st.end_tail_row(plan, &split.tail_rings);
+    }
+    Ok(ran)
+}
+
+/// How the engine's reason for native-whole ends: nothing when the kernel
+/// computes every stream, else which streams the canonical tier evaluates
+/// after it, and why the first is left out.
+fn describe_split(plan: &Plan, split: &WholeSplit) -> String {
+    let inputs = split.tail_inputs.iter().map(|&k| plan.spec.inputs[k]);
+    let left: Vec<StreamId> = inputs.chain(split.tail.iter().copied()).collect();
+    let Some(&first) = left.first() else {
+        return String::new();
+    };
+    let names: Vec<String> = left
+        .iter()
+        .map(|&s| format!("`{}`", plan.stream_name(s)))
+        .collect();
+    format!(
+        "; the canonical tier takes {} after the kernel ({})",
+        names.join(", "),
+        split.why(first).unwrap_or("not scalar")
+    )
+}
+
 fn assert_frame_fits(st: &NodeState, decl: &scalar_ir::Decl) {
     assert!(
         st.lanes.len() >= decl.env as usize

@@ -95,41 +95,176 @@ pub fn whole_row_eligible(plan: &Plan) -> Result<(), String> {
 /// constant over a run, kept by the monitor (so a Str key leaves the kernel
 /// possible).
 pub fn whole_row_eligible_keyed(plan: &Plan, key: Option<StreamId>) -> Result<(), String> {
+    let split = whole_row_split(plan, key)?;
+    match (split.tail.first(), split.tail_inputs.first()) {
+        (None, None) => Ok(()),
+        (_, Some(&k)) => Err(format!(
+            "`{}` is not scalar",
+            plan.stream_name(plan.spec.inputs[k])
+        )),
+        (Some(&s), None) => Err(split.why[s.0 as usize]
+            .clone()
+            .unwrap_or_else(|| format!("`{}` is not scalar", plan.stream_name(s)))),
+    }
+}
+
+/// How the whole-row kernel divides a plan's streams: those it computes,
+/// and the rest (the *tail*: streams that are not scalar, have a node
+/// without a scalar lowering, or read such a stream at any offset), which
+/// the canonical tier evaluates after the kernel, in schedule order. No
+/// kernel stream reads a tail stream, so that order keeps every dependency.
+#[derive(Clone, Debug)]
+pub struct WholeSplit {
+    /// By stream id: whether the kernel computes (or, for an input, reads)
+    /// it.
+    pub in_kernel: Vec<bool>,
+    /// By node id: whether the node belongs to a kernel stream.
+    pub kernel_nodes: Vec<bool>,
+    /// The scheduled streams left to the canonical tier, in schedule order.
+    pub tail: Vec<StreamId>,
+    /// The inputs (by position) the kernel does not read because they are
+    /// not scalar; the tail reads them. (A keyed monitor's unread key is in
+    /// neither list: the monitor keeps its slot.)
+    pub tail_inputs: Vec<usize>,
+    /// The offset rings (indices into `Plan::offset_nodes`, increasing) of tail
+    /// streams: the canonical tier pushes them after the kernel's barrier.
+    pub tail_rings: Vec<usize>,
+    /// By stream id: why a stream is in the tail.
+    why: Vec<Option<String>>,
+}
+
+impl WholeSplit {
+    /// Whether the kernel leaves anything to the canonical tier: a stream,
+    /// or an input to store.
+    pub fn has_tail(&self) -> bool {
+        !self.tail.is_empty() || !self.tail_inputs.is_empty()
+    }
+
+    /// Why stream `s` is left to the canonical tier, if it is.
+    pub fn why(&self, s: StreamId) -> Option<&str> {
+        self.why[s.0 as usize].as_deref()
+    }
+}
+
+/// Divides `plan` for the whole-row kernel (`WholeSplit`); an error when
+/// there is no kernel at all: a timed plan, or no stream the kernel can
+/// compute. `key` as in `whole_row_eligible_keyed`.
+pub fn whole_row_split(plan: &Plan, key: Option<StreamId>) -> Result<WholeSplit, String> {
     if plan.is_timed() {
         // Its rings advance on several clocks; the kernel pushes every ring
         // every row.
         return Err("periodic streams run on clocks of their own".to_string());
     }
     let key = key.filter(|&k| !reads_stream(plan, k));
-    for &s in plan.spec.inputs.iter().chain(&plan.schedule) {
-        if Some(s) == key {
+    let streams = plan.spec.streams.len();
+    let mut why: Vec<Option<String>> = vec![None; streams];
+    let mut tail_inputs = Vec::new();
+    for (k, &s) in plan.spec.inputs.iter().enumerate() {
+        if Some(s) != key && scalar_type(plan.spec.stream(s).sig).is_none() {
+            why[s.0 as usize] = Some(format!("`{}` is not scalar", plan.stream_name(s)));
+            tail_inputs.push(k);
+        }
+    }
+    if let Some(k) = key {
+        why[k.0 as usize] = Some("the key, which the monitor keeps".to_string());
+    }
+    // First what each stream is on its own.
+    for &s in &plan.schedule {
+        if scalar_type(plan.spec.stream(s).sig).is_none() {
+            why[s.0 as usize] = Some(format!("`{}` is not scalar", plan.stream_name(s)));
             continue;
         }
-        if scalar_type(plan.spec.stream(s).sig).is_none() {
-            return Err(format!("`{}` is not scalar", plan.stream_name(s)));
-        }
-    }
-    for (i, node) in plan.nodes.iter().enumerate() {
-        let id = NodeId(i as u32);
-        let sig_of = |k: usize| operand_sig(plan, &node.args[k]);
-        let ok = match node.op {
-            _ if node.rebound => false,
-            NodeOp::If => {
-                scalar_type(sig_of(0)).is_some() && sig_of(1) == node.sig && sig_of(2) == node.sig
+        let graph = plan.graph(s).expect("scheduled streams are defined");
+        for id in graph.node_ids() {
+            let node = plan.node(id);
+            let sig_of = |k: usize| operand_sig(plan, &node.args[k]);
+            let ok = match node.op {
+                _ if node.rebound => false,
+                NodeOp::If => {
+                    scalar_type(sig_of(0)).is_some()
+                        && sig_of(1) == node.sig
+                        && sig_of(2) == node.sig
+                }
+                NodeOp::Call(Builtin::When) => true,
+                NodeOp::Call(Builtin::Init | Builtin::Latch) => sig_of(0) == node.sig,
+                NodeOp::Call(Builtin::Update) => sig_of(1) == node.sig,
+                _ => is_island_node(plan, id),
+            };
+            if !ok || scalar_type(node.sig).is_none() {
+                why[s.0 as usize] = Some(format!(
+                    "{} has no scalar lowering",
+                    super::describe_node(plan, id)
+                ));
+                break;
             }
-            NodeOp::Call(Builtin::When) => true,
-            NodeOp::Call(Builtin::Init | Builtin::Latch) => sig_of(0) == node.sig,
-            NodeOp::Call(Builtin::Update) => sig_of(1) == node.sig,
-            _ => is_island_node(plan, id),
-        };
-        if !ok || scalar_type(node.sig).is_none() {
-            return Err(format!(
-                "{} has no scalar lowering",
-                super::describe_node(plan, id)
-            ));
         }
     }
-    Ok(())
+    // Then whatever reads a stream left out is left out too (at any offset:
+    // the tail pushes its own rings), until nothing changes.
+    let mut changed = true;
+    while changed {
+        changed = false;
+        for &s in &plan.schedule {
+            if why[s.0 as usize].is_some() {
+                continue;
+            }
+            let graph = plan.graph(s).expect("scheduled streams are defined");
+            let read = graph
+                .node_ids()
+                .flat_map(|id| plan.node(id).args.iter())
+                .chain(std::iter::once(&graph.root))
+                .find_map(|a| match a {
+                    Operand::Stream(r) if why[r.0 as usize].is_some() => Some(*r),
+                    _ => None,
+                });
+            if let Some(r) = read {
+                why[s.0 as usize] = Some(format!(
+                    "`{}` reads `{}`, which the kernel does not compute",
+                    plan.stream_name(s),
+                    plan.stream_name(r)
+                ));
+                changed = true;
+            }
+        }
+    }
+    let in_kernel: Vec<bool> = why.iter().map(Option::is_none).collect();
+    if !plan.schedule.iter().any(|s| in_kernel[s.0 as usize]) {
+        let first = plan
+            .schedule
+            .first()
+            .and_then(|s| why[s.0 as usize].clone());
+        return Err(match first {
+            Some(why) => format!("no stream is left for the kernel: {why}"),
+            None => "no stream is defined".to_string(),
+        });
+    }
+    let mut kernel_nodes = vec![false; plan.nodes.len()];
+    for &s in plan.schedule.iter().filter(|s| in_kernel[s.0 as usize]) {
+        for id in plan.graph(s).expect("scheduled").node_ids() {
+            kernel_nodes[id.index()] = true;
+        }
+    }
+    let tail = plan
+        .schedule
+        .iter()
+        .copied()
+        .filter(|s| !in_kernel[s.0 as usize])
+        .collect();
+    let tail_rings = plan
+        .offset_nodes
+        .iter()
+        .enumerate()
+        .filter(|(_, id)| !kernel_nodes[id.index()])
+        .map(|(r, _)| r)
+        .collect();
+    Ok(WholeSplit {
+        in_kernel,
+        kernel_nodes,
+        tail,
+        tail_inputs,
+        tail_rings,
+        why,
+    })
 }
 
 /// Whether any node or stream root of `plan` reads stream `s`.
@@ -156,11 +291,13 @@ pub enum WholeEnv<'a> {
 
 /// Lowers the whole per-row schedule to one program: a row guard on every
 /// input, every stream in schedule order (stored to its slot), then the tick
-/// barrier's ring pushes. Inputs are read from the frame's input lanes (the
+/// barrier's ring pushes; of a plan with a tail (`WholeSplit`), the kernel's
+/// part. Inputs are read from the frame's input lanes (the
 /// current row, or a batch kernel's columns) and stored to their arena
 /// slots, so one program serves rows and batches.
 pub fn lower_whole(plan: &Plan) -> LoweredRegion {
-    lower_whole_in(plan, WholeEnv::Arena, false, None)
+    let split = whole_row_split(plan, None).expect("lower_whole needs a whole-row kernel");
+    lower_whole_in(plan, WholeEnv::Arena, false, &split)
 }
 
 /// Whether the whole-row program has a *warm-up* form (`lower_whole_in`
@@ -205,17 +342,18 @@ pub fn warm_up_eligible(plan: &Plan) -> bool {
 
 /// `lower_whole`, keeping the slots as `env` says; with `warm`, in the
 /// warm-up form (`warm_up_eligible`), which reads the step from one more
-/// input lane after the inputs. A keyed monitor's key input `key`, if no
-/// stream reads it (`whole_row_eligible_keyed`), is neither guarded, read
-/// nor stored: the monitor keeps its slot. Decline reason `k` is `reads[k]`
-/// (the guarded inputs in order).
+/// input lane after the inputs. Only the streams `split` puts in the kernel
+/// are computed, and only their rings pushed; an input outside it (one that
+/// is not scalar, or a keyed monitor's unread key, whose slot the monitor
+/// keeps) is neither guarded, read nor stored. Decline reason `k` is
+/// `reads[k]` (the guarded inputs in order).
 pub fn lower_whole_in(
     plan: &Plan,
     env: WholeEnv<'_>,
     warm: bool,
-    key: Option<StreamId>,
+    split: &WholeSplit,
 ) -> LoweredRegion {
-    let key = key.filter(|&k| !reads_stream(plan, k));
+    let kept = |s: StreamId| split.in_kernel[s.0 as usize];
     let (env_len, index) = match env {
         WholeEnv::Arena => (plan.slot_count() as u32, None),
         WholeEnv::Packed { index, len } => (len, Some(index)),
@@ -229,10 +367,10 @@ pub fn lower_whole_in(
     let mut cx = Lowering::with_env(plan, inputs + u32::from(warm), env_len);
     // The row guard comes first, before anything is loaded or stored.
     for (k, &s) in plan.spec.inputs.iter().enumerate() {
-        if Some(s) == key {
+        if !kept(s) {
             continue;
         }
-        let ty = scalar_type(plan.spec.stream(s).sig).expect("checked by whole_row_eligible");
+        let ty = scalar_type(plan.spec.stream(s).sig).expect("checked by whole_row_split");
         cx.b.guard_input(k as u32, ty, cx.reads.len() as u32);
         cx.reads.push((s.0, ty));
     }
@@ -240,22 +378,28 @@ pub fn lower_whole_in(
         cx.step = Some(cx.b.load_input(Type::I64, inputs));
     }
     for (k, &s) in plan.spec.inputs.iter().enumerate() {
-        if Some(s) == key {
+        if !kept(s) {
             continue;
         }
-        let ty = scalar_type(plan.spec.stream(s).sig).expect("checked by whole_row_eligible");
+        let ty = scalar_type(plan.spec.stream(s).sig).expect("checked by whole_row_split");
         let v = cx.b.load_input(ty, k as u32);
         let at = place(s.0).expect("streams are persistent");
         cx.b.store_env(ty, at, v);
         cx.streams.insert(s, v);
     }
-    for node in &plan.nodes {
+    let kernel_nodes = || {
+        plan.nodes
+            .iter()
+            .zip(&split.kernel_nodes)
+            .filter_map(|(node, &k)| k.then_some(node))
+    };
+    for node in kernel_nodes() {
         if let NodeOp::Offset(n) = node.op {
-            let ty = scalar_type(node.sig).expect("checked by whole_row_eligible");
+            let ty = scalar_type(node.sig).expect("checked by whole_row_split");
             cx.rings.push((node.ring_base, n, ty));
         }
     }
-    for &s in &plan.schedule {
+    for &s in plan.schedule.iter().filter(|&&s| kept(s)) {
         let graph = plan.graph(s).expect("scheduled streams are defined");
         for id in graph.node_ids() {
             cx.lower_node(id);
@@ -266,12 +410,12 @@ pub fn lower_whole_in(
             if slot != s.0
                 && let Some(at) = place(slot)
             {
-                let ty = scalar_type(plan.node(id).sig).expect("checked by whole_row_eligible");
+                let ty = scalar_type(plan.node(id).sig).expect("checked by whole_row_split");
                 cx.b.store_env(ty, at, cx.values[&id]);
             }
         }
         let v = cx.operand(&graph.root);
-        let ty = scalar_type(plan.spec.stream(s).sig).expect("checked by whole_row_eligible");
+        let ty = scalar_type(plan.spec.stream(s).sig).expect("checked by whole_row_split");
         cx.b.store_env(ty, place(s.0).expect("streams are persistent"), v);
         cx.streams.insert(s, v);
     }
@@ -281,9 +425,9 @@ pub fn lower_whole_in(
     // live from its stream to the end of the row made the register
     // allocator spill thousands of values, and compile time quadratic in the
     // number of streams. (A packed run keeps every ring operand's slot.)
-    for node in &plan.nodes {
+    for node in kernel_nodes() {
         if let NodeOp::Offset(n) = node.op {
-            let ty = scalar_type(node.sig).expect("checked by whole_row_eligible");
+            let ty = scalar_type(node.sig).expect("checked by whole_row_split");
             let slot = match &node.args[0] {
                 Operand::Stream(s) => Some(s.0),
                 Operand::Node(m) => Some(plan.node_slot(*m)),

@@ -228,14 +228,12 @@ fn bench_times_every_tier_after_checking_their_outputs() {
         drawn.starts_with("<svg") && drawn.contains("native-whole"),
         "{drawn}"
     );
-    // The table names a tier that fell back, and why.
+    // The table names a tier that fell back, and why (every stream of
+    // this spec is Str: the whole-row kernel would compute nothing).
+    let strs = write(&dir, "strs.dsrv", "in lbl: Str\nout e: Str\ne = lbl\n");
+    let strs_in = write(&dir, "strs.jsonl", "{\"lbl\": \"a\"}\n{\"lbl\": \"b\"}\n");
     let table = std::process::Command::new(env!("CARGO_BIN_EXE_vigil"))
-        .args([
-            "bench",
-            "examples/fusion.dsrv",
-            "--input",
-            "examples/fusion.input",
-        ])
+        .args(["bench", &strs, "--input", &strs_in])
         .args(["--repeat", "1", "--tiers", "canonical,native-whole"])
         .current_dir(root)
         .output()

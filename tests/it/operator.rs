@@ -458,7 +458,9 @@ fn the_summary_counts_rows_steps_skips_triggers_and_names_the_tier() {
 
 #[test]
 fn an_explicit_tier_that_cannot_run_says_why_and_strict_tier_refuses() {
-    let (dir, spec, input) = setup("tier");
+    let (dir, with_str, input) = setup("tier");
+    // Every stream is Str: the whole-row kernel would compute nothing.
+    let spec = write(&dir, "str.dsrv", "in host: Str\nout h: Str\nh = host\n");
     let (code, out, err) = run(
         &[
             "run",
@@ -497,7 +499,23 @@ fn an_explicit_tier_that_cannot_run_says_why_and_strict_tier_refuses() {
         err.contains("error: native-whole requested") && err.contains("--strict-tier"),
         "{err}"
     );
-    // A tier that runs as asked prints nothing extra.
+    // A tier that runs as asked prints nothing extra: so does native-whole
+    // on a spec with Str streams beside scalar ones (they are its tail).
+    let (code, _, err) = run(
+        &[
+            "run",
+            &with_str,
+            "--input",
+            &input,
+            "--tier",
+            "native-whole",
+            "--strict-tier",
+            "--quiet",
+        ],
+        None,
+    );
+    assert_eq!(code, 0);
+    assert!(!err.contains("warning") && !err.contains("error"), "{err}");
     let scalar = write(&dir, "scalar.dsrv", SCALAR);
     let csv = write(&dir, "x.csv", "x\n1\n");
     let (code, _, err) = run(

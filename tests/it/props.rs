@@ -951,3 +951,138 @@ fn tiers_equal_canonical_sweep() {
     }
     assert!(checked > 140, "only {checked} specs checked");
 }
+
+/// `generate_spec` with a Str input `lbl` and streams the whole-row kernel
+/// leaves to the canonical tier (its tail): a Str stream, a Bool stream
+/// reading it, and an Int stream reading that, with history and a division
+/// that traps when the first Int input is 0 — declared before the generated
+/// streams (so tail streams, and their rings, come first in the schedule
+/// and layout) or after them. The trace's last column is `lbl`.
+fn generate_tail_case(
+    spec_data: &[u32],
+    len: usize,
+    trace_data: &[u32],
+    absent_in_10: usize,
+) -> Option<(Spec, Vec<Vec<Option<Value>>>)> {
+    let g = generate_spec(spec_data, true);
+    let divisor = g
+        .inputs
+        .iter()
+        .position(|t| *t == Some(Ty::Int))
+        .map_or_else(|| "1".to_string(), |k| format!("i{k}"));
+    let tail = format!(
+        "in lbl: Str\nout echo: Str\necho = default(lbl, \"-\")\nout hit: Bool\nhit = echo == \"a\"\n\
+         out quot: Int\nquot = if hit then 7 / {divisor} else default(quot[1], 0) + 1\n"
+    );
+    let first = trace_data.first().is_some_and(|d| d % 2 == 0);
+    let source = if first {
+        tail + &g.source
+    } else {
+        g.source.clone() + &tail
+    };
+    let spec = Spec::parse("gen.dsrv", &source).ok()?;
+    let mut trace = generate_trace(&g.inputs, len, trace_data, absent_in_10);
+    // `lbl` is the last input declared in both orders (inputs are ordered
+    // by declaration, and the generated ones come first or last).
+    let names = spec.input_names();
+    let at = names
+        .iter()
+        .position(|&n| n == "lbl")
+        .expect("declared above");
+    for (step, row) in trace.iter_mut().enumerate() {
+        let pick = trace_data.get(step).copied().unwrap_or(0) as usize / 7;
+        let v = ["a", "b", "a", ""][pick % 4];
+        let cell = (pick % 5 != 4).then(|| Value::Str(v.into()));
+        row.insert(at, cell);
+    }
+    Some((spec, trace))
+}
+
+/// The tiers agree with canonical on specs whose whole-row kernel leaves a
+/// tail (Str streams and what reads them) to the canonical tier, row by
+/// row and in batches; and the kernel does run such specs (rows it
+/// completes, the tail's traps and the kernel's), so the check cannot pass
+/// on fallbacks alone.
+#[test]
+fn tiers_equal_canonical_with_a_tail() {
+    let mut runner = TestRunner::deterministic();
+    let strategy = case_strategy();
+    let (mut checked, mut whole_rows, mut tail_errors, mut kernel_errors) = (0, 0, 0, 0);
+    for k in 0..150 {
+        let (spec_data, len, trace_data) = strategy.new_tree(&mut runner).unwrap().current();
+        let Some((spec, trace)) = generate_tail_case(&spec_data, len, &trace_data, k % 3) else {
+            continue;
+        };
+        let canon = run_tier(&spec, &trace, Tier::Canonical);
+        let batch = run_tier_batch(&spec, &trace, Tier::NativeWhole);
+        compare_runs(
+            &spec,
+            &trace,
+            ("canonical", canon.clone()),
+            ("native-whole batch", batch),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        for tier in [Tier::Quickened, Tier::NativeRegions, Tier::NativeWhole] {
+            let run = run_tier(&spec, &trace, tier);
+            compare_runs(
+                &spec,
+                &trace,
+                ("canonical", canon.clone()),
+                (tier.name(), run),
+            )
+            .unwrap_or_else(|e| panic!("{e}"));
+        }
+        let mut m = Monitor::builder(&spec).tier(Tier::NativeWhole).build();
+        if m.tier() != Tier::NativeWhole {
+            // Every generated stream reads an untyped input: no kernel.
+            continue;
+        }
+        for row in &trace {
+            if let Err(e) = m.step(row) {
+                match runtime(e).stream.as_str() {
+                    "quot" => tail_errors += 1,
+                    _ => kernel_errors += 1,
+                }
+                break;
+            }
+        }
+        whole_rows += m.stats().whole_rows;
+        checked += 1;
+    }
+    eprintln!(
+        "tails: {checked} specs, {whole_rows} kernel rows, {tail_errors} tail errors, {kernel_errors} kernel errors"
+    );
+    assert!(checked > 100 && whole_rows > 500 && tail_errors > 5 && kernel_errors > 5);
+}
+
+/// A row on which both a tail stream and a later kernel stream fail reports
+/// the tail's error on every tier (the first in schedule order), though the
+/// kernel, which runs first, meets its own.
+#[test]
+fn the_first_error_in_schedule_order_wins_over_the_kernels() {
+    let spec = Spec::parse(
+        "t.dsrv",
+        "in x: Int\nin lbl: Str\nout hit: Bool\nhit = lbl == \"a\"\nout quot: Int\n\
+         quot = if hit then 7 / x else 0\nout k: Int\nk = 10 / x\n",
+    )
+    .unwrap();
+    let row = |x: i64, l: &str| vec![Some(Value::Int(x)), Some(Value::Str(l.into()))];
+    for (label, stream) in [("a", "quot"), ("b", "k")] {
+        let trace = vec![row(1, "a"), row(2, "b"), row(0, label)];
+        for tier in Tier::ALL {
+            let (outputs, error) = run_tier(&spec, &trace, tier);
+            let error = error.unwrap_or_else(|| panic!("{tier:?} ran past the division"));
+            assert_eq!(
+                (outputs.len(), error.stream.as_str(), error.step),
+                (2, stream, 2),
+                "{tier:?}"
+            );
+        }
+        let mut m = Monitor::builder(&spec).tier(Tier::NativeWhole).build();
+        for r in &trace {
+            let _ = m.step(r);
+        }
+        assert_eq!(m.tier(), Tier::NativeWhole);
+        assert_eq!(m.stats().whole_rows, 2, "the kernel ran the first rows");
+    }
+}
