@@ -41,6 +41,23 @@ pub fn explain(spec: &Spec, tier: Tier) -> String {
         }
     }
     let _ = writeln!(out, "\ntier: {} ({})", monitor.tier(), monitor.stats().why);
+    let untyped = plan.spec.untyped_inputs();
+    if !untyped.is_empty() && monitor.tier() != crate::Tier::Canonical {
+        let names: Vec<String> = untyped
+            .iter()
+            .map(|&k| format!("`{}`", plan.stream_name(plan.spec.inputs[k])))
+            .collect();
+        let _ = writeln!(
+            out,
+            "\nspeculation: the untyped inputs {} have no scalar signature, so nothing reading them \
+             is fused below. On the first rows the engine watches them; once each has had a value \
+             (or after 16 rows) it rebuilds its programs as if each always had the representation \
+             of its first value (Int, Float or Bool), guarded: a row that contradicts it runs \
+             canonically, and once 64 rows and at least one in 16 since have, the programs are \
+             rebuilt without it. `vigil run --stats` says what was speculated and how it went.",
+            names.join(", ")
+        );
+    }
     if let Some(whole) = engine.whole_lowered() {
         let _ = writeln!(
             out,

@@ -185,6 +185,10 @@ pub struct Stats {
     pub lowering_time: std::time::Duration,
     /// Why `tier` was picked.
     pub why: String,
+    /// Speculation on the representation of untyped inputs (`in x`), when
+    /// the spec has any and a fused tier runs: what was speculated, and how
+    /// many rows contradicted it (or that it was given up).
+    pub speculation: Option<String>,
 }
 
 impl Stats {
@@ -207,6 +211,7 @@ impl Stats {
             plan_time: s.plan_time,
             lowering_time: s.lowering_time,
             why: engine.why.clone(),
+            speculation: engine.describe_speculation(),
         }
     }
 }
@@ -248,6 +253,9 @@ impl fmt::Display for Stats {
                     "{}: {} region runs executed",
                     self.tier, self.region_runs
                 )?;
+            }
+            if let Some(speculation) = &self.speculation {
+                writeln!(f, "speculation: {speculation}")?;
             }
             writeln!(f, "declined: {declined}")?;
             for (why, n) in &self.declines {

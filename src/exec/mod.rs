@@ -345,6 +345,173 @@ impl std::ops::DerefMut for Promoted {
     }
 }
 
+/// Speculation on untyped inputs (`in x`). Nothing reading an untyped input
+/// has a scalar signature, so such a spec would run its streams
+/// canonically. The engine watches the first rows; once every untyped input
+/// has had a value (or after `Speculation::WATCH` rows), it re-signs the
+/// plan as if each input whose first value was an Int, Float or Bool always
+/// had that representation (`CheckedSpec::speculating`) and rebuilds its
+/// programs from it. Their guards already check every value read, so a row
+/// that contradicts the speculation declines to the canonical tier like any
+/// other row the programs cannot take. If contradicting rows keep coming
+/// (`Speculation::GIVE_UP`), the programs are rebuilt from the plan's own
+/// signatures and speculation ends.
+#[derive(Clone, Debug)]
+struct Speculation {
+    /// The untyped inputs by position, each with the tag of its first value
+    /// seen (`ABSENT` until then; `OTHER` for a Str or Unit value).
+    first: Vec<(usize, u8)>,
+    phase: Phase,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Phase {
+    /// Watching the first rows (this many so far).
+    Watching { rows: u64 },
+    /// The programs are built on speculation since the engine's row count
+    /// was `since`; `contradicted` rows since contradicted it.
+    Active { since: u64, contradicted: u64 },
+    /// Given up after `contradicted` of `rows` rows contradicted it.
+    GivenUp { contradicted: u64, rows: u64 },
+    /// Not begun: no untyped input's first value was a scalar.
+    NotScalar,
+}
+
+/// What a row's values tell the engine to do about speculation.
+enum SpeculationStep {
+    Nothing,
+    /// Re-sign the plan under these inputs' representations and rebuild.
+    Speculate(Vec<(StreamId, crate::lang::check::ScalarSignature)>),
+    /// Rebuild from the plan's own signatures.
+    GiveUp,
+}
+
+impl Speculation {
+    /// Rows watched at most before deciding.
+    const WATCH: u64 = 16;
+    /// Speculation is given up once this many rows contradicted it, if they
+    /// are at least one in `GIVE_UP.1` of the rows since it began.
+    const GIVE_UP: (u64, u64) = (64, 16);
+
+    fn new(untyped: Vec<usize>) -> Speculation {
+        Speculation {
+            first: untyped.into_iter().map(|k| (k, tag::ABSENT)).collect(),
+            phase: Phase::Watching { rows: 0 },
+        }
+    }
+
+    /// Takes in one row, given by the tag of each input (`tag_of(k)`), the
+    /// engine having evaluated `done` rows before it. (Rows a batch kernel
+    /// completes are not taken in: they are the speculation's by its guards,
+    /// and only counted, by `done`.)
+    fn observe(&mut self, plan: &Plan, done: u64, tag_of: impl Fn(usize) -> u8) -> SpeculationStep {
+        use crate::lang::check::ScalarSignature as Sig;
+        match &mut self.phase {
+            Phase::NotScalar | Phase::GivenUp { .. } => SpeculationStep::Nothing,
+            Phase::Active {
+                since,
+                contradicted,
+            } => {
+                let rows = done + 1 - *since;
+                let against = self.first.iter().any(|&(k, want)| {
+                    let t = tag_of(k);
+                    is_scalar_tag(want) && t != tag::ABSENT && t != want
+                });
+                if against {
+                    *contradicted += 1;
+                    let (at_least, one_in) = Speculation::GIVE_UP;
+                    if *contradicted >= at_least && *contradicted * one_in >= rows {
+                        self.phase = Phase::GivenUp {
+                            contradicted: *contradicted,
+                            rows,
+                        };
+                        return SpeculationStep::GiveUp;
+                    }
+                }
+                SpeculationStep::Nothing
+            }
+            Phase::Watching { rows } => {
+                *rows += 1;
+                for (k, first) in &mut self.first {
+                    if *first == tag::ABSENT {
+                        *first = tag_of(*k);
+                    }
+                }
+                let all_seen = self.first.iter().all(|&(_, t)| t != tag::ABSENT);
+                if !all_seen && *rows < Speculation::WATCH {
+                    return SpeculationStep::Nothing;
+                }
+                let speculated: Vec<_> = self
+                    .first
+                    .iter()
+                    .filter_map(|&(k, t)| {
+                        let sig = match t {
+                            tag::I64 => Sig::I64,
+                            tag::F64 => Sig::F64,
+                            tag::B1 => Sig::B1,
+                            _ => return None,
+                        };
+                        Some((plan.spec.inputs[k], sig))
+                    })
+                    .collect();
+                if speculated.is_empty() {
+                    self.phase = Phase::NotScalar;
+                    return SpeculationStep::Nothing;
+                }
+                self.phase = Phase::Active {
+                    since: done,
+                    contradicted: 0,
+                };
+                SpeculationStep::Speculate(speculated)
+            }
+        }
+    }
+
+    /// What `--stats` says about it, the engine having evaluated `done` rows.
+    fn describe(&self, plan: &Plan, done: u64) -> String {
+        let name = |k: usize| plan.stream_name(plan.spec.inputs[k]).to_string();
+        let guessed: Vec<String> = self
+            .first
+            .iter()
+            .filter(|&&(_, t)| is_scalar_tag(t))
+            .map(|&(k, t)| format!("{} as {}", name(k), tag_name(t)))
+            .collect();
+        match self.phase {
+            Phase::Watching { rows } => {
+                format!("watching the untyped inputs' first values ({rows} rows so far)")
+            }
+            Phase::Active {
+                since,
+                contradicted,
+            } => format!(
+                "speculating {} (guarded): {contradicted} of {} rows since contradicted it (each ran canonically)",
+                guessed.join(", "),
+                done - since
+            ),
+            Phase::GivenUp { contradicted, rows } => format!(
+                "speculated {}, given up when {contradicted} of {rows} rows had contradicted it; the programs were rebuilt without it",
+                guessed.join(", ")
+            ),
+            Phase::NotScalar => {
+                "none: no untyped input's first value was an Int, Float or Bool".to_string()
+            }
+        }
+    }
+}
+
+fn is_scalar_tag(t: u8) -> bool {
+    matches!(t, tag::I64 | tag::F64 | tag::B1)
+}
+
+fn tag_name(t: u8) -> &'static str {
+    match t {
+        tag::I64 => "i64",
+        tag::F64 => "f64",
+        tag::B1 => "b1",
+        _ => "none",
+    }
+}
+
 /// Counters of one engine (printed by `vigil run --stats`).
 #[derive(Clone, Debug, Default)]
 pub struct ExecStats {
@@ -377,9 +544,36 @@ pub struct ExecStats {
     pub compile_declines: Vec<String>,
 }
 
+impl ExecStats {
+    /// Carries the counters of an engine this one replaces (rebuilt for
+    /// speculation) over: rows and evaluations, promotions and build
+    /// times. Declines are by program, and the programs are new: they start
+    /// over.
+    fn absorb(&mut self, old: &ExecStats) {
+        self.rows += old.rows;
+        self.canonical_streams += old.canonical_streams;
+        self.region_runs += old.region_runs;
+        self.whole_rows += old.whole_rows;
+        self.promotions += old.promotions;
+        self.materializations += old.materializations;
+        self.plan_time += old.plan_time;
+        self.lowering_time += old.lowering_time;
+        self.compile_time += old.compile_time;
+    }
+}
+
 /// Runs rows of one plan on one tier.
 pub struct Engine {
     plan: Arc<Plan>,
+    /// The plan whose signatures decide fusion and lowering: `plan` itself,
+    /// or `plan` re-signed under speculated representations of its untyped
+    /// inputs (same nodes, slots and rings; see `Speculation`).
+    signed: Arc<Plan>,
+    /// The tier asked for (`tier` is the one running).
+    requested: Tier,
+    /// Speculation on untyped inputs, for a plan that has any (not for a
+    /// keyed monitor's engine, whose packed layout follows the signatures).
+    speculation: Option<Speculation>,
     fused: Option<Arc<FusedPlan>>,
     regions: Vec<RegionRuntime>,
     whole: Option<WholeRuntime>,
@@ -402,19 +596,30 @@ impl Engine {
     /// for what the JIT declines), else the quickened tier when Cranelift
     /// cannot run here. Fusion, lowering and compilation happen here, once.
     pub fn new(plan: Arc<Plan>, requested: Tier) -> Engine {
-        Engine::new_keyed(plan, requested, None)
+        let untyped = plan.spec.untyped_inputs();
+        let mut engine = Engine::build(plan.clone(), plan, requested, None);
+        if !untyped.is_empty() && engine.tier != Tier::Canonical {
+            engine.speculation = Some(Speculation::new(untyped));
+        }
+        engine
     }
 
     /// `Engine::new` for a keyed monitor keyed by input `key`: the
     /// whole-row kernel leaves the key out when no stream reads it (the
     /// monitor keeps its slot), so a Str key does not rule the kernel out.
     pub fn new_keyed(plan: Arc<Plan>, requested: Tier, key: Option<StreamId>) -> Engine {
+        Engine::build(plan.clone(), plan, requested, key)
+    }
+
+    /// `new_keyed`, fusing and lowering by the signatures of `signed` (the
+    /// plan, or its re-signing under speculation).
+    fn build(plan: Arc<Plan>, signed: Arc<Plan>, requested: Tier, key: Option<StreamId>) -> Engine {
         // A keyed monitor runs the kernel on packed runs in place, so its
         // kernel must compute every stream (no tail).
         let whole_ok = match key {
-            Some(_) => crate::fusion::lower::whole_row_eligible_keyed(&plan, key)
-                .and_then(|()| crate::fusion::lower::whole_row_split(&plan, key)),
-            None => crate::fusion::lower::whole_row_split(&plan, None),
+            Some(_) => crate::fusion::lower::whole_row_eligible_keyed(&signed, key)
+                .and_then(|()| crate::fusion::lower::whole_row_split(&signed, key)),
+            None => crate::fusion::lower::whole_row_split(&signed, None),
         };
         let jit_ok = jit::JitModule::new().map(|_| ()).map_err(|e| e.to_string());
         let (tier, why) = match (
@@ -457,6 +662,9 @@ impl Engine {
         };
         let mut engine = Engine {
             plan: plan.clone(),
+            signed,
+            requested,
+            speculation: None,
             fused: None,
             regions: Vec::new(),
             whole: None,
@@ -480,7 +688,7 @@ impl Engine {
 
     /// Partitions, lowers and compiles every region (natively if asked).
     fn build_regions(&mut self, native: bool) {
-        let plan = self.plan.clone();
+        let plan = self.signed.clone();
         let t0 = Instant::now();
         let fused = Arc::new(FusedPlan::new(plan.clone()));
         self.stats.plan_time += t0.elapsed();
@@ -504,7 +712,7 @@ impl Engine {
     /// Lowers the whole row (the kernel's part of `split`) to one program
     /// and compiles it natively.
     fn build_whole(&mut self, split: WholeSplit) {
-        let plan = self.plan.clone();
+        let plan = self.signed.clone();
         let t1 = Instant::now();
         let compiled_before = self.stats.compile_time;
         // One program serves rows and batches: it reads the inputs from its
@@ -813,8 +1021,52 @@ impl Engine {
         self.regions.len()
     }
 
+    /// Speculation on untyped inputs, as `--stats` says it (see
+    /// `Speculation`), if the plan has any and a fused tier runs.
+    pub fn describe_speculation(&self) -> Option<String> {
+        (self.speculation.as_ref()).map(|s| s.describe(&self.plan, self.stats.rows))
+    }
+
+    /// Takes in a row's input tags for speculation (`Speculation`), and
+    /// rebuilds the programs when it begins or is given up. The run stays as
+    /// it is (the re-signed plan has the same slots and rings); only its
+    /// promotion bits start over.
+    #[cold]
+    fn speculate(&mut self, run: &mut Run, tag_of: impl Fn(usize) -> u8) {
+        let Some(mut spec) = self.speculation.take() else {
+            return;
+        };
+        let signed = match spec.observe(&self.plan, self.stats.rows, tag_of) {
+            SpeculationStep::Nothing => None,
+            SpeculationStep::Speculate(sigs) => Some(Arc::new(Plan::new(Arc::new(
+                self.plan.spec.speculating(&sigs),
+            )))),
+            SpeculationStep::GiveUp => Some(self.plan.clone()),
+        };
+        if let Some(signed) = signed {
+            debug_assert!(
+                signed.slot_count() == self.plan.slot_count()
+                    && signed.ring_len == self.plan.ring_len
+                    && signed.nodes.len() == self.plan.nodes.len(),
+                "engine bug: a re-signed plan is laid out differently"
+            );
+            let mut fresh = Engine::build(self.plan.clone(), signed, self.requested, None);
+            fresh.stats.absorb(&self.stats);
+            *self = fresh;
+            run.promoted = Promoted::new(self.regions.len() + 1);
+            run.flags_set = false;
+        }
+        self.speculation = Some(spec);
+    }
+
     /// Evaluates one row.
     pub fn run_row(&mut self, run: &mut Run, row: &[Option<Value>]) -> Result<(), RuntimeError> {
+        if self.speculation.is_some() {
+            self.speculate(run, |k| match row.get(k) {
+                Some(Some(v)) => crate::canonical::scalar_form(v).map_or(tag::OTHER, |(t, _)| t),
+                _ => tag::ABSENT,
+            });
+        }
         if let Some(w) = self.whole.as_mut() {
             // The kernel reads the row from its frame's input lanes and
             // stores the inputs to the arena itself (the same program serves
@@ -847,6 +1099,9 @@ impl Engine {
             lanes.len() == inputs && tags.len() == inputs,
             "engine bug: a scalar row of another width"
         );
+        if self.speculation.is_some() {
+            self.speculate(run, |k| tags[k]);
+        }
         if self.whole.is_some() && self.run_whole(run, (lanes.as_ptr(), tags.as_ptr()), None)? {
             return Ok(());
         }

@@ -181,7 +181,7 @@ pub fn whole_row_split(plan: &Plan, key: Option<StreamId>) -> Result<WholeSplit,
             let ok = match node.op {
                 _ if node.rebound => false,
                 NodeOp::If => {
-                    scalar_type(sig_of(0)).is_some()
+                    sig_of(0) == ScalarSignature::B1
                         && sig_of(1) == node.sig
                         && sig_of(2) == node.sig
                 }

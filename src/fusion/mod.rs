@@ -142,7 +142,12 @@ pub fn is_island_node(plan: &Plan, id: NodeId) -> bool {
     let numeric = |s: ScalarSignature| matches!(s, I64 | F64);
     match node.op {
         NodeOp::Binary(op) if op.is_arithmetic() => numeric(sigs[0]) && numeric(sigs[1]),
-        NodeOp::Binary(BinOp::Eq | BinOp::Ne) => true,
+        // Equal representations, or two numbers: an untyped input
+        // speculated as an Int may meet a Bool here (`x == true`), which the
+        // canonical tier compares by its own rules; a typed spec never does.
+        NodeOp::Binary(BinOp::Eq | BinOp::Ne) => {
+            sigs[0] == sigs[1] || (numeric(sigs[0]) && numeric(sigs[1]))
+        }
         NodeOp::Binary(op) if op.is_ordering() => {
             (numeric(sigs[0]) && numeric(sigs[1])) || (sigs[0] == B1 && sigs[1] == B1)
         }
@@ -277,11 +282,13 @@ fn is_eligible(plan: &Plan, s: StreamId) -> bool {
         let arms_ok = ids.iter().filter(|&&id| id != root).all(|&id| {
             is_island_node(plan, id) && !(plan.node(id).branch.is_some() && may_trap(plan, id))
         });
-        let args_ok = plan
-            .node(root)
-            .args
-            .iter()
-            .all(|a| scalar_type(operand_sig(plan, a)).is_some());
+        let args = &plan.node(root).args;
+        // The condition is a Bool (an untyped input speculated as a number
+        // may stand there: the canonical tier rejects that at run time).
+        let args_ok = operand_sig(plan, &args[0]) == ScalarSignature::B1
+            && args
+                .iter()
+                .all(|a| scalar_type(operand_sig(plan, a)).is_some());
         return arms_ok && args_ok && scalar_type(plan.node(root).sig).is_some();
     }
     ids.iter().all(|&id| is_island_node(plan, id))

@@ -118,6 +118,34 @@ impl CheckedSpec {
         &self.streams[id.index()]
     }
 
+    /// The inputs declared without a type (`in x`), by position: they take
+    /// any value, so nothing reading them has a scalar signature unless the
+    /// engine speculates one (`speculating`).
+    pub fn untyped_inputs(&self) -> Vec<usize> {
+        (self.inputs.iter().enumerate())
+            .filter(|(_, s)| self.stream(**s).ty == Type::Any)
+            .map(|(k, _)| k)
+            .collect()
+    }
+
+    /// This specification re-signed as if each input of `speculated` had the
+    /// representation given (DESIGN §2.2 with those inputs' signatures
+    /// assumed): the signatures then hold only on rows whose values of those
+    /// inputs have it, which the fused programs guard. Types, nodes and
+    /// everything else are unchanged. (A node whose operands then have
+    /// representations its operation does not take — `!x` or `if x` with
+    /// `x` an Int — is not fused: `fusion::is_island_node` and the `if`
+    /// rules check operands.)
+    pub fn speculating(&self, speculated: &[(StreamId, ScalarSignature)]) -> CheckedSpec {
+        let mut spec = self.clone();
+        let pass = Signatures {
+            ast: &self.ast,
+            expr_stream: &self.expr_stream,
+        };
+        spec.expr_sig = pass.run(&mut spec.streams, speculated);
+        spec
+    }
+
     pub fn stream_by_name(&self, name: &str) -> Option<StreamId> {
         self.streams
             .iter()
@@ -752,28 +780,54 @@ impl Checker<'_> {
     /// Computes the scalar signature of every stream as a least fixpoint
     /// (starting from "no values yet"), then of every expression.
     fn signatures(&mut self) -> Vec<ScalarSignature> {
-        let n = self.streams.len();
-        let mut sigs: Vec<Option<ScalarSignature>> = self
-            .streams
+        let pass = Signatures {
+            ast: self.ast,
+            expr_stream: &self.expr_stream,
+        };
+        pass.run(&mut self.streams, &[])
+    }
+}
+
+/// The signature pass (DESIGN §2.2), apart from the checker so that a checked
+/// specification can be re-signed under speculated input representations
+/// (`CheckedSpec::speculating`).
+struct Signatures<'a> {
+    ast: &'a Ast,
+    expr_stream: &'a [Option<StreamId>],
+}
+
+impl Signatures<'_> {
+    /// Signs every stream of `streams` (their `sig`) and returns every
+    /// expression's signature. An input's signature is its type's, unless
+    /// `speculated` gives one.
+    fn run(
+        &self,
+        streams: &mut [StreamData],
+        speculated: &[(StreamId, ScalarSignature)],
+    ) -> Vec<ScalarSignature> {
+        let n = streams.len();
+        let mut sigs: Vec<Option<ScalarSignature>> = streams
             .iter()
-            .map(|s| {
+            .enumerate()
+            .map(|(i, s)| {
                 if s.kind == DeclKind::Input {
-                    Some(input_sig(s.ty))
+                    let given = speculated.iter().find(|(id, _)| id.index() == i);
+                    Some(given.map_or(input_sig(s.ty), |&(_, sig)| sig))
                 } else {
                     None
                 }
             })
             .collect();
         let mut table = vec![None; self.ast.exprs.len()];
-        let defs: Vec<Option<ExprId>> = self.streams.iter().map(|s| s.def).collect();
+        let defs: Vec<Option<ExprId>> = streams.iter().map(|s| s.def).collect();
         fixpoint(&defs, &mut sigs, |def, current| {
             self.sig(def, current, &mut table)
         });
         for i in 0..n {
-            if let Some(def) = self.streams[i].def {
+            if let Some(def) = streams[i].def {
                 self.sig(def, &sigs, &mut table);
             }
-            self.streams[i].sig = sigs[i].unwrap_or(ScalarSignature::NotScalar);
+            streams[i].sig = sigs[i].unwrap_or(ScalarSignature::NotScalar);
         }
         table
             .into_iter()

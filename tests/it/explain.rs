@@ -116,3 +116,71 @@ fn whole_row_barrier_reloads_ring_operands() {
     "#]]
     .assert_eq(program);
 }
+
+/// On native-whole the DESIGN §9 example runs its Str stream (and the Str
+/// input) as the kernel's tail, and `explain` says so and why.
+#[test]
+fn explain_lists_the_whole_row_kernels_tail() {
+    let text = vigil::explain::explain(&fusion_example(), Tier::NativeWhole);
+    let start = text.find("tier:").unwrap();
+    let end = text.find("whole-row program:").unwrap();
+    expect![[r#"
+        tier: native-whole (requested; the canonical tier takes `lbl`, `echoed` after the kernel (`lbl` is not scalar))
+
+        the whole row is one native program: it checks every input (the row guard) before computing anything, computes every stream in schedule order, stores every node (a later canonical row may hold it) and pushes the offset rings; a row it declines runs canonically, and it resumes once its rings are promoted again
+
+        the kernel leaves to the canonical tier, which takes them after it in schedule order on every row the kernel completes (so rows run one at a time: there is no batch kernel):
+          lbl: `lbl` is not scalar
+          echoed: `echoed` is not scalar
+
+    "#]]
+    .assert_eq(&text[start..end]);
+}
+
+/// Untyped inputs: `explain` (before any row) says how they are speculated
+/// on; after rows, the stats say what was speculated, and the programs then
+/// running fuse what reads them.
+#[test]
+fn untyped_inputs_are_speculated_and_the_stats_say_so() {
+    let spec = Spec::parse(
+        "u.dsrv",
+        "in x\nin y\nout s: Int\nout t\ns = default(s[1], 0) + x\nt = x * 2 + y\n",
+    )
+    .unwrap();
+    let text = vigil::explain::explain(&spec, Tier::Auto);
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("speculation:"))
+        .unwrap();
+    expect![[r#"
+        speculation: the untyped inputs `x`, `y` have no scalar signature, so nothing reading them is fused below. On the first rows the engine watches them; once each has had a value (or after 16 rows) it rebuilds its programs as if each always had the representation of its first value (Int, Float or Bool), guarded: a row that contradicts it runs canonically, and once 64 rows and at least one in 16 since have, the programs are rebuilt without it. `vigil run --stats` says what was speculated and how it went.
+    "#]]
+    .assert_eq(&format!("{line}\n"));
+    let mut m = vigil::Monitor::builder(&spec).tier(Tier::Auto).build();
+    let row = |x: vigil::Value, y: vigil::Value| vec![Some(x), Some(y)];
+    use vigil::Value::{Float, Int};
+    for i in 0..100 {
+        m.step(row(Int(i), Int(i % 7))).unwrap();
+    }
+    // A Float `y` contradicts the speculation: that row runs canonically.
+    let out = m.step(row(Int(100), Float(0.5))).unwrap().to_vec();
+    assert_eq!(out[1], vigil::Sample::Value(Float(200.5)));
+    let stats = m.stats();
+    assert_eq!(stats.tier, Tier::NativeWhole, "{}", stats.why);
+    assert!(stats.whole_rows >= 98, "{stats}");
+    expect![[r#"
+        speculating x as i64, y as i64 (guarded): 1 of 101 rows since contradicted it (each ran canonically)
+    "#]]
+    .assert_eq(&format!("{}\n", stats.speculation.unwrap()));
+    // Rows that keep contradicting it end it: the programs are rebuilt from
+    // the spec's own signatures (nothing reading `x` or `y` is fused).
+    for i in 0..64 {
+        m.step(row(Float(i as f64), Int(1))).unwrap();
+    }
+    let stats = m.stats();
+    assert_eq!(stats.tier, Tier::NativeRegions, "{}", stats.why);
+    expect![[r#"
+        speculated x as i64, y as i64, given up when 64 of 164 rows had contradicted it; the programs were rebuilt without it
+    "#]]
+    .assert_eq(&format!("{}\n", stats.speculation.unwrap()));
+}

@@ -1086,3 +1086,135 @@ fn the_first_error_in_schedule_order_wins_over_the_kernels() {
         assert_eq!(m.stats().whole_rows, 2, "the kernel ran the first rows");
     }
 }
+
+/// Converts `v` to the representation `rep` picks (0 Int, 1 Float, 2 Bool).
+fn to_rep(v: &Value, rep: u32) -> Value {
+    let f = match v {
+        Value::Int(i) => *i as f64,
+        Value::Float(f) => *f,
+        Value::Bool(b) => f64::from(u8::from(*b)),
+        other => return other.clone(),
+    };
+    match (rep, v) {
+        (0, Value::Int(i)) => Value::Int(*i),
+        (0, _) => Value::Int(if f.is_finite() {
+            f.clamp(-3.0, 3.0) as i64
+        } else {
+            1
+        }),
+        (1, _) => Value::Float(f),
+        _ => Value::Bool(f > 0.0),
+    }
+}
+
+/// A generated spec with untyped inputs, and a trace in which each untyped
+/// input keeps one representation (picked from the data) except on about
+/// one row in `contradict_in`, where it has another.
+fn speculation_case(
+    spec_data: &[u32],
+    len: usize,
+    trace_data: &[u32],
+    contradict_in: u32,
+) -> Option<(Spec, Vec<Vec<Option<Value>>>)> {
+    let g = generate_spec(spec_data, true);
+    if !g.inputs.iter().any(Option::is_none) {
+        return None;
+    }
+    let spec = Spec::parse("gen.dsrv", &g.source).ok()?;
+    let mut trace = generate_trace(&g.inputs, len, trace_data, 1);
+    let at = |i: usize| {
+        trace_data
+            .get(i % trace_data.len().max(1))
+            .copied()
+            .unwrap_or(0)
+    };
+    for (k, t) in g.inputs.iter().enumerate() {
+        if t.is_some() {
+            continue;
+        }
+        let rep = at(k) % 3;
+        for (i, row) in trace.iter_mut().enumerate() {
+            // Contradict about one row in `contradict_in` (never the first).
+            let against = i > 0 && (i as u32 ^ at(k)).is_multiple_of(contradict_in);
+            let r = if against {
+                (rep + 1 + at(i) % 2) % 3
+            } else {
+                rep
+            };
+            // The generator's values run out with its data (then every
+            // value is absent): these are made from the data, cycled.
+            let d = at(i * 3 + k);
+            row[k] = (d % 10 != 0).then(|| to_rep(&Value::Int(i64::from(d % 7) - 3), r));
+        }
+    }
+    Some((spec, trace))
+}
+
+/// Untyped inputs are speculated: the tiers agree with canonical whether the
+/// speculation holds, is contradicted now and then (those rows decline), or
+/// is given up; and the property is not vacuous: speculation begins, fused
+/// programs complete rows on it, and it is given up in some runs.
+#[test]
+fn tiers_equal_canonical_when_speculating_on_untyped_inputs() {
+    let mut runner = TestRunner::deterministic();
+    let strategy = case_strategy();
+    let (mut checked, mut speculating, mut fused, mut given_up) = (0, 0, 0, 0);
+    for k in 0..200 {
+        let (spec_data, len, trace_data) = strategy.new_tree(&mut runner).unwrap().current();
+        // Mostly consistent traces, and some where one value in two
+        // contradicts (to give speculation up, the traces must be long).
+        let contradict_in = [40, 40, 2][k % 3];
+        let rows = len * if contradict_in == 2 { 40 } else { 8 };
+        let Some((spec, trace)) = speculation_case(&spec_data, rows, &trace_data, contradict_in)
+        else {
+            continue;
+        };
+        let canon = run_tier(&spec, &trace, Tier::Canonical);
+        let batch = run_tier_batch(&spec, &trace, Tier::NativeWhole);
+        compare_runs(
+            &spec,
+            &trace,
+            ("canonical", canon.clone()),
+            ("native-whole batch", batch),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        for tier in [
+            Tier::Quickened,
+            Tier::NativeRegions,
+            Tier::NativeWhole,
+            Tier::Auto,
+        ] {
+            let mut m = Monitor::builder(&spec).tier(tier).build();
+            let mut outputs = Vec::new();
+            let mut error = None;
+            for row in &trace {
+                match m.step(row) {
+                    Ok(o) => outputs.push(o.to_vec()),
+                    Err(e) => {
+                        error = Some(runtime(e));
+                        break;
+                    }
+                }
+            }
+            compare_runs(
+                &spec,
+                &trace,
+                ("canonical", canon.clone()),
+                (tier.name(), (outputs, error)),
+            )
+            .unwrap_or_else(|e| panic!("{e}"));
+            let stats = m.stats();
+            let said = stats.speculation.unwrap_or_default();
+            if said.starts_with("speculating") {
+                speculating += 1;
+                fused += stats.whole_rows + stats.region_runs;
+            }
+            given_up += u64::from(said.contains("given up"));
+        }
+        checked += 1;
+    }
+    eprintln!(
+        "speculation: {checked} specs, {speculating} runs speculating, {fused} fused completions, {given_up} given up"
+    );
+    assert!(checked > 50 && speculating > 50 && fused > 2000 && given_up > 3);
+}
