@@ -16,6 +16,9 @@ pub const ROWS: usize = 100_000;
 pub const ADD: &str = "in x: Int\nin y: Int\nout z: Int\nz = x + y\n";
 pub const COUNTER: &str = "in x: Int\nout z: Int\nz = default(z[1], 0) + x\n";
 pub const CHAIN: &str = include_str!("../../examples/chain.dsrv");
+/// `COUNTER` with its input and stream declared without types: the fused
+/// tiers speculate `x` is an Int (from its first value).
+pub const COUNTER_UNTYPED: &str = "in x\nout z\nz = default(z[1], 0) + x\n";
 pub const FUSION: &str = include_str!("../../examples/fusion.dsrv");
 
 /// One scenario: a spec, its input columns (in declaration order), and a
@@ -75,6 +78,12 @@ pub fn scenarios() -> (Columns, Vec<Scenario>) {
         Scenario {
             name: "counter",
             spec: COUNTER,
+            rows: rows_of(&|i| vec![int(c.x[i])]),
+            baseline: baseline_counter,
+        },
+        Scenario {
+            name: "counter_untyped",
+            spec: COUNTER_UNTYPED,
             rows: rows_of(&|i| vec![int(c.x[i])]),
             baseline: baseline_counter,
         },

@@ -44,7 +44,10 @@ mod helpers;
 mod module;
 mod translate;
 
-pub use module::{BatchFn, FuncHandle, JitModule, NativeCode, NativeFn, RowFn, compile};
+pub use module::{
+    BatchFn, FuncHandle, JitModule, NativeCode, NativeFn, RowFn, compile, compile_for_outputs,
+};
+pub use translate::carried_slots;
 
 use scalar_ir::VerifierErrors;
 use std::fmt;

@@ -3,7 +3,10 @@
 
 use crate::CompileError;
 use crate::helpers::Helper;
-use crate::translate::{FrameVals, OnReturn, Translator, helpers_used, lane_flags};
+use crate::translate::{
+    Carried, FrameVals, OnReturn, Translator, carried_slots, cl_type, helpers_used, lane_flags,
+    offset, store_lane_and_tag,
+};
 use cranelift_codegen::Context;
 use cranelift_codegen::ir::{self as cl, AbiParam, BlockArg, InstBuilder, UserFuncName, types};
 use cranelift_codegen::settings::{self, Configurable};
@@ -11,7 +14,7 @@ use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{FuncId, Linkage, Module, ModuleReloc, default_libcall_names};
 use scalar_ir::frame::*;
-use scalar_ir::{BatchBuffers, BatchFrame, Decl, Exit, Frame, FrameBuffers, Program, verify};
+use scalar_ir::{BatchBuffers, BatchFrame, Decl, Exit, Frame, FrameBuffers, Program, Type, verify};
 use std::marker::PhantomData;
 use std::time::{Duration, Instant};
 
@@ -54,6 +57,9 @@ struct Declared {
     row: FuncId,
     batch: Option<FuncId>,
     decl: Decl,
+    /// The output slots its batch kernel was compiled for, if any
+    /// ([`JitModule::compile_for_outputs`]).
+    outputs: Option<Box<[u32]>>,
 }
 
 /// A module being compiled: programs go in with [`JitModule::compile`], native code
@@ -130,7 +136,25 @@ impl JitModule {
     /// Verifies `prog` and compiles its row and batch kernels into the module.
     pub fn compile(&mut self, prog: &Program) -> Result<FuncHandle, CompileError> {
         let start = Instant::now();
-        let result = self.compile_inner(prog);
+        let result = self.compile_inner(prog, None);
+        self.compile_time += start.elapsed();
+        result
+    }
+
+    /// As [`JitModule::compile`], with a batch kernel for these output slots
+    /// only: its batches must name exactly `outputs` (the [`BatchFrame`]'s
+    /// `out_slots` and `n_out`). Knowing them, a kernel of a one-block
+    /// program keeps the environment slots it stores in registers from row
+    /// to row and stores them once, when it leaves (at its end, or at a
+    /// decline or trap, where it stores exactly what the environment would
+    /// hold there); outputs are written from registers too.
+    pub fn compile_for_outputs(
+        &mut self,
+        prog: &Program,
+        outputs: &[u32],
+    ) -> Result<FuncHandle, CompileError> {
+        let start = Instant::now();
+        let result = self.compile_inner(prog, Some(outputs));
         self.compile_time += start.elapsed();
         result
     }
@@ -225,14 +249,24 @@ impl JitModule {
         built.map(|()| (declared, func))
     }
 
-    fn compile_inner(&mut self, prog: &Program) -> Result<FuncHandle, CompileError> {
+    fn compile_inner(
+        &mut self,
+        prog: &Program,
+        outputs: Option<&[u32]>,
+    ) -> Result<FuncHandle, CompileError> {
         verify(prog).map_err(CompileError::Verify)?;
-        let declared = self.declare(prog, true)?;
+        if let Some(&slot) = outputs.and_then(|o| o.iter().find(|&&s| s >= prog.decl.env)) {
+            return Err(CompileError::Unsupported(format!(
+                "output slot {slot} is outside the environment"
+            )));
+        }
+        let mut declared = self.declare(prog, true)?;
         let helpers = helpers_used(prog);
         self.define(declared.row, prog, &helpers, Kernel::Row)?;
         if let Some(id) = declared.batch {
-            self.define(id, prog, &helpers, Kernel::Batch)?;
+            self.define(id, prog, &helpers, Kernel::Batch(outputs))?;
         }
+        declared.outputs = outputs.map(Box::from);
         self.funcs.push(declared);
         Ok(FuncHandle(self.funcs.len() - 1))
     }
@@ -263,6 +297,7 @@ impl JitModule {
             row,
             batch,
             decl: prog.decl,
+            outputs: None,
         })
     }
 
@@ -273,7 +308,7 @@ impl JitModule {
         id: FuncId,
         prog: &Program,
         helpers: &[Helper],
-        kernel: Kernel,
+        kernel: Kernel<'_>,
     ) -> Result<(), CompileError> {
         let built = self.build(id, prog, helpers, kernel);
         let m = self.module.get();
@@ -289,7 +324,7 @@ impl JitModule {
         id: FuncId,
         prog: &Program,
         helpers: &[Helper],
-        kernel: Kernel,
+        kernel: Kernel<'_>,
     ) -> Result<(), CompileError> {
         let m = self.module.get();
         m.clear_context(&mut self.ctx);
@@ -310,7 +345,7 @@ impl JitModule {
         let mut b = FunctionBuilder::new(&mut self.ctx.func, &mut self.fctx);
         let built = match kernel {
             Kernel::Row => build_row_kernel(&mut b, prog, refs),
-            Kernel::Batch => build_batch_kernel(&mut b, prog, refs),
+            Kernel::Batch(outputs) => build_batch_kernel(&mut b, prog, refs, outputs),
         };
         // Seal and finalize even on error, so the builder context is clean for reuse.
         b.seal_all_blocks();
@@ -327,6 +362,7 @@ impl JitModule {
             .funcs
             .iter()
             .map(|d| {
+                let outputs = d.outputs.clone();
                 let row = m.get_finalized_function(d.row);
                 let batch = d.batch.map(|id| m.get_finalized_function(id));
                 // SAFETY: both were compiled with the signature
@@ -336,6 +372,7 @@ impl JitModule {
                         row: std::mem::transmute::<*const u8, RowFn>(row),
                         batch: batch.map(|b| std::mem::transmute::<*const u8, BatchFn>(b)),
                         decl: d.decl,
+                        outputs,
                     }
                 }
             })
@@ -354,6 +391,14 @@ impl JitModule {
 pub fn compile(prog: &Program) -> Result<NativeCode, CompileError> {
     let mut m = JitModule::new()?;
     m.compile(prog)?;
+    m.finalize()
+}
+
+/// Compiles one program, its batch kernel for `outputs`
+/// ([`JitModule::compile_for_outputs`]), into a module of its own.
+pub fn compile_for_outputs(prog: &Program, outputs: &[u32]) -> Result<NativeCode, CompileError> {
+    let mut m = JitModule::new()?;
+    m.compile_for_outputs(prog, outputs)?;
     m.finalize()
 }
 
@@ -404,9 +449,10 @@ fn codegen(e: impl std::fmt::Display) -> CompileError {
 }
 
 #[derive(Clone, Copy)]
-enum Kernel {
+enum Kernel<'a> {
     Row,
-    Batch,
+    /// The batch kernel, for these output slots if they are known.
+    Batch(Option<&'a [u32]>),
 }
 
 /// Loads a pointer-sized field of the frame. `readonly`: the field does not change
@@ -460,13 +506,21 @@ fn build_row_kernel(
 
 /// The batch kernel: the body inlined in a loop over the rows (contract: see
 /// [`BatchFrame`]). Loop-carried values live in block parameters: the row number,
-/// the step, and the four column cursors, each advanced by one row per iteration.
+/// the step, the four column cursors, each advanced by one row per iteration,
+/// and, when the output slots are known (`outputs`), the environment slots the
+/// kernel keeps in registers (`translate::carried_slots`): those are stored
+/// only when it leaves, and the outputs are written from registers.
 fn build_batch_kernel(
     b: &mut FunctionBuilder<'_>,
     prog: &Program,
     helpers: [Option<cl::FuncRef>; Helper::ALL.len()],
+    outputs: Option<&[u32]>,
 ) -> Result<(), CompileError> {
     let i64t = types::I64;
+    let carried = match outputs {
+        Some(_) => carried_slots(prog),
+        None => Vec::new(),
+    };
     let entry = b.create_block();
     b.append_block_params_for_function_params(entry);
     b.switch_to_block(entry);
@@ -488,8 +542,18 @@ fn build_batch_kernel(
     let in_stride_bytes = b.ins().ishl_imm_u(in_stride, 3);
     let n_out_bytes = b.ins().ishl_imm_u(n_out, 3);
     let zero = b.ins().iconst(i64t, 0);
+    // Before the first row completes, a carried slot's "previous row" value
+    // is never stored (the environment holds it): any value will do.
+    let initial: Vec<cl::Value> = carried
+        .iter()
+        .map(|&(_, ty)| match ty {
+            Type::F64 => b.ins().f64const(0.0),
+            Type::I64 | Type::B1 => b.ins().iconst(i64t, 0),
+        })
+        .collect();
 
-    // head(r, step, in lane cursor, in tag cursor, out lane cursor, out tag cursor)
+    // head(r, step, in lane cursor, in tag cursor, out lane cursor, out tag
+    // cursor, carried slots…)
     let head = b.create_block();
     let row = b.create_block();
     let row_done = b.create_block();
@@ -499,13 +563,16 @@ fn build_batch_kernel(
     let all_done = b.create_block();
     let p: Vec<cl::Value> = (0..6).map(|_| b.append_block_param(head, i64t)).collect();
     let (r, step, inp, itag, olane, otag) = (p[0], p[1], p[2], p[3], p[4], p[5]);
+    let previous: Vec<(u32, Type, cl::Value)> = carried
+        .iter()
+        .map(|&(slot, ty)| (slot, ty, b.append_block_param(head, cl_type(ty))))
+        .collect();
     let j = b.append_block_param(copy, i64t);
     let args =
         |vs: &[cl::Value]| -> Vec<BlockArg> { vs.iter().map(|&v| BlockArg::Value(v)).collect() };
-    b.ins().jump(
-        head,
-        &args(&[zero, step0, in_lanes, in_tags, out_lanes, out_tags]),
-    );
+    let mut first = vec![zero, step0, in_lanes, in_tags, out_lanes, out_tags];
+    first.extend(&initial);
+    b.ins().jump(head, &args(&first));
 
     b.switch_to_block(head);
     let more = b
@@ -526,8 +593,15 @@ fn build_batch_kernel(
         step,
     };
     let mut t = Translator::new(prog, b, fv, helpers, OnReturn::Jump(row_done));
+    if !carried.is_empty() {
+        t.carry(Carried::new(previous.clone(), r));
+    }
     t.enter()?;
     t.translate_blocks()?;
+    let now = match carried.is_empty() {
+        true => Vec::new(),
+        false => t.carried_now()?,
+    };
     // A row declined or trapped: `r` rows returned, and the step stays at this row's.
     t.finish(|b, word| {
         store_field(b, word, bf, FRAME_STATUS);
@@ -536,9 +610,35 @@ fn build_batch_kernel(
         b.ins().return_(&[word]);
     });
 
-    // The row returned: copy the requested environment slots to the output row.
     b.switch_to_block(row_done);
-    b.ins().jump(copy, &args(&[zero]));
+    match outputs {
+        // The row returned: write each output, from its register if the
+        // kernel carries it, else from the environment.
+        Some(outputs) if !carried.is_empty() => {
+            let flags = lane_flags();
+            for (k, &slot) in outputs.iter().enumerate() {
+                let (lane_off, tag_off) = (offset(k as u32, 8)?, offset(k as u32, 1)?);
+                match carried.iter().position(|&(s, _)| s == slot) {
+                    Some(i) => {
+                        b.ins().store(flags, now[i], olane, lane_off);
+                        let tag = b.ins().iconst(types::I8, tag_of(carried[i].1) as i64);
+                        b.ins().store(flags, tag, otag, tag_off);
+                    }
+                    None => {
+                        let lane = b.ins().load(i64t, flags, env, offset(slot, 8)?);
+                        b.ins().store(flags, lane, olane, lane_off);
+                        let tag = b.ins().load(types::I8, flags, env_tags, offset(slot, 1)?);
+                        b.ins().store(flags, tag, otag, tag_off);
+                    }
+                }
+            }
+            b.ins().jump(next_row, &[]);
+        }
+        // The row returned: copy the requested environment slots to the output row.
+        _ => {
+            b.ins().jump(copy, &args(&[zero]));
+        }
+    }
     b.switch_to_block(copy);
     let more_cols = b
         .ins()
@@ -570,11 +670,24 @@ fn build_batch_kernel(
     let itag1 = b.ins().iadd(itag, in_stride);
     let olane1 = b.ins().iadd(olane, n_out_bytes);
     let otag1 = b.ins().iadd(otag, n_out);
-    b.ins()
-        .jump(head, &args(&[r1, step1, inp1, itag1, olane1, otag1]));
+    let mut next = vec![r1, step1, inp1, itag1, olane1, otag1];
+    next.extend(&now);
+    b.ins().jump(head, &args(&next));
 
-    // Every row returned.
+    // Every row returned: the carried slots hold the last row's values (none
+    // if the batch was empty).
     b.switch_to_block(all_done);
+    if !carried.is_empty() {
+        let stores = b.create_block();
+        let fin = b.create_block();
+        b.ins().brif(r, stores, &[], fin, &[]);
+        b.switch_to_block(stores);
+        for &(slot, ty, v) in &previous {
+            store_lane_and_tag(b, env, env_tags, slot, ty, v);
+        }
+        b.ins().jump(fin, &[]);
+        b.switch_to_block(fin);
+    }
     store_field(b, step, bf, FRAME_STEP);
     store_field(b, rows, bf, BATCH_DONE);
     store_field(b, zero, bf, FRAME_STATUS);
@@ -584,11 +697,12 @@ fn build_batch_kernel(
 }
 
 /// One finalized program.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 struct Compiled {
     row: RowFn,
     batch: Option<BatchFn>,
     decl: Decl,
+    outputs: Option<Box<[u32]>>,
 }
 
 /// The finalized native code of a module. Dropping it frees the code.
@@ -604,11 +718,12 @@ impl NativeCode {
     /// # Panics
     /// Panics if `h` comes from another module with more programs.
     pub fn func(&self, h: FuncHandle) -> NativeFn<'_> {
-        let c = self.funcs[h.0];
+        let c = &self.funcs[h.0];
         NativeFn {
             row: c.row,
             batch: c.batch,
             decl: c.decl,
+            outputs: c.outputs.as_deref(),
             _code: PhantomData,
         }
     }
@@ -653,6 +768,9 @@ pub struct NativeFn<'a> {
     row: RowFn,
     batch: Option<BatchFn>,
     decl: Decl,
+    /// The output slots its batch kernel was compiled for, if any: its
+    /// batches must name exactly these.
+    outputs: Option<&'a [u32]>,
     _code: PhantomData<&'a NativeCode>,
 }
 
@@ -717,6 +835,13 @@ impl NativeFn<'_> {
             batch.fits(fb, &self.decl),
             "batch or frame buffers are smaller than the program declares"
         );
+        if let Some(outputs) = self.outputs {
+            assert_eq!(
+                &batch.out_slots[..],
+                outputs,
+                "the batch names other outputs than the kernel was compiled for"
+            );
+        }
         let mut bf = batch.frame(fb);
         // SAFETY: `bf` was built from buffers that fit, as `fits` checked.
         let word = unsafe { self.run_batch_frame(&mut bf) };
@@ -728,12 +853,14 @@ impl NativeFn<'_> {
     /// stopped the batch (0 if every row returned), also stored in `frame.status`.
     ///
     /// # Safety
-    /// `*batch` must satisfy the [`BatchFrame`] safety contract for this program.
-    #[inline]
+    /// `*batch` must satisfy the [`BatchFrame`] safety contract for this program
+    /// and, if it was compiled for output slots ([`JitModule::compile_for_outputs`]),
+    /// name exactly those (`out_slots`, `n_out`).
     ///
     /// # Panics
     /// Panics if the program was compiled without its batch kernel
     /// ([`JitModule::compile_row`]).
+    #[inline]
     pub unsafe fn run_batch_frame(&self, batch: *mut BatchFrame) -> u64 {
         let f = self
             .batch

@@ -62,6 +62,94 @@ pub(crate) enum OnReturn {
     Jump(cl::Block),
 }
 
+/// Environment slots a batch kernel keeps in registers across its rows
+/// instead of storing them on every row (see `carried_slots`): their values
+/// reach the environment only when the kernel leaves.
+pub(crate) struct Carried {
+    /// Each carried slot, its type, and its value of the previous row (the
+    /// loop head's parameter; meaningless before the batch's first row
+    /// completes, when the environment still holds it).
+    pub slots: Vec<(u32, Type, cl::Value)>,
+    /// The batch's row number (the loop head's), 0 on its first row.
+    pub row: cl::Value,
+    /// This row's value of each carried slot, once the body stored it.
+    now: Vec<Option<cl::Value>>,
+}
+
+impl Carried {
+    pub(crate) fn new(slots: Vec<(u32, Type, cl::Value)>, row: cl::Value) -> Carried {
+        let now = vec![None; slots.len()];
+        Carried { slots, row, now }
+    }
+
+    fn position(&self, slot: u32) -> Option<usize> {
+        self.slots.iter().position(|&(s, _, _)| s == slot)
+    }
+}
+
+/// A stub of a kernel that carries slots: its block, its exit word, and what
+/// it stores before leaving.
+struct CarriedStub {
+    block: cl::Block,
+    word: u64,
+    stores: Vec<ExitStore>,
+}
+
+/// A carried slot's value at an exit: this row's, if the row stored it
+/// before the exit, else the previous row's.
+struct ExitStore {
+    slot: u32,
+    ty: Type,
+    value: cl::Value,
+    this_row: bool,
+}
+
+/// The slots a batch kernel of `prog` can carry in registers (`Carried`), in
+/// order of first store, with their types: none unless the program is one
+/// block (so every store it makes runs on every row that returns, in order)
+/// and small enough that the stores made at each exit stay few. A slot is
+/// carried when every store to it has one type and nothing reads it (a load
+/// or a guard) before the row stores it: later loads take the stored value.
+pub fn carried_slots(prog: &Program) -> Vec<(u32, Type)> {
+    const MAX_CARRIED: usize = 64;
+    const MAX_EXIT_STORES: usize = 4096;
+    if prog.layout.blocks.len() != 1 {
+        return Vec::new();
+    }
+    let mut carried: Vec<(u32, Type)> = Vec::new();
+    let mut refused: Vec<u32> = Vec::new();
+    let mut exits = 0usize;
+    for &blk in &prog.layout.blocks {
+        for &inst in prog.layout.block_insts(blk) {
+            match *prog.inst(inst) {
+                InstData::StoreEnv { ty, slot, .. } => {
+                    match carried.iter().find(|&&(s, _)| s == slot) {
+                        Some(&(_, t)) if t != ty => refused.push(slot),
+                        Some(_) => {}
+                        None => carried.push((slot, ty)),
+                    }
+                }
+                InstData::LoadEnv { ty, slot } => {
+                    let stored = carried.iter().any(|&(s, t)| s == slot && t == ty);
+                    if !stored {
+                        refused.push(slot);
+                    }
+                }
+                InstData::GuardEnv { slot, .. } => refused.push(slot),
+                InstData::GuardInput { .. }
+                | InstData::BinaryCk { .. }
+                | InstData::UnaryCk { .. } => exits += 1,
+                _ => {}
+            }
+        }
+    }
+    carried.retain(|&(s, _)| !refused.contains(&s) && offset(s, 8).is_ok());
+    if carried.len() > MAX_CARRIED || (exits + 1) * carried.len() > MAX_EXIT_STORES {
+        return Vec::new();
+    }
+    carried
+}
+
 /// Translates one program body. Created per kernel; consumed by [`Translator::finish`].
 pub(crate) struct Translator<'p, 'b, 'f> {
     prog: &'p Program,
@@ -69,6 +157,11 @@ pub(crate) struct Translator<'p, 'b, 'f> {
     frame: FrameVals,
     helpers: [Option<cl::FuncRef>; Helper::ALL.len()],
     on_return: OnReturn,
+    /// A batch kernel's carried slots, if it carries any.
+    carried: Option<Carried>,
+    /// With carried slots, one stub per exit taken (not per exit word): each
+    /// stores what the environment holds at that point of the row.
+    carried_stubs: Vec<CarriedStub>,
     /// The shared exit block, created with the first stub: takes the exit word as its
     /// one parameter. Filled by the caller, because each kernel leaves differently.
     /// Cold stubs, one per distinct non-return exit word, each leaving the function
@@ -97,11 +190,31 @@ impl<'p, 'b, 'f> Translator<'p, 'b, 'f> {
             frame,
             helpers,
             on_return,
+            carried: None,
+            carried_stubs: Vec::new(),
             stubs: HashMap::new(),
             vals: vec![None; prog.values.len()],
             flags: vec![None; prog.values.len()],
             blocks: vec![None; prog.block_params.len()],
         }
+    }
+
+    /// Makes this (batch) kernel keep `carried`'s slots in registers.
+    pub(crate) fn carry(&mut self, carried: Carried) {
+        self.carried = Some(carried);
+    }
+
+    /// The value of each carried slot at the end of a row that returned (in
+    /// `Carried::slots` order).
+    pub(crate) fn carried_now(&self) -> Result<Vec<cl::Value>, CompileError> {
+        let c = self
+            .carried
+            .as_ref()
+            .ok_or_else(|| internal("nothing is carried"))?;
+        c.now
+            .iter()
+            .map(|v| v.ok_or_else(|| internal("a carried slot is not stored on every row")))
+            .collect()
     }
 
     /// Creates a Cranelift block (with typed parameters) for every laid-out block and
@@ -145,6 +258,37 @@ impl<'p, 'b, 'f> Translator<'p, 'b, 'f> {
     /// block: a block with thousands of predecessors made Cranelift's dominator tree
     /// and register allocation quadratic in the number of trap sites.
     pub(crate) fn finish(self, mut leave: impl FnMut(&mut FunctionBuilder<'_>, cl::Value)) {
+        // With carried slots, each stub first stores what the environment
+        // would hold there: this row's values of the slots it has stored,
+        // and the previous row's of the others (unless this is the batch's
+        // first row, whose previous values are the environment's already).
+        let row = self.carried.as_ref().map(|c| c.row);
+        for stub in self.carried_stubs {
+            self.b.switch_to_block(stub.block);
+            let (env, env_tags) = (self.frame.env, self.frame.env_tags);
+            let store = |b: &mut FunctionBuilder<'_>, e: &ExitStore| {
+                store_lane_and_tag(b, env, env_tags, e.slot, e.ty, e.value);
+            };
+            for e in stub.stores.iter().filter(|e| e.this_row) {
+                store(self.b, e);
+            }
+            let previous: Vec<&ExitStore> = stub.stores.iter().filter(|e| !e.this_row).collect();
+            if let (Some(row), false) = (row, previous.is_empty()) {
+                let stores = self.b.create_block();
+                let out = self.b.create_block();
+                self.b.set_cold_block(stores);
+                self.b.set_cold_block(out);
+                self.b.ins().brif(row, stores, &[], out, &[]);
+                self.b.switch_to_block(stores);
+                for v in previous {
+                    store(self.b, v);
+                }
+                self.b.ins().jump(out, &[]);
+                self.b.switch_to_block(out);
+            }
+            let w = self.b.ins().iconst(types::I64, stub.word as i64);
+            leave(self.b, w);
+        }
         let mut stubs: Vec<_> = self.stubs.into_iter().collect();
         // Deterministic block order, so that compiling a program twice gives the same code.
         stubs.sort_unstable_by_key(|&(word, _)| word);
@@ -195,6 +339,27 @@ impl<'p, 'b, 'f> Translator<'p, 'b, 'f> {
     /// The cold block that leaves with `exit`.
     fn stub(&mut self, exit: Exit) -> cl::Block {
         let word = exit.encode();
+        if let Some(c) = &self.carried {
+            let blk = self.b.create_block();
+            self.b.set_cold_block(blk);
+            let stores = c
+                .slots
+                .iter()
+                .zip(&c.now)
+                .map(|(&(slot, ty, previous), now)| ExitStore {
+                    slot,
+                    ty,
+                    value: now.unwrap_or(previous),
+                    this_row: now.is_some(),
+                })
+                .collect();
+            self.carried_stubs.push(CarriedStub {
+                block: blk,
+                word,
+                stores,
+            });
+            return blk;
+        }
         if let Some(&blk) = self.stubs.get(&word) {
             return blk;
         }
@@ -238,6 +403,10 @@ impl<'p, 'b, 'f> Translator<'p, 'b, 'f> {
 
     /// The address of ring lane `base + step % len`, as (pointer, byte offset).
     fn ring_addr(&mut self, base: u32, len: u32) -> Result<(cl::Value, i32), CompileError> {
+        if len == 1 {
+            // Every step's lane is the ring's only one.
+            return Ok((self.frame.state, offset(base, 8)?));
+        }
         // The verifier guarantees len >= 1, so the remainder never divides by zero.
         let idx = self.b.ins().urem_imm_u(self.frame.step, len as i64);
         let scaled = self.b.ins().ishl_imm_u(idx, 3);
@@ -271,8 +440,29 @@ impl<'p, 'b, 'f> Translator<'p, 'b, 'f> {
                 )
             }
             InstData::LoadEnv { ty, slot } => {
-                let off = offset(slot, 8)?;
-                Some(self.b.ins().load(cl_type(ty), flags, self.frame.env, off))
+                let carried = self.carried.as_ref().and_then(|c| c.now[c.position(slot)?]);
+                match carried {
+                    Some(v) => Some(v),
+                    None => {
+                        let off = offset(slot, 8)?;
+                        Some(self.b.ins().load(cl_type(ty), flags, self.frame.env, off))
+                    }
+                }
+            }
+            InstData::StoreEnv { slot, arg, .. }
+                if self
+                    .carried
+                    .as_ref()
+                    .is_some_and(|c| c.position(slot).is_some()) =>
+            {
+                let v = self.val(arg)?;
+                let c = self
+                    .carried
+                    .as_mut()
+                    .ok_or_else(|| internal("checked above"))?;
+                let i = c.position(slot).ok_or_else(|| internal("checked above"))?;
+                c.now[i] = Some(v);
+                None
             }
             InstData::StoreEnv { ty, slot, arg } => {
                 let (v, off, toff) = (self.val(arg)?, offset(slot, 8)?, offset(slot, 1)?);
@@ -481,6 +671,22 @@ impl<'p, 'b, 'f> Translator<'p, 'b, 'f> {
         self.exit_if(of, overflow);
         r
     }
+}
+
+/// Stores `v`, a value of type `ty`, to environment slot `slot`, with its tag.
+pub(crate) fn store_lane_and_tag(
+    b: &mut FunctionBuilder<'_>,
+    env: cl::Value,
+    env_tags: cl::Value,
+    slot: u32,
+    ty: Type,
+    v: cl::Value,
+) {
+    // Slots beyond a 32-bit offset are declined before any code is built.
+    let (off, toff) = (slot as i32 * 8, slot as i32);
+    b.ins().store(lane_flags(), v, env, off);
+    let t = b.ins().iconst(types::I8, tag_of(ty) as i64);
+    b.ins().store(lane_flags(), t, env_tags, toff);
 }
 
 fn int_cc(c: Cond) -> IntCC {

@@ -69,6 +69,17 @@ proptest! {
                 prop_assert_eq!(n_batch.output(r, j).encode(), want.encode());
             }
         }
+
+        // The JIT's batch kernel for these outputs, which may keep slots in
+        // registers across rows: it leaves exactly the same.
+        let known = jit::compile_for_outputs(&prog, &out_slots)
+            .expect("the JIT compiles every verified program");
+        let mut k_fb = start.clone();
+        let mut k_batch = batch.clone();
+        let k_exit = known.main().run_batch(&mut k_fb, &mut k_batch);
+        prop_assert_eq!(k_exit, q_exit);
+        prop_assert_eq!(&k_fb, &q_fb);
+        prop_assert_eq!(&k_batch, &q_batch);
     }
 }
 
@@ -104,4 +115,54 @@ fn row_loop(
     fb.input_tags = start.input_tags.clone();
     fb.status = 0;
     (fb, Exit::Return, outs)
+}
+
+/// The batch kernel for known outputs must really carry slots in registers,
+/// and its batches must stop midway (declines and traps) with slots carried,
+/// or the comparison above passes on the generic kernel alone.
+#[test]
+fn carried_batches_are_generated_and_stop_midway() {
+    use proptest::strategy::ValueTree;
+    let mut runner = proptest::test_runner::TestRunner::deterministic();
+    let (mut carrying, mut stopped) = (0, 0);
+    for _ in 0..2000 {
+        let (seeds, end) = arb_program().new_tree(&mut runner).unwrap().current();
+        let start = arb_frame().new_tree(&mut runner).unwrap().current();
+        let rows = prop::collection::vec(arb_inputs(), 2..12)
+            .new_tree(&mut runner)
+            .unwrap()
+            .current();
+        let prog = programs::program(&seeds, end);
+        if jit::carried_slots(&prog).is_empty() {
+            continue;
+        }
+        carrying += 1;
+        let mut batch = BatchBuffers::new(&prog.decl, rows.len(), vec![0]);
+        for (r, row) in rows.iter().enumerate() {
+            for (slot, &v) in row.iter().enumerate() {
+                // The last row's inputs are absent: a guard there declines.
+                let v = if r + 1 == rows.len() {
+                    scalar_ir::Slot::Absent
+                } else {
+                    v
+                };
+                batch.set_input(r, slot, v);
+            }
+        }
+        let mut quick = QuickCode::compile(&prog).unwrap();
+        let (mut q_fb, mut q_batch) = (start.clone(), batch.clone());
+        let q_exit = quick.run_batch(&mut q_fb, &mut q_batch);
+        let known = jit::compile_for_outputs(&prog, &[0]).unwrap();
+        let mut fb = start.clone();
+        let exit = known.main().run_batch(&mut fb, &mut batch);
+        assert_eq!((exit, &fb, &batch), (q_exit, &q_fb, &q_batch));
+        if exit != Exit::Return && batch.done > 0 {
+            stopped += 1;
+        }
+    }
+    eprintln!("{carrying} programs carry slots, {stopped} batches stopped after a row");
+    assert!(
+        carrying > 100 && stopped > 20,
+        "{carrying} carrying, {stopped} stopped"
+    );
 }

@@ -1250,8 +1250,11 @@ impl Engine {
             return;
         }
         let t0 = Instant::now();
+        // Compiled for the outputs `run_batch` asks for, so that the kernel
+        // may keep what it stores in registers across rows.
+        let outputs: Vec<u32> = self.plan.spec.outputs.iter().map(|s| s.0).collect();
         let compiled = jit::JitModule::new().and_then(|mut module| {
-            let h = module.compile(&w.rt.lowered.program)?;
+            let h = module.compile_for_outputs(&w.rt.lowered.program, &outputs)?;
             let code = module.finalize()?;
             Ok((code.func(h).batch_fn(), code))
         });
@@ -1319,7 +1322,9 @@ impl Engine {
         // `env` = the arena vectors' length and `state` = `plan.ring_len`,
         // the ring vectors' length once promotion found every ring full; the input
         // and output slices cover the remaining rows; output slots are arena
-        // slots. The native code lives as long as the engine.
+        // slots, and exactly those the kernel was compiled for (`outputs`
+        // above and in `ensure_batch_kernel` are both the plan's outputs).
+        // The native code lives as long as the engine.
         unsafe { f(&mut bf) };
         let done = bf.done as usize;
         st.step = bf.frame.step;
