@@ -229,8 +229,12 @@ impl OutputBatch {
     pub(crate) fn copy_from(&mut self, other: &OutputBatch) {
         self.width = other.width;
         self.rows = other.rows;
-        self.lanes.clone_from(&other.lanes);
-        self.tags.clone_from(&other.tags);
+        // Only the rows written: the buffers may be longer (`reset`).
+        let cells = other.rows * other.width;
+        self.lanes.clear();
+        self.lanes.extend_from_slice(&other.lanes[..cells]);
+        self.tags.clear();
+        self.tags.extend_from_slice(&other.tags[..cells]);
         self.objects.copy_from(&other.objects);
         self.names.clone_from(&other.names);
         self.first_step = other.first_step;
@@ -299,13 +303,17 @@ impl OutputBatch {
         self.first_step = first_step;
     }
 
+    /// Makes room for `rows` rows of `width` outputs, none written yet. The
+    /// cells are not cleared: every row below `rows` (the count written) is
+    /// written whole before it is counted, so a stale cell is never read,
+    /// and a batch after a batch writes its outputs once, not twice.
     pub(crate) fn reset(&mut self, width: usize, rows: usize) {
         self.width = width;
         self.rows = 0;
-        self.lanes.clear();
-        self.lanes.resize(width * rows, 0);
-        self.tags.clear();
-        self.tags.resize(width * rows, tag::ABSENT);
+        if self.lanes.len() < width * rows {
+            self.lanes.resize(width * rows, 0);
+            self.tags.resize(width * rows, tag::ABSENT);
+        }
         self.objects.clear();
     }
 }

@@ -683,6 +683,14 @@ impl Monitor {
         Stats::of(&self.engine)
     }
 
+    /// Compiles the native batch kernel now, if this monitor has one to
+    /// compile (native-whole): otherwise the first [`Monitor::run_batch`]
+    /// compiles it, which adds a millisecond or so to that call. Nothing
+    /// else changes; a monitor that never runs batches never needs it.
+    pub fn prepare_batches(&mut self) {
+        self.engine.ensure_batch_kernel();
+    }
+
     /// Evaluates many rows held in columns (a [`RowBatch`] of this
     /// monitor's inputs, made by [`Monitor::batch`] or
     /// [`RowBatch::for_spec`]), writing every printed output of every row to

@@ -5,7 +5,7 @@ use crate::CompileError;
 use crate::helpers::Helper;
 use crate::translate::{
     Carried, FrameVals, OnReturn, Translator, carried_slots, cl_type, helpers_used, lane_flags,
-    offset, store_lane_and_tag,
+    offset, store_lane_and_tag, store_tag,
 };
 use cranelift_codegen::Context;
 use cranelift_codegen::ir::{self as cl, AbiParam, BlockArg, InstBuilder, UserFuncName, types};
@@ -154,7 +154,7 @@ impl JitModule {
         outputs: &[u32],
     ) -> Result<FuncHandle, CompileError> {
         let start = Instant::now();
-        let result = self.compile_inner(prog, Some(outputs));
+        let result = self.compile_inner(prog, Some((outputs, MAX_CARRIED_IN_REGISTERS)));
         self.compile_time += start.elapsed();
         result
     }
@@ -249,13 +249,26 @@ impl JitModule {
         built.map(|()| (declared, func))
     }
 
+    /// As [`JitModule::compile_for_outputs`], carrying at most
+    /// `in_registers` slots in registers (tests use it to reach both ways of
+    /// carrying slots with small programs).
+    #[doc(hidden)]
+    pub fn compile_for_outputs_carrying(
+        &mut self,
+        prog: &Program,
+        outputs: &[u32],
+        in_registers: usize,
+    ) -> Result<FuncHandle, CompileError> {
+        self.compile_inner(prog, Some((outputs, in_registers)))
+    }
+
     fn compile_inner(
         &mut self,
         prog: &Program,
-        outputs: Option<&[u32]>,
+        outputs: Option<(&[u32], usize)>,
     ) -> Result<FuncHandle, CompileError> {
         verify(prog).map_err(CompileError::Verify)?;
-        if let Some(&slot) = outputs.and_then(|o| o.iter().find(|&&s| s >= prog.decl.env)) {
+        if let Some(&slot) = outputs.and_then(|(o, _)| o.iter().find(|&&s| s >= prog.decl.env)) {
             return Err(CompileError::Unsupported(format!(
                 "output slot {slot} is outside the environment"
             )));
@@ -266,7 +279,7 @@ impl JitModule {
         if let Some(id) = declared.batch {
             self.define(id, prog, &helpers, Kernel::Batch(outputs))?;
         }
-        declared.outputs = outputs.map(Box::from);
+        declared.outputs = outputs.map(|(o, _)| Box::from(o));
         self.funcs.push(declared);
         Ok(FuncHandle(self.funcs.len() - 1))
     }
@@ -452,7 +465,8 @@ fn codegen(e: impl std::fmt::Display) -> CompileError {
 enum Kernel<'a> {
     Row,
     /// The batch kernel, for these output slots if they are known.
-    Batch(Option<&'a [u32]>),
+    /// (With the most slots it may carry in registers.)
+    Batch(Option<(&'a [u32], usize)>),
 }
 
 /// Loads a pointer-sized field of the frame. `readonly`: the field does not change
@@ -514,9 +528,13 @@ fn build_batch_kernel(
     b: &mut FunctionBuilder<'_>,
     prog: &Program,
     helpers: [Option<cl::FuncRef>; Helper::ALL.len()],
-    outputs: Option<&[u32]>,
+    outputs: Option<(&[u32], usize)>,
 ) -> Result<(), CompileError> {
     let i64t = types::I64;
+    let (outputs, max_in_registers) = match outputs {
+        Some((o, n)) => (Some(o), n),
+        None => (None, 0),
+    };
     let carried = match outputs {
         Some(_) => carried_slots(prog),
         None => Vec::new(),
@@ -542,15 +560,21 @@ fn build_batch_kernel(
     let in_stride_bytes = b.ins().ishl_imm_u(in_stride, 3);
     let n_out_bytes = b.ins().ishl_imm_u(n_out, 3);
     let zero = b.ins().iconst(i64t, 0);
+    // A few carried lanes live in registers; more would spill, so then
+    // only their tags wait for the exit (see `Carried`).
+    let in_registers = carried.len() <= max_in_registers;
     // Before the first row completes, a carried slot's "previous row" value
     // is never stored (the environment holds it): any value will do.
-    let initial: Vec<cl::Value> = carried
-        .iter()
-        .map(|&(_, ty)| match ty {
-            Type::F64 => b.ins().f64const(0.0),
-            Type::I64 | Type::B1 => b.ins().iconst(i64t, 0),
-        })
-        .collect();
+    let initial: Vec<cl::Value> = match in_registers {
+        true => carried
+            .iter()
+            .map(|&(_, ty)| match ty {
+                Type::F64 => b.ins().f64const(0.0),
+                Type::I64 | Type::B1 => b.ins().iconst(i64t, 0),
+            })
+            .collect(),
+        false => Vec::new(),
+    };
 
     // head(r, step, in lane cursor, in tag cursor, out lane cursor, out tag
     // cursor, carried slots…)
@@ -563,9 +587,12 @@ fn build_batch_kernel(
     let all_done = b.create_block();
     let p: Vec<cl::Value> = (0..6).map(|_| b.append_block_param(head, i64t)).collect();
     let (r, step, inp, itag, olane, otag) = (p[0], p[1], p[2], p[3], p[4], p[5]);
-    let previous: Vec<(u32, Type, cl::Value)> = carried
+    let previous: Vec<(u32, Type, Option<cl::Value>)> = carried
         .iter()
-        .map(|&(slot, ty)| (slot, ty, b.append_block_param(head, cl_type(ty))))
+        .map(|&(slot, ty)| {
+            let param = in_registers.then(|| b.append_block_param(head, cl_type(ty)));
+            (slot, ty, param)
+        })
         .collect();
     let j = b.append_block_param(copy, i64t);
     let args =
@@ -602,6 +629,8 @@ fn build_batch_kernel(
         true => Vec::new(),
         false => t.carried_now()?,
     };
+    // The values the loop carries to the next row.
+    let carry_on: &[cl::Value] = if in_registers { &now } else { &[] };
     // A row declined or trapped: `r` rows returned, and the step stays at this row's.
     t.finish(|b, word| {
         store_field(b, word, bf, FRAME_STATUS);
@@ -671,7 +700,7 @@ fn build_batch_kernel(
     let olane1 = b.ins().iadd(olane, n_out_bytes);
     let otag1 = b.ins().iadd(otag, n_out);
     let mut next = vec![r1, step1, inp1, itag1, olane1, otag1];
-    next.extend(&now);
+    next.extend(carry_on);
     b.ins().jump(head, &args(&next));
 
     // Every row returned: the carried slots hold the last row's values (none
@@ -683,7 +712,10 @@ fn build_batch_kernel(
         b.ins().brif(r, stores, &[], fin, &[]);
         b.switch_to_block(stores);
         for &(slot, ty, v) in &previous {
-            store_lane_and_tag(b, env, env_tags, slot, ty, v);
+            match v {
+                Some(v) => store_lane_and_tag(b, env, env_tags, slot, ty, v),
+                None => store_tag(b, env_tags, slot, ty),
+            }
         }
         b.ins().jump(fin, &[]);
         b.switch_to_block(fin);
@@ -695,6 +727,10 @@ fn build_batch_kernel(
 
     Ok(())
 }
+
+/// The most slots a batch kernel carries in registers from row to row (see
+/// `translate::Carried`): beyond it, the register allocator spills them.
+const MAX_CARRIED_IN_REGISTERS: usize = 8;
 
 /// One finalized program.
 #[derive(Clone)]

@@ -66,10 +66,13 @@ pub(crate) enum OnReturn {
 /// instead of storing them on every row (see `carried_slots`): their values
 /// reach the environment only when the kernel leaves.
 pub(crate) struct Carried {
-    /// Each carried slot, its type, and its value of the previous row (the
-    /// loop head's parameter; meaningless before the batch's first row
-    /// completes, when the environment still holds it).
-    pub slots: Vec<(u32, Type, cl::Value)>,
+    /// Each carried slot, its type, and, if its lane is carried in a
+    /// register (few slots), its value of the previous row (the loop head's
+    /// parameter; meaningless before the batch's first row completes, when
+    /// the environment still holds it). With many slots, registers would
+    /// spill: their lanes are stored on every row as usual, and only their
+    /// tags, the same on every row, wait for the exit.
+    pub slots: Vec<(u32, Type, Option<cl::Value>)>,
     /// The batch's row number (the loop head's), 0 on its first row.
     pub row: cl::Value,
     /// This row's value of each carried slot, once the body stored it.
@@ -77,7 +80,7 @@ pub(crate) struct Carried {
 }
 
 impl Carried {
-    pub(crate) fn new(slots: Vec<(u32, Type, cl::Value)>, row: cl::Value) -> Carried {
+    pub(crate) fn new(slots: Vec<(u32, Type, Option<cl::Value>)>, row: cl::Value) -> Carried {
         let now = vec![None; slots.len()];
         Carried { slots, row, now }
     }
@@ -95,12 +98,13 @@ struct CarriedStub {
     stores: Vec<ExitStore>,
 }
 
-/// A carried slot's value at an exit: this row's, if the row stored it
-/// before the exit, else the previous row's.
+/// A carried slot at an exit: its tag, and its lane if it is carried in a
+/// register (this row's, if the row stored it before the exit, else the
+/// previous row's); `None` when the lane is in the environment already.
 struct ExitStore {
     slot: u32,
     ty: Type,
-    value: cl::Value,
+    value: Option<cl::Value>,
     this_row: bool,
 }
 
@@ -266,8 +270,9 @@ impl<'p, 'b, 'f> Translator<'p, 'b, 'f> {
         for stub in self.carried_stubs {
             self.b.switch_to_block(stub.block);
             let (env, env_tags) = (self.frame.env, self.frame.env_tags);
-            let store = |b: &mut FunctionBuilder<'_>, e: &ExitStore| {
-                store_lane_and_tag(b, env, env_tags, e.slot, e.ty, e.value);
+            let store = |b: &mut FunctionBuilder<'_>, e: &ExitStore| match e.value {
+                Some(v) => store_lane_and_tag(b, env, env_tags, e.slot, e.ty, v),
+                None => store_tag(b, env_tags, e.slot, e.ty),
             };
             for e in stub.stores.iter().filter(|e| e.this_row) {
                 store(self.b, e);
@@ -349,7 +354,7 @@ impl<'p, 'b, 'f> Translator<'p, 'b, 'f> {
                 .map(|(&(slot, ty, previous), now)| ExitStore {
                     slot,
                     ty,
-                    value: now.unwrap_or(previous),
+                    value: previous.map(|p| now.unwrap_or(p)),
                     this_row: now.is_some(),
                 })
                 .collect();
@@ -462,6 +467,11 @@ impl<'p, 'b, 'f> Translator<'p, 'b, 'f> {
                     .ok_or_else(|| internal("checked above"))?;
                 let i = c.position(slot).ok_or_else(|| internal("checked above"))?;
                 c.now[i] = Some(v);
+                if c.slots[i].2.is_none() {
+                    // The lane is not carried in a register: to memory.
+                    let off = offset(slot, 8)?;
+                    self.b.ins().store(flags, v, self.frame.env, off);
+                }
                 None
             }
             InstData::StoreEnv { ty, slot, arg } => {
@@ -671,6 +681,13 @@ impl<'p, 'b, 'f> Translator<'p, 'b, 'f> {
         self.exit_if(of, overflow);
         r
     }
+}
+
+/// Stores the tag of type `ty` to environment slot `slot`.
+pub(crate) fn store_tag(b: &mut FunctionBuilder<'_>, env_tags: cl::Value, slot: u32, ty: Type) {
+    // Slots beyond a 32-bit offset are never carried (`carried_slots`).
+    let t = b.ins().iconst(types::I8, tag_of(ty) as i64);
+    b.ins().store(lane_flags(), t, env_tags, slot as i32);
 }
 
 /// Stores `v`, a value of type `ty`, to environment slot `slot`, with its tag.

@@ -1244,7 +1244,7 @@ impl Engine {
 
     /// Compiles the whole-row program's batch kernel, once, if it waits for
     /// its first batch (a module of its own, freed with the engine).
-    fn ensure_batch_kernel(&mut self) {
+    pub fn ensure_batch_kernel(&mut self) {
         let Some(w) = self.whole.as_mut() else { return };
         if !matches!(w.batch, BatchKernel::Deferred) {
             return;

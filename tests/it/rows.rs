@@ -494,6 +494,50 @@ fn the_batch_kernel_is_compiled_by_the_first_batch() {
     );
 }
 
+/// `Monitor::prepare_batches` compiles the batch kernel ahead of the first
+/// batch; one `OutputBatch` reused over batches of any sizes holds exactly
+/// each batch's rows (its cells are not cleared between batches: a longer
+/// batch's stale cells must never show), on every tier.
+#[test]
+fn a_reused_output_batch_holds_each_batchs_rows_only() {
+    let spec = Spec::parse(
+        "b.dsrv",
+        "in x: Int\nout s: Int\nout half: Int\ns = default(s[1], 0) + x\nhalf = x / 2\n",
+    )
+    .unwrap();
+    let mut m = Monitor::builder(&spec).tier(Tier::NativeWhole).build();
+    let before = m.stats().compile_time;
+    m.prepare_batches();
+    assert!(m.stats().compile_time > before, "nothing was compiled");
+    let compiled = m.stats().compile_time;
+    for tier in TIERS {
+        let mut m = Monitor::builder(&spec).tier(tier).build();
+        let mut reference = Monitor::builder(&spec).tier(Tier::Canonical).build();
+        let mut out = vigil::OutputBatch::new();
+        let mut x = 0;
+        for size in [9, 3, 0, 5, 1] {
+            let mut rows = m.batch();
+            let mut want = Vec::new();
+            for _ in 0..size {
+                x += 1;
+                rows.push_row([int(x)]).unwrap();
+                want.push(reference.step([int(x)]).unwrap().to_vec());
+            }
+            m.run_batch(&rows, &mut out).unwrap();
+            let got: Vec<Vec<Sample>> = out.rows().map(|r| r.to_vec()).collect();
+            assert_eq!(got, want, "{tier}, a batch of {size}");
+        }
+    }
+    let mut rows = m.batch();
+    rows.push_row([int(1)]).unwrap();
+    m.run_batch(&rows, &mut vigil::OutputBatch::new()).unwrap();
+    assert_eq!(
+        m.stats().compile_time,
+        compiled,
+        "the first batch compiled again"
+    );
+}
+
 /// `Monitor::step_scalars` computes what `Monitor::step` does, on every
 /// tier: rows with absent inputs (which the whole-row kernel declines),
 /// Ints given to a Float input, a runtime error at the same step; a row of
