@@ -119,6 +119,18 @@ impl RowBatch {
         self.objects.clear();
     }
 
+    /// Row `r` as cells in `cells` (its allocation reused: an engine running
+    /// a batch row by row decodes every row into one vector).
+    pub(crate) fn row_into(&self, r: usize, cells: &mut Vec<Option<Value>>) {
+        cells.clear();
+        cells.extend((0..self.width).map(|k| {
+            let i = r * self.width + k;
+            decode(self.tags[i], self.lanes[i], self.objects.get(i))
+                .value()
+                .cloned()
+        }));
+    }
+
     /// Row `r` as cells (as conformed when it was pushed).
     pub fn row(&self, r: usize) -> Vec<Option<Value>> {
         (0..self.width)

@@ -1119,22 +1119,31 @@ impl Engine {
     /// kernel).
     fn run_row_fused(&mut self, run: &mut Run, row: &[Option<Value>]) -> Result<(), RuntimeError> {
         run.state.begin_row(&self.plan, row);
-        match self.fused.take() {
+        // The compiled parts are borrowed apart from the counters, so the
+        // partition is read in place while the regions run.
+        let Engine {
+            fused,
+            regions,
+            stats,
+            plan,
+            ..
+        } = self;
+        match fused {
             None => {
-                for &s in &self.plan.schedule {
-                    run.state.eval_stream(&self.plan, s)?;
+                for &s in &plan.schedule {
+                    run.state.eval_stream(plan, s)?;
                 }
-                self.stats.canonical_streams += self.plan.schedule.len() as u64;
+                stats.canonical_streams += plan.schedule.len() as u64;
             }
             Some(fused) => {
-                // The partition is moved out for the row (no reference-count
-                // traffic on the hot path) and put back before any return.
-                let result = fused
-                    .steps
-                    .iter()
-                    .try_for_each(|step| self.run_step(run, &fused.plan, step));
-                self.fused = Some(fused);
-                result?;
+                let mut on = Regions {
+                    regions,
+                    stats,
+                    plan,
+                };
+                for step in &fused.steps {
+                    on.run_step(run, &fused.plan, step)?;
+                }
             }
         }
         run.state.end_row(&self.plan);
@@ -1159,7 +1168,17 @@ impl Engine {
         self.stats.rows += 1;
         Ok(())
     }
+}
 
+/// The region programs of an engine with its counters, borrowed apart from
+/// the partition that says when each runs (`Engine::run_row_fused`).
+struct Regions<'e> {
+    regions: &'e mut [RegionRuntime],
+    stats: &'e mut ExecStats,
+    plan: &'e Plan,
+}
+
+impl Regions<'_> {
     fn run_step(&mut self, run: &mut Run, plan: &Plan, step: &Step) -> Result<(), RuntimeError> {
         match step {
             Step::StreamRegion { members, region } => {
@@ -1200,6 +1219,31 @@ impl Engine {
         Ok(())
     }
 
+    /// Runs one region's program on the arena. `Ok(false)`: it declined and
+    /// the caller evaluates its range canonically.
+    fn run_region(&mut self, run: &mut Run, r: RegionId) -> Result<bool, RuntimeError> {
+        let rt = &mut self.regions[r.index()];
+        let no_inputs: (*const u64, *const u8) = (
+            std::ptr::NonNull::dangling().as_ptr(),
+            std::ptr::NonNull::dangling().as_ptr(),
+        );
+        let result = run_kernel(
+            rt,
+            &mut run.promoted[r.index()],
+            KernelId::Region(r),
+            &mut run.state,
+            self.stats,
+            self.plan,
+            no_inputs,
+        );
+        if matches!(result, Ok(true)) {
+            self.stats.region_runs += 1;
+        }
+        result
+    }
+}
+
+impl Engine {
     /// Evaluates the rows of `batch`, writing every printed output of every
     /// row to `out`. On the native-whole tier, runs of promoted rows go
     /// through the batch kernel, one native call for many rows; the row that
@@ -1216,6 +1260,7 @@ impl Engine {
         let width = outputs.len();
         out.reset(width, batch.rows);
         let mut r = 0;
+        let mut cells = Vec::with_capacity(batch.width);
         while r < batch.rows {
             if let Some(done) = self.try_batch_kernel(run, batch, r, &outputs, out) {
                 r += done;
@@ -1226,7 +1271,8 @@ impl Engine {
             }
             // The row that stopped the kernel, or one the kernel cannot take
             // yet, runs alone.
-            self.run_row(run, &batch.row(r))?;
+            batch.row_into(r, &mut cells);
+            self.run_row(run, &cells)?;
             for (c, &slot) in outputs.iter().enumerate() {
                 let i = r * width + c;
                 let st = &run.state;
@@ -1399,29 +1445,6 @@ impl Engine {
             }
             Ok(false) => run.promoted[whole] = false,
             Err(_) => {}
-        }
-        result
-    }
-
-    /// Runs one region's program on the arena. `Ok(false)`: it declined and
-    /// the caller evaluates its range canonically.
-    fn run_region(&mut self, run: &mut Run, r: RegionId) -> Result<bool, RuntimeError> {
-        let rt = &mut self.regions[r.index()];
-        let no_inputs: (*const u64, *const u8) = (
-            std::ptr::NonNull::dangling().as_ptr(),
-            std::ptr::NonNull::dangling().as_ptr(),
-        );
-        let result = run_kernel(
-            rt,
-            &mut run.promoted[r.index()],
-            KernelId::Region(r),
-            &mut run.state,
-            &mut self.stats,
-            &self.plan,
-            no_inputs,
-        );
-        if matches!(result, Ok(true)) {
-            self.stats.region_runs += 1;
         }
         result
     }
