@@ -566,7 +566,11 @@ pub(crate) type Run = (Vec<Vec<Sample>>, Option<RuntimeError>);
 /// Runs one tier: the outputs of every step before the first runtime error,
 /// and that error.
 pub(crate) fn run_tier(spec: &Spec, trace: &[Vec<Option<Value>>], tier: Tier) -> Run {
-    let mut monitor = Monitor::builder(spec).tier(tier).build();
+    run_monitor(&mut Monitor::builder(spec).tier(tier).build(), trace)
+}
+
+/// Runs `trace` on `monitor`, row by row, to its end or its first error.
+fn run_monitor(monitor: &mut Monitor, trace: &[Vec<Option<Value>>]) -> Run {
     let mut outputs = Vec::new();
     for row in trace {
         match monitor.step(row) {
@@ -575,6 +579,21 @@ pub(crate) fn run_tier(spec: &Spec, trace: &[Vec<Option<Value>>], tier: Tier) ->
         }
     }
     (outputs, None)
+}
+
+/// The canonical run of `trace`, after checking that the native-whole batch
+/// path gives the same.
+fn canonical_and_batch(spec: &Spec, trace: &[Vec<Option<Value>>]) -> Run {
+    let canon = run_tier(spec, trace, Tier::Canonical);
+    let batch = run_tier_batch(spec, trace, Tier::NativeWhole);
+    compare_runs(
+        spec,
+        trace,
+        ("canonical", canon.clone()),
+        ("native-whole batch", batch),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    canon
 }
 
 /// The runtime error of a step; generated rows always fit their inputs, so
@@ -1013,15 +1032,7 @@ fn tiers_equal_canonical_with_a_tail() {
         let Some((spec, trace)) = generate_tail_case(&spec_data, len, &trace_data, k % 3) else {
             continue;
         };
-        let canon = run_tier(&spec, &trace, Tier::Canonical);
-        let batch = run_tier_batch(&spec, &trace, Tier::NativeWhole);
-        compare_runs(
-            &spec,
-            &trace,
-            ("canonical", canon.clone()),
-            ("native-whole batch", batch),
-        )
-        .unwrap_or_else(|e| panic!("{e}"));
+        let canon = canonical_and_batch(&spec, &trace);
         for tier in [Tier::Quickened, Tier::NativeRegions, Tier::NativeWhole] {
             let run = run_tier(&spec, &trace, tier);
             compare_runs(
@@ -1169,15 +1180,7 @@ fn tiers_equal_canonical_when_speculating_on_untyped_inputs() {
         else {
             continue;
         };
-        let canon = run_tier(&spec, &trace, Tier::Canonical);
-        let batch = run_tier_batch(&spec, &trace, Tier::NativeWhole);
-        compare_runs(
-            &spec,
-            &trace,
-            ("canonical", canon.clone()),
-            ("native-whole batch", batch),
-        )
-        .unwrap_or_else(|e| panic!("{e}"));
+        let canon = canonical_and_batch(&spec, &trace);
         for tier in [
             Tier::Quickened,
             Tier::NativeRegions,
@@ -1185,17 +1188,7 @@ fn tiers_equal_canonical_when_speculating_on_untyped_inputs() {
             Tier::Auto,
         ] {
             let mut m = Monitor::builder(&spec).tier(tier).build();
-            let mut outputs = Vec::new();
-            let mut error = None;
-            for row in &trace {
-                match m.step(row) {
-                    Ok(o) => outputs.push(o.to_vec()),
-                    Err(e) => {
-                        error = Some(runtime(e));
-                        break;
-                    }
-                }
-            }
+            let (outputs, error) = run_monitor(&mut m, &trace);
             compare_runs(
                 &spec,
                 &trace,
