@@ -133,14 +133,9 @@ impl RowBatch {
 
     /// Row `r` as cells (as conformed when it was pushed).
     pub fn row(&self, r: usize) -> Vec<Option<Value>> {
-        (0..self.width)
-            .map(|k| {
-                let i = r * self.width + k;
-                decode(self.tags[i], self.lanes[i], self.objects.get(i))
-                    .value()
-                    .cloned()
-            })
-            .collect()
+        let mut cells = Vec::with_capacity(self.width);
+        self.row_into(r, &mut cells);
+        cells
     }
 }
 

@@ -51,11 +51,14 @@ pub fn explain(spec: &Spec, tier: Tier) -> String {
             out,
             "\nspeculation: the untyped inputs {} have no scalar signature, so nothing reading them \
              is fused below. On the first rows the engine watches them; once each has had a value \
-             (or after 16 rows) it rebuilds its programs as if each always had the representation \
+             (or after {watch} rows) it rebuilds its programs as if each always had the representation \
              of its first value (Int, Float or Bool), guarded: a row that contradicts it runs \
-             canonically, and once 64 rows and at least one in 16 since have, the programs are \
+             canonically, and once {at_least} rows and at least one in {one_in} since have, the programs are \
              rebuilt without it. `vigil run --stats` says what was speculated and how it went.",
-            names.join(", ")
+            names.join(", "),
+            watch = crate::exec::Speculation::WATCH,
+            at_least = crate::exec::Speculation::GIVE_UP.0,
+            one_in = crate::exec::Speculation::GIVE_UP.1,
         );
     }
     if let Some(whole) = engine.whole_lowered() {
@@ -73,8 +76,7 @@ pub fn explain(spec: &Spec, tier: Tier) -> String {
                  schedule order on every row the kernel completes (so rows run one at a time: \
                  there is no batch kernel):"
             );
-            let inputs = split.tail_inputs.iter().map(|&k| plan.spec.inputs[k]);
-            for s in inputs.chain(split.tail.iter().copied()) {
+            for s in split.left_out(plan) {
                 let why = split.why(s).unwrap_or("not scalar");
                 let _ = writeln!(out, "  {}: {why}", plan.stream_name(s));
             }

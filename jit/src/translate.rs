@@ -139,10 +139,16 @@ pub fn carried_slots(prog: &Program) -> Vec<(u32, Type)> {
                         refused.push(slot);
                     }
                 }
-                InstData::GuardEnv { slot, .. } => refused.push(slot),
+                InstData::GuardEnv { slot, .. } => {
+                    refused.push(slot);
+                    exits += 1;
+                }
+                // Each can leave the row (checked division by two ways).
+                InstData::BinaryCk { .. } => exits += 2,
                 InstData::GuardInput { .. }
-                | InstData::BinaryCk { .. }
-                | InstData::UnaryCk { .. } => exits += 1,
+                | InstData::UnaryCk { .. }
+                | InstData::Decline { .. }
+                | InstData::Trap { .. } => exits += 1,
                 _ => {}
             }
         }

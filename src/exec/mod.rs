@@ -357,7 +357,7 @@ impl std::ops::DerefMut for Promoted {
 /// (`Speculation::GIVE_UP`), the programs are rebuilt from the plan's own
 /// signatures and speculation ends.
 #[derive(Clone, Debug)]
-struct Speculation {
+pub(crate) struct Speculation {
     /// The untyped inputs by position, each with the tag of its first value
     /// seen (`ABSENT` until then; `OTHER` for a Str or Unit value).
     first: Vec<(usize, u8)>,
@@ -388,10 +388,10 @@ enum SpeculationStep {
 
 impl Speculation {
     /// Rows watched at most before deciding.
-    const WATCH: u64 = 16;
+    pub(crate) const WATCH: u64 = 16;
     /// Speculation is given up once this many rows contradicted it, if they
     /// are at least one in `GIVE_UP.1` of the rows since it began.
-    const GIVE_UP: (u64, u64) = (64, 16);
+    pub(crate) const GIVE_UP: (u64, u64) = (64, 16);
 
     fn new(untyped: Vec<usize>) -> Speculation {
         Speculation {
@@ -405,7 +405,6 @@ impl Speculation {
     /// completes are not taken in: they are the speculation's by its guards,
     /// and only counted, by `done`.)
     fn observe(&mut self, plan: &Plan, done: u64, tag_of: impl Fn(usize) -> u8) -> SpeculationStep {
-        use crate::lang::check::ScalarSignature as Sig;
         match &mut self.phase {
             Phase::NotScalar | Phase::GivenUp { .. } => SpeculationStep::Nothing,
             Phase::Active {
@@ -415,7 +414,7 @@ impl Speculation {
                 let rows = done + 1 - *since;
                 let against = self.first.iter().any(|&(k, want)| {
                     let t = tag_of(k);
-                    is_scalar_tag(want) && t != tag::ABSENT && t != want
+                    scalar_signature(want).is_some() && t != tag::ABSENT && t != want
                 });
                 if against {
                     *contradicted += 1;
@@ -444,15 +443,7 @@ impl Speculation {
                 let speculated: Vec<_> = self
                     .first
                     .iter()
-                    .filter_map(|&(k, t)| {
-                        let sig = match t {
-                            tag::I64 => Sig::I64,
-                            tag::F64 => Sig::F64,
-                            tag::B1 => Sig::B1,
-                            _ => return None,
-                        };
-                        Some((plan.spec.inputs[k], sig))
-                    })
+                    .filter_map(|&(k, t)| Some((plan.spec.inputs[k], scalar_signature(t)?)))
                     .collect();
                 if speculated.is_empty() {
                     self.phase = Phase::NotScalar;
@@ -473,8 +464,7 @@ impl Speculation {
         let guessed: Vec<String> = self
             .first
             .iter()
-            .filter(|&&(_, t)| is_scalar_tag(t))
-            .map(|&(k, t)| format!("{} as {}", name(k), tag_name(t)))
+            .filter_map(|&(k, t)| Some(format!("{} as {}", name(k), scalar_signature(t)?)))
             .collect();
         match self.phase {
             Phase::Watching { rows } => {
@@ -499,16 +489,14 @@ impl Speculation {
     }
 }
 
-fn is_scalar_tag(t: u8) -> bool {
-    matches!(t, tag::I64 | tag::F64 | tag::B1)
-}
-
-fn tag_name(t: u8) -> &'static str {
+/// The scalar signature of values of frame tag `t`, if it is a scalar's.
+fn scalar_signature(t: u8) -> Option<crate::lang::check::ScalarSignature> {
+    use crate::lang::check::ScalarSignature as Sig;
     match t {
-        tag::I64 => "i64",
-        tag::F64 => "f64",
-        tag::B1 => "b1",
-        _ => "none",
+        tag::I64 => Some(Sig::I64),
+        tag::F64 => Some(Sig::F64),
+        tag::B1 => Some(Sig::B1),
+        _ => None,
     }
 }
 
@@ -1551,12 +1539,6 @@ impl Engine {
     }
 }
 
-/// Checks, before native code gets raw pointers into the run state, that
-/// the arena and the ring table are as long as the program declares. Promotion
-/// guarantees it (a promoted program's rings are full, and full rings are a
-/// prefix of the table); this one comparison per call turns a broken guarantee
-/// into an engine-bug panic instead of an out-of-bounds access.
-#[inline]
 /// Evaluates the tail of a whole-row kernel's row canonically (see
 /// `WholeSplit`): its inputs from `row`, its streams in schedule order,
 /// then its rings (the kernel pushed its own). Returns how many streams it
@@ -1607,8 +1589,7 @@ fn run_tail(
 /// computes every stream, else which streams the canonical tier evaluates
 /// after it, and why the first is left out.
 fn describe_split(plan: &Plan, split: &WholeSplit) -> String {
-    let inputs = split.tail_inputs.iter().map(|&k| plan.spec.inputs[k]);
-    let left: Vec<StreamId> = inputs.chain(split.tail.iter().copied()).collect();
+    let left: Vec<StreamId> = split.left_out(plan).collect();
     let Some(&first) = left.first() else {
         return String::new();
     };
@@ -1623,6 +1604,12 @@ fn describe_split(plan: &Plan, split: &WholeSplit) -> String {
     )
 }
 
+/// Checks, before native code gets raw pointers into the run state, that
+/// the arena and the ring table are as long as the program declares. Promotion
+/// guarantees it (a promoted program's rings are full, and full rings are a
+/// prefix of the table); this one comparison per call turns a broken guarantee
+/// into an engine-bug panic instead of an out-of-bounds access.
+#[inline]
 fn assert_frame_fits(st: &NodeState, decl: &scalar_ir::Decl) {
     assert!(
         st.lanes.len() >= decl.env as usize

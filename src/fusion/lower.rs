@@ -96,15 +96,9 @@ pub fn whole_row_eligible(plan: &Plan) -> Result<(), String> {
 /// possible).
 pub fn whole_row_eligible_keyed(plan: &Plan, key: Option<StreamId>) -> Result<(), String> {
     let split = whole_row_split(plan, key)?;
-    match (split.tail.first(), split.tail_inputs.first()) {
-        (None, None) => Ok(()),
-        (_, Some(&k)) => Err(format!(
-            "`{}` is not scalar",
-            plan.stream_name(plan.spec.inputs[k])
-        )),
-        (Some(&s), None) => Err(split.why[s.0 as usize]
-            .clone()
-            .unwrap_or_else(|| format!("`{}` is not scalar", plan.stream_name(s)))),
+    match split.left_out(plan).next() {
+        None => Ok(()),
+        Some(s) => Err(split.why(s).unwrap_or("not scalar").to_string()),
     }
 }
 
@@ -138,6 +132,13 @@ impl WholeSplit {
     /// or an input to store.
     pub fn has_tail(&self) -> bool {
         !self.tail.is_empty() || !self.tail_inputs.is_empty()
+    }
+
+    /// What the kernel leaves to the canonical tier: the inputs it does not
+    /// read, then the tail's streams in schedule order.
+    pub fn left_out<'a>(&'a self, plan: &'a Plan) -> impl Iterator<Item = StreamId> + 'a {
+        let inputs = self.tail_inputs.iter().map(|&k| plan.spec.inputs[k]);
+        inputs.chain(self.tail.iter().copied())
     }
 
     /// Why stream `s` is left to the canonical tier, if it is.

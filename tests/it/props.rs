@@ -679,6 +679,14 @@ pub(crate) fn case_strategy() -> impl Strategy<Value = (Vec<u32>, usize, Vec<u32
     )
 }
 
+/// The cases of `case_strategy` drawn deterministically, for sweeps that
+/// must not depend on proptest's case count.
+fn deterministic_cases() -> impl Iterator<Item = (Vec<u32>, usize, Vec<u32>)> {
+    let mut runner = TestRunner::deterministic();
+    let strategy = case_strategy();
+    std::iter::repeat_with(move || strategy.new_tree(&mut runner).unwrap().current())
+}
+
 proptest! {
     // 256 cases by default; PROPTEST_CASES overrides it.
     #![proptest_config(ProptestConfig::default())]
@@ -777,8 +785,7 @@ fn check_case(
 /// rejected specs would make the property vacuous.
 #[test]
 fn generator_coverage() {
-    let mut runner = TestRunner::deterministic();
-    let strategy = case_strategy();
+    let mut cases = deterministic_cases();
     let n = 400;
     let (mut accepted, mut clean, mut steps) = (0, 0, 0);
     let mut first_rejection = None;
@@ -823,7 +830,7 @@ fn generator_coverage() {
     let mut seen = vec![0usize; features.len()];
     let mut kinds = std::collections::BTreeMap::new();
     for k in 0..n {
-        let (spec_data, len, trace_data) = strategy.new_tree(&mut runner).unwrap().current();
+        let (spec_data, len, trace_data) = cases.next().expect("the cases never end");
         let g = generate_spec(&spec_data, k % 2 == 1);
         match Spec::parse("gen.dsrv", &g.source) {
             Ok(spec) => {
@@ -924,11 +931,10 @@ fn offset_operand_reading_its_own_stream_is_a_cycle() {
 /// promotion, for temporal ones), decline, and trap.
 #[test]
 fn tier_coverage() {
-    let mut runner = TestRunner::deterministic();
-    let strategy = case_strategy();
+    let mut cases = deterministic_cases();
     let (mut regions, mut runs, mut promotions, mut declines, mut fused_errors) = (0, 0, 0, 0, 0);
     for _ in 0..300 {
-        let (spec_data, len, trace_data) = strategy.new_tree(&mut runner).unwrap().current();
+        let (spec_data, len, trace_data) = cases.next().expect("the cases never end");
         let g = generate_spec(&spec_data, true);
         let Ok(spec) = Spec::parse("gen.dsrv", &g.source) else {
             continue;
@@ -957,11 +963,10 @@ fn tier_coverage() {
 /// case count), so a regression in any faster tier shows here too.
 #[test]
 fn tiers_equal_canonical_sweep() {
-    let mut runner = TestRunner::deterministic();
-    let strategy = case_strategy();
+    let mut cases = deterministic_cases();
     let mut checked = 0;
     for k in 0..150 {
-        let (spec_data, len, trace_data) = strategy.new_tree(&mut runner).unwrap().current();
+        let (spec_data, len, trace_data) = cases.next().expect("the cases never end");
         match check_tiers(&spec_data, len, &trace_data, k % 4) {
             Ok(()) => checked += 1,
             Err(TestCaseError::Reject(_)) => {}
@@ -1024,11 +1029,10 @@ fn generate_tail_case(
 /// on fallbacks alone.
 #[test]
 fn tiers_equal_canonical_with_a_tail() {
-    let mut runner = TestRunner::deterministic();
-    let strategy = case_strategy();
+    let mut cases = deterministic_cases();
     let (mut checked, mut whole_rows, mut tail_errors, mut kernel_errors) = (0, 0, 0, 0);
     for k in 0..150 {
-        let (spec_data, len, trace_data) = strategy.new_tree(&mut runner).unwrap().current();
+        let (spec_data, len, trace_data) = cases.next().expect("the cases never end");
         let Some((spec, trace)) = generate_tail_case(&spec_data, len, &trace_data, k % 3) else {
             continue;
         };
@@ -1167,11 +1171,10 @@ fn speculation_case(
 /// programs complete rows on it, and it is given up in some runs.
 #[test]
 fn tiers_equal_canonical_when_speculating_on_untyped_inputs() {
-    let mut runner = TestRunner::deterministic();
-    let strategy = case_strategy();
+    let mut cases = deterministic_cases();
     let (mut checked, mut speculating, mut fused, mut given_up) = (0, 0, 0, 0);
     for k in 0..200 {
-        let (spec_data, len, trace_data) = strategy.new_tree(&mut runner).unwrap().current();
+        let (spec_data, len, trace_data) = cases.next().expect("the cases never end");
         // Mostly consistent traces, and some where one value in two
         // contradicts (to give speculation up, the traces must be long).
         let contradict_in = [40, 40, 2][k % 3];
