@@ -96,6 +96,16 @@ impl RowBatch {
         Ok(())
     }
 
+    /// Row `r`'s cells in frame form, where they are.
+    pub(crate) fn cells(&self, r: usize) -> crate::canonical::Cells<'_> {
+        let at = r * self.width;
+        crate::canonical::Cells::Frame {
+            lanes: &self.lanes[at..at + self.width],
+            tags: &self.tags[at..at + self.width],
+            objects: Some((&self.objects, at)),
+        }
+    }
+
     /// The number of cells of each row (the specification's inputs).
     pub fn width(&self) -> usize {
         self.width
@@ -119,23 +129,10 @@ impl RowBatch {
         self.objects.clear();
     }
 
-    /// Row `r` as cells in `cells` (its allocation reused: an engine running
-    /// a batch row by row decodes every row into one vector).
-    pub(crate) fn row_into(&self, r: usize, cells: &mut Vec<Option<Value>>) {
-        cells.clear();
-        cells.extend((0..self.width).map(|k| {
-            let i = r * self.width + k;
-            decode(self.tags[i], self.lanes[i], self.objects.get(i))
-                .value()
-                .cloned()
-        }));
-    }
-
     /// Row `r` as cells (as conformed when it was pushed).
     pub fn row(&self, r: usize) -> Vec<Option<Value>> {
-        let mut cells = Vec::with_capacity(self.width);
-        self.row_into(r, &mut cells);
-        cells
+        let cells = self.cells(r);
+        (0..self.width).map(|k| cells.value(k)).collect()
     }
 }
 

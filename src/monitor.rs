@@ -858,10 +858,7 @@ impl Monitor {
             .into());
         }
         let step = self.steps();
-        let ran = self
-            .engine
-            .run_row_scalars(&mut self.run, row.frame(), &mut self.scratch);
-        self.scratch.clear();
+        let ran = self.engine.run_row_scalars(&mut self.run, row.frame());
         self.outputs_after(ran, step)
     }
 

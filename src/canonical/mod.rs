@@ -34,6 +34,79 @@ use crate::plan::{NodeId, NodeOp, Plan};
 use crate::value::{Sample, Value};
 use scalar_ir::frame::tag;
 
+/// A row's input cells, one per declared input, as the engine is given
+/// them: values (`Monitor::step`, a keyed row) or frame form (a batch's row,
+/// `Monitor::step_scalars`). Every tier reads a row through this one type,
+/// so a batch row reaches the arena as lanes and tags, never decoded into
+/// `Value`s and encoded again.
+#[derive(Clone, Copy, Debug)]
+pub enum Cells<'a> {
+    /// `None` is an absent input; a row shorter than the inputs is absent
+    /// past its end.
+    Values(&'a [Option<Value>]),
+    /// One tag and lane per input; cells tagged `OTHER` have their value in
+    /// `objects` at `base + k` (none when `objects` is `None`).
+    Frame {
+        lanes: &'a [u64],
+        tags: &'a [u8],
+        objects: Option<(&'a Objects, usize)>,
+    },
+}
+
+impl Cells<'_> {
+    /// The frame tag of input `k`.
+    pub fn tag(&self, k: usize) -> u8 {
+        match self {
+            Cells::Values(row) => match row.get(k) {
+                Some(Some(v)) => scalar_form(v).map_or(tag::OTHER, |(t, _)| t),
+                _ => tag::ABSENT,
+            },
+            Cells::Frame { tags, .. } => tags.get(k).copied().unwrap_or(tag::ABSENT),
+        }
+    }
+
+    /// The tag and lane of input `k` (a value with no scalar form is tagged
+    /// `OTHER` with lane 0).
+    pub fn frame_cell(&self, k: usize) -> (u8, u64) {
+        match self {
+            Cells::Values(row) => match row.get(k) {
+                Some(Some(v)) => scalar_form(v).unwrap_or((tag::OTHER, 0)),
+                _ => (tag::ABSENT, 0),
+            },
+            Cells::Frame { lanes, tags, .. } => match tags.get(k) {
+                Some(&t) => (t, lanes[k]),
+                None => (tag::ABSENT, 0),
+            },
+        }
+    }
+
+    /// The row's lanes and tags where they are, for a whole-row kernel's
+    /// frame, if the row is in frame form.
+    pub fn frame(&self) -> Option<(&[u64], &[u8])> {
+        match self {
+            Cells::Values(_) => None,
+            Cells::Frame { lanes, tags, .. } => Some((lanes, tags)),
+        }
+    }
+
+    /// Input `k`'s value, decoded (`RowBatch::row`; the engine writes
+    /// cells to the arena with `NodeState::write_input` instead).
+    pub fn value(&self, k: usize) -> Option<Value> {
+        match self {
+            Cells::Values(row) => row.get(k).cloned().flatten(),
+            Cells::Frame {
+                lanes,
+                tags,
+                objects,
+            } => {
+                let t = *tags.get(k)?;
+                let object = objects.and_then(|(o, base)| o.get(base + k));
+                decode(t, lanes[k], object).value().cloned()
+            }
+        }
+    }
+}
+
 /// The values of cells tagged `OTHER` (slots of a `NodeState`, cells of a
 /// batch), indexed like the lanes. It grows only to the last index that
 /// ever held one, so a run or batch of scalars carries no objects at all,
@@ -441,15 +514,43 @@ impl NodeState {
     }
 
     /// Starts a row: publishes the inputs (one cell per declared input).
-    pub fn begin_row(&mut self, plan: &Plan, row: &[Option<Value>]) {
+    pub fn begin_row(&mut self, plan: &Plan, row: Cells<'_>) {
         if plan.is_timed() {
             self.active.fill(false);
             self.active[0] = true;
         }
-        for (i, &s) in plan.spec.inputs.iter().enumerate() {
-            match row.get(i) {
-                Some(Some(v)) => self.write_value(s.0, v),
-                _ => self.write(s.0, Sample::NoVal),
+        for (k, &s) in plan.spec.inputs.iter().enumerate() {
+            self.write_input(s.0, row, k);
+        }
+    }
+
+    /// Stores input `k` of `row` in `slot`, as it is: a scalar cell's lane
+    /// and tag are copied, an object is cloned, an absent cell is NoVal.
+    #[inline]
+    pub fn write_input(&mut self, slot: u32, row: Cells<'_>, k: usize) {
+        match row {
+            Cells::Values(cells) => match cells.get(k) {
+                Some(Some(v)) => self.write_value(slot, v),
+                _ => self.write(slot, Sample::NoVal),
+            },
+            Cells::Frame {
+                lanes,
+                tags,
+                objects,
+            } => {
+                let i = slot as usize;
+                match tags.get(k).copied().unwrap_or(tag::ABSENT) {
+                    tag::ABSENT => self.write(slot, Sample::NoVal),
+                    tag::OTHER => {
+                        let v = objects.and_then(|(o, base)| o.get(base + k)).cloned();
+                        self.tags[i] = tag::OTHER;
+                        self.objects.set(i, v);
+                    }
+                    t => {
+                        self.tags[i] = t;
+                        self.lanes[i] = lanes[k];
+                    }
+                }
             }
         }
     }
@@ -921,7 +1022,7 @@ impl NodeState {
 
     /// Evaluates one whole row on the canonical tier.
     pub fn run_row(&mut self, plan: &Plan, row: &[Option<Value>]) -> Result<(), RuntimeError> {
-        self.begin_row(plan, row);
+        self.begin_row(plan, Cells::Values(row));
         for &s in &plan.schedule {
             self.eval_stream(plan, s)?;
         }

@@ -33,7 +33,7 @@
 mod tier;
 pub use tier::Tier;
 
-use crate::canonical::NodeState;
+use crate::canonical::{Cells, NodeState};
 use crate::error::{ErrorKind, RuntimeError};
 use crate::fusion::lower::{LoweredRegion, WholeSplit, lower_region};
 use crate::fusion::{Action, FusedPlan, RegionId, Step};
@@ -1047,65 +1047,69 @@ impl Engine {
         self.speculation = Some(spec);
     }
 
-    /// Evaluates one row.
+    /// Evaluates one row given as values (`Monitor::step`, a keyed row).
     pub fn run_row(&mut self, run: &mut Run, row: &[Option<Value>]) -> Result<(), RuntimeError> {
-        if self.speculation.is_some() {
-            self.speculate(run, |k| match row.get(k) {
-                Some(Some(v)) => crate::canonical::scalar_form(v).map_or(tag::OTHER, |(t, _)| t),
-                _ => tag::ABSENT,
-            });
-        }
-        if let Some(w) = self.whole.as_mut() {
-            // The kernel reads the row from its frame's input lanes and
-            // stores the inputs to the arena itself (the same program serves
-            // batches).
-            for (k, cell) in w.input_tags.iter_mut().enumerate() {
-                let (t, lane, _) = crate::batch::encode(row.get(k).unwrap_or(&None));
-                *cell = t;
-                w.input_lanes[k] = lane;
-            }
-            let inputs = (w.input_lanes.as_ptr(), w.input_tags.as_ptr());
-            if self.run_whole(run, inputs, Some(row))? {
-                return Ok(());
-            }
-        }
-        self.run_row_fused(run, row)
+        self.run_cells(run, Cells::Values(row))
     }
 
     /// Evaluates one row given in frame form, one lane and tag per input
-    /// (scalars only: `Monitor::step_scalars`): the whole-row kernel reads
-    /// them where they are; any other tier, or a row the kernel declines,
-    /// gets them as cells (made in `scratch`).
+    /// (scalars only: `Monitor::step_scalars`).
     pub fn run_row_scalars(
         &mut self,
         run: &mut Run,
         (lanes, tags): (&[u64], &[u8]),
-        scratch: &mut Vec<Option<Value>>,
     ) -> Result<(), RuntimeError> {
         let inputs = self.plan.spec.inputs.len();
         assert!(
             lanes.len() == inputs && tags.len() == inputs,
             "engine bug: a scalar row of another width"
         );
+        self.run_cells(
+            run,
+            Cells::Frame {
+                lanes,
+                tags,
+                objects: None,
+            },
+        )
+    }
+
+    /// Evaluates one row, however it is given: every path of a row (values,
+    /// scalars, a batch's row the batch kernel did not take) comes here.
+    /// The whole-row kernel reads a row in frame form where it is, and one
+    /// given as values from the engine's input lanes; the regions and the
+    /// canonical tier take it as it is (`NodeState::write_input`).
+    fn run_cells(&mut self, run: &mut Run, row: Cells<'_>) -> Result<(), RuntimeError> {
         if self.speculation.is_some() {
-            self.speculate(run, |k| tags[k]);
+            self.speculate(run, |k| row.tag(k));
         }
-        if self.whole.is_some() && self.run_whole(run, (lanes.as_ptr(), tags.as_ptr()), None)? {
-            return Ok(());
+        if let Some(w) = self.whole.as_mut() {
+            let inputs = match row.frame() {
+                Some((lanes, tags)) if tags.len() == w.input_tags.len() => {
+                    (lanes.as_ptr(), tags.as_ptr())
+                }
+                _ => {
+                    // The kernel reads the row from its frame's input lanes
+                    // and stores the inputs to the arena itself (the same
+                    // program serves batches).
+                    for (k, cell) in w.input_tags.iter_mut().enumerate() {
+                        let (t, lane) = row.frame_cell(k);
+                        *cell = t;
+                        w.input_lanes[k] = lane;
+                    }
+                    (w.input_lanes.as_ptr(), w.input_tags.as_ptr())
+                }
+            };
+            if self.run_whole(run, inputs, row)? {
+                return Ok(());
+            }
         }
-        scratch.clear();
-        scratch.extend(
-            lanes
-                .iter()
-                .zip(tags)
-                .map(|(&lane, &t)| crate::canonical::decode(t, lane, None).value().cloned()),
-        );
-        self.run_row_fused(run, scratch)
+        self.run_row_fused(run, row)
     }
 
     /// Evaluates one row on the regions and canonically (not the whole-row
     /// kernel).
-    fn run_row_fused(&mut self, run: &mut Run, row: &[Option<Value>]) -> Result<(), RuntimeError> {
+    fn run_row_fused(&mut self, run: &mut Run, row: Cells<'_>) -> Result<(), RuntimeError> {
         run.state.begin_row(&self.plan, row);
         // The compiled parts are borrowed apart from the counters, so the
         // partition is read in place while the regions run.
@@ -1248,7 +1252,6 @@ impl Engine {
         let width = outputs.len();
         out.reset(width, batch.rows);
         let mut r = 0;
-        let mut cells = Vec::with_capacity(batch.width);
         while r < batch.rows {
             if let Some(done) = self.try_batch_kernel(run, batch, r, &outputs, out) {
                 r += done;
@@ -1259,8 +1262,7 @@ impl Engine {
             }
             // The row that stopped the kernel, or one the kernel cannot take
             // yet, runs alone.
-            batch.row_into(r, &mut cells);
-            self.run_row(run, &cells)?;
+            self.run_cells(run, batch.cells(r))?;
             for (c, &slot) in outputs.iter().enumerate() {
                 let i = r * width + c;
                 let st = &run.state;
@@ -1374,10 +1376,9 @@ impl Engine {
     }
 
     /// Runs the whole-row kernel on a row in frame form: `inputs` points at
-    /// one lane and one tag per input of the plan; then the tail, if the
-    /// kernel leaves one, canonically, with the tail's inputs from `row` (a
-    /// row given only in frame form, `None`, holds no value the kernel
-    /// leaves out: they are NoVal). `Ok(true)`: the row is done.
+    /// one lane and one tag per input of the plan (`row`'s); then the tail,
+    /// if the kernel leaves one, canonically, with the tail's inputs from
+    /// `row`. `Ok(true)`: the row is done.
     /// `Ok(false)`: the kernel declined, is demoted (a canonical row may
     /// push ⊥ into a ring, so it promotes afresh), and the row runs on the
     /// regions and canonically.
@@ -1385,7 +1386,7 @@ impl Engine {
         &mut self,
         run: &mut Run,
         inputs: (*const u64, *const u8),
-        row: Option<&[Option<Value>]>,
+        row: Cells<'_>,
     ) -> Result<bool, RuntimeError> {
         let whole = self.whole_index();
         let w = self
@@ -1549,15 +1550,11 @@ fn run_tail(
     plan: &Plan,
     split: &WholeSplit,
     st: &mut NodeState,
-    row: Option<&[Option<Value>]>,
+    row: Cells<'_>,
     trapped: Option<&RuntimeError>,
 ) -> Result<u64, RuntimeError> {
     for &k in &split.tail_inputs {
-        let slot = plan.spec.inputs[k].0;
-        match row.and_then(|r| r.get(k)) {
-            Some(Some(v)) => st.write_value(slot, v),
-            _ => st.write(slot, crate::value::Sample::NoVal),
-        }
+        st.write_input(plan.spec.inputs[k].0, row, k);
     }
     let before = trapped.map(|e| {
         let s = plan

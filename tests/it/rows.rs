@@ -538,6 +538,31 @@ fn a_reused_output_batch_holds_each_batchs_rows_only() {
     );
 }
 
+/// An untyped input given to `Monitor::step_scalars` reaches the streams
+/// that read it on native-whole while the engine is still watching the
+/// untyped inputs (before speculation, they are in the kernel's tail):
+/// regression test for a scalar row whose tail inputs were read as NoVal.
+#[test]
+fn scalar_rows_feed_untyped_inputs_in_the_tail() {
+    let src = "in x\nin z\nin y: Int\nout b\nout c: Int\nb = x\nc = default(c[1], 0) + y";
+    let spec = Spec::parse("s.dsrv", src).unwrap();
+    for tier in TIERS {
+        let mut plain = Monitor::builder(&spec).tier(tier).build();
+        let mut typed = Monitor::builder(&spec).tier(tier).build();
+        let mut row = typed.scalar_row();
+        let (x, y) = (row.input("x").unwrap(), row.input("y").unwrap());
+        // `z` stays absent, so speculation keeps watching for 16 rows.
+        for i in 0..8 {
+            row.set_int(x, i * 3).unwrap();
+            row.set_int(y, i).unwrap();
+            let expected = plain.step([int(i * 3), None, int(i)]).unwrap().to_vec();
+            let got = typed.step_scalars(&row).unwrap().to_vec();
+            assert_eq!(got, expected, "{tier}, row {i}");
+            assert_eq!(got[0], Sample::Value(Value::Int(i * 3)), "{tier}, row {i}");
+        }
+    }
+}
+
 /// `Monitor::step_scalars` computes what `Monitor::step` does, on every
 /// tier: rows with absent inputs (which the whole-row kernel declines),
 /// Ints given to a Float input, a runtime error at the same step; a row of
