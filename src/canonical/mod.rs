@@ -879,7 +879,15 @@ impl NodeState {
             self.push_full_ring(plan, r);
         }
         self.push_filling_rings(plan);
-        self.step += 1;
+        self.advance(1);
+    }
+
+    /// Moves on by `rows` steps whose rings are pushed: the one place the
+    /// step advances (`end_row` for canonical rows; `exec::Run` for rows a
+    /// kernel ran, which pushes its rings itself).
+    #[inline]
+    pub fn advance(&mut self, rows: u64) {
+        self.step += rows;
     }
 
     /// The tick barrier of a whole-row kernel's tail (`fusion::lower::
@@ -1008,7 +1016,7 @@ impl NodeState {
         for (count, active) in self.clocks.iter_mut().zip(&self.active) {
             *count += u64::from(*active);
         }
-        self.step += 1;
+        self.advance(1);
     }
 
     /// Stores the object of ring table entry `k` (tagged `OTHER`),

@@ -286,6 +286,25 @@ impl Run {
         self.failed = None;
     }
 
+    /// Completes `rows` rows a kernel ran (its rings pushed by the kernel's
+    /// own tick barrier): sets the stateful builtins' flags `flag_nodes`
+    /// the first time (a kernel row's values are all real, so each `init`,
+    /// `when` and `update` has fired), then advances the step. The one
+    /// place kernel rows advance the step; canonical rows advance it in
+    /// `NodeState::end_row`, and both go through `NodeState::advance`.
+    fn kernel_rows_done(&mut self, rows: u64, flag_nodes: &[crate::plan::NodeId]) {
+        if rows == 0 {
+            return;
+        }
+        if !self.flags_set {
+            for &n in flag_nodes {
+                self.state.flag[n.index()] = true;
+            }
+            self.flags_set = true;
+        }
+        self.state.advance(rows);
+    }
+
     /// Wraps a run state (fresh, restored or moved from another engine);
     /// every program starts unpromoted.
     pub fn from_state(engine: &Engine, state: NodeState) -> Run {
@@ -1363,13 +1382,12 @@ impl Engine {
         // The native code lives as long as the engine.
         unsafe { f(&mut bf) };
         let done = bf.done as usize;
-        st.step = bf.frame.step;
-        if done > 0 && !run.flags_set {
-            for &n in &w.flag_nodes {
-                st.flag[n.index()] = true;
-            }
-            run.flags_set = true;
-        }
+        assert_eq!(
+            bf.frame.step,
+            st.step + done as u64,
+            "engine bug: the batch kernel's step is not its rows"
+        );
+        run.kernel_rows_done(done as u64, &w.flag_nodes);
         self.stats.whole_rows += done as u64;
         self.stats.rows += done as u64;
         Some(done)
@@ -1421,14 +1439,7 @@ impl Engine {
         };
         match result {
             Ok(true) => {
-                if !run.flags_set {
-                    for &n in &w.flag_nodes {
-                        run.state.flag[n.index()] = true;
-                    }
-                    run.flags_set = true;
-                }
-                // The kernel pushed the rings itself (the tick barrier).
-                run.state.step += 1;
+                run.kernel_rows_done(1, &w.flag_nodes);
                 self.stats.whole_rows += 1;
                 self.stats.rows += 1;
             }
