@@ -8,10 +8,10 @@ use crate::batch::{OutputBatch, RowBatch};
 pub use crate::canonical::ops::DEFAULT_MAX_STRING_BYTES;
 pub use crate::exec::Tier;
 use crate::exec::{Engine, Run};
-use crate::lang::check::{CheckedSpec, Piece};
+use crate::lang::check::{CheckedSpec, Piece, StreamId};
 use crate::lang::diag::Diagnostics;
 use crate::lang::types::Type;
-use crate::plan::Plan;
+use crate::plan::{Plan, Slot};
 use crate::row::{Checked, Row, RowError, RowSchema, ScalarRow, StepError};
 use crate::snapshot::{Repair, RepairError, Snapshot, SnapshotError};
 use crate::trace::InputSchema;
@@ -330,14 +330,15 @@ pub(crate) enum StreamsView<'a> {
     Packed {
         words: &'a [u64],
         layout: &'a crate::canonical::pack::PackLayout,
-        key: (u32, &'a Key),
+        key: (Slot, &'a Key),
     },
 }
 
 impl StreamsView<'_> {
     /// The raw value of stream slot `slot`.
     #[inline]
-    fn raw(&self, slot: u32) -> Sample {
+    fn raw(&self, s: StreamId) -> Sample {
+        let slot = Slot::from(s);
         match self {
             StreamsView::State(st) => st.raw(slot),
             StreamsView::Packed { key, .. } if slot == key.0 => {
@@ -372,13 +373,13 @@ impl<'a> Outputs<'a> {
         let step = self.step;
         spec.triggers
             .iter()
-            .filter(move |t| state.raw(t.stream.0) == Sample::Value(Value::Bool(true)))
+            .filter(move |t| state.raw(t.stream) == Sample::Value(Value::Bool(true)))
             .map(move |t| {
                 let mut message = String::new();
                 for piece in &t.message {
                     match piece {
                         Piece::Text(text) => message.push_str(text),
-                        Piece::Stream(s) => message.push_str(&plain(&state.raw(s.0))),
+                        Piece::Stream(s) => message.push_str(&plain(&state.raw(*s))),
                     }
                 }
                 Alert {
@@ -388,7 +389,7 @@ impl<'a> Outputs<'a> {
                     values: t
                         .values
                         .iter()
-                        .map(|s| (spec.stream(*s).name.as_str(), state.raw(s.0)))
+                        .map(|s| (spec.stream(*s).name.as_str(), state.raw(*s)))
                         .collect(),
                 }
             })
@@ -417,12 +418,12 @@ impl<'a> Outputs<'a> {
 
     /// Output `i` (see `Monitor::output_index`).
     pub fn get(&self, i: usize) -> Sample {
-        self.state.raw(self.spec.outputs[i].0)
+        self.state.raw(self.spec.outputs[i])
     }
 
     /// Every printed output's sample, in print order.
     pub fn iter(&self) -> impl Iterator<Item = Sample> + '_ {
-        self.spec.outputs.iter().map(|s| self.state.raw(s.0))
+        self.spec.outputs.iter().map(|&s| self.state.raw(s))
     }
 
     /// The samples, collected.
@@ -651,21 +652,21 @@ impl Monitor {
             .outputs
             .iter()
             .find(|&&s| spec.stream(s).name == name)?;
-        Some(self.run.state.raw(s.0))
+        Some(self.run.state.raw((*s).into()))
     }
 
     /// The current sample of input `name`: its value at the last step, or
     /// NoVal if that row left it absent; `None` if `name` is not an input.
     pub fn input(&self, name: &str) -> Option<Sample> {
         let s = self.engine.plan().spec.inputs[self.inputs.lookup(name)?];
-        Some(self.run.state.raw(s.0))
+        Some(self.run.state.raw(s.into()))
     }
 
     /// The current sample of any stream `name`: an input, a printed output
     /// or an `aux` stream; `None` if the specification has no such stream.
     pub fn stream(&self, name: &str) -> Option<Sample> {
         let s = self.engine.plan().spec.stream_by_name(name)?;
-        Some(self.run.state.raw(s.0))
+        Some(self.run.state.raw(s.into()))
     }
 
     /// The bytes allocated for offset history (see `NodeState::history_bytes`).

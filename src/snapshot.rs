@@ -396,9 +396,9 @@ impl Snapshot {
         let st = &run.state;
         let stored = stored_slots(plan);
         let slots = (0..stored as u32)
-            .map(|i| match Cell::of(st.raw(i)) {
+            .map(|i| match Cell::of(st.raw(crate::plan::Slot(i))) {
                 Some(now) => Slot::Now(now),
-                None => match Cell::of(st.held(i)) {
+                None => match Cell::of(st.held(crate::plan::Slot(i))) {
                     Some(held) => Slot::Held(held),
                     None => Slot::NoVal,
                 },
@@ -543,7 +543,7 @@ impl Snapshot {
         let mut st = NodeState::new(plan);
         st.step = b.step;
         for (i, slot) in b.slots.iter().enumerate() {
-            let i = i as u32;
+            let i = crate::plan::Slot(i as u32);
             match slot {
                 Slot::NoVal => {}
                 Slot::Now(c) => st.write(i, c.sample()),
@@ -580,7 +580,7 @@ impl Snapshot {
                     plan.stream_name(crate::lang::check::StreamId(i as u32))
                 )
             } else {
-                match plan.node_slots.iter().position(|&slot| slot as usize == i) {
+                match plan.node_slots.iter().position(|&slot| slot.index() == i) {
                     Some(n) => format!("the slot of node {n}"),
                     None => format!("slot {i}, which no node uses"),
                 }
@@ -1087,7 +1087,9 @@ fn render_plan(plan: &Plan) -> String {
             node.stream.0,
             node.sig,
             node.ring_base,
-            node.slots,
+            // As numbers: the fingerprint of a plan must not change with
+            // how the engine spells its ids (`Slot`).
+            node.slots.map(|s| s.0),
             node.rebound,
             plan.node_slots[n],
         );

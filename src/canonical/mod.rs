@@ -30,7 +30,7 @@ pub mod pack;
 use crate::error::{Fault, RuntimeError};
 use crate::lang::ast::{BinOp, Builtin};
 use crate::lang::check::{ScalarSignature, StreamId};
-use crate::plan::{NodeId, NodeOp, Plan};
+use crate::plan::{NodeId, NodeOp, Plan, Slot};
 use crate::value::{Sample, Value};
 use scalar_ir::frame::tag;
 
@@ -374,7 +374,7 @@ impl NodeState {
         };
         let consts_from = n - plan.consts.len();
         for (i, c) in plan.consts.iter().enumerate() {
-            st.write((consts_from + i) as u32, Sample::Value(c.clone()));
+            st.write(Slot((consts_from + i) as u32), Sample::Value(c.clone()));
         }
         if plan.is_timed() {
             // Clocks advance at their own steps, so rings would not fill in
@@ -433,22 +433,22 @@ impl NodeState {
 
     /// The raw value of a slot: NoVal unless it has a value this step.
     #[inline]
-    pub fn raw(&self, slot: u32) -> Sample {
-        let i = slot as usize;
+    pub fn raw(&self, slot: Slot) -> Sample {
+        let i = slot.index();
         decode(self.tags[i], self.lanes[i], self.objects.get(i))
     }
 
     /// Whether a slot is NoVal at this step.
     #[inline]
-    fn is_noval(&self, slot: u32) -> bool {
-        self.tags[slot as usize] == tag::ABSENT
+    fn is_noval(&self, slot: Slot) -> bool {
+        self.tags[slot.index()] == tag::ABSENT
     }
 
     /// The slot under the hold rule: its last non-NoVal value (NoVal if it
     /// never had one).
     #[inline]
-    pub fn held(&self, slot: u32) -> Sample {
-        let i = slot as usize;
+    pub fn held(&self, slot: Slot) -> Sample {
+        let i = slot.index();
         let t = match self.tags[i] {
             tag::ABSENT => self.held_tags[i],
             t => t,
@@ -458,14 +458,14 @@ impl NodeState {
 
     /// The current (raw) value of stream `s`.
     pub fn stream_sample(&self, s: StreamId) -> Sample {
-        self.raw(s.0)
+        self.raw(s.into())
     }
 
     /// Stores a sample in a slot. NoVal only marks the slot absent for this
     /// step, remembering the held value's tag (its payload stays in place).
     #[inline]
-    pub fn write(&mut self, slot: u32, sample: Sample) {
-        let i = slot as usize;
+    pub fn write(&mut self, slot: Slot, sample: Sample) {
+        let i = slot.index();
         match sample {
             Sample::NoVal => {
                 if self.tags[i] != tag::ABSENT {
@@ -491,7 +491,7 @@ impl NodeState {
     /// clocks of the periods `due` (indexed as `Plan::periods`) run.
     pub fn begin_tick(&mut self, plan: &Plan, due: &[bool]) {
         for &s in &plan.spec.inputs {
-            self.write(s.0, Sample::NoVal);
+            self.write(s.into(), Sample::NoVal);
         }
         self.active[0] = false;
         for (a, d) in self.active[1..].iter_mut().zip(due) {
@@ -520,14 +520,14 @@ impl NodeState {
             self.active[0] = true;
         }
         for (k, &s) in plan.spec.inputs.iter().enumerate() {
-            self.write_input(s.0, row, k);
+            self.write_input(s.into(), row, k);
         }
     }
 
     /// Stores input `k` of `row` in `slot`, as it is: a scalar cell's lane
     /// and tag are copied, an object is cloned, an absent cell is NoVal.
     #[inline]
-    pub fn write_input(&mut self, slot: u32, row: Cells<'_>, k: usize) {
+    pub fn write_input(&mut self, slot: Slot, row: Cells<'_>, k: usize) {
         match row {
             Cells::Values(cells) => match cells.get(k) {
                 Some(Some(v)) => self.write_value(slot, v),
@@ -538,7 +538,7 @@ impl NodeState {
                 tags,
                 objects,
             } => {
-                let i = slot as usize;
+                let i = slot.index();
                 match tags.get(k).copied().unwrap_or(tag::ABSENT) {
                     tag::ABSENT => self.write(slot, Sample::NoVal),
                     tag::OTHER => {
@@ -558,8 +558,8 @@ impl NodeState {
     /// Stores a present value in a slot, straight into its frame form (no
     /// intermediate `Sample`: this is the per-input cost of every row).
     #[inline]
-    pub fn write_value(&mut self, slot: u32, v: &Value) {
-        let i = slot as usize;
+    pub fn write_value(&mut self, slot: Slot, v: &Value) {
+        let i = slot.index();
         match scalar_form(v) {
             Some((t, lane)) => {
                 self.tags[i] = t;
@@ -590,14 +590,14 @@ impl NodeState {
     pub fn publish_root(&mut self, plan: &Plan, s: StreamId) {
         if plan.is_timed() && !self.active[plan.clocks[s.index()] as usize] {
             // Not the stream's step (every path, fused or not, comes here).
-            self.write(s.0, Sample::NoVal);
+            self.write(s.into(), Sample::NoVal);
             return;
         }
         if let Some(graph) = plan.graph(s)
             && !matches!(graph.root, crate::plan::Operand::Node(_))
         {
             let v = self.raw(graph.root_slot);
-            self.write(s.0, v);
+            self.write(s.into(), v);
         }
     }
 
@@ -615,7 +615,7 @@ impl NodeState {
         // the general way, which computes the same value and reports the
         // fault.
         if let Some((t, lane)) = self.scalar_node(plan, id) {
-            let i = plan.node_slot(id) as usize;
+            let i = plan.node_slot(id).index();
             self.tags[i] = t;
             // ⊥ leaves the lane as `write(Deferred)` does.
             if t != tag::DEFERRED {
@@ -644,8 +644,8 @@ impl NodeState {
     /// The tag of a slot under the hold rule (its lane holds the held
     /// payload while it is NoVal).
     #[inline]
-    fn held_tag(&self, slot: u32) -> u8 {
-        let i = slot as usize;
+    fn held_tag(&self, slot: Slot) -> u8 {
+        let i = slot.index();
         match self.tags[i] {
             tag::ABSENT => self.held_tags[i],
             t => t,
@@ -673,10 +673,10 @@ impl NodeState {
             NodeOp::Call(Builtin::Default) => {
                 let [a, d, _] = node.slots;
                 let (t, from) = match self.held_tag(a) {
-                    tag::DEFERRED => (self.tags[d as usize], d),
+                    tag::DEFERRED => (self.tags[d.index()], d),
                     t => (t, a),
                 };
-                scalar_or_deferred(t).then(|| (t, self.lanes[from as usize]))
+                scalar_or_deferred(t).then(|| (t, self.lanes[from.index()]))
             }
             _ => None,
         }
@@ -688,8 +688,8 @@ impl NodeState {
     /// `None` for other operands, other operators (Float equality, mixed
     /// Int and Float) and faults, which the general path handles.
     #[inline]
-    fn binary_lanes(&self, op: BinOp, [a, b, _]: [u32; 3]) -> Option<(u8, u64)> {
-        let (x, y) = (self.lanes[a as usize], self.lanes[b as usize]);
+    fn binary_lanes(&self, op: BinOp, [a, b, _]: [Slot; 3]) -> Option<(u8, u64)> {
+        let (x, y) = (self.lanes[a.index()], self.lanes[b.index()]);
         let bit = |v: bool| Some((tag::B1, u64::from(v)));
         match (self.held_tag(a), self.held_tag(b)) {
             (tag::I64, tag::I64) => {
@@ -813,7 +813,7 @@ impl NodeState {
         Some(self.pending.swap_remove(i).fault)
     }
 
-    fn compute_if(&mut self, id: NodeId, [c, a, b]: [u32; 3]) -> Result<Sample, Fault> {
+    fn compute_if(&mut self, id: NodeId, [c, a, b]: [Slot; 3]) -> Result<Sample, Fault> {
         let then_fault = self.take_parked(2 * id.0);
         let else_fault = self.take_parked(2 * id.0 + 1);
         let c = self.held(c);
@@ -852,7 +852,7 @@ impl NodeState {
         };
         let (n, base) = (n as u64, node.ring_base as u64);
         let k = (base + self.step % n) as usize;
-        let operand = node.slots[0] as usize;
+        let operand = node.slots[0].index();
         let old = self.ring_tags[k];
         if !self.push_present(k, operand) {
             // The operand is NoVal: the entry repeats the one before it.
@@ -914,7 +914,7 @@ impl NodeState {
             .zip(&plan.offset_nodes[full..])
             .zip(filling_rings)
         {
-            let operand = plan.node(id).slots[0] as usize;
+            let operand = plan.node(id).slots[0].index();
             let (t, lane, object) = if self.tags[operand] != tag::ABSENT {
                 let object = match self.tags[operand] {
                     tag::OTHER => self.objects.get(operand).cloned(),
@@ -990,7 +990,7 @@ impl NodeState {
             let NodeOp::Offset(n) = node.op else { continue };
             let (n, base, count) = (n as u64, node.ring_base as u64, self.clocks[c]);
             let k = (base + count % n) as usize;
-            let operand = node.slots[0] as usize;
+            let operand = node.slots[0].index();
             let old = self.ring_tags[k];
             if !self.push_present(k, operand) {
                 // NoVal: the entry is the operand's held value (⊥ if it

@@ -25,7 +25,7 @@
 use super::NodeState;
 use crate::lang::ast::Builtin;
 use crate::lang::check::ScalarSignature;
-use crate::plan::{NodeOp, Plan};
+use crate::plan::{NodeOp, Plan, Slot};
 use crate::value::Value;
 use scalar_ir::frame::tag;
 
@@ -87,7 +87,7 @@ impl PackLayout {
             ) {
                 flags.push(i as u32);
             }
-            let slot = plan.node_slot(id);
+            let slot = plan.node_slot(id).0;
             if slot < streams {
                 // A stream's root node: its slot is the stream's.
                 continue;
@@ -111,7 +111,7 @@ impl PackLayout {
         // the ring's newest entry anyway.
         for &id in &plan.offset_nodes {
             if let Some(crate::plan::Operand::Node(m)) = plan.node(id).args.first() {
-                let slot = plan.node_slot(*m);
+                let slot = plan.node_slot(*m).0;
                 if slot >= streams && !persist.contains(&slot) {
                     persist.push(slot);
                     sigs.push(plan.node(*m).sig);
@@ -233,9 +233,9 @@ impl PackLayout {
     /// plans whose streams are all scalar, but for a keyed monitor's key
     /// input, whose value (the key) the caller has.
     #[inline]
-    pub fn raw_stream(&self, words: &[u64], slot: u32) -> crate::value::Sample {
+    pub fn raw_stream(&self, words: &[u64], slot: Slot) -> crate::value::Sample {
         use zerocopy::IntoBytes as _;
-        let i = slot as usize;
+        let i = slot.index();
         debug_assert!(i < self.streams, "engine bug: slot {i} is not a stream");
         let t = words.as_bytes()[self.tags_at + i];
         debug_assert_ne!(t, tag::OTHER, "engine bug: an object in a packed view");
@@ -244,9 +244,9 @@ impl PackLayout {
 
     /// Writes stream slot `slot`'s value (tag and lane) in a packed state
     /// (a keyed monitor's key input, which its kernel may leave out).
-    pub fn set_stream(&self, words: &mut [u64], slot: u32, t: u8, lane: u64) {
+    pub fn set_stream(&self, words: &mut [u64], slot: Slot, t: u8, lane: u64) {
         use zerocopy::IntoBytes as _;
-        let i = slot as usize;
+        let i = slot.index();
         assert!(i < self.streams, "engine bug: slot {i} is not a stream");
         words[self.lanes_at / 8 + i] = lane;
         words.as_mut_bytes()[self.tags_at + i] = t;
@@ -400,7 +400,7 @@ impl NodeState {
     pub fn objects_to_keep(
         &self,
         l: &PackLayout,
-        skip: Option<u32>,
+        skip: Option<Slot>,
     ) -> (Vec<(u32, Value)>, Vec<Option<Value>>) {
         let mut kept = Vec::new();
         for &slot in l.objects.iter() {
@@ -408,7 +408,7 @@ impl NodeState {
             let other = self.tags[s] == tag::OTHER
                 || (self.tags[s] == tag::ABSENT && self.held_tags[s] == tag::OTHER);
             if other
-                && Some(slot) != skip
+                && Some(Slot(slot)) != skip
                 && let Some(v) = self.objects.get(s)
             {
                 kept.push((slot, v.clone()));
@@ -432,7 +432,7 @@ impl NodeState {
     }
 
     /// Sets the object of one slot (a keyed monitor's key input).
-    pub fn set_object(&mut self, slot: u32, v: &Value) {
-        self.objects.set(slot as usize, Some(v.clone()));
+    pub fn set_object(&mut self, slot: Slot, v: &Value) {
+        self.objects.set(slot.index(), Some(v.clone()));
     }
 }

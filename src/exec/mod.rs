@@ -38,7 +38,7 @@ use crate::error::{ErrorKind, RuntimeError};
 use crate::fusion::lower::{LoweredRegion, WholeSplit, lower_region};
 use crate::fusion::{Action, FusedPlan, RegionId, Step};
 use crate::lang::check::StreamId;
-use crate::plan::Plan;
+use crate::plan::{Plan, Slot};
 use crate::value::Value;
 use scalar_ir::frame::{Frame, tag, tag_of};
 use scalar_ir::{Exit, QuickCode, TrapKind};
@@ -1511,11 +1511,11 @@ impl Engine {
     }
 
     /// The name of an arena slot: a stream, or a node of a stream.
-    pub fn slot_name(&self, slot: u32) -> String {
+    pub fn slot_name(&self, slot: Slot) -> String {
         let plan = &self.plan;
         let streams = plan.spec.streams.len() as u32;
-        if slot < streams {
-            plan.stream_name(crate::lang::check::StreamId(slot))
+        if slot.0 < streams {
+            plan.stream_name(crate::lang::check::StreamId(slot.0))
                 .to_string()
         } else {
             let n = plan.node_slots.iter().position(|&s| s == slot).unwrap_or(0);
@@ -1565,7 +1565,7 @@ fn run_tail(
     trapped: Option<&RuntimeError>,
 ) -> Result<u64, RuntimeError> {
     for &k in &split.tail_inputs {
-        st.write_input(plan.spec.inputs[k].0, row, k);
+        st.write_input(plan.spec.inputs[k].into(), row, k);
     }
     let before = trapped.map(|e| {
         let s = plan
@@ -1755,12 +1755,12 @@ fn kernel_exit(
                     .spec
                     .inputs
                     .iter()
-                    .position(|s| s.0 == slot)
+                    .position(|&s| Slot::from(s) == slot)
                     .expect("the whole-row kernel guards inputs");
                 // SAFETY: `input_tags` covers every input.
                 unsafe { *input_tags.add(input) }
             } else {
-                st.tags[slot as usize]
+                st.tags[slot.index()]
             };
             let why = Decline::Read { read: k, seen };
             *stats.declines.entry((id, why)).or_default() += 1;

@@ -22,7 +22,7 @@ use super::{RegionBody, is_island_node, operand_sig, scalar_type};
 use crate::canonical::ops;
 use crate::lang::ast::{BinOp, Builtin, UnOp};
 use crate::lang::check::{ScalarSignature, StreamId};
-use crate::plan::{NodeId, NodeOp, Operand, Plan};
+use crate::plan::{NodeId, NodeOp, Operand, Plan, Slot};
 use crate::value::Value as V;
 use scalar_ir::builder::FunctionBuilder;
 use scalar_ir::{BinOp as IBin, CkBinOp, CmpKind, Cond, Decl, Program, Type, UnOp as IUn, Value};
@@ -45,7 +45,7 @@ pub struct Site {
 pub struct LoweredRegion {
     pub program: Program,
     /// The values the preflight checks; decline reason `k` is `reads[k]`.
-    pub reads: Vec<(u32, Type)>,
+    pub reads: Vec<(Slot, Type)>,
     /// Rings the program reads (base, length, type): promotion checks them.
     pub rings: Vec<(u32, u32, Type)>,
     pub sites: Vec<Site>,
@@ -75,7 +75,7 @@ pub fn lower_region(plan: &Plan, body: &RegionBody) -> LoweredRegion {
             }
             for &n in exports {
                 let ty = scalar_type(plan.node(n).sig).expect("island nodes are scalar");
-                cx.b.store_env(ty, plan.node_slot(n), cx.values[&n]);
+                cx.b.store_env(ty, plan.node_slot(n).0, cx.values[&n]);
             }
         }
     }
@@ -360,9 +360,9 @@ pub fn lower_whole_in(
         WholeEnv::Packed { index, len } => (len, Some(index)),
     };
     // The environment slot of arena slot `slot`, if it is kept.
-    let place = |slot: u32| match index {
-        None => Some(slot),
-        Some(index) => index[slot as usize],
+    let place = |slot: Slot| match index {
+        None => Some(slot.0),
+        Some(index) => index[slot.index()],
     };
     let inputs = plan.spec.inputs.len() as u32;
     let mut cx = Lowering::with_env(plan, inputs + u32::from(warm), env_len);
@@ -373,7 +373,7 @@ pub fn lower_whole_in(
         }
         let ty = scalar_type(plan.spec.stream(s).sig).expect("checked by whole_row_split");
         cx.b.guard_input(k as u32, ty, cx.reads.len() as u32);
-        cx.reads.push((s.0, ty));
+        cx.reads.push((s.into(), ty));
     }
     if warm {
         cx.step = Some(cx.b.load_input(Type::I64, inputs));
@@ -384,7 +384,7 @@ pub fn lower_whole_in(
         }
         let ty = scalar_type(plan.spec.stream(s).sig).expect("checked by whole_row_split");
         let v = cx.b.load_input(ty, k as u32);
-        let at = place(s.0).expect("streams are persistent");
+        let at = place(s.into()).expect("streams are persistent");
         cx.b.store_env(ty, at, v);
         cx.streams.insert(s, v);
     }
@@ -408,7 +408,7 @@ pub fn lower_whole_in(
             // this one holds nodes that are NoVal there (the root's slot is
             // the stream's, stored below).
             let slot = plan.node_slot(id);
-            if slot != s.0
+            if slot != Slot::from(s)
                 && let Some(at) = place(slot)
             {
                 let ty = scalar_type(plan.node(id).sig).expect("checked by whole_row_split");
@@ -417,7 +417,7 @@ pub fn lower_whole_in(
         }
         let v = cx.operand(&graph.root);
         let ty = scalar_type(plan.spec.stream(s).sig).expect("checked by whole_row_split");
-        cx.b.store_env(ty, place(s.0).expect("streams are persistent"), v);
+        cx.b.store_env(ty, place(s.into()).expect("streams are persistent"), v);
         cx.streams.insert(s, v);
     }
     // The tick barrier: every ring takes its operand's value of this row.
@@ -430,7 +430,7 @@ pub fn lower_whole_in(
         if let NodeOp::Offset(n) = node.op {
             let ty = scalar_type(node.sig).expect("checked by whole_row_split");
             let slot = match &node.args[0] {
-                Operand::Stream(s) => Some(s.0),
+                Operand::Stream(s) => Some(Slot::from(*s)),
                 Operand::Node(m) => Some(plan.node_slot(*m)),
                 Operand::Const(_) => None,
             };
@@ -456,8 +456,8 @@ struct Lowering<'a> {
     /// SSA value of every stream computed earlier in this region.
     streams: HashMap<StreamId, Value>,
     /// SSA value of every slot loaded by the preflight.
-    external: HashMap<u32, Value>,
-    reads: Vec<(u32, Type)>,
+    external: HashMap<Slot, Value>,
+    reads: Vec<(Slot, Type)>,
     rings: Vec<(u32, u32, Type)>,
     sites: Vec<Site>,
     /// The end of the last ring lane a ring load or store touches.
@@ -522,15 +522,15 @@ impl<'a> Lowering<'a> {
     }
 
     /// Guards and loads one outside value (once per slot).
-    fn read(&mut self, slot: u32, sig: ScalarSignature) {
+    fn read(&mut self, slot: Slot, sig: ScalarSignature) {
         if self.external.contains_key(&slot) {
             return;
         }
         let ty = scalar_type(sig).expect("fused operands are scalar");
         let reason = self.reads.len() as u32;
         self.reads.push((slot, ty));
-        self.b.guard_env(slot, ty, reason);
-        let v = self.b.load_env(ty, slot);
+        self.b.guard_env(slot.0, ty, reason);
+        let v = self.b.load_env(ty, slot.0);
         self.external.insert(slot, v);
     }
 
@@ -547,7 +547,7 @@ impl<'a> Lowering<'a> {
                 if let Operand::Stream(r) = op
                     && !members[..i].contains(r)
                 {
-                    self.read(r.0, plan.spec.stream(*r).sig);
+                    self.read((*r).into(), plan.spec.stream(*r).sig);
                 }
             }
         }
@@ -571,7 +571,7 @@ impl<'a> Lowering<'a> {
             };
             for op in &node.args[..used] {
                 match op {
-                    Operand::Stream(r) => self.read(r.0, plan.spec.stream(*r).sig),
+                    Operand::Stream(r) => self.read((*r).into(), plan.spec.stream(*r).sig),
                     Operand::Node(m) if !nodes.contains(m) => {
                         self.read(plan.node_slot(*m), plan.node(*m).sig)
                     }
@@ -590,7 +590,7 @@ impl<'a> Lowering<'a> {
             },
             Operand::Stream(s) => match self.streams.get(s) {
                 Some(v) => *v,
-                None => self.external[&s.0],
+                None => self.external[&Slot::from(*s)],
             },
             Operand::Const(V::Int(i)) => self.b.iconst(*i),
             Operand::Const(V::Float(f)) => self.b.fconst(*f),

@@ -37,7 +37,7 @@ use crate::canonical::pack::PackLayout;
 use crate::canonical::scalar_form;
 use crate::exec::{Engine, Run};
 use crate::monitor::{DEFAULT_MAX_STRING_BYTES, Outputs, Spec, Stats, StreamsView, Tier};
-use crate::plan::Plan;
+use crate::plan::{Plan, Slot};
 use crate::row::{Checked, RowError, RowSchema, StepError};
 use crate::snapshot::{KeyedSnapshot, Snapshot, SnapshotError};
 use crate::value::{Key, Sample, Value};
@@ -130,7 +130,7 @@ impl<'a> KeyedMonitorBuilder<'a> {
         // packed once here and copied into each new key's record.
         let mut fresh = vec![0u64; layout.len() / 8];
         work.pack(&layout, zerocopy::IntoBytes::as_mut_bytes(&mut fresh[..]));
-        let key_slot = plan.spec.inputs[key_index].0;
+        let key_slot = Slot::from(plan.spec.inputs[key_index]);
         let mut monitor = KeyedMonitor {
             engine,
             inputs,
@@ -269,7 +269,7 @@ pub struct KeyedMonitor {
     outputs: Arc<[String]>,
     /// The key input's cell in a row, its slot in the arena, and its name.
     key_index: usize,
-    key_slot: u32,
+    key_slot: Slot,
     key_name: String,
     /// Every live key: its record (header and packed run), whole run if
     /// its history is still filling, and recency. Recency is maintained
@@ -632,14 +632,14 @@ impl KeyedMonitor {
             .outputs
             .iter()
             .find(|&&s| spec.stream(s).name == name)?;
-        self.with_run(key, |run| run.state.raw(s.0))
+        self.with_run(key, |run| run.state.raw((*s).into()))
     }
 
     /// The current sample of any stream `name` (input, output or `aux`) of
     /// `key`; `None` if the key is not live or there is no such stream.
     pub fn stream(&self, key: &Key, name: &str) -> Option<Sample> {
         let s = self.engine.plan().spec.stream_by_name(name)?;
-        self.with_run(key, |run| run.state.raw(s.0))
+        self.with_run(key, |run| run.state.raw(s.into()))
     }
 
     /// The bytes allocated for `key`'s offset history (see
@@ -719,7 +719,7 @@ impl KeyedMonitor {
 }
 
 /// Packs `run` into record `id` of `table` (and its side, if it needs one).
-fn pack_record(table: &mut KeyTable, id: EntryId, run: &Run, layout: &PackLayout, key_slot: u32) {
+fn pack_record(table: &mut KeyTable, id: EntryId, run: &Run, layout: &PackLayout, key_slot: Slot) {
     use zerocopy::IntoBytes as _;
     let side = pack_into(run, layout, key_slot, table.words_mut(id).as_mut_bytes());
     table.set_side(id, side);
@@ -727,7 +727,12 @@ fn pack_record(table: &mut KeyTable, id: EntryId, run: &Run, layout: &PackLayout
 
 /// Packs `run` into `bytes` and returns what it keeps beside (see `Side`),
 /// if anything: nearly always nothing, so nothing is allocated.
-fn pack_into(run: &Run, layout: &PackLayout, key_slot: u32, bytes: &mut [u8]) -> Option<Box<Side>> {
+fn pack_into(
+    run: &Run,
+    layout: &PackLayout,
+    key_slot: Slot,
+    bytes: &mut [u8],
+) -> Option<Box<Side>> {
     run.pack(layout, bytes);
     if !layout.may_keep_objects() && run.failed.is_none() {
         return None;
@@ -749,7 +754,7 @@ fn unpack_into(
     layout: &PackLayout,
     bytes: &[u8],
     side: Option<&Side>,
-    key_slot: u32,
+    key_slot: Slot,
     key: &Key,
 ) {
     work.unpack(layout, bytes);

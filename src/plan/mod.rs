@@ -69,12 +69,37 @@ pub struct NodeData {
     pub ring_base: u32,
     /// The operands as slots of the canonical value arena (see
     /// `Plan::node_slot` and `Plan::assign_slots`), unused entries zero.
-    pub slots: [u32; 3],
+    pub slots: [Slot; 3],
     /// An offset of the stream's own name inside an `if` arm, which reads the
     /// arm (see `Lowering::rebind_self_offsets`). The checker typed it as the
     /// stream, so its signature may not describe its values: fusion leaves
     /// it to the canonical tier.
     pub rebound: bool,
+}
+
+/// A slot of the canonical value arena (`NodeState`'s lanes, tags and
+/// objects, and a scalar program's environment): first one per stream (a
+/// stream's slot is its `StreamId`), then one per node that is not a
+/// stream's root, then one per constant (`Plan::assign_slots`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Slot(pub u32);
+
+impl Slot {
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+impl std::fmt::Display for Slot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+impl From<StreamId> for Slot {
+    fn from(s: StreamId) -> Slot {
+        Slot(s.0)
+    }
 }
 
 /// The node graph of one defined stream.
@@ -83,7 +108,7 @@ pub struct StreamGraph {
     pub nodes: Range<u32>,
     pub root: Operand,
     /// `root` as a slot of the canonical value arena.
-    pub root_slot: u32,
+    pub root_slot: Slot,
 }
 
 impl StreamGraph {
@@ -111,7 +136,7 @@ pub struct Plan {
     pub consts: Vec<Value>,
     /// The arena slot of every node: its own, or for a stream's root node
     /// the stream's slot, so the root's value needs no copy.
-    pub node_slots: Vec<u32>,
+    pub node_slots: Vec<Slot>,
     /// The distinct periods of the periodic streams (nanoseconds), in
     /// declaration order; empty for a spec of event streams only.
     pub periods: Vec<i64>,
@@ -140,7 +165,7 @@ impl Plan {
             graphs[id.index()] = Some(StreamGraph {
                 nodes: start..b.nodes.len() as u32,
                 root,
-                root_slot: 0,
+                root_slot: Slot(0),
             });
         }
         let nodes = b.nodes;
@@ -206,23 +231,23 @@ impl Plan {
     /// slot indices, so the interpreter reads every operand the same way.
     fn assign_slots(&mut self) {
         let (streams, nodes) = (self.spec.streams.len() as u32, self.nodes.len() as u32);
-        let mut node_slots: Vec<u32> = (0..nodes).map(|n| streams + n).collect();
+        let mut node_slots: Vec<Slot> = (0..nodes).map(|n| Slot(streams + n)).collect();
         for (s, g) in self.graphs.iter().enumerate() {
             if let Some(StreamGraph {
                 root: Operand::Node(n),
                 ..
             }) = g
             {
-                node_slots[n.index()] = s as u32;
+                node_slots[n.index()] = Slot(s as u32);
             }
         }
         let mut consts: Vec<Value> = Vec::new();
         let mut slot = |op: &Operand| match op {
-            Operand::Stream(s) => s.0,
+            Operand::Stream(s) => Slot::from(*s),
             Operand::Node(n) => node_slots[n.index()],
             Operand::Const(v) => {
                 consts.push(v.clone());
-                streams + nodes + consts.len() as u32 - 1
+                Slot(streams + nodes + consts.len() as u32 - 1)
             }
         };
         for n in &mut self.nodes {
@@ -243,7 +268,7 @@ impl Plan {
     }
 
     /// The arena slot of node `n`.
-    pub fn node_slot(&self, n: NodeId) -> u32 {
+    pub fn node_slot(&self, n: NodeId) -> Slot {
         self.node_slots[n.index()]
     }
 
@@ -406,7 +431,7 @@ impl Lowering<'_> {
             sig: self.spec.expr_sig[e.index()],
             branch: None,
             ring_base: 0,
-            slots: [0; 3],
+            slots: [Slot(0); 3],
             rebound: false,
         });
         Operand::Node(id)

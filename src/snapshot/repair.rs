@@ -140,7 +140,7 @@ impl Snapshot {
             );
             for n in g.node_ids() {
                 let on = old_node(n).expect("a kept stream's nodes correspond");
-                slots[new.node_slot(n) as usize] = b.slots[old.node_slot(on) as usize].clone();
+                slots[new.node_slot(n).index()] = b.slots[old.node_slot(on).index()].clone();
                 if b.flags.binary_search(&on.0).is_ok() {
                     flags.push(n.0);
                 }
