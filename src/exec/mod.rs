@@ -1099,12 +1099,15 @@ impl Engine {
     /// given as values from the engine's input lanes; the regions and the
     /// canonical tier take it as it is (`NodeState::write_input`).
     fn run_cells(&mut self, run: &mut Run, row: Cells<'_>) -> Result<(), RuntimeError> {
+        if self.run_whole_fast(run, row) {
+            return Ok(());
+        }
         if self.speculation.is_some() {
             self.speculate(run, |k| row.tag(k));
         }
         if let Some(w) = self.whole.as_mut() {
             let inputs = match row.frame() {
-                Some((lanes, tags)) if tags.len() == w.input_tags.len() => {
+                Some((lanes, tags)) if tags.len() == self.plan.spec.inputs.len() => {
                     (lanes.as_ptr(), tags.as_ptr())
                 }
                 _ => {
@@ -1124,6 +1127,51 @@ impl Engine {
             }
         }
         self.run_row_fused(run, row)
+    }
+
+    /// The common row of native-whole, kept short: a promoted native kernel
+    /// with no tail, not speculating, completes the row. `false` when the
+    /// row is not that case, or the kernel stopped (declined or trapped):
+    /// then the row starts again on the general path, which runs the kernel
+    /// again and handles its exit (the kernel stores nothing a rerun does
+    /// not store again, and pushes its rings only once the row is done).
+    #[inline]
+    fn run_whole_fast(&mut self, run: &mut Run, row: Cells<'_>) -> bool {
+        let whole = self.regions.len();
+        let Some(w) = self.whole.as_mut() else {
+            return false;
+        };
+        let &Kernel::Native(f) = &w.rt.kernel else {
+            return false;
+        };
+        if !run.promoted[whole] || w.split.has_tail() || self.speculation.is_some() {
+            return false;
+        }
+        let inputs = match row.frame() {
+            Some((lanes, tags)) if tags.len() == self.plan.spec.inputs.len() => {
+                (lanes.as_ptr(), tags.as_ptr())
+            }
+            _ => {
+                // The kernel reads the row from its frame's input lanes
+                // and stores the inputs to the arena itself.
+                let n = self.plan.spec.inputs.len();
+                for (k, (t, lane)) in w.input_tags[..n]
+                    .iter_mut()
+                    .zip(&mut w.input_lanes)
+                    .enumerate()
+                {
+                    (*t, *lane) = row.frame_cell(k);
+                }
+                (w.input_lanes.as_ptr(), w.input_tags.as_ptr())
+            }
+        };
+        if call_native(f, &w.rt, &mut run.state, inputs) != Exit::Return.encode() {
+            return false;
+        }
+        run.kernel_rows_done(1, &w.flag_nodes);
+        self.stats.whole_rows += 1;
+        self.stats.rows += 1;
+        true
     }
 
     /// Evaluates one row on the regions and canonically (not the whole-row
