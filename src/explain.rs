@@ -61,13 +61,21 @@ pub fn explain(spec: &Spec, tier: Tier) -> String {
             one_in = crate::exec::Speculation::GIVE_UP.1,
         );
     }
+    let native = monitor.tier() == Tier::NativeWhole;
     if let Some(whole) = engine.whole_lowered() {
+        let (how, declined) = match native {
+            true => ("native", "canonically"),
+            false => (
+                "interpreted (quickened)",
+                "on the regions of the partition below and canonically",
+            ),
+        };
         let _ = writeln!(
             out,
-            "\nthe whole row is one native program: it checks every input (the row guard) \
+            "\nthe whole row is one {how} program: it checks every input (the row guard) \
              before computing anything, computes every stream in schedule order, stores every \
              node (a later canonical row may hold it) and pushes the offset rings; a row it \
-             declines runs canonically, and it resumes once its rings are promoted again"
+             declines runs {declined}, and it resumes once its rings are promoted again"
         );
         if let Some(split) = engine.whole_split().filter(|s| s.has_tail()) {
             let _ = writeln!(
@@ -83,7 +91,9 @@ pub fn explain(spec: &Spec, tier: Tier) -> String {
         }
         let _ = writeln!(out, "\nwhole-row program:");
         out.push_str(&scalar_ir::print(&whole.program));
-        return out;
+        if native {
+            return out;
+        }
     }
     let Some(fused) = engine.fused() else {
         let _ = writeln!(out, "every stream runs on the canonical tier");

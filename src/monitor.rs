@@ -247,6 +247,17 @@ impl fmt::Display for Stats {
                         self.packed_rows, self.warm_rows
                     )?;
                 }
+            } else if self.tier == Tier::Quickened && self.whole_rows > 0 {
+                writeln!(
+                    f,
+                    "quickened: {} rows executed by the whole-row program",
+                    self.whole_rows
+                )?;
+                writeln!(
+                    f,
+                    "  regions of declined rows: {} region runs executed",
+                    self.region_runs
+                )?;
             } else {
                 writeln!(
                     f,

@@ -644,7 +644,13 @@ impl Engine {
                 ),
             ),
             (Tier::Canonical, ..) => (Tier::Canonical, "requested".to_string()),
-            (Tier::Quickened, ..) => (Tier::Quickened, "requested".to_string()),
+            (Tier::Quickened, Ok(split), _) => (
+                Tier::Quickened,
+                format!(
+                    "requested; the whole-row program on the register interpreter, its regions for the rows it declines{split}"
+                ),
+            ),
+            (Tier::Quickened, Err(_), _) => (Tier::Quickened, "requested".to_string()),
             (Tier::NativeRegions | Tier::NativeWhole | Tier::Auto, _, Err(e)) => (
                 Tier::Quickened,
                 format!("{requested} requested, but Cranelift cannot run here: {e}"),
@@ -683,10 +689,19 @@ impl Engine {
         };
         match tier {
             Tier::Canonical | Tier::Auto => {}
-            Tier::Quickened => engine.build_regions(false),
+            // The quickened tier runs the whole-row program where there is
+            // one: one interpreter entry per row instead of one per region,
+            // and no canonical `if` or tick barrier between them. Its
+            // regions take the rows the program declines.
+            Tier::Quickened => {
+                engine.build_regions(false);
+                if let Ok(split) = whole_ok {
+                    engine.build_whole(split, false);
+                }
+            }
             Tier::NativeRegions => engine.build_regions(true),
             Tier::NativeWhole => {
-                engine.build_whole(whole_ok.expect("native-whole is chosen with a split"))
+                engine.build_whole(whole_ok.expect("native-whole is chosen with a split"), true)
             }
         }
         engine.stats.history_declines = vec![0; engine.regions.len() + 1];
@@ -718,7 +733,7 @@ impl Engine {
 
     /// Lowers the whole row (the kernel's part of `split`) to one program
     /// and compiles it natively.
-    fn build_whole(&mut self, split: WholeSplit) {
+    fn build_whole(&mut self, split: WholeSplit, native: bool) {
         let plan = self.signed.clone();
         let t1 = Instant::now();
         let compiled_before = self.stats.compile_time;
@@ -731,7 +746,9 @@ impl Engine {
             &split,
         );
         // The batch kernel waits for the first batch (`ensure_batch_kernel`).
-        let kernel = self.compile(std::slice::from_ref(&lowered), true).remove(0);
+        let kernel = self
+            .compile(std::slice::from_ref(&lowered), native)
+            .remove(0);
         // The batch kernel runs many rows in one call, with no way to run
         // a tail between them.
         let batch = match kernel {
@@ -1129,7 +1146,7 @@ impl Engine {
         self.run_row_fused(run, row)
     }
 
-    /// The common row of native-whole, kept short: a promoted native kernel
+    /// The common row of a whole-row program, kept short: a promoted kernel
     /// with no tail, not speculating, completes the row. `false` when the
     /// row is not that case, or the kernel stopped (declined or trapped):
     /// then the row starts again on the general path, which runs the kernel
@@ -1139,9 +1156,6 @@ impl Engine {
     fn run_whole_fast(&mut self, run: &mut Run, row: Cells<'_>) -> bool {
         let whole = self.regions.len();
         let Some(w) = self.whole.as_mut() else {
-            return false;
-        };
-        let &Kernel::Native(f) = &w.rt.kernel else {
             return false;
         };
         if !run.promoted[whole] || w.split.has_tail() || self.speculation.is_some() {
@@ -1165,7 +1179,19 @@ impl Engine {
                 (w.input_lanes.as_ptr(), w.input_tags.as_ptr())
             }
         };
-        if call_native(f, &w.rt, &mut run.state, inputs) != Exit::Return.encode() {
+        let returned = match &mut w.rt.kernel {
+            &mut Kernel::Native(f) => {
+                call_native(f, &w.rt, &mut run.state, inputs) == Exit::Return.encode()
+            }
+            Kernel::Quick(code) => {
+                let mut frame = frame_on(&w.rt.lowered.program.decl, &mut run.state, inputs);
+                // SAFETY: as in `call_native`: the frame covers what the
+                // program declares (checked by `frame_on`), the row lanes
+                // hold every input, and promotion found its rings full.
+                unsafe { code.run_frame(&mut frame) == Exit::Return }
+            }
+        };
+        if !returned {
             return false;
         }
         run.kernel_rows_done(1, &w.flag_nodes);

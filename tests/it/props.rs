@@ -927,12 +927,14 @@ fn offset_operand_reading_its_own_stream_is_a_cycle() {
 }
 
 /// The tier property must exercise the fused tier, not only its fallback:
-/// over generated specs and fully present traces, regions run (after
-/// promotion, for temporal ones), decline, and trap.
+/// over generated specs and fully present traces, the quickened tier's
+/// whole-row programs and its regions (which take the rows a program
+/// declines) run (after promotion, for temporal ones), decline, and trap.
 #[test]
 fn tier_coverage() {
     let mut cases = deterministic_cases();
     let (mut regions, mut runs, mut promotions, mut declines, mut fused_errors) = (0, 0, 0, 0, 0);
+    let mut whole_rows = 0;
     for _ in 0..300 {
         let (spec_data, len, trace_data) = cases.next().expect("the cases never end");
         let g = generate_spec(&spec_data, true);
@@ -950,13 +952,15 @@ fn tier_coverage() {
         }
         let stats = monitor.stats();
         runs += stats.region_runs;
+        whole_rows += stats.whole_rows;
         promotions += stats.promotions;
         declines += stats.declines.iter().map(|(_, n)| n).sum::<u64>();
     }
     eprintln!(
-        "tiers: {regions} regions, {runs} fused runs, {promotions} promotions, {declines} declines, {fused_errors} runs ending in an error"
+        "tiers: {regions} regions, {runs} region runs, {whole_rows} whole-row program rows, {promotions} promotions, {declines} declines, {fused_errors} runs ending in an error"
     );
     assert!(regions > 300 && runs > 1000 && promotions > 20 && declines > 20 && fused_errors > 10);
+    assert!(whole_rows > 1000);
 }
 
 /// A deterministic sweep of the tier property (independent of proptest's
