@@ -477,6 +477,14 @@ impl Speculation {
         }
     }
 
+    /// Whether it still has to see every row. Once it has decided, a row a
+    /// whole-row program completes needs no look: it passed the program's
+    /// row guard, so it matched every speculated representation (only a
+    /// contradicting row counts, and such a row declines).
+    fn watching(&self) -> bool {
+        matches!(self.phase, Phase::Watching { .. })
+    }
+
     /// What `--stats` says about it, the engine having evaluated `done` rows.
     fn describe(&self, plan: &Plan, done: u64) -> String {
         let name = |k: usize| plan.stream_name(plan.spec.inputs[k]).to_string();
@@ -1147,7 +1155,7 @@ impl Engine {
     }
 
     /// The common row of a whole-row program, kept short: a promoted kernel
-    /// with no tail, not speculating, completes the row. `false` when the
+    /// with no tail, not watching untyped inputs, completes the row. `false` when the
     /// row is not that case, or the kernel stopped (declined or trapped):
     /// then the row starts again on the general path, which runs the kernel
     /// again and handles its exit (the kernel stores nothing a rerun does
@@ -1158,7 +1166,8 @@ impl Engine {
         let Some(w) = self.whole.as_mut() else {
             return false;
         };
-        if !run.promoted[whole] || w.split.has_tail() || self.speculation.is_some() {
+        let watching = self.speculation.as_ref().is_some_and(Speculation::watching);
+        if !run.promoted[whole] || w.split.has_tail() || watching {
             return false;
         }
         let inputs = match row.frame() {
