@@ -171,6 +171,27 @@ fn start_block(
         rest,
         line_no,
     } = header;
+    check_step(schema, (next_step, max_gap), (step, col, line_no), prev)?;
+    match assign_rest(text, rest, line_no, schema, values) {
+        Ok(()) => Ok(step),
+        // The step number is valid, so the empty rows of the gap before it
+        // are complete and are returned before the error.
+        Err(error) => {
+            values.fill(None);
+            Err(Pending { until: step, error })
+        }
+    }
+}
+
+/// Checks a block's step number (at column `col` of line `line_no`)
+/// against the step of the block before, `prev`, and the bound on the gap
+/// before it; `next_step` is the step of the next row to return.
+fn check_step(
+    schema: &Schema,
+    (next_step, max_gap): (u64, u64),
+    (step, col, line_no): (u64, usize, usize),
+    prev: Option<u64>,
+) -> Result<(), Pending> {
     if let Some(prev) = prev
         && step <= prev
     {
@@ -207,15 +228,7 @@ fn start_block(
             ),
         });
     }
-    match assign_rest(text, rest, line_no, schema, values) {
-        Ok(()) => Ok(step),
-        // The step number is valid, so the empty rows of the gap before it
-        // are complete and are returned before the error.
-        Err(error) => {
-            values.fill(None);
-            Err(Pending { until: step, error })
-        }
-    }
+    Ok(())
 }
 
 impl RowReader for TcReader {
@@ -272,6 +285,35 @@ impl RowReader for TcReader {
             // `str`, and anything it does not recognise (or that would be
             // an error) goes the general way below.
             if self.block.is_some() && assign_plain_int(raw.text, &self.schema, &mut self.values) {
+                continue;
+            }
+            // So are header lines `N: name = 123`, the other half of such
+            // a trace: what follows is the header branch below, less the
+            // UTF-8 check and the general parse.
+            if let Some((header, (i, value))) = plain_header(raw.number, raw.text, &self.schema) {
+                self.header_at = super::TracePosition {
+                    offset: raw.offset,
+                    line: raw.number as u64 - 1,
+                };
+                let finished = self.block.take();
+                let prev = finished.or(self.resumed_prev.take());
+                if let Some(step) = finished {
+                    move_values(&mut self.values, row);
+                    self.next_step = step.saturating_add(1);
+                }
+                let at = (header.step, header.col, header.line_no);
+                match check_step(&self.schema, (self.next_step, self.max_gap), at, prev) {
+                    Ok(()) => {
+                        // A new block's cells are all empty: the block
+                        // before was moved out, or there was none.
+                        self.values[i] = Some(Value::Int(value));
+                        self.block = Some(header.step);
+                    }
+                    Err(p) => self.pending = Some(p),
+                }
+                if finished.is_some() {
+                    return Ok(true);
+                }
                 continue;
             }
             let (header, text) = match classify(raw.number, raw.text, &self.schema) {
@@ -399,6 +441,34 @@ fn fast_int_assignment(line: &[u8], schema: &Schema) -> Option<(usize, i64)> {
     let value = super::values::plain_int(&line[at..end])?;
     let i = schema.lookup_bytes(name)?;
     (schema.types[i] == Type::Int).then_some((i, value))
+}
+
+/// A header line `N: name = -123` (spaces and tabs before the step number;
+/// digits only, at most 19, so it fits; the colon right after them; then a
+/// line `fast_int_assignment` reads): the header and the assignment. `None`
+/// for any other line, which the general reader then reads.
+fn plain_header(line_no: usize, line: &[u8], schema: &Schema) -> Option<(Header, (usize, i64))> {
+    let start = line.iter().position(|b| !matches!(b, b' ' | b'\t'))?;
+    let digits = line[start..]
+        .iter()
+        .take_while(|b| b.is_ascii_digit())
+        .count();
+    if digits == 0 || digits > 19 || line.get(start + digits) != Some(&b':') {
+        return None;
+    }
+    let step = line[start..start + digits]
+        .iter()
+        .fold(0u64, |n, d| n * 10 + u64::from(d - b'0'));
+    let rest = start + digits + 1;
+    let assignment = fast_int_assignment(&line[rest..], schema)?;
+    let header = Header {
+        step,
+        // The line is ASCII up to here: a byte is a column.
+        col: start + 1,
+        rest,
+        line_no,
+    };
+    Some((header, assignment))
 }
 
 /// Moves a finished block's cells into the caller's row, leaving the block
@@ -735,6 +805,59 @@ mod tests {
         assert_eq!(
             err("x = 1\n", decls),
             "t.input:1:1: assignment before the first step header (`0:`)"
+        );
+    }
+
+    /// Header lines with a plain Int assignment (`plain_header`) read as the
+    /// general rule reads them: gaps, the step checks and their columns,
+    /// and the lines it leaves to the general rule (a space before the
+    /// colon, a Float input, a step number of 20 digits).
+    #[test]
+    fn plain_header_lines_read_as_the_general_rule_reads_them() {
+        let decls = &[("x", Type::Int), ("f", Type::Float)];
+        let i = |v: i64| Some(Value::Int(v));
+        assert_eq!(
+            read(
+                "0: x = 1\n  2:\tx = -2\n3 : x = 3\n4: f = 4\n\t5:x=5\n",
+                decls
+            )
+            .unwrap(),
+            vec![
+                vec![i(1), None],
+                vec![None, None],
+                vec![i(-2), None],
+                vec![i(3), None],
+                vec![None, Some(Value::Float(4.0))],
+                vec![i(5), None],
+            ]
+        );
+        assert_eq!(
+            err("  4: x = 1\n  4: x = 2\n", decls),
+            "t.input:2:3: step 4 repeats step 4: step numbers must increase"
+        );
+        assert_eq!(
+            err("4: x = 1\n\t3: x = 2\n", decls),
+            "t.input:2:2: step 3 goes back from step 4: step numbers must increase"
+        );
+        assert_eq!(
+            err("0: x = 1\n9999999999999999999: x = 2\n", decls),
+            "t.input:2:1: step 9999999999999999999 skips 9999999999999999998 empty steps after step 0, more than the bound of 1000000 (raise it with --max-step-gap)"
+        );
+        assert_eq!(
+            err("0: x = 1\n99999999999999999999: x = 2\n", decls),
+            "t.input:2:1: step number `99999999999999999999` is too large (the largest is 18446744073709551615)"
+        );
+        // The rows before a header's error are returned first.
+        assert_eq!(
+            rows_then_error(
+                "0: x = 1\n1: x = 2\n1: x = 3\n",
+                decls,
+                ReaderOptions::default()
+            ),
+            (
+                vec![vec![i(1), None], vec![i(2), None]],
+                Some("t.input:3:1: step 1 repeats step 1: step numbers must increase".to_string())
+            )
         );
     }
 
