@@ -86,6 +86,13 @@ enum Line<'a> {
     Invalid(TraceError),
 }
 
+/// What follows a header's colon: the line, for the general rule, or the
+/// plain Int assignment a byte scan found there (`plain_header`).
+enum Rest<'a> {
+    Text(&'a str),
+    Plain((usize, i64)),
+}
+
 /// A well-formed step header `N:`.
 struct Header {
     step: u64,
@@ -152,7 +159,7 @@ impl TcReader {
     }
 }
 
-/// Starts the block of `header` (on line `text`) once the block of step
+/// Starts the block of `header` (followed by `rest`) once the block of step
 /// `prev`, if any, has been returned and `next_step` is the step after it:
 /// checks the step number and the gap, and applies the header's own
 /// assignment to `values` (empty). Returns the block's step, or the error to
@@ -162,17 +169,26 @@ fn start_block(
     values: &mut [Option<Value>],
     (next_step, max_gap): (u64, u64),
     header: Header,
-    text: &str,
+    rest: Rest<'_>,
     prev: Option<u64>,
 ) -> Result<u64, Pending> {
     let Header {
         step,
         col,
-        rest,
+        rest: after,
         line_no,
     } = header;
     check_step(schema, (next_step, max_gap), (step, col, line_no), prev)?;
-    match assign_rest(text, rest, line_no, schema, values) {
+    let assigned = match rest {
+        Rest::Text(text) => assign_rest(text, after, line_no, schema, values),
+        // A new block's cells are all empty: the block before was moved
+        // out, or there was none.
+        Rest::Plain((i, value)) => {
+            values[i] = Some(Value::Int(value));
+            Ok(())
+        }
+    };
+    match assigned {
         Ok(()) => Ok(step),
         // The step number is valid, so the empty rows of the gap before it
         // are complete and are returned before the error.
@@ -290,63 +306,41 @@ impl RowReader for TcReader {
             // So are header lines `N: name = 123`, the other half of such
             // a trace: what follows is the header branch below, less the
             // UTF-8 check and the general parse.
-            if let Some((header, (i, value))) = plain_header(raw.number, raw.text, &self.schema) {
-                self.header_at = super::TracePosition {
-                    offset: raw.offset,
-                    line: raw.number as u64 - 1,
-                };
-                let finished = self.block.take();
-                let prev = finished.or(self.resumed_prev.take());
-                if let Some(step) = finished {
-                    move_values(&mut self.values, row);
-                    self.next_step = step.saturating_add(1);
-                }
-                let at = (header.step, header.col, header.line_no);
-                match check_step(&self.schema, (self.next_step, self.max_gap), at, prev) {
-                    Ok(()) => {
-                        // A new block's cells are all empty: the block
-                        // before was moved out, or there was none.
-                        self.values[i] = Some(Value::Int(value));
-                        self.block = Some(header.step);
+            let plain = plain_header(raw.number, raw.text, &self.schema);
+            let (header, rest) = match plain {
+                Some((header, assignment)) => (Ok(header), Rest::Plain(assignment)),
+                None => match classify(raw.number, raw.text, &self.schema) {
+                    Line::Nothing => continue,
+                    // A time reset ends the block being read, and step numbers
+                    // start again after it; with no block being read (the
+                    // trace's start, a second marker) there is nothing to reset.
+                    Line::Reset => match self.block.take() {
+                        Some(_) => {
+                            move_values(&mut self.values, row);
+                            self.next_step = 0;
+                            self.reset = true;
+                            return Ok(true);
+                        }
+                        None => continue,
+                    },
+                    Line::Invalid(e) => return self.fail(e),
+                    Line::Assignment { text, at } => {
+                        let result = if self.block.is_none() {
+                            Err(self.schema.error(
+                                raw.number,
+                                char_col(text, at),
+                                "assignment before the first step header (`0:`)",
+                            ))
+                        } else {
+                            assign(text, at, raw.number, &self.schema, &mut self.values)
+                        };
+                        match result {
+                            Ok(()) => continue,
+                            Err(e) => return self.fail(e),
+                        }
                     }
-                    Err(p) => self.pending = Some(p),
-                }
-                if finished.is_some() {
-                    return Ok(true);
-                }
-                continue;
-            }
-            let (header, text) = match classify(raw.number, raw.text, &self.schema) {
-                Line::Nothing => continue,
-                // A time reset ends the block being read, and step numbers
-                // start again after it; with no block being read (the
-                // trace's start, a second marker) there is nothing to reset.
-                Line::Reset => match self.block.take() {
-                    Some(_) => {
-                        move_values(&mut self.values, row);
-                        self.next_step = 0;
-                        self.reset = true;
-                        return Ok(true);
-                    }
-                    None => continue,
+                    Line::Header(header, text) => (header, Rest::Text(text)),
                 },
-                Line::Invalid(e) => return self.fail(e),
-                Line::Assignment { text, at } => {
-                    let result = if self.block.is_none() {
-                        Err(self.schema.error(
-                            raw.number,
-                            char_col(text, at),
-                            "assignment before the first step header (`0:`)",
-                        ))
-                    } else {
-                        assign(text, at, raw.number, &self.schema, &mut self.values)
-                    };
-                    match result {
-                        Ok(()) => continue,
-                        Err(e) => return self.fail(e),
-                    }
-                }
-                Line::Header(header, text) => (header, text),
             };
             self.header_at = super::TracePosition {
                 offset: raw.offset,
@@ -373,7 +367,7 @@ impl RowReader for TcReader {
                         &mut self.values,
                         (self.next_step, self.max_gap),
                         header,
-                        text,
+                        rest,
                         prev,
                     )
                 });
