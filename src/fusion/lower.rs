@@ -18,7 +18,7 @@
 //! once those rings are full (the table grows as rings fill, shortest
 //! first); promotion checks exactly that before the program first runs.
 
-use super::{RegionBody, is_island_node, operand_sig, scalar_type};
+use super::{RegionBody, is_island_node, may_be_noval, operand_sig, scalar_type};
 use crate::canonical::ops;
 use crate::lang::ast::{BinOp, Builtin, UnOp};
 use crate::lang::check::{ScalarSignature, StreamId};
@@ -61,6 +61,15 @@ pub fn lower_region(plan: &Plan, body: &RegionBody) -> LoweredRegion {
                 let graph = plan.graph(s).expect("members are defined streams");
                 for id in graph.node_ids() {
                     cx.lower_node(id);
+                    // A node a later canonical row may hold (inside an
+                    // eager select's arm) keeps its value in the arena, as
+                    // an island exports it.
+                    let slot = plan.node_slot(id);
+                    if slot != Slot::from(s) && may_be_noval(plan, id) {
+                        let ty =
+                            scalar_type(plan.node(id).sig).expect("eligible streams are scalar");
+                        cx.b.store_env(ty, slot.0, cx.values[&id]);
+                    }
                 }
                 let v = cx.operand(&graph.root);
                 let ty = scalar_type(plan.spec.stream(s).sig).expect("eligible streams are scalar");

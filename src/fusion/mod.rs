@@ -227,10 +227,12 @@ pub fn why_not_eligible(plan: &Plan, s: StreamId) -> Option<String> {
 /// Whether a node may be NoVal on a canonical row after fused code computed
 /// it: then a reader holding it needs its last value in the arena, so fused
 /// code must store it even if no canonical node reads it directly. Offsets
-/// and constants never are; a node inside an `if` arm that can trap is (the
-/// canonical tier makes it NoVal when the arm is not selected); `default`
-/// may pass on a NoVal fallback; stateful builtins are canonical; otherwise
-/// a node is NoVal only through an operand that may be.
+/// and constants never are; a node inside an `if` arm is (the canonical
+/// tier makes it NoVal when it faults; even one that cannot fault on the
+/// representations its signature names can on a row that contradicts a
+/// speculated input's, which runs canonically with the values it has);
+/// `default` may pass on a NoVal fallback; stateful builtins are canonical;
+/// otherwise a node is NoVal only through an operand that may be.
 pub fn may_be_noval(plan: &Plan, id: NodeId) -> bool {
     let node = plan.node(id);
     let operand = |op: &Operand| match op {
@@ -246,7 +248,7 @@ pub fn may_be_noval(plan: &Plan, id: NodeId) -> bool {
                 || operand(&node.args[1])
         }
         NodeOp::Call(Builtin::Init | Builtin::Latch | Builtin::Update) | NodeOp::If => true,
-        _ => (node.branch.is_some() && may_trap(plan, id)) || node.args.iter().any(operand),
+        _ => node.branch.is_some() || node.args.iter().any(operand),
     }
 }
 

@@ -538,6 +538,43 @@ fn a_reused_output_batch_holds_each_batchs_rows_only() {
     );
 }
 
+/// A row that contradicts a speculated input runs canonically with the
+/// values it has, and an `if` arm that cannot fault on the speculated
+/// representation can there (`Int % Int` by zero, where the speculated
+/// Floats give NaN): the arm is NoVal and the `if` reads its held value,
+/// which the fused code must have kept. Regression test: native-regions
+/// printed nothing for `s` at step 2 (its eager select stored no arm).
+#[test]
+fn a_contradicting_row_holds_the_arms_fused_code_computed() {
+    let spec = Spec::parse(
+        "s.dsrv",
+        "in i\nout s: Int\ns = if i == 0 then i else i % i",
+    )
+    .unwrap();
+    let rows = [
+        Some(Value::Float(0.1)),
+        Some(Value::Float(-7.0)),
+        int(0),
+        Some(Value::Float(1.0)),
+    ];
+    let mut canonical = Monitor::builder(&spec).tier(Tier::Canonical).build();
+    let expected: Vec<_> = rows
+        .iter()
+        .map(|r| canonical.step([r.clone()]).unwrap().to_vec())
+        .collect();
+    assert_eq!(expected[2], [Sample::Value(Value::Int(0))]);
+    for tier in TIERS {
+        let mut m = Monitor::builder(&spec).tier(tier).build();
+        for (k, r) in rows.iter().enumerate() {
+            assert_eq!(
+                m.step([r.clone()]).unwrap().to_vec(),
+                expected[k],
+                "{tier}, row {k}"
+            );
+        }
+    }
+}
+
 /// An untyped input given to `Monitor::step_scalars` reaches the streams
 /// that read it on native-whole while the engine is still watching the
 /// untyped inputs (before speculation, they are in the kernel's tail):
