@@ -376,24 +376,23 @@ pub(super) fn run(
     }
     let policy = args.on_malformed;
     if streaming && (sources.len() > 1 || listener.is_some()) {
-        // Live sources merged: each read on a thread of its own (reopened
-        // there: a reader stays on the thread that opened it).
-        let files = reading.iter().filter(|p| !p.starts_with("tcp://"));
-        for (src, path) in sources.iter_mut().zip(files) {
-            let (path, format, schema) = (path.clone(), src.format, schema.clone());
-            let width = schema.names.len();
-            src.feeder = Feeder::Thread(spawn_reader(
-                src.name.clone(),
-                format,
-                width,
-                policy,
-                move || {
-                    trace::open_trace(&path, format, &schema, options)
-                        .map(|o| o.reader)
-                        .map_err(|e| e.to_string())
-                },
-            ));
-        }
+        // Live sources merged: each read on a thread of its own, by the
+        // reader opened above. (Opening it again there closed the first
+        // one: a FIFO's writer could then find no reader and fail with a
+        // broken pipe.)
+        let width = schema.names.len();
+        sources = sources
+            .into_iter()
+            .map(|mut src| {
+                if let Feeder::Direct(reader) = src.feeder {
+                    let rx = spawn_reader(src.name.clone(), src.format, width, policy, move || {
+                        Ok(reader)
+                    });
+                    src.feeder = Feeder::Thread(rx);
+                }
+                src
+            })
+            .collect();
     }
     if let Some(l) = &listener
         && let Ok(addr) = l.local_addr()

@@ -448,6 +448,82 @@ fn a_silent_live_source_goes_idle() {
     assert_eq!(out.status.code(), Some(0));
 }
 
+/// Live sources keep the reader vigil opened first: writers that write as
+/// soon as their FIFOs are open never find them without a reader.
+/// Regression test: each FIFO was opened, then closed and opened again on
+/// its reading thread, and a write in between failed with a broken pipe
+/// (the race the idle-source test above lost once under load; here many
+/// writes follow the opens at once, to fall into it).
+#[test]
+fn live_sources_are_read_by_the_reader_first_opened() {
+    use std::io::Write as _;
+    let dir = crate::support::test_dir("time", "live_first_open");
+    let spec = crate::support::write(
+        &dir,
+        "live.dsrv",
+        "in a: Int\nin b: Int\nout s: Int\ns = a + default(b, 0)\n",
+    );
+    for round in 0..5 {
+        let (f1, f2) = (
+            dir.join(format!("f1_{round}")),
+            dir.join(format!("f2_{round}")),
+        );
+        for f in [&f1, &f2] {
+            let made = std::process::Command::new("mkfifo")
+                .arg(f)
+                .status()
+                .unwrap();
+            assert!(made.success());
+        }
+        let child = std::process::Command::new(env!("CARGO_BIN_EXE_vigil"))
+            .args(["run", &spec, "--time", "t", "--output", "jsonl"])
+            .arg("--input")
+            .arg(&f1)
+            .arg("--input")
+            .arg(&f2)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // A run that never ends fails the test instead of hanging it (and
+        // one that ended is never signalled: its pid may be another's).
+        let pid = child.id().to_string();
+        let ended = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let watched = ended.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_secs(30));
+            if !watched.load(std::sync::atomic::Ordering::SeqCst) {
+                let _ = std::process::Command::new("kill")
+                    .args(["-9", &pid])
+                    .status();
+            }
+        });
+        let mut a = std::fs::OpenOptions::new().write(true).open(&f1).unwrap();
+        let mut b = std::fs::OpenOptions::new().write(true).open(&f2).unwrap();
+        for t in 1..=300 {
+            let row = format!("{{\"t\": {t}, \"a\": {t}}}\n");
+            a.write_all(row.as_bytes())
+                .unwrap_or_else(|e| panic!("round {round}, row {t}: {e}"));
+        }
+        writeln!(b, "{{\"t\": 1, \"b\": 10}}").unwrap();
+        drop((a, b));
+        let out = child.wait_with_output().unwrap();
+        ended.store(true, std::sync::atomic::Ordering::SeqCst);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(stdout.lines().count(), 300, "round {round}");
+        assert!(
+            stdout.lines().last().unwrap().contains("\"s\":310"),
+            "{stdout}"
+        );
+    }
+}
+
 /// A replay log is untrusted input: every line of a real log mutated (cut,
 /// a byte changed, a value of another type, a line dropped or repeated)
 /// gives outputs and a located error or success, never a crash.
