@@ -141,6 +141,28 @@ struct WholeRuntime {
     split: WholeSplit,
 }
 
+impl WholeRuntime {
+    /// The row's input lanes and tags for the kernel's frame (`n` inputs):
+    /// where they lie for a row in frame form, else encoded into the
+    /// runtime's input lanes. The kernel stores the inputs to the arena
+    /// itself (the same program serves batches).
+    fn inputs(&mut self, row: Cells<'_>, n: usize) -> (*const u64, *const u8) {
+        match row.frame() {
+            Some((lanes, tags)) if tags.len() == n => (lanes.as_ptr(), tags.as_ptr()),
+            _ => {
+                for (k, (t, lane)) in self.input_tags[..n]
+                    .iter_mut()
+                    .zip(&mut self.input_lanes)
+                    .enumerate()
+                {
+                    (*t, *lane) = row.frame_cell(k);
+                }
+                (self.input_lanes.as_ptr(), self.input_tags.as_ptr())
+            }
+        }
+    }
+}
+
 /// The whole-row kernel again, lowered onto packed runs
 /// (`lower_whole_in` with `WholeEnv::Packed`): a keyed monitor runs it on a
 /// key's block in place, so a row of a key whose run is packed and promoted
@@ -1131,22 +1153,7 @@ impl Engine {
             self.speculate(run, |k| row.tag(k));
         }
         if let Some(w) = self.whole.as_mut() {
-            let inputs = match row.frame() {
-                Some((lanes, tags)) if tags.len() == self.plan.spec.inputs.len() => {
-                    (lanes.as_ptr(), tags.as_ptr())
-                }
-                _ => {
-                    // The kernel reads the row from its frame's input lanes
-                    // and stores the inputs to the arena itself (the same
-                    // program serves batches).
-                    for (k, cell) in w.input_tags.iter_mut().enumerate() {
-                        let (t, lane) = row.frame_cell(k);
-                        *cell = t;
-                        w.input_lanes[k] = lane;
-                    }
-                    (w.input_lanes.as_ptr(), w.input_tags.as_ptr())
-                }
-            };
+            let inputs = w.inputs(row, self.plan.spec.inputs.len());
             if self.run_whole(run, inputs, row)? {
                 return Ok(());
             }
@@ -1170,24 +1177,7 @@ impl Engine {
         if !run.promoted[whole] || w.split.has_tail() || watching {
             return false;
         }
-        let inputs = match row.frame() {
-            Some((lanes, tags)) if tags.len() == self.plan.spec.inputs.len() => {
-                (lanes.as_ptr(), tags.as_ptr())
-            }
-            _ => {
-                // The kernel reads the row from its frame's input lanes
-                // and stores the inputs to the arena itself.
-                let n = self.plan.spec.inputs.len();
-                for (k, (t, lane)) in w.input_tags[..n]
-                    .iter_mut()
-                    .zip(&mut w.input_lanes)
-                    .enumerate()
-                {
-                    (*t, *lane) = row.frame_cell(k);
-                }
-                (w.input_lanes.as_ptr(), w.input_tags.as_ptr())
-            }
-        };
+        let inputs = w.inputs(row, self.plan.spec.inputs.len());
         let returned = match &mut w.rt.kernel {
             &mut Kernel::Native(f) => {
                 call_native(f, &w.rt, &mut run.state, inputs) == Exit::Return.encode()
