@@ -1515,6 +1515,12 @@ impl Engine {
                 run.kernel_rows_done(1, &w.flag_nodes);
                 self.stats.whole_rows += 1;
                 self.stats.rows += 1;
+                // The tail is canonical: it may push ⊥ into a ring that a
+                // promoted region of the declined rows reads, which must then
+                // be demoted as after any canonical row.
+                if has_tail {
+                    self.check_promoted_rings(run);
+                }
             }
             Ok(false) => run.promoted[whole] = false,
             Err(_) => {}

@@ -671,3 +671,65 @@ fn scalar_rows_step_as_value_rows_do() {
     assert!(matches!(e, RowError::WrongRow { .. }), "{e}");
     assert_eq!(m.steps(), 0);
 }
+
+/// A whole-row program whose canonical tail pushes ⊥ into a ring demotes
+/// the regions that read that ring, as a canonical row does: a row the
+/// program declines later (here `i0` absent) runs those regions only once
+/// their rings are promotable again. Regression test: the quickened tier
+/// printed `s3 = Int(1)` at step 19, read from a ⊥ entry of `n2`'s ring
+/// (found by `snapshots::a_restored_run_continues_exactly` in CI).
+#[test]
+fn a_tail_pushing_bottom_demotes_the_regions_of_declined_rows() {
+    let src = "in i0: Float\nin i1: Bool\nin i2: Int\nvar s0\nout s3\n\
+               s0 = i2\ns3 = (if i1 then s3[3] else i2[1])[3]";
+    let spec = Spec::parse("s.dsrv", src).unwrap();
+    // (i0 present, i1, i2) per row; `None` is an absent input.
+    let cells: [(bool, Option<bool>, Option<i64>); 20] = [
+        (true, Some(true), Some(3)),
+        (true, None, Some(-2)),
+        (true, None, Some(3)),
+        (true, Some(false), Some(-1)),
+        (true, None, Some(-2)),
+        (false, Some(true), None),
+        (true, Some(true), Some(-2)),
+        (true, Some(false), Some(0)),
+        (false, Some(false), None),
+        (true, Some(false), Some(1)),
+        (false, Some(false), Some(3)),
+        (true, Some(true), Some(0)),
+        (true, Some(false), Some(-2)),
+        (true, Some(false), Some(1)),
+        (true, Some(false), Some(1)),
+        (false, Some(false), Some(1)),
+        (true, Some(true), Some(-3)),
+        (true, Some(true), Some(-2)),
+        (true, Some(true), Some(3)),
+        (false, None, Some(0)),
+    ];
+    let rows: Vec<[Option<Value>; 3]> = cells
+        .iter()
+        .map(|&(f, b, i)| {
+            [
+                f.then_some(Value::Float(1.5)),
+                b.map(Value::Bool),
+                i.and_then(int),
+            ]
+        })
+        .collect();
+    let mut canonical = Monitor::builder(&spec).tier(Tier::Canonical).build();
+    let expected: Vec<_> = rows
+        .iter()
+        .map(|r| canonical.step(r.clone()).unwrap().to_vec())
+        .collect();
+    assert_eq!(expected[19], [Sample::Deferred]);
+    for tier in TIERS {
+        let mut m = Monitor::builder(&spec).tier(tier).build();
+        for (k, r) in rows.iter().enumerate() {
+            assert_eq!(
+                m.step(r.clone()).unwrap().to_vec(),
+                expected[k],
+                "{tier}, row {k}"
+            );
+        }
+    }
+}
