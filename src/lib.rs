@@ -50,7 +50,7 @@
 //!   fastest available, and [`Monitor::stats`] says what ran where.
 //!
 //! The modules marked hidden in this crate's source (`lang`, `plan`, `fusion`, `exec`,
-//! `trace`, `explain`, `cli`, `reference`) are the pipeline stages behind this API, public
+//! `trace`, `explain`, `cli`, `reference`, `window`) are the pipeline stages behind this API, public
 //! only so that vigil's own binary, tests, benchmarks and fuzz targets can reach them: they
 //! are not part of the API and change without notice.
 #![deny(missing_docs)]
@@ -85,6 +85,8 @@ pub mod plan;
 pub mod reference;
 #[doc(hidden)]
 pub mod trace;
+#[doc(hidden)]
+pub mod window;
 
 pub use batch::{OutputBatch, OutputRow, RowBatch};
 pub use error::{ErrorKind, RuntimeError};

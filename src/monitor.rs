@@ -791,7 +791,7 @@ impl Monitor {
         time: crate::time::Time,
         row: impl AsRef<[Option<Value>]>,
     ) -> Result<Outputs<'_>, StepError> {
-        self.step_timed(Some(time.seconds()), row.as_ref())
+        self.step_timed(Some(time), row.as_ref())
     }
 
     /// The periods of the specification's periodic streams, in nanoseconds
@@ -819,7 +819,7 @@ impl Monitor {
         if let Some(e) = &self.run.failed {
             return Err((**e).clone().into());
         }
-        self.run.state.time = Some(time.seconds());
+        self.run.state.time = Some(time);
         let step = self.steps();
         let ran = self.engine.run_tick(&mut self.run, due);
         self.outputs_after(ran, step)
@@ -876,7 +876,7 @@ impl Monitor {
 
     fn step_timed(
         &mut self,
-        time: Option<f64>,
+        time: Option<crate::time::Time>,
         row: &[Option<Value>],
     ) -> Result<Outputs<'_>, StepError> {
         self.run.state.time = time;

@@ -1067,6 +1067,10 @@ fn render_plan(plan: &Plan) -> String {
             NodeOp::If => "if".to_string(),
             NodeOp::Offset(k) => format!("offset {k}"),
             NodeOp::Call(f) => format!("call {}", f.name()),
+            NodeOp::Window(k) => {
+                let shape = plan.windows[k.index()].shape;
+                format!("window {} {:?}", shape.window, shape.elem)
+            }
         };
         let args: Vec<String> = node
             .args

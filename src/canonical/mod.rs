@@ -32,6 +32,7 @@ use crate::lang::ast::{BinOp, Builtin};
 use crate::lang::check::{ScalarSignature, StreamId};
 use crate::plan::{NodeId, NodeOp, Plan, Slot};
 use crate::value::{Sample, Value};
+use crate::window::{Elem, Entry, Reading};
 use scalar_ir::frame::tag;
 
 /// A row's input cells, one per declared input, as the engine is given
@@ -172,9 +173,9 @@ impl PartialEq for Objects {
 pub struct NodeState {
     /// The number of rows evaluated so far (the current step while a row runs).
     pub step: u64,
-    /// The current row's time in seconds, when it has one (`Monitor::step_at`);
-    /// else `time()` is the step index. Set per row, so never snapshotted.
-    pub time: Option<f64>,
+    /// The current row's time, when it has one (`Monitor::step_at`); else
+    /// `time()` is the step index. Set per row, so never snapshotted.
+    pub time: Option<crate::time::Time>,
     /// For a plan with periodic streams: the steps each clock has run
     /// (`Plan::clocks`: input steps, then each period's ticks), and which
     /// clocks run at the current step. Empty otherwise (then every step is
@@ -210,6 +211,8 @@ pub struct NodeState {
     pending: Vec<Parked>,
     /// The longest string a `++` may produce (see `ops::binary_bounded`).
     pub max_string_bytes: usize,
+    /// Every window's state, laid out by `Plan::windows` (see `crate::window`).
+    pub windows: Vec<u64>,
 }
 
 /// A fault raised inside an arm of an `if` during the current row, parked
@@ -371,6 +374,7 @@ impl NodeState {
             filling,
             pending: Vec::new(),
             max_string_bytes: ops::DEFAULT_MAX_STRING_BYTES,
+            windows: vec![0; plan.window_words],
         };
         let consts_from = n - plan.consts.len();
         for (i, c) in plan.consts.iter().enumerate() {
@@ -757,6 +761,18 @@ impl NodeState {
                 ))
             }
             NodeOp::If => self.compute_if(id, [a0, a1, a2]),
+            NodeOp::Window(k) => {
+                let w = &plan.windows[k.index()];
+                self.push_window(w, a0);
+                let time = crate::window::time_at(self.time, self.step);
+                let words = &mut self.windows[w.words()];
+                Ok(match w.shape.read(words, time)? {
+                    Reading::Int(i) => Sample::Value(Value::Int(i)),
+                    Reading::Float(f) => Sample::Value(Value::Float(f)),
+                    Reading::Bool(b) => Sample::Value(Value::Bool(b)),
+                    Reading::Empty => Sample::Deferred,
+                })
+            }
             NodeOp::Call(f) => match f {
                 Builtin::Default => Ok(match self.held(a0) {
                     Sample::Deferred => self.raw(a1),
@@ -795,7 +811,7 @@ impl NodeState {
                     Ok(out)
                 }
                 Builtin::Time => Ok(Sample::Value(Value::Float(
-                    self.time.unwrap_or(self.step as f64),
+                    self.time.map_or(self.step as f64, |t| t.seconds()),
                 ))),
                 math if node.args.len() == 1 => {
                     pointwise1(self.held(a0), |x| ops::math(math, &[x]))
@@ -871,6 +887,7 @@ impl NodeState {
     /// moves the rings this completes into the ring table, then moves to
     /// the next step.
     pub fn end_row(&mut self, plan: &Plan) {
+        self.settle_windows(plan);
         if plan.is_timed() {
             return self.end_timed_step(plan);
         }
@@ -880,6 +897,35 @@ impl NodeState {
         }
         self.push_filling_rings(plan);
         self.advance(1);
+    }
+
+    /// Enters the operand's value of this step (if it has one) into window
+    /// `w`, once: the window's node does so before reading it, and the end
+    /// of the row for a window whose node did not run (off its clock).
+    fn push_window(&mut self, w: &crate::plan::WindowPlan, operand: Slot) {
+        let entry = match self.raw(operand) {
+            Sample::Value(v) => match (w.shape.elem, v) {
+                (Elem::Int, Value::Int(i)) => Entry::Int(i),
+                (Elem::Float, Value::Float(f)) => Entry::Float(f),
+                (Elem::Float, Value::Int(i)) => Entry::Float(i as f64),
+                (Elem::Bool, Value::Bool(b)) => Entry::Bool(b),
+                (Elem::Other, _) => Entry::Other,
+                (elem, v) => unreachable!("engine bug: a {v:?} in a window of {elem:?}"),
+            },
+            // NoVal and ⊥ are not values: the window holds present values.
+            Sample::NoVal | Sample::Deferred => return,
+        };
+        let time = crate::window::time_at(self.time, self.step);
+        w.shape
+            .push(&mut self.windows[w.words()], self.step, time, entry);
+    }
+
+    /// Enters every window's value of this row that its node has not.
+    fn settle_windows(&mut self, plan: &Plan) {
+        for w in &plan.windows {
+            let operand = plan.node(w.node).slots[0];
+            self.push_window(w, operand);
+        }
     }
 
     /// Moves on by `rows` steps whose rings are pushed: the one place the
@@ -896,6 +942,7 @@ impl NodeState {
     /// (the kernel runs once its own rings are full). The caller advances
     /// the step.
     pub fn end_tail_row(&mut self, plan: &Plan, tail_rings: &[usize]) {
+        self.settle_windows(plan);
         let full = plan.offset_nodes.len() - self.filling.len();
         for &r in tail_rings.iter().take_while(|&&r| r < full) {
             self.push_full_ring(plan, r);

@@ -714,6 +714,7 @@ impl<'a> Lowering<'a> {
                 self.touch_ring(node.ring_base, n);
                 self.b.ring_load(ty, node.ring_base, n)
             }
+            NodeOp::Window(_) => unreachable!("windows are never fused (`is_island_node`)"),
             NodeOp::If => {
                 let ty = scalar_type(node.sig).expect("eager selects are scalar");
                 self.b.select(ty, args[0], args[1], args[2])

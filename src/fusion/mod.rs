@@ -167,6 +167,9 @@ pub fn is_island_node(plan: &Plan, id: NodeId) -> bool {
             // The row's time is the canonical tier's (`NodeState::time`).
             Builtin::Time => false,
         },
+        // Window state lives in the run's window words, which only the
+        // canonical tier reads and writes.
+        NodeOp::Window(_) => false,
     }
 }
 
@@ -421,6 +424,11 @@ pub fn describe_node(plan: &Plan, id: NodeId) -> String {
         NodeOp::Offset(n) => format!("{}[{n}]", args[0]),
         NodeOp::If => format!("if {} then {} else {}", args[0], args[1], args[2]),
         NodeOp::Call(f) => format!("{}({})", f.name(), args.join(", ")),
+        NodeOp::Window(w) => format!(
+            "window({}, {})",
+            args[0],
+            plan.windows[w.index()].shape.window
+        ),
     };
     format!("n{}: {what}", id.0)
 }

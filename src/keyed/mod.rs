@@ -376,12 +376,12 @@ impl KeyedMonitor {
         time: crate::time::Time,
         row: impl AsRef<[Option<Value>]>,
     ) -> Result<Outputs<'_>, StepError> {
-        self.step_timed(Some(time.seconds()), row.as_ref())
+        self.step_timed(Some(time), row.as_ref())
     }
 
     fn step_timed(
         &mut self,
-        time: Option<f64>,
+        time: Option<crate::time::Time>,
         row: &[Option<Value>],
     ) -> Result<Outputs<'_>, StepError> {
         // The converted row is the monitor's reused buffer, taken out for the
@@ -414,7 +414,7 @@ impl KeyedMonitor {
     fn step_row(
         &mut self,
         row: &[Option<Value>],
-        time: Option<f64>,
+        time: Option<crate::time::Time>,
         converted: &mut Vec<Option<Value>>,
     ) -> Result<(u64, Option<EntryId>), StepError> {
         let cells = match self.inputs.check(row)? {

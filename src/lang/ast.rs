@@ -178,6 +178,104 @@ pub enum ExprKind {
     If(ExprId, ExprId, ExprId),
     Offset(ExprId, u32),
     Call(Builtin, Vec<ExprId>),
+    /// `window(e, 20, max)`, `window(e, 10s, avg)`: an aggregate of `e`'s
+    /// recent present values (see `Window`).
+    Window(ExprId, Window),
+}
+
+/// A sliding window: which values of its operand it holds, and what it
+/// computes of them (`window(x, 20, max)`, `window(lat, 10s, avg, 1s)`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Window {
+    pub size: WindowSize,
+    pub agg: Aggregate,
+}
+
+/// How far back a window reaches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum WindowSize {
+    /// The last `n` present values (`n >= 1`).
+    Count(u32),
+    /// The values whose time lies in the last `panes` panes of `pane_ns`
+    /// nanoseconds each (the duration is `panes * pane_ns`).
+    Time { pane_ns: i64, panes: u32 },
+}
+
+/// What a window computes of the values it holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Aggregate {
+    Count,
+    Sum,
+    Avg,
+    Min,
+    Max,
+    Last,
+    Any,
+    All,
+}
+
+impl Aggregate {
+    pub const ALL: [Aggregate; 8] = [
+        Aggregate::Count,
+        Aggregate::Sum,
+        Aggregate::Avg,
+        Aggregate::Min,
+        Aggregate::Max,
+        Aggregate::Last,
+        Aggregate::Any,
+        Aggregate::All,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Aggregate::Count => "count",
+            Aggregate::Sum => "sum",
+            Aggregate::Avg => "avg",
+            Aggregate::Min => "min",
+            Aggregate::Max => "max",
+            Aggregate::Last => "last",
+            Aggregate::Any => "any",
+            Aggregate::All => "all",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Aggregate> {
+        Aggregate::ALL.into_iter().find(|a| a.name() == name)
+    }
+}
+
+impl std::fmt::Display for Window {
+    /// The window's arguments after its operand, as written: `20, max` or
+    /// `10s, avg, 100ms` (durations in the largest unit that divides them).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.size {
+            WindowSize::Count(n) => write!(f, "{n}, {}", self.agg.name()),
+            WindowSize::Time { pane_ns, panes } => write!(
+                f,
+                "{}, {}, {}",
+                duration(pane_ns * i64::from(panes)),
+                self.agg.name(),
+                duration(pane_ns)
+            ),
+        }
+    }
+}
+
+/// A duration in nanoseconds, spelled in the largest unit that divides it.
+pub fn duration(ns: i64) -> String {
+    const UNITS: [(i64, &str); 6] = [
+        (3_600_000_000_000, "h"),
+        (60_000_000_000, "min"),
+        (1_000_000_000, "s"),
+        (1_000_000, "ms"),
+        (1_000, "us"),
+        (1, "ns"),
+    ];
+    let (div, unit) = UNITS
+        .into_iter()
+        .find(|&(d, _)| ns % d == 0)
+        .unwrap_or((1, "ns"));
+    format!("{}{unit}", ns / div)
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -299,7 +397,7 @@ impl Ast {
     /// The direct sub-expressions of `id`, in evaluation order.
     pub fn children(&self, id: ExprId) -> Vec<ExprId> {
         match &self.expr(id).kind {
-            ExprKind::Unary(_, a) | ExprKind::Offset(a, _) => vec![*a],
+            ExprKind::Unary(_, a) | ExprKind::Offset(a, _) | ExprKind::Window(a, _) => vec![*a],
             ExprKind::Binary(_, a, b) => vec![*a, *b],
             ExprKind::If(c, a, b) => vec![*c, *a, *b],
             ExprKind::Call(_, args) => args.clone(),

@@ -711,6 +711,10 @@ impl Checker<'_> {
                     .collect();
                 builtin_type(*f, &ts, span, errs)
             }
+            ExprKind::Window(a, w) => {
+                let ta = self.infer(*a, inferred, table, errs);
+                window_type(w.agg, ta, self.ast.expr(*a).span, errs)
+            }
         };
         table[e.index()] = t;
         t
@@ -882,6 +886,12 @@ impl Signatures<'_> {
                     // tier only: no fused program computes it.
                     Builtin::Time => Some(NotScalar),
                 }
+            }
+            // Windows keep their state in the run's window words, which only
+            // the canonical tier reads and writes (no scalar lowering yet).
+            ExprKind::Window(a, _) => {
+                sub(*a, table);
+                Some(NotScalar)
             }
         };
         table[e.index()] = s;
@@ -1116,6 +1126,56 @@ fn binary_type(
             Some(Type::Bool)
         }
     }
+}
+
+/// The type of a window aggregating values of type `t` (DESIGN §2.4):
+/// `count` takes any operand, `sum`, `avg`, `min` and `max` a number,
+/// `last` a scalar, `any` and `all` a Bool. The operand's type must be
+/// known: a window keeps one representation of its values.
+fn window_type(
+    agg: Aggregate,
+    t: Option<Type>,
+    span: Span,
+    errs: &mut Vec<Diagnostic>,
+) -> Option<Type> {
+    let name = agg.name();
+    let t = t?;
+    if t == Type::Any && agg != Aggregate::Count {
+        errs.push(
+            Diagnostic::new(
+                span,
+                format!("a `{name}` window needs its operand's type, which is not known"),
+            )
+            .with_hint("declare the stream's type, e.g. `in latency: Float`"),
+        );
+        return None;
+    }
+    let fits = match agg {
+        Aggregate::Count => true,
+        Aggregate::Sum | Aggregate::Avg | Aggregate::Min | Aggregate::Max => {
+            matches!(t, Type::Int | Type::Float)
+        }
+        Aggregate::Last => matches!(t, Type::Int | Type::Float | Type::Bool),
+        Aggregate::Any | Aggregate::All => t == Type::Bool,
+    };
+    if !fits {
+        let want = match agg {
+            Aggregate::Last => "an Int, Float or Bool",
+            Aggregate::Any | Aggregate::All => "a Bool",
+            _ => "an Int or Float",
+        };
+        errs.push(Diagnostic::new(
+            span,
+            format!("a `{name}` window needs {want} operand, found {t}"),
+        ));
+        return None;
+    }
+    Some(match agg {
+        Aggregate::Count => Type::Int,
+        Aggregate::Avg => Type::Float,
+        Aggregate::Any | Aggregate::All => Type::Bool,
+        Aggregate::Sum | Aggregate::Min | Aggregate::Max | Aggregate::Last => t,
+    })
 }
 
 fn builtin_type(

@@ -22,6 +22,14 @@ pub const MAX_NESTING: usize = 256;
 /// The largest offset `e[n]` (steps of history one offset keeps).
 pub const MAX_OFFSET: u32 = 10_000_000;
 
+/// The longest count window `window(e, n, agg)`: like an offset, it keeps
+/// up to `n` values (and `min`/`max` a deque of as many positions).
+pub const MAX_WINDOW_COUNT: i64 = 10_000_000;
+
+/// The most panes a time window is split into: each pane keeps a partial
+/// aggregate (for a Float `sum` or `avg`, an exact accumulator of 72 words).
+pub const MAX_WINDOW_PANES: i64 = 10_000;
+
 /// The largest sum of all offsets of a specification: the plan lays every
 /// offset's history out in one table addressed by 32-bit lane numbers.
 pub const MAX_HISTORY: u64 = u32::MAX as u64;

@@ -24,7 +24,7 @@ use super::ast::*;
 use super::diag::{Diagnostic, Span, short};
 use super::lexer::{Tok, Token, lex};
 use super::types::Type;
-use super::{MAX_HISTORY, MAX_NESTING, MAX_OFFSET};
+use super::{MAX_HISTORY, MAX_NESTING, MAX_OFFSET, MAX_WINDOW_COUNT, MAX_WINDOW_PANES};
 
 /// Parses a whole specification. Returns the AST (possibly partial) and every
 /// lexical and syntax error found.
@@ -190,7 +190,9 @@ impl Parser {
     /// went too deep.
     fn push(&mut self, kind: ExprKind, span: Span, at: Span) -> PResult<ExprId> {
         let height = 1 + match &kind {
-            ExprKind::Unary(_, a) | ExprKind::Offset(a, _) => self.height(*a),
+            ExprKind::Unary(_, a) | ExprKind::Offset(a, _) | ExprKind::Window(a, _) => {
+                self.height(*a)
+            }
             ExprKind::Binary(_, a, b) => self.height(*a).max(self.height(*b)),
             ExprKind::If(c, a, b) => self.height(*c).max(self.height(*a)).max(self.height(*b)),
             ExprKind::Call(_, args) => args.iter().map(|&a| self.height(a)).max().unwrap_or(0),
@@ -388,6 +390,12 @@ impl Parser {
     /// `1s`, `500ms`, `2.5min`; in nanoseconds.
     fn period(&mut self, at: Span) -> PResult<(i64, Span)> {
         let hint = "a period reads `@ 1s`, `@ 500ms`, `@ 2.5min` (units: ns, us, ms, s, min, h)";
+        self.duration(at, "period", hint)
+    }
+
+    /// A duration (a positive number and a unit) starting at the current
+    /// token, for a `what` spanning from `at`; in nanoseconds.
+    fn duration(&mut self, at: Span, what: &str, hint: &str) -> PResult<(i64, Span)> {
         let t = self.bump();
         let value = match t.tok {
             Tok::Int(i) => i as f64,
@@ -396,7 +404,7 @@ impl Parser {
                 return Err(Box::new(
                     Diagnostic::new(
                         t.span,
-                        format!("expected a period, found {}", other.describe()),
+                        format!("expected a {what}, found {}", other.describe()),
                     )
                     .with_hint(hint),
                 ));
@@ -434,7 +442,7 @@ impl Parser {
             return Err(Box::new(
                 Diagnostic::new(
                     span,
-                    "a period must be at least 1ns and at most about 292 years",
+                    format!("a {what} must be at least 1ns and at most about 292 years"),
                 )
                 .with_hint(hint),
             ));
@@ -746,6 +754,9 @@ impl Parser {
                 self.parenthesise(inner, open, close)?;
                 Ok((inner, true))
             }
+            Tok::Ident(name) if name == "window" && self.peek_at(1) == &Tok::LParen => {
+                Ok((self.window()?, false))
+            }
             Tok::Ident(_) if self.peek_at(1) == &Tok::LParen => Ok((self.call()?, false)),
             _ => Ok((self.leaf()?, true)),
         }
@@ -814,6 +825,114 @@ impl Parser {
         self.push_call(builtin, args, name_span, end)
     }
 
+    /// `window(e, 20, max)`, `window(e, 10s, avg)` or, with the pane
+    /// granularity, `window(e, 10s, avg, 1s)`.
+    fn window(&mut self) -> PResult<ExprId> {
+        const HINT: &str = "a window reads `window(x, 20, max)` (the last 20 values) or `window(x, 10s, avg)` (the last 10 seconds; units ns, us, ms, s, min, h)";
+        let name_span = self.advance();
+        self.expect(Tok::LParen, "`(`")?;
+        let operand = self.sub_expr()?;
+        self.expect(Tok::Comma, "`,` and the window's size")?;
+        let at = self.span();
+        // A count, or a duration in nanoseconds.
+        let reach: Result<u32, i64> = match (self.peek(), self.peek_at(1)) {
+            (Tok::Int(_) | Tok::Float(_), Tok::Ident(_)) => {
+                Err(self.duration(at, "window duration", HINT)?.0)
+            }
+            (&Tok::Int(n), _) => {
+                self.advance();
+                if !(1..=MAX_WINDOW_COUNT).contains(&n) {
+                    return Err(Box::new(
+                        Diagnostic::new(
+                            at,
+                            format!(
+                                "a window's count must be at least 1 and at most {MAX_WINDOW_COUNT}, found {n}"
+                            ),
+                        )
+                        .with_hint(HINT),
+                    ));
+                }
+                Ok(n as u32)
+            }
+            _ => {
+                let found = self.sub_expr()?;
+                let span = self.ast.expr(found).span;
+                return Err(Box::new(
+                    Diagnostic::new(
+                        at.to(span),
+                        "a window's size must be a literal: a count (`20`) or a duration (`10s`)",
+                    )
+                    .with_hint(HINT),
+                ));
+            }
+        };
+        self.expect(Tok::Comma, "`,` and the window's aggregate")?;
+        let t = self.bump();
+        let agg = match &t.tok {
+            Tok::Ident(name) => Aggregate::from_name(name).ok_or_else(|| {
+                Box::new(
+                    Diagnostic::new(t.span, format!("unknown aggregate `{}`", short(name)))
+                        .with_hint(
+                            "the aggregates are count, sum, avg, min, max, last, any and all",
+                        ),
+                )
+            })?,
+            other => {
+                return Err(Box::new(
+                    Diagnostic::new(
+                        t.span,
+                        format!("expected an aggregate, found {}", other.describe()),
+                    )
+                    .with_hint("the aggregates are count, sum, avg, min, max, last, any and all"),
+                ));
+            }
+        };
+        let size = match reach {
+            Ok(n) => {
+                if self.peek() == &Tok::Comma {
+                    return Err(Box::new(Diagnostic::new(
+                        self.span(),
+                        "a count window has no granularity (only a time window is split into panes)",
+                    )));
+                }
+                WindowSize::Count(n)
+            }
+            Err(total) => {
+                let pane_ns = if self.eat(&Tok::Comma) {
+                    let g_at = self.span();
+                    let (g, g_span) = self.duration(g_at, "granularity", HINT)?;
+                    if total % g != 0 || total / g > MAX_WINDOW_PANES {
+                        return Err(Box::new(
+                            Diagnostic::new(
+                                g_span,
+                                format!(
+                                    "a window's granularity must divide its duration into at most {MAX_WINDOW_PANES} panes"
+                                ),
+                            )
+                            .with_hint("for example `window(x, 1h, avg, 1min)`: 60 panes of a minute"),
+                        ));
+                    }
+                    g
+                } else {
+                    // At most 100 panes: the largest count up to 100 that
+                    // divides the duration.
+                    let panes = (1..=100).rev().find(|p| total % p == 0).unwrap_or(1);
+                    total / panes
+                };
+                WindowSize::Time {
+                    pane_ns,
+                    panes: (total / pane_ns) as u32,
+                }
+            }
+        };
+        let end = self.expect(Tok::RParen, "`,` or `)`")?;
+        self.push(
+            ExprKind::Window(operand, Window { size, agg }),
+            name_span.to(end),
+            name_span.to(end),
+        )
+    }
+
     /// The function name and `(` of a call.
     fn callee(&mut self) -> PResult<(Builtin, Span)> {
         let Tok::Ident(name) = self.peek() else {
@@ -879,6 +998,7 @@ mod tests {
                 show(ast, *b)
             ),
             ExprKind::Offset(a, n) => format!("{}[{n}]", show(ast, *a)),
+            ExprKind::Window(a, w) => format!("window({}, {w})", show(ast, *a)),
             ExprKind::Call(b, args) => format!(
                 "{}({})",
                 b.name(),

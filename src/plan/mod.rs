@@ -25,6 +25,32 @@ impl NodeId {
     }
 }
 
+/// A window in `Plan::windows`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct WindowId(pub u32);
+
+impl WindowId {
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+/// A window of the plan: its node, its shape, and where its words start in
+/// the run's window words (`NodeState::windows`).
+#[derive(Clone, Debug)]
+pub struct WindowPlan {
+    pub node: NodeId,
+    pub shape: crate::window::Shape,
+    pub base: usize,
+}
+
+impl WindowPlan {
+    /// The window's words in the run's window words.
+    pub fn words(&self) -> Range<usize> {
+        self.base..self.base + self.shape.words()
+    }
+}
+
 /// Where a node reads one operand from.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Operand {
@@ -42,6 +68,8 @@ pub enum NodeOp {
     /// `e[n]` with `n >= 1` (`e[0]` is `e` and makes no node).
     Offset(u32),
     Call(Builtin),
+    /// `window(e, …)`: operand `[e]`; its state is `Plan::windows[id]`.
+    Window(WindowId),
 }
 
 /// Which arm of which `if` a node is evaluated for (the innermost one).
@@ -144,6 +172,9 @@ pub struct Plan {
     /// inputs), `1 + k` for the streams of period `periods[k]`. Its nodes,
     /// and the rings they own, run on that clock.
     pub clocks: Vec<u32>,
+    /// Every window, in node order, and the total of their words.
+    pub windows: Vec<WindowPlan>,
+    pub window_words: usize,
 }
 
 impl Plan {
@@ -153,6 +184,7 @@ impl Plan {
             spec: &spec,
             nodes: Vec::new(),
             stream: StreamId(0),
+            windows: 0,
         };
         let mut graphs = vec![None; spec.streams.len()];
         for id in spec.stream_ids() {
@@ -193,8 +225,11 @@ impl Plan {
             node_slots: Vec::new(),
             periods,
             clocks,
+            windows: Vec::new(),
+            window_words: 0,
         };
         plan.layout_rings();
+        plan.layout_windows();
         plan.assign_slots();
         plan
     }
@@ -224,6 +259,29 @@ impl Plan {
         }
         self.ring_len = base;
         self.offset_nodes = offsets.into_iter().map(|(_, id)| id).collect();
+    }
+
+    /// Lays out every window's words one after another, in node order.
+    fn layout_windows(&mut self) {
+        let mut base = 0;
+        for (k, n) in self.nodes.iter().enumerate() {
+            let NodeOp::Window(id) = n.op else {
+                continue;
+            };
+            debug_assert_eq!(id.index(), self.windows.len());
+            let ExprKind::Window(operand, window) = self.spec.ast.expr(n.expr).kind else {
+                unreachable!("a window node lowers a window expression")
+            };
+            let elem = crate::window::Elem::of(self.spec.expr_type[operand.index()]);
+            let shape = crate::window::Shape { window, elem };
+            self.windows.push(WindowPlan {
+                node: NodeId(k as u32),
+                shape,
+                base,
+            });
+            base += shape.words();
+        }
+        self.window_words = base;
     }
 
     /// Lays out the canonical value arena: one slot per stream, then one per
@@ -333,6 +391,8 @@ struct Lowering<'a> {
     spec: &'a CheckedSpec,
     nodes: Vec<NodeData>,
     stream: StreamId,
+    /// Windows lowered so far (their ids are given in node order).
+    windows: u32,
 }
 
 impl Lowering<'_> {
@@ -420,6 +480,10 @@ impl Lowering<'_> {
             ExprKind::Binary(op, ..) => NodeOp::Binary(*op),
             ExprKind::If(..) => NodeOp::If,
             ExprKind::Call(f, _) => NodeOp::Call(*f),
+            ExprKind::Window(..) => {
+                self.windows += 1;
+                NodeOp::Window(WindowId(self.windows - 1))
+            }
             other => unreachable!("{other:?} is not a node"),
         };
         let id = NodeId(self.nodes.len() as u32);
