@@ -17,10 +17,11 @@
 
 use crate::canonical::ops;
 use crate::error::{ErrorKind, Fault, RuntimeError};
-use crate::lang::ast::{Builtin, ExprId, ExprKind};
+use crate::lang::ast::{Aggregate, Builtin, ExprId, ExprKind, Window, WindowSize};
 use crate::lang::check::{CheckedSpec, StreamId};
 use crate::plan::Plan;
 use crate::value::{Sample, Value};
+use crate::window;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
@@ -258,8 +259,43 @@ impl Reference<'_> {
             }
             ExprKind::If(c, a, b) => self.eval_if(*c, *a, *b, s),
             ExprKind::Call(f, args) => self.call(*f, args, s),
+            ExprKind::Window(a, w) => self.window(*a, *w, s),
             _ => unreachable!("leaves and names are not operators"),
         }
+    }
+
+    /// A window at step `s`, recomputed from `a`'s whole history: the
+    /// present values (not NoVal, not ⊥) it had, the last `n` of them or
+    /// those of the last panes, aggregated from scratch.
+    fn window(&mut self, a: ExprId, w: Window, s: usize) -> Result<Sample, Fault> {
+        let elem = window::Elem::of(self.spec.expr_type[a.index()]);
+        let float = elem == window::Elem::Float;
+        let mut values: Vec<(usize, Value)> = Vec::new();
+        for t in 0..=s {
+            if let Sample::Value(v) = self.sample(a, t) {
+                let v = match v {
+                    Value::Int(i) if float => Value::Float(i as f64),
+                    v => v,
+                };
+                values.push((t, v));
+            }
+        }
+        let held: Vec<Value> = match w.size {
+            WindowSize::Count(n) => {
+                let from = values.len().saturating_sub(n as usize);
+                values.drain(from..).map(|(_, v)| v).collect()
+            }
+            // The reference's rows carry no time: a step's time is its index.
+            WindowSize::Time { pane_ns, panes } => {
+                let pane = |t: usize| window::pane_of(window::time_at(None, t as u64), pane_ns);
+                let now = pane(s);
+                (values.into_iter())
+                    .filter(|&(t, _)| pane(t) > now - i64::from(panes))
+                    .map(|(_, v)| v)
+                    .collect()
+            }
+        };
+        aggregate(w.agg, &held, elem)
     }
 
     fn call(&mut self, f: Builtin, args: &[ExprId], s: usize) -> Result<Sample, Fault> {
@@ -354,6 +390,156 @@ fn pointwise(
         None => Ok(Sample::Deferred),
         Some(v) => f(&v).map(Sample::Value),
     }
+}
+
+/// An aggregate of the values a window holds (oldest first), computed from
+/// scratch; the empty window's results are DESIGN §2.4's.
+fn aggregate(agg: Aggregate, held: &[Value], elem: window::Elem) -> Result<Sample, Fault> {
+    let v = |x: Value| Ok(Sample::Value(x));
+    let floats = || {
+        held.iter().map(|x| match x {
+            Value::Float(f) => *f,
+            other => unreachable!("a Float window holds {other:?}"),
+        })
+    };
+    let ints = || {
+        held.iter().map(|x| match x {
+            Value::Int(i) => i128::from(*i),
+            other => unreachable!("an Int window holds {other:?}"),
+        })
+    };
+    let is_int = elem == window::Elem::Int;
+    match agg {
+        Aggregate::Count => v(Value::Int(held.len() as i64)),
+        Aggregate::Any => v(Value::Bool(held.contains(&Value::Bool(true)))),
+        Aggregate::All => v(Value::Bool(held.iter().all(|x| *x == Value::Bool(true)))),
+        _ if held.is_empty() => match agg {
+            Aggregate::Sum if is_int => v(Value::Int(0)),
+            Aggregate::Sum => v(Value::Float(0.0)),
+            _ => Ok(Sample::Deferred),
+        },
+        Aggregate::Last => v(held[held.len() - 1].clone()),
+        Aggregate::Sum if is_int => i64::try_from(ints().sum::<i128>())
+            .map(|s| Sample::Value(Value::Int(s)))
+            .map_err(|_| Fault::new(ErrorKind::IntegerOverflow, "window sum")),
+        Aggregate::Sum => v(Value::Float(fsum(floats()))),
+        Aggregate::Avg if is_int => v(Value::Float(
+            ints().sum::<i128>() as f64 / held.len() as f64,
+        )),
+        Aggregate::Avg => v(Value::Float(fsum(floats()) / held.len() as f64)),
+        Aggregate::Min | Aggregate::Max => {
+            let min = agg == Aggregate::Min;
+            let mut best: Option<&Value> = None;
+            for x in held {
+                let wins = match (x, best) {
+                    (Value::Float(f), _) if f.is_nan() => false,
+                    (_, None) => true,
+                    (Value::Int(a), Some(Value::Int(b))) => (a <= b) == min || a == b,
+                    (Value::Float(a), Some(Value::Float(b))) => {
+                        if min {
+                            a <= b
+                        } else {
+                            a >= b
+                        }
+                    }
+                    (x, Some(b)) => unreachable!("a window holds {x:?} and {b:?}"),
+                };
+                if wins {
+                    best = Some(x);
+                }
+            }
+            v(best.cloned().unwrap_or(Value::Float(f64::NAN)))
+        }
+    }
+}
+
+/// The exact sum of Floats rounded once (Shewchuk's algorithm, as Python's
+/// `math.fsum`): NaN with a NaN or both infinities, an infinity with one, and
+/// a zero sum is -0.0 only when every value is -0.0 (IEEE addition).
+fn fsum(xs: impl Iterator<Item = f64> + Clone) -> f64 {
+    let (mut pos_inf, mut neg_inf, mut nan) = (false, false, false);
+    let mut all_neg_zero = true;
+    let mut partials: Vec<f64> = Vec::new();
+    let mut any = false;
+    for x in xs {
+        any = true;
+        all_neg_zero &= x == 0.0 && x.is_sign_negative();
+        if x.is_nan() {
+            nan = true;
+        } else if x.is_infinite() {
+            (pos_inf, neg_inf) = (pos_inf || x > 0.0, neg_inf || x < 0.0);
+        } else {
+            add_partial(&mut partials, x);
+        }
+    }
+    if nan || (pos_inf && neg_inf) {
+        return f64::NAN;
+    }
+    if pos_inf {
+        return f64::INFINITY;
+    }
+    if neg_inf {
+        return f64::NEG_INFINITY;
+    }
+    let total = sum_partials(&partials);
+    if total == 0.0 {
+        return if any && all_neg_zero { -0.0 } else { 0.0 };
+    }
+    total
+}
+
+/// Adds `x` to the non-overlapping partials (Shewchuk's grow-expansion).
+fn add_partial(partials: &mut Vec<f64>, mut x: f64) {
+    let mut i = 0;
+    for k in 0..partials.len() {
+        let mut y = partials[k];
+        if x.abs() < y.abs() {
+            std::mem::swap(&mut x, &mut y);
+        }
+        let hi = x + y;
+        // A test oracle need not cover sums past the largest Float of
+        // finite values (Python's `fsum` raises there too).
+        assert!(hi.is_finite(), "reference fsum: intermediate overflow");
+        let lo = y - (hi - x);
+        if lo != 0.0 {
+            partials[i] = lo;
+            i += 1;
+        }
+        x = hi;
+    }
+    partials.truncate(i);
+    partials.push(x);
+}
+
+/// The partials' exact sum, rounded to nearest (ties to even).
+fn sum_partials(partials: &[f64]) -> f64 {
+    let mut n = partials.len();
+    if n == 0 {
+        return 0.0;
+    }
+    n -= 1;
+    let mut hi = partials[n];
+    let mut lo = 0.0;
+    while n > 0 {
+        let x = hi;
+        n -= 1;
+        let y = partials[n];
+        hi = x + y;
+        let yr = hi - x;
+        lo = y - yr;
+        if lo != 0.0 {
+            break;
+        }
+    }
+    if n > 0 && ((lo < 0.0 && partials[n - 1] < 0.0) || (lo > 0.0 && partials[n - 1] > 0.0)) {
+        let y = lo * 2.0;
+        let x = hi + y;
+        let yr = x - hi;
+        if y == yr {
+            hi = x;
+        }
+    }
+    hi
 }
 
 #[cfg(test)]

@@ -48,7 +48,7 @@ use std::fmt::{self, Write as _};
 /// The version of the snapshot format this vigil writes and reads. It changes
 /// whenever the encoding or the meaning of a field changes; a snapshot of
 /// another version is rejected with [`SnapshotError::Version`].
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 
 /// The first bytes of a binary snapshot.
 pub const MAGIC: [u8; 8] = *b"VIGILSNP";
@@ -190,6 +190,8 @@ struct Body {
     rings: Vec<Vec<Cell>>,
     /// The runtime error that stopped the run.
     stopped: Option<StopError>,
+    /// Every window's words, laid out as the plan's windows (format 2).
+    windows: Vec<u64>,
 }
 
 /// A value or ⊥: what a slot holds, or a ring entry is.
@@ -435,6 +437,7 @@ impl Snapshot {
                 flags,
                 rings,
                 stopped,
+                windows: st.windows.clone(),
             },
         }
     }
@@ -516,6 +519,19 @@ impl Snapshot {
                 ));
             }
         }
+        if b.windows.len() != plan.window_words {
+            return bad(format!(
+                "{} window words, the specification's windows have {}",
+                b.windows.len(),
+                plan.window_words
+            ));
+        }
+        let mut windows = b.windows.clone();
+        for (k, w) in plan.windows.iter().enumerate() {
+            if let Err(m) = w.shape.restore(&mut windows[w.words()], b.step) {
+                return bad(format!("window {k} ({}): {m}", w.shape.window));
+            }
+        }
         let failed = match &b.stopped {
             None => None,
             Some(e) => {
@@ -557,6 +573,7 @@ impl Snapshot {
         for &n in &b.flags {
             st.flag[n as usize] = true;
         }
+        st.windows = windows;
         st.set_rings(
             b.rings
                 .iter()
@@ -586,7 +603,7 @@ impl Snapshot {
                 }
             });
         }
-        (a != b).then(|| "its flags, rings or error".to_string())
+        (a != b).then(|| "its flags, rings, windows or error".to_string())
     }
 
     /// The step the next row will be: the number of rows the snapshot's run
@@ -1331,7 +1348,7 @@ total = default(total[1], 0) + x\nlast = default(s[3], \"-\")\nw = when(x > 2)\n
         version[8] = 9;
         assert_eq!(
             restore_err(&version),
-            "snapshot format version 9 is not supported (this vigil reads version 1)"
+            "snapshot format version 9 is not supported (this vigil reads version 2)"
         );
         let mut longer = bytes.clone();
         longer.push(0);

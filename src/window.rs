@@ -454,6 +454,130 @@ impl Shape {
     }
 }
 
+impl Shape {
+    /// Checks words read from a snapshot taken before step `step` and
+    /// rebuilds what follows from the rest: a count window's running
+    /// aggregate and deque from its held values, a time window's totals
+    /// from its panes. Words that no run could hold are an error (never a
+    /// panic or a hang later).
+    pub fn restore(&self, w: &mut [u64], step: u64) -> Result<(), String> {
+        if w.len() != self.words() {
+            return Err(format!(
+                "{} words, the window has {}",
+                w.len(),
+                self.words()
+            ));
+        }
+        let bool_ok = |bits: u64| self.elem != Elem::Bool || bits <= 1;
+        match self.window.size {
+            WindowSize::Count(n) => {
+                let n = u64::from(n);
+                if w[PUSHED_AT] > step {
+                    return Err(format!("a value pushed at step {}", w[PUSHED_AT] - 1));
+                }
+                let (pushes, pushed_at) = (w[PUSHES], w[PUSHED_AT]);
+                let len = pushes.min(n);
+                if self.window.agg == Aggregate::Last && len > 0 && !bool_ok(w[RING]) {
+                    return Err("a Bool that is neither 0 nor 1".into());
+                }
+                if !self.keeps_values() {
+                    return Ok(());
+                }
+                let held: Vec<u64> = (pushes - len..pushes)
+                    .map(|pos| w[RING + (pos % n) as usize])
+                    .collect();
+                if !held.iter().all(|&b| bool_ok(b)) {
+                    return Err("a Bool that is neither 0 nor 1".into());
+                }
+                w.fill(0);
+                w[PUSHES] = pushes - len;
+                for bits in held {
+                    self.push_count(w, n, self.entry(bits));
+                }
+                w[PUSHED_AT] = pushed_at;
+                Ok(())
+            }
+            WindowSize::Time { panes, .. } => self.restore_time(w, step, panes),
+        }
+    }
+
+    fn restore_time(&self, w: &mut [u64], step: u64, panes: u32) -> Result<(), String> {
+        if w[T_PUSHED_AT] > step || w[T_STARTED] > 1 {
+            return Err("a push or start that no run makes".into());
+        }
+        if w[T_STARTED] == 0 {
+            return match w.iter().all(|&x| x == 0) {
+                true => Ok(()),
+                false => Err("state in a window that never started".into()),
+            };
+        }
+        if self.window.agg == Aggregate::Last && self.elem == Elem::Bool && w[T_LAST] > 1 {
+            return Err("a Bool that is neither 0 nor 1".into());
+        }
+        let newest = w[T_NEWEST] as i64;
+        let panes_i = i64::from(panes);
+        let k = self.sum_words();
+        let sums = k > 0 && !matches!(self.window.agg, Aggregate::Min | Aggregate::Max);
+        let mut count = 0u64;
+        let mut total = vec![0u64; k];
+        for slot in 0..panes as usize {
+            let at = self.pane_at(slot, panes);
+            let pane = &mut w[at..at + self.pane_words()];
+            let (q, c) = (pane[0] as i64, pane[1]);
+            if c == 0 {
+                if pane.iter().any(|&x| x != 0) {
+                    return Err(format!("pane slot {slot} is empty but holds state"));
+                }
+                continue;
+            }
+            if q.rem_euclid(panes_i) != slot as i64
+                || q <= newest.saturating_sub(panes_i)
+                || q > newest
+            {
+                return Err(format!(
+                    "pane slot {slot} holds pane {q}, outside the window"
+                ));
+            }
+            count = count.checked_add(c).ok_or("a count past 2^64")?;
+            let partial = &mut pane[2..];
+            match self.window.agg {
+                Aggregate::Min | Aggregate::Max if partial[1] > c => {
+                    return Err(format!("pane {q} holds more values than its count"));
+                }
+                Aggregate::Min | Aggregate::Max => {}
+                Aggregate::Any | Aggregate::All if partial[0] > c => {
+                    return Err(format!("pane {q} holds more trues than values"));
+                }
+                _ if sums && self.elem == Elem::Float => {
+                    exact::check(partial, c).map_err(|m| format!("pane {q}: {m}"))?;
+                    exact::merge(&mut total, partial, 1);
+                }
+                _ if sums && k == 2 => {
+                    let t = i128_of(&total)
+                        .checked_add(i128_of(partial))
+                        .ok_or("a sum past 2^127")?;
+                    set_i128(&mut total, t);
+                }
+                _ if sums => total[0] += partial[0],
+                _ => {}
+            }
+        }
+        w[T_COUNT] = count;
+        w[T_TOTAL..T_TOTAL + k].copy_from_slice(&total);
+        Ok(())
+    }
+
+    /// A held value's bits as an entry of the window's element type.
+    fn entry(&self, bits: u64) -> Entry {
+        match self.elem {
+            Elem::Int => Entry::Int(bits as i64),
+            Elem::Float => Entry::Float(f64::from_bits(bits)),
+            Elem::Bool => Entry::Bool(bits != 0),
+            Elem::Other => Entry::Other,
+        }
+    }
+}
+
 /// The pane of time `t` for panes of `pane_ns` nanoseconds.
 pub fn pane_of(t: Time, pane_ns: i64) -> i64 {
     t.0.div_euclid(pane_ns)
@@ -511,7 +635,7 @@ fn sub_from(total: &mut [u64], partial: &[u64], elem: Elem) {
     match total.len() {
         1 => total[0] = total[0].wrapping_sub(partial[0]),
         2 => set_i128(total, i128_of(total) - i128_of(partial)),
-        _ => exact::sub(total, partial),
+        _ => exact::merge(total, partial, -1),
     }
 }
 
@@ -568,18 +692,39 @@ pub mod exact {
         }
     }
 
-    /// `acc -= part`, digit by digit (both in carry-save form).
-    pub fn sub(acc: &mut [u64], part: &[u64]) {
+    /// `acc += sign * part`, digit by digit (both in carry-save form).
+    pub fn merge(acc: &mut [u64], part: &[u64], sign: i64) {
         for k in 0..LIMBS {
-            acc[k] = (acc[k] as i64 - part[k] as i64) as u64;
+            acc[k] = (acc[k] as i64 + sign * part[k] as i64) as u64;
         }
         for k in [POS_INF, NEG_INF, NAN, NEG_ZERO] {
-            acc[k] = acc[k].wrapping_sub(part[k]);
+            acc[k] = acc[k].wrapping_add_signed(sign * part[k] as i64);
         }
         acc[PENDING] += part[PENDING] + 1;
         if acc[PENDING] >= NORMALISE_EVERY {
             normalise(acc);
         }
+    }
+
+    /// Checks an accumulator read from a snapshot, over `count` values: no
+    /// digit so large that adding to it could overflow, no more special
+    /// values than values. Normalises it.
+    pub fn check(acc: &mut [u64], count: u64) -> Result<(), String> {
+        if acc[..LIMBS]
+            .iter()
+            .any(|&d| (d as i64).unsigned_abs() >= 1 << 61)
+            || acc[PENDING] >= NORMALISE_EVERY
+        {
+            return Err("an exact sum out of range".into());
+        }
+        if [POS_INF, NEG_INF, NAN, NEG_ZERO]
+            .iter()
+            .any(|&k| acc[k] > count)
+        {
+            return Err("more special values than values".into());
+        }
+        normalise(acc);
+        Ok(())
     }
 
     /// Propagates carries: every digit but the top one in `0..2^32`, the

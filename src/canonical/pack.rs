@@ -68,6 +68,9 @@ pub struct PackLayout {
     flags_at: usize,
     extra_at: usize,
     counts_at: usize,
+    /// The windows' words (`NodeState::windows`), whole, from this byte.
+    windows_at: usize,
+    window_words: usize,
     len: usize,
 }
 
@@ -142,7 +145,8 @@ impl PackLayout {
         let counts_at = flags_at + flags.len();
         // Whole words, so that blocks kept in a buffer of words stay aligned
         // (a kernel's frame points at their lanes).
-        let len = (counts_at + 4 * rings).next_multiple_of(8);
+        let windows_at = (counts_at + 4 * rings).next_multiple_of(8);
+        let len = windows_at + 8 * plan.window_words;
         PackLayout {
             persist: persist.into(),
             nodes,
@@ -161,6 +165,8 @@ impl PackLayout {
             flags_at,
             extra_at,
             counts_at,
+            windows_at,
+            window_words: plan.window_words,
             len,
         }
     }
@@ -342,6 +348,10 @@ impl NodeState {
             let at = l.counts_at + 4 * r;
             bytes[at..at + 4].copy_from_slice(&info.bad.to_ne_bytes());
         }
+        let windows = &mut bytes[l.windows_at..l.windows_at + 8 * l.window_words];
+        for (dst, src) in windows.chunks_exact_mut(8).zip(&self.windows) {
+            dst.copy_from_slice(&src.to_ne_bytes());
+        }
     }
 
     /// Makes this working state (of the same plan, with full rings) the
@@ -389,6 +399,10 @@ impl NodeState {
             let mut b = [0; 4];
             b.copy_from_slice(&bytes[at..at + 4]);
             self.rings[r].bad = u32::from_ne_bytes(b);
+        }
+        let windows = &bytes[l.windows_at..l.windows_at + 8 * l.window_words];
+        for (dst, src) in self.windows.iter_mut().zip(windows.chunks_exact(8)) {
+            *dst = u64::from_ne_bytes(src.try_into().expect("8 bytes"));
         }
         self.pending.clear();
     }

@@ -171,6 +171,17 @@ impl Snapshot {
                 }
             })
             .collect();
+        // A window of a kept stream keeps its state; any other starts empty
+        // (its stream is new or changed, and its history was never kept).
+        let mut windows = vec![0; new.window_words];
+        for w in &new.windows {
+            let kept = old_node(w.node).and_then(|on| old.windows.iter().find(|o| o.node == on));
+            if let Some(o) = kept.filter(|o| o.shape == w.shape)
+                && let Some(words) = b.windows.get(o.words())
+            {
+                windows[w.words()].copy_from_slice(words);
+            }
+        }
         let snapshot = Snapshot {
             body: Body {
                 vigil_snapshot: b.vigil_snapshot,
@@ -180,6 +191,7 @@ impl Snapshot {
                 flags,
                 rings,
                 stopped: None,
+                windows,
             },
         };
         (snapshot, repair)

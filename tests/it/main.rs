@@ -23,3 +23,4 @@ mod support;
 mod time;
 mod trace_hardening;
 mod triggers;
+mod windows;

@@ -1,0 +1,342 @@
+//! Sliding windows (issue 13): generated specs of count and time windows checked against the
+//! reference evaluator (which recomputes every window from the whole history), every tier
+//! against the canonical one, snapshots taken mid-window, keyed monitors keeping one window
+//! per key, the located diagnostics, and resident memory under long windows.
+
+use crate::props::{Ty, compare_runs, generate_trace, run_tier, runtime};
+use proptest::prelude::*;
+use vigil::reference;
+use vigil::{Monitor, OutputBatch, Sample, Snapshot, Spec, Tier, Value};
+
+const TIERS: [Tier; 5] = [
+    Tier::Canonical,
+    Tier::Quickened,
+    Tier::NativeRegions,
+    Tier::NativeWhole,
+    Tier::Auto,
+];
+
+/// Choices drawn from proptest's data (0 once it runs out).
+struct Pick<'a> {
+    data: &'a [u32],
+    pos: usize,
+}
+
+impl Pick<'_> {
+    fn pick(&mut self, n: usize) -> usize {
+        let v = self.data.get(self.pos).copied().unwrap_or(0) as usize;
+        self.pos += 1;
+        v % n
+    }
+
+    fn one<T: Copy>(&mut self, xs: &[T]) -> T {
+        xs[self.pick(xs.len())]
+    }
+}
+
+/// The kinds of values a window may aggregate here.
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Kind {
+    Int,
+    Float,
+    Bool,
+    /// The untyped input: only `count` takes it.
+    Any,
+}
+
+const AGGREGATES: [&str; 8] = ["count", "sum", "avg", "min", "max", "last", "any", "all"];
+
+/// A spec of 1 to 4 windows over inputs `i: Int`, `f: Float`, `b: Bool`
+/// and the untyped `x`, over expressions of them and over earlier windows;
+/// count windows of 1 to 8 values and time windows of 1 to 5 s (a step's
+/// time is its index in seconds) with default or explicit granularity.
+fn window_spec(data: &[u32]) -> String {
+    let mut c = Pick { data, pos: 0 };
+    let mut lines = vec![
+        "in i: Int".to_string(),
+        "in f: Float".to_string(),
+        "in b: Bool".to_string(),
+        "in x".to_string(),
+    ];
+    // Streams a window may read, with their kind.
+    let mut operands: Vec<(String, Kind)> = vec![
+        ("i".into(), Kind::Int),
+        ("i[1]".into(), Kind::Int),
+        ("(if b then i else 3)".into(), Kind::Int),
+        ("f".into(), Kind::Float),
+        ("default(f[2], 0.5)".into(), Kind::Float),
+        ("b".into(), Kind::Bool),
+        ("(i > 0)".into(), Kind::Bool),
+        ("x".into(), Kind::Any),
+    ];
+    for k in 0..1 + c.pick(4) {
+        let (operand, kind) = operands[c.pick(operands.len())].clone();
+        let aggs: Vec<&str> = AGGREGATES
+            .iter()
+            .copied()
+            .filter(|a| match kind {
+                Kind::Int | Kind::Float => !matches!(*a, "any" | "all"),
+                Kind::Bool => matches!(*a, "count" | "last" | "any" | "all"),
+                Kind::Any => *a == "count",
+            })
+            .collect();
+        let agg = c.one(&aggs);
+        let size = match c.pick(3) {
+            0 | 1 => format!("{}", 1 + c.pick(8)),
+            _ => {
+                let secs = 1 + c.pick(5);
+                match c.pick(3) {
+                    0 => format!("{secs}s"),
+                    1 => format!("{secs}s, 1s"),
+                    _ => format!("{secs}s, 500ms"),
+                }
+            }
+        };
+        let (size, agg) = match size.split_once(", ") {
+            Some((total, pane)) => (total.to_string(), format!("{agg}, {pane}")),
+            None => (size, agg.to_string()),
+        };
+        let window = format!("window({operand}, {size}, {agg})");
+        let agg = agg.split(',').next().unwrap_or_default().to_string();
+        let out_kind = match agg.as_str() {
+            "count" => Kind::Int,
+            "avg" => Kind::Float,
+            "any" | "all" => Kind::Bool,
+            _ => kind,
+        };
+        let fallback = match out_kind {
+            Kind::Int => "0",
+            Kind::Float => "0.0",
+            _ => "false",
+        };
+        let def = match c.pick(3) {
+            0 => format!("default({window}, {fallback})"),
+            _ => window,
+        };
+        let name = format!("w{k}");
+        lines.push(format!("out {name}"));
+        lines.push(format!("{name} = {def}"));
+        operands.push((name, out_kind));
+    }
+    lines.join("\n") + "\n"
+}
+
+/// One generated case.
+struct Case {
+    spec: Spec,
+    trace: Vec<Vec<Option<Value>>>,
+}
+
+fn make_case(spec_data: &[u32], len: usize, trace_data: &[u32], absent: usize) -> Case {
+    let source = window_spec(spec_data);
+    let spec = Spec::parse("windows.dsrv", &source)
+        .unwrap_or_else(|e| panic!("a generated window spec is rejected: {e}\n{source}"));
+    let inputs = [Some(Ty::Int), Some(Ty::Float), Some(Ty::Bool), None];
+    let trace = generate_trace(&inputs, len, trace_data, absent);
+    Case { spec, trace }
+}
+
+/// What the generated cases must cover, so that the properties do not pass
+/// vacuously.
+#[derive(Default, Debug)]
+struct Coverage {
+    time_windows: usize,
+    count_windows: usize,
+    /// Each aggregate read from a window holding values.
+    aggregates: [usize; 8],
+    /// A window read ⊥ (empty, an aggregate without an empty result).
+    empty: usize,
+    /// A runtime error inside a window's sum.
+    overflow: usize,
+    /// A NaN read from a Float window.
+    nan: usize,
+    /// A snapshot taken with values in its windows.
+    snapshots_mid_window: usize,
+}
+
+/// Checks one case: canonical == reference; every tier (row by row, and in
+/// batches on native-whole) == canonical; a run split at `split` and
+/// restored on `second` == the uninterrupted one.
+fn check(
+    case: &Case,
+    split: usize,
+    second: Tier,
+    json: bool,
+    cov: &mut Coverage,
+) -> Result<(), String> {
+    let canon = run_tier(&case.spec, &case.trace, Tier::Canonical);
+    let refer = reference::evaluate(case.spec.checked(), &case.trace);
+    compare_runs(
+        &case.spec,
+        &case.trace,
+        ("canonical", canon.clone()),
+        ("reference", refer),
+    )?;
+    for tier in TIERS {
+        let run = run_tier(&case.spec, &case.trace, tier);
+        let name = tier.to_string();
+        compare_runs(
+            &case.spec,
+            &case.trace,
+            ("canonical", canon.clone()),
+            (&name, run),
+        )?;
+    }
+    let mut monitor = Monitor::builder(&case.spec).tier(Tier::NativeWhole).build();
+    let mut outputs = Vec::new();
+    let mut error = None;
+    for chunk in case.trace.chunks(6) {
+        let mut rows = monitor.batch();
+        for row in chunk {
+            rows.push_row(row).map_err(|e| e.to_string())?;
+        }
+        let mut out = OutputBatch::new();
+        let result = monitor.run_batch(&rows, &mut out);
+        outputs.extend(out.rows().map(|r| r.to_vec()));
+        if let Err(e) = result {
+            error = Some(runtime(e));
+            break;
+        }
+    }
+    compare_runs(
+        &case.spec,
+        &case.trace,
+        ("canonical", canon.clone()),
+        ("batches", (outputs, error)),
+    )?;
+    // Split, snapshot, restore on `second`, continue.
+    let split = split.min(case.trace.len());
+    let mut first = Monitor::builder(&case.spec).tier(Tier::Quickened).build();
+    let mut outputs = Vec::new();
+    let mut error = None;
+    for row in &case.trace[..split] {
+        match first.step(row) {
+            Ok(o) => outputs.push(o.to_vec()),
+            Err(e) => {
+                error = Some(runtime(e));
+                break;
+            }
+        }
+    }
+    if error.is_none() {
+        let snap = first.snapshot();
+        let text = snap.to_json();
+        // Some window word is not zero: the windows hold state.
+        let words = text.split("\"windows\":[").nth(1).unwrap_or("");
+        let words = words.split(']').next().unwrap_or("");
+        cov.snapshots_mid_window += words.split(',').any(|w| !w.is_empty() && w != "0") as usize;
+        let decoded = if json {
+            Snapshot::from_json(&text).map_err(|e| e.to_string())?
+        } else {
+            Snapshot::from_bytes(&snap.to_bytes()).map_err(|e| e.to_string())?
+        };
+        let mut resumed = Monitor::builder(&case.spec)
+            .tier(second)
+            .restore(&decoded)
+            .map_err(|e| format!("restore failed: {e}"))?
+            .build();
+        for row in &case.trace[split..] {
+            match resumed.step(row) {
+                Ok(o) => outputs.push(o.to_vec()),
+                Err(e) => {
+                    error = Some(runtime(e));
+                    break;
+                }
+            }
+        }
+    }
+    let what = format!("split at {split}, restored on {second}");
+    compare_runs(
+        &case.spec,
+        &case.trace,
+        ("canonical", canon.clone()),
+        (&what, (outputs, error)),
+    )?;
+    // Coverage.
+    let source = &case.spec.checked().source;
+    cov.time_windows += source.contains("s, ") as usize;
+    cov.count_windows += source
+        .lines()
+        .any(|l| l.contains("window(") && !l.contains("s, ")) as usize;
+    let (rows, err) = &canon;
+    cov.overflow += err.as_ref().is_some_and(|e| e.op == "window sum") as usize;
+    let names = case.spec.output_names();
+    for (k, name) in names.iter().enumerate() {
+        let line = source
+            .lines()
+            .find(|l| l.starts_with(&format!("{name} = ")))
+            .unwrap_or("");
+        let agg = AGGREGATES
+            .iter()
+            .position(|a| line.contains(&format!(", {a})")) || line.contains(&format!(", {a},")));
+        for row in rows {
+            match &row[k] {
+                Sample::Deferred if !line.starts_with(&format!("{name} = default")) => {
+                    cov.empty += 1
+                }
+                Sample::Value(Value::Float(v)) if v.is_nan() => cov.nan += 1,
+                Sample::Value(_) => {
+                    if let Some(a) = agg {
+                        cov.aggregates[a] += 1;
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    Ok(())
+}
+
+fn strategy() -> impl Strategy<Value = (Vec<u32>, usize, Vec<u32>, usize, usize)> {
+    (
+        proptest::collection::vec(any::<u32>(), 0..60),
+        0..=30usize,
+        proptest::collection::vec(any::<u32>(), 0..400),
+        0..4usize,
+        any::<usize>(),
+    )
+}
+
+fn run_case(
+    (spec_data, len, trace_data, absent, pick): &(Vec<u32>, usize, Vec<u32>, usize, usize),
+    cov: &mut Coverage,
+) -> Result<(), String> {
+    let case = make_case(spec_data, *len, trace_data, *absent);
+    let second = TIERS[pick % TIERS.len()];
+    check(&case, pick / 7 % (len + 1), second, pick % 2 == 0, cov)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(96))]
+
+    #[test]
+    fn windows_agree_with_the_reference_on_every_tier(case in strategy()) {
+        let mut cov = Coverage::default();
+        run_case(&case, &mut cov).map_err(TestCaseError::fail)?;
+    }
+}
+
+/// A deterministic sweep of the same cases, with the coverage guard: the
+/// generator must reach every aggregate with values, empty windows, an
+/// overflowing sum, NaN, time and count windows, and mid-window snapshots.
+#[test]
+fn windows_sweep_covers_every_aggregate() {
+    use proptest::strategy::ValueTree;
+    let mut runner = proptest::test_runner::TestRunner::deterministic();
+    let strategy = strategy();
+    let mut cov = Coverage::default();
+    for _ in 0..300 {
+        let case = strategy.new_tree(&mut runner).expect("a case").current();
+        run_case(&case, &mut cov).unwrap_or_else(|e| panic!("{e}"));
+    }
+    assert!(
+        cov.time_windows >= 100 && cov.count_windows >= 150,
+        "{cov:?}"
+    );
+    assert!(cov.aggregates.iter().all(|&n| n >= 200), "{cov:?}");
+    assert!(
+        cov.empty >= 50 && cov.nan >= 50 && cov.overflow >= 3,
+        "{cov:?}"
+    );
+    assert!(cov.snapshots_mid_window >= 150, "{cov:?}");
+}
