@@ -40,6 +40,22 @@ pub fn explain(spec: &Spec, tier: Tier) -> String {
             }
         }
     }
+    if !plan.windows.is_empty() {
+        // Only specs with windows print this.
+        let _ = writeln!(
+            out,
+            "\nwindows (state in the run, {} bytes in all; run by the canonical tier on every tier):",
+            plan.window_words * 8
+        );
+        for w in &plan.windows {
+            let _ = writeln!(
+                out,
+                "  {}: {}",
+                describe_node(plan, w.node),
+                w.shape.describe()
+            );
+        }
+    }
     let _ = writeln!(out, "\ntier: {} ({})", monitor.tier(), monitor.stats().why);
     let untyped = plan.spec.untyped_inputs();
     if !untyped.is_empty() && monitor.tier() != crate::Tier::Canonical {

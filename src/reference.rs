@@ -393,7 +393,7 @@ fn pointwise(
 }
 
 /// An aggregate of the values a window holds (oldest first), computed from
-/// scratch; the empty window's results are DESIGN §2.4's.
+/// scratch; the empty window's results are the README's (Windows).
 fn aggregate(agg: Aggregate, held: &[Value], elem: window::Elem) -> Result<Sample, Fault> {
     let v = |x: Value| Ok(Sample::Value(x));
     let floats = || {

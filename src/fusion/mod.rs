@@ -197,6 +197,15 @@ pub fn why_not_eligible(plan: &Plan, s: StreamId) -> Option<String> {
     if plan.clocks[s.index()] != 0 {
         return Some("it is periodic: its ticks run on the canonical tier".to_string());
     }
+    if let Some(w) = graph
+        .node_ids()
+        .find(|&id| matches!(plan.node(id).op, NodeOp::Window(_)))
+    {
+        return Some(format!(
+            "it reads a window ({}), whose state only the canonical tier keeps",
+            describe_node(plan, w)
+        ));
+    }
     if scalar_type(plan.spec.stream(s).sig).is_none() {
         return Some(format!(
             "its values are not of one scalar representation (type {}, signature none)",

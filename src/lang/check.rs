@@ -1128,7 +1128,7 @@ fn binary_type(
     }
 }
 
-/// The type of a window aggregating values of type `t` (DESIGN §2.4):
+/// The type of a window aggregating values of type `t` (README, "Windows"):
 /// `count` takes any operand, `sum`, `avg`, `min` and `max` a number,
 /// `last` a scalar, `any` and `all` a Bool. The operand's type must be
 /// known: a window keeps one representation of its values.
@@ -1144,7 +1144,9 @@ fn window_type(
         errs.push(
             Diagnostic::new(
                 span,
-                format!("a `{name}` window needs its operand's type, which is not known"),
+                format!(
+                    "the window aggregate `{name}` needs its operand's type, which is not known"
+                ),
             )
             .with_hint("declare the stream's type, e.g. `in latency: Float`"),
         );
@@ -1166,7 +1168,7 @@ fn window_type(
         };
         errs.push(Diagnostic::new(
             span,
-            format!("a `{name}` window needs {want} operand, found {t}"),
+            format!("the window aggregate `{name}` needs {want} operand, found {t}"),
         ));
         return None;
     }

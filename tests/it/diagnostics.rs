@@ -226,3 +226,89 @@ fn scheduler_policies_are_checked() {
         "#]],
     );
 }
+
+#[test]
+fn window_errors_are_located() {
+    check(
+        "in x: Int\nout a\na = window(x, 20, median)\n",
+        expect![[r#"
+            error: unknown aggregate `median`
+             --> spec.dsrv:3:19
+              |
+            3 | a = window(x, 20, median)
+              |                   ^^^^^^
+              = hint: the aggregates are count, sum, avg, min, max, last, any and all
+        "#]],
+    );
+    check(
+        "in x: Int\nin n: Int\nout a\na = window(x, n, max)\n",
+        expect![[r#"
+            error: a window's size must be a literal: a count (`20`) or a duration (`10s`)
+             --> spec.dsrv:4:15
+              |
+            4 | a = window(x, n, max)
+              |               ^
+              = hint: a window reads `window(x, 20, max)` (the last 20 values) or `window(x, 10s, avg)` (the last 10 seconds; units ns, us, ms, s, min, h)
+        "#]],
+    );
+    check(
+        "in x: Int\nout a\na = window(x, 0, max)\n",
+        expect![[r#"
+        error: a window's count must be at least 1 and at most 10000000, found 0
+         --> spec.dsrv:3:15
+          |
+        3 | a = window(x, 0, max)
+          |               ^
+          = hint: a window reads `window(x, 20, max)` (the last 20 values) or `window(x, 10s, avg)` (the last 10 seconds; units ns, us, ms, s, min, h)
+    "#]],
+    );
+    check(
+        "in x: Str\nin y\nout a\nout b\na = window(x, 3, sum)\nb = window(y, 3, avg)\n",
+        expect![[r#"
+            error: the window aggregate `sum` needs an Int or Float operand, found Str
+             --> spec.dsrv:5:12
+              |
+            5 | a = window(x, 3, sum)
+              |            ^
+
+            error: the window aggregate `avg` needs its operand's type, which is not known
+             --> spec.dsrv:6:12
+              |
+            6 | b = window(y, 3, avg)
+              |            ^
+              = hint: declare the stream's type, e.g. `in latency: Float`
+        "#]],
+    );
+    check(
+        "in x: Int\nout a\na = window(x, 10s, avg, 3s)\n",
+        expect![[r#"
+            error: a window's granularity must divide its duration into at most 10000 panes
+             --> spec.dsrv:3:25
+              |
+            3 | a = window(x, 10s, avg, 3s)
+              |                         ^^
+              = hint: for example `window(x, 1h, avg, 1min)`: 60 panes of a minute
+        "#]],
+    );
+    check(
+        "in x: Int\nout a\na = window(x, 10, avg, 1s)\n",
+        expect![[r#"
+            error: a count window has no granularity (only a time window is split into panes)
+             --> spec.dsrv:3:22
+              |
+            3 | a = window(x, 10, avg, 1s)
+              |                      ^
+        "#]],
+    );
+    check(
+        "in x: Int\nout a\na = window(x, 10 parsecs, avg)\n",
+        expect![[r#"
+        error: unknown unit `parsecs`
+         --> spec.dsrv:3:18
+          |
+        3 | a = window(x, 10 parsecs, avg)
+          |                  ^^^^^^^
+          = hint: a window reads `window(x, 20, max)` (the last 20 values) or `window(x, 10s, avg)` (the last 10 seconds; units ns, us, ms, s, min, h)
+    "#]],
+    );
+}

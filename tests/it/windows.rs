@@ -6,7 +6,9 @@
 use crate::props::{Ty, compare_runs, generate_trace, run_tier, runtime};
 use proptest::prelude::*;
 use vigil::reference;
-use vigil::{Monitor, OutputBatch, Sample, Snapshot, Spec, Tier, Value};
+use vigil::{
+    KeyedMonitor, KeyedSnapshot, Monitor, OutputBatch, Sample, Snapshot, Spec, Tier, Value,
+};
 
 const TIERS: [Tier; 5] = [
     Tier::Canonical,
@@ -339,4 +341,53 @@ fn windows_sweep_covers_every_aggregate() {
         "{cov:?}"
     );
     assert!(cov.snapshots_mid_window >= 150, "{cov:?}");
+}
+
+/// A keyed monitor keeps one window per key, on every tier, through a
+/// keyed snapshot taken mid-window (binary, then JSON).
+#[test]
+fn keyed_monitors_keep_a_window_per_key() {
+    let src = "in k: Int\nin v: Int\nin f: Float\nout s\nout m\nout a\nout c\n\
+               s = window(v, 3, sum)\nm = window(v, 4, max)\na = window(f, 2s, avg)\n\
+               c = window(v, 3s, count, 1s)\n";
+    let spec = Spec::parse("keyed.dsrv", src).unwrap();
+    let rows: Vec<Vec<Option<Value>>> = (0..60i64)
+        .map(|r| {
+            let v = (r * 7919 % 23) - 11;
+            vec![
+                Some(Value::Int(r % 3)),
+                (r % 5 != 4).then_some(Value::Int(v)),
+                (r % 4 != 1).then_some(Value::Float(v as f64 / 4.0)),
+            ]
+        })
+        .collect();
+    for tier in TIERS {
+        // One plain monitor per key is the expected run of that key (each
+        // key's steps are its own rows).
+        let mut plain: Vec<Monitor> = (0..3)
+            .map(|_| Monitor::builder(&spec).tier(tier).build())
+            .collect();
+        let mut keyed = KeyedMonitor::builder(&spec, "k")
+            .tier(tier)
+            .build()
+            .unwrap();
+        for (r, row) in rows.iter().enumerate() {
+            if r == 20 || r == 41 {
+                let snap = keyed.snapshot();
+                let snap = match r {
+                    20 => KeyedSnapshot::from_bytes(&snap.to_bytes()).unwrap(),
+                    _ => KeyedSnapshot::from_json(&snap.to_json()).unwrap(),
+                };
+                keyed = KeyedMonitor::builder(&spec, "k")
+                    .tier(tier)
+                    .restore(&snap)
+                    .build()
+                    .unwrap();
+            }
+            let k = r % 3;
+            let want = plain[k].step(row).unwrap().to_vec();
+            let got = keyed.step(row).unwrap().to_vec();
+            assert_eq!(got, want, "{tier}, row {r}");
+        }
+    }
 }
