@@ -20,6 +20,9 @@ pub const CHAIN: &str = include_str!("../../examples/chain.dsrv");
 /// tiers speculate `x` is an Int (from its first value).
 pub const COUNTER_UNTYPED: &str = "in x\nout z\nz = default(z[1], 0) + x\n";
 pub const FUSION: &str = include_str!("../../examples/fusion.dsrv");
+/// Windows (issue 13): a 100-value average and maximum at every row.
+pub const WINDOW_AVG: &str = "in x: Int\nout a: Float\na = window(x, 100, avg)\n";
+pub const WINDOW_MAX: &str = "in x: Int\nout m: Int\nm = window(x, 100, max)\n";
 
 /// One scenario: a spec, its input columns (in declaration order), and a
 /// hand-written baseline computing the same outputs.
@@ -106,6 +109,18 @@ pub fn scenarios() -> (Columns, Vec<Scenario>) {
             }),
             baseline: baseline_fusion,
         },
+        Scenario {
+            name: "window_avg",
+            spec: WINDOW_AVG,
+            rows: rows_of(&|i| vec![int(c.x[i])]),
+            baseline: baseline_window_avg,
+        },
+        Scenario {
+            name: "window_max",
+            spec: WINDOW_MAX,
+            rows: rows_of(&|i| vec![int(c.x[i])]),
+            baseline: baseline_window_max,
+        },
     ];
     (c, scenarios)
 }
@@ -182,4 +197,47 @@ pub fn baseline_fusion(c: &Columns) -> i64 {
         ));
     }
     total
+}
+
+/// `window(x, 100, avg)` by hand: a ring of the last 100 values and a
+/// running total (128-bit, as vigil keeps it), the average of those present.
+pub fn baseline_window_avg(c: &Columns) -> i64 {
+    const N: usize = 100;
+    let mut ring = [0i64; N];
+    let (mut sum, mut pushes) = (0i128, 0usize);
+    let mut avg = 0.0f64;
+    for &x in &c.x {
+        let at = pushes % N;
+        if pushes >= N {
+            sum -= i128::from(ring[at]);
+        }
+        ring[at] = x;
+        sum += i128::from(x);
+        pushes += 1;
+        avg = sum as f64 / pushes.min(N) as f64;
+        black_box(&avg);
+    }
+    avg.to_bits() as i64
+}
+
+/// `window(x, 100, max)` by hand: a ring of the last 100 values and a
+/// monotonic deque of positions (amortised O(1) per row).
+pub fn baseline_window_max(c: &Columns) -> i64 {
+    const N: usize = 100;
+    let mut ring = [0i64; N];
+    let mut deque: std::collections::VecDeque<usize> = std::collections::VecDeque::with_capacity(N);
+    let mut max = 0i64;
+    for (pos, &x) in c.x.iter().enumerate() {
+        while deque.front().is_some_and(|&p| p + N <= pos) {
+            deque.pop_front();
+        }
+        while deque.back().is_some_and(|&p| ring[p % N] <= x) {
+            deque.pop_back();
+        }
+        deque.push_back(pos);
+        ring[pos % N] = x;
+        max = ring[deque[0] % N];
+        black_box(&max);
+    }
+    max
 }

@@ -209,7 +209,10 @@ fn long_windows_keep_resident_memory_flat() {
             before = resident_bytes().expect("statm");
         }
         let row = [Some(Value::Int(r % 1000))];
-        last = m.step_at(vigil::time::Time(r * 1_000_000), row).unwrap().to_vec();
+        last = m
+            .step_at(vigil::time::Time(r * 1_000_000), row)
+            .unwrap()
+            .to_vec();
     }
     let after = resident_bytes().expect("statm");
     // The last row: 10,000 values of 0..999 sum to 10 × 499,500. The hour
