@@ -887,11 +887,21 @@ impl Signatures<'_> {
                     Builtin::Time => Some(NotScalar),
                 }
             }
-            // Windows keep their state in the run's window words, which only
-            // the canonical tier reads and writes (no scalar lowering yet).
-            ExprKind::Window(a, _) => {
-                sub(*a, table);
-                Some(NotScalar)
+            // A window's value has one representation, whatever its
+            // operand's (a Float window converts the Ints it receives), or
+            // is ⊥ (empty): its readers may fuse. The window itself runs on
+            // the canonical tier (`fusion::is_island_node`).
+            ExprKind::Window(a, w) => {
+                let sa = sub(*a, table);
+                match w.agg {
+                    Aggregate::Count => Some(I64),
+                    Aggregate::Avg => Some(F64),
+                    Aggregate::Any | Aggregate::All => Some(B1),
+                    _ => match sa {
+                        Some(NotScalar) => Some(F64),
+                        other => other,
+                    },
+                }
             }
         };
         table[e.index()] = s;

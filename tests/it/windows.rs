@@ -118,6 +118,17 @@ fn window_spec(data: &[u32]) -> String {
         let name = format!("w{k}");
         lines.push(format!("out {name}"));
         lines.push(format!("{name} = {def}"));
+        // A reader of the window, which may fuse (the window has a scalar
+        // signature) while the window itself runs canonically.
+        if c.pick(2) == 0 {
+            let read = match out_kind {
+                Kind::Int => format!("{name} * 2 + i"),
+                Kind::Float => format!("{name} * 0.5 + f"),
+                _ => format!("{name} && b"),
+            };
+            lines.push(format!("out r{k}"));
+            lines.push(format!("r{k} = {read}"));
+        }
         operands.push((name, out_kind));
     }
     lines.join("\n") + "\n"
