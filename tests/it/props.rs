@@ -570,7 +570,7 @@ pub(crate) fn run_tier(spec: &Spec, trace: &[Vec<Option<Value>>], tier: Tier) ->
 }
 
 /// Runs `trace` on `monitor`, row by row, to its end or its first error.
-fn run_monitor(monitor: &mut Monitor, trace: &[Vec<Option<Value>>]) -> Run {
+pub(crate) fn run_monitor(monitor: &mut Monitor, trace: &[Vec<Option<Value>>]) -> Run {
     let mut outputs = Vec::new();
     for row in trace {
         match monitor.step(row) {
@@ -607,7 +607,7 @@ pub(crate) fn runtime(e: StepError) -> RuntimeError {
 
 /// Runs one tier through the batch API (`Monitor::run_batch`), in batches
 /// of up to 7 rows so that batch boundaries fall everywhere.
-fn run_tier_batch(spec: &Spec, trace: &[Vec<Option<Value>>], tier: Tier) -> Run {
+pub(crate) fn run_tier_batch(spec: &Spec, trace: &[Vec<Option<Value>>], tier: Tier) -> Run {
     let mut monitor = Monitor::builder(spec).tier(tier).build();
     let mut outputs = Vec::new();
     for chunk in trace.chunks(7) {

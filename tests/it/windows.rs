@@ -3,20 +3,13 @@
 //! against the canonical one, snapshots taken mid-window, keyed monitors keeping one window
 //! per key, the located diagnostics, and resident memory under long windows.
 
-use crate::props::{Ty, compare_runs, generate_trace, run_tier, runtime};
+use crate::props::{Ty, compare_runs, generate_trace, run_monitor, run_tier, run_tier_batch};
 use proptest::prelude::*;
 use vigil::reference;
-use vigil::{
-    KeyedMonitor, KeyedSnapshot, Monitor, OutputBatch, Sample, Snapshot, Spec, Tier, Value,
-};
+use vigil::{KeyedMonitor, KeyedSnapshot, Monitor, Sample, Snapshot, Spec, Tier, Value};
 
-const TIERS: [Tier; 5] = [
-    Tier::Canonical,
-    Tier::Quickened,
-    Tier::NativeRegions,
-    Tier::NativeWhole,
-    Tier::Auto,
-];
+/// Every tier (`Tier::ALL`, `Auto` included).
+const TIERS: [Tier; 5] = Tier::ALL;
 
 /// Choices drawn from proptest's data (0 once it runs out).
 struct Pick<'a> {
@@ -195,42 +188,17 @@ fn check(
             (&name, run),
         )?;
     }
-    let mut monitor = Monitor::builder(&case.spec).tier(Tier::NativeWhole).build();
-    let mut outputs = Vec::new();
-    let mut error = None;
-    for chunk in case.trace.chunks(6) {
-        let mut rows = monitor.batch();
-        for row in chunk {
-            rows.push_row(row).map_err(|e| e.to_string())?;
-        }
-        let mut out = OutputBatch::new();
-        let result = monitor.run_batch(&rows, &mut out);
-        outputs.extend(out.rows().map(|r| r.to_vec()));
-        if let Err(e) = result {
-            error = Some(runtime(e));
-            break;
-        }
-    }
+    let batches = run_tier_batch(&case.spec, &case.trace, Tier::NativeWhole);
     compare_runs(
         &case.spec,
         &case.trace,
         ("canonical", canon.clone()),
-        ("batches", (outputs, error)),
+        ("batches", batches),
     )?;
     // Split, snapshot, restore on `second`, continue.
     let split = split.min(case.trace.len());
     let mut first = Monitor::builder(&case.spec).tier(Tier::Quickened).build();
-    let mut outputs = Vec::new();
-    let mut error = None;
-    for row in &case.trace[..split] {
-        match first.step(row) {
-            Ok(o) => outputs.push(o.to_vec()),
-            Err(e) => {
-                error = Some(runtime(e));
-                break;
-            }
-        }
-    }
+    let (mut outputs, mut error) = run_monitor(&mut first, &case.trace[..split]);
     if error.is_none() {
         let snap = first.snapshot();
         let text = snap.to_json();
@@ -248,15 +216,9 @@ fn check(
             .restore(&decoded)
             .map_err(|e| format!("restore failed: {e}"))?
             .build();
-        for row in &case.trace[split..] {
-            match resumed.step(row) {
-                Ok(o) => outputs.push(o.to_vec()),
-                Err(e) => {
-                    error = Some(runtime(e));
-                    break;
-                }
-            }
-        }
+        let (more, err) = run_monitor(&mut resumed, &case.trace[split..]);
+        outputs.extend(more);
+        error = err;
     }
     let what = format!("split at {split}, restored on {second}");
     compare_runs(
