@@ -268,7 +268,7 @@ impl Reference<'_> {
     /// present values (not NoVal, not ⊥) it had, the last `n` of them or
     /// those of the last panes, aggregated from scratch.
     fn window(&mut self, a: ExprId, w: Window, s: usize) -> Result<Sample, Fault> {
-        let elem = window::Elem::of(self.spec.expr_type[a.index()]);
+        let elem = window::elem_of(self.spec.expr_type[a.index()]);
         let float = elem == window::Elem::Float;
         let mut values: Vec<(usize, Value)> = Vec::new();
         for t in 0..=s {

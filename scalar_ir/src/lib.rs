@@ -12,6 +12,7 @@ pub mod ir;
 pub mod quick;
 pub mod text;
 pub mod verify;
+pub mod window;
 
 pub use quick::QuickCode;
 

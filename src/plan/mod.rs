@@ -272,7 +272,7 @@ impl Plan {
             let ExprKind::Window(operand, window) = self.spec.ast.expr(n.expr).kind else {
                 unreachable!("a window node lowers a window expression")
             };
-            let elem = crate::window::Elem::of(self.spec.expr_type[operand.index()]);
+            let elem = crate::window::elem_of(self.spec.expr_type[operand.index()]);
             let shape = crate::window::Shape { window, elem };
             self.windows.push(WindowPlan {
                 node: NodeId(k as u32),
