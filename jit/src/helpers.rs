@@ -33,11 +33,13 @@ pub(crate) enum Helper {
     Tan,
     Floor,
     Ceil,
+    /// A count window's push and read (`scalar_ir::window::CountWindow::step`).
+    Window,
 }
 
 impl Helper {
     /// Every helper, in the order of [`Helper::index`].
-    pub(crate) const ALL: [Helper; 8] = [
+    pub(crate) const ALL: [Helper; 9] = [
         Helper::Frem,
         Helper::Fmin,
         Helper::Fmax,
@@ -46,6 +48,7 @@ impl Helper {
         Helper::Tan,
         Helper::Floor,
         Helper::Ceil,
+        Helper::Window,
     ];
 
     /// A dense index, for per-module and per-function tables.
@@ -64,6 +67,7 @@ impl Helper {
             Helper::Tan => "vigil_jit_tan",
             Helper::Floor => "vigil_jit_floor",
             Helper::Ceil => "vigil_jit_ceil",
+            Helper::Window => "vigil_jit_window",
         }
     }
 
@@ -78,20 +82,30 @@ impl Helper {
             Helper::Tan => tan as *const u8,
             Helper::Floor => floor as *const u8,
             Helper::Ceil => ceil as *const u8,
+            Helper::Window => window as *const u8,
         }
     }
 
-    /// Number of `f64` arguments (the result is one `f64`).
+    /// Number of `f64` arguments of a float helper (the result is one `f64`).
     pub(crate) fn arity(self) -> usize {
         match self {
             Helper::Frem | Helper::Fmin | Helper::Fmax => 2,
             Helper::Sin | Helper::Cos | Helper::Tan | Helper::Floor | Helper::Ceil => 1,
+            Helper::Window => 0,
         }
     }
 
     /// The helper's signature under the host's C calling convention.
     pub(crate) fn signature(self, call_conv: CallConv) -> Signature {
         let mut sig = Signature::new(call_conv);
+        if self == Helper::Window {
+            // (window words, shape, value bits, step, result slot) -> status.
+            for _ in 0..5 {
+                sig.params.push(AbiParam::new(types::I64));
+            }
+            sig.returns.push(AbiParam::new(types::I64));
+            return sig;
+        }
         for _ in 0..self.arity() {
             sig.params.push(AbiParam::new(types::F64));
         }
@@ -130,4 +144,35 @@ extern "C" fn floor(a: f64) -> f64 {
 
 extern "C" fn ceil(a: f64) -> f64 {
     a.ceil()
+}
+
+/// A count window's push and read on the words at `words` (the frame's window
+/// words plus the instruction's base): writes the result's bits to `out` and
+/// returns 0, or returns 1 where an Int sum leaves 64 bits. It cannot panic on
+/// words of its window's length (see `scalar_ir::window`), so no unwind
+/// crosses the JIT frame.
+extern "C" fn window(words: *mut u64, shape: u64, bits: u64, step: u64, out: *mut u64) -> u64 {
+    let Some(shape) = scalar_ir::window::CountWindow::decode(shape) else {
+        // The translator encodes shapes the verifier accepted.
+        return 1;
+    };
+    // SAFETY: the translator passes `frame.windows + base`, and the verifier
+    // checked `base + shape.words() <= decl.windows`, for which the caller of
+    // the kernel guarantees a valid, exclusive region (as for `state`); `out`
+    // is a stack slot of the calling kernel.
+    let words = unsafe { std::slice::from_raw_parts_mut(words, shape.words()) };
+    match shape.step(words, step, bits) {
+        scalar_ir::window::Read::Bits(b) => {
+            // SAFETY: see above.
+            unsafe { out.write(b) };
+            0
+        }
+        scalar_ir::window::Read::Overflow => 1,
+        // A window that has just taken a value is not empty.
+        scalar_ir::window::Read::Empty => {
+            // SAFETY: see above.
+            unsafe { out.write(0) };
+            0
+        }
+    }
 }

@@ -507,6 +507,7 @@ fn build_row_kernel(
         env_tags: load_field(b, frame, FRAME_ENV_TAGS, true),
         state: load_field(b, frame, FRAME_STATE, true),
         step: load_field(b, frame, FRAME_STEP, true),
+        windows: load_field(b, frame, FRAME_WINDOWS, true),
     };
     let mut t = Translator::new(prog, b, fv, helpers, OnReturn::Return { frame });
     t.enter()?;
@@ -548,6 +549,7 @@ fn build_batch_kernel(
     let env = load_field(b, bf, FRAME_ENV, true);
     let env_tags = load_field(b, bf, FRAME_ENV_TAGS, true);
     let state = load_field(b, bf, FRAME_STATE, true);
+    let windows = load_field(b, bf, FRAME_WINDOWS, true);
     let step0 = load_field(b, bf, FRAME_STEP, false);
     let rows = load_field(b, bf, BATCH_ROWS, true);
     let in_lanes = load_field(b, bf, BATCH_IN_LANES, true);
@@ -618,6 +620,7 @@ fn build_batch_kernel(
         env_tags,
         state,
         step,
+        windows,
     };
     let mut t = Translator::new(prog, b, fv, helpers, OnReturn::Jump(row_done));
     if !carried.is_empty() {

@@ -51,6 +51,7 @@ pub(crate) struct FrameVals {
     pub env_tags: cl::Value,
     pub state: cl::Value,
     pub step: cl::Value,
+    pub windows: cl::Value,
 }
 
 /// What the program's `return` becomes.
@@ -496,6 +497,46 @@ impl<'p, 'b, 'f> Translator<'p, 'b, 'f> {
                 self.b.ins().store(flags, v, self.frame.state, off);
                 None
             }
+            InstData::Window {
+                ty,
+                base,
+                shape,
+                arg,
+                site,
+            } => {
+                let v = self.val(arg)?;
+                // The value's bits: a float argument is passed as its bits.
+                let bits = if self.b.func.dfg.value_type(v) == types::F64 {
+                    self.b.ins().bitcast(types::I64, MemFlagsData::new(), v)
+                } else if self.b.func.dfg.value_type(v) == types::I64 {
+                    v
+                } else {
+                    self.b.ins().uextend(types::I64, v)
+                };
+                let words = self
+                    .b
+                    .ins()
+                    .iadd_imm_u(self.frame.windows, i64::from(base) * 8);
+                let shape = self.b.ins().iconst(types::I64, shape.encode() as i64);
+                let slot = self.b.create_sized_stack_slot(cl::StackSlotData::new(
+                    cl::StackSlotKind::ExplicitSlot,
+                    8,
+                    3,
+                ));
+                let out = self.b.ins().stack_addr(types::I64, slot, 0);
+                let step = self.frame.step;
+                let status = self.call(Helper::Window, &[words, shape, bits, step, out])?;
+                self.exit_if(status, Exit::Trap(TrapKind::Overflow, site));
+                let r = self.b.ins().load(types::I64, lane_flags(), out, 0);
+                let want = cl_type(ty);
+                Some(if want == types::F64 {
+                    self.b.ins().bitcast(types::F64, MemFlagsData::new(), r)
+                } else if want == types::I64 {
+                    r
+                } else {
+                    self.b.ins().ireduce(want, r)
+                })
+            }
             InstData::RingLoad { ty, base, len } => {
                 let (addr, off) = self.ring_addr(base, len)?;
                 Some(self.b.ins().load(cl_type(ty), flags, addr, off))
@@ -760,6 +801,7 @@ pub(crate) fn helpers_used(prog: &Program) -> Vec<Helper> {
                 InstData::Unary {
                     op: UnOp::Fceil, ..
                 } => Helper::Ceil,
+                InstData::Window { .. } => Helper::Window,
                 _ => continue,
             };
             used[h.index()] = true;

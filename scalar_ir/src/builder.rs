@@ -158,6 +158,26 @@ impl FunctionBuilder {
         self.ins(InstData::StoreState { ty, lane, arg: v })
     }
 
+    /// Appends `window.ty base, shape, arg, site`: the count window of
+    /// `shape` at window word `base` takes `arg` and is read.
+    pub fn window(
+        &mut self,
+        base: u32,
+        shape: crate::window::CountWindow,
+        arg: Value,
+        site: u32,
+    ) -> Value {
+        let ty = crate::ir::elem_type(crate::window::result_elem(shape.agg, shape.elem))
+            .expect("a window's result is a scalar");
+        self.value(InstData::Window {
+            ty,
+            base,
+            shape,
+            arg,
+            site,
+        })
+    }
+
     /// Appends `ring_load.ty base, len`.
     pub fn ring_load(&mut self, ty: Type, base: u32, len: u32) -> Value {
         self.value(InstData::RingLoad { ty, base, len })

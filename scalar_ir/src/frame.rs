@@ -69,6 +69,9 @@ pub struct Frame {
     pub step: u64,
     /// The exit word of the last invocation.
     pub status: u64,
+    /// Window words (untyped: each `window` instruction names its window's
+    /// shape), as many as the program declares `windows`.
+    pub windows: *mut u64,
 }
 
 /// Byte offset of [`Frame::inputs`].
@@ -85,6 +88,8 @@ pub const FRAME_STATE: usize = offset_of!(Frame, state);
 pub const FRAME_STEP: usize = offset_of!(Frame, step);
 /// Byte offset of [`Frame::status`].
 pub const FRAME_STATUS: usize = offset_of!(Frame, status);
+/// Byte offset of [`Frame::windows`].
+pub const FRAME_WINDOWS: usize = offset_of!(Frame, windows);
 
 // The JIT hard-codes these offsets for a 64-bit target; fail the build if they move.
 #[cfg(target_pointer_width = "64")]
@@ -96,7 +101,8 @@ const _: () = {
     assert!(FRAME_STATE == 32);
     assert!(FRAME_STEP == 40);
     assert!(FRAME_STATUS == 48);
-    assert!(std::mem::size_of::<Frame>() == 56);
+    assert!(FRAME_WINDOWS == 56);
+    assert!(std::mem::size_of::<Frame>() == 64);
 };
 
 /// How a run of a program ended.
@@ -196,6 +202,7 @@ pub struct FrameBuffers {
     pub state: Vec<u64>,
     pub step: u64,
     pub status: u64,
+    pub windows: Vec<u64>,
 }
 
 impl FrameBuffers {
@@ -209,6 +216,7 @@ impl FrameBuffers {
             state: vec![0; decl.state as usize],
             step: 0,
             status: 0,
+            windows: vec![0; decl.windows as usize],
         }
     }
 
@@ -219,6 +227,7 @@ impl FrameBuffers {
             && self.env.len() >= decl.env as usize
             && self.env_tags.len() >= decl.env as usize
             && self.state.len() >= decl.state as usize
+            && self.windows.len() >= decl.windows as usize
     }
 
     /// A raw frame pointing into these buffers, valid while they are not moved or resized.
@@ -231,6 +240,7 @@ impl FrameBuffers {
             state: self.state.as_mut_ptr(),
             step: self.step,
             status: self.status,
+            windows: self.windows.as_mut_ptr(),
         }
     }
 
@@ -362,16 +372,16 @@ pub const BATCH_DONE: usize = offset_of!(BatchFrame, done);
 #[cfg(target_pointer_width = "64")]
 const _: () = {
     assert!(BATCH_FRAME == 0);
-    assert!(BATCH_ROWS == 56);
-    assert!(BATCH_IN_LANES == 64);
-    assert!(BATCH_IN_TAGS == 72);
-    assert!(BATCH_IN_STRIDE == 80);
-    assert!(BATCH_OUT_LANES == 88);
-    assert!(BATCH_OUT_TAGS == 96);
-    assert!(BATCH_OUT_SLOTS == 104);
-    assert!(BATCH_N_OUT == 112);
-    assert!(BATCH_DONE == 120);
-    assert!(std::mem::size_of::<BatchFrame>() == 128);
+    assert!(BATCH_ROWS == 64);
+    assert!(BATCH_IN_LANES == 72);
+    assert!(BATCH_IN_TAGS == 80);
+    assert!(BATCH_IN_STRIDE == 88);
+    assert!(BATCH_OUT_LANES == 96);
+    assert!(BATCH_OUT_TAGS == 104);
+    assert!(BATCH_OUT_SLOTS == 112);
+    assert!(BATCH_N_OUT == 120);
+    assert!(BATCH_DONE == 128);
+    assert!(std::mem::size_of::<BatchFrame>() == 136);
 };
 
 /// Owned, safely sized row-major columns for a batch run (the environment, state and
@@ -510,6 +520,7 @@ mod tests {
             env: 1,
             state: 1,
             sites: 0,
+            windows: 0,
         });
         for v in [
             Slot::Absent,

@@ -427,6 +427,16 @@ pub enum InstData {
         kind: TrapKind,
         site: u32,
     },
+    /// Enters `arg` into the count window `shape` whose state is the window
+    /// words from `base` (once per step), then reads it (see `window`);
+    /// traps with `site` where an Int sum leaves 64 bits.
+    Window {
+        ty: Type,
+        base: u32,
+        shape: crate::window::CountWindow,
+        arg: Value,
+        site: u32,
+    },
 }
 
 impl InstData {
@@ -452,6 +462,7 @@ impl InstData {
             | InstData::LoadEnv { ty, .. }
             | InstData::LoadState { ty, .. }
             | InstData::RingLoad { ty, .. }
+            | InstData::Window { ty, .. }
             | InstData::Select { ty, .. } => *ty,
             InstData::Binary { op, .. } => op.result_type(),
             InstData::Unary { op, .. } => op.result_type(),
@@ -482,6 +493,10 @@ impl InstData {
                 vec![(*cond, Type::B1), (args[0], *ty), (args[1], *ty)]
             }
             InstData::Brif { cond, .. } => vec![(*cond, Type::B1)],
+            InstData::Window { shape, arg, .. } => match elem_type(shape.elem) {
+                Some(t) => vec![(*arg, t)],
+                None => Vec::new(),
+            },
             _ => Vec::new(),
         }
     }
@@ -504,9 +519,21 @@ impl InstData {
         match self {
             InstData::BinaryCk { site, .. }
             | InstData::UnaryCk { site, .. }
+            | InstData::Window { site, .. }
             | InstData::Trap { site, .. } => Some(*site),
             _ => None,
         }
+    }
+}
+
+/// The scalar type of a window element (none for `Other`, which no
+/// `window` instruction takes).
+pub fn elem_type(elem: crate::window::Elem) -> Option<Type> {
+    match elem {
+        crate::window::Elem::Int => Some(Type::I64),
+        crate::window::Elem::Float => Some(Type::F64),
+        crate::window::Elem::Bool => Some(Type::B1),
+        crate::window::Elem::Other => None,
     }
 }
 
@@ -544,6 +571,9 @@ pub struct Decl {
     pub state: u32,
     /// Number of trap sites.
     pub sites: u32,
+    /// Number of window words (`Frame::windows`) the program's `window`
+    /// instructions reach.
+    pub windows: u32,
 }
 
 /// Order of blocks and of instructions within each block.

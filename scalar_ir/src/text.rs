@@ -29,11 +29,16 @@ use std::fmt::{self, Write};
 pub fn print(prog: &Program) -> String {
     let mut s = String::new();
     let d = prog.decl;
-    let _ = writeln!(
+    let _ = write!(
         s,
         "program inputs={} env={} state={} sites={}",
         d.inputs, d.env, d.state, d.sites
     );
+    // Only programs with windows declare them, so other programs print as before.
+    if d.windows > 0 {
+        let _ = write!(s, " windows={}", d.windows);
+    }
+    s.push('\n');
     for (i, &b) in prog.layout.blocks.iter().enumerate() {
         if i > 0 {
             s.push('\n');
@@ -100,6 +105,17 @@ pub fn print_inst(prog: &Program, inst: Inst) -> String {
         InstData::LoadState { ty, lane } => write!(s, "load_state.{ty} {lane}"),
         InstData::StoreState { ty, lane, arg } => write!(s, "store_state.{ty} {lane}, {arg}"),
         InstData::RingLoad { ty, base, len } => write!(s, "ring_load.{ty} {base}, {len}"),
+        InstData::Window {
+            ty,
+            base,
+            shape,
+            arg,
+            site,
+        } => write!(
+            s,
+            "window.{ty} {base}, {:#x}, {arg}, site{site}",
+            shape.encode()
+        ),
         InstData::RingStore { ty, base, len, arg } => {
             write!(s, "ring_store.{ty} {base}, {len}, {arg}")
         }
@@ -340,7 +356,7 @@ impl Parser {
         let mut seen: HashMap<&str, u32> = HashMap::new();
         while !c.at_end() {
             let (pos, key) = c.expect_word("a declaration")?;
-            if !["inputs", "env", "state", "sites"].contains(&key) {
+            if !["inputs", "env", "state", "sites", "windows"].contains(&key) {
                 return Err(c.err_at(pos, format!("unknown declaration `{key}`")));
             }
             c.expect('=')?;
@@ -359,6 +375,7 @@ impl Parser {
             env: seen["env"],
             state: seen["state"],
             sites: seen["sites"],
+            windows: seen.get("windows").copied().unwrap_or(0),
         };
         Ok(())
     }
@@ -501,6 +518,28 @@ impl Parser {
                         lane: slot,
                         arg,
                     }
+                }
+            }
+            "window" => {
+                let ty = typed(c)?;
+                let base = c.u32("a window word")?;
+                c.comma()?;
+                let (pos, word) = c.expect_word("a window shape")?;
+                let shape = word
+                    .strip_prefix("0x")
+                    .and_then(|h| u64::from_str_radix(h, 16).ok())
+                    .and_then(crate::window::CountWindow::decode)
+                    .ok_or_else(|| c.err_at(pos, format!("`{word}` is not a window shape")))?;
+                c.comma()?;
+                let arg = self.use_value(c)?;
+                c.comma()?;
+                let site = c.prefixed("site", "a trap site")?;
+                InstData::Window {
+                    ty,
+                    base,
+                    shape,
+                    arg,
+                    site,
                 }
             }
             "ring_load" | "ring_store" => {

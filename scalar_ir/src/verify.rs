@@ -26,6 +26,9 @@
 //! 13. **Reachability**: every laid-out block is reachable from the entry block.
 //! 14. **Table consistency**: an instruction's result value records that instruction
 //!     as its definition, and a block parameter records its block and position.
+//! 15. **Windows**: a `window` names a count window of at least one value over Int,
+//!     Float or Bool, its operand and result have that window's types, and its words
+//!     `base .. base + words` lie within `windows`.
 
 use crate::ir::*;
 use crate::text::print_inst;
@@ -459,6 +462,39 @@ impl Verifier<'_> {
                 };
                 if let Some(m) = range_err {
                     self.report(Some(b), Some(inst), 10, m);
+                }
+                if let InstData::Window {
+                    ty, base, shape, ..
+                } = *data
+                {
+                    let want =
+                        crate::ir::elem_type(crate::window::result_elem(shape.agg, shape.elem));
+                    let end = base as u64 + shape.words() as u64;
+                    if shape.n == 0 || crate::ir::elem_type(shape.elem).is_none() {
+                        self.report(
+                            Some(b),
+                            Some(inst),
+                            15,
+                            "a window of no scalar values".into(),
+                        );
+                    } else if want != Some(ty) {
+                        self.report(
+                            Some(b),
+                            Some(inst),
+                            15,
+                            format!("a window reading {ty}, its aggregate gives {want:?}"),
+                        );
+                    } else if end > d.windows as u64 {
+                        self.report(
+                            Some(b),
+                            Some(inst),
+                            15,
+                            format!(
+                                "window words {base}..{end} exceed the declared windows={}",
+                                d.windows
+                            ),
+                        );
+                    }
                 }
                 if let InstData::RingLoad { base, len, .. }
                 | InstData::RingStore { base, len, .. } = *data

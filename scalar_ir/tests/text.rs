@@ -10,6 +10,7 @@ fn every_instruction() -> Program {
         env: 2,
         state: 4,
         sites: 3,
+        windows: 0,
     });
     let entry = b.create_block();
     let then_b = b.create_block();

@@ -206,6 +206,8 @@ impl PackLayout {
             ring_tags_at: self.ring_tags_at,
             counts_at: self.counts_at,
             flags: self.flags_at..self.flags_at + self.flags.len(),
+            windows_word: self.windows_at / 8,
+            window_words: self.window_words,
         }
     }
 
@@ -282,6 +284,9 @@ pub struct FrameParts {
     pub ring_tags_at: usize,
     pub counts_at: usize,
     pub flags: std::ops::Range<usize>,
+    /// The word of the first window word, and how many there are.
+    pub windows_word: usize,
+    pub window_words: usize,
 }
 
 /// The u64 at byte `at`.

@@ -924,6 +924,7 @@ impl Engine {
             assert!(
                 decl.env as usize <= layout.persist_len()
                     && decl.state as usize <= parts.ring_len
+                    && decl.windows as usize <= parts.window_words
                     && decl.inputs as usize == inputs + warm
                     && layout.len().is_multiple_of(8),
                 "engine bug: a packed kernel declares more than its block holds"
@@ -1032,6 +1033,8 @@ impl Engine {
             state: unsafe { base.add(p.parts.ring_word) },
             step,
             status: 0,
+            // SAFETY: as above (the windows' words end the block).
+            windows: unsafe { base.add(p.parts.windows_word) },
         };
         // SAFETY: the kernels declare as many inputs as the row lanes hold
         // (one more, the step, for the warm-up form), at most the block's
@@ -1435,6 +1438,7 @@ impl Engine {
                 state: st.ring_lanes.as_mut_ptr(),
                 step: st.step,
                 status: 0,
+                windows: st.windows.as_mut_ptr(),
             },
             rows: (batch.rows - start) as u64,
             in_lanes: batch.lanes[start * batch.width..].as_ptr(),
@@ -1701,7 +1705,8 @@ fn assert_frame_fits(st: &NodeState, decl: &scalar_ir::Decl) {
     assert!(
         st.lanes.len() >= decl.env as usize
             && st.tags.len() >= decl.env as usize
-            && st.ring_lanes.len() >= decl.state as usize,
+            && st.ring_lanes.len() >= decl.state as usize
+            && st.windows.len() >= decl.windows as usize,
         "engine bug: a program declares more state than the run state holds"
     );
 }
@@ -1770,6 +1775,7 @@ fn frame_on(
         state: st.ring_lanes.as_mut_ptr(),
         step: st.ring_step(),
         status: 0,
+        windows: st.windows.as_mut_ptr(),
     }
 }
 
@@ -1798,7 +1804,13 @@ fn promote_and_run(
         // state's vectors directly.
         Kernel::Quick(code) if code.decl().inputs == 0 => {
             let at = st.ring_step();
-            code.run_slices(&mut st.lanes, &mut st.tags, &mut st.ring_lanes, at)
+            code.run_slices(
+                &mut st.lanes,
+                &mut st.tags,
+                &mut st.ring_lanes,
+                &mut st.windows,
+                at,
+            )
         }
         kernel => {
             let mut frame = frame_on(&rt.lowered.program.decl, st, (inputs, input_tags));

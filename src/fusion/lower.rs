@@ -490,6 +490,7 @@ impl<'a> Lowering<'a> {
             env,
             state: plan.ring_len,
             sites: 0,
+            windows: u32::try_from(plan.window_words).expect("window words fit u32 lanes"),
         };
         let mut b = FunctionBuilder::new(decl);
         let entry = b.create_block();
@@ -714,7 +715,16 @@ impl<'a> Lowering<'a> {
                 self.touch_ring(node.ring_base, n);
                 self.b.ring_load(ty, node.ring_base, n)
             }
-            NodeOp::Window(_) => unreachable!("windows are never fused (`is_island_node`)"),
+            NodeOp::Window(w) => {
+                let window = &plan.windows[w.index()];
+                let shape = window
+                    .shape
+                    .count_window()
+                    .expect("fused windows are count windows (`is_island_node`)");
+                let site = self.site(id, "window sum");
+                let base = u32::try_from(window.base).expect("window words fit u32 lanes");
+                self.b.window(base, shape, args[0], site)
+            }
             NodeOp::If => {
                 let ty = scalar_type(node.sig).expect("eager selects are scalar");
                 self.b.select(ty, args[0], args[1], args[2])

@@ -167,9 +167,17 @@ pub fn is_island_node(plan: &Plan, id: NodeId) -> bool {
             // The row's time is the canonical tier's (`NodeState::time`).
             Builtin::Time => false,
         },
-        // Window state lives in the run's window words, which only the
-        // canonical tier reads and writes.
-        NodeOp::Window(_) => false,
+        // A count window over scalars runs in fused code on the run's window
+        // words (`scalar_ir::window`, the same state machine as the canonical
+        // tier's). Time windows read the row's time, which fused code does
+        // not have; a timed plan's steps are not the kernels' ring steps.
+        NodeOp::Window(w) => {
+            !plan.is_timed()
+                && plan.windows[w.index()]
+                    .shape
+                    .count_window()
+                    .is_some_and(|c| scalar_ir::ir::elem_type(c.elem) == scalar_type(sigs[0]))
+        }
     }
 }
 
@@ -184,6 +192,12 @@ pub fn may_trap(plan: &Plan, id: NodeId) -> bool {
         NodeOp::Binary(op) => op.is_arithmetic() && i64_args,
         NodeOp::Unary(UnOp::Neg) => i64_args,
         NodeOp::Call(Builtin::Abs) => i64_args,
+        // An Int sum leaves 64 bits only if the values in the window do.
+        NodeOp::Window(w) => {
+            let shape = plan.windows[w.index()].shape;
+            shape.window.agg == crate::lang::ast::Aggregate::Sum
+                && shape.elem == crate::window::Elem::Int
+        }
         _ => false,
     }
 }
@@ -199,10 +213,10 @@ pub fn why_not_eligible(plan: &Plan, s: StreamId) -> Option<String> {
     }
     if let Some(w) = graph
         .node_ids()
-        .find(|&id| matches!(plan.node(id).op, NodeOp::Window(_)))
+        .find(|&id| matches!(plan.node(id).op, NodeOp::Window(_)) && !is_island_node(plan, id))
     {
         return Some(format!(
-            "it reads a window ({}), whose state only the canonical tier keeps",
+            "it has a window that runs on the canonical tier ({}: a time window, or one over values of no one scalar representation)",
             describe_node(plan, w)
         ));
     }

@@ -30,6 +30,12 @@ pub const MAX_WINDOW_COUNT: i64 = 10_000_000;
 /// aggregate (for a Float `sum` or `avg`, an exact accumulator of 72 words).
 pub const MAX_WINDOW_PANES: i64 = 10_000;
 
+/// The most values all count windows of a specification keep together, and
+/// the most panes of all its time windows: window state is allocated with
+/// the run (at most about 1.6 GB and 58 MB), not as rows arrive.
+pub const MAX_WINDOW_VALUES: u64 = 100_000_000;
+pub const MAX_WINDOW_PANES_TOTAL: u64 = 100_000;
+
 /// The largest sum of all offsets of a specification: the plan lays every
 /// offset's history out in one table addressed by 32-bit lane numbers.
 pub const MAX_HISTORY: u64 = u32::MAX as u64;

@@ -24,7 +24,10 @@ use super::ast::*;
 use super::diag::{Diagnostic, Span, short};
 use super::lexer::{Tok, Token, lex};
 use super::types::Type;
-use super::{MAX_HISTORY, MAX_NESTING, MAX_OFFSET, MAX_WINDOW_COUNT, MAX_WINDOW_PANES};
+use super::{
+    MAX_HISTORY, MAX_NESTING, MAX_OFFSET, MAX_WINDOW_COUNT, MAX_WINDOW_PANES,
+    MAX_WINDOW_PANES_TOTAL, MAX_WINDOW_VALUES,
+};
 
 /// Parses a whole specification. Returns the AST (possibly partial) and every
 /// lexical and syntax error found.
@@ -53,6 +56,8 @@ fn parse_with(src: &str, combined: bool) -> (Ast, Vec<Diagnostic>) {
         heights: Vec::new(),
         nesting: 0,
         history: 0,
+        window_values: 0,
+        window_panes: 0,
         triggers: 0,
         combined,
     };
@@ -73,6 +78,11 @@ fn parse_with(src: &str, combined: bool) -> (Ast, Vec<Diagnostic>) {
 struct Parser {
     /// Whether a declaration may carry its definition (`parse_definitions`).
     combined: bool,
+    /// The values all count windows so far keep, and the panes of all time
+    /// windows: a window's state is allocated with the run, so the spec's
+    /// total is bounded (`lang::MAX_WINDOW_VALUES`, `MAX_WINDOW_PANES_TOTAL`).
+    window_values: u64,
+    window_panes: u64,
     toks: Vec<Token>,
     pos: usize,
     ast: Ast,
@@ -926,6 +936,30 @@ impl Parser {
             }
         };
         let end = self.expect(Tok::RParen, "`,` or `)`")?;
+        let (total, bound, what) = match size {
+            WindowSize::Count(n) => {
+                self.window_values += u64::from(n);
+                (
+                    self.window_values,
+                    MAX_WINDOW_VALUES,
+                    "values kept by count windows",
+                )
+            }
+            WindowSize::Time { panes, .. } => {
+                self.window_panes += u64::from(panes);
+                (
+                    self.window_panes,
+                    MAX_WINDOW_PANES_TOTAL,
+                    "panes of time windows",
+                )
+            }
+        };
+        if total > bound {
+            return Err(Box::new(Diagnostic::new(
+                at,
+                format!("the specification's windows exceed {bound} {what} in all"),
+            ).with_hint("a window's memory is allocated with the run: make the windows shorter or coarser")));
+        }
         self.push(
             ExprKind::Window(operand, Window { size, agg }),
             name_span.to(end),

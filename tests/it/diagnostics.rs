@@ -301,6 +301,17 @@ fn window_errors_are_located() {
         "#]],
     );
     check(
+        "in x: Int\nout a\na = window(x, 10000000, sum) + window(x, 10000000, sum) + window(x, 10000000, sum) + window(x, 10000000, sum) + window(x, 10000000, sum) + window(x, 10000000, sum) + window(x, 10000000, sum) + window(x, 10000000, sum) + window(x, 10000000, sum) + window(x, 10000000, sum) + window(x, 9, sum)\n",
+        expect![[r#"
+            error: the specification's windows exceed 100000000 values kept by count windows in all
+             --> spec.dsrv:3:285
+              |
+            3 | …0000000, sum) + window(x, 10000000, sum) + window(x, 10000000, sum) + window(x, 9, sum)
+              |                                                                                  ^
+              = hint: a window's memory is allocated with the run: make the windows shorter or coarser
+        "#]],
+    );
+    check(
         "in x: Int\nout a\na = window(x, 10 parsecs, avg)\n",
         expect![[r#"
         error: unknown unit `parsecs`

@@ -158,6 +158,9 @@ struct Coverage {
     nan: usize,
     /// A snapshot taken with values in its windows.
     snapshots_mid_window: usize,
+    /// Rows (or region runs) fused code ran on native-whole and quickened
+    /// for specs whose windows are all count windows.
+    fused: u64,
 }
 
 /// Checks one case: canonical == reference; every tier (row by row, and in
@@ -187,6 +190,13 @@ fn check(
             ("canonical", canon.clone()),
             (&name, run),
         )?;
+    }
+    if !case.spec.checked().source.contains("s, ") {
+        for tier in [Tier::NativeWhole, Tier::Quickened] {
+            let mut m = Monitor::builder(&case.spec).tier(tier).build();
+            run_monitor(&mut m, &case.trace);
+            cov.fused += m.stats().whole_rows + m.stats().region_runs;
+        }
     }
     let batches = run_tier_batch(&case.spec, &case.trace, Tier::NativeWhole);
     compare_runs(
@@ -314,15 +324,26 @@ fn windows_sweep_covers_every_aggregate() {
         "{cov:?}"
     );
     assert!(cov.snapshots_mid_window >= 150, "{cov:?}");
+    assert!(cov.fused >= 1000, "{cov:?}");
 }
 
 /// A keyed monitor keeps one window per key, on every tier, through a
 /// keyed snapshot taken mid-window (binary, then JSON).
 #[test]
 fn keyed_monitors_keep_a_window_per_key() {
-    let src = "in k: Int\nin v: Int\nin f: Float\nout s\nout m\nout a\nout c\n\
+    // With time windows (a canonical tail), and with count windows only,
+    // which the whole-row kernel runs on each key's packed run in place.
+    let with_time = "in k: Int\nin v: Int\nin f: Float\nout s\nout m\nout a\nout c\n\
                s = window(v, 3, sum)\nm = window(v, 4, max)\na = window(f, 2s, avg)\n\
                c = window(v, 3s, count, 1s)\n";
+    let counts = "in k: Int\nin v: Int\nin f: Float\nout s\nout m\nout a\n\
+               s = window(v, 3, sum)\nm = window(v, 4, max)\na = window(f, 2, avg)\n";
+    for src in [with_time, counts] {
+        keyed_case(src);
+    }
+}
+
+fn keyed_case(src: &str) {
     let spec = Spec::parse("keyed.dsrv", src).unwrap();
     let rows: Vec<Vec<Option<Value>>> = (0..60i64)
         .map(|r| {
@@ -361,6 +382,9 @@ fn keyed_monitors_keep_a_window_per_key() {
             let want = plain[k].step(row).unwrap().to_vec();
             let got = keyed.step(row).unwrap().to_vec();
             assert_eq!(got, want, "{tier}, row {r}");
+        }
+        if tier == Tier::NativeWhole && !src.contains("s, ") {
+            assert!(keyed.stats().packed_rows > 0, "the packed kernel never ran");
         }
     }
 }

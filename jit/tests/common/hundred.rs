@@ -13,6 +13,7 @@ pub fn hundred_streams() -> Program {
         env: n,
         state: n,
         sites: n,
+        windows: 0,
     });
     let b0 = fb.create_block();
     fb.switch_to_block(b0);

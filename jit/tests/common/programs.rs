@@ -397,6 +397,7 @@ pub fn program(seeds: &[Seed], end: u8) -> Program {
         env: ENV,
         state: STATE,
         sites: 0,
+        windows: 0,
     };
     let mut fb = FunctionBuilder::new(decl);
     let entry = fb.create_block();
@@ -484,6 +485,7 @@ pub fn arb_frame() -> impl Strategy<Value = FrameBuffers> {
                 env: ENV,
                 state: STATE,
                 sites: 0,
+                windows: 0,
             };
             let mut fb = FrameBuffers::new(&decl);
             for (i, s) in inputs.into_iter().enumerate() {

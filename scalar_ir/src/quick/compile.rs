@@ -346,6 +346,15 @@ impl Emitter<'_> {
                             (CkBinOp::IremCk, _) => code.irem_ck(dst, a, b, site),
                         };
                     }
+                    &InstData::Window {
+                        base,
+                        shape,
+                        arg,
+                        site,
+                        ..
+                    } => {
+                        code.window(dst, reg(arg), base, shape, Site(site));
+                    }
                     &InstData::UnaryCk { op, arg, site } => {
                         match op {
                             CkUnOp::InegCk => code.ineg_ck(dst, reg(arg), Site(site)),

@@ -31,6 +31,7 @@ pub(crate) struct FrameRef<'a> {
     pub env: &'a mut [u64],
     pub env_tags: &'a mut [u8],
     pub state: &'a mut [u64],
+    pub windows: &'a mut [u64],
     pub step: u64,
 }
 
@@ -106,6 +107,7 @@ impl QuickCode {
             env: &mut fb.env,
             env_tags: &mut fb.env_tags,
             state: &mut fb.state,
+            windows: &mut fb.windows,
             step: fb.step,
         };
         let exit = ops::execute(&self.code.ops, &mut self.regs, &mut fr);
@@ -125,6 +127,7 @@ impl QuickCode {
         env: &mut [u64],
         env_tags: &mut [u8],
         state: &mut [u64],
+        windows: &mut [u64],
         step: u64,
     ) -> Exit {
         let d = &self.decl;
@@ -132,7 +135,8 @@ impl QuickCode {
             d.inputs == 0
                 && env.len() >= d.env as usize
                 && env_tags.len() >= d.env as usize
-                && state.len() >= d.state as usize,
+                && state.len() >= d.state as usize
+                && windows.len() >= d.windows as usize,
             "slices are smaller than the program declares"
         );
         let mut fr = FrameRef {
@@ -141,6 +145,7 @@ impl QuickCode {
             env,
             env_tags,
             state,
+            windows,
             step,
         };
         ops::execute(&self.code.ops, &mut self.regs, &mut fr)
@@ -162,6 +167,7 @@ impl QuickCode {
                 env: slice_mut(frame.env, d.env),
                 env_tags: slice_mut(frame.env_tags, d.env),
                 state: slice_mut(frame.state, d.state),
+                windows: slice_mut(frame.windows, d.windows),
                 step: frame.step,
             };
             ops::execute(&self.code.ops, &mut self.regs, &mut fr)
@@ -193,6 +199,7 @@ impl QuickCode {
                 env: &mut fb.env,
                 env_tags: &mut fb.env_tags,
                 state: &mut fb.state,
+                windows: &mut fb.windows,
                 step: fb.step,
             };
             let exit = ops::execute(&self.code.ops, &mut self.regs, &mut fr);

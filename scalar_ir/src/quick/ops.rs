@@ -59,6 +59,12 @@ impl Operand for Tag {
         out.push_str(name);
     }
 }
+impl Operand for crate::window::CountWindow {
+    fn show(&self, out: &mut String) {
+        let _ = write!(out, "{:#x}", self.encode());
+    }
+}
+
 impl Operand for u32 {
     fn show(&self, out: &mut String) {
         let _ = write!(out, "{self}");
@@ -302,6 +308,17 @@ define_ops! {
     store_state StoreState(lane: u32, src: Reg) => { st(fr.state, lane as usize, r[src]); }
     ring_load RingLoad(dst: Reg, base: u32, len: u32) => { r[dst] = ld(fr.state, (base as u64 + fr.step % len as u64) as usize); }
     ring_store RingStore(base: u32, len: u32, src: Reg) => { st(fr.state, (base as u64 + fr.step % len as u64) as usize, r[src]); }
+    // A count window: push the step's value, then read (see `window`); the
+    // verifier put its words inside the declared `windows`.
+    window Window(dst: Reg, src: Reg, base: u32, shape: crate::window::CountWindow, site: Site) => {
+        let at = base as usize;
+        match shape.step(&mut fr.windows[at..at + shape.words()], fr.step, r[src]) {
+            crate::window::Read::Bits(b) => r[dst] = b,
+            crate::window::Read::Overflow => return Exit::Trap(TrapKind::Overflow, site.0),
+            // A window that has just taken a value is not empty.
+            crate::window::Read::Empty => r[dst] = 0,
+        }
+    }
     // Checked integer arithmetic, exactly Rust's checked_* (zero divisors first).
     iadd_ck IaddCk(dst: Reg, a: Reg, b: Reg, site: Site) => { r[dst] = ck!(i(r[a]).checked_add(i(r[b])), site); }
     iadd_ck_imm IaddCkImm(dst: Reg, a: Reg, imm: i64, site: Site) => { r[dst] = ck!(i(r[a]).checked_add(imm), site); }

@@ -14,6 +14,7 @@ fn decl(inputs: u32, env: u32, state: u32, sites: u32) -> Decl {
         env,
         state,
         sites,
+        windows: 0,
     }
 }
 
