@@ -184,3 +184,47 @@ fn untyped_inputs_are_speculated_and_the_stats_say_so() {
     "#]]
     .assert_eq(&format!("{}\n", stats.speculation.unwrap()));
 }
+
+/// A spec of windows: each window's memory bound and cost, the fused count
+/// windows' `window` instructions in the whole-row program, and the time
+/// window left to the canonical tail (and why).
+#[test]
+fn explain_prints_window_bounds_and_fused_windows() {
+    let src = "in x: Int\nin f: Float\nout s: Int\nout m: Float\nout n: Int\n\
+               s = window(x, 100, sum)\nm = window(f, 10, max)\nn = window(x, 10s, count)\n";
+    let spec = Spec::parse("w.dsrv", src).unwrap();
+    let text = vigil::explain::explain(&spec, Tier::NativeWhole);
+    let at = text.find("\nwindows").expect("a windows section");
+    let end = text.find("\nthe whole row").expect("a whole-row section");
+    let program = text
+        .find("whole-row program:")
+        .expect("the whole-row program");
+    let program_end = text[program..]
+        .find("\n\n")
+        .map_or(text.len(), |e| program + e);
+    expect![[r#"
+
+        windows (state in the run, 2672 bytes in all; count windows over scalars fuse, time windows run on the canonical tier):
+          n0: window(x, 100, sum): count window of 100: 100 values and a running total, 832 bytes, O(1) per step
+          n1: window(f, 10, max): count window of 10: 10 values and a deque of at most 10 positions, 192 bytes, amortised O(1) per step
+          n2: window(x, 10s, count, 100ms): time window of 10s: 100 panes of 100ms, 1648 bytes, O(1) per step
+
+        tier: native-whole (requested; the canonical tier takes `n` after the kernel (n2: window(x, 10s, count, 100ms) is a time window, which runs on the canonical tier))
+
+        whole-row program:
+        program inputs=2 env=8 state=0 sites=2 windows=334
+        block0:
+            guard_input 0, i64, 0
+            guard_input 1, f64, 1
+            v0 = load_input.i64 0
+            store_env.i64 0, v0
+            v1 = load_input.f64 1
+            store_env.f64 1, v1
+            v2 = window.i64 0, 0x100000064, v0, site0
+            store_env.i64 2, v2
+            v3 = window.f64 104, 0x1040000000a, v1, site1
+            store_env.f64 3, v3
+            return
+    "#]]
+    .assert_eq(&format!("{}\n{}", &text[at..end], &text[program..program_end]));
+}
