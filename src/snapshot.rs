@@ -458,6 +458,14 @@ impl Snapshot {
         spec_fp: Fingerprint,
     ) -> Result<(NodeState, Option<RuntimeError>), SnapshotError> {
         let b = &self.body;
+        // A key's run inside a keyed snapshot carries its own version, which
+        // only this check reads (a plain snapshot's was checked on decoding).
+        if b.vigil_snapshot != FORMAT_VERSION {
+            return Err(SnapshotError::Version {
+                found: b.vigil_snapshot,
+                supported: FORMAT_VERSION,
+            });
+        }
         if b.fingerprint != spec_fp {
             return Err(SnapshotError::OtherSpec {
                 snapshot: b.fingerprint,

@@ -601,6 +601,27 @@ fn keyed_snapshots_keep_recency_and_refuse_what_does_not_fit() {
             supported: 1
         })
     );
+    // A key's run of another version inside a keyed snapshot of this one is
+    // refused too. Regression test: the fuzz smoke of CI found one restored
+    // (and then re-snapshotted with the version it claimed).
+    let inner = snap.to_json().replacen(
+        &format!("\"vigil_snapshot\":{}", vigil::FORMAT_VERSION),
+        "\"vigil_snapshot\":382",
+        1,
+    );
+    let decoded = KeyedSnapshot::from_json(&inner).unwrap();
+    let e = KeyedMonitor::builder(&spec, "host")
+        .restore(&decoded)
+        .build()
+        .err()
+        .expect("a run of another version is refused");
+    assert!(
+        matches!(
+            e,
+            vigil::KeyedBuildError::Snapshot(SnapshotError::Version { found: 382, .. })
+        ),
+        "{e}"
+    );
 }
 
 #[test]
