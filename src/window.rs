@@ -30,9 +30,10 @@ use crate::error::{ErrorKind, Fault};
 use crate::lang::ast::{Aggregate, Window, WindowSize};
 use crate::lang::types::Type;
 use crate::time::Time;
+use crate::value::{Sample, Value};
 
 use scalar_ir::window::{
-    Agg, CountWindow, Read, add_to, i128_of, is_nan, replaces, set_i128, sub_from, sum_words,
+    CountWindow, Read, add_to, i128_of, is_nan, replaces, set_i128, sub_from, sum_words,
 };
 pub use scalar_ir::window::{Elem, exact};
 
@@ -44,52 +45,6 @@ pub fn elem_of(t: Type) -> Elem {
         Type::Bool => Elem::Bool,
         _ => Elem::Other,
     }
-}
-
-/// The state machine's name of an aggregate.
-pub fn agg_of(a: Aggregate) -> Agg {
-    match a {
-        Aggregate::Count => Agg::Count,
-        Aggregate::Sum => Agg::Sum,
-        Aggregate::Avg => Agg::Avg,
-        Aggregate::Min => Agg::Min,
-        Aggregate::Max => Agg::Max,
-        Aggregate::Last => Agg::Last,
-        Aggregate::Any => Agg::Any,
-        Aggregate::All => Agg::All,
-    }
-}
-
-/// A present value entering a window.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Entry {
-    Int(i64),
-    Float(f64),
-    Bool(bool),
-    /// A value of another type (counted only).
-    Other,
-}
-
-impl Entry {
-    fn bits(self) -> u64 {
-        match self {
-            Entry::Int(i) => i as u64,
-            Entry::Float(f) => f.to_bits(),
-            Entry::Bool(b) => u64::from(b),
-            Entry::Other => 0,
-        }
-    }
-}
-
-/// What a window reads at a step.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Reading {
-    Int(i64),
-    Float(f64),
-    Bool(bool),
-    /// An empty window whose aggregate has no value (`avg`, `min`, `max`,
-    /// `last`): ⊥.
-    Empty,
 }
 
 /// A window of a plan: its size and aggregate, and what its values are.
@@ -109,14 +64,19 @@ const T_COUNT: usize = 5;
 const T_TOTAL: usize = 6;
 
 impl Shape {
+    /// The count window of `n` values of this aggregate and element.
+    fn count(&self, n: u32) -> CountWindow {
+        CountWindow {
+            n,
+            agg: self.window.agg,
+            elem: self.elem,
+        }
+    }
+
     /// The count window this is, if it is one.
     pub fn count_window(&self) -> Option<CountWindow> {
         match self.window.size {
-            WindowSize::Count(n) => Some(CountWindow {
-                n,
-                agg: agg_of(self.window.agg),
-                elem: self.elem,
-            }),
+            WindowSize::Count(n) => Some(self.count(n)),
             WindowSize::Time { .. } => None,
         }
     }
@@ -124,7 +84,7 @@ impl Shape {
     /// Words of a running sum (or a count of trues): the totals of a time
     /// window, and each of its panes' partials.
     fn sum_words(&self) -> usize {
-        sum_words(agg_of(self.window.agg), self.elem)
+        sum_words(self.window.agg, self.elem)
     }
 
     /// Words of one pane: its number, its count, its partial aggregate.
@@ -137,12 +97,11 @@ impl Shape {
 
     /// The number of words of the window's state.
     pub fn words(&self) -> usize {
-        match (self.window.size, self.count_window()) {
-            (_, Some(c)) => c.words(),
-            (WindowSize::Time { panes, .. }, None) => {
+        match self.window.size {
+            WindowSize::Count(n) => self.count(n).words(),
+            WindowSize::Time { panes, .. } => {
                 T_TOTAL + self.sum_words() + panes as usize * self.pane_words()
             }
-            (WindowSize::Count(_), None) => unreachable!("a count window is a count window"),
         }
     }
 
@@ -183,39 +142,30 @@ impl Shape {
         }
     }
 
-    /// Enters the present value `v` of step `step`, at time `time`, unless
-    /// this step's value is in already (a window node and the end of the row
-    /// both push; whichever comes first does).
-    pub fn push(&self, w: &mut [u64], step: u64, time: Time, v: Entry) {
+    /// Enters the present value of step `step` (its bits in the window's
+    /// element representation), at time `time`, unless this step's value is
+    /// in already (a window node and the end of the row both push;
+    /// whichever comes first does).
+    pub fn push(&self, w: &mut [u64], step: u64, time: Time, bits: u64) {
         match self.window.size {
-            WindowSize::Count(n) => CountWindow {
-                n,
-                agg: agg_of(self.window.agg),
-                elem: self.elem,
-            }
-            .push(w, step, v.bits()),
+            WindowSize::Count(n) => self.count(n).push(w, step, bits),
             WindowSize::Time { pane_ns, panes } => {
                 if w[T_PUSHED_AT] == step + 1 {
                     return;
                 }
                 w[T_PUSHED_AT] = step + 1;
                 let p = self.advance(w, pane_of(time, pane_ns), panes);
-                self.push_time(w, p, panes, v);
+                self.push_time(w, p, panes, bits);
             }
         }
     }
 
-    /// What the window holds at time `time` (after this step's push).
-    pub fn read(&self, w: &mut [u64], time: Time) -> Result<Reading, Fault> {
+    /// What the window holds at time `time` (after this step's push): a
+    /// value of its result type, or ⊥ for an empty window of an aggregate
+    /// without an empty result.
+    pub fn read(&self, w: &mut [u64], time: Time) -> Result<Sample, Fault> {
         match self.window.size {
-            WindowSize::Count(n) => self.reading(
-                CountWindow {
-                    n,
-                    agg: agg_of(self.window.agg),
-                    elem: self.elem,
-                }
-                .read(w),
-            ),
+            WindowSize::Count(n) => self.reading(self.count(n).read(w)),
             WindowSize::Time { pane_ns, panes } => {
                 self.advance(w, pane_of(time, pane_ns), panes);
                 self.read_time(w, panes)
@@ -282,7 +232,7 @@ impl Shape {
         w[at..at + self.pane_words()].fill(0);
     }
 
-    fn push_time(&self, w: &mut [u64], p: i64, panes: u32, v: Entry) {
+    fn push_time(&self, w: &mut [u64], p: i64, panes: u32, bits: u64) {
         let slot = p.rem_euclid(i64::from(panes)) as usize;
         let at = self.pane_at(slot, panes);
         if w[at + 1] == 0 {
@@ -290,7 +240,6 @@ impl Shape {
         }
         w[at + 1] += 1;
         w[T_COUNT] += 1;
-        let bits = v.bits();
         match self.window.agg {
             Aggregate::Count => {}
             Aggregate::Last => {
@@ -314,22 +263,22 @@ impl Shape {
         }
     }
 
-    fn read_time(&self, w: &mut [u64], panes: u32) -> Result<Reading, Fault> {
+    fn read_time(&self, w: &mut [u64], panes: u32) -> Result<Sample, Fault> {
         let len = w[T_COUNT];
         let newest = w[T_NEWEST] as i64;
         let panes_i = i64::from(panes);
         match self.window.agg {
-            Aggregate::Count => Ok(Reading::Int(len as i64)),
+            Aggregate::Count => Ok(Sample::Value(Value::Int(len as i64))),
             Aggregate::Last => {
                 if len > 0 && w[T_LAST_PANE] as i64 > newest - panes_i {
                     self.reading(Read::Bits(w[T_LAST]))
                 } else {
-                    Ok(Reading::Empty)
+                    Ok(Sample::Deferred)
                 }
             }
             Aggregate::Min | Aggregate::Max => {
                 if len == 0 {
-                    return Ok(Reading::Empty);
+                    return Ok(Sample::Deferred);
                 }
                 let min = self.window.agg == Aggregate::Min;
                 let mut best: Option<u64> = None;
@@ -353,26 +302,28 @@ impl Shape {
     }
 
     /// The reading of a running total over `len` values (sum, avg, any, all).
-    fn total(&self, total: &mut [u64], len: u64) -> Result<Reading, Fault> {
+    fn total(&self, total: &mut [u64], len: u64) -> Result<Sample, Fault> {
         self.reading(scalar_ir::window::total(
-            agg_of(self.window.agg),
+            self.window.agg,
             self.elem,
             total,
             len,
         ))
     }
 
-    /// A read of the state machine as a reading of the window's result type.
-    fn reading(&self, read: Read) -> Result<Reading, Fault> {
-        let agg = agg_of(self.window.agg);
+    /// A read of the state machine as a value of the window's result type.
+    fn reading(&self, read: Read) -> Result<Sample, Fault> {
+        let agg = self.window.agg;
         Ok(match read {
-            Read::Empty => Reading::Empty,
+            Read::Empty => Sample::Deferred,
             Read::Overflow => return Err(Fault::new(ErrorKind::IntegerOverflow, "window sum")),
-            Read::Bits(bits) => match scalar_ir::window::result_elem(agg, self.elem) {
-                Elem::Int => Reading::Int(bits as i64),
-                Elem::Float => Reading::Float(f64::from_bits(bits)),
-                Elem::Bool | Elem::Other => Reading::Bool(bits != 0),
-            },
+            Read::Bits(bits) => {
+                Sample::Value(match scalar_ir::window::result_elem(agg, self.elem) {
+                    Elem::Int => Value::Int(bits as i64),
+                    Elem::Float => Value::Float(f64::from_bits(bits)),
+                    Elem::Bool | Elem::Other => Value::Bool(bits != 0),
+                })
+            }
         })
     }
 }
@@ -392,12 +343,7 @@ impl Shape {
             ));
         }
         match self.window.size {
-            WindowSize::Count(n) => CountWindow {
-                n,
-                agg: agg_of(self.window.agg),
-                elem: self.elem,
-            }
-            .restore(w, step),
+            WindowSize::Count(n) => self.count(n).restore(w, step),
             WindowSize::Time { panes, .. } => self.restore_time(w, step, panes),
         }
     }
@@ -499,15 +445,16 @@ mod tests {
         };
         let mut w = vec![0; shape.words()];
         let s = |t: i64| Time(t * 1_000_000_000);
-        shape.push(&mut w, 0, s(0), Entry::Int(1));
-        shape.push(&mut w, 1, s(1), Entry::Int(2));
-        shape.push(&mut w, 2, s(2), Entry::Int(4));
-        assert_eq!(shape.read(&mut w, s(2)).unwrap(), Reading::Int(7));
-        assert_eq!(shape.read(&mut w, s(3)).unwrap(), Reading::Int(6));
-        assert_eq!(shape.read(&mut w, s(100)).unwrap(), Reading::Int(0));
-        shape.push(&mut w, 3, s(100), Entry::Int(8));
-        assert_eq!(shape.read(&mut w, s(101)).unwrap(), Reading::Int(8));
+        let int = |i: i64| Sample::Value(Value::Int(i));
+        shape.push(&mut w, 0, s(0), 1);
+        shape.push(&mut w, 1, s(1), 2);
+        shape.push(&mut w, 2, s(2), 4);
+        assert_eq!(shape.read(&mut w, s(2)).unwrap(), int(7));
+        assert_eq!(shape.read(&mut w, s(3)).unwrap(), int(6));
+        assert_eq!(shape.read(&mut w, s(100)).unwrap(), int(0));
+        shape.push(&mut w, 3, s(100), 8);
+        assert_eq!(shape.read(&mut w, s(101)).unwrap(), int(8));
         // Time never goes back for a window.
-        assert_eq!(shape.read(&mut w, s(50)).unwrap(), Reading::Int(8));
+        assert_eq!(shape.read(&mut w, s(50)).unwrap(), int(8));
     }
 }

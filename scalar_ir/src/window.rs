@@ -26,6 +26,39 @@ pub enum Agg {
     All,
 }
 
+impl Agg {
+    /// Every aggregate, in the order of its encoding.
+    pub const ALL: [Agg; 8] = [
+        Agg::Count,
+        Agg::Sum,
+        Agg::Avg,
+        Agg::Min,
+        Agg::Max,
+        Agg::Last,
+        Agg::Any,
+        Agg::All,
+    ];
+
+    /// The aggregate's name in a specification (`window(x, 20, max)`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Agg::Count => "count",
+            Agg::Sum => "sum",
+            Agg::Avg => "avg",
+            Agg::Min => "min",
+            Agg::Max => "max",
+            Agg::Last => "last",
+            Agg::Any => "any",
+            Agg::All => "all",
+        }
+    }
+
+    /// The aggregate named `name`.
+    pub fn from_name(name: &str) -> Option<Agg> {
+        Agg::ALL.into_iter().find(|a| a.name() == name)
+    }
+}
+
 /// How a window's values (and results) are represented.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Elem {
@@ -243,19 +276,9 @@ impl CountWindow {
 
     /// The window a word of [`CountWindow::encode`] names.
     pub fn decode(word: u64) -> Option<CountWindow> {
-        const AGGS: [Agg; 8] = [
-            Agg::Count,
-            Agg::Sum,
-            Agg::Avg,
-            Agg::Min,
-            Agg::Max,
-            Agg::Last,
-            Agg::Any,
-            Agg::All,
-        ];
         const ELEMS: [Elem; 4] = [Elem::Int, Elem::Float, Elem::Bool, Elem::Other];
         let n = word as u32;
-        let agg = *AGGS.get(((word >> 32) & 0xff) as usize)?;
+        let agg = *Agg::ALL.get(((word >> 32) & 0xff) as usize)?;
         let elem = *ELEMS.get(((word >> 40) & 0xff) as usize)?;
         (n > 0 && word >> 48 == 0).then_some(CountWindow { n, agg, elem })
     }

@@ -32,7 +32,7 @@ use crate::lang::ast::{BinOp, Builtin};
 use crate::lang::check::{ScalarSignature, StreamId};
 use crate::plan::{NodeId, NodeOp, Plan, Slot};
 use crate::value::{Sample, Value};
-use crate::window::{Elem, Entry, Reading};
+use crate::window::Elem;
 use scalar_ir::frame::tag;
 
 /// A row's input cells, one per declared input, as the engine is given
@@ -765,13 +765,7 @@ impl NodeState {
                 let w = &plan.windows[k.index()];
                 self.push_window(w, a0);
                 let time = crate::window::time_at(self.time, self.step);
-                let words = &mut self.windows[w.words()];
-                Ok(match w.shape.read(words, time)? {
-                    Reading::Int(i) => Sample::Value(Value::Int(i)),
-                    Reading::Float(f) => Sample::Value(Value::Float(f)),
-                    Reading::Bool(b) => Sample::Value(Value::Bool(b)),
-                    Reading::Empty => Sample::Deferred,
-                })
+                w.shape.read(&mut self.windows[w.words()], time)
             }
             NodeOp::Call(f) => match f {
                 Builtin::Default => Ok(match self.held(a0) {
@@ -903,13 +897,14 @@ impl NodeState {
     /// `w`, once: the window's node does so before reading it, and the end
     /// of the row for a window whose node did not run (off its clock).
     fn push_window(&mut self, w: &crate::plan::WindowPlan, operand: Slot) {
-        let entry = match self.raw(operand) {
+        // The value's bits in the window's element representation.
+        let bits = match self.raw(operand) {
             Sample::Value(v) => match (w.shape.elem, v) {
-                (Elem::Int, Value::Int(i)) => Entry::Int(i),
-                (Elem::Float, Value::Float(f)) => Entry::Float(f),
-                (Elem::Float, Value::Int(i)) => Entry::Float(i as f64),
-                (Elem::Bool, Value::Bool(b)) => Entry::Bool(b),
-                (Elem::Other, _) => Entry::Other,
+                (Elem::Int, Value::Int(i)) => i as u64,
+                (Elem::Float, Value::Float(f)) => f.to_bits(),
+                (Elem::Float, Value::Int(i)) => (i as f64).to_bits(),
+                (Elem::Bool, Value::Bool(b)) => u64::from(b),
+                (Elem::Other, _) => 0,
                 (elem, v) => unreachable!("engine bug: a {v:?} in a window of {elem:?}"),
             },
             // NoVal and ⊥ are not values: the window holds present values.
@@ -917,7 +912,7 @@ impl NodeState {
         };
         let time = crate::window::time_at(self.time, self.step);
         w.shape
-            .push(&mut self.windows[w.words()], self.step, time, entry);
+            .push(&mut self.windows[w.words()], self.step, time, bits);
     }
 
     /// Enters every window's value of this row that its node has not.

@@ -201,15 +201,11 @@ pub fn whole_row_split(plan: &Plan, key: Option<StreamId>) -> Result<WholeSplit,
                 _ => is_island_node(plan, id),
             };
             if !ok || scalar_type(node.sig).is_none() {
-                // A time window reads the row's time, which only the
-                // canonical tier has; say so rather than "no lowering".
-                let what = match node.op {
-                    NodeOp::Window(w) if plan.windows[w.index()].shape.count_window().is_none() => {
-                        "is a time window, which runs on the canonical tier"
-                    }
-                    _ => "has no scalar lowering",
-                };
-                why[s.0 as usize] = Some(format!("{} {what}", super::describe_node(plan, id)));
+                let node = super::describe_node(plan, id);
+                why[s.0 as usize] = Some(match super::canonical_window(plan, id) {
+                    Some(window) => format!("{node} is {window}"),
+                    None => format!("{node} has no scalar lowering"),
+                });
                 break;
             }
         }

@@ -181,6 +181,24 @@ pub fn is_island_node(plan: &Plan, id: NodeId) -> bool {
     }
 }
 
+/// Why window node `id` runs on the canonical tier (`None`: it is not a
+/// window, or it fuses): what `explain` says of it.
+pub fn canonical_window(plan: &Plan, id: NodeId) -> Option<&'static str> {
+    let NodeOp::Window(w) = plan.node(id).op else {
+        return None;
+    };
+    if is_island_node(plan, id) {
+        return None;
+    }
+    Some(if plan.windows[w.index()].shape.count_window().is_none() {
+        "a time window (fused code has no row time)"
+    } else if plan.is_timed() {
+        "a window in a specification with periodic streams"
+    } else {
+        "a window over values of no one scalar representation"
+    })
+}
+
 /// Whether an island node may trap (checked i64 arithmetic).
 pub fn may_trap(plan: &Plan, id: NodeId) -> bool {
     let node = plan.node(id);
@@ -211,12 +229,12 @@ pub fn why_not_eligible(plan: &Plan, s: StreamId) -> Option<String> {
     if plan.clocks[s.index()] != 0 {
         return Some("it is periodic: its ticks run on the canonical tier".to_string());
     }
-    if let Some(w) = graph
+    if let Some((w, why)) = graph
         .node_ids()
-        .find(|&id| matches!(plan.node(id).op, NodeOp::Window(_)) && !is_island_node(plan, id))
+        .find_map(|id| canonical_window(plan, id).map(|why| (id, why)))
     {
         return Some(format!(
-            "it has a window that runs on the canonical tier ({}: a time window, or one over values of no one scalar representation)",
+            "it has a window that runs on the canonical tier: {} is {why}",
             describe_node(plan, w)
         ));
     }

@@ -201,48 +201,9 @@ pub enum WindowSize {
     Time { pane_ns: i64, panes: u32 },
 }
 
-/// What a window computes of the values it holds.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Aggregate {
-    Count,
-    Sum,
-    Avg,
-    Min,
-    Max,
-    Last,
-    Any,
-    All,
-}
-
-impl Aggregate {
-    pub const ALL: [Aggregate; 8] = [
-        Aggregate::Count,
-        Aggregate::Sum,
-        Aggregate::Avg,
-        Aggregate::Min,
-        Aggregate::Max,
-        Aggregate::Last,
-        Aggregate::Any,
-        Aggregate::All,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Aggregate::Count => "count",
-            Aggregate::Sum => "sum",
-            Aggregate::Avg => "avg",
-            Aggregate::Min => "min",
-            Aggregate::Max => "max",
-            Aggregate::Last => "last",
-            Aggregate::Any => "any",
-            Aggregate::All => "all",
-        }
-    }
-
-    pub fn from_name(name: &str) -> Option<Aggregate> {
-        Aggregate::ALL.into_iter().find(|a| a.name() == name)
-    }
-}
+/// What a window computes of the values it holds: the state machine's own
+/// aggregate (`scalar_ir::window`), which also spells its names.
+pub use scalar_ir::window::Agg as Aggregate;
 
 impl std::fmt::Display for Window {
     /// The window's arguments after its operand, as written: `20, max` or

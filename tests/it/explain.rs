@@ -209,7 +209,7 @@ fn explain_prints_window_bounds_and_fused_windows() {
           n1: window(f, 10, max): count window of 10: 10 values and a deque of at most 10 positions, 192 bytes, amortised O(1) per step
           n2: window(x, 10s, count, 100ms): time window of 10s: 100 panes of 100ms, 1648 bytes, O(1) per step
 
-        tier: native-whole (requested; the canonical tier takes `n` after the kernel (n2: window(x, 10s, count, 100ms) is a time window, which runs on the canonical tier))
+        tier: native-whole (requested; the canonical tier takes `n` after the kernel (n2: window(x, 10s, count, 100ms) is a time window (fused code has no row time)))
 
         whole-row program:
         program inputs=2 env=8 state=0 sites=2 windows=334

@@ -375,6 +375,35 @@ fn replays_reproduce_recorded_runs_on_every_tier() {
     );
 }
 
+/// Makes the FIFOs `f1` and `f2` and starts `vigil run SPEC --time t
+/// --output jsonl EXTRA… --input f1 --input f2` on them, its outputs piped:
+/// the caller opens the FIFOs for writing after.
+fn run_on_fifos(
+    spec: &str,
+    extra: &[&str],
+    f1: &std::path::Path,
+    f2: &std::path::Path,
+) -> std::process::Child {
+    for f in [f1, f2] {
+        let made = std::process::Command::new("mkfifo")
+            .arg(f)
+            .status()
+            .unwrap();
+        assert!(made.success());
+    }
+    std::process::Command::new(env!("CARGO_BIN_EXE_vigil"))
+        .args(["run", spec, "--time", "t", "--output", "jsonl"])
+        .args(extra)
+        .arg("--input")
+        .arg(f1)
+        .arg("--input")
+        .arg(f2)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
 /// Two live sources (FIFOs written by this test): without `--idle-timeout`
 /// the merge waits for both; with it, a silent one stops holding the steps
 /// back, and its late row is re-stamped to the last step's time.
@@ -389,32 +418,7 @@ fn a_silent_live_source_goes_idle() {
         "in a: Int\nin b: Int\nout s: Int\ns = a + default(b, 0)\n",
     );
     let (f1, f2) = (dir.join("f1"), dir.join("f2"));
-    for f in [&f1, &f2] {
-        let made = std::process::Command::new("mkfifo")
-            .arg(f)
-            .status()
-            .unwrap();
-        assert!(made.success());
-    }
-    let child = std::process::Command::new(env!("CARGO_BIN_EXE_vigil"))
-        .args([
-            "run",
-            &spec,
-            "--time",
-            "t",
-            "--idle-timeout",
-            "0.3",
-            "--output",
-            "jsonl",
-        ])
-        .arg("--input")
-        .arg(&f1)
-        .arg("--input")
-        .arg(&f2)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = run_on_fifos(&spec, &["--idle-timeout", "0.3"], &f1, &f2);
     let mut a = std::fs::OpenOptions::new().write(true).open(&f1).unwrap();
     let mut b = std::fs::OpenOptions::new().write(true).open(&f2).unwrap();
     for t in 1..=3 {
@@ -468,23 +472,7 @@ fn live_sources_are_read_by_the_reader_first_opened() {
             dir.join(format!("f1_{round}")),
             dir.join(format!("f2_{round}")),
         );
-        for f in [&f1, &f2] {
-            let made = std::process::Command::new("mkfifo")
-                .arg(f)
-                .status()
-                .unwrap();
-            assert!(made.success());
-        }
-        let child = std::process::Command::new(env!("CARGO_BIN_EXE_vigil"))
-            .args(["run", &spec, "--time", "t", "--output", "jsonl"])
-            .arg("--input")
-            .arg(&f1)
-            .arg("--input")
-            .arg(&f2)
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
+        let child = run_on_fifos(&spec, &[], &f1, &f2);
         // A run that never ends fails the test instead of hanging it (and
         // one that ended is never signalled: its pid may be another's).
         let pid = child.id().to_string();
