@@ -63,8 +63,9 @@ mod keyed;
 pub mod merge;
 mod monitor;
 mod row;
-mod snapshot;
 /// Time as data: instants, units and their written forms.
+pub mod scale;
+mod snapshot;
 pub mod time;
 mod value;
 

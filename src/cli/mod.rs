@@ -19,6 +19,7 @@ mod checkpoint;
 mod log;
 mod ops;
 mod repl;
+mod scale;
 mod timed;
 
 use checkpoint::Runner;
@@ -313,6 +314,29 @@ pub struct RunArgs {
     /// `--checkpoint` too to go on checkpointing.
     #[arg(long, value_name = "FILE")]
     pub resume: Option<String>,
+    /// With `--key`: run W timely workers (threads) in this process, each
+    /// monitoring the keys that hash to it (README "Scaling out"). The
+    /// output is the same as one worker's, in the order (time, key, row).
+    #[arg(long, value_name = "W", requires = "key")]
+    pub workers: Option<std::num::NonZeroUsize>,
+    /// With `--key`: join a computation of N processes (each with
+    /// `--workers` threads); process 0 reads the trace and writes the
+    /// output. Every process is started with the same options and its own
+    /// `--process`.
+    #[arg(long, value_name = "N", requires = "key")]
+    pub processes: Option<std::num::NonZeroUsize>,
+    /// This process's index among `--processes` (0 to N-1).
+    #[arg(long, value_name = "I", requires = "processes")]
+    pub process: Option<usize>,
+    /// The processes' addresses, one `host:port` per line in process order
+    /// (timely's hostfile); by default 127.0.0.1, ports 2101 and up.
+    #[arg(long, value_name = "FILE", requires = "processes")]
+    pub hostfile: Option<String>,
+    /// With `--workers`/`--processes`: each worker writes its rows' outputs
+    /// as they complete, to its own process's output, instead of gathering
+    /// them in the (time, key, row) order.
+    #[arg(long)]
+    pub unordered: bool,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -645,6 +669,10 @@ fn run(args: &RunArgs) -> Exit {
         Err(exit) => return exit,
     };
     let output = args.output.format();
+    // Workers or processes: the keyed run on timely (`scale.rs`).
+    if args.workers.is_some() || args.processes.is_some() {
+        return scale::run(args, &spec, output);
+    }
     // Time, several sources or a log: the merged run (`timed.rs`).
     let periodic = (spec.checked().streams.iter())
         .any(|s| matches!(s.pace, crate::lang::check::Pace::Periodic(_)));

@@ -16,6 +16,7 @@ mod repair;
 mod repl;
 mod robustness;
 mod rows;
+mod scale;
 mod schema;
 mod snapshots;
 mod strings;

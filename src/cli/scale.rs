@@ -1,0 +1,1373 @@
+//! `vigil run --key K --workers W [--processes N --process I]`: a keyed run on timely workers.
+//!
+//! The dataflow, per worker: process 0's first worker reads the trace (the
+//! one source), stamps each row and sends it into the fragment
+//! [`crate::scale::keyed_monitors`], which exchanges it to the worker that
+//! owns its key; that worker evaluates it and formats its output lines (and
+//! alerts) right there, so formatting spreads over the workers too. The
+//! formatted pieces go to one writer, process 0's first worker, which writes
+//! them once their time is complete, in the order (time, key, position): so
+//! the output is the same whatever the number of workers or processes. With
+//! `--unordered` each worker's pieces go straight to its own process's
+//! output instead (no gathering; the order within a worker's keys is kept).
+//!
+//! Checkpoints (`--checkpoint DIR --checkpoint-every N`): when a row's time
+//! crosses a multiple `C` of N, the source sends every worker a barrier at
+//! `C`; each writes its keys' snapshot (`DIR/ck-C/worker-W.snap`), and the
+//! writer, once it has every worker's barrier and has written every line
+//! before `C`, records the output's length and marks the checkpoint complete
+//! (`DIR/ck-C/COMPLETE`), deleting older ones. `--resume DIR` restarts every
+//! process from the newest complete checkpoint.
+
+use super::ops::{self, View};
+use super::{Exit, RunArgs, error, say, trace_exit};
+use crate::keyed::KeyedMonitor;
+use crate::monitor::Spec;
+use crate::row::StepError;
+use crate::scale::{Evaluated, Event, Stamped, StampedRow, Wire, keyed_monitors, timely_time};
+use crate::snapshot::KeyedSnapshot;
+use crate::time::{Time, TimeForm, TimeUnit};
+use crate::trace::{self, OutputFormat, OutputWriter, ReaderOptions, RowReader, TraceFormat};
+use crate::value::{Key, Sample, Value};
+use serde::{Deserialize, Serialize};
+use std::collections::{HashSet, VecDeque};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+use timely::communication::Pull;
+use timely::dataflow::channels::Message;
+use timely::dataflow::channels::pact::{Exchange, Pipeline};
+use timely::dataflow::operators::Probe;
+use timely::dataflow::operators::generic::InputHandleCore;
+use timely::dataflow::operators::generic::operator::Operator;
+use timely::dataflow::{InputHandle, ProbeHandle};
+use timely::progress::frontier::MutableAntichain;
+
+/// Rows the source sends as one batch (one message per worker at most).
+const BATCH_ROWS: usize = 1024;
+/// Batches the source lets be in flight before it waits for the monitors.
+const BATCHES_IN_FLIGHT: usize = 8;
+/// The format version of a checkpoint's `COMPLETE` record.
+const CHECKPOINT_VERSION: u32 = 1;
+
+/// A formatted piece of output: one row's lines and alerts (or the error
+/// that stopped its key), or a worker's word that it took a checkpoint.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+enum Piece {
+    Row {
+        time: u64,
+        seq: u64,
+        key: Wire,
+        out: Vec<u8>,
+        alerts: Vec<u8>,
+        /// A runtime error stopping the key (reported once), or a row the
+        /// monitor rejected (a bug in vigil's readers; stops the run).
+        error: Option<(String, bool)>,
+    },
+    Done {
+        time: u64,
+    },
+}
+
+impl Stamped for Piece {
+    fn time(&self) -> u64 {
+        match self {
+            Piece::Row { time, .. } | Piece::Done { time } => *time,
+        }
+    }
+    fn order(&self) -> Option<(Option<&Wire>, u64)> {
+        match self {
+            Piece::Row { key, seq, .. } => Some((Some(key), *seq)),
+            Piece::Done { .. } => None,
+        }
+    }
+}
+
+/// The `COMPLETE` record of a checkpoint.
+#[derive(Debug, Serialize, Deserialize)]
+struct Complete {
+    vigil_scale_checkpoint: u32,
+    /// Its time: the state after every row before it.
+    time: u64,
+    /// Workers over all processes (each wrote `worker-W.snap`).
+    workers: usize,
+    /// The output file's and the alerts file's length at that time.
+    output_len: u64,
+    alerts_len: u64,
+    /// The specification's fingerprint and the key input.
+    fingerprint: String,
+    key: String,
+}
+
+/// A `Write` into a buffer shared with whoever takes the bytes out: a
+/// worker's writer formats into it, and the worker takes each row's lines.
+#[derive(Clone, Default)]
+struct SharedBuf(Arc<Mutex<Vec<u8>>>);
+
+impl SharedBuf {
+    fn take(&self) -> Vec<u8> {
+        std::mem::take(&mut *self.0.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+}
+
+impl Write for SharedBuf {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Where the writer writes: standard output or a file (whose length a
+/// checkpoint records), counting bytes.
+struct Sink {
+    out: io::BufWriter<Box<dyn Write + Send>>,
+    file: Option<std::fs::File>,
+    written: u64,
+}
+
+impl Sink {
+    fn write(&mut self, bytes: &[u8]) -> io::Result<()> {
+        self.written += bytes.len() as u64;
+        self.out.write_all(bytes)
+    }
+    /// Flushes and, for a file, syncs it (a checkpoint's length must be on
+    /// disk before the checkpoint is complete).
+    fn sync(&mut self) -> io::Result<()> {
+        self.out.flush()?;
+        match &self.file {
+            Some(f) => f.sync_data(),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Opens `path` (`None`: standard output; `-` too when `dash_stdout`) for
+/// writing: emptied, or cut back to `resume_len` and appended to.
+fn open_sink(path: Option<&str>, resume_len: Option<u64>, what: &str) -> Result<Sink, String> {
+    let Some(path) = path.filter(|p| *p != "-") else {
+        return Ok(Sink {
+            out: io::BufWriter::new(Box::new(io::stdout())),
+            file: None,
+            written: 0,
+        });
+    };
+    let file = match resume_len {
+        None => std::fs::File::create(path),
+        Some(len) => std::fs::OpenOptions::new()
+            .write(true)
+            .open(path)
+            .and_then(|f| {
+                let now = f.metadata()?.len();
+                if now < len {
+                    return Err(io::Error::other(format!(
+                        "it is {now} bytes, shorter than the {len} the checkpoint recorded"
+                    )));
+                }
+                f.set_len(len)?;
+                Ok(f)
+            })
+            .and_then(|mut f| {
+                use std::io::Seek;
+                f.seek(io::SeekFrom::End(0))?;
+                Ok(f)
+            }),
+    }
+    .map_err(|e| format!("cannot open the {what} `{path}`: {e}"))?;
+    let sync = file
+        .try_clone()
+        .map_err(|e| format!("cannot open the {what} `{path}`: {e}"))?;
+    Ok(Sink {
+        out: io::BufWriter::new(Box::new(file)),
+        file: Some(sync),
+        written: resume_len.unwrap_or(0),
+    })
+}
+
+/// The output and the alerts file (absent: nothing, or standard error).
+/// Gone once writing failed: nothing more is written.
+type Sinks = (Option<Sink>, Option<Sink>);
+
+/// The writer's input: pieces, over either channel's puller `P`.
+type Pieces<'a, 'b, P> = (
+    &'a mut InputHandleCore<u64, Vec<Piece>, P>,
+    &'b MutableAntichain<u64>,
+);
+
+/// What a run ended with, gathered from its workers.
+#[derive(Default)]
+struct Outcome {
+    /// The trace error that ended the input (reported after the outputs).
+    trace: Option<(String, Exit)>,
+    /// A key stopped by a runtime error (status 3).
+    runtime: bool,
+    /// A rejected row, or a failure of the writer or a checkpoint.
+    failure: Option<(String, Exit)>,
+}
+
+/// The newest complete checkpoint in `dir`, if any.
+fn latest_complete(dir: &Path) -> Result<Option<(PathBuf, Complete)>, String> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => {
+            return Err(format!(
+                "cannot read the checkpoint directory `{}`: {e}",
+                dir.display()
+            ));
+        }
+    };
+    let mut best: Option<(PathBuf, Complete)> = None;
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let Ok(text) = std::fs::read_to_string(path.join("COMPLETE")) else {
+            continue;
+        };
+        let complete: Complete = serde_json::from_str(&text).map_err(|e| {
+            format!(
+                "{}: not a vigil checkpoint: {e}",
+                path.join("COMPLETE").display()
+            )
+        })?;
+        if complete.vigil_scale_checkpoint != CHECKPOINT_VERSION {
+            return Err(format!(
+                "{}: checkpoint format {} (this vigil reads {CHECKPOINT_VERSION})",
+                path.display(),
+                complete.vigil_scale_checkpoint
+            ));
+        }
+        if best.as_ref().is_none_or(|(_, b)| b.time < complete.time) {
+            best = Some((path, complete));
+        }
+    }
+    Ok(best)
+}
+
+fn checkpoint_dir(dir: &Path, time: u64) -> PathBuf {
+    dir.join(format!("ck-{time:020}"))
+}
+
+/// Writes `bytes` to `path` atomically (a temporary file renamed over it).
+fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let tmp = path.with_extension("tmp");
+    {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+    }
+    std::fs::rename(&tmp, path)
+}
+
+/// The options of a scaled run that a worker needs.
+struct Plan {
+    output: OutputFormat,
+    key: String,
+    key_index: usize,
+    view: View,
+    /// The writer's column names.
+    names: Vec<String>,
+    /// Alerts: as JSON lines (to `--alerts`), else readable lines on stderr.
+    alerts_json: bool,
+    /// Whether the trace is a stream (outputs flushed as they complete).
+    streaming: bool,
+    threads: usize,
+    total_workers: usize,
+    checkpoint: Option<PathBuf>,
+    fingerprint: String,
+    unordered: bool,
+}
+
+/// The source's state: the reader of process 0, and how rows are stamped.
+struct Source {
+    reader: Box<dyn RowReader>,
+    name: String,
+    lines: bool,
+    row: Vec<Option<Value>>,
+    /// Rows read so far (the next row's position).
+    seq: u64,
+    time_cell: Option<usize>,
+    time_name: String,
+    unit: TimeUnit,
+    form: Option<TimeForm>,
+    last: Option<i64>,
+    /// Checkpoints every this much of the time axis, and the next one due.
+    every: Option<u64>,
+    next_checkpoint: Option<u64>,
+    /// Rows before this time were evaluated before a resume: skipped.
+    skip_before: u64,
+    tally: ops::Tally,
+    key_index: usize,
+    key_name: String,
+    inputs: usize,
+}
+
+/// Whether the source has more to give.
+enum Fill {
+    More,
+    Ended,
+    Stopped(String, Exit),
+}
+
+impl Source {
+    /// Reads up to `n` events into `batch`.
+    fn fill(&mut self, batch: &mut Vec<Event>, n: usize, workers: usize) -> Fill {
+        while batch.len() < n {
+            let next = self.reader.next_row(&mut self.row);
+            for w in self.reader.take_warnings() {
+                say(format_args!("warning: {w}\n"));
+            }
+            match next {
+                Ok(true) => {}
+                Ok(false) => return Fill::Ended,
+                Err(e) if self.tally.skip_trace_error(&e, self.reader.as_ref()) => continue,
+                Err(e) => return Fill::Stopped(e.to_string(), trace_exit(&e)),
+            }
+            let stamp = match self.stamp() {
+                Ok(s) => s,
+                Err(message) => {
+                    let message = format!("{}: {message}", self.locate());
+                    if self.tally.skip_rejected("", &message) {
+                        continue;
+                    }
+                    return Fill::Stopped(message, Exit::Trace);
+                }
+            };
+            if self.row[self.key_index].is_none() {
+                let e = crate::row::RowError::MissingKey {
+                    input: self.key_name.clone(),
+                };
+                let message = format!("{}: {e}", self.locate());
+                if self.tally.skip_rejected("", &message) {
+                    continue;
+                }
+                return Fill::Stopped(message, Exit::Trace);
+            }
+            let seq = self.seq;
+            self.seq += 1;
+            let (time, at_ns) = stamp;
+            if time < self.skip_before {
+                continue;
+            }
+            if let Some(every) = self.every {
+                // The first row (or the first after a resume) starts the
+                // count; a later row at or past the next multiple of `every`
+                // is preceded by a barrier at its own time (no row lies
+                // between the multiple and it).
+                let due = self.next_checkpoint.is_some_and(|next| time >= next);
+                if due {
+                    for w in 0..workers {
+                        batch.push(Event::Barrier {
+                            time,
+                            worker: w as u32,
+                        });
+                    }
+                }
+                if due || self.next_checkpoint.is_none() {
+                    self.next_checkpoint = Some((time - time % every).saturating_add(every));
+                }
+            }
+            let cells = self.row[..self.inputs]
+                .iter()
+                .map(|c| c.as_ref().map(Wire::of))
+                .collect();
+            batch.push(Event::Row(StampedRow {
+                time,
+                seq,
+                at: at_ns,
+                rfc3339: self.form == Some(TimeForm::Rfc3339),
+                cells,
+            }));
+        }
+        Fill::More
+    }
+
+    /// Where the row just read is: its line, or an `.input` block's number.
+    fn locate(&self) -> String {
+        match self.reader.position() {
+            Some(p) if self.lines => format!("{}:{}:1", self.name, p.line),
+            _ => format!("{}: row {}", self.name, self.seq + 1),
+        }
+    }
+
+    /// The row's time on the timely axis, and `time()`'s (with `--time`).
+    fn stamp(&mut self) -> Result<(u64, Option<i64>), String> {
+        let Some(cell) = self.time_cell else {
+            return Ok((self.seq, None));
+        };
+        let t = match &self.row[cell] {
+            None => return Err(format!("the row has no time field `{}`", self.time_name)),
+            Some(Value::Str(s)) if &**s == "reset" => {
+                return Err(
+                    "a time reset is not supported in a run with --workers or --processes".into(),
+                );
+            }
+            Some(v) => {
+                let (t, form) = Time::from_value(v, self.unit)
+                    .map_err(|e| format!("time field `{}`: {e}", self.time_name))?;
+                self.form.get_or_insert(form);
+                t
+            }
+        };
+        if let Some(last) = self.last
+            && t.0 < last
+        {
+            return Err(format!(
+                "its time is {} before the latest time of its source (rows of a trace come in time order)",
+                show_duration(last - t.0)
+            ));
+        }
+        self.last = Some(t.0);
+        Ok((timely_time(t.0), Some(t.0)))
+    }
+
+    /// The time every later row is at or after (what the input may advance
+    /// to): without `--time` the next position; with it the last time, since
+    /// rows of one time may follow.
+    fn frontier(&self) -> u64 {
+        match self.time_cell {
+            None => self.seq.max(self.skip_before),
+            Some(_) => self.last.map_or(0, timely_time),
+        }
+    }
+}
+
+fn show_duration(ns: i64) -> String {
+    format!("{}s", ns as f64 / 1e9)
+}
+
+/// `vigil run … --workers W` / `--processes N --process I`.
+pub(super) fn run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Exit {
+    match prepare_and_run(args, spec, output) {
+        Ok(exit) => exit,
+        Err((message, exit)) => {
+            error(message);
+            exit
+        }
+    }
+}
+
+fn refuse(args: &RunArgs) -> Result<(), String> {
+    let refused: [(&str, bool); 12] = [
+        ("--record", args.record.is_some()),
+        ("--pass", args.pass.is_some()),
+        ("--max-keys", args.max_keys.is_some()),
+        ("--lateness", args.lateness.is_some()),
+        ("--start", args.start.is_some()),
+        ("--max-gap", args.max_gap.is_some()),
+        ("--on-gap", args.on_gap.is_some()),
+        ("--on-reset", args.on_reset.is_some()),
+        ("--idle-timeout", args.idle_timeout.is_some()),
+        ("--fail-on-trigger", args.fail_on_trigger),
+        ("--summary", args.summary),
+        ("--stats", args.stats),
+    ];
+    if let Some((flag, _)) = refused.iter().find(|(_, given)| *given) {
+        return Err(format!(
+            "{flag} does not work with --workers or --processes yet (run without them)"
+        ));
+    }
+    if args.input.len() > 1 {
+        return Err("a run with --workers or --processes reads one trace (process 0 reads it and distributes its rows); merge several with a single-process run".into());
+    }
+    if args.input.first().is_some_and(|i| i.starts_with("tcp://")) {
+        return Err("a run with --workers or --processes reads a file or standard input, not a tcp:// listener".into());
+    }
+    if args.unordered && (args.checkpoint.is_some() || args.resume.is_some()) {
+        return Err(
+            "--unordered cannot checkpoint: a checkpoint records the length of the ordered output"
+                .into(),
+        );
+    }
+    Ok(())
+}
+
+/// How long a process waits for its peers to connect at the start: a
+/// process that never comes is an error, not a hang.
+const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Where the workers run: threads of this process, or this process's part
+/// of a cluster (its index, and every process's address).
+enum Launch {
+    Local,
+    Cluster {
+        process: usize,
+        addresses: Vec<String>,
+    },
+}
+
+/// The launch the options ask for, with the threads per process and this
+/// process's index.
+fn launch(args: &RunArgs) -> Result<(Launch, usize, usize), String> {
+    let threads = args.workers.map_or(1, std::num::NonZeroUsize::get);
+    let processes = args.processes.map_or(1, std::num::NonZeroUsize::get);
+    let process = args.process.unwrap_or(0);
+    if process >= processes {
+        return Err(format!(
+            "--process {process} is not one of the {processes} processes (0 to {})",
+            processes - 1
+        ));
+    }
+    if processes == 1 {
+        return Ok((Launch::Local, threads, 0));
+    }
+    if args.process.is_none() {
+        return Err("--processes N needs --process I (this process's index, 0 to N-1)".into());
+    }
+    let addresses: Vec<String> = match &args.hostfile {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| format!("cannot read the hostfile `{path}`: {e}"))?;
+            let hosts: Vec<String> = text
+                .lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty() && !l.starts_with('#'))
+                .map(String::from)
+                .collect();
+            if hosts.len() != processes {
+                return Err(format!(
+                    "the hostfile `{path}` names {} processes (one host:port per line), but --processes is {processes}",
+                    hosts.len()
+                ));
+            }
+            hosts
+        }
+        None => (0..processes)
+            .map(|i| format!("127.0.0.1:{}", 2101 + i))
+            .collect(),
+    };
+    Ok((Launch::Cluster { process, addresses }, threads, process))
+}
+
+/// Connects this process to every other one, as timely's own set-up does
+/// (a process dials the ones before it, sending its index, and accepts the
+/// ones after it) but quietly — timely's prints its retries on standard
+/// output, which is the monitor's output here — and within
+/// `CONNECT_TIMEOUT`.
+fn connect(addresses: &[String], me: usize) -> Result<Vec<Option<std::net::TcpStream>>, String> {
+    use std::net::{TcpListener, TcpStream};
+    let deadline = std::time::Instant::now() + CONNECT_TIMEOUT;
+    let listener = TcpListener::bind(&addresses[me])
+        .map_err(|e| format!("process {me} cannot listen on {}: {e}", addresses[me]))?;
+    listener
+        .set_nonblocking(true)
+        .map_err(|e| format!("cannot listen on {}: {e}", addresses[me]))?;
+    let mut sockets: Vec<Option<TcpStream>> = (0..addresses.len()).map(|_| None).collect();
+    for (i, address) in addresses.iter().enumerate().take(me) {
+        let stream = loop {
+            match TcpStream::connect(address) {
+                Ok(s) => break s,
+                Err(_) if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                }
+                Err(e) => {
+                    return Err(format!(
+                        "process {me} cannot reach process {i} at {address} within {}s: {e}",
+                        CONNECT_TIMEOUT.as_secs()
+                    ));
+                }
+            }
+        };
+        let mut stream = stream;
+        stream
+            .set_nodelay(true)
+            .and_then(|()| stream.write_all(&(me as u64).to_be_bytes()))
+            .map_err(|e| format!("cannot greet process {i} at {address}: {e}"))?;
+        sockets[i] = Some(stream);
+    }
+    while sockets[me + 1..].iter().any(Option::is_none) {
+        match listener.accept() {
+            Ok((mut stream, _)) => {
+                let mut index = [0u8; 8];
+                let greeted = stream
+                    .set_nonblocking(false)
+                    .and_then(|()| {
+                        stream.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+                    })
+                    .and_then(|()| std::io::Read::read_exact(&mut stream, &mut index))
+                    .and_then(|()| stream.set_read_timeout(None))
+                    .and_then(|()| stream.set_nodelay(true));
+                let index = u64::from_be_bytes(index) as usize;
+                // A stranger (not a peer's greeting) is dropped.
+                if greeted.is_ok()
+                    && index > me
+                    && index < addresses.len()
+                    && sockets[index].is_none()
+                {
+                    sockets[index] = Some(stream);
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                if std::time::Instant::now() >= deadline {
+                    let missing: Vec<String> = (me + 1..addresses.len())
+                        .filter(|&i| sockets[i].is_none())
+                        .map(|i| i.to_string())
+                        .collect();
+                    return Err(format!(
+                        "process {me}: processes {} did not connect within {}s",
+                        missing.join(", "),
+                        CONNECT_TIMEOUT.as_secs()
+                    ));
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            Err(e) => return Err(format!("cannot accept peers on {}: {e}", addresses[me])),
+        }
+    }
+    Ok(sockets)
+}
+
+/// Starts the workers of `launch` running `func`.
+fn start<T, F>(
+    launch: Launch,
+    threads: usize,
+    func: F,
+) -> Result<timely::communication::WorkerGuards<T>, String>
+where
+    T: Send + 'static,
+    F: Fn(&mut timely::worker::Worker) -> T + Send + Sync + 'static,
+{
+    match launch {
+        Launch::Local => timely::execute(timely::Config::process(threads), func),
+        Launch::Cluster { process, addresses } => {
+            use timely::communication::allocator::zero_copy::initialize::initialize_networking_from_sockets;
+            use timely::communication::allocator::{AllocatorBuilder, ProcessBuilder};
+            let sockets = connect(&addresses, process)?;
+            let hooks = timely::communication::Hooks::default();
+            let local = ProcessBuilder::new_typed_vector(
+                threads,
+                hooks.refill.clone(),
+                hooks.spill.clone(),
+            );
+            let (builders, guard) =
+                initialize_networking_from_sockets(local, sockets, process, threads, hooks)
+                    .map_err(|e| format!("cannot start the network: {e}"))?;
+            timely::execute::execute_from(
+                builders.into_iter().map(AllocatorBuilder::Tcp).collect(),
+                Box::new(guard),
+                timely::WorkerConfig::default(),
+                func,
+            )
+        }
+    }
+}
+
+type Failed = (String, Exit);
+
+fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<Exit, Failed> {
+    let fail = |m: String| (m, Exit::Failure);
+    let Some(key) = args.key.clone() else {
+        return Err(fail(
+            "--workers and --processes run a keyed monitor: pass --key FIELD (the input whose values the workers share out)".into(),
+        ));
+    };
+    refuse(args).map_err(fail)?;
+    let (launch, threads, process) = launch(args).map_err(fail)?;
+    let processes = args.processes.map_or(1, std::num::NonZeroUsize::get);
+    let total_workers = threads * processes;
+    let view = View::new(args, spec, output).map_err(fail)?;
+    let build = |snapshot: Option<&KeyedSnapshot>| {
+        let mut b = KeyedMonitor::builder(spec, &key)
+            .tier(args.tier)
+            .max_string_bytes(args.max_string_bytes);
+        if let Some(s) = snapshot {
+            b = b.restore(s);
+        }
+        b.build().map_err(|e| fail(e.to_string()))
+    };
+    // A monitor to learn the key's cell and the writer's names.
+    let probe_monitor = build(None)?;
+    if let Err(exit) = super::check_tier(args, &probe_monitor.stats()) {
+        return Ok(exit);
+    }
+    let key_index = probe_monitor.key_index();
+    let inputs = probe_monitor.input_count();
+    let names = view.writer_names(&probe_monitor.output_names(), output);
+    drop(probe_monitor);
+
+    // Checkpoints and resuming.
+    let checkpoint = args.checkpoint.as_ref().map(PathBuf::from);
+    if let Some(dir) = &checkpoint {
+        std::fs::create_dir_all(dir).map_err(|e| {
+            fail(format!(
+                "cannot create the checkpoint directory `{}`: {e}",
+                dir.display()
+            ))
+        })?;
+    }
+    let resumed = match &args.resume {
+        None => None,
+        Some(dir) => match latest_complete(Path::new(dir)).map_err(fail)? {
+            None => {
+                return Err(fail(format!(
+                    "cannot resume from `{dir}`: it holds no complete checkpoint"
+                )));
+            }
+            Some((path, c)) => {
+                if c.workers != total_workers {
+                    return Err(fail(format!(
+                        "cannot resume from `{}`: it was taken by {} workers, and this run has {total_workers} (the same --workers and --processes are needed)",
+                        path.display(),
+                        c.workers
+                    )));
+                }
+                if c.key != key {
+                    return Err(fail(format!(
+                        "cannot resume from `{}`: it was keyed by `{}`, not `{key}`",
+                        path.display(),
+                        c.key
+                    )));
+                }
+                Some((path, c))
+            }
+        },
+    };
+    // This process's workers' monitors, restored when resuming; built here
+    // so that a checkpoint that does not fit is an error before any work.
+    let mut monitors = Vec::with_capacity(threads);
+    for t in 0..threads {
+        let w = process * threads + t;
+        let snapshot =
+            match &resumed {
+                None => None,
+                Some((path, _)) => {
+                    let file = path.join(format!("worker-{w}.snap"));
+                    let bytes = std::fs::read(&file)
+                        .map_err(|e| fail(format!("cannot read `{}`: {e}", file.display())))?;
+                    Some(KeyedSnapshot::from_bytes(&bytes).map_err(|e| {
+                        fail(format!("cannot resume from `{}`: {e}", file.display()))
+                    })?)
+                }
+            };
+        monitors.push(Some(build(snapshot.as_ref())?));
+    }
+    let monitors = Arc::new(Mutex::new(monitors));
+
+    // The source and the writer live in process 0's first worker.
+    let unit = TimeUnit::from_name(&args.time_unit).expect("clap allows only known units");
+    let mut schema = ops::read_schema(args, spec);
+    let time_cell = args
+        .time
+        .as_ref()
+        .map(|f| match schema.names.iter().position(|n| n == f) {
+            Some(i) => i,
+            None => {
+                schema.names.push(f.clone());
+                schema.types.push(crate::lang::types::Type::Any);
+                schema.names.len() - 1
+            }
+        });
+    let mut streaming = false;
+    let source = if process == 0 {
+        let Some(input) = args.input.first() else {
+            return Err(fail(
+                "the trace is missing: pass --input FILE (or - for standard input)".into(),
+            ));
+        };
+        let format = super::trace_format(input, args.format).map_err(|e| (String::new(), e))?;
+        let opened = trace::open_trace(
+            input,
+            format,
+            &schema,
+            ReaderOptions {
+                max_step_gap: args.max_step_gap,
+            },
+        )
+        .map_err(|e| fail(e.to_string()))?;
+        streaming = opened.streaming;
+        let every = checkpoint.as_ref().map(|_| match time_cell {
+            None => args.checkpoint_every,
+            Some(_) => (args.checkpoint_every as i64)
+                .saturating_mul(unit.nanos())
+                .max(1) as u64,
+        });
+        let skip_before = resumed.as_ref().map_or(0, |(_, c)| c.time);
+        Some(Source {
+            reader: opened.reader,
+            name: if input == "-" {
+                "<stdin>".into()
+            } else {
+                input.clone()
+            },
+            lines: format != TraceFormat::Tc,
+            row: vec![None; schema.names.len()],
+            seq: 0,
+            time_cell,
+            time_name: args.time.clone().unwrap_or_default(),
+            unit,
+            form: None,
+            last: None,
+            every,
+            next_checkpoint: None,
+            skip_before,
+            tally: ops::Tally::new(args.on_malformed, ops::Progress::new(true, None)),
+            key_index,
+            key_name: key.clone(),
+            inputs,
+        })
+    } else {
+        None
+    };
+    let writes = process == 0 || args.unordered;
+    let resume_lens = resumed.as_ref().map(|(_, c)| (c.output_len, c.alerts_len));
+    let sinks = if writes {
+        let out = if args.quiet {
+            None
+        } else {
+            let mut sink = open_sink(
+                args.output_file.as_deref(),
+                resume_lens.map(|l| l.0),
+                "output file",
+            )
+            .map_err(fail)?;
+            // The CSV header, once, before any worker writes (a resumed
+            // run's file has it).
+            if resumed.is_none() {
+                let buf = SharedBuf::default();
+                let mut w =
+                    trace::keyed_writer(output, names.clone(), &key, Box::new(buf.clone()), false);
+                w.flush()
+                    .and_then(|()| sink.write(&buf.take()))
+                    .map_err(|e| fail(format!("cannot write output: {e}")))?;
+            }
+            Some(sink)
+        };
+        let alerts = match args.alerts.as_deref() {
+            None => None,
+            Some(path) => {
+                Some(open_sink(Some(path), resume_lens.map(|l| l.1), "alerts file").map_err(fail)?)
+            }
+        };
+        Some((out, alerts))
+    } else {
+        None
+    };
+    let plan = Arc::new(Plan {
+        output,
+        key: key.clone(),
+        key_index,
+        view,
+        names,
+        alerts_json: args.alerts.is_some(),
+        streaming,
+        threads,
+        total_workers,
+        checkpoint,
+        fingerprint: spec.fingerprint().to_string(),
+        unordered: args.unordered,
+    });
+    let outcome = Arc::new(Mutex::new(Outcome::default()));
+    let source = Arc::new(Mutex::new(source));
+    let sinks = Arc::new(Mutex::new(sinks));
+    let unit_form = TimeForm::Number(unit);
+    let timed = args.time.is_some();
+
+    install_quiet_panics();
+    let guards = {
+        let outcome = Arc::clone(&outcome);
+        start(launch, threads, move |worker| {
+            let index = worker.index();
+            let local = index % plan.threads;
+            let monitor = monitors.lock().unwrap_or_else(PoisonError::into_inner)[local]
+                .take()
+                .expect("each worker takes its own monitor once");
+            let mut input =
+                InputHandle::<u64, timely::container::CapacityContainerBuilder<Vec<Event>>>::new();
+            let probe = ProbeHandle::<u64>::new();
+            let p = Arc::clone(&plan);
+            let out = Arc::clone(&outcome);
+            worker.dataflow(|scope| {
+                let events = timely::dataflow::operators::Input::input_from(&scope, &mut input);
+                let pieces = keyed_monitors(
+                    events,
+                    p.key_index,
+                    move |_| monitor,
+                    barrier_writer(Arc::clone(&p), Arc::clone(&out)),
+                    formatter(Arc::clone(&p), unit_form, timed),
+                );
+                let pieces = pieces.probe_with(&probe);
+                let writer = PieceWriter {
+                    plan: Arc::clone(&p),
+                    sinks: Arc::clone(&sinks),
+                    outcome: Arc::clone(&out),
+                    stash: crate::scale::Stash::default(),
+                    done: None,
+                    stopped: false,
+                };
+                if p.unordered {
+                    pieces.sink(Pipeline, "Write", writer.logic());
+                } else {
+                    pieces.sink(Exchange::new(|_: &Piece| 0), "Write", writer.logic());
+                }
+            });
+            let source = if index == 0 {
+                source.lock().unwrap_or_else(PoisonError::into_inner).take()
+            } else {
+                None
+            };
+            if let Some(source) = source {
+                let stopped = feed(worker, &mut input, &probe, source, &plan);
+                if let Some(s) = stopped {
+                    outcome.lock().unwrap_or_else(PoisonError::into_inner).trace = Some(s);
+                }
+            }
+            drop(input);
+            while worker.step_or_park(None) {}
+        })
+        .map_err(fail)?
+    };
+    // Joining the workers also joins timely's network threads, whose guard
+    // panics when one of them did (a peer gone): that is a failure of the
+    // run like a worker's, not a crash of vigil.
+    let joined = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| guards.join()));
+    let failed = match joined {
+        Ok(results) => results.into_iter().find_map(Result::err),
+        Err(_) => Some("a network thread failed".to_string()),
+    };
+    if let Some(e) = failed {
+        let hint = match &args.checkpoint {
+            Some(dir) => format!(
+                "; restart every process with --resume {dir} to go on from its last complete checkpoint"
+            ),
+            None => String::new(),
+        };
+        let cause = match LOST.lock().unwrap_or_else(PoisonError::into_inner).take() {
+            Some(lost) => format!("the connection to another process was lost ({lost})"),
+            None => e,
+        };
+        return Err(fail(format!(
+            "the computation failed in process {process}: {cause}{hint}"
+        )));
+    }
+    let outcome = std::mem::take(&mut *outcome.lock().unwrap_or_else(PoisonError::into_inner));
+    if let Some(f) = outcome.failure {
+        return Err(f);
+    }
+    if let Some(t) = outcome.trace {
+        return Err(t);
+    }
+    Ok(if outcome.runtime {
+        Exit::Runtime
+    } else {
+        Exit::Success
+    })
+}
+
+/// The first failure of timely's network threads (a peer process gone), as
+/// they reported it.
+static LOST: Mutex<Option<String>> = Mutex::new(None);
+
+/// Keeps the panics of timely's network threads and of the workers they
+/// take down off standard error: the run reports the cause once, as an
+/// error, after every worker has stopped. Every other panic is reported as
+/// before.
+fn install_quiet_panics() {
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let message = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if let Some(cause) = message.strip_prefix("timely communication error: ") {
+            LOST.lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .get_or_insert_with(|| cause.to_string());
+            return;
+        }
+        if message.contains("MergeQueue poisoned")
+            || message.starts_with("Send thread panic")
+            || message.starts_with("Recv thread panic")
+        {
+            return;
+        }
+        previous(info);
+    }));
+}
+
+/// A batch from the reader thread: its events, the time the input may
+/// advance to after them, and, at the end of the input, the error that
+/// ended it (if one did).
+struct Batch {
+    events: Vec<Event>,
+    frontier: u64,
+    end: Option<Option<(String, Exit)>>,
+}
+
+/// The source loop of process 0's first worker. The trace is read on a
+/// thread of its own (parsing overlaps evaluation, and a reader blocked on
+/// a silent pipe does not keep the worker from noticing a peer's failure);
+/// the worker sends its batches, keeps at most `BATCHES_IN_FLIGHT`
+/// unfinished, and returns the error that stopped the input, if one did.
+fn feed(
+    worker: &mut timely::worker::Worker,
+    input: &mut InputHandle<u64, timely::container::CapacityContainerBuilder<Vec<Event>>>,
+    probe: &ProbeHandle<u64>,
+    mut source: Source,
+    plan: &Plan,
+) -> Option<(String, Exit)> {
+    let batch_rows = if plan.streaming { 1 } else { BATCH_ROWS };
+    let workers = plan.total_workers;
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Batch>(BATCHES_IN_FLIGHT);
+    let spawned = std::thread::Builder::new()
+        .name("vigil-reader".into())
+        .spawn(move || {
+            loop {
+                let mut events = Vec::with_capacity(batch_rows + workers);
+                let end = match source.fill(&mut events, batch_rows, workers) {
+                    Fill::More => None,
+                    Fill::Ended => Some(None),
+                    Fill::Stopped(message, exit) => Some(Some((message, exit))),
+                };
+                let last = end.is_some();
+                let batch = Batch {
+                    events,
+                    frontier: source.frontier(),
+                    end,
+                };
+                if tx.send(batch).is_err() || last {
+                    return;
+                }
+            }
+        });
+    if let Err(e) = spawned {
+        return Some((format!("cannot start the trace reader: {e}"), Exit::Failure));
+    }
+    let mut in_flight: VecDeque<u64> = VecDeque::new();
+    let limit = if plan.streaming { 0 } else { BATCHES_IN_FLIGHT };
+    loop {
+        let batch = match rx.try_recv() {
+            Ok(b) => b,
+            Err(std::sync::mpsc::TryRecvError::Empty) => {
+                worker.step_or_park(Some(std::time::Duration::from_millis(1)));
+                continue;
+            }
+            Err(std::sync::mpsc::TryRecvError::Disconnected) => {
+                return Some((
+                    "the trace reader stopped unexpectedly".into(),
+                    Exit::Failure,
+                ));
+            }
+        };
+        if let Some(first) = batch.events.first() {
+            let last = batch.events.last().map_or(0, Event::time);
+            // Every event's time is at or after the input's: the source
+            // advanced it only to a time no later row precedes.
+            debug_assert!(first.time() >= *input.time());
+            input.advance_to(first.time());
+            for event in batch.events {
+                input.send(event);
+            }
+            in_flight.push_back(last);
+        }
+        if let Some(end) = batch.end {
+            return end;
+        }
+        input.advance_to(batch.frontier.max(*input.time()));
+        input.flush();
+        worker.step();
+        // Wait for the oldest batches while too many are in flight (a
+        // stream waits for each row, so that its outputs are written as they
+        // complete).
+        while let Some(&oldest) = in_flight.front() {
+            if !probe.less_equal(&oldest) {
+                in_flight.pop_front();
+            } else if in_flight.len() > limit && *input.time() > oldest {
+                worker.step();
+            } else {
+                break;
+            }
+        }
+    }
+}
+
+/// What each worker does at a barrier: writes its keys' snapshot into the
+/// checkpoint's directory. A failure is the run's (it cannot be completed).
+fn barrier_writer(
+    plan: Arc<Plan>,
+    outcome: Arc<Mutex<Outcome>>,
+) -> impl FnMut(u64, u32, &KeyedMonitor) + 'static {
+    move |time, worker, monitor| {
+        let Some(dir) = &plan.checkpoint else {
+            return;
+        };
+        let dir = checkpoint_dir(dir, time);
+        let written = std::fs::create_dir_all(&dir).and_then(|()| {
+            write_atomic(
+                &dir.join(format!("worker-{worker}.snap")),
+                &monitor.snapshot().to_bytes(),
+            )
+        });
+        if let Err(e) = written {
+            let mut o = outcome.lock().unwrap_or_else(PoisonError::into_inner);
+            o.failure.get_or_insert((
+                format!("cannot write the checkpoint `{}`: {e}", dir.display()),
+                Exit::Failure,
+            ));
+        }
+    }
+}
+
+/// Formats each evaluated row where it was evaluated: its output lines (as
+/// the writer of a single-process keyed run writes them), its alerts, and
+/// the error that stopped its key.
+fn formatter(
+    plan: Arc<Plan>,
+    unit_form: TimeForm,
+    timed: bool,
+) -> impl FnMut(Evaluated<'_>, &mut Vec<Piece>) + 'static {
+    let buf = SharedBuf::default();
+    let mut writer: Box<dyn OutputWriter> = trace::keyed_writer(
+        plan.output,
+        plan.names.clone(),
+        &plan.key,
+        Box::new(buf.clone()),
+        true,
+    );
+    let mut samples: Vec<Sample> = Vec::new();
+    let mut stopped: HashSet<Key> = HashSet::new();
+    move |evaluated, out| match evaluated {
+        Evaluated::Barrier { time, .. } => out.push(Piece::Done { time }),
+        Evaluated::Row { row, cells, result } => {
+            let key_wire = row.cells[plan.key_index].clone().unwrap_or(Wire::Unit);
+            match result {
+                Ok(outputs) => {
+                    let form = if row.rfc3339 {
+                        TimeForm::Rfc3339
+                    } else {
+                        unit_form
+                    };
+                    let time_value = row.at.map(|ns| Time(ns).to_value(form));
+                    let shown = if timed { time_value.as_ref() } else { None };
+                    plan.view.fill(
+                        &mut samples,
+                        plan.output,
+                        Some(cells),
+                        outputs.iter(),
+                        shown,
+                    );
+                    let key = outputs
+                        .key()
+                        .expect("a keyed monitor's outputs name their key");
+                    // Writing into memory cannot fail.
+                    let _ = writer.write_keyed(outputs.step(), key, &samples);
+                    let _ = writer.flush();
+                    let mut alerts = Vec::new();
+                    for alert in outputs.alerts() {
+                        if plan.alerts_json {
+                            alerts.extend(trace::alert_line_with(
+                                &alert,
+                                Some((&plan.key, key)),
+                                &[],
+                            ));
+                        } else {
+                            let _ = writeln!(
+                                alerts,
+                                "alert: {} at step {} ({}={key}): {}",
+                                alert.trigger, alert.step, plan.key, alert.message
+                            );
+                        }
+                    }
+                    out.push(Piece::Row {
+                        time: row.time,
+                        seq: row.seq,
+                        key: key_wire,
+                        out: buf.take(),
+                        alerts,
+                        error: None,
+                    });
+                }
+                Err(StepError::Runtime(e)) => {
+                    let key = Key::new(key_wire.value());
+                    if stopped.insert(key.clone()) {
+                        out.push(Piece::Row {
+                            time: row.time,
+                            seq: row.seq,
+                            key: key_wire,
+                            out: Vec::new(),
+                            alerts: Vec::new(),
+                            error: Some((
+                                format!(
+                                    "{e} ({}={key}); its later rows are not evaluated",
+                                    plan.key
+                                ),
+                                false,
+                            )),
+                        });
+                    }
+                }
+                Err(StepError::Row(e)) => {
+                    let (message, _) = super::rejected(&e);
+                    out.push(Piece::Row {
+                        time: row.time,
+                        seq: row.seq,
+                        key: key_wire,
+                        out: Vec::new(),
+                        alerts: Vec::new(),
+                        error: Some((message, true)),
+                    });
+                }
+            }
+        }
+    }
+}
+
+/// The writer: pieces whose time is complete, in order (time, key,
+/// position), to the output and alerts; a checkpoint completed once every
+/// worker's barrier is in and every line before it written.
+struct PieceWriter {
+    plan: Arc<Plan>,
+    sinks: Arc<Mutex<Option<Sinks>>>,
+    outcome: Arc<Mutex<Outcome>>,
+    stash: crate::scale::Stash<Piece>,
+    /// The barrier being counted: its time and the workers in so far.
+    done: Option<(u64, usize)>,
+    /// A rejected row stopped the run: nothing after it is written.
+    stopped: bool,
+}
+
+impl PieceWriter {
+    /// The sink operator's logic, over the pieces of either channel.
+    fn logic<P>(mut self) -> impl for<'a, 'b> FnMut(Pieces<'a, 'b, P>) + 'static
+    where
+        P: Pull<Message<u64, Vec<Piece>>>,
+    {
+        move |(input, frontier)| {
+            input.for_each(|cap, data| self.stash.push(&cap, data, None));
+            let (_, ready) = self.stash.ready(|t| !frontier.less_equal(&t));
+            self.write(ready, frontier.is_empty());
+        }
+    }
+
+    /// Writes what is complete (`ready`); `finished`: every piece has come.
+    fn write(&mut self, ready: Vec<Piece>, finished: bool) {
+        let sinks = Arc::clone(&self.sinks);
+        let mut guard = sinks.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some((out, alerts)) = guard.as_mut() else {
+            return;
+        };
+        if let Err(e) = self.write_to(ready, finished, out.as_mut(), alerts.as_mut()) {
+            if e.kind() != io::ErrorKind::BrokenPipe {
+                let mut o = self.outcome.lock().unwrap_or_else(PoisonError::into_inner);
+                o.failure
+                    .get_or_insert((format!("cannot write output: {e}"), Exit::Failure));
+            }
+            // Nothing more is written (a closed pipe ends output quietly).
+            *guard = None;
+        }
+    }
+
+    fn write_to(
+        &mut self,
+        ready: Vec<Piece>,
+        finished: bool,
+        mut out: Option<&mut Sink>,
+        mut alerts: Option<&mut Sink>,
+    ) -> io::Result<()> {
+        for piece in ready {
+            if self.stopped {
+                break;
+            }
+            match piece {
+                Piece::Row {
+                    out: bytes,
+                    alerts: alert_bytes,
+                    error: e,
+                    ..
+                } => {
+                    if let Some(out) = out.as_deref_mut() {
+                        out.write(&bytes)?;
+                    }
+                    if !alert_bytes.is_empty() {
+                        match alerts.as_deref_mut() {
+                            Some(a) => a.write(&alert_bytes)?,
+                            None => say(format_args!("{}", String::from_utf8_lossy(&alert_bytes))),
+                        }
+                    }
+                    if let Some((message, fatal)) = e {
+                        if let Some(out) = out.as_deref_mut() {
+                            out.out.flush()?;
+                        }
+                        let mut o = self.outcome.lock().unwrap_or_else(PoisonError::into_inner);
+                        if fatal {
+                            o.failure.get_or_insert((message, Exit::Trace));
+                            self.stopped = true;
+                        } else {
+                            o.runtime = true;
+                            error(&message);
+                        }
+                    }
+                }
+                Piece::Done { time } => {
+                    let n = match self.done {
+                        Some((t, n)) if t == time => n + 1,
+                        _ => 1,
+                    };
+                    self.done = Some((time, n));
+                    if n == self.plan.total_workers {
+                        complete(&self.plan, time, out.as_deref_mut(), alerts.as_deref_mut())?;
+                    }
+                }
+            }
+        }
+        if self.plan.streaming || finished {
+            for s in [out, alerts].into_iter().flatten() {
+                s.out.flush()?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Completes checkpoint `time`: the outputs before it on disk, their
+/// lengths recorded, the checkpoint marked complete and older ones removed.
+fn complete(
+    plan: &Plan,
+    time: u64,
+    out: Option<&mut Sink>,
+    alerts: Option<&mut Sink>,
+) -> io::Result<()> {
+    let Some(root) = &plan.checkpoint else {
+        return Ok(());
+    };
+    let mut lens = [0u64; 2];
+    for (i, sink) in [out, alerts].into_iter().enumerate() {
+        if let Some(s) = sink {
+            s.sync()?;
+            lens[i] = s.written;
+        }
+    }
+    let record = Complete {
+        vigil_scale_checkpoint: CHECKPOINT_VERSION,
+        time,
+        workers: plan.total_workers,
+        output_len: lens[0],
+        alerts_len: lens[1],
+        fingerprint: plan.fingerprint.clone(),
+        key: plan.key.clone(),
+    };
+    let dir = checkpoint_dir(root, time);
+    let text = serde_json::to_string(&record).map_err(io::Error::other)?;
+    write_atomic(&dir.join("COMPLETE"), text.as_bytes())?;
+    // Older checkpoints are superseded.
+    if let Ok(entries) = std::fs::read_dir(root) {
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let older = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .and_then(|n| n.strip_prefix("ck-"))
+                .and_then(|t| t.parse::<u64>().ok())
+                .is_some_and(|t| t < time);
+            if older {
+                let _ = std::fs::remove_dir_all(&path);
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,473 @@
+//! Scale-out on timely: 1, 2 and 4 workers and 2 processes of 2 give the single-threaded keyed
+//! run's output in the documented order; a killed process ends the run with an error, and a
+//! restart with `--resume` continues from the last complete checkpoint without loss or repetition.
+
+use crate::support::{test_dir, vigil, write};
+use std::path::Path;
+use std::process::{Child, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// A spec with history per key (offsets, a count window), a Str stream and
+/// a trigger, so that every part of a keyed run crosses the exchange.
+const SPEC: &str = "\
+in host: Str
+in temp: Float
+in ts: Int
+out n: Int
+out hot: Bool
+out avg: Float
+out delta: Float
+out label: Str
+n = default(n[1], 0) + 1
+hot = temp > 38.0
+avg = window(temp, 5, avg)
+delta = temp - default(temp[1], temp)
+label = if hot then host ++ \"!\" else host
+trigger burning: hot && default(hot[1], false) \"{host} hot twice: {temp}\"
+";
+
+/// A generated trace: `rows` rows over `keys` hosts (a fixed pseudo-random
+/// sequence), three rows per time unit of `ts`.
+fn trace(rows: usize, keys: u64) -> String {
+    let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut next = || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let mut text = String::with_capacity(rows * 48);
+    for i in 0..rows {
+        let host = next() % keys;
+        let temp = (next() % 3000) as f64 / 100.0 + 10.0;
+        text.push_str(&format!(
+            "{{\"host\":\"h{host}\",\"temp\":{temp},\"ts\":{}}}\n",
+            i / 3
+        ));
+    }
+    text
+}
+
+/// Runs vigil to completion; panics if it takes longer than two minutes.
+fn run(args: &[&str]) -> Output {
+    let child = vigil()
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait(child, Duration::from_secs(120))
+}
+
+/// Waits for `child` (reading its output as it comes, so that a full pipe
+/// never blocks it); kills it and panics after `limit`.
+fn wait(child: Child, limit: Duration) -> Output {
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || tx.send(child.wait_with_output().unwrap()));
+    match rx.recv_timeout(limit) {
+        Ok(out) => out,
+        Err(_) => {
+            // SAFETY: `kill` only sends a signal to the child's pid.
+            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+            let out = rx.recv().unwrap();
+            panic!(
+                "vigil did not finish within {limit:?}; stderr: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+}
+
+fn read(path: &str) -> String {
+    std::fs::read_to_string(path).unwrap()
+}
+
+/// Two free loopback ports, as a hostfile for two processes.
+fn hostfile(dir: &Path) -> String {
+    let ports: Vec<u16> = (0..2)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect::<Vec<_>>()
+        .iter()
+        .map(|l| l.local_addr().unwrap().port())
+        .collect();
+    write(
+        dir,
+        "hosts",
+        format!("127.0.0.1:{}\n127.0.0.1:{}\n", ports[0], ports[1]),
+    )
+}
+
+/// The single-threaded keyed run's outputs and alerts (the reference).
+fn single(dir: &Path, spec: &str, input: &str, extra: &[&str]) -> (String, String) {
+    let out = dir.join("single.out").to_str().unwrap().to_string();
+    let alerts = dir.join("single.alerts").to_str().unwrap().to_string();
+    let mut args = vec![
+        "run",
+        spec,
+        "--input",
+        input,
+        "--key",
+        "host",
+        "--output-file",
+        &out,
+        "--alerts",
+        &alerts,
+    ];
+    args.extend(extra);
+    let o = run(&args);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    (read(&out), read(&alerts))
+}
+
+#[test]
+fn workers_in_one_process_give_the_single_threaded_output() {
+    let dir = test_dir("scale", "workers");
+    let spec = write(&dir, "spec.dsrv", SPEC);
+    let input = write(&dir, "trace.jsonl", trace(100_000, 1_000));
+    let (want, want_alerts) = single(&dir, &spec, &input, &[]);
+    assert!(want.lines().count() >= 500_000 && !want_alerts.is_empty());
+    for workers in ["1", "2", "4"] {
+        let out = dir.join(format!("w{workers}.out"));
+        let alerts = dir.join(format!("w{workers}.alerts"));
+        let o = run(&[
+            "run",
+            &spec,
+            "--input",
+            &input,
+            "--key",
+            "host",
+            "--workers",
+            workers,
+            "--output-file",
+            out.to_str().unwrap(),
+            "--alerts",
+            alerts.to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        // Without --time a row's time is its position: the order (time,
+        // key, position) is the trace's, so the output is byte-identical.
+        assert!(
+            std::fs::read_to_string(&out).unwrap() == want,
+            "{workers} workers: the output differs from the single-threaded run"
+        );
+        assert!(std::fs::read_to_string(&alerts).unwrap() == want_alerts);
+    }
+}
+
+/// The single-threaded output of a timed CSV run sorted into the documented
+/// order: time, then key (a Str key by its bytes), then position.
+fn in_documented_order(csv: &str) -> String {
+    let mut lines = csv.lines();
+    let header = lines.next().unwrap();
+    let mut rows: Vec<(i64, String, usize, &str)> = lines
+        .enumerate()
+        .map(|(i, line)| {
+            let cells: Vec<&str> = line.splitn(4, ',').collect();
+            (
+                cells[2].parse().unwrap(),
+                cells[1].trim_matches('"').to_string(),
+                i,
+                line,
+            )
+        })
+        .collect();
+    rows.sort();
+    let mut text = format!("{header}\n");
+    for r in rows {
+        text.push_str(r.3);
+        text.push('\n');
+    }
+    text
+}
+
+#[test]
+fn timed_rows_come_out_by_time_then_key() {
+    let dir = test_dir("scale", "timed");
+    let spec = write(&dir, "spec.dsrv", SPEC);
+    let input = write(&dir, "trace.jsonl", trace(30_000, 300));
+    let (want, _) = single(&dir, &spec, &input, &["--time", "ts", "--output", "csv"]);
+    let want = in_documented_order(&want);
+    // The single-process order is the trace's; the documented one differs.
+    assert_ne!(
+        want,
+        single(&dir, &spec, &input, &["--time", "ts", "--output", "csv"]).0
+    );
+    for workers in ["1", "3"] {
+        let o = run(&[
+            "run",
+            &spec,
+            "--input",
+            &input,
+            "--key",
+            "host",
+            "--time",
+            "ts",
+            "--output",
+            "csv",
+            "--workers",
+            workers,
+        ]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        assert!(
+            String::from_utf8(o.stdout).unwrap() == want,
+            "{workers} workers: not the documented order"
+        );
+    }
+}
+
+/// Starts process `index` of a two-process run of two workers each.
+fn process(index: usize, hosts: &str, args: &[&str]) -> Child {
+    let i = index.to_string();
+    vigil()
+        .args(args)
+        .args([
+            "--workers",
+            "2",
+            "--processes",
+            "2",
+            "--process",
+            &i,
+            "--hostfile",
+            hosts,
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+#[test]
+fn two_processes_of_two_workers_give_the_single_threaded_output() {
+    let dir = test_dir("scale", "processes");
+    let spec = write(&dir, "spec.dsrv", SPEC);
+    let input = write(&dir, "trace.jsonl", trace(100_000, 1_000));
+    let (want, want_alerts) = single(&dir, &spec, &input, &[]);
+    let hosts = hostfile(&dir);
+    let out = dir.join("p.out").to_str().unwrap().to_string();
+    let alerts = dir.join("p.alerts").to_str().unwrap().to_string();
+    let args = [
+        "run",
+        &spec,
+        "--input",
+        &input,
+        "--key",
+        "host",
+        "--output-file",
+        &out,
+        "--alerts",
+        &alerts,
+    ];
+    let p1 = process(1, &hosts, &args);
+    let p0 = process(0, &hosts, &args);
+    let (o0, o1) = (
+        wait(p0, Duration::from_secs(120)),
+        wait(p1, Duration::from_secs(120)),
+    );
+    assert!(
+        o0.status.success(),
+        "{}",
+        String::from_utf8_lossy(&o0.stderr)
+    );
+    assert!(
+        o1.status.success(),
+        "{}",
+        String::from_utf8_lossy(&o1.stderr)
+    );
+    // Process 0 writes everything; nothing of timely's set-up is printed.
+    assert!(o0.stdout.is_empty() && o1.stdout.is_empty());
+    assert!(read(&out) == want, "two processes: the output differs");
+    assert!(read(&alerts) == want_alerts);
+}
+
+/// The newest complete checkpoint's directory in `dir`, if one is complete.
+fn complete_checkpoint(dir: &Path) -> Option<std::path::PathBuf> {
+    std::fs::read_dir(dir)
+        .ok()?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.join("COMPLETE").exists())
+        .max()
+}
+
+#[test]
+fn a_killed_process_ends_the_run_and_resume_continues_exactly() {
+    let dir = test_dir("scale", "kill");
+    let spec = write(&dir, "spec.dsrv", SPEC);
+    let text = trace(40_000, 400);
+    let input = write(&dir, "trace.jsonl", &text);
+    let (want, _) = single(&dir, &spec, &input, &[]);
+    let hosts = hostfile(&dir);
+    let ck = dir.join("ck").to_str().unwrap().to_string();
+    let out = dir.join("p.out").to_str().unwrap().to_string();
+    // Process 0 reads a FIFO the test feeds, so that the run is surely in
+    // the middle of the trace when process 1 is killed.
+    let fifo = dir.join("live.jsonl");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let fifo = fifo.to_str().unwrap().to_string();
+    let common = |input: &str| -> Vec<String> {
+        [
+            "run",
+            &spec,
+            "--input",
+            input,
+            "--format",
+            "jsonl",
+            "--key",
+            "host",
+            "--output-file",
+            &out,
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+    };
+    let mut first: Vec<String> = common(&fifo);
+    first.extend(["--checkpoint", &ck, "--checkpoint-every", "2000"].map(String::from));
+    let first: Vec<&str> = first.iter().map(String::as_str).collect();
+    let mut p1 = process(1, &hosts, &first);
+    let p0 = process(0, &hosts, &first);
+    let mut feeder = std::fs::OpenOptions::new().write(true).open(&fifo).unwrap();
+    let half: String = text
+        .lines()
+        .take(10_000)
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::io::Write::write_all(&mut feeder, half.as_bytes()).unwrap();
+    // Wait for a checkpoint past the first one to be complete.
+    let start = Instant::now();
+    let taken = loop {
+        if let Some(c) = complete_checkpoint(Path::new(&ck))
+            && !c.ends_with("ck-00000000000000002000")
+        {
+            break c;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "no checkpoint completed"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    // SIGKILL process 1: process 0 ends with an error (the FIFO still open:
+    // it must not hang waiting for rows).
+    p1.kill().unwrap();
+    let _ = p1.wait();
+    let o0 = wait(p0, Duration::from_secs(60));
+    drop(feeder);
+    assert!(!o0.status.success());
+    let stderr = String::from_utf8_lossy(&o0.stderr);
+    assert!(
+        stderr.contains("the computation failed in process 0") && stderr.contains("--resume"),
+        "{stderr}"
+    );
+    assert!(complete_checkpoint(Path::new(&ck)).is_some_and(|c| c >= taken));
+    // Both restart from the checkpoint, over the whole trace as a file.
+    let mut again: Vec<String> = common(&input);
+    again.extend(["--checkpoint", &ck, "--resume", &ck].map(String::from));
+    let again: Vec<&str> = again.iter().map(String::as_str).collect();
+    let p1 = process(1, &hosts, &again);
+    let p0 = process(0, &hosts, &again);
+    let (o0, o1) = (
+        wait(p0, Duration::from_secs(120)),
+        wait(p1, Duration::from_secs(120)),
+    );
+    assert!(
+        o0.status.success(),
+        "{}",
+        String::from_utf8_lossy(&o0.stderr)
+    );
+    assert!(
+        o1.status.success(),
+        "{}",
+        String::from_utf8_lossy(&o1.stderr)
+    );
+    assert!(
+        read(&out) == want,
+        "the resumed output differs from an uninterrupted run"
+    );
+}
+
+#[test]
+fn errors_in_a_scaled_run_are_reported_after_the_rows_before_them() {
+    let dir = test_dir("scale", "errors");
+    let spec = write(
+        &dir,
+        "spec.dsrv",
+        "in host: Str\nin x: Int\nout q: Int\nq = 100 / x\n",
+    );
+    // A malformed row stops the run (status 4) after the rows before it; a
+    // division by zero stops its key only (status 3).
+    let input = write(
+        &dir,
+        "t.jsonl",
+        "{\"host\":\"a\",\"x\":5}\n{\"host\":\"b\",\"x\":0}\n{\"host\":\"a\",\"x\":2}\n{\"host\":\"b\",\"x\":4}\n",
+    );
+    let o = run(&[
+        "run",
+        &spec,
+        "--input",
+        &input,
+        "--key",
+        "host",
+        "--workers",
+        "2",
+    ]);
+    assert_eq!(o.status.code(), Some(3));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout),
+        "q{host=a}[0] = Int(20)\nq{host=a}[1] = Int(50)\n"
+    );
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        stderr.contains("(host=b); its later rows are not evaluated"),
+        "{stderr}"
+    );
+    let bad = write(
+        &dir,
+        "bad.jsonl",
+        "{\"host\":\"a\",\"x\":5}\n{\"x\":1}\n{\"host\":\"a\",\"x\":2}\n",
+    );
+    let o = run(&[
+        "run",
+        &spec,
+        "--input",
+        &bad,
+        "--key",
+        "host",
+        "--workers",
+        "2",
+    ]);
+    assert_eq!(o.status.code(), Some(4));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout),
+        "q{host=a}[0] = Int(20)\n"
+    );
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        stderr.contains("bad.jsonl:2:1: the key input `host` is absent"),
+        "{stderr}"
+    );
+    // Options a scaled run does not take are refused, not ignored.
+    let o = run(&[
+        "run",
+        &spec,
+        "--input",
+        &input,
+        "--key",
+        "host",
+        "--workers",
+        "2",
+        "--max-keys",
+        "4",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--max-keys does not work with --workers"));
+    let o = run(&["run", &spec, "--input", &input, "--workers", "2"]);
+    assert_eq!(o.status.code(), Some(1));
+}
