@@ -30,90 +30,90 @@ use crate::row::StepError;
 use crate::value::Value;
 use serde::{Deserialize, Serialize};
 use std::cmp::Ordering;
-use std::hash::{Hash, Hasher};
-use std::sync::Arc;
+use std::hash::Hasher;
 use timely::dataflow::StreamVec;
 use timely::dataflow::channels::pact::Exchange;
 use timely::dataflow::operators::generic::operator::Operator;
 use timely::dataflow::operators::{Capability, InputCapability};
 
-/// A value as it crosses threads and processes: what [`Value`] holds, with a
-/// Float kept as its bits (so that it arrives bit for bit).
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum Wire {
-    /// An Int.
+/// A value as it crosses processes (serialized): what [`Value`] holds, with
+/// a Float kept as its bits so that it arrives bit for bit. Between threads
+/// of one process values move as they are (a Str's text is shared, never
+/// copied).
+#[derive(Serialize, Deserialize)]
+enum Wire {
     Int(i64),
-    /// A Float, as its bits.
     Float(u64),
-    /// A Bool.
     Bool(bool),
-    /// A Str.
     Str(String),
-    /// The Unit value.
     Unit,
 }
 
-impl Wire {
-    /// The wire form of `value`.
-    pub fn of(value: &Value) -> Wire {
-        match value {
-            Value::Int(i) => Wire::Int(*i),
-            Value::Float(x) => Wire::Float(x.to_bits()),
-            Value::Bool(b) => Wire::Bool(*b),
-            Value::Str(s) => Wire::Str(s.to_string()),
-            Value::Unit => Wire::Unit,
-        }
-    }
+/// [`Wire`] borrowing its text, for serializing (the same encoding).
+#[derive(Serialize)]
+enum WireRef<'a> {
+    Int(i64),
+    Float(u64),
+    Bool(bool),
+    Str(&'a str),
+    Unit,
+}
 
-    /// The value it carries.
-    pub fn value(&self) -> Value {
+impl Serialize for Value {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         match self {
-            Wire::Int(i) => Value::Int(*i),
-            Wire::Float(bits) => Value::Float(f64::from_bits(*bits)),
-            Wire::Bool(b) => Value::Bool(*b),
-            Wire::Str(s) => Value::Str(s.as_str().into()),
+            Value::Int(i) => WireRef::Int(*i),
+            Value::Float(x) => WireRef::Float(x.to_bits()),
+            Value::Bool(b) => WireRef::Bool(*b),
+            Value::Str(t) => WireRef::Str(t),
+            Value::Unit => WireRef::Unit,
+        }
+        .serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for Value {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Value, D::Error> {
+        Ok(match Wire::deserialize(d)? {
+            Wire::Int(i) => Value::Int(i),
+            Wire::Float(bits) => Value::Float(f64::from_bits(bits)),
+            Wire::Bool(b) => Value::Bool(b),
+            Wire::Str(t) => Value::Str(t.into()),
             Wire::Unit => Value::Unit,
-        }
-    }
-
-    fn rank(&self) -> u8 {
-        match self {
-            Wire::Int(_) => 0,
-            Wire::Float(_) => 1,
-            Wire::Bool(_) => 2,
-            Wire::Str(_) => 3,
-            Wire::Unit => 4,
-        }
+        })
     }
 }
 
-/// Keys are ordered (for the output order, time then key): by type (Int,
-/// Float, Bool, Str, Unit), then Ints by value, Floats by `total_cmp`, Bools
-/// false first, Strs by their bytes. It is a total order that agrees with
-/// equality (bitwise, as keys compare).
-impl Ord for Wire {
-    fn cmp(&self, other: &Wire) -> Ordering {
-        match (self, other) {
-            (Wire::Int(a), Wire::Int(b)) => a.cmp(b),
-            (Wire::Float(a), Wire::Float(b)) => f64::from_bits(*a).total_cmp(&f64::from_bits(*b)),
-            (Wire::Bool(a), Wire::Bool(b)) => a.cmp(b),
-            (Wire::Str(a), Wire::Str(b)) => a.as_bytes().cmp(b.as_bytes()),
-            _ => self.rank().cmp(&other.rank()),
-        }
+fn rank(v: &Value) -> u8 {
+    match v {
+        Value::Int(_) => 0,
+        Value::Float(_) => 1,
+        Value::Bool(_) => 2,
+        Value::Str(_) => 3,
+        Value::Unit => 4,
     }
 }
 
-impl PartialOrd for Wire {
-    fn partial_cmp(&self, other: &Wire) -> Option<Ordering> {
-        Some(self.cmp(other))
+/// The order of keys in the output (time, then key): by type (Int, Float,
+/// Bool, Str, Unit), then Ints by value, Floats by `total_cmp`, Bools false
+/// first, Strs by their bytes. A total order that agrees with the keys'
+/// equality (bitwise).
+pub fn key_cmp(a: &Value, b: &Value) -> Ordering {
+    match (a, b) {
+        (Value::Int(a), Value::Int(b)) => a.cmp(b),
+        (Value::Float(a), Value::Float(b)) => a.total_cmp(b),
+        (Value::Bool(a), Value::Bool(b)) => a.cmp(b),
+        (Value::Str(a), Value::Str(b)) => a.as_bytes().cmp(b.as_bytes()),
+        _ => rank(a).cmp(&rank(b)),
     }
 }
 
-/// The worker hash of a key: SipHash with fixed keys over the key's wire
-/// form, so every process of one build routes a key to the same worker.
-pub fn route(key: &Wire) -> u64 {
+/// The worker hash of a key: SipHash with fixed keys over the key's bits
+/// (as keys compare), so every process of one build routes a key to the
+/// same worker.
+pub fn route(key: &Value) -> u64 {
     let mut h = std::hash::DefaultHasher::new();
-    key.hash(&mut h);
+    crate::value::Key::hash_value(key, &mut h);
     h.finish()
 }
 
@@ -162,7 +162,22 @@ pub struct StampedRow {
     /// them so), rather than numbers.
     pub rfc3339: bool,
     /// The declared inputs' cells (the key among them).
-    pub cells: Vec<Option<Wire>>,
+    pub cells: Vec<Option<Value>>,
+}
+
+impl StampedRow {
+    /// A row of `cells` (the declared inputs, in order) at timely time
+    /// `time`, position `seq`; `at` is `time()`'s time in nanoseconds, if
+    /// the run has one.
+    pub fn new(time: u64, seq: u64, at: Option<i64>, cells: Vec<Option<Value>>) -> StampedRow {
+        StampedRow {
+            time,
+            seq,
+            at,
+            rfc3339: false,
+            cells,
+        }
+    }
 }
 
 /// What the fragment hands the caller's `emit` for each event a worker
@@ -172,8 +187,6 @@ pub enum Evaluated<'a> {
     Row {
         /// The row as it came.
         row: &'a StampedRow,
-        /// Its cells as values.
-        cells: &'a [Option<Value>],
         /// What the worker's monitor made of it.
         result: Result<Outputs<'a>, StepError>,
     },
@@ -220,7 +233,6 @@ where
     events.unary_frontier(pact, "KeyedMonitors", move |initial, _info| {
         drop(initial);
         let mut stash = Stash::default();
-        let mut cells: Vec<Option<Value>> = Vec::new();
         let mut out: Vec<O> = Vec::new();
         move |(input, frontier), output| {
             input.for_each(|cap, data| stash.push(&cap, data, Some(0)));
@@ -228,20 +240,11 @@ where
             for event in &ready {
                 match event {
                     Event::Row(row) => {
-                        cells.clear();
-                        cells.extend(row.cells.iter().map(|c| c.as_ref().map(Wire::value)));
                         let result = match row.at {
-                            Some(ns) => monitor.step_at(crate::time::Time(ns), &cells[..]),
-                            None => monitor.step(&cells[..]),
+                            Some(ns) => monitor.step_at(crate::time::Time(ns), &row.cells),
+                            None => monitor.step(&row.cells),
                         };
-                        emit(
-                            Evaluated::Row {
-                                row,
-                                cells: &cells,
-                                result,
-                            },
-                            &mut out,
-                        );
+                        emit(Evaluated::Row { row, result }, &mut out);
                     }
                     Event::Barrier { time, worker } => {
                         on_barrier(*time, *worker, &monitor);
@@ -265,10 +268,10 @@ where
     })
 }
 
-/// Events received and not yet evaluated, each under the capability of the
-/// message it came in.
+/// Records received and not yet taken: each message's records (in the
+/// order they were sent), under the message's capability.
 pub struct Stash<D> {
-    pending: Vec<(Option<Arc<Capability<u64>>>, D)>,
+    pending: Vec<(Option<Capability<u64>>, Vec<D>)>,
 }
 
 impl<D> Default for Stash<D> {
@@ -280,64 +283,120 @@ impl<D> Default for Stash<D> {
 }
 
 /// The order a worker evaluates and the writer writes: time, then barriers
-/// before rows, then what the caller's key says.
+/// before rows, then what `within` says.
 pub trait Stamped {
     /// The timely time.
     fn time(&self) -> u64;
-    /// Within a time: barriers (`None`) first, then by this.
-    fn order(&self) -> Option<(Option<&Wire>, u64)>;
+    /// The order of two records of one time.
+    fn within(&self, other: &Self) -> Ordering;
 }
 
 impl Stamped for Event {
     fn time(&self) -> u64 {
         Event::time(self)
     }
-    fn order(&self) -> Option<(Option<&Wire>, u64)> {
-        match self {
-            // Rows of one time in trace order (their key does not matter
-            // here: a worker's keys are independent of each other).
-            Event::Row(r) => Some((None, r.seq)),
-            Event::Barrier { .. } => None,
+    /// Barriers first, then rows in trace order (their keys do not matter
+    /// here: a worker's keys are independent of each other).
+    fn within(&self, other: &Event) -> Ordering {
+        match (self, other) {
+            (Event::Row(a), Event::Row(b)) => a.seq.cmp(&b.seq),
+            (Event::Row(_), Event::Barrier { .. }) => Ordering::Greater,
+            (Event::Barrier { .. }, Event::Row(_)) => Ordering::Less,
+            (Event::Barrier { worker: a, .. }, Event::Barrier { worker: b, .. }) => a.cmp(b),
         }
     }
+}
+
+fn stamp_order<D: Stamped>(a: &D, b: &D) -> Ordering {
+    a.time().cmp(&b.time()).then_with(|| a.within(b))
 }
 
 impl<D: Stamped> Stash<D> {
     /// Keeps the records of a message, under its capability for output
     /// `port` (an operator without outputs, a sink, keeps none).
     pub fn push(&mut self, cap: &InputCapability<u64>, data: &mut Vec<D>, port: Option<usize>) {
-        let cap = port.and_then(|p| cap.retain_least(p)).map(Arc::new);
-        self.pending
-            .extend(data.drain(..).map(|d| (cap.clone(), d)));
+        let cap = port.and_then(|p| cap.retain_least(p));
+        self.pending.push((cap, std::mem::take(data)));
     }
 
     /// Takes every record whose time `done` says is complete, in order
-    /// (time, barriers first, then `order`), with a capability that may send
-    /// them all: any of their messages' capabilities is at or before every
-    /// record's own time, which is what the records downstream are ordered
-    /// by.
+    /// (time, then `within`), with a capability that may send them all: any
+    /// of their messages' capabilities is at or before every record's own
+    /// time, which is what the records downstream are ordered by.
     pub fn ready(&mut self, done: impl Fn(u64) -> bool) -> (Option<Capability<u64>>, Vec<D>) {
         let mut ready = Vec::new();
-        let mut kept = Vec::with_capacity(self.pending.len());
         let mut cap = None;
-        for (c, d) in self.pending.drain(..) {
-            if done(d.time()) {
-                if cap.is_none() {
-                    cap = c.as_deref().cloned();
+        self.pending.retain_mut(|(c, records)| {
+            let before = ready.len();
+            let mut kept = Vec::new();
+            for d in records.drain(..) {
+                if done(d.time()) {
+                    ready.push(d);
+                } else {
+                    kept.push(d);
                 }
-                ready.push(d);
-            } else {
-                kept.push((c, d));
             }
-        }
-        // The capabilities of messages whose records are all taken are
-        // dropped here, with their last record.
-        self.pending = kept;
-        ready.sort_by(|a, b| {
-            a.time()
-                .cmp(&b.time())
-                .then_with(|| a.order().cmp(&b.order()))
+            if ready.len() > before && cap.is_none() {
+                cap = c.clone();
+            }
+            *records = kept;
+            // A message whose records are all taken drops its capability.
+            !records.is_empty()
         });
+        // One source sends in order, so this is mostly a check.
+        if !ready.is_sorted_by(|a, b| stamp_order(a, b).is_le()) {
+            ready.sort_by(stamp_order);
+        }
         (cap, ready)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_cross_processes_bit_for_bit() {
+        let values = [
+            Value::Int(i64::MIN),
+            Value::Float(f64::from_bits(0x7ff8_0000_dead_beef)),
+            Value::Float(-0.0),
+            Value::Bool(true),
+            Value::Str("two words \"quoted\"".into()),
+            Value::Unit,
+        ];
+        for v in values {
+            let text = serde_json::to_string(&v).unwrap();
+            let back: Value = serde_json::from_str(&text).unwrap();
+            assert!(back == v, "{v:?} came back as {back:?}");
+        }
+    }
+
+    #[test]
+    fn keys_order_by_type_then_value_and_route_by_bits() {
+        let mut keys = [
+            Value::Str("b".into()),
+            Value::Unit,
+            Value::Float(0.0),
+            Value::Int(3),
+            Value::Str("a".into()),
+            Value::Float(-0.0),
+            Value::Bool(false),
+            Value::Int(-1),
+        ];
+        keys.sort_by(key_cmp);
+        let shown: Vec<String> = keys.iter().map(|k| format!("{k:?}")).collect();
+        assert_eq!(
+            shown.join(" "),
+            "Int(-1) Int(3) Float(-0.0) Float(0.0) Bool(false) Str(\"a\") Str(\"b\") Unit"
+        );
+        // Equal keys route alike; 0.0 and -0.0 are two keys.
+        assert_eq!(
+            route(&Value::Str("a".into())),
+            route(&Value::Str("a".into()))
+        );
+        assert_ne!(route(&Value::Float(0.0)), route(&Value::Float(-0.0)));
+        assert_eq!(timely_time(-1) + 1, timely_time(0));
+        assert!(timely_time(i64::MIN) < timely_time(i64::MAX));
     }
 }

@@ -24,7 +24,7 @@ use super::{Exit, RunArgs, error, say, trace_exit};
 use crate::keyed::KeyedMonitor;
 use crate::monitor::Spec;
 use crate::row::StepError;
-use crate::scale::{Evaluated, Event, Stamped, StampedRow, Wire, keyed_monitors, timely_time};
+use crate::scale::{Evaluated, Event, Stamped, StampedRow, key_cmp, keyed_monitors, timely_time};
 use crate::snapshot::KeyedSnapshot;
 use crate::time::{Time, TimeForm, TimeUnit};
 use crate::trace::{self, OutputFormat, OutputWriter, ReaderOptions, RowReader, TraceFormat};
@@ -57,7 +57,7 @@ enum Piece {
     Row {
         time: u64,
         seq: u64,
-        key: Wire,
+        key: Value,
         out: Vec<u8>,
         alerts: Vec<u8>,
         /// A runtime error stopping the key (reported once), or a row the
@@ -75,10 +75,17 @@ impl Stamped for Piece {
             Piece::Row { time, .. } | Piece::Done { time } => *time,
         }
     }
-    fn order(&self) -> Option<(Option<&Wire>, u64)> {
-        match self {
-            Piece::Row { key, seq, .. } => Some((Some(key), *seq)),
-            Piece::Done { .. } => None,
+    /// Barriers first (their checkpoint records the output before the
+    /// rows of their time), then rows by key and position.
+    fn within(&self, other: &Piece) -> std::cmp::Ordering {
+        use std::cmp::Ordering;
+        match (self, other) {
+            (Piece::Row { key: a, seq: s, .. }, Piece::Row { key: b, seq: t, .. }) => {
+                key_cmp(a, b).then(s.cmp(t))
+            }
+            (Piece::Row { .. }, Piece::Done { .. }) => Ordering::Greater,
+            (Piece::Done { .. }, Piece::Row { .. }) => Ordering::Less,
+            (Piece::Done { .. }, Piece::Done { .. }) => Ordering::Equal,
         }
     }
 }
@@ -371,10 +378,7 @@ impl Source {
                     self.next_checkpoint = Some((time - time % every).saturating_add(every));
                 }
             }
-            let cells = self.row[..self.inputs]
-                .iter()
-                .map(|c| c.as_ref().map(Wire::of))
-                .collect();
+            let cells = self.row[..self.inputs].to_vec();
             batch.push(Event::Row(StampedRow {
                 time,
                 seq,
@@ -1133,8 +1137,9 @@ fn formatter(
     let mut stopped: HashSet<Key> = HashSet::new();
     move |evaluated, out| match evaluated {
         Evaluated::Barrier { time, .. } => out.push(Piece::Done { time }),
-        Evaluated::Row { row, cells, result } => {
-            let key_wire = row.cells[plan.key_index].clone().unwrap_or(Wire::Unit);
+        Evaluated::Row { row, result } => {
+            let cells = &row.cells;
+            let key_value = row.cells[plan.key_index].clone().unwrap_or(Value::Unit);
             match result {
                 Ok(outputs) => {
                     let form = if row.rfc3339 {
@@ -1176,19 +1181,19 @@ fn formatter(
                     out.push(Piece::Row {
                         time: row.time,
                         seq: row.seq,
-                        key: key_wire,
+                        key: key_value.clone(),
                         out: buf.take(),
                         alerts,
                         error: None,
                     });
                 }
                 Err(StepError::Runtime(e)) => {
-                    let key = Key::new(key_wire.value());
+                    let key = Key::new(key_value.clone());
                     if stopped.insert(key.clone()) {
                         out.push(Piece::Row {
                             time: row.time,
                             seq: row.seq,
-                            key: key_wire,
+                            key: key_value.clone(),
                             out: Vec::new(),
                             alerts: Vec::new(),
                             error: Some((
@@ -1206,7 +1211,7 @@ fn formatter(
                     out.push(Piece::Row {
                         time: row.time,
                         seq: row.seq,
-                        key: key_wire,
+                        key: key_value.clone(),
                         out: Vec::new(),
                         alerts: Vec::new(),
                         error: Some((message, true)),

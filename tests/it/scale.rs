@@ -471,3 +471,93 @@ fn errors_in_a_scaled_run_are_reported_after_the_rows_before_them() {
     let o = run(&["run", &spec, "--input", &input, "--workers", "2"]);
     assert_eq!(o.status.code(), Some(1));
 }
+
+/// The library's fragment inside a user's own timely computation: two
+/// worker threads, rows sent by worker 0, each key's outputs exactly those
+/// of one `KeyedMonitor` over the same rows.
+#[test]
+fn the_fragment_embeds_in_a_users_timely_dataflow() {
+    use std::sync::{Arc, Mutex};
+    use timely::dataflow::InputHandle;
+    use timely::dataflow::operators::generic::operator::Operator;
+    use vigil::scale::{Evaluated, Event, StampedRow, key_cmp, keyed_monitors};
+    use vigil::{KeyedMonitor, Sample, Spec, Value};
+
+    let spec = Spec::parse("spec.dsrv", SPEC).unwrap();
+    let rows: Vec<Vec<Option<Value>>> = trace(5_000, 50)
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            vec![
+                Some(Value::from(v["host"].as_str().unwrap())),
+                Some(Value::Float(v["temp"].as_f64().unwrap())),
+                Some(Value::Int(v["ts"].as_i64().unwrap())),
+            ]
+        })
+        .collect();
+    // The reference: one monitor, every row in order.
+    let mut single = KeyedMonitor::builder(&spec, "host").build().unwrap();
+    let mut want: Vec<(Value, u64, Vec<Sample>)> = rows
+        .iter()
+        .map(|r| {
+            let o = single.step(r).unwrap();
+            (o.key().unwrap().value().clone(), o.step(), o.to_vec())
+        })
+        .collect();
+
+    type Seen = Vec<(Value, u64, Vec<Sample>)>;
+    let seen: Arc<Mutex<Seen>> = Arc::default();
+    let shared = Arc::new((spec, rows));
+    {
+        let seen = Arc::clone(&seen);
+        let shared = Arc::clone(&shared);
+        timely::execute(timely::Config::process(2), move |worker| {
+            let (spec, rows) = &*shared;
+            let mut input =
+                InputHandle::<u64, timely::container::CapacityContainerBuilder<Vec<Event>>>::new();
+            let seen = Arc::clone(&seen);
+            worker.dataflow(|scope| {
+                let events = timely::dataflow::operators::Input::input_from(&scope, &mut input);
+                let key_index = 0;
+                let outputs = keyed_monitors(
+                    events,
+                    key_index,
+                    |_worker| KeyedMonitor::builder(spec, "host").build().unwrap(),
+                    |_time, _worker, _monitor| {},
+                    |evaluated, out: &mut Vec<(Value, u64, Vec<Sample>)>| {
+                        if let Evaluated::Row { row, result, .. } = evaluated {
+                            let o = result.unwrap();
+                            out.push((row.cells[0].clone().unwrap(), o.step(), o.to_vec()));
+                        }
+                    },
+                );
+                outputs.sink(
+                    timely::dataflow::channels::pact::Pipeline,
+                    "Collect",
+                    move |(input, _)| {
+                        input.for_each(|_, data| seen.lock().unwrap().append(data));
+                    },
+                );
+            });
+            if worker.index() == 0 {
+                for (i, r) in rows.iter().enumerate() {
+                    // Ten rows per timestamp: a time completes when the
+                    // input moves past it.
+                    let t = (i / 10) as u64;
+                    input.advance_to(t);
+                    input.send(Event::Row(StampedRow::new(t, i as u64, None, r.clone())));
+                }
+            }
+        })
+        .unwrap();
+    }
+    let mut seen = std::mem::take(&mut *seen.lock().unwrap());
+    assert_eq!(seen.len(), want.len());
+    // Per key, in step order: the same outputs.
+    want.sort_by(|a, b| key_cmp(&a.0, &b.0).then(a.1.cmp(&b.1)));
+    seen.sort_by(|a, b| key_cmp(&a.0, &b.0).then(a.1.cmp(&b.1)));
+    assert!(
+        seen == want,
+        "the fragment's outputs differ from one KeyedMonitor's"
+    );
+}
