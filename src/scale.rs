@@ -207,6 +207,42 @@ pub enum Evaluated<'a> {
 /// capability; records should carry the event's time).
 ///
 /// `key_index` is the key input's cell in a row (`KeyedMonitor::key_index`).
+///
+/// ```
+/// use timely::container::CapacityContainerBuilder;
+/// use timely::dataflow::InputHandle;
+/// use vigil::scale::{Evaluated, Event, StampedRow, keyed_monitors};
+/// use vigil::{KeyedMonitor, Spec, Value};
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let spec = std::sync::Arc::new(Spec::parse(
+///     "hot.dsrv",
+///     "in host: Str\nin temp: Float\nout hot: Bool\nhot = temp > 30.0",
+/// )?);
+/// timely::execute(timely::Config::process(2), move |worker| {
+///     let mut input = InputHandle::<u64, CapacityContainerBuilder<Vec<Event>>>::new();
+///     let spec = spec.clone();
+///     worker.dataflow(|scope| {
+///         let events = timely::dataflow::operators::Input::input_from(&scope, &mut input);
+///         keyed_monitors(
+///             events,
+///             0, // the key's cell: `host`
+///             |_worker| KeyedMonitor::builder(&spec, "host").build().unwrap(),
+///             |_time, _worker, _monitor| {}, // at a checkpoint barrier
+///             |evaluated, out: &mut Vec<String>| {
+///                 if let Evaluated::Row { result: Ok(o), .. } = evaluated {
+///                     out.push(format!("{:?} step {}: {:?}", o.key(), o.step(), o.to_vec()));
+///                 }
+///             },
+///         ); // … then `.inspect(…)`, `.probe_with(…)` or operators of your own
+///     });
+///     if worker.index() == 0 {
+///         let row = vec![Some(Value::from("web-1")), Some(Value::Float(31.5))];
+///         input.send(Event::Row(StampedRow::new(0, 0, None, row)));
+///     }
+/// })?;
+/// # Ok(())
+/// # }
+/// ```
 pub fn keyed_monitors<'s, O, M, B, F>(
     events: StreamVec<'s, u64, Event>,
     key_index: usize,
@@ -328,18 +364,23 @@ impl<D: Stamped> Stash<D> {
         let mut cap = None;
         self.pending.retain_mut(|(c, records)| {
             let before = ready.len();
-            let mut kept = Vec::new();
-            for d in records.drain(..) {
-                if done(d.time()) {
-                    ready.push(d);
-                } else {
-                    kept.push(d);
+            if records.iter().all(|d| done(d.time())) {
+                // The common case: the whole message is complete.
+                ready.append(records);
+            } else {
+                let mut kept = Vec::new();
+                for d in records.drain(..) {
+                    if done(d.time()) {
+                        ready.push(d);
+                    } else {
+                        kept.push(d);
+                    }
                 }
+                *records = kept;
             }
             if ready.len() > before && cap.is_none() {
                 cap = c.clone();
             }
-            *records = kept;
             // A message whose records are all taken drops its capability.
             !records.is_empty()
         });

@@ -250,10 +250,12 @@ pub struct RunArgs {
     /// Write a checkpoint to FILE every `--checkpoint-every` rows and at the
     /// end of the input: the monitor's state, the input position and the
     /// output file's length, replaced atomically. `--resume FILE` continues
-    /// the run from it.
+    /// the run from it. With `--workers`/`--processes` it is a directory
+    /// every process shares (README "Scaling out").
     #[arg(long, value_name = "FILE")]
     pub checkpoint: Option<String>,
-    /// Rows between two checkpoints.
+    /// Rows between two checkpoints (with `--workers`/`--processes` and
+    /// `--time`: time, in `--time-unit`s).
     #[arg(long, value_name = "N", default_value_t = 100_000, requires = "checkpoint",
           value_parser = clap::value_parser!(u64).range(1..))]
     pub checkpoint_every: u64,

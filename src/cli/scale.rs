@@ -991,6 +991,10 @@ fn install_quiet_panics() {
             return;
         }
         previous(info);
+        // Any other panic is a bug in vigil. A worker that stopped would
+        // leave the others waiting for its progress for ever, so the
+        // process ends here, as a panic ends a single-threaded run.
+        std::process::exit(101);
     }));
 }
 
