@@ -112,8 +112,13 @@ struct Complete {
 struct SharedBuf(Arc<Mutex<Vec<u8>>>);
 
 impl SharedBuf {
+    /// The bytes written so far, in a vector of their size; the buffer
+    /// keeps its capacity for the next row's lines.
     fn take(&self) -> Vec<u8> {
-        std::mem::take(&mut *self.0.lock().unwrap_or_else(PoisonError::into_inner))
+        let mut buf = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let bytes = buf.to_vec();
+        buf.clear();
+        bytes
     }
 }
 
@@ -674,24 +679,19 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
     let processes = args.processes.map_or(1, std::num::NonZeroUsize::get);
     let total_workers = threads * processes;
     let view = View::new(args, spec, output).map_err(fail)?;
-    let build = |snapshot: Option<&KeyedSnapshot>| {
-        let mut b = KeyedMonitor::builder(spec, &key)
-            .tier(args.tier)
-            .max_string_bytes(args.max_string_bytes);
-        if let Some(s) = snapshot {
-            b = b.restore(s);
-        }
-        b.build().map_err(|e| fail(e.to_string()))
-    };
-    // A monitor to learn the key's cell and the writer's names.
-    let probe_monitor = build(None)?;
-    if let Err(exit) = super::check_tier(args, &probe_monitor.stats()) {
+    // One monitor is built (planned, lowered, compiled) per process; every
+    // worker's is a `share` of it, running the same code.
+    let template = KeyedMonitor::builder(spec, &key)
+        .tier(args.tier)
+        .max_string_bytes(args.max_string_bytes)
+        .build()
+        .map_err(|e| fail(e.to_string()))?;
+    if let Err(exit) = super::check_tier(args, &template.stats()) {
         return Ok(exit);
     }
-    let key_index = probe_monitor.key_index();
-    let inputs = probe_monitor.input_count();
-    let names = view.writer_names(&probe_monitor.output_names(), output);
-    drop(probe_monitor);
+    let key_index = template.key_index();
+    let inputs = template.input_count();
+    let names = view.writer_names(&template.output_names(), output);
 
     // Checkpoints and resuming.
     let checkpoint = args.checkpoint.as_ref().map(PathBuf::from);
@@ -730,25 +730,27 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
             }
         },
     };
-    // This process's workers' monitors, restored when resuming; built here
+    // This process's workers' monitors, restored when resuming; made here
     // so that a checkpoint that does not fit is an error before any work.
     let mut monitors = Vec::with_capacity(threads);
     for t in 0..threads {
         let w = process * threads + t;
-        let snapshot =
-            match &resumed {
-                None => None,
-                Some((path, _)) => {
-                    let file = path.join(format!("worker-{w}.snap"));
-                    let bytes = std::fs::read(&file)
-                        .map_err(|e| fail(format!("cannot read `{}`: {e}", file.display())))?;
-                    Some(KeyedSnapshot::from_bytes(&bytes).map_err(|e| {
-                        fail(format!("cannot resume from `{}`: {e}", file.display()))
-                    })?)
-                }
-            };
-        monitors.push(Some(build(snapshot.as_ref())?));
+        let monitor = match &resumed {
+            None => template.share(),
+            Some((path, _)) => {
+                let file = path.join(format!("worker-{w}.snap"));
+                let bytes = std::fs::read(&file)
+                    .map_err(|e| fail(format!("cannot read `{}`: {e}", file.display())))?;
+                let snapshot = KeyedSnapshot::from_bytes(&bytes)
+                    .map_err(|e| fail(format!("cannot resume from `{}`: {e}", file.display())))?;
+                template
+                    .share_restored(&snapshot)
+                    .map_err(|e| fail(format!("cannot resume from `{}`: {e}", file.display())))?
+            }
+        };
+        monitors.push(Some(monitor));
     }
+    drop(template);
     let monitors = Arc::new(Mutex::new(monitors));
 
     // The source and the writer live in process 0's first worker.

@@ -69,7 +69,10 @@ pub enum Decline {
     Read { read: u32, seen: u8 },
 }
 
-/// Compiled code of one program: interpreted or native.
+/// Compiled code of one program: interpreted or native. A clone shares
+/// native code (a pointer into code the engines sharing it keep alive) and
+/// copies an interpreted program with its own register file.
+#[derive(Clone)]
 enum Kernel {
     Quick(QuickCode),
     /// A row kernel of `Engine::native`, valid while the engine lives.
@@ -98,6 +101,7 @@ impl Kernel {
 
 /// A program's compiled kernel. Whether it is promoted belongs to each run
 /// (`Run::promoted`), since promotion is a fact about one trace's state.
+#[derive(Clone)]
 struct RegionRuntime {
     lowered: LoweredRegion,
     kernel: Kernel,
@@ -123,6 +127,7 @@ impl RegionRuntime {
 }
 
 /// The whole-row kernel (`native-whole`).
+#[derive(Clone)]
 struct WholeRuntime {
     rt: RegionRuntime,
     /// The native batch kernel of the same schedule, reading inputs from
@@ -167,6 +172,7 @@ impl WholeRuntime {
 /// (`lower_whole_in` with `WholeEnv::Packed`): a keyed monitor runs it on a
 /// key's block in place, so a row of a key whose run is packed and promoted
 /// neither unpacks nor packs it (`Engine::run_packed_row`).
+#[derive(Clone)]
 struct PackedRuntime {
     kernel: jit::RowFn,
     /// Its warm-up form, when the plan has one
@@ -178,9 +184,9 @@ struct PackedRuntime {
     /// Where the frame lies in a block, and the block's length in words.
     parts: crate::canonical::pack::FrameParts,
     words: usize,
-    /// Owns the kernel's machine code (dropped after `kernel`, which is a
-    /// plain pointer into it).
-    _code: jit::NativeCode,
+    /// Keeps the kernel's machine code alive (dropped after `kernel`, which
+    /// is a plain pointer into it).
+    _code: SharedCode,
 }
 
 /// Whether a packed run's owner bytes say the whole-row kernel is promoted
@@ -621,10 +627,21 @@ pub struct Engine {
     /// The tier actually running, and why it was picked.
     pub tier: Tier,
     pub why: String,
-    /// Owns the machine code of every native kernel above (one module per
-    /// compilation). Declared last so it is dropped after them; its drop
+    /// Keeps the machine code of every native kernel above alive (one
+    /// module per compilation), shared with the engines `share` made.
+    /// Declared last so it is dropped after them; the last owner's drop
     /// frees the code.
-    native: Vec<jit::NativeCode>,
+    native: Vec<SharedCode>,
+}
+
+/// Native code kept alive by every engine that runs it. Nothing reaches the
+/// code through it once compiled (kernels are plain function pointers into
+/// it); the `Mutex` only lets the owners live on several threads, as
+/// `NativeCode` (a Cranelift module) is `Send` but not `Sync`.
+type SharedCode = Arc<std::sync::Mutex<jit::NativeCode>>;
+
+fn shared(code: jit::NativeCode) -> SharedCode {
+    Arc::new(std::sync::Mutex::new(code))
 }
 
 impl Engine {
@@ -867,8 +884,37 @@ impl Engine {
             })
             .collect();
         self.stats.compile_time += t0.elapsed();
-        self.native.push(code);
+        self.native.push(shared(code));
         kernels
+    }
+
+    /// An engine running the same compiled code as this one (its native
+    /// code shared, not compiled again; interpreted programs copied), with
+    /// counters of its own: for another thread's runs of the same plan.
+    /// Build times are this engine's (the code was built once for both).
+    pub fn share(&self) -> Engine {
+        let mut stats = ExecStats {
+            plan_time: self.stats.plan_time,
+            lowering_time: self.stats.lowering_time,
+            compile_time: self.stats.compile_time,
+            compile_declines: self.stats.compile_declines.clone(),
+            ..ExecStats::default()
+        };
+        stats.history_declines = vec![0; self.regions.len() + 1];
+        Engine {
+            plan: self.plan.clone(),
+            signed: self.signed.clone(),
+            requested: self.requested,
+            speculation: self.speculation.clone(),
+            fused: self.fused.clone(),
+            regions: self.regions.clone(),
+            whole: self.whole.clone(),
+            packed: self.packed.clone(),
+            stats,
+            tier: self.tier,
+            why: self.why.clone(),
+            native: self.native.clone(),
+        }
     }
 
     pub fn plan(&self) -> &Arc<Plan> {
@@ -961,7 +1007,7 @@ impl Engine {
                     rings,
                     parts,
                     words: layout.len() / 8,
-                    _code: code,
+                    _code: shared(code),
                 });
             }
             Err(e) => self
@@ -1391,7 +1437,7 @@ impl Engine {
         });
         w.batch = match compiled {
             Ok((Some(f), code)) => {
-                self.native.push(code);
+                self.native.push(shared(code));
                 BatchKernel::Ready(f)
             }
             Ok((None, _)) => unreachable!("`compile` makes the batch kernel"),

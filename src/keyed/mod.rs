@@ -150,28 +150,7 @@ impl<'a> KeyedMonitorBuilder<'a> {
             scratch: Vec::new(),
         };
         if let Some(snapshot) = self.restored {
-            let fp = crate::snapshot::fingerprint(&plan);
-            let mut kept = monitor.work.clone();
-            for (key, mut state, failed) in snapshot.restore_runs(&plan, &monitor.key_name)? {
-                state.max_string_bytes = max;
-                let mut run = Run::from_state(&monitor.engine, state);
-                run.failed = failed.map(Box::new);
-                // A keyed run keeps only what later rows can read (see
-                // `canonical::pack`), and a keyed snapshot holds no more; a
-                // snapshot claiming more was not taken by a keyed monitor, and
-                // restoring it would silently drop part of it.
-                let given = Snapshot::capture_with(&plan, &run, fp);
-                let id = monitor.table.insert(key.clone());
-                monitor.keep(id, run);
-                monitor.canonical_into(&mut kept, id);
-                if let Some(part) = given.lost_in(&Snapshot::capture_with(&plan, &kept, fp), &plan)
-                {
-                    return Err(KeyedBuildError::Snapshot(SnapshotError::Inconsistent(
-                        format!("key {key}: {part} holds state no keyed run keeps"),
-                    )));
-                }
-            }
-            monitor.rows = snapshot.rows();
+            monitor.restore_all(snapshot)?;
         }
         // A snapshot with more keys than the bound keeps the most recent.
         monitor.evict_to(monitor.max_keys.map_or(usize::MAX, NonZeroUsize::get));
@@ -304,6 +283,77 @@ const _: fn() = || {
 };
 
 impl KeyedMonitor {
+    /// Restores every key of `snapshot` (into a monitor that has none) and
+    /// its row count (see [`KeyedMonitorBuilder::restore`]).
+    fn restore_all(&mut self, snapshot: &KeyedSnapshot) -> Result<(), KeyedBuildError> {
+        let plan = self.engine.plan().clone();
+        let fp = crate::snapshot::fingerprint(&plan);
+        let max = self.work.state.max_string_bytes;
+        let mut kept = self.work.clone();
+        for (key, mut state, failed) in snapshot.restore_runs(&plan, &self.key_name)? {
+            state.max_string_bytes = max;
+            let mut run = Run::from_state(&self.engine, state);
+            run.failed = failed.map(Box::new);
+            // A keyed run keeps only what later rows can read (see
+            // `canonical::pack`), and a keyed snapshot holds no more; a
+            // snapshot claiming more was not taken by a keyed monitor, and
+            // restoring it would silently drop part of it.
+            let given = Snapshot::capture_with(&plan, &run, fp);
+            let id = self.table.insert(key.clone());
+            self.keep(id, run);
+            self.canonical_into(&mut kept, id);
+            if let Some(part) = given.lost_in(&Snapshot::capture_with(&plan, &kept, fp), &plan) {
+                return Err(KeyedBuildError::Snapshot(SnapshotError::Inconsistent(
+                    format!("key {key}: {part} holds state no keyed run keeps"),
+                )));
+            }
+        }
+        self.rows = snapshot.rows();
+        Ok(())
+    }
+
+    /// A new monitor of the same specification, key, tier and bounds, with
+    /// no keys yet, that runs this one's compiled code: nothing is planned,
+    /// lowered or compiled again. It is for another thread's keys (each
+    /// worker of `vigil run --workers` has one); it shares no state with
+    /// this monitor. Its evicted keys are dropped (an `on_evict` callback
+    /// stays this monitor's).
+    pub fn share(&self) -> KeyedMonitor {
+        let engine = self.engine.share();
+        let mut work = Run::from_state(&engine, NodeState::with_full_rings(engine.plan()));
+        work.state.max_string_bytes = self.work.state.max_string_bytes;
+        KeyedMonitor {
+            engine,
+            inputs: self.inputs.clone(),
+            outputs: self.outputs.clone(),
+            key_index: self.key_index,
+            key_slot: self.key_slot,
+            key_name: self.key_name.clone(),
+            table: KeyTable::new(self.layout.len()),
+            layout: self.layout.clone(),
+            fresh: self.fresh.clone(),
+            work,
+            loaded: None,
+            max_keys: self.max_keys,
+            eviction: Eviction::Drop,
+            rows: 0,
+            last_key: None,
+            scratch: Vec::new(),
+        }
+    }
+
+    /// [`KeyedMonitor::share`], continuing the keyed run `snapshot` was
+    /// taken of (checked as [`KeyedMonitorBuilder::restore`] checks it).
+    pub fn share_restored(
+        &self,
+        snapshot: &KeyedSnapshot,
+    ) -> Result<KeyedMonitor, KeyedBuildError> {
+        let mut monitor = self.share();
+        monitor.restore_all(snapshot)?;
+        monitor.evict_to(monitor.max_keys.map_or(usize::MAX, NonZeroUsize::get));
+        Ok(monitor)
+    }
+
     /// Configures a monitor of `spec` keyed by its input `key`.
     pub fn builder<'a>(spec: &'a Spec, key: &str) -> KeyedMonitorBuilder<'a> {
         KeyedMonitorBuilder {

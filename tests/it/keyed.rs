@@ -1015,3 +1015,64 @@ fn warm_up_rows_equal_plain_monitors() {
         "{cases} cases, {warm_cases} warm"
     );
 }
+
+/// `share` gives another thread a monitor running the same compiled code:
+/// the same outputs as a monitor built on its own, on every tier, even once
+/// the monitor it was shared from is gone; `share_restored` continues a
+/// keyed snapshot as `restore` does.
+#[test]
+fn shared_monitors_run_the_same_code_on_other_threads() {
+    let spec = Spec::parse(
+        "s.dsrv",
+        "in host: Str\nin x: Int\nout s: Int\nout d: Int\nout w: Float\n\
+         s = default(s[1], 0) + x\nd = x - default(x[2], 0)\nw = window(x, 3, avg)",
+    )
+    .unwrap();
+    let rows: Vec<Vec<Option<Value>>> = (0..3000i64)
+        .map(|i| {
+            vec![
+                Some(Value::from(format!("k{}", (i * 7919) % 37))),
+                Some(Value::Int(i % 23 - 11)),
+            ]
+        })
+        .collect();
+    let outputs = |m: &mut KeyedMonitor, rows: &[Vec<Option<Value>>]| -> Vec<Vec<Sample>> {
+        rows.iter().map(|r| m.step(r).unwrap().to_vec()).collect()
+    };
+    for tier in TIERS {
+        let mut own = KeyedMonitor::builder(&spec, "host")
+            .tier(tier)
+            .build()
+            .unwrap();
+        let want = outputs(&mut own, &rows);
+        let template = KeyedMonitor::builder(&spec, "host")
+            .tier(tier)
+            .build()
+            .unwrap();
+        let mut shared = template.share();
+        assert_eq!(shared.tier(), tier);
+        // The code outlives the monitor it was compiled for.
+        drop(template);
+        let rows_t = rows.clone();
+        let got = std::thread::spawn(move || outputs(&mut shared, &rows_t))
+            .join()
+            .unwrap();
+        assert!(got == want, "{tier:?}: a shared monitor's outputs differ");
+        // Half the rows, a snapshot, and the rest on a shared monitor.
+        let mut first = KeyedMonitor::builder(&spec, "host")
+            .tier(tier)
+            .build()
+            .unwrap();
+        let mut got = outputs(&mut first, &rows[..1500]);
+        let snapshot = first.snapshot();
+        let mut resumed = first.share_restored(&snapshot).unwrap();
+        assert_eq!(resumed.key_count(), first.key_count());
+        got.extend(outputs(&mut resumed, &rows[1500..]));
+        assert!(
+            got == want,
+            "{tier:?}: share_restored does not continue the run"
+        );
+        // A shared monitor starts with no keys of its own.
+        assert_eq!(first.share().key_count(), 0);
+    }
+}
