@@ -144,7 +144,7 @@ impl fmt::Display for MergeError {
 impl std::error::Error for MergeError {}
 
 /// A duration in nanoseconds, written in the largest unit that divides it.
-struct Gap(i64);
+pub(crate) struct Gap(pub(crate) i64);
 
 impl fmt::Display for Gap {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -426,8 +426,8 @@ impl Source {
             && t.0 < last
         {
             return Err(format!(
-                "its time is {} before the latest time of its source (rows of a trace come in time order)",
-                show_duration(last - t.0)
+                "its time is {} before the latest time of its source; the rows of one source must be in time order",
+                crate::merge::Gap(last.saturating_sub(t.0))
             ));
         }
         self.last = Some(t.0);
@@ -443,10 +443,6 @@ impl Source {
             Some(_) => self.last.map_or(0, timely_time),
         }
     }
-}
-
-fn show_duration(ns: i64) -> String {
-    format!("{}s", ns as f64 / 1e9)
 }
 
 /// `vigil run … --workers W` / `--processes N --process I`.

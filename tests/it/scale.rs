@@ -561,3 +561,103 @@ fn the_fragment_embeds_in_a_users_timely_dataflow() {
         "the fragment's outputs differ from one KeyedMonitor's"
     );
 }
+
+#[test]
+fn unordered_output_has_the_same_lines_and_timed_checkpoints_resume() {
+    let dir = test_dir("scale", "unordered");
+    let spec = write(&dir, "spec.dsrv", SPEC);
+    let input = write(&dir, "trace.jsonl", trace(20_000, 200));
+    let (want, _) = single(&dir, &spec, &input, &[]);
+    let o = run(&[
+        "run",
+        &spec,
+        "--input",
+        &input,
+        "--key",
+        "host",
+        "--workers",
+        "2",
+        "--unordered",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let sorted = |text: &str| {
+        let mut lines: Vec<&str> = text.lines().collect();
+        lines.sort_unstable();
+        lines.join("\n")
+    };
+    assert_eq!(sorted(&String::from_utf8(o.stdout).unwrap()), sorted(&want));
+    // --unordered cannot checkpoint: there is no one output to measure.
+    let o = run(&[
+        "run",
+        &spec,
+        "--input",
+        &input,
+        "--key",
+        "host",
+        "--workers",
+        "2",
+        "--unordered",
+        "--checkpoint",
+        "ck",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+
+    // With --time, --checkpoint-every counts time units (here 1,000 s of
+    // `ts`, three rows a second): a run, then a resume from its last
+    // checkpoint, writes the uninterrupted output.
+    let (want, _) = single(&dir, &spec, &input, &["--time", "ts", "--output", "csv"]);
+    let want = in_documented_order(&want);
+    let ck = dir.join("ck").to_str().unwrap().to_string();
+    let out = dir.join("timed.csv").to_str().unwrap().to_string();
+    let args = [
+        "run",
+        &spec,
+        "--input",
+        &input,
+        "--key",
+        "host",
+        "--time",
+        "ts",
+        "--output",
+        "csv",
+        "--workers",
+        "2",
+        "--output-file",
+        &out,
+        "--checkpoint",
+        &ck,
+        "--checkpoint-every",
+        "1000",
+    ];
+    let o = run(&args);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(read(&out) == want);
+    let last = complete_checkpoint(Path::new(&ck)).expect("a checkpoint is complete");
+    let record = std::fs::read_to_string(last.join("COMPLETE")).unwrap();
+    assert!(record.contains("\"workers\":2"), "{record}");
+    // Cut the output short, as a crash after the checkpoint would leave it.
+    let len = std::fs::metadata(&out).unwrap().len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&out)
+        .unwrap()
+        .set_len(len - 100)
+        .unwrap();
+    let mut resume = args.to_vec();
+    resume.extend(["--resume", &ck]);
+    let o = run(&resume);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(read(&out) == want, "the resumed timed output differs");
+    // Another worker count cannot resume it.
+    let mut other = resume.clone();
+    let w = other.iter().position(|a| *a == "--workers").unwrap();
+    other[w + 1] = "3";
+    let o = run(&other);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&o.stderr)
+            .contains("it was taken by 2 workers, and this run has 3"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
