@@ -292,6 +292,9 @@ struct Plan {
     checkpoint: Option<PathBuf>,
     fingerprint: String,
     unordered: bool,
+    /// Set when nothing more can be written (a closed pipe, a failed write,
+    /// a rejected row): the source stops reading, and the run ends.
+    stop: std::sync::atomic::AtomicBool,
 }
 
 /// The source's state: the reader of process 0, and how rows are stamped.
@@ -861,6 +864,7 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
         checkpoint,
         fingerprint: spec.fingerprint().to_string(),
         unordered: args.unordered,
+        stop: std::sync::atomic::AtomicBool::new(false),
     });
     let outcome = Arc::new(Mutex::new(Outcome::default()));
     let source = Arc::new(Mutex::new(source));
@@ -1047,6 +1051,11 @@ fn feed(
     let mut in_flight: VecDeque<u64> = VecDeque::new();
     let limit = if plan.streaming { 0 } else { BATCHES_IN_FLIGHT };
     loop {
+        if plan.stop.load(std::sync::atomic::Ordering::Relaxed) {
+            // Nothing more can be written: the rows still unread are not
+            // evaluated (as a single-process run stops at a closed pipe).
+            return None;
+        }
         let batch = match rx.try_recv() {
             Ok(b) => b,
             Err(std::sync::mpsc::TryRecvError::Empty) => {
@@ -1266,6 +1275,9 @@ impl PieceWriter {
             }
             // Nothing more is written (a closed pipe ends output quietly).
             *guard = None;
+            self.plan
+                .stop
+                .store(true, std::sync::atomic::Ordering::Relaxed);
         }
     }
 
@@ -1304,6 +1316,9 @@ impl PieceWriter {
                         if fatal {
                             o.failure.get_or_insert((message, Exit::Trace));
                             self.stopped = true;
+                            self.plan
+                                .stop
+                                .store(true, std::sync::atomic::Ordering::Relaxed);
                         } else {
                             o.runtime = true;
                             error(&message);

@@ -661,3 +661,18 @@ fn unordered_output_has_the_same_lines_and_timed_checkpoints_resume() {
         String::from_utf8_lossy(&o.stderr)
     );
 }
+
+/// A closed output pipe ends a scaled run quietly (status 0) and stops
+/// its reading, even of an endless input.
+#[test]
+fn a_closed_pipe_ends_a_scaled_run() {
+    let dir = test_dir("scale", "pipe");
+    let spec = write(&dir, "spec.dsrv", SPEC);
+    let bin = env!("CARGO_BIN_EXE_vigil");
+    let out = crate::support::bash(&format!(
+        "yes '{{\"host\":\"a\",\"temp\":31.0,\"ts\":1}}' | timeout 60 {bin} run {spec} --input - --key host --workers 2 | head -3; echo \"status ${{PIPESTATUS[1]}}\""
+    ));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.starts_with("n{host=a}[0] = Int(1)\n"), "{text}");
+    assert!(text.ends_with("status 0\n"), "{text}");
+}
