@@ -67,6 +67,28 @@ pub(super) fn read_schema(args: &RunArgs, spec: &Spec) -> crate::trace::InputSch
     schema
 }
 
+/// The schema of a run's traces with `--time`'s field among its cells:
+/// `read_schema`, and the time field's cell (an untyped cell after the
+/// others when the field is not a declared input).
+pub(super) fn timed_schema(
+    args: &RunArgs,
+    spec: &Spec,
+) -> (crate::trace::InputSchema, Option<usize>) {
+    let mut schema = read_schema(args, spec);
+    let time_cell = args
+        .time
+        .as_ref()
+        .map(|f| match schema.names.iter().position(|n| n == f) {
+            Some(i) => i,
+            None => {
+                schema.names.push(f.clone());
+                schema.types.push(crate::lang::types::Type::Any);
+                schema.names.len() - 1
+            }
+        });
+    (schema, time_cell)
+}
+
 impl View {
     /// The view `args` asks for; `Err` is a usage error's message.
     pub(super) fn new(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<View, String> {

@@ -69,6 +69,21 @@ enum Piece {
     },
 }
 
+impl Piece {
+    /// The piece of a row that printed nothing but an error (`fatal`: it
+    /// stops the run).
+    fn error(row: &StampedRow, key: Value, message: String, fatal: bool) -> Piece {
+        Piece::Row {
+            time: row.time,
+            seq: row.seq,
+            key,
+            out: Vec::new(),
+            alerts: Vec::new(),
+            error: Some((message, fatal)),
+        }
+    }
+}
+
 impl Stamped for Piece {
     fn time(&self) -> u64 {
         match self {
@@ -754,18 +769,7 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
 
     // The source and the writer live in process 0's first worker.
     let unit = TimeUnit::from_name(&args.time_unit).expect("clap allows only known units");
-    let mut schema = ops::read_schema(args, spec);
-    let time_cell = args
-        .time
-        .as_ref()
-        .map(|f| match schema.names.iter().position(|n| n == f) {
-            Some(i) => i,
-            None => {
-                schema.names.push(f.clone());
-                schema.types.push(crate::lang::types::Type::Any);
-                schema.names.len() - 1
-            }
-        });
+    let (schema, time_cell) = ops::timed_schema(args, spec);
     let mut streaming = false;
     let source = if process == 0 {
         let Some(input) = args.input.first() else {
@@ -1201,32 +1205,14 @@ fn formatter(
                 Err(StepError::Runtime(e)) => {
                     let key = Key::new(key_value.clone());
                     if stopped.insert(key.clone()) {
-                        out.push(Piece::Row {
-                            time: row.time,
-                            seq: row.seq,
-                            key: key_value.clone(),
-                            out: Vec::new(),
-                            alerts: Vec::new(),
-                            error: Some((
-                                format!(
-                                    "{e} ({}={key}); its later rows are not evaluated",
-                                    plan.key
-                                ),
-                                false,
-                            )),
-                        });
+                        let message =
+                            format!("{e} ({}={key}); its later rows are not evaluated", plan.key);
+                        out.push(Piece::error(row, key_value, message, false));
                     }
                 }
                 Err(StepError::Row(e)) => {
                     let (message, _) = super::rejected(&e);
-                    out.push(Piece::Row {
-                        time: row.time,
-                        seq: row.seq,
-                        key: key_value.clone(),
-                        out: Vec::new(),
-                        alerts: Vec::new(),
-                        error: Some((message, true)),
-                    });
+                    out.push(Piece::error(row, key_value, message, true));
                 }
             }
         }

@@ -293,18 +293,7 @@ pub(super) fn run(
         Err(m) => return fail(&m),
     };
     // The schema every source is read with.
-    let mut schema = ops::read_schema(args, spec);
-    let time_cell = args
-        .time
-        .as_ref()
-        .map(|f| match schema.names.iter().position(|n| n == f) {
-            Some(i) => i,
-            None => {
-                schema.names.push(f.clone());
-                schema.types.push(crate::lang::types::Type::Any);
-                schema.names.len() - 1
-            }
-        });
+    let (schema, time_cell) = ops::timed_schema(args, spec);
     let width = schema.names.len();
     let options = ReaderOptions {
         max_step_gap: args.max_step_gap,

@@ -239,6 +239,20 @@ fn process(index: usize, hosts: &str, args: &[&str]) -> Child {
         .unwrap()
 }
 
+/// Runs both processes of a two-process run to a successful end.
+fn run_two(hosts: &str, args: &[&str]) -> (Output, Output) {
+    let p1 = process(1, hosts, args);
+    let p0 = process(0, hosts, args);
+    let (o0, o1) = (
+        wait(p0, Duration::from_secs(120)),
+        wait(p1, Duration::from_secs(120)),
+    );
+    for o in [&o0, &o1] {
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    (o0, o1)
+}
+
 #[test]
 fn two_processes_of_two_workers_give_the_single_threaded_output() {
     let dir = test_dir("scale", "processes");
@@ -260,22 +274,7 @@ fn two_processes_of_two_workers_give_the_single_threaded_output() {
         "--alerts",
         &alerts,
     ];
-    let p1 = process(1, &hosts, &args);
-    let p0 = process(0, &hosts, &args);
-    let (o0, o1) = (
-        wait(p0, Duration::from_secs(120)),
-        wait(p1, Duration::from_secs(120)),
-    );
-    assert!(
-        o0.status.success(),
-        "{}",
-        String::from_utf8_lossy(&o0.stderr)
-    );
-    assert!(
-        o1.status.success(),
-        "{}",
-        String::from_utf8_lossy(&o1.stderr)
-    );
+    let (o0, o1) = run_two(&hosts, &args);
     // Process 0 writes everything; nothing of timely's set-up is printed.
     assert!(o0.stdout.is_empty() && o1.stdout.is_empty());
     assert!(read(&out) == want, "two processes: the output differs");
@@ -371,22 +370,7 @@ fn a_killed_process_ends_the_run_and_resume_continues_exactly() {
     let mut again: Vec<String> = common(&input);
     again.extend(["--checkpoint", &ck, "--resume", &ck].map(String::from));
     let again: Vec<&str> = again.iter().map(String::as_str).collect();
-    let p1 = process(1, &hosts, &again);
-    let p0 = process(0, &hosts, &again);
-    let (o0, o1) = (
-        wait(p0, Duration::from_secs(120)),
-        wait(p1, Duration::from_secs(120)),
-    );
-    assert!(
-        o0.status.success(),
-        "{}",
-        String::from_utf8_lossy(&o0.stderr)
-    );
-    assert!(
-        o1.status.success(),
-        "{}",
-        String::from_utf8_lossy(&o1.stderr)
-    );
+    run_two(&hosts, &again);
     assert!(
         read(&out) == want,
         "the resumed output differs from an uninterrupted run"
