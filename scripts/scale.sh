@@ -25,7 +25,6 @@ for i in range(rows):
     out.write(f'{{"host":"h{host}","temp":{temp}}}\n')
 PY
 $vigil run $spec --input "$dir/trace.jsonl" --key host --output-file "$dir/want.txt"
-printf 'port_a\n' > /dev/null
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 time_runs() { # name, then the command (its output file is $dir/got.txt)
   local name=$1; shift
