@@ -24,7 +24,7 @@ use super::{Exit, RunArgs, error, say, trace_exit};
 use crate::keyed::KeyedMonitor;
 use crate::monitor::Spec;
 use crate::row::StepError;
-use crate::scale::{Evaluated, Event, Stamped, StampedRow, key_cmp, keyed_monitors, timely_time};
+use crate::scale::{Evaluated, Event, StampedRow, key_cmp, keyed_monitors, timely_time};
 use crate::snapshot::KeyedSnapshot;
 use crate::time::{Time, TimeForm, TimeUnit};
 use crate::trace::{self, OutputFormat, OutputWriter, ReaderOptions, RowReader, TraceFormat};
@@ -50,58 +50,71 @@ const BATCHES_IN_FLIGHT: usize = 8;
 /// The format version of a checkpoint's `COMPLETE` record.
 const CHECKPOINT_VERSION: u32 = 1;
 
-/// A formatted piece of output: one row's lines and alerts (or the error
-/// that stopped its key), or a worker's word that it took a checkpoint.
+/// What the workers send the writer: the rows a worker evaluated in one
+/// activation, formatted, or its word that it took a checkpoint.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 enum Piece {
-    Row {
-        time: u64,
-        seq: u64,
-        key: Value,
-        out: Vec<u8>,
-        alerts: Vec<u8>,
-        /// A runtime error stopping the key (reported once), or a row the
-        /// monitor rejected (a bug in vigil's readers; stops the run).
-        error: Option<(String, bool)>,
-    },
-    Done {
-        time: u64,
-    },
+    Rows(Chunk),
+    Done { time: u64 },
 }
 
-impl Piece {
-    /// The piece of a row that printed nothing but an error (`fatal`: it
-    /// stops the run).
-    fn error(row: &StampedRow, key: Value, message: String, fatal: bool) -> Piece {
-        Piece::Row {
+/// Rows of one worker in the order it evaluated them (time, then
+/// position), their lines and alerts one after another in two buffers: one
+/// record, and two allocations, for many rows.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+struct Chunk {
+    rows: Vec<RowPiece>,
+    out: Vec<u8>,
+    alerts: Vec<u8>,
+}
+
+/// One row of a chunk: its stamp and key, where its lines and alerts end
+/// in the chunk's buffers, and the error it raised.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct RowPiece {
+    time: u64,
+    seq: u64,
+    key: Value,
+    out_end: usize,
+    alerts_end: usize,
+    /// A runtime error stopping the key (reported once), or a row the
+    /// monitor rejected (a bug in vigil's readers; stops the run).
+    error: Option<(String, bool)>,
+}
+
+impl Chunk {
+    /// The chunk the rows of this activation go to: the last piece, if it
+    /// is one (the fragment hands its pieces on once per activation).
+    fn of(out: &mut Vec<Piece>) -> &mut Chunk {
+        if !matches!(out.last(), Some(Piece::Rows(_))) {
+            out.push(Piece::Rows(Chunk::default()));
+        }
+        match out.last_mut() {
+            Some(Piece::Rows(c)) => c,
+            _ => unreachable!("a chunk was just made"),
+        }
+    }
+
+    /// Ends the row of `row` with the bytes appended since the last.
+    fn end_row(&mut self, row: &StampedRow, key: Value, error: Option<(String, bool)>) {
+        self.rows.push(RowPiece {
             time: row.time,
             seq: row.seq,
             key,
-            out: Vec::new(),
-            alerts: Vec::new(),
-            error: Some((message, fatal)),
-        }
+            out_end: self.out.len(),
+            alerts_end: self.alerts.len(),
+            error,
+        });
     }
-}
 
-impl Stamped for Piece {
-    fn time(&self) -> u64 {
-        match self {
-            Piece::Row { time, .. } | Piece::Done { time } => *time,
-        }
-    }
-    /// Barriers first (their checkpoint records the output before the
-    /// rows of their time), then rows by key and position.
-    fn within(&self, other: &Piece) -> std::cmp::Ordering {
-        use std::cmp::Ordering;
-        match (self, other) {
-            (Piece::Row { key: a, seq: s, .. }, Piece::Row { key: b, seq: t, .. }) => {
-                key_cmp(a, b).then(s.cmp(t))
-            }
-            (Piece::Row { .. }, Piece::Done { .. }) => Ordering::Greater,
-            (Piece::Done { .. }, Piece::Row { .. }) => Ordering::Less,
-            (Piece::Done { .. }, Piece::Done { .. }) => Ordering::Equal,
-        }
+    /// Row `i`'s lines and alerts.
+    fn bytes(&self, i: usize) -> (&[u8], &[u8]) {
+        let (o, a) = match i.checked_sub(1) {
+            Some(p) => (self.rows[p].out_end, self.rows[p].alerts_end),
+            None => (0, 0),
+        };
+        let r = &self.rows[i];
+        (&self.out[o..r.out_end], &self.alerts[a..r.alerts_end])
     }
 }
 
@@ -127,13 +140,18 @@ struct Complete {
 struct SharedBuf(Arc<Mutex<Vec<u8>>>);
 
 impl SharedBuf {
-    /// The bytes written so far, in a vector of their size; the buffer
-    /// keeps its capacity for the next row's lines.
+    /// The bytes written so far (the buffer keeps its capacity).
     fn take(&self) -> Vec<u8> {
-        let mut buf = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        let bytes = buf.to_vec();
-        buf.clear();
+        let mut bytes = Vec::new();
+        self.drain_into(&mut bytes);
         bytes
+    }
+
+    /// Moves the bytes written so far to the end of `to`.
+    fn drain_into(&self, to: &mut Vec<u8>) {
+        let mut buf = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        to.extend_from_slice(&buf);
+        buf.clear();
     }
 }
 
@@ -904,7 +922,8 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
                     plan: Arc::clone(&p),
                     sinks: Arc::clone(&sinks),
                     outcome: Arc::clone(&out),
-                    stash: crate::scale::Stash::default(),
+                    chunks: Vec::new(),
+                    barriers: Vec::new(),
                     done: None,
                     stopped: false,
                 };
@@ -1177,60 +1196,64 @@ fn formatter(
                     // Writing into memory cannot fail.
                     let _ = writer.write_keyed(outputs.step(), key, &samples);
                     let _ = writer.flush();
-                    let mut alerts = Vec::new();
+                    let chunk = Chunk::of(out);
+                    buf.drain_into(&mut chunk.out);
                     for alert in outputs.alerts() {
                         if plan.alerts_json {
-                            alerts.extend(trace::alert_line_with(
+                            chunk.alerts.extend(trace::alert_line_with(
                                 &alert,
                                 Some((&plan.key, key)),
                                 &[],
                             ));
                         } else {
                             let _ = writeln!(
-                                alerts,
+                                chunk.alerts,
                                 "alert: {} at step {} ({}={key}): {}",
                                 alert.trigger, alert.step, plan.key, alert.message
                             );
                         }
                     }
-                    out.push(Piece::Row {
-                        time: row.time,
-                        seq: row.seq,
-                        key: key_value.clone(),
-                        out: buf.take(),
-                        alerts,
-                        error: None,
-                    });
+                    chunk.end_row(row, key_value, None);
                 }
                 Err(StepError::Runtime(e)) => {
                     let key = Key::new(key_value.clone());
                     if stopped.insert(key.clone()) {
                         let message =
                             format!("{e} ({}={key}); its later rows are not evaluated", plan.key);
-                        out.push(Piece::error(row, key_value, message, false));
+                        Chunk::of(out).end_row(row, key_value, Some((message, false)));
                     }
                 }
                 Err(StepError::Row(e)) => {
                     let (message, _) = super::rejected(&e);
-                    out.push(Piece::error(row, key_value, message, true));
+                    Chunk::of(out).end_row(row, key_value, Some((message, true)));
                 }
             }
         }
     }
 }
 
-/// The writer: pieces whose time is complete, in order (time, key,
+/// The writer: rows whose time is complete, in order (time, key,
 /// position), to the output and alerts; a checkpoint completed once every
 /// worker's barrier is in and every line before it written.
 struct PieceWriter {
     plan: Arc<Plan>,
     sinks: Arc<Mutex<Option<Sinks>>>,
     outcome: Arc<Mutex<Outcome>>,
-    stash: crate::scale::Stash<Piece>,
+    /// Chunks received, each with its first row not yet written.
+    chunks: Vec<(Chunk, usize)>,
+    /// Barriers received and not yet taken, by time.
+    barriers: Vec<u64>,
     /// The barrier being counted: its time and the workers in so far.
     done: Option<(u64, usize)>,
     /// A rejected row stopped the run: nothing after it is written.
     stopped: bool,
+}
+
+/// What the writer takes next: a barrier, or row `row` of chunk `chunk`.
+#[derive(Clone, Copy)]
+enum Next {
+    Barrier(u64),
+    Row { chunk: usize, row: usize },
 }
 
 impl PieceWriter {
@@ -1240,14 +1263,67 @@ impl PieceWriter {
         P: Pull<Message<u64, Vec<Piece>>>,
     {
         move |(input, frontier)| {
-            input.for_each(|cap, data| self.stash.push(&cap, data, None));
-            let (_, ready) = self.stash.ready(|t| !frontier.less_equal(&t));
-            self.write(ready, frontier.is_empty());
+            input.for_each(|_, data| {
+                for piece in data.drain(..) {
+                    match piece {
+                        Piece::Rows(c) => self.chunks.push((c, 0)),
+                        Piece::Done { time } => self.barriers.push(time),
+                    }
+                }
+            });
+            let ready = self.ready(|t| !frontier.less_equal(&t));
+            self.write(&ready, frontier.is_empty());
+            // Chunks written to their end are dropped.
+            self.chunks.retain(|(c, next)| *next < c.rows.len());
         }
     }
 
+    /// Everything whose time `done` says is complete, in the output's order:
+    /// time, barriers first (their checkpoint records the output before the
+    /// rows of their time), then key, then position.
+    fn ready(&mut self, done: impl Fn(u64) -> bool) -> Vec<Next> {
+        let mut ready = Vec::new();
+        for (chunk, (c, next)) in self.chunks.iter_mut().enumerate() {
+            // A chunk's rows are in time order: its complete rows are a prefix.
+            while *next < c.rows.len() && done(c.rows[*next].time) {
+                ready.push(Next::Row { chunk, row: *next });
+                *next += 1;
+            }
+        }
+        self.barriers.retain(|&t| {
+            let taken = done(t);
+            if taken {
+                ready.push(Next::Barrier(t));
+            }
+            !taken
+        });
+        let chunks = &self.chunks;
+        let order = |a: &Next, b: &Next| -> std::cmp::Ordering {
+            let key = |n: &Next| match *n {
+                Next::Barrier(t) => (t, None),
+                Next::Row { chunk, row } => {
+                    let r = &chunks[chunk].0.rows[row];
+                    (r.time, Some((&r.key, r.seq)))
+                }
+            };
+            let ((ta, ka), (tb, kb)) = (key(a), key(b));
+            ta.cmp(&tb).then_with(|| match (ka, kb) {
+                (None, None) => std::cmp::Ordering::Equal,
+                (None, Some(_)) => std::cmp::Ordering::Less,
+                (Some(_), None) => std::cmp::Ordering::Greater,
+                (Some((ka, sa)), Some((kb, sb))) => key_cmp(ka, kb).then(sa.cmp(&sb)),
+            })
+        };
+        // One worker's rows of distinct times (no `--time`) are in order
+        // already; a sort is mostly a check.
+        if !ready.is_sorted_by(|a, b| order(a, b).is_le()) {
+            ready.sort_by(order);
+        }
+        ready
+    }
+
     /// Writes what is complete (`ready`); `finished`: every piece has come.
-    fn write(&mut self, ready: Vec<Piece>, finished: bool) {
+    fn write(&mut self, ready: &[Next], finished: bool) {
         let sinks = Arc::clone(&self.sinks);
         let mut guard = sinks.lock().unwrap_or_else(PoisonError::into_inner);
         let Some((out, alerts)) = guard.as_mut() else {
@@ -1269,49 +1345,46 @@ impl PieceWriter {
 
     fn write_to(
         &mut self,
-        ready: Vec<Piece>,
+        ready: &[Next],
         finished: bool,
         mut out: Option<&mut Sink>,
         mut alerts: Option<&mut Sink>,
     ) -> io::Result<()> {
-        for piece in ready {
+        for &next in ready {
             if self.stopped {
                 break;
             }
-            match piece {
-                Piece::Row {
-                    out: bytes,
-                    alerts: alert_bytes,
-                    error: e,
-                    ..
-                } => {
+            match next {
+                Next::Row { chunk, row } => {
+                    let c = &self.chunks[chunk].0;
+                    let (bytes, alert_bytes) = c.bytes(row);
                     if let Some(out) = out.as_deref_mut() {
-                        out.write(&bytes)?;
+                        out.write(bytes)?;
                     }
                     if !alert_bytes.is_empty() {
                         match alerts.as_deref_mut() {
-                            Some(a) => a.write(&alert_bytes)?,
-                            None => say(format_args!("{}", String::from_utf8_lossy(&alert_bytes))),
+                            Some(a) => a.write(alert_bytes)?,
+                            None => say(format_args!("{}", String::from_utf8_lossy(alert_bytes))),
                         }
                     }
-                    if let Some((message, fatal)) = e {
+                    if let Some((message, fatal)) = &c.rows[row].error {
                         if let Some(out) = out.as_deref_mut() {
                             out.out.flush()?;
                         }
                         let mut o = self.outcome.lock().unwrap_or_else(PoisonError::into_inner);
-                        if fatal {
-                            o.failure.get_or_insert((message, Exit::Trace));
+                        if *fatal {
+                            o.failure.get_or_insert((message.clone(), Exit::Trace));
                             self.stopped = true;
                             self.plan
                                 .stop
                                 .store(true, std::sync::atomic::Ordering::Relaxed);
                         } else {
                             o.runtime = true;
-                            error(&message);
+                            error(message);
                         }
                     }
                 }
-                Piece::Done { time } => {
+                Next::Barrier(time) => {
                     let n = match self.done {
                         Some((t, n)) if t == time => n + 1,
                         _ => 1,
