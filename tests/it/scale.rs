@@ -660,3 +660,190 @@ fn a_closed_pipe_ends_a_scaled_run() {
     assert!(text.starts_with("n{host=a}[0] = Int(1)\n"), "{text}");
     assert!(text.ends_with("status 0\n"), "{text}");
 }
+
+/// One evaluated row: its key, its key's step (or the row's position, for a
+/// row that raised an error) and its outputs or error.
+type Evaluations = Vec<(i64, u64, Result<Vec<vigil::Sample>, String>)>;
+
+/// Runs `rows[from..]` (each `(position, cells)`) through the fragment on
+/// two workers, with a barrier before position `barrier`; each worker's
+/// monitor is `monitors[w]`. Returns what was evaluated and each worker's
+/// snapshot at the barrier.
+fn fragment_run(
+    monitors: Vec<vigil::KeyedMonitor>,
+    rows: Vec<(u64, Vec<Option<vigil::Value>>)>,
+    barrier: Option<u64>,
+    key_index: usize,
+) -> (Evaluations, Vec<Option<vigil::KeyedSnapshot>>) {
+    use std::sync::{Arc, Mutex};
+    use timely::dataflow::InputHandle;
+    use timely::dataflow::operators::generic::operator::Operator;
+    use vigil::scale::{Evaluated, Event, StampedRow, keyed_monitors};
+    use vigil::{StepError, Value};
+    let seen: Arc<Mutex<Evaluations>> = Arc::default();
+    let snapshots: Arc<Mutex<Vec<Option<vigil::KeyedSnapshot>>>> =
+        Arc::new(Mutex::new(vec![None, None]));
+    let monitors = Arc::new(Mutex::new(
+        monitors.into_iter().map(Some).collect::<Vec<_>>(),
+    ));
+    let rows = Arc::new(rows);
+    {
+        let (seen, snapshots) = (Arc::clone(&seen), Arc::clone(&snapshots));
+        timely::execute(timely::Config::process(2), move |worker| {
+            let index = worker.index();
+            let monitor = monitors.lock().unwrap()[index].take().unwrap();
+            let mut input =
+                InputHandle::<u64, timely::container::CapacityContainerBuilder<Vec<Event>>>::new();
+            let (seen, snapshots) = (Arc::clone(&seen), Arc::clone(&snapshots));
+            worker.dataflow(|scope| {
+                let events = timely::dataflow::operators::Input::input_from(&scope, &mut input);
+                keyed_monitors(
+                    events,
+                    key_index,
+                    move |_| monitor,
+                    move |_time, w, m| snapshots.lock().unwrap()[w as usize] = Some(m.snapshot()),
+                    move |e, out: &mut Evaluations| {
+                        if let Evaluated::Row { row, result } = e {
+                            let Some(Value::Int(k)) = row.cells[key_index] else {
+                                unreachable!("keys are Ints")
+                            };
+                            out.push(match result {
+                                Ok(o) => (k, o.step(), Ok(o.to_vec())),
+                                Err(StepError::Runtime(e)) => (k, row.seq, Err(e.to_string())),
+                                Err(StepError::Row(e)) => {
+                                    panic!("a generated row was rejected: {e}")
+                                }
+                            });
+                        }
+                    },
+                )
+                .sink(
+                    timely::dataflow::channels::pact::Pipeline,
+                    "Collect",
+                    move |(input, _)| input.for_each(|_, d| seen.lock().unwrap().append(d)),
+                );
+            });
+            if index == 0 {
+                for (pos, cells) in rows.iter() {
+                    // Two rows per timestamp, so rows of one time are taken
+                    // in position order too.
+                    let t = pos / 2;
+                    if barrier == Some(*pos) {
+                        input.advance_to(t);
+                        for w in 0..2 {
+                            input.send(Event::Barrier { time: t, worker: w });
+                        }
+                    }
+                    input.advance_to(t);
+                    input.send(Event::Row(StampedRow::new(t, *pos, None, cells.clone())));
+                }
+            }
+        })
+        .unwrap();
+    }
+    let seen = std::mem::take(&mut *seen.lock().unwrap());
+    let snapshots = std::mem::take(&mut *snapshots.lock().unwrap());
+    (seen, snapshots)
+}
+
+/// Generated specs keyed by an appended Int input over generated traces:
+/// the fragment on two workers, stopped at a barrier and continued from the
+/// workers' snapshots by shared monitors, evaluates every key's rows as one
+/// `KeyedMonitor` does (outputs, steps and runtime errors).
+#[test]
+fn the_fragment_with_a_barrier_and_a_resume_equals_one_keyed_monitor() {
+    use crate::props::{case_strategy, generate_spec, generate_trace};
+    use proptest::strategy::{Strategy, ValueTree};
+    use vigil::{KeyedMonitor, Spec, StepError, Value};
+    let mut runner = proptest::test_runner::TestRunner::default();
+    let (mut cases, mut both_halves, mut two_workers_busy, mut errors) = (0, 0, 0, 0);
+    for _ in 0..48 {
+        let (data, pick) = (case_strategy(), proptest::num::u32::ANY)
+            .new_tree(&mut runner)
+            .unwrap()
+            .current();
+        let (spec_data, len, trace_data) = data;
+        let g = generate_spec(&spec_data, true);
+        let Ok(spec) = Spec::parse("gen.dsrv", &format!("{}in kk: Int\n", g.source)) else {
+            continue;
+        };
+        let mut trace = generate_trace(&g.inputs, len * 4, &trace_data, 2);
+        for (r, row) in trace.iter_mut().enumerate() {
+            let k = (trace_data.get(r).copied().unwrap_or(r as u32) as i64 + r as i64 / 3) % 8;
+            row.push(Some(Value::Int(k)));
+        }
+        let key_index = trace.first().map_or(0, |r| r.len() - 1);
+        cases += 1;
+        // The reference: one monitor, every row in order.
+        let mut one = KeyedMonitor::builder(&spec, "kk").build().unwrap();
+        let mut want: Evaluations = Vec::new();
+        for (r, row) in trace.iter().enumerate() {
+            let Some(Value::Int(k)) = row[key_index] else {
+                unreachable!()
+            };
+            want.push(match one.step(row) {
+                Ok(o) => (k, o.step(), Ok(o.to_vec())),
+                Err(StepError::Runtime(e)) => (k, r as u64, Err(e.to_string())),
+                Err(StepError::Row(e)) => panic!("{e}"),
+            });
+        }
+        errors += usize::from(want.iter().any(|w| w.2.is_err()));
+        // Even: two rows share a timestamp (`fragment_run`), and a barrier
+        // at a time comes before every row of it.
+        let split = (pick as usize) % (trace.len() + 1) / 2 * 2;
+        let rows: Vec<(u64, Vec<Option<Value>>)> = trace
+            .iter()
+            .cloned()
+            .enumerate()
+            .map(|(i, r)| (i as u64, r))
+            .collect();
+        let template = KeyedMonitor::builder(&spec, "kk").build().unwrap();
+        let (mut got, _) = fragment_run(
+            vec![template.share(), template.share()],
+            rows[..split].to_vec(),
+            None,
+            key_index,
+        );
+        // The first part ends with a barrier: run it again with the
+        // barrier at `split` and the rest of the rows, keeping only the
+        // snapshots, then resume from them.
+        let (_, at_barrier) = fragment_run(
+            vec![template.share(), template.share()],
+            rows.clone(),
+            Some(split as u64).filter(|&s| (s as usize) < rows.len()),
+            key_index,
+        );
+        let resumed: Vec<KeyedMonitor> = at_barrier
+            .iter()
+            .map(|s| match s {
+                Some(s) => template.share_restored(s).unwrap(),
+                None => template.share(),
+            })
+            .collect();
+        let (rest, _) = fragment_run(resumed, rows[split..].to_vec(), None, key_index);
+        both_halves += usize::from(!got.is_empty() && !rest.is_empty());
+        got.extend(rest);
+        let keys_of = |w: usize| {
+            want.iter()
+                .filter(|e| (vigil::scale::route(&Value::Int(e.0)) % 2) as usize == w)
+                .count()
+        };
+        two_workers_busy += usize::from(keys_of(0) > 0 && keys_of(1) > 0);
+        // Runtime errors are reported for every row of a stopped key, by
+        // position; outputs by (key, step).
+        let sort = |v: &mut Evaluations| {
+            v.sort_by(|a, b| (a.0, a.1, a.2.is_err()).cmp(&(b.0, b.1, b.2.is_err())))
+        };
+        sort(&mut want);
+        sort(&mut got);
+        assert!(
+            got == want,
+            "the fragment differs from one monitor\nspec:\n{}\nsplit {split}",
+            g.source
+        );
+    }
+    eprintln!(
+        "fragment coverage: {cases} cases, {both_halves} with rows on both sides of the barrier, {two_workers_busy} with both workers busy, {errors} with runtime errors"
+    );
+    assert!(cases >= 30 && both_halves >= 15 && two_workers_busy >= 15 && errors >= 1);
+}
