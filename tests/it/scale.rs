@@ -831,9 +831,7 @@ fn the_fragment_with_a_barrier_and_a_resume_equals_one_keyed_monitor() {
         two_workers_busy += usize::from(keys_of(0) > 0 && keys_of(1) > 0);
         // Runtime errors are reported for every row of a stopped key, by
         // position; outputs by (key, step).
-        let sort = |v: &mut Evaluations| {
-            v.sort_by(|a, b| (a.0, a.1, a.2.is_err()).cmp(&(b.0, b.1, b.2.is_err())))
-        };
+        let sort = |v: &mut Evaluations| v.sort_by_key(|e| (e.0, e.1, e.2.is_err()));
         sort(&mut want);
         sort(&mut got);
         assert!(
