@@ -247,6 +247,8 @@ type Pieces<'a, 'b, P> = (
 /// What a run ended with, gathered from its workers.
 #[derive(Default)]
 struct Outcome {
+    /// Trigger firings written (for `--fail-on-trigger`).
+    fired: u64,
     /// The trace error that ended the input (reported after the outputs).
     trace: Option<(String, Exit)>,
     /// A key stopped by a runtime error (status 3).
@@ -493,7 +495,7 @@ pub(super) fn run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Exit {
 }
 
 fn refuse(args: &RunArgs) -> Result<(), String> {
-    let refused: [(&str, bool); 12] = [
+    let refused: [(&str, bool); 11] = [
         ("--record", args.record.is_some()),
         ("--pass", args.pass.is_some()),
         ("--max-keys", args.max_keys.is_some()),
@@ -503,7 +505,6 @@ fn refuse(args: &RunArgs) -> Result<(), String> {
         ("--on-gap", args.on_gap.is_some()),
         ("--on-reset", args.on_reset.is_some()),
         ("--idle-timeout", args.idle_timeout.is_some()),
-        ("--fail-on-trigger", args.fail_on_trigger),
         ("--summary", args.summary),
         ("--stats", args.stats),
     ];
@@ -981,6 +982,13 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
     }
     Ok(if outcome.runtime {
         Exit::Runtime
+    } else if args.fail_on_trigger && outcome.fired > 0 {
+        say(format_args!(
+            "error: {} trigger firing{} (--fail-on-trigger)\n",
+            outcome.fired,
+            if outcome.fired == 1 { "" } else { "s" }
+        ));
+        Exit::Triggered
     } else {
         Exit::Success
     })
@@ -1362,6 +1370,12 @@ impl PieceWriter {
                         out.write(bytes)?;
                     }
                     if !alert_bytes.is_empty() {
+                        // One line per firing, in either form.
+                        let firings = alert_bytes.iter().filter(|&&b| b == b'\n').count();
+                        self.outcome
+                            .lock()
+                            .unwrap_or_else(PoisonError::into_inner)
+                            .fired += firings as u64;
                         match alerts.as_deref_mut() {
                             Some(a) => a.write(alert_bytes)?,
                             None => say(format_args!("{}", String::from_utf8_lossy(alert_bytes))),

@@ -437,6 +437,30 @@ fn errors_in_a_scaled_run_are_reported_after_the_rows_before_them() {
         stderr.contains("bad.jsonl:2:1: the key input `host` is absent"),
         "{stderr}"
     );
+    // --fail-on-trigger counts the firings the writer wrote.
+    let trig = write(
+        &dir,
+        "trig.dsrv",
+        "in host: Str\nin x: Int\nout big: Bool\nbig = x > 3\ntrigger big \"{host} is big\"\n",
+    );
+    let o = run(&[
+        "run",
+        &trig,
+        "--input",
+        &input,
+        "--key",
+        "host",
+        "--workers",
+        "2",
+        "--quiet",
+        "--fail-on-trigger",
+    ]);
+    assert_eq!(o.status.code(), Some(5));
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        stderr.ends_with("error: 2 trigger firings (--fail-on-trigger)\n"),
+        "{stderr}"
+    );
     // Options a scaled run does not take are refused, not ignored.
     let o = run(&[
         "run",
