@@ -113,7 +113,7 @@ pub fn key_cmp(a: &Value, b: &Value) -> Ordering {
 /// same worker.
 pub fn route(key: &Value) -> u64 {
     let mut h = std::hash::DefaultHasher::new();
-    crate::value::Key::hash_value(key, &mut h);
+    crate::value::Key::hash_value_into(key, &mut h);
     h.finish()
 }
 
@@ -135,6 +135,10 @@ pub enum Event {
         time: u64,
         /// The worker it is for.
         worker: u32,
+        /// A word the source attaches, handed back with the evaluated
+        /// barrier (vigil's CLI sends a digest of the rows before it, which
+        /// a resume checks its trace against).
+        token: u64,
     },
 }
 
@@ -196,6 +200,8 @@ pub enum Evaluated<'a> {
         time: u64,
         /// The worker that took it.
         worker: u32,
+        /// The barrier's token, as sent.
+        token: u64,
     },
 }
 
@@ -282,12 +288,17 @@ where
                         };
                         emit(Evaluated::Row { row, result }, &mut out);
                     }
-                    Event::Barrier { time, worker } => {
+                    Event::Barrier {
+                        time,
+                        worker,
+                        token,
+                    } => {
                         on_barrier(*time, *worker, &monitor);
                         emit(
                             Evaluated::Barrier {
                                 time: *time,
                                 worker: *worker,
+                                token: *token,
                             },
                             &mut out,
                         );

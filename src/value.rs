@@ -162,14 +162,14 @@ impl Eq for Key {}
 
 impl std::hash::Hash for Key {
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        Key::hash_value(&self.0, state);
+        Key::hash_value_into(&self.0, state);
     }
 }
 
 impl Key {
     /// Hashes `value` as its key would be hashed (by its bits), without
     /// making the key.
-    pub(crate) fn hash_value<H: std::hash::Hasher>(value: &Value, state: &mut H) {
+    pub(crate) fn hash_value_into<H: std::hash::Hasher>(value: &Value, state: &mut H) {
         use std::hash::Hash as _;
         match value {
             Value::Int(i) => (0u8, *i).hash(state),

@@ -31,6 +31,7 @@ use crate::trace::{self, OutputFormat, OutputWriter, ReaderOptions, RowReader, T
 use crate::value::{Key, Sample, Value};
 use serde::{Deserialize, Serialize};
 use std::collections::{HashSet, VecDeque};
+use std::hash::Hasher as _;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -55,7 +56,12 @@ const CHECKPOINT_VERSION: u32 = 1;
 #[derive(Clone, Debug, Serialize, Deserialize)]
 enum Piece {
     Rows(Chunk),
-    Done { time: u64 },
+    /// A worker's barrier at `time`; `digest` is the source's digest of
+    /// the rows before it.
+    Done {
+        time: u64,
+        digest: u64,
+    },
 }
 
 /// Rows of one worker in the order it evaluated them (time, then
@@ -132,6 +138,9 @@ struct Complete {
     /// The specification's fingerprint and the key input.
     fingerprint: String,
     key: String,
+    /// A digest of the rows before `time` (their cells and times), which a
+    /// resume checks the trace it reads against.
+    input_digest: u64,
 }
 
 /// A `Write` into a buffer shared with whoever takes the bytes out: a
@@ -350,6 +359,10 @@ struct Source {
     next_checkpoint: Option<u64>,
     /// Rows before this time were evaluated before a resume: skipped.
     skip_before: u64,
+    /// The digest of every row read so far (see `Complete::input_digest`),
+    /// and, when resuming, the one the checkpoint recorded, until checked.
+    digest: std::hash::DefaultHasher,
+    expect_digest: Option<u64>,
     tally: ops::Tally,
     key_index: usize,
     key_name: String,
@@ -373,7 +386,12 @@ impl Source {
             }
             match next {
                 Ok(true) => {}
-                Ok(false) => return Fill::Ended,
+                Ok(false) => {
+                    return match self.check_digest() {
+                        Ok(()) => Fill::Ended,
+                        Err(message) => Fill::Stopped(message, Exit::Failure),
+                    };
+                }
                 Err(e) if self.tally.skip_trace_error(&e, self.reader.as_ref()) => continue,
                 Err(e) => return Fill::Stopped(e.to_string(), trace_exit(&e)),
             }
@@ -400,7 +418,13 @@ impl Source {
             let seq = self.seq;
             self.seq += 1;
             let (time, at_ns) = stamp;
+            if time >= self.skip_before
+                && let Err(message) = self.check_digest()
+            {
+                return Fill::Stopped(message, Exit::Failure);
+            }
             if time < self.skip_before {
+                self.digest_row(time);
                 continue;
             }
             if let Some(every) = self.every {
@@ -414,6 +438,7 @@ impl Source {
                         batch.push(Event::Barrier {
                             time,
                             worker: w as u32,
+                            token: self.digest.finish(),
                         });
                     }
                 }
@@ -421,6 +446,8 @@ impl Source {
                     self.next_checkpoint = Some((time - time % every).saturating_add(every));
                 }
             }
+            // After the barrier: a barrier's digest covers the rows before it.
+            self.digest_row(time);
             let cells = self.row[..self.inputs].to_vec();
             batch.push(Event::Row(StampedRow {
                 time,
@@ -431,6 +458,29 @@ impl Source {
             }));
         }
         Fill::More
+    }
+
+    /// Adds the row just read (its time and declared inputs) to the digest.
+    fn digest_row(&mut self, time: u64) {
+        self.digest.write_u64(time);
+        for cell in &self.row[..self.inputs] {
+            match cell {
+                None => self.digest.write_u8(0xff),
+                Some(v) => Key::hash_value_into(v, &mut self.digest),
+            }
+        }
+    }
+
+    /// On a resume, once every row before the checkpoint has been read:
+    /// they must be the rows the checkpoint was taken after.
+    fn check_digest(&mut self) -> Result<(), String> {
+        match self.expect_digest.take() {
+            Some(d) if d != self.digest.finish() => Err(format!(
+                "cannot resume: the trace `{}` differs from the one the checkpoint was taken on (its rows before the checkpoint are not the same)",
+                self.name
+            )),
+            _ => Ok(()),
+        }
     }
 
     /// Where the row just read is: its line, or an `.input` block's number.
@@ -832,6 +882,8 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
             every,
             next_checkpoint: None,
             skip_before,
+            digest: std::hash::DefaultHasher::new(),
+            expect_digest: resumed.as_ref().map(|(_, c)| c.input_digest),
             tally: ops::Tally::new(args.on_malformed, ops::Progress::new(true, None)),
             key_index,
             key_name: key.clone(),
@@ -1178,7 +1230,10 @@ fn formatter(
     let mut samples: Vec<Sample> = Vec::new();
     let mut stopped: HashSet<Key> = HashSet::new();
     move |evaluated, out| match evaluated {
-        Evaluated::Barrier { time, .. } => out.push(Piece::Done { time }),
+        Evaluated::Barrier { time, token, .. } => out.push(Piece::Done {
+            time,
+            digest: token,
+        }),
         Evaluated::Row { row, result } => {
             let cells = &row.cells;
             let key_value = row.cells[plan.key_index].clone().unwrap_or(Value::Unit);
@@ -1250,7 +1305,7 @@ struct PieceWriter {
     /// Chunks received, each with its first row not yet written.
     chunks: Vec<(Chunk, usize)>,
     /// Barriers received and not yet taken, by time.
-    barriers: Vec<u64>,
+    barriers: Vec<(u64, u64)>,
     /// The barrier being counted: its time and the workers in so far.
     done: Option<(u64, usize)>,
     /// A rejected row stopped the run: nothing after it is written.
@@ -1260,7 +1315,7 @@ struct PieceWriter {
 /// What the writer takes next: a barrier, or row `row` of chunk `chunk`.
 #[derive(Clone, Copy)]
 enum Next {
-    Barrier(u64),
+    Barrier { time: u64, digest: u64 },
     Row { chunk: usize, row: usize },
 }
 
@@ -1275,7 +1330,7 @@ impl PieceWriter {
                 for piece in data.drain(..) {
                     match piece {
                         Piece::Rows(c) => self.chunks.push((c, 0)),
-                        Piece::Done { time } => self.barriers.push(time),
+                        Piece::Done { time, digest } => self.barriers.push((time, digest)),
                     }
                 }
             });
@@ -1298,17 +1353,17 @@ impl PieceWriter {
                 *next += 1;
             }
         }
-        self.barriers.retain(|&t| {
-            let taken = done(t);
+        self.barriers.retain(|&(time, digest)| {
+            let taken = done(time);
             if taken {
-                ready.push(Next::Barrier(t));
+                ready.push(Next::Barrier { time, digest });
             }
             !taken
         });
         let chunks = &self.chunks;
         let order = |a: &Next, b: &Next| -> std::cmp::Ordering {
             let key = |n: &Next| match *n {
-                Next::Barrier(t) => (t, None),
+                Next::Barrier { time, .. } => (time, None),
                 Next::Row { chunk, row } => {
                     let r = &chunks[chunk].0.rows[row];
                     (r.time, Some((&r.key, r.seq)))
@@ -1398,14 +1453,15 @@ impl PieceWriter {
                         }
                     }
                 }
-                Next::Barrier(time) => {
+                Next::Barrier { time, digest } => {
                     let n = match self.done {
                         Some((t, n)) if t == time => n + 1,
                         _ => 1,
                     };
                     self.done = Some((time, n));
                     if n == self.plan.total_workers {
-                        complete(&self.plan, time, out.as_deref_mut(), alerts.as_deref_mut())?;
+                        let sinks = [out.as_deref_mut(), alerts.as_deref_mut()];
+                        complete(&self.plan, time, digest, sinks)?;
                     }
                 }
             }
@@ -1421,17 +1477,12 @@ impl PieceWriter {
 
 /// Completes checkpoint `time`: the outputs before it on disk, their
 /// lengths recorded, the checkpoint marked complete and older ones removed.
-fn complete(
-    plan: &Plan,
-    time: u64,
-    out: Option<&mut Sink>,
-    alerts: Option<&mut Sink>,
-) -> io::Result<()> {
+fn complete(plan: &Plan, time: u64, digest: u64, sinks: [Option<&mut Sink>; 2]) -> io::Result<()> {
     let Some(root) = &plan.checkpoint else {
         return Ok(());
     };
     let mut lens = [0u64; 2];
-    for (i, sink) in [out, alerts].into_iter().enumerate() {
+    for (i, sink) in sinks.into_iter().enumerate() {
         if let Some(s) = sink {
             s.sync()?;
             lens[i] = s.written;
@@ -1445,6 +1496,7 @@ fn complete(
         alerts_len: lens[1],
         fingerprint: plan.fingerprint.clone(),
         key: plan.key.clone(),
+        input_digest: digest,
     };
     let dir = checkpoint_dir(root, time);
     let text = serde_json::to_string(&record).map_err(io::Error::other)?;

@@ -656,6 +656,24 @@ fn unordered_output_has_the_same_lines_and_timed_checkpoints_resume() {
     let o = run(&resume);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(read(&out) == want, "the resumed timed output differs");
+    // Nor can another trace: one early row changed.
+    let text = read(&input);
+    let changed = write(
+        &dir,
+        "changed.jsonl",
+        text.replacen("\"temp\":", "\"temp\":1", 1),
+    );
+    let mut wrong = resume.clone();
+    let i = wrong.iter().position(|a| *a == input.as_str()).unwrap();
+    wrong[i] = &changed;
+    let o = run(&wrong);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&o.stderr)
+            .contains("differs from the one the checkpoint was taken on"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     // Another worker count cannot resume it.
     let mut other = resume.clone();
     let w = other.iter().position(|a| *a == "--workers").unwrap();
@@ -755,7 +773,11 @@ fn fragment_run(
                     if barrier == Some(*pos) {
                         input.advance_to(t);
                         for w in 0..2 {
-                            input.send(Event::Barrier { time: t, worker: w });
+                            input.send(Event::Barrier {
+                                time: t,
+                                worker: w,
+                                token: 0,
+                            });
                         }
                     }
                     input.advance_to(t);
