@@ -785,6 +785,13 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
                 dir.display()
             ))
         })?;
+        // A fresh run's checkpoints replace any left from an earlier run, so
+        // that a later resume cannot pick a stale one of a later time.
+        // Process 0 clears them before it connects, so before any worker
+        // can write one of this run.
+        if args.resume.is_none() && process == 0 {
+            remove_checkpoints(dir, |_| true);
+        }
     }
     let resumed = match &args.resume {
         None => None,
@@ -1502,19 +1509,26 @@ fn complete(plan: &Plan, time: u64, digest: u64, sinks: [Option<&mut Sink>; 2]) 
     let text = serde_json::to_string(&record).map_err(io::Error::other)?;
     write_atomic(&dir.join("COMPLETE"), text.as_bytes())?;
     // Older checkpoints are superseded.
-    if let Ok(entries) = std::fs::read_dir(root) {
-        for entry in entries.flatten() {
-            let path = entry.path();
-            let older = path
-                .file_name()
-                .and_then(|n| n.to_str())
-                .and_then(|n| n.strip_prefix("ck-"))
-                .and_then(|t| t.parse::<u64>().ok())
-                .is_some_and(|t| t < time);
-            if older {
-                let _ = std::fs::remove_dir_all(&path);
-            }
+    remove_checkpoints(root, |t| t < time);
+    Ok(())
+}
+
+/// Removes the checkpoints (`ck-T` directories) in `root` whose time `T`
+/// `which` picks; nothing else in it is touched.
+fn remove_checkpoints(root: &Path, which: impl Fn(u64) -> bool) {
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let picked = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.strip_prefix("ck-"))
+            .and_then(|t| t.parse::<u64>().ok())
+            .is_some_and(&which);
+        if picked {
+            let _ = std::fs::remove_dir_all(&path);
         }
     }
-    Ok(())
 }

@@ -637,9 +637,15 @@ fn unordered_output_has_the_same_lines_and_timed_checkpoints_resume() {
         "--checkpoint-every",
         "1000",
     ];
+    // A stale checkpoint of a later time, left by an earlier run, is
+    // cleared by a fresh run (a resume would otherwise pick it).
+    let stale = Path::new(&ck).join("ck-18000000000000000000");
+    std::fs::create_dir_all(&stale).unwrap();
+    std::fs::write(stale.join("COMPLETE"), "{}").unwrap();
     let o = run(&args);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(read(&out) == want);
+    assert!(!stale.exists());
     let last = complete_checkpoint(Path::new(&ck)).expect("a checkpoint is complete");
     let record = std::fs::read_to_string(last.join("COMPLETE")).unwrap();
     assert!(record.contains("\"workers\":2"), "{record}");
