@@ -777,16 +777,7 @@ fn run(args: &RunArgs) -> Exit {
             ctl.tally.summary(&monitor.stats(), &alerts.triggers)
         ));
     }
-    let status = if status == Exit::Success && args.fail_on_trigger && alerts.fired > 0 {
-        say(format_args!(
-            "error: {} trigger firing{} (--fail-on-trigger)\n",
-            alerts.fired,
-            if alerts.fired == 1 { "" } else { "s" }
-        ));
-        Exit::Triggered
-    } else {
-        status
-    };
+    let status = fail_on_trigger(args, status, alerts.fired);
     if args.stats {
         say(format_args!("{}", monitor.stats()));
         if let Runner::Keyed(m) = &monitor {
@@ -794,6 +785,20 @@ fn run(args: &RunArgs) -> Exit {
         }
     }
     status
+}
+
+/// With `--fail-on-trigger`, a run that is otherwise a success and had
+/// `fired` trigger firings says so and ends with status 5.
+fn fail_on_trigger(args: &RunArgs, status: Exit, fired: u64) -> Exit {
+    if status == Exit::Success && args.fail_on_trigger && fired > 0 {
+        say(format_args!(
+            "error: {fired} trigger firing{} (--fail-on-trigger)\n",
+            if fired == 1 { "" } else { "s" }
+        ));
+        Exit::Triggered
+    } else {
+        status
+    }
 }
 
 /// Where a run stopped early: a runtime error or a trace error, reported

@@ -1039,18 +1039,12 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
     if let Some(t) = outcome.trace {
         return Err(t);
     }
-    Ok(if outcome.runtime {
+    let status = if outcome.runtime {
         Exit::Runtime
-    } else if args.fail_on_trigger && outcome.fired > 0 {
-        say(format_args!(
-            "error: {} trigger firing{} (--fail-on-trigger)\n",
-            outcome.fired,
-            if outcome.fired == 1 { "" } else { "s" }
-        ));
-        Exit::Triggered
     } else {
         Exit::Success
-    })
+    };
+    Ok(super::fail_on_trigger(args, status, outcome.fired))
 }
 
 /// The first failure of timely's network threads (a peer process gone), as

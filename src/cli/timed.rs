@@ -546,15 +546,7 @@ pub(super) fn run(
             say(format_args!("keys: {} live\n", m.key_count()));
         }
     }
-    if status == Exit::Success && args.fail_on_trigger && alerts.fired > 0 {
-        say(format_args!(
-            "error: {} trigger firing{} (--fail-on-trigger)\n",
-            alerts.fired,
-            if alerts.fired == 1 { "" } else { "s" }
-        ));
-        return Exit::Triggered;
-    }
-    status
+    super::fail_on_trigger(args, status, alerts.fired)
 }
 
 /// Where the steps come from: the merge of the sources (each step written

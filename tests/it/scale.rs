@@ -377,6 +377,22 @@ fn a_killed_process_ends_the_run_and_resume_continues_exactly() {
     );
 }
 
+/// `vigil run SPEC --input INPUT --key host --workers 2` and `extra`.
+fn scaled(spec: &str, input: &str, extra: &[&str]) -> Output {
+    let mut args = vec![
+        "run",
+        spec,
+        "--input",
+        input,
+        "--key",
+        "host",
+        "--workers",
+        "2",
+    ];
+    args.extend(extra);
+    run(&args)
+}
+
 #[test]
 fn errors_in_a_scaled_run_are_reported_after_the_rows_before_them() {
     let dir = test_dir("scale", "errors");
@@ -392,16 +408,7 @@ fn errors_in_a_scaled_run_are_reported_after_the_rows_before_them() {
         "t.jsonl",
         "{\"host\":\"a\",\"x\":5}\n{\"host\":\"b\",\"x\":0}\n{\"host\":\"a\",\"x\":2}\n{\"host\":\"b\",\"x\":4}\n",
     );
-    let o = run(&[
-        "run",
-        &spec,
-        "--input",
-        &input,
-        "--key",
-        "host",
-        "--workers",
-        "2",
-    ]);
+    let o = scaled(&spec, &input, &[]);
     assert_eq!(o.status.code(), Some(3));
     assert_eq!(
         String::from_utf8_lossy(&o.stdout),
@@ -417,16 +424,7 @@ fn errors_in_a_scaled_run_are_reported_after_the_rows_before_them() {
         "bad.jsonl",
         "{\"host\":\"a\",\"x\":5}\n{\"x\":1}\n{\"host\":\"a\",\"x\":2}\n",
     );
-    let o = run(&[
-        "run",
-        &spec,
-        "--input",
-        &bad,
-        "--key",
-        "host",
-        "--workers",
-        "2",
-    ]);
+    let o = scaled(&spec, &bad, &[]);
     assert_eq!(o.status.code(), Some(4));
     assert_eq!(
         String::from_utf8_lossy(&o.stdout),
@@ -443,18 +441,7 @@ fn errors_in_a_scaled_run_are_reported_after_the_rows_before_them() {
         "trig.dsrv",
         "in host: Str\nin x: Int\nout big: Bool\nbig = x > 3\ntrigger big \"{host} is big\"\n",
     );
-    let o = run(&[
-        "run",
-        &trig,
-        "--input",
-        &input,
-        "--key",
-        "host",
-        "--workers",
-        "2",
-        "--quiet",
-        "--fail-on-trigger",
-    ]);
+    let o = scaled(&trig, &input, &["--quiet", "--fail-on-trigger"]);
     assert_eq!(o.status.code(), Some(5));
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert!(
@@ -462,18 +449,7 @@ fn errors_in_a_scaled_run_are_reported_after_the_rows_before_them() {
         "{stderr}"
     );
     // Options a scaled run does not take are refused, not ignored.
-    let o = run(&[
-        "run",
-        &spec,
-        "--input",
-        &input,
-        "--key",
-        "host",
-        "--workers",
-        "2",
-        "--max-keys",
-        "4",
-    ]);
+    let o = scaled(&spec, &input, &["--max-keys", "4"]);
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stderr).contains("--max-keys does not work with --workers"));
     let o = run(&["run", &spec, "--input", &input, "--workers", "2"]);
