@@ -274,7 +274,7 @@ fn digests(trace: &TraceFile, offset: u64) -> io::Result<([u8; 32], [u8; 32])> {
 /// Writes `bytes` to `path` atomically: a temporary file in the same
 /// directory, fsynced, renamed over `path`, then the directory fsynced, so a
 /// crash leaves the old checkpoint or the new one, never a mix.
-fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
+pub(super) fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let name = path
         .file_name()
         .ok_or_else(|| io::Error::other("the path names no file"))?;
@@ -507,7 +507,7 @@ pub(super) fn prepare(
             let file = match appended {
                 None => File::create(out)
                     .map_err(|e| fail(format!("cannot create the output file `{out}`: {e}")))?,
-                Some(len) => reopen_output(out, len).map_err(|e| {
+                Some(len) => reopen_output(out, len, "output file").map_err(|e| {
                     fail(format!(
                         "cannot resume from `{}`: {e}",
                         loaded.as_ref().map_or("", |(p, _)| p)
@@ -740,24 +740,25 @@ fn skip_rows(
     Ok(())
 }
 
-/// Opens the output file of a resumed run, cut back to the length the
-/// checkpoint recorded, for appending.
-fn reopen_output(path: &str, len: u64) -> Result<File, String> {
+/// Opens the output file of a resumed run (or another file it writes,
+/// named `what` in messages), cut back to the length the checkpoint
+/// recorded, for appending.
+pub(super) fn reopen_output(path: &str, len: u64, what: &str) -> Result<File, String> {
     let mut f = OpenOptions::new()
         .write(true)
         .open(path)
-        .map_err(|e| format!("cannot open the output file `{path}`: {e}"))?;
+        .map_err(|e| format!("cannot open the {what} `{path}`: {e}"))?;
     let now = f
         .metadata()
-        .map_err(|e| format!("cannot open the output file `{path}`: {e}"))?
+        .map_err(|e| format!("cannot open the {what} `{path}`: {e}"))?
         .len();
     if now < len {
         return Err(format!(
-            "the output file `{path}` has {now} bytes, fewer than the {len} the checkpoint recorded"
+            "the {what} `{path}` has {now} bytes, fewer than the {len} the checkpoint recorded"
         ));
     }
     f.set_len(len)
         .and_then(|()| f.seek(io::SeekFrom::Start(len)))
-        .map_err(|e| format!("cannot truncate the output file `{path}`: {e}"))?;
+        .map_err(|e| format!("cannot truncate the {what} `{path}`: {e}"))?;
     Ok(f)
 }

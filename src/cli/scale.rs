@@ -201,8 +201,8 @@ impl Sink {
     }
 }
 
-/// Opens `path` (`None`: standard output; `-` too when `dash_stdout`) for
-/// writing: emptied, or cut back to `resume_len` and appended to.
+/// Opens `path` (`None` or `-`: standard output) for writing: emptied, or
+/// cut back to `resume_len` and appended to (`what` names it in messages).
 fn open_sink(path: Option<&str>, resume_len: Option<u64>, what: &str) -> Result<Sink, String> {
     let Some(path) = path.filter(|p| *p != "-") else {
         return Ok(Sink {
@@ -212,27 +212,10 @@ fn open_sink(path: Option<&str>, resume_len: Option<u64>, what: &str) -> Result<
         });
     };
     let file = match resume_len {
-        None => std::fs::File::create(path),
-        Some(len) => std::fs::OpenOptions::new()
-            .write(true)
-            .open(path)
-            .and_then(|f| {
-                let now = f.metadata()?.len();
-                if now < len {
-                    return Err(io::Error::other(format!(
-                        "it is {now} bytes, shorter than the {len} the checkpoint recorded"
-                    )));
-                }
-                f.set_len(len)?;
-                Ok(f)
-            })
-            .and_then(|mut f| {
-                use std::io::Seek;
-                f.seek(io::SeekFrom::End(0))?;
-                Ok(f)
-            }),
-    }
-    .map_err(|e| format!("cannot open the {what} `{path}`: {e}"))?;
+        None => std::fs::File::create(path)
+            .map_err(|e| format!("cannot create the {what} `{path}`: {e}"))?,
+        Some(len) => super::checkpoint::reopen_output(path, len, what)?,
+    };
     let sync = file
         .try_clone()
         .map_err(|e| format!("cannot open the {what} `{path}`: {e}"))?;
@@ -306,17 +289,6 @@ fn latest_complete(dir: &Path) -> Result<Option<(PathBuf, Complete)>, String> {
 
 fn checkpoint_dir(dir: &Path, time: u64) -> PathBuf {
     dir.join(format!("ck-{time:020}"))
-}
-
-/// Writes `bytes` to `path` atomically (a temporary file renamed over it).
-fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let tmp = path.with_extension("tmp");
-    {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-    }
-    std::fs::rename(&tmp, path)
 }
 
 /// The options of a scaled run that a worker needs.
@@ -397,23 +369,19 @@ impl Source {
             }
             let stamp = match self.stamp() {
                 Ok(s) => s,
-                Err(message) => {
-                    let message = format!("{}: {message}", self.locate());
-                    if self.tally.skip_rejected("", &message) {
-                        continue;
-                    }
-                    return Fill::Stopped(message, Exit::Trace);
-                }
+                Err(message) => match self.reject(&message) {
+                    Some(stop) => return stop,
+                    None => continue,
+                },
             };
             if self.row[self.key_index].is_none() {
                 let e = crate::row::RowError::MissingKey {
                     input: self.key_name.clone(),
                 };
-                let message = format!("{}: {e}", self.locate());
-                if self.tally.skip_rejected("", &message) {
-                    continue;
+                match self.reject(&e) {
+                    Some(stop) => return stop,
+                    None => continue,
                 }
-                return Fill::Stopped(message, Exit::Trace);
             }
             let seq = self.seq;
             self.seq += 1;
@@ -481,6 +449,16 @@ impl Source {
             )),
             _ => Ok(()),
         }
+    }
+
+    /// A row the source refuses (`e` says why): dropped by
+    /// `--on-malformed skip|warn` (`None`), else the run stops at it.
+    fn reject(&mut self, e: &dyn std::fmt::Display) -> Option<Fill> {
+        let at = self.locate();
+        if self.tally.skip_rejected(&at, e) {
+            return None;
+        }
+        Some(Fill::Stopped(format!("{at}: {e}"), Exit::Trace))
     }
 
     /// Where the row just read is: its line, or an `.input` block's number.
@@ -1197,7 +1175,7 @@ fn barrier_writer(
         };
         let dir = checkpoint_dir(dir, time);
         let written = std::fs::create_dir_all(&dir).and_then(|()| {
-            write_atomic(
+            super::checkpoint::write_atomically(
                 &dir.join(format!("worker-{worker}.snap")),
                 &monitor.snapshot().to_bytes(),
             )
@@ -1501,7 +1479,7 @@ fn complete(plan: &Plan, time: u64, digest: u64, sinks: [Option<&mut Sink>; 2]) 
     };
     let dir = checkpoint_dir(root, time);
     let text = serde_json::to_string(&record).map_err(io::Error::other)?;
-    write_atomic(&dir.join("COMPLETE"), text.as_bytes())?;
+    super::checkpoint::write_atomically(&dir.join("COMPLETE"), text.as_bytes())?;
     // Older checkpoints are superseded.
     remove_checkpoints(root, |t| t < time);
     Ok(())

@@ -152,8 +152,6 @@ impl<'a> KeyedMonitorBuilder<'a> {
         if let Some(snapshot) = self.restored {
             monitor.restore_all(snapshot)?;
         }
-        // A snapshot with more keys than the bound keeps the most recent.
-        monitor.evict_to(monitor.max_keys.map_or(usize::MAX, NonZeroUsize::get));
         Ok(monitor)
     }
 }
@@ -284,7 +282,8 @@ const _: fn() = || {
 
 impl KeyedMonitor {
     /// Restores every key of `snapshot` (into a monitor that has none) and
-    /// its row count (see [`KeyedMonitorBuilder::restore`]).
+    /// its row count, keeping the most recent keys within the bound (see
+    /// [`KeyedMonitorBuilder::restore`]).
     fn restore_all(&mut self, snapshot: &KeyedSnapshot) -> Result<(), KeyedBuildError> {
         let plan = self.engine.plan().clone();
         let fp = crate::snapshot::fingerprint(&plan);
@@ -309,6 +308,8 @@ impl KeyedMonitor {
             }
         }
         self.rows = snapshot.rows();
+        // A snapshot with more keys than the bound keeps the most recent.
+        self.evict_to(self.max_keys.map_or(usize::MAX, NonZeroUsize::get));
         Ok(())
     }
 
@@ -350,7 +351,6 @@ impl KeyedMonitor {
     ) -> Result<KeyedMonitor, KeyedBuildError> {
         let mut monitor = self.share();
         monitor.restore_all(snapshot)?;
-        monitor.evict_to(monitor.max_keys.map_or(usize::MAX, NonZeroUsize::get));
         Ok(monitor)
     }
 

@@ -435,6 +435,15 @@ fn errors_in_a_scaled_run_are_reported_after_the_rows_before_them() {
         stderr.contains("bad.jsonl:2:1: the key input `host` is absent"),
         "{stderr}"
     );
+    // --on-malformed warn drops the row with the single-process warning.
+    let o = scaled(&spec, &bad, &["--on-malformed", "warn"]);
+    assert_eq!(o.status.code(), Some(0));
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        stderr.starts_with("warning: ")
+            && stderr.contains("bad.jsonl:2:1: the key input `host` is absent"),
+        "{stderr}"
+    );
     // --fail-on-trigger counts the firings the writer wrote.
     let trig = write(
         &dir,
