@@ -440,8 +440,9 @@ fn errors_in_a_scaled_run_are_reported_after_the_rows_before_them() {
     assert_eq!(o.status.code(), Some(0));
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert!(
-        stderr.starts_with("warning: ")
-            && stderr.contains("bad.jsonl:2:1: the key input `host` is absent"),
+        stderr.starts_with(&format!(
+            "warning: {bad}:2:1: the key input `host` is absent"
+        )),
         "{stderr}"
     );
     // --fail-on-trigger counts the firings the writer wrote.
