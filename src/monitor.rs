@@ -327,6 +327,7 @@ fn plain(sample: &Sample) -> String {
         Sample::Value(Value::Bool(b)) => b.to_string(),
         Sample::Value(Value::Str(s)) => s.to_string(),
         Sample::Value(Value::Unit) => "()".to_string(),
+        Sample::Value(v) => v.to_string(),
     }
 }
 

@@ -46,6 +46,13 @@ pub fn describe(v: &Value) -> String {
             None => format!("Str {:?}", &**s),
         },
         Value::Unit => "Unit ()".to_string(),
+        other => {
+            let text = other.to_string();
+            match text.char_indices().nth(EXCERPT_CHARS) {
+                Some((cut, _)) => format!("{} {}…", other.type_name(), &text[..cut]),
+                None => format!("{} {text}", other.type_name()),
+            }
+        }
     }
 }
 
@@ -67,7 +74,11 @@ fn fit(v: &Value, ty: Type) -> Fit {
         | (Type::Float, Value::Float(_))
         | (Type::Bool, Value::Bool(_))
         | (Type::Str, Value::Str(_))
-        | (Type::Unit, Value::Unit) => Fit::Exact,
+        | (Type::Unit, Value::Unit)
+        | (Type::List, Value::List(_))
+        | (Type::Tuple, Value::Tuple(_))
+        | (Type::Map, Value::Map(_))
+        | (Type::Fn, Value::Func(_)) => Fit::Exact,
         (Type::Float, Value::Int(_)) => Fit::IntToFloat,
         _ => Fit::Mismatch,
     }

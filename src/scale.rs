@@ -47,6 +47,51 @@ enum Wire {
     Bool(bool),
     Str(String),
     Unit,
+    List(Vec<Wire>),
+    Tuple(Vec<Wire>),
+    Map(Vec<(String, Wire)>),
+}
+
+impl Wire {
+    /// A container's wire form (a function has none: it never leaves its
+    /// process).
+    fn of<E: serde::ser::Error>(v: &Value) -> Result<Wire, E> {
+        let all = |items: &[Value]| items.iter().map(Wire::of).collect::<Result<Vec<_>, E>>();
+        Ok(match v {
+            Value::Int(i) => Wire::Int(*i),
+            Value::Float(x) => Wire::Float(x.to_bits()),
+            Value::Bool(b) => Wire::Bool(*b),
+            Value::Str(t) => Wire::Str(t.to_string()),
+            Value::Unit => Wire::Unit,
+            Value::List(items) => Wire::List(all(items)?),
+            Value::Tuple(items) => Wire::Tuple(all(items)?),
+            Value::Map(m) => Wire::Map(
+                m.iter()
+                    .map(|(k, x)| Ok((k.to_string(), Wire::of(x)?)))
+                    .collect::<Result<_, E>>()?,
+            ),
+            Value::Func(_) => {
+                return Err(E::custom(
+                    "a function value cannot be sent to another process",
+                ));
+            }
+        })
+    }
+
+    fn value(self) -> Value {
+        match self {
+            Wire::Int(i) => Value::Int(i),
+            Wire::Float(bits) => Value::Float(f64::from_bits(bits)),
+            Wire::Bool(b) => Value::Bool(b),
+            Wire::Str(t) => Value::Str(t.into()),
+            Wire::Unit => Value::Unit,
+            Wire::List(items) => Value::list(items.into_iter().map(Wire::value).collect()),
+            Wire::Tuple(items) => Value::tuple(items.into_iter().map(Wire::value).collect()),
+            Wire::Map(m) => Value::Map(std::sync::Arc::new(
+                m.into_iter().map(|(k, x)| (k.into(), x.value())).collect(),
+            )),
+        }
+    }
 }
 
 /// [`Wire`] borrowing its text, for serializing (the same encoding).
@@ -57,6 +102,9 @@ enum WireRef<'a> {
     Bool(bool),
     Str(&'a str),
     Unit,
+    List(Vec<Wire>),
+    Tuple(Vec<Wire>),
+    Map(Vec<(String, Wire)>),
 }
 
 impl Serialize for Value {
@@ -67,6 +115,12 @@ impl Serialize for Value {
             Value::Bool(b) => WireRef::Bool(*b),
             Value::Str(t) => WireRef::Str(t),
             Value::Unit => WireRef::Unit,
+            container => match Wire::of(container)? {
+                Wire::List(items) => WireRef::List(items),
+                Wire::Tuple(items) => WireRef::Tuple(items),
+                Wire::Map(m) => WireRef::Map(m),
+                _ => unreachable!("a container's wire form is a container"),
+            },
         }
         .serialize(s)
     }
@@ -74,13 +128,7 @@ impl Serialize for Value {
 
 impl<'de> Deserialize<'de> for Value {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Value, D::Error> {
-        Ok(match Wire::deserialize(d)? {
-            Wire::Int(i) => Value::Int(i),
-            Wire::Float(bits) => Value::Float(f64::from_bits(bits)),
-            Wire::Bool(b) => Value::Bool(b),
-            Wire::Str(t) => Value::Str(t.into()),
-            Wire::Unit => Value::Unit,
-        })
+        Ok(Wire::deserialize(d)?.value())
     }
 }
 
@@ -91,6 +139,10 @@ fn rank(v: &Value) -> u8 {
         Value::Bool(_) => 2,
         Value::Str(_) => 3,
         Value::Unit => 4,
+        Value::List(_) => 5,
+        Value::Tuple(_) => 6,
+        Value::Map(_) => 7,
+        Value::Func(_) => 8,
     }
 }
 
@@ -104,6 +156,20 @@ pub fn key_cmp(a: &Value, b: &Value) -> Ordering {
         (Value::Float(a), Value::Float(b)) => a.total_cmp(b),
         (Value::Bool(a), Value::Bool(b)) => a.cmp(b),
         (Value::Str(a), Value::Str(b)) => a.as_bytes().cmp(b.as_bytes()),
+        (Value::List(x), Value::List(y)) | (Value::Tuple(x), Value::Tuple(y)) => {
+            let mut by_item = x.iter().zip(y.iter()).map(|(a, b)| key_cmp(a, b));
+            by_item.find(|o| o.is_ne()).unwrap_or(x.len().cmp(&y.len()))
+        }
+        (Value::Map(x), Value::Map(y)) => {
+            let mut by_entry = x.iter().zip(y.iter()).map(|((ka, a), (kb, b))| {
+                ka.as_bytes().cmp(kb.as_bytes()).then_with(|| key_cmp(a, b))
+            });
+            by_entry
+                .find(|o| o.is_ne())
+                .unwrap_or(x.len().cmp(&y.len()))
+        }
+        (Value::Func(x), Value::Func(y)) => (std::sync::Arc::as_ptr(x) as *const () as usize)
+            .cmp(&(std::sync::Arc::as_ptr(y) as *const () as usize)),
         _ => rank(a).cmp(&rank(b)),
     }
 }

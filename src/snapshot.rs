@@ -203,6 +203,13 @@ enum Cell {
     Bool(bool),
     Str(String),
     Unit,
+    List(Vec<Cell>),
+    Tuple(Vec<Cell>),
+    Map(Vec<(String, Cell)>),
+    /// A function value, by its text: restoring one is refused (see
+    /// `Cell::sample`), and the slots of lambda nodes, which hold one at
+    /// every step, are not captured.
+    Func(String),
 }
 
 /// A slot at a step boundary: NoVal and never had a value, NoVal holding its
@@ -371,11 +378,63 @@ impl Cell {
             Sample::Value(Value::Bool(b)) => Cell::Bool(b),
             Sample::Value(Value::Str(s)) => Cell::Str(s.to_string()),
             Sample::Value(Value::Unit) => Cell::Unit,
+            Sample::Value(v) => Cell::of_value(&v),
         })
     }
 
+    fn of_value(v: &Value) -> Cell {
+        let all = |items: &[Value]| items.iter().map(Cell::of_value).collect();
+        match v {
+            Value::Int(i) => Cell::Int(*i),
+            Value::Float(f) => Cell::Float(F64(f.to_bits())),
+            Value::Bool(b) => Cell::Bool(*b),
+            Value::Str(s) => Cell::Str(s.to_string()),
+            Value::Unit => Cell::Unit,
+            Value::List(items) => Cell::List(all(items)),
+            Value::Tuple(items) => Cell::Tuple(all(items)),
+            Value::Map(m) => Cell::Map(
+                m.iter()
+                    .map(|(k, x)| (k.to_string(), Cell::of_value(x)))
+                    .collect(),
+            ),
+            Value::Func(_) => Cell::Func(v.to_string()),
+        }
+    }
+
+    /// Whether this cell, or a part of it, is a function (which a snapshot
+    /// cannot give back).
+    fn has_function(&self) -> bool {
+        match self {
+            Cell::Func(_) => true,
+            Cell::List(items) | Cell::Tuple(items) => items.iter().any(Cell::has_function),
+            Cell::Map(m) => m.iter().any(|(_, c)| c.has_function()),
+            _ => false,
+        }
+    }
+
+    fn value(&self) -> Value {
+        match self.sample() {
+            Sample::Value(v) => v,
+            _ => unreachable!("only a top-level cell is ⊥"),
+        }
+    }
+
+    /// The sample of a cell; a function cell (which `validate` refuses
+    /// before any state is built) gives its text.
     fn sample(&self) -> Sample {
         match self {
+            Cell::List(items) => {
+                Sample::Value(Value::list(items.iter().map(Cell::value).collect()))
+            }
+            Cell::Tuple(items) => {
+                Sample::Value(Value::tuple(items.iter().map(Cell::value).collect()))
+            }
+            Cell::Map(m) => Sample::Value(Value::Map(std::sync::Arc::new(
+                m.iter()
+                    .map(|(k, c)| (k.as_str().into(), c.value()))
+                    .collect(),
+            ))),
+            Cell::Func(text) => Sample::Value(Value::Str(text.as_str().into())),
             Cell::Deferred => Sample::Deferred,
             Cell::Int(i) => Sample::Value(Value::Int(*i)),
             Cell::Float(f) => Sample::Value(Value::Float(f64::from_bits(f.0))),
@@ -1147,6 +1206,9 @@ fn render_value(v: &Value) -> String {
         Value::Bool(b) => format!("bool {b}"),
         Value::Str(s) => format!("str {:?}", &**s),
         Value::Unit => "unit".to_string(),
+        // Containers and functions are never constants of a plan; their
+        // rendering is their text, which names their parts.
+        other => format!("{} {other}", other.type_name().to_lowercase()),
     }
 }
 

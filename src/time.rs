@@ -125,7 +125,7 @@ impl Time {
                     i64::try_from(parsed.unix_timestamp_nanos()).map_err(|_| out_of_range())?;
                 return Ok((Time(ns), TimeForm::Rfc3339));
             }
-            Value::Bool(_) | Value::Unit => {
+            _ => {
                 return Err(NotATime(format!(
                     "{} is not a time (a number or an RFC 3339 text)",
                     crate::row::describe(v)

@@ -1,7 +1,31 @@
 //! Runtime values of DSRV streams and the three-way state of a stream at a step.
 
+use crate::error::Fault;
+use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
+
+/// A Map's entries: string keys, kept sorted (the Trustworthiness
+/// Checker's maps print in key order).
+pub type MapEntries = BTreeMap<Arc<str>, Value>;
+
+/// A function value: a lambda closed over the streams it reads at the step
+/// it was made, possibly with arguments already bound (`partial`).
+///
+/// The trait keeps `Value` below the language: the canonical tier's
+/// closures (`canonical::func`) implement it, and so does the reference
+/// evaluator's, independently.
+pub trait Function: fmt::Debug + Send + Sync {
+    /// How many arguments a call takes.
+    fn arity(&self) -> usize;
+    /// Applies the function to `args` (exactly `arity()` of them).
+    fn call(&self, args: &[Value]) -> Result<Sample, Fault>;
+    /// Binds the first arguments (`partial(f, a…)`); `args` is not longer
+    /// than `arity()`.
+    fn bind(self: Arc<Self>, args: Vec<Value>) -> Arc<dyn Function>;
+    /// Its source text, as a printed function value shows it.
+    fn source(&self) -> String;
+}
 
 /// A present value carried by a stream at one step.
 #[derive(Clone, Debug)]
@@ -16,6 +40,14 @@ pub enum Value {
     Str(Arc<str>),
     /// The unit value `()`.
     Unit,
+    /// A list (shared: cloning never copies the elements).
+    List(Arc<[Value]>),
+    /// A tuple.
+    Tuple(Arc<[Value]>),
+    /// A map from strings to values, in key order.
+    Map(Arc<MapEntries>),
+    /// A function (a closure).
+    Func(Arc<dyn Function>),
 }
 
 impl Value {
@@ -29,8 +61,38 @@ impl Value {
             (Value::Bool(a), Value::Bool(b)) => a == b,
             (Value::Str(a), Value::Str(b)) => a == b,
             (Value::Unit, Value::Unit) => true,
+            (Value::List(a), Value::List(b)) | (Value::Tuple(a), Value::Tuple(b)) => {
+                a.len() == b.len() && a.iter().zip(b.iter()).all(|(x, y)| x.structural_eq(y))
+            }
+            (Value::Map(a), Value::Map(b)) => {
+                a.len() == b.len()
+                    && a.iter()
+                        .zip(b.iter())
+                        .all(|((ka, va), (kb, vb))| ka == kb && va.structural_eq(vb))
+            }
+            // Functions are equal only to themselves.
+            (Value::Func(a), Value::Func(b)) => Arc::ptr_eq(a, b),
             _ => false,
         }
+    }
+
+    /// Whether this is a scalar (Int, Float, Bool), a string or unit: a value
+    /// with no parts.
+    pub fn is_plain(&self) -> bool {
+        !matches!(
+            self,
+            Value::List(_) | Value::Tuple(_) | Value::Map(_) | Value::Func(_)
+        )
+    }
+
+    /// A list of `items`.
+    pub fn list(items: Vec<Value>) -> Value {
+        Value::List(items.into())
+    }
+
+    /// A tuple of `items`.
+    pub fn tuple(items: Vec<Value>) -> Value {
+        Value::Tuple(items.into())
     }
 
     /// The name of the value's runtime type, as used in diagnostics.
@@ -41,6 +103,10 @@ impl Value {
             Value::Bool(_) => "Bool",
             Value::Str(_) => "Str",
             Value::Unit => "Unit",
+            Value::List(_) => "List",
+            Value::Tuple(_) => "Tuple",
+            Value::Map(_) => "Map",
+            Value::Func(_) => "Fn",
         }
     }
 }
@@ -82,26 +148,61 @@ impl From<Arc<str>> for Value {
 }
 
 /// Bitwise equality: the relation the tiers must agree on (`NaN` equals a
-/// `NaN` with the same bits, `0.0` differs from `-0.0`).
+/// `NaN` with the same bits, `0.0` differs from `-0.0`), element by element
+/// inside containers.
 impl PartialEq for Value {
     fn eq(&self, other: &Value) -> bool {
         match (self, other) {
             (Value::Float(a), Value::Float(b)) => a.to_bits() == b.to_bits(),
+            (Value::List(a), Value::List(b)) | (Value::Tuple(a), Value::Tuple(b)) => a == b,
+            (Value::Map(a), Value::Map(b)) => a == b,
             _ => self.structural_eq(other),
         }
     }
 }
 
 /// The Trustworthiness Checker's rendering: `Int(3)`, `Float(2.0)`,
-/// `Bool(true)`, `Str("a")`, `Unit`. Floats use Rust's `{:?}` form.
+/// `Bool(true)`, `Str("a")`, `Unit`, `List([Int(1), Int(2)])`,
+/// `Tuple([Int(1), Int(5)])`, `Map({"a": Int(1)})`. Floats use Rust's `{:?}`
+/// form.
 impl fmt::Display for Value {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fn items(f: &mut fmt::Formatter<'_>, items: &[Value]) -> fmt::Result {
+            for (k, v) in items.iter().enumerate() {
+                if k > 0 {
+                    f.write_str(", ")?;
+                }
+                v.fmt(f)?;
+            }
+            Ok(())
+        }
         match self {
             Value::Int(i) => write!(f, "Int({i})"),
             Value::Float(x) => write!(f, "Float({x:?})"),
             Value::Bool(b) => write!(f, "Bool({b})"),
             Value::Str(s) => write!(f, "Str({:?})", &**s),
             Value::Unit => write!(f, "Unit"),
+            Value::List(v) => {
+                f.write_str("List([")?;
+                items(f, v)?;
+                f.write_str("])")
+            }
+            Value::Tuple(v) => {
+                f.write_str("Tuple([")?;
+                items(f, v)?;
+                f.write_str("])")
+            }
+            Value::Map(m) => {
+                f.write_str("Map({")?;
+                for (k, (key, v)) in m.iter().enumerate() {
+                    if k > 0 {
+                        f.write_str(", ")?;
+                    }
+                    write!(f, "{:?}: {v}", &**key)?;
+                }
+                f.write_str("})")
+            }
+            Value::Func(func) => write!(f, "Fn({})", func.source()),
         }
     }
 }
@@ -177,6 +278,20 @@ impl Key {
             Value::Bool(b) => (2u8, *b).hash(state),
             Value::Str(s) => (3u8, &**s).hash(state),
             Value::Unit => 4u8.hash(state),
+            Value::List(v) | Value::Tuple(v) => {
+                (5u8, matches!(value, Value::Tuple(_)), v.len()).hash(state);
+                for x in v.iter() {
+                    Key::hash_value_into(x, state);
+                }
+            }
+            Value::Map(m) => {
+                (6u8, m.len()).hash(state);
+                for (k, x) in m.iter() {
+                    (**k).hash(state);
+                    Key::hash_value_into(x, state);
+                }
+            }
+            Value::Func(func) => (7u8, Arc::as_ptr(func) as *const () as usize).hash(state),
         }
     }
 }
@@ -188,6 +303,11 @@ impl fmt::Display for Key {
             Value::Float(x) => write!(f, "{x:?}"),
             Value::Bool(b) => write!(f, "{b}"),
             Value::Unit => f.write_str("()"),
+            // A key input is never a container (the keyed builder refuses
+            // one); shown in the value's own rendering should one arrive.
+            v @ (Value::List(_) | Value::Tuple(_) | Value::Map(_) | Value::Func(_)) => {
+                write!(f, "{v}")
+            }
             Value::Str(s) => {
                 let plain = !s.is_empty()
                     && s.chars().all(|c| {

@@ -184,6 +184,14 @@ fn encode(v: &Value) -> Json {
         Value::Str(s) => json!(&**s),
         Value::Bool(b) => json!(b),
         Value::Unit => Json::Null,
+        // A list is a JSON array; a tuple, a map and a function (its text)
+        // are tagged objects, apart from the Float form `{"f": …}`.
+        Value::List(items) => Json::Array(items.iter().map(encode).collect()),
+        Value::Tuple(items) => json!({ "tuple": items.iter().map(encode).collect::<Vec<_>>() }),
+        Value::Map(m) => json!({
+            "map": m.iter().map(|(k, x)| (k.to_string(), encode(x))).collect::<serde_json::Map<_, _>>()
+        }),
+        Value::Func(_) => json!({ "fn": v.to_string() }),
     }
 }
 
@@ -194,6 +202,16 @@ fn decode(j: &Json) -> Option<Value> {
         Json::String(s) => Value::Str(s.as_str().into()),
         Json::Number(n) if n.is_i64() => Value::Int(n.as_i64()?),
         Json::Number(n) => Value::Float(n.as_f64()?),
+        Json::Array(items) => Value::list(items.iter().map(decode).collect::<Option<_>>()?),
+        Json::Object(o) if o.contains_key("tuple") => {
+            let items = o.get("tuple")?.as_array()?;
+            Value::tuple(items.iter().map(decode).collect::<Option<_>>()?)
+        }
+        Json::Object(o) if o.contains_key("map") => Value::Map(std::sync::Arc::new(
+            (o.get("map")?.as_object()?.iter())
+                .map(|(k, x)| Some((k.as_str().into(), decode(x)?)))
+                .collect::<Option<_>>()?,
+        )),
         Json::Object(o) => {
             let text = o.get("f")?.as_str()?;
             Value::Float(match text {
@@ -210,7 +228,6 @@ fn decode(j: &Json) -> Option<Value> {
                 }
             })
         }
-        Json::Array(_) => return None,
     })
 }
 

@@ -51,7 +51,7 @@ fn header_of(key: &Value) -> (u64, u8) {
         Value::Int(i) => (*i as u64, 1),
         Value::Float(x) => (x.to_bits(), 2),
         Value::Bool(b) => (u64::from(*b), 3),
-        Value::Str(_) | Value::Unit => (0, OBJECT_KEY),
+        _ => (0, OBJECT_KEY),
     }
 }
 

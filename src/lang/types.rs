@@ -18,6 +18,16 @@ pub enum Type {
     Unit,
     /// An input declared without a type: it takes any value.
     Any,
+    /// Lists (`List<T>`; the element type is not tracked: a list may hold
+    /// values of any type, as in the Trustworthiness Checker).
+    List,
+    /// Tuples (`(T, U)`).
+    Tuple,
+    /// Maps from strings to values (`Map<T>`, and `Struct<…>`, whose values
+    /// are maps).
+    Map,
+    /// Functions (`(T -> U)`).
+    Fn,
 }
 
 impl Type {
@@ -30,6 +40,9 @@ impl Type {
             "Str" => Type::Str,
             "Unit" => Type::Unit,
             "Any" => Type::Any,
+            "List" => Type::List,
+            "Map" | "Struct" => Type::Map,
+            "Tuple" => Type::Tuple,
             _ => return None,
         })
     }
@@ -48,6 +61,10 @@ impl fmt::Display for Type {
             Type::Str => "Str",
             Type::Unit => "Unit",
             Type::Any => "Any",
+            Type::List => "List",
+            Type::Tuple => "Tuple",
+            Type::Map => "Map",
+            Type::Fn => "Fn",
         };
         f.write_str(name)
     }

@@ -225,15 +225,17 @@ pub(crate) enum Json<'a> {
     Str(&'a str),
     /// A number, as written.
     Number(&'a str),
-    /// An array or an object.
-    Compound,
+    /// An array or an object, parsed.
+    Compound(&'a serde_json::Value),
 }
 
 /// The JSON-lines rule: the value that JSON value `j` gives input `name` of
 /// type `ty`. `null` is Unit; a number written as an integer is an Int and
 /// must fit in 64 bits, any other number is a Float and must not overflow;
-/// a Float input also accepts the strings of [`NON_FINITE`]; arrays and
-/// objects are not values. The result then passes `row::conform`.
+/// a Float input also accepts the strings of [`NON_FINITE`]; an array is a
+/// List (a Tuple for a Tuple input) and an object a Map, for inputs declared
+/// with a container type only (elsewhere they are not values), their parts
+/// by the same rule. The result then passes `row::conform`.
 pub(crate) fn json_value(j: Json<'_>, ty: Type, name: &str) -> Result<Value, RowError> {
     let value = match j {
         Json::Null => Value::Unit,
@@ -246,13 +248,41 @@ pub(crate) fn json_value(j: Json<'_>, ty: Type, name: &str) -> Result<Value, Row
             input: name.to_string(),
             message,
         })?,
-        Json::Compound => {
+        Json::Compound(v) if matches!(ty, Type::List | Type::Tuple | Type::Map) => {
+            let value = container(v, name)?;
+            return match (ty, value) {
+                (Type::Tuple, Value::List(items)) => Ok(Value::Tuple(items)),
+                (_, value) => conform(value, ty, name),
+            };
+        }
+        Json::Compound(_) => {
             return Err(RowError::NotAValue {
                 input: name.to_string(),
             });
         }
     };
     conform(value, ty, name)
+}
+
+/// A JSON value inside a container input: arrays are Lists, objects Maps,
+/// scalars by the JSON rule for an `Any` input.
+fn container(v: &serde_json::Value, name: &str) -> Result<Value, RowError> {
+    use serde_json::Value as J;
+    Ok(match v {
+        J::Array(items) => Value::list(
+            items
+                .iter()
+                .map(|x| container(x, name))
+                .collect::<Result<_, _>>()?,
+        ),
+        J::Object(entries) => Value::Map(std::sync::Arc::new(
+            entries
+                .iter()
+                .map(|(k, x)| Ok((k.as_str().into(), container(x, name)?)))
+                .collect::<Result<_, RowError>>()?,
+        )),
+        scalar => serde_value(scalar, Type::Any, name)?,
+    })
 }
 
 /// A JSON number: integers by their spelling, as in the other formats, so
@@ -284,7 +314,7 @@ pub(crate) fn serde_value(v: &serde_json::Value, ty: Type, name: &str) -> Result
             Some(i) => return conform(Value::Int(i), ty, name),
             None => return json_value(Json::Number(&n.to_string()), ty, name),
         },
-        J::Array(_) | J::Object(_) => Json::Compound,
+        J::Array(_) | J::Object(_) => Json::Compound(v),
     };
     json_value(j, ty, name)
 }
@@ -293,13 +323,18 @@ pub(crate) fn serde_value(v: &serde_json::Value, ty: Type, name: &str) -> Result
 /// its line) for input `name` of type `ty`.
 fn decode(raw: &str, ty: Type, name: &str) -> Result<Value, String> {
     let text;
+    let parsed;
     let j = match raw.as_bytes().first() {
         Some(b'"') => {
             text = serde_json::from_str::<String>(raw)
                 .map_err(|e| format!("invalid JSON string: {e}"))?;
             Json::Str(&text)
         }
-        Some(b'[' | b'{') => Json::Compound,
+        Some(b'[' | b'{') => {
+            parsed = serde_json::from_str::<serde_json::Value>(raw)
+                .map_err(|e| format!("invalid JSON value: {e}"))?;
+            Json::Compound(&parsed)
+        }
         _ => match raw {
             "null" => Json::Null,
             "true" => Json::Bool(true),

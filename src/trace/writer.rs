@@ -316,6 +316,12 @@ fn push_csv_value(line: &mut Vec<u8>, v: &Value) -> io::Result<()> {
         Value::Float(x) => write!(line, "{x:?}")?,
         Value::Bool(b) => line.extend_from_slice(if *b { b"true" } else { b"false" }),
         Value::Unit => line.extend_from_slice(b"()"),
+        // A container is its JSON text, quoted as one cell.
+        _ => {
+            let mut json = Vec::new();
+            push_json_value(&mut json, v)?;
+            push_quoted(line, &json);
+        }
     }
     Ok(())
 }
@@ -388,6 +394,30 @@ fn push_json_value(line: &mut Vec<u8>, v: &Value) -> io::Result<()> {
         Value::Bool(b) => write!(line, "{b}")?,
         Value::Str(s) => serde_json::to_writer(&mut *line, &**s)?,
         Value::Unit => line.extend_from_slice(b"\"()\""),
+        Value::List(items) | Value::Tuple(items) => {
+            line.push(b'[');
+            for (k, x) in items.iter().enumerate() {
+                if k > 0 {
+                    line.push(b',');
+                }
+                push_json_value(line, x)?;
+            }
+            line.push(b']');
+        }
+        Value::Map(entries) => {
+            line.push(b'{');
+            for (k, (key, x)) in entries.iter().enumerate() {
+                if k > 0 {
+                    line.push(b',');
+                }
+                serde_json::to_writer(&mut *line, &**key)?;
+                line.push(b':');
+                push_json_value(line, x)?;
+            }
+            line.push(b'}');
+        }
+        // A function has no JSON form: its text, as a string.
+        Value::Func(_) => serde_json::to_writer(&mut *line, &v.to_string())?,
     }
     Ok(())
 }
