@@ -14,6 +14,16 @@ pub enum ErrorKind {
     InvalidOperand,
     /// A string result longer than the monitor's bound (`--max-string-bytes`).
     StringTooLong,
+    /// A list index outside the list (`List.get`, `.0`).
+    IndexOutOfBounds,
+    /// A map key that is not in the map (`Map.get`, `.field`).
+    MissingKey,
+    /// `List.head` or `List.tail` of an empty list.
+    EmptyList,
+    /// A `dynamic`/`defer` string that does not parse or check.
+    InvalidDynamic,
+    /// Function application nested deeper than the bound (`fix`).
+    RecursionTooDeep,
 }
 
 impl ErrorKind {
@@ -24,6 +34,11 @@ impl ErrorKind {
             ErrorKind::DivisionByZero => "integer division by zero",
             ErrorKind::InvalidOperand => "invalid operand",
             ErrorKind::StringTooLong => "string too long",
+            ErrorKind::IndexOutOfBounds => "index out of bounds",
+            ErrorKind::MissingKey => "missing key",
+            ErrorKind::EmptyList => "empty list",
+            ErrorKind::InvalidDynamic => "invalid dynamic expression",
+            ErrorKind::RecursionTooDeep => "recursion too deep",
         }
     }
 }

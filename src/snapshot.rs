@@ -239,6 +239,11 @@ enum Kind {
     DivisionByZero,
     InvalidOperand,
     StringTooLong,
+    IndexOutOfBounds,
+    MissingKey,
+    EmptyList,
+    InvalidDynamic,
+    RecursionTooDeep,
 }
 
 impl From<ErrorKind> for Kind {
@@ -248,6 +253,11 @@ impl From<ErrorKind> for Kind {
             ErrorKind::DivisionByZero => Kind::DivisionByZero,
             ErrorKind::InvalidOperand => Kind::InvalidOperand,
             ErrorKind::StringTooLong => Kind::StringTooLong,
+            ErrorKind::RecursionTooDeep => Kind::RecursionTooDeep,
+            ErrorKind::InvalidDynamic => Kind::InvalidDynamic,
+            ErrorKind::EmptyList => Kind::EmptyList,
+            ErrorKind::MissingKey => Kind::MissingKey,
+            ErrorKind::IndexOutOfBounds => Kind::IndexOutOfBounds,
         }
     }
 }
@@ -259,6 +269,11 @@ impl From<Kind> for ErrorKind {
             Kind::DivisionByZero => ErrorKind::DivisionByZero,
             Kind::InvalidOperand => ErrorKind::InvalidOperand,
             Kind::StringTooLong => ErrorKind::StringTooLong,
+            Kind::RecursionTooDeep => ErrorKind::RecursionTooDeep,
+            Kind::InvalidDynamic => ErrorKind::InvalidDynamic,
+            Kind::EmptyList => ErrorKind::EmptyList,
+            Kind::MissingKey => ErrorKind::MissingKey,
+            Kind::IndexOutOfBounds => ErrorKind::IndexOutOfBounds,
         }
     }
 }
@@ -1049,6 +1064,8 @@ fn static_op(name: &str) -> Option<&'static str> {
         .iter()
         .map(|&b| op_name(b))
         .chain(Builtin::ALL.iter().map(|b| b.name()))
+        .chain(crate::lang::ast::Method::ALL.iter().map(|m| m.name()))
+        .chain(crate::canonical::func::OPS.iter().copied())
         .chain(["negation", "if"])
         .find(|&n| n == name)
 }
@@ -1154,6 +1171,19 @@ fn render_plan(plan: &Plan) -> String {
             NodeOp::Window(k) => {
                 let shape = plan.windows[k.index()].shape;
                 format!("window {} {:?}", shape.window, shape.elem)
+            }
+            NodeOp::List => "list".to_string(),
+            NodeOp::Tuple => "tuple".to_string(),
+            NodeOp::Apply => "apply".to_string(),
+            NodeOp::Partial => "partial".to_string(),
+            NodeOp::Fix => "fix".to_string(),
+            NodeOp::Method(m) => format!("method {}", m.name()),
+            // What these compute is in their expression (keys, field,
+            // body, form), whose text the rendering carries.
+            NodeOp::Map | NodeOp::Field | NodeOp::Lambda(_) | NodeOp::Dynamic(_) => {
+                let span = spec.ast.expr(node.expr).span;
+                let text = spec.source.get(span.start as usize..span.end as usize).unwrap_or("");
+                format!("expr {text:?}")
             }
         };
         let args: Vec<String> = node

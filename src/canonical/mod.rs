@@ -24,11 +24,13 @@
 //! prefix of the layout and the table only ever grows at its end. Fused and
 //! native code read a ring only after promotion, which needs it full.
 
+pub mod dynamic;
+pub mod func;
 pub mod ops;
 pub mod pack;
 
 use crate::error::{Fault, RuntimeError};
-use crate::lang::ast::{BinOp, Builtin};
+use crate::lang::ast::{BinOp, Builtin, ExprKind};
 use crate::lang::check::{ScalarSignature, StreamId};
 use crate::plan::{NodeId, NodeOp, Plan, Slot};
 use crate::value::{Sample, Value};
@@ -213,6 +215,8 @@ pub struct NodeState {
     pub max_string_bytes: usize,
     /// Every window's state, laid out by `Plan::windows` (see `crate::window`).
     pub windows: Vec<u64>,
+    /// Every `dynamic`'s running instance, by `DynamicId`.
+    pub dynamic: Vec<dynamic::DynRun>,
 }
 
 /// A fault raised inside an arm of an `if` during the current row, parked
@@ -375,6 +379,7 @@ impl NodeState {
             pending: Vec::new(),
             max_string_bytes: ops::DEFAULT_MAX_STRING_BYTES,
             windows: vec![0; plan.window_words],
+            dynamic: vec![dynamic::DynRun::default(); plan.dynamics as usize],
         };
         let consts_from = n - plan.consts.len();
         for (i, c) in plan.consts.iter().enumerate() {
@@ -761,6 +766,62 @@ impl NodeState {
                 ))
             }
             NodeOp::If => self.compute_if(id, [a0, a1, a2]),
+            NodeOp::Dynamic(k) => dynamic::compute(self, plan, node, k.0 as usize),
+            NodeOp::Lambda(k) => {
+                let lambda = &plan.lambdas[k.0 as usize];
+                let captures: Vec<Sample> =
+                    (0..node.args.len()).map(|i| self.held(node.slot(i))).collect();
+                let code = func::LambdaCode::new(
+                    plan.spec.clone(),
+                    &lambda.captures,
+                    self.max_string_bytes,
+                );
+                Ok(Sample::Value(Value::Func(std::sync::Arc::new(func::Closure {
+                    code: std::sync::Arc::new(code),
+                    lambda: lambda.expr,
+                    env: std::sync::Arc::new([]),
+                    captures: captures.into(),
+                    bound: Vec::new(),
+                }))))
+            }
+            NodeOp::List
+            | NodeOp::Tuple
+            | NodeOp::Map
+            | NodeOp::Field
+            | NodeOp::Method(_)
+            | NodeOp::Apply
+            | NodeOp::Partial
+            | NodeOp::Fix => {
+                let held: Vec<Sample> = (0..node.args.len()).map(|i| self.held(node.slot(i))).collect();
+                let values = match func::present(held) {
+                    Ok(v) => v,
+                    Err(special) => return Ok(special),
+                };
+                let ast = &plan.spec.ast;
+                let v = match (node.op, &ast.expr(node.expr).kind) {
+                    (NodeOp::List, _) => Value::list(values),
+                    (NodeOp::Tuple, _) => Value::tuple(values),
+                    (NodeOp::Map, ExprKind::Map(entries)) => {
+                        func::map_of(entries.iter().map(|(k, _)| k.clone()), values)
+                    }
+                    (NodeOp::Field, ExprKind::Field(_, f)) => func::field(&values[0], f)?,
+                    (NodeOp::Method(m), _) => return func::method(m, &values),
+                    (NodeOp::Apply, _) => return func::call(&values),
+                    (NodeOp::Partial, _) => func::partial(values)?,
+                    (NodeOp::Fix, _) => match &values[0] {
+                        Value::Func(f) => Value::Func(std::sync::Arc::new(func::Fixed { f: f.clone() })),
+                        other => {
+                            return Err(Fault {
+                                kind: crate::error::ErrorKind::InvalidOperand,
+                                op: "fix",
+                                detail: Some(other.to_string()),
+                            });
+                        }
+                    },
+                    _ => unreachable!("a container node lowers its expression"),
+                };
+                Ok(Sample::Value(v))
+            }
             NodeOp::Window(k) => {
                 let w = &plan.windows[k.index()];
                 self.push_window(w, a0);

@@ -726,6 +726,16 @@ impl<'a> Lowering<'a> {
                 let base = u32::try_from(window.base).expect("window words fit u32 lanes");
                 self.b.window(base, shape, args[0], site)
             }
+            NodeOp::List
+            | NodeOp::Tuple
+            | NodeOp::Map
+            | NodeOp::Field
+            | NodeOp::Method(_)
+            | NodeOp::Lambda(_)
+            | NodeOp::Apply
+            | NodeOp::Partial
+            | NodeOp::Fix
+            | NodeOp::Dynamic(_) => unreachable!("containers and functions are never fused"),
             NodeOp::If => {
                 let ty = scalar_type(node.sig).expect("eager selects are scalar");
                 self.b.select(ty, args[0], args[1], args[2])

@@ -157,6 +157,18 @@ pub fn is_island_node(plan: &Plan, id: NodeId) -> bool {
         NodeOp::Unary(UnOp::Not) => sigs[0] == B1,
         NodeOp::Offset(_) => true,
         NodeOp::If => false,
+        // Containers, functions and dynamic instances have no scalar
+        // signature, so the test above has already refused them.
+        NodeOp::List
+        | NodeOp::Tuple
+        | NodeOp::Map
+        | NodeOp::Field
+        | NodeOp::Method(_)
+        | NodeOp::Lambda(_)
+        | NodeOp::Apply
+        | NodeOp::Partial
+        | NodeOp::Fix
+        | NodeOp::Dynamic(_) => false,
         NodeOp::Call(f) => match f {
             Builtin::Default => sigs[0] == node.sig,
             Builtin::IsDefined => true,
@@ -470,6 +482,16 @@ pub fn describe_node(plan: &Plan, id: NodeId) -> String {
             args[0],
             plan.windows[w.index()].shape.window
         ),
+        NodeOp::List => format!("[{}]", args.join(", ")),
+        NodeOp::Tuple => format!("Tuple({})", args.join(", ")),
+        NodeOp::Map => format!("Map({})", args.join(", ")),
+        NodeOp::Field => format!("{}.field", args[0]),
+        NodeOp::Method(m) => format!("{}({})", m.name(), args.join(", ")),
+        NodeOp::Lambda(_) => format!("lambda capturing ({})", args.join(", ")),
+        NodeOp::Apply => format!("{}({})", args[0], args[1..].join(", ")),
+        NodeOp::Partial => format!("partial({})", args.join(", ")),
+        NodeOp::Fix => format!("fix({})", args[0]),
+        NodeOp::Dynamic(_) => format!("dynamic({})", args[0]),
     };
     format!("n{}: {what}", id.0)
 }

@@ -181,6 +181,108 @@ pub enum ExprKind {
     /// `window(e, 20, max)`, `window(e, 10s, avg)`: an aggregate of `e`'s
     /// recent present values (see `Window`).
     Window(ExprId, Window),
+    /// `[e, …]`, `List(e, …)`, `List()`.
+    List(Vec<ExprId>),
+    /// `Tuple(e, …)`.
+    Tuple(Vec<ExprId>),
+    /// `Map("k": e, …)`, `Struct("k": e, …)`, `{k: e, "k": e}`: keys as
+    /// written (the parser refuses duplicates).
+    Map(Vec<(Arc<str>, ExprId)>),
+    /// `e.name` (a map's entry) or `e.0` (a tuple's or list's element).
+    Field(ExprId, Field),
+    /// `List.append(l, e)`, `Map.get(m, "k")`, …
+    Method(Method, Vec<ExprId>),
+    /// `\x: T, y: U -> body`: a function of its parameters, closed over the
+    /// streams its body reads.
+    Lambda(Vec<Param>, ExprId),
+    /// A lambda's parameter, by its position in the environment of the
+    /// lambdas around it (outermost lambda's parameters first).
+    Param(u32),
+    /// `f(a, …)`: a function value applied to arguments.
+    Apply(ExprId, Vec<ExprId>),
+    /// `partial(f, a, …)`: `f` with its first arguments bound.
+    Partial(Vec<ExprId>),
+    /// `fix(f)`: the fixed point of `f` (a function of itself).
+    Fix(ExprId),
+    /// `dynamic(s)`, `eval(s)`, `defer(s)` and their typed and scoped forms.
+    Dynamic(Box<Dynamic>, ExprId),
+}
+
+/// A lambda's parameter.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Param {
+    pub name: String,
+    pub ty: crate::lang::types::Type,
+}
+
+/// What `.` reads.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Field {
+    Name(Arc<str>),
+    Index(u32),
+}
+
+/// The form of a `dynamic`/`eval`/`defer`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Dynamic {
+    /// `defer`: the first string is kept for the rest of the run.
+    pub defer: bool,
+    /// `dynamic(s: T)`: the type the received expression must have.
+    pub ty: Option<crate::lang::types::Type>,
+    /// `dynamic(s, {x, y})`: the only streams the received expression may
+    /// read, with their spans.
+    pub scope: Option<Vec<(String, crate::lang::diag::Span)>>,
+}
+
+macro_rules! methods {
+    ($($variant:ident => $name:literal, $arity:literal;)*) => {
+        /// A builtin of the containers, called as `List.append(l, e)`.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum Method {
+            $($variant,)*
+        }
+
+        impl Method {
+            pub const ALL: &[Method] = &[$(Method::$variant,)*];
+
+            /// Its name as written (`List.append`).
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(Method::$variant => $name,)*
+                }
+            }
+
+            /// How many arguments it takes.
+            pub fn arity(self) -> usize {
+                match self {
+                    $(Method::$variant => $arity,)*
+                }
+            }
+        }
+    };
+}
+
+methods! {
+    ListGet => "List.get", 2;
+    ListConcat => "List.concat", 2;
+    ListAppend => "List.append", 2;
+    ListHead => "List.head", 1;
+    ListTail => "List.tail", 1;
+    ListLen => "List.len", 1;
+    ListMap => "List.map", 2;
+    ListFilter => "List.filter", 2;
+    ListFold => "List.fold", 3;
+    MapGet => "Map.get", 2;
+    MapInsert => "Map.insert", 3;
+    MapRemove => "Map.remove", 2;
+    MapHasKey => "Map.has_key", 2;
+}
+
+impl Method {
+    /// The method named `name` (`List.append`).
+    pub fn from_name(name: &str) -> Option<Method> {
+        Method::ALL.iter().copied().find(|m| m.name() == name)
+    }
 }
 
 /// A sliding window: which values of its operand it holds, and what it
@@ -356,12 +458,47 @@ impl Ast {
     }
 
     /// The direct sub-expressions of `id`, in evaluation order.
+    /// Whether `e` is `root` or inside it.
+    pub fn contains(&self, root: ExprId, e: ExprId) -> bool {
+        let mut stack = vec![root];
+        while let Some(x) = stack.pop() {
+            if x == e {
+                return true;
+            }
+            stack.extend(self.children(x));
+        }
+        false
+    }
+
+    /// Whether `e` reads a parameter numbered below `bound` (one of the
+    /// lambdas around `e`, when `bound` of their parameters enclose it:
+    /// parameters are numbered outermost first, so those of lambdas inside
+    /// `e` are numbered `bound` and up).
+    pub fn reads_params_below(&self, e: ExprId, bound: u32) -> bool {
+        let mut stack = vec![e];
+        while let Some(x) = stack.pop() {
+            match &self.expr(x).kind {
+                ExprKind::Param(k) if *k < bound => return true,
+                _ => stack.extend(self.children(x)),
+            }
+        }
+        false
+    }
+
     pub fn children(&self, id: ExprId) -> Vec<ExprId> {
         match &self.expr(id).kind {
             ExprKind::Unary(_, a) | ExprKind::Offset(a, _) | ExprKind::Window(a, _) => vec![*a],
             ExprKind::Binary(_, a, b) => vec![*a, *b],
             ExprKind::If(c, a, b) => vec![*c, *a, *b],
-            ExprKind::Call(_, args) => args.clone(),
+            ExprKind::Call(_, args)
+            | ExprKind::List(args)
+            | ExprKind::Tuple(args)
+            | ExprKind::Method(_, args)
+            | ExprKind::Partial(args) => args.clone(),
+            ExprKind::Map(entries) => entries.iter().map(|(_, e)| *e).collect(),
+            ExprKind::Field(a, _) | ExprKind::Lambda(_, a) | ExprKind::Fix(a) => vec![*a],
+            ExprKind::Dynamic(_, a) => vec![*a],
+            ExprKind::Apply(f, args) => std::iter::once(*f).chain(args.iter().copied()).collect(),
             _ => Vec::new(),
         }
     }

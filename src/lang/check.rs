@@ -93,6 +93,21 @@ pub struct CheckedSpec {
     /// skip, on_reset once`); the command line's flags override them.
     pub on_gap: Option<GapPolicy>,
     pub on_reset: Option<ResetPolicy>,
+    /// The streams each `dynamic`/`defer` expression may read, by its
+    /// `ExprId` (sorted): its `{x, y}`, or by default every input and every
+    /// defined stream that does not read its owner at the same step (those
+    /// are scheduled before the owner).
+    pub dynamic_scopes: Vec<(ExprId, Vec<StreamId>)>,
+}
+
+impl CheckedSpec {
+    /// The scope of `dynamic` expression `e`.
+    pub fn dynamic_scope(&self, e: ExprId) -> &[StreamId] {
+        match self.dynamic_scopes.binary_search_by_key(&e, |(d, _)| *d) {
+            Ok(k) => &self.dynamic_scopes[k].1,
+            Err(_) => &[],
+        }
+    }
 }
 
 /// A checked `trigger`: its Bool stream and its message template.
@@ -167,6 +182,7 @@ pub fn check(file: &str, source: &str, ast: Ast) -> Result<CheckedSpec, Vec<Diag
         streams: Vec::new(),
         by_name: HashMap::new(),
         expr_stream: vec![None; ast.exprs.len()],
+        params: std::cell::RefCell::new(Vec::new()),
         lines: None,
         on_gap: None,
         on_reset: None,
@@ -179,7 +195,9 @@ pub fn check(file: &str, source: &str, ast: Ast) -> Result<CheckedSpec, Vec<Diag
     let expr_type = cx.infer_types();
     // Cycles only need resolved names (an unresolved one is no edge), so
     // they are reported beside name and type errors: every error at once.
-    cx.check_cycles();
+    let dynamic_scopes = cx.dynamic_scopes();
+    cx.check_cycles(&dynamic_scopes);
+    cx.check_functions();
     let triggers = cx.triggers();
     if !cx.errors.is_empty() {
         return Err(sorted(cx.errors));
@@ -225,6 +243,7 @@ pub fn check(file: &str, source: &str, ast: Ast) -> Result<CheckedSpec, Vec<Diag
         triggers,
         on_gap: on_gap.map(|(p, _)| p),
         on_reset: on_reset.map(|(p, _)| p),
+        dynamic_scopes,
     })
 }
 
@@ -247,6 +266,9 @@ struct Checker<'a> {
     streams: Vec<StreamData>,
     by_name: HashMap<String, StreamId>,
     expr_stream: Vec<Option<StreamId>>,
+    /// The types of the parameters of the lambdas being inferred,
+    /// outermost first (`ExprKind::Param` indexes it).
+    params: std::cell::RefCell<Vec<Type>>,
     /// Built on the first error that names a line.
     lines: Option<LineIndex>,
     /// The scheduler policies chosen so far, where they were chosen.
@@ -715,14 +737,193 @@ impl Checker<'_> {
                 let ta = self.infer(*a, inferred, table, errs);
                 window_type(w.agg, ta, self.ast.expr(*a).span, errs)
             }
+            ExprKind::List(items) | ExprKind::Tuple(items) => {
+                for &x in items {
+                    self.infer(x, inferred, table, errs);
+                }
+                Some(match data.kind {
+                    ExprKind::List(_) => Type::List,
+                    _ => Type::Tuple,
+                })
+            }
+            ExprKind::Map(entries) => {
+                for &(_, x) in entries {
+                    self.infer(x, inferred, table, errs);
+                }
+                Some(Type::Map)
+            }
+            ExprKind::Field(a, field) => {
+                let ta = self.infer(*a, inferred, table, errs);
+                let want: &[Type] = match field {
+                    Field::Name(_) => &[Type::Map],
+                    Field::Index(_) => &[Type::Tuple, Type::List],
+                };
+                expect_one_of(ta, want, "`.`", self.ast.expr(*a).span, errs);
+                Some(Type::Any)
+            }
+            ExprKind::Method(m, args) => {
+                let ts: Vec<Option<Type>> = args
+                    .iter()
+                    .map(|a| self.infer(*a, inferred, table, errs))
+                    .collect();
+                let spans: Vec<Span> = args.iter().map(|a| self.ast.expr(*a).span).collect();
+                method_type(*m, &ts, &spans, errs)
+            }
+            ExprKind::Lambda(params, body) => {
+                self.params.borrow_mut().extend(params.iter().map(|p| p.ty));
+                self.infer(*body, inferred, table, errs);
+                let mut p = self.params.borrow_mut();
+                let outer = p.len() - params.len();
+                p.truncate(outer);
+                Some(Type::Fn)
+            }
+            ExprKind::Param(k) => self.params.borrow().get(*k as usize).copied(),
+            ExprKind::Apply(f, args) => {
+                let tf = self.infer(*f, inferred, table, errs);
+                expect_one_of(tf, &[Type::Fn], "application", self.ast.expr(*f).span, errs);
+                for &a in args {
+                    self.infer(a, inferred, table, errs);
+                }
+                Some(Type::Any)
+            }
+            ExprKind::Partial(args) => {
+                let tf = self.infer(args[0], inferred, table, errs);
+                expect_one_of(tf, &[Type::Fn], "`partial`", self.ast.expr(args[0]).span, errs);
+                for &a in &args[1..] {
+                    self.infer(a, inferred, table, errs);
+                }
+                Some(Type::Fn)
+            }
+            ExprKind::Fix(f) => {
+                let tf = self.infer(*f, inferred, table, errs);
+                expect_one_of(tf, &[Type::Fn], "`fix`", self.ast.expr(*f).span, errs);
+                Some(Type::Fn)
+            }
+            ExprKind::Dynamic(form, s) => {
+                let ts = self.infer(*s, inferred, table, errs);
+                let what = if form.defer { "`defer`" } else { "`dynamic`" };
+                expect_one_of(ts, &[Type::Str], what, self.ast.expr(*s).span, errs);
+                Some(form.ty.unwrap_or(Type::Any))
+            }
         };
         table[e.index()] = t;
         t
     }
 
+    /// The scope of every `dynamic`/`defer` (see `CheckedSpec::dynamic_scopes`):
+    /// named scopes are resolved (an unknown name or the owner itself is an
+    /// error); a default scope is every input and every defined stream that
+    /// does not read the owner at the same step, taken in declaration order
+    /// of the owners, so that adding their edges never makes a cycle.
+    fn dynamic_scopes(&mut self) -> Vec<(ExprId, Vec<StreamId>)> {
+        let mut scopes: Vec<(ExprId, Vec<StreamId>)> = Vec::new();
+        let mut defaults: Vec<(ExprId, StreamId)> = Vec::new();
+        for (i, e) in self.ast.exprs.iter().enumerate() {
+            let ExprKind::Dynamic(form, _) = &e.kind else { continue };
+            let id = ExprId(i as u32);
+            let Some(owner) = self.owner_of(id) else { continue };
+            match &form.scope {
+                Some(names) => {
+                    let mut ids = Vec::new();
+                    for (n, span) in names {
+                        match self.by_name.get(n) {
+                            Some(&s) if s == owner => self.errors.push(
+                                Diagnostic::new(*span, format!("`{n}` cannot read itself through `dynamic`"))
+                                    .with_hint("read its earlier values with an offset outside the received expression"),
+                            ),
+                            Some(&s) => ids.push(s),
+                            None => self.errors.push(Diagnostic::new(
+                                *span,
+                                format!("unknown stream `{n}`"),
+                            )),
+                        }
+                    }
+                    scopes.push((id, ids));
+                }
+                None => defaults.push((id, owner)),
+            }
+        }
+        scopes.sort_by_key(|(e, _)| *e);
+        for (id, owner) in defaults {
+            let deps = same_step_deps(self.ast, &self.streams, &self.expr_stream, &scopes);
+            // The streams reading `owner` at the same step, transitively.
+            let mut readers: Vec<Vec<usize>> = vec![Vec::new(); self.streams.len()];
+            for (s, ds) in deps.iter().enumerate() {
+                for d in ds {
+                    readers[d.index()].push(s);
+                }
+            }
+            let mut dependent = vec![false; self.streams.len()];
+            let mut stack = vec![owner.index()];
+            while let Some(s) = stack.pop() {
+                for &r in &readers[s] {
+                    if !std::mem::replace(&mut dependent[r], true) {
+                        stack.push(r);
+                    }
+                }
+            }
+            let scope = (0..self.streams.len())
+                .filter(|&s| s != owner.index() && !dependent[s])
+                .filter(|&s| self.streams[s].kind == DeclKind::Input || self.streams[s].def.is_some())
+                .map(|s| StreamId(s as u32))
+                .collect();
+            let at = scopes.partition_point(|(e, _)| *e < id);
+            scopes.insert(at, (id, scope));
+        }
+        scopes
+    }
+
+    /// The stream whose definition holds expression `e`.
+    fn owner_of(&self, e: ExprId) -> Option<StreamId> {
+        self.streams.iter().position(|s| {
+            s.def.is_some_and(|d| self.ast.contains(d, e))
+        }).map(|s| StreamId(s as u32))
+    }
+
+    /// Lambda bodies keep no history of their parameters: an offset, a
+    /// stateful builtin or a window over an expression that reads a
+    /// parameter is an error (one over streams only is evaluated with the
+    /// stream, and the closure captures its value), and so is a `dynamic`
+    /// inside a body (as in the Trustworthiness Checker).
+    fn check_functions(&mut self) {
+        let defs: Vec<ExprId> = self.streams.iter().filter_map(|s| s.def).collect();
+        let mut stack: Vec<(ExprId, u32)> = defs.into_iter().map(|d| (d, 0)).collect();
+        while let Some((x, depth)) = stack.pop() {
+            let data = self.ast.expr(x);
+            let temporal = match &data.kind {
+                ExprKind::Lambda(params, body) => {
+                    stack.push((*body, depth + params.len() as u32));
+                    continue;
+                }
+                ExprKind::Dynamic(..) if depth > 0 => {
+                    self.errors.push(Diagnostic::new(
+                        data.span,
+                        "`dynamic` and `defer` cannot be used inside a function's body",
+                    ));
+                    continue;
+                }
+                ExprKind::Offset(_, n) => *n > 0,
+                ExprKind::Call(f, _) => f.is_stateful(),
+                ExprKind::Window(..) => true,
+                _ => false,
+            };
+            if temporal && self.ast.reads_params_below(x, depth) {
+                self.errors.push(
+                    Diagnostic::new(
+                        data.span,
+                        "a function's body cannot keep the history of its parameters",
+                    )
+                    .with_hint("offsets, windows and stateful builtins inside a function may read streams only (`x[1]`), whose values the function captures when it is made"),
+                );
+                continue;
+            }
+            stack.extend(self.ast.children(x).into_iter().map(|c| (c, depth)));
+        }
+    }
+
     /// Reports every same-step cycle (a cycle of offset-0 references).
-    fn check_cycles(&mut self) {
-        let deps = same_step_deps(self.ast, &self.streams, &self.expr_stream);
+    fn check_cycles(&mut self, scopes: &[(ExprId, Vec<StreamId>)]) {
+        let deps = same_step_deps(self.ast, &self.streams, &self.expr_stream, scopes);
         // 0 = unvisited, 1 = on the DFS stack, 2 = done.
         let mut state = vec![0u8; self.streams.len()];
         let mut reported: Vec<Vec<StreamId>> = Vec::new();
@@ -903,6 +1104,25 @@ impl Signatures<'_> {
                     },
                 }
             }
+            // Containers, functions and what they give have no scalar
+            // representation (DESIGN §2.2); their parts are signed for the
+            // nodes they lower to.
+            ExprKind::Param(_) => Some(NotScalar),
+            ExprKind::List(_)
+            | ExprKind::Tuple(_)
+            | ExprKind::Map(_)
+            | ExprKind::Field(..)
+            | ExprKind::Method(..)
+            | ExprKind::Lambda(..)
+            | ExprKind::Apply(..)
+            | ExprKind::Partial(_)
+            | ExprKind::Fix(_)
+            | ExprKind::Dynamic(..) => {
+                for c in self.ast.children(e) {
+                    sub(c, table);
+                }
+                Some(NotScalar)
+            }
         };
         table[e.index()] = s;
         s
@@ -944,6 +1164,7 @@ pub fn same_step_deps(
     ast: &Ast,
     streams: &[StreamData],
     expr_stream: &[Option<StreamId>],
+    dynamic_scopes: &[(ExprId, Vec<StreamId>)],
 ) -> Vec<Vec<StreamId>> {
     streams
         .iter()
@@ -953,6 +1174,17 @@ pub fn same_step_deps(
             while let Some(e) = stack.pop() {
                 match &ast.expr(e).kind {
                     ExprKind::Offset(a, n) if *n > 0 && is_name(ast, *a) => {}
+                    // A received expression reads its scope at the step.
+                    ExprKind::Dynamic(_, source) => {
+                        if let Ok(k) = dynamic_scopes.binary_search_by_key(&e, |(d, _)| *d) {
+                            for &id in &dynamic_scopes[k].1 {
+                                if !deps.contains(&id) {
+                                    deps.push(id);
+                                }
+                            }
+                        }
+                        stack.push(*source);
+                    }
                     ExprKind::Name(_) => {
                         if let Some(id) = expr_stream[e.index()]
                             && !deps.contains(&id)
@@ -1028,6 +1260,56 @@ fn unify(
             Some(Type::Any)
         }
     }
+}
+
+/// Reports `t` unless it is one of `want` (or `Any`, or not known yet).
+fn expect_one_of(t: Option<Type>, want: &[Type], op: &str, span: Span, errs: &mut Vec<Diagnostic>) {
+    if let Some(t) = t
+        && t != Type::Any
+        && !want.contains(&t)
+    {
+        let names: Vec<String> = want.iter().map(|w| w.to_string()).collect();
+        errs.push(Diagnostic::new(
+            span,
+            format!("{op} needs a {}, found {t}", names.join(" or a ")),
+        ));
+    }
+}
+
+/// The type of a container builtin's result, its operands checked.
+fn method_type(m: Method, ts: &[Option<Type>], spans: &[Span], errs: &mut Vec<Diagnostic>) -> Option<Type> {
+    use Method::*;
+    let what = format!("`{}`", m.name());
+    let want = |k: usize, t: Type, errs: &mut Vec<Diagnostic>| {
+        expect_one_of(ts[k], &[t], &what, spans[k], errs)
+    };
+    match m {
+        ListGet | ListHead | ListTail | ListLen | ListAppend | ListConcat => want(0, Type::List, errs),
+        ListMap | ListFilter => {
+            want(0, Type::Fn, errs);
+            want(1, Type::List, errs);
+        }
+        ListFold => {
+            want(0, Type::Fn, errs);
+            want(2, Type::List, errs);
+        }
+        MapGet | MapInsert | MapRemove | MapHasKey => {
+            want(0, Type::Map, errs);
+            want(1, Type::Str, errs);
+        }
+    }
+    match m {
+        ListGet => want(1, Type::Int, errs),
+        ListConcat => want(1, Type::List, errs),
+        _ => {}
+    }
+    Some(match m {
+        ListConcat | ListAppend | ListTail | ListMap | ListFilter => Type::List,
+        ListLen => Type::Int,
+        MapInsert | MapRemove => Type::Map,
+        MapHasKey => Type::Bool,
+        ListGet | ListHead | ListFold | MapGet => Type::Any,
+    })
 }
 
 fn expect_bool(t: Option<Type>, op: &str, span: Span, errs: &mut Vec<Diagnostic>) {

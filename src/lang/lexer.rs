@@ -46,6 +46,14 @@ pub enum Tok {
     Concat,
     /// `@`, before a periodic stream's period.
     At,
+    /// `\`, before a lambda's parameters.
+    Backslash,
+    /// `->`, before a lambda's body.
+    Arrow,
+    /// `.`, in `List.append` and `e.field`.
+    Dot,
+    LBrace,
+    RBrace,
     Eof,
 }
 
@@ -98,6 +106,11 @@ impl Tok {
             Tok::Ge => ">=",
             Tok::Concat => "++",
             Tok::At => "@",
+            Tok::Backslash => "\\",
+            Tok::Arrow => "->",
+            Tok::Dot => ".",
+            Tok::LBrace => "{",
+            Tok::RBrace => "}",
             _ => "?",
         }
     }
@@ -153,6 +166,7 @@ pub fn lex(src: &str) -> (Vec<Token>, Vec<Diagnostic>) {
             (b'<', Some(b'=')) => Some(simple(Tok::Le, 2)),
             (b'>', Some(b'=')) => Some(simple(Tok::Ge, 2)),
             (b'+', Some(b'+')) => Some(simple(Tok::Concat, 2)),
+            (b'-', Some(b'>')) => Some(simple(Tok::Arrow, 2)),
             (b'=', _) => Some(simple(Tok::Assign, 1)),
             (b'!', _) => Some(simple(Tok::Bang, 1)),
             (b'<', _) => Some(simple(Tok::Lt, 1)),
@@ -169,6 +183,10 @@ pub fn lex(src: &str) -> (Vec<Token>, Vec<Diagnostic>) {
             (b']', _) => Some(simple(Tok::RBracket, 1)),
             (b',', _) => Some(simple(Tok::Comma, 1)),
             (b'@', _) => Some(simple(Tok::At, 1)),
+            (b'\\', _) => Some(simple(Tok::Backslash, 1)),
+            (b'.', _) => Some(simple(Tok::Dot, 1)),
+            (b'{', _) => Some(simple(Tok::LBrace, 1)),
+            (b'}', _) => Some(simple(Tok::RBrace, 1)),
             _ => None,
         };
         if let Some((tok, len)) = punct {

@@ -59,6 +59,7 @@ fn parse_with(src: &str, combined: bool) -> (Ast, Vec<Diagnostic>) {
         window_values: 0,
         window_panes: 0,
         triggers: 0,
+        params: Vec::new(),
         combined,
     };
     p.ast.mentions = p
@@ -98,6 +99,9 @@ struct Parser {
     history: u64,
     /// Unnamed triggers so far (the N of `trigger_N`).
     triggers: usize,
+    /// The parameters of the lambdas being parsed, outermost first: a name
+    /// among them is a `Param`, not a stream.
+    params: Vec<String>,
 }
 
 /// A parse result. The error is boxed so that every `PResult` the
@@ -327,24 +331,9 @@ impl Parser {
             self.advance();
             let (name, name_span) = self.name("a stream name")?;
             let ty = if self.eat(&Tok::Colon) {
-                let t = self.bump();
-                match &t.tok {
-                    Tok::Ident(n) => match Type::from_name(n) {
-                        Some(ty) => Some((ty, t.span)),
-                        None => {
-                            return Err(Box::new(
-                                Diagnostic::new(t.span, format!("unknown type `{}`", short(n)))
-                                    .with_hint("types are Int, Float, Bool, Str, Unit and Any"),
-                            ));
-                        }
-                    },
-                    other => {
-                        return Err(Box::new(Diagnostic::new(
-                            t.span,
-                            format!("expected a type, found {}", other.describe()),
-                        )));
-                    }
-                }
+                let at = self.span();
+                let ty = self.ty(0)?;
+                Some((ty, at.to(self.toks[self.pos.saturating_sub(1)].span)))
             } else {
                 None
             };
@@ -548,10 +537,106 @@ impl Parser {
     }
 
     fn expr(&mut self) -> PResult<ExprId> {
-        if self.peek() == &Tok::KwIf {
-            return self.if_expr();
+        match self.peek() {
+            Tok::KwIf => self.if_expr(),
+            Tok::Backslash => self.lambda(),
+            _ => self.binary(0),
         }
-        self.binary(0)
+    }
+
+    /// `\x: T, y: U -> body`; the body extends as far right as it can (as
+    /// an `if`'s else branch does).
+    fn lambda(&mut self) -> PResult<ExprId> {
+        let start = self.advance();
+        let mut params = Vec::new();
+        loop {
+            let (name, span) = self.name("a parameter name")?;
+            if params.iter().any(|p: &Param| p.name == name) {
+                return Err(Box::new(Diagnostic::new(
+                    span,
+                    format!("parameter `{}` is declared twice", short(&name)),
+                )));
+            }
+            self.expect(Tok::Colon, "`:` and the parameter's type")?;
+            let ty = self.ty(0)?;
+            params.push(Param { name, ty });
+            if !self.eat(&Tok::Comma) {
+                break;
+            }
+        }
+        self.expect(Tok::Arrow, "`,` or `->`")?;
+        let outer = self.params.len();
+        self.params.extend(params.iter().map(|p| p.name.clone()));
+        let body = self.sub_expr();
+        self.params.truncate(outer);
+        let body = body?;
+        let span = start.to(self.ast.expr(body).span);
+        self.push(ExprKind::Lambda(params, body), span, start)
+    }
+
+    /// A type: a name (`Int`), `List<T>`, `Map<T>`, `Struct<a: T, …>`,
+    /// a tuple `(T, U)` or `(T,)`, a function `(T -> U)`. Element types are
+    /// checked for syntax only: vigil does not track them.
+    fn ty(&mut self, depth: usize) -> PResult<Type> {
+        const HINT: &str = "types are Int, Float, Bool, Str, Unit, Any, List<T>, Map<T>, Struct<a: T, …>, tuples (T, U) and functions (T -> U)";
+        if depth > 32 {
+            return Err(Box::new(Diagnostic::new(self.span(), "a type nested too deeply")));
+        }
+        let t = self.bump();
+        match t.tok {
+            Tok::Ident(n) => {
+                let ty = Type::from_name(&n).ok_or_else(|| {
+                    Box::new(
+                        Diagnostic::new(t.span, format!("unknown type `{}`", short(&n)))
+                            .with_hint(HINT),
+                    )
+                })?;
+                if matches!(ty, Type::List | Type::Map) && self.eat(&Tok::Lt) {
+                    if n == "Struct" {
+                        loop {
+                            if self.eat(&Tok::Dot) {
+                                self.expect(Tok::Dot, "`...`")?;
+                                self.expect(Tok::Dot, "`...`")?;
+                            } else {
+                                self.name("a field name")?;
+                                self.expect(Tok::Colon, "`:` and the field's type")?;
+                                self.ty(depth + 1)?;
+                            }
+                            if !self.eat(&Tok::Comma) {
+                                break;
+                            }
+                        }
+                    } else {
+                        self.ty(depth + 1)?;
+                    }
+                    self.expect(Tok::Gt, "`>`")?;
+                }
+                Ok(ty)
+            }
+            Tok::LParen => {
+                let first = self.ty(depth + 1)?;
+                let ty = if self.eat(&Tok::Arrow) {
+                    self.ty(depth + 1)?;
+                    Type::Fn
+                } else if self.eat(&Tok::Comma) {
+                    while self.peek() != &Tok::RParen {
+                        self.ty(depth + 1)?;
+                        if !self.eat(&Tok::Comma) {
+                            break;
+                        }
+                    }
+                    Type::Tuple
+                } else {
+                    first
+                };
+                self.expect(Tok::RParen, "`)`")?;
+                Ok(ty)
+            }
+            other => Err(Box::new(
+                Diagnostic::new(t.span, format!("expected a type, found {}", other.describe()))
+                    .with_hint(HINT),
+            )),
+        }
     }
 
     fn if_expr(&mut self) -> PResult<ExprId> {
@@ -640,6 +725,13 @@ impl Parser {
                 )
                 .with_hint("write `(if c then a else b)`"),
             )),
+            Tok::Backslash => Err(Box::new(
+                Diagnostic::new(
+                    self.span(),
+                    "a lambda must be parenthesised when it is an operand",
+                )
+                .with_hint("write `(\\x: Int -> x + 1)`"),
+            )),
             _ => Ok(None),
         }
     }
@@ -663,9 +755,57 @@ impl Parser {
         self.push(ExprKind::Unary(op, operand), span, start)
     }
 
+    /// An atom, then its offsets `[n]`, applications `(a, …)` and fields
+    /// `.name`/`.0`, left to right (each built with `push`, so a long chain
+    /// is bounded like any nesting).
     fn postfix(&mut self) -> PResult<ExprId> {
-        let base = self.atom()?;
-        self.offsets(base)
+        let mut base = self.atom()?;
+        loop {
+            let e = self.offsets(base)?;
+            match self.peek() {
+                Tok::LParen => {
+                    let open = self.advance();
+                    let args = self.args(Tok::RParen)?;
+                    let close = self.expect(Tok::RParen, "`,` or `)`")?;
+                    let span = self.ast.expr(e).span.to(close);
+                    base = (self.push(ExprKind::Apply(e, args), span, open)?, false);
+                }
+                Tok::Dot => {
+                    let dot = self.advance();
+                    let t = self.bump();
+                    let field = match t.tok {
+                        Tok::Ident(n) => Field::Name(n.into()),
+                        Tok::Int(i) if i >= 0 && i <= i64::from(u32::MAX) => Field::Index(i as u32),
+                        other => {
+                            return Err(Box::new(Diagnostic::new(
+                                t.span,
+                                format!(
+                                    "expected a field name or an index after `.`, found {}",
+                                    other.describe()
+                                ),
+                            )));
+                        }
+                    };
+                    let span = self.ast.expr(e).span.to(t.span);
+                    base = (self.push(ExprKind::Field(e, field), span, dot)?, false);
+                }
+                _ => return Ok(e),
+            }
+        }
+    }
+
+    /// Comma-separated expressions up to (not including) `close`.
+    fn args(&mut self, close: Tok) -> PResult<Vec<ExprId>> {
+        let mut args = Vec::new();
+        if self.peek() != &close {
+            loop {
+                args.push(self.sub_expr()?);
+                if !self.eat(&Tok::Comma) {
+                    break;
+                }
+            }
+        }
+        Ok(args)
     }
 
     /// Offsets `[n]` after an atom (a loop: their nesting is checked as
@@ -767,7 +907,34 @@ impl Parser {
             Tok::Ident(name) if name == "window" && self.peek_at(1) == &Tok::LParen => {
                 Ok((self.window()?, false))
             }
-            Tok::Ident(_) if self.peek_at(1) == &Tok::LParen => Ok((self.call()?, false)),
+            Tok::Ident(name)
+                if matches!(name.as_str(), "List" | "Map")
+                    && self.peek_at(1) == &Tok::Dot
+                    && self.peek_at(3) == &Tok::LParen =>
+            {
+                Ok((self.method()?, false))
+            }
+            Tok::Ident(name) if self.peek_at(1) == &Tok::LParen && !self.is_param(name) => {
+                match name.as_str() {
+                    "List" | "Tuple" | "Map" | "Struct" | "partial" | "fix" | "dynamic"
+                    | "eval" | "defer" => Ok((self.form()?, false)),
+                    n if Builtin::from_name(n).is_some() => Ok((self.call()?, false)),
+                    // A stream holding a function, applied by `postfix`.
+                    _ => Ok((self.leaf()?, false)),
+                }
+            }
+            Tok::LBracket => {
+                let open = self.advance();
+                let items = self.args(Tok::RBracket)?;
+                let close = self.expect(Tok::RBracket, "`,` or `]`")?;
+                Ok((self.push(ExprKind::List(items), open.to(close), open)?, false))
+            }
+            Tok::LBrace => {
+                let open = self.advance();
+                let entries = self.entries(Tok::RBrace, true)?;
+                let close = self.expect(Tok::RBrace, "`,` or `}`")?;
+                Ok((self.push(ExprKind::Map(entries), open.to(close), open)?, false))
+            }
             _ => Ok((self.leaf()?, true)),
         }
     }
@@ -809,7 +976,10 @@ impl Parser {
                 span = span.to(self.expect(Tok::RParen, "`)`")?);
                 ExprKind::Unit
             }
-            Tok::Ident(name) => ExprKind::Name(name),
+            Tok::Ident(name) => match self.params.iter().rposition(|p| *p == name) {
+                Some(k) => ExprKind::Param(k as u32),
+                None => ExprKind::Name(name),
+            },
             other => {
                 return Err(Box::new(Diagnostic::new(
                     span,
@@ -818,6 +988,145 @@ impl Parser {
             }
         };
         self.push(kind, span, span)
+    }
+
+    /// Whether `name` is a parameter of a lambda being parsed.
+    fn is_param(&self, name: &str) -> bool {
+        self.params.iter().any(|p| p == name)
+    }
+
+    /// Map entries up to `close`: `"k": e` (and `k: e` in an object
+    /// literal), keys unique.
+    fn entries(&mut self, close: Tok, names: bool) -> PResult<Vec<(std::sync::Arc<str>, ExprId)>> {
+        let mut entries: Vec<(std::sync::Arc<str>, ExprId)> = Vec::new();
+        while self.peek() != &close {
+            let t = self.bump();
+            let key: std::sync::Arc<str> = match t.tok {
+                Tok::Str(s) => s.into(),
+                Tok::Ident(n) if names => n.into(),
+                other => {
+                    return Err(Box::new(Diagnostic::new(
+                        t.span,
+                        format!(
+                            "expected a key (a string{}), found {}",
+                            if names { " or a name" } else { "" },
+                            other.describe()
+                        ),
+                    )));
+                }
+            };
+            if entries.iter().any(|(k, _)| *k == key) {
+                return Err(Box::new(Diagnostic::new(
+                    t.span,
+                    format!("key {:?} is given twice", &*key),
+                )));
+            }
+            self.expect(Tok::Colon, "`:` after the key")?;
+            entries.push((key, self.sub_expr()?));
+            if !self.eat(&Tok::Comma) {
+                break;
+            }
+        }
+        Ok(entries)
+    }
+
+    /// `List.append(l, e)` and the other container builtins.
+    fn method(&mut self) -> PResult<ExprId> {
+        let Tok::Ident(owner) = self.peek().clone() else {
+            unreachable!("`atom` calls `method` at a name")
+        };
+        let start = self.advance();
+        self.advance();
+        let (name, name_span) = self.name("a builtin's name")?;
+        let full = format!("{owner}.{name}");
+        let method = Method::from_name(&full).ok_or_else(|| {
+            let known: Vec<&str> = Method::ALL.iter().map(|m| m.name()).collect();
+            Box::new(
+                Diagnostic::new(start.to(name_span), format!("unknown function `{}`", short(&full)))
+                    .with_hint(format!("the container builtins are {}", known.join(", "))),
+            )
+        })?;
+        self.expect(Tok::LParen, "`(`")?;
+        let args = self.args(Tok::RParen)?;
+        let end = self.expect(Tok::RParen, "`,` or `)`")?;
+        let span = start.to(end);
+        if args.len() != method.arity() {
+            return Err(Box::new(Diagnostic::new(
+                span,
+                format!(
+                    "`{}` takes {} argument{}, found {}",
+                    method.name(),
+                    method.arity(),
+                    if method.arity() == 1 { "" } else { "s" },
+                    args.len()
+                ),
+            )));
+        }
+        self.push(ExprKind::Method(method, args), span, start)
+    }
+
+    /// The forms that are not plain builtins: constructors, `partial`,
+    /// `fix` and `dynamic`/`eval`/`defer`.
+    fn form(&mut self) -> PResult<ExprId> {
+        let Tok::Ident(name) = self.peek().clone() else {
+            unreachable!("`atom` calls `form` at a name")
+        };
+        let start = self.advance();
+        self.expect(Tok::LParen, "`(`")?;
+        let kind = match name.as_str() {
+            "List" => ExprKind::List(self.args(Tok::RParen)?),
+            "Tuple" => ExprKind::Tuple(self.args(Tok::RParen)?),
+            "Map" | "Struct" => ExprKind::Map(self.entries(Tok::RParen, false)?),
+            "partial" => {
+                let args = self.args(Tok::RParen)?;
+                if args.is_empty() {
+                    return Err(Box::new(Diagnostic::new(
+                        start.to(self.span()),
+                        "`partial` takes a function and the arguments to bind",
+                    )));
+                }
+                ExprKind::Partial(args)
+            }
+            "fix" => {
+                let args = self.args(Tok::RParen)?;
+                let [f] = args[..] else {
+                    return Err(Box::new(Diagnostic::new(
+                        start.to(self.span()),
+                        format!("`fix` takes 1 argument, found {}", args.len()),
+                    )));
+                };
+                ExprKind::Fix(f)
+            }
+            _ => {
+                let source = self.sub_expr()?;
+                let ty = if self.eat(&Tok::Colon) { Some(self.ty(0)?) } else { None };
+                let scope = if self.eat(&Tok::Comma) {
+                    self.expect(Tok::LBrace, "`{` and the streams the expression may read")?;
+                    let mut names: Vec<(String, Span)> = Vec::new();
+                    while self.peek() != &Tok::RBrace {
+                        let (n, span) = self.name("a stream name")?;
+                        if names.iter().any(|(m, _)| *m == n) {
+                            return Err(Box::new(Diagnostic::new(
+                                span,
+                                format!("`{}` is named twice", short(&n)),
+                            )));
+                        }
+                        names.push((n, span));
+                        if !self.eat(&Tok::Comma) {
+                            break;
+                        }
+                    }
+                    self.expect(Tok::RBrace, "`,` or `}`")?;
+                    Some(names)
+                } else {
+                    None
+                };
+                let defer = name == "defer";
+                ExprKind::Dynamic(Box::new(Dynamic { defer, ty, scope }), source)
+            }
+        };
+        let end = self.expect(Tok::RParen, "`,` or `)`")?;
+        self.push(kind, start.to(end), start)
     }
 
     fn call(&mut self) -> PResult<ExprId> {

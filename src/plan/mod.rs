@@ -70,6 +70,45 @@ pub enum NodeOp {
     Call(Builtin),
     /// `window(e, …)`: operand `[e]`; its state is `Plan::windows[id]`.
     Window(WindowId),
+    /// `[a, …]`, `Tuple(a, …)`, `Map("k": a, …)` (keys from the expression),
+    /// `e.field`: operands held, as for any operator.
+    List,
+    Tuple,
+    Map,
+    Field,
+    /// `List.append(l, e)` and the other container builtins.
+    Method(crate::lang::ast::Method),
+    /// A lambda: its operands are the streams (and temporal expressions
+    /// over streams) its body reads, captured at each step
+    /// (`Plan::lambdas[id]`).
+    Lambda(LambdaId),
+    /// `f(a, …)`: operands `[f, a, …]`.
+    Apply,
+    /// `partial(f, a, …)`.
+    Partial,
+    /// `fix(f)`.
+    Fix,
+    /// `dynamic(s)`/`defer(s)`: operand `[s]`; its scope is read from the
+    /// run state when an instance ticks; its state is the run's
+    /// `dynamic[id]`.
+    Dynamic(DynamicId),
+}
+
+/// A lambda of the plan (`NodeOp::Lambda`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct LambdaId(pub u32);
+
+/// A `dynamic`/`defer` of the plan (`NodeOp::Dynamic`), numbering its
+/// state in the run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct DynamicId(pub u32);
+
+/// A lambda: its expression and the expressions of its body that the
+/// closure captures (the node's operands, in this order).
+#[derive(Clone, Debug)]
+pub struct LambdaPlan {
+    pub expr: ExprId,
+    pub captures: Vec<ExprId>,
 }
 
 /// Which arm of which `if` a node is evaluated for (the innermost one).
@@ -98,6 +137,8 @@ pub struct NodeData {
     /// The operands as slots of the canonical value arena (see
     /// `Plan::node_slot` and `Plan::assign_slots`), unused entries zero.
     pub slots: [Slot; 3],
+    /// The slots of operands after the third (containers, calls).
+    pub more_slots: Vec<Slot>,
     /// An offset of the stream's own name inside an `if` arm, which reads the
     /// arm (see `Lowering::rebind_self_offsets`). The checker typed it as the
     /// stream, so its signature may not describe its values: fusion leaves
@@ -175,6 +216,19 @@ pub struct Plan {
     /// Every window, in node order, and the total of their words.
     pub windows: Vec<WindowPlan>,
     pub window_words: usize,
+    /// Every lambda (`NodeOp::Lambda`), and the number of `dynamic`s.
+    pub lambdas: Vec<LambdaPlan>,
+    pub dynamics: u32,
+}
+
+impl NodeData {
+    /// The slot of operand `k`.
+    pub fn slot(&self, k: usize) -> Slot {
+        match k {
+            0..3 => self.slots[k],
+            _ => self.more_slots[k - 3],
+        }
+    }
 }
 
 impl Plan {
@@ -185,6 +239,8 @@ impl Plan {
             nodes: Vec::new(),
             stream: StreamId(0),
             windows: 0,
+            lambdas: Vec::new(),
+            dynamics: 0,
         };
         let mut graphs = vec![None; spec.streams.len()];
         for id in spec.stream_ids() {
@@ -200,7 +256,7 @@ impl Plan {
                 root_slot: Slot(0),
             });
         }
-        let nodes = b.nodes;
+        let (nodes, lambdas, dynamics) = (b.nodes, b.lambdas, b.dynamics);
         let mut periods: Vec<i64> = Vec::new();
         let clocks = (spec.streams.iter())
             .map(|s| match s.pace {
@@ -227,6 +283,8 @@ impl Plan {
             clocks,
             windows: Vec::new(),
             window_words: 0,
+            lambdas,
+            dynamics,
         };
         plan.layout_rings();
         plan.layout_windows();
@@ -310,7 +368,10 @@ impl Plan {
         };
         for n in &mut self.nodes {
             for (i, a) in n.args.iter().enumerate() {
-                n.slots[i] = slot(a);
+                match i {
+                    0..3 => n.slots[i] = slot(a),
+                    _ => n.more_slots.push(slot(a)),
+                }
             }
         }
         for g in self.graphs.iter_mut().flatten() {
@@ -356,7 +417,12 @@ impl Plan {
 /// A topological order of the defined streams along offset-0 references,
 /// ties broken by declaration order. The checker has rejected cycles.
 fn schedule(spec: &CheckedSpec) -> Vec<StreamId> {
-    let deps = same_step_deps(&spec.ast, &spec.streams, &spec.expr_stream);
+    let deps = same_step_deps(
+        &spec.ast,
+        &spec.streams,
+        &spec.expr_stream,
+        &spec.dynamic_scopes,
+    );
     let n = spec.streams.len();
     let defined = |s: StreamId| spec.stream(s).def.is_some();
     let mut indegree = vec![0usize; n];
@@ -393,6 +459,8 @@ struct Lowering<'a> {
     stream: StreamId,
     /// Windows lowered so far (their ids are given in node order).
     windows: u32,
+    lambdas: Vec<LambdaPlan>,
+    dynamics: u32,
 }
 
 impl Lowering<'_> {
@@ -422,6 +490,7 @@ impl Lowering<'_> {
         match self.spec.ast.expr(e).kind {
             ExprKind::Offset(a, 0) => self.lower(a),
             ExprKind::If(c, a, b) => self.lower_if(e, c, a, b),
+            ExprKind::Lambda(..) => self.lower_lambda(e),
             _ => {
                 let children = self.spec.ast.children(e);
                 let mut args = Vec::with_capacity(children.len());
@@ -446,6 +515,38 @@ impl Lowering<'_> {
             ),
             _ => return None,
         })
+    }
+
+    /// A lambda: a node whose operands are what its body captures (see
+    /// `captures`), lowered as any expression of the stream.
+    fn lower_lambda(&mut self, e: ExprId) -> Operand {
+        let mut captures = Vec::new();
+        self.captures(e, 0, &mut captures);
+        let args = captures.iter().map(|&c| self.lower(c)).collect();
+        self.lambdas.push(LambdaPlan { expr: e, captures });
+        self.node(e, args)
+    }
+
+    /// The captures of the body of lambda `e` (inside `depth` parameters):
+    /// every stream it reads and every offset, window or stateful builtin
+    /// over streams only (the checker refused them over parameters),
+    /// outermost first, in body order; nested lambdas' bodies included.
+    fn captures(&self, e: ExprId, depth: u32, out: &mut Vec<ExprId>) {
+        let ast = &self.spec.ast;
+        let ExprKind::Lambda(params, body) = &ast.expr(e).kind else {
+            unreachable!("captures of a lambda")
+        };
+        let mut stack = vec![(*body, depth + params.len() as u32)];
+        while let Some((x, d)) = stack.pop() {
+            match &ast.expr(x).kind {
+                ExprKind::Name(_) => out.push(x),
+                ExprKind::Offset(_, n) if *n > 0 => out.push(x),
+                ExprKind::Call(f, _) if f.is_stateful() || *f == Builtin::Time => out.push(x),
+                ExprKind::Window(..) => out.push(x),
+                ExprKind::Lambda(..) => self.captures(x, d, out),
+                _ => stack.extend(ast.children(x).into_iter().rev().map(|c| (c, d))),
+            }
+        }
     }
 
     fn lower_if(&mut self, e: ExprId, c: ExprId, a: ExprId, b: ExprId) -> Operand {
@@ -484,6 +585,19 @@ impl Lowering<'_> {
                 self.windows += 1;
                 NodeOp::Window(WindowId(self.windows - 1))
             }
+            ExprKind::List(_) => NodeOp::List,
+            ExprKind::Tuple(_) => NodeOp::Tuple,
+            ExprKind::Map(_) => NodeOp::Map,
+            ExprKind::Field(..) => NodeOp::Field,
+            ExprKind::Method(m, _) => NodeOp::Method(*m),
+            ExprKind::Lambda(..) => NodeOp::Lambda(LambdaId(self.lambdas.len() as u32 - 1)),
+            ExprKind::Apply(..) => NodeOp::Apply,
+            ExprKind::Partial(_) => NodeOp::Partial,
+            ExprKind::Fix(_) => NodeOp::Fix,
+            ExprKind::Dynamic(..) => {
+                self.dynamics += 1;
+                NodeOp::Dynamic(DynamicId(self.dynamics - 1))
+            }
             other => unreachable!("{other:?} is not a node"),
         };
         let id = NodeId(self.nodes.len() as u32);
@@ -496,6 +610,7 @@ impl Lowering<'_> {
             branch: None,
             ring_base: 0,
             slots: [Slot(0); 3],
+            more_slots: Vec::new(),
             rebound: false,
         });
         Operand::Node(id)

@@ -1,0 +1,229 @@
+//! `dynamic`/`eval`/`defer`: a Str stream's value parsed as an expression at run time, run as a monitor of its own.
+//!
+//! Semantics (the Trustworthiness Checker's dataflow runtime): the source is
+//! held; before its first value the result is NoVal, and while it is ⊥ the
+//! result is ⊥ (a running instance still steps). A string different from
+//! the running one starts a fresh instance, whose history starts at that
+//! step (offsets in it are ⊥ until it has run long enough); the same string
+//! keeps the running instance. `defer` keeps the first string for the rest
+//! of the run. An instance reads the held values of the streams of its
+//! scope (`CheckedSpec::dynamic_scope`), and its result is held: a NoVal
+//! result repeats the instance's last one. A string that does not parse or
+//! check is a runtime error naming the string.
+//!
+//! An instance is a specification of its own (`in` declarations for the
+//! scope's streams the string names, typed by their scalar signatures, and
+//! one output), planned and run on a `NodeState`. Only the running instance
+//! of each `dynamic` is kept, so memory is bounded by the specification,
+//! whatever strings arrive.
+
+use super::NodeState;
+use crate::error::{ErrorKind, Fault};
+use crate::lang::check::{ScalarSignature, StreamId};
+use crate::plan::{Plan, Slot};
+use crate::value::{Sample, Value};
+use std::sync::Arc;
+
+/// The state of one `dynamic` in a run.
+#[derive(Clone, Debug, Default)]
+pub struct DynRun {
+    /// The running instance and its string.
+    instance: Option<Box<Instance>>,
+    /// The instance's last result (its hold cell).
+    held: Sample,
+    /// How many instances this `dynamic` has started (for `--stats`).
+    pub started: u64,
+}
+
+impl PartialEq for DynRun {
+    fn eq(&self, other: &DynRun) -> bool {
+        self.held == other.held
+            && match (&self.instance, &other.instance) {
+                (None, None) => true,
+                (Some(a), Some(b)) => a.source == b.source && a.state == b.state,
+                _ => false,
+            }
+    }
+}
+
+#[derive(Clone, Debug)]
+struct Instance {
+    source: Arc<str>,
+    plan: Arc<Plan>,
+    state: NodeState,
+    /// Each input of the instance (by position) and the outer stream it reads.
+    inputs: Vec<StreamId>,
+}
+
+/// The name of an instance's output stream (not a name a user can write
+/// into the string: it starts with two underscores and a dot would be
+/// needed to reach it).
+const RESULT: &str = "__dynamic_result";
+
+impl DynRun {
+    /// Whether an instance is running.
+    pub fn is_running(&self) -> bool {
+        self.instance.is_some()
+    }
+
+    /// The running instance's string.
+    pub fn source(&self) -> Option<&str> {
+        self.instance.as_ref().map(|i| &*i.source)
+    }
+}
+
+/// A fault of `dynamic` (or `defer`) about string `source`.
+fn invalid(defer: bool, source: &str, why: String) -> Fault {
+    Fault {
+        kind: ErrorKind::InvalidDynamic,
+        op: if defer { "defer" } else { "dynamic" },
+        detail: Some(format!("`{source}`: {why}")),
+    }
+}
+
+/// Builds the instance of `source` for a `dynamic` whose scope is `scope`
+/// in `outer`.
+fn instance(
+    outer: &Plan,
+    scope: &[StreamId],
+    ty: Option<crate::lang::types::Type>,
+    defer: bool,
+    source: &Arc<str>,
+    max_string_bytes: usize,
+) -> Result<Instance, Fault> {
+    // The received text must be one expression: parsed alone first, so that
+    // it cannot close the definition it is put in and declare more.
+    let (tokens, lex_errors) = crate::lang::lexer::lex(source);
+    let (_, parse_errors) = crate::lang::parser::parse_definitions(&format!("{RESULT} = {source}"));
+    if let Some(e) = lex_errors.first().or(parse_errors.first()) {
+        return Err(invalid(defer, source, e.message.clone()));
+    }
+    let names: Vec<&str> = tokens
+        .iter()
+        .filter_map(|t| match &t.tok {
+            crate::lang::lexer::Tok::Ident(n) => Some(n.as_str()),
+            _ => None,
+        })
+        .collect();
+    let mut inputs: Vec<StreamId> = Vec::new();
+    let mut text = String::new();
+    for &s in scope {
+        let name = outer.stream_name(s);
+        if names.contains(&name) {
+            inputs.push(s);
+            let ty = match outer.spec.stream(s).sig {
+                ScalarSignature::I64 => ": Int",
+                ScalarSignature::F64 => ": Float",
+                ScalarSignature::B1 => ": Bool",
+                ScalarSignature::NotScalar => "",
+            };
+            text.push_str(&format!("in {name}{ty}\n"));
+        }
+    }
+    let declared = ty.map(|t| format!(": {t}")).unwrap_or_default();
+    text.push_str(&format!("out {RESULT}{declared}\n{RESULT} = (\n{source}\n)\n"));
+    let spec = crate::lang::parse_and_check("<dynamic>", &text).map_err(|d| {
+        let why = d.errors.first().map(|e| e.message.clone()).unwrap_or_default();
+        invalid(defer, source, why)
+    })?;
+    let plan = Arc::new(Plan::new(Arc::new(spec)));
+    let mut state = NodeState::new(&plan);
+    state.max_string_bytes = max_string_bytes;
+    Ok(Instance {
+        source: source.clone(),
+        plan,
+        state,
+        inputs,
+    })
+}
+
+impl Instance {
+    /// Runs one step with the outer run's held values of the inputs.
+    fn step(&mut self, outer: &NodeState) -> Result<Sample, Fault> {
+        let inner = &self.plan;
+        for (k, &s) in self.inputs.iter().enumerate() {
+            let slot = Slot::from(inner.spec.inputs[k]);
+            self.state.write(slot, outer.held(Slot::from(s)));
+        }
+        let result: Result<(), crate::error::RuntimeError> =
+            inner.schedule.iter().try_for_each(|&s| self.state.eval_stream(inner, s));
+        if let Err(e) = result {
+            return Err(Fault {
+                kind: e.kind,
+                op: e.op,
+                detail: Some(match e.detail {
+                    Some(d) => format!("{d}, in `{}`", self.source),
+                    None => format!("in `{}`", self.source),
+                }),
+            });
+        }
+        let out = inner.spec.outputs[0];
+        let v = self.state.raw(Slot::from(out));
+        self.state.end_row(inner);
+        Ok(v)
+    }
+}
+
+/// The value of `dynamic` node `id` (its `DynamicId` is `k`) at this step.
+pub(super) fn compute(
+    st: &mut NodeState,
+    plan: &Plan,
+    node: &crate::plan::NodeData,
+    k: usize,
+) -> Result<Sample, Fault> {
+    let crate::lang::ast::ExprKind::Dynamic(form, _) = &plan.spec.ast.expr(node.expr).kind else {
+        unreachable!("a dynamic node lowers a dynamic expression")
+    };
+    let mut run = std::mem::take(&mut st.dynamic[k]);
+    let out = step(st, plan, node, &mut run, form.defer, form.ty);
+    st.dynamic[k] = run;
+    out
+}
+
+fn step(
+    st: &NodeState,
+    plan: &Plan,
+    node: &crate::plan::NodeData,
+    run: &mut DynRun,
+    defer: bool,
+    ty: Option<crate::lang::types::Type>,
+) -> Result<Sample, Fault> {
+    let source = st.held(node.slots[0]);
+    let keep = match (&source, &run.instance) {
+        // `defer` keeps its first string whatever comes.
+        (_, Some(_)) if defer => true,
+        (Sample::Value(Value::Str(s)), Some(i)) => *s == i.source,
+        (Sample::Value(Value::Str(_)), None) => false,
+        (Sample::Value(other), _) => {
+            return Err(Fault {
+                kind: ErrorKind::InvalidOperand,
+                op: if defer { "defer" } else { "dynamic" },
+                detail: Some(format!("expected a string, got {other}")),
+            });
+        }
+        // NoVal only before the first string (the source is held).
+        (Sample::NoVal, _) => return Ok(Sample::NoVal),
+        (Sample::Deferred, Some(_)) => true,
+        (Sample::Deferred, None) => return Ok(Sample::Deferred),
+    };
+    if !keep {
+        let Sample::Value(Value::Str(s)) = &source else {
+            unreachable!("a new instance starts from a string")
+        };
+        let scope = plan.spec.dynamic_scope(node.expr);
+        run.instance = Some(Box::new(instance(plan, scope, ty, defer, s, st.max_string_bytes)?));
+        run.held = Sample::NoVal;
+        run.started += 1;
+    }
+    let instance = run.instance.as_mut().expect("set above");
+    let v = instance.step(st)?;
+    if !v.is_noval() {
+        run.held = v;
+    }
+    // ⊥ from the source (after activation): the instance stepped, the
+    // result is ⊥.
+    if matches!(source, Sample::Deferred) && !defer {
+        return Ok(Sample::Deferred);
+    }
+    Ok(run.held.clone())
+}
