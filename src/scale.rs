@@ -50,6 +50,7 @@ enum Wire {
     List(Vec<Wire>),
     Tuple(Vec<Wire>),
     Map(Vec<(String, Wire)>),
+    Marker(bool),
 }
 
 impl Wire {
@@ -70,6 +71,7 @@ impl Wire {
                     .map(|(k, x)| Ok((k.to_string(), Wire::of(x)?)))
                     .collect::<Result<_, E>>()?,
             ),
+            Value::Marker(m) => Wire::Marker(*m == crate::value::Marker::Deferred),
             Value::Func(_) => {
                 return Err(E::custom(
                     "a function value cannot be sent to another process",
@@ -87,6 +89,10 @@ impl Wire {
             Wire::Unit => Value::Unit,
             Wire::List(items) => Value::list(items.into_iter().map(Wire::value).collect()),
             Wire::Tuple(items) => Value::tuple(items.into_iter().map(Wire::value).collect()),
+            Wire::Marker(deferred) => Value::Marker(match deferred {
+                true => crate::value::Marker::Deferred,
+                false => crate::value::Marker::NoVal,
+            }),
             Wire::Map(m) => Value::Map(std::sync::Arc::new(
                 m.into_iter().map(|(k, x)| (k.into(), x.value())).collect(),
             )),
@@ -143,6 +149,7 @@ fn rank(v: &Value) -> u8 {
         Value::Tuple(_) => 6,
         Value::Map(_) => 7,
         Value::Func(_) => 8,
+        Value::Marker(_) => 9,
     }
 }
 

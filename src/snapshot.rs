@@ -210,6 +210,8 @@ enum Cell {
     /// `Cell::sample`), and the slots of lambda nodes, which hold one at
     /// every step, are not captured.
     Func(String),
+    /// A list's NoVal (false) or ⊥ (true) element.
+    Marker(bool),
 }
 
 /// A slot at a step boundary: NoVal and never had a value, NoVal holding its
@@ -413,6 +415,7 @@ impl Cell {
                     .collect(),
             ),
             Value::Func(_) => Cell::Func(v.to_string()),
+            Value::Marker(m) => Cell::Marker(*m == crate::value::Marker::Deferred),
         }
     }
 
@@ -450,6 +453,10 @@ impl Cell {
                     .collect(),
             ))),
             Cell::Func(text) => Sample::Value(Value::Str(text.as_str().into())),
+            Cell::Marker(deferred) => Sample::Value(Value::Marker(match deferred {
+                true => crate::value::Marker::Deferred,
+                false => crate::value::Marker::NoVal,
+            })),
             Cell::Deferred => Sample::Deferred,
             Cell::Int(i) => Sample::Value(Value::Int(*i)),
             Cell::Float(f) => Sample::Value(Value::Float(f64::from_bits(f.0))),

@@ -48,6 +48,18 @@ pub enum Value {
     Map(Arc<MapEntries>),
     /// A function (a closure).
     Func(Arc<dyn Function>),
+    /// NoVal or ⊥ as an element of a list: only `List.map` makes one, of
+    /// a function whose result is NoVal or ⊥ for an element (the
+    /// Trustworthiness Checker keeps them in the list, and prints them).
+    /// Taking the element out gives the marker's sample back.
+    Marker(Marker),
+}
+
+/// The two markers a list may hold (see `Value::Marker`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Marker {
+    NoVal,
+    Deferred,
 }
 
 impl Value {
@@ -70,6 +82,7 @@ impl Value {
                         .zip(b.iter())
                         .all(|((ka, va), (kb, vb))| ka == kb && va.structural_eq(vb))
             }
+            (Value::Marker(a), Value::Marker(b)) => a == b,
             // Functions are equal only to themselves.
             (Value::Func(a), Value::Func(b)) => Arc::ptr_eq(a, b),
             _ => false,
@@ -81,7 +94,7 @@ impl Value {
     pub fn is_plain(&self) -> bool {
         !matches!(
             self,
-            Value::List(_) | Value::Tuple(_) | Value::Map(_) | Value::Func(_)
+            Value::List(_) | Value::Tuple(_) | Value::Map(_) | Value::Func(_) | Value::Marker(_)
         )
     }
 
@@ -107,6 +120,8 @@ impl Value {
             Value::Tuple(_) => "Tuple",
             Value::Map(_) => "Map",
             Value::Func(_) => "Fn",
+            Value::Marker(Marker::NoVal) => "NoVal",
+            Value::Marker(Marker::Deferred) => "Deferred",
         }
     }
 }
@@ -202,7 +217,14 @@ impl fmt::Display for Value {
                 }
                 f.write_str("})")
             }
-            Value::Func(func) => write!(f, "Fn({})", func.source()),
+            Value::Func(func) => write!(
+                f,
+                "Function(RuntimeFunction {{ display: {:?}, callable: {p}, value_callable: {p}, \
+                 value_factory: true, call_site_stateful: false, language_payload: false }})",
+                func.source(),
+                p = func.source().starts_with("partial(")
+            ),
+            Value::Marker(m) => write!(f, "{}", Sample::from(*m)),
         }
     }
 }
@@ -292,6 +314,7 @@ impl Key {
                 }
             }
             Value::Func(func) => (7u8, Arc::as_ptr(func) as *const () as usize).hash(state),
+            Value::Marker(m) => (8u8, *m).hash(state),
         }
     }
 }
@@ -305,7 +328,11 @@ impl fmt::Display for Key {
             Value::Unit => f.write_str("()"),
             // A key input is never a container (the keyed builder refuses
             // one); shown in the value's own rendering should one arrive.
-            v @ (Value::List(_) | Value::Tuple(_) | Value::Map(_) | Value::Func(_)) => {
+            v @ (Value::List(_)
+            | Value::Tuple(_)
+            | Value::Map(_)
+            | Value::Func(_)
+            | Value::Marker(_)) => {
                 write!(f, "{v}")
             }
             Value::Str(s) => {
@@ -352,6 +379,25 @@ impl Sample {
         match self {
             Sample::Value(v) => Some(v),
             _ => None,
+        }
+    }
+}
+
+impl From<Marker> for Sample {
+    fn from(m: Marker) -> Sample {
+        match m {
+            Marker::NoVal => Sample::NoVal,
+            Marker::Deferred => Sample::Deferred,
+        }
+    }
+}
+
+impl Value {
+    /// The sample of a list's element: its value, or the marker's sample.
+    pub fn into_sample(self) -> Sample {
+        match self {
+            Value::Marker(m) => m.into(),
+            v => Sample::Value(v),
         }
     }
 }

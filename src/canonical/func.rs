@@ -219,8 +219,17 @@ fn invalid(op: &'static str, v: &Value) -> Fault {
     }
 }
 
-/// Calls `f` with `args`, which must be as many as it takes.
+/// Calls `f` with `args`, which must be as many as it takes. An argument
+/// that is a list's NoVal or ⊥ element makes the call that sample, without
+/// calling (as for an argument that is NoVal or ⊥).
 pub fn apply(f: &Arc<dyn Function>, args: &[Value]) -> Result<Sample, Fault> {
+    let markers = args.iter().filter_map(|a| match a {
+        Value::Marker(m) => Some(*m),
+        _ => None,
+    });
+    if let Some(m) = markers.min_by_key(|m| *m != crate::value::Marker::NoVal) {
+        return Ok(m.into());
+    }
     if args.len() != f.arity() {
         return Err(Fault {
             kind: ErrorKind::InvalidOperand,
@@ -334,11 +343,12 @@ pub fn method(m: Method, args: &[Value]) -> Result<Sample, Fault> {
                 return Err(bad(&args[1]));
             };
             let found = usize::try_from(i).ok().and_then(|k| items.get(k));
-            found.cloned().ok_or_else(|| Fault {
+            let v = found.cloned().ok_or_else(|| Fault {
                 kind: ErrorKind::IndexOutOfBounds,
                 op,
                 detail: Some(format!("index {i}, length {}", items.len())),
-            })?
+            })?;
+            return Ok(v.into_sample());
         }
         ListConcat => {
             let (a, b) = (list(&args[0])?, list(&args[1])?);
@@ -348,7 +358,7 @@ pub fn method(m: Method, args: &[Value]) -> Result<Sample, Fault> {
             let a = list(&args[0])?;
             Value::list(a.iter().cloned().chain([args[1].clone()]).collect())
         }
-        ListHead => list(&args[0])?.first().cloned().ok_or_else(empty)?,
+        ListHead => return Ok(list(&args[0])?.first().cloned().ok_or_else(empty)?.into_sample()),
         ListTail => match &*list(&args[0])? {
             [] => return Err(empty()),
             [_, rest @ ..] => Value::list(rest.to_vec()),
@@ -361,6 +371,11 @@ pub fn method(m: Method, args: &[Value]) -> Result<Sample, Fault> {
             for x in items.iter() {
                 let r = match apply(f, std::slice::from_ref(x))? {
                     Sample::Value(r) => r,
+                    // `List.map` keeps an element's NoVal or ⊥ in the list.
+                    Sample::NoVal if m == ListMap => Value::Marker(crate::value::Marker::NoVal),
+                    Sample::Deferred if m == ListMap => {
+                        Value::Marker(crate::value::Marker::Deferred)
+                    }
                     special => return Ok(special),
                 };
                 match (m, r) {
@@ -382,7 +397,7 @@ pub fn method(m: Method, args: &[Value]) -> Result<Sample, Fault> {
                     special => return Ok(special),
                 };
             }
-            acc
+            return Ok(acc.into_sample());
         }
         MapGet => {
             let (entries, k) = (map(&args[0])?, key(&args[1])?);

@@ -769,8 +769,11 @@ impl NodeState {
             NodeOp::Dynamic(k) => dynamic::compute(self, plan, node, k.0 as usize),
             NodeOp::Lambda(k) => {
                 let lambda = &plan.lambdas[k.0 as usize];
+                // Captured as they are at the step, not held: a body reading
+                // an absent input is NoVal (as in the Trustworthiness
+                // Checker, whose `List.map` then keeps NoVal elements).
                 let captures: Vec<Sample> =
-                    (0..node.args.len()).map(|i| self.held(node.slot(i))).collect();
+                    (0..node.args.len()).map(|i| self.raw(node.slot(i))).collect();
                 let code = func::LambdaCode::new(
                     plan.spec.clone(),
                     &lambda.captures,

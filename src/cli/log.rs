@@ -191,7 +191,7 @@ fn encode(v: &Value) -> Json {
         Value::Map(m) => json!({
             "map": m.iter().map(|(k, x)| (k.to_string(), encode(x))).collect::<serde_json::Map<_, _>>()
         }),
-        Value::Func(_) => json!({ "fn": v.to_string() }),
+        Value::Func(_) | Value::Marker(_) => json!({ "fn": v.to_string() }),
     }
 }
 

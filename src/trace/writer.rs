@@ -418,6 +418,8 @@ fn push_json_value(line: &mut Vec<u8>, v: &Value) -> io::Result<()> {
         }
         // A function has no JSON form: its text, as a string.
         Value::Func(_) => serde_json::to_writer(&mut *line, &v.to_string())?,
+        // A list's NoVal or ⊥ element.
+        Value::Marker(_) => line.extend_from_slice(b"null"),
     }
     Ok(())
 }
