@@ -18,8 +18,16 @@ pub type MapEntries = BTreeMap<Arc<str>, Value>;
 pub trait Function: fmt::Debug + Send + Sync {
     /// How many arguments a call takes.
     fn arity(&self) -> usize;
-    /// Applies the function to `args` (exactly `arity()` of them).
+    /// Applies the function to `args` (exactly `arity()` of them), as a
+    /// container builtin does (`List.map`): the streams it captured as they
+    /// were at the step.
     fn call(&self, args: &[Value]) -> Result<Sample, Fault>;
+    /// Applies the function at a call site (`f(a)`), which holds the
+    /// streams it captured, as an operator holds its operands (the
+    /// Trustworthiness Checker's persistent call-site executor).
+    fn call_at_site(&self, args: &[Value]) -> Result<Sample, Fault> {
+        self.call(args)
+    }
     /// Binds the first arguments (`partial(f, a…)`); `args` is not longer
     /// than `arity()`.
     fn bind(self: Arc<Self>, args: Vec<Value>) -> Arc<dyn Function>;

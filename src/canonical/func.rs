@@ -64,6 +64,8 @@ pub struct Closure {
     pub lambda: ExprId,
     pub env: Arc<[Value]>,
     pub captures: Arc<[Sample]>,
+    /// The captures held (the hold rule's values): what a call site reads.
+    pub held: Arc<[Sample]>,
     pub bound: Vec<Value>,
 }
 
@@ -74,6 +76,23 @@ impl fmt::Debug for Closure {
 }
 
 impl Closure {
+    fn run(&self, args: &[Value], at_site: bool) -> Result<Sample, Fault> {
+        let ExprKind::Lambda(_, body) = &self.code.spec.ast.expr(self.lambda).kind else {
+            unreachable!("a closure is of a lambda")
+        };
+        let mut env: Vec<Value> = self.env.to_vec();
+        env.extend(self.bound.iter().cloned());
+        env.extend(args.iter().cloned());
+        let cx = Body {
+            code: &self.code,
+            env: &env,
+            captures: &self.captures,
+            held: &self.held,
+            at_site,
+        };
+        deeper(|| cx.eval(*body))
+    }
+
     fn params(&self) -> usize {
         match &self.code.spec.ast.expr(self.lambda).kind {
             ExprKind::Lambda(params, _) => params.len(),
@@ -100,18 +119,11 @@ impl Function for Closure {
     }
 
     fn call(&self, args: &[Value]) -> Result<Sample, Fault> {
-        let ExprKind::Lambda(_, body) = &self.code.spec.ast.expr(self.lambda).kind else {
-            unreachable!("a closure is of a lambda")
-        };
-        let mut env: Vec<Value> = self.env.to_vec();
-        env.extend(self.bound.iter().cloned());
-        env.extend(args.iter().cloned());
-        let cx = Body {
-            code: &self.code,
-            env: &env,
-            captures: &self.captures,
-        };
-        deeper(|| cx.eval(*body))
+        self.run(args, false)
+    }
+
+    fn call_at_site(&self, args: &[Value]) -> Result<Sample, Fault> {
+        self.run(args, true)
     }
 
     fn bind(self: Arc<Self>, args: Vec<Value>) -> Arc<dyn Function> {
@@ -122,6 +134,7 @@ impl Function for Closure {
             lambda: self.lambda,
             env: self.env.clone(),
             captures: self.captures.clone(),
+            held: self.held.clone(),
             bound,
         })
     }
@@ -196,6 +209,12 @@ impl Function for Bound {
         self.f.call(&all)
     }
 
+    fn call_at_site(&self, args: &[Value]) -> Result<Sample, Fault> {
+        let mut all = self.args.clone();
+        all.extend(args.iter().cloned());
+        self.f.call_at_site(&all)
+    }
+
     fn bind(self: Arc<Self>, args: Vec<Value>) -> Arc<dyn Function> {
         let mut all = self.args.clone();
         all.extend(args);
@@ -219,17 +238,13 @@ fn invalid(op: &'static str, v: &Value) -> Fault {
     }
 }
 
-/// Calls `f` with `args`, which must be as many as it takes. An argument
-/// that is a list's NoVal or ⊥ element makes the call that sample, without
-/// calling (as for an argument that is NoVal or ⊥).
-pub fn apply(f: &Arc<dyn Function>, args: &[Value]) -> Result<Sample, Fault> {
-    let markers = args.iter().filter_map(|a| match a {
-        Value::Marker(m) => Some(*m),
-        _ => None,
-    });
-    if let Some(m) = markers.min_by_key(|m| *m != crate::value::Marker::NoVal) {
-        return Ok(m.into());
-    }
+/// Calls `f` at a call site (`f(a)`, see `Function::call_at_site`).
+pub fn apply_at_site(f: &Arc<dyn Function>, args: &[Value]) -> Result<Sample, Fault> {
+    check_arity(f, args)?;
+    f.call_at_site(args)
+}
+
+fn check_arity(f: &Arc<dyn Function>, args: &[Value]) -> Result<(), Fault> {
     if args.len() != f.arity() {
         return Err(Fault {
             kind: ErrorKind::InvalidOperand,
@@ -242,6 +257,21 @@ pub fn apply(f: &Arc<dyn Function>, args: &[Value]) -> Result<Sample, Fault> {
             )),
         });
     }
+    Ok(())
+}
+
+/// Calls `f` with `args`, which must be as many as it takes. An argument
+/// that is a list's NoVal or ⊥ element makes the call that sample, without
+/// calling (as for an argument that is NoVal or ⊥).
+pub fn apply(f: &Arc<dyn Function>, args: &[Value]) -> Result<Sample, Fault> {
+    let markers = args.iter().filter_map(|a| match a {
+        Value::Marker(m) => Some(*m),
+        _ => None,
+    });
+    if let Some(m) = markers.min_by_key(|m| *m != crate::value::Marker::NoVal) {
+        return Ok(m.into());
+    }
+    check_arity(f, args)?;
     f.call(args)
 }
 
@@ -289,9 +319,9 @@ pub fn partial(args: Vec<Value>) -> Result<Value, Fault> {
     Ok(Value::Func(f.bind(bound)))
 }
 
-/// `f(a, …)` on present values.
+/// `f(a, …)` on present values, at a call site.
 pub fn call(args: &[Value]) -> Result<Sample, Fault> {
-    apply(function("application", &args[0])?, &args[1..])
+    apply_at_site(function("application", &args[0])?, &args[1..])
 }
 
 /// `e.field` / `e.0`.
@@ -432,6 +462,9 @@ struct Body<'a> {
     code: &'a Arc<LambdaCode>,
     env: &'a [Value],
     captures: &'a Arc<[Sample]>,
+    held: &'a Arc<[Sample]>,
+    /// Whether the call is at a call site (reading `held`).
+    at_site: bool,
 }
 
 impl Body<'_> {
@@ -443,7 +476,8 @@ impl Body<'_> {
     /// Evaluates `e` (recursively: the parser bounds its depth).
     fn eval(&self, e: ExprId) -> Result<Sample, Fault> {
         if let Some(k) = self.code.capture(e) {
-            return Ok(self.captures[k].clone());
+            let from = if self.at_site { self.held } else { self.captures };
+            return Ok(from[k].clone());
         }
         let ast = &self.code.spec.ast;
         let one = |v: Value| Ok(Sample::Value(v));
@@ -517,12 +551,18 @@ impl Body<'_> {
                 lambda: e,
                 env: self.env.into(),
                 captures: self.captures.clone(),
+                held: self.held.clone(),
                 bound: Vec::new(),
             }))),
             ExprKind::Apply(f, args) => {
                 let mut all = vec![*f];
                 all.extend(args);
-                call(&values!(&all))
+                let vs = values!(&all);
+                let f = function("application", &vs[0])?;
+                match self.at_site {
+                    true => apply_at_site(f, &vs[1..]),
+                    false => apply(f, &vs[1..]),
+                }
             }
             ExprKind::Partial(args) => partial(values!(args)).map(Sample::Value),
             ExprKind::Fix(f) => {

@@ -774,6 +774,8 @@ impl NodeState {
                 // Checker, whose `List.map` then keeps NoVal elements).
                 let captures: Vec<Sample> =
                     (0..node.args.len()).map(|i| self.raw(node.slot(i))).collect();
+                let held: Vec<Sample> =
+                    (0..node.args.len()).map(|i| self.held(node.slot(i))).collect();
                 let code = func::LambdaCode::new(
                     plan.spec.clone(),
                     &lambda.captures,
@@ -784,6 +786,7 @@ impl NodeState {
                     lambda: lambda.expr,
                     env: std::sync::Arc::new([]),
                     captures: captures.into(),
+                    held: held.into(),
                     bound: Vec::new(),
                 }))))
             }
