@@ -33,6 +33,10 @@ pub struct DynRun {
     held: Sample,
     /// How many instances this `dynamic` has started (for `--stats`).
     pub started: u64,
+    /// The step this `dynamic` last computed, and its result: a row that
+    /// runs again (a faster tier's rerun of a row it declined) gets that
+    /// result, since an instance steps once per step.
+    done: Option<(u64, Sample)>,
 }
 
 impl PartialEq for DynRun {
@@ -174,8 +178,16 @@ pub(super) fn compute(
     let crate::lang::ast::ExprKind::Dynamic(form, _) = &plan.spec.ast.expr(node.expr).kind else {
         unreachable!("a dynamic node lowers a dynamic expression")
     };
+    if let Some((at, v)) = &st.dynamic[k].done
+        && *at == st.step
+    {
+        return Ok(v.clone());
+    }
     let mut run = std::mem::take(&mut st.dynamic[k]);
     let out = step(st, plan, node, &mut run, form.defer, form.ty);
+    if let Ok(v) = &out {
+        run.done = Some((st.step, v.clone()));
+    }
     st.dynamic[k] = run;
     out
 }
