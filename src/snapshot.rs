@@ -48,7 +48,7 @@ use std::fmt::{self, Write as _};
 /// The version of the snapshot format this vigil writes and reads. It changes
 /// whenever the encoding or the meaning of a field changes; a snapshot of
 /// another version is rejected with [`SnapshotError::Version`].
-pub const FORMAT_VERSION: u32 = 2;
+pub const FORMAT_VERSION: u32 = 3;
 
 /// The first bytes of a binary snapshot.
 pub const MAGIC: [u8; 8] = *b"VIGILSNP";
@@ -192,6 +192,19 @@ struct Body {
     stopped: Option<StopError>,
     /// Every window's words, laid out as the plan's windows (format 2).
     windows: Vec<u64>,
+    /// Every `dynamic`'s running instance, by `DynamicId` (format 3).
+    dynamic: Vec<Option<DynamicCell>>,
+}
+
+/// A running `dynamic` instance: its string, its held result, how many
+/// instances were started, and the instance's own run (a body of the
+/// instance's specification, with that specification's fingerprint).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+struct DynamicCell {
+    source: String,
+    held: Option<Cell>,
+    started: u64,
+    run: Box<Body>,
 }
 
 /// A value or ⊥: what a slot holds, or a ring entry is.
@@ -476,10 +489,32 @@ impl Snapshot {
     /// As `capture`, with the plan's fingerprint already computed (a keyed
     /// monitor captures many runs of one plan).
     pub(crate) fn capture_with(plan: &Plan, run: &Run, fingerprint: Fingerprint) -> Snapshot {
-        let st = &run.state;
+        Snapshot {
+            body: body_of(plan, &run.state, run.failed.as_deref(), fingerprint),
+        }
+    }
+}
+
+/// The body of a run state of `plan`. The slots of lambda nodes are not
+/// kept: they hold a function at every step, which the next step makes
+/// again before anything reads it.
+fn body_of(
+    plan: &Plan,
+    st: &NodeState,
+    failed: Option<&RuntimeError>,
+    fingerprint: Fingerprint,
+) -> Body {
+    {
         let stored = stored_slots(plan);
+        let mut remade = vec![false; stored];
+        for (n, node) in plan.nodes.iter().enumerate() {
+            if matches!(node.op, NodeOp::Lambda(_)) {
+                remade[plan.node_slot(crate::plan::NodeId(n as u32)).index()] = true;
+            }
+        }
         let slots = (0..stored as u32)
             .map(|i| match Cell::of(st.raw(crate::plan::Slot(i))) {
+                _ if remade[i as usize] => Slot::NoVal,
                 Some(now) => Slot::Now(now),
                 None => match Cell::of(st.held(crate::plan::Slot(i))) {
                     Some(held) => Slot::Held(held),
@@ -502,27 +537,39 @@ impl Snapshot {
                     .collect()
             })
             .collect();
-        let stopped = run.failed.as_ref().map(|e| StopError {
+        let stopped = failed.map(|e| StopError {
             kind: e.kind.into(),
             op: e.op.to_string(),
             detail: e.detail.clone(),
             stream: e.stream.clone(),
             step: e.step,
         });
-        Snapshot {
-            body: Body {
-                vigil_snapshot: FORMAT_VERSION,
-                fingerprint,
-                step: st.step,
-                slots,
-                flags,
-                rings,
-                stopped,
-                windows: st.windows.clone(),
-            },
+        let dynamic = (st.dynamic.iter())
+            .map(|d| {
+                let (source, inner, inner_state, held) = d.parts()?;
+                Some(DynamicCell {
+                    source: source.to_string(),
+                    held: Cell::of(held.clone()),
+                    started: d.started,
+                    run: Box::new(body_of(inner, inner_state, None, self::fingerprint(inner))),
+                })
+            })
+            .collect();
+        Body {
+            vigil_snapshot: FORMAT_VERSION,
+            fingerprint,
+            step: st.step,
+            slots,
+            flags,
+            rings,
+            stopped,
+            windows: st.windows.clone(),
+            dynamic,
         }
     }
+}
 
+impl Snapshot {
     /// Rebuilds the run state for `plan`: checks the fingerprint, then every
     /// length and value against the plan, and only then builds the state.
     pub(crate) fn restore_state(
@@ -566,6 +613,26 @@ impl Snapshot {
             return bad(format!(
                 "{} slots, the specification has {stored}",
                 b.slots.len()
+            ));
+        }
+        let cells = (b.slots.iter())
+            .filter_map(|s| match s {
+                Slot::Now(c) | Slot::Held(c) => Some(c),
+                Slot::NoVal => None,
+            })
+            .chain(b.rings.iter().flatten());
+        for c in cells {
+            if c.has_function() {
+                return bad(
+                    "the run holds a function value outside a lambda (a stream or an offset of one), which a snapshot cannot give back".into(),
+                );
+            }
+        }
+        if b.dynamic.len() != plan.dynamics as usize {
+            return bad(format!(
+                "{} dynamic instances, the specification has {}",
+                b.dynamic.len(),
+                plan.dynamics
             ));
         }
         // The next row's step must exist (`step + 1` at its end).
@@ -669,6 +736,31 @@ impl Snapshot {
                 .map(|entries| entries.iter().map(Cell::sample).collect())
                 .collect(),
         );
+        let dynamic_nodes = plan
+            .nodes
+            .iter()
+            .filter(|n| matches!(n.op, NodeOp::Dynamic(_)));
+        for (k, (node, cell)) in dynamic_nodes.zip(&b.dynamic).enumerate() {
+            let Some(cell) = cell else { continue };
+            let held = cell.held.as_ref().map_or(Sample::NoVal, Cell::sample);
+            let restored = crate::canonical::dynamic::DynRun::restored(
+                plan,
+                node,
+                &cell.source,
+                held,
+                cell.started,
+                |inner| {
+                    let inner_snapshot = Snapshot {
+                        body: (*cell.run).clone(),
+                    };
+                    inner_snapshot.restore_state(inner).map(|(s, _)| s)
+                },
+            );
+            st.dynamic[k] = match restored {
+                Ok(run) => run,
+                Err(e) => return bad(format!("dynamic instance {k} (`{}`): {e}", cell.source)),
+            };
+        }
         Ok((st, failed))
     }
 
@@ -1189,7 +1281,10 @@ fn render_plan(plan: &Plan) -> String {
             // body, form), whose text the rendering carries.
             NodeOp::Map | NodeOp::Field | NodeOp::Lambda(_) | NodeOp::Dynamic(_) => {
                 let span = spec.ast.expr(node.expr).span;
-                let text = spec.source.get(span.start as usize..span.end as usize).unwrap_or("");
+                let text = spec
+                    .source
+                    .get(span.start as usize..span.end as usize)
+                    .unwrap_or("");
                 format!("expr {text:?}")
             }
         };
@@ -1455,7 +1550,9 @@ total = default(total[1], 0) + x\nlast = default(s[3], \"-\")\nw = when(x > 2)\n
         version[8] = 9;
         assert_eq!(
             restore_err(&version),
-            "snapshot format version 9 is not supported (this vigil reads version 2)"
+            format!(
+                "snapshot format version 9 is not supported (this vigil reads version {FORMAT_VERSION})"
+            )
         );
         let mut longer = bytes.clone();
         longer.push(0);

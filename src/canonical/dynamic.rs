@@ -74,6 +74,41 @@ impl DynRun {
     pub fn source(&self) -> Option<&str> {
         self.instance.as_ref().map(|i| &*i.source)
     }
+
+    /// The running instance's string, plan and state, and the held result
+    /// (what a snapshot keeps).
+    pub(crate) fn parts(&self) -> Option<(&str, &Plan, &NodeState, &Sample)> {
+        let i = self.instance.as_ref()?;
+        Some((&i.source, &i.plan, &i.state, &self.held))
+    }
+
+    /// A run of `dynamic` node `node` with an instance of `source` whose
+    /// state `state` gives (from a snapshot, checked against the instance's
+    /// plan); an error says why not.
+    pub(crate) fn restored<E: std::fmt::Display>(
+        outer: &Plan,
+        node: &crate::plan::NodeData,
+        source: &str,
+        held: Sample,
+        started: u64,
+        state: impl FnOnce(&Plan) -> Result<NodeState, E>,
+    ) -> Result<DynRun, String> {
+        let crate::lang::ast::ExprKind::Dynamic(form, _) = &outer.spec.ast.expr(node.expr).kind
+        else {
+            unreachable!("a dynamic node lowers a dynamic expression")
+        };
+        let scope = outer.spec.dynamic_scope(node.expr);
+        let source: Arc<str> = source.into();
+        let mut i = instance(outer, scope, form.ty, form.defer, &source, usize::MAX)
+            .map_err(|f| f.detail.unwrap_or_default())?;
+        i.state = state(&i.plan).map_err(|e| e.to_string())?;
+        Ok(DynRun {
+            instance: Some(Box::new(i)),
+            held,
+            started,
+            done: None,
+        })
+    }
 }
 
 /// A fault of `dynamic` (or `defer`) about string `source`.
@@ -125,9 +160,15 @@ fn instance(
         }
     }
     let declared = ty.map(|t| format!(": {t}")).unwrap_or_default();
-    text.push_str(&format!("out {RESULT}{declared}\n{RESULT} = (\n{source}\n)\n"));
+    text.push_str(&format!(
+        "out {RESULT}{declared}\n{RESULT} = (\n{source}\n)\n"
+    ));
     let spec = crate::lang::parse_and_check("<dynamic>", &text).map_err(|d| {
-        let why = d.errors.first().map(|e| e.message.clone()).unwrap_or_default();
+        let why = d
+            .errors
+            .first()
+            .map(|e| e.message.clone())
+            .unwrap_or_default();
         invalid(defer, source, why)
     })?;
     let plan = Arc::new(Plan::new(Arc::new(spec)));
@@ -145,12 +186,15 @@ impl Instance {
     /// Runs one step with the outer run's held values of the inputs.
     fn step(&mut self, outer: &NodeState) -> Result<Sample, Fault> {
         let inner = &self.plan;
+        self.state.max_string_bytes = outer.max_string_bytes;
         for (k, &s) in self.inputs.iter().enumerate() {
             let slot = Slot::from(inner.spec.inputs[k]);
             self.state.write(slot, outer.held(Slot::from(s)));
         }
-        let result: Result<(), crate::error::RuntimeError> =
-            inner.schedule.iter().try_for_each(|&s| self.state.eval_stream(inner, s));
+        let result: Result<(), crate::error::RuntimeError> = inner
+            .schedule
+            .iter()
+            .try_for_each(|&s| self.state.eval_stream(inner, s));
         if let Err(e) = result {
             return Err(Fault {
                 kind: e.kind,
@@ -223,7 +267,14 @@ fn step(
             unreachable!("a new instance starts from a string")
         };
         let scope = plan.spec.dynamic_scope(node.expr);
-        run.instance = Some(Box::new(instance(plan, scope, ty, defer, s, st.max_string_bytes)?));
+        run.instance = Some(Box::new(instance(
+            plan,
+            scope,
+            ty,
+            defer,
+            s,
+            st.max_string_bytes,
+        )?));
         run.held = Sample::NoVal;
         run.started += 1;
     }

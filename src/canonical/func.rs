@@ -19,7 +19,14 @@ use std::sync::Arc;
 
 /// The operation names of the faults raised here (a snapshot's stopping
 /// error names one of them, or a method's name).
-pub const OPS: &[&str] = &["application", "field access", "dynamic", "defer", "partial", "fix"];
+pub const OPS: &[&str] = &[
+    "application",
+    "field access",
+    "dynamic",
+    "defer",
+    "partial",
+    "fix",
+];
 
 /// How deep function calls may nest (`fix` recursion, or closures calling
 /// closures): a runtime error beyond, never an exhausted stack.
@@ -41,8 +48,11 @@ pub struct LambdaCode {
 
 impl LambdaCode {
     pub fn new(spec: Arc<CheckedSpec>, captures: &[ExprId], max_string_bytes: usize) -> LambdaCode {
-        let mut captures: Vec<(ExprId, u32)> =
-            captures.iter().enumerate().map(|(k, &e)| (e, k as u32)).collect();
+        let mut captures: Vec<(ExprId, u32)> = captures
+            .iter()
+            .enumerate()
+            .map(|(k, &e)| (e, k as u32))
+            .collect();
         captures.sort();
         LambdaCode {
             spec,
@@ -145,7 +155,7 @@ impl Function for Closure {
         // The enclosing lambdas' parameter names are not kept with the
         // closure; they print by position.
         names.extend((0..self.env.len()).map(|k| format!("p{k}")));
-        let text = display(ast, self.lambda, &mut names);
+        let text = crate::lang::ast::display(ast, self.lambda, &mut names);
         if self.bound.is_empty() {
             text
         } else {
@@ -295,7 +305,11 @@ pub fn present(samples: Vec<Sample>) -> Result<Vec<Value>, Sample> {
             Sample::Value(v) => out.push(v),
         }
     }
-    if deferred { Err(Sample::Deferred) } else { Ok(out) }
+    if deferred {
+        Err(Sample::Deferred)
+    } else {
+        Ok(out)
+    }
 }
 
 /// `partial(f, a, …)`.
@@ -388,7 +402,13 @@ pub fn method(m: Method, args: &[Value]) -> Result<Sample, Fault> {
             let a = list(&args[0])?;
             Value::list(a.iter().cloned().chain([args[1].clone()]).collect())
         }
-        ListHead => return Ok(list(&args[0])?.first().cloned().ok_or_else(empty)?.into_sample()),
+        ListHead => {
+            return Ok(list(&args[0])?
+                .first()
+                .cloned()
+                .ok_or_else(empty)?
+                .into_sample());
+        }
         ListTail => match &*list(&args[0])? {
             [] => return Err(empty()),
             [_, rest @ ..] => Value::list(rest.to_vec()),
@@ -469,14 +489,21 @@ struct Body<'a> {
 
 impl Body<'_> {
     fn all(&self, es: &[ExprId]) -> Result<Result<Vec<Value>, Sample>, Fault> {
-        let samples = es.iter().map(|&e| self.eval(e)).collect::<Result<Vec<_>, _>>()?;
+        let samples = es
+            .iter()
+            .map(|&e| self.eval(e))
+            .collect::<Result<Vec<_>, _>>()?;
         Ok(present(samples))
     }
 
     /// Evaluates `e` (recursively: the parser bounds its depth).
     fn eval(&self, e: ExprId) -> Result<Sample, Fault> {
         if let Some(k) = self.code.capture(e) {
-            let from = if self.at_site { self.held } else { self.captures };
+            let from = if self.at_site {
+                self.held
+            } else {
+                self.captures
+            };
             return Ok(from[k].clone());
         }
         let ast = &self.code.spec.ast;
@@ -570,73 +597,6 @@ impl Body<'_> {
                 let f = function("fix", &v[0])?.clone();
                 one(Value::Func(Arc::new(Fixed { f })))
             }
-        }
-    }
-}
-
-/// An expression as the Trustworthiness Checker displays a function's
-/// body: binary operators parenthesised, parameters by name (`names` holds
-/// the parameters around it, outermost first).
-pub fn display(ast: &crate::lang::ast::Ast, e: ExprId, names: &mut Vec<String>) -> String {
-    let join = |es: &[ExprId], names: &mut Vec<String>| {
-        es.iter().map(|&x| display(ast, x, names)).collect::<Vec<_>>().join(", ")
-    };
-    match &ast.expr(e).kind {
-        ExprKind::Int(i) => i.to_string(),
-        ExprKind::Float(x) => format!("{x:?}"),
-        ExprKind::Bool(b) => b.to_string(),
-        ExprKind::Str(s) => format!("{:?}", &**s),
-        ExprKind::Unit => "()".to_string(),
-        ExprKind::Name(n) => n.clone(),
-        ExprKind::Param(k) => names.get(*k as usize).cloned().unwrap_or_default(),
-        ExprKind::Unary(op, a) => {
-            let sym = match op {
-                crate::lang::ast::UnOp::Neg => "-",
-                crate::lang::ast::UnOp::Not => "!",
-            };
-            format!("{sym}{}", display(ast, *a, names))
-        }
-        ExprKind::Binary(op, a, b) => format!(
-            "({} {} {})",
-            display(ast, *a, names),
-            op.symbol(),
-            display(ast, *b, names)
-        ),
-        ExprKind::If(c, a, b) => format!(
-            "if {} then {} else {}",
-            display(ast, *c, names),
-            display(ast, *a, names),
-            display(ast, *b, names)
-        ),
-        ExprKind::Offset(a, n) => format!("{}[{n}]", display(ast, *a, names)),
-        ExprKind::Call(f, args) => format!("{}({})", f.name(), join(args, names)),
-        ExprKind::Window(a, w) => format!("window({}, {w})", display(ast, *a, names)),
-        ExprKind::List(items) => format!("[{}]", join(items, names)),
-        ExprKind::Tuple(items) => format!("Tuple({})", join(items, names)),
-        ExprKind::Map(entries) => {
-            let parts: Vec<String> = entries
-                .iter()
-                .map(|(k, x)| format!("{:?}: {}", &**k, display(ast, *x, names)))
-                .collect();
-            format!("Map({})", parts.join(", "))
-        }
-        ExprKind::Field(a, Field::Name(n)) => format!("{}.{n}", display(ast, *a, names)),
-        ExprKind::Field(a, Field::Index(i)) => format!("{}.{i}", display(ast, *a, names)),
-        ExprKind::Method(m, args) => format!("{}({})", m.name(), join(args, names)),
-        ExprKind::Lambda(params, body) => {
-            let outer = names.len();
-            names.extend(params.iter().map(|p| p.name.clone()));
-            let body = display(ast, *body, names);
-            names.truncate(outer);
-            let ps: Vec<String> = params.iter().map(|p| format!("{}: {}", p.name, p.ty)).collect();
-            format!("\\{} -> {body}", ps.join(", "))
-        }
-        ExprKind::Apply(f, args) => format!("{}({})", display(ast, *f, names), join(args, names)),
-        ExprKind::Partial(args) => format!("partial({})", join(args, names)),
-        ExprKind::Fix(f) => format!("fix({})", display(ast, *f, names)),
-        ExprKind::Dynamic(form, s) => {
-            let name = if form.defer { "defer" } else { "dynamic" };
-            format!("{name}({})", display(ast, *s, names))
         }
     }
 }

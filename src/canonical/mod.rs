@@ -772,23 +772,27 @@ impl NodeState {
                 // Captured as they are at the step, not held: a body reading
                 // an absent input is NoVal (as in the Trustworthiness
                 // Checker, whose `List.map` then keeps NoVal elements).
-                let captures: Vec<Sample> =
-                    (0..node.args.len()).map(|i| self.raw(node.slot(i))).collect();
-                let held: Vec<Sample> =
-                    (0..node.args.len()).map(|i| self.held(node.slot(i))).collect();
+                let captures: Vec<Sample> = (0..node.args.len())
+                    .map(|i| self.raw(node.slot(i)))
+                    .collect();
+                let held: Vec<Sample> = (0..node.args.len())
+                    .map(|i| self.held(node.slot(i)))
+                    .collect();
                 let code = func::LambdaCode::new(
                     plan.spec.clone(),
                     &lambda.captures,
                     self.max_string_bytes,
                 );
-                Ok(Sample::Value(Value::Func(std::sync::Arc::new(func::Closure {
-                    code: std::sync::Arc::new(code),
-                    lambda: lambda.expr,
-                    env: std::sync::Arc::new([]),
-                    captures: captures.into(),
-                    held: held.into(),
-                    bound: Vec::new(),
-                }))))
+                Ok(Sample::Value(Value::Func(std::sync::Arc::new(
+                    func::Closure {
+                        code: std::sync::Arc::new(code),
+                        lambda: lambda.expr,
+                        env: std::sync::Arc::new([]),
+                        captures: captures.into(),
+                        held: held.into(),
+                        bound: Vec::new(),
+                    },
+                ))))
             }
             NodeOp::List
             | NodeOp::Tuple
@@ -798,7 +802,9 @@ impl NodeState {
             | NodeOp::Apply
             | NodeOp::Partial
             | NodeOp::Fix => {
-                let held: Vec<Sample> = (0..node.args.len()).map(|i| self.held(node.slot(i))).collect();
+                let held: Vec<Sample> = (0..node.args.len())
+                    .map(|i| self.held(node.slot(i)))
+                    .collect();
                 let values = match func::present(held) {
                     Ok(v) => v,
                     Err(special) => return Ok(special),
@@ -815,7 +821,9 @@ impl NodeState {
                     (NodeOp::Apply, _) => return func::call(&values),
                     (NodeOp::Partial, _) => func::partial(values)?,
                     (NodeOp::Fix, _) => match &values[0] {
-                        Value::Func(f) => Value::Func(std::sync::Arc::new(func::Fixed { f: f.clone() })),
+                        Value::Func(f) => {
+                            Value::Func(std::sync::Arc::new(func::Fixed { f: f.clone() }))
+                        }
                         other => {
                             return Err(Fault {
                                 kind: crate::error::ErrorKind::InvalidOperand,

@@ -503,3 +503,76 @@ impl Ast {
         }
     }
 }
+
+/// An expression as the Trustworthiness Checker displays a function's
+/// body: binary operators parenthesised, parameters by name (`names` holds
+/// the parameters around it, outermost first).
+pub fn display(ast: &Ast, e: ExprId, names: &mut Vec<String>) -> String {
+    let join = |es: &[ExprId], names: &mut Vec<String>| {
+        es.iter()
+            .map(|&x| display(ast, x, names))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    match &ast.expr(e).kind {
+        ExprKind::Int(i) => i.to_string(),
+        ExprKind::Float(x) => format!("{x:?}"),
+        ExprKind::Bool(b) => b.to_string(),
+        ExprKind::Str(s) => format!("{:?}", &**s),
+        ExprKind::Unit => "()".to_string(),
+        ExprKind::Name(n) => n.clone(),
+        ExprKind::Param(k) => names.get(*k as usize).cloned().unwrap_or_default(),
+        ExprKind::Unary(op, a) => {
+            let sym = match op {
+                UnOp::Neg => "-",
+                UnOp::Not => "!",
+            };
+            format!("{sym}{}", display(ast, *a, names))
+        }
+        ExprKind::Binary(op, a, b) => format!(
+            "({} {} {})",
+            display(ast, *a, names),
+            op.symbol(),
+            display(ast, *b, names)
+        ),
+        ExprKind::If(c, a, b) => format!(
+            "if {} then {} else {}",
+            display(ast, *c, names),
+            display(ast, *a, names),
+            display(ast, *b, names)
+        ),
+        ExprKind::Offset(a, n) => format!("{}[{n}]", display(ast, *a, names)),
+        ExprKind::Call(f, args) => format!("{}({})", f.name(), join(args, names)),
+        ExprKind::Window(a, w) => format!("window({}, {w})", display(ast, *a, names)),
+        ExprKind::List(items) => format!("[{}]", join(items, names)),
+        ExprKind::Tuple(items) => format!("Tuple({})", join(items, names)),
+        ExprKind::Map(entries) => {
+            let parts: Vec<String> = entries
+                .iter()
+                .map(|(k, x)| format!("{:?}: {}", &**k, display(ast, *x, names)))
+                .collect();
+            format!("Map({})", parts.join(", "))
+        }
+        ExprKind::Field(a, Field::Name(n)) => format!("{}.{n}", display(ast, *a, names)),
+        ExprKind::Field(a, Field::Index(i)) => format!("{}.{i}", display(ast, *a, names)),
+        ExprKind::Method(m, args) => format!("{}({})", m.name(), join(args, names)),
+        ExprKind::Lambda(params, body) => {
+            let outer = names.len();
+            names.extend(params.iter().map(|p| p.name.clone()));
+            let body = display(ast, *body, names);
+            names.truncate(outer);
+            let ps: Vec<String> = params
+                .iter()
+                .map(|p| format!("{}: {}", p.name, p.ty))
+                .collect();
+            format!("\\{} -> {body}", ps.join(", "))
+        }
+        ExprKind::Apply(f, args) => format!("{}({})", display(ast, *f, names), join(args, names)),
+        ExprKind::Partial(args) => format!("partial({})", join(args, names)),
+        ExprKind::Fix(f) => format!("fix({})", display(ast, *f, names)),
+        ExprKind::Dynamic(form, s) => {
+            let name = if form.defer { "defer" } else { "dynamic" };
+            format!("{name}({})", display(ast, *s, names))
+        }
+    }
+}

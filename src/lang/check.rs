@@ -618,10 +618,22 @@ impl Checker<'_> {
     }
 
     fn resolve_names(&mut self) {
+        // A name applied like a function (`foo(1)`) that names no stream is
+        // most likely a misspelt builtin.
+        let callees: std::collections::HashSet<ExprId> = (self.ast.exprs.iter())
+            .filter_map(|e| match &e.kind {
+                ExprKind::Apply(f, _) => Some(*f),
+                _ => None,
+            })
+            .collect();
         for (i, e) in self.ast.exprs.iter().enumerate() {
             if let ExprKind::Name(n) = &e.kind {
                 match self.by_name.get(n) {
                     Some(&id) => self.expr_stream[i] = Some(id),
+                    None if callees.contains(&ExprId(i as u32)) => self.errors.push(
+                        Diagnostic::new(e.span, format!("unknown function `{n}`"))
+                            .with_hint("the builtins are default, is_defined, when, init, latch, update, sin, cos, tan, abs, sqrt, min, max, floor, ceil, partial, fix, dynamic, eval, defer, List(…), Tuple(…), Map(…), and List.*/Map.* (a stream holding a function is applied the same way)"),
+                    ),
                     None => self.errors.push(
                         Diagnostic::new(e.span, format!("unknown stream `{n}`"))
                             .with_hint(format!("declare it, e.g. `in {n}: Int`")),
@@ -788,7 +800,13 @@ impl Checker<'_> {
             }
             ExprKind::Partial(args) => {
                 let tf = self.infer(args[0], inferred, table, errs);
-                expect_one_of(tf, &[Type::Fn], "`partial`", self.ast.expr(args[0]).span, errs);
+                expect_one_of(
+                    tf,
+                    &[Type::Fn],
+                    "`partial`",
+                    self.ast.expr(args[0]).span,
+                    errs,
+                );
                 for &a in &args[1..] {
                     self.infer(a, inferred, table, errs);
                 }
@@ -819,9 +837,13 @@ impl Checker<'_> {
         let mut scopes: Vec<(ExprId, Vec<StreamId>)> = Vec::new();
         let mut defaults: Vec<(ExprId, StreamId)> = Vec::new();
         for (i, e) in self.ast.exprs.iter().enumerate() {
-            let ExprKind::Dynamic(form, _) = &e.kind else { continue };
+            let ExprKind::Dynamic(form, _) = &e.kind else {
+                continue;
+            };
             let id = ExprId(i as u32);
-            let Some(owner) = self.owner_of(id) else { continue };
+            let Some(owner) = self.owner_of(id) else {
+                continue;
+            };
             match &form.scope {
                 Some(names) => {
                     let mut ids = Vec::new();
@@ -864,7 +886,9 @@ impl Checker<'_> {
             }
             let scope = (0..self.streams.len())
                 .filter(|&s| s != owner.index() && !dependent[s])
-                .filter(|&s| self.streams[s].kind == DeclKind::Input || self.streams[s].def.is_some())
+                .filter(|&s| {
+                    self.streams[s].kind == DeclKind::Input || self.streams[s].def.is_some()
+                })
                 .map(|s| StreamId(s as u32))
                 .collect();
             let at = scopes.partition_point(|(e, _)| *e < id);
@@ -875,9 +899,10 @@ impl Checker<'_> {
 
     /// The stream whose definition holds expression `e`.
     fn owner_of(&self, e: ExprId) -> Option<StreamId> {
-        self.streams.iter().position(|s| {
-            s.def.is_some_and(|d| self.ast.contains(d, e))
-        }).map(|s| StreamId(s as u32))
+        self.streams
+            .iter()
+            .position(|s| s.def.is_some_and(|d| self.ast.contains(d, e)))
+            .map(|s| StreamId(s as u32))
     }
 
     /// Lambda bodies keep no history of their parameters: an offset, a
@@ -1277,14 +1302,21 @@ fn expect_one_of(t: Option<Type>, want: &[Type], op: &str, span: Span, errs: &mu
 }
 
 /// The type of a container builtin's result, its operands checked.
-fn method_type(m: Method, ts: &[Option<Type>], spans: &[Span], errs: &mut Vec<Diagnostic>) -> Option<Type> {
+fn method_type(
+    m: Method,
+    ts: &[Option<Type>],
+    spans: &[Span],
+    errs: &mut Vec<Diagnostic>,
+) -> Option<Type> {
     use Method::*;
     let what = format!("`{}`", m.name());
     let want = |k: usize, t: Type, errs: &mut Vec<Diagnostic>| {
         expect_one_of(ts[k], &[t], &what, spans[k], errs)
     };
     match m {
-        ListGet | ListHead | ListTail | ListLen | ListAppend | ListConcat => want(0, Type::List, errs),
+        ListGet | ListHead | ListTail | ListLen | ListAppend | ListConcat => {
+            want(0, Type::List, errs)
+        }
         ListMap | ListFilter => {
             want(0, Type::Fn, errs);
             want(1, Type::List, errs);

@@ -580,7 +580,10 @@ impl Parser {
     fn ty(&mut self, depth: usize) -> PResult<Type> {
         const HINT: &str = "types are Int, Float, Bool, Str, Unit, Any, List<T>, Map<T>, Struct<a: T, …>, tuples (T, U) and functions (T -> U)";
         if depth > 32 {
-            return Err(Box::new(Diagnostic::new(self.span(), "a type nested too deeply")));
+            return Err(Box::new(Diagnostic::new(
+                self.span(),
+                "a type nested too deeply",
+            )));
         }
         let t = self.bump();
         match t.tok {
@@ -633,8 +636,11 @@ impl Parser {
                 Ok(ty)
             }
             other => Err(Box::new(
-                Diagnostic::new(t.span, format!("expected a type, found {}", other.describe()))
-                    .with_hint(HINT),
+                Diagnostic::new(
+                    t.span,
+                    format!("expected a type, found {}", other.describe()),
+                )
+                .with_hint(HINT),
             )),
         }
     }
@@ -927,13 +933,19 @@ impl Parser {
                 let open = self.advance();
                 let items = self.args(Tok::RBracket)?;
                 let close = self.expect(Tok::RBracket, "`,` or `]`")?;
-                Ok((self.push(ExprKind::List(items), open.to(close), open)?, false))
+                Ok((
+                    self.push(ExprKind::List(items), open.to(close), open)?,
+                    false,
+                ))
             }
             Tok::LBrace => {
                 let open = self.advance();
                 let entries = self.entries(Tok::RBrace, true)?;
                 let close = self.expect(Tok::RBrace, "`,` or `}`")?;
-                Ok((self.push(ExprKind::Map(entries), open.to(close), open)?, false))
+                Ok((
+                    self.push(ExprKind::Map(entries), open.to(close), open)?,
+                    false,
+                ))
             }
             _ => Ok((self.leaf()?, true)),
         }
@@ -1042,8 +1054,11 @@ impl Parser {
         let method = Method::from_name(&full).ok_or_else(|| {
             let known: Vec<&str> = Method::ALL.iter().map(|m| m.name()).collect();
             Box::new(
-                Diagnostic::new(start.to(name_span), format!("unknown function `{}`", short(&full)))
-                    .with_hint(format!("the container builtins are {}", known.join(", "))),
+                Diagnostic::new(
+                    start.to(name_span),
+                    format!("unknown function `{}`", short(&full)),
+                )
+                .with_hint(format!("the container builtins are {}", known.join(", "))),
             )
         })?;
         self.expect(Tok::LParen, "`(`")?;
@@ -1099,7 +1114,11 @@ impl Parser {
             }
             _ => {
                 let source = self.sub_expr()?;
-                let ty = if self.eat(&Tok::Colon) { Some(self.ty(0)?) } else { None };
+                let ty = if self.eat(&Tok::Colon) {
+                    Some(self.ty(0)?)
+                } else {
+                    None
+                };
                 let scope = if self.eat(&Tok::Comma) {
                     self.expect(Tok::LBrace, "`{` and the streams the expression may read")?;
                     let mut names: Vec<(String, Span)> = Vec::new();
@@ -1350,6 +1369,7 @@ mod tests {
                     .collect::<Vec<_>>()
                     .join(", ")
             ),
+            _ => display(ast, id, &mut Vec::new()),
         }
     }
 
@@ -1436,7 +1456,6 @@ mod tests {
             msgs,
             [
                 "`if` must be parenthesised when it is an operand",
-                "unknown function `foo`",
                 "negative offsets (future values) are not supported",
                 "integer literal `99999999999999999999` does not fit in Int (64 bits)",
             ]

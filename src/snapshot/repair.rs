@@ -192,6 +192,9 @@ impl Snapshot {
                 rings,
                 stopped: None,
                 windows,
+                // A `dynamic` starts afresh at its next string: an edited
+                // specification's instances are not carried over.
+                dynamic: vec![None; new.dynamics as usize],
             },
         };
         (snapshot, repair)

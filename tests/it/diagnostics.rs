@@ -103,7 +103,7 @@ fn syntax_errors_recover_at_declarations() {
               |
             4 | out z: Strng
               |        ^^^^^
-              = hint: types are Int, Float, Bool, Str, Unit and Any
+              = hint: types are Int, Float, Bool, Str, Unit, Any, List<T>, Map<T>, Struct<a: T, …>, tuples (T, U) and functions (T -> U)
 
             error: integer literal `99999999999999999999` does not fit in Int (64 bits)
              --> spec.dsrv:5:5
