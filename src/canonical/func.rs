@@ -30,7 +30,13 @@ pub const OPS: &[&str] = &[
 
 /// How deep function calls may nest (`fix` recursion, or closures calling
 /// closures): a runtime error beyond, never an exhausted stack.
-pub const MAX_CALL_DEPTH: u32 = 200;
+pub const MAX_CALL_DEPTH: u32 = 100;
+
+/// The stack a body's evaluation leaves free: below it, evaluation stops
+/// with the same runtime error as `MAX_CALL_DEPTH`. The call bound is what
+/// a specification meets (the same on every thread); this is the safety
+/// net for bodies nested deep inside deep calls on a small stack.
+const STACK_RESERVE: usize = 256 * 1024;
 
 thread_local! {
     static DEPTH: Cell<u32> = const { Cell::new(0) };
@@ -496,8 +502,13 @@ impl Body<'_> {
         Ok(present(samples))
     }
 
-    /// Evaluates `e` (recursively: the parser bounds its depth).
+    /// Evaluates `e` (recursively: the parser bounds a body's depth, calls
+    /// are bounded by `MAX_CALL_DEPTH`, and the stack left by
+    /// `STACK_RESERVE`).
     fn eval(&self, e: ExprId) -> Result<Sample, Fault> {
+        if stacker::remaining_stack().is_some_and(|free| free < STACK_RESERVE) {
+            return Err(Fault::new(ErrorKind::RecursionTooDeep, "application"));
+        }
         if let Some(k) = self.code.capture(e) {
             let from = if self.at_site {
                 self.held

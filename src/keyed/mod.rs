@@ -36,6 +36,7 @@ use crate::canonical::NodeState;
 use crate::canonical::pack::PackLayout;
 use crate::canonical::scalar_form;
 use crate::exec::{Engine, Run};
+use crate::lang::types::Type;
 use crate::monitor::{DEFAULT_MAX_STRING_BYTES, Outputs, Spec, Stats, StreamsView, Tier};
 use crate::plan::{Plan, Slot};
 use crate::row::{Checked, RowError, RowSchema, StepError};
@@ -116,6 +117,13 @@ impl<'a> KeyedMonitorBuilder<'a> {
         if plan.is_timed() {
             return Err(KeyedBuildError::Periodic);
         }
+        if plan.dynamics > 0 {
+            return Err(KeyedBuildError::Dynamic);
+        }
+        let key_type = plan.spec.stream(plan.spec.inputs[key_index]).ty;
+        if matches!(key_type, Type::List | Type::Tuple | Type::Map | Type::Fn) {
+            return Err(KeyedBuildError::KeyType(key_type));
+        }
         let max = self.max_string_bytes;
         let key_stream = plan.spec.inputs[key_index];
         let mut engine = Engine::new_keyed(plan.clone(), self.tier, Some(key_stream));
@@ -176,6 +184,11 @@ pub enum KeyedBuildError {
     /// The specification has periodic streams, whose ticks a keyed monitor
     /// does not schedule (yet): each key would need its own.
     Periodic,
+    /// The specification uses `dynamic`/`defer`, whose instances a keyed
+    /// monitor does not keep per key (yet).
+    Dynamic,
+    /// The key input is declared with a container or function type.
+    KeyType(crate::lang::types::Type),
 }
 
 impl std::fmt::Display for KeyedBuildError {
@@ -187,6 +200,14 @@ impl std::fmt::Display for KeyedBuildError {
                 f,
                 "cannot key the monitor: the specification has periodic streams, which a keyed monitor does not tick yet"
             ),
+            KeyedBuildError::Dynamic => write!(
+                f,
+                "cannot key the monitor: the specification uses `dynamic` or `defer`, whose instances a keyed monitor does not keep per key yet"
+            ),
+            KeyedBuildError::KeyType(t) => write!(
+                f,
+                "cannot key the monitor: the key input is declared {t}; a key is an Int, Float, Bool, Str or Unit"
+            ),
         }
     }
 }
@@ -196,7 +217,9 @@ impl std::error::Error for KeyedBuildError {
         match self {
             KeyedBuildError::Key(e) => Some(e),
             KeyedBuildError::Snapshot(e) => Some(e),
-            KeyedBuildError::Periodic => None,
+            KeyedBuildError::Periodic | KeyedBuildError::Dynamic | KeyedBuildError::KeyType(_) => {
+                None
+            }
         }
     }
 }

@@ -1,5 +1,5 @@
 //! Every conformance case (the project's own under `tests/cases`, and the shared ones under
-//! `../shared/conformance/cases` when present) under every tier, in process.
+//! `../shared/conformance/cases` and `ext` when present) under every tier, in process.
 
 use crate::support::run_text;
 use std::path::{Path, PathBuf};
@@ -59,9 +59,18 @@ fn check_case(dir: &Path, tier: Tier) -> Result<(), String> {
                 .and_then(|r| r.split(':').next())
                 .and_then(|n| n.parse().ok())
                 .ok_or("bad expected_error.txt")?;
-            let kind_ok = ["overflow", "division by zero", "invalid operand"]
-                .iter()
-                .any(|k| want.contains(k) && got.to_string().contains(k));
+            let kind_ok = [
+                "overflow",
+                "division by zero",
+                "invalid operand",
+                "index out of bounds",
+                "missing key",
+                "empty list",
+                "invalid dynamic expression",
+                "recursion too deep",
+            ]
+            .iter()
+            .any(|k| want.contains(k) && got.to_string().contains(k));
             if got.step == step && kind_ok {
                 Ok(())
             } else {
@@ -144,6 +153,26 @@ fn shared_cases_pass_on_every_tier() {
     assert!(
         n > 100,
         "only {n} shared cases found under {}",
+        root.display()
+    );
+}
+
+/// The shared cases of the Trustworthiness Checker's containers, functions
+/// and `dynamic`/`defer` (`ext/`), on every tier.
+#[test]
+fn shared_extension_cases_pass_on_every_tier() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/conformance/ext");
+    if !root.exists() {
+        eprintln!(
+            "SKIPPED: {} does not exist, so the shared extension cases did not run",
+            root.display()
+        );
+        return;
+    }
+    let n = run_all(&root);
+    assert!(
+        n >= 150,
+        "only {n} shared extension cases found under {}",
         root.display()
     );
 }
