@@ -37,15 +37,46 @@ pub fn evaluate(
     spec: &CheckedSpec,
     trace: &[Vec<Option<Value>>],
 ) -> (Vec<Vec<Sample>>, Option<RuntimeError>) {
-    let schedule = Plan::new(Arc::new(spec.clone())).schedule;
+    let inputs: Vec<Vec<Sample>> = (trace.iter())
+        .map(|row| {
+            (row.iter())
+                .map(|c| c.clone().map_or(Sample::NoVal, Sample::Value))
+                .collect()
+        })
+        .collect();
+    evaluate_samples(spec, &inputs)
+}
+
+/// As `evaluate`, with the inputs as samples (a `dynamic` instance's inputs
+/// are held streams, which may be ⊥).
+fn evaluate_samples(
+    spec: &CheckedSpec,
+    trace: &[Vec<Sample>],
+) -> (Vec<Vec<Sample>>, Option<RuntimeError>) {
+    let shared = Arc::new(spec.clone());
+    let schedule = Plan::new(shared.clone()).schedule;
     let mut r = Reference {
         spec,
+        shared,
         trace,
         rebound: self_offsets_in_arms(spec),
         own: HashMap::new(),
         fault: HashMap::new(),
         busy: HashSet::new(),
     };
+    let mut in_body = vec![false; spec.ast.exprs.len()];
+    for (i, x) in spec.ast.exprs.iter().enumerate() {
+        if let ExprKind::Lambda(_, body) = &x.kind {
+            let captured: HashSet<ExprId> = captures(spec, ExprId(i as u32)).into_iter().collect();
+            let mut stack = vec![*body];
+            while let Some(y) = stack.pop() {
+                if !captured.contains(&y) {
+                    in_body[y.index()] = true;
+                    stack.extend(spec.ast.children(y));
+                }
+            }
+        }
+    }
     let mut outputs = Vec::with_capacity(trace.len());
     for s in 0..trace.len() {
         for &id in &schedule {
@@ -57,9 +88,12 @@ pub fn evaluate(
         outputs.push(spec.outputs.iter().map(|&o| r.stream(o, s)).collect());
         // Not needed for the meaning, only for the stack: evaluate every
         // expression now, so later steps find earlier ones memoised instead
-        // of recursing back through the whole trace.
+        // of recursing back through the whole trace (lambda bodies run only
+        // when called).
         for e in 0..spec.ast.exprs.len() {
-            r.sample(ExprId(e as u32), s);
+            if !in_body[e] {
+                r.sample(ExprId(e as u32), s);
+            }
         }
     }
     (outputs, None)
@@ -121,7 +155,9 @@ fn names(spec: &CheckedSpec, e: ExprId) -> Option<StreamId> {
 /// well-founded.
 struct Reference<'a> {
     spec: &'a CheckedSpec,
-    trace: &'a [Vec<Option<Value>>],
+    /// The spec again, shared by the closures the evaluation makes.
+    shared: Arc<CheckedSpec>,
+    trace: &'a [Vec<Sample>],
     /// Offsets whose operand is not what the text says (see
     /// `self_offsets_in_arms`): offset expression -> the arm it reads.
     rebound: HashMap<ExprId, ExprId>,
@@ -140,10 +176,8 @@ impl Reference<'_> {
             Some(def) => self.sample(def, s),
             None => {
                 let col = self.spec.inputs.iter().position(|&i| i == id);
-                match col.and_then(|c| self.trace[s].get(c).cloned().flatten()) {
-                    Some(v) => Sample::Value(v),
-                    None => Sample::NoVal,
-                }
+                col.and_then(|c| self.trace[s].get(c).cloned())
+                    .unwrap_or(Sample::NoVal)
             }
         }
     }
@@ -184,6 +218,16 @@ impl Reference<'_> {
             // The condition's errors pass on; the arms' errors are resolved
             // by the `if` itself (see `eval_if`).
             ExprKind::If(c, ..) => self.fault(*c, s).or_else(|| self.own(e, s).err()),
+            // A lambda's body runs when it is called; what it reads of the
+            // streams is evaluated with the stream, at every step.
+            ExprKind::Lambda(..) => {
+                let mut first = None;
+                for x in captures(spec, e) {
+                    let f = self.fault(x, s);
+                    first = first.or(f);
+                }
+                first.or_else(|| self.own(e, s).err())
+            }
             // Every operand is evaluated at every step (no short-circuit),
             // children before the parent.
             _ => {
@@ -260,6 +304,41 @@ impl Reference<'_> {
             ExprKind::If(c, a, b) => self.eval_if(*c, *a, *b, s),
             ExprKind::Call(f, args) => self.call(*f, args, s),
             ExprKind::Window(a, w) => self.window(*a, *w, s),
+            ExprKind::Lambda(..) => {
+                let mut raw = HashMap::new();
+                let mut held = HashMap::new();
+                for x in captures(self.spec, e) {
+                    raw.insert(x, self.sample(x, s));
+                    held.insert(x, self.held(x, s));
+                }
+                Ok(Sample::Value(Value::Func(Arc::new(RefClosure {
+                    spec: self.shared.clone(),
+                    lambda: e,
+                    env: Vec::new(),
+                    raw: Arc::new(raw),
+                    held: Arc::new(held),
+                    bound: Vec::new(),
+                }))))
+            }
+            ExprKind::Dynamic(form, source) => {
+                let form = (**form).clone();
+                self.dynamic(e, &form, *source, s)
+            }
+            // Containers and calls hold every operand, as operators do.
+            kind @ (ExprKind::List(_)
+            | ExprKind::Tuple(_)
+            | ExprKind::Map(_)
+            | ExprKind::Field(..)
+            | ExprKind::Method(..)
+            | ExprKind::Apply(..)
+            | ExprKind::Partial(_)
+            | ExprKind::Fix(_)) => {
+                let kind = kind.clone();
+                let held: Vec<Sample> = (self.spec.ast.children(e).into_iter())
+                    .map(|c| self.held(c, s))
+                    .collect();
+                combine(&kind, held, true)
+            }
             _ => unreachable!("leaves and names are not operators"),
         }
     }
@@ -372,6 +451,599 @@ impl Reference<'_> {
                 detail: Some(format!("condition {other}")),
             }),
             Sample::NoVal => unreachable!("checked above"),
+        }
+    }
+}
+
+impl Reference<'_> {
+    /// `dynamic`/`defer` at step `s`, from the definition: the string in
+    /// force at `s` (the last string of the held source; for `defer` its
+    /// first), the step `a` its instance started (the first of the steps
+    /// up to `s` with that string in force), and the instance evaluated from
+    /// scratch over steps `a..=s`, reading the held scope streams; its result
+    /// held since `a`.
+    fn dynamic(
+        &mut self,
+        e: ExprId,
+        form: &crate::lang::ast::Dynamic,
+        source: ExprId,
+        s: usize,
+    ) -> Result<Sample, Fault> {
+        let op = if form.defer { "defer" } else { "dynamic" };
+        let sources: Vec<Sample> = (0..=s).map(|u| self.held(source, u)).collect();
+        for v in &sources {
+            if let Sample::Value(other) = v
+                && !matches!(other, Value::Str(_))
+            {
+                return Err(Fault {
+                    kind: ErrorKind::InvalidOperand,
+                    op,
+                    detail: Some(format!("expected a string, got {other}")),
+                });
+            }
+        }
+        let string_at = |u: usize| match &sources[u] {
+            Sample::Value(Value::Str(t)) => Some(t.clone()),
+            _ => None,
+        };
+        let first = (0..=s).find(|&u| string_at(u).is_some());
+        let Some(first) = first else {
+            return Ok(sources[s].clone());
+        };
+        // The string in force at each step from the first: the last one seen
+        // (a ⊥ in between keeps it), or for `defer` the first for ever.
+        let mut in_force: Vec<Arc<str>> = Vec::new();
+        for u in first..=s {
+            let t = match (form.defer, string_at(u)) {
+                (true, _) | (false, None) => in_force.last().cloned(),
+                (false, Some(t)) => Some(t),
+            };
+            in_force.push(
+                t.or_else(|| string_at(first))
+                    .expect("a string from `first` on"),
+            );
+        }
+        let now = in_force.last().expect("at least step `first`").clone();
+        let start = first
+            + (0..in_force.len())
+                .rev()
+                .take_while(|&k| in_force[k] == now)
+                .last()
+                .unwrap_or(0);
+        let invalid = |why: String| Fault {
+            kind: ErrorKind::InvalidDynamic,
+            op,
+            detail: Some(format!("`{now}`: {why}")),
+        };
+        // The instance's specification: the scope's streams the string
+        // names, typed by their signatures, and one output.
+        let (tokens, lex_errors) = crate::lang::lexer::lex(&now);
+        if let Some(d) = lex_errors.first() {
+            return Err(invalid(d.message.clone()));
+        }
+        let named: HashSet<&str> = (tokens.iter())
+            .filter_map(|t| match &t.tok {
+                crate::lang::lexer::Tok::Ident(n) => Some(n.as_str()),
+                _ => None,
+            })
+            .collect();
+        let scope: Vec<StreamId> = (self.spec.dynamic_scope(e).iter())
+            .copied()
+            .filter(|&x| named.contains(self.spec.stream(x).name.as_str()))
+            .collect();
+        let (_, parse_errors) =
+            crate::lang::parser::parse_definitions(&format!("__dynamic_result = {now}"));
+        if let Some(d) = parse_errors.first() {
+            return Err(invalid(d.message.clone()));
+        }
+        let mut text = String::new();
+        for &x in &scope {
+            let st = self.spec.stream(x);
+            let ty = match st.sig {
+                crate::lang::check::ScalarSignature::I64 => ": Int",
+                crate::lang::check::ScalarSignature::F64 => ": Float",
+                crate::lang::check::ScalarSignature::B1 => ": Bool",
+                crate::lang::check::ScalarSignature::NotScalar => "",
+            };
+            text.push_str(&format!(
+                "in {}{ty}
+",
+                st.name
+            ));
+        }
+        let declared = form.ty.map(|t| format!(": {t}")).unwrap_or_default();
+        text.push_str(&format!(
+            "out __dynamic_result{declared}
+__dynamic_result = (
+{now}
+)
+"
+        ));
+        let inner = crate::lang::parse_and_check("<dynamic>", &text).map_err(|d| {
+            invalid(
+                d.errors
+                    .first()
+                    .map(|x| x.message.clone())
+                    .unwrap_or_default(),
+            )
+        })?;
+        let inputs: Vec<Vec<Sample>> = (start..=s)
+            .map(|u| {
+                let ids: Vec<ExprId> = Vec::new();
+                let _ = ids;
+                scope.iter().map(|&x| self.held_stream(x, u)).collect()
+            })
+            .collect();
+        let (outs, err) = evaluate_samples(&inner, &inputs);
+        if let Some(err) = err {
+            return Err(Fault {
+                kind: err.kind,
+                op: err.op,
+                detail: Some(match err.detail {
+                    Some(d) => format!("{d}, in `{now}`"),
+                    None => format!("in `{now}`"),
+                }),
+            });
+        }
+        let result = (outs.iter().rev())
+            .map(|row| row[0].clone())
+            .find(|v| !v.is_noval())
+            .unwrap_or(Sample::NoVal);
+        if !form.defer && sources[s] == Sample::Deferred {
+            return Ok(Sample::Deferred);
+        }
+        Ok(result)
+    }
+
+    /// Stream `x` held at step `t`.
+    fn held_stream(&mut self, x: StreamId, t: usize) -> Sample {
+        (0..=t)
+            .rev()
+            .map(|u| self.stream(x, u))
+            .find(|v| !v.is_noval())
+            .unwrap_or(Sample::NoVal)
+    }
+}
+
+/// What lambda `e`'s body captures, by the reference's reading of the
+/// rule: every stream name it reads, and every subexpression with history
+/// (an offset, a window, a stateful builtin, `time()`), none of which may
+/// read a parameter; nested lambdas' bodies included.
+fn captures(spec: &CheckedSpec, e: ExprId) -> Vec<ExprId> {
+    let mut out = Vec::new();
+    let mut stack = vec![e];
+    while let Some(x) = stack.pop() {
+        let kind = &spec.ast.expr(x).kind;
+        let history = match kind {
+            ExprKind::Offset(_, n) => *n > 0,
+            ExprKind::Window(..) => true,
+            ExprKind::Call(f, _) => f.is_stateful() || *f == Builtin::Time,
+            _ => false,
+        };
+        if matches!(kind, ExprKind::Name(_)) || history {
+            out.push(x);
+        } else {
+            stack.extend(spec.ast.children(x));
+        }
+    }
+    out
+}
+
+/// A container, an access or a call on operand samples: NoVal if one is
+/// NoVal, else ⊥ if one is ⊥, else the operation (`at_site`: an application
+/// is at a call site).
+fn combine(kind: &ExprKind, args: Vec<Sample>, at_site: bool) -> Result<Sample, Fault> {
+    if args.iter().any(Sample::is_noval) {
+        return Ok(Sample::NoVal);
+    }
+    let Some(v) = args
+        .iter()
+        .map(|a| a.value().cloned())
+        .collect::<Option<Vec<Value>>>()
+    else {
+        return Ok(Sample::Deferred);
+    };
+    let one = |x: Value| Ok(Sample::Value(x));
+    match kind {
+        ExprKind::List(_) => one(Value::List(v.into())),
+        ExprKind::Tuple(_) => one(Value::Tuple(v.into())),
+        ExprKind::Map(entries) => one(Value::Map(Arc::new(
+            entries.iter().map(|(k, _)| k.clone()).zip(v).collect(),
+        ))),
+        ExprKind::Field(_, f) => containers::field(&v[0], f),
+        ExprKind::Method(m, _) => containers::method(*m, &v),
+        ExprKind::Apply(..) => containers::apply(&v[0], &v[1..], at_site),
+        ExprKind::Partial(_) => containers::partial(&v[0], &v[1..]),
+        ExprKind::Fix(_) => match &v[0] {
+            Value::Func(f) => one(Value::Func(Arc::new(containers::Fix(f.clone())))),
+            other => Err(Fault {
+                kind: ErrorKind::InvalidOperand,
+                op: "fix",
+                detail: Some(other.to_string()),
+            }),
+        },
+        _ => unreachable!("not a container or a call"),
+    }
+}
+
+/// A closure of the reference: its lambda, the parameters around it, what
+/// its body captured at the step (as it was, and held) and the arguments
+/// bound by `partial`.
+#[derive(Debug)]
+struct RefClosure {
+    spec: Arc<CheckedSpec>,
+    lambda: ExprId,
+    env: Vec<Value>,
+    raw: Arc<HashMap<ExprId, Sample>>,
+    held: Arc<HashMap<ExprId, Sample>>,
+    bound: Vec<Value>,
+}
+
+impl RefClosure {
+    fn params(&self) -> usize {
+        match &self.spec.ast.expr(self.lambda).kind {
+            ExprKind::Lambda(p, _) => p.len(),
+            _ => unreachable!("a closure of a lambda"),
+        }
+    }
+
+    fn run(&self, args: &[Value], at_site: bool) -> Result<Sample, Fault> {
+        let ExprKind::Lambda(_, body) = &self.spec.ast.expr(self.lambda).kind else {
+            unreachable!("a closure of a lambda")
+        };
+        let mut env = self.env.clone();
+        env.extend(self.bound.iter().cloned());
+        env.extend(args.iter().cloned());
+        containers::nested(|| self.eval(*body, &env, at_site))
+    }
+
+    /// The body's value (recursively; the parser bounds its depth).
+    fn eval(&self, e: ExprId, env: &[Value], at_site: bool) -> Result<Sample, Fault> {
+        let captured = if at_site { &self.held } else { &self.raw };
+        if let Some(v) = captured.get(&e) {
+            return Ok(v.clone());
+        }
+        let kind = &self.spec.ast.expr(e).kind;
+        let all = |es: &[ExprId]| -> Result<Vec<Sample>, Fault> {
+            es.iter().map(|&x| self.eval(x, env, at_site)).collect()
+        };
+        let pure = |x: Value| Ok(Sample::Value(x));
+        match kind {
+            ExprKind::Int(i) => pure(Value::Int(*i)),
+            ExprKind::Float(f) => pure(Value::Float(*f)),
+            ExprKind::Bool(b) => pure(Value::Bool(*b)),
+            ExprKind::Str(t) => pure(Value::Str(t.clone())),
+            ExprKind::Unit => pure(Value::Unit),
+            ExprKind::Param(k) => pure(env[*k as usize].clone()),
+            ExprKind::Offset(a, 0) => self.eval(*a, env, at_site),
+            ExprKind::Unary(op, a) => pointwise(&all(&[*a])?, |v| ops::unary(*op, v[0])),
+            ExprKind::Binary(op, a, b) => {
+                pointwise(&all(&[*a, *b])?, |v| ops::binary(*op, v[0], v[1]))
+            }
+            // Only the selected branch is evaluated.
+            ExprKind::If(c, a, b) => match self.eval(*c, env, at_site)? {
+                Sample::Value(Value::Bool(true)) => self.eval(*a, env, at_site),
+                Sample::Value(Value::Bool(false)) => self.eval(*b, env, at_site),
+                Sample::Value(other) => Err(Fault {
+                    kind: ErrorKind::InvalidOperand,
+                    op: "if",
+                    detail: Some(format!("condition {other}")),
+                }),
+                special => Ok(special),
+            },
+            ExprKind::Call(Builtin::Default, args) => match self.eval(args[0], env, at_site)? {
+                Sample::Deferred => self.eval(args[1], env, at_site),
+                v => Ok(v),
+            },
+            ExprKind::Call(Builtin::IsDefined, args) => Ok(Sample::Value(Value::Bool(
+                self.eval(args[0], env, at_site)? != Sample::Deferred,
+            ))),
+            ExprKind::Call(f, args) => pointwise(&all(args)?, |v| ops::math(*f, v)),
+            ExprKind::Lambda(..) => pure(Value::Func(Arc::new(RefClosure {
+                spec: self.spec.clone(),
+                lambda: e,
+                env: env.to_vec(),
+                raw: self.raw.clone(),
+                held: self.held.clone(),
+                bound: Vec::new(),
+            }))),
+            other => combine(other, all(&self.spec.ast.children(e))?, at_site),
+        }
+    }
+}
+
+impl crate::value::Function for RefClosure {
+    fn arity(&self) -> usize {
+        self.params() - self.bound.len()
+    }
+
+    fn call(&self, args: &[Value]) -> Result<Sample, Fault> {
+        self.run(args, false)
+    }
+
+    fn call_at_site(&self, args: &[Value]) -> Result<Sample, Fault> {
+        self.run(args, true)
+    }
+
+    fn bind(self: Arc<Self>, args: Vec<Value>) -> Arc<dyn crate::value::Function> {
+        let mut bound = self.bound.clone();
+        bound.extend(args);
+        Arc::new(RefClosure {
+            spec: self.spec.clone(),
+            lambda: self.lambda,
+            env: self.env.clone(),
+            raw: self.raw.clone(),
+            held: self.held.clone(),
+            bound,
+        })
+    }
+
+    fn source(&self) -> String {
+        let mut names: Vec<String> = (0..self.env.len()).map(|k| format!("p{k}")).collect();
+        let text = crate::lang::ast::display(&self.spec.ast, self.lambda, &mut names);
+        match self.bound.is_empty() {
+            true => text,
+            false => {
+                let b: Vec<String> = self.bound.iter().map(|v| v.to_string()).collect();
+                format!("partial({text}, {})", b.join(", "))
+            }
+        }
+    }
+}
+
+/// The container builtins and calls, written apart from the canonical
+/// tier's (`canonical::func`) from the README's definitions.
+mod containers {
+    use super::{ErrorKind, Fault, Sample, Value};
+    use crate::lang::ast::{Field, Method};
+    use crate::value::{Function, Marker};
+    use std::sync::Arc;
+
+    thread_local! {
+        static CALLS: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+    }
+
+    /// Runs a call one level deeper; past the bound, the runtime error.
+    pub(super) fn nested(f: impl FnOnce() -> Result<Sample, Fault>) -> Result<Sample, Fault> {
+        let depth = CALLS.with(|c| c.get());
+        if depth >= crate::canonical::func::MAX_CALL_DEPTH {
+            return Err(Fault::new(ErrorKind::RecursionTooDeep, "application"));
+        }
+        CALLS.with(|c| c.set(depth + 1));
+        let r = f();
+        CALLS.with(|c| c.set(depth));
+        r
+    }
+
+    fn bad(op: &'static str, v: &Value) -> Fault {
+        Fault {
+            kind: ErrorKind::InvalidOperand,
+            op,
+            detail: Some(v.to_string()),
+        }
+    }
+
+    /// `f(args)`: a list's NoVal/⊥ element as an argument is the call's
+    /// sample; a wrong count of arguments is an invalid operand.
+    pub(super) fn apply(f: &Value, args: &[Value], at_site: bool) -> Result<Sample, Fault> {
+        let Value::Func(f) = f else {
+            return Err(bad("application", f));
+        };
+        if args.contains(&Value::Marker(Marker::NoVal)) {
+            return Ok(Sample::NoVal);
+        }
+        if args.contains(&Value::Marker(Marker::Deferred)) {
+            return Ok(Sample::Deferred);
+        }
+        if args.len() != f.arity() {
+            return Err(Fault::new(ErrorKind::InvalidOperand, "application"));
+        }
+        if at_site {
+            f.call_at_site(args)
+        } else {
+            f.call(args)
+        }
+    }
+
+    pub(super) fn partial(f: &Value, args: &[Value]) -> Result<Sample, Fault> {
+        match f {
+            Value::Func(g) if args.len() <= g.arity() => {
+                Ok(Sample::Value(Value::Func(g.clone().bind(args.to_vec()))))
+            }
+            other => Err(bad("partial", other)),
+        }
+    }
+
+    /// `fix(f)`.
+    #[derive(Debug)]
+    pub(super) struct Fix(pub Arc<dyn Function>);
+
+    impl Function for Fix {
+        fn arity(&self) -> usize {
+            if self.0.arity() > 1 {
+                self.0.arity() - 1
+            } else {
+                1
+            }
+        }
+
+        fn call(&self, args: &[Value]) -> Result<Sample, Fault> {
+            let me = Value::Func(Arc::new(Fix(self.0.clone())));
+            if self.0.arity() > 1 {
+                let all: Vec<Value> = std::iter::once(me).chain(args.iter().cloned()).collect();
+                return nested(|| self.0.call(&all));
+            }
+            match nested(|| self.0.call(&[me]))? {
+                Sample::Value(g) => apply(&g, args, false),
+                special => Ok(special),
+            }
+        }
+
+        fn bind(self: Arc<Self>, args: Vec<Value>) -> Arc<dyn Function> {
+            Arc::new(Bound(self, args))
+        }
+
+        fn source(&self) -> String {
+            format!("fix({})", self.0.source())
+        }
+    }
+
+    #[derive(Debug)]
+    struct Bound(Arc<dyn Function>, Vec<Value>);
+
+    impl Function for Bound {
+        fn arity(&self) -> usize {
+            self.0.arity().saturating_sub(self.1.len())
+        }
+
+        fn call(&self, args: &[Value]) -> Result<Sample, Fault> {
+            let all: Vec<Value> = self.1.iter().chain(args).cloned().collect();
+            self.0.call(&all)
+        }
+
+        fn call_at_site(&self, args: &[Value]) -> Result<Sample, Fault> {
+            let all: Vec<Value> = self.1.iter().chain(args).cloned().collect();
+            self.0.call_at_site(&all)
+        }
+
+        fn bind(self: Arc<Self>, args: Vec<Value>) -> Arc<dyn Function> {
+            let all: Vec<Value> = self.1.iter().cloned().chain(args).collect();
+            Arc::new(Bound(self.0.clone(), all))
+        }
+
+        fn source(&self) -> String {
+            format!("partial({})", self.0.source())
+        }
+    }
+
+    pub(super) fn field(v: &Value, f: &Field) -> Result<Sample, Fault> {
+        let found = match (v, f) {
+            (Value::Map(m), Field::Name(k)) => m.get(k).ok_or(ErrorKind::MissingKey),
+            (Value::List(xs) | Value::Tuple(xs), Field::Index(i)) => {
+                xs.get(*i as usize).ok_or(ErrorKind::IndexOutOfBounds)
+            }
+            _ => return Err(bad("field access", v)),
+        };
+        match found {
+            Ok(x) => Ok(Sample::Value(x.clone())),
+            Err(kind) => Err(Fault::new(kind, "field access")),
+        }
+    }
+
+    /// An element taken out of a list: a marker is its sample.
+    fn element(x: &Value) -> Sample {
+        match x {
+            Value::Marker(Marker::NoVal) => Sample::NoVal,
+            Value::Marker(Marker::Deferred) => Sample::Deferred,
+            v => Sample::Value(v.clone()),
+        }
+    }
+
+    pub(super) fn method(m: Method, v: &[Value]) -> Result<Sample, Fault> {
+        let op = m.name();
+        let list = |x: &Value| match x {
+            Value::List(xs) => Ok(xs.to_vec()),
+            other => Err(bad(op, other)),
+        };
+        let map = |x: &Value| match x {
+            Value::Map(entries) => Ok((**entries).clone()),
+            other => Err(bad(op, other)),
+        };
+        let key = |x: &Value| match x {
+            Value::Str(k) => Ok(k.clone()),
+            other => Err(bad(op, other)),
+        };
+        let done = |x: Value| Ok(Sample::Value(x));
+        match m {
+            Method::ListGet => {
+                let xs = list(&v[0])?;
+                let Value::Int(i) = v[1] else {
+                    return Err(bad(op, &v[1]));
+                };
+                if i < 0 || i as u64 >= xs.len() as u64 {
+                    return Err(Fault::new(ErrorKind::IndexOutOfBounds, op));
+                }
+                Ok(element(&xs[i as usize]))
+            }
+            Method::ListConcat => {
+                let mut xs = list(&v[0])?;
+                xs.extend(list(&v[1])?);
+                done(Value::List(xs.into()))
+            }
+            Method::ListAppend => {
+                let mut xs = list(&v[0])?;
+                xs.push(v[1].clone());
+                done(Value::List(xs.into()))
+            }
+            Method::ListHead => match list(&v[0])?.first() {
+                Some(x) => Ok(element(x)),
+                None => Err(Fault::new(ErrorKind::EmptyList, op)),
+            },
+            Method::ListTail => {
+                let xs = list(&v[0])?;
+                if xs.is_empty() {
+                    return Err(Fault::new(ErrorKind::EmptyList, op));
+                }
+                done(Value::List(xs[1..].to_vec().into()))
+            }
+            Method::ListLen => done(Value::Int(list(&v[0])?.len() as i64)),
+            Method::ListMap => {
+                let mut out = Vec::new();
+                for x in list(&v[1])? {
+                    out.push(match apply(&v[0], &[x], false)? {
+                        Sample::Value(y) => y,
+                        Sample::NoVal => Value::Marker(Marker::NoVal),
+                        Sample::Deferred => Value::Marker(Marker::Deferred),
+                    });
+                }
+                done(Value::List(out.into()))
+            }
+            Method::ListFilter => {
+                let mut out = Vec::new();
+                for x in list(&v[1])? {
+                    match apply(&v[0], std::slice::from_ref(&x), false)? {
+                        Sample::Value(Value::Bool(true)) => out.push(x),
+                        Sample::Value(Value::Bool(false)) => {}
+                        Sample::Value(other) => return Err(bad(op, &other)),
+                        special => return Ok(special),
+                    }
+                }
+                done(Value::List(out.into()))
+            }
+            Method::ListFold => {
+                let mut acc = Sample::Value(v[1].clone());
+                for x in list(&v[2])? {
+                    let Sample::Value(a) = acc else {
+                        return Ok(acc);
+                    };
+                    acc = apply(&v[0], &[a, x], false)?;
+                }
+                Ok(match acc {
+                    Sample::Value(a) => element(&a),
+                    special => special,
+                })
+            }
+            Method::MapGet => {
+                let (entries, k) = (map(&v[0])?, key(&v[1])?);
+                match entries.get(&k) {
+                    Some(x) => done(x.clone()),
+                    None => Err(Fault::new(ErrorKind::MissingKey, op)),
+                }
+            }
+            Method::MapInsert => {
+                let (mut entries, k) = (map(&v[0])?, key(&v[1])?);
+                entries.insert(k, v[2].clone());
+                done(Value::Map(Arc::new(entries)))
+            }
+            Method::MapRemove => {
+                let (mut entries, k) = (map(&v[0])?, key(&v[1])?);
+                entries.remove(&k);
+                done(Value::Map(Arc::new(entries)))
+            }
+            Method::MapHasKey => {
+                let (entries, k) = (map(&v[0])?, key(&v[1])?);
+                done(Value::Bool(entries.contains_key(&k)))
+            }
         }
     }
 }

@@ -176,3 +176,68 @@ fn shared_extension_cases_pass_on_every_tier() {
         root.display()
     );
 }
+
+/// The reference evaluator, which implements containers, functions and
+/// `dynamic` apart from the canonical tier, gives every shared extension
+/// case's expected output and error step too (and every own case's).
+#[test]
+fn reference_evaluator_passes_the_extension_cases() {
+    let roots = [
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/conformance/ext"),
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/cases"),
+    ];
+    let mut failures = Vec::new();
+    let mut n = 0;
+    for dir in roots
+        .iter()
+        .filter(|r| r.exists())
+        .flat_map(|r| case_dirs(r))
+    {
+        let read = |f: &str| std::fs::read_to_string(dir.join(f));
+        let source = read("spec.dsrv").expect("spec");
+        let spec = Spec::parse("spec.dsrv", &source).expect("case specs check");
+        if !spec.checked().triggers.is_empty() || source.contains("window(") {
+            // Triggers and windows have cases of their own elsewhere.
+            continue;
+        }
+        n += 1;
+        let mut reader = vigil::trace::reader_from_bytes(
+            "trace",
+            read("trace.input").expect("trace").into_bytes(),
+            TraceFormat::Tc,
+            &spec.input_schema(),
+        )
+        .expect("trace opens");
+        let mut rows = Vec::new();
+        let mut row = vec![None; spec.checked().inputs.len()];
+        while reader.next_row(&mut row).expect("trace is well formed") {
+            rows.push(row.clone());
+        }
+        let (outs, err) = vigil::reference::evaluate(spec.checked(), &rows);
+        let names: Vec<String> = (spec.checked().outputs.iter())
+            .map(|&o| spec.checked().stream(o).name.clone())
+            .collect();
+        let mut text = String::new();
+        for (step, samples) in outs.iter().enumerate() {
+            for (name, s) in names.iter().zip(samples) {
+                if !s.is_noval() {
+                    text.push_str(&format!("{name}[{step}] = {s}\n"));
+                }
+            }
+        }
+        let want = read("expected.txt").expect("expected");
+        let want_step = read("expected_error.txt").ok().map(|e| {
+            let rest = e.trim().strip_prefix("step ").expect("`step N: …`");
+            rest.split(':')
+                .next()
+                .expect("a step")
+                .parse::<u64>()
+                .expect("a step")
+        });
+        if text != want || err.as_ref().map(|e| e.step) != want_step {
+            failures.push(format!("{}: got\n{text}{err:?}", dir.display()));
+        }
+    }
+    assert!(n > 10, "only {n} cases ran");
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
