@@ -90,8 +90,8 @@ fn evaluate_samples(
         // expression now, so later steps find earlier ones memoised instead
         // of recursing back through the whole trace (lambda bodies run only
         // when called).
-        for e in 0..spec.ast.exprs.len() {
-            if !in_body[e] {
+        for (e, inside) in in_body.iter().enumerate() {
+            if !inside {
                 r.sample(ExprId(e as u32), s);
             }
         }
