@@ -109,18 +109,26 @@ fn self_offsets_in_arms(spec: &CheckedSpec) -> HashMap<ExprId, ExprId> {
     for (i, stream) in spec.streams.iter().enumerate() {
         let Some(def) = stream.def else { continue };
         let me = StreamId(i as u32);
-        let mut stack = vec![(def, None::<ExprId>)];
-        while let Some((e, arm)) = stack.pop() {
+        // An `if` inside a lambda's body is not an arm of the definition
+        // (the body is a function, evaluated when called); an offset the
+        // body captures still belongs to an arm around the lambda.
+        let mut stack = vec![(def, None::<ExprId>, false)];
+        while let Some((e, arm, in_body)) = stack.pop() {
             match &spec.ast.expr(e).kind {
-                ExprKind::If(c, a, b) => {
-                    stack.extend([(*c, arm), (*a, Some(*a)), (*b, Some(*b))]);
+                ExprKind::If(c, a, b) if !in_body => {
+                    stack.extend([
+                        (*c, arm, false),
+                        (*a, Some(*a), false),
+                        (*b, Some(*b), false),
+                    ]);
                 }
+                ExprKind::Lambda(_, body) => stack.push((*body, arm, true)),
                 ExprKind::Offset(a, n)
                     if *n > 0 && names(spec, *a) == Some(me) && arm.is_some() =>
                 {
                     rebound.insert(e, arm.expect("checked above"));
                 }
-                _ => stack.extend(spec.ast.children(e).into_iter().map(|c| (c, arm))),
+                _ => stack.extend(spec.ast.children(e).into_iter().map(|c| (c, arm, in_body))),
             }
         }
     }
@@ -216,8 +224,16 @@ impl Reference<'_> {
             | ExprKind::Name(_) => None,
             ExprKind::Offset(a, 0) => self.fault(*a, s),
             // The condition's errors pass on; the arms' errors are resolved
-            // by the `if` itself (see `eval_if`).
-            ExprKind::If(c, ..) => self.fault(*c, s).or_else(|| self.own(e, s).err()),
+            // by the `if` itself (see `eval_if`), except a `dynamic`'s own,
+            // which no `if` discards (the instance has no history past a
+            // step it could not finish).
+            ExprKind::If(c, a, b) => {
+                let (a, b) = (*a, *b);
+                self.fault(*c, s)
+                    .or_else(|| self.dynamic_fault(a, s))
+                    .or_else(|| self.dynamic_fault(b, s))
+                    .or_else(|| self.own(e, s).err())
+            }
             // A lambda's body runs when it is called; what it reads of the
             // streams is evaluated with the stream, at every step.
             ExprKind::Lambda(..) => {
@@ -311,10 +327,16 @@ impl Reference<'_> {
                     raw.insert(x, self.sample(x, s));
                     held.insert(x, self.held(x, s));
                 }
+                // Parameters of lambdas around it (it sits in one's capture,
+                // reading none of theirs) keep their numbers: placeholders.
+                let around = (self.spec.streams.iter())
+                    .filter_map(|st| st.def)
+                    .find_map(|d| self.spec.ast.params_around(d, e))
+                    .expect("a lambda is inside a definition");
                 Ok(Sample::Value(Value::Func(Arc::new(RefClosure {
                     spec: self.shared.clone(),
                     lambda: e,
-                    env: Vec::new(),
+                    env: vec![Value::Unit; around as usize],
                     raw: Arc::new(raw),
                     held: Arc::new(held),
                     bound: Vec::new(),
@@ -539,11 +561,9 @@ impl Reference<'_> {
         let mut text = String::new();
         for &x in &scope {
             let st = self.spec.stream(x);
-            let ty = match st.sig {
-                crate::lang::check::ScalarSignature::I64 => ": Int",
-                crate::lang::check::ScalarSignature::F64 => ": Float",
-                crate::lang::check::ScalarSignature::B1 => ": Bool",
-                crate::lang::check::ScalarSignature::NotScalar => "",
+            let ty = match st.ty {
+                crate::lang::types::Type::Any => String::new(),
+                t => format!(": {t}"),
             };
             text.push_str(&format!(
                 "in {}{ty}
@@ -568,11 +588,7 @@ __dynamic_result = (
             )
         })?;
         let inputs: Vec<Vec<Sample>> = (start..=s)
-            .map(|u| {
-                let ids: Vec<ExprId> = Vec::new();
-                let _ = ids;
-                scope.iter().map(|&x| self.held_stream(x, u)).collect()
-            })
+            .map(|u| scope.iter().map(|&x| self.held_stream(x, u)).collect())
             .collect();
         let (outs, err) = evaluate_samples(&inner, &inputs);
         if let Some(err) = err {
@@ -593,6 +609,24 @@ __dynamic_result = (
             return Ok(Sample::Deferred);
         }
         Ok(result)
+    }
+
+    /// The first error a `dynamic` inside `e` raises itself at step `s`
+    /// (children before parents, left to right).
+    fn dynamic_fault(&mut self, e: ExprId, s: usize) -> Option<Fault> {
+        let spec = self.spec;
+        let mut first = None;
+        for child in spec.ast.children(e) {
+            if matches!(spec.ast.expr(child).kind, ExprKind::Lambda(..)) {
+                continue;
+            }
+            let f = self.dynamic_fault(child, s);
+            first = first.or(f);
+        }
+        match &spec.ast.expr(e).kind {
+            ExprKind::Dynamic(..) => first.or_else(|| self.own(e, s).err()),
+            _ => first,
+        }
     }
 
     /// Stream `x` held at step `t`.
@@ -805,14 +839,19 @@ mod containers {
 
     /// Runs a call one level deeper; past the bound, the runtime error.
     pub(super) fn nested(f: impl FnOnce() -> Result<Sample, Fault>) -> Result<Sample, Fault> {
+        struct Restore(u32);
+        impl Drop for Restore {
+            fn drop(&mut self) {
+                CALLS.with(|c| c.set(self.0));
+            }
+        }
         let depth = CALLS.with(|c| c.get());
         if depth >= crate::canonical::func::MAX_CALL_DEPTH {
             return Err(Fault::new(ErrorKind::RecursionTooDeep, "application"));
         }
+        let _restore = Restore(depth);
         CALLS.with(|c| c.set(depth + 1));
-        let r = f();
-        CALLS.with(|c| c.set(depth));
-        r
+        f()
     }
 
     fn bad(op: &'static str, v: &Value) -> Fault {

@@ -19,7 +19,7 @@
 
 use super::NodeState;
 use crate::error::{ErrorKind, Fault};
-use crate::lang::check::{ScalarSignature, StreamId};
+use crate::lang::check::StreamId;
 use crate::plan::{Plan, Slot};
 use crate::value::{Sample, Value};
 use std::sync::Arc;
@@ -150,11 +150,12 @@ fn instance(
         let name = outer.stream_name(s);
         if names.contains(&name) {
             inputs.push(s);
-            let ty = match outer.spec.stream(s).sig {
-                ScalarSignature::I64 => ": Int",
-                ScalarSignature::F64 => ": Float",
-                ScalarSignature::B1 => ": Bool",
-                ScalarSignature::NotScalar => "",
+            // Typed as the checker typed the stream (not by its signature,
+            // which a tier speculating on untyped inputs re-signs), so the
+            // string checks the same way on every tier.
+            let ty = match outer.spec.stream(s).ty {
+                crate::lang::types::Type::Any => String::new(),
+                t => format!(": {t}"),
             };
             text.push_str(&format!("in {name}{ty}\n"));
         }

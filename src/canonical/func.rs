@@ -117,16 +117,23 @@ impl Closure {
     }
 }
 
-/// Runs `f` one call deeper, or fails past `MAX_CALL_DEPTH`.
+/// Runs `f` one call deeper, or fails past `MAX_CALL_DEPTH`. The depth
+/// is restored however `f` ends (a panic caught above must not leave the
+/// thread's later calls deeper).
 fn deeper<T>(f: impl FnOnce() -> Result<T, Fault>) -> Result<T, Fault> {
+    struct Restore(u32);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            DEPTH.with(|d| d.set(self.0));
+        }
+    }
     let depth = DEPTH.with(|d| d.get());
     if depth >= MAX_CALL_DEPTH {
         return Err(Fault::new(ErrorKind::RecursionTooDeep, "application"));
     }
+    let _restore = Restore(depth);
     DEPTH.with(|d| d.set(depth + 1));
-    let out = f();
-    DEPTH.with(|d| d.set(depth));
-    out
+    f()
 }
 
 impl Function for Closure {

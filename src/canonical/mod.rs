@@ -634,6 +634,11 @@ impl NodeState {
         }
         let sample = match self.compute(plan, id) {
             Ok(s) => s,
+            // A `dynamic` instance's error is never discarded: the instance
+            // has no history past a step it could not finish.
+            Err(fault) if matches!(node.op, NodeOp::Dynamic(_)) => {
+                return Err(fault.at(plan.stream_name(node.stream), self.step));
+            }
             Err(fault) => match node.branch {
                 Some(b) => {
                     // The first fault of an arm is the one it reports.
@@ -787,7 +792,7 @@ impl NodeState {
                     func::Closure {
                         code: std::sync::Arc::new(code),
                         lambda: lambda.expr,
-                        env: std::sync::Arc::new([]),
+                        env: vec![Value::Unit; lambda.outer_params as usize].into(),
                         captures: captures.into(),
                         held: held.into(),
                         bound: Vec::new(),

@@ -1329,7 +1329,16 @@ impl Regions<'_> {
                     match action {
                         Action::Canonical(nodes) => {
                             for &n in nodes {
-                                run.state.eval_node(plan, n)?;
+                                if run.state.eval_node(plan, n).is_err() {
+                                    // A canonical run may come before the
+                                    // islands of a program it does not read
+                                    // (`fusion::graph_step`), so its error
+                                    // may not be the stream's first: the
+                                    // stream runs again from its start, in
+                                    // node order (re-evaluating is
+                                    // idempotent), and reports that one.
+                                    return run.state.eval_stream(plan, *stream);
+                                }
                             }
                         }
                         Action::Region(r) => {

@@ -470,6 +470,24 @@ impl Ast {
         false
     }
 
+    /// How many parameters of lambdas around `e` are in scope there (the
+    /// number of the first parameter `e`'s own lambdas bind), within
+    /// `root`; `None` if `e` is not inside `root`.
+    pub fn params_around(&self, root: ExprId, e: ExprId) -> Option<u32> {
+        let mut stack = vec![(root, 0u32)];
+        while let Some((x, depth)) = stack.pop() {
+            if x == e {
+                return Some(depth);
+            }
+            let inner = match &self.expr(x).kind {
+                ExprKind::Lambda(params, _) => depth + params.len() as u32,
+                _ => depth,
+            };
+            stack.extend(self.children(x).into_iter().map(|c| (c, inner)));
+        }
+        None
+    }
+
     /// Whether `e` reads a parameter numbered below `bound` (one of the
     /// lambdas around `e`, when `bound` of their parameters enclose it:
     /// parameters are numbered outermost first, so those of lambdas inside

@@ -60,6 +60,7 @@ fn parse_with(src: &str, combined: bool) -> (Ast, Vec<Diagnostic>) {
         window_panes: 0,
         triggers: 0,
         params: Vec::new(),
+        src: src.to_string(),
         combined,
     };
     p.ast.mentions = p
@@ -79,6 +80,8 @@ fn parse_with(src: &str, combined: bool) -> (Ast, Vec<Diagnostic>) {
 struct Parser {
     /// Whether a declaration may carry its definition (`parse_definitions`).
     combined: bool,
+    /// The source text (`t.1.0` lexes its indices as a float, read back).
+    src: String,
     /// The values all count windows so far keep, and the panes of all time
     /// windows: a window's state is allocated with the run, so the spec's
     /// total is bounded (`lang::MAX_WINDOW_VALUES`, `MAX_WINDOW_PANES_TOTAL`).
@@ -779,6 +782,20 @@ impl Parser {
                 Tok::Dot => {
                     let dot = self.advance();
                     let t = self.bump();
+                    let text = self.src.get(t.span.start as usize..t.span.end as usize);
+                    // `t.1.0`: two indices, which the lexer read as `1.0`.
+                    if let (Tok::Float(_), Some((a, b))) =
+                        (&t.tok, text.and_then(|x| x.split_once('.')))
+                        && let (Ok(a), Ok(b)) = (a.parse::<u32>(), b.parse::<u32>())
+                    {
+                        let span = self.ast.expr(e).span.to(t.span);
+                        let first = self.push(ExprKind::Field(e, Field::Index(a)), span, dot)?;
+                        base = (
+                            self.push(ExprKind::Field(first, Field::Index(b)), span, dot)?,
+                            false,
+                        );
+                        continue;
+                    }
                     let field = match t.tok {
                         Tok::Ident(n) => Field::Name(n.into()),
                         Tok::Int(i) if i >= 0 && i <= i64::from(u32::MAX) => Field::Index(i as u32),

@@ -109,6 +109,11 @@ pub struct DynamicId(pub u32);
 pub struct LambdaPlan {
     pub expr: ExprId,
     pub captures: Vec<ExprId>,
+    /// The parameters of lambdas around it in the text (it sits in a
+    /// capture of theirs, so it reads none of them): its own are numbered
+    /// from here, and a closure's environment starts with as many
+    /// placeholders.
+    pub outer_params: u32,
 }
 
 /// Which arm of which `if` a node is evaluated for (the innermost one).
@@ -523,7 +528,21 @@ impl Lowering<'_> {
         let mut captures = Vec::new();
         self.captures(e, 0, &mut captures);
         let args = captures.iter().map(|&c| self.lower(c)).collect();
-        self.lambdas.push(LambdaPlan { expr: e, captures });
+        let def = self
+            .spec
+            .stream(self.stream)
+            .def
+            .expect("a lowered stream is defined");
+        let outer_params = self
+            .spec
+            .ast
+            .params_around(def, e)
+            .expect("inside its definition");
+        self.lambdas.push(LambdaPlan {
+            expr: e,
+            captures,
+            outer_params,
+        });
         self.node(e, args)
     }
 

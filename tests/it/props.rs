@@ -266,9 +266,67 @@ impl Gen<'_> {
         format!("(default({name}[{n}], {init}) {op} {rhs})")
     }
 
+    /// An Int through containers, functions or `dynamic`: list builtins
+    /// over lists of generated Ints, a lambda (whose body reads streams,
+    /// offsets of them and stateful builtins, all captured) applied, mapped
+    /// or folded, `partial`, maps, tuples, and `eval` of a string naming the
+    /// inputs (a choice between two strings restarts the instance).
+    fn container_expr(&mut self, ctx: Ctx) -> String {
+        let i = Ty::Int;
+        let e = |g: &mut Self| g.expr(i, ctx);
+        match self.c.pick(9) {
+            0 => {
+                let (a, b) = (e(self), e(self));
+                format!("List.len(List.append([{a}], {b}))")
+            }
+            1 => {
+                let (a, b, k) = (e(self), e(self), e(self));
+                format!("List.fold(\\acc: Int, v: Int -> acc + v, {k}, [{a}, {b}])")
+            }
+            2 => {
+                let (a, b, k) = (e(self), e(self), e(self));
+                format!("List.get(List.map(\\v: Int -> v - {k}, List.concat([{a}], [{b}])), 1)")
+            }
+            3 => {
+                let (a, k) = (e(self), e(self));
+                format!("(\\v: Int -> v * 2 + {k})({a})")
+            }
+            4 => {
+                let (a, b) = (e(self), e(self));
+                format!("partial(\\u: Int, v: Int -> u - v, {a})({b})")
+            }
+            5 => {
+                let (a, b) = (e(self), e(self));
+                format!("Map.get(Map.insert({{k: {a}}}, \"j\", {b}), \"k\")")
+            }
+            6 => {
+                let (a, b) = (e(self), e(self));
+                format!("Tuple({a}, [{b}]).1.0")
+            }
+            7 => {
+                let (a, k) = (e(self), e(self));
+                format!("List.head(List.filter(\\v: Int -> v > {k}, List.tail([0, {a}])))")
+            }
+            _ => {
+                let names: Vec<String> = self.inputs.iter().map(|(n, _)| n.clone()).collect();
+                let x = names[self.c.pick(names.len())].clone();
+                let y = names[self.c.pick(names.len())].clone();
+                let c = self.expr(Ty::Bool, ctx);
+                let d = e(self);
+                let first = self
+                    .c
+                    .one(&["{x} + 1", "default({x}[1], 7) * 2", "{x} - {y}"]);
+                let first = first.replace("{x}", &x).replace("{y}", &y);
+                let typed = self.c.one(&["", ": Int"]);
+                format!("default(eval(if {c} then \"{first}\" else \"{y} * 3\"{typed}), {d})")
+            }
+        }
+    }
+
     fn int_expr(&mut self, ctx: Ctx) -> String {
         let i = Ty::Int;
-        match self.c.pick(11) {
+        match self.c.pick(12) {
+            11 => self.container_expr(ctx),
             0 | 1 => {
                 let op = self.c.one(&["+", "-", "*", "+", "-", "*", "/", "%"]);
                 let (a, b) = (self.expr(i, ctx), self.expr(i, ctx));
@@ -826,6 +884,14 @@ fn generator_coverage() {
         "in i0\n",
         "aux ",
         "var ",
+        "List.fold(",
+        "List.map(",
+        "List.head(",
+        "partial(",
+        "Map.get(",
+        ".1.0",
+        "-> v * 2",
+        "eval(if",
     ];
     let mut seen = vec![0usize; features.len()];
     let mut kinds = std::collections::BTreeMap::new();
@@ -1217,4 +1283,40 @@ fn tiers_equal_canonical_when_speculating_on_untyped_inputs() {
         "speculation: {checked} specs, {speculating} runs speculating, {fused} fused completions, {given_up} given up"
     );
     assert!(checked > 50 && speculating > 50 && fused > 2000 && given_up > 3);
+}
+
+/// A canonical run that `fusion` places before the islands of a program it
+/// does not read raised its error first, though a node of those islands,
+/// earlier in the stream, fails at the same step on the canonical tier
+/// (found by `tiers_equal_canonical`: here the islands speculate on the
+/// untyped `i0`, and the `dynamic` after them fails too). The fused tiers
+/// now rerun the stream in node order and report the canonical tier's
+/// error.
+#[test]
+fn an_error_of_a_canonical_run_placed_before_islands_is_reported_in_node_order() {
+    let spec = Spec::parse(
+        "order.dsrv",
+        "in i0\nout s1: Int\n\
+         s1 = (if ((i0 + i0[1]) == (i0[1] + i0[1])) then \
+         partial(\\u: Int, v: Int -> u - v, i0)(default(eval(if true then \"i0 - i0\" else \"i0 * 3\"), 1)) \
+         else abs((if 0 == 0 then 0 else (0 / 0))))\n",
+    )
+    .unwrap();
+    let trace = vec![
+        vec![Some(Value::Int(-3))],
+        vec![Some(Value::Bool(false))],
+        vec![Some(Value::Int(-3))],
+    ];
+    let canon = run_tier(&spec, &trace, Tier::Canonical);
+    let err = canon.1.as_ref().expect("step 1 fails");
+    assert_eq!((err.step, err.op), (1, "addition"));
+    for tier in Tier::ALL {
+        compare_runs(
+            &spec,
+            &trace,
+            ("canonical", canon.clone()),
+            (tier.name(), run_tier(&spec, &trace, tier)),
+        )
+        .unwrap_or_else(|m| panic!("{m}"));
+    }
 }
