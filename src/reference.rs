@@ -964,7 +964,7 @@ mod containers {
             _ => return Err(bad("field access", v)),
         };
         match found {
-            Ok(x) => Ok(Sample::Value(x.clone())),
+            Ok(x) => Ok(element(x)),
             Err(kind) => Err(Fault::new(kind, "field access")),
         }
     }

@@ -495,9 +495,10 @@ impl Snapshot {
     }
 }
 
-/// The body of a run state of `plan`. The slots of lambda nodes are not
-/// kept: they hold a function at every step, which the next step makes
-/// again before anything reads it.
+/// The body of a run state of `plan`. The slots of the nodes that make
+/// functions (lambdas, `partial`, `fix`) are not kept: each is NoVal only
+/// while an operand has never had a value (so its held value is never
+/// read), and the next step makes it again before anything reads it.
 fn body_of(
     plan: &Plan,
     st: &NodeState,
@@ -508,7 +509,7 @@ fn body_of(
         let stored = stored_slots(plan);
         let mut remade = vec![false; stored];
         for (n, node) in plan.nodes.iter().enumerate() {
-            if matches!(node.op, NodeOp::Lambda(_)) {
+            if matches!(node.op, NodeOp::Lambda(_) | NodeOp::Partial | NodeOp::Fix) {
                 remade[plan.node_slot(crate::plan::NodeId(n as u32)).index()] = true;
             }
         }

@@ -351,8 +351,12 @@ pub fn call(args: &[Value]) -> Result<Sample, Fault> {
     apply_at_site(function("application", &args[0])?, &args[1..])
 }
 
-/// `e.field` / `e.0`.
-pub fn field(v: &Value, field: &Field) -> Result<Value, Fault> {
+/// `e.field` / `e.0` (a list's NoVal or ⊥ element is that sample).
+pub fn field(v: &Value, field: &Field) -> Result<Sample, Fault> {
+    field_value(v, field).map(Value::into_sample)
+}
+
+fn field_value(v: &Value, field: &Field) -> Result<Value, Fault> {
     match (v, field) {
         (Value::Map(m), Field::Name(k)) => m.get(k).cloned().ok_or_else(|| Fault {
             kind: ErrorKind::MissingKey,
@@ -588,7 +592,7 @@ impl Body<'_> {
             }
             ExprKind::Field(a, f) => {
                 let v = values!(&[*a]);
-                field(&v[0], f).map(Sample::Value)
+                field(&v[0], f)
             }
             ExprKind::Method(m, args) => method(*m, &values!(args)),
             ExprKind::Lambda(..) => one(Value::Func(Arc::new(Closure {

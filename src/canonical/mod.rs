@@ -821,7 +821,7 @@ impl NodeState {
                     (NodeOp::Map, ExprKind::Map(entries)) => {
                         func::map_of(entries.iter().map(|(k, _)| k.clone()), values)
                     }
-                    (NodeOp::Field, ExprKind::Field(_, f)) => func::field(&values[0], f)?,
+                    (NodeOp::Field, ExprKind::Field(_, f)) => return func::field(&values[0], f),
                     (NodeOp::Method(m), _) => return func::method(m, &values),
                     (NodeOp::Apply, _) => return func::call(&values),
                     (NodeOp::Partial, _) => func::partial(values)?,

@@ -96,11 +96,18 @@ impl PackLayout {
                 continue;
             }
             // `default` reads its fallback unheld (when its first operand
-            // is ⊥), so it too can be NoVal after a value.
+            // is ⊥), so it too can be NoVal after a value; so can a
+            // container builtin or a call (a function's body reads the
+            // streams it captured as they are, and a list may hold NoVal
+            // elements), a field access and a `dynamic`.
             let cell = node.branch.is_some()
                 || matches!(
                     node.op,
                     NodeOp::Call(Builtin::Latch | Builtin::Init | Builtin::Default)
+                        | NodeOp::Method(_)
+                        | NodeOp::Apply
+                        | NodeOp::Field
+                        | NodeOp::Dynamic(_)
                 );
             if cell {
                 persist.push(slot);

@@ -304,6 +304,9 @@ pub fn may_be_noval(plan: &Plan, id: NodeId) -> bool {
                 || operand(&node.args[1])
         }
         NodeOp::Call(Builtin::Init | Builtin::Latch | Builtin::Update) | NodeOp::If => true,
+        // A function's body reads what it captured as it is, a list may
+        // hold NoVal elements, and a `dynamic` holds its instance's result.
+        NodeOp::Method(_) | NodeOp::Apply | NodeOp::Field | NodeOp::Dynamic(_) => true,
         _ => node.branch.is_some() || node.args.iter().any(operand),
     }
 }

@@ -549,6 +549,7 @@ impl Parser {
 
     /// `\x: T, y: U -> body`; the body extends as far right as it can (as
     /// an `if`'s else branch does).
+    #[inline(never)]
     fn lambda(&mut self) -> PResult<ExprId> {
         let start = self.advance();
         let mut params = Vec::new();
@@ -772,52 +773,53 @@ impl Parser {
         loop {
             let e = self.offsets(base)?;
             match self.peek() {
-                Tok::LParen => {
-                    let open = self.advance();
-                    let args = self.args(Tok::RParen)?;
-                    let close = self.expect(Tok::RParen, "`,` or `)`")?;
-                    let span = self.ast.expr(e).span.to(close);
-                    base = (self.push(ExprKind::Apply(e, args), span, open)?, false);
-                }
-                Tok::Dot => {
-                    let dot = self.advance();
-                    let t = self.bump();
-                    let text = self.src.get(t.span.start as usize..t.span.end as usize);
-                    // `t.1.0`: two indices, which the lexer read as `1.0`.
-                    if let (Tok::Float(_), Some((a, b))) =
-                        (&t.tok, text.and_then(|x| x.split_once('.')))
-                        && let (Ok(a), Ok(b)) = (a.parse::<u32>(), b.parse::<u32>())
-                    {
-                        let span = self.ast.expr(e).span.to(t.span);
-                        let first = self.push(ExprKind::Field(e, Field::Index(a)), span, dot)?;
-                        base = (
-                            self.push(ExprKind::Field(first, Field::Index(b)), span, dot)?,
-                            false,
-                        );
-                        continue;
-                    }
-                    let field = match t.tok {
-                        Tok::Ident(n) => Field::Name(n.into()),
-                        Tok::Int(i) if i >= 0 && i <= i64::from(u32::MAX) => Field::Index(i as u32),
-                        other => {
-                            return Err(Box::new(Diagnostic::new(
-                                t.span,
-                                format!(
-                                    "expected a field name or an index after `.`, found {}",
-                                    other.describe()
-                                ),
-                            )));
-                        }
-                    };
-                    let span = self.ast.expr(e).span.to(t.span);
-                    base = (self.push(ExprKind::Field(e, field), span, dot)?, false);
-                }
+                Tok::LParen | Tok::Dot => base = (self.suffix(e)?, false),
                 _ => return Ok(e),
             }
         }
     }
 
+    /// An application `(a, …)` or a field `.name`/`.0` after `e` (a helper
+    /// of `postfix`, whose frame stays small on the recursive path).
+    #[inline(never)]
+    fn suffix(&mut self, e: ExprId) -> PResult<ExprId> {
+        if self.peek() == &Tok::LParen {
+            let open = self.advance();
+            let args = self.args(Tok::RParen)?;
+            let close = self.expect(Tok::RParen, "`,` or `)`")?;
+            let span = self.ast.expr(e).span.to(close);
+            return self.push(ExprKind::Apply(e, args), span, open);
+        }
+        let dot = self.advance();
+        let t = self.bump();
+        let text = self.src.get(t.span.start as usize..t.span.end as usize);
+        // `t.1.0`: two indices, which the lexer read as `1.0`.
+        if let (Tok::Float(_), Some((a, b))) = (&t.tok, text.and_then(|x| x.split_once('.')))
+            && let (Ok(a), Ok(b)) = (a.parse::<u32>(), b.parse::<u32>())
+        {
+            let span = self.ast.expr(e).span.to(t.span);
+            let first = self.push(ExprKind::Field(e, Field::Index(a)), span, dot)?;
+            return self.push(ExprKind::Field(first, Field::Index(b)), span, dot);
+        }
+        let field = match t.tok {
+            Tok::Ident(n) => Field::Name(n.into()),
+            Tok::Int(i) if i >= 0 && i <= i64::from(u32::MAX) => Field::Index(i as u32),
+            other => {
+                return Err(Box::new(Diagnostic::new(
+                    t.span,
+                    format!(
+                        "expected a field name or an index after `.`, found {}",
+                        other.describe()
+                    ),
+                )));
+            }
+        };
+        let span = self.ast.expr(e).span.to(t.span);
+        self.push(ExprKind::Field(e, field), span, dot)
+    }
+
     /// Comma-separated expressions up to (not including) `close`.
+    #[inline(never)]
     fn args(&mut self, close: Tok) -> PResult<Vec<ExprId>> {
         let mut args = Vec::new();
         if self.peek() != &close {
@@ -946,24 +948,7 @@ impl Parser {
                     _ => Ok((self.leaf()?, false)),
                 }
             }
-            Tok::LBracket => {
-                let open = self.advance();
-                let items = self.args(Tok::RBracket)?;
-                let close = self.expect(Tok::RBracket, "`,` or `]`")?;
-                Ok((
-                    self.push(ExprKind::List(items), open.to(close), open)?,
-                    false,
-                ))
-            }
-            Tok::LBrace => {
-                let open = self.advance();
-                let entries = self.entries(Tok::RBrace, true)?;
-                let close = self.expect(Tok::RBrace, "`,` or `}`")?;
-                Ok((
-                    self.push(ExprKind::Map(entries), open.to(close), open)?,
-                    false,
-                ))
-            }
+            Tok::LBracket | Tok::LBrace => Ok((self.container_literal()?, false)),
             _ => Ok((self.leaf()?, true)),
         }
     }
@@ -1019,6 +1004,20 @@ impl Parser {
         self.push(kind, span, span)
     }
 
+    /// `[e, …]` or `{k: e, …}` (a helper of `atom`).
+    #[inline(never)]
+    fn container_literal(&mut self) -> PResult<ExprId> {
+        let open = self.advance();
+        if self.toks[self.pos - 1].tok == Tok::LBracket {
+            let items = self.args(Tok::RBracket)?;
+            let close = self.expect(Tok::RBracket, "`,` or `]`")?;
+            return self.push(ExprKind::List(items), open.to(close), open);
+        }
+        let entries = self.entries(Tok::RBrace, true)?;
+        let close = self.expect(Tok::RBrace, "`,` or `}`")?;
+        self.push(ExprKind::Map(entries), open.to(close), open)
+    }
+
     /// Whether `name` is a parameter of a lambda being parsed.
     fn is_param(&self, name: &str) -> bool {
         self.params.iter().any(|p| p == name)
@@ -1026,6 +1025,7 @@ impl Parser {
 
     /// Map entries up to `close`: `"k": e` (and `k: e` in an object
     /// literal), keys unique.
+    #[inline(never)]
     fn entries(&mut self, close: Tok, names: bool) -> PResult<Vec<(std::sync::Arc<str>, ExprId)>> {
         let mut entries: Vec<(std::sync::Arc<str>, ExprId)> = Vec::new();
         while self.peek() != &close {
@@ -1060,6 +1060,7 @@ impl Parser {
     }
 
     /// `List.append(l, e)` and the other container builtins.
+    #[inline(never)]
     fn method(&mut self) -> PResult<ExprId> {
         let Tok::Ident(owner) = self.peek().clone() else {
             unreachable!("`atom` calls `method` at a name")
@@ -1099,6 +1100,7 @@ impl Parser {
 
     /// The forms that are not plain builtins: constructors, `partial`,
     /// `fix` and `dynamic`/`eval`/`defer`.
+    #[inline(never)]
     fn form(&mut self) -> PResult<ExprId> {
         let Tok::Ident(name) = self.peek().clone() else {
             unreachable!("`atom` calls `form` at a name")

@@ -1,7 +1,7 @@
 //! Keyed monitors: each key's outputs are exactly a plain monitor's over that key's rows, on
 //! every tier, through keyed snapshots and restores; eviction, rejected rows, per-key errors.
 
-use crate::props::{case_strategy, compare_runs, generate_spec, generate_trace, run_tier};
+use crate::props::{case_strategy, compare_runs, generate_keyable_spec, generate_trace, run_tier};
 use crate::snapshots::max_offset;
 use proptest::strategy::{Strategy, ValueTree};
 use proptest::test_runner::TestRunner;
@@ -75,7 +75,7 @@ fn check_case(
     cov: &mut Coverage,
 ) -> Result<(), String> {
     let (spec_data, len, trace_data) = data;
-    let g = generate_spec(&spec_data, true);
+    let g = generate_keyable_spec(&spec_data, true);
     let source = format!("{}in kk: Int\n", g.source);
     let Ok(spec) = Spec::parse("gen.dsrv", &source) else {
         return Ok(());

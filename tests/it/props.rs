@@ -87,6 +87,8 @@ struct Gen<'a> {
     /// Let the compound operand of an offset read any stream at offset 0
     /// (outside `if` arms); else only earlier streams, as everywhere else.
     late_reads_in_offsets: bool,
+    /// Generate `eval` (keyed monitors refuse `dynamic`).
+    dynamic: bool,
 }
 
 const BIG_INTS: [&str; 5] = [
@@ -307,6 +309,10 @@ impl Gen<'_> {
                 let (a, k) = (e(self), e(self));
                 format!("List.head(List.filter(\\v: Int -> v > {k}, List.tail([0, {a}])))")
             }
+            8 if !self.dynamic => {
+                let (a, k) = (e(self), e(self));
+                format!("List.head(List.filter(\\v: Int -> v > {k}, List.tail([0, {a}])))")
+            }
             _ => {
                 let names: Vec<String> = self.inputs.iter().map(|(n, _)| n.clone()).collect();
                 let x = names[self.c.pick(names.len())].clone();
@@ -466,12 +472,22 @@ pub(crate) struct GenSpec {
 }
 
 pub(crate) fn generate_spec(data: &[u32], late_reads_in_offsets: bool) -> GenSpec {
+    generate_spec_with(data, late_reads_in_offsets, true)
+}
+
+/// `generate_spec` without `dynamic` (for keyed monitors, which refuse it).
+pub(crate) fn generate_keyable_spec(data: &[u32], late_reads_in_offsets: bool) -> GenSpec {
+    generate_spec_with(data, late_reads_in_offsets, false)
+}
+
+fn generate_spec_with(data: &[u32], late_reads_in_offsets: bool, dynamic: bool) -> GenSpec {
     let mut g = Gen {
         c: Choices { data, pos: 0 },
         inputs: Vec::new(),
         streams: Vec::new(),
         current: 0,
         late_reads_in_offsets,
+        dynamic,
     };
     let n_inputs = 1 + g.c.pick(4);
     for i in 0..n_inputs {

@@ -790,7 +790,7 @@ fn fragment_run(
 /// `KeyedMonitor` does (outputs, steps and runtime errors).
 #[test]
 fn the_fragment_with_a_barrier_and_a_resume_equals_one_keyed_monitor() {
-    use crate::props::{case_strategy, generate_spec, generate_trace};
+    use crate::props::{case_strategy, generate_keyable_spec, generate_trace};
     use proptest::strategy::{Strategy, ValueTree};
     use vigil::{KeyedMonitor, Spec, StepError, Value};
     let mut runner = proptest::test_runner::TestRunner::default();
@@ -801,7 +801,7 @@ fn the_fragment_with_a_barrier_and_a_resume_equals_one_keyed_monitor() {
             .unwrap()
             .current();
         let (spec_data, len, trace_data) = data;
-        let g = generate_spec(&spec_data, true);
+        let g = generate_keyable_spec(&spec_data, true);
         let Ok(spec) = Spec::parse("gen.dsrv", &format!("{}in kk: Int\n", g.source)) else {
             continue;
         };
