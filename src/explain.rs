@@ -56,6 +56,37 @@ pub fn explain(spec: &Spec, tier: Tier) -> String {
             );
         }
     }
+    if plan.dynamics > 0 {
+        // Only specs with `dynamic`/`defer` print this.
+        let on = match tier {
+            Tier::Canonical => "the canonical tier".to_string(),
+            t => format!(
+                "an engine of their own on the {t} tier (fused, and compiled on the native tiers, when the string arrives)"
+            ),
+        };
+        let _ = writeln!(
+            out,
+            "
+dynamic (each new string is parsed, checked and planned as an instance of its own, run on {on}; one instance per `dynamic` is kept, dropped when the next string starts one):"
+        );
+        for (k, node) in plan.nodes.iter().enumerate() {
+            if let crate::plan::NodeOp::Dynamic(_) = node.op {
+                let scope: Vec<&str> = (plan.spec.dynamic_scope(node.expr).iter())
+                    .map(|&s| plan.stream_name(s))
+                    .collect();
+                let _ = writeln!(
+                    out,
+                    "  {}: reads {}",
+                    describe_node(plan, crate::plan::NodeId(k as u32)),
+                    if scope.is_empty() {
+                        "no stream".to_string()
+                    } else {
+                        scope.join(", ")
+                    }
+                );
+            }
+        }
+    }
     let _ = writeln!(out, "\ntier: {} ({})", monitor.tier(), monitor.stats().why);
     let untyped = plan.spec.untyped_inputs();
     if !untyped.is_empty() && monitor.tier() != crate::Tier::Canonical {

@@ -189,6 +189,11 @@ pub struct Stats {
     /// the spec has any and a fused tier runs: what was speculated, and how
     /// many rows contradicted it (or that it was given up).
     pub speculation: Option<String>,
+    /// The `dynamic`/`defer` instances of the run, when the spec has any:
+    /// how many were started and are running, the tier of the last, and the
+    /// time spent building them (parse, check, plan and, on a faster tier,
+    /// fusion and compilation).
+    pub dynamic: Option<crate::canonical::dynamic::DynStats>,
 }
 
 impl Stats {
@@ -212,7 +217,21 @@ impl Stats {
             lowering_time: s.lowering_time,
             why: engine.why.clone(),
             speculation: engine.describe_speculation(),
+            dynamic: None,
         }
+    }
+
+    /// `Stats::of` with the `dynamic` instances of `run`.
+    pub(crate) fn of_run(engine: &Engine, run: &crate::exec::Run) -> Stats {
+        let mut stats = Stats::of(engine);
+        if !run.state.dynamic.is_empty() {
+            let mut d = crate::canonical::dynamic::DynStats::default();
+            for r in &run.state.dynamic {
+                r.add_stats(&mut d);
+            }
+            stats.dynamic = Some(d);
+        }
+        stats
     }
 }
 
@@ -220,6 +239,16 @@ impl fmt::Display for Stats {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "tier: {} ({})", self.tier, self.why)?;
         writeln!(f, "rows: {}", self.rows)?;
+        if let Some(d) = &self.dynamic {
+            writeln!(
+                f,
+                "dynamic: {} instances started, {} running (the last on {}), built in {:.3} ms",
+                d.started,
+                d.live,
+                if d.tier.is_empty() { "-" } else { d.tier },
+                d.build_time.as_secs_f64() * 1e3
+            )?;
+        }
         writeln!(
             f,
             "canonical: {} stream evaluations",
@@ -693,7 +722,7 @@ impl Monitor {
 
     /// Counters of the run so far.
     pub fn stats(&self) -> Stats {
-        Stats::of(&self.engine)
+        Stats::of_run(&self.engine, &self.run)
     }
 
     /// Compiles the native batch kernel now, if this monitor has one to

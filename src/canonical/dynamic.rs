@@ -24,11 +24,54 @@ use crate::plan::{Plan, Slot};
 use crate::value::{Sample, Value};
 use std::sync::Arc;
 
+/// A faster tier for `dynamic` instances: the engine of the run that holds
+/// them gives one (`exec::Engine`), so that a received expression runs as
+/// its own plan is fused, interpreted or compiled, the first time its string
+/// is seen. Without one, instances run on the canonical tier.
+pub trait InstanceTier: std::fmt::Debug + Send + Sync {
+    /// Builds the runner of an instance's plan (fusion, lowering and, on the
+    /// native tiers, Cranelift compilation happen here).
+    fn prepare(&self, plan: Arc<Plan>, max_string_bytes: usize) -> Box<dyn InstanceRun>;
+}
+
+/// An instance running on a tier of its own (see [`InstanceTier`]).
+pub trait InstanceRun: std::fmt::Debug + Send {
+    /// Runs one step: `inputs` are the instance's inputs (held samples of
+    /// the outer streams).
+    fn step(&mut self, inputs: &[Sample]) -> Result<(), crate::error::RuntimeError>;
+    /// The instance's run state (its output is read from it).
+    fn state(&self) -> &NodeState;
+    /// The tier it runs on, and how long building it took.
+    fn tier(&self) -> &'static str;
+    fn build_time(&self) -> std::time::Duration;
+    /// A copy running the same code from the same state.
+    fn box_clone(&self) -> Box<dyn InstanceRun>;
+}
+
+/// Totals of a run's `dynamic` instances (for `--stats` and `explain`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct DynStats {
+    /// Instances started (one per new string).
+    pub started: u64,
+    /// Instances running now.
+    pub live: u64,
+    /// The tier the last instance runs on.
+    pub tier: &'static str,
+    /// Time spent building instances (parsing, checking, planning and,
+    /// on a faster tier, fusing and compiling).
+    pub build_time: std::time::Duration,
+}
+
 /// The state of one `dynamic` in a run.
 #[derive(Clone, Debug, Default)]
 pub struct DynRun {
     /// The running instance and its string.
     instance: Option<Box<Instance>>,
+    /// The faster tier new instances run on (set by the engine).
+    pub tier: Option<Arc<dyn InstanceTier>>,
+    /// The time spent building instances, and the tier of the last.
+    pub build_time: std::time::Duration,
+    pub last_tier: &'static str,
     /// The instance's last result (its hold cell).
     held: Sample,
     /// How many instances this `dynamic` has started (for `--stats`).
@@ -44,19 +87,49 @@ impl PartialEq for DynRun {
         self.held == other.held
             && match (&self.instance, &other.instance) {
                 (None, None) => true,
-                (Some(a), Some(b)) => a.source == b.source && a.state == b.state,
+                (Some(a), Some(b)) => a.source == b.source && a.state() == b.state(),
                 _ => false,
             }
     }
 }
 
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 struct Instance {
     source: Arc<str>,
     plan: Arc<Plan>,
-    state: NodeState,
+    exec: Exec,
     /// Each input of the instance (by position) and the outer stream it reads.
     inputs: Vec<StreamId>,
+}
+
+/// Where an instance runs.
+#[derive(Debug)]
+enum Exec {
+    Canonical(Box<NodeState>),
+    Tier(Box<dyn InstanceRun>),
+}
+
+impl Clone for Instance {
+    fn clone(&self) -> Instance {
+        Instance {
+            source: self.source.clone(),
+            plan: self.plan.clone(),
+            exec: match &self.exec {
+                Exec::Canonical(st) => Exec::Canonical(st.clone()),
+                Exec::Tier(r) => Exec::Tier(r.box_clone()),
+            },
+            inputs: self.inputs.clone(),
+        }
+    }
+}
+
+impl Instance {
+    fn state(&self) -> &NodeState {
+        match &self.exec {
+            Exec::Canonical(st) => st,
+            Exec::Tier(r) => r.state(),
+        }
+    }
 }
 
 /// The name of an instance's output stream (not a name a user can write
@@ -79,7 +152,17 @@ impl DynRun {
     /// (what a snapshot keeps).
     pub(crate) fn parts(&self) -> Option<(&str, &Plan, &NodeState, &Sample)> {
         let i = self.instance.as_ref()?;
-        Some((&i.source, &i.plan, &i.state, &self.held))
+        Some((&i.source, &i.plan, i.state(), &self.held))
+    }
+
+    /// This `dynamic`'s part of the run's totals.
+    pub fn add_stats(&self, into: &mut DynStats) {
+        into.started += self.started;
+        into.live += u64::from(self.instance.is_some());
+        into.build_time += self.build_time;
+        if !self.last_tier.is_empty() {
+            into.tier = self.last_tier;
+        }
     }
 
     /// A run of `dynamic` node `node` with an instance of `source` whose
@@ -99,14 +182,19 @@ impl DynRun {
         };
         let scope = outer.spec.dynamic_scope(node.expr);
         let source: Arc<str> = source.into();
-        let mut i = instance(outer, scope, form.ty, form.defer, &source, usize::MAX)
+        let mut i = instance(outer, scope, form.ty, form.defer, &source, usize::MAX, None)
             .map_err(|f| f.detail.unwrap_or_default())?;
-        i.state = state(&i.plan).map_err(|e| e.to_string())?;
+        // A restored instance runs on the canonical tier (a new string
+        // starts the next on the run's tier).
+        i.exec = Exec::Canonical(Box::new(state(&i.plan).map_err(|e| e.to_string())?));
         Ok(DynRun {
             instance: Some(Box::new(i)),
             held,
             started,
             done: None,
+            tier: None,
+            build_time: std::time::Duration::ZERO,
+            last_tier: "canonical",
         })
     }
 }
@@ -129,6 +217,7 @@ fn instance(
     defer: bool,
     source: &Arc<str>,
     max_string_bytes: usize,
+    tier: Option<&Arc<dyn InstanceTier>>,
 ) -> Result<Instance, Fault> {
     // The received text must be one expression: parsed alone first, so that
     // it cannot close the definition it is put in and declare more.
@@ -173,12 +262,18 @@ fn instance(
         invalid(defer, source, why)
     })?;
     let plan = Arc::new(Plan::new(Arc::new(spec)));
-    let mut state = NodeState::new(&plan);
-    state.max_string_bytes = max_string_bytes;
+    let exec = match tier {
+        Some(t) => Exec::Tier(t.prepare(plan.clone(), max_string_bytes)),
+        None => {
+            let mut state = NodeState::new(&plan);
+            state.max_string_bytes = max_string_bytes;
+            Exec::Canonical(Box::new(state))
+        }
+    };
     Ok(Instance {
         source: source.clone(),
         plan,
-        state,
+        exec,
         inputs,
     })
 }
@@ -187,15 +282,26 @@ impl Instance {
     /// Runs one step with the outer run's held values of the inputs.
     fn step(&mut self, outer: &NodeState) -> Result<Sample, Fault> {
         let inner = &self.plan;
-        self.state.max_string_bytes = outer.max_string_bytes;
-        for (k, &s) in self.inputs.iter().enumerate() {
-            let slot = Slot::from(inner.spec.inputs[k]);
-            self.state.write(slot, outer.held(Slot::from(s)));
-        }
-        let result: Result<(), crate::error::RuntimeError> = inner
-            .schedule
-            .iter()
-            .try_for_each(|&s| self.state.eval_stream(inner, s));
+        let result: Result<(), crate::error::RuntimeError> = match &mut self.exec {
+            Exec::Canonical(state) => {
+                state.max_string_bytes = outer.max_string_bytes;
+                for (k, &s) in self.inputs.iter().enumerate() {
+                    let slot = Slot::from(inner.spec.inputs[k]);
+                    state.write(slot, outer.held(Slot::from(s)));
+                }
+                let r = (inner.schedule.iter()).try_for_each(|&s| state.eval_stream(inner, s));
+                if r.is_ok() {
+                    state.end_row(inner);
+                }
+                r
+            }
+            Exec::Tier(run) => {
+                let row: Vec<Sample> = (self.inputs.iter())
+                    .map(|&s| outer.held(Slot::from(s)))
+                    .collect();
+                run.step(&row)
+            }
+        };
         if let Err(e) = result {
             return Err(Fault {
                 kind: e.kind,
@@ -206,10 +312,9 @@ impl Instance {
                 }),
             });
         }
+        // The output was written by the step, and stays until the next.
         let out = inner.spec.outputs[0];
-        let v = self.state.raw(Slot::from(out));
-        self.state.end_row(inner);
-        Ok(v)
+        Ok(self.state().raw(Slot::from(out)))
     }
 }
 
@@ -268,14 +373,25 @@ fn step(
             unreachable!("a new instance starts from a string")
         };
         let scope = plan.spec.dynamic_scope(node.expr);
-        run.instance = Some(Box::new(instance(
+        // The running instance is dropped first: memory holds one per
+        // `dynamic`, whatever strings arrive.
+        run.instance = None;
+        let started = std::time::Instant::now();
+        let new = instance(
             plan,
             scope,
             ty,
             defer,
             s,
             st.max_string_bytes,
-        )?));
+            run.tier.as_ref(),
+        )?;
+        run.build_time += started.elapsed();
+        run.last_tier = match &new.exec {
+            Exec::Canonical(_) => "canonical",
+            Exec::Tier(r) => r.tier(),
+        };
+        run.instance = Some(Box::new(new));
         run.held = Sample::NoVal;
         run.started += 1;
     }

@@ -33,6 +33,7 @@
 mod tier;
 pub use tier::Tier;
 
+use crate::canonical::dynamic::{InstanceRun, InstanceTier};
 use crate::canonical::{Cells, NodeState};
 use crate::error::{ErrorKind, RuntimeError};
 use crate::fusion::lower::{LoweredRegion, WholeSplit, lower_region};
@@ -335,7 +336,14 @@ impl Run {
 
     /// Wraps a run state (fresh, restored or moved from another engine);
     /// every program starts unpromoted.
-    pub fn from_state(engine: &Engine, state: NodeState) -> Run {
+    pub fn from_state(engine: &Engine, mut state: NodeState) -> Run {
+        // `dynamic` instances run on the tier asked of this engine.
+        if !state.dynamic.is_empty() && engine.requested != Tier::Canonical {
+            let tier: Arc<dyn InstanceTier> = Arc::new(InstanceEngines(engine.requested));
+            for d in &mut state.dynamic {
+                d.tier = Some(tier.clone());
+            }
+        }
         Run {
             state,
             promoted: Promoted::new(engine.regions.len() + 1),
@@ -632,6 +640,89 @@ pub struct Engine {
     /// Declared last so it is dropped after them; the last owner's drop
     /// frees the code.
     native: Vec<SharedCode>,
+}
+
+/// The tier `dynamic` instances run on (`canonical::dynamic::InstanceTier`):
+/// each new string's plan gets an engine of its own, fused, lowered and (on
+/// the native tiers) compiled when the string arrives, and dropped with the
+/// instance (its native code with it).
+#[derive(Debug)]
+struct InstanceEngines(Tier);
+
+impl InstanceTier for InstanceEngines {
+    fn prepare(&self, plan: Arc<Plan>, max_string_bytes: usize) -> Box<dyn InstanceRun> {
+        let started = Instant::now();
+        let engine = Engine::new(plan, self.0);
+        let mut run = engine.new_run();
+        run.state.max_string_bytes = max_string_bytes;
+        Box::new(InstanceEngine {
+            engine,
+            run,
+            build_time: started.elapsed(),
+        })
+    }
+}
+
+/// A `dynamic` instance on an engine of its own.
+struct InstanceEngine {
+    engine: Engine,
+    run: Run,
+    build_time: Duration,
+}
+
+impl fmt::Debug for InstanceEngine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "InstanceEngine({})", self.engine.tier)
+    }
+}
+
+impl InstanceRun for InstanceEngine {
+    fn step(&mut self, inputs: &[crate::value::Sample]) -> Result<(), RuntimeError> {
+        use crate::value::Sample;
+        if inputs.iter().all(|s| !matches!(s, Sample::Deferred)) {
+            let row: Vec<Option<Value>> = inputs.iter().map(|s| s.value().cloned()).collect();
+            return self.engine.run_row(&mut self.run, &row);
+        }
+        // A row has no ⊥ inputs: a step reading a stream that is ⊥ runs on
+        // the canonical tier (as a declined row does).
+        let engine = &mut self.engine;
+        let row: Vec<Option<Value>> = inputs.iter().map(|s| s.value().cloned()).collect();
+        let st = &mut self.run.state;
+        st.begin_row(&engine.plan, Cells::Values(&row));
+        for (k, s) in inputs.iter().enumerate() {
+            if matches!(s, Sample::Deferred) {
+                st.write(Slot::from(engine.plan.spec.inputs[k]), Sample::Deferred);
+            }
+        }
+        for &s in &engine.plan.schedule {
+            st.eval_stream(&engine.plan, s)?;
+        }
+        st.end_row(&engine.plan);
+        engine.stats.canonical_streams += engine.plan.schedule.len() as u64;
+        engine.check_promoted_rings(&mut self.run);
+        engine.stats.rows += 1;
+        Ok(())
+    }
+
+    fn state(&self) -> &NodeState {
+        &self.run.state
+    }
+
+    fn tier(&self) -> &'static str {
+        self.engine.tier.name()
+    }
+
+    fn build_time(&self) -> Duration {
+        self.build_time
+    }
+
+    fn box_clone(&self) -> Box<dyn InstanceRun> {
+        Box::new(InstanceEngine {
+            engine: self.engine.share(),
+            run: self.run.clone(),
+            build_time: self.build_time,
+        })
+    }
 }
 
 /// Native code kept alive by every engine that runs it. Nothing reaches the

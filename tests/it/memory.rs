@@ -222,3 +222,75 @@ fn long_windows_keep_resident_memory_flat() {
     assert_eq!(last[2], vigil::Sample::Value(Value::Int(3_592_000)));
     eprintln!("resident memory: {before} -> {after} bytes over 9,000,000 window rows");
 }
+
+/// A trace that sends 100,000 distinct strings to a `dynamic` keeps one
+/// instance alive, not 100,000: the live heap (the counting allocator, in a
+/// child process) after the last string is within a few KiB of what it was
+/// after the first thousand, on the quickened tier (each string is planned,
+/// fused and lowered when it arrives); and 2,000 strings on the native-whole
+/// tier (each compiled by Cranelift) leave resident memory flat, so the
+/// native code of dropped instances is freed.
+#[test]
+fn distinct_dynamic_strings_keep_one_instance_alive() {
+    const NAME: &str = "memory::distinct_dynamic_strings_keep_one_instance_alive";
+    if in_child() {
+        return measure_dynamic_in_child();
+    }
+    let line = report_of_child(NAME, "dynamic memory:");
+    let words: Vec<u64> = line
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    let [warm, after, started, live, rss_before, rss_after] = words[..] else {
+        panic!("unreadable report `{line}`")
+    };
+    assert_eq!((started, live), (100_000, 1), "{line}");
+    assert!(
+        after.saturating_sub(warm) < 16 << 10,
+        "live heap grew by {} bytes over 99,000 instances",
+        after.saturating_sub(warm)
+    );
+    assert!(
+        rss_after.saturating_sub(rss_before) < 8 << 20,
+        "resident memory grew by {} bytes over 2,000 native instances",
+        rss_after.saturating_sub(rss_before)
+    );
+}
+
+fn measure_dynamic_in_child() {
+    let spec = Spec::parse("dyn.dsrv", "in x: Int\nin s: Str\nout d\nd = dynamic(s)\n").unwrap();
+    let row = |i: u64| {
+        vec![
+            Some(Value::Int(i as i64)),
+            Some(Value::from(format!("x + {i}"))),
+        ]
+    };
+    let mut m = Monitor::builder(&spec).tier(Tier::Quickened).build();
+    let mut warm = 0;
+    for i in 0..100_000u64 {
+        let out = m.step(row(i)).unwrap();
+        assert_eq!(
+            out.to_vec()[0],
+            vigil::Sample::Value(Value::Int(2 * i as i64))
+        );
+        if i == 999 {
+            warm = live();
+        }
+    }
+    let after = live();
+    let d = m.stats().dynamic.expect("the spec has a dynamic");
+    let mut native = Monitor::builder(&spec).tier(Tier::NativeWhole).build();
+    for i in 0..200 {
+        native.step(row(i)).unwrap();
+    }
+    let rss_before = resident_bytes().expect("/proc/self/statm is readable on Linux");
+    for i in 200..2_200 {
+        native.step(row(i)).unwrap();
+    }
+    let rss_after = resident_bytes().expect("/proc/self/statm is readable on Linux");
+    assert_eq!(native.stats().dynamic.map(|d| d.tier), Some("native-whole"));
+    eprintln!(
+        "dynamic memory: {warm} -> {after} live bytes, {} started, {} live; resident {rss_before} -> {rss_after}",
+        d.started, d.live
+    );
+}
