@@ -264,6 +264,33 @@ pub(crate) fn json_value(j: Json<'_>, ty: Type, name: &str) -> Result<Value, Row
     conform(value, ty, name)
 }
 
+/// A container input's value from its JSON text: arrays are Lists, objects
+/// Maps (a key given twice keeps its last value, as in any JSON object
+/// read into a map), every other value by the rule of an `Any` input.
+fn raw_container(raw: &str, name: &str) -> Result<Value, String> {
+    match raw.as_bytes().first() {
+        Some(b'[') => {
+            let items: Vec<&RawValue> =
+                serde_json::from_str(raw).map_err(|e| format!("invalid JSON array: {e}"))?;
+            let items = items
+                .iter()
+                .map(|x| raw_container(x.get(), name))
+                .collect::<Result<_, _>>()?;
+            Ok(Value::list(items))
+        }
+        Some(b'{') => {
+            let Entries(entries) =
+                serde_json::from_str(raw).map_err(|e| format!("invalid JSON object: {e}"))?;
+            let mut map = crate::value::MapEntries::new();
+            for (k, x) in entries {
+                map.insert(k.as_str().into(), raw_container(x.get(), name)?);
+            }
+            Ok(Value::Map(std::sync::Arc::new(map)))
+        }
+        _ => decode(raw, Type::Any, name),
+    }
+}
+
 /// A JSON value inside a container input: arrays are Lists, objects Maps,
 /// scalars by the JSON rule for an `Any` input.
 fn container(v: &serde_json::Value, name: &str) -> Result<Value, RowError> {
@@ -330,6 +357,15 @@ fn decode(raw: &str, ty: Type, name: &str) -> Result<Value, String> {
                 .map_err(|e| format!("invalid JSON string: {e}"))?;
             Json::Str(&text)
         }
+        // A container input's parts follow the rule of an `Any` input,
+        // each from its own text (so an integer too large for an Int is an
+        // error there too, not a Float).
+        Some(b'[' | b'{') if matches!(ty, Type::List | Type::Tuple | Type::Map) => {
+            return match (ty, raw_container(raw, name)?) {
+                (Type::Tuple, Value::List(items)) => Ok(Value::Tuple(items)),
+                (_, value) => conform(value, ty, name).map_err(|e| e.to_string()),
+            };
+        }
         Some(b'[' | b'{') => {
             parsed = serde_json::from_str::<serde_json::Value>(raw)
                 .map_err(|e| format!("invalid JSON value: {e}"))?;
@@ -376,6 +412,39 @@ mod tests {
     }
 
     const XY: &[(&str, Type)] = &[("x", Type::Int), ("y", Type::Any)];
+
+    #[test]
+    fn arrays_and_objects_for_container_inputs_only() {
+        let decls = [("l", Type::List), ("t", Type::Tuple), ("m", Type::Map)];
+        let rows = read(
+            r#"{"l": [1, 2.5, "a", [true, null]], "t": [1, 2], "m": {"b": 1, "a": {"c": []}}}"#,
+            &decls,
+        )
+        .unwrap();
+        let [Some(l), Some(t), Some(m)] = &rows[0][..] else {
+            panic!("{rows:?}")
+        };
+        assert_eq!(
+            l.to_string(),
+            "List([Int(1), Float(2.5), Str(\"a\"), List([Bool(true), Unit])])"
+        );
+        assert_eq!(t.to_string(), "Tuple([Int(1), Int(2)])");
+        assert_eq!(t.type_name(), "Tuple");
+        assert_eq!(
+            m.to_string(),
+            "Map({\"a\": Map({\"c\": List([])}), \"b\": Int(1)})"
+        );
+        // A container for a scalar or untyped input, and a scalar for a
+        // container input, are errors located at the value.
+        let e = read(r#"{"x": [1]}"#, XY).unwrap_err();
+        assert!(e.contains("t.jsonl:1:7"), "{e}");
+        let e = read(r#"{"y": {"a": 1}}"#, XY).unwrap_err();
+        assert!(e.contains("t.jsonl:1:7"), "{e}");
+        let e = read(r#"{"l": 3}"#, &decls).unwrap_err();
+        assert!(e.contains("expected List"), "{e}");
+        let e = read(r#"{"l": [99999999999999999999]}"#, &decls).unwrap_err();
+        assert!(e.contains("t.jsonl:1:7"), "{e}");
+    }
 
     #[test]
     fn objects_missing_keys_extra_keys_and_blank_lines() {

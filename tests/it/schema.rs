@@ -73,6 +73,40 @@ fn real_rows_and_alerts_fit_the_schemas() {
     check_lines(&alerts, &std::fs::read_to_string(&file).unwrap(), 4);
 }
 
+/// Lists, tuples, maps and a list's NoVal element (`null`) in JSON lines
+/// fit the row schema too: the containers example, and a `List.map` over an
+/// absent input.
+#[test]
+fn container_rows_fit_the_schema() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let rows = schema("output-row.schema.json");
+    let example = run(&[
+        "run",
+        &format!("{root}/examples/containers.dsrv"),
+        "--input",
+        &format!("{root}/examples/containers.input"),
+        "--output",
+        "jsonl",
+    ]);
+    assert!(example.contains("\"history\":[1,2]"), "{example}");
+    assert!(
+        example.contains("\"m\":{\"count\":1,\"last\":1}"),
+        "{example}"
+    );
+    check_lines(&rows, &example, 4);
+    let dir = test_dir("schema", "containers");
+    let spec = write(
+        &dir,
+        "spec.dsrv",
+        "in x: Int\nin y: Int\nout l\nout t\nl = List.map(\\v: Int -> v - y, [x, x])\nt = Tuple(x, [y])\n",
+    );
+    let input = write(&dir, "t.jsonl", "{\"x\": 1, \"y\": 2}\n{\"x\": 3}\n");
+    let out = run(&["run", &spec, "--input", &input, "--output", "jsonl"]);
+    assert!(out.contains("\"l\":[null,null]"), "{out}");
+    assert!(out.contains("\"t\":[3,[2]]"), "{out}");
+    check_lines(&rows, &out, 2);
+}
+
 #[test]
 fn lines_that_break_the_format_do_not_fit() {
     let rows = schema("output-row.schema.json");
