@@ -181,6 +181,22 @@ const SHAPES: &[Shape] = &[
         out_type: "Int",
         def: |d| format!("default(x{}, 0)", "[1]".repeat(d - 2)),
     },
+    Shape {
+        name: "nested lists",
+        out_type: "Int",
+        def: |d| format!("List.len({}x{})", "[".repeat(d - 2), "]".repeat(d - 2)),
+    },
+    Shape {
+        name: "a lambda's body (evaluated by the closure, shown by explain)",
+        out_type: "Int",
+        def: |d| {
+            format!(
+                "(\\v: Int -> {}v + x{})(x)",
+                "if b then v else (".repeat((d - 3) / 2),
+                ")".repeat((d - 3) / 2)
+            )
+        },
+    },
 ];
 
 fn shape_spec(shape: &Shape, depth: usize) -> String {
