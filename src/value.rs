@@ -179,6 +179,9 @@ impl PartialEq for Value {
             (Value::Float(a), Value::Float(b)) => a.to_bits() == b.to_bits(),
             (Value::List(a), Value::List(b)) | (Value::Tuple(a), Value::Tuple(b)) => a == b,
             (Value::Map(a), Value::Map(b)) => a == b,
+            // Two runs (two tiers) make two closures of one lambda: they
+            // agree when they print alike.
+            (Value::Func(a), Value::Func(b)) => Arc::ptr_eq(a, b) || a.source() == b.source(),
             _ => self.structural_eq(other),
         }
     }

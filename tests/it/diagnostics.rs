@@ -323,3 +323,102 @@ fn window_errors_are_located() {
     "#]],
     );
 }
+
+#[test]
+fn container_function_and_dynamic_errors_are_located() {
+    check(
+        "in x: Int\nin s: Str\nout a\nout b\nout c\nout d\nout e\nout f\n\
+         a = List.head(x)\n\
+         b = Map.get({k: 1}, 2)\n\
+         c = List.map(\\v: Int -> v[1], [x])\n\
+         d = (\\v: Int -> dynamic(s))(x)\n\
+         e = dynamic(x, {x, nope, e})\n\
+         f = x(1) + foo(2)\n",
+        expect![[r#"
+            error: `List.head` needs a List, found Int
+             --> spec.dsrv:9:15
+              |
+            9 | a = List.head(x)
+              |               ^
+
+            error: `Map.get` needs a Str, found Int
+              --> spec.dsrv:10:21
+               |
+            10 | b = Map.get({k: 1}, 2)
+               |                     ^
+
+            error: a function's body cannot keep the history of its parameters
+              --> spec.dsrv:11:25
+               |
+            11 | c = List.map(\v: Int -> v[1], [x])
+               |                         ^^^^
+               = hint: offsets, windows and stateful builtins inside a function may read streams only (`x[1]`), whose values the function captures when it is made
+
+            error: `dynamic` and `defer` cannot be used inside a function's body
+              --> spec.dsrv:12:17
+               |
+            12 | d = (\v: Int -> dynamic(s))(x)
+               |                 ^^^^^^^^^^
+
+            error: `dynamic` needs a Str, found Int
+              --> spec.dsrv:13:13
+               |
+            13 | e = dynamic(x, {x, nope, e})
+               |             ^
+
+            error: unknown stream `nope`
+              --> spec.dsrv:13:20
+               |
+            13 | e = dynamic(x, {x, nope, e})
+               |                    ^^^^
+
+            error: `e` cannot read itself through `dynamic`
+              --> spec.dsrv:13:26
+               |
+            13 | e = dynamic(x, {x, nope, e})
+               |                          ^
+               = hint: read its earlier values with an offset outside the received expression
+
+            error: application needs a Fn, found Int
+              --> spec.dsrv:14:5
+               |
+            14 | f = x(1) + foo(2)
+               |     ^
+
+            error: unknown function `foo`
+              --> spec.dsrv:14:12
+               |
+            14 | f = x(1) + foo(2)
+               |            ^^^
+               = hint: the builtins are default, is_defined, when, init, latch, update, sin, cos, tan, abs, sqrt, min, max, floor, ceil, partial, fix, dynamic, eval, defer, List(…), Tuple(…), Map(…), and List.*/Map.* (a stream holding a function is applied the same way)
+        "#]],
+    );
+}
+
+#[test]
+fn container_syntax_errors_are_located() {
+    check(
+        "in x: Int\nout a\nout b\nout c\na = {k: 1, k: 2}\nb = List.nope(x)\nc = 1 + \\v: Int -> v\n",
+        expect![[r#"
+            error: key "k" is given twice
+             --> spec.dsrv:5:12
+              |
+            5 | a = {k: 1, k: 2}
+              |            ^
+
+            error: unknown function `List.nope`
+             --> spec.dsrv:6:5
+              |
+            6 | b = List.nope(x)
+              |     ^^^^^^^^^
+              = hint: the container builtins are List.get, List.concat, List.append, List.head, List.tail, List.len, List.map, List.filter, List.fold, Map.get, Map.insert, Map.remove, Map.has_key
+
+            error: a lambda must be parenthesised when it is an operand
+             --> spec.dsrv:7:9
+              |
+            7 | c = 1 + \v: Int -> v
+              |         ^
+              = hint: write `(\x: Int -> x + 1)`
+        "#]],
+    );
+}
