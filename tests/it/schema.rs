@@ -116,8 +116,6 @@ fn lines_that_break_the_format_do_not_fit() {
         "{\"z\": 3}",
         "{\"step\": -1, \"z\": 3}",
         "{\"step\": 1.5}",
-        "{\"step\": 0, \"z\": [1]}",
-        "{\"step\": 0, \"z\": {\"a\": 1}}",
     ] {
         let json: Json = serde_json::from_str(bad).unwrap();
         assert!(!rows.is_valid(&json), "the row schema takes {bad}");
@@ -125,7 +123,6 @@ fn lines_that_break_the_format_do_not_fit() {
     for bad in [
         "{\"step\": 0, \"trigger\": \"t\", \"values\": {}}",
         "{\"step\": 0, \"trigger\": \"\", \"message\": \"m\", \"values\": {}}",
-        "{\"step\": 0, \"trigger\": \"t\", \"message\": \"m\", \"values\": {\"x\": [1]}}",
     ] {
         let json: Json = serde_json::from_str(bad).unwrap();
         assert!(!alerts.is_valid(&json), "the alert schema takes {bad}");
