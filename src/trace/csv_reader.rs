@@ -15,7 +15,8 @@
 //! the string 3 — this is what makes vigil's own CSV output read back as the
 //! values it wrote); for an input of another type it is parsed as that type,
 //! and `""` is absent. Unquoted cells of untyped (`Any`) inputs are inferred
-//! cell by cell (Int, Float, Bool, Unit, else Str).
+//! cell by cell (Int, Float, Bool, Unit, else Str). A container input's cell
+//! is JSON text, read by the JSON-lines rule.
 //!
 //! The parser is written here rather than taken from the `csv` crate because
 //! that crate cannot report what this reader must: a quoted field left open
@@ -445,6 +446,36 @@ mod tests {
 
     /// Int cells of plain digits are read by a byte scan; every other
     /// spelling still goes the general way, with its errors.
+    /// A container input's cell is JSON text (quoted or not), as vigil's
+    /// CSV output writes containers, so that output reads back as a trace.
+    #[test]
+    fn container_cells_are_json() {
+        let decls = [("l", Type::List), ("t", Type::Tuple), ("m", Type::Map)];
+        let rows = read(
+            "l,t,m\n\"[1,[2.5,\"\"a\"\"]]\",\"[1,2]\",\"{\"\"k\"\":null}\"\n[],,\n",
+            &decls,
+        )
+        .unwrap();
+        let shown: Vec<String> = rows[0]
+            .iter()
+            .map(|v| v.as_ref().unwrap().to_string())
+            .collect();
+        assert_eq!(
+            shown,
+            [
+                "List([Int(1), List([Float(2.5), Str(\"a\")])])",
+                "Tuple([Int(1), Int(2)])",
+                "Map({\"k\": Unit})"
+            ]
+        );
+        assert_eq!(rows[1][0], Some(Value::list(Vec::new())));
+        assert_eq!(rows[1][1], None);
+        let e = read("l\n\"[1,\"\n", &decls[..1]).unwrap_err();
+        assert!(e.contains("t.csv:2:1") && e.contains("invalid JSON"), "{e}");
+        let e = read("l\n7\n", &decls[..1]).unwrap_err();
+        assert!(e.contains("expected List"), "{e}");
+    }
+
     #[test]
     fn plain_int_cells_read_as_the_general_rule_reads_them() {
         let decls = &[("x", Type::Int), ("f", Type::Float)];

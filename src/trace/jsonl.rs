@@ -346,6 +346,13 @@ pub(crate) fn serde_value(v: &serde_json::Value, ty: Type, name: &str) -> Result
     json_value(j, ty, name)
 }
 
+/// The value JSON text `text` gives input `name` of type `ty` by the
+/// JSON-lines rule (a container input's cell of a CSV trace).
+pub(crate) fn value_from_text(text: &str, ty: Type, name: &str) -> Result<Value, String> {
+    serde_json::from_str::<&RawValue>(text).map_err(|e| format!("invalid JSON value: {e}"))?;
+    decode(text, ty, name)
+}
+
 /// Decodes one raw JSON value (already validated as JSON by the parse of
 /// its line) for input `name` of type `ty`.
 fn decode(raw: &str, ty: Type, name: &str) -> Result<Value, String> {

@@ -180,6 +180,11 @@ pub(crate) fn infer(text: &str) -> Result<Value, String> {
 pub(crate) fn parse_text(text: &str, ty: Type, name: &str) -> Result<Value, String> {
     match ty {
         Type::Str => Ok(Value::Str(text.into())),
+        // A container is its JSON text (as vigil's CSV output writes it),
+        // read by the JSON-lines rule.
+        Type::List | Type::Tuple | Type::Map => {
+            super::jsonl::value_from_text(text.trim(), ty, name)
+        }
         _ => conform(infer(text)?, ty, name).map_err(|e| e.to_string()),
     }
 }
