@@ -228,3 +228,35 @@ fn explain_prints_window_bounds_and_fused_windows() {
     "#]]
     .assert_eq(&format!("{}\n{}", &text[at..end], &text[program..program_end]));
 }
+
+/// Containers, a lambda and a `dynamic`: their nodes, the `dynamic` section
+/// (each scope, where instances run) and the canonical steps that hold them
+/// while the scalar stream beside them fuses.
+#[test]
+fn explain_shows_containers_lambdas_and_dynamic_scopes() {
+    let spec = Spec::parse(
+        "c.dsrv",
+        "in x: Int\nin s: Str\nout l\nout y: Int\nout d\n\
+         l = List.map(\\v: Int -> v + x[1], [x])\ny = x * 2\nd = dynamic(s, {x, y})\n",
+    )
+    .unwrap();
+    let text = vigil::explain::explain(&spec, Tier::Quickened);
+    let from = |start: &str, end: &str| {
+        let a = text.find(start).unwrap();
+        text[a..a + text[a..].find(end).unwrap()].to_string()
+    };
+    expect![[r#"
+        nodes:
+          l: n0: x[1]; n1: lambda capturing (n0); n2: [x]; n3: List.map(n1, n2)
+          y: n4: x * Int(2)
+          d: n5: dynamic(s)
+
+    "#]]
+    .assert_eq(&from("nodes:", "dynamic ("));
+    expect![[r#"
+        dynamic (each new string is parsed, checked and planned as an instance of its own, run on an engine of their own on the quickened tier (fused, and compiled on the native tiers, when the string arrives); one instance per `dynamic` is kept, dropped when the next string starts one):
+          n5: dynamic(s): reads x, y
+
+    "#]]
+    .assert_eq(&from("dynamic (", "tier:"));
+}
