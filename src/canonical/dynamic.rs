@@ -12,8 +12,9 @@
 //! check is a runtime error naming the string.
 //!
 //! An instance is a specification of its own (`in` declarations for the
-//! scope's streams the string names, typed by their scalar signatures, and
-//! one output), planned and run on a `NodeState`. Only the running instance
+//! scope's streams the string names, typed as the checker typed them, and
+//! one output), planned and run on a `NodeState`, or on the engine's tier
+//! through [`InstanceTier`]. Only the running instance
 //! of each `dynamic` is kept, so memory is bounded by the specification,
 //! whatever strings arrive.
 
@@ -41,9 +42,8 @@ pub trait InstanceRun: std::fmt::Debug + Send {
     fn step(&mut self, inputs: &[Sample]) -> Result<(), crate::error::RuntimeError>;
     /// The instance's run state (its output is read from it).
     fn state(&self) -> &NodeState;
-    /// The tier it runs on, and how long building it took.
+    /// The tier it runs on.
     fn tier(&self) -> &'static str;
-    fn build_time(&self) -> std::time::Duration;
     /// A copy running the same code from the same state.
     fn box_clone(&self) -> Box<dyn InstanceRun>;
 }
@@ -132,22 +132,12 @@ impl Instance {
     }
 }
 
-/// The name of an instance's output stream (not a name a user can write
-/// into the string: it starts with two underscores and a dot would be
-/// needed to reach it).
+/// The name of an instance's output stream. A string that names it reads
+/// the output itself, which the instance's check refuses as a same-step
+/// cycle (an invalid dynamic expression).
 const RESULT: &str = "__dynamic_result";
 
 impl DynRun {
-    /// Whether an instance is running.
-    pub fn is_running(&self) -> bool {
-        self.instance.is_some()
-    }
-
-    /// The running instance's string.
-    pub fn source(&self) -> Option<&str> {
-        self.instance.as_ref().map(|i| &*i.source)
-    }
-
     /// The running instance's string, plan and state, and the held result
     /// (what a snapshot keeps).
     pub(crate) fn parts(&self) -> Option<(&str, &Plan, &NodeState, &Sample)> {

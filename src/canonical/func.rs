@@ -1,11 +1,13 @@
 //! Containers and functions on the canonical tier: the container builtins, closures and the evaluation of lambda bodies.
 //!
 //! A lambda node makes a [`Closure`]: the lambda's body (an expression of the
-//! checked spec) and the held samples of what the body captures (the streams
-//! it reads and its offsets, windows and stateful builtins over streams, all
-//! evaluated by the stream's graph at the step: `plan::LambdaPlan`). A call
-//! evaluates the body over its parameters and those captures, with the hold
-//! rule's outcome for operands (NoVal before ⊥ before a value). In a body,
+//! checked spec) and the samples of what the body captures (the streams it
+//! reads and its offsets, windows and stateful builtins over streams, all
+//! evaluated by the stream's graph at the step: `plan::LambdaPlan`), both as
+//! they are and held: a call site reads them held, a container builtin as
+//! they are. A call evaluates the body over its parameters and those
+//! captures, with the hold rule's outcome for operands (NoVal before ⊥
+//! before a value). In a body,
 //! `if` evaluates only the branch it selects (so that `fix` can recurse),
 //! and nothing keeps history (the checker refuses history of parameters).
 
@@ -45,28 +47,14 @@ thread_local! {
 /// The body of one lambda and where its captures are.
 #[derive(Debug)]
 pub struct LambdaCode {
-    spec: Arc<CheckedSpec>,
+    pub spec: Arc<CheckedSpec>,
     /// Each capture's expression and its index among the captured samples,
-    /// by expression.
-    captures: Vec<(ExprId, u32)>,
-    max_string_bytes: usize,
+    /// by expression (`plan::LambdaPlan::capture_index`).
+    pub captures: Arc<[(ExprId, u32)]>,
+    pub max_string_bytes: usize,
 }
 
 impl LambdaCode {
-    pub fn new(spec: Arc<CheckedSpec>, captures: &[ExprId], max_string_bytes: usize) -> LambdaCode {
-        let mut captures: Vec<(ExprId, u32)> = captures
-            .iter()
-            .enumerate()
-            .map(|(k, &e)| (e, k as u32))
-            .collect();
-        captures.sort();
-        LambdaCode {
-            spec,
-            captures,
-            max_string_bytes,
-        }
-    }
-
     fn capture(&self, e: ExprId) -> Option<usize> {
         let k = self.captures.binary_search_by_key(&e, |(x, _)| *x).ok()?;
         Some(self.captures[k].1 as usize)

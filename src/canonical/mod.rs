@@ -783,11 +783,11 @@ impl NodeState {
                 let held: Vec<Sample> = (0..node.args.len())
                     .map(|i| self.held(node.slot(i)))
                     .collect();
-                let code = func::LambdaCode::new(
-                    plan.spec.clone(),
-                    &lambda.captures,
-                    self.max_string_bytes,
-                );
+                let code = func::LambdaCode {
+                    spec: plan.spec.clone(),
+                    captures: lambda.capture_index.clone(),
+                    max_string_bytes: self.max_string_bytes,
+                };
                 Ok(Sample::Value(Value::Func(std::sync::Arc::new(
                     func::Closure {
                         code: std::sync::Arc::new(code),

@@ -651,15 +651,10 @@ struct InstanceEngines(Tier);
 
 impl InstanceTier for InstanceEngines {
     fn prepare(&self, plan: Arc<Plan>, max_string_bytes: usize) -> Box<dyn InstanceRun> {
-        let started = Instant::now();
         let engine = Engine::new(plan, self.0);
         let mut run = engine.new_run();
         run.state.max_string_bytes = max_string_bytes;
-        Box::new(InstanceEngine {
-            engine,
-            run,
-            build_time: started.elapsed(),
-        })
+        Box::new(InstanceEngine { engine, run })
     }
 }
 
@@ -667,7 +662,6 @@ impl InstanceTier for InstanceEngines {
 struct InstanceEngine {
     engine: Engine,
     run: Run,
-    build_time: Duration,
 }
 
 impl fmt::Debug for InstanceEngine {
@@ -712,15 +706,10 @@ impl InstanceRun for InstanceEngine {
         self.engine.tier.name()
     }
 
-    fn build_time(&self) -> Duration {
-        self.build_time
-    }
-
     fn box_clone(&self) -> Box<dyn InstanceRun> {
         Box::new(InstanceEngine {
             engine: self.engine.share(),
             run: self.run.clone(),
-            build_time: self.build_time,
         })
     }
 }

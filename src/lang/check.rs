@@ -866,8 +866,10 @@ impl Checker<'_> {
             }
         }
         scopes.sort_by_key(|(e, _)| *e);
+        // Each default scope becomes same-step dependencies of its owner,
+        // which the next owner's dependents must see.
+        let mut deps = same_step_deps(self.ast, &self.streams, &self.expr_stream, &scopes);
         for (id, owner) in defaults {
-            let deps = same_step_deps(self.ast, &self.streams, &self.expr_stream, &scopes);
             // The streams reading `owner` at the same step, transitively.
             let mut readers: Vec<Vec<usize>> = vec![Vec::new(); self.streams.len()];
             for (s, ds) in deps.iter().enumerate() {
@@ -884,13 +886,19 @@ impl Checker<'_> {
                     }
                 }
             }
-            let scope = (0..self.streams.len())
+            let scope: Vec<StreamId> = (0..self.streams.len())
                 .filter(|&s| s != owner.index() && !dependent[s])
                 .filter(|&s| {
                     self.streams[s].kind == DeclKind::Input || self.streams[s].def.is_some()
                 })
                 .map(|s| StreamId(s as u32))
                 .collect();
+            let own = &mut deps[owner.index()];
+            for &s in &scope {
+                if !own.contains(&s) {
+                    own.push(s);
+                }
+            }
             let at = scopes.partition_point(|(e, _)| *e < id);
             scopes.insert(at, (id, scope));
         }

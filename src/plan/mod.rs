@@ -109,6 +109,10 @@ pub struct DynamicId(pub u32);
 pub struct LambdaPlan {
     pub expr: ExprId,
     pub captures: Vec<ExprId>,
+    /// The captures by expression, each with its position among the
+    /// operands (what a call looks a capture up by), shared by every
+    /// closure of the lambda.
+    pub capture_index: Arc<[(ExprId, u32)]>,
     /// The parameters of lambdas around it in the text (it sits in a
     /// capture of theirs, so it reads none of them): its own are numbered
     /// from here, and a closure's environment starts with as many
@@ -526,8 +530,12 @@ impl Lowering<'_> {
     /// `captures`), lowered as any expression of the stream.
     fn lower_lambda(&mut self, e: ExprId) -> Operand {
         let mut captures = Vec::new();
-        self.captures(e, 0, &mut captures);
+        self.captures(e, &mut captures);
         let args = captures.iter().map(|&c| self.lower(c)).collect();
+        let mut capture_index: Vec<(ExprId, u32)> = (captures.iter().enumerate())
+            .map(|(k, &c)| (c, k as u32))
+            .collect();
+        capture_index.sort();
         let def = self
             .spec
             .stream(self.stream)
@@ -541,29 +549,30 @@ impl Lowering<'_> {
         self.lambdas.push(LambdaPlan {
             expr: e,
             captures,
+            capture_index: capture_index.into(),
             outer_params,
         });
         self.node(e, args)
     }
 
-    /// The captures of the body of lambda `e` (inside `depth` parameters):
-    /// every stream it reads and every offset, window or stateful builtin
-    /// over streams only (the checker refused them over parameters),
-    /// outermost first, in body order; nested lambdas' bodies included.
-    fn captures(&self, e: ExprId, depth: u32, out: &mut Vec<ExprId>) {
+    /// The captures of the body of lambda `e`: every stream it reads and
+    /// every offset, window or stateful builtin over streams only (the
+    /// checker refused them over parameters), outermost first, in body
+    /// order; nested lambdas' bodies included.
+    fn captures(&self, e: ExprId, out: &mut Vec<ExprId>) {
         let ast = &self.spec.ast;
-        let ExprKind::Lambda(params, body) = &ast.expr(e).kind else {
+        let ExprKind::Lambda(_, body) = &ast.expr(e).kind else {
             unreachable!("captures of a lambda")
         };
-        let mut stack = vec![(*body, depth + params.len() as u32)];
-        while let Some((x, d)) = stack.pop() {
+        let mut stack = vec![*body];
+        while let Some(x) = stack.pop() {
             match &ast.expr(x).kind {
                 ExprKind::Name(_) => out.push(x),
                 ExprKind::Offset(_, n) if *n > 0 => out.push(x),
                 ExprKind::Call(f, _) if f.is_stateful() || *f == Builtin::Time => out.push(x),
                 ExprKind::Window(..) => out.push(x),
-                ExprKind::Lambda(..) => self.captures(x, d, out),
-                _ => stack.extend(ast.children(x).into_iter().rev().map(|c| (c, d))),
+                ExprKind::Lambda(..) => self.captures(x, out),
+                _ => stack.extend(ast.children(x).into_iter().rev()),
             }
         }
     }
