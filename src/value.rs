@@ -228,13 +228,17 @@ impl fmt::Display for Value {
                 }
                 f.write_str("})")
             }
-            Value::Func(func) => write!(
-                f,
-                "Function(RuntimeFunction {{ display: {:?}, callable: {p}, value_callable: {p}, \
-                 value_factory: true, call_site_stateful: false, language_payload: false }})",
-                func.source(),
-                p = func.source().starts_with("partial(")
-            ),
+            Value::Func(func) => {
+                // A bound function (`partial`) is callable as a value in the
+                // Trustworthiness Checker's flags.
+                let source = func.source();
+                let p = source.starts_with("partial(");
+                write!(
+                    f,
+                    "Function(RuntimeFunction {{ display: {source:?}, callable: {p}, value_callable: {p}, \
+                     value_factory: true, call_site_stateful: false, language_payload: false }})"
+                )
+            }
             Value::Marker(m) => write!(f, "{}", Sample::from(*m)),
         }
     }
