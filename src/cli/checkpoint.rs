@@ -42,7 +42,7 @@ const MAGIC: [u8; 8] = *b"VIGILCKP";
 
 /// The checkpoint format's version: it changes with the description's
 /// fields (the snapshot inside has a version of its own).
-const VERSION: u32 = 1;
+const VERSION: u32 = 2;
 
 /// How many bytes of the trace, at its start and before the position, a
 /// checkpoint digests to recognise the trace when resuming.
@@ -120,6 +120,9 @@ struct InputInfo {
     /// For a regular file whose reader knew its position: where the next
     /// row starts.
     file: Option<FileInfo>,
+    /// For a live source that keeps a history (a Redis Stream): the last
+    /// entry consumed.
+    token: Option<String>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -136,8 +139,11 @@ struct FileInfo {
 #[derive(Debug, Serialize, Deserialize)]
 struct OutputInfo {
     format: Output,
-    /// `None`: standard output.
+    /// `None`: standard output (or a live sink).
     file: Option<OutputFileInfo>,
+    /// For a live sink that keeps a history (a Redis Stream): its URL and
+    /// the entries written to it.
+    stream: Option<(String, u64)>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -307,6 +313,8 @@ pub(super) struct Checkpointer {
     output_format: Output,
     /// The output file's path and a handle to sync it through.
     output: Option<(String, File)>,
+    /// The live sink's URL (`--output redis://…`).
+    sink: Option<String>,
 }
 
 impl Checkpointer {
@@ -323,7 +331,7 @@ impl Checkpointer {
         &mut self,
         n: u64,
         monitor: &dyn Checkpointable,
-        reader: &dyn RowReader,
+        reader: &mut dyn RowReader,
         writer: &mut dyn OutputWriter,
     ) -> io::Result<Result<(), String>> {
         self.since += n;
@@ -338,7 +346,7 @@ impl Checkpointer {
     pub(super) fn write(
         &mut self,
         monitor: &dyn Checkpointable,
-        reader: &dyn RowReader,
+        reader: &mut dyn RowReader,
         writer: &mut dyn OutputWriter,
     ) -> io::Result<Result<(), String>> {
         self.since = 0;
@@ -385,15 +393,22 @@ impl Checkpointer {
                 format: self.format,
                 rows: monitor.rows(),
                 file,
+                token: reader.resume_token(),
             },
             output: OutputInfo {
                 format: self.output_format,
                 file: output,
+                stream: (self.sink.clone()).zip(writer.entries_written()),
             },
         };
         let bytes = encode(&info, &monitor.state_bytes());
-        Ok(write_atomically(Path::new(&self.path), &bytes)
-            .map_err(|e| format!("cannot write checkpoint `{}`: {e}", self.path)))
+        let written = write_atomically(Path::new(&self.path), &bytes)
+            .map_err(|e| format!("cannot write checkpoint `{}`: {e}", self.path));
+        // The rows are in a checkpoint: a consumer group may let them go.
+        if written.is_ok() {
+            reader.commit();
+        }
+        Ok(written)
     }
 }
 
@@ -449,11 +464,36 @@ pub(super) fn prepare(
     // declared ones; the rows given to the monitor stop before them.
     let schema = super::ops::read_schema(args, spec);
     let width = schema.names.len();
-    let opened = trace::open_trace_at(&args.input[0], format, &schema, options, resume_at)
-        .map_err(|e: OpenError| fail(e.to_string()))?;
+    let live = super::live::Options::of(args, None);
+    let resume_live = super::live::Resume {
+        token: loaded
+            .as_ref()
+            .and_then(|(_, l)| l.info.input.token.clone()),
+        written: (loaded.as_ref()).and_then(|(_, l)| l.info.output.stream.as_ref().map(|s| s.1)),
+    };
+    let live_input = super::live::is_url(&args.input[0]);
+    let opened = if live_input {
+        // One reader: an input read as several sources is a merged run's.
+        let readers =
+            super::live::open_input(&args.input[0], &schema, &live, &resume_live).map_err(fail)?;
+        let reader = readers.into_iter().next().map(|s| s.reader);
+        let reader = reader.ok_or_else(|| fail(format!("`{}` has no topics", args.input[0])))?;
+        trace::OpenTrace {
+            reader,
+            streaming: true,
+            file: None,
+        }
+    } else {
+        trace::open_trace_at(&args.input[0], format, &schema, options, resume_at)
+            .map_err(|e: OpenError| fail(e.to_string()))?
+    };
     let mut reader = opened.reader;
     if let Some((path, l)) = &loaded {
         let at_position = match (&opened.file, &l.info.input.file) {
+            // A live source goes on where the checkpoint left it (a Redis
+            // Stream after its last entry; MQTT, which keeps no history,
+            // from now).
+            _ if live_input => true,
             (Some(trace), Some(f)) if !opened.streaming => {
                 check_trace(trace, f, &args.input[0])
                     .map_err(|e| fail(format!("cannot resume from `{path}`: {e}")))?;
@@ -497,6 +537,16 @@ pub(super) fn prepare(
         }
     };
     let (writer, output_file) = match &args.output_file {
+        None if args.output.live().is_some() => {
+            let url = args.output.live().unwrap_or_default();
+            let writer = super::live::open_output(url, names, &live, &resume_live).map_err(fail)?;
+            (writer, None)
+        }
+        Some(_) if args.output.live().is_some() => {
+            return Err(fail(
+                "--output-file and a live --output do not go together".to_string(),
+            ));
+        }
         None if streaming => (make(names, Box::new(io::stdout()), false), None),
         None => (make(names, trace::raw_stdout(), false), None),
         Some(out) => {
@@ -532,6 +582,10 @@ pub(super) fn prepare(
         trace: opened.file,
         output_format: output.into(),
         output: output_file,
+        sink: match &args.output {
+            super::OutputArg::Redis(url) => Some(url.clone()),
+            _ => None,
+        },
     });
     // `--quiet` prints nothing, not even a CSV header; the output file (if
     // any) is still made, so that a checkpoint can record its length.
@@ -653,6 +707,37 @@ fn check_options(
             output_name(was),
             output_name(now)
         ));
+    }
+    let input = args.input.first().map_or("", String::as_str);
+    match (&info.input.token, &info.input.file) {
+        (Some(_), _) if !input.starts_with("redis://") => {
+            return Err(format!(
+                "it was taken on the Redis stream `{}`; pass it again with --input",
+                info.input.path
+            ));
+        }
+        (_, Some(_)) if super::live::is_url(input) => {
+            return Err(format!(
+                "it was taken on the trace `{}`, and this run reads `{input}`",
+                info.input.path
+            ));
+        }
+        _ => {}
+    }
+    match (&info.output.stream, &args.output) {
+        (Some((url, _)), super::OutputArg::Redis(now)) if url == now => {}
+        (Some((url, _)), _) => {
+            return Err(format!(
+                "it was taken with `--output {url}`; pass it again to continue that stream"
+            ));
+        }
+        (None, super::OutputArg::Redis(_)) => {
+            return Err(
+                "it was taken with its outputs elsewhere, so it cannot continue a Redis stream"
+                    .to_string(),
+            );
+        }
+        _ => {}
     }
     match (&info.output.file, &args.output_file) {
         (Some(f), None) => Err(format!(

@@ -16,6 +16,7 @@
 
 mod bench;
 mod checkpoint;
+mod live;
 mod log;
 mod ops;
 mod repl;
@@ -111,24 +112,29 @@ const EXIT_STATUSES: &str = "Exit status:
   4  malformed trace
   5  a trigger fired (--fail-on-trigger, in a run that is otherwise a success)";
 
-/// The parser of `--tier`: a tier's name, with every name listed as a
-/// possible value so that `--help` and the shell completions show them
-/// (clap's own mapping parsers drop the list).
+/// The parser of a flag whose values are names (`--tier`, `--output`), each
+/// listed as a possible value so that `--help` and the shell completions
+/// show them (clap's own mapping parsers drop the list); `parse` may take
+/// more than the names (`--output` takes URLs too).
 #[derive(Clone)]
-struct TierParser;
+struct Listed<T> {
+    flag: &'static str,
+    names: fn() -> Vec<&'static str>,
+    parse: fn(&str) -> Result<T, String>,
+}
 
-impl TypedValueParser for TierParser {
-    type Value = Tier;
+impl<T: Clone + Send + Sync + 'static> TypedValueParser for Listed<T> {
+    type Value = T;
 
     fn parse_ref(
         &self,
         cmd: &clap::Command,
         arg: Option<&clap::Arg>,
         value: &std::ffi::OsStr,
-    ) -> Result<Tier, clap::Error> {
+    ) -> Result<T, clap::Error> {
         let name = value.to_string_lossy();
-        parse_tier(&name).map_err(|message| {
-            let what = arg.map_or_else(|| "--tier".to_string(), |a| a.to_string());
+        (self.parse)(&name).map_err(|message| {
+            let what = arg.map_or_else(|| self.flag.to_string(), |a| a.to_string());
             clap::Error::raw(
                 clap::error::ErrorKind::InvalidValue,
                 format!("invalid value for {what}: {message}\n"),
@@ -141,15 +147,27 @@ impl TypedValueParser for TierParser {
         &self,
     ) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
         Some(Box::new(
-            Tier::ALL
-                .iter()
-                .map(|t| clap::builder::PossibleValue::new(t.name())),
+            (self.names)()
+                .into_iter()
+                .map(clap::builder::PossibleValue::new),
         ))
     }
 }
 
-fn tier_parser() -> TierParser {
-    TierParser
+fn tier_parser() -> Listed<Tier> {
+    Listed {
+        flag: "--tier",
+        names: || Tier::ALL.iter().map(|t| t.name()).collect(),
+        parse: parse_tier,
+    }
+}
+
+fn output_parser() -> Listed<OutputArg> {
+    Listed {
+        flag: "--output",
+        names: || vec!["text", "csv", "jsonl"],
+        parse: parse_output,
+    }
 }
 
 #[derive(clap::Args, Clone, Debug)]
@@ -219,9 +237,36 @@ pub struct RunArgs {
     /// `/dev/stdin`, `<(…)`) defaults to JSON lines.
     #[arg(long, value_enum, default_value_t = FormatArg::Auto)]
     pub format: FormatArg,
-    /// Output format.
-    #[arg(long, value_enum, default_value_t = OutputArg::Text)]
+    /// Output: a format on standard output (`text`, `csv`, `jsonl`), or a
+    /// live sink: `mqtt://HOST:PORT[/PREFIX]` (each output stream's value to
+    /// the topic named after it, triggers' alerts to `PREFIX/alerts`) or
+    /// `redis://HOST:PORT/STREAM` (one entry per step, XADD).
+    #[arg(long, default_value = "text", value_parser = output_parser(), value_name = "FORMAT|URL")]
     pub output: OutputArg,
+    /// MQTT: one topic carries whole rows as JSON objects (`--input`: read
+    /// from `PREFIX/TOPIC`; `--output`: one row object per step published
+    /// to `PREFIX/TOPIC`), instead of a topic per stream.
+    #[arg(long, value_name = "TOPIC")]
+    pub mqtt_rows: Option<String>,
+    /// MQTT: a file of `TOPIC INPUT` lines (`#` comments): each topic (or
+    /// topic filter, `+` and `#` allowed) carries that input's values;
+    /// inputs not named keep the topic named after them.
+    #[arg(long, value_name = "FILE")]
+    pub mqtt_topics: Option<String>,
+    /// MQTT quality of service for subscriptions and publications.
+    #[arg(long, value_name = "0|1|2", default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=2))]
+    pub qos: u8,
+    /// Redis: read the stream as consumer `--consumer` of this consumer
+    /// group (created if missing) instead of with XREAD.
+    #[arg(long, value_name = "G", requires = "consumer")]
+    pub group: Option<String>,
+    /// Redis: the consumer's name in `--group`.
+    #[arg(long, value_name = "C", requires = "group")]
+    pub consumer: Option<String>,
+    /// Redis: read the entries the stream holds when they are read and stop
+    /// at its end, instead of waiting for more.
+    #[arg(long)]
+    pub drain: bool,
     /// Execution tier (`vigil tiers` lists those this build can run). An
     /// explicit tier that cannot run the specification (native-whole on a
     /// Str stream) falls back with a warning saying why.
@@ -364,22 +409,51 @@ pub struct ReplayArgs {
     pub check: bool,
 }
 
-#[derive(Clone, Copy, Debug, ValueEnum)]
+/// Where `vigil run` writes its outputs: a format on standard output (or
+/// `--output-file`), or a live sink.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum OutputArg {
     Text,
     Csv,
     Jsonl,
+    /// `mqtt://HOST:PORT[/PREFIX]`.
+    Mqtt(String),
+    /// `redis://HOST:PORT/STREAM`.
+    Redis(String),
 }
 
 impl OutputArg {
-    /// The writers' format.
-    fn format(self) -> OutputFormat {
+    /// The writers' format (a live sink's values are JSON).
+    fn format(&self) -> OutputFormat {
         match self {
             OutputArg::Text => OutputFormat::Text,
             OutputArg::Csv => OutputFormat::Csv,
-            OutputArg::Jsonl => OutputFormat::Jsonl,
+            OutputArg::Jsonl | OutputArg::Mqtt(_) | OutputArg::Redis(_) => OutputFormat::Jsonl,
         }
     }
+
+    /// The live sink's URL, if the outputs go to one.
+    fn live(&self) -> Option<&str> {
+        match self {
+            OutputArg::Mqtt(url) | OutputArg::Redis(url) => Some(url),
+            _ => None,
+        }
+    }
+}
+
+fn parse_output(s: &str) -> Result<OutputArg, String> {
+    Ok(match s {
+        "text" => OutputArg::Text,
+        "csv" => OutputArg::Csv,
+        "jsonl" => OutputArg::Jsonl,
+        url if url.starts_with("mqtt://") => OutputArg::Mqtt(url.to_string()),
+        url if url.starts_with("redis://") => OutputArg::Redis(url.to_string()),
+        _ => {
+            return Err(format!(
+                "`{s}` is neither an output format (text, csv, jsonl) nor a live sink (mqtt://HOST:PORT[/PREFIX], redis://HOST:PORT/STREAM)"
+            ));
+        }
+    })
 }
 
 fn parse_tier(s: &str) -> Result<Tier, String> {
@@ -518,7 +592,19 @@ struct Alerts {
 impl Alerts {
     fn open(args: &RunArgs, spec: &Spec) -> Result<Alerts, Exit> {
         let out: Option<Box<dyn Write>> = match args.alerts.as_deref() {
-            None => None,
+            // A run publishing to MQTT publishes its alerts there too.
+            None => match &args.output {
+                OutputArg::Mqtt(url) => {
+                    match live::alerts_sink(url, &live::Options::of(args, None)) {
+                        Ok(sink) => Some(sink),
+                        Err(e) => {
+                            error(e);
+                            return Err(Exit::Failure);
+                        }
+                    }
+                }
+                _ => None,
+            },
             Some("-") => Some(Box::new(io::stdout())),
             Some(path) => match std::fs::File::create(path) {
                 Ok(f) => Some(Box::new(f)),
@@ -641,6 +727,12 @@ fn check_tier(args: &RunArgs, stats: &crate::monitor::Stats) -> Result<(), Exit>
 /// The format of trace `path`: `--format`, else by extension; a stream
 /// without one (standard input, a FIFO, `/dev/stdin`, `<(…)`) is JSON lines.
 fn trace_format(path: &str, format: FormatArg) -> Result<TraceFormat, Exit> {
+    if live::is_url(path) {
+        // A live source's messages are JSON objects (MQTT) or entries of
+        // fields (Redis), read by its own reader; as JSON lines they are
+        // rows that can be skipped alone.
+        return Ok(TraceFormat::Jsonl);
+    }
     Ok(match format {
         FormatArg::Tc => TraceFormat::Tc,
         FormatArg::Csv => TraceFormat::Csv,
@@ -673,12 +765,20 @@ fn run(args: &RunArgs) -> Exit {
     let output = args.output.format();
     // Workers or processes: the keyed run on timely (`scale.rs`).
     if args.workers.is_some() || args.processes.is_some() {
+        if args.input.iter().any(|i| live::is_url(i)) || args.output.live().is_some() {
+            error(
+                "live sources and sinks (mqtt://, redis://) do not work with --workers or --processes yet",
+            );
+            return Exit::Failure;
+        }
         return scale::run(args, &spec, output);
     }
     // Time, several sources or a log: the merged run (`timed.rs`).
     let periodic = (spec.checked().streams.iter())
         .any(|s| matches!(s.pace, crate::lang::check::Pace::Periodic(_)));
-    if args.input.len() > 1 || args.time.is_some() || args.record.is_some() || periodic {
+    // An MQTT input with `--time` is a source per topic, merged by time.
+    let split = (args.input.iter()).any(|i| live::splits(i, &live::Options::of(args, Some(0))));
+    if args.input.len() > 1 || args.time.is_some() || args.record.is_some() || periodic || split {
         return timed::run(args, &spec, output, None);
     }
     let Some(input) = args.input.first().map(String::as_str) else {
@@ -864,9 +964,12 @@ fn run_streaming(
                     .fill(&mut samples, ctl.output, Some(&row), outputs.iter(), None);
                 writer.write_step(outputs.step(), &samples)?;
                 alerts.report(&outputs, &ctl.view.context(&row), &ctl.tally.progress)?;
-                if ctl.input.streaming {
+                if ctl.input.streaming && !reader.row_ready() {
                     writer.flush()?;
                     alerts.flush()?;
+                    if ck.is_none() {
+                        reader.commit();
+                    }
                 }
             }
             Err(StepError::Runtime(e)) => return stop(writer, &e, Exit::Runtime),
@@ -948,9 +1051,12 @@ fn run_keyed(
                     .expect("a keyed monitor's outputs name their key");
                 writer.write_keyed(outputs.step(), key, &samples)?;
                 alerts.report(&outputs, &ctl.view.context(&row), &ctl.tally.progress)?;
-                if ctl.input.streaming {
+                if ctl.input.streaming && !reader.row_ready() {
                     writer.flush()?;
                     alerts.flush()?;
+                    if ck.is_none() {
+                        reader.commit();
+                    }
                 }
             }
             Err(StepError::Runtime(e)) => {
@@ -1002,13 +1108,19 @@ fn run_keyed(
 fn finish(
     ck: Option<&mut checkpoint::Checkpointer>,
     monitor: &dyn checkpoint::Checkpointable,
-    reader: &dyn RowReader,
+    reader: &mut dyn RowReader,
     writer: &mut dyn OutputWriter,
 ) -> io::Result<Exit> {
-    if let Some(ck) = ck
-        && let Err(message) = ck.write(monitor, reader, writer)?
-    {
-        return stop(writer, &message, Exit::Failure);
+    match ck {
+        Some(ck) => {
+            if let Err(message) = ck.write(monitor, reader, writer)? {
+                return stop(writer, &message, Exit::Failure);
+            }
+        }
+        None => {
+            writer.flush()?;
+            reader.commit();
+        }
     }
     Ok(Exit::Success)
 }

@@ -57,8 +57,8 @@ enum Feeder {
 
 /// What a source delivers next.
 enum Msg {
-    /// A row and where it is.
-    Row(Vec<Option<Value>>, String),
+    /// A row, where it is, and the stamp its source gave it.
+    Row(Vec<Option<Value>>, String, Option<Time>),
     /// A malformed row dropped (`--on-malformed skip|warn`).
     Skipped(String),
     Warning(String),
@@ -85,7 +85,11 @@ fn read_one(
     let msg = match next {
         Ok(true) => {
             let lines = format != TraceFormat::Tc;
-            Msg::Row(cells, row_location(name, reader, lines, rows + 1))
+            Msg::Row(
+                cells,
+                row_location(name, reader, lines, rows + 1),
+                reader.stamp(),
+            )
         }
         Ok(false) => Msg::End,
         Err(e) if ops::droppable(policy, &e, reader) => Msg::Skipped(e.to_string()),
@@ -317,7 +321,36 @@ pub(super) fn run(
         Some((_, false)) => &[],
     };
     let mut listener = None;
+    let mut live = super::live::Options::of(args, time_cell);
+    // Rows here are done when read: nothing tells a source when they are.
+    live.ack_on_read = true;
     for path in reading {
+        if super::live::is_url(path) {
+            if replay.is_some() {
+                return fail(&format!(
+                    "vigil replay --check cannot read the live source `{path}` again"
+                ));
+            }
+            let readers = match super::live::open_input(
+                path,
+                &schema,
+                &live,
+                &super::live::Resume::default(),
+            ) {
+                Ok(r) => r,
+                Err(m) => return fail(&m),
+            };
+            for super::live::Source { name, reader } in readers {
+                sources.push(Source {
+                    name,
+                    feeder: Feeder::Direct(reader),
+                    format: TraceFormat::Jsonl,
+                    rows: 0,
+                });
+            }
+            streaming = true;
+            continue;
+        }
         if let Some(addr) = path.strip_prefix("tcp://") {
             if replay.is_some() {
                 return fail("vigil replay --check cannot read a tcp:// input again");
@@ -398,6 +431,9 @@ pub(super) fn run(
         return exit;
     }
     let names = view.writer_names(&runner.output_names(), output);
+    if args.output.live().is_some() && args.output_file.is_some() {
+        return fail("--output-file and a live --output do not go together");
+    }
     let sink: Box<dyn Write + Send> = match &args.output_file {
         None => Box::new(io::stdout()),
         Some(path) => match std::fs::File::create(path) {
@@ -405,9 +441,15 @@ pub(super) fn run(
             Err(e) => return fail(&format!("cannot create the output file `{path}`: {e}")),
         },
     };
-    let mut writer = match &args.key {
-        Some(k) => trace::keyed_writer(output, names, k, sink, false),
-        None => trace::make_writer(output, names, sink),
+    let mut writer = match (args.output.live(), &args.key) {
+        (Some(url), _) => {
+            match super::live::open_output(url, names, &live, &super::live::Resume::default()) {
+                Ok(w) => w,
+                Err(m) => return fail(&m),
+            }
+        }
+        (None, Some(k)) => trace::keyed_writer(output, names, k, sink, false),
+        (None, None) => trace::make_writer(output, names, sink),
     };
     let mut alerts = match Alerts::open(args, spec) {
         Ok(a) => a,
@@ -958,7 +1000,7 @@ impl Run<'_> {
         let width = self.schema_names.len();
         let policy = self.args.on_malformed;
         let mut reset_after = false;
-        let (cells, at) = loop {
+        let (cells, at, stamp) = loop {
             let src = &mut self.sources[s];
             let msg = match &mut src.feeder {
                 Feeder::Direct(reader) => {
@@ -989,7 +1031,7 @@ impl Run<'_> {
                 },
             };
             match msg {
-                Msg::Row(cells, at) => break (cells, at),
+                Msg::Row(cells, at, stamp) => break (cells, at, stamp),
                 Msg::Warning(w) => say(format_args!("warning: {w}\n")),
                 Msg::Skipped(e) => self.tally.skipped_row(&e),
                 Msg::End => {
@@ -1017,6 +1059,16 @@ impl Run<'_> {
             return Ok(Ok(()));
         }
         let time = match (self.time_cell, src.format) {
+            // A live source's row without a time field has the stamp its
+            // source gave it (the edge stamps it).
+            (Some(cell), _) if cells[cell].is_none() && stamp.is_some() => {
+                self.form.get_or_insert(TimeForm::Number(self.unit));
+                Ok(stamp.unwrap_or(Time(0)))
+            }
+            (None, _) if stamp.is_some() => {
+                self.form.get_or_insert(TimeForm::Number(self.unit));
+                Ok(stamp.unwrap_or(Time(0)))
+            }
             (Some(cell), f) if f != TraceFormat::Tc => match &cells[cell] {
                 None => Err(format!(
                     "the row has no time field `{}`",

@@ -144,7 +144,7 @@ fn offset_in(text: &str, part: &str) -> usize {
     (part.as_ptr() as usize).wrapping_sub(text.as_ptr() as usize)
 }
 
-fn read_object(
+pub(super) fn read_object(
     text: &str,
     line_no: usize,
     schema: &Schema,

@@ -151,6 +151,79 @@ pub trait RowReader: Send {
     fn position(&self) -> Option<TracePosition> {
         None
     }
+
+    /// The time the source itself gave the row just returned, if it gives
+    /// one: a live source's stamp (an MQTT message's arrival, a Redis
+    /// entry's ID). A merged run stamps a row with it when the row has no
+    /// time field of its own.
+    fn stamp(&self) -> Option<crate::time::Time> {
+        None
+    }
+
+    /// Where a live source stands after the row just returned, as the
+    /// source names it (a Redis Stream's entry ID): a checkpoint records it
+    /// and a resumed run reads on from there. `None` for files (their
+    /// position is [`RowReader::position`]) and for sources that keep no
+    /// history (MQTT).
+    fn resume_token(&self) -> Option<String> {
+        None
+    }
+
+    /// Says that every row returned so far is done with: its outputs are
+    /// written and, in a checkpointed run, in a checkpoint. A Redis
+    /// consumer group acknowledges those entries then.
+    fn commit(&mut self) {}
+
+    /// Whether the next row is already here (`next_row` will not wait for
+    /// it): a run flushes its outputs when it is not, so that a live sink
+    /// gets them in batches while rows pour in and at once when they stop.
+    fn row_ready(&mut self) -> bool {
+        false
+    }
+}
+
+/// Reads rows one JSON object at a time, by the JSON-lines rule: the
+/// messages of a live source, each its own text.
+pub struct ObjectRows {
+    schema: values::Schema,
+    seen: Vec<bool>,
+}
+
+impl ObjectRows {
+    /// A reader of objects for `schema`; errors name `source`.
+    pub fn new(source: &str, schema: &InputSchema) -> ObjectRows {
+        let schema = values::Schema::new(source, schema);
+        let seen = vec![false; schema.len()];
+        ObjectRows { schema, seen }
+    }
+
+    /// Fills `row` from the object `text`, the source's message `number`
+    /// (an error's line).
+    pub fn read(
+        &mut self,
+        text: &str,
+        number: usize,
+        row: &mut [Option<Value>],
+    ) -> Result<(), TraceError> {
+        jsonl::read_object(text, number, &self.schema, &mut self.seen, row)
+    }
+
+    /// The value of cell `i` written as text (a Redis entry's field), by
+    /// the rule of a CSV cell; errors as a row's.
+    pub fn cell(&self, i: usize, text: &str, number: usize) -> Result<Value, TraceError> {
+        values::parse_text(text, self.schema.types[i], &self.schema.names[i])
+            .map_err(|m| self.schema.error(number, 1, m))
+    }
+
+    /// The cell of field `name`, if it is one of the schema's.
+    pub fn lookup(&self, name: &str) -> Option<usize> {
+        self.schema.lookup(name)
+    }
+
+    /// A malformed-row error at message `number`.
+    pub fn error(&self, number: usize, message: impl Into<String>) -> TraceError {
+        self.schema.error(number, 1, message)
+    }
 }
 
 /// A place between two rows of a trace: the byte offset (from the trace's
@@ -223,6 +296,14 @@ pub trait OutputWriter: Send {
         samples: &[Sample],
     ) -> std::io::Result<()>;
     fn flush(&mut self) -> std::io::Result<()>;
+    /// For a writer to a live stream (a Redis Stream), how many entries the
+    /// run has written there, counting a resumed run's predecessors: after
+    /// a `flush`, all of them are stored, and a checkpoint records the
+    /// count so that a resumed run writes each entry once. `None` for other
+    /// writers.
+    fn entries_written(&self) -> Option<u64> {
+        None
+    }
     /// Writes the outputs of every row of `batch`, as `write_step` would
     /// with the samples of `columns` (the batch's columns of the writer's
     /// names, in their order). Writers override it to format straight from
@@ -257,7 +338,8 @@ pub use behind::{WriteBehind, raw_stdout};
 pub(crate) use jsonl::serde_value;
 pub(crate) use values::parse_text;
 pub use writer::{
-    alert_line, alert_line_with, continue_writer, keyed_writer, make_writer, step_column,
+    alert_line, alert_line_with, cell_text, continue_writer, json_text, keyed_writer, make_writer,
+    step_column,
 };
 
 use std::io::BufRead;

@@ -380,6 +380,29 @@ struct JsonlWriter {
     line: Vec<u8>,
 }
 
+/// A value's JSON text, as the `jsonl` writer writes it (a live sink's
+/// payloads and fields).
+pub fn json_text(v: &Value) -> Vec<u8> {
+    let mut text = Vec::new();
+    // Writing into a Vec cannot fail.
+    let _ = push_json_value(&mut text, v);
+    text
+}
+
+/// A value's text as the `csv` writer writes a cell, unquoted: a Str as it
+/// is, a container as its JSON text (a Redis entry's fields, which the CSV
+/// cell rule reads back).
+pub fn cell_text(v: &Value) -> Vec<u8> {
+    match v {
+        Value::Str(s) => s.as_bytes().to_vec(),
+        Value::Int(i) => itoa::Buffer::new().format(*i).as_bytes().to_vec(),
+        Value::Float(x) => format!("{x:?}").into_bytes(),
+        Value::Bool(b) => if *b { &b"true"[..] } else { &b"false"[..] }.to_vec(),
+        Value::Unit => b"()".to_vec(),
+        _ => json_text(v),
+    }
+}
+
 /// Appends a value as a JSON member's value (see the module doc).
 fn push_json_value(line: &mut Vec<u8>, v: &Value) -> io::Result<()> {
     match v {

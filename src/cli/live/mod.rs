@@ -1,0 +1,258 @@
+//! Live transports of `vigil run`: MQTT (`mqtt.rs`) and Redis Streams (`redis_streams.rs`), as
+//! sources (`--input URL`, readers of rows) and sinks (`--output URL`, writers of steps).
+//!
+//! A live source is a [`RowReader`] like a trace file's, so every run reads it the way it reads a
+//! file: alone (checkpoints included), or merged with other sources by time. It stamps each row
+//! itself ([`RowReader::stamp`]: an MQTT message's arrival, a Redis entry's ID), which a merged
+//! run uses when the row has no time field. A live sink is an [`OutputWriter`]. Both keep going
+//! when their broker goes away: they reconnect with backoff ([`Backoff`]), say so on standard
+//! error, and the monitor keeps its state.
+
+mod mqtt;
+mod redis_streams;
+
+use super::RunArgs;
+use crate::trace::{InputSchema, OutputWriter, RowReader};
+use std::time::Duration;
+
+/// Whether `input` names a live source rather than a file.
+pub(super) fn is_url(input: &str) -> bool {
+    input.starts_with("mqtt://") || input.starts_with("redis://")
+}
+
+/// A broker's address and the path after it: `SCHEME://HOST:PORT[/PATH]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Url {
+    host: String,
+    port: u16,
+    /// What follows the address, without its leading `/` (empty if none).
+    path: String,
+}
+
+impl Url {
+    /// Parses `text`, which must start with `scheme://`; a missing port is
+    /// `default_port`.
+    fn parse(text: &str, scheme: &str, default_port: u16) -> Result<Url, String> {
+        let bad = |why: &str| format!("`{text}`: {why} (expected {scheme}://HOST:PORT[/…])");
+        let rest = text
+            .strip_prefix(scheme)
+            .and_then(|r| r.strip_prefix("://"))
+            .ok_or_else(|| bad("not a URL of this kind"))?;
+        let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
+        let (host, port) = match authority.rsplit_once(':') {
+            Some((h, p)) => (
+                h,
+                p.parse::<u16>()
+                    .map_err(|_| bad(&format!("`{p}` is not a port")))?,
+            ),
+            None => (authority, default_port),
+        };
+        if host.is_empty() {
+            return Err(bad("the host is missing"));
+        }
+        Ok(Url {
+            host: host.to_string(),
+            port,
+            path: path.to_string(),
+        })
+    }
+}
+
+/// The options of a run that live endpoints read.
+#[derive(Clone, Debug)]
+pub(super) struct Options {
+    qos: u8,
+    mqtt_rows: Option<String>,
+    mqtt_topics: Option<String>,
+    /// `--time`'s field, and its cell in the schema.
+    time: Option<(String, usize)>,
+    group: Option<(String, String)>,
+    drain: bool,
+    /// `--key`'s input (a keyed run's MQTT topics name the key).
+    key: Option<String>,
+    /// A Redis group acknowledges entries as soon as they are read (a run
+    /// that does not say when rows are done, [`RowReader::commit`]).
+    pub(super) ack_on_read: bool,
+}
+
+impl Options {
+    pub(super) fn of(args: &RunArgs, time_cell: Option<usize>) -> Options {
+        Options {
+            qos: args.qos,
+            mqtt_rows: args.mqtt_rows.clone(),
+            mqtt_topics: args.mqtt_topics.clone(),
+            time: args.time.clone().zip(time_cell),
+            group: args.group.clone().zip(args.consumer.clone()),
+            drain: args.drain,
+            key: args.key.clone(),
+            ack_on_read: false,
+        }
+    }
+}
+
+/// The checkpointed position of a resumed run's live input and output.
+#[derive(Clone, Debug, Default)]
+pub(super) struct Resume {
+    /// The last entry the checkpointed run consumed.
+    pub(super) token: Option<String>,
+    /// The entries it had written to the output stream.
+    pub(super) written: Option<u64>,
+}
+
+/// Whether a live input is read as several sources, one per topic: an MQTT
+/// input with a topic per input and `--time` (each topic's messages are in
+/// time order, not those of different topics), which needs the merge.
+pub(super) fn splits(input: &str, options: &Options) -> bool {
+    input.starts_with("mqtt://") && options.mqtt_rows.is_none() && options.time.is_some()
+}
+
+/// One reader of a live source, and its name in messages.
+pub(super) struct Source {
+    pub(super) name: String,
+    pub(super) reader: Box<dyn RowReader>,
+}
+
+/// Opens the live source `input` for rows of `schema`: its readers (one,
+/// or one per topic when [`splits`] says so).
+pub(super) fn open_input(
+    input: &str,
+    schema: &InputSchema,
+    options: &Options,
+    resume: &Resume,
+) -> Result<Vec<Source>, String> {
+    if input.starts_with("mqtt://") {
+        let url = Url::parse(input, "mqtt", 1883)?;
+        mqtt::open_input(input, &url, schema, options)
+    } else {
+        let url = Url::parse(input, "redis", 6379)?;
+        let reader = redis_streams::open_input(input, &url, schema, options, resume)?;
+        Ok(vec![Source {
+            name: input.to_string(),
+            reader,
+        }])
+    }
+}
+
+/// Opens the live sink `output` for steps with the output columns `names`.
+pub(super) fn open_output(
+    output: &str,
+    names: Vec<String>,
+    options: &Options,
+    resume: &Resume,
+) -> Result<Box<dyn OutputWriter>, String> {
+    if output.starts_with("mqtt://") {
+        let url = Url::parse(output, "mqtt", 1883)?;
+        Ok(Box::new(mqtt::Publisher::open(
+            output, &url, names, options,
+        )?))
+    } else {
+        let url = Url::parse(output, "redis", 6379)?;
+        Ok(Box::new(redis_streams::Appender::open(
+            output, &url, names, options, resume,
+        )?))
+    }
+}
+
+/// Where an MQTT sink publishes alerts (`PREFIX/alerts`), as a line writer.
+pub(super) fn alerts_sink(
+    output: &str,
+    options: &Options,
+) -> Result<Box<dyn std::io::Write>, String> {
+    let url = Url::parse(output, "mqtt", 1883)?;
+    Ok(Box::new(mqtt::AlertLines::open(output, &url, options)?))
+}
+
+/// Waits between attempts to reach a broker: 100 ms, doubling up to 5 s,
+/// back to 100 ms once it answers.
+struct Backoff {
+    next: Duration,
+    /// Whether the broker is away (said once per loss).
+    lost: bool,
+}
+
+impl Backoff {
+    const FIRST: Duration = Duration::from_millis(100);
+    const LAST: Duration = Duration::from_secs(5);
+
+    fn new() -> Backoff {
+        Backoff {
+            next: Backoff::FIRST,
+            lost: false,
+        }
+    }
+
+    /// The broker `what` failed with `error`: says so (the first time of
+    /// this loss) and waits before the next attempt.
+    fn failed(&mut self, what: &str, error: &dyn std::fmt::Display) {
+        if !self.lost {
+            super::say(format_args!(
+                "vigil: lost {what}: {error}; reconnecting (the monitor keeps its state)\n"
+            ));
+            self.lost = true;
+        }
+        std::thread::sleep(self.next);
+        self.next = (self.next * 2).min(Backoff::LAST);
+    }
+
+    /// The broker answers again.
+    fn connected(&mut self, what: &str) {
+        if self.lost {
+            super::say(format_args!("vigil: reconnected to {what}\n"));
+        }
+        self.lost = false;
+        self.next = Backoff::FIRST;
+    }
+}
+
+/// A stamp for a row arriving now: nanoseconds since the Unix epoch, later
+/// than `last` (so that no two arrivals share one).
+fn arrival(last: &mut crate::time::Time) -> crate::time::Time {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
+    *last = crate::time::Time(now.max(last.0.saturating_add(1)));
+    *last
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_name_host_port_and_path() {
+        let u = Url::parse("mqtt://127.0.0.1:1884/plant/a", "mqtt", 1883).unwrap();
+        assert_eq!(
+            u,
+            Url {
+                host: "127.0.0.1".into(),
+                port: 1884,
+                path: "plant/a".into()
+            }
+        );
+        let u = Url::parse("redis://localhost/events", "redis", 6379).unwrap();
+        assert_eq!((u.port, u.path.as_str()), (6379, "events"));
+        let u = Url::parse("mqtt://broker", "mqtt", 1883).unwrap();
+        assert_eq!(
+            (u.host.as_str(), u.port, u.path.as_str()),
+            ("broker", 1883, "")
+        );
+        for bad in [
+            "mqtt://:1883/x",
+            "mqtt://h:port/x",
+            "mqtt://h:99999",
+            "redis://h",
+        ] {
+            assert!(Url::parse(bad, "mqtt", 1883).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn arrivals_always_move_forward() {
+        let mut last = crate::time::Time(i64::MAX - 1);
+        assert_eq!(arrival(&mut last).0, i64::MAX);
+        let mut last = crate::time::Time(0);
+        let a = arrival(&mut last);
+        let b = arrival(&mut last);
+        assert!(b > a && a.0 > 0);
+    }
+}

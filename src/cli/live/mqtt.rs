@@ -1,0 +1,707 @@
+//! MQTT sources and sinks (rumqttc): topics per stream or one topic of row objects.
+//!
+//! **Source.** By default each declared input subscribes to `PREFIX/NAME` (a `--mqtt-topics`
+//! file maps other topics, or topic filters, to inputs) and a message's payload is the input's
+//! value as JSON, read by the JSON-lines rule; with `--mqtt-rows TOPIC` one topic carries row
+//! objects, read as JSON lines are. An empty message ends its topic, and the source ends when
+//! all its topics have. Each message is stamped when it arrives; with `--time F`, a row object's
+//! field `F`, or a per-input payload `{"F": time, "value": v}`, is its time instead. Without
+//! `--time`, one reader takes every topic's messages in arrival order; with it, each topic is a
+//! source of its own (publishers' clocks, not arrival, order them), merged by time.
+//!
+//! One thread per connection drives rumqttc's event loop. It subscribes again after every
+//! reconnect (a restarted broker forgets subscriptions); messages published while vigil was
+//! away are the broker's to keep or drop (QoS, sessions), and none is invented.
+//!
+//! **Sink.** Each step's output values go to `PREFIX/NAME` (`PREFIX/NAME/KEY` in a keyed run),
+//! or one row object per step to `PREFIX/TOPIC` with `--mqtt-rows`; alerts to `PREFIX/alerts`.
+//! Publications queue while the broker is away and go out when it is back; the queue is bounded,
+//! so a long outage holds the monitor back rather than filling memory.
+
+use super::{Backoff, Options, Url, arrival};
+use crate::time::Time;
+use crate::trace::{InputSchema, ObjectRows, OutputFormat, OutputWriter, RowReader, TraceError};
+use crate::value::{Key, Sample, Value};
+use rumqttc::{Client, Connection, Event, MqttOptions, Outgoing, Packet, QoS};
+use std::io::{self, Write};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, sync_channel};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Messages queued for the monitor per source (the event loop waits when
+/// the monitor is this far behind).
+const QUEUED: usize = 4096;
+
+/// Publications queued for the broker.
+const OUTGOING: usize = 4096;
+
+/// How long opening waits for the broker's first answer.
+const CONNECT_WAIT: Duration = Duration::from_secs(10);
+
+/// How long a finished run waits for its last publications to leave.
+const DRAIN_WAIT: Duration = Duration::from_secs(10);
+
+fn qos(level: u8) -> QoS {
+    match level {
+        0 => QoS::AtMostOnce,
+        1 => QoS::AtLeastOnce,
+        _ => QoS::ExactlyOnce,
+    }
+}
+
+/// `PREFIX/name`, or `name` without a prefix.
+fn topic(prefix: &str, name: &str) -> String {
+    match prefix.trim_end_matches('/') {
+        "" => name.to_string(),
+        p => format!("{p}/{name}"),
+    }
+}
+
+/// A client id no other run shares.
+fn client_id(role: &str) -> String {
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!("vigil-{}-{role}-{n}", std::process::id())
+}
+
+fn connection(url: &Url, role: &str, cap: usize) -> (Client, Connection) {
+    let mut options = MqttOptions::new(client_id(role), url.host.clone(), url.port);
+    options.set_keep_alive(Duration::from_secs(10));
+    // Rows can be large (containers); the broker bounds them anyway.
+    options.set_max_packet_size(16 << 20, 16 << 20);
+    Client::new(options, cap)
+}
+
+/// What the topics of a source carry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Carries {
+    /// Row objects.
+    Rows,
+    /// The values of one input.
+    Input(String),
+}
+
+/// A subscription: a topic filter, what it carries and the source (reader)
+/// its messages go to.
+#[derive(Clone, Debug)]
+struct Route {
+    filter: String,
+    carries: Carries,
+    source: usize,
+}
+
+/// Reads a `--mqtt-topics` file: `TOPIC INPUT` per line, `#` comments.
+fn topic_map(path: &str, schema: &InputSchema) -> Result<Vec<(String, String)>, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read `{path}`: {e}"))?;
+    let mut map = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        // A comment starts with a `#` word (a filter's `#` is inside one).
+        let line = match line.trim_start().starts_with('#') {
+            true => "",
+            false => line.split_once(" #").map_or(line, |(l, _)| l).trim(),
+        };
+        if line.is_empty() {
+            continue;
+        }
+        let mut words = line.split_whitespace();
+        let (Some(topic), Some(input), None) = (words.next(), words.next(), words.next()) else {
+            return Err(format!(
+                "{path}:{}: expected `TOPIC INPUT` (a topic or topic filter, then a declared input)",
+                n + 1
+            ));
+        };
+        if !rumqttc::valid_filter(topic) {
+            return Err(format!("{path}:{}: `{topic}` is not a topic filter", n + 1));
+        }
+        if !schema.names.iter().any(|i| i == input) {
+            return Err(format!(
+                "{path}:{}: `{input}` is not a declared input (inputs: {})",
+                n + 1,
+                schema.names.join(", ")
+            ));
+        }
+        map.push((topic.to_string(), input.to_string()));
+    }
+    Ok(map)
+}
+
+/// The subscriptions of a source and how many readers they feed.
+fn routes(url: &Url, schema: &InputSchema, options: &Options) -> Result<Vec<Route>, String> {
+    if let Some(rows) = &options.mqtt_rows {
+        if options.mqtt_topics.is_some() {
+            return Err("--mqtt-rows and --mqtt-topics do not go together: one topic carries whole rows, or topics carry inputs".into());
+        }
+        return Ok(vec![Route {
+            filter: topic(&url.path, rows),
+            carries: Carries::Rows,
+            source: 0,
+        }]);
+    }
+    let mapped = match &options.mqtt_topics {
+        Some(path) => topic_map(path, schema)?,
+        None => Vec::new(),
+    };
+    // Every declared input has a topic: a mapped one, else its own. (The
+    // time field and `--pass` fields are not inputs and have none.)
+    let declared = schema
+        .names
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| options.time.as_ref().is_none_or(|(_, cell)| cell != i))
+        .map(|(_, n)| n);
+    let mut pairs = mapped.clone();
+    for name in declared {
+        if !mapped.iter().any(|(_, i)| i == name) {
+            pairs.push((topic(&url.path, name), name.clone()));
+        }
+    }
+    let split = options.time.is_some();
+    Ok(pairs
+        .into_iter()
+        .enumerate()
+        .map(|(k, (filter, input))| Route {
+            filter,
+            carries: Carries::Input(input),
+            source: if split { k } else { 0 },
+        })
+        .collect())
+}
+
+/// What the event loop hands a reader.
+enum Delivery {
+    /// A message as a row object's text, and its arrival.
+    Row(String, Time),
+    /// A message that is not text.
+    Bad(String, Time),
+    /// Every topic of the source has ended.
+    End,
+}
+
+/// The row object text of a message on a topic carrying `input`: the
+/// payload is the value, or, with a time field `time`, an object of it and
+/// `value` is the stamped value.
+fn input_row(input: &str, payload: &str, time: Option<&str>) -> String {
+    let key = serde_json::to_string(input).unwrap_or_default();
+    if let Some(field) = time
+        && let Ok(map) = serde_json::from_str::<
+            std::collections::BTreeMap<String, &serde_json::value::RawValue>,
+        >(payload)
+        && map.len() == 2
+        && let (Some(t), Some(v)) = (map.get(field), map.get("value"))
+    {
+        let field = serde_json::to_string(field).unwrap_or_default();
+        return format!("{{{key}:{},{field}:{}}}", v.get(), t.get());
+    }
+    format!("{{{key}:{payload}}}")
+}
+
+/// Opens an MQTT source: connects, subscribes, and returns once the broker
+/// has confirmed the subscriptions (so that whatever is published after
+/// this is seen), with one reader per source.
+pub(super) fn open_input(
+    name: &str,
+    url: &Url,
+    schema: &InputSchema,
+    options: &Options,
+) -> Result<Vec<super::Source>, String> {
+    let routes = routes(url, schema, options)?;
+    let sources = routes.iter().map(|r| r.source).max().map_or(0, |m| m + 1);
+    let mut senders = Vec::new();
+    let mut readers = Vec::new();
+    for s in 0..sources {
+        let (tx, rx) = sync_channel(QUEUED);
+        senders.push(tx);
+        // A source of its own per topic is named after it.
+        let source_name = match routes.iter().filter(|r| r.source == s).collect::<Vec<_>>()[..] {
+            [only] if sources > 1 => format!("{name} ({})", only.filter),
+            _ => name.to_string(),
+        };
+        readers.push(super::Source {
+            reader: Box::new(MessageReader {
+                rows: ObjectRows::new(&source_name, schema),
+                rx,
+                next: None,
+                number: 0,
+                stamp: None,
+                after_error: false,
+            }),
+            name: source_name,
+        });
+    }
+    let (client, connection) = connection(url, "in", 64);
+    let (ready_tx, ready_rx) = sync_channel(1);
+    let listener = Listener {
+        what: name.to_string(),
+        client,
+        routes,
+        senders,
+        qos: qos(options.qos),
+        time: options.time.as_ref().map(|(f, _)| f.clone()),
+        ready: Some(ready_tx),
+    };
+    std::thread::spawn(move || listener.run(connection));
+    match ready_rx.recv_timeout(CONNECT_WAIT) {
+        Ok(Ok(topics)) => {
+            super::super::say(format_args!("vigil: subscribed to {name}: {topics}\n"));
+            Ok(readers)
+        }
+        Ok(Err(e)) => Err(format!("--input {name}: cannot connect: {e}")),
+        Err(_) => Err(format!(
+            "--input {name}: the broker did not answer within {} s",
+            CONNECT_WAIT.as_secs()
+        )),
+    }
+}
+
+/// The event loop of a source's connection.
+struct Listener {
+    what: String,
+    client: Client,
+    routes: Vec<Route>,
+    senders: Vec<SyncSender<Delivery>>,
+    qos: QoS,
+    time: Option<String>,
+    /// Told once the first subscriptions are confirmed (or the first
+    /// connection failed): the topics, or the error.
+    ready: Option<SyncSender<Result<String, String>>>,
+}
+
+impl Listener {
+    fn run(mut self, mut connection: Connection) {
+        let mut backoff = Backoff::new();
+        let mut ended = vec![false; self.routes.len()];
+        let mut last = Time(0);
+        loop {
+            let event = match connection.recv() {
+                Ok(event) => event,
+                // Every client handle is gone: the run is over.
+                Err(_) => return,
+            };
+            match event {
+                Ok(Event::Incoming(Packet::ConnAck(_))) => {
+                    // A new connection has no subscriptions: make them.
+                    let filters = self
+                        .routes
+                        .iter()
+                        .map(|r| rumqttc::SubscribeFilter::new(r.filter.clone(), self.qos));
+                    if self.client.try_subscribe_many(filters).is_err() {
+                        return;
+                    }
+                }
+                Ok(Event::Incoming(Packet::SubAck(_))) => {
+                    backoff.connected(&self.what);
+                    if let Some(ready) = self.ready.take() {
+                        let topics: Vec<&str> =
+                            self.routes.iter().map(|r| r.filter.as_str()).collect();
+                        let _ = ready.send(Ok(topics.join(", ")));
+                    }
+                }
+                Ok(Event::Incoming(Packet::Publish(p))) => {
+                    let stamp = arrival(&mut last);
+                    if !self.deliver(&p.topic, &p.payload, stamp, &mut ended) {
+                        return;
+                    }
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    // The first connection failing is a usage error; a
+                    // later loss is waited out.
+                    if let Some(ready) = self.ready.take() {
+                        let _ = ready.send(Err(e.to_string()));
+                        return;
+                    }
+                    backoff.failed(&self.what, &e);
+                }
+            }
+        }
+    }
+
+    /// Hands a message to its source's reader; `false` once no reader is
+    /// left to hand messages to.
+    fn deliver(&mut self, topic: &str, payload: &[u8], stamp: Time, ended: &mut [bool]) -> bool {
+        let Some(r) = self
+            .routes
+            .iter()
+            .position(|r| rumqttc::matches(topic, &r.filter))
+        else {
+            return true;
+        };
+        let route = &self.routes[r];
+        let tx = &self.senders[route.source];
+        if ended[r] {
+            return true;
+        }
+        if payload.is_empty() {
+            ended[r] = true;
+            let source = route.source;
+            let all = self
+                .routes
+                .iter()
+                .zip(ended.iter())
+                .filter(|(r, _)| r.source == source)
+                .all(|(_, e)| *e);
+            if all {
+                let _ = tx.send(Delivery::End);
+            }
+            return self.any_open(ended);
+        }
+        let delivery = match std::str::from_utf8(payload) {
+            Err(_) => Delivery::Bad(format!("the message on `{topic}` is not UTF-8 text"), stamp),
+            Ok(text) => match &route.carries {
+                Carries::Rows => Delivery::Row(text.to_string(), stamp),
+                Carries::Input(input) => {
+                    Delivery::Row(input_row(input, text, self.time.as_deref()), stamp)
+                }
+            },
+        };
+        // A reader gone (its source failed, or the run stopped) takes no
+        // more; the others go on.
+        if tx.send(delivery).is_err() {
+            ended[r] = true;
+        }
+        self.any_open(ended)
+    }
+
+    fn any_open(&self, ended: &[bool]) -> bool {
+        ended.iter().any(|e| !e)
+    }
+}
+
+/// A source's rows, as the event loop delivers them.
+struct MessageReader {
+    rows: ObjectRows,
+    rx: Receiver<Delivery>,
+    /// A delivery taken to see whether one was there.
+    next: Option<Delivery>,
+    /// Messages read (an error's "line").
+    number: usize,
+    stamp: Option<Time>,
+    after_error: bool,
+}
+
+impl RowReader for MessageReader {
+    fn next_row(&mut self, row: &mut [Option<Value>]) -> Result<bool, TraceError> {
+        let delivery = match self.next.take() {
+            Some(d) => d,
+            None => self.rx.recv().unwrap_or(Delivery::End),
+        };
+        self.after_error = false;
+        match delivery {
+            Delivery::End => Ok(false),
+            Delivery::Bad(message, stamp) => {
+                self.number += 1;
+                self.stamp = Some(stamp);
+                self.after_error = true;
+                Err(self.rows.error(self.number, message))
+            }
+            Delivery::Row(text, stamp) => {
+                self.number += 1;
+                self.stamp = Some(stamp);
+                self.after_error = true;
+                self.rows.read(&text, self.number, row)?;
+                self.after_error = false;
+                Ok(true)
+            }
+        }
+    }
+
+    fn can_continue(&self) -> bool {
+        self.after_error
+    }
+
+    fn stamp(&self) -> Option<Time> {
+        self.stamp
+    }
+
+    fn row_ready(&mut self) -> bool {
+        if self.next.is_none() {
+            self.next = self.rx.try_recv().ok();
+        }
+        self.next.is_some()
+    }
+}
+
+/// A connection publishing, shared by the outputs and alerts of a run; on
+/// drop it sends what is queued and disconnects.
+struct Sink {
+    what: String,
+    client: Client,
+    qos: QoS,
+    done: Receiver<()>,
+}
+
+impl Sink {
+    fn open(what: &str, url: &Url, level: u8) -> Result<Sink, String> {
+        let (client, mut connection) = connection(url, "out", OUTGOING);
+        let (ready_tx, ready_rx) = sync_channel::<Result<(), String>>(1);
+        let (done_tx, done) = sync_channel(1);
+        let name = what.to_string();
+        std::thread::spawn(move || {
+            let mut backoff = Backoff::new();
+            let mut ready = Some(ready_tx);
+            let mut leaving = false;
+            loop {
+                match connection.recv() {
+                    Err(_) => break,
+                    Ok(Ok(Event::Incoming(Packet::ConnAck(_)))) => {
+                        backoff.connected(&name);
+                        if let Some(r) = ready.take() {
+                            let _ = r.send(Ok(()));
+                        }
+                    }
+                    // The last request: what was queued before it is out;
+                    // keep polling until the broker closes the connection.
+                    Ok(Ok(Event::Outgoing(Outgoing::Disconnect))) => leaving = true,
+                    Ok(Ok(_)) => {}
+                    Ok(Err(_)) if leaving => break,
+                    Ok(Err(e)) => {
+                        if let Some(r) = ready.take() {
+                            let _ = r.send(Err(e.to_string()));
+                            break;
+                        }
+                        backoff.failed(&name, &e);
+                    }
+                }
+            }
+            let _ = done_tx.send(());
+        });
+        match ready_rx.recv_timeout(CONNECT_WAIT) {
+            Ok(Ok(())) => Ok(Sink {
+                what: what.to_string(),
+                client,
+                qos: qos(level),
+                done,
+            }),
+            Ok(Err(e)) => Err(format!("--output {what}: cannot connect: {e}")),
+            Err(_) => Err(format!(
+                "--output {what}: the broker did not answer within {} s",
+                CONNECT_WAIT.as_secs()
+            )),
+        }
+    }
+
+    fn publish(&self, topic: String, payload: Vec<u8>) -> io::Result<()> {
+        self.client
+            .publish(topic, self.qos, false, payload)
+            .map_err(|e| io::Error::new(io::ErrorKind::BrokenPipe, format!("{}: {e}", self.what)))
+    }
+}
+
+impl Drop for Sink {
+    fn drop(&mut self) {
+        if self.client.disconnect().is_err() {
+            return;
+        }
+        match self.done.recv_timeout(DRAIN_WAIT) {
+            Ok(()) | Err(RecvTimeoutError::Disconnected) => {}
+            Err(RecvTimeoutError::Timeout) => super::super::say(format_args!(
+                "warning: {}: the broker did not take the last outputs within {} s; some may be lost\n",
+                self.what,
+                DRAIN_WAIT.as_secs()
+            )),
+        }
+    }
+}
+
+/// A buffer a row writer writes into, taken after each step.
+#[derive(Clone, Default)]
+struct Buffer(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Buffer {
+    fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+        self.0
+            .lock()
+            .map_err(|_| io::Error::other("poisoned"))?
+            .extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Buffer {
+    fn take(&self) -> Vec<u8> {
+        self.0
+            .lock()
+            .map(|mut b| std::mem::take(&mut *b))
+            .unwrap_or_default()
+    }
+}
+
+/// `--output mqtt://…`: each step published.
+pub(super) struct Publisher {
+    sink: Sink,
+    /// The output columns, and their topics.
+    topics: Vec<String>,
+    /// `--mqtt-rows`: the row writer, its buffer and topic.
+    rows: Option<(Box<dyn OutputWriter>, Buffer, String)>,
+}
+
+impl Publisher {
+    pub(super) fn open(
+        what: &str,
+        url: &Url,
+        names: Vec<String>,
+        options: &Options,
+    ) -> Result<Publisher, String> {
+        let sink = Sink::open(what, url, options.qos)?;
+        let topics = names.iter().map(|n| topic(&url.path, n)).collect();
+        let rows = options.mqtt_rows.as_ref().map(|t| {
+            let buffer = Buffer::default();
+            let out = Box::new(buffer.clone());
+            let writer = match &options.key {
+                Some(k) => crate::trace::keyed_writer(OutputFormat::Jsonl, names, k, out, false),
+                None => crate::trace::make_writer(OutputFormat::Jsonl, names, out),
+            };
+            (writer, buffer, topic(&url.path, t))
+        });
+        Ok(Publisher { sink, topics, rows })
+    }
+
+    fn publish(&mut self, step: u64, key: Option<&Key>, samples: &[Sample]) -> io::Result<()> {
+        if let Some((writer, buffer, topic)) = &mut self.rows {
+            match key {
+                Some(k) => writer.write_keyed(step, k, samples)?,
+                None => writer.write_step(step, samples)?,
+            }
+            writer.flush()?;
+            let mut line = buffer.take();
+            line.pop();
+            return self.sink.publish(topic.clone(), line);
+        }
+        for (topic, sample) in self.topics.iter().zip(samples) {
+            let payload = match sample {
+                Sample::NoVal => continue,
+                Sample::Deferred => b"null".to_vec(),
+                Sample::Value(v) => crate::trace::json_text(v),
+            };
+            let topic = match key {
+                Some(k) => format!("{topic}/{k}"),
+                None => topic.clone(),
+            };
+            self.sink.publish(topic, payload)?;
+        }
+        Ok(())
+    }
+}
+
+impl OutputWriter for Publisher {
+    fn write_step(&mut self, step: u64, samples: &[Sample]) -> io::Result<()> {
+        self.publish(step, None, samples)
+    }
+
+    fn write_keyed(&mut self, step: u64, key: &Key, samples: &[Sample]) -> io::Result<()> {
+        self.publish(step, Some(key), samples)
+    }
+
+    /// Publications leave as soon as the event loop takes them.
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Alert lines published to `PREFIX/alerts`, one message per line.
+pub(super) struct AlertLines {
+    sink: Sink,
+    topic: String,
+    line: Vec<u8>,
+}
+
+impl AlertLines {
+    pub(super) fn open(what: &str, url: &Url, options: &Options) -> Result<AlertLines, String> {
+        Ok(AlertLines {
+            sink: Sink::open(what, url, options.qos)?,
+            topic: topic(&url.path, "alerts"),
+            line: Vec::new(),
+        })
+    }
+}
+
+impl Write for AlertLines {
+    fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+        for &b in bytes {
+            if b == b'\n' {
+                let line = std::mem::take(&mut self.line);
+                self.sink.publish(self.topic.clone(), line)?;
+            } else {
+                self.line.push(b);
+            }
+        }
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_payload_is_an_inputs_value_or_a_stamped_value() {
+        assert_eq!(input_row("x", "3", None), r#"{"x":3}"#);
+        assert_eq!(input_row("x", "3", Some("t")), r#"{"x":3}"#);
+        assert_eq!(
+            input_row("x", r#"{"t": 7, "value": [1, 2]}"#, Some("t")),
+            r#"{"x":[1, 2],"t":7}"#
+        );
+        // Without the time field an object is the value (a Map input's).
+        assert_eq!(
+            input_row("m", r#"{"a": 1, "value": 2}"#, Some("t")),
+            r#"{"m":{"a": 1, "value": 2}}"#
+        );
+    }
+
+    #[test]
+    fn topics_take_the_prefix() {
+        assert_eq!(topic("", "x"), "x");
+        assert_eq!(topic("plant/a/", "x"), "plant/a/x");
+    }
+
+    #[test]
+    fn a_topic_map_names_declared_inputs() {
+        let schema = InputSchema {
+            names: vec!["temp".into(), "load".into()],
+            types: vec![
+                crate::lang::types::Type::Float,
+                crate::lang::types::Type::Int,
+            ],
+        };
+        let dir = std::env::temp_dir().join(format!("vigil-topics-{}", std::process::id()));
+        std::fs::write(
+            &dir,
+            "# sensors\nsensors/+/temp temp\n\nhost/load load # cpu\n",
+        )
+        .unwrap();
+        let path = dir.to_str().unwrap();
+        assert_eq!(
+            topic_map(path, &schema).unwrap(),
+            vec![
+                ("sensors/+/temp".to_string(), "temp".to_string()),
+                ("host/load".to_string(), "load".to_string())
+            ]
+        );
+        std::fs::write(&dir, "a/# temp\n").unwrap();
+        assert_eq!(topic_map(path, &schema).unwrap()[0].0, "a/#");
+        std::fs::write(&dir, "a/b nope\n").unwrap();
+        let e = topic_map(path, &schema).unwrap_err();
+        assert!(e.contains(":1: `nope` is not a declared input"), "{e}");
+        std::fs::write(&dir, "a/#/b temp\n").unwrap();
+        assert!(
+            topic_map(path, &schema)
+                .unwrap_err()
+                .contains("not a topic filter")
+        );
+        std::fs::write(&dir, "just-one\n").unwrap();
+        assert!(
+            topic_map(path, &schema)
+                .unwrap_err()
+                .contains("expected `TOPIC INPUT`")
+        );
+        std::fs::remove_file(&dir).unwrap();
+    }
+}
