@@ -243,11 +243,14 @@ pub struct RunArgs {
     /// `redis://HOST:PORT/STREAM` (one entry per step, XADD).
     #[arg(long, default_value = "text", value_parser = output_parser(), value_name = "FORMAT|URL")]
     pub output: OutputArg,
-    /// MQTT: one topic carries whole rows as JSON objects (`--input`: read
-    /// from `PREFIX/TOPIC`; `--output`: one row object per step published
-    /// to `PREFIX/TOPIC`), instead of a topic per stream.
+    /// MQTT input: one topic, `PREFIX/TOPIC`, carries whole rows as JSON
+    /// objects, instead of a topic per input.
     #[arg(long, value_name = "TOPIC")]
     pub mqtt_rows: Option<String>,
+    /// MQTT output: one row object per step (as `--output jsonl` writes
+    /// it) published to `PREFIX/TOPIC`, instead of a topic per stream.
+    #[arg(long, value_name = "TOPIC")]
+    pub mqtt_output_rows: Option<String>,
     /// MQTT: a file of `TOPIC INPUT` lines (`#` comments): each topic (or
     /// topic filter, `+` and `#` allowed) carries that input's values;
     /// inputs not named keep the topic named after them.

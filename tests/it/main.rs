@@ -9,6 +9,7 @@ mod diagnostics;
 mod explain;
 mod frontend_hardening;
 mod keyed;
+mod live;
 mod memory;
 mod operator;
 mod props;

@@ -63,6 +63,7 @@ impl Url {
 pub(super) struct Options {
     qos: u8,
     mqtt_rows: Option<String>,
+    mqtt_output_rows: Option<String>,
     mqtt_topics: Option<String>,
     /// `--time`'s field, and its cell in the schema.
     time: Option<(String, usize)>,
@@ -80,6 +81,7 @@ impl Options {
         Options {
             qos: args.qos,
             mqtt_rows: args.mqtt_rows.clone(),
+            mqtt_output_rows: args.mqtt_output_rows.clone(),
             mqtt_topics: args.mqtt_topics.clone(),
             time: args.time.clone().zip(time_cell),
             group: args.group.clone().zip(args.consumer.clone()),

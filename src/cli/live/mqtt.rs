@@ -14,7 +14,8 @@
 //! away are the broker's to keep or drop (QoS, sessions), and none is invented.
 //!
 //! **Sink.** Each step's output values go to `PREFIX/NAME` (`PREFIX/NAME/KEY` in a keyed run),
-//! or one row object per step to `PREFIX/TOPIC` with `--mqtt-rows`; alerts to `PREFIX/alerts`.
+//! or one row object per step to `PREFIX/TOPIC` with `--mqtt-output-rows`; alerts to
+//! `PREFIX/alerts`.
 //! Publications queue while the broker is away and go out when it is back; the queue is bounded,
 //! so a long outage holds the monitor back rather than filling memory.
 
@@ -548,7 +549,7 @@ impl Publisher {
     ) -> Result<Publisher, String> {
         let sink = Sink::open(what, url, options.qos)?;
         let topics = names.iter().map(|n| topic(&url.path, n)).collect();
-        let rows = options.mqtt_rows.as_ref().map(|t| {
+        let rows = options.mqtt_output_rows.as_ref().map(|t| {
             let buffer = Buffer::default();
             let out = Box::new(buffer.clone());
             let writer = match &options.key {

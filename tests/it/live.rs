@@ -1,0 +1,764 @@
+//! Live transports against real brokers: a private mosquitto and redis-server per test, on free
+//! loopback ports, started and stopped here (`scripts/install-brokers.sh` installs them).
+//!
+//! Every test compares what vigil does through a broker with `vigil run` over the same rows as a
+//! file: MQTT per-input topics and row objects in, per-stream and row topics (and alerts) out, a
+//! broker restart in the middle of a run, a live session recorded and replayed; Redis Streams in
+//! and out with checkpoints, SIGKILLed at random points and resumed, with XREAD and with a
+//! consumer group.
+
+use crate::support::{run_vigil, test_dir, vigil, write};
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::{Receiver, channel};
+use std::time::{Duration, Instant};
+
+/// How long a step of a test may wait for a broker or for vigil.
+const PATIENCE: Duration = Duration::from_secs(60);
+
+/// A broker's program, looked for on `PATH` and in the sbin directories
+/// (Debian installs mosquitto in /usr/sbin).
+fn program(name: &str) -> PathBuf {
+    let path = std::env::var("PATH").unwrap_or_default();
+    let dirs = path
+        .split(':')
+        .map(PathBuf::from)
+        .chain(["/usr/sbin", "/usr/local/sbin", "/sbin"].map(PathBuf::from));
+    for dir in dirs {
+        let candidate = dir.join(name);
+        if candidate.is_file() {
+            return candidate;
+        }
+    }
+    panic!(
+        "`{name}` is not installed: the live-transport tests run real brokers; run scripts/install-brokers.sh (Debian: apt-get install mosquitto mosquitto-clients redis-server redis-tools)"
+    );
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn wait_for_port(port: u16, up: bool) {
+    let start = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() != up {
+        assert!(
+            start.elapsed() < PATIENCE,
+            "port {port} never came {}",
+            if up { "up" } else { "down" }
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A broker process of this test, killed when dropped.
+struct Broker {
+    child: Child,
+    port: u16,
+    dir: PathBuf,
+}
+
+impl Broker {
+    fn mosquitto(dir: &Path) -> Broker {
+        Broker::mosquitto_on(dir, free_port())
+    }
+
+    fn mosquitto_on(dir: &Path, port: u16) -> Broker {
+        let conf = write(
+            dir,
+            "mosquitto.conf",
+            format!("listener {port} 127.0.0.1\nallow_anonymous true\npersistence false\n"),
+        );
+        let log = std::fs::File::create(dir.join("mosquitto.log")).unwrap();
+        let child = Command::new(program("mosquitto"))
+            .args(["-c", &conf])
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        wait_for_port(port, true);
+        Broker {
+            child,
+            port,
+            dir: dir.to_path_buf(),
+        }
+    }
+
+    fn redis(dir: &Path) -> Broker {
+        let port = free_port();
+        let child = Command::new(program("redis-server"))
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no", "--dir"])
+            .arg(dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        wait_for_port(port, true);
+        // The port opens before the server answers commands.
+        let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap();
+        let start = Instant::now();
+        while client
+            .get_connection()
+            .and_then(|mut c| redis::cmd("PING").query::<String>(&mut c))
+            .is_err()
+        {
+            assert!(start.elapsed() < PATIENCE, "redis-server never answered");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Broker {
+            child,
+            port,
+            dir: dir.to_path_buf(),
+        }
+    }
+
+    /// Kills the broker (SIGKILL) and waits until its port is closed.
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        wait_for_port(self.port, false);
+    }
+
+    fn url(&self, scheme: &str, path: &str) -> String {
+        format!("{scheme}://127.0.0.1:{}/{path}", self.port)
+    }
+}
+
+impl Drop for Broker {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = &self.dir;
+    }
+}
+
+/// A vigil run in the background: its standard output goes to a file, its
+/// standard error lines to a channel.
+struct Live {
+    child: Child,
+    err: Receiver<String>,
+    stderr: Vec<String>,
+}
+
+impl Live {
+    fn start(args: &[&str], out: &Path) -> Live {
+        let mut child = vigil()
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(std::fs::File::create(out).unwrap())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let (tx, err) = channel();
+        let stderr = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        Live {
+            child,
+            err,
+            stderr: Vec::new(),
+        }
+    }
+
+    /// Waits for a line of standard error containing `needle`.
+    fn wait_for(&mut self, needle: &str) {
+        let start = Instant::now();
+        loop {
+            let left = PATIENCE.saturating_sub(start.elapsed());
+            match self.err.recv_timeout(left) {
+                Ok(line) => {
+                    let found = line.contains(needle);
+                    self.stderr.push(line);
+                    if found {
+                        return;
+                    }
+                }
+                Err(_) => panic!(
+                    "vigil never said `{needle}`; it said:\n{}",
+                    self.stderr.join("\n")
+                ),
+            }
+        }
+    }
+
+    /// Waits for the run to end; its status and standard error.
+    fn finish(mut self) -> (i32, String) {
+        let start = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                self.stderr.extend(self.err.iter());
+                return (status.code().unwrap_or(-1), self.stderr.join("\n"));
+            }
+            if start.elapsed() > PATIENCE {
+                let _ = self.child.kill();
+                self.stderr.extend(self.err.try_iter());
+                panic!("vigil did not finish; it said:\n{}", self.stderr.join("\n"));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+/// Publishes each line of `lines` as one message on `topic` (QoS 1), then
+/// an empty message, which ends the topic for vigil.
+fn publish(port: u16, topic: &str, lines: &str, end: bool) {
+    let mut child = Command::new(program("mosquitto_pub"))
+        .args([
+            "-p",
+            &port.to_string(),
+            "-h",
+            "127.0.0.1",
+            "-q",
+            "1",
+            "-t",
+            topic,
+            "-l",
+        ])
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write as _;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(lines.as_bytes())
+        .unwrap();
+    assert!(child.wait().unwrap().success(), "mosquitto_pub failed");
+    if end {
+        let status = Command::new(program("mosquitto_pub"))
+            .args([
+                "-p",
+                &port.to_string(),
+                "-h",
+                "127.0.0.1",
+                "-q",
+                "1",
+                "-t",
+                topic,
+                "-n",
+            ])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+}
+
+/// Subscribes to `filter` until `count` messages came; the lines `topic payload`.
+fn subscribe(port: u16, filter: &str, count: usize) -> Child {
+    Command::new(program("mosquitto_sub"))
+        .args(["-p", &port.to_string(), "-h", "127.0.0.1", "-q", "1", "-v"])
+        .args(["-t", filter, "-C", &count.to_string(), "-W", "120"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+fn collected(sub: Child) -> Vec<String> {
+    let out = sub.wait_with_output().unwrap();
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+const SPEC: &str = "\
+in x: Int
+in y: Int
+out total: Int
+out both: Int
+out hot: Bool
+total = default(total[1], 0) + x
+both = x + y
+hot = total > 100
+trigger crossed: total > 100 && default(total[1], 0) <= 100 \"total crossed 100 at {total}\"
+";
+
+/// `n` rows of a generated trace with times (`t`), `y` absent from every
+/// third row, as JSON lines.
+fn trace(n: usize) -> Vec<(u64, i64, Option<i64>)> {
+    (0..n)
+        .map(|i| {
+            let x = (i as i64 * 7) % 11 - 3;
+            let y = (i % 3 != 2).then_some(i as i64 % 5);
+            (i as u64 * 10, x, y)
+        })
+        .collect()
+}
+
+fn jsonl(rows: &[(u64, i64, Option<i64>)], time: bool) -> String {
+    rows.iter()
+        .map(|(t, x, y)| {
+            let t = if time {
+                format!("\"t\":{t},")
+            } else {
+                String::new()
+            };
+            match y {
+                Some(y) => format!("{{{t}\"x\":{x},\"y\":{y}}}\n"),
+                None => format!("{{{t}\"x\":{x}}}\n"),
+            }
+        })
+        .collect()
+}
+
+/// `vigil run` over `trace` as a file, with `extra` options: standard output.
+fn file_run(spec: &str, trace: &str, extra: &[&str]) -> String {
+    let mut args = vec!["run", spec, "--input", trace];
+    args.extend_from_slice(extra);
+    let (code, out, err) = run_vigil(&args, None);
+    assert_eq!(code, 0, "{err}");
+    out
+}
+
+#[test]
+fn mqtt_topics_per_input_give_a_files_outputs_and_a_replayable_log() {
+    let dir = test_dir("live", "mqtt_topics");
+    let broker = Broker::mosquitto(&dir);
+    let spec = write(&dir, "spec.dsrv", SPEC);
+    let rows = trace(120);
+    let file = write(&dir, "trace.jsonl", jsonl(&rows, true));
+    let expected = file_run(&spec, &file, &["--time", "t", "--output", "jsonl"]);
+    let log = dir.join("session.log");
+    let out = dir.join("out.jsonl");
+    let input = broker.url("mqtt", "plant");
+    let mut live = Live::start(
+        &[
+            "run",
+            &spec,
+            "--input",
+            &input,
+            "--time",
+            "t",
+            "--output",
+            "jsonl",
+            "--record",
+            log.to_str().unwrap(),
+        ],
+        &out,
+    );
+    live.wait_for("subscribed to");
+    // Each input's values on its own topic, stamped by the publisher.
+    let xs: String = rows
+        .iter()
+        .map(|(t, x, _)| format!("{{\"t\":{t},\"value\":{x}}}\n"))
+        .collect();
+    let ys: String = rows
+        .iter()
+        .filter_map(|(t, _, y)| y.map(|y| format!("{{\"t\":{t},\"value\":{y}}}\n")))
+        .collect();
+    publish(broker.port, "plant/y", &ys, true);
+    publish(broker.port, "plant/x", &xs, true);
+    let (code, err) = live.finish();
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), expected, "{err}");
+    // The recorded session replays to the same outputs, without a broker.
+    let (code, replayed, err) = run_vigil(
+        &["replay", &spec, log.to_str().unwrap(), "--output", "jsonl"],
+        None,
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(replayed, expected);
+}
+
+#[test]
+fn mqtt_rows_in_and_streams_rows_and_alerts_out() {
+    let dir = test_dir("live", "mqtt_rows");
+    let broker = Broker::mosquitto(&dir);
+    let spec = write(&dir, "spec.dsrv", SPEC);
+    let rows = trace(150);
+    let lines = jsonl(&rows, false);
+    let file = write(&dir, "trace.jsonl", &lines);
+    let alerts_file = dir.join("alerts.jsonl");
+    let expected = file_run(
+        &spec,
+        &file,
+        &[
+            "--output",
+            "jsonl",
+            "--alerts",
+            alerts_file.to_str().unwrap(),
+        ],
+    );
+    let expected_alerts = std::fs::read_to_string(&alerts_file).unwrap();
+    assert!(
+        !expected_alerts.is_empty(),
+        "the trace must fire the trigger"
+    );
+    // Per-stream topics: every output with a value at every step.
+    let per_stream: Vec<String> = expected
+        .lines()
+        .flat_map(|line| {
+            let row: serde_json::Map<String, serde_json::Value> =
+                serde_json::from_str(line).unwrap();
+            ["total", "both", "hot"]
+                .into_iter()
+                .filter_map(|name| Some(format!("out/{name} {}", row.get(name)?)))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let alerts: Vec<String> = expected_alerts
+        .lines()
+        .map(|l| format!("out/alerts {l}"))
+        .collect();
+    let sub = subscribe(broker.port, "out/#", per_stream.len() + alerts.len());
+    let sub_rows = subscribe(broker.port, "rows-out/rows", rows.len());
+    // mosquitto_sub has subscribed once it is connected; give it a moment.
+    std::thread::sleep(Duration::from_millis(500));
+    let input = broker.url("mqtt", "in");
+    let streams = Live::start(
+        &[
+            "run",
+            &spec,
+            "--input",
+            &input,
+            "--mqtt-rows",
+            "rows",
+            "--output",
+            &broker.url("mqtt", "out"),
+        ],
+        &dir.join("streams.out"),
+    );
+    let mut by_rows = Live::start(
+        &[
+            "run",
+            &spec,
+            "--input",
+            &input,
+            "--mqtt-rows",
+            "rows",
+            "--output",
+            &broker.url("mqtt", "rows-out"),
+            "--mqtt-output-rows",
+            "rows",
+        ],
+        &dir.join("rows.out"),
+    );
+    let mut streams = streams;
+    streams.wait_for("subscribed to");
+    by_rows.wait_for("subscribed to");
+    publish(broker.port, "in/rows", &lines, true);
+    let (code, err) = streams.finish();
+    assert_eq!(code, 0, "{err}");
+    let (code, err) = by_rows.finish();
+    assert_eq!(code, 0, "{err}");
+    let got = collected(sub);
+    let (got_alerts, got_streams): (Vec<String>, Vec<String>) =
+        got.into_iter().partition(|l| l.starts_with("out/alerts "));
+    assert_eq!(got_streams, per_stream);
+    assert_eq!(got_alerts, alerts);
+    let got_rows: Vec<String> = collected(sub_rows)
+        .into_iter()
+        .map(|l| l.strip_prefix("rows-out/rows ").unwrap().to_string())
+        .collect();
+    assert_eq!(got_rows, expected.lines().collect::<Vec<_>>());
+}
+
+#[test]
+fn an_mqtt_broker_restart_is_survived_with_state_kept() {
+    let dir = test_dir("live", "mqtt_restart");
+    let mut broker = Broker::mosquitto(&dir);
+    let spec = write(&dir, "spec.dsrv", SPEC);
+    let rows = trace(80);
+    let file = write(&dir, "trace.jsonl", jsonl(&rows, false));
+    let expected = file_run(&spec, &file, &["--output", "csv"]);
+    let out = dir.join("out.csv");
+    let input = broker.url("mqtt", "in");
+    let mut live = Live::start(
+        &[
+            "run",
+            &spec,
+            "--input",
+            &input,
+            "--mqtt-rows",
+            "rows",
+            "--output",
+            "csv",
+        ],
+        &out,
+    );
+    live.wait_for("subscribed to");
+    let (first, second) = rows.split_at(50);
+    publish(broker.port, "in/rows", &jsonl(first, false), false);
+    // Every row of the first half evaluated (the header and 50 lines).
+    let start = Instant::now();
+    while std::fs::read_to_string(&out).unwrap().lines().count() < 51 {
+        assert!(start.elapsed() < PATIENCE, "the first half never came out");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let port = broker.port;
+    broker.kill();
+    live.wait_for("lost mqtt://");
+    let broker = Broker::mosquitto_on(&dir, port);
+    live.wait_for("reconnected to mqtt://");
+    publish(broker.port, "in/rows", &jsonl(second, false), true);
+    let (code, err) = live.finish();
+    assert_eq!(code, 0, "{err}");
+    // The total goes on from where it was: the state was kept.
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), expected);
+}
+
+#[test]
+fn a_malformed_mqtt_message_is_located_and_skippable() {
+    let dir = test_dir("live", "mqtt_malformed");
+    let broker = Broker::mosquitto(&dir);
+    let spec = write(&dir, "spec.dsrv", SPEC);
+    let input = broker.url("mqtt", "in");
+    let lines = "{\"x\":1}\n{\"x\":\"two\"}\n{\"x\":3}\n";
+    // Stopping at it (the default): the rows before it are written.
+    let out = dir.join("stop.out");
+    let mut live = Live::start(
+        &["run", &spec, "--input", &input, "--mqtt-rows", "rows"],
+        &out,
+    );
+    live.wait_for("subscribed to");
+    publish(broker.port, "in/rows", lines, false);
+    let (code, err) = live.finish();
+    assert_eq!(code, 4, "{err}");
+    assert!(
+        err.contains(&format!("{input}:2:")) && err.contains("expected Int"),
+        "{err}"
+    );
+    assert!(
+        std::fs::read_to_string(&out)
+            .unwrap()
+            .contains("total[0] = Int(1)")
+    );
+    // Skipping it: the run goes on.
+    let out = dir.join("skip.out");
+    let mut live = Live::start(
+        &[
+            "run",
+            &spec,
+            "--input",
+            &input,
+            "--mqtt-rows",
+            "rows",
+            "--on-malformed",
+            "skip",
+            "--output",
+            "csv",
+        ],
+        &out,
+    );
+    live.wait_for("subscribed to");
+    publish(broker.port, "in/rows", lines, true);
+    let (code, err) = live.finish();
+    assert_eq!(code, 0, "{err}");
+    let text = std::fs::read_to_string(&out).unwrap();
+    assert_eq!(text.lines().nth(2), Some("1,4,,false"), "{text}");
+}
+
+/// Appends `rows` to Redis stream `stream`, one entry each.
+fn xadd(con: &mut redis::Connection, stream: &str, rows: &[(u64, i64, Option<i64>)]) {
+    let mut pipe = redis::pipe();
+    for (_, x, y) in rows {
+        let cmd = pipe.cmd("XADD").arg(stream).arg("*").arg("x").arg(x);
+        if let Some(y) = y {
+            cmd.arg("y").arg(y);
+        }
+        cmd.ignore();
+    }
+    pipe.query::<()>(con).unwrap();
+}
+
+/// A stream's entries, without their IDs.
+fn entries(con: &mut redis::Connection, stream: &str) -> Vec<Vec<(String, String)>> {
+    let reply: Vec<(String, Vec<(String, String)>)> = redis::cmd("XRANGE")
+        .arg(stream)
+        .arg("-")
+        .arg("+")
+        .query(con)
+        .unwrap();
+    reply.into_iter().map(|(_, fields)| fields).collect()
+}
+
+fn xlen(con: &mut redis::Connection, stream: &str) -> usize {
+    redis::cmd("XLEN").arg(stream).query(con).unwrap()
+}
+
+/// A run killed (SIGKILL) at random points and resumed from its checkpoint
+/// each time writes the stream an uninterrupted run writes.
+fn killed_and_resumed(test: &str, group: &[&str]) {
+    let dir = test_dir("live", test);
+    let broker = Broker::redis(&dir);
+    let client = redis::Client::open(format!("redis://127.0.0.1:{}/", broker.port)).unwrap();
+    let mut con = client.get_connection().unwrap();
+    let spec = write(&dir, "spec.dsrv", SPEC);
+    let rows = trace(1500);
+    xadd(&mut con, "in", &rows);
+    let input = broker.url("redis", "in");
+    let run_to = |output: &str, extra: &[&str]| {
+        let mut args = vec![
+            "run", &spec, "--input", &input, "--drain", "--output", output,
+        ];
+        args.extend_from_slice(extra);
+        args.iter().map(|s| s.to_string()).collect::<Vec<_>>()
+    };
+    // The uninterrupted run.
+    let (code, _, err) = run_vigil(
+        &run_to(&broker.url("redis", "ref"), &[])
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+        None,
+    );
+    assert_eq!(code, 0, "{err}");
+    let reference = entries(&mut con, "ref");
+    assert_eq!(reference.len(), rows.len());
+    // The same run, killed at random points (once at least this many
+    // entries are out) and resumed.
+    let ck = dir.join("ck");
+    let ck = ck.to_str().unwrap();
+    let mut seed = 0x2545_f491_4f6c_dd1d_u64 ^ u64::from(std::process::id());
+    let mut kills = 0;
+    let mut rounds = 0;
+    loop {
+        rounds += 1;
+        assert!(rounds < 20, "the run never finished");
+        let mut extra = vec!["--checkpoint", ck, "--checkpoint-every", "37"];
+        extra.extend_from_slice(group);
+        if Path::new(ck).exists() {
+            extra.extend(["--resume", ck]);
+        }
+        let args = run_to(&broker.url("redis", "out"), &extra);
+        let mut child = vigil()
+            .args(&args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        if kills < 3 {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            let done = xlen(&mut con, "out");
+            let target = done + 1 + (seed % 300) as usize;
+            let start = Instant::now();
+            while xlen(&mut con, "out") < target && child.try_wait().unwrap().is_none() {
+                assert!(start.elapsed() < PATIENCE);
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            if child.try_wait().unwrap().is_none() {
+                child.kill().unwrap();
+                child.wait().unwrap();
+                kills += 1;
+                continue;
+            }
+        }
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        break;
+    }
+    assert!(kills >= 2, "only {kills} kills landed before the end");
+    let got = entries(&mut con, "out");
+    assert_eq!(got.len(), reference.len(), "entries lost or repeated");
+    assert_eq!(got, reference);
+}
+
+#[test]
+fn redis_sigkill_and_resume_equal_an_uninterrupted_run() {
+    killed_and_resumed("redis_kill", &[]);
+}
+
+#[test]
+fn redis_consumer_group_sigkill_and_resume_equal_an_uninterrupted_run() {
+    killed_and_resumed(
+        "redis_group_kill",
+        &["--group", "monitors", "--consumer", "m1"],
+    );
+}
+
+#[test]
+fn a_malformed_redis_entry_is_located_after_the_rows_before_it() {
+    let dir = test_dir("live", "redis_malformed");
+    let broker = Broker::redis(&dir);
+    let client = redis::Client::open(format!("redis://127.0.0.1:{}/", broker.port)).unwrap();
+    let mut con = client.get_connection().unwrap();
+    let spec = write(&dir, "spec.dsrv", SPEC);
+    xadd(&mut con, "in", &[(0, 1, Some(2)), (0, 5, None)]);
+    let bad: String = redis::cmd("XADD")
+        .arg("in")
+        .arg("*")
+        .arg("x")
+        .arg("seven")
+        .query(&mut con)
+        .unwrap();
+    let input = broker.url("redis", "in");
+    let (code, out, err) = run_vigil(
+        &[
+            "run", &spec, "--input", &input, "--drain", "--output", "csv",
+        ],
+        None,
+    );
+    assert_eq!(code, 4, "{err}");
+    assert_eq!(out.lines().count(), 3, "{out}");
+    assert!(
+        err.contains(&format!("{input}:3:1: entry {bad}:")) && err.contains("`x`"),
+        "{err}"
+    );
+}
+
+#[test]
+fn mqtt_messages_without_times_are_steps_in_arrival_order_with_a_topic_map() {
+    let dir = test_dir("live", "mqtt_arrival");
+    let broker = Broker::mosquitto(&dir);
+    let spec = write(&dir, "spec.dsrv", SPEC);
+    let map = write(
+        &dir,
+        "topics",
+        "# devices publish x under their own name\nsensors/+/x x\n",
+    );
+    let xs: String = (0..40).map(|i| format!("{}\n", i % 9)).collect();
+    let ys: String = (0..30).map(|i| format!("{}\n", i % 4)).collect();
+    // The same steps as a file: each message a row of its one input.
+    let file: String = (xs.lines().map(|v| format!("{{\"x\":{v}}}\n")))
+        .chain(ys.lines().map(|v| format!("{{\"y\":{v}}}\n")))
+        .collect();
+    let file = write(&dir, "trace.jsonl", file);
+    let expected = file_run(&spec, &file, &["--output", "jsonl"]);
+    let out = dir.join("out.jsonl");
+    let input = broker.url("mqtt", "plant");
+    let mut live = Live::start(
+        &[
+            "run",
+            &spec,
+            "--input",
+            &input,
+            "--mqtt-topics",
+            &map,
+            "--output",
+            "jsonl",
+        ],
+        &out,
+    );
+    live.wait_for("subscribed to");
+    publish(broker.port, "sensors/dev7/x", &xs, true);
+    // Every x arrived before the first y is published.
+    let start = Instant::now();
+    while std::fs::read_to_string(&out).unwrap().lines().count() < 40 {
+        assert!(start.elapsed() < PATIENCE, "the x messages never came out");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    publish(broker.port, "plant/y", &ys, true);
+    let (code, err) = live.finish();
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("sensors/+/x, plant/y"), "{err}");
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), expected);
+}
