@@ -74,9 +74,33 @@ impl Broker {
             "mosquitto.conf",
             format!("listener {port} 127.0.0.1\nallow_anonymous true\npersistence false\n"),
         );
+        Broker::mosquitto_with(dir, port, &conf)
+    }
+
+    /// A mosquitto that keeps its sessions across a restart (saved when it
+    /// is stopped with SIGTERM).
+    fn persistent_mosquitto_on(dir: &Path, port: u16) -> Broker {
+        // Started as root, mosquitto drops to its own user, which must be
+        // able to write its database.
+        let db = dir.join("db");
+        std::fs::create_dir_all(&db).unwrap();
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let conf = write(
+            dir,
+            "mosquitto.conf",
+            format!(
+                "listener {port} 127.0.0.1\nallow_anonymous true\npersistence true\nmax_queued_messages 0\npersistence_location {}/\n",
+                db.display()
+            ),
+        );
+        Broker::mosquitto_with(dir, port, &conf)
+    }
+
+    fn mosquitto_with(dir: &Path, port: u16, conf: &str) -> Broker {
         let log = std::fs::File::create(dir.join("mosquitto.log")).unwrap();
         let child = Command::new(program("mosquitto"))
-            .args(["-c", &conf])
+            .args(["-c", conf])
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
@@ -116,6 +140,18 @@ impl Broker {
             port,
             dir: dir.to_path_buf(),
         }
+    }
+
+    /// Stops the broker (SIGTERM: it saves what it persists) and waits
+    /// until it is gone.
+    fn stop(&mut self) {
+        let status = Command::new("kill")
+            .arg(self.child.id().to_string())
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let _ = self.child.wait();
+        wait_for_port(self.port, false);
     }
 
     /// Kills the broker (SIGKILL) and waits until its port is closed.
@@ -761,4 +797,97 @@ fn mqtt_messages_without_times_are_steps_in_arrival_order_with_a_topic_map() {
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("sensors/+/x, plant/y"), "{err}");
     assert_eq!(std::fs::read_to_string(&out).unwrap(), expected);
+}
+
+#[test]
+fn outputs_published_while_the_broker_restarts_are_delivered() {
+    let dir = test_dir("live", "mqtt_output_restart");
+    let port = free_port();
+    let mut broker = Broker::persistent_mosquitto_on(&dir, port);
+    let spec = write(&dir, "spec.dsrv", SPEC);
+    let rows = trace(5030);
+    let file = write(&dir, "trace.jsonl", jsonl(&rows, false));
+    let expected = file_run(&spec, &file, &["--output", "jsonl"]);
+    // A subscriber with a session the broker keeps (queued for it while
+    // it is away, and across the restart).
+    let collect = |name: &str| {
+        Command::new(program("mosquitto_sub"))
+            .args([
+                "-p",
+                &port.to_string(),
+                "-h",
+                "127.0.0.1",
+                "-q",
+                "1",
+                "-c",
+                "-i",
+                "collector",
+            ])
+            .args(["-t", "out/rows"])
+            .stdout(std::fs::File::create(dir.join(name)).unwrap())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let mut first = collect("first");
+    std::thread::sleep(Duration::from_millis(300));
+    let mut child = vigil()
+        .args([
+            "run",
+            &spec,
+            "--input",
+            "-",
+            "--output",
+            &format!("mqtt://127.0.0.1:{port}/out"),
+        ])
+        .args(["--mqtt-output-rows", "rows"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    use std::io::Write as _;
+    let (a, b) = rows.split_at(30);
+    stdin.write_all(jsonl(a, false).as_bytes()).unwrap();
+    stdin.flush().unwrap();
+    let lines = |name: &str| std::fs::read_to_string(dir.join(name)).unwrap_or_default();
+    let start = Instant::now();
+    while lines("first").lines().count() < 30 {
+        assert!(
+            start.elapsed() < PATIENCE,
+            "the first half was never delivered"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = first.kill();
+    let _ = first.wait();
+    // The broker stops while vigil publishes the rest: what it had not
+    // acknowledged is sent again to the restarted broker, and what vigil
+    // evaluates meanwhile waits for it.
+    stdin.write_all(jsonl(b, false).as_bytes()).unwrap();
+    stdin.flush().unwrap();
+    broker.stop();
+    std::thread::sleep(Duration::from_millis(500));
+    let _broker = Broker::persistent_mosquitto_on(&dir, port);
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("reconnected to mqtt://"), "{err}");
+    let mut second = collect("second");
+    let start = Instant::now();
+    let mut got: std::collections::BTreeMap<u64, String> = Default::default();
+    while got.len() < rows.len() && start.elapsed() < PATIENCE {
+        std::thread::sleep(Duration::from_millis(50));
+        got.clear();
+        for line in lines("first").lines().chain(lines("second").lines()) {
+            let row: serde_json::Value = serde_json::from_str(line).unwrap();
+            got.insert(row["step"].as_u64().unwrap(), line.to_string());
+        }
+    }
+    let _ = second.kill();
+    let _ = second.wait();
+    let got: Vec<&str> = got.values().map(String::as_str).collect();
+    assert_eq!(got, expected.lines().collect::<Vec<_>>(), "{err}");
 }

@@ -16,8 +16,10 @@
 //! **Sink.** Each step's output values go to `PREFIX/NAME` (`PREFIX/NAME/KEY` in a keyed run),
 //! or one row object per step to `PREFIX/TOPIC` with `--mqtt-output-rows`; alerts to
 //! `PREFIX/alerts`.
-//! Publications queue while the broker is away and go out when it is back; the queue is bounded,
-//! so a long outage holds the monitor back rather than filling memory.
+//! Publications queue while the broker is away and go out when it is back (those the broker had
+//! not acknowledged when it went are sent again, even to a restarted broker that forgot the
+//! session: at least once at QoS 1 and 2); the queue is bounded, so a long outage holds the
+//! monitor back rather than filling memory.
 
 use super::{Backoff, Options, Url, arrival};
 use crate::time::Time;
@@ -441,10 +443,17 @@ impl Sink {
             let mut backoff = Backoff::new();
             let mut ready = Some(ready_tx);
             let mut leaving = false;
+            // Publications not yet acknowledged when the connection went:
+            // a new session (a restarted broker) would drop them, so they
+            // are kept here and queued again once connected.
+            let mut undelivered = Vec::new();
             loop {
                 match connection.recv() {
                     Err(_) => break,
                     Ok(Ok(Event::Incoming(Packet::ConnAck(_)))) => {
+                        let pending = &mut connection.eventloop.pending;
+                        pending.retain(|r| !matches!(r, rumqttc::Request::Publish(_)));
+                        pending.extend(undelivered.drain(..));
                         backoff.connected(&name);
                         if let Some(r) = ready.take() {
                             let _ = r.send(Ok(()));
@@ -460,6 +469,11 @@ impl Sink {
                             let _ = r.send(Err(e.to_string()));
                             break;
                         }
+                        let pending = std::mem::take(&mut connection.eventloop.pending);
+                        let (publications, rest): (Vec<_>, Vec<_>) = (pending.into_iter())
+                            .partition(|r| matches!(r, rumqttc::Request::Publish(_)));
+                        undelivered.extend(publications);
+                        connection.eventloop.pending.extend(rest);
                         backoff.failed(&name, &e);
                     }
                 }
