@@ -246,49 +246,45 @@ impl Live {
     }
 }
 
-/// Publishes each line of `lines` as one message on `topic` (QoS 1), then
-/// an empty message, which ends the topic for vigil.
+/// Publishes each line of `lines` as one message on `topic` (QoS 1), then,
+/// with `end`, an empty message, which ends the topic for vigil; returns
+/// once the broker has acknowledged every one. (`mosquitto_pub -l` can
+/// leave its last lines unsent when its input ends.)
 fn publish(port: u16, topic: &str, lines: &str, end: bool) {
-    let mut child = Command::new(program("mosquitto_pub"))
-        .args([
-            "-p",
-            &port.to_string(),
-            "-h",
-            "127.0.0.1",
-            "-q",
-            "1",
-            "-t",
-            topic,
-            "-l",
-        ])
-        .stdin(Stdio::piped())
-        .spawn()
-        .unwrap();
-    use std::io::Write as _;
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(lines.as_bytes())
-        .unwrap();
-    assert!(child.wait().unwrap().success(), "mosquitto_pub failed");
+    use rumqttc::{Client, Event, MqttOptions, Packet, QoS};
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let id = format!("test-{}-{n}", std::process::id());
+    let (client, mut connection) = Client::new(MqttOptions::new(id, "127.0.0.1", port), 64);
+    let mut messages: Vec<Vec<u8>> = lines.lines().map(|l| l.as_bytes().to_vec()).collect();
     if end {
-        let status = Command::new(program("mosquitto_pub"))
-            .args([
-                "-p",
-                &port.to_string(),
-                "-h",
-                "127.0.0.1",
-                "-q",
-                "1",
-                "-t",
-                topic,
-                "-n",
-            ])
-            .status()
-            .unwrap();
-        assert!(status.success());
+        messages.push(Vec::new());
     }
+    let count = messages.len();
+    let topic = topic.to_string();
+    let publisher = std::thread::spawn(move || {
+        for m in messages {
+            client
+                .publish(topic.clone(), QoS::AtLeastOnce, false, m)
+                .unwrap();
+        }
+        client
+    });
+    let mut acked = 0;
+    let start = Instant::now();
+    while acked < count {
+        assert!(
+            start.elapsed() < PATIENCE,
+            "the broker acknowledged {acked} of {count}"
+        );
+        match connection.recv_timeout(Duration::from_secs(1)) {
+            Ok(Ok(Event::Incoming(Packet::PubAck(_)))) => acked += 1,
+            Ok(Ok(_)) | Err(_) => {}
+            Ok(Err(e)) => panic!("publishing to port {port}: {e}"),
+        }
+    }
+    let client = publisher.join().unwrap();
+    let _ = client.disconnect();
 }
 
 /// Subscribes to `filter` until `count` messages came; the lines `topic payload`.

@@ -72,6 +72,9 @@ fn connection(url: &Url, role: &str, cap: usize) -> (Client, Connection) {
     options.set_keep_alive(Duration::from_secs(10));
     // Rows can be large (containers); the broker bounds them anyway.
     options.set_max_packet_size(16 << 20, 16 << 20);
+    // Publications awaiting the broker's acknowledgement: with rumqttc's
+    // default (100) a run publishing every step waited on round trips.
+    options.set_inflight(1000);
     Client::new(options, cap)
 }
 
