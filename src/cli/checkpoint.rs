@@ -600,6 +600,25 @@ pub(super) fn prepare(
     if !opened.streaming {
         reader = trace::ReadAhead::spawn(reader, width, &args.input[0]);
     }
+    let mut writer = writer;
+    let mut checkpoints = checkpoints;
+    // A fresh run to a Redis stream checkpoints before its first row: a run
+    // killed before its first periodic checkpoint may have appended entries
+    // already, and only a resume (which reads the stream's last `seq`)
+    // writes none of them again.
+    if let Some(ck) = &mut checkpoints
+        && loaded.is_none()
+        && matches!(args.output, super::OutputArg::Redis(_))
+    {
+        let monitor: &dyn Checkpointable = match &monitor {
+            Runner::Single(m) => m.as_ref(),
+            Runner::Keyed(m) => m.as_ref(),
+        };
+        let written = ck
+            .write(monitor, reader.as_mut(), writer.as_mut())
+            .map_err(|e| fail(format!("cannot write output: {e}")))?;
+        written.map_err(fail)?;
+    }
     Ok(Prepared {
         monitor,
         reader,

@@ -766,6 +766,10 @@ fn run(args: &RunArgs) -> Exit {
         Err(exit) => return exit,
     };
     let output = args.output.format();
+    if let Err(m) = live::check_options(args) {
+        error(m);
+        return Exit::Failure;
+    }
     // Workers or processes: the keyed run on timely (`scale.rs`).
     if args.workers.is_some() || args.processes.is_some() {
         if args.input.iter().any(|i| live::is_url(i)) || args.output.live().is_some() {

@@ -475,6 +475,8 @@ fn mqtt_rows_in_and_streams_rows_and_alerts_out() {
             &broker.url("mqtt", "rows-out"),
             "--mqtt-output-rows",
             "rows",
+            "--qos",
+            "2",
         ],
         &dir.join("rows.out"),
     );
@@ -623,13 +625,13 @@ fn xlen(con: &mut redis::Connection, stream: &str) -> usize {
 
 /// A run killed (SIGKILL) at random points and resumed from its checkpoint
 /// each time writes the stream an uninterrupted run writes.
-fn killed_and_resumed(test: &str, group: &[&str]) {
+fn killed_and_resumed(test: &str, group: &[&str], rows: usize, every: &str, kills_wanted: usize) {
     let dir = test_dir("live", test);
     let broker = Broker::redis(&dir);
     let client = redis::Client::open(format!("redis://127.0.0.1:{}/", broker.port)).unwrap();
     let mut con = client.get_connection().unwrap();
     let spec = write(&dir, "spec.dsrv", SPEC);
-    let rows = trace(1500);
+    let rows = trace(rows);
     xadd(&mut con, "in", &rows);
     let input = broker.url("redis", "in");
     let run_to = |output: &str, extra: &[&str]| {
@@ -660,7 +662,7 @@ fn killed_and_resumed(test: &str, group: &[&str]) {
     loop {
         rounds += 1;
         assert!(rounds < 20, "the run never finished");
-        let mut extra = vec!["--checkpoint", ck, "--checkpoint-every", "37"];
+        let mut extra = vec!["--checkpoint", ck, "--checkpoint-every", every];
         extra.extend_from_slice(group);
         if Path::new(ck).exists() {
             extra.extend(["--resume", ck]);
@@ -672,7 +674,7 @@ fn killed_and_resumed(test: &str, group: &[&str]) {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        if kills < 3 {
+        if kills < kills_wanted {
             seed ^= seed << 13;
             seed ^= seed >> 7;
             seed ^= seed << 17;
@@ -698,7 +700,10 @@ fn killed_and_resumed(test: &str, group: &[&str]) {
         );
         break;
     }
-    assert!(kills >= 2, "only {kills} kills landed before the end");
+    assert!(
+        kills >= kills_wanted.min(2),
+        "only {kills} kills landed before the end"
+    );
     let got = entries(&mut con, "out");
     assert_eq!(got.len(), reference.len(), "entries lost or repeated");
     assert_eq!(got, reference);
@@ -706,7 +711,7 @@ fn killed_and_resumed(test: &str, group: &[&str]) {
 
 #[test]
 fn redis_sigkill_and_resume_equal_an_uninterrupted_run() {
-    killed_and_resumed("redis_kill", &[]);
+    killed_and_resumed("redis_kill", &[], 1500, "37", 3);
 }
 
 #[test]
@@ -714,7 +719,18 @@ fn redis_consumer_group_sigkill_and_resume_equal_an_uninterrupted_run() {
     killed_and_resumed(
         "redis_group_kill",
         &["--group", "monitors", "--consumer", "m1"],
+        1500,
+        "37",
+        3,
     );
+}
+
+/// Killed after its first entries are out and before any periodic
+/// checkpoint: the checkpoint a fresh run writes before its first row lets
+/// the resumed run skip them (a fresh start would write them again).
+#[test]
+fn redis_output_killed_before_its_first_periodic_checkpoint_is_not_repeated() {
+    killed_and_resumed("redis_kill_early", &[], 20000, "1000000", 1);
 }
 
 #[test]
@@ -886,4 +902,97 @@ fn outputs_published_while_the_broker_restarts_are_delivered() {
     let _ = second.wait();
     let got: Vec<&str> = got.values().map(String::as_str).collect();
     assert_eq!(got, expected.lines().collect::<Vec<_>>(), "{err}");
+}
+
+#[test]
+fn a_keyed_run_publishes_each_keys_streams_under_its_own_topic_level() {
+    let dir = test_dir("live", "mqtt_keyed");
+    let broker = Broker::mosquitto(&dir);
+    let spec = write(
+        &dir,
+        "spec.dsrv",
+        "in host: Str\nin x: Int\nout total: Int\ntotal = default(total[1], 0) + x\n",
+    );
+    let trace = write(
+        &dir,
+        "t.jsonl",
+        "{\"host\":\"a/b\",\"x\":1}\n{\"host\":\"c+#\",\"x\":5}\n{\"host\":\"a/b\",\"x\":2}\n",
+    );
+    let sub = subscribe(broker.port, "out/#", 3);
+    std::thread::sleep(Duration::from_millis(300));
+    let (code, _, err) = run_vigil(
+        &[
+            "run",
+            &spec,
+            "--input",
+            &trace,
+            "--key",
+            "host",
+            "--output",
+            &broker.url("mqtt", "out"),
+        ],
+        None,
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        collected(sub),
+        [
+            "out/total/a%2Fb 1",
+            "out/total/c%2B%23 5",
+            "out/total/a%2Fb 3"
+        ]
+    );
+}
+
+#[test]
+fn a_transports_options_without_it_are_refused() {
+    let dir = test_dir("live", "options");
+    let spec = write(&dir, "spec.dsrv", SPEC);
+    let trace = write(&dir, "t.jsonl", "{\"x\":1}\n");
+    for (flags, message) in [
+        (
+            &["--mqtt-rows", "r"][..],
+            "--mqtt-rows needs an mqtt:// --input",
+        ),
+        (
+            &["--mqtt-output-rows", "r"][..],
+            "--mqtt-output-rows needs an mqtt:// --output",
+        ),
+        (
+            &["--qos", "2"][..],
+            "--qos needs an mqtt:// --input or --output",
+        ),
+        (&["--drain"][..], "--drain needs a redis:// --input"),
+        (
+            &["--group", "g", "--consumer", "c"][..],
+            "--group needs a redis:// --input",
+        ),
+        (&["--output", "mqtt://127.0.0.1:1/a+b"][..], "no `+` or `#`"),
+        (
+            &["--output", "redis://127.0.0.1:1"][..],
+            "the stream is missing",
+        ),
+        (&["--output", "ftp://x"][..], "neither an output format"),
+    ] {
+        let mut args = vec!["run", &spec, "--input", &trace];
+        args.extend_from_slice(flags);
+        let (code, out, err) = run_vigil(&args, None);
+        assert!(code == 1 || code == 2, "{flags:?}: {code} {err}");
+        assert!(err.contains(message), "{flags:?}: {err}");
+        assert_eq!(out, "", "{flags:?}");
+    }
+    // A broker that is not there: a clear error, not a wait forever.
+    let port = free_port().to_string();
+    for url in [
+        format!("mqtt://127.0.0.1:{port}/in"),
+        format!("redis://127.0.0.1:{port}/in"),
+    ] {
+        let (code, _, err) = run_vigil(
+            &["run", &spec, "--input", &url, "--mqtt-rows", "r"]
+                [..if url.starts_with("mqtt") { 6 } else { 4 }],
+            None,
+        );
+        assert_eq!(code, 1, "{err}");
+        assert!(err.contains("cannot connect"), "{err}");
+    }
 }

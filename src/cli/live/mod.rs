@@ -92,6 +92,46 @@ impl Options {
     }
 }
 
+/// Refuses a transport's options without its transport (they would be
+/// silently ignored).
+pub(super) fn check_options(args: &RunArgs) -> Result<(), String> {
+    let mqtt_in = args.input.iter().any(|i| i.starts_with("mqtt://"));
+    let redis_in = args.input.iter().any(|i| i.starts_with("redis://"));
+    let mqtt_out = matches!(args.output, super::OutputArg::Mqtt(_));
+    let unused = [
+        (
+            args.mqtt_rows.is_some() && !mqtt_in,
+            "--mqtt-rows",
+            "an mqtt:// --input",
+        ),
+        (
+            args.mqtt_topics.is_some() && !mqtt_in,
+            "--mqtt-topics",
+            "an mqtt:// --input",
+        ),
+        (
+            args.mqtt_output_rows.is_some() && !mqtt_out,
+            "--mqtt-output-rows",
+            "an mqtt:// --output",
+        ),
+        (
+            args.qos != 1 && !mqtt_in && !mqtt_out,
+            "--qos",
+            "an mqtt:// --input or --output",
+        ),
+        (
+            args.group.is_some() && !redis_in,
+            "--group",
+            "a redis:// --input",
+        ),
+        (args.drain && !redis_in, "--drain", "a redis:// --input"),
+    ];
+    match unused.iter().find(|(bad, ..)| *bad) {
+        Some((_, flag, needs)) => Err(format!("{flag} needs {needs}")),
+        None => Ok(()),
+    }
+}
+
 /// The checkpointed position of a resumed run's live input and output.
 #[derive(Clone, Debug, Default)]
 pub(super) struct Resume {

@@ -60,6 +60,23 @@ fn topic(prefix: &str, name: &str) -> String {
     }
 }
 
+/// A key as one topic level: `%`, `/`, `+`, `#` and NUL percent-encoded,
+/// so that any key value makes a valid topic of exactly one level.
+fn topic_level(key: &str) -> String {
+    let mut level = String::with_capacity(key.len());
+    for c in key.chars() {
+        match c {
+            '%' | '/' | '+' | '#' | '\0' => level.push_str(&format!("%{:02X}", c as u32)),
+            c => level.push(c),
+        }
+    }
+    level
+}
+
+/// The largest message vigil sends or takes (the client refuses larger ones
+/// and brokers' limits are lower anyway).
+const MAX_MESSAGE: usize = 16 << 20;
+
 /// A client id no other run shares.
 fn client_id(role: &str) -> String {
     static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
@@ -67,14 +84,17 @@ fn client_id(role: &str) -> String {
     format!("vigil-{}-{role}-{n}", std::process::id())
 }
 
-fn connection(url: &Url, role: &str, cap: usize) -> (Client, Connection) {
+fn connection(url: &Url, role: &str, cap: usize, level: QoS) -> (Client, Connection) {
     let mut options = MqttOptions::new(client_id(role), url.host.clone(), url.port);
     options.set_keep_alive(Duration::from_secs(10));
     // Rows can be large (containers); the broker bounds them anyway.
-    options.set_max_packet_size(16 << 20, 16 << 20);
-    // Publications awaiting the broker's acknowledgement: with rumqttc's
-    // default (100) a run publishing every step waited on round trips.
-    options.set_inflight(1000);
+    options.set_max_packet_size(MAX_MESSAGE, MAX_MESSAGE);
+    // Publications awaiting the broker's acknowledgement: MQTT 3.1.1 does
+    // not negotiate it, and mosquitto drops a client with more than its
+    // `max_inflight_messages` (20 by default) QoS 2 publications unreleased.
+    if level == QoS::ExactlyOnce {
+        options.set_inflight(20);
+    }
     Client::new(options, cap)
 }
 
@@ -234,7 +254,7 @@ pub(super) fn open_input(
             name: source_name,
         });
     }
-    let (client, connection) = connection(url, "in", 64);
+    let (client, connection) = connection(url, "in", 64, qos(options.qos));
     let (ready_tx, ready_rx) = sync_channel(1);
     let listener = Listener {
         what: name.to_string(),
@@ -434,15 +454,26 @@ struct Sink {
     client: Client,
     qos: QoS,
     done: Receiver<()>,
+    /// Publications handed to the client, and those the broker has taken
+    /// (acknowledged at QoS 1, completed at QoS 2, written at QoS 0),
+    /// counted by the event loop: a run ends once they are equal.
+    published: u64,
+    completed: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl Sink {
     fn open(what: &str, url: &Url, level: u8) -> Result<Sink, String> {
-        let (client, mut connection) = connection(url, "out", OUTGOING);
+        let (client, mut connection) = connection(url, "out", OUTGOING, qos(level));
         let (ready_tx, ready_rx) = sync_channel::<Result<(), String>>(1);
         let (done_tx, done) = sync_channel(1);
         let name = what.to_string();
+        let completed = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let taken = completed.clone();
+        let level = qos(level);
         std::thread::spawn(move || {
+            let count = || {
+                taken.fetch_add(1, std::sync::atomic::Ordering::Release);
+            };
             let mut backoff = Backoff::new();
             let mut ready = Some(ready_tx);
             let mut leaving = false;
@@ -465,6 +496,15 @@ impl Sink {
                     // The last request: what was queued before it is out;
                     // keep polling until the broker closes the connection.
                     Ok(Ok(Event::Outgoing(Outgoing::Disconnect))) => leaving = true,
+                    Ok(Ok(Event::Incoming(Packet::PubAck(_)))) if level == QoS::AtLeastOnce => {
+                        count()
+                    }
+                    Ok(Ok(Event::Incoming(Packet::PubComp(_)))) if level == QoS::ExactlyOnce => {
+                        count()
+                    }
+                    Ok(Ok(Event::Outgoing(Outgoing::Publish(_)))) if level == QoS::AtMostOnce => {
+                        count()
+                    }
                     Ok(Ok(_)) => {}
                     Ok(Err(_)) if leaving => break,
                     Ok(Err(e)) => {
@@ -487,8 +527,10 @@ impl Sink {
             Ok(Ok(())) => Ok(Sink {
                 what: what.to_string(),
                 client,
-                qos: qos(level),
+                qos: level,
                 done,
+                published: 0,
+                completed,
             }),
             Ok(Err(e)) => Err(format!("--output {what}: cannot connect: {e}")),
             Err(_) => Err(format!(
@@ -498,7 +540,20 @@ impl Sink {
         }
     }
 
-    fn publish(&self, topic: String, payload: Vec<u8>) -> io::Result<()> {
+    fn publish(&mut self, topic: String, payload: Vec<u8>) -> io::Result<()> {
+        // The client would fail the connection on it, and send it again
+        // after every reconnect: refused here, once.
+        if payload.len() + topic.len() + 16 > MAX_MESSAGE {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "{}: a message of {} bytes for `{topic}` is larger than MQTT's {MAX_MESSAGE}-byte limit here",
+                    self.what,
+                    payload.len()
+                ),
+            ));
+        }
+        self.published += 1;
         self.client
             .publish(topic, self.qos, false, payload)
             .map_err(|e| io::Error::new(io::ErrorKind::BrokenPipe, format!("{}: {e}", self.what)))
@@ -507,12 +562,20 @@ impl Sink {
 
 impl Drop for Sink {
     fn drop(&mut self) {
+        // A disconnect sent before the last publications are acknowledged
+        // (a QoS 2 one before its release) would lose them.
+        let start = std::time::Instant::now();
+        let taken = || self.completed.load(std::sync::atomic::Ordering::Acquire);
+        while taken() < self.published && start.elapsed() < DRAIN_WAIT {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        let all = taken() >= self.published;
         if self.client.disconnect().is_err() {
             return;
         }
-        match self.done.recv_timeout(DRAIN_WAIT) {
-            Ok(()) | Err(RecvTimeoutError::Disconnected) => {}
-            Err(RecvTimeoutError::Timeout) => super::super::say(format_args!(
+        match self.done.recv_timeout(Duration::from_secs(1)) {
+            Ok(()) | Err(RecvTimeoutError::Disconnected) if all => {}
+            _ => super::super::say(format_args!(
                 "warning: {}: the broker did not take the last outputs within {} s; some may be lost\n",
                 self.what,
                 DRAIN_WAIT.as_secs()
@@ -564,6 +627,12 @@ impl Publisher {
         names: Vec<String>,
         options: &Options,
     ) -> Result<Publisher, String> {
+        if !rumqttc::valid_topic(&url.path) {
+            return Err(format!(
+                "--output {what}: `{}` cannot start a topic to publish to (no `+` or `#`)",
+                url.path
+            ));
+        }
         let sink = Sink::open(what, url, options.qos)?;
         let topics = names.iter().map(|n| topic(&url.path, n)).collect();
         let rows = options.mqtt_output_rows.as_ref().map(|t| {
@@ -596,7 +665,10 @@ impl Publisher {
                 Sample::Value(v) => crate::trace::json_text(v),
             };
             let topic = match key {
-                Some(k) => format!("{topic}/{k}"),
+                Some(k) => {
+                    let text = crate::trace::cell_text(k.value());
+                    format!("{topic}/{}", topic_level(&String::from_utf8_lossy(&text)))
+                }
                 None => topic.clone(),
             };
             self.sink.publish(topic, payload)?;
@@ -672,6 +744,19 @@ mod tests {
             input_row("m", r#"{"a": 1, "value": 2}"#, Some("t")),
             r#"{"m":{"a": 1, "value": 2}}"#
         );
+    }
+
+    #[test]
+    fn any_key_is_one_valid_topic_level() {
+        assert_eq!(topic_level("host-7"), "host-7");
+        assert_eq!(topic_level("a/b+c#d%e"), "a%2Fb%2Bc%23d%25e");
+        for key in ["a/b", "+", "#", "x\0y", "%2F"] {
+            let t = topic("out/total", &topic_level(key));
+            assert!(
+                rumqttc::valid_topic(&t) && t.matches('/').count() == 2,
+                "{t}"
+            );
+        }
     }
 
     #[test]
