@@ -597,7 +597,7 @@ impl Alerts {
         let out: Option<Box<dyn Write>> = match args.alerts.as_deref() {
             // A run publishing to MQTT publishes its alerts there too.
             None => match &args.output {
-                OutputArg::Mqtt(url) => {
+                OutputArg::Mqtt(url) if !spec.trigger_names().is_empty() => {
                     match live::alerts_sink(url, &live::Options::of(args, None)) {
                         Ok(sink) => Some(sink),
                         Err(e) => {

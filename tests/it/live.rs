@@ -287,23 +287,96 @@ fn publish(port: u16, topic: &str, lines: &str, end: bool) {
     let _ = client.disconnect();
 }
 
-/// Subscribes to `filter` until `count` messages came; the lines `topic payload`.
-fn subscribe(port: u16, filter: &str, count: usize) -> Child {
-    Command::new(program("mosquitto_sub"))
-        .args(["-p", &port.to_string(), "-h", "127.0.0.1", "-q", "1", "-v"])
-        .args(["-t", filter, "-C", &count.to_string(), "-W", "120"])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap()
+/// A subscriber (rumqttc) of a topic filter, subscribed once made: the
+/// messages it gets, as `topic payload` lines, in a channel. With an id,
+/// its session is one the broker keeps while it is away.
+struct Subscriber {
+    lines: Receiver<String>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
 }
 
-fn collected(sub: Child) -> Vec<String> {
-    let out = sub.wait_with_output().unwrap();
-    String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(str::to_string)
-        .collect()
+fn subscribe(port: u16, filter: &str, session: Option<&str>) -> Subscriber {
+    use rumqttc::{Client, Event, MqttOptions, Packet, QoS};
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let id = session.map_or_else(|| format!("sub-{}-{n}", std::process::id()), str::to_string);
+    let mut options = MqttOptions::new(id, "127.0.0.1", port);
+    options.set_clean_session(session.is_none());
+    let (client, mut connection) = Client::new(options, 10);
+    client.subscribe(filter, QoS::AtLeastOnce).unwrap();
+    let (tx, lines) = channel();
+    let start = Instant::now();
+    loop {
+        assert!(start.elapsed() < PATIENCE, "no subscription to {filter}");
+        match connection.recv_timeout(Duration::from_secs(1)) {
+            Ok(Ok(Event::Incoming(Packet::SubAck(_)))) => break,
+            Ok(Ok(Event::Incoming(Packet::Publish(p)))) => {
+                let _ = tx.send(format!(
+                    "{} {}",
+                    p.topic,
+                    String::from_utf8_lossy(&p.payload)
+                ));
+            }
+            Ok(Err(e)) => panic!("subscribing to {filter}: {e}"),
+            _ => {}
+        }
+    }
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stopped = stop.clone();
+    let thread = std::thread::spawn(move || {
+        let _client = client;
+        while !stopped.load(std::sync::atomic::Ordering::Relaxed) {
+            match connection.recv_timeout(Duration::from_millis(100)) {
+                Ok(Ok(Event::Incoming(Packet::Publish(p)))) => {
+                    let line = format!("{} {}", p.topic, String::from_utf8_lossy(&p.payload));
+                    if tx.send(line).is_err() {
+                        return;
+                    }
+                }
+                // The broker away (a test restarting it): try again.
+                Ok(Err(_)) => std::thread::sleep(Duration::from_millis(50)),
+                _ => {}
+            }
+        }
+    });
+    Subscriber {
+        lines,
+        stop,
+        thread: Some(thread),
+    }
+}
+
+impl Subscriber {
+    /// The next `count` messages (failing the test if they do not come).
+    fn take(&self, count: usize) -> Vec<String> {
+        let start = Instant::now();
+        let mut got = Vec::new();
+        while got.len() < count {
+            let left = PATIENCE.saturating_sub(start.elapsed());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => got.push(line),
+                Err(_) => panic!("{} of {count} messages came: {got:?}", got.len()),
+            }
+        }
+        got
+    }
+
+    /// The messages that came so far.
+    fn so_far(&self) -> Vec<String> {
+        self.lines.try_iter().collect()
+    }
+}
+
+impl Drop for Subscriber {
+    /// Disconnects (and, with a kept session, lets the broker queue what
+    /// comes next), once no message can reach it any more.
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
 }
 
 const SPEC: &str = "\
@@ -445,10 +518,8 @@ fn mqtt_rows_in_and_streams_rows_and_alerts_out() {
         .lines()
         .map(|l| format!("out/alerts {l}"))
         .collect();
-    let sub = subscribe(broker.port, "out/#", per_stream.len() + alerts.len());
-    let sub_rows = subscribe(broker.port, "rows-out/rows", rows.len());
-    // mosquitto_sub has subscribed once it is connected; give it a moment.
-    std::thread::sleep(Duration::from_millis(500));
+    let sub = subscribe(broker.port, "out/#", None);
+    let sub_rows = subscribe(broker.port, "rows-out/rows", None);
     let input = broker.url("mqtt", "in");
     let streams = Live::start(
         &[
@@ -488,13 +559,12 @@ fn mqtt_rows_in_and_streams_rows_and_alerts_out() {
     assert_eq!(code, 0, "{err}");
     let (code, err) = by_rows.finish();
     assert_eq!(code, 0, "{err}");
-    let got = collected(sub);
+    let got = sub.take(per_stream.len() + alerts.len());
     let (got_alerts, got_streams): (Vec<String>, Vec<String>) =
         got.into_iter().partition(|l| l.starts_with("out/alerts "));
     assert_eq!(got_streams, per_stream);
     assert_eq!(got_alerts, alerts);
-    let got_rows: Vec<String> = collected(sub_rows)
-        .into_iter()
+    let got_rows: Vec<String> = (sub_rows.take(rows.len()).into_iter())
         .map(|l| l.strip_prefix("rows-out/rows ").unwrap().to_string())
         .collect();
     assert_eq!(got_rows, expected.lines().collect::<Vec<_>>());
@@ -822,27 +892,7 @@ fn outputs_published_while_the_broker_restarts_are_delivered() {
     let expected = file_run(&spec, &file, &["--output", "jsonl"]);
     // A subscriber with a session the broker keeps (queued for it while
     // it is away, and across the restart).
-    let collect = |name: &str| {
-        Command::new(program("mosquitto_sub"))
-            .args([
-                "-p",
-                &port.to_string(),
-                "-h",
-                "127.0.0.1",
-                "-q",
-                "1",
-                "-c",
-                "-i",
-                "collector",
-            ])
-            .args(["-t", "out/rows"])
-            .stdout(std::fs::File::create(dir.join(name)).unwrap())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap()
-    };
-    let mut first = collect("first");
-    std::thread::sleep(Duration::from_millis(300));
+    let first = subscribe(port, "out/rows", Some("collector"));
     let mut child = vigil()
         .args([
             "run",
@@ -863,17 +913,8 @@ fn outputs_published_while_the_broker_restarts_are_delivered() {
     let (a, b) = rows.split_at(30);
     stdin.write_all(jsonl(a, false).as_bytes()).unwrap();
     stdin.flush().unwrap();
-    let lines = |name: &str| std::fs::read_to_string(dir.join(name)).unwrap_or_default();
-    let start = Instant::now();
-    while lines("first").lines().count() < 30 {
-        assert!(
-            start.elapsed() < PATIENCE,
-            "the first half was never delivered"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let _ = first.kill();
-    let _ = first.wait();
+    let mut got = first.take(30);
+    drop(first);
     // The broker stops while vigil publishes the rest: what it had not
     // acknowledged is sent again to the restarted broker, and what vigil
     // evaluates meanwhile waits for it.
@@ -887,21 +928,21 @@ fn outputs_published_while_the_broker_restarts_are_delivered() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
     assert!(err.contains("reconnected to mqtt://"), "{err}");
-    let mut second = collect("second");
+    let second = subscribe(port, "out/rows", Some("collector"));
+    // At least once: a publication sent again may come twice.
     let start = Instant::now();
-    let mut got: std::collections::BTreeMap<u64, String> = Default::default();
-    while got.len() < rows.len() && start.elapsed() < PATIENCE {
+    let mut steps: std::collections::BTreeMap<u64, String> = Default::default();
+    while steps.len() < rows.len() && start.elapsed() < PATIENCE {
         std::thread::sleep(Duration::from_millis(50));
-        got.clear();
-        for line in lines("first").lines().chain(lines("second").lines()) {
-            let row: serde_json::Value = serde_json::from_str(line).unwrap();
-            got.insert(row["step"].as_u64().unwrap(), line.to_string());
+        got.extend(second.so_far());
+        for line in &got {
+            let payload = line.strip_prefix("out/rows ").unwrap();
+            let row: serde_json::Value = serde_json::from_str(payload).unwrap();
+            steps.insert(row["step"].as_u64().unwrap(), payload.to_string());
         }
     }
-    let _ = second.kill();
-    let _ = second.wait();
-    let got: Vec<&str> = got.values().map(String::as_str).collect();
-    assert_eq!(got, expected.lines().collect::<Vec<_>>(), "{err}");
+    let steps: Vec<&str> = steps.values().map(String::as_str).collect();
+    assert_eq!(steps, expected.lines().collect::<Vec<_>>(), "{err}");
 }
 
 #[test]
@@ -918,8 +959,7 @@ fn a_keyed_run_publishes_each_keys_streams_under_its_own_topic_level() {
         "t.jsonl",
         "{\"host\":\"a/b\",\"x\":1}\n{\"host\":\"c+#\",\"x\":5}\n{\"host\":\"a/b\",\"x\":2}\n",
     );
-    let sub = subscribe(broker.port, "out/#", 3);
-    std::thread::sleep(Duration::from_millis(300));
+    let sub = subscribe(broker.port, "out/#", None);
     let (code, _, err) = run_vigil(
         &[
             "run",
@@ -935,7 +975,7 @@ fn a_keyed_run_publishes_each_keys_streams_under_its_own_topic_level() {
     );
     assert_eq!(code, 0, "{err}");
     assert_eq!(
-        collected(sub),
+        sub.take(3),
         [
             "out/total/a%2Fb 1",
             "out/total/c%2B%23 5",
