@@ -114,7 +114,10 @@ impl Broker {
     }
 
     fn redis(dir: &Path) -> Broker {
-        let port = free_port();
+        Broker::redis_on(dir, free_port())
+    }
+
+    fn redis_on(dir: &Path, port: u16) -> Broker {
         let child = Command::new(program("redis-server"))
             .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
             .args(["--save", "", "--appendonly", "no", "--dir"])
@@ -1035,4 +1038,102 @@ fn a_transports_options_without_it_are_refused() {
         assert_eq!(code, 1, "{err}");
         assert!(err.contains("cannot connect"), "{err}");
     }
+}
+
+#[test]
+fn a_redis_restart_is_survived_with_state_kept() {
+    let dir = test_dir("live", "redis_restart");
+    let mut broker = Broker::redis(&dir);
+    let connect = |port: u16| {
+        redis::Client::open(format!("redis://127.0.0.1:{port}/"))
+            .unwrap()
+            .get_connection()
+            .unwrap()
+    };
+    let spec = write(&dir, "spec.dsrv", SPEC);
+    let rows = trace(80);
+    let file = write(&dir, "trace.jsonl", jsonl(&rows, false));
+    let expected = file_run(&spec, &file, &["--output", "csv"]);
+    let (first, second) = rows.split_at(50);
+    xadd(&mut connect(broker.port), "in", first);
+    let out = dir.join("out.csv");
+    let input = broker.url("redis", "in");
+    let mut live = Live::start(&["run", &spec, "--input", &input, "--output", "csv"], &out);
+    let wait_lines = |n: usize| {
+        let start = Instant::now();
+        while std::fs::read_to_string(&out).unwrap().lines().count() < n {
+            assert!(start.elapsed() < PATIENCE, "{n} lines never came out");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    wait_lines(51);
+    // A restarted server without persistence has an empty stream: new
+    // entries get later IDs, and the reader goes on after its last one.
+    let port = broker.port;
+    broker.kill();
+    live.wait_for("lost redis://");
+    let broker = Broker::redis_on(&dir, port);
+    live.wait_for("reconnected to redis://");
+    xadd(&mut connect(broker.port), "in", second);
+    wait_lines(81);
+    let _ = live.child.kill();
+    let _ = live.finish();
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), expected);
+}
+
+#[test]
+fn a_redis_source_with_times_merges_records_and_replays_as_a_file() {
+    let dir = test_dir("live", "redis_timed");
+    let broker = Broker::redis(&dir);
+    let client = redis::Client::open(format!("redis://127.0.0.1:{}/", broker.port)).unwrap();
+    let mut con = client.get_connection().unwrap();
+    let spec = write(&dir, "spec.dsrv", SPEC);
+    let rows = trace(100);
+    // The xs in the stream, the ys in a file: merged by their times.
+    let mut pipe = redis::pipe();
+    for (t, x, _) in &rows {
+        pipe.cmd("XADD")
+            .arg("xs")
+            .arg("*")
+            .arg("t")
+            .arg(t)
+            .arg("x")
+            .arg(x)
+            .ignore();
+    }
+    pipe.query::<()>(&mut con).unwrap();
+    let ys: String = (rows.iter())
+        .filter_map(|(t, _, y)| y.map(|y| format!("{{\"t\":{t},\"y\":{y}}}\n")))
+        .collect();
+    let ys = write(&dir, "ys.jsonl", ys);
+    let all = write(&dir, "all.jsonl", jsonl(&rows, true));
+    let expected = file_run(&spec, &all, &["--time", "t", "--output", "jsonl"]);
+    let log = dir.join("session.log");
+    let input = broker.url("redis", "xs");
+    let (code, out, err) = run_vigil(
+        &[
+            "run",
+            &spec,
+            "--input",
+            &input,
+            "--input",
+            &ys,
+            "--drain",
+            "--time",
+            "t",
+            "--output",
+            "jsonl",
+            "--record",
+            log.to_str().unwrap(),
+        ],
+        None,
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, expected);
+    let (code, replayed, err) = run_vigil(
+        &["replay", &spec, log.to_str().unwrap(), "--output", "jsonl"],
+        None,
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(replayed, expected);
 }
