@@ -23,7 +23,9 @@
 
 use super::{Backoff, Options, Url, arrival};
 use crate::time::Time;
-use crate::trace::{InputSchema, ObjectRows, OutputFormat, OutputWriter, RowReader, TraceError};
+use crate::trace::{
+    InputSchema, ObjectRows, OutputFormat, OutputWriter, RowReader, TraceError, TraceErrorKind,
+};
 use crate::value::{Key, Sample, Value};
 use rumqttc::{Client, Connection, Event, MqttOptions, Outgoing, Packet, QoS};
 use std::io::{self, Write};
@@ -167,8 +169,9 @@ fn routes(url: &Url, schema: &InputSchema, options: &Options) -> Result<Vec<Rout
         Some(path) => topic_map(path, schema)?,
         None => Vec::new(),
     };
-    // Every declared input has a topic: a mapped one, else its own. (The
-    // time field and `--pass` fields are not inputs and have none.)
+    // Every field of the rows (the declared inputs and `--pass` fields) has
+    // a topic: a mapped one, else its own; the time field has none (it
+    // comes with each value).
     let declared = schema
         .names
         .iter()
@@ -201,6 +204,8 @@ enum Delivery {
     Bad(String, Time),
     /// Every topic of the source has ended.
     End,
+    /// The source cannot go on.
+    Failed(String),
 }
 
 /// The row object text of a message on a topic carrying `input`: the
@@ -314,7 +319,28 @@ impl Listener {
                         return;
                     }
                 }
-                Ok(Event::Incoming(Packet::SubAck(_))) => {
+                Ok(Event::Incoming(Packet::SubAck(ack))) => {
+                    let refused: Vec<&str> = (ack.return_codes.iter().zip(&self.routes))
+                        .filter(|(c, _)| matches!(c, rumqttc::SubscribeReasonCode::Failure))
+                        .map(|(_, r)| r.filter.as_str())
+                        .collect();
+                    if !refused.is_empty() {
+                        let why = format!(
+                            "the broker refused the subscription to {}",
+                            refused.join(", ")
+                        );
+                        match self.ready.take() {
+                            Some(ready) => {
+                                let _ = ready.send(Err(why));
+                            }
+                            None => {
+                                for tx in &self.senders {
+                                    let _ = tx.send(Delivery::Failed(why.clone()));
+                                }
+                            }
+                        }
+                        return;
+                    }
                     backoff.connected(&self.what);
                     if let Some(ready) = self.ready.take() {
                         let topics: Vec<&str> =
@@ -414,6 +440,10 @@ impl RowReader for MessageReader {
         self.after_error = false;
         match delivery {
             Delivery::End => Ok(false),
+            Delivery::Failed(message) => Err(TraceError {
+                kind: TraceErrorKind::Io,
+                ..self.rows.error(self.number.max(1), message)
+            }),
             Delivery::Bad(message, stamp) => {
                 self.number += 1;
                 self.stamp = Some(stamp);
