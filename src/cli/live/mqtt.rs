@@ -210,8 +210,12 @@ enum Delivery {
 
 /// The row object text of a message on a topic carrying `input`: the
 /// payload is the value, or, with a time field `time`, an object of it and
-/// `value` is the stamped value.
-fn input_row(input: &str, payload: &str, time: Option<&str>) -> String {
+/// `value` is the stamped value. A payload that is not exactly one JSON
+/// value is refused (pasted into the row, `1, "y": 2` would set another
+/// input).
+fn input_row(input: &str, payload: &str, time: Option<&str>) -> Result<String, String> {
+    serde_json::from_str::<&serde_json::value::RawValue>(payload)
+        .map_err(|e| format!("the message is not one JSON value ({e})"))?;
     let key = serde_json::to_string(input).unwrap_or_default();
     if let Some(field) = time
         && let Ok(map) = serde_json::from_str::<
@@ -221,9 +225,9 @@ fn input_row(input: &str, payload: &str, time: Option<&str>) -> String {
         && let (Some(t), Some(v)) = (map.get(field), map.get("value"))
     {
         let field = serde_json::to_string(field).unwrap_or_default();
-        return format!("{{{key}:{},{field}:{}}}", v.get(), t.get());
+        return Ok(format!("{{{key}:{},{field}:{}}}", v.get(), t.get()));
     }
-    format!("{{{key}:{payload}}}")
+    Ok(format!("{{{key}:{payload}}}"))
 }
 
 /// Opens an MQTT source: connects, subscribes, and returns once the broker
@@ -401,9 +405,10 @@ impl Listener {
             Err(_) => Delivery::Bad(format!("the message on `{topic}` is not UTF-8 text"), stamp),
             Ok(text) => match &route.carries {
                 Carries::Rows => Delivery::Row(text.to_string(), stamp),
-                Carries::Input(input) => {
-                    Delivery::Row(input_row(input, text, self.time.as_deref()), stamp)
-                }
+                Carries::Input(input) => match input_row(input, text, self.time.as_deref()) {
+                    Ok(row) => Delivery::Row(row, stamp),
+                    Err(why) => Delivery::Bad(format!("`{topic}`: {why}"), stamp),
+                },
             },
         };
         // A reader gone (its source failed, or the run stopped) takes no
@@ -763,17 +768,29 @@ mod tests {
 
     #[test]
     fn a_payload_is_an_inputs_value_or_a_stamped_value() {
-        assert_eq!(input_row("x", "3", None), r#"{"x":3}"#);
-        assert_eq!(input_row("x", "3", Some("t")), r#"{"x":3}"#);
+        let row = |input: &str, payload: &str, time: Option<&str>| {
+            input_row(input, payload, time).unwrap()
+        };
+        assert_eq!(row("x", "3", None), r#"{"x":3}"#);
         assert_eq!(
-            input_row("x", r#"{"t": 7, "value": [1, 2]}"#, Some("t")),
+            row("x", " 3\n", Some("t")),
+            r#"{"x": 3
+}"#
+        );
+        assert_eq!(
+            row("x", r#"{"t": 7, "value": [1, 2]}"#, Some("t")),
             r#"{"x":[1, 2],"t":7}"#
         );
         // Without the time field an object is the value (a Map input's).
         assert_eq!(
-            input_row("m", r#"{"a": 1, "value": 2}"#, Some("t")),
+            row("m", r#"{"a": 1, "value": 2}"#, Some("t")),
             r#"{"m":{"a": 1, "value": 2}}"#
         );
+        // One value only: nothing after it can reach another input.
+        for bad in [r#"1, "y": 2"#, "1 2", "", "{", r#""a"}, {"y": 1"#] {
+            let e = input_row("x", bad, None).unwrap_err();
+            assert!(e.contains("not one JSON value"), "{bad}: {e}");
+        }
     }
 
     #[test]
