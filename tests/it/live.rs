@@ -1137,3 +1137,62 @@ fn a_redis_source_with_times_merges_records_and_replays_as_a_file() {
     assert_eq!(code, 0, "{err}");
     assert_eq!(replayed, expected);
 }
+
+#[test]
+fn a_consumers_pending_entries_come_first_and_deleted_ones_are_no_rows() {
+    let dir = test_dir("live", "redis_pending");
+    let broker = Broker::redis(&dir);
+    let client = redis::Client::open(format!("redis://127.0.0.1:{}/", broker.port)).unwrap();
+    let mut con = client.get_connection().unwrap();
+    let spec = write(&dir, "spec.dsrv", SPEC);
+    let rows = trace(30);
+    xadd(&mut con, "in", &rows);
+    // Consumer m1 was given the first ten entries and acknowledged none;
+    // the fourth was deleted since.
+    let _: () = redis::cmd("XGROUP")
+        .arg(&["CREATE", "in", "g", "0"])
+        .query(&mut con)
+        .unwrap();
+    let _: redis::Value = redis::cmd("XREADGROUP")
+        .arg(&["GROUP", "g", "m1", "COUNT", "10", "STREAMS", "in", ">"])
+        .query(&mut con)
+        .unwrap();
+    let ids: Vec<(String, Vec<(String, String)>)> = redis::cmd("XRANGE")
+        .arg(&["in", "-", "+"])
+        .query(&mut con)
+        .unwrap();
+    let _: i64 = redis::cmd("XDEL")
+        .arg("in")
+        .arg(&ids[3].0)
+        .query(&mut con)
+        .unwrap();
+    let mut kept = rows.clone();
+    kept.remove(3);
+    let file = write(&dir, "trace.jsonl", jsonl(&kept, false));
+    let expected = file_run(&spec, &file, &["--output", "jsonl"]);
+    let input = broker.url("redis", "in");
+    let (code, out, err) = run_vigil(
+        &[
+            "run",
+            &spec,
+            "--input",
+            &input,
+            "--drain",
+            "--group",
+            "g",
+            "--consumer",
+            "m1",
+            "--output",
+            "jsonl",
+        ],
+        None,
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, expected);
+    // Everything it read is acknowledged.
+    let pending: Vec<redis::Value> = redis::cmd("XPENDING")
+        .arg(&["in", "g"])
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(pending.first(), Some(&redis::Value::Int(0)), "{pending:?}");
+}

@@ -66,11 +66,12 @@ fn lost(e: &RedisError) -> bool {
         || e.is_unrecoverable_error()
 }
 
-/// An entry: its ID and fields.
+/// An entry: its ID and fields (`None`: deleted since it was delivered to
+/// this consumer, which a group's history still lists).
 #[derive(Debug, PartialEq)]
 struct Entry {
     id: String,
-    fields: Vec<(String, Vec<u8>)>,
+    fields: Option<Vec<(String, Vec<u8>)>>,
 }
 
 fn text(v: &redis::Value) -> Option<String> {
@@ -110,19 +111,21 @@ fn entries(reply: redis::Value) -> Result<Vec<Entry>, String> {
             let id = parts.next().as_ref().and_then(text).ok_or_else(bad)?;
             // An entry deleted since it was delivered has no fields.
             let fields = match parts.next() {
-                Some(redis::Value::Array(fv)) => fv
-                    .chunks(2)
-                    .filter_map(|pair| match pair {
-                        [f, redis::Value::BulkString(v)] => Some((text(f)?, v.clone())),
-                        [f, v] => Some((text(f)?, text(v)?.into_bytes())),
-                        _ => None,
-                    })
-                    .collect(),
-                Some(redis::Value::Map(fv)) => fv
-                    .into_iter()
-                    .filter_map(|(f, v)| Some((text(&f)?, text(&v)?.into_bytes())))
-                    .collect(),
-                _ => Vec::new(),
+                Some(redis::Value::Array(fv)) => Some(
+                    fv.chunks(2)
+                        .filter_map(|pair| match pair {
+                            [f, redis::Value::BulkString(v)] => Some((text(f)?, v.clone())),
+                            [f, v] => Some((text(f)?, text(v)?.into_bytes())),
+                            _ => None,
+                        })
+                        .collect(),
+                ),
+                Some(redis::Value::Map(fv)) => Some(
+                    fv.into_iter()
+                        .filter_map(|(f, v)| Some((text(&f)?, text(&v)?.into_bytes())))
+                        .collect(),
+                ),
+                _ => None,
             };
             out.push(Entry { id, fields });
         }
@@ -319,44 +322,50 @@ impl EntryReader {
 impl RowReader for EntryReader {
     fn next_row(&mut self, row: &mut [Option<Value>]) -> Result<bool, TraceError> {
         self.after_error = false;
-        if self.buffered.is_empty() && !self.fetch()? {
-            return Ok(false);
-        }
-        let entry = self.buffered.pop_front().expect("fetched a batch");
-        self.number += 1;
-        self.stamp = id_time(&entry.id);
-        self.token = Some(entry.id.clone());
-        if let Some(g) = &mut self.group {
-            g.unacked.push(entry.id.clone());
-            if g.on_read {
-                self.ack();
+        let (id, fields) = loop {
+            if self.buffered.is_empty() && !self.fetch()? {
+                return Ok(false);
             }
-        }
+            let entry = self.buffered.pop_front().expect("fetched a batch");
+            self.token = Some(entry.id.clone());
+            if let Some(g) = &mut self.group {
+                g.unacked.push(entry.id.clone());
+                if g.on_read {
+                    self.ack();
+                }
+            }
+            // A deleted entry is no row (it is acknowledged with the next).
+            if let Some(fields) = entry.fields {
+                break (entry.id, fields);
+            }
+        };
+        self.number += 1;
+        self.stamp = id_time(&id);
         // The entry is consumed whatever it holds: a malformed one can be
         // skipped (`--on-malformed`).
         self.after_error = true;
         row.fill(None);
-        for (field, bytes) in &entry.fields {
+        for (field, bytes) in &fields {
             let Some(i) = self.rows.lookup(field) else {
                 continue;
             };
             if row[i].is_some() {
                 return Err(self.rows.error(
                     self.number,
-                    format!("entry {}: field `{field}` appears twice", entry.id),
+                    format!("entry {id}: field `{field}` appears twice"),
                 ));
             }
             let text = std::str::from_utf8(bytes).map_err(|_| {
                 self.rows.error(
                     self.number,
-                    format!("entry {}: field `{field}` is not UTF-8 text", entry.id),
+                    format!("entry {id}: field `{field}` is not UTF-8 text"),
                 )
             })?;
             let value = self
                 .rows
                 .cell(i, text, self.number)
                 .map_err(|e| TraceError {
-                    message: format!("entry {}: {}", entry.id, e.message),
+                    message: format!("entry {id}: {}", e.message),
                     ..e
                 })?;
             row[i] = Some(value);
@@ -531,7 +540,7 @@ fn last_seq(con: &mut Connection, stream: &str) -> Result<Option<u64>, RedisErro
     let wrapped = redis::Value::Array(vec![redis::Value::Array(vec![redis::Value::Nil, reply])]);
     let last = entries(wrapped).ok().and_then(|mut e| e.pop());
     Ok(last.and_then(|e| {
-        e.fields
+        e.fields?
             .iter()
             .find(|(f, _)| f == "seq")
             .and_then(|(_, v)| std::str::from_utf8(v).ok()?.parse().ok())
@@ -580,11 +589,14 @@ mod tests {
         let want = vec![
             Entry {
                 id: "1-0".into(),
-                fields: vec![("x".into(), b"1".to_vec())],
+                fields: Some(vec![("x".into(), b"1".to_vec())]),
             },
             Entry {
                 id: "2-5".into(),
-                fields: vec![("x".into(), b"2".to_vec()), ("y".into(), b"a".to_vec())],
+                fields: Some(vec![
+                    ("x".into(), b"2".to_vec()),
+                    ("y".into(), b"a".to_vec()),
+                ]),
             },
         ];
         let resp2 = V::Array(vec![V::Array(vec![bulk("s"), items.clone()])]);
@@ -597,7 +609,7 @@ mod tests {
             bulk("s"),
             V::Array(vec![V::Array(vec![bulk("3-0"), V::Nil])]),
         ])]);
-        assert_eq!(entries(gone).unwrap()[0].fields, vec![]);
+        assert_eq!(entries(gone).unwrap()[0].fields, None);
         assert!(entries(V::Int(3)).is_err());
     }
 
