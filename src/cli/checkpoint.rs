@@ -577,13 +577,13 @@ pub(super) fn prepare(
         every: args.checkpoint_every,
         since: 0,
         spec: args.spec.clone(),
-        input: args.input[0].clone(),
+        input: super::live::redact(&args.input[0]),
         format: format.into(),
         trace: opened.file,
         output_format: output.into(),
         output: output_file,
         sink: match &args.output {
-            super::OutputArg::Redis(url) => Some(url.clone()),
+            super::OutputArg::Redis(url) => Some(super::live::redact(url)),
             _ => None,
         },
     });
@@ -744,7 +744,7 @@ fn check_options(
         _ => {}
     }
     match (&info.output.stream, &args.output) {
-        (Some((url, _)), super::OutputArg::Redis(now)) if url == now => {}
+        (Some((url, _)), super::OutputArg::Redis(now)) if *url == super::live::redact(now) => {}
         (Some((url, _)), _) => {
             return Err(format!(
                 "it was taken with `--output {url}`; pass it again to continue that stream"

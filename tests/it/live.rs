@@ -118,8 +118,13 @@ impl Broker {
     }
 
     fn redis_on(dir: &Path, port: u16) -> Broker {
+        Broker::redis_with(dir, port, &[])
+    }
+
+    fn redis_with(dir: &Path, port: u16, extra: &[&str]) -> Broker {
         let child = Command::new(program("redis-server"))
             .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(extra)
             .args(["--save", "", "--appendonly", "no", "--dir"])
             .arg(dir)
             .stdout(Stdio::null())
@@ -128,7 +133,12 @@ impl Broker {
             .unwrap();
         wait_for_port(port, true);
         // The port opens before the server answers commands.
-        let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap();
+        let password = extra
+            .windows(2)
+            .find(|w| w[0] == "--requirepass")
+            .map(|w| w[1]);
+        let login = password.map_or(String::new(), |p| format!(":{p}@"));
+        let client = redis::Client::open(format!("redis://{login}127.0.0.1:{port}/")).unwrap();
         let start = Instant::now();
         while client
             .get_connection()
@@ -1195,4 +1205,64 @@ fn a_consumers_pending_entries_come_first_and_deleted_ones_are_no_rows() {
         .query(&mut con)
         .unwrap();
     assert_eq!(pending.first(), Some(&redis::Value::Int(0)), "{pending:?}");
+}
+
+#[test]
+fn brokers_asking_for_passwords_get_them_from_the_url_and_never_show_them() {
+    let dir = test_dir("live", "passwords");
+    let spec = write(&dir, "spec.dsrv", SPEC);
+    let redis = Broker::redis_with(&dir, free_port(), &["--requirepass", "s3cret"]);
+    let client = redis::Client::open(format!("redis://:s3cret@127.0.0.1:{}/", redis.port)).unwrap();
+    xadd(&mut client.get_connection().unwrap(), "in", &trace(5));
+    let url = |password: &str| format!("redis://:{password}@127.0.0.1:{}/in", redis.port);
+    let (code, out, err) = run_vigil(&["run", &spec, "--input", &url("s3cret"), "--drain"], None);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out.matches("total[").count(), 5, "{out}");
+    let (code, _, err) = run_vigil(&["run", &spec, "--input", &url("wrong"), "--drain"], None);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("cannot connect") && err.contains(":***@"),
+        "{err}"
+    );
+    assert!(!err.contains("wrong"), "{err}");
+    // mosquitto with a password file and no anonymous clients.
+    let status = Command::new(program("mosquitto_passwd"))
+        .args(["-b", "-c"])
+        .arg(dir.join("passwords"))
+        .args(["monitor", "pa55"])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    use std::os::unix::fs::PermissionsExt as _;
+    let readable = std::fs::Permissions::from_mode(0o644);
+    std::fs::set_permissions(dir.join("passwords"), readable).unwrap();
+    let port = free_port();
+    let conf = write(
+        &dir,
+        "mosquitto.conf",
+        format!(
+            "listener {port} 127.0.0.1\nallow_anonymous false\npassword_file {}\n",
+            dir.join("passwords").display()
+        ),
+    );
+    let _mqtt = Broker::mosquitto_with(&dir, port, &conf);
+    let url = |password: &str| format!("mqtt://monitor:{password}@127.0.0.1:{port}/in");
+    let (code, _, err) = run_vigil(
+        &["run", &spec, "--input", &url("nope"), "--mqtt-rows", "rows"],
+        None,
+    );
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("cannot connect") && !err.contains("nope"),
+        "{err}"
+    );
+    let out = dir.join("out");
+    let mut live = Live::start(
+        &["run", &spec, "--input", &url("pa55"), "--mqtt-rows", "rows"],
+        &out,
+    );
+    live.wait_for("subscribed to mqtt://monitor:***@");
+    let _ = live.child.kill();
+    let (_, err) = live.finish();
+    assert!(!err.contains("pa55"), "{err}");
 }

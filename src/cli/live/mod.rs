@@ -15,14 +15,33 @@ use super::RunArgs;
 use crate::trace::{InputSchema, OutputWriter, RowReader};
 use std::time::Duration;
 
+/// `url` as messages, logs and checkpoints show it: a password in it
+/// replaced by `***`.
+pub(super) fn redact(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let end = rest.find('/').unwrap_or(rest.len());
+    match rest[..end].rsplit_once('@') {
+        Some((login, address)) if login.contains(':') => {
+            let user = login.split_once(':').map_or(login, |(u, _)| u);
+            format!("{scheme}://{user}:***@{address}{}", &rest[end..])
+        }
+        _ => url.to_string(),
+    }
+}
+
 /// Whether `input` names a live source rather than a file.
 pub(super) fn is_url(input: &str) -> bool {
     input.starts_with("mqtt://") || input.starts_with("redis://")
 }
 
-/// A broker's address and the path after it: `SCHEME://HOST:PORT[/PATH]`.
+/// A broker's address and the path after it:
+/// `SCHEME://[USER[:PASSWORD]@]HOST:PORT[/PATH]`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct Url {
+    /// The user and password, if the URL names them.
+    login: Option<(String, String)>,
     host: String,
     port: u16,
     /// What follows the address, without its leading `/` (empty if none).
@@ -33,12 +52,22 @@ impl Url {
     /// Parses `text`, which must start with `scheme://`; a missing port is
     /// `default_port`.
     fn parse(text: &str, scheme: &str, default_port: u16) -> Result<Url, String> {
-        let bad = |why: &str| format!("`{text}`: {why} (expected {scheme}://HOST:PORT[/…])");
+        let bad = |why: &str| {
+            let text = redact(text);
+            format!("`{text}`: {why} (expected {scheme}://HOST:PORT[/…])")
+        };
         let rest = text
             .strip_prefix(scheme)
             .and_then(|r| r.strip_prefix("://"))
             .ok_or_else(|| bad("not a URL of this kind"))?;
         let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
+        let (login, authority) = match authority.rsplit_once('@') {
+            Some((login, address)) => {
+                let (user, password) = login.split_once(':').unwrap_or((login, ""));
+                (Some((user.to_string(), password.to_string())), address)
+            }
+            None => (None, authority),
+        };
         let (host, port) = match authority.rsplit_once(':') {
             Some((h, p)) => (
                 h,
@@ -51,6 +80,7 @@ impl Url {
             return Err(bad("the host is missing"));
         }
         Ok(Url {
+            login,
             host: host.to_string(),
             port,
             path: path.to_string(),
@@ -162,14 +192,15 @@ pub(super) fn open_input(
     options: &Options,
     resume: &Resume,
 ) -> Result<Vec<Source>, String> {
+    let shown = redact(input);
     if input.starts_with("mqtt://") {
         let url = Url::parse(input, "mqtt", 1883)?;
-        mqtt::open_input(input, &url, schema, options)
+        mqtt::open_input(&shown, &url, schema, options)
     } else {
         let url = Url::parse(input, "redis", 6379)?;
-        let reader = redis_streams::open_input(input, &url, schema, options, resume)?;
+        let reader = redis_streams::open_input(&shown, &url, schema, options, resume)?;
         Ok(vec![Source {
-            name: input.to_string(),
+            name: shown,
             reader,
         }])
     }
@@ -182,15 +213,16 @@ pub(super) fn open_output(
     options: &Options,
     resume: &Resume,
 ) -> Result<Box<dyn OutputWriter>, String> {
+    let shown = redact(output);
     if output.starts_with("mqtt://") {
         let url = Url::parse(output, "mqtt", 1883)?;
         Ok(Box::new(mqtt::Publisher::open(
-            output, &url, names, options,
+            &shown, &url, names, options,
         )?))
     } else {
         let url = Url::parse(output, "redis", 6379)?;
         Ok(Box::new(redis_streams::Appender::open(
-            output, &url, names, options, resume,
+            &shown, &url, names, options, resume,
         )?))
     }
 }
@@ -201,7 +233,11 @@ pub(super) fn alerts_sink(
     options: &Options,
 ) -> Result<Box<dyn std::io::Write>, String> {
     let url = Url::parse(output, "mqtt", 1883)?;
-    Ok(Box::new(mqtt::AlertLines::open(output, &url, options)?))
+    Ok(Box::new(mqtt::AlertLines::open(
+        &redact(output),
+        &url,
+        options,
+    )?))
 }
 
 /// Waits between attempts to reach a broker: 100 ms, doubling up to 5 s,
@@ -266,6 +302,7 @@ mod tests {
         assert_eq!(
             u,
             Url {
+                login: None,
                 host: "127.0.0.1".into(),
                 port: 1884,
                 path: "plant/a".into()
@@ -278,7 +315,13 @@ mod tests {
             (u.host.as_str(), u.port, u.path.as_str()),
             ("broker", 1883, "")
         );
+        let u = Url::parse("redis://monitor:s3cret:x@db:7000/s", "redis", 6379).unwrap();
+        assert_eq!(
+            (u.login, u.host.as_str(), u.port),
+            (Some(("monitor".into(), "s3cret:x".into())), "db", 7000)
+        );
         for bad in [
+            "mqtt://u@:1/x",
             "mqtt://:1883/x",
             "mqtt://h:port/x",
             "mqtt://h:99999",
@@ -286,6 +329,17 @@ mod tests {
         ] {
             assert!(Url::parse(bad, "mqtt", 1883).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn passwords_are_not_shown() {
+        assert_eq!(redact("redis://:s3cret@db:1/s"), "redis://:***@db:1/s");
+        assert_eq!(redact("mqtt://mon:a:b@h/p/q"), "mqtt://mon:***@h/p/q");
+        assert_eq!(redact("mqtt://mon@h/p"), "mqtt://mon@h/p");
+        assert_eq!(redact("mqtt://h:1/a@b:c"), "mqtt://h:1/a@b:c");
+        assert_eq!(redact("events.jsonl"), "events.jsonl");
+        let e = Url::parse("mqtt://u:pw@h:port/x", "mqtt", 1883).unwrap_err();
+        assert!(!e.contains("pw"), "{e}");
     }
 
     #[test]

@@ -89,6 +89,9 @@ fn client_id(role: &str) -> String {
 fn connection(url: &Url, role: &str, cap: usize, level: QoS) -> (Client, Connection) {
     let mut options = MqttOptions::new(client_id(role), url.host.clone(), url.port);
     options.set_keep_alive(Duration::from_secs(10));
+    if let Some((user, password)) = &url.login {
+        options.set_credentials(user.clone(), password.clone());
+    }
     // Rows can be large (containers); the broker bounds them anyway.
     options.set_max_packet_size(MAX_MESSAGE, MAX_MESSAGE);
     // Publications awaiting the broker's acknowledgement: MQTT 3.1.1 does

@@ -45,8 +45,19 @@ fn client(what: &str, url: &Url) -> Result<Client, String> {
             "`{what}`: the stream is missing (expected redis://HOST:PORT/STREAM)"
         ));
     }
-    Client::open(format!("redis://{}:{}/", url.host, url.port))
-        .map_err(|e| format!("`{what}`: {e}"))
+    let mut info = redis::IntoConnectionInfo::into_connection_info(format!(
+        "redis://{}:{}/",
+        url.host, url.port
+    ))
+    .map_err(|e| format!("`{what}`: {e}"))?;
+    if let Some((user, password)) = &url.login {
+        let mut redis = info.redis_settings().clone();
+        if !user.is_empty() {
+            redis = redis.set_username(user.clone());
+        }
+        info = info.set_redis_settings(redis.set_password(password.clone()));
+    }
+    Client::open(info).map_err(|e| format!("`{what}`: {e}"))
 }
 
 fn connect(client: &Client) -> Result<Connection, RedisError> {
