@@ -1052,7 +1052,17 @@ fn a_transports_options_without_it_are_refused() {
 
 #[test]
 fn a_redis_restart_is_survived_with_state_kept() {
-    let dir = test_dir("live", "redis_restart");
+    redis_restart("redis_restart", &[]);
+}
+
+/// The restarted server has lost the group too: it is made again.
+#[test]
+fn a_redis_restart_is_survived_by_a_consumer_group() {
+    redis_restart("redis_restart_group", &["--group", "g", "--consumer", "c"]);
+}
+
+fn redis_restart(test: &str, extra: &[&str]) {
+    let dir = test_dir("live", test);
     let mut broker = Broker::redis(&dir);
     let connect = |port: u16| {
         redis::Client::open(format!("redis://127.0.0.1:{port}/"))
@@ -1068,7 +1078,9 @@ fn a_redis_restart_is_survived_with_state_kept() {
     xadd(&mut connect(broker.port), "in", first);
     let out = dir.join("out.csv");
     let input = broker.url("redis", "in");
-    let mut live = Live::start(&["run", &spec, "--input", &input, "--output", "csv"], &out);
+    let mut args = vec!["run", &spec, "--input", &input, "--output", "csv"];
+    args.extend_from_slice(extra);
+    let mut live = Live::start(&args, &out);
     let wait_lines = |n: usize| {
         let start = Instant::now();
         while std::fs::read_to_string(&out).unwrap().lines().count() < n {

@@ -201,18 +201,8 @@ pub(super) fn open_input(
     let group = match &options.group {
         None => None,
         Some((name, consumer)) => {
-            let made: Result<(), RedisError> = redis::cmd("XGROUP")
-                .arg("CREATE")
-                .arg(&url.path)
-                .arg(name)
-                .arg("0")
-                .arg("MKSTREAM")
-                .query(&mut con);
-            match made {
-                Ok(()) => {}
-                Err(e) if e.code() == Some("BUSYGROUP") => {}
-                Err(e) => return Err(format!("--input {what}: cannot make group `{name}`: {e}")),
-            }
+            make_group(&mut con, &url.path, name)
+                .map_err(|e| format!("--input {what}: cannot make group `{name}`: {e}"))?;
             Some(Group {
                 name: name.clone(),
                 consumer: consumer.clone(),
@@ -238,6 +228,21 @@ pub(super) fn open_input(
         after_error: false,
         backoff: Backoff::new(),
     }))
+}
+
+/// Makes consumer group `name` of `stream` (and the stream) unless it exists.
+fn make_group(con: &mut Connection, stream: &str, name: &str) -> Result<(), RedisError> {
+    let made: Result<(), RedisError> = redis::cmd("XGROUP")
+        .arg("CREATE")
+        .arg(stream)
+        .arg(name)
+        .arg("0")
+        .arg("MKSTREAM")
+        .query(con);
+    match made {
+        Err(e) if e.code() != Some("BUSYGROUP") => Err(e),
+        _ => Ok(()),
+    }
 }
 
 impl EntryReader {
@@ -280,6 +285,18 @@ impl EntryReader {
                 Err(e) if lost(&e) => {
                     self.con = None;
                     self.backoff.failed(&self.what, &e);
+                    continue;
+                }
+                // The group is gone (a server restarted without its data):
+                // made again, it reads on from the stream's start.
+                Err(e) if e.code() == Some("NOGROUP") && self.group.is_some() => {
+                    let name = self.group.as_ref().map_or("", |g| g.name.as_str());
+                    super::super::say(format_args!(
+                        "vigil: {}: group `{name}` is gone; making it again\n",
+                        self.what
+                    ));
+                    make_group(con, &self.stream, name)
+                        .map_err(|e| self.io_error(e.to_string()))?;
                     continue;
                 }
                 Err(e) => return Err(self.io_error(e.to_string())),
