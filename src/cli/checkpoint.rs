@@ -536,16 +536,11 @@ pub(super) fn prepare(
             trace::WriteBehind::spawn(writer)
         }
     };
+    // (A live sink with `--output-file` is refused by `live::check_options`.)
     let (writer, output_file) = match &args.output_file {
-        None if args.output.live().is_some() => {
-            let url = args.output.live().unwrap_or_default();
+        _ if let Some(url) = args.output.live() => {
             let writer = super::live::open_output(url, names, &live, &resume_live).map_err(fail)?;
             (writer, None)
-        }
-        Some(_) if args.output.live().is_some() => {
-            return Err(fail(
-                "--output-file and a live --output do not go together".to_string(),
-            ));
         }
         None if streaming => (make(names, Box::new(io::stdout()), false), None),
         None => (make(names, trace::raw_stdout(), false), None),
@@ -572,7 +567,7 @@ pub(super) fn prepare(
             (writer, Some((out.clone(), sync)))
         }
     };
-    let checkpoints = args.checkpoint.as_ref().map(|path| Checkpointer {
+    let mut checkpoints = args.checkpoint.as_ref().map(|path| Checkpointer {
         path: path.clone(),
         every: args.checkpoint_every,
         since: 0,
@@ -589,7 +584,7 @@ pub(super) fn prepare(
     });
     // `--quiet` prints nothing, not even a CSV header; the output file (if
     // any) is still made, so that a checkpoint can record its length.
-    let writer: Box<dyn OutputWriter> = if view.quiet {
+    let mut writer: Box<dyn OutputWriter> = if view.quiet {
         Box::new(super::ops::NullWriter)
     } else {
         writer
@@ -600,8 +595,6 @@ pub(super) fn prepare(
     if !opened.streaming {
         reader = trace::ReadAhead::spawn(reader, width, &args.input[0]);
     }
-    let mut writer = writer;
-    let mut checkpoints = checkpoints;
     // A fresh run to a Redis stream checkpoints before its first row: a run
     // killed before its first periodic checkpoint may have appended entries
     // already, and only a resume (which reads the stream's last `seq`)

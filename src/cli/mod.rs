@@ -784,7 +784,7 @@ fn run(args: &RunArgs) -> Exit {
     let periodic = (spec.checked().streams.iter())
         .any(|s| matches!(s.pace, crate::lang::check::Pace::Periodic(_)));
     // An MQTT input with `--time` is a source per topic, merged by time.
-    let split = (args.input.iter()).any(|i| live::splits(i, &live::Options::of(args, Some(0))));
+    let split = (args.input.iter()).any(|i| live::splits(i, args));
     if args.input.len() > 1 || args.time.is_some() || args.record.is_some() || periodic || split {
         return timed::run(args, &spec, output, None);
     }

@@ -185,6 +185,9 @@ pub(super) fn replay(r: &ReplayArgs) -> Exit {
         error(m);
         Exit::Failure
     };
+    if let Err(m) = super::live::check_options(&r.run) {
+        return fail(&m);
+    }
     if r.run.time.is_some()
         || r.run.key.is_some()
         || r.run.lateness.is_some()
@@ -431,9 +434,6 @@ pub(super) fn run(
         return exit;
     }
     let names = view.writer_names(&runner.output_names(), output);
-    if args.output.live().is_some() && args.output_file.is_some() {
-        return fail("--output-file and a live --output do not go together");
-    }
     let sink: Box<dyn Write + Send> = match &args.output_file {
         None => Box::new(io::stdout()),
         Some(path) => match std::fs::File::create(path) {
@@ -1058,16 +1058,13 @@ impl Run<'_> {
             merge.push_reset(s);
             return Ok(Ok(()));
         }
+        // A live source's row without a time field has the stamp its source
+        // gave it (the edge stamps it).
+        let stamp = stamp.filter(|_| self.time_cell.is_none_or(|cell| cells[cell].is_none()));
         let time = match (self.time_cell, src.format) {
-            // A live source's row without a time field has the stamp its
-            // source gave it (the edge stamps it).
-            (Some(cell), _) if cells[cell].is_none() && stamp.is_some() => {
+            _ if let Some(t) = stamp => {
                 self.form.get_or_insert(TimeForm::Number(self.unit));
-                Ok(stamp.unwrap_or(Time(0)))
-            }
-            (None, _) if stamp.is_some() => {
-                self.form.get_or_insert(TimeForm::Number(self.unit));
-                Ok(stamp.unwrap_or(Time(0)))
+                Ok(t)
             }
             (Some(cell), f) if f != TraceFormat::Tc => match &cells[cell] {
                 None => Err(format!(

@@ -308,14 +308,25 @@ impl CsvWriter {
     }
 }
 
-/// Appends a value as a CSV cell: a Str quoted, anything else plain.
-fn push_csv_value(line: &mut Vec<u8>, v: &Value) -> io::Result<()> {
+/// Appends a value's cell text, unquoted: a Str as it is, a scalar as the
+/// CSV cell rule reads it back, a container as its JSON text.
+fn push_cell_text(line: &mut Vec<u8>, v: &Value) -> io::Result<()> {
     match v {
-        Value::Str(s) => push_quoted(line, s.as_bytes()),
+        Value::Str(s) => line.extend_from_slice(s.as_bytes()),
         Value::Int(i) => line.extend_from_slice(itoa::Buffer::new().format(*i).as_bytes()),
         Value::Float(x) => write!(line, "{x:?}")?,
         Value::Bool(b) => line.extend_from_slice(if *b { b"true" } else { b"false" }),
         Value::Unit => line.extend_from_slice(b"()"),
+        _ => push_json_value(line, v)?,
+    }
+    Ok(())
+}
+
+/// Appends a value as a CSV cell: a Str quoted, anything else plain.
+fn push_csv_value(line: &mut Vec<u8>, v: &Value) -> io::Result<()> {
+    match v {
+        Value::Str(s) => push_quoted(line, s.as_bytes()),
+        Value::Int(_) | Value::Float(_) | Value::Bool(_) | Value::Unit => push_cell_text(line, v)?,
         // A container is its JSON text, quoted as one cell.
         _ => {
             let mut json = Vec::new();
@@ -393,14 +404,10 @@ pub fn json_text(v: &Value) -> Vec<u8> {
 /// is, a container as its JSON text (a Redis entry's fields, which the CSV
 /// cell rule reads back).
 pub fn cell_text(v: &Value) -> Vec<u8> {
-    match v {
-        Value::Str(s) => s.as_bytes().to_vec(),
-        Value::Int(i) => itoa::Buffer::new().format(*i).as_bytes().to_vec(),
-        Value::Float(x) => format!("{x:?}").into_bytes(),
-        Value::Bool(b) => if *b { &b"true"[..] } else { &b"false"[..] }.to_vec(),
-        Value::Unit => b"()".to_vec(),
-        _ => json_text(v),
-    }
+    let mut text = Vec::new();
+    // Writing into a Vec cannot fail.
+    let _ = push_cell_text(&mut text, v);
+    text
 }
 
 /// Appends a value as a JSON member's value (see the module doc).

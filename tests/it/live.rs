@@ -174,6 +174,14 @@ impl Broker {
         wait_for_port(self.port, false);
     }
 
+    /// A connection to this redis-server (one without a password).
+    fn connection(&self) -> redis::Connection {
+        redis::Client::open(format!("redis://127.0.0.1:{}/", self.port))
+            .unwrap()
+            .get_connection()
+            .unwrap()
+    }
+
     fn url(&self, scheme: &str, path: &str) -> String {
         format!("{scheme}://127.0.0.1:{}/{path}", self.port)
     }
@@ -432,6 +440,16 @@ fn jsonl(rows: &[(u64, i64, Option<i64>)], time: bool) -> String {
         .collect()
 }
 
+/// `vigil replay` of `log` (recorded with `spec`) as JSON lines.
+fn replayed(spec: &str, log: &Path) -> String {
+    let (code, out, err) = run_vigil(
+        &["replay", spec, log.to_str().unwrap(), "--output", "jsonl"],
+        None,
+    );
+    assert_eq!(code, 0, "{err}");
+    out
+}
+
 /// `vigil run` over `trace` as a file, with `extra` options: standard output.
 fn file_run(spec: &str, trace: &str, extra: &[&str]) -> String {
     let mut args = vec!["run", spec, "--input", trace];
@@ -483,12 +501,7 @@ fn mqtt_topics_per_input_give_a_files_outputs_and_a_replayable_log() {
     assert_eq!(code, 0, "{err}");
     assert_eq!(std::fs::read_to_string(&out).unwrap(), expected, "{err}");
     // The recorded session replays to the same outputs, without a broker.
-    let (code, replayed, err) = run_vigil(
-        &["replay", &spec, log.to_str().unwrap(), "--output", "jsonl"],
-        None,
-    );
-    assert_eq!(code, 0, "{err}");
-    assert_eq!(replayed, expected);
+    assert_eq!(replayed(&spec, &log), expected);
 }
 
 #[test]
@@ -711,8 +724,7 @@ fn xlen(con: &mut redis::Connection, stream: &str) -> usize {
 fn killed_and_resumed(test: &str, group: &[&str], rows: usize, every: &str, kills_wanted: usize) {
     let dir = test_dir("live", test);
     let broker = Broker::redis(&dir);
-    let client = redis::Client::open(format!("redis://127.0.0.1:{}/", broker.port)).unwrap();
-    let mut con = client.get_connection().unwrap();
+    let mut con = broker.connection();
     let spec = write(&dir, "spec.dsrv", SPEC);
     let rows = trace(rows);
     xadd(&mut con, "in", &rows);
@@ -820,8 +832,7 @@ fn redis_output_killed_before_its_first_periodic_checkpoint_is_not_repeated() {
 fn a_malformed_redis_entry_is_located_after_the_rows_before_it() {
     let dir = test_dir("live", "redis_malformed");
     let broker = Broker::redis(&dir);
-    let client = redis::Client::open(format!("redis://127.0.0.1:{}/", broker.port)).unwrap();
-    let mut con = client.get_connection().unwrap();
+    let mut con = broker.connection();
     let spec = write(&dir, "spec.dsrv", SPEC);
     xadd(&mut con, "in", &[(0, 1, Some(2)), (0, 5, None)]);
     let bad: String = redis::cmd("XADD")
@@ -1064,18 +1075,12 @@ fn a_redis_restart_is_survived_by_a_consumer_group() {
 fn redis_restart(test: &str, extra: &[&str]) {
     let dir = test_dir("live", test);
     let mut broker = Broker::redis(&dir);
-    let connect = |port: u16| {
-        redis::Client::open(format!("redis://127.0.0.1:{port}/"))
-            .unwrap()
-            .get_connection()
-            .unwrap()
-    };
     let spec = write(&dir, "spec.dsrv", SPEC);
     let rows = trace(80);
     let file = write(&dir, "trace.jsonl", jsonl(&rows, false));
     let expected = file_run(&spec, &file, &["--output", "csv"]);
     let (first, second) = rows.split_at(50);
-    xadd(&mut connect(broker.port), "in", first);
+    xadd(&mut broker.connection(), "in", first);
     let out = dir.join("out.csv");
     let input = broker.url("redis", "in");
     let mut args = vec!["run", &spec, "--input", &input, "--output", "csv"];
@@ -1096,7 +1101,7 @@ fn redis_restart(test: &str, extra: &[&str]) {
     live.wait_for("lost redis://");
     let broker = Broker::redis_on(&dir, port);
     live.wait_for("reconnected to redis://");
-    xadd(&mut connect(broker.port), "in", second);
+    xadd(&mut broker.connection(), "in", second);
     wait_lines(81);
     let _ = live.child.kill();
     let _ = live.finish();
@@ -1107,8 +1112,7 @@ fn redis_restart(test: &str, extra: &[&str]) {
 fn a_redis_source_with_times_merges_records_and_replays_as_a_file() {
     let dir = test_dir("live", "redis_timed");
     let broker = Broker::redis(&dir);
-    let client = redis::Client::open(format!("redis://127.0.0.1:{}/", broker.port)).unwrap();
-    let mut con = client.get_connection().unwrap();
+    let mut con = broker.connection();
     let spec = write(&dir, "spec.dsrv", SPEC);
     let rows = trace(100);
     // The xs in the stream, the ys in a file: merged by their times.
@@ -1152,20 +1156,14 @@ fn a_redis_source_with_times_merges_records_and_replays_as_a_file() {
     );
     assert_eq!(code, 0, "{err}");
     assert_eq!(out, expected);
-    let (code, replayed, err) = run_vigil(
-        &["replay", &spec, log.to_str().unwrap(), "--output", "jsonl"],
-        None,
-    );
-    assert_eq!(code, 0, "{err}");
-    assert_eq!(replayed, expected);
+    assert_eq!(replayed(&spec, &log), expected);
 }
 
 #[test]
 fn a_consumers_pending_entries_come_first_and_deleted_ones_are_no_rows() {
     let dir = test_dir("live", "redis_pending");
     let broker = Broker::redis(&dir);
-    let client = redis::Client::open(format!("redis://127.0.0.1:{}/", broker.port)).unwrap();
-    let mut con = client.get_connection().unwrap();
+    let mut con = broker.connection();
     let spec = write(&dir, "spec.dsrv", SPEC);
     let rows = trace(30);
     xadd(&mut con, "in", &rows);

@@ -123,7 +123,7 @@ impl Options {
 }
 
 /// Refuses a transport's options without its transport (they would be
-/// silently ignored).
+/// silently ignored), and a file for the outputs of a live sink.
 pub(super) fn check_options(args: &RunArgs) -> Result<(), String> {
     let mqtt_in = args.input.iter().any(|i| i.starts_with("mqtt://"));
     let redis_in = args.input.iter().any(|i| i.starts_with("redis://"));
@@ -156,10 +156,13 @@ pub(super) fn check_options(args: &RunArgs) -> Result<(), String> {
         ),
         (args.drain && !redis_in, "--drain", "a redis:// --input"),
     ];
-    match unused.iter().find(|(bad, ..)| *bad) {
-        Some((_, flag, needs)) => Err(format!("{flag} needs {needs}")),
-        None => Ok(()),
+    if let Some((_, flag, needs)) = unused.iter().find(|(bad, ..)| *bad) {
+        return Err(format!("{flag} needs {needs}"));
     }
+    if args.output.live().is_some() && args.output_file.is_some() {
+        return Err("--output-file and a live --output do not go together".into());
+    }
+    Ok(())
 }
 
 /// The checkpointed position of a resumed run's live input and output.
@@ -174,8 +177,8 @@ pub(super) struct Resume {
 /// Whether a live input is read as several sources, one per topic: an MQTT
 /// input with a topic per input and `--time` (each topic's messages are in
 /// time order, not those of different topics), which needs the merge.
-pub(super) fn splits(input: &str, options: &Options) -> bool {
-    input.starts_with("mqtt://") && options.mqtt_rows.is_none() && options.time.is_some()
+pub(super) fn splits(input: &str, args: &RunArgs) -> bool {
+    input.starts_with("mqtt://") && args.mqtt_rows.is_none() && args.time.is_some()
 }
 
 /// One reader of a live source, and its name in messages.
