@@ -50,7 +50,9 @@ fn bench(c: &mut Criterion) {
             });
         }
         // The typed per-row entry: inputs set as scalars straight from the
-        // columns (a Str input, the example's `lbl`, is left absent).
+        // columns (a Str input, the example's `lbl`, is left absent), the
+        // first output read as an Int (`Outputs::int`), as a consumer of
+        // the row would.
         for &tier in &tiers {
             group.bench_function(format!("{}-scalars", tier.name()), |b| {
                 b.iter_batched(
@@ -69,7 +71,8 @@ fn bench(c: &mut Criterion) {
                             if let Some(flag) = flag {
                                 row.set_bool(flag, columns.flag[i]).expect("flag is Bool");
                             }
-                            black_box(m.step_scalars(&row).expect("no runtime error"));
+                            let out = m.step_scalars(&row).expect("no runtime error");
+                            black_box(out.int(0));
                         }
                         m
                     },

@@ -16,6 +16,7 @@ use crate::row::{Checked, Row, RowError, RowSchema, ScalarRow, StepError};
 use crate::snapshot::{Repair, RepairError, Snapshot, SnapshotError};
 use crate::trace::InputSchema;
 use crate::value::{Key, Sample, Value};
+use scalar_ir::frame::tag;
 use std::fmt;
 use std::sync::Arc;
 
@@ -388,6 +389,20 @@ impl StreamsView<'_> {
             StreamsView::Packed { words, layout, .. } => layout.raw_stream(words, slot),
         }
     }
+
+    /// The tag and lane of stream `s` (`tag::OTHER` for a value with no
+    /// scalar form).
+    #[inline]
+    fn frame_cell(&self, s: StreamId) -> (u8, u64) {
+        match self {
+            StreamsView::State(st) => st.frame_cell(Slot::from(s)),
+            _ => match self.raw(s) {
+                Sample::Value(v) => crate::canonical::scalar_form(&v).unwrap_or((tag::OTHER, 0)),
+                Sample::NoVal => (tag::ABSENT, 0),
+                Sample::Deferred => (tag::DEFERRED, 0),
+            },
+        }
+    }
 }
 
 impl<'a> Outputs<'a> {
@@ -460,6 +475,36 @@ impl<'a> Outputs<'a> {
     /// Output `i` (see `Monitor::output_index`).
     pub fn get(&self, i: usize) -> Sample {
         self.state.raw(self.spec.outputs[i])
+    }
+
+    /// Output `i` if it holds an Int at this step; `None` when it is NoVal,
+    /// ⊥ or another kind of value. Unlike [`Outputs::get`], no `Sample` is
+    /// made: the typed per-row entry ([`Monitor::step_scalars`]) reads its
+    /// outputs with it.
+    #[inline]
+    pub fn int(&self, i: usize) -> Option<i64> {
+        match self.state.frame_cell(self.spec.outputs[i]) {
+            (tag::I64, lane) => Some(lane as i64),
+            _ => None,
+        }
+    }
+
+    /// Output `i` if it holds a Float (see [`Outputs::int`]).
+    #[inline]
+    pub fn float(&self, i: usize) -> Option<f64> {
+        match self.state.frame_cell(self.spec.outputs[i]) {
+            (tag::F64, lane) => Some(f64::from_bits(lane)),
+            _ => None,
+        }
+    }
+
+    /// Output `i` if it holds a Bool (see [`Outputs::int`]).
+    #[inline]
+    pub fn bool(&self, i: usize) -> Option<bool> {
+        match self.state.frame_cell(self.spec.outputs[i]) {
+            (tag::B1, lane) => Some(lane != 0),
+            _ => None,
+        }
     }
 
     /// Every printed output's sample, in print order.
@@ -857,6 +902,7 @@ impl Monitor {
 
     /// The outputs of step `step` once the engine `ran` it; a runtime error
     /// stops the run.
+    #[inline]
     fn outputs_after(
         &mut self,
         ran: Result<(), crate::error::RuntimeError>,
@@ -887,6 +933,7 @@ impl Monitor {
     /// row where it is; other tiers, and rows the kernel declines, take it
     /// as cells. A row made by a monitor of other inputs is refused
     /// ([`RowError::WrongRow`]).
+    #[inline]
     pub fn step_scalars(&mut self, row: &ScalarRow) -> Result<Outputs<'_>, StepError> {
         self.run.state.time = None;
         if let Some(e) = &self.run.failed {

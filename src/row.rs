@@ -328,6 +328,7 @@ impl RowSchema {
 
     /// Whether rows of `other` are rows of this schema: the same inputs, in
     /// the same order, with the same types.
+    #[inline]
     pub(crate) fn same_as(&self, other: &RowSchema) -> bool {
         std::ptr::eq(self, other) || (self.names == other.names && self.types == other.types)
     }

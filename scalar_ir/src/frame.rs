@@ -122,6 +122,7 @@ const CLASS_TRAP: u64 = 2;
 
 impl Exit {
     /// Encodes the exit as the ABI's status word.
+    #[inline]
     pub const fn encode(self) -> u64 {
         match self {
             Exit::Return => CLASS_RETURN,

@@ -447,6 +447,14 @@ impl NodeState {
         decode(self.tags[i], self.lanes[i], self.objects.get(i))
     }
 
+    /// The tag and lane of a slot as they are (`tag::OTHER` for a value
+    /// kept as an object), for typed reads that make no `Sample`.
+    #[inline]
+    pub fn frame_cell(&self, slot: Slot) -> (u8, u64) {
+        let i = slot.index();
+        (self.tags[i], self.lanes[i])
+    }
+
     /// Whether a slot is NoVal at this step.
     #[inline]
     fn is_noval(&self, slot: Slot) -> bool {
@@ -510,6 +518,7 @@ impl NodeState {
 
     /// The step count fused programs index event rings by: the input steps
     /// so far (every step, for a plan without periodic streams).
+    #[inline]
     pub fn ring_step(&self) -> u64 {
         self.clocks.first().copied().unwrap_or(self.step)
     }

@@ -321,6 +321,7 @@ impl Run {
     /// `when` and `update` has fired), then advances the step. The one
     /// place kernel rows advance the step; canonical rows advance it in
     /// `NodeState::end_row`, and both go through `NodeState::advance`.
+    #[inline]
     fn kernel_rows_done(&mut self, rows: u64, flag_nodes: &[crate::plan::NodeId]) {
         if rows == 0 {
             return;
@@ -383,6 +384,7 @@ impl Promoted {
 
 impl std::ops::Deref for Promoted {
     type Target = [bool];
+    #[inline]
     fn deref(&self) -> &[bool] {
         match self {
             Promoted::Inline { len, bits } => &bits[..*len as usize],
@@ -1248,7 +1250,11 @@ impl Engine {
     }
 
     /// Evaluates one row given in frame form, one lane and tag per input
-    /// (scalars only: `Monitor::step_scalars`).
+    /// (scalars only: `Monitor::step_scalars`). Inlined into the caller: its
+    /// common row, a promoted native whole-row kernel with nothing around
+    /// it, reads the row's lanes where they lie and completes the row in
+    /// place; everything else goes the general way, out of line.
+    #[inline]
     pub fn run_row_scalars(
         &mut self,
         run: &mut Run,
@@ -1259,6 +1265,27 @@ impl Engine {
             lanes.len() == inputs && tags.len() == inputs,
             "engine bug: a scalar row of another width"
         );
+        if let Some(w) = self.hot_whole(run)
+            && let Kernel::Native(f) = w.rt.kernel
+            && call_native(f, &w.rt, &mut run.state, (lanes.as_ptr(), tags.as_ptr()))
+                == Exit::Return.encode()
+        {
+            run.kernel_rows_done(1, &w.flag_nodes);
+            self.stats.whole_rows += 1;
+            self.stats.rows += 1;
+            return Ok(());
+        }
+        self.run_row_scalars_general(run, lanes, tags)
+    }
+
+    /// `run_row_scalars` for every row but the common one.
+    #[inline(never)]
+    fn run_row_scalars_general(
+        &mut self,
+        run: &mut Run,
+        lanes: &[u64],
+        tags: &[u8],
+    ) -> Result<(), RuntimeError> {
         self.run_cells(
             run,
             Cells::Frame {
@@ -1267,6 +1294,15 @@ impl Engine {
                 objects: None,
             },
         )
+    }
+
+    /// The whole-row kernel, when a row can go straight to it: it is
+    /// promoted, leaves no tail and no untyped input is being watched.
+    #[inline]
+    fn hot_whole(&self, run: &Run) -> Option<&WholeRuntime> {
+        let w = self.whole.as_ref()?;
+        let watching = self.speculation.as_ref().is_some_and(Speculation::watching);
+        (run.promoted[self.regions.len()] && !w.split.has_tail() && !watching).then_some(w)
     }
 
     /// Evaluates one row, however it is given: every path of a row (values,
@@ -1298,14 +1334,10 @@ impl Engine {
     /// not store again, and pushes its rings only once the row is done).
     #[inline]
     fn run_whole_fast(&mut self, run: &mut Run, row: Cells<'_>) -> bool {
-        let whole = self.regions.len();
-        let Some(w) = self.whole.as_mut() else {
-            return false;
-        };
-        let watching = self.speculation.as_ref().is_some_and(Speculation::watching);
-        if !run.promoted[whole] || w.split.has_tail() || watching {
+        if self.hot_whole(run).is_none() {
             return false;
         }
+        let w = self.whole.as_mut().expect("hot_whole found it");
         let inputs = w.inputs(row, self.plan.spec.inputs.len());
         let returned = match &mut w.rt.kernel {
             &mut Kernel::Native(f) => {

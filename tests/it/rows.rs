@@ -605,6 +605,8 @@ fn scalar_rows_feed_untyped_inputs_in_the_tail() {
 /// Ints given to a Float input, a runtime error at the same step; a row of
 /// another spec and a value of the wrong type are refused without a step.
 /// On native-whole the kernel runs the complete rows (its coverage guard).
+/// The typed reads of the outputs (`Outputs::int`, `float`, `bool`) agree
+/// with their samples.
 #[test]
 fn scalar_rows_step_as_value_rows_do() {
     let src = "in x: Int\nin f: Float\nin b: Bool\nout acc: Int\nout g: Float\nout pick: Int\n\
@@ -642,7 +644,19 @@ fn scalar_rows_step_as_value_rows_do() {
             let expected = plain.step(c).map(|o| o.to_vec()).map_err(|e| e.to_string());
             let got = typed
                 .step_scalars(&row)
-                .map(|o| o.to_vec())
+                .map(|o| {
+                    // The typed reads agree with the samples.
+                    for k in 0..o.len() {
+                        let (int, float, boolean) = match o.get(k) {
+                            Sample::Value(Value::Int(v)) => (Some(v), None, None),
+                            Sample::Value(Value::Float(v)) => (None, Some(v), None),
+                            Sample::Value(Value::Bool(v)) => (None, None, Some(v)),
+                            _ => (None, None, None),
+                        };
+                        assert_eq!((o.int(k), o.float(k), o.bool(k)), (int, float, boolean));
+                    }
+                    o.to_vec()
+                })
                 .map_err(|e| e.to_string());
             assert_eq!(got, expected, "{tier}, row {i}");
             if expected.is_err() {
@@ -670,6 +684,51 @@ fn scalar_rows_step_as_value_rows_do() {
     let e = row_error(m.step_scalars(&row).unwrap_err());
     assert!(matches!(e, RowError::WrongRow { .. }), "{e}");
     assert_eq!(m.steps(), 0);
+}
+
+/// The typed reads of an output give its value only when it holds one of
+/// that kind: ⊥ (an offset before the first step), NoVal (an absent input)
+/// and a value of another kind are `None`, on every tier and on a keyed
+/// monitor's packed runs.
+#[test]
+fn typed_output_reads_give_present_values_of_their_kind() {
+    let src = "in k: Int\nin x: Int\nin f: Float\nout p: Int\nout g: Float\nout c: Bool\n\
+               p = x[1]\ng = f\nc = x > 0";
+    let spec = Spec::parse("s.dsrv", src).unwrap();
+    let rows = [
+        [int(1), int(4), Some(Value::Float(0.5))],
+        [int(1), int(-3), None],
+        [int(1), int(2), Some(Value::Float(1.5))],
+    ];
+    // (p, g, c) read as (int, float, bool), and p and g read as bool.
+    type Reads = (
+        Option<i64>,
+        Option<f64>,
+        Option<bool>,
+        Option<bool>,
+        Option<bool>,
+    );
+    let expected: [Reads; 3] = [
+        (None, Some(0.5), Some(true), None, None),
+        (Some(4), None, Some(false), None, None),
+        (Some(-3), Some(1.5), Some(true), None, None),
+    ];
+    let reads = |o: &vigil::Outputs<'_>| -> Reads {
+        (o.int(0), o.float(1), o.bool(2), o.bool(0), o.bool(1))
+    };
+    for tier in TIERS {
+        let mut m = Monitor::builder(&spec).tier(tier).build();
+        for (row, want) in rows.iter().zip(expected) {
+            assert_eq!(reads(&m.step(row).unwrap()), want, "{tier}");
+        }
+        let mut keyed = vigil::KeyedMonitor::builder(&spec, "k")
+            .tier(tier)
+            .build()
+            .unwrap();
+        for (row, want) in rows.iter().zip(expected) {
+            assert_eq!(reads(&keyed.step(row).unwrap()), want, "keyed, {tier}");
+        }
+    }
 }
 
 /// A whole-row program whose canonical tail pushes ⊥ into a ring demotes
