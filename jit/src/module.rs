@@ -4,8 +4,8 @@
 use crate::CompileError;
 use crate::helpers::Helper;
 use crate::translate::{
-    Carried, FrameVals, OnReturn, Translator, carried_slots, cl_type, helpers_used, lane_flags,
-    offset, store_lane_and_tag, store_tag,
+    Carried, CarriedRing, FrameVals, OnReturn, Translator, carried_rings, carried_slots, cl_type,
+    helpers_used, lane_flags, offset, store_lane_and_tag, store_ring_lane, store_tag,
 };
 use cranelift_codegen::Context;
 use cranelift_codegen::ir::{self as cl, AbiParam, BlockArg, InstBuilder, UserFuncName, types};
@@ -520,8 +520,11 @@ fn build_row_kernel(
 }
 
 /// The batch kernel: the body inlined in a loop over the rows (contract: see
-/// [`BatchFrame`]). Loop-carried values live in block parameters: the row number,
-/// the step, the four column cursors, each advanced by one row per iteration,
+/// [`BatchFrame`]). Loop-carried values live in block parameters: the row number
+/// and the four column cursors, each advanced by one row per iteration (the step
+/// is the first row's plus the row number: a counter of its own was one more
+/// value for the register allocator, which spilled it, so that every row waited
+/// on a store and a reload),
 /// and, when the output slots are known (`outputs`), the environment slots the
 /// kernel keeps in registers (`translate::carried_slots`): those are stored
 /// only when it leaves, and the outputs are written from registers.
@@ -536,9 +539,9 @@ fn build_batch_kernel(
         Some((o, n)) => (Some(o), n),
         None => (None, 0),
     };
-    let carried = match outputs {
-        Some(_) => carried_slots(prog),
-        None => Vec::new(),
+    let (carried, rings) = match outputs {
+        Some(_) => (carried_slots(prog), carried_rings(prog)),
+        None => (Vec::new(), Vec::new()),
     };
     let entry = b.create_block();
     b.append_block_params_for_function_params(entry);
@@ -578,8 +581,8 @@ fn build_batch_kernel(
         false => Vec::new(),
     };
 
-    // head(r, step, in lane cursor, in tag cursor, out lane cursor, out tag
-    // cursor, carried slots…)
+    // head(r, in lane cursor, in tag cursor, out lane cursor, out tag cursor,
+    // carried slots…)
     let head = b.create_block();
     let row = b.create_block();
     let row_done = b.create_block();
@@ -587,8 +590,8 @@ fn build_batch_kernel(
     let copy_one = b.create_block();
     let next_row = b.create_block();
     let all_done = b.create_block();
-    let p: Vec<cl::Value> = (0..6).map(|_| b.append_block_param(head, i64t)).collect();
-    let (r, step, inp, itag, olane, otag) = (p[0], p[1], p[2], p[3], p[4], p[5]);
+    let p: Vec<cl::Value> = (0..5).map(|_| b.append_block_param(head, i64t)).collect();
+    let (r, inp, itag, olane, otag) = (p[0], p[1], p[2], p[3], p[4]);
     let previous: Vec<(u32, Type, Option<cl::Value>)> = carried
         .iter()
         .map(|&(slot, ty)| {
@@ -596,11 +599,23 @@ fn build_batch_kernel(
             (slot, ty, param)
         })
         .collect();
+    // Carried rings follow the slots: their lanes as the state holds them
+    // before the first row, each row's push after.
+    let ring_params: Vec<cl::Value> = rings
+        .iter()
+        .map(|&(_, ty)| b.append_block_param(head, cl_type(ty)))
+        .collect();
     let j = b.append_block_param(copy, i64t);
     let args =
         |vs: &[cl::Value]| -> Vec<BlockArg> { vs.iter().map(|&v| BlockArg::Value(v)).collect() };
-    let mut first = vec![zero, step0, in_lanes, in_tags, out_lanes, out_tags];
+    let mut first = vec![zero, in_lanes, in_tags, out_lanes, out_tags];
     first.extend(&initial);
+    for &(lane, ty) in &rings {
+        let v = b
+            .ins()
+            .load(cl_type(ty), lane_flags(), state, offset(lane, 8)?);
+        first.push(v);
+    }
     b.ins().jump(head, &args(&first));
 
     b.switch_to_block(head);
@@ -609,10 +624,10 @@ fn build_batch_kernel(
         .icmp(cl::condcodes::IntCC::UnsignedLessThan, r, rows);
     b.ins().brif(more, row, &[], all_done, &[]);
 
-    // One row: point the frame at the row's inputs, then run the body.
+    // One row: the body, reading the row's inputs at the cursors (the
+    // frame's input pointers are not kept up to date: nothing reads them).
     b.switch_to_block(row);
-    store_field(b, inp, bf, FRAME_INPUTS);
-    store_field(b, itag, bf, FRAME_INPUT_TAGS);
+    let step = b.ins().iadd(step0, r);
     let fv = FrameVals {
         inputs: inp,
         input_tags: itag,
@@ -623,8 +638,11 @@ fn build_batch_kernel(
         windows,
     };
     let mut t = Translator::new(prog, b, fv, helpers, OnReturn::Jump(row_done));
-    if !carried.is_empty() {
-        t.carry(Carried::new(previous.clone(), r));
+    if !carried.is_empty() || !rings.is_empty() {
+        let carried_rings = (rings.iter().zip(&ring_params))
+            .map(|(&(lane, _), &v)| CarriedRing::new(lane, v))
+            .collect();
+        t.carry(Carried::new(previous.clone(), carried_rings, r));
     }
     t.enter()?;
     t.translate_blocks()?;
@@ -633,7 +651,12 @@ fn build_batch_kernel(
         false => t.carried_now()?,
     };
     // The values the loop carries to the next row.
-    let carry_on: &[cl::Value] = if in_registers { &now } else { &[] };
+    let mut carry_on: Vec<cl::Value> = if in_registers {
+        now.clone()
+    } else {
+        Vec::new()
+    };
+    carry_on.extend(t.carried_rings_now());
     // A row declined or trapped: `r` rows returned, and the step stays at this row's.
     t.finish(|b, word| {
         store_field(b, word, bf, FRAME_STATUS);
@@ -697,18 +720,21 @@ fn build_batch_kernel(
     // Advance every cursor by one row.
     b.switch_to_block(next_row);
     let r1 = b.ins().iadd_imm_u(r, 1);
-    let step1 = b.ins().iadd_imm_u(step, 1);
     let inp1 = b.ins().iadd(inp, in_stride_bytes);
     let itag1 = b.ins().iadd(itag, in_stride);
     let olane1 = b.ins().iadd(olane, n_out_bytes);
     let otag1 = b.ins().iadd(otag, n_out);
-    let mut next = vec![r1, step1, inp1, itag1, olane1, otag1];
-    next.extend(carry_on);
+    let mut next = vec![r1, inp1, itag1, olane1, otag1];
+    next.extend(&carry_on);
     b.ins().jump(head, &args(&next));
 
     // Every row returned: the carried slots hold the last row's values (none
-    // if the batch was empty).
+    // if the batch was empty), the carried rings the last push (the state's
+    // own if it was).
     b.switch_to_block(all_done);
+    for (&(lane, _), &v) in rings.iter().zip(&ring_params) {
+        store_ring_lane(b, state, lane, v);
+    }
     if !carried.is_empty() {
         let stores = b.create_block();
         let fin = b.create_block();
@@ -723,6 +749,7 @@ fn build_batch_kernel(
         b.ins().jump(fin, &[]);
         b.switch_to_block(fin);
     }
+    let step = b.ins().iadd(step0, r);
     store_field(b, step, bf, FRAME_STEP);
     store_field(b, rows, bf, BATCH_DONE);
     store_field(b, zero, bf, FRAME_STATUS);

@@ -78,12 +78,57 @@ pub(crate) struct Carried {
     pub row: cl::Value,
     /// This row's value of each carried slot, once the body stored it.
     now: Vec<Option<cl::Value>>,
+    /// The rings of one lane kept in registers (`carried_rings`).
+    pub rings: Vec<CarriedRing>,
+}
+
+/// A ring of one lane a batch kernel keeps in a register across its rows:
+/// a row reads the previous row's push and pushes its own, so in memory
+/// every row waited on the store of the row before (store forwarding is
+/// several cycles, a register one). Its lane reaches the state when the
+/// kernel leaves.
+pub(crate) struct CarriedRing {
+    /// The ring's lane in the state.
+    pub lane: u32,
+    /// The previous row's push (the loop head's parameter; the state's lane
+    /// itself on the batch's first row, loaded before the loop).
+    pub previous: cl::Value,
+    /// This row's push, once the body made it.
+    now: Option<cl::Value>,
+}
+
+impl CarriedRing {
+    pub(crate) fn new(lane: u32, previous: cl::Value) -> CarriedRing {
+        CarriedRing {
+            lane,
+            previous,
+            now: None,
+        }
+    }
+
+    /// What the ring's lane holds at this point of the row.
+    fn current(&self) -> cl::Value {
+        self.now.unwrap_or(self.previous)
+    }
 }
 
 impl Carried {
-    pub(crate) fn new(slots: Vec<(u32, Type, Option<cl::Value>)>, row: cl::Value) -> Carried {
+    pub(crate) fn new(
+        slots: Vec<(u32, Type, Option<cl::Value>)>,
+        rings: Vec<CarriedRing>,
+        row: cl::Value,
+    ) -> Carried {
         let now = vec![None; slots.len()];
-        Carried { slots, row, now }
+        Carried {
+            slots,
+            row,
+            now,
+            rings,
+        }
+    }
+
+    fn ring(&mut self, lane: u32) -> Option<&mut CarriedRing> {
+        self.rings.iter_mut().find(|r| r.lane == lane)
     }
 
     fn position(&self, slot: u32) -> Option<usize> {
@@ -97,6 +142,8 @@ struct CarriedStub {
     block: cl::Block,
     word: u64,
     stores: Vec<ExitStore>,
+    /// Each carried ring's lane and what it holds there.
+    rings: Vec<(u32, cl::Value)>,
 }
 
 /// A carried slot at an exit: its tag, and its lane if it is carried in a
@@ -159,6 +206,44 @@ pub fn carried_slots(prog: &Program) -> Vec<(u32, Type)> {
         return Vec::new();
     }
     carried
+}
+
+/// The rings of one lane a batch kernel of `prog` can keep in registers
+/// (`CarriedRing`), with their types: none unless the program is one block,
+/// and only rings every access of which is a `ring_load` or `ring_store` of
+/// one type on that ring alone (no `load_state`, `store_state` or longer
+/// ring covers its lane).
+pub fn carried_rings(prog: &Program) -> Vec<(u32, Type)> {
+    const MAX_CARRIED_RINGS: usize = 4;
+    if prog.layout.blocks.len() != 1 {
+        return Vec::new();
+    }
+    let mut rings: Vec<(u32, Type)> = Vec::new();
+    let mut refused: Vec<u32> = Vec::new();
+    for &blk in &prog.layout.blocks {
+        for &inst in prog.layout.block_insts(blk) {
+            match *prog.inst(inst) {
+                InstData::RingLoad { ty, base, len: 1 }
+                | InstData::RingStore {
+                    ty, base, len: 1, ..
+                } => match rings.iter().find(|&&(l, _)| l == base) {
+                    Some(&(_, t)) if t != ty => refused.push(base),
+                    Some(_) => {}
+                    None => rings.push((base, ty)),
+                },
+                InstData::RingLoad { base, len, .. } | InstData::RingStore { base, len, .. } => {
+                    refused.extend(base..base.saturating_add(len));
+                }
+                InstData::LoadState { lane, .. } | InstData::StoreState { lane, .. } => {
+                    refused.push(lane);
+                }
+                _ => {}
+            }
+        }
+    }
+    rings.retain(|&(l, _)| !refused.contains(&l) && offset(l, 8).is_ok());
+    rings.truncate(MAX_CARRIED_RINGS);
+    rings
 }
 
 /// Translates one program body. Created per kernel; consumed by [`Translator::finish`].
@@ -228,6 +313,21 @@ impl<'p, 'b, 'f> Translator<'p, 'b, 'f> {
             .collect()
     }
 
+    /// Whether the ring of one lane at `lane` is carried in a register.
+    fn carries_ring(&self, lane: u32) -> bool {
+        self.carried
+            .as_ref()
+            .is_some_and(|c| c.rings.iter().any(|r| r.lane == lane))
+    }
+
+    /// The lane of each carried ring at the end of a row that returned (in
+    /// `Carried::rings` order).
+    pub(crate) fn carried_rings_now(&self) -> Vec<cl::Value> {
+        self.carried.as_ref().map_or_else(Vec::new, |c| {
+            c.rings.iter().map(CarriedRing::current).collect()
+        })
+    }
+
     /// Creates a Cranelift block (with typed parameters) for every laid-out block and
     /// jumps from the current block into the program's entry block.
     pub(crate) fn enter(&mut self) -> Result<(), CompileError> {
@@ -283,6 +383,10 @@ impl<'p, 'b, 'f> Translator<'p, 'b, 'f> {
             };
             for e in stub.stores.iter().filter(|e| e.this_row) {
                 store(self.b, e);
+            }
+            // A carried ring's value is the state's own on the first row.
+            for &(lane, v) in &stub.rings {
+                store_ring_lane(self.b, self.frame.state, lane, v);
             }
             let previous: Vec<&ExitStore> = stub.stores.iter().filter(|e| !e.this_row).collect();
             if let (Some(row), false) = (row, previous.is_empty()) {
@@ -365,10 +469,12 @@ impl<'p, 'b, 'f> Translator<'p, 'b, 'f> {
                     this_row: now.is_some(),
                 })
                 .collect();
+            let rings = c.rings.iter().map(|r| (r.lane, r.current())).collect();
             self.carried_stubs.push(CarriedStub {
                 block: blk,
                 word,
                 stores,
+                rings,
             });
             return blk;
         }
@@ -536,6 +642,21 @@ impl<'p, 'b, 'f> Translator<'p, 'b, 'f> {
                 } else {
                     self.b.ins().ireduce(want, r)
                 })
+            }
+            // A carried ring's lane is a register.
+            InstData::RingLoad { base, len: 1, .. } if self.carries_ring(base) => self
+                .carried
+                .as_mut()
+                .and_then(|c| c.ring(base))
+                .map(|r| r.current()),
+            InstData::RingStore {
+                base, len: 1, arg, ..
+            } if self.carries_ring(base) => {
+                let v = self.val(arg)?;
+                if let Some(r) = self.carried.as_mut().and_then(|c| c.ring(base)) {
+                    r.now = Some(v);
+                }
+                None
             }
             InstData::RingLoad { ty, base, len } => {
                 let (addr, off) = self.ring_addr(base, len)?;
@@ -735,6 +856,17 @@ pub(crate) fn store_tag(b: &mut FunctionBuilder<'_>, env_tags: cl::Value, slot: 
     // Slots beyond a 32-bit offset are never carried (`carried_slots`).
     let t = b.ins().iconst(types::I8, tag_of(ty) as i64);
     b.ins().store(lane_flags(), t, env_tags, slot as i32);
+}
+
+/// Stores `v` to state lane `lane` (a carried ring's; `carried_rings` keeps
+/// only lanes within a 32-bit offset).
+pub(crate) fn store_ring_lane(
+    b: &mut FunctionBuilder<'_>,
+    state: cl::Value,
+    lane: u32,
+    v: cl::Value,
+) {
+    b.ins().store(lane_flags(), v, state, lane as i32 * 8);
 }
 
 /// Stores `v`, a value of type `ty`, to environment slot `slot`, with its tag.

@@ -117,14 +117,16 @@ fn row_loop(
     (fb, Exit::Return, outs)
 }
 
-/// The batch kernel for known outputs must really carry slots in registers,
-/// and its batches must stop midway (declines and traps) with slots carried,
-/// or the comparison above passes on the generic kernel alone.
+/// The batch kernel for known outputs must really carry slots and rings of
+/// one lane in registers, and its batches must stop midway (declines and
+/// traps) with them carried, or the comparison above passes on the generic
+/// kernel alone.
 #[test]
 fn carried_batches_are_generated_and_stop_midway() {
     use proptest::strategy::ValueTree;
     let mut runner = proptest::test_runner::TestRunner::deterministic();
     let (mut carrying, mut stopped) = (0, 0);
+    let (mut ringing, mut ring_stopped) = (0, 0);
     for _ in 0..2000 {
         let (seeds, end) = arb_program().new_tree(&mut runner).unwrap().current();
         let start = arb_frame().new_tree(&mut runner).unwrap().current();
@@ -133,10 +135,12 @@ fn carried_batches_are_generated_and_stop_midway() {
             .unwrap()
             .current();
         let prog = programs::program(&seeds, end);
-        if jit::carried_slots(&prog).is_empty() {
+        let (slots, rings) = (jit::carried_slots(&prog), jit::carried_rings(&prog));
+        if slots.is_empty() && rings.is_empty() {
             continue;
         }
-        carrying += 1;
+        carrying += usize::from(!slots.is_empty());
+        ringing += usize::from(!rings.is_empty());
         let mut batch = BatchBuffers::new(&prog.decl, rows.len(), vec![0]);
         for (r, row) in rows.iter().enumerate() {
             for (slot, &v) in row.iter().enumerate() {
@@ -163,13 +167,74 @@ fn carried_batches_are_generated_and_stop_midway() {
             let exit = known.main().run_batch(&mut fb, &mut batch);
             assert_eq!((exit, &fb, &batch), (q_exit, &q_fb, &q_batch));
             if exit != Exit::Return && batch.done > 0 {
-                stopped += 1;
+                stopped += usize::from(!slots.is_empty());
+                ring_stopped += usize::from(!rings.is_empty());
             }
         }
     }
-    eprintln!("{carrying} programs carry slots, {stopped} batches stopped after a row");
-    assert!(
-        carrying > 100 && stopped > 20,
-        "{carrying} carrying, {stopped} stopped"
+    eprintln!(
+        "{carrying} programs carry slots, {stopped} batches stopped after a row; \
+         {ringing} carry rings, {ring_stopped} stopped"
     );
+    assert!(
+        carrying > 100 && stopped > 20 && ringing > 15 && ring_stopped > 5,
+        "{carrying} carrying, {stopped} stopped; {ringing} carrying rings, {ring_stopped} stopped"
+    );
+}
+
+/// A running sum (vigil's `z = default(z[1], 0) + x`) keeps its ring of one
+/// lane in a register across a batch: stopped by an overflow, by an absent
+/// input, or run to its end, from a fresh or a filled ring, the batch leaves
+/// the state, environment and outputs the quickened batch leaves.
+#[test]
+fn a_ring_carried_in_a_register_leaves_what_memory_would() {
+    let prog = scalar_ir::parse(
+        "program inputs=1 env=3 state=1 sites=1
+block0:
+    guard_input 0, i64, 0
+    v0 = load_input.i64 0
+    store_env.i64 0, v0
+    v1 = ring_load.i64 0, 1
+    store_env.i64 2, v1
+    v2 = iadd_ck v1, v0, site0
+    store_env.i64 1, v2
+    ring_store.i64 0, 1, v2
+    return
+",
+    )
+    .expect("the program parses");
+    assert_eq!(jit::carried_rings(&prog), vec![(0, scalar_ir::Type::I64)]);
+    let known = jit::compile_for_outputs(&prog, &[1, 2]).unwrap();
+    let (max, absent) = (Some(i64::MAX), None);
+    let batches: [&[Option<i64>]; 4] = [
+        &[Some(1), Some(2), Some(3), Some(4)],
+        &[Some(1), Some(2), max, Some(4)],
+        &[Some(5), Some(6), absent, Some(4)],
+        &[max],
+    ];
+    for rows in batches {
+        for ring in [0, 40] {
+            let mut start = FrameBuffers::new(&prog.decl);
+            start.set_state_i64(0, ring);
+            start.step = 7;
+            let mut batch = BatchBuffers::new(&prog.decl, rows.len(), vec![1, 2]);
+            for (r, x) in rows.iter().enumerate() {
+                batch.set_input(
+                    r,
+                    0,
+                    x.map_or(scalar_ir::Slot::Absent, scalar_ir::Slot::I64),
+                );
+            }
+            let mut quick = QuickCode::compile(&prog).unwrap();
+            let (mut q_fb, mut q_batch) = (start.clone(), batch.clone());
+            let q_exit = quick.run_batch(&mut q_fb, &mut q_batch);
+            let (mut fb, mut n_batch) = (start.clone(), batch.clone());
+            let exit = known.main().run_batch(&mut fb, &mut n_batch);
+            assert_eq!(
+                (exit, &fb, &n_batch),
+                (q_exit, &q_fb, &q_batch),
+                "{rows:?}, ring {ring}"
+            );
+        }
+    }
 }

@@ -304,9 +304,11 @@ impl FrameBuffers {
 /// The memory one invocation of a *batch kernel* works on: a [`Frame`] plus row-major
 /// input and output columns.
 ///
-/// A batch kernel runs the program once per row, in row order. Before row `r` it
-/// points `frame.inputs` / `frame.input_tags` at `in_lanes + r * in_stride` /
-/// `in_tags + r * in_stride`; the environment, state and `frame.step` are shared by
+/// A batch kernel runs the program once per row, in row order. Row `r`'s inputs
+/// are the lanes and tags at `in_lanes + r * in_stride` / `in_tags + r * in_stride`
+/// (the interpreter points `frame.inputs` / `frame.input_tags` there; native code
+/// reads them through cursors of its own and leaves those two fields as they
+/// were); the environment, state and `frame.step` are shared by
 /// all rows, so temporal state written by the program's own `store_state` /
 /// `ring_store` carries from one row to the next. When a row returns, the kernel
 /// copies environment slot `out_slots[j]` (lane and tag) to column `j` of output
