@@ -18,7 +18,7 @@
 //! the wrapped reader cannot continue after; a caller that stops early just
 //! drops the reader, and the thread ends at its next hand-over.
 
-use super::{RowReader, TraceError, TraceErrorKind, TracePosition};
+use super::{AfterRow, RowReader, TraceError, TraceErrorKind, TracePosition};
 use crate::value::Value;
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 
@@ -39,10 +39,7 @@ enum Outcome {
 /// One call's outcome with what the reader said right after it.
 struct Entry {
     outcome: Outcome,
-    can_continue: bool,
-    reset: bool,
-    position: Option<TracePosition>,
-    warnings: Vec<String>,
+    after: AfterRow,
 }
 
 /// Entries, with `width` cells per entry (those of an entry that is not a
@@ -131,24 +128,22 @@ fn read(
             let start = chunk.cells.len();
             chunk.cells.resize(start + width, None);
             let result = reader.next_row(&mut chunk.cells[start..]);
-            let can_continue = reader.can_continue();
             let outcome = match result {
                 Ok(true) => Outcome::Row,
                 Ok(false) => Outcome::End,
                 Err(e) => Outcome::Error(Box::new(e)),
             };
-            last = match outcome {
-                Outcome::Row => false,
-                Outcome::End => true,
-                Outcome::Error(_) => !can_continue,
-            };
             chunk.entries.push(Entry {
                 outcome,
-                can_continue,
-                reset: reader.take_reset(),
-                position: reader.position(),
-                warnings: reader.take_warnings(),
+                after: AfterRow::default(),
             });
+            let entry = chunk.entries.last_mut().expect("just pushed");
+            reader.after_row(&mut entry.after);
+            last = match entry.outcome {
+                Outcome::Row => false,
+                Outcome::End => true,
+                Outcome::Error(_) => !entry.after.can_continue,
+            };
         }
         if give.send(chunk).is_err() || last {
             return;
@@ -185,10 +180,10 @@ impl RowReader for ReadAhead {
         let i = self.next;
         self.next += 1;
         let entry = &mut self.chunk.entries[i];
-        self.can_continue = entry.can_continue;
-        self.reset = entry.reset;
-        self.position = entry.position;
-        self.warnings.append(&mut entry.warnings);
+        self.can_continue = entry.after.can_continue;
+        self.reset = entry.after.reset;
+        self.position = entry.after.position;
+        self.warnings.append(&mut entry.after.warnings);
         match std::mem::replace(&mut entry.outcome, Outcome::End) {
             Outcome::Row => {
                 debug_assert_eq!(row.len(), self.width, "rows of the width read");

@@ -111,6 +111,16 @@ impl fmt::Display for OpenError {
 impl std::error::Error for OpenError {}
 
 /// A source of rows.
+/// What a reader says right after a call of `next_row`
+/// ([`RowReader::after_row`]).
+#[derive(Debug, Default)]
+pub struct AfterRow {
+    pub can_continue: bool,
+    pub reset: bool,
+    pub position: Option<TracePosition>,
+    pub warnings: Vec<String>,
+}
+
 pub trait RowReader: Send {
     /// Fills `row` (one cell per declared input, already sized by the caller)
     /// with the next step's inputs. Returns `Ok(false)` at the end of the
@@ -150,6 +160,22 @@ pub trait RowReader: Send {
     /// an error, for readers over other sources).
     fn position(&self) -> Option<TracePosition> {
         None
+    }
+
+    /// Everything the reader says right after a call of `next_row` (whether
+    /// it can continue, the reset, the position, the warnings), written into
+    /// `after` in one call. Its default asks the methods above; a caller
+    /// through `dyn RowReader` (the read-ahead thread, once per row) makes
+    /// one dynamic call instead of four, and the default, compiled for each
+    /// reader, has them inlined. `after.warnings` is appended to.
+    fn after_row(&mut self, after: &mut AfterRow) {
+        after.can_continue = self.can_continue();
+        after.reset = self.take_reset();
+        after.position = self.position();
+        let warnings = self.take_warnings();
+        if !warnings.is_empty() {
+            after.warnings.extend(warnings);
+        }
     }
 
     /// The time the source itself gave the row just returned, if it gives
