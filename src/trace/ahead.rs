@@ -43,10 +43,15 @@ struct Entry {
 }
 
 /// Entries, with `width` cells per entry (those of an entry that is not a
-/// row are unused).
+/// row are unused). A chunk is reused: its first `len` entries are this
+/// hand-over's, and the entries and cells beyond stay allocated, so that
+/// the reading thread writes each row's entry in place rather than
+/// building it on its stack and copying it in (the copy's wide loads over
+/// the narrow stores just made stalled on every row).
 #[derive(Default)]
 struct Chunk {
     entries: Vec<Entry>,
+    len: usize,
     cells: Vec<Option<Value>>,
 }
 
@@ -121,23 +126,34 @@ fn read(
 ) {
     loop {
         let mut chunk = spares.try_recv().unwrap_or_default();
-        chunk.entries.clear();
-        chunk.cells.clear();
+        // The consumer took every row's cells; an entry that was not a row
+        // may have left some.
+        for cell in &mut chunk.cells {
+            *cell = None;
+        }
+        chunk.len = 0;
         let mut last = false;
-        while chunk.entries.len() < CHUNK_ROWS && !last {
-            let start = chunk.cells.len();
-            chunk.cells.resize(start + width, None);
-            let result = reader.next_row(&mut chunk.cells[start..]);
-            let outcome = match result {
+        while chunk.len < CHUNK_ROWS && !last {
+            let start = chunk.len * width;
+            if chunk.cells.len() < start + width {
+                chunk.cells.resize(start + width, None);
+            }
+            if chunk.entries.len() == chunk.len {
+                chunk.entries.push(Entry {
+                    outcome: Outcome::End,
+                    after: AfterRow::default(),
+                });
+            }
+            let result = reader.next_row(&mut chunk.cells[start..start + width]);
+            let entry = &mut chunk.entries[chunk.len];
+            chunk.len += 1;
+            entry.outcome = match result {
                 Ok(true) => Outcome::Row,
                 Ok(false) => Outcome::End,
                 Err(e) => Outcome::Error(Box::new(e)),
             };
-            chunk.entries.push(Entry {
-                outcome,
-                after: AfterRow::default(),
-            });
-            let entry = chunk.entries.last_mut().expect("just pushed");
+            // (The consumer took the warnings of the entry's last use.)
+            entry.after.warnings.clear();
             reader.after_row(&mut entry.after);
             last = match entry.outcome {
                 Outcome::Row => false,
@@ -156,7 +172,7 @@ impl RowReader for ReadAhead {
         if self.done {
             return Ok(false);
         }
-        if self.next == self.chunk.entries.len() {
+        if self.next == self.chunk.len {
             let used = std::mem::take(&mut self.chunk);
             // Returned for reuse; if the thread has ended, it is dropped.
             let _ = self.spare.try_send(used);
@@ -287,6 +303,12 @@ mod tests {
             if i % 997 == 5 {
                 csv.push_str("oops,1\n");
                 jsonl.push_str("{\"x\": \"oops\"}\n");
+            }
+            // A row malformed after a good cell, in a chunk reused after
+            // the ones before it.
+            if i % 1301 == 7 {
+                csv.push_str("7,oops,\n");
+                jsonl.push_str("{\"x\": 7, \"y\": \"oops\"}\n");
             }
             csv.push_str(&format!("{i},{},\n", i * 3));
             jsonl.push_str(&format!("{{\"x\": {i}, \"s\": \"v{i}\"}}\n"));

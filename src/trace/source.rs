@@ -190,6 +190,7 @@ impl Lines {
 
     /// Reads the next line; `false` at the end of the source. A read error is
     /// located where the line stopped.
+    #[inline]
     fn advance(&mut self) -> Result<bool, TraceError> {
         if let Held::Borrowed(len) = self.held {
             self.reader.consume(len);
@@ -232,6 +233,7 @@ impl Lines {
     }
 
     /// Counts a line of `len` bytes (terminator included) as read.
+    #[inline]
     fn count(&mut self, len: usize) {
         self.line_offset = self.offset;
         self.offset += len as u64;
@@ -239,6 +241,7 @@ impl Lines {
     }
 
     /// The current line, with its terminator.
+    #[inline]
     fn current(&mut self) -> Result<&[u8], TraceError> {
         match self.held {
             Held::Copied => Ok(&self.buf),
@@ -258,6 +261,7 @@ impl Lines {
 
     /// Returns the next line as bytes (without its terminator), its
     /// terminator, and its 1-based number; `None` at the end of the source.
+    #[inline(always)]
     pub(crate) fn next_raw(&mut self) -> Result<Option<RawLine<'_>>, TraceError> {
         if !self.advance()? {
             return Ok(None);

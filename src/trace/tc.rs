@@ -184,7 +184,8 @@ fn start_block(
         // A new block's cells are all empty: the block before was moved
         // out, or there was none.
         Rest::Plain((i, value)) => {
-            values[i] = Some(Value::Int(value));
+            let stored = put_int(&mut values[i], value);
+            debug_assert!(stored, "a new block's cells are empty");
             Ok(())
         }
     };
@@ -387,11 +388,25 @@ impl RowReader for TcReader {
 /// to the general reader (which reports a second assignment).
 fn assign_plain_int(line: &[u8], schema: &Schema, values: &mut [Option<Value>]) -> bool {
     match fast_int_assignment(line, schema) {
-        Some((i, value)) if values[i].is_none() => {
-            values[i] = Some(Value::Int(value));
+        Some((i, value)) => put_int(&mut values[i], value),
+        None => false,
+    }
+}
+
+/// Stores Int `value` into `cell` if it is empty (`false`, untouched,
+/// otherwise). Matching the empty cell first lets the store go straight
+/// into it: assigned after an `is_none` check, the value was built on the
+/// stack around the old cell's drop and copied in with one wide load over
+/// two narrow stores, which stalled store forwarding on every value (a
+/// quarter of the `.input` reader's row, profiled).
+#[inline]
+fn put_int(cell: &mut Option<Value>, value: i64) -> bool {
+    match cell {
+        None => {
+            *cell = Some(Value::Int(value));
             true
         }
-        _ => false,
+        Some(_) => false,
     }
 }
 
@@ -469,7 +484,8 @@ fn plain_header(line_no: usize, line: &[u8], schema: &Schema) -> Option<(Header,
 /// empty for the next step.
 fn move_values(values: &mut [Option<Value>], row: &mut [Option<Value>]) {
     debug_assert_eq!(values.len(), row.len(), "row sized for a different schema");
-    row.fill(None);
+    // Every cell of `row` is overwritten (so no `fill` first: it copied a
+    // `None` over each cell through a stalled wide load).
     for (r, v) in row.iter_mut().zip(values.iter_mut()) {
         *r = v.take();
     }
