@@ -502,6 +502,8 @@ impl Row {
 ///     row.set_int(y, 10)?;
 ///     let out = monitor.step_scalars(&row)?;
 ///     assert_eq!(out.get(0), Sample::Value(Value::Int(i + 10)));
+///     // The same output read as a typed scalar, with no `Sample` made.
+///     assert_eq!(out.int(0), Some(i + 10));
 /// }
 /// # Ok(())
 /// # }
