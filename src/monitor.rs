@@ -483,28 +483,26 @@ impl<'a> Outputs<'a> {
     /// outputs with it.
     #[inline]
     pub fn int(&self, i: usize) -> Option<i64> {
-        match self.state.frame_cell(self.spec.outputs[i]) {
-            (tag::I64, lane) => Some(lane as i64),
-            _ => None,
-        }
+        self.lane_tagged(i, tag::I64).map(|lane| lane as i64)
     }
 
     /// Output `i` if it holds a Float (see [`Outputs::int`]).
     #[inline]
     pub fn float(&self, i: usize) -> Option<f64> {
-        match self.state.frame_cell(self.spec.outputs[i]) {
-            (tag::F64, lane) => Some(f64::from_bits(lane)),
-            _ => None,
-        }
+        self.lane_tagged(i, tag::F64).map(f64::from_bits)
     }
 
     /// Output `i` if it holds a Bool (see [`Outputs::int`]).
     #[inline]
     pub fn bool(&self, i: usize) -> Option<bool> {
-        match self.state.frame_cell(self.spec.outputs[i]) {
-            (tag::B1, lane) => Some(lane != 0),
-            _ => None,
-        }
+        self.lane_tagged(i, tag::B1).map(|lane| lane != 0)
+    }
+
+    /// Output `i`'s lane if its tag is `t`.
+    #[inline]
+    fn lane_tagged(&self, i: usize, t: u8) -> Option<u64> {
+        let (tag, lane) = self.state.frame_cell(self.spec.outputs[i]);
+        (tag == t).then_some(lane)
     }
 
     /// Every printed output's sample, in print order.

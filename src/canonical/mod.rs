@@ -85,6 +85,7 @@ impl Cells<'_> {
 
     /// The row's lanes and tags where they are, for a whole-row kernel's
     /// frame, if the row is in frame form.
+    #[inline]
     pub fn frame(&self) -> Option<(&[u64], &[u8])> {
         match self {
             Cells::Values(_) => None,

@@ -152,6 +152,7 @@ impl WholeRuntime {
     /// where they lie for a row in frame form, else encoded into the
     /// runtime's input lanes. The kernel stores the inputs to the arena
     /// itself (the same program serves batches).
+    #[inline]
     fn inputs(&mut self, row: Cells<'_>, n: usize) -> (*const u64, *const u8) {
         match row.frame() {
             Some((lanes, tags)) if tags.len() == n => (lanes.as_ptr(), tags.as_ptr()),
@@ -1250,10 +1251,9 @@ impl Engine {
     }
 
     /// Evaluates one row given in frame form, one lane and tag per input
-    /// (scalars only: `Monitor::step_scalars`). Inlined into the caller: its
-    /// common row, a promoted native whole-row kernel with nothing around
-    /// it, reads the row's lanes where they lie and completes the row in
-    /// place; everything else goes the general way, out of line.
+    /// (scalars only: `Monitor::step_scalars`). Inlined into the caller, as
+    /// `run_cells`' short path is: a promoted whole-row kernel with nothing
+    /// around it reads the row's lanes where they lie and completes the row.
     #[inline]
     pub fn run_row_scalars(
         &mut self,
@@ -1265,27 +1265,6 @@ impl Engine {
             lanes.len() == inputs && tags.len() == inputs,
             "engine bug: a scalar row of another width"
         );
-        if let Some(w) = self.hot_whole(run)
-            && let Kernel::Native(f) = w.rt.kernel
-            && call_native(f, &w.rt, &mut run.state, (lanes.as_ptr(), tags.as_ptr()))
-                == Exit::Return.encode()
-        {
-            run.kernel_rows_done(1, &w.flag_nodes);
-            self.stats.whole_rows += 1;
-            self.stats.rows += 1;
-            return Ok(());
-        }
-        self.run_row_scalars_general(run, lanes, tags)
-    }
-
-    /// `run_row_scalars` for every row but the common one.
-    #[inline(never)]
-    fn run_row_scalars_general(
-        &mut self,
-        run: &mut Run,
-        lanes: &[u64],
-        tags: &[u8],
-    ) -> Result<(), RuntimeError> {
         self.run_cells(
             run,
             Cells::Frame {
@@ -1296,24 +1275,24 @@ impl Engine {
         )
     }
 
-    /// The whole-row kernel, when a row can go straight to it: it is
-    /// promoted, leaves no tail and no untyped input is being watched.
-    #[inline]
-    fn hot_whole(&self, run: &Run) -> Option<&WholeRuntime> {
-        let w = self.whole.as_ref()?;
-        let watching = self.speculation.as_ref().is_some_and(Speculation::watching);
-        (run.promoted[self.regions.len()] && !w.split.has_tail() && !watching).then_some(w)
-    }
-
     /// Evaluates one row, however it is given: every path of a row (values,
     /// scalars, a batch's row the batch kernel did not take) comes here.
     /// The whole-row kernel reads a row in frame form where it is, and one
     /// given as values from the engine's input lanes; the regions and the
     /// canonical tier take it as it is (`NodeState::write_input`).
+    /// The short path (`run_whole_fast`) is inlined into the callers; the
+    /// rest is out of line.
+    #[inline]
     fn run_cells(&mut self, run: &mut Run, row: Cells<'_>) -> Result<(), RuntimeError> {
         if self.run_whole_fast(run, row) {
             return Ok(());
         }
+        self.run_cells_general(run, row)
+    }
+
+    /// `run_cells` for a row the short path did not complete.
+    #[inline(never)]
+    fn run_cells_general(&mut self, run: &mut Run, row: Cells<'_>) -> Result<(), RuntimeError> {
         if self.speculation.is_some() {
             self.speculate(run, |k| row.tag(k));
         }
@@ -1334,10 +1313,14 @@ impl Engine {
     /// not store again, and pushes its rings only once the row is done).
     #[inline]
     fn run_whole_fast(&mut self, run: &mut Run, row: Cells<'_>) -> bool {
-        if self.hot_whole(run).is_none() {
+        let whole = self.regions.len();
+        let Some(w) = self.whole.as_mut() else {
+            return false;
+        };
+        let watching = self.speculation.as_ref().is_some_and(Speculation::watching);
+        if !run.promoted[whole] || w.split.has_tail() || watching {
             return false;
         }
-        let w = self.whole.as_mut().expect("hot_whole found it");
         let inputs = w.inputs(row, self.plan.spec.inputs.len());
         let returned = match &mut w.rt.kernel {
             &mut Kernel::Native(f) => {

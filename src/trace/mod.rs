@@ -110,17 +110,21 @@ impl fmt::Display for OpenError {
 
 impl std::error::Error for OpenError {}
 
-/// A source of rows.
 /// What a reader says right after a call of `next_row`
 /// ([`RowReader::after_row`]).
 #[derive(Debug, Default)]
 pub struct AfterRow {
+    /// [`RowReader::can_continue`].
     pub can_continue: bool,
+    /// [`RowReader::take_reset`].
     pub reset: bool,
+    /// [`RowReader::position`].
     pub position: Option<TracePosition>,
+    /// [`RowReader::take_warnings`].
     pub warnings: Vec<String>,
 }
 
+/// A source of rows.
 pub trait RowReader: Send {
     /// Fills `row` (one cell per declared input, already sized by the caller)
     /// with the next step's inputs. Returns `Ok(false)` at the end of the
