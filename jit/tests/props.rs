@@ -182,6 +182,31 @@ fn carried_batches_are_generated_and_stop_midway() {
     );
 }
 
+/// Every superinstruction of the quickened pair pass must be made from the
+/// random programs, or the comparisons above pass without running it.
+#[test]
+fn every_pair_superinstruction_is_generated() {
+    use proptest::strategy::ValueTree;
+    use scalar_ir::quick::{Op, PAIR_OPCODES};
+    let mut runner = proptest::test_runner::TestRunner::deterministic();
+    let mut seen = [0usize; PAIR_OPCODES.len()];
+    for _ in 0..2000 {
+        let (seeds, end) = arb_program().new_tree(&mut runner).unwrap().current();
+        let prog = programs::program(&seeds, end);
+        let quick = QuickCode::compile(&prog).expect("generated programs verify");
+        for (k, op) in PAIR_OPCODES.iter().enumerate() {
+            seen[k] += usize::from(quick.code().ops.iter().map(Op::opcode).any(|o| o == *op));
+        }
+    }
+    let rare: Vec<_> = (PAIR_OPCODES.iter().zip(seen))
+        .filter(|&(_, n)| n < 20)
+        .collect();
+    assert!(
+        rare.is_empty(),
+        "made in fewer than 20 of 2,000 programs: {rare:?}"
+    );
+}
+
 /// A running sum (vigil's `z = default(z[1], 0) + x`) keeps its ring of one
 /// lane in a register across a batch: stopped by an overflow, by an absent
 /// input, or run to its end, from a fresh or a filled ring, the batch leaves

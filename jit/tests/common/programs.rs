@@ -153,6 +153,13 @@ impl Gen<'_> {
     fn push(&mut self, v: Value) {
         let ty = self.fb.program().value_type(v).expect("typed value");
         self.pools[ti(ty)].push(v);
+        // Every fourth value is stored as soon as it is made, as a whole-row
+        // program stores its nodes: the quickened tier merges such pairs into
+        // superinstructions, which the comparisons must reach. (The slot
+        // comes from the value's number, so the seeds still mean what they did.)
+        if v.index() % 4 == 1 {
+            self.fb.store_env(ty, (v.index() as u32 / 4) % ENV, v);
+        }
     }
 
     fn site(&mut self) -> u32 {
@@ -277,6 +284,11 @@ impl Gen<'_> {
                     }
                     1 => {
                         let v = self.fb.load_env(ty, slot);
+                        // Sometimes straight into a state lane, as a whole-row
+                        // program pushes a stream's ring from its slot.
+                        if imm % 2 == 0 {
+                            self.fb.store_state(ty, (imm / 2 % STATE as u64) as u32, v);
+                        }
                         self.push(v);
                     }
                     _ => {
@@ -291,6 +303,13 @@ impl Gen<'_> {
                 let slot = (b % INPUTS as u64) as u32;
                 let ty = natural(slot as usize, a);
                 self.fb.guard_input(slot, ty, 200 + slot);
+                // Sometimes a second guard, as a whole-row program checks
+                // every input before it loads any.
+                if imm % 4 == 0 {
+                    let other = (slot + 1) % INPUTS;
+                    self.fb
+                        .guard_input(other, natural(other as usize, imm / 4), 200 + other);
+                }
                 let v = self.fb.load_input(ty, slot);
                 self.push(v);
             }

@@ -13,6 +13,10 @@
 //! - an `icmp`/`bcmp`/`fcmp` whose only use is the `brif` right after it becomes a
 //!   compare-and-branch.
 //!
+//! A pair pass ([`fuse`]) then merges two adjacent instructions into one where no
+//! branch lands on the second: an operation and the `store_env` of its result, a
+//! `load_env` and the `store_state` of it, two input guards.
+//!
 //! Branch targets are resolved by emitting twice: the first pass learns where every
 //! block and edge stub starts, the second emits with those positions. Both passes run
 //! the same deterministic code, so the positions agree.
@@ -514,6 +518,7 @@ pub(crate) fn lower(prog: &Program) -> Code {
     };
     let (_, first) = e.emit(&Positions::default());
     let (mut code, _) = e.emit(&first);
+    code.ops = fuse(code.ops);
     code.nregs = prog.values.len() as u32 + max_params as u32;
     code.consts = e
         .consts
@@ -522,4 +527,172 @@ pub(crate) fn lower(prog: &Program) -> Code {
         .filter_map(|(i, c)| c.map(|bits| (Reg(i as u32), bits)))
         .collect();
     code
+}
+
+/// The superinstruction that runs `a` and then `b`, if there is one.
+fn pair(a: Op, b: Op) -> Option<Op> {
+    use Op::*;
+    if let GuardInput { slot, tag, reason } = a {
+        return match b {
+            GuardInput {
+                slot: slot2,
+                tag: tag2,
+                reason: reason2,
+            } => Some(GuardInput2 {
+                slot,
+                tag,
+                reason,
+                slot2,
+                tag2,
+                reason2,
+            }),
+            _ => None,
+        };
+    }
+    if let (LoadEnv { dst, slot }, StoreState { lane, src }) = (a, b) {
+        return (src == dst).then_some(LoadEnvStoreState { dst, slot, lane });
+    }
+    // Otherwise only an operation followed by the store of its own result.
+    let StoreEnv {
+        slot: env,
+        src,
+        tag,
+    } = b
+    else {
+        return None;
+    };
+    Some(match a {
+        LoadInput { dst, slot } if dst == src => LoadInputSt {
+            dst,
+            slot,
+            env,
+            tag,
+        },
+        LoadState { dst, lane } if dst == src => LoadStateSt {
+            dst,
+            lane,
+            env,
+            tag,
+        },
+        IaddCk { dst, a, b, site } if dst == src => IaddCkSt {
+            dst,
+            a,
+            b,
+            site,
+            env,
+            tag,
+        },
+        IaddCkImm { dst, a, imm, site } if dst == src => IaddCkImmSt {
+            dst,
+            a,
+            imm,
+            site,
+            env,
+            tag,
+        },
+        IsubCk { dst, a, b, site } if dst == src => IsubCkSt {
+            dst,
+            a,
+            b,
+            site,
+            env,
+            tag,
+        },
+        IsubCkImm { dst, a, imm, site } if dst == src => IsubCkImmSt {
+            dst,
+            a,
+            imm,
+            site,
+            env,
+            tag,
+        },
+        ImulCk { dst, a, b, site } if dst == src => ImulCkSt {
+            dst,
+            a,
+            b,
+            site,
+            env,
+            tag,
+        },
+        ImulCkImm { dst, a, imm, site } if dst == src => ImulCkImmSt {
+            dst,
+            a,
+            imm,
+            site,
+            env,
+            tag,
+        },
+        Select { dst, c, a, b } if dst == src => SelectSt {
+            dst,
+            c,
+            a,
+            b,
+            env,
+            tag,
+        },
+        Fadd { dst, a, b } if dst == src => FaddSt {
+            dst,
+            a,
+            b,
+            env,
+            tag,
+        },
+        Fsub { dst, a, b } if dst == src => FsubSt {
+            dst,
+            a,
+            b,
+            env,
+            tag,
+        },
+        Fmul { dst, a, b } if dst == src => FmulSt {
+            dst,
+            a,
+            b,
+            env,
+            tag,
+        },
+        Fdiv { dst, a, b } if dst == src => FdivSt {
+            dst,
+            a,
+            b,
+            env,
+            tag,
+        },
+        _ => return None,
+    })
+}
+
+/// Merges adjacent pairs (see [`pair`]), left to right, and renumbers every
+/// branch target. A pair is merged only when no branch lands on its second
+/// instruction, so every path still runs both halves in order; a merged
+/// instruction is not merged again.
+fn fuse(ops: Vec<Op>) -> Vec<Op> {
+    let mut target = vec![false; ops.len() + 1];
+    for op in &ops {
+        let mut op = *op;
+        op.for_each_target(|pc| target[pc.0 as usize] = true);
+    }
+    // `new_pc[old]`: where the old instruction's first effect now starts.
+    let mut new_pc = vec![0u32; ops.len() + 1];
+    let mut out: Vec<Op> = Vec::with_capacity(ops.len());
+    let mut k = 0;
+    while k < ops.len() {
+        new_pc[k] = out.len() as u32;
+        match ops.get(k + 1).filter(|_| !target[k + 1]) {
+            Some(&next) if let Some(both) = pair(ops[k], next) => {
+                new_pc[k + 1] = out.len() as u32;
+                out.push(both);
+                k += 2;
+            }
+            _ => {
+                out.push(ops[k]);
+                k += 1;
+            }
+        }
+    }
+    new_pc[ops.len()] = out.len() as u32;
+    for op in &mut out {
+        op.for_each_target(|pc| pc.0 = new_pc[pc.0 as usize]);
+    }
+    out
 }

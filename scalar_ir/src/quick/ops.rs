@@ -31,6 +31,10 @@ pub struct Tag(pub u8);
 /// How one operand is shown by the disassembler.
 trait Operand {
     fn show(&self, out: &mut String);
+    /// The operand as a branch target, if it is one (only [`Pc`] is).
+    fn pc_mut(&mut self) -> Option<&mut Pc> {
+        None
+    }
 }
 
 impl Operand for Reg {
@@ -41,6 +45,9 @@ impl Operand for Reg {
 impl Operand for Pc {
     fn show(&self, out: &mut String) {
         let _ = write!(out, "@{}", self.0);
+    }
+    fn pc_mut(&mut self) -> Option<&mut Pc> {
+        Some(self)
     }
 }
 impl Operand for Site {
@@ -133,6 +140,14 @@ fn st<T>(s: &mut [T], i: usize, v: T) {
     unsafe { *s.get_unchecked_mut(i) = v }
 }
 
+/// Stores a lane and its tag into an environment slot (`store_env`'s body,
+/// shared with the superinstructions that end in it).
+#[inline(always)]
+fn put(fr: &mut FrameRef<'_>, slot: u32, v: u64, tag: Tag) {
+    st(fr.env, slot as usize, v);
+    st(fr.env_tags, slot as usize, tag.0);
+}
+
 #[inline(always)]
 fn f(x: u64) -> f64 {
     f64::from_bits(x)
@@ -213,6 +228,17 @@ macro_rules! define_ops {
             }
         }
 
+        impl Op {
+            /// Calls `f` on every branch target of the instruction.
+            pub fn for_each_target(&mut self, mut f: impl FnMut(&mut Pc)) {
+                match self {
+                    $(Op::$Name { $($field),* } => {
+                        $( if let Some(pc) = Operand::pc_mut($field) { f(pc); } )*
+                    })*
+                }
+            }
+        }
+
         impl fmt::Display for Op {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 let mut s = String::new();
@@ -270,6 +296,26 @@ impl Code {
     }
 }
 
+/// The superinstructions the pair pass makes (the last group of the table),
+/// for tests that must see each of them run.
+pub const PAIR_OPCODES: [Opcode; 15] = [
+    Opcode::GuardInput2,
+    Opcode::LoadInputSt,
+    Opcode::LoadStateSt,
+    Opcode::LoadEnvStoreState,
+    Opcode::IaddCkSt,
+    Opcode::IaddCkImmSt,
+    Opcode::IsubCkSt,
+    Opcode::IsubCkImmSt,
+    Opcode::ImulCkSt,
+    Opcode::ImulCkImmSt,
+    Opcode::SelectSt,
+    Opcode::FaddSt,
+    Opcode::FsubSt,
+    Opcode::FmulSt,
+    Opcode::FdivSt,
+];
+
 /// Disassembles code: the preloaded constants, then one numbered line per instruction.
 pub fn disasm(code: &Code) -> String {
     let mut s = String::new();
@@ -303,7 +349,7 @@ define_ops! {
     load_input_guarded LoadInputGuarded(dst: Reg, slot: u32, tag: Tag, reason: u32) => { if ld(fr.input_tags, slot as usize) != tag.0 { return Exit::Decline(reason); } r[dst] = ld(fr.inputs, slot as usize); }
     load_env LoadEnv(dst: Reg, slot: u32) => { r[dst] = ld(fr.env, slot as usize); }
     load_env_guarded LoadEnvGuarded(dst: Reg, slot: u32, tag: Tag, reason: u32) => { if ld(fr.env_tags, slot as usize) != tag.0 { return Exit::Decline(reason); } r[dst] = ld(fr.env, slot as usize); }
-    store_env StoreEnv(slot: u32, src: Reg, tag: Tag) => { st(fr.env, slot as usize, r[src]); st(fr.env_tags, slot as usize, tag.0); }
+    store_env StoreEnv(slot: u32, src: Reg, tag: Tag) => { put(fr, slot, r[src], tag); }
     load_state LoadState(dst: Reg, lane: u32) => { r[dst] = ld(fr.state, lane as usize); }
     store_state StoreState(lane: u32, src: Reg) => { st(fr.state, lane as usize, r[src]); }
     ring_load RingLoad(dst: Reg, base: u32, len: u32) => { r[dst] = ld(fr.state, (base as u64 + fr.step % len as u64) as usize); }
@@ -394,4 +440,27 @@ define_ops! {
     br_fcmp_le BrFcmpLe(a: Reg, b: Reg, then_pc: Pc, else_pc: Pc) => { pc = if f(r[a]) <= f(r[b]) { then_pc.0 } else { else_pc.0 } as usize; }
     br_fcmp_gt BrFcmpGt(a: Reg, b: Reg, then_pc: Pc, else_pc: Pc) => { pc = if f(r[a]) > f(r[b]) { then_pc.0 } else { else_pc.0 } as usize; }
     br_fcmp_ge BrFcmpGe(a: Reg, b: Reg, then_pc: Pc, else_pc: Pc) => { pc = if f(r[a]) >= f(r[b]) { then_pc.0 } else { else_pc.0 } as usize; }
+    // Superinstructions made by the pair pass (`compile::fuse`): an
+    // instruction and the one after it, when no branch lands between them.
+    // The whole-row program stores almost every value right after computing
+    // it (a later canonical row may hold it), so the `_st` forms end in the
+    // `store_env` of the result; each body is its two instructions' bodies.
+    guard_input2 GuardInput2(slot: u32, tag: Tag, reason: u32, slot2: u32, tag2: Tag, reason2: u32) => {
+        if ld(fr.input_tags, slot as usize) != tag.0 { return Exit::Decline(reason); }
+        if ld(fr.input_tags, slot2 as usize) != tag2.0 { return Exit::Decline(reason2); }
+    }
+    load_input_st LoadInputSt(dst: Reg, slot: u32, env: u32, tag: Tag) => { let v = ld(fr.inputs, slot as usize); r[dst] = v; put(fr, env, v, tag); }
+    load_state_st LoadStateSt(dst: Reg, lane: u32, env: u32, tag: Tag) => { let v = ld(fr.state, lane as usize); r[dst] = v; put(fr, env, v, tag); }
+    load_env_store_state LoadEnvStoreState(dst: Reg, slot: u32, lane: u32) => { let v = ld(fr.env, slot as usize); r[dst] = v; st(fr.state, lane as usize, v); }
+    iadd_ck_st IaddCkSt(dst: Reg, a: Reg, b: Reg, site: Site, env: u32, tag: Tag) => { let v = ck!(i(r[a]).checked_add(i(r[b])), site); r[dst] = v; put(fr, env, v, tag); }
+    iadd_ck_imm_st IaddCkImmSt(dst: Reg, a: Reg, imm: i64, site: Site, env: u32, tag: Tag) => { let v = ck!(i(r[a]).checked_add(imm), site); r[dst] = v; put(fr, env, v, tag); }
+    isub_ck_st IsubCkSt(dst: Reg, a: Reg, b: Reg, site: Site, env: u32, tag: Tag) => { let v = ck!(i(r[a]).checked_sub(i(r[b])), site); r[dst] = v; put(fr, env, v, tag); }
+    isub_ck_imm_st IsubCkImmSt(dst: Reg, a: Reg, imm: i64, site: Site, env: u32, tag: Tag) => { let v = ck!(i(r[a]).checked_sub(imm), site); r[dst] = v; put(fr, env, v, tag); }
+    imul_ck_st ImulCkSt(dst: Reg, a: Reg, b: Reg, site: Site, env: u32, tag: Tag) => { let v = ck!(i(r[a]).checked_mul(i(r[b])), site); r[dst] = v; put(fr, env, v, tag); }
+    imul_ck_imm_st ImulCkImmSt(dst: Reg, a: Reg, imm: i64, site: Site, env: u32, tag: Tag) => { let v = ck!(i(r[a]).checked_mul(imm), site); r[dst] = v; put(fr, env, v, tag); }
+    select_st SelectSt(dst: Reg, c: Reg, a: Reg, b: Reg, env: u32, tag: Tag) => { let v = if r[c] != 0 { r[a] } else { r[b] }; r[dst] = v; put(fr, env, v, tag); }
+    fadd_st FaddSt(dst: Reg, a: Reg, b: Reg, env: u32, tag: Tag) => { let v = fb(f(r[a]) + f(r[b])); r[dst] = v; put(fr, env, v, tag); }
+    fsub_st FsubSt(dst: Reg, a: Reg, b: Reg, env: u32, tag: Tag) => { let v = fb(f(r[a]) - f(r[b])); r[dst] = v; put(fr, env, v, tag); }
+    fmul_st FmulSt(dst: Reg, a: Reg, b: Reg, env: u32, tag: Tag) => { let v = fb(f(r[a]) * f(r[b])); r[dst] = v; put(fr, env, v, tag); }
+    fdiv_st FdivSt(dst: Reg, a: Reg, b: Reg, env: u32, tag: Tag) => { let v = fb(f(r[a]) / f(r[b])); r[dst] = v; put(fr, env, v, tag); }
 }

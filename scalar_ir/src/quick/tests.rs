@@ -616,6 +616,51 @@ block2:
     .assert_eq(&code.disasm());
 }
 
+/// The pair pass merges an operation with the store of its result and two
+/// guards, but never across a branch target (the loop's header begins with a
+/// store of a value made just before it), and it renumbers the branches.
+#[test]
+fn pairs_merge_except_across_branch_targets() {
+    let prog = crate::text::parse(
+        "program inputs=2 env=2 state=0 sites=1
+block0:
+    guard_input 0, i64, 1
+    guard_input 1, b1, 2
+    v0 = load_input.i64 0
+    store_env.i64 1, v0
+    v1 = iadd_ck v0, v0, site0
+    jump block1
+block1:
+    store_env.i64 0, v1
+    v2 = load_input.b1 1
+    brif v2, block1, block2
+block2:
+    return
+",
+    )
+    .unwrap();
+    let mut code = QuickCode::compile(&prog).unwrap();
+    expect![[r#"
+        regs 3
+           0: guard_input2 0, i64, 1, 1, b1, 2
+           1: load_input_st r0, 0, 1, i64
+           2: iadd_ck r1, r0, r0, site0
+           3: store_env 0, r1, i64
+           4: load_input r2, 1
+           5: brif r2, @3, @6
+           6: ret
+    "#]]
+    .assert_eq(&code.disasm());
+    let mut fb = FrameBuffers::new(&prog.decl);
+    fb.set_input(0, Slot::I64(3));
+    fb.set_input(1, Slot::B1(false));
+    assert_eq!(code.run(&mut fb), Exit::Return);
+    assert_eq!((fb.env(0), fb.env(1)), (Slot::I64(6), Slot::I64(3)));
+    // The second guard of the pair still declines with its own reason.
+    fb.set_input(1, Slot::I64(0));
+    assert_eq!(code.run(&mut fb), Exit::Decline(2));
+}
+
 #[test]
 fn disassembly_of_loop_shows_moves() {
     let code = QuickCode::compile(&loop_program_swapping()).unwrap();
