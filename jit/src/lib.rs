@@ -47,7 +47,7 @@ mod translate;
 pub use module::{
     BatchFn, FuncHandle, JitModule, NativeCode, NativeFn, RowFn, compile, compile_for_outputs,
 };
-pub use translate::{carried_rings, carried_slots};
+pub use translate::{Share, carried_rings, carried_sharing, carried_slots};
 
 use scalar_ir::VerifierErrors;
 use std::fmt;

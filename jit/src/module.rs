@@ -4,8 +4,9 @@
 use crate::CompileError;
 use crate::helpers::Helper;
 use crate::translate::{
-    Carried, CarriedRing, FrameVals, OnReturn, Translator, carried_rings, carried_slots, cl_type,
-    helpers_used, lane_flags, offset, store_lane_and_tag, store_ring_lane, store_tag,
+    Carried, CarriedRing, FrameVals, OnReturn, Share, Translator, carried_rings, carried_sharing,
+    carried_slots, cl_type, helpers_used, lane_flags, offset, store_lane_and_tag, store_ring_lane,
+    store_tag,
 };
 use cranelift_codegen::Context;
 use cranelift_codegen::ir::{self as cl, AbiParam, BlockArg, InstBuilder, UserFuncName, types};
@@ -508,6 +509,7 @@ fn build_row_kernel(
         state: load_field(b, frame, FRAME_STATE, true),
         step: load_field(b, frame, FRAME_STEP, true),
         windows: load_field(b, frame, FRAME_WINDOWS, true),
+        reload_from: None,
     };
     let mut t = Translator::new(prog, b, fv, helpers, OnReturn::Return { frame });
     t.enter()?;
@@ -520,14 +522,21 @@ fn build_row_kernel(
 }
 
 /// The batch kernel: the body inlined in a loop over the rows (contract: see
-/// [`BatchFrame`]). Loop-carried values live in block parameters: the row number
-/// and the four column cursors, each advanced by one row per iteration (the step
-/// is the first row's plus the row number: a counter of its own was one more
-/// value for the register allocator, which spilled it, so that every row waited
-/// on a store and a reload),
-/// and, when the output slots are known (`outputs`), the environment slots the
-/// kernel keeps in registers (`translate::carried_slots`): those are stored
-/// only when it leaves, and the outputs are written from registers.
+/// [`BatchFrame`]). Loop-carried values live in block parameters, and as few
+/// as possible, because the register allocator spills what does not fit and
+/// every row then waits on a store and a reload:
+/// - the row number, from which the row's input and output lanes and tags
+///   are addressed, and the step computed (the first row's plus it);
+/// - when the output slots are known (`outputs`), the environment slots the
+///   kernel keeps in registers (`translate::carried_slots`), stored only
+///   when it leaves, with the outputs written from registers; slots holding
+///   what another slot or a carried ring holds share its parameter
+///   (`translate::carried_sharing`);
+/// - the carried rings (`translate::carried_rings`).
+///
+/// The environment, state and step pointers are used only when a row
+/// leaves early or the batch ends, so those paths load them from the frame
+/// again instead of keeping them in registers across the loop.
 fn build_batch_kernel(
     b: &mut FunctionBuilder<'_>,
     prog: &Program,
@@ -562,27 +571,19 @@ fn build_batch_kernel(
     let out_tags = load_field(b, bf, BATCH_OUT_TAGS, true);
     let out_slots = load_field(b, bf, BATCH_OUT_SLOTS, true);
     let n_out = load_field(b, bf, BATCH_N_OUT, true);
-    let in_stride_bytes = b.ins().ishl_imm_u(in_stride, 3);
-    let n_out_bytes = b.ins().ishl_imm_u(n_out, 3);
     let zero = b.ins().iconst(i64t, 0);
     // A few carried lanes live in registers; more would spill, so then
     // only their tags wait for the exit (see `Carried`).
     let in_registers = carried.len() <= max_in_registers;
-    // Before the first row completes, a carried slot's "previous row" value
-    // is never stored (the environment holds it): any value will do.
-    let initial: Vec<cl::Value> = match in_registers {
-        true => carried
-            .iter()
-            .map(|&(_, ty)| match ty {
-                Type::F64 => b.ins().f64const(0.0),
-                Type::I64 | Type::B1 => b.ins().iconst(i64t, 0),
-            })
-            .collect(),
+    let shares = match in_registers {
+        true => carried_sharing(prog, &carried, &rings),
         false => Vec::new(),
     };
 
-    // head(r, in lane cursor, in tag cursor, out lane cursor, out tag cursor,
-    // carried slots…)
+    // head(r, own carried slots…, carried rings…): the row number is the
+    // only cursor (the inputs and outputs of row `r` are addressed from it),
+    // and slots that hold what another slot or a ring holds share its
+    // parameter (`carried_sharing`), so few values live across rows.
     let head = b.create_block();
     let row = b.create_block();
     let row_done = b.create_block();
@@ -590,13 +591,10 @@ fn build_batch_kernel(
     let copy_one = b.create_block();
     let next_row = b.create_block();
     let all_done = b.create_block();
-    let p: Vec<cl::Value> = (0..5).map(|_| b.append_block_param(head, i64t)).collect();
-    let (r, inp, itag, olane, otag) = (p[0], p[1], p[2], p[3], p[4]);
-    let previous: Vec<(u32, Type, Option<cl::Value>)> = carried
-        .iter()
-        .map(|&(slot, ty)| {
-            let param = in_registers.then(|| b.append_block_param(head, cl_type(ty)));
-            (slot, ty, param)
+    let r = b.append_block_param(head, i64t);
+    let own: Vec<Option<cl::Value>> = (carried.iter().zip(&shares))
+        .map(|(&(_, ty), share)| {
+            (*share == Share::Own).then(|| b.append_block_param(head, cl_type(ty)))
         })
         .collect();
     // Carried rings follow the slots: their lanes as the state holds them
@@ -605,11 +603,31 @@ fn build_batch_kernel(
         .iter()
         .map(|&(_, ty)| b.append_block_param(head, cl_type(ty)))
         .collect();
+    let previous: Vec<(u32, Type, Option<cl::Value>)> = (carried.iter().enumerate())
+        .map(|(i, &(slot, ty))| {
+            let param = match shares.get(i) {
+                None => None,
+                Some(Share::Own) => own[i],
+                Some(&Share::Slot(j)) => own[j],
+                Some(&Share::Ring(k)) => Some(ring_params[k]),
+            };
+            (slot, ty, param)
+        })
+        .collect();
     let j = b.append_block_param(copy, i64t);
     let args =
         |vs: &[cl::Value]| -> Vec<BlockArg> { vs.iter().map(|&v| BlockArg::Value(v)).collect() };
-    let mut first = vec![zero, in_lanes, in_tags, out_lanes, out_tags];
-    first.extend(&initial);
+    // Before the first row completes, a carried slot's "previous row" value
+    // is never stored (the environment holds it): any value will do.
+    let mut first = vec![zero];
+    for (&(_, ty), p) in carried.iter().zip(&own) {
+        if p.is_some() {
+            first.push(match ty {
+                Type::F64 => b.ins().f64const(0.0),
+                Type::I64 | Type::B1 => b.ins().iconst(i64t, 0),
+            });
+        }
+    }
     for &(lane, ty) in &rings {
         let v = b
             .ins()
@@ -628,6 +646,10 @@ fn build_batch_kernel(
     // frame's input pointers are not kept up to date: nothing reads them).
     b.switch_to_block(row);
     let step = b.ins().iadd(step0, r);
+    let at = b.ins().imul(r, in_stride);
+    let at8 = b.ins().ishl_imm_u(at, 3);
+    let inp = b.ins().iadd(in_lanes, at8);
+    let itag = b.ins().iadd(in_tags, at);
     let fv = FrameVals {
         inputs: inp,
         input_tags: itag,
@@ -636,6 +658,7 @@ fn build_batch_kernel(
         state,
         step,
         windows,
+        reload_from: Some(bf),
     };
     let mut t = Translator::new(prog, b, fv, helpers, OnReturn::Jump(row_done));
     if !carried.is_empty() || !rings.is_empty() {
@@ -651,14 +674,16 @@ fn build_batch_kernel(
         false => t.carried_now()?,
     };
     // The values the loop carries to the next row.
-    let mut carry_on: Vec<cl::Value> = if in_registers {
-        now.clone()
-    } else {
-        Vec::new()
-    };
+    let mut carry_on: Vec<cl::Value> = (now.iter().zip(&own))
+        .filter_map(|(&v, p)| p.map(|_| v))
+        .collect();
     carry_on.extend(t.carried_rings_now());
     // A row declined or trapped: `r` rows returned, and the step stays at this row's.
     t.finish(|b, word| {
+        // The frame's step is still the first row's (the loop keeps it
+        // nowhere else; see `FrameVals::reload_from`).
+        let step = load_field(b, bf, FRAME_STEP, false);
+        let step = b.ins().iadd(step, r);
         store_field(b, word, bf, FRAME_STATUS);
         store_field(b, step, bf, FRAME_STEP);
         store_field(b, r, bf, BATCH_DONE);
@@ -666,6 +691,15 @@ fn build_batch_kernel(
     });
 
     b.switch_to_block(row_done);
+    // Row `r`'s output lanes and tags (a kernel for known outputs has
+    // exactly that many; see `NativeFn::run_batch_frame`).
+    let at = match outputs {
+        Some(o) => b.ins().imul_imm_u(r, o.len() as i64),
+        None => b.ins().imul(r, n_out),
+    };
+    let at8 = b.ins().ishl_imm_u(at, 3);
+    let olane = b.ins().iadd(out_lanes, at8);
+    let otag = b.ins().iadd(out_tags, at);
     match outputs {
         // The row returned: write each output, from its register if the
         // kernel carries it, else from the environment.
@@ -720,11 +754,7 @@ fn build_batch_kernel(
     // Advance every cursor by one row.
     b.switch_to_block(next_row);
     let r1 = b.ins().iadd_imm_u(r, 1);
-    let inp1 = b.ins().iadd(inp, in_stride_bytes);
-    let itag1 = b.ins().iadd(itag, in_stride);
-    let olane1 = b.ins().iadd(olane, n_out_bytes);
-    let otag1 = b.ins().iadd(otag, n_out);
-    let mut next = vec![r1, inp1, itag1, olane1, otag1];
+    let mut next = vec![r1];
     next.extend(&carry_on);
     b.ins().jump(head, &args(&next));
 
@@ -732,6 +762,14 @@ fn build_batch_kernel(
     // if the batch was empty), the carried rings the last push (the state's
     // own if it was).
     b.switch_to_block(all_done);
+    // As in the stubs, the pointers are loaded again rather than kept
+    // live across the loop.
+    let (env, env_tags, state, step0) = (
+        load_field(b, bf, FRAME_ENV, true),
+        load_field(b, bf, FRAME_ENV_TAGS, true),
+        load_field(b, bf, FRAME_STATE, true),
+        load_field(b, bf, FRAME_STEP, false),
+    );
     for (&(lane, _), &v) in rings.iter().zip(&ring_params) {
         store_ring_lane(b, state, lane, v);
     }

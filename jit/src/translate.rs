@@ -52,6 +52,10 @@ pub(crate) struct FrameVals {
     pub state: cl::Value,
     pub step: cl::Value,
     pub windows: cl::Value,
+    /// A batch kernel's frame: its cold exit stubs load the environment
+    /// and state pointers from it again, so the loop does not keep them in
+    /// registers for the stubs alone (most rows never leave early).
+    pub reload_from: Option<cl::Value>,
 }
 
 /// What the program's `return` becomes.
@@ -246,6 +250,92 @@ pub fn carried_rings(prog: &Program) -> Vec<(u32, Type)> {
     rings
 }
 
+/// Where a batch kernel keeps a carried slot's previous-row value between
+/// rows (see `carried_sharing`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Share {
+    /// A loop parameter of its own.
+    Own,
+    /// The parameter of an earlier carried slot (by position in
+    /// `carried_slots`) that every row stores the same value into.
+    Slot(usize),
+    /// The parameter of a carried ring (by position in `carried_rings`)
+    /// whose push every row is the value the slot is stored.
+    Ring(usize),
+}
+
+/// For each of `carried` (from `carried_slots`), which loop parameter can
+/// hold its previous-row value. Slots whose last store in the row is of the
+/// same value share one, and a slot whose last store is what a carried ring
+/// (of `rings`) pushes last uses the ring's: the value a parameter holds at
+/// a row's start is then the same for all of them from the batch's second
+/// row on (the program is one block, so every returning row makes each of
+/// its stores and pushes), and on its first row a slot's previous value is
+/// never read (the environment holds it) while the ring's is the state's
+/// lane. Fewer loop-carried values leave the loop's registers to the row.
+pub fn carried_sharing(
+    prog: &Program,
+    carried: &[(u32, Type)],
+    rings: &[(u32, Type)],
+) -> Vec<Share> {
+    // What each value is, seen through a load of a slot this row stored
+    // before it (the translator gives such a load the stored value).
+    let mut same_as: Vec<Option<Value>> = vec![None; prog.values.len()];
+    let resolve = |same_as: &[Option<Value>], v: Value| same_as[v.index()].unwrap_or(v);
+    let mut stored: Vec<(u32, Vec<Value>)> = Vec::new();
+    let mut pushed: Vec<(u32, Vec<Value>)> = Vec::new();
+    fn record(list: &mut Vec<(u32, Vec<Value>)>, key: u32, v: Value) {
+        match list.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, vs)) => vs.push(v),
+            None => list.push((key, vec![v])),
+        }
+    }
+    for &blk in &prog.layout.blocks {
+        for &inst in prog.layout.block_insts(blk) {
+            match *prog.inst(inst) {
+                InstData::StoreEnv { slot, arg, .. } => {
+                    let v = resolve(&same_as, arg);
+                    record(&mut stored, slot, v);
+                }
+                InstData::LoadEnv { slot, .. } => {
+                    let last = stored.iter().find(|(s, _)| *s == slot);
+                    if let (Some((_, vs)), Some(r)) = (last, prog.result(inst)) {
+                        same_as[r.index()] = vs.last().copied();
+                    }
+                }
+                InstData::RingStore {
+                    base, len: 1, arg, ..
+                } => {
+                    let v = resolve(&same_as, arg);
+                    record(&mut pushed, base, v);
+                }
+                _ => {}
+            }
+        }
+    }
+    // What a slot or ring holds when a row ends: its last store or push.
+    let last = |list: &[(u32, Vec<Value>)], key: u32| {
+        (list.iter().find(|(k, _)| *k == key)).and_then(|(_, vs)| vs.last().copied())
+    };
+    let mut shares: Vec<Share> = Vec::with_capacity(carried.len());
+    for (i, &(slot, _)) in carried.iter().enumerate() {
+        let share = last(&stored, slot).and_then(|v| {
+            let ring = rings
+                .iter()
+                .position(|&(lane, _)| last(&pushed, lane) == Some(v));
+            let earlier = (carried[..i].iter())
+                .position(|&(s, _)| last(&stored, s) == Some(v))
+                .map(|j| match shares[j] {
+                    Share::Own => Share::Slot(j),
+                    shared => shared,
+                });
+            ring.map(Share::Ring).or(earlier)
+        });
+        shares.push(share.unwrap_or(Share::Own));
+    }
+    shares
+}
+
 /// Translates one program body. Created per kernel; consumed by [`Translator::finish`].
 pub(crate) struct Translator<'p, 'b, 'f> {
     prog: &'p Program,
@@ -376,7 +466,21 @@ impl<'p, 'b, 'f> Translator<'p, 'b, 'f> {
         let row = self.carried.as_ref().map(|c| c.row);
         for stub in self.carried_stubs {
             self.b.switch_to_block(stub.block);
-            let (env, env_tags) = (self.frame.env, self.frame.env_tags);
+            let (env, env_tags, state) = match self.frame.reload_from {
+                Some(frame) => {
+                    let flags = lane_flags().with_readonly();
+                    let mut field = |off: usize| {
+                        let off = i32::try_from(off).expect("frame fields are near its start");
+                        self.b.ins().load(types::I64, flags, frame, off)
+                    };
+                    (
+                        field(scalar_ir::frame::FRAME_ENV),
+                        field(scalar_ir::frame::FRAME_ENV_TAGS),
+                        field(scalar_ir::frame::FRAME_STATE),
+                    )
+                }
+                None => (self.frame.env, self.frame.env_tags, self.frame.state),
+            };
             let store = |b: &mut FunctionBuilder<'_>, e: &ExitStore| match e.value {
                 Some(v) => store_lane_and_tag(b, env, env_tags, e.slot, e.ty, v),
                 None => store_tag(b, env_tags, e.slot, e.ty),
@@ -386,7 +490,7 @@ impl<'p, 'b, 'f> Translator<'p, 'b, 'f> {
             }
             // A carried ring's value is the state's own on the first row.
             for &(lane, v) in &stub.rings {
-                store_ring_lane(self.b, self.frame.state, lane, v);
+                store_ring_lane(self.b, state, lane, v);
             }
             let previous: Vec<&ExitStore> = stub.stores.iter().filter(|e| !e.this_row).collect();
             if let (Some(row), false) = (row, previous.is_empty()) {

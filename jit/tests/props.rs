@@ -127,6 +127,7 @@ fn carried_batches_are_generated_and_stop_midway() {
     let mut runner = proptest::test_runner::TestRunner::deterministic();
     let (mut carrying, mut stopped) = (0, 0);
     let (mut ringing, mut ring_stopped) = (0, 0);
+    let (mut sharing_slots, mut sharing_rings) = (0, 0);
     for _ in 0..2000 {
         let (seeds, end) = arb_program().new_tree(&mut runner).unwrap().current();
         let start = arb_frame().new_tree(&mut runner).unwrap().current();
@@ -141,6 +142,9 @@ fn carried_batches_are_generated_and_stop_midway() {
         }
         carrying += usize::from(!slots.is_empty());
         ringing += usize::from(!rings.is_empty());
+        let shares = jit::carried_sharing(&prog, &slots, &rings);
+        sharing_slots += usize::from(shares.iter().any(|s| matches!(s, jit::Share::Slot(_))));
+        sharing_rings += usize::from(shares.iter().any(|s| matches!(s, jit::Share::Ring(_))));
         let mut batch = BatchBuffers::new(&prog.decl, rows.len(), vec![0]);
         for (r, row) in rows.iter().enumerate() {
             for (slot, &v) in row.iter().enumerate() {
@@ -174,7 +178,8 @@ fn carried_batches_are_generated_and_stop_midway() {
     }
     eprintln!(
         "{carrying} programs carry slots, {stopped} batches stopped after a row; \
-         {ringing} carry rings, {ring_stopped} stopped"
+         {ringing} carry rings, {ring_stopped} stopped; \
+         {sharing_slots} share a slot's register, {sharing_rings} a ring's"
     );
     assert!(
         carrying > 100 && stopped > 20 && ringing > 15 && ring_stopped > 5,
@@ -208,27 +213,42 @@ fn every_pair_superinstruction_is_generated() {
 }
 
 /// A running sum (vigil's `z = default(z[1], 0) + x`) keeps its ring of one
-/// lane in a register across a batch: stopped by an overflow, by an absent
-/// input, or run to its end, from a fresh or a filled ring, the batch leaves
-/// the state, environment and outputs the quickened batch leaves.
+/// lane in a register across a batch, and its slots in the registers they
+/// share: stopped by an overflow, by an absent input, or run to its end,
+/// from a fresh or a filled ring, the batch leaves the state, environment
+/// and outputs the quickened batch leaves.
 #[test]
 fn a_ring_carried_in_a_register_leaves_what_memory_would() {
     let prog = scalar_ir::parse(
-        "program inputs=1 env=3 state=1 sites=1
+        "program inputs=1 env=4 state=1 sites=1
 block0:
     guard_input 0, i64, 0
     v0 = load_input.i64 0
     store_env.i64 0, v0
     v1 = ring_load.i64 0, 1
     store_env.i64 2, v1
+    store_env.i64 3, v1
     v2 = iadd_ck v1, v0, site0
     store_env.i64 1, v2
-    ring_store.i64 0, 1, v2
+    v3 = load_env.i64 1
+    ring_store.i64 0, 1, v3
     return
 ",
     )
     .expect("the program parses");
     assert_eq!(jit::carried_rings(&prog), vec![(0, scalar_ir::Type::I64)]);
+    // Slots 2 and 3 (`z[1]` as two nodes) share a register, and slot 1
+    // (`z`, read back to be pushed, as a whole-row program does) the ring's.
+    let slots = jit::carried_slots(&prog);
+    assert_eq!(
+        jit::carried_sharing(&prog, &slots, &jit::carried_rings(&prog)),
+        [
+            jit::Share::Own,
+            jit::Share::Own,
+            jit::Share::Slot(1),
+            jit::Share::Ring(0)
+        ]
+    );
     let known = jit::compile_for_outputs(&prog, &[1, 2]).unwrap();
     let (max, absent) = (Some(i64::MAX), None);
     let batches: [&[Option<i64>]; 4] = [
