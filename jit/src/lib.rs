@@ -45,7 +45,8 @@ mod module;
 mod translate;
 
 pub use module::{
-    BatchFn, FuncHandle, JitModule, NativeCode, NativeFn, RowFn, compile, compile_for_outputs,
+    BatchFn, BatchKernel, FuncHandle, JitModule, NativeCode, NativeFn, RowFn, compile,
+    compile_for_outputs,
 };
 pub use translate::{Share, carried_rings, carried_sharing, carried_slots};
 

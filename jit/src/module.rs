@@ -4,9 +4,9 @@
 use crate::CompileError;
 use crate::helpers::Helper;
 use crate::translate::{
-    Carried, CarriedRing, FrameVals, OnReturn, Share, Translator, carried_rings, carried_sharing,
-    carried_slots, cl_type, helpers_used, lane_flags, offset, store_lane_and_tag, store_ring_lane,
-    store_tag,
+    Carried, CarriedRing, FrameVals, OnReturn, Previous, Share, Translator, carried_rings,
+    carried_sharing, carried_slots, cl_type, helpers_used, lane_flags, offset, store_lane_and_tag,
+    store_ring_lane, store_tag,
 };
 use cranelift_codegen::Context;
 use cranelift_codegen::ir::{self as cl, AbiParam, BlockArg, InstBuilder, UserFuncName, types};
@@ -17,6 +17,7 @@ use cranelift_module::{FuncId, Linkage, Module, ModuleReloc, default_libcall_nam
 use scalar_ir::frame::*;
 use scalar_ir::{BatchBuffers, BatchFrame, Decl, Exit, Frame, FrameBuffers, Program, Type, verify};
 use std::marker::PhantomData;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// A compiled row kernel: runs the program once on a frame and returns the exit word.
@@ -61,6 +62,9 @@ struct Declared {
     /// The output slots its batch kernel was compiled for, if any
     /// ([`JitModule::compile_for_outputs`]).
     outputs: Option<Box<[u32]>>,
+    /// The output tags its batch kernel leaves for after its loop
+    /// (`tags_after_loop`).
+    tags_after: Option<Arc<[u8]>>,
 }
 
 /// A module being compiled: programs go in with [`JitModule::compile`], native code
@@ -281,6 +285,7 @@ impl JitModule {
             self.define(id, prog, &helpers, Kernel::Batch(outputs))?;
         }
         declared.outputs = outputs.map(|(o, _)| Box::from(o));
+        declared.tags_after = outputs.and_then(|(o, _)| tags_after_loop(prog, o));
         self.funcs.push(declared);
         Ok(FuncHandle(self.funcs.len() - 1))
     }
@@ -312,6 +317,7 @@ impl JitModule {
             batch,
             decl: prog.decl,
             outputs: None,
+            tags_after: None,
         })
     }
 
@@ -384,7 +390,10 @@ impl JitModule {
                 unsafe {
                     Compiled {
                         row: std::mem::transmute::<*const u8, RowFn>(row),
-                        batch: batch.map(|b| std::mem::transmute::<*const u8, BatchFn>(b)),
+                        batch: batch.map(|b| BatchKernel {
+                            f: std::mem::transmute::<*const u8, BatchFn>(b),
+                            tags_after: d.tags_after.clone(),
+                        }),
                         decl: d.decl,
                         outputs,
                     }
@@ -572,13 +581,18 @@ fn build_batch_kernel(
     let out_slots = load_field(b, bf, BATCH_OUT_SLOTS, true);
     let n_out = load_field(b, bf, BATCH_N_OUT, true);
     let zero = b.ins().iconst(i64t, 0);
-    // A few carried lanes live in registers; more would spill, so then
-    // only their tags wait for the exit (see `Carried`).
-    let in_registers = carried.len() <= max_in_registers;
-    let shares = match in_registers {
-        true => carried_sharing(prog, &carried, &rings),
-        false => Vec::new(),
-    };
+    // Where each carried slot's previous-row value waits (`Previous`): an
+    // output's in the output batch, which every row writes anyway; a slot
+    // holding what another holds or a ring pushes, where that one's does;
+    // the others in registers of their own if they are few, else (they
+    // would spill) in the environment, stored on every row.
+    let shares = carried_sharing(prog, &carried, &rings);
+    let column =
+        |slot: u32| (outputs.unwrap_or_default().iter().position(|&s| s == slot)).map(|c| c as u32);
+    let own_count = (carried.iter().zip(&shares))
+        .filter(|&(&(slot, _), share)| *share == Share::Own && column(slot).is_none())
+        .count();
+    let in_registers = own_count <= max_in_registers;
 
     // head(r, own carried slots…, carried rings…): the row number is the
     // only cursor (the inputs and outputs of row `r` are addressed from it),
@@ -593,8 +607,9 @@ fn build_batch_kernel(
     let all_done = b.create_block();
     let r = b.append_block_param(head, i64t);
     let own: Vec<Option<cl::Value>> = (carried.iter().zip(&shares))
-        .map(|(&(_, ty), share)| {
-            (*share == Share::Own).then(|| b.append_block_param(head, cl_type(ty)))
+        .map(|(&(slot, ty), share)| {
+            let register = *share == Share::Own && column(slot).is_none() && in_registers;
+            register.then(|| b.append_block_param(head, cl_type(ty)))
         })
         .collect();
     // Carried rings follow the slots: their lanes as the state holds them
@@ -603,15 +618,19 @@ fn build_batch_kernel(
         .iter()
         .map(|&(_, ty)| b.append_block_param(head, cl_type(ty)))
         .collect();
-    let previous: Vec<(u32, Type, Option<cl::Value>)> = (carried.iter().enumerate())
+    let previous: Vec<(u32, Type, Previous)> = (carried.iter().enumerate())
         .map(|(i, &(slot, ty))| {
-            let param = match shares.get(i) {
-                None => None,
-                Some(Share::Own) => own[i],
-                Some(&Share::Slot(j)) => own[j],
-                Some(&Share::Ring(k)) => Some(ring_params[k]),
+            // (`Share::Slot` names an earlier slot, whose own is decided.)
+            let holder = match shares[i] {
+                Share::Slot(j) => j,
+                _ => i,
             };
-            (slot, ty, param)
+            let previous = match (column(slot), column(carried[holder].0), shares[i]) {
+                (Some(c), ..) | (None, Some(c), _) => Previous::Output(c),
+                (None, None, Share::Ring(k)) => Previous::Register(ring_params[k]),
+                (None, None, _) => own[holder].map_or(Previous::Memory, Previous::Register),
+            };
+            (slot, ty, previous)
         })
         .collect();
     let j = b.append_block_param(copy, i64t);
@@ -665,7 +684,8 @@ fn build_batch_kernel(
         let carried_rings = (rings.iter().zip(&ring_params))
             .map(|(&(lane, _), &v)| CarriedRing::new(lane, v))
             .collect();
-        t.carry(Carried::new(previous.clone(), carried_rings, r));
+        let columns = outputs.map_or(0, |o| o.len() as u32);
+        t.carry(Carried::new(previous.clone(), columns, carried_rings, r));
     }
     t.enter()?;
     t.translate_blocks()?;
@@ -690,6 +710,8 @@ fn build_batch_kernel(
         b.ins().return_(&[word]);
     });
 
+    // With every output carried, `BatchKernel::run` writes the tags.
+    let tags_after = outputs.is_some_and(|o| tags_after_loop(prog, o).is_some());
     b.switch_to_block(row_done);
     // Row `r`'s output lanes and tags (a kernel for known outputs has
     // exactly that many; see `NativeFn::run_batch_frame`).
@@ -710,8 +732,10 @@ fn build_batch_kernel(
                 match carried.iter().position(|&(s, _)| s == slot) {
                     Some(i) => {
                         b.ins().store(flags, now[i], olane, lane_off);
-                        let tag = b.ins().iconst(types::I8, tag_of(carried[i].1) as i64);
-                        b.ins().store(flags, tag, otag, tag_off);
+                        if !tags_after {
+                            let tag = b.ins().iconst(types::I8, tag_of(carried[i].1) as i64);
+                            b.ins().store(flags, tag, otag, tag_off);
+                        }
                     }
                     None => {
                         let lane = b.ins().load(i64t, flags, env, offset(slot, 8)?);
@@ -778,10 +802,22 @@ fn build_batch_kernel(
         let fin = b.create_block();
         b.ins().brif(r, stores, &[], fin, &[]);
         b.switch_to_block(stores);
+        // The last row's output lanes, for slots kept there.
+        let last = b.ins().iadd_imm_s(r, -1);
+        let columns = outputs.map_or(0, |o| o.len() as i64);
+        let last_row = b.ins().imul_imm_u(last, columns);
+        let last_row8 = b.ins().ishl_imm_u(last_row, 3);
+        let last_lanes = b.ins().iadd(out_lanes, last_row8);
         for &(slot, ty, v) in &previous {
             match v {
-                Some(v) => store_lane_and_tag(b, env, env_tags, slot, ty, v),
-                None => store_tag(b, env_tags, slot, ty),
+                Previous::Register(v) => store_lane_and_tag(b, env, env_tags, slot, ty, v),
+                Previous::Output(c) => {
+                    let v = b
+                        .ins()
+                        .load(cl_type(ty), lane_flags(), last_lanes, offset(c, 8)?);
+                    store_lane_and_tag(b, env, env_tags, slot, ty, v);
+                }
+                Previous::Memory => store_tag(b, env_tags, slot, ty),
             }
         }
         b.ins().jump(fin, &[]);
@@ -796,6 +832,23 @@ fn build_batch_kernel(
     Ok(())
 }
 
+/// The output tags (one per output, in order) that the batch kernel for
+/// known `outputs` does not write on every row, when there are such: when
+/// every output is a carried slot (`carried_slots`), each column's tag is
+/// its type's on every row that returns, so [`BatchKernel::run`] writes the
+/// tags of the rows done after the loop, at memory speed; byte stores in
+/// the loop took a store slot per output and row (and a register for the
+/// tag column).
+fn tags_after_loop(prog: &Program, outputs: &[u32]) -> Option<Arc<[u8]>> {
+    let carried = carried_slots(prog);
+    (outputs.iter())
+        .map(|&slot| {
+            let &(_, ty) = carried.iter().find(|&&(s, _)| s == slot)?;
+            Some(tag_of(ty))
+        })
+        .collect()
+}
+
 /// The most slots a batch kernel carries in registers from row to row (see
 /// `translate::Carried`): beyond it, the register allocator spills them.
 const MAX_CARRIED_IN_REGISTERS: usize = 8;
@@ -804,7 +857,7 @@ const MAX_CARRIED_IN_REGISTERS: usize = 8;
 #[derive(Clone)]
 struct Compiled {
     row: RowFn,
-    batch: Option<BatchFn>,
+    batch: Option<BatchKernel>,
     decl: Decl,
     outputs: Option<Box<[u32]>>,
 }
@@ -825,7 +878,7 @@ impl NativeCode {
         let c = &self.funcs[h.0];
         NativeFn {
             row: c.row,
-            batch: c.batch,
+            batch: c.batch.as_ref(),
             decl: c.decl,
             outputs: c.outputs.as_deref(),
             _code: PhantomData,
@@ -866,11 +919,70 @@ impl std::fmt::Debug for NativeCode {
     }
 }
 
+/// A batch kernel, and the output tags it leaves for after its loop
+/// (`tags_after_loop`). Valid only while the [`NativeCode`] it came from
+/// lives.
+#[derive(Clone)]
+pub struct BatchKernel {
+    f: BatchFn,
+    tags_after: Option<Arc<[u8]>>,
+}
+
+impl BatchKernel {
+    /// Runs the kernel over a raw batch frame; returns the exit word of the
+    /// row that stopped the batch (0 if every row returned), also stored in
+    /// `frame.status`. The output tags of every row done are written when
+    /// it returns, whether by the loop or after it.
+    ///
+    /// # Safety
+    /// As [`NativeFn::run_batch_frame`]; and the [`NativeCode`] the kernel
+    /// came from must still live.
+    #[inline]
+    pub unsafe fn run(&self, batch: *mut BatchFrame) -> u64 {
+        // SAFETY: forwarded from the caller.
+        let word = unsafe { (self.f)(batch) };
+        if let Some(tags) = &self.tags_after {
+            // SAFETY: the caller's contract makes `out_tags` valid for
+            // `rows * n_out` tags, `n_out` is `tags.len()` (the outputs the
+            // kernel was compiled for), and the kernel did at most `rows`.
+            unsafe {
+                let b = &*batch;
+                assert!(
+                    b.done <= b.rows,
+                    "engine bug: a batch kernel did more rows than asked"
+                );
+                let done = b.done as usize * tags.len();
+                fill_tags(std::slice::from_raw_parts_mut(b.out_tags, done), tags);
+            }
+        }
+        word
+    }
+}
+
+/// Writes `tags` (one per output column) on every row of `out`, row-major:
+/// the first row, then copies of what is written, doubling.
+fn fill_tags(out: &mut [u8], tags: &[u8]) {
+    match tags {
+        [] => {}
+        &[tag] => out.fill(tag),
+        _ => {
+            let first = out.len().min(tags.len());
+            out[..first].copy_from_slice(&tags[..first]);
+            let mut filled = first;
+            while filled < out.len() {
+                let n = filled.min(out.len() - filled);
+                out.copy_within(..n, filled);
+                filled += n;
+            }
+        }
+    }
+}
+
 /// A callable compiled program, borrowing the [`NativeCode`] that owns its machine code.
 #[derive(Clone, Copy)]
 pub struct NativeFn<'a> {
     row: RowFn,
-    batch: Option<BatchFn>,
+    batch: Option<&'a BatchKernel>,
     decl: Decl,
     /// The output slots its batch kernel was compiled for, if any: its
     /// batches must name exactly these.
@@ -890,12 +1002,11 @@ impl NativeFn<'_> {
         self.row
     }
 
-    /// The raw batch kernel (`None` for a program compiled with
-    /// [`JitModule::compile_row`]). Calling it is subject to
-    /// [`NativeFn::run_batch_frame`]'s contract and valid only while the
-    /// [`NativeCode`] lives.
-    pub fn batch_fn(&self) -> Option<BatchFn> {
-        self.batch
+    /// The batch kernel (`None` for a program compiled with
+    /// [`JitModule::compile_row`]), valid only while the [`NativeCode`]
+    /// lives (see [`BatchKernel::run`]).
+    pub fn batch_kernel(&self) -> Option<BatchKernel> {
+        self.batch.cloned()
     }
 
     /// Runs the program on owned frame buffers and records the exit in `fb.status`
@@ -966,11 +1077,11 @@ impl NativeFn<'_> {
     /// ([`JitModule::compile_row`]).
     #[inline]
     pub unsafe fn run_batch_frame(&self, batch: *mut BatchFrame) -> u64 {
-        let f = self
+        let k = self
             .batch
             .expect("a program compiled with `compile_row` has no batch kernel");
-        // SAFETY: forwarded from the caller.
-        unsafe { f(batch) }
+        // SAFETY: forwarded from the caller; `self` borrows the code.
+        unsafe { k.run(batch) }
     }
 }
 
@@ -986,4 +1097,23 @@ impl std::fmt::Debug for NativeFn<'_> {
 #[inline]
 fn decode(word: u64) -> Exit {
     Exit::decode(word).expect("compiled code returned a well-formed exit word")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fill_tags;
+
+    #[test]
+    fn tags_are_filled_row_by_row() {
+        for rows in [0, 1, 2, 3, 7, 64, 1000] {
+            for tags in [&[][..], &[2], &[2, 3], &[2, 4, 3, 2, 2, 2, 2, 2, 4]] {
+                let mut out = vec![0u8; rows * tags.len() + 5];
+                let n = rows * tags.len();
+                fill_tags(&mut out[..n], tags);
+                let want: Vec<u8> = (0..rows).flat_map(|_| tags.iter().copied()).collect();
+                assert_eq!(&out[..n], &want[..], "{rows} rows of {tags:?}");
+                assert_eq!(&out[n..], &[0; 5], "past the rows done");
+            }
+        }
+    }
 }

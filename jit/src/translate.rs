@@ -16,7 +16,7 @@ use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::immediates::Ieee64;
 use cranelift_codegen::ir::{self as cl, BlockArg, InstBuilder, MemFlagsData, types};
 use cranelift_frontend::FunctionBuilder;
-use scalar_ir::frame::tag_of;
+use scalar_ir::frame::{BATCH_OUT_LANES, tag_of};
 use scalar_ir::ir::*;
 use scalar_ir::{Exit, TrapKind};
 use std::collections::HashMap;
@@ -67,23 +67,37 @@ pub(crate) enum OnReturn {
     Jump(cl::Block),
 }
 
-/// Environment slots a batch kernel keeps in registers across its rows
-/// instead of storing them on every row (see `carried_slots`): their values
-/// reach the environment only when the kernel leaves.
+/// Environment slots a batch kernel keeps out of the environment across its
+/// rows instead of storing them on every row (see `carried_slots`): their
+/// values reach the environment only when the kernel leaves.
 pub(crate) struct Carried {
-    /// Each carried slot, its type, and, if its lane is carried in a
-    /// register (few slots), its value of the previous row (the loop head's
-    /// parameter; meaningless before the batch's first row completes, when
-    /// the environment still holds it). With many slots, registers would
-    /// spill: their lanes are stored on every row as usual, and only their
-    /// tags, the same on every row, wait for the exit.
-    pub slots: Vec<(u32, Type, Option<cl::Value>)>,
+    /// Each carried slot, its type, and where its value of the previous row
+    /// is while a row runs (meaningless before the batch's first row
+    /// completes, when the environment still holds it).
+    pub slots: Vec<(u32, Type, Previous)>,
+    /// The number of output columns (the output batch's row stride), for
+    /// slots whose previous value is in the output batch.
+    pub columns: u32,
     /// The batch's row number (the loop head's), 0 on its first row.
     pub row: cl::Value,
     /// This row's value of each carried slot, once the body stored it.
     now: Vec<Option<cl::Value>>,
     /// The rings of one lane kept in registers (`carried_rings`).
     pub rings: Vec<CarriedRing>,
+}
+
+/// Where a carried slot's value of the previous row is while a row runs.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Previous {
+    /// In a register: the loop head's parameter.
+    Register(cl::Value),
+    /// In the output batch, at this column of the previous row (the slot is
+    /// an output, whose lane every returning row writes there anyway).
+    Output(u32),
+    /// In the environment: with many slots, registers would spill, so the
+    /// lane is stored on every row as usual, and only its tag, the same on
+    /// every row, waits for the exit.
+    Memory,
 }
 
 /// A ring of one lane a batch kernel keeps in a register across its rows:
@@ -118,13 +132,15 @@ impl CarriedRing {
 
 impl Carried {
     pub(crate) fn new(
-        slots: Vec<(u32, Type, Option<cl::Value>)>,
+        slots: Vec<(u32, Type, Previous)>,
+        columns: u32,
         rings: Vec<CarriedRing>,
         row: cl::Value,
     ) -> Carried {
         let now = vec![None; slots.len()];
         Carried {
             slots,
+            columns,
             row,
             now,
             rings,
@@ -150,14 +166,23 @@ struct CarriedStub {
     rings: Vec<(u32, cl::Value)>,
 }
 
-/// A carried slot at an exit: its tag, and its lane if it is carried in a
-/// register (this row's, if the row stored it before the exit, else the
-/// previous row's); `None` when the lane is in the environment already.
+/// A carried slot at an exit: its tag, and its lane: this row's if the row
+/// stored it before the exit, else the previous row's (see `Previous`).
 struct ExitStore {
     slot: u32,
     ty: Type,
-    value: Option<cl::Value>,
+    lane: ExitLane,
     this_row: bool,
+}
+
+/// Where an exit stub finds a carried slot's lane.
+#[derive(Clone, Copy)]
+enum ExitLane {
+    Value(cl::Value),
+    /// The previous row's output batch, at this column.
+    Output(u32),
+    /// The environment has it already.
+    InEnv,
 }
 
 /// The slots a batch kernel of `prog` can carry in registers (`Carried`), in
@@ -481,9 +506,29 @@ impl<'p, 'b, 'f> Translator<'p, 'b, 'f> {
                 }
                 None => (self.frame.env, self.frame.env_tags, self.frame.state),
             };
-            let store = |b: &mut FunctionBuilder<'_>, e: &ExitStore| match e.value {
-                Some(v) => store_lane_and_tag(b, env, env_tags, e.slot, e.ty, v),
-                None => store_tag(b, env_tags, e.slot, e.ty),
+            let columns = self.carried.as_ref().map_or(0, |c| c.columns);
+            let (frame, row_now) = (self.frame.reload_from, row);
+            let store = |b: &mut FunctionBuilder<'_>, e: &ExitStore| match e.lane {
+                ExitLane::Value(v) => store_lane_and_tag(b, env, env_tags, e.slot, e.ty, v),
+                ExitLane::Output(column) => {
+                    // Only on a row after the first (see below): the row
+                    // before's output lane `column`.
+                    let (Some(frame), Some(row)) = (frame, row_now) else {
+                        unreachable!("a slot kept in the output batch has a batch frame");
+                    };
+                    let flags = lane_flags().with_readonly();
+                    let lanes = b
+                        .ins()
+                        .load(types::I64, flags, frame, BATCH_OUT_LANES as i32);
+                    let before = b.ins().iadd_imm_s(row, -1);
+                    let at = b.ins().imul_imm_u(before, i64::from(columns));
+                    let at = b.ins().iadd_imm_u(at, i64::from(column));
+                    let at8 = b.ins().ishl_imm_u(at, 3);
+                    let addr = b.ins().iadd(lanes, at8);
+                    let v = b.ins().load(cl_type(e.ty), lane_flags(), addr, 0);
+                    store_lane_and_tag(b, env, env_tags, e.slot, e.ty, v)
+                }
+                ExitLane::InEnv => store_tag(b, env_tags, e.slot, e.ty),
             };
             for e in stub.stores.iter().filter(|e| e.this_row) {
                 store(self.b, e);
@@ -569,7 +614,12 @@ impl<'p, 'b, 'f> Translator<'p, 'b, 'f> {
                 .map(|(&(slot, ty, previous), now)| ExitStore {
                     slot,
                     ty,
-                    value: previous.map(|p| now.unwrap_or(p)),
+                    lane: match (previous, now) {
+                        (Previous::Memory, _) => ExitLane::InEnv,
+                        (_, &Some(v)) => ExitLane::Value(v),
+                        (Previous::Register(v), None) => ExitLane::Value(v),
+                        (Previous::Output(column), None) => ExitLane::Output(column),
+                    },
                     this_row: now.is_some(),
                 })
                 .collect();
@@ -684,7 +734,7 @@ impl<'p, 'b, 'f> Translator<'p, 'b, 'f> {
                     .ok_or_else(|| internal("checked above"))?;
                 let i = c.position(slot).ok_or_else(|| internal("checked above"))?;
                 c.now[i] = Some(v);
-                if c.slots[i].2.is_none() {
+                if let Previous::Memory = c.slots[i].2 {
                     // The lane is not carried in a register: to memory.
                     let off = offset(slot, 8)?;
                     self.b.ins().store(flags, v, self.frame.env, off);

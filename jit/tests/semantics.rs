@@ -378,8 +378,8 @@ fn row_only_programs_have_no_batch_kernel() {
     let row = m.compile_row(&prog).unwrap();
     let both = m.compile(&prog).unwrap();
     let code = m.finalize().unwrap();
-    assert!(code.func(row).batch_fn().is_none());
-    assert!(code.func(both).batch_fn().is_some());
+    assert!(code.func(row).batch_kernel().is_none());
+    assert!(code.func(both).batch_kernel().is_some());
     for h in [row, both] {
         let mut f = FrameBuffers::new(&prog.decl);
         assert_eq!(code.func(h).run(&mut f), Exit::Return);

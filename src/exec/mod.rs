@@ -257,11 +257,11 @@ impl PackedRuntime {
 }
 
 /// The whole-row program's batch kernel.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 enum BatchKernel {
     /// Not compiled yet: the first batch compiles it.
     Deferred,
-    Ready(jit::BatchFn),
+    Ready(jit::BatchKernel),
     /// None: the row kernel is not native, or Cranelift declined the batch
     /// kernel (batches then run row by row).
     Unavailable,
@@ -1537,7 +1537,7 @@ impl Engine {
         let compiled = jit::JitModule::new().and_then(|mut module| {
             let h = module.compile_for_outputs(&w.rt.lowered.program, &outputs)?;
             let code = module.finalize()?;
-            Ok((code.func(h).batch_fn(), code))
+            Ok((code.func(h).batch_kernel(), code))
         });
         w.batch = match compiled {
             Ok((Some(f), code)) => {
@@ -1568,7 +1568,7 @@ impl Engine {
         let whole = self.whole_index();
         self.ensure_batch_kernel();
         let w = self.whole.as_mut()?;
-        let BatchKernel::Ready(f) = w.batch else {
+        let BatchKernel::Ready(kernel) = &w.batch else {
             return None;
         };
         if batch.width != self.plan.spec.inputs.len()
@@ -1607,7 +1607,7 @@ impl Engine {
         // slots, and exactly those the kernel was compiled for (`outputs`
         // above and in `ensure_batch_kernel` are both the plan's outputs).
         // The native code lives as long as the engine.
-        unsafe { f(&mut bf) };
+        unsafe { kernel.run(&mut bf) };
         let done = bf.done as usize;
         assert_eq!(
             bf.frame.step,
