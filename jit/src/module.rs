@@ -599,7 +599,6 @@ fn build_batch_kernel(
     // and slots that hold what another slot or a ring holds share its
     // parameter (`carried_sharing`), so few values live across rows.
     let head = b.create_block();
-    let row = b.create_block();
     let row_done = b.create_block();
     let copy = b.create_block();
     let copy_one = b.create_block();
@@ -653,17 +652,22 @@ fn build_batch_kernel(
             .load(cl_type(ty), lane_flags(), state, offset(lane, 8)?);
         first.push(v);
     }
-    b.ins().jump(head, &args(&first));
+    // The loop is rotated: the test for more rows closes each row (one
+    // branch a row), so `all_done` is entered from here (no rows) and from
+    // the last row, with the loop's values as its parameters.
+    let head_params = b.func.dfg.block_params(head).to_vec();
+    let done_params: Vec<cl::Value> = (head_params.iter())
+        .map(|&p| {
+            let ty = b.func.dfg.value_type(p);
+            b.append_block_param(all_done, ty)
+        })
+        .collect();
+    b.ins()
+        .brif(rows, head, &args(&first), all_done, &args(&first));
 
-    b.switch_to_block(head);
-    let more = b
-        .ins()
-        .icmp(cl::condcodes::IntCC::UnsignedLessThan, r, rows);
-    b.ins().brif(more, row, &[], all_done, &[]);
-
-    // One row: the body, reading the row's inputs at the cursors (the
+    // One row: the body, reading the row's inputs from row `r` (the
     // frame's input pointers are not kept up to date: nothing reads them).
-    b.switch_to_block(row);
+    b.switch_to_block(head);
     let step = b.ins().iadd(step0, r);
     let at = b.ins().imul(r, in_stride);
     let at8 = b.ins().ishl_imm_u(at, 3);
@@ -780,12 +784,23 @@ fn build_batch_kernel(
     let r1 = b.ins().iadd_imm_u(r, 1);
     let mut next = vec![r1];
     next.extend(&carry_on);
-    b.ins().jump(head, &args(&next));
+    let more = b
+        .ins()
+        .icmp(cl::condcodes::IntCC::UnsignedLessThan, r1, rows);
+    b.ins()
+        .brif(more, head, &args(&next), all_done, &args(&next));
 
     // Every row returned: the carried slots hold the last row's values (none
     // if the batch was empty), the carried rings the last push (the state's
     // own if it was).
     b.switch_to_block(all_done);
+    // The loop's values here: what the head's parameters held for the row
+    // that would have come next.
+    let done = |v: cl::Value| {
+        let i = head_params.iter().position(|&p| p == v);
+        i.map_or(v, |i| done_params[i])
+    };
+    let r = done(r);
     // As in the stubs, the pointers are loaded again rather than kept
     // live across the loop.
     let (env, env_tags, state, step0) = (
@@ -795,7 +810,7 @@ fn build_batch_kernel(
         load_field(b, bf, FRAME_STEP, false),
     );
     for (&(lane, _), &v) in rings.iter().zip(&ring_params) {
-        store_ring_lane(b, state, lane, v);
+        store_ring_lane(b, state, lane, done(v));
     }
     if !carried.is_empty() {
         let stores = b.create_block();
@@ -810,7 +825,7 @@ fn build_batch_kernel(
         let last_lanes = b.ins().iadd(out_lanes, last_row8);
         for &(slot, ty, v) in &previous {
             match v {
-                Previous::Register(v) => store_lane_and_tag(b, env, env_tags, slot, ty, v),
+                Previous::Register(v) => store_lane_and_tag(b, env, env_tags, slot, ty, done(v)),
                 Previous::Output(c) => {
                     let v = b
                         .ins()
