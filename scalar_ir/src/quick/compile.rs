@@ -529,137 +529,64 @@ pub(crate) fn lower(prog: &Program) -> Code {
     code
 }
 
+/// The `_st` superinstruction of `$a` followed by a store of its result
+/// (`$src`, to environment slot `$env` with tag `$tag`): one line per
+/// operation, naming the operands it carries over.
+macro_rules! then_store {
+    ($a:expr, $src:expr, $env:expr, $tag:expr; $($Op:ident => $OpSt:ident { $($f:ident),* };)*) => {
+        match $a {
+            $(Op::$Op { dst, $($f),* } if dst == $src => Some(Op::$OpSt { dst, $($f,)* env: $env, tag: $tag }),)*
+            _ => None,
+        }
+    };
+}
+
 /// The superinstruction that runs `a` and then `b`, if there is one.
 fn pair(a: Op, b: Op) -> Option<Op> {
-    use Op::*;
-    if let GuardInput { slot, tag, reason } = a {
-        return match b {
-            GuardInput {
+    match (a, b) {
+        (
+            Op::GuardInput { slot, tag, reason },
+            Op::GuardInput {
                 slot: slot2,
                 tag: tag2,
                 reason: reason2,
-            } => Some(GuardInput2 {
-                slot,
-                tag,
-                reason,
-                slot2,
-                tag2,
-                reason2,
-            }),
-            _ => None,
-        };
-    }
-    if let (LoadEnv { dst, slot }, StoreState { lane, src }) = (a, b) {
-        return (src == dst).then_some(LoadEnvStoreState { dst, slot, lane });
-    }
-    // Otherwise only an operation followed by the store of its own result.
-    let StoreEnv {
-        slot: env,
-        src,
-        tag,
-    } = b
-    else {
-        return None;
-    };
-    Some(match a {
-        LoadInput { dst, slot } if dst == src => LoadInputSt {
-            dst,
+            },
+        ) => Some(Op::GuardInput2 {
             slot,
-            env,
             tag,
-        },
-        LoadState { dst, lane } if dst == src => LoadStateSt {
-            dst,
-            lane,
-            env,
-            tag,
-        },
-        IaddCk { dst, a, b, site } if dst == src => IaddCkSt {
-            dst,
+            reason,
+            slot2,
+            tag2,
+            reason2,
+        }),
+        (Op::LoadEnv { dst, slot }, Op::StoreState { lane, src }) if src == dst => {
+            Some(Op::LoadEnvStoreState { dst, slot, lane })
+        }
+        // An operation followed by the store of its own result.
+        (
             a,
-            b,
-            site,
-            env,
-            tag,
+            Op::StoreEnv {
+                slot: env,
+                src,
+                tag,
+            },
+        ) => then_store! { a, src, env, tag;
+            LoadInput => LoadInputSt { slot };
+            LoadState => LoadStateSt { lane };
+            IaddCk => IaddCkSt { a, b, site };
+            IaddCkImm => IaddCkImmSt { a, imm, site };
+            IsubCk => IsubCkSt { a, b, site };
+            IsubCkImm => IsubCkImmSt { a, imm, site };
+            ImulCk => ImulCkSt { a, b, site };
+            ImulCkImm => ImulCkImmSt { a, imm, site };
+            Select => SelectSt { c, a, b };
+            Fadd => FaddSt { a, b };
+            Fsub => FsubSt { a, b };
+            Fmul => FmulSt { a, b };
+            Fdiv => FdivSt { a, b };
         },
-        IaddCkImm { dst, a, imm, site } if dst == src => IaddCkImmSt {
-            dst,
-            a,
-            imm,
-            site,
-            env,
-            tag,
-        },
-        IsubCk { dst, a, b, site } if dst == src => IsubCkSt {
-            dst,
-            a,
-            b,
-            site,
-            env,
-            tag,
-        },
-        IsubCkImm { dst, a, imm, site } if dst == src => IsubCkImmSt {
-            dst,
-            a,
-            imm,
-            site,
-            env,
-            tag,
-        },
-        ImulCk { dst, a, b, site } if dst == src => ImulCkSt {
-            dst,
-            a,
-            b,
-            site,
-            env,
-            tag,
-        },
-        ImulCkImm { dst, a, imm, site } if dst == src => ImulCkImmSt {
-            dst,
-            a,
-            imm,
-            site,
-            env,
-            tag,
-        },
-        Select { dst, c, a, b } if dst == src => SelectSt {
-            dst,
-            c,
-            a,
-            b,
-            env,
-            tag,
-        },
-        Fadd { dst, a, b } if dst == src => FaddSt {
-            dst,
-            a,
-            b,
-            env,
-            tag,
-        },
-        Fsub { dst, a, b } if dst == src => FsubSt {
-            dst,
-            a,
-            b,
-            env,
-            tag,
-        },
-        Fmul { dst, a, b } if dst == src => FmulSt {
-            dst,
-            a,
-            b,
-            env,
-            tag,
-        },
-        Fdiv { dst, a, b } if dst == src => FdivSt {
-            dst,
-            a,
-            b,
-            env,
-            tag,
-        },
-        _ => return None,
-    })
+        _ => None,
+    }
 }
 
 /// Merges adjacent pairs (see [`pair`]), left to right, and renumbers every
