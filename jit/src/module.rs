@@ -166,7 +166,7 @@ impl JitModule {
 
     /// Verifies `prog` and compiles its row kernel only, for a program that is
     /// never run over batches: half the work of [`JitModule::compile`]. Its
-    /// [`NativeFn::batch_fn`] is `None`.
+    /// [`NativeFn::batch_kernel`] is `None`.
     pub fn compile_row(&mut self, prog: &Program) -> Result<FuncHandle, CompileError> {
         self.compile_rows(&[prog])
             .pop()
