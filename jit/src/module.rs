@@ -5,8 +5,8 @@ use crate::CompileError;
 use crate::helpers::Helper;
 use crate::translate::{
     Carried, CarriedRing, FrameVals, OnReturn, Previous, Share, Translator, carried_rings,
-    carried_sharing, carried_slots, cl_type, helpers_used, lane_flags, offset, store_lane_and_tag,
-    store_ring_lane, store_tag,
+    carried_sharing, carried_slots, cl_type, helpers_used, lane_flags, load_field,
+    load_previous_output, offset, store_lane_and_tag, store_ring_lane, store_tag,
 };
 use cranelift_codegen::Context;
 use cranelift_codegen::ir::{self as cl, AbiParam, BlockArg, InstBuilder, UserFuncName, types};
@@ -280,12 +280,14 @@ impl JitModule {
         }
         let mut declared = self.declare(prog, true)?;
         let helpers = helpers_used(prog);
+        let tags_after = outputs.and_then(|(o, _)| tags_after_loop(prog, o));
         self.define(declared.row, prog, &helpers, Kernel::Row)?;
         if let Some(id) = declared.batch {
-            self.define(id, prog, &helpers, Kernel::Batch(outputs))?;
+            let batch = Kernel::Batch(outputs, tags_after.is_some());
+            self.define(id, prog, &helpers, batch)?;
         }
         declared.outputs = outputs.map(|(o, _)| Box::from(o));
-        declared.tags_after = outputs.and_then(|(o, _)| tags_after_loop(prog, o));
+        declared.tags_after = tags_after;
         self.funcs.push(declared);
         Ok(FuncHandle(self.funcs.len() - 1))
     }
@@ -365,7 +367,9 @@ impl JitModule {
         let mut b = FunctionBuilder::new(&mut self.ctx.func, &mut self.fctx);
         let built = match kernel {
             Kernel::Row => build_row_kernel(&mut b, prog, refs),
-            Kernel::Batch(outputs) => build_batch_kernel(&mut b, prog, refs, outputs),
+            Kernel::Batch(outputs, tags_after) => {
+                build_batch_kernel(&mut b, prog, refs, outputs, tags_after)
+            }
         };
         // Seal and finalize even on error, so the builder context is clean for reuse.
         b.seal_all_blocks();
@@ -474,25 +478,10 @@ fn codegen(e: impl std::fmt::Display) -> CompileError {
 #[derive(Clone, Copy)]
 enum Kernel<'a> {
     Row,
-    /// The batch kernel, for these output slots if they are known.
-    /// (With the most slots it may carry in registers.)
-    Batch(Option<(&'a [u32], usize)>),
-}
-
-/// Loads a pointer-sized field of the frame. `readonly`: the field does not change
-/// during the run, which lets Cranelift drop the load when the program never uses it.
-fn load_field(
-    b: &mut FunctionBuilder<'_>,
-    base: cl::Value,
-    off: usize,
-    readonly: bool,
-) -> cl::Value {
-    let flags = if readonly {
-        lane_flags().with_readonly()
-    } else {
-        lane_flags()
-    };
-    b.ins().load(types::I64, flags, base, off as i32)
+    /// The batch kernel, for these output slots if they are known (with
+    /// the most slots it may carry in registers), and whether it leaves the
+    /// output tags for after its loop (`tags_after_loop`).
+    Batch(Option<(&'a [u32], usize)>, bool),
 }
 
 fn store_field(b: &mut FunctionBuilder<'_>, v: cl::Value, base: cl::Value, off: usize) {
@@ -551,6 +540,7 @@ fn build_batch_kernel(
     prog: &Program,
     helpers: [Option<cl::FuncRef>; Helper::ALL.len()],
     outputs: Option<(&[u32], usize)>,
+    tags_after: bool,
 ) -> Result<(), CompileError> {
     let i64t = types::I64;
     let (outputs, max_in_registers) = match outputs {
@@ -714,8 +704,6 @@ fn build_batch_kernel(
         b.ins().return_(&[word]);
     });
 
-    // With every output carried, `BatchKernel::run` writes the tags.
-    let tags_after = outputs.is_some_and(|o| tags_after_loop(prog, o).is_some());
     b.switch_to_block(row_done);
     // Row `r`'s output lanes and tags (a kernel for known outputs has
     // exactly that many; see `NativeFn::run_batch_frame`).
@@ -736,6 +724,8 @@ fn build_batch_kernel(
                 match carried.iter().position(|&(s, _)| s == slot) {
                     Some(i) => {
                         b.ins().store(flags, now[i], olane, lane_off);
+                        // With every output carried, `BatchKernel::run`
+                        // writes the tags.
                         if !tags_after {
                             let tag = b.ins().iconst(types::I8, tag_of(carried[i].1) as i64);
                             b.ins().store(flags, tag, otag, tag_off);
@@ -817,19 +807,13 @@ fn build_batch_kernel(
         let fin = b.create_block();
         b.ins().brif(r, stores, &[], fin, &[]);
         b.switch_to_block(stores);
-        // The last row's output lanes, for slots kept there.
-        let last = b.ins().iadd_imm_s(r, -1);
-        let columns = outputs.map_or(0, |o| o.len() as i64);
-        let last_row = b.ins().imul_imm_u(last, columns);
-        let last_row8 = b.ins().ishl_imm_u(last_row, 3);
-        let last_lanes = b.ins().iadd(out_lanes, last_row8);
+        let columns = outputs.map_or(0, |o| o.len() as u32);
         for &(slot, ty, v) in &previous {
             match v {
                 Previous::Register(v) => store_lane_and_tag(b, env, env_tags, slot, ty, done(v)),
                 Previous::Output(c) => {
-                    let v = b
-                        .ins()
-                        .load(cl_type(ty), lane_flags(), last_lanes, offset(c, 8)?);
+                    // The last row's (`r` rows returned).
+                    let v = load_previous_output(b, out_lanes, r, columns, c, ty);
                     store_lane_and_tag(b, env, env_tags, slot, ty, v);
                 }
                 Previous::Memory => store_tag(b, env_tags, slot, ty),

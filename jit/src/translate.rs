@@ -16,7 +16,7 @@ use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::immediates::Ieee64;
 use cranelift_codegen::ir::{self as cl, BlockArg, InstBuilder, MemFlagsData, types};
 use cranelift_frontend::FunctionBuilder;
-use scalar_ir::frame::{BATCH_OUT_LANES, tag_of};
+use scalar_ir::frame::{BATCH_OUT_LANES, FRAME_ENV, FRAME_ENV_TAGS, FRAME_STATE, tag_of};
 use scalar_ir::ir::*;
 use scalar_ir::{Exit, TrapKind};
 use std::collections::HashMap;
@@ -56,6 +56,41 @@ pub(crate) struct FrameVals {
     /// and state pointers from it again, so the loop does not keep them in
     /// registers for the stubs alone (most rows never leave early).
     pub reload_from: Option<cl::Value>,
+}
+
+/// Loads a pointer-sized field of the frame. `readonly`: the field does not change
+/// during the run, which lets Cranelift drop the load when the program never uses it.
+pub(crate) fn load_field(
+    b: &mut FunctionBuilder<'_>,
+    base: cl::Value,
+    off: usize,
+    readonly: bool,
+) -> cl::Value {
+    let flags = if readonly {
+        lane_flags().with_readonly()
+    } else {
+        lane_flags()
+    };
+    b.ins().load(types::I64, flags, base, off as i32)
+}
+
+/// The lane of output `column` on the row before `row` (at least 1) of an
+/// output batch of `columns` columns at `lanes`: where a batch kernel keeps
+/// an output slot's previous-row value (`Previous::Output`).
+pub(crate) fn load_previous_output(
+    b: &mut FunctionBuilder<'_>,
+    lanes: cl::Value,
+    row: cl::Value,
+    columns: u32,
+    column: u32,
+    ty: Type,
+) -> cl::Value {
+    let before = b.ins().iadd_imm_s(row, -1);
+    let at = b.ins().imul_imm_u(before, i64::from(columns));
+    let at = b.ins().iadd_imm_u(at, i64::from(column));
+    let at8 = b.ins().ishl_imm_u(at, 3);
+    let addr = b.ins().iadd(lanes, at8);
+    b.ins().load(cl_type(ty), lane_flags(), addr, 0)
 }
 
 /// What the program's `return` becomes.
@@ -307,49 +342,36 @@ pub fn carried_sharing(
     // before it (the translator gives such a load the stored value).
     let mut same_as: Vec<Option<Value>> = vec![None; prog.values.len()];
     let resolve = |same_as: &[Option<Value>], v: Value| same_as[v.index()].unwrap_or(v);
-    let mut stored: Vec<(u32, Vec<Value>)> = Vec::new();
-    let mut pushed: Vec<(u32, Vec<Value>)> = Vec::new();
-    fn record(list: &mut Vec<(u32, Vec<Value>)>, key: u32, v: Value) {
-        match list.iter_mut().find(|(k, _)| *k == key) {
-            Some((_, vs)) => vs.push(v),
-            None => list.push((key, vec![v])),
-        }
-    }
+    // Each slot's last store and each ring's last push so far; once the
+    // walk ends, what they hold when a row ends.
+    let mut stored: HashMap<u32, Value> = HashMap::new();
+    let mut pushed: HashMap<u32, Value> = HashMap::new();
     for &blk in &prog.layout.blocks {
         for &inst in prog.layout.block_insts(blk) {
             match *prog.inst(inst) {
                 InstData::StoreEnv { slot, arg, .. } => {
-                    let v = resolve(&same_as, arg);
-                    record(&mut stored, slot, v);
+                    stored.insert(slot, resolve(&same_as, arg));
                 }
                 InstData::LoadEnv { slot, .. } => {
-                    let last = stored.iter().find(|(s, _)| *s == slot);
-                    if let (Some((_, vs)), Some(r)) = (last, prog.result(inst)) {
-                        same_as[r.index()] = vs.last().copied();
+                    if let Some(r) = prog.result(inst) {
+                        same_as[r.index()] = stored.get(&slot).copied();
                     }
                 }
                 InstData::RingStore {
                     base, len: 1, arg, ..
                 } => {
-                    let v = resolve(&same_as, arg);
-                    record(&mut pushed, base, v);
+                    pushed.insert(base, resolve(&same_as, arg));
                 }
                 _ => {}
             }
         }
     }
-    // What a slot or ring holds when a row ends: its last store or push.
-    let last = |list: &[(u32, Vec<Value>)], key: u32| {
-        (list.iter().find(|(k, _)| *k == key)).and_then(|(_, vs)| vs.last().copied())
-    };
     let mut shares: Vec<Share> = Vec::with_capacity(carried.len());
     for (i, &(slot, _)) in carried.iter().enumerate() {
-        let share = last(&stored, slot).and_then(|v| {
-            let ring = rings
-                .iter()
-                .position(|&(lane, _)| last(&pushed, lane) == Some(v));
+        let share = stored.get(&slot).and_then(|v| {
+            let ring = (rings.iter()).position(|(lane, _)| pushed.get(lane) == Some(v));
             let earlier = (carried[..i].iter())
-                .position(|&(s, _)| last(&stored, s) == Some(v))
+                .position(|(s, _)| stored.get(s) == Some(v))
                 .map(|j| match shares[j] {
                     Share::Own => Share::Slot(j),
                     shared => shared,
@@ -492,18 +514,11 @@ impl<'p, 'b, 'f> Translator<'p, 'b, 'f> {
         for stub in self.carried_stubs {
             self.b.switch_to_block(stub.block);
             let (env, env_tags, state) = match self.frame.reload_from {
-                Some(frame) => {
-                    let flags = lane_flags().with_readonly();
-                    let mut field = |off: usize| {
-                        let off = i32::try_from(off).expect("frame fields are near its start");
-                        self.b.ins().load(types::I64, flags, frame, off)
-                    };
-                    (
-                        field(scalar_ir::frame::FRAME_ENV),
-                        field(scalar_ir::frame::FRAME_ENV_TAGS),
-                        field(scalar_ir::frame::FRAME_STATE),
-                    )
-                }
+                Some(frame) => (
+                    load_field(self.b, frame, FRAME_ENV, true),
+                    load_field(self.b, frame, FRAME_ENV_TAGS, true),
+                    load_field(self.b, frame, FRAME_STATE, true),
+                ),
                 None => (self.frame.env, self.frame.env_tags, self.frame.state),
             };
             let columns = self.carried.as_ref().map_or(0, |c| c.columns);
@@ -516,16 +531,8 @@ impl<'p, 'b, 'f> Translator<'p, 'b, 'f> {
                     let (Some(frame), Some(row)) = (frame, row_now) else {
                         unreachable!("a slot kept in the output batch has a batch frame");
                     };
-                    let flags = lane_flags().with_readonly();
-                    let lanes = b
-                        .ins()
-                        .load(types::I64, flags, frame, BATCH_OUT_LANES as i32);
-                    let before = b.ins().iadd_imm_s(row, -1);
-                    let at = b.ins().imul_imm_u(before, i64::from(columns));
-                    let at = b.ins().iadd_imm_u(at, i64::from(column));
-                    let at8 = b.ins().ishl_imm_u(at, 3);
-                    let addr = b.ins().iadd(lanes, at8);
-                    let v = b.ins().load(cl_type(e.ty), lane_flags(), addr, 0);
+                    let lanes = load_field(b, frame, BATCH_OUT_LANES, true);
+                    let v = load_previous_output(b, lanes, row, columns, column, e.ty);
                     store_lane_and_tag(b, env, env_tags, e.slot, e.ty, v)
                 }
                 ExitLane::InEnv => store_tag(b, env_tags, e.slot, e.ty),
