@@ -55,6 +55,17 @@ pub struct RowBatch {
     pub(crate) lanes: Vec<u64>,
     pub(crate) tags: Vec<u8>,
     pub(crate) objects: Objects,
+    /// Each column's tags over the rows pushed (empty before the first).
+    columns: Vec<ColumnTags>,
+}
+
+/// The tags one column of a batch holds: the same on every row, or not.
+/// The batch kernel leaves out the input guards of a batch whose guarded
+/// columns each hold their guard's tag on every row (`column_tag`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ColumnTags {
+    Uniform(u8),
+    Mixed,
 }
 
 impl RowBatch {
@@ -67,6 +78,7 @@ impl RowBatch {
             lanes: Vec::new(),
             tags: Vec::new(),
             objects: Objects::default(),
+            columns: Vec::new(),
         }
     }
 
@@ -80,7 +92,7 @@ impl RowBatch {
     pub fn push_row(&mut self, row: impl AsRef<[Option<Value>]>) -> Result<(), RowError> {
         let cells = row.as_ref();
         let checked = self.schema.check(cells)?;
-        for (cell, &ty) in cells.iter().zip(self.schema.types()) {
+        for (k, (cell, &ty)) in cells.iter().zip(self.schema.types()).enumerate() {
             let (t, lane, object) = match (checked, cell) {
                 // The one conversion `check` allows: Int to a Float input.
                 (Checked::Convert, Some(Value::Int(i))) if ty == Type::Float => {
@@ -91,6 +103,11 @@ impl RowBatch {
             self.objects.set(self.lanes.len(), object);
             self.tags.push(t);
             self.lanes.push(lane);
+            match self.columns.get_mut(k) {
+                None => self.columns.push(ColumnTags::Uniform(t)),
+                Some(c) if *c != ColumnTags::Uniform(t) => *c = ColumnTags::Mixed,
+                Some(_) => {}
+            }
         }
         self.rows += 1;
         Ok(())
@@ -103,6 +120,15 @@ impl RowBatch {
             lanes: &self.lanes[at..at + self.width],
             tags: &self.tags[at..at + self.width],
             objects: Some((&self.objects, at)),
+        }
+    }
+
+    /// The tag column `k` holds on every row, if it is one tag (`None`
+    /// for a column of mixed tags, or an empty batch).
+    pub(crate) fn column_tag(&self, k: usize) -> Option<u8> {
+        match self.columns.get(k) {
+            Some(&ColumnTags::Uniform(t)) => Some(t),
+            Some(ColumnTags::Mixed) | None => None,
         }
     }
 
@@ -127,6 +153,7 @@ impl RowBatch {
         self.lanes.clear();
         self.tags.clear();
         self.objects.clear();
+        self.columns.clear();
     }
 
     /// Row `r` as cells (as conformed when it was pushed).
@@ -400,6 +427,43 @@ mod tests {
         assert!(b.is_empty());
         b.push_row([Some(Value::Int(2)), None, None]).unwrap();
         assert_eq!(b.row(0), vec![Some(Value::Int(2)), None, None]);
+    }
+
+    /// A column is one tag while every row pushed agrees (a rejected row
+    /// changes nothing); `clear` forgets.
+    #[test]
+    fn column_tags_track_the_rows_pushed() {
+        let schema = Arc::new(RowSchema::new(
+            vec!["i".into(), "f".into()],
+            vec![Type::Int, Type::Float],
+        ));
+        let mut b = RowBatch::with_schema(schema);
+        assert_eq!((b.column_tag(0), b.column_tag(1)), (None, None));
+        b.push_row([Some(Value::Int(1)), Some(Value::Int(2))])
+            .unwrap();
+        b.push_row([Some(Value::Int(3)), Some(Value::Float(0.5))])
+            .unwrap();
+        // The Int for the Float input is converted, so its tag is a Float's.
+        assert_eq!(b.column_tag(0), Some(tag::I64));
+        assert_eq!(b.column_tag(1), Some(tag::F64));
+        assert!(b.push_row([Some(Value::Bool(true)), None]).is_err());
+        assert_eq!(
+            b.column_tag(0),
+            Some(tag::I64),
+            "a rejected row is not counted"
+        );
+        b.push_row([Some(Value::Int(4)), None]).unwrap();
+        assert_eq!((b.column_tag(0), b.column_tag(1)), (Some(tag::I64), None));
+        b.push_row([Some(Value::Int(5)), Some(Value::Float(1.0))])
+            .unwrap();
+        assert_eq!(b.column_tag(1), None, "a mixed column stays mixed");
+        b.clear();
+        assert_eq!(b.column_tag(0), None);
+        b.push_row([None, Some(Value::Float(1.0))]).unwrap();
+        assert_eq!(
+            (b.column_tag(0), b.column_tag(1)),
+            (Some(tag::ABSENT), Some(tag::F64))
+        );
     }
 
     #[test]

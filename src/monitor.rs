@@ -162,8 +162,15 @@ pub struct Stats {
     pub region_runs: u64,
     /// Rows completed by the whole-row kernel.
     pub whole_rows: u64,
-    /// Of those, the rows a keyed monitor's whole-row kernel completed on a
-    /// key's packed run in place (without unpacking it).
+    /// Of those, the rows the native batch kernel completed
+    /// ([`Monitor::run_batch`]).
+    pub batch_rows: u64,
+    /// Of these, the rows of batches whose columns each held one type on
+    /// every row, the type the kernel tests for: they ran on the batch
+    /// kernel that tests no row's inputs.
+    pub typed_batch_rows: u64,
+    /// Of the whole-row kernel's rows, those a keyed monitor's kernel
+    /// completed on a key's packed run in place (without unpacking it).
     pub packed_rows: u64,
     /// Of those, the rows the kernel's warm-up form completed: a key's first
     /// rows, before its offset history is full (for specs whose every offset
@@ -207,6 +214,8 @@ impl Stats {
             canonical_streams: s.canonical_streams,
             region_runs: s.region_runs,
             whole_rows: s.whole_rows,
+            batch_rows: s.batch_rows,
+            typed_batch_rows: s.typed_batch_rows,
             packed_rows: s.packed_rows,
             warm_rows: s.warm_rows,
             compile_time: s.compile_time,
@@ -263,6 +272,13 @@ impl fmt::Display for Stats {
                     "native-whole: {} rows executed by the whole-row kernel",
                     self.whole_rows
                 )?;
+                if self.batch_rows > 0 {
+                    writeln!(
+                        f,
+                        "  {} of them in batches ({} in batches of one type per column, their inputs untested)",
+                        self.batch_rows, self.typed_batch_rows
+                    )?;
+                }
                 if self.region_runs > 0 {
                     writeln!(
                         f,
@@ -768,12 +784,16 @@ impl Monitor {
         Stats::of_run(&self.engine, &self.run)
     }
 
-    /// Compiles the native batch kernel now, if this monitor has one to
+    /// Compiles the native batch kernels now, if this monitor has them to
     /// compile (native-whole): otherwise the first [`Monitor::run_batch`]
-    /// compiles it, which adds a millisecond or so to that call. Nothing
-    /// else changes; a monitor that never runs batches never needs it.
+    /// that needs each compiles it, which adds a millisecond or so to that
+    /// call. There are two when the spec's kernel tests its inputs' types:
+    /// one testing every row's, and one for batches whose columns each hold
+    /// one type on every row (as a typed trace's rows do), which tests
+    /// none. Nothing else changes; a monitor that never runs batches never
+    /// needs them.
     pub fn prepare_batches(&mut self) {
-        self.engine.ensure_batch_kernel();
+        self.engine.ensure_batch_kernels();
     }
 
     /// Evaluates many rows held in columns (a [`RowBatch`] of this

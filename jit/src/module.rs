@@ -152,7 +152,9 @@ impl JitModule {
     /// program keeps the environment slots it stores in registers from row
     /// to row and stores them once, when it leaves (at its end, or at a
     /// decline or trap, where it stores exactly what the environment would
-    /// hold there); outputs are written from registers too.
+    /// hold there); outputs are written from registers too. Its batches
+    /// also hold exactly the program's inputs per row (`in_stride`), which
+    /// the kernel addresses by a constant.
     pub fn compile_for_outputs(
         &mut self,
         prog: &Program,
@@ -397,6 +399,7 @@ impl JitModule {
                         batch: batch.map(|b| BatchKernel {
                             f: std::mem::transmute::<*const u8, BatchFn>(b),
                             tags_after: d.tags_after.clone(),
+                            in_stride: outputs.as_ref().map(|_| u64::from(d.decl.inputs)),
                         }),
                         decl: d.decl,
                         outputs,
@@ -565,7 +568,13 @@ fn build_batch_kernel(
     let rows = load_field(b, bf, BATCH_ROWS, true);
     let in_lanes = load_field(b, bf, BATCH_IN_LANES, true);
     let in_tags = load_field(b, bf, BATCH_IN_TAGS, true);
-    let in_stride = load_field(b, bf, BATCH_IN_STRIDE, true);
+    // A kernel for known outputs also knows its input stride: the
+    // program's inputs (`BatchKernel::run` checks each batch has it), so a
+    // row's inputs are addressed without a multiplication by a variable.
+    let in_stride = match outputs {
+        Some(_) => None,
+        None => Some(load_field(b, bf, BATCH_IN_STRIDE, true)),
+    };
     let out_lanes = load_field(b, bf, BATCH_OUT_LANES, true);
     let out_tags = load_field(b, bf, BATCH_OUT_TAGS, true);
     let out_slots = load_field(b, bf, BATCH_OUT_SLOTS, true);
@@ -659,7 +668,10 @@ fn build_batch_kernel(
     // frame's input pointers are not kept up to date: nothing reads them).
     b.switch_to_block(head);
     let step = b.ins().iadd(step0, r);
-    let at = b.ins().imul(r, in_stride);
+    let at = match in_stride {
+        Some(stride) => b.ins().imul(r, stride),
+        None => b.ins().imul_imm_u(r, i64::from(prog.decl.inputs)),
+    };
     let at8 = b.ins().ishl_imm_u(at, 3);
     let inp = b.ins().iadd(in_lanes, at8);
     let itag = b.ins().iadd(in_tags, at);
@@ -918,13 +930,15 @@ impl std::fmt::Debug for NativeCode {
     }
 }
 
-/// A batch kernel, and the output tags it leaves for after its loop
-/// (`tags_after_loop`). Valid only while the [`NativeCode`] it came from
-/// lives.
+/// A batch kernel, the output tags it leaves for after its loop
+/// (`tags_after_loop`), and the input stride it was compiled for (a kernel
+/// for known outputs addresses rows by the program's inputs). Valid only
+/// while the [`NativeCode`] it came from lives.
 #[derive(Clone)]
 pub struct BatchKernel {
     f: BatchFn,
     tags_after: Option<Arc<[u8]>>,
+    in_stride: Option<u64>,
 }
 
 impl BatchKernel {
@@ -936,8 +950,20 @@ impl BatchKernel {
     /// # Safety
     /// As [`NativeFn::run_batch_frame`]; and the [`NativeCode`] the kernel
     /// came from must still live.
+    ///
+    /// # Panics
+    /// Panics if the kernel was compiled for known outputs and the batch's
+    /// `in_stride` is not the program's inputs.
     #[inline]
     pub unsafe fn run(&self, batch: *mut BatchFrame) -> u64 {
+        if let Some(stride) = self.in_stride {
+            // SAFETY: the caller's contract makes `batch` valid to read.
+            let given = unsafe { (*batch).in_stride };
+            assert_eq!(
+                given, stride,
+                "a batch kernel for known outputs runs batches of its program's inputs per row"
+            );
+        }
         // SAFETY: forwarded from the caller.
         let word = unsafe { (self.f)(batch) };
         if let Some(tags) = &self.tags_after {

@@ -323,7 +323,8 @@ impl FrameBuffers {
 /// # Safety contract
 /// As for [`Frame`] (its `inputs` / `input_tags` may be anything: the kernel sets
 /// them), plus: `in_lanes` / `in_tags` valid for `rows * in_stride` elements with
-/// `in_stride >=` the program's `inputs`; `out_slots` valid for `n_out` slot numbers,
+/// `in_stride >=` the program's `inputs` (`==` for a native kernel compiled
+/// for known outputs); `out_slots` valid for `n_out` slot numbers,
 /// each below the program's `env`; `out_lanes` / `out_tags` valid for `rows * n_out`
 /// elements. [`BatchBuffers::frame`] builds one that satisfies all of this.
 #[repr(C)]

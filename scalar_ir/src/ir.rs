@@ -693,6 +693,38 @@ impl Program {
     pub fn entry(&self) -> Option<Block> {
         self.layout.entry()
     }
+
+    /// Every input the program guards, with the type its guard requires,
+    /// in layout order (a slot guarded twice is named twice).
+    pub fn input_guards(&self) -> Vec<InputGuard> {
+        (self.layout.blocks.iter())
+            .flat_map(|&b| self.layout.block_insts(b))
+            .filter_map(|&i| match *self.inst(i) {
+                InstData::GuardInput { slot, ty, .. } => Some(InputGuard { slot, ty }),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// This program without its input guards, for inputs known to pass
+    /// them: a batch whose guarded columns hold the guards' types on every
+    /// row. On such inputs it runs exactly as the program does (a passing
+    /// guard does nothing); on others it reads lanes as types they are not.
+    /// The guards leave the layout only; the arena keeps them.
+    pub fn without_input_guards(&self) -> Program {
+        let mut p = self.clone();
+        for insts in &mut p.layout.insts {
+            insts.retain(|&i| !matches!(self.inst(i), InstData::GuardInput { .. }));
+        }
+        p
+    }
+}
+
+/// One `guard_input`'s demand: input `slot` holds a `ty` (its tag).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct InputGuard {
+    pub slot: u32,
+    pub ty: Type,
 }
 
 /// Structural equality: the same declarations, the same blocks (by number, with the

@@ -242,3 +242,44 @@ fn garbage_never_panics() {
         }
     }
 }
+
+/// `without_input_guards` drops every `guard_input` from the layout (and
+/// nothing else), and `input_guards` lists them in layout order.
+#[test]
+fn input_guards_are_listed_and_dropped() {
+    let text = "program inputs=2 env=2 state=0 sites=1
+block0:
+    guard_input 0, i64, 0
+    guard_env 1, f64, 1
+    guard_input 1, f64, 2
+    v0 = load_input.i64 0
+    store_env.i64 0, v0
+    return
+";
+    let prog = parse(text).expect("the program parses");
+    assert_eq!(
+        prog.input_guards(),
+        [
+            InputGuard {
+                slot: 0,
+                ty: Type::I64
+            },
+            InputGuard {
+                slot: 1,
+                ty: Type::F64
+            }
+        ]
+    );
+    let bare = prog.without_input_guards();
+    verify(&bare).expect("the program without its guards verifies");
+    assert!(bare.input_guards().is_empty());
+    expect![[r#"
+        program inputs=2 env=2 state=0 sites=1
+        block0:
+            guard_env 1, f64, 1
+            v0 = load_input.i64 0
+            store_env.i64 0, v0
+            return
+    "#]]
+    .assert_eq(&print(&bare));
+}

@@ -131,11 +131,11 @@ impl RegionRuntime {
 #[derive(Clone)]
 struct WholeRuntime {
     rt: RegionRuntime,
-    /// The native batch kernel of the same schedule, reading inputs from
-    /// the batch's columns (`lower_whole` with frame inputs), compiled when
-    /// the first batch comes (`run_batch`), since a run row by row never
-    /// uses it.
-    batch: BatchKernel,
+    /// The native batch kernels of the same schedule, reading inputs from
+    /// the batch's columns (`lower_whole` with frame inputs), each compiled
+    /// when the first batch that needs it comes (`run_batch`), since a run
+    /// row by row never uses them.
+    batch: BatchKernels,
     /// The current row in frame form, for the row kernel.
     input_lanes: Vec<u64>,
     input_tags: Vec<u8>,
@@ -256,7 +256,63 @@ impl PackedRuntime {
     }
 }
 
-/// The whole-row program's batch kernel.
+/// The whole-row program's batch kernels: one that guards every row's
+/// inputs, and one without the input guards (`Program::
+/// without_input_guards`) for a batch whose guarded columns each hold
+/// their guard's tag on every row (`RowBatch::column_tag`), as a typed
+/// trace's rows do. That one reads each row's lanes with no test before
+/// them. A program that guards no input has the first only.
+#[derive(Clone)]
+struct BatchKernels {
+    /// What a batch must hold for `typed` (empty: `typed` is not used).
+    guards: Vec<scalar_ir::InputGuard>,
+    guarded: BatchKernel,
+    typed: BatchKernel,
+}
+
+/// Which of `BatchKernels` runs a batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Guards {
+    /// Each row's inputs are tested before it runs.
+    Checked,
+    /// Every row is known to pass the input guards (the batch's columns).
+    Known,
+}
+
+impl BatchKernels {
+    fn new(program: &scalar_ir::Program, available: bool) -> BatchKernels {
+        let kernel = || match available {
+            true => BatchKernel::Deferred,
+            false => BatchKernel::Unavailable,
+        };
+        BatchKernels {
+            guards: program.input_guards(),
+            guarded: kernel(),
+            typed: kernel(),
+        }
+    }
+
+    /// The kernel for `batch`: the unguarded one if every guarded column
+    /// holds the guard's tag on every row.
+    fn guards_for(&self, batch: &crate::batch::RowBatch) -> Guards {
+        let known = !self.guards.is_empty()
+            && (self.guards.iter())
+                .all(|g| batch.column_tag(g.slot as usize) == Some(scalar_ir::frame::tag_of(g.ty)));
+        match known {
+            true => Guards::Known,
+            false => Guards::Checked,
+        }
+    }
+
+    fn get_mut(&mut self, guards: Guards) -> &mut BatchKernel {
+        match guards {
+            Guards::Checked => &mut self.guarded,
+            Guards::Known => &mut self.typed,
+        }
+    }
+}
+
+/// One batch kernel.
 #[derive(Clone)]
 enum BatchKernel {
     /// Not compiled yet: the first batch compiles it.
@@ -577,7 +633,11 @@ pub struct ExecStats {
     pub region_runs: u64,
     /// Rows completed by the whole-row kernel.
     pub whole_rows: u64,
-    /// Of those, rows completed on a packed run in place (`run_packed_row`),
+    /// Of those, rows completed by a batch kernel, and of these, by the one
+    /// without input guards (`BatchKernels`).
+    pub batch_rows: u64,
+    pub typed_batch_rows: u64,
+    /// Of the whole-row kernel's rows, rows completed on a packed run in place (`run_packed_row`),
     /// and of these, rows of the warm-up form.
     pub packed_rows: u64,
     pub warm_rows: u64,
@@ -608,6 +668,8 @@ impl ExecStats {
         self.canonical_streams += old.canonical_streams;
         self.region_runs += old.region_runs;
         self.whole_rows += old.whole_rows;
+        self.batch_rows += old.batch_rows;
+        self.typed_batch_rows += old.typed_batch_rows;
         self.promotions += old.promotions;
         self.materializations += old.materializations;
         self.plan_time += old.plan_time;
@@ -881,10 +943,8 @@ impl Engine {
             .remove(0);
         // The batch kernel runs many rows in one call, with no way to run
         // a tail between them.
-        let batch = match kernel {
-            Kernel::Native(_) if !split.has_tail() => BatchKernel::Deferred,
-            _ => BatchKernel::Unavailable,
-        };
+        let native = matches!(kernel, Kernel::Native(_));
+        let batch = BatchKernels::new(&lowered.program, native && !split.has_tail());
         self.stats.lowering_time += t1.elapsed() - (self.stats.compile_time - compiled_before);
         let flag_nodes = (0..plan.nodes.len() as u32)
             .map(crate::plan::NodeId)
@@ -1523,23 +1583,45 @@ impl Engine {
         Ok(())
     }
 
-    /// Compiles the whole-row program's batch kernel, once, if it waits for
-    /// its first batch (a module of its own, freed with the engine).
-    pub fn ensure_batch_kernel(&mut self) {
+    /// Compiles every batch kernel the whole-row program may use (see
+    /// `BatchKernels`) that waits for its first batch.
+    pub fn ensure_batch_kernels(&mut self) {
+        self.ensure_batch_kernel(Guards::Checked);
+        if self
+            .whole
+            .as_ref()
+            .is_some_and(|w| !w.batch.guards.is_empty())
+        {
+            self.ensure_batch_kernel(Guards::Known);
+        }
+    }
+
+    /// Compiles one of the whole-row program's batch kernels, once, if it
+    /// waits for its first batch (a module of its own, freed with the
+    /// engine).
+    fn ensure_batch_kernel(&mut self, guards: Guards) {
         let Some(w) = self.whole.as_mut() else { return };
-        if !matches!(w.batch, BatchKernel::Deferred) {
+        if !matches!(w.batch.get_mut(guards), BatchKernel::Deferred) {
             return;
         }
         let t0 = Instant::now();
+        let unguarded;
+        let program = match guards {
+            Guards::Checked => &w.rt.lowered.program,
+            Guards::Known => {
+                unguarded = w.rt.lowered.program.without_input_guards();
+                &unguarded
+            }
+        };
         // Compiled for the outputs `run_batch` asks for, so that the kernel
         // may keep what it stores in registers across rows.
         let outputs: Vec<u32> = self.plan.spec.outputs.iter().map(|s| s.0).collect();
         let compiled = jit::JitModule::new().and_then(|mut module| {
-            let h = module.compile_for_outputs(&w.rt.lowered.program, &outputs)?;
+            let h = module.compile_for_outputs(program, &outputs)?;
             let code = module.finalize()?;
             Ok((code.func(h).batch_kernel(), code))
         });
-        w.batch = match compiled {
+        *w.batch.get_mut(guards) = match compiled {
             Ok((Some(f), code)) => {
                 self.native.push(shared(code));
                 BatchKernel::Ready(f)
@@ -1566,9 +1648,10 @@ impl Engine {
         out: &mut crate::batch::OutputBatch,
     ) -> Option<usize> {
         let whole = self.whole_index();
-        self.ensure_batch_kernel();
+        let guards = self.whole.as_ref()?.batch.guards_for(batch);
+        self.ensure_batch_kernel(guards);
         let w = self.whole.as_mut()?;
-        let BatchKernel::Ready(kernel) = &w.batch else {
+        let BatchKernel::Ready(kernel) = w.batch.get_mut(guards) else {
             return None;
         };
         if batch.width != self.plan.spec.inputs.len()
@@ -1605,7 +1688,9 @@ impl Engine {
         // the ring vectors' length once promotion found every ring full; the input
         // and output slices cover the remaining rows; output slots are arena
         // slots, and exactly those the kernel was compiled for (`outputs`
-        // above and in `ensure_batch_kernel` are both the plan's outputs).
+        // above and in `ensure_batch_kernel` are both the plan's outputs);
+        // a kernel without input guards runs only a batch whose guarded
+        // columns hold their guards' tags on every row (`guards_for`).
         // The native code lives as long as the engine.
         unsafe { kernel.run(&mut bf) };
         let done = bf.done as usize;
@@ -1616,6 +1701,10 @@ impl Engine {
         );
         run.kernel_rows_done(done as u64, &w.flag_nodes);
         self.stats.whole_rows += done as u64;
+        self.stats.batch_rows += done as u64;
+        if guards == Guards::Known {
+            self.stats.typed_batch_rows += done as u64;
+        }
         self.stats.rows += done as u64;
         Some(done)
     }

@@ -1045,6 +1045,42 @@ fn tier_coverage() {
     assert!(whole_rows > 1000);
 }
 
+/// The batch half of the tier property must run both batch kernels: the
+/// one testing every row's inputs (batches with an absent cell) and the one
+/// testing none (batches whose columns each hold one type), each for many
+/// rows, so the sweep below compares them both with the canonical tier.
+#[test]
+fn batch_kernel_coverage() {
+    let mut cases = deterministic_cases();
+    let (mut batch_rows, mut typed_rows) = (0, 0);
+    for k in 0..300 {
+        let (spec_data, len, trace_data) = cases.next().expect("the cases never end");
+        let g = generate_spec(&spec_data, true);
+        let Ok(spec) = Spec::parse("gen.dsrv", &g.source) else {
+            continue;
+        };
+        let trace = generate_trace(&g.inputs, len, &trace_data, k % 4);
+        let mut monitor = Monitor::builder(&spec).tier(Tier::NativeWhole).build();
+        for chunk in trace.chunks(7) {
+            let mut rows = monitor.batch();
+            for row in chunk {
+                rows.push_row(row).expect("generated rows fit their inputs");
+            }
+            if monitor
+                .run_batch(&rows, &mut vigil::OutputBatch::new())
+                .is_err()
+            {
+                break;
+            }
+        }
+        let stats = monitor.stats();
+        batch_rows += stats.batch_rows;
+        typed_rows += stats.typed_batch_rows;
+    }
+    eprintln!("batch kernels: {batch_rows} rows, {typed_rows} of them untested");
+    assert!(typed_rows > 200 && batch_rows - typed_rows > 200);
+}
+
 /// A deterministic sweep of the tier property (independent of proptest's
 /// case count), so a regression in any faster tier shows here too.
 #[test]

@@ -494,6 +494,54 @@ fn the_batch_kernel_is_compiled_by_the_first_batch() {
     );
 }
 
+/// A batch whose columns each hold their input's type on every row runs on
+/// the batch kernel that tests no row's inputs; a batch with an absent
+/// cell, or a column of one other tag (every cell absent), runs on the one
+/// that tests each row, and declines at that row. The outputs are the
+/// canonical tier's, row by row, through all of it.
+#[test]
+fn typed_batches_run_without_input_tests_and_others_with() {
+    let spec = Spec::parse(
+        "t.dsrv",
+        "in x: Int\nin f: Float\nout s: Int\nout g: Float\n\
+         s = default(s[1], 0) + x\ng = default(g[1], 0.0) + f\n",
+    )
+    .unwrap();
+    let mut batched = Monitor::builder(&spec).tier(Tier::NativeWhole).build();
+    let mut canonical = Monitor::builder(&spec).tier(Tier::Canonical).build();
+    let mut run = |rows: &[[Option<Value>; 2]]| {
+        let mut batch = batched.batch();
+        for row in rows {
+            batch.push_row(row).unwrap();
+        }
+        let mut out = OutputBatch::new();
+        batched.run_batch(&batch, &mut out).unwrap();
+        for (r, row) in rows.iter().enumerate() {
+            let want = canonical.step(row).unwrap().to_vec();
+            assert_eq!(out.row(r).to_vec(), want, "row {r}");
+        }
+        let stats = batched.stats();
+        (stats.batch_rows, stats.typed_batch_rows)
+    };
+    // Ints for the Float input convert: its column holds Floats.
+    let typed: Vec<_> = (0..100).map(|i| [int(i), int(i % 3)]).collect();
+    // The first row (before the rings are full) runs alone; the kernel
+    // takes the rest.
+    assert_eq!(run(&typed), (99, 99));
+    let mut gap = typed.clone();
+    gap[40][1] = None;
+    // The kernel declines row 40 (it runs canonically), and takes the rows
+    // after it once its rings hold their types again.
+    let (all, untested) = run(&gap);
+    assert_eq!(untested, 99, "a batch with an absent cell ran untested");
+    assert!(all > 99 + 90, "{all}");
+    let absent: Vec<_> = (0..50).map(|i| [int(i), None]).collect();
+    let (_, untested) = run(&absent);
+    assert_eq!(untested, 99, "a column of absent cells ran untested");
+    let (_, untested) = run(&typed);
+    assert!(untested > 99 + 90, "{untested}");
+}
+
 /// `Monitor::prepare_batches` compiles the batch kernel ahead of the first
 /// batch; one `OutputBatch` reused over batches of any sizes holds exactly
 /// each batch's rows (its cells are not cleared between batches: a longer
