@@ -6,7 +6,7 @@ use crate::helpers::Helper;
 use crate::translate::{
     Carried, CarriedRing, FrameVals, OnReturn, Previous, Share, Translator, carried_rings,
     carried_sharing, carried_slots, cl_type, helpers_used, lane_flags, load_field,
-    load_previous_output, offset, store_lane_and_tag, store_ring_lane, store_tag,
+    load_previous_lane, offset, store_lane_and_tag, store_ring_lane, store_tag,
 };
 use cranelift_codegen::Context;
 use cranelift_codegen::ir::{self as cl, AbiParam, BlockArg, InstBuilder, UserFuncName, types};
@@ -626,6 +626,7 @@ fn build_batch_kernel(
             let previous = match (column(slot), column(carried[holder].0), shares[i]) {
                 (Some(c), ..) | (None, Some(c), _) => Previous::Output(c),
                 (None, None, Share::Ring(k)) => Previous::Register(ring_params[k]),
+                (None, None, Share::Input(k)) => Previous::Input(k),
                 (None, None, _) => own[holder].map_or(Previous::Memory, Previous::Register),
             };
             (slot, ty, previous)
@@ -675,6 +676,14 @@ fn build_batch_kernel(
     let at8 = b.ins().ishl_imm_u(at, 3);
     let inp = b.ins().iadd(in_lanes, at8);
     let itag = b.ins().iadd(in_tags, at);
+    // Row `r`'s output lanes and tags (a kernel for known outputs has
+    // exactly that many; see `NativeFn::run_batch_frame`).
+    let out_at = match outputs {
+        Some(o) => b.ins().imul_imm_u(r, o.len() as i64),
+        None => b.ins().imul(r, n_out),
+    };
+    let out_at8 = b.ins().ishl_imm_u(out_at, 3);
+    let out_row = b.ins().iadd(out_lanes, out_at8);
     let fv = FrameVals {
         inputs: inp,
         input_tags: itag,
@@ -691,7 +700,12 @@ fn build_batch_kernel(
             .map(|(&(lane, _), &v)| CarriedRing::new(lane, v))
             .collect();
         let columns = outputs.map_or(0, |o| o.len() as u32);
-        t.carry(Carried::new(previous.clone(), columns, carried_rings, r));
+        let inputs = prog.decl.inputs;
+        let mut c = Carried::new(previous.clone(), (columns, inputs), carried_rings, r);
+        if let Some(outputs) = outputs {
+            c.write_outputs(outputs, out_row);
+        }
+        t.carry(c);
     }
     t.enter()?;
     t.translate_blocks()?;
@@ -717,25 +731,17 @@ fn build_batch_kernel(
     });
 
     b.switch_to_block(row_done);
-    // Row `r`'s output lanes and tags (a kernel for known outputs has
-    // exactly that many; see `NativeFn::run_batch_frame`).
-    let at = match outputs {
-        Some(o) => b.ins().imul_imm_u(r, o.len() as i64),
-        None => b.ins().imul(r, n_out),
-    };
-    let at8 = b.ins().ishl_imm_u(at, 3);
-    let olane = b.ins().iadd(out_lanes, at8);
-    let otag = b.ins().iadd(out_tags, at);
+    let (olane, otag) = (out_row, b.ins().iadd(out_tags, out_at));
     match outputs {
-        // The row returned: write each output, from its register if the
-        // kernel carries it, else from the environment.
+        // The row returned: write each output the body has not (it wrote
+        // the carried ones as it stored them: `Carried::write_outputs`),
+        // from the environment.
         Some(outputs) if !carried.is_empty() => {
             let flags = lane_flags();
             for (k, &slot) in outputs.iter().enumerate() {
                 let (lane_off, tag_off) = (offset(k as u32, 8)?, offset(k as u32, 1)?);
                 match carried.iter().position(|&(s, _)| s == slot) {
                     Some(i) => {
-                        b.ins().store(flags, now[i], olane, lane_off);
                         // With every output carried, `BatchKernel::run`
                         // writes the tags.
                         if !tags_after {
@@ -825,7 +831,12 @@ fn build_batch_kernel(
                 Previous::Register(v) => store_lane_and_tag(b, env, env_tags, slot, ty, done(v)),
                 Previous::Output(c) => {
                     // The last row's (`r` rows returned).
-                    let v = load_previous_output(b, out_lanes, r, columns, c, ty);
+                    let v = load_previous_lane(b, out_lanes, r, columns, c, ty);
+                    store_lane_and_tag(b, env, env_tags, slot, ty, v);
+                }
+                Previous::Input(k) => {
+                    let inputs = prog.decl.inputs;
+                    let v = load_previous_lane(b, in_lanes, r, inputs, k, ty);
                     store_lane_and_tag(b, env, env_tags, slot, ty, v);
                 }
                 Previous::Memory => store_tag(b, env_tags, slot, ty),

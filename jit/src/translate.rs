@@ -16,7 +16,9 @@ use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::immediates::Ieee64;
 use cranelift_codegen::ir::{self as cl, BlockArg, InstBuilder, MemFlagsData, types};
 use cranelift_frontend::FunctionBuilder;
-use scalar_ir::frame::{BATCH_OUT_LANES, FRAME_ENV, FRAME_ENV_TAGS, FRAME_STATE, tag_of};
+use scalar_ir::frame::{
+    BATCH_IN_LANES, BATCH_OUT_LANES, FRAME_ENV, FRAME_ENV_TAGS, FRAME_STATE, tag_of,
+};
 use scalar_ir::ir::*;
 use scalar_ir::{Exit, TrapKind};
 use std::collections::HashMap;
@@ -74,10 +76,11 @@ pub(crate) fn load_field(
     b.ins().load(types::I64, flags, base, off as i32)
 }
 
-/// The lane of output `column` on the row before `row` (at least 1) of an
-/// output batch of `columns` columns at `lanes`: where a batch kernel keeps
-/// an output slot's previous-row value (`Previous::Output`).
-pub(crate) fn load_previous_output(
+/// The lane of `column` on the row before `row` (at least 1) of a batch of
+/// `columns` columns at `lanes`: where a batch kernel keeps an output
+/// slot's previous-row value (`Previous::Output`), or an input's
+/// (`Previous::Input`).
+pub(crate) fn load_previous_lane(
     b: &mut FunctionBuilder<'_>,
     lanes: cl::Value,
     row: cl::Value,
@@ -86,7 +89,21 @@ pub(crate) fn load_previous_output(
     ty: Type,
 ) -> cl::Value {
     let before = b.ins().iadd_imm_s(row, -1);
-    let at = b.ins().imul_imm_u(before, i64::from(columns));
+    load_batch_lane(b, lanes, before, columns, column, ty)
+}
+
+/// The lane of `column` on `row` of a row-major batch of `columns` columns
+/// at `lanes` (the output batch, or the input batch with the program's
+/// inputs as its columns).
+pub(crate) fn load_batch_lane(
+    b: &mut FunctionBuilder<'_>,
+    lanes: cl::Value,
+    row: cl::Value,
+    columns: u32,
+    column: u32,
+    ty: Type,
+) -> cl::Value {
+    let at = b.ins().imul_imm_u(row, i64::from(columns));
     let at = b.ins().iadd_imm_u(at, i64::from(column));
     let at8 = b.ins().ishl_imm_u(at, 3);
     let addr = b.ins().iadd(lanes, at8);
@@ -113,10 +130,19 @@ pub(crate) struct Carried {
     /// The number of output columns (the output batch's row stride), for
     /// slots whose previous value is in the output batch.
     pub columns: u32,
+    /// The number of inputs (the input batch's row stride), for slots that
+    /// hold an input (`Previous::Input`).
+    pub inputs: u32,
     /// The batch's row number (the loop head's), 0 on its first row.
     pub row: cl::Value,
     /// This row's value of each carried slot, once the body stored it.
     now: Vec<Option<cl::Value>>,
+    /// The output columns of each carried slot (none for most), and where
+    /// this row's output lanes start: a store to such a slot writes its
+    /// columns there at once, and an exit stub reads the lane back, so the
+    /// value need not stay live through the rest of the row.
+    out_columns: Vec<Vec<u32>>,
+    out_row: Option<cl::Value>,
     /// The rings of one lane kept in registers (`carried_rings`).
     pub rings: Vec<CarriedRing>,
 }
@@ -129,6 +155,9 @@ pub(crate) enum Previous {
     /// In the output batch, at this column of the previous row (the slot is
     /// an output, whose lane every returning row writes there anyway).
     Output(u32),
+    /// In the input batch, at this column of the previous row (every row
+    /// stores this input into the slot: `Share::Input`).
+    Input(u32),
     /// In the environment: with many slots, registers would spill, so the
     /// lane is stored on every row as usual, and only its tag, the same on
     /// every row, waits for the exit.
@@ -168,18 +197,33 @@ impl CarriedRing {
 impl Carried {
     pub(crate) fn new(
         slots: Vec<(u32, Type, Previous)>,
-        columns: u32,
+        (columns, inputs): (u32, u32),
         rings: Vec<CarriedRing>,
         row: cl::Value,
     ) -> Carried {
         let now = vec![None; slots.len()];
         Carried {
+            out_columns: vec![Vec::new(); slots.len()],
             slots,
             columns,
+            inputs,
             row,
             now,
+            out_row: None,
             rings,
         }
+    }
+
+    /// Writes the carried output slots (`outputs`: the slot of each column)
+    /// to this row's output lanes, at `out_row`, as the row stores them.
+    pub(crate) fn write_outputs(&mut self, outputs: &[u32], out_row: cl::Value) {
+        for (i, &(slot, ..)) in self.slots.iter().enumerate() {
+            self.out_columns[i] = (outputs.iter().enumerate())
+                .filter(|&(_, &s)| s == slot)
+                .map(|(k, _)| k as u32)
+                .collect();
+        }
+        self.out_row = Some(out_row);
     }
 
     fn ring(&mut self, lane: u32) -> Option<&mut CarriedRing> {
@@ -216,6 +260,15 @@ enum ExitLane {
     Value(cl::Value),
     /// The previous row's output batch, at this column.
     Output(u32),
+    /// This row's output lanes, at this column (`Carried::out_columns`).
+    OutputNow(u32),
+    /// The input batch, at this column, of this row or the previous one:
+    /// read again there rather than kept live for the stub through the
+    /// row (inputs are loaded first and used early).
+    Input {
+        column: u32,
+        previous: bool,
+    },
     /// The environment has it already.
     InEnv,
 }
@@ -322,6 +375,9 @@ pub enum Share {
     /// The parameter of a carried ring (by position in `carried_rings`)
     /// whose push every row is the value the slot is stored.
     Ring(usize),
+    /// No parameter: every row stores this input (by slot) into the slot,
+    /// so its previous-row value is in the input batch.
+    Input(u32),
 }
 
 /// For each of `carried` (from `carried_slots`), which loop parameter can
@@ -332,7 +388,9 @@ pub enum Share {
 /// row on (the program is one block, so every returning row makes each of
 /// its stores and pushes), and on its first row a slot's previous value is
 /// never read (the environment holds it) while the ring's is the state's
-/// lane. Fewer loop-carried values leave the loop's registers to the row.
+/// lane. A slot whose last store is an input (its `load_input`) needs no
+/// parameter: the input batch holds it. Fewer loop-carried values leave the
+/// loop's registers to the row.
 pub fn carried_sharing(
     prog: &Program,
     carried: &[(u32, Type)],
@@ -346,9 +404,15 @@ pub fn carried_sharing(
     // walk ends, what they hold when a row ends.
     let mut stored: HashMap<u32, Value> = HashMap::new();
     let mut pushed: HashMap<u32, Value> = HashMap::new();
+    let mut input_of: HashMap<Value, u32> = HashMap::new();
     for &blk in &prog.layout.blocks {
         for &inst in prog.layout.block_insts(blk) {
             match *prog.inst(inst) {
+                InstData::LoadInput { slot, .. } => {
+                    if let Some(r) = prog.result(inst) {
+                        input_of.insert(r, slot);
+                    }
+                }
                 InstData::StoreEnv { slot, arg, .. } => {
                     stored.insert(slot, resolve(&same_as, arg));
                 }
@@ -369,6 +433,7 @@ pub fn carried_sharing(
     let mut shares: Vec<Share> = Vec::with_capacity(carried.len());
     for (i, &(slot, _)) in carried.iter().enumerate() {
         let share = stored.get(&slot).and_then(|v| {
+            let input = input_of.get(v).map(|&k| Share::Input(k));
             let ring = (rings.iter()).position(|(lane, _)| pushed.get(lane) == Some(v));
             let earlier = (carried[..i].iter())
                 .position(|(s, _)| stored.get(s) == Some(v))
@@ -376,7 +441,7 @@ pub fn carried_sharing(
                     Share::Own => Share::Slot(j),
                     shared => shared,
                 });
-            ring.map(Share::Ring).or(earlier)
+            input.or(ring.map(Share::Ring)).or(earlier)
         });
         shares.push(share.unwrap_or(Share::Own));
     }
@@ -392,6 +457,9 @@ pub(crate) struct Translator<'p, 'b, 'f> {
     on_return: OnReturn,
     /// A batch kernel's carried slots, if it carries any.
     carried: Option<Carried>,
+    /// With carried slots, the input each `load_input` result is (by
+    /// slot): an exit stub reads it from the input batch again.
+    input_of: HashMap<cl::Value, u32>,
     /// With carried slots, one stub per exit taken (not per exit word): each
     /// stores what the environment holds at that point of the row.
     carried_stubs: Vec<CarriedStub>,
@@ -424,6 +492,7 @@ impl<'p, 'b, 'f> Translator<'p, 'b, 'f> {
             helpers,
             on_return,
             carried: None,
+            input_of: HashMap::new(),
             carried_stubs: Vec::new(),
             stubs: HashMap::new(),
             vals: vec![None; prog.values.len()],
@@ -521,7 +590,10 @@ impl<'p, 'b, 'f> Translator<'p, 'b, 'f> {
                 ),
                 None => (self.frame.env, self.frame.env_tags, self.frame.state),
             };
-            let columns = self.carried.as_ref().map_or(0, |c| c.columns);
+            let (columns, inputs) = self
+                .carried
+                .as_ref()
+                .map_or((0, 0), |c| (c.columns, c.inputs));
             let (frame, row_now) = (self.frame.reload_from, row);
             let store = |b: &mut FunctionBuilder<'_>, e: &ExitStore| match e.lane {
                 ExitLane::Value(v) => store_lane_and_tag(b, env, env_tags, e.slot, e.ty, v),
@@ -532,7 +604,27 @@ impl<'p, 'b, 'f> Translator<'p, 'b, 'f> {
                         unreachable!("a slot kept in the output batch has a batch frame");
                     };
                     let lanes = load_field(b, frame, BATCH_OUT_LANES, true);
-                    let v = load_previous_output(b, lanes, row, columns, column, e.ty);
+                    let v = load_previous_lane(b, lanes, row, columns, column, e.ty);
+                    store_lane_and_tag(b, env, env_tags, e.slot, e.ty, v)
+                }
+                ExitLane::OutputNow(column) => {
+                    let (Some(frame), Some(row)) = (frame, row_now) else {
+                        unreachable!("a slot kept in the output batch has a batch frame");
+                    };
+                    let lanes = load_field(b, frame, BATCH_OUT_LANES, true);
+                    let v = load_batch_lane(b, lanes, row, columns, column, e.ty);
+                    store_lane_and_tag(b, env, env_tags, e.slot, e.ty, v)
+                }
+                ExitLane::Input { column, previous } => {
+                    // The previous row's only on a row after the first.
+                    let (Some(frame), Some(row)) = (frame, row_now) else {
+                        unreachable!("a slot kept in the input batch has a batch frame");
+                    };
+                    let lanes = load_field(b, frame, BATCH_IN_LANES, true);
+                    let v = match previous {
+                        true => load_previous_lane(b, lanes, row, inputs, column, e.ty),
+                        false => load_batch_lane(b, lanes, row, inputs, column, e.ty),
+                    };
                     store_lane_and_tag(b, env, env_tags, e.slot, e.ty, v)
                 }
                 ExitLane::InEnv => store_tag(b, env_tags, e.slot, e.ty),
@@ -614,18 +706,26 @@ impl<'p, 'b, 'f> Translator<'p, 'b, 'f> {
         if let Some(c) = &self.carried {
             let blk = self.b.create_block();
             self.b.set_cold_block(blk);
-            let stores = c
-                .slots
-                .iter()
-                .zip(&c.now)
-                .map(|(&(slot, ty, previous), now)| ExitStore {
+            let stores = (c.slots.iter().zip(&c.now).zip(&c.out_columns))
+                .map(|((&(slot, ty, previous), now), out_columns)| ExitStore {
                     slot,
                     ty,
                     lane: match (previous, now) {
                         (Previous::Memory, _) => ExitLane::InEnv,
-                        (_, &Some(v)) => ExitLane::Value(v),
+                        (_, &Some(v)) => match (self.input_of.get(&v), out_columns.first()) {
+                            (Some(&column), _) => ExitLane::Input {
+                                column,
+                                previous: false,
+                            },
+                            (None, Some(&column)) => ExitLane::OutputNow(column),
+                            (None, None) => ExitLane::Value(v),
+                        },
                         (Previous::Register(v), None) => ExitLane::Value(v),
                         (Previous::Output(column), None) => ExitLane::Output(column),
+                        (Previous::Input(column), None) => ExitLane::Input {
+                            column,
+                            previous: true,
+                        },
                     },
                     this_row: now.is_some(),
                 })
@@ -712,11 +812,14 @@ impl<'p, 'b, 'f> Translator<'p, 'b, 'f> {
             }
             InstData::LoadInput { ty, slot } => {
                 let off = offset(slot, 8)?;
-                Some(
-                    self.b
-                        .ins()
-                        .load(cl_type(ty), flags, self.frame.inputs, off),
-                )
+                let v = self
+                    .b
+                    .ins()
+                    .load(cl_type(ty), flags, self.frame.inputs, off);
+                if self.carried.is_some() {
+                    self.input_of.insert(v, slot);
+                }
+                Some(v)
             }
             InstData::LoadEnv { ty, slot } => {
                 let carried = self.carried.as_ref().and_then(|c| c.now[c.position(slot)?]);
@@ -745,6 +848,11 @@ impl<'p, 'b, 'f> Translator<'p, 'b, 'f> {
                     // The lane is not carried in a register: to memory.
                     let off = offset(slot, 8)?;
                     self.b.ins().store(flags, v, self.frame.env, off);
+                }
+                if let Some(out_row) = c.out_row {
+                    for &k in &c.out_columns[i] {
+                        self.b.ins().store(flags, v, out_row, offset(k, 8)?);
+                    }
                 }
                 None
             }

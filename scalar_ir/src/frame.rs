@@ -316,7 +316,9 @@ impl FrameBuffers {
 /// `frame.step` (wrapping at `u64::MAX`). It stops at the first row whose exit is
 /// not `return` (that row's outputs are not copied and the step is not incremented),
 /// stores that exit word in `frame.status` and returns it; `done` receives the number
-/// of rows that returned.
+/// of rows that returned. Output rows from `done` on are not part of the result: a
+/// native kernel for known outputs writes a row's output lanes as it computes them,
+/// so the row that stopped it may have some written.
 ///
 /// `frame` comes first, so a `*mut BatchFrame` is also a valid `*mut Frame`.
 ///

@@ -9,6 +9,18 @@ pub mod programs;
 use jit::NativeFn;
 use scalar_ir::{BatchBuffers, Exit, FrameBuffers, Program, QuickCode};
 
+/// A batch as its contract defines it after a run: the output rows done
+/// (a kernel for known outputs writes a row's lanes as it computes them,
+/// so the lanes of the row that stopped it may hold some; nothing reads
+/// them), the rest as they were given.
+pub fn rows_done(b: &BatchBuffers) -> BatchBuffers {
+    let mut b = b.clone();
+    let n = b.done * b.out_slots.len();
+    b.out_lanes.truncate(n);
+    b.out_tags.truncate(n);
+    b
+}
+
 /// Everything a run leaves behind, compared bitwise (floats as their bits).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Outcome {
