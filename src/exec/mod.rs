@@ -1556,9 +1556,16 @@ impl Engine {
         let outputs: Vec<u32> = plan.spec.outputs.iter().map(|s| s.0).collect();
         let width = outputs.len();
         out.reset(width, batch.rows);
+        // The batch kernel this batch's columns call for, decided (and
+        // compiled if need be) once: none when it cannot run (the plan has
+        // no batch kernel, or Cranelift declined it), and then every row
+        // runs alone without asking again.
+        let kernel = self.batch_kernel_for(batch);
         let mut r = 0;
         while r < batch.rows {
-            if let Some(done) = self.try_batch_kernel(run, batch, r, &outputs, out) {
+            if let Some(guards) = kernel
+                && let Some(done) = self.try_batch_kernel(run, batch, r, guards, &outputs, out)
+            {
                 r += done;
                 out.rows = r;
                 if r == batch.rows {
@@ -1581,6 +1588,16 @@ impl Engine {
             out.rows = r;
         }
         Ok(())
+    }
+
+    /// Which batch kernel runs `batch` (`BatchKernels::guards_for`),
+    /// compiled now if it waits for its first batch; `None` when there is
+    /// none to run.
+    fn batch_kernel_for(&mut self, batch: &crate::batch::RowBatch) -> Option<Guards> {
+        let guards = self.whole.as_ref()?.batch.guards_for(batch);
+        self.ensure_batch_kernel(guards);
+        let w = self.whole.as_mut()?;
+        matches!(w.batch.get_mut(guards), BatchKernel::Ready(_)).then_some(guards)
     }
 
     /// Compiles every batch kernel the whole-row program may use (see
@@ -1644,12 +1661,11 @@ impl Engine {
         run: &mut Run,
         batch: &crate::batch::RowBatch,
         start: usize,
+        guards: Guards,
         outputs: &[u32],
         out: &mut crate::batch::OutputBatch,
     ) -> Option<usize> {
         let whole = self.whole_index();
-        let guards = self.whole.as_ref()?.batch.guards_for(batch);
-        self.ensure_batch_kernel(guards);
         let w = self.whole.as_mut()?;
         let BatchKernel::Ready(kernel) = w.batch.get_mut(guards) else {
             return None;
