@@ -295,6 +295,18 @@ impl FillingRing {
     }
 }
 
+/// The entry of a ring of `n` entries that holds step (or clock count)
+/// `count`: `count % n`, without a division when `n` is a power of two (an
+/// offset of 1, the most common, above all). A 64-bit division costs tens
+/// of cycles, and every row pushes every ring.
+#[inline]
+pub(crate) fn ring_entry(count: u64, n: u64) -> u64 {
+    match n.is_power_of_two() {
+        true => count & (n - 1),
+        false => count % n,
+    }
+}
+
 /// Rebuilds a sample from its frame form (tag, payload, and the object of a
 /// cell tagged `OTHER`). Batches use the same form.
 #[inline]
@@ -690,7 +702,7 @@ impl NodeState {
                 if count < u64::from(n) {
                     return Some((tag::DEFERRED, 0));
                 }
-                let k = (node.ring_base as u64 + count % u64::from(n)) as usize;
+                let k = (node.ring_base as u64 + ring_entry(count, u64::from(n))) as usize;
                 let t = self.ring_tags[k];
                 scalar_or_deferred(t).then(|| (t, self.ring_lanes[k]))
             }
@@ -773,7 +785,7 @@ impl NodeState {
             NodeOp::Offset(n) if self.clock_count(plan, id) < u64::from(n) => Ok(Sample::Deferred),
             NodeOp::Offset(n) => {
                 let count = self.clock_count(plan, id);
-                let k = (node.ring_base as u64 + count % n as u64) as usize;
+                let k = (node.ring_base as u64 + ring_entry(count, u64::from(n))) as usize;
                 Ok(decode(
                     self.ring_tags[k],
                     self.ring_lanes[k],
@@ -951,12 +963,12 @@ impl NodeState {
             unreachable!("offset_nodes holds offsets")
         };
         let (n, base) = (n as u64, node.ring_base as u64);
-        let k = (base + self.step % n) as usize;
+        let k = (base + ring_entry(self.step, n)) as usize;
         let operand = node.slots[0].index();
         let old = self.ring_tags[k];
         if !self.push_present(k, operand) {
             // The operand is NoVal: the entry repeats the one before it.
-            let prev = (base + (self.step + n - 1) % n) as usize;
+            let prev = (base + ring_entry(self.step + n - 1, n)) as usize;
             self.ring_tags[k] = self.ring_tags[prev];
             self.ring_lanes[k] = self.ring_lanes[prev];
             if self.ring_tags[prev] == tag::OTHER {
@@ -1121,7 +1133,7 @@ impl NodeState {
             let node = plan.node(id);
             let NodeOp::Offset(n) = node.op else { continue };
             let (n, base, count) = (n as u64, node.ring_base as u64, self.clocks[c]);
-            let k = (base + count % n) as usize;
+            let k = (base + ring_entry(count, n)) as usize;
             let operand = node.slots[0].index();
             let old = self.ring_tags[k];
             if !self.push_present(k, operand) {
@@ -1332,6 +1344,17 @@ mod tests {
     use super::*;
     use crate::lang::parse_and_check;
     use std::sync::Arc;
+
+    /// `ring_entry` is `count % n` for every length, powers of two (taken
+    /// by a mask) or not, at any count.
+    #[test]
+    fn ring_entries_are_the_step_modulo_the_length() {
+        for n in 1..=70u64 {
+            for count in (0..300).chain([u64::MAX - 300..=u64::MAX].into_iter().flatten()) {
+                assert_eq!(ring_entry(count, n), count % n, "{count} % {n}");
+            }
+        }
+    }
 
     fn plan(src: &str) -> Plan {
         Plan::new(Arc::new(parse_and_check("t", src).expect("valid spec")))

@@ -235,7 +235,8 @@ impl PackedRuntime {
         use zerocopy::IntoBytes as _;
         let mut full = true;
         for (r, &(base, n, want)) in self.rings.iter().enumerate() {
-            let k = self.parts.ring_tags_at + (u64::from(base) + step % u64::from(n)) as usize;
+            let k = self.parts.ring_tags_at
+                + (u64::from(base) + crate::canonical::ring_entry(step, u64::from(n))) as usize;
             let mut count = self.count(block, r);
             let bytes = block.as_mut_bytes();
             if bytes[k] != want {
@@ -1794,7 +1795,8 @@ impl Engine {
         for (rt, promoted) in self.regions.iter().zip(run.promoted.iter_mut()) {
             if *promoted {
                 let bad = rt.lowered.rings.iter().any(|&(base, len, ty)| {
-                    let k = (base as u64 + step % len as u64) as usize;
+                    let k =
+                        (base as u64 + crate::canonical::ring_entry(step, u64::from(len))) as usize;
                     run.state.ring_tags[k] != tag_of(ty)
                 });
                 if bad {
