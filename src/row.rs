@@ -274,7 +274,31 @@ impl From<RuntimeError> for StepError {
 pub(crate) struct RowSchema {
     names: Vec<String>,
     types: Vec<Type>,
+    /// Per input, the kinds of value (bit `Value::kind`) `fit` finds
+    /// `Exact` for its type: a row's cells are checked against it with one
+    /// test each, the cost every value row pays on every tier.
+    exact: Vec<u16>,
     index: HashMap<String, usize>,
+}
+
+/// The kinds of value (bits indexed by `Value::kind`) that `fit` takes as
+/// they are for an input of type `ty`.
+fn exact_kinds(ty: Type) -> u16 {
+    let kind = |v: Value| 1u16 << v.kind();
+    match ty {
+        Type::Any => u16::MAX,
+        Type::Int => kind(Value::Int(0)),
+        Type::Float => kind(Value::Float(0.0)),
+        Type::Bool => kind(Value::Bool(false)),
+        Type::Str => kind(Value::Str("".into())),
+        Type::Unit => kind(Value::Unit),
+        Type::List => kind(Value::list(Vec::new())),
+        Type::Tuple => kind(Value::tuple(Vec::new())),
+        Type::Map => kind(Value::Map(Default::default())),
+        // A function value cannot be made without a closure; its kind is
+        // the variant after `Map` (the table test checks it).
+        Type::Fn => 1 << 8,
+    }
 }
 
 /// What checking a row found: whether it can run as it is.
@@ -295,9 +319,11 @@ impl RowSchema {
             .enumerate()
             .map(|(i, n)| (n.clone(), i))
             .collect();
+        let exact = types.iter().map(|&ty| exact_kinds(ty)).collect();
         RowSchema {
             names,
             types,
+            exact,
             index,
         }
     }
@@ -356,21 +382,29 @@ impl RowSchema {
             });
         }
         let mut checked = Checked::AsIs;
-        for (i, (cell, &ty)) in cells.iter().zip(&self.types).enumerate() {
+        for (i, (cell, &exact)) in cells.iter().zip(&self.exact).enumerate() {
             let Some(v) = cell else { continue };
-            match fit(v, ty) {
-                Fit::Exact => {}
-                Fit::IntToFloat => checked = Checked::Convert,
-                Fit::Mismatch => {
-                    return Err(RowError::WrongType {
-                        input: self.names[i].clone(),
-                        expected: ty,
-                        found: v.clone(),
-                    });
-                }
+            if exact & (1 << v.kind()) == 0 {
+                checked = self.check_inexact(i, v)?;
             }
         }
         Ok(checked)
+    }
+
+    /// `check` of a cell its input does not take as it is: an Int for a
+    /// Float input converts, anything else is refused.
+    #[cold]
+    fn check_inexact(&self, i: usize, v: &Value) -> Result<Checked, RowError> {
+        let ty = self.types[i];
+        match fit(v, ty) {
+            Fit::IntToFloat => Ok(Checked::Convert),
+            Fit::Exact => unreachable!("engine bug: `exact_kinds` disagrees with `fit`"),
+            Fit::Mismatch => Err(RowError::WrongType {
+                input: self.names[i].clone(),
+                expected: ty,
+                found: v.clone(),
+            }),
+        }
     }
 
     /// Writes the conformed form of a row that `check` accepted into `out`
@@ -556,7 +590,7 @@ impl ScalarRow {
     ///
     /// If `input` is not the position of an input (as indexing a slice
     /// past its end does).
-    #[inline]
+    #[inline(always)]
     pub fn set_int(&mut self, input: usize, value: i64) -> Result<(), RowError> {
         let ty = self.schema.types()[input];
         match ty {
@@ -568,7 +602,7 @@ impl ScalarRow {
     }
 
     /// Sets input `input` to a Float (see [`ScalarRow::set_int`]).
-    #[inline]
+    #[inline(always)]
     pub fn set_float(&mut self, input: usize, value: f64) -> Result<(), RowError> {
         let ty = self.schema.types()[input];
         match ty {
@@ -579,7 +613,7 @@ impl ScalarRow {
     }
 
     /// Sets input `input` to a Bool (see [`ScalarRow::set_int`]).
-    #[inline]
+    #[inline(always)]
     pub fn set_bool(&mut self, input: usize, value: bool) -> Result<(), RowError> {
         let ty = self.schema.types()[input];
         match ty {
@@ -693,6 +727,49 @@ mod tests {
             name: "n".repeat(1000),
         };
         assert!(e.to_string().len() < 100, "{e}");
+    }
+
+    #[test]
+    fn the_table_of_exact_kinds_agrees_with_fit() {
+        let values = [
+            Value::Int(1),
+            Value::Float(1.0),
+            Value::Bool(true),
+            Value::Str("s".into()),
+            Value::Unit,
+            Value::list(vec![Value::Int(1)]),
+            Value::tuple(vec![Value::Int(1)]),
+            Value::Map(Default::default()),
+            Value::Marker(crate::value::Marker::NoVal),
+            Value::Marker(crate::value::Marker::Deferred),
+        ];
+        let types = [
+            Type::Int,
+            Type::Float,
+            Type::Bool,
+            Type::Str,
+            Type::Unit,
+            Type::Any,
+            Type::List,
+            Type::Tuple,
+            Type::Map,
+            Type::Fn,
+        ];
+        for ty in types {
+            for v in &values {
+                assert_eq!(
+                    exact_kinds(ty) & (1 << v.kind()) != 0,
+                    fit(v, ty) == Fit::Exact,
+                    "{v:?} given to {ty:?}"
+                );
+            }
+        }
+        // The function kind has no value to test with here: its bit is
+        // `Fn`'s alone.
+        assert_eq!(exact_kinds(Type::Fn), 1 << 8);
+        for ty in types {
+            assert!(ty == Type::Fn || ty == Type::Any || exact_kinds(ty) & (1 << 8) == 0);
+        }
     }
 
     #[test]

@@ -116,6 +116,25 @@ impl Value {
         Value::Tuple(items.into())
     }
 
+    /// The value's variant as a small number (the order of `Value`'s
+    /// variants, both markers one kind): what a row check indexes its
+    /// table of accepted kinds with (`RowSchema::check`).
+    #[inline]
+    pub(crate) fn kind(&self) -> u8 {
+        match self {
+            Value::Int(_) => 0,
+            Value::Float(_) => 1,
+            Value::Bool(_) => 2,
+            Value::Str(_) => 3,
+            Value::Unit => 4,
+            Value::List(_) => 5,
+            Value::Tuple(_) => 6,
+            Value::Map(_) => 7,
+            Value::Func(_) => 8,
+            Value::Marker(_) => 9,
+        }
+    }
+
     /// The name of the value's runtime type, as used in diagnostics.
     pub fn type_name(&self) -> &'static str {
         match self {

@@ -462,7 +462,7 @@ impl NodeState {
 
     /// The tag and lane of a slot as they are (`tag::OTHER` for a value
     /// kept as an object), for typed reads that make no `Sample`.
-    #[inline]
+    #[inline(always)]
     pub fn frame_cell(&self, slot: Slot) -> (u8, u64) {
         let i = slot.index();
         (self.tags[i], self.lanes[i])
@@ -545,13 +545,27 @@ impl NodeState {
     }
 
     /// Starts a row: publishes the inputs (one cell per declared input).
+    #[inline]
     pub fn begin_row(&mut self, plan: &Plan, row: Cells<'_>) {
         if plan.is_timed() {
             self.active.fill(false);
             self.active[0] = true;
         }
-        for (k, &s) in plan.spec.inputs.iter().enumerate() {
-            self.write_input(s.into(), row, k);
+        // The cells' form is matched once per row, not once per input.
+        match row {
+            Cells::Values(cells) => {
+                for (k, &s) in plan.spec.inputs.iter().enumerate() {
+                    match cells.get(k) {
+                        Some(Some(v)) => self.write_value(s.into(), v),
+                        _ => self.write(s.into(), Sample::NoVal),
+                    }
+                }
+            }
+            Cells::Frame { .. } => {
+                for (k, &s) in plan.spec.inputs.iter().enumerate() {
+                    self.write_input(s.into(), row, k);
+                }
+            }
         }
     }
 
@@ -634,17 +648,17 @@ impl NodeState {
 
     /// Evaluates one node and stores its value. A fault inside an `if` arm is
     /// parked for that `if` to report or discard; the node is NoVal.
+    #[inline]
     pub fn eval_node(&mut self, plan: &Plan, id: NodeId) -> Result<(), RuntimeError> {
         if plan.is_timed() && !self.active[plan.node_clock(id)] {
             // Not its stream's step: NoVal, holding its last value.
             self.write(plan.node_slot(id), Sample::NoVal);
             return Ok(());
         }
-        let node = plan.node(id);
         // Scalars are computed on their lanes (binary operators, offsets,
-        // `default`); anything else (objects, NoVal results, a fault) goes
-        // the general way, which computes the same value and reports the
-        // fault.
+        // `default`), inlined into the caller's loop; anything else
+        // (objects, NoVal results, a fault) goes the general way, out of
+        // line, which computes the same value and reports the fault.
         if let Some((t, lane)) = self.scalar_node(plan, id) {
             let i = plan.node_slot(id).index();
             self.tags[i] = t;
@@ -654,6 +668,13 @@ impl NodeState {
             }
             return Ok(());
         }
+        self.eval_node_general(plan, id)
+    }
+
+    /// `eval_node` of a node whose value is not computed on scalar lanes.
+    #[inline(never)]
+    fn eval_node_general(&mut self, plan: &Plan, id: NodeId) -> Result<(), RuntimeError> {
+        let node = plan.node(id);
         let sample = match self.compute(plan, id) {
             Ok(s) => s,
             // A `dynamic` instance's error is never discarded: the instance
@@ -982,6 +1003,7 @@ impl NodeState {
     /// The tick barrier: advances every offset ring with this row's values,
     /// moves the rings this completes into the ring table, then moves to
     /// the next step.
+    #[inline]
     pub fn end_row(&mut self, plan: &Plan) {
         self.settle_windows(plan);
         if plan.is_timed() {
@@ -1049,7 +1071,18 @@ impl NodeState {
 
     /// Pushes this row's value (or the entry before) onto every ring still
     /// filling, and moves those it completes into the ring table.
+    #[inline]
     fn push_filling_rings(&mut self, plan: &Plan) {
+        // Once every ring is full (or a spec has none) there is nothing to
+        // do: the common row, kept to one test in the caller.
+        if !self.filling.is_empty() {
+            self.push_filling_rings_now(plan);
+        }
+    }
+
+    /// `push_filling_rings` while some ring is filling.
+    #[inline(never)]
+    fn push_filling_rings_now(&mut self, plan: &Plan) {
         let full = plan.offset_nodes.len() - self.filling.len();
         let filling_rings = self.rings[full..].iter_mut();
         for ((f, &id), info) in self
