@@ -80,6 +80,37 @@ fn bench(c: &mut Criterion) {
                 )
             });
         }
+        // The same typed rows through a `Stepper`, which checks the
+        // monitor and lays out the kernel's frame once instead of on every
+        // row.
+        for &tier in &tiers {
+            group.bench_function(format!("{}-stepper", tier.name()), |b| {
+                b.iter_batched(
+                    || Monitor::builder(&spec).tier(tier).build(),
+                    |mut m| {
+                        let mut st = m.stepper();
+                        let at = |name| st.input(name).ok();
+                        let (x, y, flag) = (at("x"), at("y"), at("flag"));
+                        for i in 0..common::ROWS {
+                            if let Some(x) = x {
+                                st.set_int(x, columns.x[i]).expect("x is Int");
+                            }
+                            if let Some(y) = y {
+                                st.set_int(y, columns.y[i]).expect("y is Int");
+                            }
+                            if let Some(flag) = flag {
+                                st.set_bool(flag, columns.flag[i]).expect("flag is Bool");
+                            }
+                            let out = st.step().expect("no runtime error");
+                            black_box(out.int(0));
+                        }
+                        drop(st);
+                        m
+                    },
+                    BatchSize::PerIteration,
+                )
+            });
+        }
         // (A spec with a tail, the example's Str stream, has no batch
         // kernel: its batches run row by row on the kernel and the tail.)
         if Monitor::builder(&spec)

@@ -95,7 +95,7 @@ pub use keyed::{KeyedBuildError, KeyedMonitor, KeyedMonitorBuilder};
 pub use lang::diag::Diagnostics;
 pub use lang::types::Type;
 pub use monitor::{
-    Alert, DEFAULT_MAX_STRING_BYTES, Monitor, MonitorBuilder, Outputs, Spec, Stats, Tier,
+    Alert, DEFAULT_MAX_STRING_BYTES, Monitor, MonitorBuilder, Outputs, Spec, Stats, Stepper, Tier,
 };
 pub use row::{Row, RowError, ScalarRow, StepError, conform, describe};
 pub use snapshot::{

@@ -20,6 +20,9 @@ use scalar_ir::frame::tag;
 use std::fmt;
 use std::sync::Arc;
 
+mod stepper;
+pub use stepper::Stepper;
+
 /// A parsed and checked specification.
 ///
 /// ```
@@ -408,7 +411,7 @@ impl StreamsView<'_> {
 
     /// The tag and lane of stream `s` (`tag::OTHER` for a value with no
     /// scalar form).
-    #[inline]
+    #[inline(always)]
     fn frame_cell(&self, s: StreamId) -> (u8, u64) {
         match self {
             StreamsView::State(st) => st.frame_cell(Slot::from(s)),
@@ -497,25 +500,25 @@ impl<'a> Outputs<'a> {
     /// ⊥ or another kind of value. Unlike [`Outputs::get`], no `Sample` is
     /// made: the typed per-row entry ([`Monitor::step_scalars`]) reads its
     /// outputs with it.
-    #[inline]
+    #[inline(always)]
     pub fn int(&self, i: usize) -> Option<i64> {
         self.lane_tagged(i, tag::I64).map(|lane| lane as i64)
     }
 
     /// Output `i` if it holds a Float (see [`Outputs::int`]).
-    #[inline]
+    #[inline(always)]
     pub fn float(&self, i: usize) -> Option<f64> {
         self.lane_tagged(i, tag::F64).map(f64::from_bits)
     }
 
     /// Output `i` if it holds a Bool (see [`Outputs::int`]).
-    #[inline]
+    #[inline(always)]
     pub fn bool(&self, i: usize) -> Option<bool> {
         self.lane_tagged(i, tag::B1).map(|lane| lane != 0)
     }
 
     /// Output `i`'s lane if its tag is `t`.
-    #[inline]
+    #[inline(always)]
     fn lane_tagged(&self, i: usize, t: u8) -> Option<u64> {
         let (tag, lane) = self.state.frame_cell(self.spec.outputs[i]);
         (tag == t).then_some(lane)

@@ -170,6 +170,13 @@ impl WholeRuntime {
     }
 }
 
+/// A promoted whole-row kernel's frame on one run, kept across rows by a
+/// `crate::Stepper` (`Engine::fast_row`, `Engine::run_fast_row`): only the
+/// step changes from one row to the next.
+pub(crate) struct FastRow {
+    frame: Frame,
+}
+
 /// The whole-row kernel again, lowered onto packed runs
 /// (`lower_whole_in` with `WholeEnv::Packed`): a keyed monitor runs it on a
 /// key's block in place, so a row of a key whose run is packed and promoted
@@ -1404,6 +1411,83 @@ impl Engine {
         true
     }
 
+    /// The frame of a row that `run_fast_row` can complete on the promoted
+    /// whole-row kernel, reading its inputs from `lanes` and `tags`: `None`
+    /// unless the kernel is promoted on `run`, has no tail, and speculation
+    /// is not watching the inputs (then every row takes the general path).
+    /// A `crate::Stepper` makes one after every row the general path ran,
+    /// since that row may have moved the run state's vectors.
+    pub(crate) fn fast_row(&self, run: &Run, lanes: &[u64], tags: &[u8]) -> Option<FastRow> {
+        let w = self.whole.as_ref()?;
+        let inputs = self.plan.spec.inputs.len();
+        let watching = self.speculation.as_ref().is_some_and(Speculation::watching);
+        if !run.promoted[self.regions.len()]
+            || w.split.has_tail()
+            || watching
+            || run.failed.is_some()
+            || lanes.len() != inputs
+            || tags.len() != inputs
+        {
+            return None;
+        }
+        // `frame_on` checks that the state holds what the program declares;
+        // it takes the state mutably only for its pointers' type, and
+        // nothing is written through them here.
+        let st = &run.state;
+        assert_frame_fits(st, &w.rt.lowered.program.decl);
+        Some(FastRow {
+            frame: Frame {
+                inputs: lanes.as_ptr(),
+                input_tags: tags.as_ptr(),
+                env: st.lanes.as_ptr().cast_mut(),
+                env_tags: st.tags.as_ptr().cast_mut(),
+                state: st.ring_lanes.as_ptr().cast_mut(),
+                step: st.ring_step(),
+                status: 0,
+                windows: st.windows.as_ptr().cast_mut(),
+            },
+        })
+    }
+
+    /// Runs one row on the frame `fast_row` made: `true` when the kernel
+    /// completed it (the step advanced, as `run_whole_fast` does), `false`
+    /// when it declined or trapped, and the row must take the general path
+    /// (which runs the kernel again: a stopped kernel stores nothing a rerun
+    /// does not store again, and pushes its rings only once the row is done).
+    ///
+    /// # Safety
+    /// `fast` was made by this engine's `fast_row` for `run`, and since then
+    /// nothing but this function has touched `run` (so its state's vectors
+    /// have not moved or shrunk, the kernel is still promoted and the run has
+    /// not failed), and the input lanes and tags it was made from are alive,
+    /// unmoved and of the same length.
+    #[inline]
+    pub(crate) unsafe fn run_fast_row(&mut self, run: &mut Run, fast: &mut FastRow) -> bool {
+        let Some(w) = self.whole.as_mut() else {
+            unreachable!("engine bug: a fast row of an engine without a whole-row kernel")
+        };
+        let frame = &mut fast.frame;
+        frame.step = run.state.ring_step();
+        frame.status = 0;
+        let returned = match &mut w.rt.kernel {
+            // SAFETY: the frame covers what the program declares (checked
+            // by `fast_row`, and the caller promises the state has not
+            // changed since), the input lanes hold every input, and
+            // promotion found its rings full; the native code is owned by
+            // the engine, which outlives the call.
+            &mut Kernel::Native(f) => unsafe { f(frame) == Exit::Return.encode() },
+            // SAFETY: as above.
+            Kernel::Quick(code) => unsafe { code.run_frame(frame) == Exit::Return },
+        };
+        if !returned {
+            return false;
+        }
+        run.kernel_rows_done(1, &w.flag_nodes);
+        self.stats.whole_rows += 1;
+        self.stats.rows += 1;
+        true
+    }
+
     /// Evaluates one row on the regions and canonically (not the whole-row
     /// kernel).
     fn run_row_fused(&mut self, run: &mut Run, row: Cells<'_>) -> Result<(), RuntimeError> {
@@ -1791,6 +1875,9 @@ impl Engine {
     /// After the barrier: a ring that received a value its readers cannot
     /// take (⊥, or another representation) demotes them.
     fn check_promoted_rings(&mut self, run: &mut Run) {
+        if self.regions.is_empty() {
+            return;
+        }
         let step = run.state.step - 1;
         for (rt, promoted) in self.regions.iter().zip(run.promoted.iter_mut()) {
             if *promoted {

@@ -655,6 +655,52 @@ pub(crate) fn run_monitor(monitor: &mut Monitor, trace: &[Vec<Option<Value>>]) -
     (outputs, None)
 }
 
+/// The trace a `Stepper` can be given: every cell that is not a scalar
+/// (Int, Float, Bool) absent, as the stepper's row has no other values.
+fn scalar_cells(trace: &[Vec<Option<Value>>]) -> Vec<Vec<Option<Value>>> {
+    let scalar = |c: &Option<Value>| {
+        c.clone()
+            .filter(|v| matches!(v, Value::Int(_) | Value::Float(_) | Value::Bool(_)))
+    };
+    trace
+        .iter()
+        .map(|row| row.iter().map(scalar).collect())
+        .collect()
+}
+
+/// Runs one tier through a `Stepper` (`scalar_cells` of the trace: other
+/// cells are left unset), to its end or its first error; with the number
+/// of rows the stepper completed on its kept kernel frame.
+pub(crate) fn run_tier_stepper(
+    spec: &Spec,
+    trace: &[Vec<Option<Value>>],
+    tier: Tier,
+) -> (Run, u64) {
+    let mut monitor = Monitor::builder(spec).tier(tier).build();
+    let mut stepper = monitor.stepper();
+    let mut outputs = Vec::new();
+    for row in trace {
+        for (k, cell) in row.iter().enumerate() {
+            let set = match cell {
+                Some(Value::Int(v)) => stepper.set_int(k, *v),
+                Some(Value::Float(v)) => stepper.set_float(k, *v),
+                Some(Value::Bool(v)) => stepper.set_bool(k, *v),
+                _ => {
+                    stepper.unset(k);
+                    Ok(())
+                }
+            };
+            set.expect("generated cells fit their inputs");
+        }
+        match stepper.step() {
+            Ok(samples) => outputs.push(samples.to_vec()),
+            Err(e) => return ((outputs, Some(runtime(e))), stepper.fast_rows()),
+        }
+    }
+    let fast = stepper.fast_rows();
+    ((outputs, None), fast)
+}
+
 /// The canonical run of `trace`, after checking that the native-whole batch
 /// path gives the same.
 fn canonical_and_batch(spec: &Spec, trace: &[Vec<Option<Value>>]) -> Run {
@@ -834,6 +880,20 @@ fn check_tiers(
             &trace,
             ("canonical", canon.clone()),
             (tier.name(), run),
+        )
+        .map_err(TestCaseError::fail)?;
+    }
+    // The stepper, on the trace's scalar cells, against the canonical run
+    // of the same cells.
+    let scalars = scalar_cells(&trace);
+    let canon = run_tier(&spec, &scalars, Tier::Canonical);
+    for tier in [Tier::Canonical, Tier::Quickened, Tier::NativeWhole] {
+        let (run, _) = run_tier_stepper(&spec, &scalars, tier);
+        compare_runs(
+            &spec,
+            &scalars,
+            ("canonical", canon.clone()),
+            (&format!("{} stepper", tier.name()), run),
         )
         .map_err(TestCaseError::fail)?;
     }
@@ -1043,6 +1103,30 @@ fn tier_coverage() {
     );
     assert!(regions > 300 && runs > 1000 && promotions > 20 && declines > 20 && fused_errors > 10);
     assert!(whole_rows > 1000);
+}
+
+/// The stepper half of the tier property must complete many rows on its
+/// kept kernel frame (the fast path) on both whole-row tiers, and leave
+/// many to the general path (declined rows, and the rows after them).
+#[test]
+fn stepper_coverage() {
+    let mut cases = deterministic_cases();
+    for tier in [Tier::Quickened, Tier::NativeWhole] {
+        let (mut fast, mut rows) = (0, 0);
+        for k in 0..300 {
+            let (spec_data, len, trace_data) = cases.next().expect("the cases never end");
+            let g = generate_spec(&spec_data, true);
+            let Ok(spec) = Spec::parse("gen.dsrv", &g.source) else {
+                continue;
+            };
+            let trace = scalar_cells(&generate_trace(&g.inputs, len, &trace_data, k % 4));
+            let ((outputs, _), f) = run_tier_stepper(&spec, &trace, tier);
+            fast += f;
+            rows += outputs.len() as u64;
+        }
+        eprintln!("{tier} stepper: {fast} of {rows} rows on the kept frame");
+        assert!(fast > 500 && rows - fast > 1000, "{tier}: {fast} of {rows}");
+    }
 }
 
 /// The batch half of the tier property must run both batch kernels: the

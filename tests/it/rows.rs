@@ -734,6 +734,77 @@ fn scalar_rows_step_as_value_rows_do() {
     assert_eq!(m.steps(), 0);
 }
 
+/// A `Stepper` steps as `Monitor::step_scalars` does, on every tier: the
+/// rows of `scalar_rows_step_as_value_rows_do` (absent inputs, which the
+/// kernel declines, an Int given to a Float input, a division by zero at
+/// row 40), with the same outputs and error, the error again on every later
+/// step, and the monitor's steps and counters as after `step_scalars`. On
+/// native-whole the complete rows after a promoting row run on the kept
+/// frame (9 of these 50: a declined row, and the row that promotes the
+/// kernel again, take the general path).
+#[test]
+fn a_stepper_steps_as_scalar_rows_do() {
+    let src = "in x: Int\nin f: Float\nin b: Bool\nout acc: Int\nout g: Float\nout pick: Int\n\
+               acc = default(acc[1], 0) + x\ng = f * 2.0\npick = if b then acc / x else 0";
+    let spec = Spec::parse("s.dsrv", src).unwrap();
+    for tier in TIERS {
+        let mut typed = Monitor::builder(&spec).tier(tier).build();
+        let mut stepped = Monitor::builder(&spec).tier(tier).build();
+        let mut row = typed.scalar_row();
+        let mut stepper = stepped.stepper();
+        let (x, f, b) = (
+            stepper.input("x").unwrap(),
+            stepper.input("f").unwrap(),
+            stepper.input("b").unwrap(),
+        );
+        for i in 0..50 {
+            if i % 7 == 3 {
+                row.unset(x);
+                stepper.unset(x);
+            } else {
+                row.set_int(x, i - 40).unwrap();
+                stepper.set_int(x, i - 40).unwrap();
+            }
+            if i % 3 == 0 {
+                row.unset(f);
+                stepper.unset(f);
+            } else {
+                row.set_int(f, i).unwrap();
+                stepper.set_int(f, i).unwrap();
+            }
+            row.set_bool(b, i % 2 == 0).unwrap();
+            stepper.set_bool(b, i % 2 == 0).unwrap();
+            let expected = (typed.step_scalars(&row))
+                .map(|o| (o.step(), o.to_vec()))
+                .map_err(|e| e.to_string());
+            let got = (stepper.step())
+                .map(|o| (o.step(), o.to_vec()))
+                .map_err(|e| e.to_string());
+            assert_eq!(got, expected, "{tier}, row {i}");
+            if i == 40 {
+                assert!(got.is_err(), "{tier}: row 40 divides by zero");
+            }
+        }
+        let fast = stepper.fast_rows();
+        drop(stepper);
+        assert_eq!(stepped.steps(), typed.steps(), "{tier}");
+        let (a, b) = (stepped.stats(), typed.stats());
+        assert_eq!((a.rows, a.whole_rows), (b.rows, b.whole_rows), "{tier}");
+        if stepped.tier() == Tier::NativeWhole {
+            assert!(fast >= 9, "{tier}: {fast} rows on the kept frame");
+        }
+    }
+    // A value of the wrong type is refused without a step.
+    let mut m = Monitor::builder(&spec).build();
+    let mut stepper = m.stepper();
+    assert_eq!(
+        stepper.set_bool(0, true).unwrap_err().to_string(),
+        "expected Int for input `x`, found Bool true"
+    );
+    drop(stepper);
+    assert_eq!(m.steps(), 0);
+}
+
 /// The typed reads of an output give its value only when it holds one of
 /// that kind: ⊥ (an offset before the first step), NoVal (an absent input)
 /// and a value of another kind are `None`, on every tier and on a keyed

@@ -1,0 +1,166 @@
+//! `Stepper`: a monitor fed scalar rows one at a time at the cost of its kernel, checks done once.
+
+use super::{Monitor, Outputs, StreamsView};
+use crate::exec::FastRow;
+use crate::row::{RowError, ScalarRow, StepError};
+
+/// A monitor borrowed for a run of scalar rows: the fastest way to give a
+/// monitor one row at a time. It holds one row of inputs in frame form, as
+/// a [`ScalarRow`] does, set by position with the same checked setters;
+/// [`Stepper::step`] evaluates it as [`Monitor::step_scalars`] would, with
+/// the same outputs and errors on every tier.
+///
+/// What it saves is the work `step_scalars` repeats on every row because
+/// anything may have happened to the monitor in between: checking that the
+/// row was made for it, that the run has not failed, that the whole-row
+/// kernel is promoted and has nothing to run after it, and laying out the
+/// kernel's frame. While the stepper borrows the monitor nothing else can
+/// touch it, so it checks these once and again only after a row the kernel
+/// did not complete (a declined or failing row, which the general path
+/// evaluates). On a monitor with no promoted native-whole (or quickened
+/// whole-row) kernel every row takes the general path, and a stepper costs
+/// what `step_scalars` does.
+///
+/// ```
+/// use vigil::{Monitor, Spec, Tier};
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let spec = Spec::parse("sum.dsrv", "in x: Int\nout total: Int\ntotal = default(total[1], 0) + x")?;
+/// let mut monitor = Monitor::builder(&spec).build();
+/// let mut stepper = monitor.stepper();
+/// let x = stepper.input("x")?;
+/// for i in 1..=4 {
+///     stepper.set_int(x, i)?;
+///     assert_eq!(stepper.step()?.int(0), Some(i * (i + 1) / 2));
+/// }
+/// stepper.unset(x);
+/// // An absent input holds its last value under the hold rule (the
+/// // kernel declines the row; the canonical tier evaluates it).
+/// assert_eq!(stepper.step()?.int(0), Some(10 + 4));
+/// drop(stepper);
+/// assert_eq!(monitor.steps(), 5);
+/// # Ok(())
+/// # }
+/// ```
+pub struct Stepper<'m> {
+    monitor: &'m mut Monitor,
+    /// The row: its lanes and tags are what `fast`'s frame points at, so
+    /// the stepper never hands it out (replacing it would leave the frame
+    /// pointing at freed buffers) and it never grows.
+    row: ScalarRow,
+    /// The whole-row kernel's frame while every row so far has completed on
+    /// it (`Engine::fast_row`); `None` sends the next row the general way.
+    fast: Option<FastRow>,
+    /// The rows completed on `fast`.
+    fast_rows: u64,
+}
+
+impl Monitor {
+    /// A [`Stepper`] of this monitor, every input absent.
+    pub fn stepper(&mut self) -> Stepper<'_> {
+        let row = self.scalar_row();
+        let mut stepper = Stepper {
+            monitor: self,
+            row,
+            fast: None,
+            fast_rows: 0,
+        };
+        stepper.refresh();
+        stepper
+    }
+}
+
+impl Stepper<'_> {
+    /// Makes the kernel's frame again from the monitor as it now is (after
+    /// building, or after a row the general path evaluated).
+    fn refresh(&mut self) {
+        let m = &mut *self.monitor;
+        // Every row of a stepper is untimed, as `step_scalars`' rows are;
+        // the fast path never sets a time.
+        m.run.state.time = None;
+        let (lanes, tags) = self.row.frame();
+        self.fast = m.engine.fast_row(&m.run, lanes, tags);
+    }
+
+    /// How many rows the stepper completed on the whole-row kernel's kept
+    /// frame, without the general path (for tests of its coverage).
+    #[doc(hidden)]
+    pub fn fast_rows(&self) -> u64 {
+        self.fast_rows
+    }
+
+    /// The position of input `name`, for the setters.
+    pub fn input(&self, name: &str) -> Result<usize, RowError> {
+        self.row.input(name)
+    }
+
+    /// Sets input `input` (a position) to an Int, as [`ScalarRow::set_int`]
+    /// does.
+    #[inline(always)]
+    pub fn set_int(&mut self, input: usize, value: i64) -> Result<(), RowError> {
+        self.row.set_int(input, value)
+    }
+
+    /// Sets input `input` to a Float, as [`ScalarRow::set_float`] does.
+    #[inline(always)]
+    pub fn set_float(&mut self, input: usize, value: f64) -> Result<(), RowError> {
+        self.row.set_float(input, value)
+    }
+
+    /// Sets input `input` to a Bool, as [`ScalarRow::set_bool`] does.
+    #[inline(always)]
+    pub fn set_bool(&mut self, input: usize, value: bool) -> Result<(), RowError> {
+        self.row.set_bool(input, value)
+    }
+
+    /// Makes input `input` absent (NoVal at the next step).
+    pub fn unset(&mut self, input: usize) {
+        self.row.unset(input);
+    }
+
+    /// Makes every input absent.
+    pub fn clear(&mut self) {
+        self.row.clear();
+    }
+
+    /// Evaluates one step of the row as it is set (inputs keep their values
+    /// from one step to the next until set again): the outputs of
+    /// [`Monitor::step_scalars`] on the same row, and its errors. A runtime
+    /// error stops the monitor, as there.
+    #[inline]
+    pub fn step(&mut self) -> Result<Outputs<'_>, StepError> {
+        let step = self.monitor.steps();
+        let m = &mut *self.monitor;
+        // SAFETY: `fast` was made by `refresh` for this monitor's run from
+        // this stepper's row; since then only `run_fast_row` has touched
+        // the run (the stepper borrows the monitor mutably, and the general
+        // path below calls `refresh` after every row it evaluates), and the
+        // row's buffers are neither handed out nor resized.
+        let done = (self.fast.as_mut())
+            .is_some_and(|fast| unsafe { m.engine.run_fast_row(&mut m.run, fast) });
+        // The outputs are made here for both paths, so that they are not
+        // made in memory by one and copied (a wide read of narrow stores,
+        // stalled, was half of a row's time).
+        if done {
+            self.fast_rows += 1;
+        } else {
+            self.step_general()?;
+        }
+        let m = &*self.monitor;
+        Ok(Outputs::new(
+            StreamsView::State(&m.run.state),
+            &m.engine.plan().spec,
+            step,
+            None,
+        ))
+    }
+
+    /// A row the kernel did not complete, or any row without a fast frame:
+    /// `step_scalars`' way, then the frame made again.
+    #[inline(never)]
+    fn step_general(&mut self) -> Result<(), StepError> {
+        self.fast = None;
+        let ran = self.monitor.step_scalars(&self.row).map(|_| ());
+        self.refresh();
+        ran
+    }
+}
