@@ -138,21 +138,6 @@ impl<'de> Deserialize<'de> for Value {
     }
 }
 
-fn rank(v: &Value) -> u8 {
-    match v {
-        Value::Int(_) => 0,
-        Value::Float(_) => 1,
-        Value::Bool(_) => 2,
-        Value::Str(_) => 3,
-        Value::Unit => 4,
-        Value::List(_) => 5,
-        Value::Tuple(_) => 6,
-        Value::Map(_) => 7,
-        Value::Func(_) => 8,
-        Value::Marker(_) => 9,
-    }
-}
-
 /// The order of keys in the output (time, then key): by type (Int, Float,
 /// Bool, Str, Unit), then Ints by value, Floats by `total_cmp`, Bools false
 /// first, Strs by their bytes. A total order that agrees with the keys'
@@ -177,7 +162,7 @@ pub fn key_cmp(a: &Value, b: &Value) -> Ordering {
         }
         (Value::Func(x), Value::Func(y)) => (std::sync::Arc::as_ptr(x) as *const () as usize)
             .cmp(&(std::sync::Arc::as_ptr(y) as *const () as usize)),
-        _ => rank(a).cmp(&rank(b)),
+        _ => a.kind().cmp(&b.kind()),
     }
 }
 

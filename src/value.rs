@@ -116,9 +116,10 @@ impl Value {
         Value::Tuple(items.into())
     }
 
-    /// The value's variant as a small number (the order of `Value`'s
-    /// variants, both markers one kind): what a row check indexes its
-    /// table of accepted kinds with (`RowSchema::check`).
+    /// The value's variant as a small number, in the order of `Value`'s
+    /// variants (both markers one kind): what a row check indexes its table
+    /// of accepted kinds with (`RowSchema::check`), and the order of keys of
+    /// different types (`scale::key_cmp`).
     #[inline]
     pub(crate) fn kind(&self) -> u8 {
         match self {

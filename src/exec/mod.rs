@@ -1402,13 +1402,10 @@ impl Engine {
                 unsafe { code.run_frame(&mut frame) == Exit::Return }
             }
         };
-        if !returned {
-            return false;
+        if returned {
+            whole_row_done(&mut self.stats, run, &w.flag_nodes);
         }
-        run.kernel_rows_done(1, &w.flag_nodes);
-        self.stats.whole_rows += 1;
-        self.stats.rows += 1;
-        true
+        returned
     }
 
     /// The frame of a row that `run_fast_row` can complete on the promoted
@@ -1479,13 +1476,10 @@ impl Engine {
             // SAFETY: as above.
             Kernel::Quick(code) => unsafe { code.run_frame(frame) == Exit::Return },
         };
-        if !returned {
-            return false;
+        if returned {
+            whole_row_done(&mut self.stats, run, &w.flag_nodes);
         }
-        run.kernel_rows_done(1, &w.flag_nodes);
-        self.stats.whole_rows += 1;
-        self.stats.rows += 1;
-        true
+        returned
     }
 
     /// Evaluates one row on the regions and canonically (not the whole-row
@@ -2080,6 +2074,15 @@ fn run_kernel(
         return kernel_exit(rt, promoted, id, st, stats, plan, inputs.1, exit);
     }
     promote_and_run(rt, promoted, id, st, stats, plan, inputs)
+}
+
+/// Completes a row the whole-row kernel ran to its end (the short paths:
+/// `Engine::run_whole_fast`, `Engine::run_fast_row`).
+#[inline]
+fn whole_row_done(stats: &mut ExecStats, run: &mut Run, flag_nodes: &[crate::plan::NodeId]) {
+    run.kernel_rows_done(1, flag_nodes);
+    stats.whole_rows += 1;
+    stats.rows += 1;
 }
 
 /// Calls a native kernel on the arena and returns its exit word.
