@@ -236,6 +236,8 @@ struct Parked {
 struct RingInfo {
     base: u32,
     n: u32,
+    /// The offset's operand slot: what the barrier pushes.
+    operand: u32,
     /// The tag every entry has once the ring is promotable: that of its
     /// scalar signature; `None` for a ring fused code never reads (not
     /// scalar, or an offset rebound to an `if` arm).
@@ -354,6 +356,7 @@ impl NodeState {
                 RingInfo {
                     base: node.ring_base,
                     n,
+                    operand: node.slots[0].index() as u32,
                     want,
                     bad: 0,
                 }
@@ -626,7 +629,7 @@ impl NodeState {
         for id in graph.node_ids() {
             self.eval_node(plan, id)?;
         }
-        self.publish_root(plan, s);
+        self.publish_graph_root(plan, s, graph);
         Ok(())
     }
 
@@ -638,9 +641,19 @@ impl NodeState {
             self.write(s.into(), Sample::NoVal);
             return;
         }
-        if let Some(graph) = plan.graph(s)
-            && !matches!(graph.root, crate::plan::Operand::Node(_))
-        {
+        if let Some(graph) = plan.graph(s) {
+            self.publish_graph_root(plan, s, graph);
+        }
+    }
+
+    /// `publish_root` of stream `s`, whose graph is `graph`.
+    #[inline]
+    fn publish_graph_root(&mut self, plan: &Plan, s: StreamId, graph: &crate::plan::StreamGraph) {
+        if plan.is_timed() && !self.active[plan.clocks[s.index()] as usize] {
+            self.write(s.into(), Sample::NoVal);
+            return;
+        }
+        if !matches!(graph.root, crate::plan::Operand::Node(_)) {
             let v = self.raw(graph.root_slot);
             self.write(s.into(), v);
         }
@@ -978,14 +991,14 @@ impl NodeState {
     /// operand's value of this row, or, if that is NoVal, the entry before.
     /// (The step is not advanced: the caller does it for every ring.)
     #[inline]
-    pub fn push_full_ring(&mut self, plan: &Plan, r: usize) {
-        let node = plan.node(plan.offset_nodes[r]);
-        let NodeOp::Offset(n) = node.op else {
-            unreachable!("offset_nodes holds offsets")
-        };
-        let (n, base) = (n as u64, node.ring_base as u64);
+    pub fn push_full_ring(&mut self, r: usize) {
+        // The ring's length, base and operand are the plan's, kept beside
+        // its counters so the barrier does not look up the offset's node.
+        let RingInfo {
+            n, base, operand, ..
+        } = self.rings[r];
+        let (n, base, operand) = (u64::from(n), u64::from(base), operand as usize);
         let k = (base + ring_entry(self.step, n)) as usize;
-        let operand = node.slots[0].index();
         let old = self.ring_tags[k];
         if !self.push_present(k, operand) {
             // The operand is NoVal: the entry repeats the one before it.
@@ -1011,7 +1024,7 @@ impl NodeState {
         }
         let full = plan.offset_nodes.len() - self.filling.len();
         for r in 0..full {
-            self.push_full_ring(plan, r);
+            self.push_full_ring(r);
         }
         self.push_filling_rings(plan);
         self.advance(1);
@@ -1064,7 +1077,7 @@ impl NodeState {
         self.settle_windows(plan);
         let full = plan.offset_nodes.len() - self.filling.len();
         for &r in tail_rings.iter().take_while(|&&r| r < full) {
-            self.push_full_ring(plan, r);
+            self.push_full_ring(r);
         }
         self.push_filling_rings(plan);
     }

@@ -1868,10 +1868,16 @@ impl Engine {
 
     /// After the barrier: a ring that received a value its readers cannot
     /// take (⊥, or another representation) demotes them.
+    #[inline]
     fn check_promoted_rings(&mut self, run: &mut Run) {
-        if self.regions.is_empty() {
-            return;
+        if !self.regions.is_empty() {
+            self.check_promoted_region_rings(run);
         }
+    }
+
+    /// `check_promoted_rings` of an engine with regions.
+    #[inline(never)]
+    fn check_promoted_region_rings(&mut self, run: &mut Run) {
         let step = run.state.step - 1;
         for (rt, promoted) in self.regions.iter().zip(run.promoted.iter_mut()) {
             if *promoted {
