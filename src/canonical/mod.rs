@@ -605,7 +605,7 @@ impl NodeState {
 
     /// Stores a present value in a slot, straight into its frame form (no
     /// intermediate `Sample`: this is the per-input cost of every row).
-    #[inline]
+    #[inline(always)]
     pub fn write_value(&mut self, slot: Slot, v: &Value) {
         let i = slot.index();
         match scalar_form(v) {
@@ -613,11 +613,15 @@ impl NodeState {
                 self.tags[i] = t;
                 self.lanes[i] = lane;
             }
-            None => {
-                self.tags[i] = tag::OTHER;
-                self.objects.set(i, Some(v.clone()));
-            }
+            None => self.write_object(i, v),
         }
+    }
+
+    /// `write_value` of a value with no scalar form, out of line.
+    #[inline(never)]
+    fn write_object(&mut self, i: usize, v: &Value) {
+        self.tags[i] = tag::OTHER;
+        self.objects.set(i, Some(v.clone()));
     }
 
     /// Evaluates one stream: its nodes in postorder, then publishes the root.
