@@ -12,7 +12,7 @@
 //! from the criterion benches. `--json` prints the table as JSON, `--svg FILE` draws it (plotters).
 
 use super::{Exit, FormatArg, error, load_spec, print, trace_format};
-use crate::monitor::{Monitor, Spec, Tier};
+use crate::monitor::{Monitor, Spec, Stepper, Tier};
 use crate::row::StepError;
 use crate::trace::{self, ReaderOptions};
 use crate::value::{Sample, Value};
@@ -60,6 +60,9 @@ struct Figures {
     /// ns/row of each repetition, per row and in batches.
     per_row: Vec<f64>,
     batch: Vec<f64>,
+    /// Through a `Stepper`, when every cell of the trace is a scalar (or
+    /// absent), so that the stepper is given the same rows.
+    stepper: Option<Vec<f64>>,
     declines: u64,
 }
 
@@ -87,13 +90,24 @@ pub(super) fn bench(args: &BenchArgs) -> Exit {
         None => Tier::ALL.into_iter().filter(|t| *t != Tier::Auto).collect(),
     };
     let repeat = args.repeat.max(1);
+    // A stepper takes scalars only: it is timed when it is given the rows
+    // the other paths are.
+    let scalar = (rows.iter().flatten().flatten())
+        .all(|v| matches!(v, Value::Int(_) | Value::Float(_) | Value::Bool(_)));
     // The reference every tier must match before anything is timed.
     let expected = outcome(&spec, Tier::Canonical, &rows);
     for &tier in &tiers {
         let got = outcome(&spec, tier, &rows);
-        if let Some(why) = mismatch(&spec, &expected, &got) {
+        let stepped = scalar.then(|| stepper_outcome(&spec, tier, &rows));
+        let wrong = (mismatch(&spec, &expected, &got).map(|why| (tier.name().to_string(), why)))
+            .or_else(|| {
+                let stepped = stepped.as_ref()?;
+                let why = mismatch(&spec, &expected, stepped)?;
+                Some((format!("{tier} through a stepper"), why))
+            });
+        if let Some((what, why)) = wrong {
             error(format_args!(
-                "{tier} disagrees with the canonical tier ({why}): this is a bug in vigil; nothing was timed"
+                "{what} disagrees with the canonical tier ({why}): this is a bug in vigil; nothing was timed"
             ));
             return Exit::Runtime;
         }
@@ -111,6 +125,7 @@ pub(super) fn bench(args: &BenchArgs) -> Exit {
             compile: stats.compile_time,
             per_row: Vec::new(),
             batch: Vec::new(),
+            stepper: None,
             declines: 0,
         };
         let mut m = monitor;
@@ -122,6 +137,13 @@ pub(super) fn bench(args: &BenchArgs) -> Exit {
         for _ in 0..repeat {
             m.reset();
             f.batch.push(time_batches(&mut m, &rows));
+        }
+        if scalar {
+            let times = (0..repeat).map(|_| {
+                m.reset();
+                time_stepper(&mut m, &rows)
+            });
+            f.stepper = Some(times.collect());
         }
         figures.push(f);
     }
@@ -178,6 +200,38 @@ fn outcome(spec: &Spec, tier: Tier, rows: &[Vec<Option<Value>>]) -> Outcome {
     (out, None)
 }
 
+/// Gives a stepper the cells of `row` (every one a scalar or absent).
+fn set_cells(stepper: &mut Stepper<'_>, row: &[Option<Value>]) {
+    for (k, cell) in row.iter().enumerate() {
+        let set = match cell {
+            Some(Value::Int(v)) => stepper.set_int(k, *v),
+            Some(Value::Float(v)) => stepper.set_float(k, *v),
+            Some(Value::Bool(v)) => stepper.set_bool(k, *v),
+            _ => {
+                stepper.unset(k);
+                Ok(())
+            }
+        };
+        // The reader conformed every value to its input, as the setters do.
+        set.expect("a reader's scalar cells fit their inputs");
+    }
+}
+
+/// `outcome` through a `Stepper` (the trace's cells all scalars).
+fn stepper_outcome(spec: &Spec, tier: Tier, rows: &[Vec<Option<Value>>]) -> Outcome {
+    let mut m = Monitor::builder(spec).tier(tier).build();
+    let mut stepper = m.stepper();
+    let mut out = Vec::with_capacity(rows.len());
+    for row in rows {
+        set_cells(&mut stepper, row);
+        match stepper.step() {
+            Ok(o) => out.push(o.to_vec()),
+            Err(e) => return (out, Some(e.to_string())),
+        }
+    }
+    (out, None)
+}
+
 /// Where two outcomes differ, if they do (`Value`'s equality is bitwise:
 /// floats by their bits).
 fn mismatch(spec: &Spec, a: &Outcome, b: &Outcome) -> Option<String> {
@@ -212,6 +266,26 @@ fn time_rows(m: &mut Monitor, rows: &[Vec<Option<Value>>]) -> f64 {
             Ok(o) => {
                 // Read the outputs, so that nothing is optimised away (a
                 // spec may print none).
+                std::hint::black_box(o.iter().next());
+                done += 1;
+            }
+            Err(StepError::Runtime(_)) => break,
+            Err(StepError::Row(_)) => unreachable!("a reader's rows fit"),
+        }
+    }
+    start.elapsed().as_nanos() as f64 / done.max(1) as f64
+}
+
+/// ns/row of one pass of `rows` through a `Stepper` (setting the cells is
+/// timed, as it is part of giving a row).
+fn time_stepper(m: &mut Monitor, rows: &[Vec<Option<Value>>]) -> f64 {
+    let mut stepper = m.stepper();
+    let start = Instant::now();
+    let mut done = 0;
+    for row in rows {
+        set_cells(&mut stepper, row);
+        match stepper.step() {
+            Ok(o) => {
                 std::hint::black_box(o.iter().next());
                 done += 1;
             }
@@ -268,19 +342,22 @@ fn table(figures: &[Figures], rows: usize, stopped: Option<&str>) -> String {
     let canonical = figures.iter().find(|f| f.tier == Tier::Canonical);
     let base = |path: fn(&Figures) -> &[f64]| canonical.map(|c| median(path(c)));
     let (row_base, batch_base) = (base(|f| &f.per_row), base(|f| &f.batch));
+    let stepper_base = canonical.and_then(|c| c.stepper.as_deref()).map(median);
     let mut out = format!("{rows} rows, outputs identical on every tier\n");
     if let Some(e) = stopped {
         let _ = writeln!(out, "(every tier stops at the same runtime error: {e})");
     }
     let _ = writeln!(
         out,
-        "{:<15} {:>22} {:>24} {:>12} {:>9} {:>24} {:>9} {:>9}",
+        "{:<15} {:>22} {:>24} {:>12} {:>9} {:>24} {:>9} {:>24} {:>9} {:>9}",
         "tier",
         "build ms (plan/lower/jit)",
         "per row ns (min-max)",
         "rows/s",
         "×canon",
         "batch ns (min-max)",
+        "×canon",
+        "stepper ns (min-max)",
         "×canon",
         "declines"
     );
@@ -293,9 +370,19 @@ fn table(figures: &[Figures], rows: usize, stopped: Option<&str>) -> String {
             true => f.tier.name().to_string(),
             false => format!("{}→{}", f.requested.name(), f.tier.name()),
         };
+        let (stepped, stepped_speedup) = match &f.stepper {
+            Some(times) => {
+                let (s, (s0, s1)) = (median(times), spread(times));
+                (
+                    format!("{s:.1} ({s0:.1}-{s1:.1})"),
+                    speedup(stepper_base, s),
+                )
+            }
+            None => ("-".into(), "-".into()),
+        };
         let _ = writeln!(
             out,
-            "{:<15} {:>22} {:>24} {:>12.0} {:>9} {:>24} {:>9} {:>9}",
+            "{:<15} {:>22} {:>24} {:>12.0} {:>9} {:>24} {:>9} {:>24} {:>9} {:>9}",
             name,
             format!(
                 "{:.2}/{:.2}/{:.2}",
@@ -308,7 +395,15 @@ fn table(figures: &[Figures], rows: usize, stopped: Option<&str>) -> String {
             speedup(row_base, r),
             format!("{b:.1} ({b0:.1}-{b1:.1})"),
             speedup(batch_base, b),
+            stepped,
+            stepped_speedup,
             f.declines,
+        );
+    }
+    if figures.iter().all(|f| f.stepper.is_none()) {
+        let _ = writeln!(
+            out,
+            "stepper: not timed (a stepper takes scalars, and the trace has other values)"
         );
     }
     for f in figures.iter().filter(|f| f.why != "requested") {
@@ -332,6 +427,8 @@ fn json(figures: &[Figures], rows: usize) -> String {
                 "per_row_median_ns": median(&f.per_row),
                 "batch_ns": f.batch,
                 "batch_median_ns": median(&f.batch),
+                "stepper_ns": f.stepper,
+                "stepper_median_ns": f.stepper.as_deref().map(median),
                 "declines": f.declines,
             })
         })
@@ -345,22 +442,32 @@ fn json(figures: &[Figures], rows: usize) -> String {
 /// The medians as grouped bars (per row, in batches) per tier.
 fn draw(path: &str, figures: &[Figures]) -> Result<(), String> {
     use plotters::prelude::*;
-    let (w, h) = (120 + 140 * figures.len() as u32, 360);
+    let (w, h) = (120 + 190 * figures.len() as u32, 360);
     let root = SVGBackend::new(path, (w, h)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| e.to_string())?;
     let top = figures
         .iter()
-        .map(|f| median(&f.per_row).max(median(&f.batch)))
+        .map(|f| {
+            let stepped = f.stepper.as_deref().map_or(0.0, median);
+            median(&f.per_row).max(median(&f.batch)).max(stepped)
+        })
         .fold(1.0, f64::max);
     let (x0, y0, plot_h) = (80i32, 320i32, 260.0);
     let text = |s: &str, x: i32, y: i32| Text::new(s.to_string(), (x, y), ("sans-serif", 13));
     root.draw(&text("ns/row (median)", 8, 16))
         .map_err(|e| e.to_string())?;
     for (i, f) in figures.iter().enumerate() {
-        let x = x0 + 140 * i as i32;
-        for (k, (v, colour)) in [(median(&f.per_row), BLUE), (median(&f.batch), RED)]
+        let x = x0 + 190 * i as i32;
+        let stepped = f.stepper.as_deref().map(|t| (median(t), GREEN));
+        let bars = [
+            Some((median(&f.per_row), BLUE)),
+            Some((median(&f.batch), RED)),
+            stepped,
+        ];
+        for (k, (v, colour)) in bars
             .into_iter()
             .enumerate()
+            .filter_map(|(k, b)| Some((k, b?)))
         {
             let bar = (v / top * plot_h) as i32;
             let left = x + 50 * k as i32;
@@ -375,8 +482,12 @@ fn draw(path: &str, figures: &[Figures]) -> Result<(), String> {
         root.draw(&text(f.requested.name(), x, y0 + 18))
             .map_err(|e| e.to_string())?;
     }
-    root.draw(&text("blue: per row   red: in batches", 8, h as i32 - 6))
-        .map_err(|e| e.to_string())?;
+    root.draw(&text(
+        "blue: per row   red: in batches   green: through a stepper",
+        8,
+        h as i32 - 6,
+    ))
+    .map_err(|e| e.to_string())?;
     root.present().map_err(|e| e.to_string())
 }
 

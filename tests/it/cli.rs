@@ -229,7 +229,35 @@ fn bench_times_every_tier_after_checking_their_outputs() {
         assert_eq!(t["per_row_ns"].as_array().unwrap().len(), 2);
         assert!(t["per_row_median_ns"].as_f64().unwrap() > 0.0, "{t}");
         assert!(t["batch_median_ns"].as_f64().unwrap() > 0.0, "{t}");
+        // The example's trace has Str values, which a stepper cannot take.
+        assert!(t["stepper_ns"].is_null(), "{t}");
     }
+    // A trace of scalars is also timed through a stepper on every tier,
+    // after its outputs are checked too.
+    let sum = write(
+        &dir,
+        "sum.dsrv",
+        "in x: Int\nout s: Int\ns = default(s[1], 0) + x\n",
+    );
+    let xs: String = (0..50).map(|i| format!("{{\"x\": {i}}}\n")).collect();
+    let xs = write(&dir, "xs.jsonl", &xs);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_vigil"))
+        .args(["bench", &sum, "--input", &xs, "--repeat", "2", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    for t in v["tiers"].as_array().unwrap() {
+        assert_eq!(t["stepper_ns"].as_array().unwrap().len(), 2, "{t}");
+        assert!(t["stepper_median_ns"].as_f64().unwrap() > 0.0, "{t}");
+    }
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_vigil"))
+        .args(["bench", &sum, "--input", &xs, "--repeat", "1"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("stepper ns (min-max)"), "{text}");
+    assert!(!text.contains("stepper: not timed"), "{text}");
     let drawn = std::fs::read_to_string(&svg).unwrap();
     assert!(
         drawn.starts_with("<svg") && drawn.contains("native-whole"),
@@ -248,6 +276,7 @@ fn bench_times_every_tier_after_checking_their_outputs() {
     let text = String::from_utf8_lossy(&table.stdout);
     assert!(text.contains("outputs identical on every tier"), "{text}");
     assert!(text.contains("native-whole→native-regions"), "{text}");
+    assert!(text.contains("stepper: not timed"), "{text}");
     // Regression: a spec without printed outputs panicked (the timed loop
     // read output 0 of every step).
     let quiet = write(&dir, "aux.dsrv", "in t: Int\naux a: Int\na = t + 1\n");
