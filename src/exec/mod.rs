@@ -1409,12 +1409,12 @@ impl Engine {
     }
 
     /// The frame of a row that `run_fast_row` can complete on the promoted
-    /// whole-row kernel, reading its inputs from `lanes` and `tags`: `None`
-    /// unless the kernel is promoted on `run`, has no tail, and speculation
-    /// is not watching the inputs (then every row takes the general path).
+    /// whole-row kernel, for rows of `lanes.len()` inputs: `None` unless the
+    /// kernel is promoted on `run`, has no tail, and speculation is not
+    /// watching the inputs (then every row takes the general path).
     /// A `crate::Stepper` makes one after every row the general path ran,
     /// since that row may have moved the run state's vectors.
-    pub(crate) fn fast_row(&self, run: &Run, lanes: &[u64], tags: &[u8]) -> Option<FastRow> {
+    pub(crate) fn fast_row(&self, run: &mut Run, lanes: &[u64], tags: &[u8]) -> Option<FastRow> {
         let w = self.whole.as_ref()?;
         let inputs = self.plan.spec.inputs.len();
         let watching = self.speculation.as_ref().is_some_and(Speculation::watching);
@@ -1427,23 +1427,14 @@ impl Engine {
         {
             return None;
         }
-        // `frame_on` checks that the state holds what the program declares;
-        // it takes the state mutably only for its pointers' type, and
-        // nothing is written through them here.
-        let st = &run.state;
-        assert_frame_fits(st, &w.rt.lowered.program.decl);
-        Some(FastRow {
-            frame: Frame {
-                inputs: lanes.as_ptr(),
-                input_tags: tags.as_ptr(),
-                env: st.lanes.as_ptr().cast_mut(),
-                env_tags: st.tags.as_ptr().cast_mut(),
-                state: st.ring_lanes.as_ptr().cast_mut(),
-                step: st.ring_step(),
-                status: 0,
-                windows: st.windows.as_ptr().cast_mut(),
-            },
-        })
+        // The state's pointers are taken from a mutable borrow, as
+        // `frame_on` takes them: the kernel writes through them.
+        let frame = frame_on(
+            &w.rt.lowered.program.decl,
+            &mut run.state,
+            (lanes.as_ptr(), tags.as_ptr()),
+        );
+        Some(FastRow { frame })
     }
 
     /// Runs one row on the frame `fast_row` made: `true` when the kernel
@@ -1456,14 +1447,23 @@ impl Engine {
     /// `fast` was made by this engine's `fast_row` for `run`, and since then
     /// nothing but this function has touched `run` (so its state's vectors
     /// have not moved or shrunk, the kernel is still promoted and the run has
-    /// not failed), and the input lanes and tags it was made from are alive,
-    /// unmoved and of the same length.
+    /// not failed); `lanes` and `tags` are as long as the lanes and tags
+    /// `fast` was made for.
     #[inline]
-    pub(crate) unsafe fn run_fast_row(&mut self, run: &mut Run, fast: &mut FastRow) -> bool {
+    pub(crate) unsafe fn run_fast_row(
+        &mut self,
+        run: &mut Run,
+        fast: &mut FastRow,
+        (lanes, tags): (&[u64], &[u8]),
+    ) -> bool {
         let Some(w) = self.whole.as_mut() else {
             unreachable!("engine bug: a fast row of an engine without a whole-row kernel")
         };
         let frame = &mut fast.frame;
+        // The row's pointers are taken afresh from the borrow of this call:
+        // the row was written since the last (the stepper's setters).
+        frame.inputs = lanes.as_ptr();
+        frame.input_tags = tags.as_ptr();
         frame.step = run.state.ring_step();
         frame.status = 0;
         let returned = match &mut w.rt.kernel {

@@ -43,9 +43,8 @@ use crate::row::{RowError, ScalarRow, StepError};
 /// ```
 pub struct Stepper<'m> {
     monitor: &'m mut Monitor,
-    /// The row: its lanes and tags are what `fast`'s frame points at, so
-    /// the stepper never hands it out (replacing it would leave the frame
-    /// pointing at freed buffers) and it never grows.
+    /// The row, handed to the kernel's frame at every step; it never
+    /// changes length (`fast` was made for its width).
     row: ScalarRow,
     /// The whole-row kernel's frame while every row so far has completed on
     /// it (`Engine::fast_row`); `None` sends the next row the general way.
@@ -78,7 +77,7 @@ impl Stepper<'_> {
         // the fast path never sets a time.
         m.run.state.time = None;
         let (lanes, tags) = self.row.frame();
-        self.fast = m.engine.fast_row(&m.run, lanes, tags);
+        self.fast = m.engine.fast_row(&mut m.run, lanes, tags);
     }
 
     /// How many rows the stepper completed on the whole-row kernel's kept
@@ -130,13 +129,14 @@ impl Stepper<'_> {
     pub fn step(&mut self) -> Result<Outputs<'_>, StepError> {
         let step = self.monitor.steps();
         let m = &mut *self.monitor;
-        // SAFETY: `fast` was made by `refresh` for this monitor's run from
-        // this stepper's row; since then only `run_fast_row` has touched
-        // the run (the stepper borrows the monitor mutably, and the general
-        // path below calls `refresh` after every row it evaluates), and the
-        // row's buffers are neither handed out nor resized.
+        let row = self.row.frame();
+        // SAFETY: `fast` was made by `refresh` for this monitor's run, for
+        // this stepper's row (which never changes length); since then only
+        // `run_fast_row` has touched the run (the stepper borrows the
+        // monitor mutably, and the general path below calls `refresh` after
+        // every row it evaluates).
         let done = (self.fast.as_mut())
-            .is_some_and(|fast| unsafe { m.engine.run_fast_row(&mut m.run, fast) });
+            .is_some_and(|fast| unsafe { m.engine.run_fast_row(&mut m.run, fast, row) });
         // The outputs are made here for both paths, so that they are not
         // made in memory by one and copied (a wide read of narrow stores,
         // stalled, was half of a row's time).
