@@ -6,7 +6,7 @@ use crate::helpers::Helper;
 use crate::translate::{
     Carried, CarriedRing, FrameVals, OnReturn, Previous, Share, Translator, carried_rings,
     carried_sharing, carried_slots, cl_type, helpers_used, lane_flags, load_field,
-    load_previous_lane, offset, store_lane_and_tag, store_ring_lane, store_tag,
+    load_previous_lane, offset, row_times, store_lane_and_tag, store_ring_lane, store_tag,
 };
 use cranelift_codegen::Context;
 use cranelift_codegen::ir::{self as cl, AbiParam, BlockArg, InstBuilder, UserFuncName, types};
@@ -671,7 +671,7 @@ fn build_batch_kernel(
     let step = b.ins().iadd(step0, r);
     let at = match in_stride {
         Some(stride) => b.ins().imul(r, stride),
-        None => b.ins().imul_imm_u(r, i64::from(prog.decl.inputs)),
+        None => row_times(b, r, prog.decl.inputs),
     };
     let at8 = b.ins().ishl_imm_u(at, 3);
     let inp = b.ins().iadd(in_lanes, at8);
@@ -679,7 +679,7 @@ fn build_batch_kernel(
     // Row `r`'s output lanes and tags (a kernel for known outputs has
     // exactly that many; see `NativeFn::run_batch_frame`).
     let out_at = match outputs {
-        Some(o) => b.ins().imul_imm_u(r, o.len() as i64),
+        Some(o) => row_times(b, r, o.len() as u32),
         None => b.ins().imul(r, n_out),
     };
     let out_at8 = b.ins().ishl_imm_u(out_at, 3);

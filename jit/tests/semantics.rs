@@ -517,3 +517,52 @@ fn window_instructions_agree_with_the_state_machine() {
         }
     }
 }
+
+/// A batch kernel addresses row `r` of its inputs and outputs as `r` times
+/// their width, computed in forms that differ by width (`row_times`): every
+/// width up to twelve, rows past the first included, gives each row's own
+/// values.
+#[test]
+fn batches_of_every_width_address_their_rows() {
+    for width in 1..=12u32 {
+        let mut b = FunctionBuilder::new(Decl {
+            inputs: width,
+            env: width,
+            state: 0,
+            sites: width,
+            windows: 0,
+        });
+        let b0 = b.create_block();
+        b.switch_to_block(b0);
+        for i in 0..width {
+            b.guard_input(i, Type::I64, i);
+            let x = b.load_input(Type::I64, i);
+            let k = b.iconst(i64::from(i));
+            let v = b.iadd_ck(x, k, i);
+            b.store_env(Type::I64, i, v);
+        }
+        b.ret();
+        let prog = b.finish();
+        let outputs: Vec<u32> = (0..width).collect();
+        let code = jit::compile_for_outputs(&prog, &outputs).unwrap();
+        let rows = 5;
+        let mut fb = FrameBuffers::new(&prog.decl);
+        let mut batch = BatchBuffers::new(&prog.decl, rows, outputs.clone());
+        for r in 0..rows {
+            for i in 0..width as usize {
+                batch.set_input(r, i, Slot::I64(1000 * r as i64 + 10 * i as i64));
+            }
+        }
+        assert_eq!(code.main().run_batch(&mut fb, &mut batch), Exit::Return);
+        for r in 0..rows {
+            for i in 0..width as usize {
+                let want = 1000 * r as i64 + 11 * i as i64;
+                assert_eq!(
+                    batch.output(r, i),
+                    Slot::I64(want),
+                    "width {width}, row {r}, output {i}"
+                );
+            }
+        }
+    }
+}
