@@ -2,7 +2,10 @@
 
 use super::{Monitor, Outputs, StreamsView};
 use crate::exec::FastRow;
+use crate::lang::check::CheckedSpec;
 use crate::row::{RowError, ScalarRow, StepError};
+use crate::value::Value;
+use std::sync::Arc;
 
 /// A monitor borrowed for a run of scalar rows: the fastest way to give a
 /// monitor one row at a time. It holds one row of inputs in frame form, as
@@ -51,17 +54,24 @@ pub struct Stepper<'m> {
     fast: Option<FastRow>,
     /// The rows completed on `fast`.
     fast_rows: u64,
+    /// The monitor's checked specification, which every step's outputs
+    /// read (their streams' slots): held here so that reading an output
+    /// starts from the stepper, not from a chain of pointers through the
+    /// monitor's engine and plan, which a row would wait on.
+    spec: Arc<CheckedSpec>,
 }
 
 impl Monitor {
     /// A [`Stepper`] of this monitor, every input absent.
     pub fn stepper(&mut self) -> Stepper<'_> {
         let row = self.scalar_row();
+        let spec = self.engine.plan().spec.clone();
         let mut stepper = Stepper {
             monitor: self,
             row,
             fast: None,
             fast_rows: 0,
+            spec,
         };
         stepper.refresh();
         stepper
@@ -78,6 +88,13 @@ impl Stepper<'_> {
         m.run.state.time = None;
         let (lanes, tags) = self.row.frame();
         self.fast = m.engine.fast_row(&mut m.run, lanes, tags);
+        // A row the general path evaluated may have rebuilt the engine on
+        // a re-signed plan (speculation), whose spec is another (of the
+        // same streams).
+        let spec = &m.engine.plan().spec;
+        if !Arc::ptr_eq(&self.spec, spec) {
+            self.spec = spec.clone();
+        }
     }
 
     /// How many rows the stepper completed on the whole-row kernel's kept
@@ -109,6 +126,12 @@ impl Stepper<'_> {
     #[inline(always)]
     pub fn set_bool(&mut self, input: usize, value: bool) -> Result<(), RowError> {
         self.row.set_bool(input, value)
+    }
+
+    /// Sets input `input` from a cell of a row of `Value`s, as
+    /// [`ScalarRow::set`] does (a Str or Unit value is refused).
+    pub fn set(&mut self, input: usize, cell: Option<&Value>) -> Result<(), RowError> {
+        self.row.set(input, cell)
     }
 
     /// Makes input `input` absent (NoVal at the next step).
@@ -145,10 +168,9 @@ impl Stepper<'_> {
         } else {
             self.step_general()?;
         }
-        let m = &*self.monitor;
         Ok(Outputs::new(
-            StreamsView::State(&m.run.state),
-            &m.engine.plan().spec,
+            StreamsView::State(&self.monitor.run.state),
+            &self.spec,
             step,
             None,
         ))
