@@ -72,10 +72,7 @@ impl Cells<'_> {
     /// `OTHER` with lane 0).
     pub fn frame_cell(&self, k: usize) -> (u8, u64) {
         match self {
-            Cells::Values(row) => match row.get(k) {
-                Some(Some(v)) => scalar_form(v).unwrap_or((tag::OTHER, 0)),
-                _ => (tag::ABSENT, 0),
-            },
+            Cells::Values(row) => value_cell(row, k),
             Cells::Frame { lanes, tags, .. } => match tags.get(k) {
                 Some(&t) => (t, lanes[k]),
                 None => (tag::ABSENT, 0),
@@ -320,6 +317,16 @@ pub(crate) fn decode(t: u8, lane: u64, object: Option<&Value>) -> Sample {
         tag::F64 => Sample::Value(Value::Float(f64::from_bits(lane))),
         tag::B1 => Sample::Value(Value::Bool(lane != 0)),
         _ => object.map_or(Sample::NoVal, |v| Sample::Value(v.clone())),
+    }
+}
+
+/// Cell `k` of a row of `Value` cells in frame form (see
+/// [`Cells::frame_cell`]).
+#[inline]
+pub(crate) fn value_cell(row: &[Option<Value>], k: usize) -> (u8, u64) {
+    match row.get(k) {
+        Some(Some(v)) => scalar_form(v).unwrap_or((tag::OTHER, 0)),
+        _ => (tag::ABSENT, 0),
     }
 }
 

@@ -154,9 +154,18 @@ impl WholeRuntime {
     /// itself (the same program serves batches).
     #[inline]
     fn inputs(&mut self, row: Cells<'_>, n: usize) -> (*const u64, *const u8) {
-        match row.frame() {
-            Some((lanes, tags)) if tags.len() == n => (lanes.as_ptr(), tags.as_ptr()),
-            _ => {
+        match row {
+            Cells::Frame { lanes, tags, .. } if tags.len() == n => (lanes.as_ptr(), tags.as_ptr()),
+            // `Value` cells (the common row of `Monitor::step`): the form
+            // is matched once, not once per input as `frame_cell` would.
+            Cells::Values(cells) => {
+                let lanes = self.input_tags[..n].iter_mut().zip(&mut self.input_lanes);
+                for (k, (t, lane)) in lanes.enumerate() {
+                    (*t, *lane) = crate::canonical::value_cell(cells, k);
+                }
+                (self.input_lanes.as_ptr(), self.input_tags.as_ptr())
+            }
+            Cells::Frame { .. } => {
                 for (k, (t, lane)) in self.input_tags[..n]
                     .iter_mut()
                     .zip(&mut self.input_lanes)
