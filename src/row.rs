@@ -629,6 +629,23 @@ impl ScalarRow {
         self.lanes[input] = 0;
     }
 
+    /// Sets input `input` from a cell of a row of `Value`s: a scalar by its
+    /// setter, `None` by [`ScalarRow::unset`]. A Str or Unit value, which a
+    /// scalar row cannot hold, is refused as a value the input does not
+    /// take ([`RowError::WrongType`]), and the row is unchanged.
+    pub fn set(&mut self, input: usize, cell: Option<&Value>) -> Result<(), RowError> {
+        match cell {
+            Some(&Value::Int(v)) => self.set_int(input, v),
+            Some(&Value::Float(v)) => self.set_float(input, v),
+            Some(&Value::Bool(v)) => self.set_bool(input, v),
+            Some(other) => Err(self.refuse(input, other.clone())),
+            None => {
+                self.unset(input);
+                Ok(())
+            }
+        }
+    }
+
     /// Makes every input absent.
     pub fn clear(&mut self) {
         self.tags.fill(tag::ABSENT);

@@ -203,17 +203,8 @@ fn outcome(spec: &Spec, tier: Tier, rows: &[Vec<Option<Value>>]) -> Outcome {
 /// Gives a stepper the cells of `row` (every one a scalar or absent).
 fn set_cells(stepper: &mut Stepper<'_>, row: &[Option<Value>]) {
     for (k, cell) in row.iter().enumerate() {
-        let set = match cell {
-            Some(Value::Int(v)) => stepper.set_int(k, *v),
-            Some(Value::Float(v)) => stepper.set_float(k, *v),
-            Some(Value::Bool(v)) => stepper.set_bool(k, *v),
-            _ => {
-                stepper.unset(k);
-                Ok(())
-            }
-        };
         // The reader conformed every value to its input, as the setters do.
-        set.expect("a reader's scalar cells fit their inputs");
+        (stepper.set(k, cell.as_ref())).expect("a reader's scalar cells fit their inputs");
     }
 }
 

@@ -681,16 +681,7 @@ pub(crate) fn run_tier_stepper(
     let mut outputs = Vec::new();
     for row in trace {
         for (k, cell) in row.iter().enumerate() {
-            let set = match cell {
-                Some(Value::Int(v)) => stepper.set_int(k, *v),
-                Some(Value::Float(v)) => stepper.set_float(k, *v),
-                Some(Value::Bool(v)) => stepper.set_bool(k, *v),
-                _ => {
-                    stepper.unset(k);
-                    Ok(())
-                }
-            };
-            set.expect("generated cells fit their inputs");
+            (stepper.set(k, cell.as_ref())).expect("generated cells fit their inputs");
         }
         match stepper.step() {
             Ok(samples) => outputs.push(samples.to_vec()),

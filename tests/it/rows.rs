@@ -805,6 +805,41 @@ fn a_stepper_steps_as_scalar_rows_do() {
     assert_eq!(m.steps(), 0);
 }
 
+/// A stepper's input set from a `Value` cell takes what its typed setter
+/// takes (an Int for a Float input, converted), `None` makes it absent, and
+/// a Str is refused with the row left as it was.
+#[test]
+fn a_stepper_is_set_from_value_cells() {
+    let spec = Spec::parse(
+        "s.dsrv",
+        "in x: Int\nin f: Float\nout s: Float\ns = f + 1.0\nout y: Int\ny = x",
+    )
+    .unwrap();
+    let mut m = Monitor::builder(&spec).build();
+    let mut stepper = m.stepper();
+    stepper.set(0, Some(&Value::Int(4))).unwrap();
+    stepper.set(1, Some(&Value::Int(2))).unwrap();
+    assert_eq!(
+        stepper.step().unwrap().to_vec(),
+        [
+            Sample::Value(Value::Float(3.0)),
+            Sample::Value(Value::Int(4))
+        ]
+    );
+    let refused = stepper.set(1, Some(&Value::Str("two".into()))).unwrap_err();
+    assert_eq!(
+        refused.to_string(),
+        "expected Float for input `f`, found Str \"two\""
+    );
+    assert!(stepper.set(0, Some(&Value::Float(1.5))).is_err());
+    stepper.set(0, None).unwrap();
+    // `f` kept its 2.0 (the refused cell changed nothing); `x` is absent,
+    // so `y` is NoVal, which no typed read gives.
+    let out = stepper.step().unwrap();
+    assert_eq!(out.float(0), Some(3.0));
+    assert_eq!(out.int(1), None);
+}
+
 /// The typed reads of an output give its value only when it holds one of
 /// that kind: ⊥ (an offset before the first step), NoVal (an absent input)
 /// and a value of another kind are `None`, on every tier and on a keyed
