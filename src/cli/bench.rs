@@ -204,7 +204,9 @@ fn outcome(spec: &Spec, tier: Tier, rows: &[Vec<Option<Value>>]) -> Outcome {
 fn set_cells(stepper: &mut Stepper<'_>, row: &[Option<Value>]) {
     for (k, cell) in row.iter().enumerate() {
         // The reader conformed every value to its input, as the setters do.
-        (stepper.set(k, cell.as_ref())).expect("a reader's scalar cells fit their inputs");
+        stepper
+            .set(k, cell.as_ref())
+            .expect("a reader's scalar cells fit their inputs");
     }
 }
 

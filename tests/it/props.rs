@@ -681,7 +681,9 @@ pub(crate) fn run_tier_stepper(
     let mut outputs = Vec::new();
     for row in trace {
         for (k, cell) in row.iter().enumerate() {
-            (stepper.set(k, cell.as_ref())).expect("generated cells fit their inputs");
+            stepper
+                .set(k, cell.as_ref())
+                .expect("generated cells fit their inputs");
         }
         match stepper.step() {
             Ok(samples) => outputs.push(samples.to_vec()),
