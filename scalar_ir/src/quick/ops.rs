@@ -268,10 +268,15 @@ macro_rules! define_ops {
                 debug_assert!($pc < ops.len());
                 // SAFETY: every block of compiled code ends in a jump or an
                 // exit whose targets are pcs of the code, so `pc` stays in range.
-                let op = unsafe { *ops.get_unchecked($pc) };
+                // The instruction is matched by reference, so each arm loads
+                // only its own operands: a copy of the whole `Op` let the
+                // compiler load every operand word before the jump, for every
+                // opcode (16 instructions a dispatch instead of 8; the chain
+                // scenario's row went from 906 to 832 instructions).
+                let op = unsafe { ops.get_unchecked($pc) };
                 $pc += 1;
                 match op {
-                    $(Op::$Name { $($field),* } => $body)*
+                    $(&Op::$Name { $($field),* } => $body)*
                 }
             }
         }
