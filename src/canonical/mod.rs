@@ -665,8 +665,37 @@ impl NodeState {
             return;
         }
         if !matches!(graph.root, crate::plan::Operand::Node(_)) {
-            let v = self.raw(graph.root_slot);
-            self.write(s.into(), v);
+            self.copy_slot(graph.root_slot, s.into());
+        }
+    }
+
+    /// `write(to, raw(from))` without the `Sample` between them: a scalar's
+    /// lane and tag are copied, an object is cloned, NoVal holds. (A
+    /// stream that copies another, the §9 example's `echoed = lbl`, does
+    /// this on every row.)
+    #[inline]
+    fn copy_slot(&mut self, from: Slot, to: Slot) {
+        let (f, i) = (from.index(), to.index());
+        match self.tags[f] {
+            tag::ABSENT => self.write(to, Sample::NoVal),
+            tag::OTHER => match self.objects.get(f).cloned() {
+                Some(v) => {
+                    self.tags[i] = tag::OTHER;
+                    self.objects.set(i, Some(v));
+                }
+                None => self.write(to, Sample::NoVal),
+            },
+            // ⊥ keeps the lane, as `write(Deferred)` does.
+            tag::DEFERRED => self.tags[i] = tag::DEFERRED,
+            // A Bool's lane is made 0 or 1, as `scalar_form` makes it.
+            tag::B1 => {
+                self.tags[i] = tag::B1;
+                self.lanes[i] = u64::from(self.lanes[f] != 0);
+            }
+            t => {
+                self.tags[i] = t;
+                self.lanes[i] = self.lanes[f];
+            }
         }
     }
 
@@ -1415,6 +1444,61 @@ mod tests {
 
     fn plan(src: &str) -> Plan {
         Plan::new(Arc::new(parse_and_check("t", src).expect("valid spec")))
+    }
+
+    /// `copy_slot` leaves the state exactly as `write(to, raw(from))` does,
+    /// for every kind of sample in `from` and every prior state of `to`
+    /// (a value, NoVal holding a value, ⊥, never written).
+    #[test]
+    fn copying_a_slot_is_writing_what_it_reads() {
+        let p = plan("in a: Str\nin b: Str\nout c: Str\nc = a");
+        let (from, to): (Slot, Slot) = (p.spec.inputs[0].into(), p.spec.inputs[1].into());
+        let samples = || {
+            [
+                Sample::Value(Value::Int(-7)),
+                Sample::Value(Value::Float(f64::from_bits(0x7ff8_0000_0000_0001))),
+                Sample::Value(Value::Bool(true)),
+                Sample::Value(Value::Bool(false)),
+                Sample::Value(Value::Str("s".into())),
+                Sample::Deferred,
+                Sample::NoVal,
+            ]
+        };
+        let mut cases = 0;
+        for prior in samples() {
+            for sample in samples() {
+                for hold in [false, true] {
+                    let mut a = NodeState::new(&p);
+                    a.write(to, prior.clone());
+                    a.write(from, sample.clone());
+                    if hold {
+                        // `from` NoVal after a value: its lane and held tag
+                        // stay, and NoVal is what is read.
+                        a.write(from, Sample::NoVal);
+                    }
+                    let mut b = a.clone();
+                    a.copy_slot(from, to);
+                    let v = b.raw(from);
+                    b.write(to, v);
+                    assert_eq!(a, b, "{prior:?} then {sample:?} (held: {hold})");
+                    cases += 1;
+                }
+            }
+        }
+        assert_eq!(cases, 98);
+    }
+
+    /// A Bool lane that is not 0 or 1 (as native code may leave one) is
+    /// copied as the Bool it decodes to.
+    #[test]
+    fn a_copied_bool_lane_is_zero_or_one() {
+        let p = plan("in a: Bool\nin b: Bool\nout c: Bool\nc = a");
+        let (from, to): (Slot, Slot) = (p.spec.inputs[0].into(), p.spec.inputs[1].into());
+        let mut a = NodeState::new(&p);
+        a.tags[from.index()] = tag::B1;
+        a.lanes[from.index()] = 0x100;
+        a.copy_slot(from, to);
+        assert_eq!(a.frame_cell(to), (tag::B1, 1));
     }
 
     #[test]

@@ -1841,6 +1841,8 @@ impl Engine {
             inputs,
         );
         let has_tail = w.split.has_tail();
+        // Only a tail that pushes rings can push a ⊥ a region reads.
+        let tail_pushes = !w.split.tail_rings.is_empty();
         let result = match result {
             Ok(true) if has_tail => {
                 run_tail(&self.plan, &w.split, &mut run.state, row, None).map(|n| {
@@ -1864,8 +1866,10 @@ impl Engine {
                 self.stats.rows += 1;
                 // The tail is canonical: it may push ⊥ into a ring that a
                 // promoted region of the declined rows reads, which must then
-                // be demoted as after any canonical row.
-                if has_tail {
+                // be demoted as after any canonical row. A tail that pushes
+                // no ring (the §9 example's Str copy) leaves every ring as
+                // the kernel pushed it: scalars of its readers' types.
+                if tail_pushes {
                     self.check_promoted_rings(run);
                 }
             }
