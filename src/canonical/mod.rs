@@ -124,7 +124,10 @@ impl Objects {
             return;
         }
         if self.0.len() <= i {
-            self.0.resize(i + 1, None);
+            // Each new cell is made as `None`, not cloned from one (which
+            // `resize` does, a match on the value per cell): a batch with a
+            // Str column grows by a row's width of cells at every row.
+            self.0.resize_with(i + 1, || None);
         }
         self.0[i] = v;
     }

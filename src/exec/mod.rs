@@ -1663,11 +1663,13 @@ impl Engine {
             // The row that stopped the kernel, or one the kernel cannot take
             // yet, runs alone.
             self.run_cells(run, batch.cells(r))?;
-            for (c, &slot) in outputs.iter().enumerate() {
-                let i = r * width + c;
-                let st = &run.state;
-                out.tags[i] = st.tags[slot as usize];
-                out.lanes[i] = st.lanes[slot as usize];
+            let row = r * width..(r + 1) * width;
+            let st = &run.state;
+            let cells = (out.tags[row.clone()].iter_mut()).zip(&mut out.lanes[row.clone()]);
+            for ((t, lane), &slot) in cells.zip(&outputs) {
+                (*t, *lane) = st.frame_cell(Slot(slot));
+            }
+            for (i, &slot) in row.zip(&outputs) {
                 if st.tags[slot as usize] == tag::OTHER {
                     out.objects.set(i, st.objects.get(slot as usize).cloned());
                 }
