@@ -1663,15 +1663,14 @@ impl Engine {
             // The row that stopped the kernel, or one the kernel cannot take
             // yet, runs alone.
             self.run_cells(run, batch.cells(r))?;
-            let row = r * width..(r + 1) * width;
+            let at = r * width;
             let st = &run.state;
-            let cells = (out.tags[row.clone()].iter_mut()).zip(&mut out.lanes[row.clone()]);
-            for ((t, lane), &slot) in cells.zip(&outputs) {
+            let cells = (out.tags[at..at + width].iter_mut()).zip(&mut out.lanes[at..at + width]);
+            for (c, ((t, lane), &slot)) in cells.zip(&outputs).enumerate() {
                 (*t, *lane) = st.frame_cell(Slot(slot));
-            }
-            for (i, &slot) in row.zip(&outputs) {
-                if st.tags[slot as usize] == tag::OTHER {
-                    out.objects.set(i, st.objects.get(slot as usize).cloned());
+                if *t == tag::OTHER {
+                    out.objects
+                        .set(at + c, st.objects.get(slot as usize).cloned());
                 }
             }
             r += 1;
