@@ -24,6 +24,12 @@ for f in ../examples/*.csv; do [ -f "$f" ] && cp "$f" corpus/trace_csv/; done
 for f in ../examples/*.jsonl; do [ -f "$f" ] && cp "$f" corpus/trace_jsonl/; done
 printf 'x,f,b,s,u,a\n1,2.5,true,hi,(),3\n,,,,,\n' > corpus/trace_csv/typed.csv
 printf '{"x":1,"f":2.5,"b":true,"s":"hi","u":null,"a":[1]}\n{}\n' > corpus/trace_jsonl/typed.jsonl
+# Issue 34: values nested far past the readers' bound (a stack overflow once), and a
+# `dynamic` string that runs itself (unbounded instance nesting once).
+python3 -c "n = 10000; print('{\"l\": ' + '[' * n + ']' * n + '}')" > corpus/trace_jsonl/deep_nesting
+python3 -c "n = 10000; print('l,m'); print('\"' + '[' * n + ']' * n + '\",{}')" > corpus/trace_csv/deep_nesting
+printf 'in x: Int\nin s: Str\nout r\nr = dynamic(s)\n%%%%\nj{"x":1,"s":"dynamic(s)"}\n' > corpus/tiers/dynamic_self
+printf 'in x: Int\nin s: Str\nout r\nr = eval(s)\n%%%%\nt0: x = 1\n   s = "eval(s)"\n' > corpus/tiers/eval_self
 # Snapshots: real ones after 0 to 15 rows, each mutated in its binary body (mode 2)
 # and in its JSON (mode 3), and keyed ones likewise (modes 6 and 7); the target
 # builds them, so a seed is a few bytes.

@@ -549,9 +549,14 @@ impl Reference<'_> {
                 _ => None,
             })
             .collect();
+        // A string running a `dynamic` of its own gives it the whole scope
+        // (its default scope is every stream of the instance).
+        let nests = named
+            .iter()
+            .any(|n| matches!(*n, "dynamic" | "eval" | "defer"));
         let scope: Vec<StreamId> = (self.spec.dynamic_scope(e).iter())
             .copied()
-            .filter(|&x| named.contains(self.spec.stream(x).name.as_str()))
+            .filter(|&x| nests || named.contains(self.spec.stream(x).name.as_str()))
             .collect();
         let (_, parse_errors) =
             crate::lang::parser::parse_definitions(&format!("__dynamic_result = {now}"));
@@ -590,8 +595,17 @@ __dynamic_result = (
         let inputs: Vec<Vec<Sample>> = (start..=s)
             .map(|u| scope.iter().map(|&x| self.held_stream(x, u)).collect())
             .collect();
-        let (outs, err) = evaluate_samples(&inner, &inputs);
+        let (outs, err) = crate::canonical::dynamic::nested(form.defer, || {
+            Ok(evaluate_samples(&inner, &inputs))
+        })?;
         if let Some(err) = err {
+            if crate::canonical::dynamic::is_nesting_fault(err.kind, err.op) {
+                return Err(Fault {
+                    kind: err.kind,
+                    op: err.op,
+                    detail: err.detail,
+                });
+            }
             return Err(Fault {
                 kind: err.kind,
                 op: err.op,

@@ -88,7 +88,10 @@ fn fit(v: &Value, ty: Type) -> Fit {
 /// `input` declared with type `ty`. A value of the type is taken as it is, an
 /// Int given to a Float input is converted (as the language converts Int to
 /// Float; integers beyond 2^53 round to the nearest float), an untyped (`Any`)
-/// input takes any value, and anything else is [`RowError::WrongType`].
+/// input takes any value, and anything else is [`RowError::WrongType`]. A
+/// value whose containers nest deeper than
+/// [`MAX_VALUE_NESTING`](crate::value::MAX_VALUE_NESTING) is
+/// [`RowError::TooDeep`], whatever the type.
 ///
 /// ```
 /// use vigil::{RowError, Type, Value, conform};
@@ -98,6 +101,11 @@ fn fit(v: &Value, ty: Type) -> Fit {
 /// assert_eq!(e.to_string(), "expected Int for input `x`, found Str \"oops\"");
 /// ```
 pub fn conform(value: Value, ty: Type, input: &str) -> Result<Value, RowError> {
+    if value.nests_deeper_than(crate::value::MAX_VALUE_NESTING) {
+        return Err(RowError::TooDeep {
+            input: input.to_string(),
+        });
+    }
     match (fit(&value, ty), value) {
         (Fit::IntToFloat, Value::Int(i)) => Ok(Value::Float(i as f64)),
         (Fit::Mismatch, found) => Err(RowError::WrongType {
@@ -155,6 +163,12 @@ pub enum RowError {
         /// The reader's message, quoting the number.
         message: String,
     },
+    /// A value whose containers nest deeper than
+    /// [`MAX_VALUE_NESTING`](crate::value::MAX_VALUE_NESTING).
+    TooDeep {
+        /// The input's name.
+        input: String,
+    },
     /// A row given to a keyed monitor with its key input absent: it names
     /// no key, so no run can take it.
     MissingKey {
@@ -206,6 +220,11 @@ impl fmt::Display for RowError {
                 "input `{input}` is given an array or object, which is not a trace value"
             ),
             RowError::InvalidNumber { message, .. } => f.write_str(message),
+            RowError::TooDeep { input } => write!(
+                f,
+                "the value of input `{input}` nests containers more than {} deep, the limit for values",
+                crate::value::MAX_VALUE_NESTING
+            ),
             RowError::MissingKey { input } => write!(
                 f,
                 "the key input `{input}` is absent: a keyed monitor's row must give its key"
@@ -386,6 +405,16 @@ impl RowSchema {
             let Some(v) = cell else { continue };
             if exact & (1 << v.kind()) == 0 {
                 checked = self.check_inexact(i, v)?;
+            }
+            // A container may nest only so deep (`conform`'s rule, which
+            // readers apply before they build one; a row made in memory is
+            // checked here).
+            if matches!(v, Value::List(_) | Value::Tuple(_) | Value::Map(_))
+                && v.nests_deeper_than(crate::value::MAX_VALUE_NESTING)
+            {
+                return Err(RowError::TooDeep {
+                    input: self.names[i].clone(),
+                });
             }
         }
         Ok(checked)

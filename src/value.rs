@@ -35,6 +35,14 @@ pub trait Function: fmt::Debug + Send + Sync {
     fn source(&self) -> String;
 }
 
+/// How deeply containers (lists, tuples, maps) may nest in a value that
+/// enters a monitor: from any trace reader (JSON lines, CSV cells, MQTT,
+/// Redis), a row built in memory (`row::conform`), a replay log or a
+/// snapshot. `[[1]]` nests 2 deep, a scalar 0. Every reader checks it before
+/// it builds the value, so no reader recurses deeper than this, and what
+/// the recorder writes (values that passed it) is always read back.
+pub const MAX_VALUE_NESTING: usize = 64;
+
 /// A present value carried by a stream at one step.
 #[derive(Clone, Debug)]
 pub enum Value {
@@ -71,6 +79,19 @@ pub enum Marker {
 }
 
 impl Value {
+    /// Whether containers nest more than `limit` deep in this value
+    /// (`[[1]]` nests 2 deep). The walk stops at the limit, so it recurses
+    /// at most `limit + 1` calls deep whatever the value.
+    pub(crate) fn nests_deeper_than(&self, limit: usize) -> bool {
+        // `limit - 1` is evaluated only when `limit > 0` (the `||` short-circuits).
+        let deeper = |v: &Value| v.nests_deeper_than(limit - 1);
+        match self {
+            Value::List(items) | Value::Tuple(items) => limit == 0 || items.iter().any(deeper),
+            Value::Map(m) => limit == 0 || m.values().any(deeper),
+            _ => false,
+        }
+    }
+
     /// Structural equality with no numeric coercion (`Int(1) != Float(1.0)`).
     /// Floats compare by IEEE `==`, so `NaN != NaN`, exactly as the
     /// Trustworthiness Checker does.

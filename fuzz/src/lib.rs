@@ -4,10 +4,10 @@
 use vigil::Spec;
 use vigil::trace::{TraceFormat, reader_from_bytes};
 
-/// Inputs of every type and one untyped input, so every coercion rule of the
-/// readers is reachable.
+/// Inputs of every type (containers too, whose values nest) and one untyped
+/// input, so every coercion rule of the readers is reachable.
 pub const READER_SPEC: &str = "in x: Int\nin f: Float\nin b: Bool\nin s: Str\nin u: Unit\nin a\n\
-out y: Int\ny = default(x, 0)\n";
+in l: List\nin m: Map\nout y: Int\ny = default(x, 0)\n";
 
 /// The separator between a specification and its trace in the `tiers` target's
 /// inputs (and in its seed corpus, built from the conformance cases).

@@ -198,6 +198,62 @@ fn invalid(defer: bool, source: &str, why: String) -> Fault {
     }
 }
 
+/// How deep `dynamic` instances may nest (an instance's string running a
+/// `dynamic` of its own, and so on): a runtime error beyond, identical on
+/// every tier, never an exhausted stack (a string that evaluates itself,
+/// `dynamic(s)` with `s = "dynamic(s)"`, nests without end).
+pub const MAX_DYNAMIC_NESTING: u32 = 16;
+
+thread_local! {
+    /// The instances being stepped on this thread, outermost first: each
+    /// nested one is stepped from inside its parent's step.
+    static NESTING: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// Runs `f` (an instance's step) one nesting level deeper, or fails with the
+/// nesting fault when that is past [`MAX_DYNAMIC_NESTING`]. The reference
+/// evaluator steps its instances through it too, so both count alike.
+pub(crate) fn nested<T>(defer: bool, f: impl FnOnce() -> Result<T, Fault>) -> Result<T, Fault> {
+    struct Leave;
+    impl Drop for Leave {
+        fn drop(&mut self) {
+            NESTING.with(|n| n.set(n.get() - 1));
+        }
+    }
+    let depth = NESTING.with(|n| {
+        n.set(n.get() + 1);
+        n.get()
+    });
+    let _leave = Leave;
+    if depth > MAX_DYNAMIC_NESTING {
+        return Err(Fault {
+            kind: ErrorKind::RecursionTooDeep,
+            op: if defer { "defer" } else { "dynamic" },
+            detail: Some(format!(
+                "instances nest more than {MAX_DYNAMIC_NESTING} deep (a string that runs itself?)"
+            )),
+        });
+    }
+    f()
+}
+
+/// Whether a string (by the identifiers it names) runs a `dynamic` of its
+/// own: that one's default scope is every stream of the instance, so the
+/// instance declares its whole scope, not only the streams the string
+/// names, as the Trustworthiness Checker's nested instances see the outer
+/// streams.
+pub(crate) fn nests_dynamic(names: &[&str]) -> bool {
+    names
+        .iter()
+        .any(|n| matches!(*n, "dynamic" | "eval" | "defer"))
+}
+
+/// Whether `f` is the nesting fault of [`nested`], which is passed out of
+/// every enclosing instance as it is (not once more per level).
+pub(crate) fn is_nesting_fault(kind: ErrorKind, op: &str) -> bool {
+    kind == ErrorKind::RecursionTooDeep && matches!(op, "dynamic" | "defer")
+}
+
 /// Builds the instance of `source` for a `dynamic` whose scope is `scope`
 /// in `outer`.
 fn instance(
@@ -223,11 +279,12 @@ fn instance(
             _ => None,
         })
         .collect();
+    let nests = nests_dynamic(&names);
     let mut inputs: Vec<StreamId> = Vec::new();
     let mut text = String::new();
     for &s in scope {
         let name = outer.stream_name(s);
-        if names.contains(&name) {
+        if nests || names.contains(&name) {
             inputs.push(s);
             // Typed as the checker typed the stream (not by its signature,
             // which a tier speculating on untyped inputs re-signs), so the
@@ -293,6 +350,13 @@ impl Instance {
             }
         };
         if let Err(e) = result {
+            if is_nesting_fault(e.kind, e.op) {
+                return Err(Fault {
+                    kind: e.kind,
+                    op: e.op,
+                    detail: e.detail,
+                });
+            }
             return Err(Fault {
                 kind: e.kind,
                 op: e.op,
@@ -386,7 +450,7 @@ fn step(
         run.started += 1;
     }
     let instance = run.instance.as_mut().expect("set above");
-    let v = instance.step(st)?;
+    let v = nested(defer, || instance.step(st))?;
     if !v.is_noval() {
         run.held = v;
     }

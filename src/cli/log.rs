@@ -33,7 +33,9 @@
 
 use crate::merge::{Contribution, Stamp, Step};
 use crate::time::{Time, TimeForm, TimeUnit};
-use crate::value::Value;
+use crate::trace::too_deep;
+use crate::value::{MAX_VALUE_NESTING, Value};
+use serde::Deserialize;
 use serde_json::{Map, Value as Json, json};
 use std::io::{self, BufRead, Write};
 
@@ -231,6 +233,11 @@ fn decode(j: &Json) -> Option<Value> {
     })
 }
 
+/// How deep a step line of a log may nest: four levels of the line (the
+/// step, its rows, a row, its cells), then a value of at most
+/// `MAX_VALUE_NESTING` containers, each two levels in the tagged form.
+const LOG_LINE_NESTING: usize = 4 + 2 * MAX_VALUE_NESTING;
+
 /// Reads a log, step by step.
 pub(super) struct LogReader {
     name: String,
@@ -338,8 +345,21 @@ impl LogReader {
         };
         self.line += 1;
         let bad = |m: &str| format!("{}:{}: {m}", self.name, self.line);
-        let j: Map<String, Json> =
-            serde_json::from_str(&line).map_err(|e| bad(&format!("not a log step: {e}")))?;
+        // A recorded value nests at most `MAX_VALUE_NESTING` containers, each
+        // at most two JSON levels here (a tuple or a map is a tagged object),
+        // four levels below the line's own: deeper than serde_json's default
+        // limit of 128. The line's depth is bounded here instead, so that
+        // every log the recorder writes reads back and none recurses deeper.
+        if too_deep(&line, LOG_LINE_NESTING).is_some() {
+            return Err(bad(&format!(
+                "not a log step: it nests deeper than any value vigil records ({MAX_VALUE_NESTING} containers)"
+            )));
+        }
+        let mut de = serde_json::Deserializer::from_str(&line);
+        de.disable_recursion_limit();
+        let j = Map::<String, Json>::deserialize(&mut de)
+            .and_then(|j| de.end().map(|()| j))
+            .map_err(|e| bad(&format!("not a log step: {e}")))?;
         if j.get("reset").is_some() {
             return Ok(Some(Event::Reset));
         }
@@ -396,10 +416,14 @@ impl LogReader {
                 let Some(k) = self.header.fields.iter().position(|f| f == name) else {
                     return Err(bad(&format!("`{name}` is not a field of the log")));
                 };
-                cells[k] = Some(
-                    decode(v)
-                        .ok_or_else(|| bad(&format!("`{name}` has no value of the language")))?,
-                );
+                let value = decode(v)
+                    .ok_or_else(|| bad(&format!("`{name}` has no value of the language")))?;
+                if value.nests_deeper_than(MAX_VALUE_NESTING) {
+                    return Err(bad(&format!(
+                        "`{name}` nests containers more than {MAX_VALUE_NESTING} deep, deeper than any value vigil records"
+                    )));
+                }
+                cells[k] = Some(value);
             }
             let stamp = Stamp {
                 time,

@@ -163,6 +163,13 @@ impl Session {
             return Ok(self.monitor.row());
         }
         if line.starts_with('{') {
+            // The object is one level; its values may nest the limit below.
+            if trace::too_deep(line, crate::value::MAX_VALUE_NESTING + 1).is_some() {
+                return Err(format!(
+                    "a value nests arrays or objects more than {} deep, the limit for values",
+                    crate::value::MAX_VALUE_NESTING
+                ));
+            }
             let v: serde_json::Value =
                 serde_json::from_str(line).map_err(|e| format!("not a JSON object: {e}"))?;
             let object = v.as_object().ok_or("not a JSON object")?;

@@ -19,7 +19,7 @@ use super::values::{Schema, is_integer, parse_float, parse_int};
 use super::{RowReader, TraceError};
 use crate::lang::types::Type;
 use crate::row::{RowError, conform, excerpt};
-use crate::value::Value;
+use crate::value::{MAX_VALUE_NESTING, Value};
 use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
 use std::fmt;
@@ -144,6 +144,48 @@ fn offset_in(text: &str, part: &str) -> usize {
     (part.as_ptr() as usize).wrapping_sub(text.as_ptr() as usize)
 }
 
+/// Where JSON `text` first opens an array or object more than `limit`
+/// deep (`[[1]]` reaches 2), as a byte offset, if it does. It scans the
+/// bytes without parsing (strings skipped, escapes included), so the
+/// parsers that follow, which recurse per level, never see deeper text.
+/// Malformed text is left to them.
+pub(crate) fn too_deep(text: &str, limit: usize) -> Option<usize> {
+    let mut depth = 0usize;
+    let mut in_string = false;
+    let mut escaped = false;
+    for (i, &b) in text.as_bytes().iter().enumerate() {
+        if in_string {
+            match b {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > limit {
+                    return Some(i);
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    None
+}
+
+/// The message of a value nested too deep.
+fn too_deep_message() -> String {
+    format!(
+        "the value nests arrays or objects more than {} deep, the limit for values",
+        MAX_VALUE_NESTING
+    )
+}
+
 pub(super) fn read_object(
     text: &str,
     line_no: usize,
@@ -151,6 +193,10 @@ pub(super) fn read_object(
     seen: &mut [bool],
     row: &mut [Option<Value>],
 ) -> Result<(), TraceError> {
+    // The line's object is one level; its values may nest the limit below it.
+    if let Some(at) = too_deep(text, MAX_VALUE_NESTING + 1) {
+        return Err(schema.error(line_no, char_col(text, at), too_deep_message()));
+    }
     let body = text.trim_start();
     let start = text.len() - body.len();
     if !body.starts_with('{') {
@@ -349,6 +395,9 @@ pub(crate) fn serde_value(v: &serde_json::Value, ty: Type, name: &str) -> Result
 /// The value JSON text `text` gives input `name` of type `ty` by the
 /// JSON-lines rule (a container input's cell of a CSV trace).
 pub(crate) fn value_from_text(text: &str, ty: Type, name: &str) -> Result<Value, String> {
+    if too_deep(text, MAX_VALUE_NESTING).is_some() {
+        return Err(too_deep_message());
+    }
     serde_json::from_str::<&RawValue>(text).map_err(|e| format!("invalid JSON value: {e}"))?;
     decode(text, ty, name)
 }

@@ -365,7 +365,7 @@ mod writer;
 
 pub use ahead::ReadAhead;
 pub use behind::{WriteBehind, raw_stdout};
-pub(crate) use jsonl::serde_value;
+pub(crate) use jsonl::{serde_value, too_deep};
 pub(crate) use values::parse_text;
 pub use writer::{
     alert_line, alert_line_with, cell_text, continue_writer, json_text, keyed_writer, make_writer,

@@ -8,6 +8,7 @@ mod conformance;
 mod diagnostics;
 mod explain;
 mod frontend_hardening;
+mod hardening;
 mod keyed;
 mod live;
 mod memory;

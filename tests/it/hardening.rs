@@ -1,0 +1,355 @@
+//! Issue 34 (hardening II), through the real `vigil` binary and the library: deep values in
+//! every reader, `dynamic` strings that run themselves, and the other faults a hostile or
+//! careless user found — each a located error or a runtime error, never an abort, a hang or
+//! lost output.
+
+use crate::support::{test_dir, vigil, write};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::PathBuf;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+use vigil::{Monitor, Sample, Spec, StepError, Tier, Value};
+
+fn dir(test: &str) -> PathBuf {
+    test_dir("h2", test)
+}
+
+/// What a run printed and how it ended.
+#[derive(Debug)]
+struct Outcome {
+    code: Option<i32>,
+    out: String,
+    err: String,
+}
+
+/// Waits for `child` at most `limit`; one still running then is killed and the test fails.
+fn finish(mut child: Child, limit: Duration) -> Outcome {
+    let mut stdout = child.stdout.take().unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let out = std::thread::spawn(move || {
+        let mut s = Vec::new();
+        stdout.read_to_end(&mut s).unwrap();
+        s
+    });
+    let err = std::thread::spawn(move || {
+        let mut s = Vec::new();
+        stderr.read_to_end(&mut s).unwrap();
+        s
+    });
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if start.elapsed() > limit {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            panic!("vigil did not finish within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    Outcome {
+        code: status.code(),
+        out: String::from_utf8_lossy(&out.join().unwrap()).into_owned(),
+        err: String::from_utf8_lossy(&err.join().unwrap()).into_owned(),
+    }
+}
+
+/// Runs vigil with `args`, `stdin` piped in, within a minute.
+fn run(args: &[&str], stdin: &[u8]) -> Outcome {
+    let mut child = vigil()
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = child.stdin.take().unwrap();
+    let bytes = stdin.to_vec();
+    // Written from a thread: a run that stops early closes its end.
+    let feeder = std::thread::spawn(move || {
+        let _ = input.write_all(&bytes);
+    });
+    let outcome = finish(child, Duration::from_secs(60));
+    feeder.join().unwrap();
+    outcome
+}
+
+/// `n` arrays nested in one another, empty at the bottom.
+fn nested_array(n: usize) -> String {
+    format!("{}{}", "[".repeat(n), "]".repeat(n))
+}
+
+/// Issue 34, item 1: a trace value nested 10,000 (and on standard input 100,000) levels deep
+/// overflowed the reader's stack and aborted. Every reader now bounds nesting at
+/// `MAX_VALUE_NESTING` with a located malformed-row error, which `--on-malformed` handles;
+/// a value at the limit is read.
+#[test]
+fn deep_trace_values_are_located_errors_in_every_reader() {
+    let d = dir("deep_values");
+    let spec = write(&d, "s.dsrv", "in l: List\nout n: Int\nn = List.len(l)\n");
+    let limit = vigil::MAX_VALUE_NESTING;
+    let ok = nested_array(limit);
+    let deep = nested_array(10_000);
+    let jsonl = write(
+        &d,
+        "t.jsonl",
+        format!("{{\"l\": [1, 2]}}\n{{\"l\": {deep}}}\n{{\"l\": {ok}}}\n"),
+    );
+    let csv = write(&d, "t.csv", format!("l\n\"[1,2]\"\n\"{deep}\"\n\"{ok}\"\n"));
+    for trace in [&jsonl, &csv] {
+        let o = run(&["run", &spec, "--input", trace], b"");
+        assert_eq!(o.code, Some(4), "{trace}: {o:?}");
+        assert_eq!(o.out, "n[0] = Int(2)\n", "{trace}");
+        assert!(
+            o.err.contains(":3:")
+                || o.err.contains(":2:") && o.err.contains("nests arrays or objects more than 64"),
+            "{trace}: {}",
+            o.err
+        );
+        let o = run(
+            &["run", &spec, "--input", trace, "--on-malformed", "warn"],
+            b"",
+        );
+        assert_eq!(o.code, Some(0), "{trace}: {o:?}");
+        assert_eq!(o.out, "n[0] = Int(2)\nn[1] = Int(1)\n", "{trace}");
+        assert!(o.err.contains("more than 64 deep"), "{}", o.err);
+    }
+    // Standard input, read on the main thread, 100,000 levels.
+    let line = format!("{{\"l\": {}}}\n{{\"l\": []}}\n", nested_array(100_000));
+    let o = run(
+        &[
+            "run",
+            &spec,
+            "--input",
+            "-",
+            "--format",
+            "jsonl",
+            "--on-malformed",
+            "warn",
+        ],
+        line.as_bytes(),
+    );
+    // The skipped row is no step.
+    assert_eq!(
+        (o.code, o.out.as_str()),
+        (Some(0), "n[0] = Int(0)\n"),
+        "{o:?}"
+    );
+}
+
+/// Issue 34, item 1: one `tcp://` client sending a deep value aborted the whole listening
+/// monitor, for every other client, even with `--on-malformed warn`. Now the bad row is
+/// warned about and the next client's rows are still evaluated.
+#[test]
+fn a_deep_value_from_one_tcp_client_does_not_stop_the_listener() {
+    let d = dir("deep_tcp");
+    let spec = write(&d, "s.dsrv", "in l: List\nout n: Int\nn = List.len(l)\n");
+    let mut child = vigil()
+        .args(["run", &spec, "--input", "tcp://127.0.0.1:0", "--time", "t"])
+        .args(["--on-malformed", "warn", "--output", "jsonl"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut first = String::new();
+    stderr.read_line(&mut first).unwrap();
+    let addr = first
+        .trim()
+        .strip_prefix("vigil: listening on tcp://")
+        .unwrap_or_else(|| panic!("no address: {first}"))
+        .to_string();
+    let mut hostile = std::net::TcpStream::connect(&addr).unwrap();
+    let deep = format!("{{\"t\": 1, \"l\": {}}}\n", nested_array(10_000));
+    hostile.write_all(deep.as_bytes()).unwrap();
+    drop(hostile);
+    std::thread::sleep(Duration::from_millis(300));
+    let mut good = std::net::TcpStream::connect(&addr).unwrap();
+    good.write_all(b"{\"t\": 2, \"l\": [1, 2, 3]}\n").unwrap();
+    drop(good);
+    // The run goes on listening: read its output until the good row's step appears.
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        while stdout.read_line(&mut line).is_ok_and(|n| n > 0) {
+            let _ = tx.send(std::mem::take(&mut line));
+        }
+    });
+    let got = rx.recv_timeout(Duration::from_secs(20));
+    let alive = child.try_wait().unwrap().is_none();
+    child.kill().unwrap();
+    let status = child.wait().unwrap();
+    let mut rest = String::new();
+    stderr.read_to_string(&mut rest).unwrap();
+    assert!(alive, "the listener ended: {status:?}: {rest}");
+    assert_eq!(
+        got.as_deref(),
+        Ok("{\"step\":0,\"time\":2,\"n\":3}\n"),
+        "{rest}"
+    );
+    assert!(rest.contains("more than 64 deep"), "{rest}");
+}
+
+/// Issue 34, item 1: the library's rule for values (`conform`, which `Monitor::step` and
+/// `row_from_json` apply) refuses a value nested past the limit, whatever its type, without
+/// recursing through all of it.
+#[test]
+fn a_row_built_in_memory_is_bounded_too() {
+    let spec = Spec::parse("s.dsrv", "in l\nout n: Int\nn = 1\n").unwrap();
+    let mut monitor = Monitor::builder(&spec).build();
+    let mut v = Value::list(vec![]);
+    for _ in 0..vigil::MAX_VALUE_NESTING {
+        v = Value::list(vec![v]);
+    }
+    // One level past the limit (the empty list at the bottom is one more).
+    let e = monitor.step(&[Some(v.clone())]).unwrap_err();
+    assert!(
+        matches!(&e, StepError::Row(vigil::RowError::TooDeep { input }) if input == "l"),
+        "{e}"
+    );
+    let Value::List(inner) = v else {
+        unreachable!()
+    };
+    let outputs = monitor.step(&[Some(inner[0].clone())]).unwrap();
+    assert_eq!(outputs.get(0), Sample::Value(Value::Int(1)));
+    let object: serde_json::Value =
+        serde_json::from_str(&format!("{{\"l\": {}}}", nested_array(100))).unwrap();
+    let typed = Spec::parse("s.dsrv", "in l: List\nout n: Int\nn = 1\n").unwrap();
+    assert!(matches!(
+        typed.row_from_json(object.as_object().unwrap()),
+        Err(vigil::RowError::TooDeep { .. })
+    ));
+}
+
+/// Issue 34, item 1: a value at the nesting limit records and replays (the log's tagged form
+/// of maps and tuples is twice as deep as the value, past serde_json's own limit of 128; a
+/// value 126 levels deep had recorded and then failed to replay).
+#[test]
+fn the_deepest_value_records_and_replays() {
+    let d = dir("deep_replay");
+    let spec = write(&d, "s.dsrv", "in m: Map\nout k: Int\nk = 1\n");
+    let mut value = "1".to_string();
+    for _ in 0..vigil::MAX_VALUE_NESTING {
+        value = format!("{{\"a\": {value}}}");
+    }
+    let trace = write(
+        &d,
+        "t.jsonl",
+        format!("{{\"t\": 1, \"m\": {value}}}\n{{\"t\": 2, \"m\": {{}}}}\n"),
+    );
+    let log = d.join("run.log").to_string_lossy().into_owned();
+    let o = run(
+        &[
+            "run", &spec, "--input", &trace, "--time", "t", "--record", &log,
+        ],
+        b"",
+    );
+    assert_eq!(o.code, Some(0), "{o:?}");
+    assert_eq!(o.out, "k[0] = Int(1)\nk[1] = Int(1)\n");
+    let r = run(&["replay", &spec, &log], b"");
+    assert_eq!((r.code, r.out.as_str()), (Some(0), o.out.as_str()), "{r:?}");
+}
+
+/// The outputs of `spec` over one JSON-lines row on `tier`, as `vigil run` prints them.
+fn one_row(spec: &str, row: &str, tier: &str) -> Outcome {
+    let d = dir(&format!("one_row_{tier}"));
+    let spec = write(&d, "s.dsrv", spec);
+    run(
+        &[
+            "run", &spec, "--input", "-", "--format", "jsonl", "--tier", tier,
+        ],
+        row.as_bytes(),
+    )
+}
+
+/// Issue 34, item 2: a `dynamic`/`eval`/`defer` string that runs itself recursed until the
+/// stack overflowed, on every tier. Nesting past `MAX_DYNAMIC_NESTING` instances is now a
+/// runtime error (exit 3, stream and step named), identical on every tier, and the outputs
+/// of the steps before it are written.
+#[test]
+fn a_dynamic_string_that_runs_itself_is_a_runtime_error_on_every_tier() {
+    let specs = ["dynamic(s)", "eval(s)", "defer(s)", "dynamic(s, {x, s})"];
+    for form in specs {
+        let spec = format!("in x: Int\nin s: Str\nout y: Int\ny = x\nout r\nr = {form}\n");
+        let mut seen = Vec::new();
+        for tier in ["canonical", "quickened", "native-regions", "native-whole"] {
+            let rows = "{\"x\":1}\n{\"x\":2,\"s\":\"dynamic(s)\"}\n";
+            let o = one_row(&spec, rows, tier);
+            assert_eq!(o.code, Some(3), "{form} on {tier}: {o:?}");
+            assert!(
+                o.err.contains("instances nest more than 16 deep")
+                    && o.err.contains("(stream `r`, step 1)"),
+                "{form} on {tier}: {}",
+                o.err
+            );
+            let error = o
+                .err
+                .lines()
+                .find(|l| l.starts_with("error:"))
+                .map(String::from);
+            seen.push((o.out, error));
+        }
+        seen.dedup();
+        assert_eq!(seen.len(), 1, "{form}: the tiers differ: {seen:?}");
+        // The step before is written, and so is the failing step's `y`, which precedes `r`.
+        assert_eq!(seen[0].0, "y[0] = Int(1)\n", "{form}");
+    }
+}
+
+/// Issue 34, items 2 and 8 through the library, on a small thread stack and every tier: the
+/// nesting bound holds on a worker thread of 2 MiB (as scale-out's are), and a nested
+/// `dynamic` with the default scope sees the outer streams.
+#[test]
+fn nested_dynamic_instances_on_a_small_stack() {
+    let spec = Spec::parse("s.dsrv", "in x: Int\nin s: Str\nout r\nr = dynamic(s)\n").unwrap();
+    for tier in [
+        Tier::Canonical,
+        Tier::Quickened,
+        Tier::NativeRegions,
+        Tier::NativeWhole,
+    ] {
+        let spec = spec.clone();
+        let got = std::thread::Builder::new()
+            .stack_size(2 << 20)
+            .spawn(move || {
+                let mut m = Monitor::builder(&spec).tier(tier).build();
+                let row = |s: &str| [Some(Value::Int(1)), Some(Value::Str(s.into()))];
+                let nested = m
+                    .step(row("dynamic(\"dynamic(\\\"x + 1\\\")\")"))
+                    .map(|o| o.get(0))
+                    .map_err(|e| e.to_string());
+                let runs_itself = m.step(row("dynamic(s)")).map(|o| o.get(0));
+                (nested, runs_itself.map_err(|e| e.to_string()))
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+        assert_eq!(got.0, Ok(Sample::Value(Value::Int(2))), "{tier:?}");
+        let e = got.1.unwrap_err();
+        assert!(
+            e.contains("instances nest more than 16 deep"),
+            "{tier:?}: {e}"
+        );
+    }
+}
+
+/// Issue 34, item 8: a nested `dynamic` lost the default scope (`unknown stream x`, exit 3);
+/// at top level, or with an explicit `{x}`, it was `Int(2)`, as the Trustworthiness Checker
+/// says.
+#[test]
+fn a_nested_dynamic_keeps_the_default_scope() {
+    for tier in ["canonical", "quickened", "native-whole"] {
+        let o = one_row(
+            "in x: Int\nin s: Str\nout r\nr = dynamic(s)\n",
+            "{\"x\":1,\"s\":\"dynamic(\\\"x + 1\\\")\"}\n",
+            tier,
+        );
+        assert_eq!(
+            (o.code, o.out.as_str()),
+            (Some(0), "r[0] = Int(2)\n"),
+            "{tier}: {o:?}"
+        );
+    }
+}
