@@ -22,8 +22,12 @@ pub enum ErrorKind {
     EmptyList,
     /// A `dynamic`/`defer` string that does not parse or check.
     InvalidDynamic,
-    /// Function application nested deeper than the bound (`fix`).
+    /// Function application nested deeper than the bound (`fix`), or
+    /// `dynamic` instances nested deeper than theirs.
     RecursionTooDeep,
+    /// A container built with containers nested deeper than
+    /// [`MAX_VALUE_NESTING`](crate::value::MAX_VALUE_NESTING) inside it.
+    ValueTooDeep,
 }
 
 impl ErrorKind {
@@ -39,6 +43,7 @@ impl ErrorKind {
             ErrorKind::EmptyList => "empty list",
             ErrorKind::InvalidDynamic => "invalid dynamic expression",
             ErrorKind::RecursionTooDeep => "recursion too deep",
+            ErrorKind::ValueTooDeep => "value nested too deep",
         }
     }
 }

@@ -693,11 +693,20 @@ fn combine(kind: &ExprKind, args: Vec<Sample>, at_site: bool) -> Result<Sample, 
     };
     let one = |x: Value| Ok(Sample::Value(x));
     match kind {
-        ExprKind::List(_) => one(Value::List(v.into())),
-        ExprKind::Tuple(_) => one(Value::Tuple(v.into())),
-        ExprKind::Map(entries) => one(Value::Map(Arc::new(
-            entries.iter().map(|(k, _)| k.clone()).zip(v).collect(),
-        ))),
+        ExprKind::List(_) => {
+            crate::canonical::ops::contain("List", &v)?;
+            one(Value::List(v.into()))
+        }
+        ExprKind::Tuple(_) => {
+            crate::canonical::ops::contain("Tuple", &v)?;
+            one(Value::Tuple(v.into()))
+        }
+        ExprKind::Map(entries) => {
+            crate::canonical::ops::contain("Map", &v)?;
+            one(Value::Map(Arc::new(
+                entries.iter().map(|(k, _)| k.clone()).zip(v).collect(),
+            )))
+        }
         ExprKind::Field(_, f) => containers::field(&v[0], f),
         ExprKind::Method(m, _) => containers::method(*m, &v),
         ExprKind::Apply(..) => containers::apply(&v[0], &v[1..], at_site),
@@ -1025,6 +1034,7 @@ mod containers {
             }
             Method::ListAppend => {
                 let mut xs = list(&v[0])?;
+                crate::canonical::ops::contain(op, [&v[1]])?;
                 xs.push(v[1].clone());
                 done(Value::List(xs.into()))
             }
@@ -1049,6 +1059,7 @@ mod containers {
                         Sample::Deferred => Value::Marker(Marker::Deferred),
                     });
                 }
+                crate::canonical::ops::contain(op, &out)?;
                 done(Value::List(out.into()))
             }
             Method::ListFilter => {
@@ -1085,6 +1096,7 @@ mod containers {
             }
             Method::MapInsert => {
                 let (mut entries, k) = (map(&v[0])?, key(&v[1])?);
+                crate::canonical::ops::contain(op, [&v[2]])?;
                 entries.insert(k, v[2].clone());
                 done(Value::Map(Arc::new(entries)))
             }

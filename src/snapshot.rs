@@ -39,7 +39,7 @@ use crate::error::{ErrorKind, RuntimeError};
 use crate::exec::Run;
 use crate::lang::ast::{BinOp, Builtin, DeclKind, UnOp};
 use crate::plan::{NodeOp, Operand, Plan};
-use crate::value::{Key, Sample, Value};
+use crate::value::{Key, MAX_VALUE_NESTING, Sample, Value};
 use serde::de::{self, Deserializer, Visitor};
 use serde::{Deserialize, Serialize, Serializer};
 use sha2::{Digest, Sha256};
@@ -216,15 +216,43 @@ enum Cell {
     Bool(bool),
     Str(String),
     Unit,
-    List(Vec<Cell>),
-    Tuple(Vec<Cell>),
-    Map(Vec<(String, Cell)>),
+    List(#[serde(deserialize_with = "nested")] Vec<Cell>),
+    Tuple(#[serde(deserialize_with = "nested")] Vec<Cell>),
+    Map(#[serde(deserialize_with = "nested")] Vec<(String, Cell)>),
     /// A function value, by its text: restoring one is refused (see
     /// `Cell::sample`), and the slots of lambda nodes, which hold one at
     /// every step, are not captured.
     Func(String),
     /// A list's NoVal (false) or ⊥ (true) element.
     Marker(bool),
+}
+
+thread_local! {
+    /// How many containers deep the cell being read is, on this thread.
+    static CELL_DEPTH: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// Reads a container cell's parts one level deeper, refusing a cell nested
+/// deeper than any value a run holds ([`MAX_VALUE_NESTING`]): a snapshot is
+/// untrusted input, and its decoder recurses once per level.
+fn nested<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<T, D::Error> {
+    struct Leave;
+    impl Drop for Leave {
+        fn drop(&mut self) {
+            CELL_DEPTH.with(|n| n.set(n.get() - 1));
+        }
+    }
+    let depth = CELL_DEPTH.with(|n| {
+        n.set(n.get() + 1);
+        n.get()
+    });
+    let _leave = Leave;
+    if depth > MAX_VALUE_NESTING {
+        return Err(de::Error::custom(format_args!(
+            "a value nests containers more than {MAX_VALUE_NESTING} deep"
+        )));
+    }
+    T::deserialize(d)
 }
 
 /// A slot at a step boundary: NoVal and never had a value, NoVal holding its
@@ -259,6 +287,7 @@ enum Kind {
     EmptyList,
     InvalidDynamic,
     RecursionTooDeep,
+    ValueTooDeep,
 }
 
 impl From<ErrorKind> for Kind {
@@ -273,6 +302,7 @@ impl From<ErrorKind> for Kind {
             ErrorKind::EmptyList => Kind::EmptyList,
             ErrorKind::MissingKey => Kind::MissingKey,
             ErrorKind::IndexOutOfBounds => Kind::IndexOutOfBounds,
+            ErrorKind::ValueTooDeep => Kind::ValueTooDeep,
         }
     }
 }
@@ -289,6 +319,7 @@ impl From<Kind> for ErrorKind {
             Kind::EmptyList => ErrorKind::EmptyList,
             Kind::MissingKey => ErrorKind::MissingKey,
             Kind::IndexOutOfBounds => ErrorKind::IndexOutOfBounds,
+            Kind::ValueTooDeep => ErrorKind::ValueTooDeep,
         }
     }
 }
@@ -1402,6 +1433,38 @@ total = default(total[1], 0) + x\nlast = default(s[3], \"-\")\nw = when(x > 2)\n
             m.step(&row).unwrap();
         }
         m
+    }
+
+    /// Issue 34, item 1: a snapshot's cells are decoded recursively, so a
+    /// (resealed, hostile) body nesting lists 100,000 deep overflowed the
+    /// stack; a cell deeper than `MAX_VALUE_NESTING` is now refused, and one
+    /// at the limit is read, on a 2 MiB thread.
+    #[test]
+    fn deep_cells_are_refused_not_a_stack_overflow() {
+        // A `Cell::List` is its variant's index and its length, each a varint.
+        let list = postcard::to_stdvec(&Cell::List(vec![Cell::Unit])).unwrap();
+        let (tag, one) = (list[0], list[1]);
+        let nested = move |n: usize| {
+            let mut bytes = [tag, one].repeat(n);
+            bytes.extend(postcard::to_stdvec(&Cell::Unit).unwrap());
+            bytes
+        };
+        std::thread::Builder::new()
+            .stack_size(2 << 20)
+            .spawn(move || {
+                let deep = postcard::from_bytes::<Cell>(&nested(100_000));
+                let e = deep.unwrap_err().to_string();
+                assert!(!e.is_empty());
+                let ok = postcard::from_bytes::<Cell>(&nested(MAX_VALUE_NESTING)).unwrap();
+                let past = postcard::from_bytes::<Cell>(&nested(MAX_VALUE_NESTING + 1));
+                assert!(past.is_err());
+                // The depth count is back to zero after an error and a success.
+                assert_eq!(CELL_DEPTH.with(|n| n.get()), 0);
+                assert!(matches!(ok, Cell::List(_)));
+            })
+            .unwrap()
+            .join()
+            .unwrap();
     }
 
     #[test]

@@ -40,8 +40,11 @@ pub trait Function: fmt::Debug + Send + Sync {
 /// Redis), a row built in memory (`row::conform`), a replay log or a
 /// snapshot. `[[1]]` nests 2 deep, a scalar 0. Every reader checks it before
 /// it builds the value, so no reader recurses deeper than this, and what
-/// the recorder writes (values that passed it) is always read back.
-pub const MAX_VALUE_NESTING: usize = 64;
+/// the recorder writes (values that passed it) is always read back. It is
+/// the bound on a specification's expressions (`lang::MAX_NESTING`), so a
+/// literal `[[…]]` that parses also evaluates; every recursion over a value
+/// (printing, comparing, dropping, encoding) stays a few hundred frames.
+pub const MAX_VALUE_NESTING: usize = 256;
 
 /// A present value carried by a stream at one step.
 #[derive(Clone, Debug)]

@@ -28,6 +28,9 @@ pub const OPS: &[&str] = &[
     "defer",
     "partial",
     "fix",
+    "List",
+    "Tuple",
+    "Map",
 ];
 
 /// How deep function calls may nest (`fix` recursion, or closures calling
@@ -405,6 +408,7 @@ pub fn method(m: Method, args: &[Value]) -> Result<Sample, Fault> {
         }
         ListAppend => {
             let a = list(&args[0])?;
+            super::ops::contain(op, [&args[1]])?;
             Value::list(a.iter().cloned().chain([args[1].clone()]).collect())
         }
         ListHead => {
@@ -440,6 +444,9 @@ pub fn method(m: Method, args: &[Value]) -> Result<Sample, Fault> {
                     (_, other) => return Err(bad(&other)),
                 }
             }
+            if m == ListMap {
+                super::ops::contain(op, &out)?;
+            }
             Value::list(out)
         }
         ListFold => {
@@ -464,6 +471,7 @@ pub fn method(m: Method, args: &[Value]) -> Result<Sample, Fault> {
         }
         MapInsert => {
             let (entries, k) = (map(&args[0])?, key(&args[1])?);
+            super::ops::contain(op, [&args[2]])?;
             let mut entries = (*entries).clone();
             entries.insert(k, args[2].clone());
             Value::Map(Arc::new(entries))
@@ -571,11 +579,20 @@ impl Body<'_> {
                     crate::canonical::ops::math(*f, &refs).map(Sample::Value)
                 }
             },
-            ExprKind::List(items) => one(Value::list(values!(items))),
-            ExprKind::Tuple(items) => one(Value::tuple(values!(items))),
+            ExprKind::List(items) => {
+                let vs = values!(items);
+                super::ops::contain("List", &vs)?;
+                one(Value::list(vs))
+            }
+            ExprKind::Tuple(items) => {
+                let vs = values!(items);
+                super::ops::contain("Tuple", &vs)?;
+                one(Value::tuple(vs))
+            }
             ExprKind::Map(entries) => {
                 let es: Vec<ExprId> = entries.iter().map(|(_, x)| *x).collect();
                 let vs = values!(&es);
+                super::ops::contain("Map", &vs)?;
                 one(map_of(entries.iter().map(|(k, _)| k.clone()), vs))
             }
             ExprKind::Field(a, f) => {

@@ -915,9 +915,16 @@ impl NodeState {
                 };
                 let ast = &plan.spec.ast;
                 let v = match (node.op, &ast.expr(node.expr).kind) {
-                    (NodeOp::List, _) => Value::list(values),
-                    (NodeOp::Tuple, _) => Value::tuple(values),
+                    (NodeOp::List, _) => {
+                        ops::contain("List", &values)?;
+                        Value::list(values)
+                    }
+                    (NodeOp::Tuple, _) => {
+                        ops::contain("Tuple", &values)?;
+                        Value::tuple(values)
+                    }
                     (NodeOp::Map, ExprKind::Map(entries)) => {
+                        ops::contain("Map", &values)?;
                         func::map_of(entries.iter().map(|(k, _)| k.clone()), values)
                     }
                     (NodeOp::Field, ExprKind::Field(_, f)) => return func::field(&values[0], f),

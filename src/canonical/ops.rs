@@ -13,6 +13,32 @@ use std::cmp::Ordering;
 /// (16 MiB). A longer `++` result is a runtime error, not an exhausted memory.
 pub const DEFAULT_MAX_STRING_BYTES: usize = 16 << 20;
 
+/// The rule on containers a specification builds: the parts put into one
+/// (`parts`) may nest at most one level less than
+/// [`MAX_VALUE_NESTING`](crate::value::MAX_VALUE_NESTING), so that every
+/// value a run holds, prints, records or snapshots is as bounded as one a
+/// reader takes (a stream `l = List(default(l[1], List()))` would otherwise
+/// nest one level deeper each step, until printing it overflowed the
+/// stack). `op` names the construction. Shared by the canonical tier and
+/// the reference evaluator.
+pub fn contain<'a>(
+    op: &'static str,
+    parts: impl IntoIterator<Item = &'a Value>,
+) -> Result<(), Fault> {
+    let below = crate::value::MAX_VALUE_NESTING - 1;
+    if parts.into_iter().any(|v| v.nests_deeper_than(below)) {
+        return Err(Fault {
+            kind: ErrorKind::ValueTooDeep,
+            op,
+            detail: Some(format!(
+                "containers would nest more than {} deep",
+                crate::value::MAX_VALUE_NESTING
+            )),
+        });
+    }
+    Ok(())
+}
+
 pub fn op_name(op: BinOp) -> &'static str {
     match op {
         BinOp::Add => "addition",

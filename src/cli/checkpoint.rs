@@ -41,8 +41,9 @@ use std::path::Path;
 const MAGIC: [u8; 8] = *b"VIGILCKP";
 
 /// The checkpoint format's version: it changes with the description's
-/// fields (the snapshot inside has a version of its own).
-const VERSION: u32 = 2;
+/// fields (the snapshot inside has a version of its own). Version 3 added
+/// the alerts file's length.
+const VERSION: u32 = 3;
 
 /// How many bytes of the trace, at its start and before the position, a
 /// checkpoint digests to recognise the trace when resuming.
@@ -144,6 +145,8 @@ struct OutputInfo {
     /// For a live sink that keeps a history (a Redis Stream): its URL and
     /// the entries written to it.
     stream: Option<(String, u64)>,
+    /// The `--alerts` file, kept exactly once like the output file.
+    alerts: Option<OutputFileInfo>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -313,6 +316,8 @@ pub(super) struct Checkpointer {
     output_format: Output,
     /// The output file's path and a handle to sync it through.
     output: Option<(String, File)>,
+    /// The alerts file's path and a handle to sync it through.
+    alerts: Option<(String, File)>,
     /// The live sink's URL (`--output redis://…`).
     sink: Option<String>,
 }
@@ -333,41 +338,50 @@ impl Checkpointer {
         monitor: &dyn Checkpointable,
         reader: &mut dyn RowReader,
         writer: &mut dyn OutputWriter,
+        alerts: Option<&mut dyn Write>,
     ) -> io::Result<Result<(), String>> {
         self.since += n;
         if self.since < self.every {
             return Ok(Ok(()));
         }
-        self.write(monitor, reader, writer)
+        self.write(monitor, reader, writer, alerts)
     }
 
-    /// Writes a checkpoint now: flushes and syncs the outputs, then writes
-    /// the monitor's state with the input and output positions.
+    /// Writes a checkpoint now: flushes and syncs the outputs (and the
+    /// alerts written through `alerts`), then writes the monitor's state
+    /// with the input and output positions.
     pub(super) fn write(
         &mut self,
         monitor: &dyn Checkpointable,
         reader: &mut dyn RowReader,
         writer: &mut dyn OutputWriter,
+        alerts: Option<&mut dyn Write>,
     ) -> io::Result<Result<(), String>> {
         self.since = 0;
         writer.flush()?;
-        let output = match &self.output {
-            None => None,
-            Some((path, f)) => {
-                let len = f.sync_data().and_then(|()| f.metadata()).map(|m| m.len());
-                match len {
-                    Ok(len) => Some(OutputFileInfo {
-                        path: path.clone(),
-                        len,
-                    }),
-                    Err(e) => {
-                        return Ok(Err(format!(
-                            "cannot write checkpoint `{}`: cannot sync the output file `{path}`: {e}",
-                            self.path
-                        )));
-                    }
-                }
-            }
+        if let Some(alerts) = alerts {
+            alerts.flush()?;
+        }
+        let synced = |file: &Option<(String, File)>, what: &str| match file {
+            None => Ok(None),
+            Some((path, f)) => match f.sync_data().and_then(|()| f.metadata()) {
+                Ok(m) => Ok(Some(OutputFileInfo {
+                    path: path.clone(),
+                    len: m.len(),
+                })),
+                Err(e) => Err(format!(
+                    "cannot write checkpoint `{}`: cannot sync the {what} `{path}`: {e}",
+                    self.path
+                )),
+            },
+        };
+        let output = match synced(&self.output, "output file") {
+            Ok(info) => info,
+            Err(message) => return Ok(Err(message)),
+        };
+        let alerts = match synced(&self.alerts, "alerts file") {
+            Ok(info) => info,
+            Err(message) => return Ok(Err(message)),
         };
         let file = match (&self.trace, reader.position()) {
             (Some(trace), Some(TracePosition { offset, line })) => match digests(trace, offset) {
@@ -399,6 +413,7 @@ impl Checkpointer {
                 format: self.output_format,
                 file: output,
                 stream: (self.sink.clone()).zip(writer.entries_written()),
+                alerts,
             },
         };
         let bytes = encode(&info, &monitor.state_bytes());
@@ -421,6 +436,9 @@ pub(super) struct Prepared {
     pub(super) streaming: bool,
     pub(super) writer: Box<dyn OutputWriter>,
     pub(super) checkpoints: Option<Checkpointer>,
+    /// The `--alerts` file (a path, not `-`), created, or cut back to the
+    /// length the checkpoint recorded and appended to.
+    pub(super) alerts: Option<File>,
 }
 
 /// Sets up a run: resumes from `--resume` if given (every check of the
@@ -567,6 +585,33 @@ pub(super) fn prepare(
             (writer, Some((out.clone(), sync)))
         }
     };
+    let alerts_file = match args.alerts.as_deref() {
+        None | Some("-") => None,
+        Some(path) => {
+            let recorded = loaded
+                .as_ref()
+                .and_then(|(_, l)| l.info.output.alerts.as_ref())
+                .map(|f| f.len);
+            let file = match recorded {
+                None => File::create(path)
+                    .map_err(|e| fail(format!("cannot create the alerts file `{path}`: {e}")))?,
+                Some(len) => reopen_output(path, len, "alerts file").map_err(|e| {
+                    fail(format!(
+                        "cannot resume from `{}`: {e}",
+                        loaded.as_ref().map_or("", |(p, _)| p)
+                    ))
+                })?,
+            };
+            let sync = file
+                .try_clone()
+                .map_err(|e| fail(format!("cannot open the alerts file `{path}`: {e}")))?;
+            Some((file, (path.to_string(), sync)))
+        }
+    };
+    let (alerts_file, alerts_sync) = match alerts_file {
+        Some((file, sync)) => (Some(file), Some(sync)),
+        None => (None, None),
+    };
     let mut checkpoints = args.checkpoint.as_ref().map(|path| Checkpointer {
         path: path.clone(),
         every: args.checkpoint_every,
@@ -577,6 +622,7 @@ pub(super) fn prepare(
         trace: opened.file,
         output_format: output.into(),
         output: output_file,
+        alerts: alerts_sync,
         sink: match &args.output {
             super::OutputArg::Redis(url) => Some(super::live::redact(url)),
             _ => None,
@@ -608,7 +654,7 @@ pub(super) fn prepare(
             Runner::Keyed(m) => m.as_ref(),
         };
         let written = ck
-            .write(monitor, reader.as_mut(), writer.as_mut())
+            .write(monitor, reader.as_mut(), writer.as_mut(), None)
             .map_err(|e| fail(format!("cannot write output: {e}")))?;
         written.map_err(fail)?;
     }
@@ -618,6 +664,7 @@ pub(super) fn prepare(
         streaming: opened.streaming,
         writer,
         checkpoints,
+        alerts: alerts_file,
     })
 }
 
@@ -746,6 +793,22 @@ fn check_options(
         (None, super::OutputArg::Redis(_)) => {
             return Err(
                 "it was taken with its outputs elsewhere, so it cannot continue a Redis stream"
+                    .to_string(),
+            );
+        }
+        _ => {}
+    }
+    let alerts_file = args.alerts.as_deref().filter(|p| *p != "-");
+    match (&info.output.alerts, alerts_file) {
+        (Some(f), None) => {
+            return Err(format!(
+                "it was taken with `--alerts {}`; pass it again to continue that file",
+                f.path
+            ));
+        }
+        (None, Some(_)) => {
+            return Err(
+                "it was taken without an alerts file, so it cannot continue one (its alerts so far are not in it)"
                     .to_string(),
             );
         }

@@ -19,6 +19,7 @@ mod checkpoint;
 mod live;
 mod log;
 mod ops;
+mod paths;
 mod repl;
 mod scale;
 mod timed;
@@ -594,6 +595,12 @@ struct Alerts {
 
 impl Alerts {
     fn open(args: &RunArgs, spec: &Spec) -> Result<Alerts, Exit> {
+        Alerts::with_file(args, spec, None)
+    }
+
+    /// As `open`, writing the `--alerts` file through `file` when given
+    /// (opened by a checkpointed run, which keeps its length).
+    fn with_file(args: &RunArgs, spec: &Spec, file: Option<std::fs::File>) -> Result<Alerts, Exit> {
         let out: Option<Box<dyn Write>> = match args.alerts.as_deref() {
             // A run publishing to MQTT publishes its alerts there too.
             None => match &args.output {
@@ -609,6 +616,7 @@ impl Alerts {
                 _ => None,
             },
             Some("-") => Some(Box::new(io::stdout())),
+            Some(_) if let Some(f) = file => Some(Box::new(f)),
             Some(path) => match std::fs::File::create(path) {
                 Ok(f) => Some(Box::new(f)),
                 Err(e) => {
@@ -669,6 +677,12 @@ impl Alerts {
             Some(out) => out.flush(),
             None => Ok(()),
         }
+    }
+
+    /// The alerts' writer, for a checkpoint to flush before it records the
+    /// file's length.
+    fn sink(&mut self) -> Option<&mut dyn Write> {
+        self.out.as_mut().map(|w| w as &mut dyn Write)
     }
 }
 
@@ -770,6 +784,11 @@ fn run(args: &RunArgs) -> Exit {
         error(m);
         return Exit::Failure;
     }
+    // Before anything is opened for writing.
+    if let Err(m) = paths::check_distinct(args) {
+        error(m);
+        return Exit::Failure;
+    }
     // Workers or processes: the keyed run on timely (`scale.rs`).
     if args.workers.is_some() || args.processes.is_some() {
         if args.input.iter().any(|i| live::is_url(i)) || args.output.live().is_some() {
@@ -820,6 +839,7 @@ fn run(args: &RunArgs) -> Exit {
         streaming,
         mut writer,
         mut checkpoints,
+        alerts: alerts_file,
     } = match checkpoint::prepare(args, &spec, format, output, options, &view) {
         Ok(p) => p,
         Err(exit) => return exit,
@@ -827,7 +847,7 @@ fn run(args: &RunArgs) -> Exit {
     if let Err(exit) = check_tier(args, &monitor.stats()) {
         return exit;
     }
-    let mut alerts = match Alerts::open(args, &spec) {
+    let mut alerts = match Alerts::with_file(args, &spec, alerts_file) {
         Ok(a) => a,
         Err(exit) => return exit,
     };
@@ -959,7 +979,7 @@ fn run_streaming(
         warn(reader);
         match next {
             Ok(true) => {}
-            Ok(false) => return finish(ck, monitor, reader, writer),
+            Ok(false) => return finish(ck, monitor, reader, writer, alerts.sink()),
             Err(e) if ctl.tally.skip_trace_error(&e, reader) => continue,
             Err(e) => return stop(writer, &e, trace_exit(&e)),
         }
@@ -991,7 +1011,7 @@ fn run_streaming(
         }
         ctl.tally.progress.update(ctl.tally.rows_read, reader);
         if let Some(ck) = ck.as_deref_mut()
-            && let Err(message) = ck.rows_done(1, monitor, reader, writer)?
+            && let Err(message) = ck.rows_done(1, monitor, reader, writer, alerts.sink())?
         {
             return stop(writer, &message, Exit::Failure);
         }
@@ -1039,7 +1059,7 @@ fn run_keyed(
         match next {
             Ok(true) => {}
             Ok(false) => {
-                break finish(ck, monitor, reader, writer).map(|e| match e {
+                break finish(ck, monitor, reader, writer, alerts.sink()).map(|e| match e {
                     Exit::Success => status,
                     other => other,
                 });
@@ -1100,7 +1120,7 @@ fn run_keyed(
         }
         ctl.tally.progress.update(ctl.tally.rows_read, reader);
         if let Some(ck) = ck.as_deref_mut()
-            && let Err(message) = ck.rows_done(1, monitor, reader, writer)?
+            && let Err(message) = ck.rows_done(1, monitor, reader, writer, alerts.sink())?
         {
             break stop(writer, &message, Exit::Failure);
         }
@@ -1117,10 +1137,11 @@ fn finish(
     monitor: &dyn checkpoint::Checkpointable,
     reader: &mut dyn RowReader,
     writer: &mut dyn OutputWriter,
+    alerts: Option<&mut dyn Write>,
 ) -> io::Result<Exit> {
     match ck {
         Some(ck) => {
-            if let Err(message) = ck.write(monitor, reader, writer)? {
+            if let Err(message) = ck.write(monitor, reader, writer, alerts)? {
                 return stop(writer, &message, Exit::Failure);
             }
         }
@@ -1218,7 +1239,7 @@ fn run_batched(
             }
         }
         match end {
-            Some(End::Trace) => return finish(ck, monitor, reader, writer),
+            Some(End::Trace) => return finish(ck, monitor, reader, writer, None),
             Some(End::Malformed(e)) => return stop(writer, &e, trace_exit(&e)),
             Some(End::Rejected(e)) => {
                 let (message, exit) = rejected(&e);
@@ -1227,7 +1248,7 @@ fn run_batched(
             None => {}
         }
         if let Some(ck) = ck.as_deref_mut()
-            && let Err(message) = ck.rows_done(rows.len() as u64, monitor, reader, writer)?
+            && let Err(message) = ck.rows_done(rows.len() as u64, monitor, reader, writer, None)?
         {
             return stop(writer, &message, Exit::Failure);
         }

@@ -5,7 +5,7 @@
 
 use crate::support::{test_dir, vigil, write};
 use std::io::{BufRead, BufReader, Read, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 use vigil::{Monitor, Sample, Spec, StepError, Tier, Value};
@@ -103,7 +103,7 @@ fn deep_trace_values_are_located_errors_in_every_reader() {
         assert_eq!(o.out, "n[0] = Int(2)\n", "{trace}");
         assert!(
             o.err.contains(":3:")
-                || o.err.contains(":2:") && o.err.contains("nests arrays or objects more than 64"),
+                || o.err.contains(":2:") && o.err.contains("nests arrays or objects more than 256"),
             "{trace}: {}",
             o.err
         );
@@ -113,7 +113,7 @@ fn deep_trace_values_are_located_errors_in_every_reader() {
         );
         assert_eq!(o.code, Some(0), "{trace}: {o:?}");
         assert_eq!(o.out, "n[0] = Int(2)\nn[1] = Int(1)\n", "{trace}");
-        assert!(o.err.contains("more than 64 deep"), "{}", o.err);
+        assert!(o.err.contains("more than 256 deep"), "{}", o.err);
     }
     // Standard input, read on the main thread, 100,000 levels.
     let line = format!("{{\"l\": {}}}\n{{\"l\": []}}\n", nested_array(100_000));
@@ -189,7 +189,7 @@ fn a_deep_value_from_one_tcp_client_does_not_stop_the_listener() {
         Ok("{\"step\":0,\"time\":2,\"n\":3}\n"),
         "{rest}"
     );
-    assert!(rest.contains("more than 64 deep"), "{rest}");
+    assert!(rest.contains("more than 256 deep"), "{rest}");
 }
 
 /// Issue 34, item 1: the library's rule for values (`conform`, which `Monitor::step` and
@@ -214,8 +214,11 @@ fn a_row_built_in_memory_is_bounded_too() {
     };
     let outputs = monitor.step(&[Some(inner[0].clone())]).unwrap();
     assert_eq!(outputs.get(0), Sample::Value(Value::Int(1)));
-    let object: serde_json::Value =
-        serde_json::from_str(&format!("{{\"l\": {}}}", nested_array(100))).unwrap();
+    let mut deep = serde_json::json!([]);
+    for _ in 0..vigil::MAX_VALUE_NESTING {
+        deep = serde_json::json!([deep]);
+    }
+    let object = serde_json::json!({ "l": deep });
     let typed = Spec::parse("s.dsrv", "in l: List\nout n: Int\nn = 1\n").unwrap();
     assert!(matches!(
         typed.row_from_json(object.as_object().unwrap()),
@@ -352,4 +355,259 @@ fn a_nested_dynamic_keeps_the_default_scope() {
             "{tier}: {o:?}"
         );
     }
+}
+
+/// A value a specification builds is bounded like one a reader takes: a stream nesting one
+/// level deeper each step (`l = List(default(l[1], List()))`) aborted when printed after a few
+/// thousand steps (`vigil-writer` overflowed its stack). Building a container past the limit
+/// is now a runtime error, the same on every tier and in the reference evaluator.
+#[test]
+fn a_value_built_deeper_each_step_is_a_runtime_error() {
+    let rows: String = (0..300).map(|i| format!("{{\"x\":{i}}}\n")).collect();
+    for (form, op) in [
+        ("List(default(l[1], List()))", "List"),
+        ("Tuple(default(l[1], Tuple(0, 0)), x)", "Tuple"),
+        ("List.append(List(), default(l[1], List()))", "List.append"),
+        (
+            "Map.insert(Map(), \"k\", default(l[1], Map()))",
+            "Map.insert",
+        ),
+    ] {
+        let spec = format!("in x: Int\nout l\nl = {form}\n");
+        let mut seen = Vec::new();
+        for tier in ["canonical", "quickened", "native-whole"] {
+            let o = one_row(&spec, &rows, tier);
+            assert_eq!(o.code, Some(3), "{form} on {tier}: {}", o.err);
+            assert!(
+                o.err.contains(&format!(
+                    "value nested too deep in {op}: containers would nest more than 256 deep"
+                )),
+                "{form} on {tier}: {}",
+                o.err
+            );
+            seen.push(o);
+        }
+        // (A fast tier may add a line saying what it runs instead.)
+        let error = |o: &Outcome| {
+            o.err
+                .lines()
+                .find(|l| l.starts_with("error:"))
+                .map(String::from)
+        };
+        assert!(
+            seen.iter()
+                .all(|o| (&o.out, error(o)) == (&seen[0].out, error(&seen[0]))),
+            "{form}: the tiers differ"
+        );
+        let parsed = Spec::parse("s.dsrv", &spec).unwrap();
+        let inputs: Vec<Vec<Option<Value>>> = (0..300).map(|i| vec![Some(Value::Int(i))]).collect();
+        let (_, error) = vigil::reference::evaluate(parsed.checked(), &inputs);
+        let error = error.expect("the reference fails too").to_string();
+        assert!(seen[0].err.contains(&error), "{error} vs {}", seen[0].err);
+    }
+}
+
+/// Runs vigil with `args` and no standard input, within a minute.
+fn run_args(args: &[&str]) -> Outcome {
+    run(args, b"")
+}
+
+/// Issue 34, item 3: `--resume` truncated the `--alerts` file (a finished run resumed left it
+/// empty; a keyed kill loop ended with 0 of 2,704 alert lines). The alerts file is now
+/// exactly-once like `--output-file`: its length is in the checkpoint, and a resume cuts it
+/// back there and appends, plain and keyed.
+#[test]
+fn resuming_keeps_the_alerts_file_exactly_once() {
+    let d = dir("alerts_resume");
+    let spec = write(
+        &d,
+        "s.dsrv",
+        "in h: Int\nin x: Int\nout total: Int\ntotal = default(total[1], 0) + x\n\
+         trigger big: x > 1 \"x is {x}\"\n",
+    );
+    let rows = |range: std::ops::Range<i64>| -> String {
+        range
+            .map(|i| format!("{{\"h\": {}, \"x\": {i}}}\n", i % 2))
+            .collect()
+    };
+    for key in [None, Some("h")] {
+        let name = key.unwrap_or("plain");
+        let trace = write(&d, &format!("{name}.jsonl"), rows(0..5));
+        let path = |f: &str| d.join(format!("{name}.{f}")).to_string_lossy().into_owned();
+        let (out, alerts, ck) = (path("out"), path("alerts"), path("ck"));
+        let mut args: Vec<&str> = vec![
+            "run",
+            &spec,
+            "--input",
+            &trace,
+            "--output-file",
+            &out,
+            "--alerts",
+            &alerts,
+        ];
+        if let Some(k) = key {
+            args.extend(["--key", k]);
+        }
+        let first = [
+            args.clone(),
+            vec!["--checkpoint", &ck, "--checkpoint-every", "2"],
+        ]
+        .concat();
+        let o = run_args(&first);
+        assert_eq!(o.code, Some(0), "{name}: {o:?}");
+        let alerts_after_run = std::fs::read_to_string(&alerts).unwrap();
+        assert_eq!(
+            alerts_after_run.lines().count(),
+            3,
+            "{name}: {alerts_after_run}"
+        );
+        // Resuming the finished run changes nothing.
+        let resume = [args.clone(), vec!["--resume", &ck, "--checkpoint", &ck]].concat();
+        let o = run_args(&resume);
+        assert_eq!(o.code, Some(0), "{name}: {o:?}");
+        assert_eq!(
+            std::fs::read_to_string(&alerts).unwrap(),
+            alerts_after_run,
+            "{name}: a resume of a finished run changed the alerts"
+        );
+        // A run killed after its last checkpoint had written more alerts (here: a torn line),
+        // and the trace grew: the resume cuts the file back and appends the rest, once.
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&alerts)
+            .unwrap()
+            .write_all(b"{\"trigger\":\"big\",\"st")
+            .unwrap();
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&trace)
+            .unwrap()
+            .write_all(rows(5..8).as_bytes())
+            .unwrap();
+        let o = run_args(&resume);
+        assert_eq!(o.code, Some(0), "{name}: {o:?}");
+        // An uninterrupted run over the whole trace is the reference.
+        let whole = write(&d, &format!("{name}.whole.jsonl"), rows(0..8));
+        let (out2, alerts2) = (path("out2"), path("alerts2"));
+        let mut again: Vec<&str> = vec![
+            "run",
+            &spec,
+            "--input",
+            &whole,
+            "--output-file",
+            &out2,
+            "--alerts",
+            &alerts2,
+        ];
+        if let Some(k) = key {
+            again.extend(["--key", k]);
+        }
+        assert_eq!(run_args(&again).code, Some(0));
+        assert_eq!(
+            std::fs::read_to_string(&alerts).unwrap(),
+            std::fs::read_to_string(&alerts2).unwrap(),
+            "{name}: alerts"
+        );
+        assert_eq!(
+            std::fs::read_to_string(&out).unwrap(),
+            std::fs::read_to_string(&out2).unwrap(),
+            "{name}: outputs"
+        );
+        // A resume without the alerts file the checkpoint has is refused, not a silent loss.
+        let bare = [
+            vec![
+                "run",
+                spec.as_str(),
+                "--input",
+                &trace,
+                "--output-file",
+                &out,
+            ],
+            key.map_or(vec![], |k| vec!["--key", k]),
+            vec!["--resume", &ck],
+        ]
+        .concat();
+        let o = run_args(&bare);
+        assert_eq!(o.code, Some(1), "{name}: {o:?}");
+        assert!(
+            o.err.contains("pass it again to continue that file"),
+            "{}",
+            o.err
+        );
+    }
+}
+
+/// Issue 34, item 4: an output path equal to an input clobbered it: `--output-file` =
+/// `--input` truncated the trace, `--checkpoint` = `--input` overwrote it with the checkpoint,
+/// `--checkpoint` = `--output-file` replaced the outputs, `--alerts` = `--input` truncated the
+/// trace. Every such run is refused before anything is opened for writing, by device and inode
+/// (a second name through a symbolic link is the same file), and the files are left as they were.
+#[test]
+fn an_output_that_is_an_input_or_another_output_is_refused() {
+    let d = dir("clobber");
+    let spec = write(
+        &d,
+        "s.dsrv",
+        "in x: Int\nout y: Int\ny = x\ntrigger t: x > 0 \"x {x}\"\n",
+    );
+    let trace = write(&d, "t.jsonl", "{\"x\": 1}\n{\"x\": 2}\n");
+    let link = d.join("link.jsonl").to_string_lossy().into_owned();
+    std::os::unix::fs::symlink(&trace, &link).unwrap();
+    let other = d.join("o.txt").to_string_lossy().into_owned();
+    let log = d.join("r.log").to_string_lossy().into_owned();
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["--output-file", &trace], "`--output-file"),
+        (vec!["--output-file", &link], "`--output-file"),
+        (vec!["--checkpoint", &trace], "`--checkpoint"),
+        (vec!["--alerts", &trace], "`--alerts"),
+        (vec!["--output-file", &spec], "the specification"),
+        (vec!["--record", &trace, "--time", "x"], "`--record"),
+        (
+            vec!["--output-file", &other, "--checkpoint", &other],
+            "are the same file",
+        ),
+        (
+            vec!["--output-file", &other, "--alerts", &other],
+            "are the same file",
+        ),
+        (
+            vec!["--output-file", &log, "--record", &log, "--time", "x"],
+            "are the same file",
+        ),
+    ];
+    for (extra, says) in cases {
+        let args = [vec!["run", spec.as_str(), "--input", &trace], extra.clone()].concat();
+        let o = run_args(&args);
+        assert_eq!(o.code, Some(1), "{extra:?}: {o:?}");
+        assert!(
+            o.err.contains(says) && o.err.contains("same file"),
+            "{extra:?}: {}",
+            o.err
+        );
+        assert_eq!(o.out, "", "{extra:?}");
+        assert_eq!(
+            std::fs::read_to_string(&trace).unwrap(),
+            "{\"x\": 1}\n{\"x\": 2}\n",
+            "{extra:?} changed the trace"
+        );
+        assert!(!Path::new(&other).exists(), "{extra:?} made {other}");
+    }
+    // Resuming from the checkpoint a run goes on writing is how a run continues.
+    let ck = d.join("a.ck").to_string_lossy().into_owned();
+    let base = ["run", spec.as_str(), "--input", &trace, "--checkpoint", &ck];
+    assert_eq!(run_args(&base).code, Some(0));
+    let o = run_args(&[&base[..], &["--resume", &ck]].concat());
+    assert_eq!(o.code, Some(0), "{o:?}");
+    // Outputs to a device are no clobbering.
+    let o = run_args(&[
+        "run",
+        &spec,
+        "--input",
+        &trace,
+        "--output-file",
+        "/dev/null",
+        "--alerts",
+        "/dev/null",
+    ]);
+    assert_eq!(o.code, Some(0), "{o:?}");
 }
