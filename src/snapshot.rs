@@ -618,7 +618,29 @@ fn body_of(
     }
 }
 
+impl Body {
+    /// Whether the run holds a function value where a snapshot cannot give
+    /// it back (a stream's slot or an offset's history, also inside a
+    /// container): restoring such a snapshot is refused.
+    fn holds_function(&self) -> bool {
+        let slots = self.slots.iter().filter_map(|s| match s {
+            Slot::Now(c) | Slot::Held(c) => Some(c),
+            Slot::NoVal => None,
+        });
+        slots
+            .chain(self.rings.iter().flatten())
+            .any(Cell::has_function)
+    }
+}
+
 impl Snapshot {
+    /// Whether restoring this snapshot would be refused because the run
+    /// holds a function value outside a lambda (a stream holding one, or an
+    /// offset of such a stream): a checkpoint is not written of such a run.
+    pub fn holds_function(&self) -> bool {
+        self.body.holds_function()
+    }
+
     /// Rebuilds the run state for `plan`: checks the fingerprint, then every
     /// length and value against the plan, and only then builds the state.
     pub(crate) fn restore_state(
@@ -967,6 +989,12 @@ struct KeyedEntry {
 pub(crate) type RestoredKey = (Key, NodeState, Option<RuntimeError>);
 
 impl KeyedSnapshot {
+    /// Whether some key's run holds a function value a snapshot cannot give
+    /// back (see [`Snapshot::holds_function`]).
+    pub fn holds_function(&self) -> bool {
+        self.body.keys.iter().any(|k| k.run.holds_function())
+    }
+
     /// A keyed snapshot of the key runs' snapshots (least recently used
     /// first), taken of `plan`'s runs.
     pub(crate) fn from_parts(

@@ -179,17 +179,26 @@ pub(super) enum Runner {
 pub(super) trait Checkpointable {
     /// Rows evaluated (over every key).
     fn rows(&self) -> u64;
-    /// The state to checkpoint, in its binary form.
-    fn state_bytes(&self) -> Vec<u8>;
+    /// The state to checkpoint, in its binary form, or why it cannot be
+    /// resumed from (then no checkpoint is written).
+    fn state_bytes(&self) -> Result<Vec<u8>, String>;
 }
+
+/// Why a run holding a function value is not checkpointed: a resume from
+/// it would be refused.
+const HOLDS_FUNCTION: &str = "the run holds a function value in a stream or its history, which a checkpoint cannot keep (a resume would be refused)";
 
 impl Checkpointable for Monitor {
     fn rows(&self) -> u64 {
         self.steps()
     }
 
-    fn state_bytes(&self) -> Vec<u8> {
-        self.snapshot().to_bytes()
+    fn state_bytes(&self) -> Result<Vec<u8>, String> {
+        let snapshot = self.snapshot();
+        if snapshot.holds_function() {
+            return Err(HOLDS_FUNCTION.to_string());
+        }
+        Ok(snapshot.to_bytes())
     }
 }
 
@@ -198,8 +207,12 @@ impl Checkpointable for KeyedMonitor {
         KeyedMonitor::rows(self)
     }
 
-    fn state_bytes(&self) -> Vec<u8> {
-        self.snapshot().to_bytes()
+    fn state_bytes(&self) -> Result<Vec<u8>, String> {
+        let snapshot = self.snapshot();
+        if snapshot.holds_function() {
+            return Err(HOLDS_FUNCTION.to_string());
+        }
+        Ok(snapshot.to_bytes())
     }
 }
 
@@ -416,7 +429,16 @@ impl Checkpointer {
                 alerts,
             },
         };
-        let bytes = encode(&info, &monitor.state_bytes());
+        let state = match monitor.state_bytes() {
+            Ok(state) => state,
+            Err(why) => {
+                return Ok(Err(format!(
+                    "cannot write checkpoint `{}`: {why}",
+                    self.path
+                )));
+            }
+        };
+        let bytes = encode(&info, &state);
         let written = write_atomically(Path::new(&self.path), &bytes)
             .map_err(|e| format!("cannot write checkpoint `{}`: {e}", self.path));
         // The rows are in a checkpoint: a consumer group may let them go.
@@ -666,6 +688,22 @@ pub(super) fn prepare(
         checkpoints,
         alerts: alerts_file,
     })
+}
+
+/// Refuses `--checkpoint` for a specification with a stream of function
+/// type: its slot and history hold function values, which a checkpoint
+/// cannot keep, so every checkpoint of it would be one no run can resume.
+/// (A function inside a container, or in an untyped stream, is caught when
+/// a checkpoint is taken: that one is not written, and the run stops.)
+pub(super) fn check_checkpointable(spec: &Spec) -> Result<(), String> {
+    let checked = spec.checked();
+    match (checked.streams.iter()).find(|s| s.ty == crate::lang::types::Type::Fn) {
+        Some(s) => Err(format!(
+            "--checkpoint cannot be used with this specification: stream `{}` holds function values, which a checkpoint cannot keep (a resume would be refused); compute its calls in streams of value type instead",
+            crate::row::excerpt(&s.name)
+        )),
+        None => Ok(()),
+    }
 }
 
 /// The monitor of the run: plain, or keyed by `--key`; fresh, or restored

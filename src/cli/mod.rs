@@ -784,6 +784,12 @@ fn run(args: &RunArgs) -> Exit {
         error(m);
         return Exit::Failure;
     }
+    if args.checkpoint.is_some()
+        && let Err(m) = checkpoint::check_checkpointable(&spec)
+    {
+        error(m);
+        return Exit::Failure;
+    }
     // Before anything is opened for writing.
     if let Err(m) = paths::check_distinct(args) {
         error(m);

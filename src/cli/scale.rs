@@ -1174,11 +1174,16 @@ fn barrier_writer(
             return;
         };
         let dir = checkpoint_dir(dir, time);
-        let written = std::fs::create_dir_all(&dir).and_then(|()| {
-            super::checkpoint::write_atomically(
-                &dir.join(format!("worker-{worker}.snap")),
-                &monitor.snapshot().to_bytes(),
-            )
+        // A run holding a function value is not checkpointed: no resume
+        // could restore it.
+        let state = super::checkpoint::Checkpointable::state_bytes(monitor);
+        let written = state.map_err(std::io::Error::other).and_then(|bytes| {
+            std::fs::create_dir_all(&dir).and_then(|()| {
+                super::checkpoint::write_atomically(
+                    &dir.join(format!("worker-{worker}.snap")),
+                    &bytes,
+                )
+            })
         });
         if let Err(e) = written {
             let mut o = outcome.lock().unwrap_or_else(PoisonError::into_inner);
