@@ -672,6 +672,12 @@ impl Checker<'_> {
             let t = self.infer(def, &inferred, &mut table, &mut errors);
             let s = &mut self.streams[i];
             match (s.declared, t) {
+                // One numeric rule, as `default`, `if` and the arithmetic
+                // operators unify Int with Float: an Int definition fits a
+                // stream declared Float (`o: Float = latch(3, a)`), its
+                // values staying what they are computed as (`Int(3)`), as
+                // the Trustworthiness Checker accepts and prints them.
+                (Some(Type::Float), Some(Type::Int)) => {}
                 (Some(d), Some(t)) if d != Type::Any && t != Type::Any && d != t => {
                     errors.push(
                         Diagnostic::new(

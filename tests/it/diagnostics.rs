@@ -35,7 +35,7 @@ fn unknown_names_and_missing_definitions() {
 #[test]
 fn type_errors_are_all_reported() {
     check(
-        "in a: Int\nin b: Bool\nout c: Int\nout d: Float\nout e\nc = a + b\nd = a * 2\ne = if a then 1 else true\n",
+        "in a: Int\nin b: Bool\nout c: Int\nout d: Int\nout e\nc = a + b\nd = a * 2.5\ne = if a then 1 else true\n",
         expect![[r#"
             error: `+` needs numbers, found Bool
              --> spec.dsrv:6:5
@@ -43,12 +43,12 @@ fn type_errors_are_all_reported() {
             6 | c = a + b
               |     ^^^^^
 
-            error: `d` is declared Float but its definition has type Int
+            error: `d` is declared Int but its definition has type Float
              --> spec.dsrv:7:5
               |
-            7 | d = a * 2
-              |     ^^^^^
-              = hint: change the declaration to `Int` or the definition
+            7 | d = a * 2.5
+              |     ^^^^^^^
+              = hint: change the declaration to `Float` or the definition
 
             error: the branches of `if` have incompatible types Int and Bool
              --> spec.dsrv:8:5

@@ -669,3 +669,44 @@ fn a_checkpoint_that_could_never_be_resumed_is_not_written() {
     let written = std::fs::read_to_string(&out).unwrap();
     assert!(written.contains("r[1] = Int(2)"), "{written}");
 }
+
+/// Issue 34, item 9: `out o: Float` with `o = latch(3, a)` was refused (`o is declared Float
+/// but its definition has type Int`) while `default(f[1], 7)` was accepted, and the
+/// Trustworthiness Checker accepts both (printing `Int(3)`). One rule now: an Int definition
+/// fits a stream declared Float, its values staying Ints, identical on every tier.
+#[test]
+fn an_int_definition_fits_a_float_declaration_as_the_checker_says() {
+    let specs = [
+        (
+            "in a: Float\nout o: Float\no = latch(3, a)\n",
+            "o[0] = Int(3)\no[2] = Int(3)\n",
+        ),
+        (
+            "in a: Float\nout o: Float\no = default(a[1], 7)\n",
+            "o[0] = Int(7)\no[1] = Float(1.5)\no[2] = Float(1.5)\n",
+        ),
+        (
+            "in a: Float\nout o: Float\no = latch(1, a) + 1\nout p: Float\np = o * 0.5\n",
+            "o[0] = Int(2)\np[0] = Float(1.0)\no[1] = Int(2)\np[1] = Float(1.0)\no[2] = Int(2)\np[2] = Float(1.0)\n",
+        ),
+    ];
+    for (spec, want) in specs {
+        for tier in ["canonical", "quickened", "native-regions", "native-whole"] {
+            let o = one_row(spec, "{\"a\":1.5}\n{}\n{\"a\":2.5}\n", tier);
+            assert_eq!(
+                (o.code, o.out.as_str()),
+                (Some(0), want),
+                "{spec} on {tier}: {o:?}"
+            );
+        }
+    }
+    // A Float definition of an Int stream is still refused.
+    let o = one_row("in a: Float\nout o: Int\no = a\n", "", "canonical");
+    assert_eq!(o.code, Some(2), "{o:?}");
+    assert!(
+        o.err
+            .contains("`o` is declared Int but its definition has type Float"),
+        "{}",
+        o.err
+    );
+}
