@@ -492,7 +492,55 @@ impl From<Exit> for ExitCode {
 /// Writes a message to standard error. A closed or failing standard error
 /// loses the message and nothing else: there is nowhere left to report it.
 fn say(message: fmt::Arguments<'_>) {
-    let _ = io::stderr().lock().write_fmt(message);
+    let mut pending = said_later();
+    let mut err = io::stderr().lock();
+    if !pending.is_empty() {
+        let _ = err.write_all(&pending);
+        pending.clear();
+    }
+    let _ = err.write_fmt(message);
+}
+
+/// Lines for standard error that are written together, not one `write` each
+/// (alert lines: a million firings had cost seven calls each). Whatever is
+/// said next (`say`) writes them first, so standard error keeps its order.
+static SAID_LATER: std::sync::Mutex<Vec<u8>> = std::sync::Mutex::new(Vec::new());
+
+fn said_later() -> std::sync::MutexGuard<'static, Vec<u8>> {
+    SAID_LATER
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Queues `bytes` for standard error; they are written once 64 KiB are
+/// waiting, by the next `say`, or by `flush_said`.
+fn say_later(bytes: &[u8]) {
+    let mut pending = said_later();
+    pending.extend_from_slice(bytes);
+    if pending.len() >= 64 * 1024 {
+        let _ = io::stderr().lock().write_all(&pending);
+        pending.clear();
+    }
+}
+
+/// Writes the lines `say_later` queued.
+fn flush_said() {
+    let mut pending = said_later();
+    if !pending.is_empty() {
+        let _ = io::stderr().lock().write_all(&pending);
+        pending.clear();
+    }
+}
+
+/// `text` as an alert line shows it: control and invisible characters
+/// escaped (`\n`, `\u{1b}`), so that a value in the data (a Str in a
+/// message, a key) can neither split the line nor forge another one.
+pub(super) fn escaped(text: &str) -> std::borrow::Cow<'_, str> {
+    use crate::lang::diag::{is_invisible, show_char};
+    if !text.chars().any(is_invisible) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    std::borrow::Cow::Owned(text.chars().map(show_char).collect())
 }
 
 /// Reports an error message (`error: …`) on standard error.
@@ -657,16 +705,31 @@ impl Alerts {
             }
             match &mut self.out {
                 Some(out) => out.write_all(&trace::alert_line_with(&alert, key, context))?,
-                None => progress.suspend(|| match key {
-                    Some((name, k)) => say(format_args!(
-                        "alert: {} at step {} ({name}={k}): {}\n",
-                        alert.trigger, alert.step, alert.message
-                    )),
-                    None => say(format_args!(
-                        "alert: {} at step {}: {}\n",
-                        alert.trigger, alert.step, alert.message
-                    )),
-                }),
+                None => {
+                    let line = match key {
+                        Some((name, k)) => format!(
+                            "alert: {} at step {} ({name}={}): {}\n",
+                            alert.trigger,
+                            alert.step,
+                            escaped(&k.to_string()),
+                            escaped(&alert.message)
+                        ),
+                        None => format!(
+                            "alert: {} at step {}: {}\n",
+                            alert.trigger,
+                            alert.step,
+                            escaped(&alert.message)
+                        ),
+                    };
+                    // Under a progress bar each line is written at once, with
+                    // the bar off the terminal; else lines wait to go out
+                    // together (`flush`, or the next message).
+                    if progress.has_bar() {
+                        progress.suspend(|| say(format_args!("{line}")));
+                    } else {
+                        say_later(line.as_bytes());
+                    }
+                }
             }
         }
         Ok(())
@@ -675,7 +738,10 @@ impl Alerts {
     fn flush(&mut self) -> io::Result<()> {
         match &mut self.out {
             Some(out) => out.flush(),
-            None => Ok(()),
+            None => {
+                flush_said();
+                Ok(())
+            }
         }
     }
 

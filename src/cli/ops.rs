@@ -455,6 +455,12 @@ impl Progress {
     }
 
     /// Runs `f` (which writes to standard error) with the bar hidden.
+    /// Whether a bar is on the terminal (then standard error is written
+    /// only with it suspended).
+    pub(super) fn has_bar(&self) -> bool {
+        self.bar.is_some()
+    }
+
     pub(super) fn suspend(&self, f: impl FnOnce()) {
         match &self.bar {
             Some(bar) => bar.suspend(f),

@@ -209,7 +209,9 @@ impl Session {
                     writeln!(
                         out,
                         "alert: {} at step {}: {}",
-                        alert.trigger, alert.step, alert.message
+                        alert.trigger,
+                        alert.step,
+                        super::escaped(&alert.message)
                     )?;
                 }
                 for (name, h) in self.streams.iter().zip(&mut self.history) {

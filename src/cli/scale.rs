@@ -1255,8 +1255,12 @@ fn formatter(
                         } else {
                             let _ = writeln!(
                                 chunk.alerts,
-                                "alert: {} at step {} ({}={key}): {}",
-                                alert.trigger, alert.step, plan.key, alert.message
+                                "alert: {} at step {} ({}={}): {}",
+                                alert.trigger,
+                                alert.step,
+                                plan.key,
+                                super::escaped(&key.to_string()),
+                                super::escaped(&alert.message)
                             );
                         }
                     }

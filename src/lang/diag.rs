@@ -179,7 +179,7 @@ fn ceil_char_boundary(s: &str, mut i: usize) -> usize {
 /// Whether a character is shown escaped (`\0`, `\u{7f}`, `\u{feff}`):
 /// control characters and the invisible formatting characters that would
 /// make a line look different from what the lexer sees.
-fn is_invisible(c: char) -> bool {
+pub(crate) fn is_invisible(c: char) -> bool {
     (c.is_control() && c != '\t')
         || matches!(c, '\u{200b}'..='\u{200f}' | '\u{2028}'..='\u{202e}' | '\u{2060}'..='\u{2069}' | '\u{feff}')
 }

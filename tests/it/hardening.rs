@@ -710,3 +710,56 @@ fn an_int_definition_fits_a_float_declaration_as_the_checker_says() {
         o.err
     );
 }
+
+/// Issue 34, item 15: readable alert lines on standard error were not escaped (a Str holding
+/// `\n` in a message split the line, so a value in the data could forge an `alert:` line) and
+/// cost seven `write` calls each. Control characters are now escaped, and the lines go out
+/// together (per row on a stream, in blocks from a file, always before any later message).
+#[test]
+fn alert_lines_are_escaped_and_written_together() {
+    let d = dir("alert_lines");
+    let spec = write(
+        &d,
+        "s.dsrv",
+        "in s: Str\nin x: Int\ntrigger t: x > 0 \"got {s}\"\n",
+    );
+    let forged = write(
+        &d,
+        "forged.jsonl",
+        "{\"s\": \"a\\nalert: t at step 9: forged\\u001b[2J\", \"x\": 1}\n{\"s\": \"ok\", \"x\": 2}\n",
+    );
+    let o = run_args(&["run", &spec, "--input", &forged]);
+    assert_eq!(o.code, Some(0), "{o:?}");
+    assert_eq!(
+        o.err,
+        "alert: t at step 0: got a\\nalert: t at step 9: forged\\u{1b}[2J\nalert: t at step 1: got ok\n"
+    );
+    // 10,000 firings from a file, standard error to a file: a few writes, not 70,000.
+    let rows: String = (0..10_000)
+        .map(|i| format!("{{\"s\": \"v\", \"x\": {}}}\n", i + 1))
+        .collect();
+    let many = write(&d, "many.jsonl", rows);
+    let trace_file = d.join("strace.txt");
+    let err_file = d.join("err.txt");
+    let script = format!(
+        "strace -f -e trace=write -e signal=none -o {} {} run {spec} --input {many} 2> {}",
+        trace_file.display(),
+        env!("CARGO_BIN_EXE_vigil"),
+        err_file.display()
+    );
+    let out = crate::support::bash(&script);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let err = std::fs::read_to_string(&err_file).unwrap();
+    assert_eq!(err.lines().count(), 10_000);
+    assert!(err.lines().all(|l| l.starts_with("alert: t at step ")));
+    let traced = std::fs::read_to_string(&trace_file).unwrap();
+    let to_stderr = traced.lines().filter(|l| l.contains("write(2,")).count();
+    assert!(
+        (1..=100).contains(&to_stderr),
+        "{to_stderr} writes to standard error for 10,000 alert lines"
+    );
+}
