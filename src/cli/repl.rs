@@ -21,7 +21,7 @@
 use super::{Exit, error, load_spec, say};
 use crate::lang::edit;
 use crate::monitor::{Monitor, Spec, Tier};
-use crate::row::Row;
+use crate::row::{Row, excerpt};
 use crate::snapshot::Snapshot;
 use crate::trace::{self, ReaderOptions};
 use crate::value::{Sample, Value};
@@ -124,6 +124,19 @@ impl Session {
         }
     }
 
+    /// Keeps every stream's sample at `step` (the last one the monitor
+    /// evaluated) for `:history`.
+    fn record(&mut self, step: u64) {
+        for (name, h) in self.streams.iter().zip(&mut self.history) {
+            if let Some(sample) = self.monitor.stream(name) {
+                if h.len() == HISTORY {
+                    h.pop_front();
+                }
+                h.push_back((step, sample));
+            }
+        }
+    }
+
     /// Handles one line; `Ok(false)` ends the session.
     fn line(&mut self, line: &str, at: usize, out: &mut dyn Write) -> io::Result<bool> {
         if let Some(mut text) = self.pending.take() {
@@ -183,7 +196,8 @@ impl Session {
         for (name, text) in pairs(line)? {
             let Some(i) = schema.names.iter().position(|n| *n == name) else {
                 return Err(format!(
-                    "`{name}` is not an input (inputs: {})",
+                    "`{}` is not an input (inputs: {})",
+                    excerpt(&name),
                     schema.names.join(", ")
                 ));
             };
@@ -214,14 +228,7 @@ impl Session {
                         super::escaped(&alert.message)
                     )?;
                 }
-                for (name, h) in self.streams.iter().zip(&mut self.history) {
-                    if let Some(sample) = self.monitor.stream(name) {
-                        if h.len() == HISTORY {
-                            h.pop_front();
-                        }
-                        h.push_back((step, sample));
-                    }
-                }
+                self.record(step);
             }
             Err(crate::row::StepError::Row(e)) => {
                 self.malformed = true;
@@ -257,7 +264,7 @@ impl Session {
             ("explain", []) => write!(out, "{}", crate::explain::explain(&self.spec, self.tier))?,
             ("explain", [s]) => {
                 if !self.streams.iter().any(|x| x == s) {
-                    writeln!(out, "error: no stream `{s}`")?;
+                    writeln!(out, "error: no stream `{}`", excerpt(s))?;
                     return Ok(true);
                 }
                 // The lines of the explanation that name the stream.
@@ -278,7 +285,8 @@ impl Session {
                     let names: Vec<&str> = Tier::ALL.iter().map(|t| t.name()).collect();
                     writeln!(
                         out,
-                        "error: unknown tier `{t}` (tiers: {})",
+                        "error: unknown tier `{}` (tiers: {})",
+                        excerpt(t),
                         names.join(", ")
                     )?;
                 }
@@ -289,7 +297,7 @@ impl Session {
                     None => 10,
                     Some(Ok(n)) => n,
                     Some(Err(_)) => {
-                        writeln!(out, "error: `{}` is not a count", rest[0])?;
+                        writeln!(out, "error: `{}` is not a count", excerpt(rest[0]))?;
                         return Ok(true);
                     }
                 };
@@ -338,6 +346,11 @@ impl Session {
                     Ok(m) => {
                         self.monitor = m;
                         self.history.iter_mut().for_each(VecDeque::clear);
+                        // The snapshot holds the values of its last step:
+                        // `:history` shows them, as after that step.
+                        if let Some(last) = self.monitor.steps().checked_sub(1) {
+                            self.record(last);
+                        }
                         writeln!(
                             out,
                             "restored: the next row is step {}",
@@ -350,7 +363,8 @@ impl Session {
             ("quit" | "q" | "exit", _) => return Ok(false),
             _ => writeln!(
                 out,
-                "error: unknown command `:{command}` (`:help` lists them)"
+                "error: unknown command `:{}` (`:help` lists them)",
+                excerpt(command)
             )?,
         }
         Ok(true)
@@ -555,10 +569,20 @@ fn pairs(line: &str) -> Result<Vec<(String, Text)>, String> {
     while !rest.is_empty() {
         let eq = rest
             .find('=')
-            .ok_or_else(|| format!("expected `name=value`, found `{rest}`"))?;
+            .ok_or_else(|| format!("expected `name=value`, found `{}`", excerpt(rest)))?;
         let name = rest[..eq].trim().to_string();
         if name.is_empty() || name.contains(char::is_whitespace) {
-            return Err(format!("expected `name=value`, found `{}`", &rest[..eq]));
+            return Err(format!(
+                "expected `name=value`, found `{}`",
+                excerpt(&rest[..eq])
+            ));
+        }
+        // As the trace readers refuse an input assigned twice in a step.
+        if out.iter().any(|(n, _): &(String, Text)| *n == name) {
+            return Err(format!(
+                "input `{}` is given twice in this row",
+                excerpt(&name)
+            ));
         }
         rest = rest[eq + 1..].trim_start();
         let text = if rest.starts_with('"') {
@@ -575,9 +599,10 @@ fn pairs(line: &str) -> Result<Vec<(String, Text)>, String> {
                     _ => escaped = false,
                 }
             }
-            let end = end.ok_or_else(|| format!("an unterminated string after `{name}=`"))?;
+            let end =
+                end.ok_or_else(|| format!("an unterminated string after `{}=`", excerpt(&name)))?;
             let s: String = serde_json::from_str(&rest[..end])
-                .map_err(|e| format!("the string after `{name}=` is not valid: {e}"))?;
+                .map_err(|e| format!("the string after `{}=` is not valid: {e}", excerpt(&name)))?;
             rest = &rest[end..];
             Text::Quoted(s)
         } else {
@@ -661,10 +686,32 @@ pub(super) fn repl(spec_path: Option<&str>, tier: Tier) -> Exit {
 /// Script mode: lines from standard input, no prompt.
 fn script(session: &mut Session) -> io::Result<()> {
     let stdin = io::stdin();
+    let mut input = stdin.lock();
     let mut out = io::stdout().lock();
-    for (i, line) in stdin.lock().lines().enumerate() {
-        let line = line?;
-        let go_on = session.line(&line, i + 1, &mut out)?;
+    let mut bytes = Vec::new();
+    for i in 0.. {
+        bytes.clear();
+        if input.read_until(b'\n', &mut bytes)? == 0 {
+            break;
+        }
+        let text = bytes.strip_suffix(b"\n").unwrap_or(&bytes);
+        let text = text.strip_suffix(b"\r").unwrap_or(text);
+        // A line that is not UTF-8 is reported and skipped; the session
+        // goes on with the next line (it had ended, the rest dropped).
+        let line = match std::str::from_utf8(text) {
+            Ok(line) => line,
+            Err(e) => {
+                session.malformed = true;
+                writeln!(
+                    out,
+                    "error: line {}: not valid UTF-8 (at byte {}); the line is skipped",
+                    i + 1,
+                    e.valid_up_to() + 1
+                )?;
+                continue;
+            }
+        };
+        let go_on = session.line(line, i + 1, &mut out)?;
         out.flush()?;
         if !go_on {
             return Ok(());

@@ -763,3 +763,40 @@ fn alert_lines_are_escaped_and_written_together() {
         "{to_stderr} writes to standard error for 10,000 alert lines"
     );
 }
+
+/// Issue 34, poor errors of `vigil repl`: a line of invalid UTF-8 ended the session (exit 1,
+/// no line named, the rest dropped); an unknown command was echoed whole (100,000 characters);
+/// `x=1 x=2` silently took 2; `:history S` printed nothing after `:restore`. Now the line is
+/// named and skipped, echoes quote at most 64 characters, a repeated input is refused as the
+/// trace readers refuse it, and the restored step's values are in the history.
+#[test]
+fn the_repl_reports_bad_lines_and_goes_on() {
+    let d = dir("repl");
+    let spec = write(&d, "s.dsrv", "in x: Int\nout y: Int\ny = x + 1\n");
+    let snap = d.join("run.snap").to_string_lossy().into_owned();
+    let mut script = b"x=1\n\xff\xfe\nx=2\n:".to_vec();
+    script.extend("z".repeat(100_000).as_bytes());
+    script.extend(format!("\nx=1 x=2\n:snapshot {snap}\n:restore {snap}\n:history y\n").as_bytes());
+    let o = run(&["repl", &spec], &script);
+    assert_eq!(o.code, Some(4), "{o:?}");
+    let lines: Vec<&str> = o.out.lines().collect();
+    assert_eq!(lines[0], "y[0] = Int(2)");
+    assert_eq!(
+        lines[1],
+        "error: line 2: not valid UTF-8 (at byte 1); the line is skipped"
+    );
+    assert_eq!(lines[2], "y[1] = Int(3)");
+    assert_eq!(
+        lines[3],
+        format!(
+            "error: unknown command `:{}…` (`:help` lists them)",
+            "z".repeat(64)
+        )
+    );
+    assert_eq!(
+        lines[4],
+        "error: line 5: input `x` is given twice in this row (no step was taken)"
+    );
+    assert_eq!(lines[7], "y[1] = Int(3)", "{}", o.out);
+    assert_eq!(lines.len(), 8, "{}", o.out);
+}
