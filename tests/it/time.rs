@@ -787,3 +787,96 @@ fn essence_errors(stderr: &str) -> Vec<String> {
         .map(String::from)
         .collect()
 }
+
+/// A replay checks the order the live run's merge enforces: a log whose
+/// time goes back (two step lines swapped, on a spec with a time window), or
+/// whose rows of one source go back in position, is refused with an error
+/// naming the log line, after the outputs of the steps before it; the
+/// unedited log replays. Regression test: both replayed with exit 0.
+#[test]
+fn replays_refuse_logs_out_of_order() {
+    let dir = crate::support::test_dir("time", "log_order");
+    crate::support::write(
+        &dir,
+        "spec.dsrv",
+        "in x: Float\nout s: Float\ns = default(window(x, 10s, sum), 0.0)\n",
+    );
+    let rows: String = (1..=4)
+        .map(|t| format!("{{\"t\": {t}, \"x\": {t}.5}}\n"))
+        .collect();
+    crate::support::write(&dir, "a.jsonl", rows);
+    let recorded = vigil(
+        &dir,
+        &[
+            "run",
+            "spec.dsrv",
+            "--input",
+            "a.jsonl",
+            "--time",
+            "t",
+            "--output",
+            "jsonl",
+            "--record",
+            "run.log",
+        ],
+    );
+    assert_eq!(recorded.2, Some(0), "{}", recorded.1);
+    let log = std::fs::read_to_string(dir.join("run.log")).unwrap();
+    let lines: Vec<&str> = log.lines().collect();
+    assert_eq!(lines.len(), 5, "{log}");
+    let replay = |name: &str, lines: &[String]| {
+        crate::support::write(&dir, name, lines.join("\n") + "\n");
+        vigil(&dir, &["replay", "spec.dsrv", name, "--output", "jsonl"])
+    };
+    let own: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
+    assert_eq!(replay("same.log", &own), recorded);
+
+    // The steps at 2 s and 3 s swapped: the time goes back at line 4.
+    let mut swapped = own.clone();
+    swapped.swap(2, 3);
+    let (out, stderr, status) = replay("swapped.log", &swapped);
+    assert_eq!(status, Some(4), "{stderr}");
+    assert!(
+        stderr.contains(
+            "swapped.log:4: the time goes back: 2000000000ns here, 3000000000ns at line 3"
+        ),
+        "{stderr}"
+    );
+    // The steps before it are evaluated and written (the first, then the
+    // one at 3 s read in its place).
+    assert_eq!(out.lines().count(), 2, "{out}");
+    // The live run refuses the same order.
+    let mut rows: Vec<String> = (1..=4)
+        .map(|t| format!("{{\"t\": {t}, \"x\": {t}.5}}"))
+        .collect();
+    rows.swap(1, 2);
+    crate::support::write(&dir, "b.jsonl", rows.join("\n") + "\n");
+    let live = vigil(
+        &dir,
+        &["run", "spec.dsrv", "--input", "b.jsonl", "--time", "t"],
+    );
+    assert_eq!(live.2, Some(4), "{}", live.1);
+
+    // The third row given the second one's position.
+    let mut repeated = own.clone();
+    assert!(repeated[3].contains("\"q\":2"), "{}", repeated[3]);
+    repeated[3] = repeated[3].replace("\"q\":2", "\"q\":1");
+    let (_, stderr, status) = replay("repeated.log", &repeated);
+    assert_eq!(status, Some(4), "{stderr}");
+    assert!(
+        stderr.contains(
+            "repeated.log:4: a row of source 0 at position 1 after its row at position 1 (line 3)"
+        ),
+        "{stderr}"
+    );
+
+    // A re-stamped row whose own time is not before its stamp.
+    let mut late = own.clone();
+    late[2] = late[2].replace("\"q\":1,", "\"q\":1,\"late\":5000000000,");
+    let (_, stderr, status) = replay("late.log", &late);
+    assert_eq!(status, Some(4), "{stderr}");
+    assert!(
+        stderr.contains("late.log:3: a row of source 0 re-stamped"),
+        "{stderr}"
+    );
+}
