@@ -522,6 +522,7 @@ pub(super) fn run(
         check,
         replay,
         scheduler: (live && !periods.is_empty()).then(|| Scheduler::new(&periods)),
+        ticks_until: None,
         pending: Default::default(),
         connections,
     };
@@ -602,6 +603,13 @@ struct Feed {
     /// The ticks of periodic streams (live runs of a timed spec), and the
     /// events due before the next step is read.
     scheduler: Option<Scheduler>,
+    /// The scheduler's ticks up to this time come next, before `pending`.
+    /// They are drawn from the scheduler one at a time as the run asks for
+    /// them, never queued: a jump in time may be due billions of ticks
+    /// (`--max-ticks` allows up to 2^64), and each must be evaluated and
+    /// written before the next is made, so memory stays constant and the
+    /// outputs of a long gap show as they come.
+    ticks_until: Option<Time>,
     pending: std::collections::VecDeque<Event>,
     /// A `tcp://` input's connections, each a source joining the merge.
     connections: Option<std::sync::mpsc::Receiver<Connection>>,
@@ -850,9 +858,10 @@ impl Run<'_> {
         }
     }
 
-    /// The scheduler's ticks due before an input step at `t`, queued in
-    /// `pending` (after the origin is set: `--start`, else this first time),
-    /// as `--max-gap`, `--on-gap` and `--max-ticks` say.
+    /// Makes the scheduler's ticks due before an input step at `t` the
+    /// next events (`Feed::ticks_until`; after the origin is set: `--start`,
+    /// else this first time), as `--max-gap`, `--on-gap` and `--max-ticks`
+    /// say.
     fn schedule(&mut self, feed: &mut Feed, t: Time) -> Result<(), String> {
         let Some(sched) = &mut feed.scheduler else {
             return Ok(());
@@ -874,9 +883,7 @@ impl Run<'_> {
                 self.args.max_ticks
             ));
         }
-        while let Some((tick, flags)) = sched.next_until(t) {
-            feed.pending.push_back(Event::Tick(tick, flags));
-        }
+        feed.ticks_until = Some(t);
         self.last_time = Some(t);
         Ok(())
     }
@@ -905,67 +912,12 @@ impl Run<'_> {
                 };
             }
         }
-        let event = match feed.pending.pop_front() {
+        let event = match due_tick(feed).or_else(|| feed.pending.pop_front()) {
             Some(event) => Some(event),
-            None => {
-                let step = loop {
-                    self.accept(feed, None)?;
-                    // An idle source is idle until its next row arrives: one
-                    // waiting now goes into the merge before the next step.
-                    let idle: Vec<usize> = feed.merge.idle_sources().collect();
-                    for s in idle {
-                        let read =
-                            self.read_within(s, &mut feed.merge, Some(std::time::Duration::ZERO))?;
-                        if let Err((message, exit)) = read {
-                            return self.end_feed(feed, message, exit, writer);
-                        }
-                    }
-                    if let Some(step) = feed.merge.pop() {
-                        break Some(step);
-                    }
-                    if feed.merge.pop_reset() {
-                        self.reset(feed);
-                        break None;
-                    }
-                    let read = match feed.merge.wants() {
-                        Some(s) => self.read(s, &mut feed.merge)?,
-                        None if feed.merge.is_done() && feed.connections.is_none() => break None,
-                        // Every source has ended: wait for a connection.
-                        None if feed.merge.idle_sources().next().is_none() => {
-                            self.accept(feed, Some(std::time::Duration::from_millis(50)))?;
-                            Ok(())
-                        }
-                        // Every source left is idle: listen to each in turn
-                        // until one delivers (or ends).
-                        None => {
-                            let idle: Vec<usize> = feed.merge.idle_sources().collect();
-                            let poll = std::time::Duration::from_millis(20);
-                            let mut got = Ok(());
-                            for s in idle {
-                                got = self.read_within(s, &mut feed.merge, Some(poll))?;
-                                if got.is_err() {
-                                    break;
-                                }
-                            }
-                            got
-                        }
-                    };
-                    if let Err((message, exit)) = read {
-                        return self.end_feed(feed, message, exit, writer);
-                    }
-                };
-                match step {
-                    None if !feed.pending.is_empty() => feed.pending.pop_front(),
-                    None => None,
-                    Some(step) => {
-                        if let Err(m) = self.schedule(feed, step.time) {
-                            return self.end_feed(feed, m, Exit::Trace, writer);
-                        }
-                        feed.pending.push_back(Event::Rows(step));
-                        feed.pending.pop_front()
-                    }
-                }
-            }
+            None => match self.merged(feed, writer)? {
+                Ok(event) => event,
+                Err(exit) => return Ok(Err(exit)),
+            },
         };
         let Feed { record, check, .. } = feed;
         if let Some(log) = check {
@@ -978,6 +930,66 @@ impl Run<'_> {
             r.write(e, self.form)?;
         }
         Ok(Ok(event))
+    }
+
+    /// The next event of the sources' merge (nothing is due before it): a
+    /// step, or the first of the ticks due before it, or what a time reset
+    /// queued; `None` once every source has ended.
+    fn merged(
+        &mut self,
+        feed: &mut Feed,
+        writer: &mut dyn OutputWriter,
+    ) -> io::Result<Result<Option<Event>, Exit>> {
+        let step = loop {
+            self.accept(feed, None)?;
+            // An idle source is idle until its next row arrives: one
+            // waiting now goes into the merge before the next step.
+            let idle: Vec<usize> = feed.merge.idle_sources().collect();
+            for s in idle {
+                let read = self.read_within(s, &mut feed.merge, Some(std::time::Duration::ZERO))?;
+                if let Err((message, exit)) = read {
+                    return self.end_feed(feed, message, exit, writer);
+                }
+            }
+            if let Some(step) = feed.merge.pop() {
+                break step;
+            }
+            if feed.merge.pop_reset() {
+                self.reset(feed);
+                return Ok(Ok(feed.pending.pop_front()));
+            }
+            let read = match feed.merge.wants() {
+                Some(s) => self.read(s, &mut feed.merge)?,
+                None if feed.merge.is_done() && feed.connections.is_none() => return Ok(Ok(None)),
+                // Every source has ended: wait for a connection.
+                None if feed.merge.idle_sources().next().is_none() => {
+                    self.accept(feed, Some(std::time::Duration::from_millis(50)))?;
+                    Ok(())
+                }
+                // Every source left is idle: listen to each in turn
+                // until one delivers (or ends).
+                None => {
+                    let idle: Vec<usize> = feed.merge.idle_sources().collect();
+                    let poll = std::time::Duration::from_millis(20);
+                    let mut got = Ok(());
+                    for s in idle {
+                        got = self.read_within(s, &mut feed.merge, Some(poll))?;
+                        if got.is_err() {
+                            break;
+                        }
+                    }
+                    got
+                }
+            };
+            if let Err((message, exit)) = read {
+                return self.end_feed(feed, message, exit, writer);
+            }
+        };
+        if let Err(m) = self.schedule(feed, step.time) {
+            return self.end_feed(feed, m, Exit::Trace, writer);
+        }
+        feed.pending.push_back(Event::Rows(step));
+        Ok(Ok(due_tick(feed).or_else(|| feed.pending.pop_front())))
     }
 
     /// Reads the next row of source `s` into the merge (or ends it).
@@ -1213,6 +1225,17 @@ impl Run<'_> {
             }
         }
     }
+}
+
+/// The next of the scheduler's ticks due (`Feed::ticks_until`), made now;
+/// `None` once none is left.
+fn due_tick(feed: &mut Feed) -> Option<Event> {
+    let until = feed.ticks_until?;
+    let tick = feed.scheduler.as_mut()?.next_until(until);
+    if tick.is_none() {
+        feed.ticks_until = None;
+    }
+    tick.map(|(t, due)| Event::Tick(t, due))
 }
 
 /// The policies as the flags and the log name them.

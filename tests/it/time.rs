@@ -880,3 +880,71 @@ fn replays_refuse_logs_out_of_order() {
         "{stderr}"
     );
 }
+/// The ticks of a jump in time are made, evaluated and written one at a
+/// time: with `@ 1ns`, a gap of 10^8 s and `--max-ticks` at its largest, the
+/// outputs of the gap's ticks come out while the resident set stays small
+/// (the peak resident set of the child, read from `/proc`, with a generous
+/// bound). Regression test: every tick due was queued in memory before the
+/// first was evaluated (gigabytes, nothing written); the child is killed
+/// as soon as it passes the bound, so the test stays bounded either way.
+#[test]
+fn the_ticks_of_a_long_gap_stream_in_constant_memory() {
+    use std::io::BufRead as _;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::time::{Duration, Instant};
+    const LINES: u64 = 20_000;
+    const BOUND_KB: u64 = 256 * 1024;
+    let dir = crate::support::test_dir("time", "tick_stream");
+    crate::support::write(
+        &dir,
+        "spec.dsrv",
+        "in x: Int\nout n: Int @ 1ns\nn = default(n[1], 0) + 1\n",
+    );
+    crate::support::write(
+        &dir,
+        "a.jsonl",
+        "{\"t\": 0, \"x\": 1}\n{\"t\": 100000000, \"x\": 2}\n",
+    );
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_vigil"))
+        .args(["run", "spec.dsrv", "--input", "a.jsonl", "--time", "t"])
+        .args(["--output", "jsonl", "--max-ticks", &u64::MAX.to_string()])
+        .current_dir(&dir)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let lines = std::sync::Arc::new(AtomicU64::new(0));
+    let counted = lines.clone();
+    let stdout = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            if line.is_err() {
+                return;
+            }
+            counted.fetch_add(1, Ordering::Relaxed);
+        }
+    });
+    let status = format!("/proc/{}/status", child.id());
+    let kb = |field: &str| -> Option<u64> {
+        let text = std::fs::read_to_string(&status).ok()?;
+        let line = text.lines().find(|l| l.starts_with(field))?;
+        line.split_whitespace().nth(1)?.parse().ok()
+    };
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut peak = 0;
+    while lines.load(Ordering::Relaxed) < LINES && Instant::now() < deadline {
+        peak = kb("VmHWM:").unwrap_or(peak);
+        if peak > BOUND_KB {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    peak = kb("VmHWM:").unwrap_or(peak);
+    // The gap's ticks go on for years: the run is stopped here.
+    child.kill().unwrap();
+    child.wait().unwrap();
+    reader.join().unwrap();
+    let written = lines.load(Ordering::Relaxed);
+    assert!(peak <= BOUND_KB, "the run's resident set reached {peak} kB");
+    assert!(written >= LINES, "{written} lines written in two minutes");
+}
