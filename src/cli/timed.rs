@@ -236,6 +236,47 @@ pub(super) fn replay(r: &ReplayArgs) -> Exit {
     run(&args, &spec, args.output.format(), Some((log, r.check)))
 }
 
+/// Why `--checkpoint`/`--resume` are refused on a merged run, naming what
+/// of the command line made the run a merged one (the first that applies),
+/// and what to do instead.
+fn no_checkpoints(args: &RunArgs, spec: &Spec, replaying: bool) -> String {
+    let periodic = (spec.checked().streams.iter())
+        .any(|s| matches!(s.pace, crate::lang::check::Pace::Periodic(_)));
+    let why = if replaying {
+        "vigil replay: a replay does not write or resume checkpoints (it re-runs the log from its start); drop --checkpoint and --resume".to_string()
+    } else if let Some(tcp) = args.input.iter().find(|i| i.starts_with("tcp://")) {
+        format!(
+            "a tcp:// input (`{tcp}`): its connections cannot be read again from a checkpoint's position"
+        )
+    } else if args.input.len() > 1 {
+        format!(
+            "{} --input traces merged into one run: a checkpoint holds one trace's position; run without --checkpoint and --resume",
+            args.input.len()
+        )
+    } else if args.record.is_some() {
+        "--record: a resumed run could not continue the replay log; record without checkpoints, or checkpoint without --record".to_string()
+    } else if periodic {
+        "a specification with periodic streams (`@ period`): the scheduler of their ticks is not part of a checkpoint; run it without --checkpoint and --resume".to_string()
+    } else {
+        "--time: the merge by time is not part of a checkpoint; without --time, a row's time is its index in the trace and the run can be checkpointed".to_string()
+    };
+    if replaying {
+        return why;
+    }
+    format!("--checkpoint and --resume do not work with {why}")
+}
+
+/// Checks `--idle-timeout`: a positive number of seconds (under 10^9, which
+/// a `Duration` holds).
+fn idle_timeout(args: &RunArgs) -> Result<(), String> {
+    match args.idle_timeout {
+        Some(t) if !(t.is_finite() && t > 0.0 && t < 1e9) => Err(format!(
+            "--idle-timeout {t}: the timeout must be a positive number of seconds (under 1e9): how long a live trace may be silent before the merge stops waiting for it; leave it out to wait for every trace"
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// The scheduler's origin and gap from a log's header (a replay), else from
 /// the options.
 fn scheduling(
@@ -281,9 +322,10 @@ pub(super) fn run(
         Exit::Failure
     };
     if args.checkpoint.is_some() || args.resume.is_some() {
-        return fail(
-            "--checkpoint and --resume do not work with --time or several --input traces yet",
-        );
+        return fail(&no_checkpoints(args, spec, replay.is_some()));
+    }
+    if let Err(m) = idle_timeout(args) {
+        return fail(&m);
     }
     let unit = TimeUnit::from_name(&args.time_unit).expect("clap allows only known units");
     let lateness = match args.lateness.map(|l| (l, unit.duration(l))) {
@@ -392,12 +434,6 @@ pub(super) fn run(
             format,
             rows: 0,
         });
-    }
-    if args
-        .idle_timeout
-        .is_some_and(|t| !(t.is_finite() && t > 0.0 && t < 1e9))
-    {
-        return fail("--idle-timeout: not a number of seconds");
     }
     let policy = args.on_malformed;
     if streaming && (sources.len() > 1 || listener.is_some()) {

@@ -948,3 +948,112 @@ fn the_ticks_of_a_long_gap_stream_in_constant_memory() {
     assert!(peak <= BOUND_KB, "the run's resident set reached {peak} kB");
     assert!(written >= LINES, "{written} lines written in two minutes");
 }
+/// `--checkpoint` on a run merged by time says which of its options or
+/// what of its spec rules checkpoints out. Regression test: a periodic
+/// spec, or `--record`, with one trace and no `--time`, was told it used
+/// `--time or several --input traces`.
+#[test]
+fn checkpoint_refusals_name_the_real_reason() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = crate::support::test_dir("time", "ck_reason");
+    let ck = dir.join("x.ck").to_string_lossy().into_owned();
+    let log = dir.join("x.log").to_string_lossy().into_owned();
+    let run = |spec: &str, extra: &[&str]| {
+        vigil(
+            root,
+            &[
+                &[
+                    "run",
+                    spec,
+                    "--input",
+                    "examples/beats.jsonl",
+                    "--checkpoint",
+                    &ck,
+                ][..],
+                extra,
+            ]
+            .concat(),
+        )
+    };
+    let (_, stderr, status) = run("examples/heartbeat.dsrv", &[]);
+    assert_eq!(status, Some(1));
+    assert!(stderr.contains("periodic streams"), "{stderr}");
+    let (_, stderr, status) = run("examples/counter.dsrv", &["--record", &log]);
+    assert_eq!(status, Some(1));
+    assert!(
+        stderr.contains("--checkpoint and --resume do not work with --record"),
+        "{stderr}"
+    );
+    assert!(!dir.join("x.ck").exists() && !dir.join("x.log").exists());
+}
+/// A `tcp://` input is a listener whatever else is given: without `--time`
+/// it is refused with a message naming it and the option it needs.
+/// Regression test: it was opened as a file (`No such file or directory`).
+#[test]
+fn a_tcp_input_without_time_is_refused_as_a_tcp_source() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let (_, stderr, status) = vigil(
+        root,
+        &[
+            "run",
+            "examples/counter.dsrv",
+            "--input",
+            "tcp://127.0.0.1:0",
+        ],
+    );
+    assert_eq!(status, Some(1));
+    assert!(
+        stderr.contains("--input tcp://127.0.0.1:0: a tcp:// input")
+            && stderr.contains("--time FIELD"),
+        "{stderr}"
+    );
+}
+/// `--start` takes a negative time as it is written (`--start -2`).
+/// Regression test: clap took `-2` for a flag and wanted `--start=-2`.
+#[test]
+fn start_takes_a_negative_time() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let (out, stderr, status) = vigil(
+        root,
+        &[
+            "run",
+            "examples/heartbeat.dsrv",
+            "--input",
+            "examples/beats.jsonl",
+            "--time",
+            "t",
+            "--output",
+            "jsonl",
+            "--start",
+            "-2",
+        ],
+    );
+    assert_eq!(status, Some(0), "{stderr}");
+    assert!(out.starts_with("{\"step\":0,\"time\":-2}\n"), "{out}");
+}
+/// `--idle-timeout 0` says the timeout must be positive. Regression test:
+/// it said `not a number of seconds`.
+#[test]
+fn idle_timeout_zero_says_it_must_be_positive() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let (_, stderr, status) = vigil(
+        root,
+        &[
+            "run",
+            "examples/two_sources.dsrv",
+            "--input",
+            "examples/metrics.jsonl",
+            "--input",
+            "examples/beats.jsonl",
+            "--time",
+            "t",
+            "--idle-timeout",
+            "0",
+        ],
+    );
+    assert_eq!(status, Some(1));
+    assert!(
+        stderr.contains("--idle-timeout 0: the timeout must be a positive number of seconds"),
+        "{stderr}"
+    );
+}
