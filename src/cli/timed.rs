@@ -156,9 +156,35 @@ fn spawn_listener(
     policy: OnMalformed,
 ) -> std::sync::mpsc::Receiver<Connection> {
     let (tx, rx) = std::sync::mpsc::channel();
+    let at = match listener.local_addr() {
+        Ok(a) => format!("tcp://{a}"),
+        Err(_) => "the tcp:// input".to_string(),
+    };
     std::thread::spawn(move || {
+        let mut backoff = AcceptBackoff::new();
         for stream in listener.incoming() {
-            let Ok(stream) = stream else { continue };
+            let stream = match stream {
+                Ok(s) => {
+                    backoff.accepted(&at);
+                    s
+                }
+                // A connection that went before it was taken: the
+                // listener itself is fine.
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::ConnectionAborted
+                            | io::ErrorKind::ConnectionReset
+                            | io::ErrorKind::Interrupted
+                    ) =>
+                {
+                    continue;
+                }
+                Err(e) => {
+                    backoff.failed(&at, &e);
+                    continue;
+                }
+            };
             let name = match stream.peer_addr() {
                 Ok(a) => format!("tcp://{a}"),
                 Err(_) => "tcp://?".to_string(),
@@ -176,6 +202,59 @@ fn spawn_listener(
         }
     });
     rx
+}
+
+/// Waits between failed accepts of a `tcp://` listener. A failure that
+/// lasts (out of file descriptors: `EMFILE`, `ENFILE`; out of memory) fails
+/// again at once on every retry, as the pending connection stays queued, so
+/// retrying without a pause would spin a core: the pause starts at 10 ms and
+/// doubles up to 1 s, back to 10 ms once a connection is accepted. The
+/// failure is said once per episode (a run of failures), not per failure.
+struct AcceptBackoff {
+    next: std::time::Duration,
+    /// Whether accepting is failing (said once).
+    failing: bool,
+}
+
+impl AcceptBackoff {
+    const FIRST: std::time::Duration = std::time::Duration::from_millis(10);
+    const LAST: std::time::Duration = std::time::Duration::from_secs(1);
+
+    fn new() -> AcceptBackoff {
+        AcceptBackoff {
+            next: AcceptBackoff::FIRST,
+            failing: false,
+        }
+    }
+
+    /// Accepting on `at` failed with `error`: says so (the first failure of
+    /// an episode) and waits before the next attempt.
+    fn failed(&mut self, at: &str, error: &io::Error) {
+        if !self.failing {
+            let hint = match error.raw_os_error() {
+                Some(libc::EMFILE | libc::ENFILE) => {
+                    " (out of file descriptors: raise the limit, `ulimit -n`, or have clients close connections)"
+                }
+                _ => "",
+            };
+            say(format_args!(
+                "vigil: {at}: cannot accept a connection: {error}{hint}; retrying after a pause that grows to {}s, until it can\n",
+                AcceptBackoff::LAST.as_secs_f64()
+            ));
+            self.failing = true;
+        }
+        std::thread::sleep(self.next);
+        self.next = (self.next * 2).min(AcceptBackoff::LAST);
+    }
+
+    /// A connection was accepted on `at`.
+    fn accepted(&mut self, at: &str) {
+        if self.failing {
+            say(format_args!("vigil: {at}: accepting connections again\n"));
+        }
+        self.failing = false;
+        self.next = AcceptBackoff::FIRST;
+    }
 }
 
 /// `vigil replay SPEC LOG [--check --input …]`: the run's options come

@@ -880,6 +880,7 @@ fn replays_refuse_logs_out_of_order() {
         "{stderr}"
     );
 }
+
 /// The ticks of a jump in time are made, evaluated and written one at a
 /// time: with `@ 1ns`, a gap of 10^8 s and `--max-ticks` at its largest, the
 /// outputs of the gap's ticks come out while the resident set stays small
@@ -948,6 +949,110 @@ fn the_ticks_of_a_long_gap_stream_in_constant_memory() {
     assert!(peak <= BOUND_KB, "the run's resident set reached {peak} kB");
     assert!(written >= LINES, "{written} lines written in two minutes");
 }
+
+/// A `tcp://` listener out of file descriptors (`ulimit -n 30`, 40 clients
+/// connected) backs off instead of retrying `accept` in a loop: it says so
+/// once, spends little CPU while it cannot accept, and accepts again once
+/// descriptors are free. Regression test: it spun on failing `accept4`
+/// calls (most of a core) and said nothing.
+#[test]
+fn a_tcp_listener_out_of_descriptors_backs_off() {
+    use std::io::{BufRead as _, Write as _};
+    use std::time::Duration;
+    let dir = crate::support::test_dir("time", "tcp_emfile");
+    let spec = crate::support::write(&dir, "s.dsrv", "in a: Int\nout s: Int\ns = a + 1\n");
+    let mut child = std::process::Command::new("bash")
+        .args(["-c", "ulimit -n 30 && exec \"$@\"", "bash"])
+        .arg(env!("CARGO_BIN_EXE_vigil"))
+        .args(["run", &spec, "--input", "tcp://127.0.0.1:0", "--time", "t"])
+        .args(["--idle-timeout", "0.1", "--output", "jsonl"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // A run that never ends is killed here rather than hanging the test.
+    let pid = child.id();
+    let watchdog = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_secs(60));
+        let _ = std::process::Command::new("kill")
+            .args(["-9", &pid.to_string()])
+            .status();
+    });
+    drop(watchdog);
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut first = String::new();
+    stderr.read_line(&mut first).unwrap();
+    let addr = first
+        .trim()
+        .strip_prefix("vigil: listening on tcp://")
+        .unwrap_or_else(|| panic!("no address: {first}"))
+        .to_string();
+    let (tx, said) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in stderr.lines() {
+            let Ok(line) = line else { return };
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    let clients: Vec<std::net::TcpStream> = (0..40)
+        .map(|_| std::net::TcpStream::connect(&addr).unwrap())
+        .collect();
+    let line = said
+        .recv_timeout(Duration::from_secs(10))
+        .expect("nothing said about the failing accepts");
+    assert!(
+        line.contains("cannot accept a connection") && line.contains("ulimit -n"),
+        "{line}"
+    );
+    // CPU time (user + system, in clock ticks) over a second of failing.
+    let cpu = || -> u64 {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+        let fields: Vec<&str> = stat
+            .rsplit_once(')')
+            .unwrap()
+            .1
+            .split_whitespace()
+            .collect();
+        fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
+    };
+    let before = cpu();
+    std::thread::sleep(Duration::from_secs(1));
+    let spent = cpu() - before;
+    // SAFETY: sysconf reads a constant of the system.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    assert!(
+        spent * 4 < hz,
+        "{spent} clock ticks ({hz} a second) of CPU in a second of failing accepts"
+    );
+    // Once per episode: nothing more was said while it went on.
+    assert_eq!(said.try_recv().ok(), None);
+    // Descriptors freed, a new client is served.
+    drop(clients);
+    let mut client = std::net::TcpStream::connect(&addr).unwrap();
+    client.write_all(b"{\"t\": 1, \"a\": 41}\n").unwrap();
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let (out_tx, out) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let _ = stdout.read_line(&mut line);
+        let _ = out_tx.send(line);
+    });
+    let got = out.recv_timeout(Duration::from_secs(10));
+    // It says it accepts again (closing the descriptors of the clients gone
+    // races with accepting those still queued, so a short second episode
+    // may be said before).
+    let again = (0..10).find_map(|_| {
+        let line = said.recv_timeout(Duration::from_secs(5)).ok()?;
+        Some(line.contains("accepting connections again")).filter(|a| *a)
+    });
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(got.as_deref(), Ok("{\"step\":0,\"time\":1,\"s\":42}\n"));
+    assert_eq!(again, Some(true), "never said it accepts again");
+}
+
 /// `--checkpoint` on a run merged by time says which of its options or
 /// what of its spec rules checkpoints out. Regression test: a periodic
 /// spec, or `--record`, with one trace and no `--time`, was told it used
@@ -986,6 +1091,7 @@ fn checkpoint_refusals_name_the_real_reason() {
     );
     assert!(!dir.join("x.ck").exists() && !dir.join("x.log").exists());
 }
+
 /// A `tcp://` input is a listener whatever else is given: without `--time`
 /// it is refused with a message naming it and the option it needs.
 /// Regression test: it was opened as a file (`No such file or directory`).
@@ -1008,6 +1114,7 @@ fn a_tcp_input_without_time_is_refused_as_a_tcp_source() {
         "{stderr}"
     );
 }
+
 /// `--start` takes a negative time as it is written (`--start -2`).
 /// Regression test: clap took `-2` for a flag and wanted `--start=-2`.
 #[test]
@@ -1031,6 +1138,7 @@ fn start_takes_a_negative_time() {
     assert_eq!(status, Some(0), "{stderr}");
     assert!(out.starts_with("{\"step\":0,\"time\":-2}\n"), "{out}");
 }
+
 /// `--idle-timeout 0` says the timeout must be positive. Regression test:
 /// it said `not a number of seconds`.
 #[test]
