@@ -246,6 +246,80 @@ pub(super) struct LogReader {
     header: Header,
     /// The sources so far: the header's, then those that joined.
     sources: usize,
+    /// What the events read so far allow of the next (`Order::check`).
+    order: Order,
+}
+
+/// The order a recorded run's events are in, which a replay checks as the
+/// live run's merge enforces it, so that a log edited or corrupted into an
+/// order no run could give is refused rather than evaluated: within an epoch
+/// (from a time reset to the next) times never go back, a source's rows come
+/// at increasing positions, at most one of each source in a step and in
+/// source order, and a re-stamped row's own time is before its stamp.
+#[derive(Debug, Default)]
+struct Order {
+    /// The time of the last event since the last reset, and its line.
+    last: Option<(Time, u64)>,
+    /// Each source's last row position, and its line.
+    positions: Vec<Option<(u64, u64)>>,
+}
+
+impl Order {
+    fn reset(&mut self) {
+        self.last = None;
+    }
+
+    /// Checks an event at `time` on line `line` (a tick, or a step whose
+    /// rows are `rows`), and takes it as the last.
+    fn check(
+        &mut self,
+        time: Time,
+        line: u64,
+        rows: &[(Contribution, Vec<Option<Value>>)],
+    ) -> Result<(), String> {
+        if let Some((last, at)) = self.last
+            && time < last
+        {
+            return Err(format!(
+                "the time goes back: {}ns here, {}ns at line {at}; a log's events are in time order (but across a time reset), as the run that records it merges them",
+                time.0, last.0
+            ));
+        }
+        let mut previous: Option<u32> = None;
+        for (c, _) in rows {
+            let s = c.stamp.source;
+            if previous.is_some_and(|p| p >= s) {
+                return Err(format!(
+                    "the rows of the step are not one per source in source order (source {s} after source {})",
+                    previous.unwrap_or(0)
+                ));
+            }
+            previous = Some(s);
+            if let Some(late) = c.late
+                && late >= time
+            {
+                return Err(format!(
+                    "a row of source {s} re-stamped from {}ns to {}ns: a late row's own time is before its step's",
+                    late.0, time.0
+                ));
+            }
+            let slot = s as usize;
+            if self.positions.len() <= slot {
+                self.positions.resize(slot + 1, None);
+            }
+            if let Some((q, at)) = self.positions[slot]
+                && c.stamp.seq <= q
+            {
+                return Err(format!(
+                    "a row of source {s} at position {} after its row at position {q} (line {at}): a source's rows are in the order it gave them",
+                    c.stamp.seq
+                ));
+            }
+            self.positions[slot] = Some((c.stamp.seq, line));
+        }
+        self.last = Some((time, line));
+        Ok(())
+    }
 }
 
 impl LogReader {
@@ -310,6 +384,7 @@ impl LogReader {
             line: 1,
             sources: header.sources.len(),
             header,
+            order: Order::default(),
         })
     }
 
@@ -361,6 +436,7 @@ impl LogReader {
             .and_then(|j| de.end().map(|()| j))
             .map_err(|e| bad(&format!("not a log step: {e}")))?;
         if j.get("reset").is_some() {
+            self.order.reset();
             return Ok(Some(Event::Reset));
         }
         if let Some(name) = j.get("source") {
@@ -385,6 +461,9 @@ impl LogReader {
                     _ => return Err(bad("a tick of a period the specification does not have")),
                 }
             }
+            self.order
+                .check(time, self.line, &[])
+                .map_err(|m| bad(&m))?;
             return Ok(Some(Event::Tick(time, due)));
         }
         let rows = j
@@ -432,6 +511,9 @@ impl LogReader {
             };
             out.push((Contribution { stamp, late }, cells));
         }
+        self.order
+            .check(time, self.line, &out)
+            .map_err(|m| bad(&m))?;
         Ok(Some(Event::Rows(Step::of_rows(time, width, out, exempt))))
     }
 }

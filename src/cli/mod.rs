@@ -203,8 +203,9 @@ pub struct RunArgs {
     #[arg(long, value_name = "L", requires = "time")]
     pub lateness: Option<f64>,
     /// The origin of periodic streams' ticks (a time as `--time` reads
-    /// them); by default the first row's time.
-    #[arg(long, value_name = "TIME")]
+    /// them, negative allowed: `--start -5`); by default the first row's
+    /// time.
+    #[arg(long, value_name = "TIME", allow_negative_numbers = true)]
     pub start: Option<String>,
     /// A gap between two rows longer than this (in `--time-unit`) is a
     /// jump: `--on-gap` says what the ticks it skips over do.
@@ -870,6 +871,16 @@ fn run(args: &RunArgs) -> Exit {
             return Exit::Failure;
         }
         return scale::run(args, &spec, output);
+    }
+    // A tcp:// input is a listener whose connections are sources merged by
+    // time, whatever else is given: never a file to open.
+    if let Some(tcp) = args.input.iter().find(|i| i.starts_with("tcp://"))
+        && args.time.is_none()
+    {
+        error(format_args!(
+            "--input {tcp}: a tcp:// input's connections are merged by time: pass --time FIELD, the field of each row that holds its time"
+        ));
+        return Exit::Failure;
     }
     // Time, several sources or a log: the merged run (`timed.rs`).
     let periodic = (spec.checked().streams.iter())

@@ -156,9 +156,35 @@ fn spawn_listener(
     policy: OnMalformed,
 ) -> std::sync::mpsc::Receiver<Connection> {
     let (tx, rx) = std::sync::mpsc::channel();
+    let at = match listener.local_addr() {
+        Ok(a) => format!("tcp://{a}"),
+        Err(_) => "the tcp:// input".to_string(),
+    };
     std::thread::spawn(move || {
+        let mut backoff = AcceptBackoff::new();
         for stream in listener.incoming() {
-            let Ok(stream) = stream else { continue };
+            let stream = match stream {
+                Ok(s) => {
+                    backoff.accepted(&at);
+                    s
+                }
+                // A connection that went before it was taken: the
+                // listener itself is fine.
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::ConnectionAborted
+                            | io::ErrorKind::ConnectionReset
+                            | io::ErrorKind::Interrupted
+                    ) =>
+                {
+                    continue;
+                }
+                Err(e) => {
+                    backoff.failed(&at, &e);
+                    continue;
+                }
+            };
             let name = match stream.peer_addr() {
                 Ok(a) => format!("tcp://{a}"),
                 Err(_) => "tcp://?".to_string(),
@@ -176,6 +202,59 @@ fn spawn_listener(
         }
     });
     rx
+}
+
+/// Waits between failed accepts of a `tcp://` listener. A failure that
+/// lasts (out of file descriptors: `EMFILE`, `ENFILE`; out of memory) fails
+/// again at once on every retry, as the pending connection stays queued, so
+/// retrying without a pause would spin a core: the pause starts at 10 ms and
+/// doubles up to 1 s, back to 10 ms once a connection is accepted. The
+/// failure is said once per episode (a run of failures), not per failure.
+struct AcceptBackoff {
+    next: std::time::Duration,
+    /// Whether accepting is failing (said once).
+    failing: bool,
+}
+
+impl AcceptBackoff {
+    const FIRST: std::time::Duration = std::time::Duration::from_millis(10);
+    const LAST: std::time::Duration = std::time::Duration::from_secs(1);
+
+    fn new() -> AcceptBackoff {
+        AcceptBackoff {
+            next: AcceptBackoff::FIRST,
+            failing: false,
+        }
+    }
+
+    /// Accepting on `at` failed with `error`: says so (the first failure of
+    /// an episode) and waits before the next attempt.
+    fn failed(&mut self, at: &str, error: &io::Error) {
+        if !self.failing {
+            let hint = match error.raw_os_error() {
+                Some(libc::EMFILE | libc::ENFILE) => {
+                    " (out of file descriptors: raise the limit, `ulimit -n`, or have clients close connections)"
+                }
+                _ => "",
+            };
+            say(format_args!(
+                "vigil: {at}: cannot accept a connection: {error}{hint}; retrying after a pause that grows to {}s, until it can\n",
+                AcceptBackoff::LAST.as_secs_f64()
+            ));
+            self.failing = true;
+        }
+        std::thread::sleep(self.next);
+        self.next = (self.next * 2).min(AcceptBackoff::LAST);
+    }
+
+    /// A connection was accepted on `at`.
+    fn accepted(&mut self, at: &str) {
+        if self.failing {
+            say(format_args!("vigil: {at}: accepting connections again\n"));
+        }
+        self.failing = false;
+        self.next = AcceptBackoff::FIRST;
+    }
 }
 
 /// `vigil replay SPEC LOG [--check --input …]`: the run's options come
@@ -236,6 +315,47 @@ pub(super) fn replay(r: &ReplayArgs) -> Exit {
     run(&args, &spec, args.output.format(), Some((log, r.check)))
 }
 
+/// Why `--checkpoint`/`--resume` are refused on a merged run, naming what
+/// of the command line made the run a merged one (the first that applies),
+/// and what to do instead.
+fn no_checkpoints(args: &RunArgs, spec: &Spec, replaying: bool) -> String {
+    let periodic = (spec.checked().streams.iter())
+        .any(|s| matches!(s.pace, crate::lang::check::Pace::Periodic(_)));
+    let why = if replaying {
+        "vigil replay: a replay does not write or resume checkpoints (it re-runs the log from its start); drop --checkpoint and --resume".to_string()
+    } else if let Some(tcp) = args.input.iter().find(|i| i.starts_with("tcp://")) {
+        format!(
+            "a tcp:// input (`{tcp}`): its connections cannot be read again from a checkpoint's position"
+        )
+    } else if args.input.len() > 1 {
+        format!(
+            "{} --input traces merged into one run: a checkpoint holds one trace's position; run without --checkpoint and --resume",
+            args.input.len()
+        )
+    } else if args.record.is_some() {
+        "--record: a resumed run could not continue the replay log; record without checkpoints, or checkpoint without --record".to_string()
+    } else if periodic {
+        "a specification with periodic streams (`@ period`): the scheduler of their ticks is not part of a checkpoint; run it without --checkpoint and --resume".to_string()
+    } else {
+        "--time: the merge by time is not part of a checkpoint; without --time, a row's time is its index in the trace and the run can be checkpointed".to_string()
+    };
+    if replaying {
+        return why;
+    }
+    format!("--checkpoint and --resume do not work with {why}")
+}
+
+/// Checks `--idle-timeout`: a positive number of seconds (under 10^9, which
+/// a `Duration` holds).
+fn idle_timeout(args: &RunArgs) -> Result<(), String> {
+    match args.idle_timeout {
+        Some(t) if !(t.is_finite() && t > 0.0 && t < 1e9) => Err(format!(
+            "--idle-timeout {t}: the timeout must be a positive number of seconds (under 1e9): how long a live trace may be silent before the merge stops waiting for it; leave it out to wait for every trace"
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// The scheduler's origin and gap from a log's header (a replay), else from
 /// the options.
 fn scheduling(
@@ -281,9 +401,10 @@ pub(super) fn run(
         Exit::Failure
     };
     if args.checkpoint.is_some() || args.resume.is_some() {
-        return fail(
-            "--checkpoint and --resume do not work with --time or several --input traces yet",
-        );
+        return fail(&no_checkpoints(args, spec, replay.is_some()));
+    }
+    if let Err(m) = idle_timeout(args) {
+        return fail(&m);
     }
     let unit = TimeUnit::from_name(&args.time_unit).expect("clap allows only known units");
     let lateness = match args.lateness.map(|l| (l, unit.duration(l))) {
@@ -392,12 +513,6 @@ pub(super) fn run(
             format,
             rows: 0,
         });
-    }
-    if args
-        .idle_timeout
-        .is_some_and(|t| !(t.is_finite() && t > 0.0 && t < 1e9))
-    {
-        return fail("--idle-timeout: not a number of seconds");
     }
     let policy = args.on_malformed;
     if streaming && (sources.len() > 1 || listener.is_some()) {
@@ -522,6 +637,7 @@ pub(super) fn run(
         check,
         replay,
         scheduler: (live && !periods.is_empty()).then(|| Scheduler::new(&periods)),
+        ticks_until: None,
         pending: Default::default(),
         connections,
     };
@@ -602,6 +718,13 @@ struct Feed {
     /// The ticks of periodic streams (live runs of a timed spec), and the
     /// events due before the next step is read.
     scheduler: Option<Scheduler>,
+    /// The scheduler's ticks up to this time come next, before `pending`.
+    /// They are drawn from the scheduler one at a time as the run asks for
+    /// them, never queued: a jump in time may be due billions of ticks
+    /// (`--max-ticks` allows up to 2^64), and each must be evaluated and
+    /// written before the next is made, so memory stays constant and the
+    /// outputs of a long gap show as they come.
+    ticks_until: Option<Time>,
     pending: std::collections::VecDeque<Event>,
     /// A `tcp://` input's connections, each a source joining the merge.
     connections: Option<std::sync::mpsc::Receiver<Connection>>,
@@ -850,9 +973,10 @@ impl Run<'_> {
         }
     }
 
-    /// The scheduler's ticks due before an input step at `t`, queued in
-    /// `pending` (after the origin is set: `--start`, else this first time),
-    /// as `--max-gap`, `--on-gap` and `--max-ticks` say.
+    /// Makes the scheduler's ticks due before an input step at `t` the
+    /// next events (`Feed::ticks_until`; after the origin is set: `--start`,
+    /// else this first time), as `--max-gap`, `--on-gap` and `--max-ticks`
+    /// say.
     fn schedule(&mut self, feed: &mut Feed, t: Time) -> Result<(), String> {
         let Some(sched) = &mut feed.scheduler else {
             return Ok(());
@@ -874,9 +998,7 @@ impl Run<'_> {
                 self.args.max_ticks
             ));
         }
-        while let Some((tick, flags)) = sched.next_until(t) {
-            feed.pending.push_back(Event::Tick(tick, flags));
-        }
+        feed.ticks_until = Some(t);
         self.last_time = Some(t);
         Ok(())
     }
@@ -905,67 +1027,12 @@ impl Run<'_> {
                 };
             }
         }
-        let event = match feed.pending.pop_front() {
+        let event = match due_tick(feed).or_else(|| feed.pending.pop_front()) {
             Some(event) => Some(event),
-            None => {
-                let step = loop {
-                    self.accept(feed, None)?;
-                    // An idle source is idle until its next row arrives: one
-                    // waiting now goes into the merge before the next step.
-                    let idle: Vec<usize> = feed.merge.idle_sources().collect();
-                    for s in idle {
-                        let read =
-                            self.read_within(s, &mut feed.merge, Some(std::time::Duration::ZERO))?;
-                        if let Err((message, exit)) = read {
-                            return self.end_feed(feed, message, exit, writer);
-                        }
-                    }
-                    if let Some(step) = feed.merge.pop() {
-                        break Some(step);
-                    }
-                    if feed.merge.pop_reset() {
-                        self.reset(feed);
-                        break None;
-                    }
-                    let read = match feed.merge.wants() {
-                        Some(s) => self.read(s, &mut feed.merge)?,
-                        None if feed.merge.is_done() && feed.connections.is_none() => break None,
-                        // Every source has ended: wait for a connection.
-                        None if feed.merge.idle_sources().next().is_none() => {
-                            self.accept(feed, Some(std::time::Duration::from_millis(50)))?;
-                            Ok(())
-                        }
-                        // Every source left is idle: listen to each in turn
-                        // until one delivers (or ends).
-                        None => {
-                            let idle: Vec<usize> = feed.merge.idle_sources().collect();
-                            let poll = std::time::Duration::from_millis(20);
-                            let mut got = Ok(());
-                            for s in idle {
-                                got = self.read_within(s, &mut feed.merge, Some(poll))?;
-                                if got.is_err() {
-                                    break;
-                                }
-                            }
-                            got
-                        }
-                    };
-                    if let Err((message, exit)) = read {
-                        return self.end_feed(feed, message, exit, writer);
-                    }
-                };
-                match step {
-                    None if !feed.pending.is_empty() => feed.pending.pop_front(),
-                    None => None,
-                    Some(step) => {
-                        if let Err(m) = self.schedule(feed, step.time) {
-                            return self.end_feed(feed, m, Exit::Trace, writer);
-                        }
-                        feed.pending.push_back(Event::Rows(step));
-                        feed.pending.pop_front()
-                    }
-                }
-            }
+            None => match self.merged(feed, writer)? {
+                Ok(event) => event,
+                Err(exit) => return Ok(Err(exit)),
+            },
         };
         let Feed { record, check, .. } = feed;
         if let Some(log) = check {
@@ -978,6 +1045,66 @@ impl Run<'_> {
             r.write(e, self.form)?;
         }
         Ok(Ok(event))
+    }
+
+    /// The next event of the sources' merge (nothing is due before it): a
+    /// step, or the first of the ticks due before it, or what a time reset
+    /// queued; `None` once every source has ended.
+    fn merged(
+        &mut self,
+        feed: &mut Feed,
+        writer: &mut dyn OutputWriter,
+    ) -> io::Result<Result<Option<Event>, Exit>> {
+        let step = loop {
+            self.accept(feed, None)?;
+            // An idle source is idle until its next row arrives: one
+            // waiting now goes into the merge before the next step.
+            let idle: Vec<usize> = feed.merge.idle_sources().collect();
+            for s in idle {
+                let read = self.read_within(s, &mut feed.merge, Some(std::time::Duration::ZERO))?;
+                if let Err((message, exit)) = read {
+                    return self.end_feed(feed, message, exit, writer);
+                }
+            }
+            if let Some(step) = feed.merge.pop() {
+                break step;
+            }
+            if feed.merge.pop_reset() {
+                self.reset(feed);
+                return Ok(Ok(feed.pending.pop_front()));
+            }
+            let read = match feed.merge.wants() {
+                Some(s) => self.read(s, &mut feed.merge)?,
+                None if feed.merge.is_done() && feed.connections.is_none() => return Ok(Ok(None)),
+                // Every source has ended: wait for a connection.
+                None if feed.merge.idle_sources().next().is_none() => {
+                    self.accept(feed, Some(std::time::Duration::from_millis(50)))?;
+                    Ok(())
+                }
+                // Every source left is idle: listen to each in turn
+                // until one delivers (or ends).
+                None => {
+                    let idle: Vec<usize> = feed.merge.idle_sources().collect();
+                    let poll = std::time::Duration::from_millis(20);
+                    let mut got = Ok(());
+                    for s in idle {
+                        got = self.read_within(s, &mut feed.merge, Some(poll))?;
+                        if got.is_err() {
+                            break;
+                        }
+                    }
+                    got
+                }
+            };
+            if let Err((message, exit)) = read {
+                return self.end_feed(feed, message, exit, writer);
+            }
+        };
+        if let Err(m) = self.schedule(feed, step.time) {
+            return self.end_feed(feed, m, Exit::Trace, writer);
+        }
+        feed.pending.push_back(Event::Rows(step));
+        Ok(Ok(due_tick(feed).or_else(|| feed.pending.pop_front())))
     }
 
     /// Reads the next row of source `s` into the merge (or ends it).
@@ -1213,6 +1340,17 @@ impl Run<'_> {
             }
         }
     }
+}
+
+/// The next of the scheduler's ticks due (`Feed::ticks_until`), made now;
+/// `None` once none is left.
+fn due_tick(feed: &mut Feed) -> Option<Event> {
+    let until = feed.ticks_until?;
+    let tick = feed.scheduler.as_mut()?.next_until(until);
+    if tick.is_none() {
+        feed.ticks_until = None;
+    }
+    tick.map(|(t, due)| Event::Tick(t, due))
 }
 
 /// The policies as the flags and the log name them.

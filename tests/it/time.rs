@@ -787,3 +787,381 @@ fn essence_errors(stderr: &str) -> Vec<String> {
         .map(String::from)
         .collect()
 }
+
+/// A replay checks the order the live run's merge enforces: a log whose
+/// time goes back (two step lines swapped, on a spec with a time window), or
+/// whose rows of one source go back in position, is refused with an error
+/// naming the log line, after the outputs of the steps before it; the
+/// unedited log replays. Regression test: both replayed with exit 0.
+#[test]
+fn replays_refuse_logs_out_of_order() {
+    let dir = crate::support::test_dir("time", "log_order");
+    crate::support::write(
+        &dir,
+        "spec.dsrv",
+        "in x: Float\nout s: Float\ns = default(window(x, 10s, sum), 0.0)\n",
+    );
+    let rows: String = (1..=4)
+        .map(|t| format!("{{\"t\": {t}, \"x\": {t}.5}}\n"))
+        .collect();
+    crate::support::write(&dir, "a.jsonl", rows);
+    let recorded = vigil(
+        &dir,
+        &[
+            "run",
+            "spec.dsrv",
+            "--input",
+            "a.jsonl",
+            "--time",
+            "t",
+            "--output",
+            "jsonl",
+            "--record",
+            "run.log",
+        ],
+    );
+    assert_eq!(recorded.2, Some(0), "{}", recorded.1);
+    let log = std::fs::read_to_string(dir.join("run.log")).unwrap();
+    let lines: Vec<&str> = log.lines().collect();
+    assert_eq!(lines.len(), 5, "{log}");
+    let replay = |name: &str, lines: &[String]| {
+        crate::support::write(&dir, name, lines.join("\n") + "\n");
+        vigil(&dir, &["replay", "spec.dsrv", name, "--output", "jsonl"])
+    };
+    let own: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
+    assert_eq!(replay("same.log", &own), recorded);
+
+    // The steps at 2 s and 3 s swapped: the time goes back at line 4.
+    let mut swapped = own.clone();
+    swapped.swap(2, 3);
+    let (out, stderr, status) = replay("swapped.log", &swapped);
+    assert_eq!(status, Some(4), "{stderr}");
+    assert!(
+        stderr.contains(
+            "swapped.log:4: the time goes back: 2000000000ns here, 3000000000ns at line 3"
+        ),
+        "{stderr}"
+    );
+    // The steps before it are evaluated and written (the first, then the
+    // one at 3 s read in its place).
+    assert_eq!(out.lines().count(), 2, "{out}");
+    // The live run refuses the same order.
+    let mut rows: Vec<String> = (1..=4)
+        .map(|t| format!("{{\"t\": {t}, \"x\": {t}.5}}"))
+        .collect();
+    rows.swap(1, 2);
+    crate::support::write(&dir, "b.jsonl", rows.join("\n") + "\n");
+    let live = vigil(
+        &dir,
+        &["run", "spec.dsrv", "--input", "b.jsonl", "--time", "t"],
+    );
+    assert_eq!(live.2, Some(4), "{}", live.1);
+
+    // The third row given the second one's position.
+    let mut repeated = own.clone();
+    assert!(repeated[3].contains("\"q\":2"), "{}", repeated[3]);
+    repeated[3] = repeated[3].replace("\"q\":2", "\"q\":1");
+    let (_, stderr, status) = replay("repeated.log", &repeated);
+    assert_eq!(status, Some(4), "{stderr}");
+    assert!(
+        stderr.contains(
+            "repeated.log:4: a row of source 0 at position 1 after its row at position 1 (line 3)"
+        ),
+        "{stderr}"
+    );
+
+    // A re-stamped row whose own time is not before its stamp.
+    let mut late = own.clone();
+    late[2] = late[2].replace("\"q\":1,", "\"q\":1,\"late\":5000000000,");
+    let (_, stderr, status) = replay("late.log", &late);
+    assert_eq!(status, Some(4), "{stderr}");
+    assert!(
+        stderr.contains("late.log:3: a row of source 0 re-stamped"),
+        "{stderr}"
+    );
+}
+
+/// The ticks of a jump in time are made, evaluated and written one at a
+/// time: with `@ 1ns`, a gap of 10^8 s and `--max-ticks` at its largest, the
+/// outputs of the gap's ticks come out while the resident set stays small
+/// (the peak resident set of the child, read from `/proc`, with a generous
+/// bound). Regression test: every tick due was queued in memory before the
+/// first was evaluated (gigabytes, nothing written); the child is killed
+/// as soon as it passes the bound, so the test stays bounded either way.
+#[test]
+fn the_ticks_of_a_long_gap_stream_in_constant_memory() {
+    use std::io::BufRead as _;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::time::{Duration, Instant};
+    const LINES: u64 = 20_000;
+    const BOUND_KB: u64 = 256 * 1024;
+    let dir = crate::support::test_dir("time", "tick_stream");
+    crate::support::write(
+        &dir,
+        "spec.dsrv",
+        "in x: Int\nout n: Int @ 1ns\nn = default(n[1], 0) + 1\n",
+    );
+    crate::support::write(
+        &dir,
+        "a.jsonl",
+        "{\"t\": 0, \"x\": 1}\n{\"t\": 100000000, \"x\": 2}\n",
+    );
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_vigil"))
+        .args(["run", "spec.dsrv", "--input", "a.jsonl", "--time", "t"])
+        .args(["--output", "jsonl", "--max-ticks", &u64::MAX.to_string()])
+        .current_dir(&dir)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let lines = std::sync::Arc::new(AtomicU64::new(0));
+    let counted = lines.clone();
+    let stdout = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            if line.is_err() {
+                return;
+            }
+            counted.fetch_add(1, Ordering::Relaxed);
+        }
+    });
+    let status = format!("/proc/{}/status", child.id());
+    let kb = |field: &str| -> Option<u64> {
+        let text = std::fs::read_to_string(&status).ok()?;
+        let line = text.lines().find(|l| l.starts_with(field))?;
+        line.split_whitespace().nth(1)?.parse().ok()
+    };
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut peak = 0;
+    while lines.load(Ordering::Relaxed) < LINES && Instant::now() < deadline {
+        peak = kb("VmHWM:").unwrap_or(peak);
+        if peak > BOUND_KB {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    peak = kb("VmHWM:").unwrap_or(peak);
+    // The gap's ticks go on for years: the run is stopped here.
+    child.kill().unwrap();
+    child.wait().unwrap();
+    reader.join().unwrap();
+    let written = lines.load(Ordering::Relaxed);
+    assert!(peak <= BOUND_KB, "the run's resident set reached {peak} kB");
+    assert!(written >= LINES, "{written} lines written in two minutes");
+}
+
+/// A `tcp://` listener out of file descriptors (`ulimit -n 30`, 40 clients
+/// connected) backs off instead of retrying `accept` in a loop: it says so
+/// once, spends little CPU while it cannot accept, and accepts again once
+/// descriptors are free. Regression test: it spun on failing `accept4`
+/// calls (most of a core) and said nothing.
+#[test]
+fn a_tcp_listener_out_of_descriptors_backs_off() {
+    use std::io::{BufRead as _, Write as _};
+    use std::time::Duration;
+    let dir = crate::support::test_dir("time", "tcp_emfile");
+    let spec = crate::support::write(&dir, "s.dsrv", "in a: Int\nout s: Int\ns = a + 1\n");
+    let mut child = std::process::Command::new("bash")
+        .args(["-c", "ulimit -n 30 && exec \"$@\"", "bash"])
+        .arg(env!("CARGO_BIN_EXE_vigil"))
+        .args(["run", &spec, "--input", "tcp://127.0.0.1:0", "--time", "t"])
+        .args(["--idle-timeout", "0.1", "--output", "jsonl"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // A run that never ends is killed here rather than hanging the test.
+    let pid = child.id();
+    let watchdog = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_secs(60));
+        let _ = std::process::Command::new("kill")
+            .args(["-9", &pid.to_string()])
+            .status();
+    });
+    drop(watchdog);
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut first = String::new();
+    stderr.read_line(&mut first).unwrap();
+    let addr = first
+        .trim()
+        .strip_prefix("vigil: listening on tcp://")
+        .unwrap_or_else(|| panic!("no address: {first}"))
+        .to_string();
+    let (tx, said) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in stderr.lines() {
+            let Ok(line) = line else { return };
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    let clients: Vec<std::net::TcpStream> = (0..40)
+        .map(|_| std::net::TcpStream::connect(&addr).unwrap())
+        .collect();
+    let line = said
+        .recv_timeout(Duration::from_secs(10))
+        .expect("nothing said about the failing accepts");
+    assert!(
+        line.contains("cannot accept a connection") && line.contains("ulimit -n"),
+        "{line}"
+    );
+    // CPU time (user + system, in clock ticks) over a second of failing.
+    let cpu = || -> u64 {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+        let fields: Vec<&str> = stat
+            .rsplit_once(')')
+            .unwrap()
+            .1
+            .split_whitespace()
+            .collect();
+        fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
+    };
+    let before = cpu();
+    std::thread::sleep(Duration::from_secs(1));
+    let spent = cpu() - before;
+    // SAFETY: sysconf reads a constant of the system.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    assert!(
+        spent * 4 < hz,
+        "{spent} clock ticks ({hz} a second) of CPU in a second of failing accepts"
+    );
+    // Once per episode: nothing more was said while it went on.
+    assert_eq!(said.try_recv().ok(), None);
+    // Descriptors freed, a new client is served.
+    drop(clients);
+    let mut client = std::net::TcpStream::connect(&addr).unwrap();
+    client.write_all(b"{\"t\": 1, \"a\": 41}\n").unwrap();
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let (out_tx, out) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let _ = stdout.read_line(&mut line);
+        let _ = out_tx.send(line);
+    });
+    let got = out.recv_timeout(Duration::from_secs(10));
+    // It says it accepts again (closing the descriptors of the clients gone
+    // races with accepting those still queued, so a short second episode
+    // may be said before).
+    let again = (0..10).find_map(|_| {
+        let line = said.recv_timeout(Duration::from_secs(5)).ok()?;
+        Some(line.contains("accepting connections again")).filter(|a| *a)
+    });
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(got.as_deref(), Ok("{\"step\":0,\"time\":1,\"s\":42}\n"));
+    assert_eq!(again, Some(true), "never said it accepts again");
+}
+
+/// `--checkpoint` on a run merged by time says which of its options or
+/// what of its spec rules checkpoints out. Regression test: a periodic
+/// spec, or `--record`, with one trace and no `--time`, was told it used
+/// `--time or several --input traces`.
+#[test]
+fn checkpoint_refusals_name_the_real_reason() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = crate::support::test_dir("time", "ck_reason");
+    let ck = dir.join("x.ck").to_string_lossy().into_owned();
+    let log = dir.join("x.log").to_string_lossy().into_owned();
+    let run = |spec: &str, extra: &[&str]| {
+        vigil(
+            root,
+            &[
+                &[
+                    "run",
+                    spec,
+                    "--input",
+                    "examples/beats.jsonl",
+                    "--checkpoint",
+                    &ck,
+                ][..],
+                extra,
+            ]
+            .concat(),
+        )
+    };
+    let (_, stderr, status) = run("examples/heartbeat.dsrv", &[]);
+    assert_eq!(status, Some(1));
+    assert!(stderr.contains("periodic streams"), "{stderr}");
+    let (_, stderr, status) = run("examples/counter.dsrv", &["--record", &log]);
+    assert_eq!(status, Some(1));
+    assert!(
+        stderr.contains("--checkpoint and --resume do not work with --record"),
+        "{stderr}"
+    );
+    assert!(!dir.join("x.ck").exists() && !dir.join("x.log").exists());
+}
+
+/// A `tcp://` input is a listener whatever else is given: without `--time`
+/// it is refused with a message naming it and the option it needs.
+/// Regression test: it was opened as a file (`No such file or directory`).
+#[test]
+fn a_tcp_input_without_time_is_refused_as_a_tcp_source() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let (_, stderr, status) = vigil(
+        root,
+        &[
+            "run",
+            "examples/counter.dsrv",
+            "--input",
+            "tcp://127.0.0.1:0",
+        ],
+    );
+    assert_eq!(status, Some(1));
+    assert!(
+        stderr.contains("--input tcp://127.0.0.1:0: a tcp:// input")
+            && stderr.contains("--time FIELD"),
+        "{stderr}"
+    );
+}
+
+/// `--start` takes a negative time as it is written (`--start -2`).
+/// Regression test: clap took `-2` for a flag and wanted `--start=-2`.
+#[test]
+fn start_takes_a_negative_time() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let (out, stderr, status) = vigil(
+        root,
+        &[
+            "run",
+            "examples/heartbeat.dsrv",
+            "--input",
+            "examples/beats.jsonl",
+            "--time",
+            "t",
+            "--output",
+            "jsonl",
+            "--start",
+            "-2",
+        ],
+    );
+    assert_eq!(status, Some(0), "{stderr}");
+    assert!(out.starts_with("{\"step\":0,\"time\":-2}\n"), "{out}");
+}
+
+/// `--idle-timeout 0` says the timeout must be positive. Regression test:
+/// it said `not a number of seconds`.
+#[test]
+fn idle_timeout_zero_says_it_must_be_positive() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let (_, stderr, status) = vigil(
+        root,
+        &[
+            "run",
+            "examples/two_sources.dsrv",
+            "--input",
+            "examples/metrics.jsonl",
+            "--input",
+            "examples/beats.jsonl",
+            "--time",
+            "t",
+            "--idle-timeout",
+            "0",
+        ],
+    );
+    assert_eq!(status, Some(1));
+    assert!(
+        stderr.contains("--idle-timeout 0: the timeout must be a positive number of seconds"),
+        "{stderr}"
+    );
+}
