@@ -308,11 +308,16 @@ pub(super) fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
     tmp_name.push(name);
     tmp_name.push(".tmp");
     let tmp = dir.join(tmp_name);
-    let mut f = File::create(&tmp)?;
-    f.write_all(bytes)?;
-    f.sync_all()?;
-    drop(f);
-    std::fs::rename(&tmp, path)?;
+    let written = File::create(&tmp).and_then(|mut f| {
+        f.write_all(bytes)?;
+        f.sync_all()
+    });
+    // A temporary file that could not be written whole (a full disk) is
+    // taken away, not left behind as a 0-byte `.FILE.tmp`.
+    if let Err(e) = written.and_then(|()| std::fs::rename(&tmp, path)) {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
+    }
     File::open(dir)?.sync_all()
 }
 

@@ -550,13 +550,48 @@ fn error(message: impl fmt::Display) {
 }
 
 /// A failed write to standard output: a closed pipe (`vigil … | head`) ends
-/// the command quietly with status 0; anything else is an I/O error.
+/// the command quietly with status 0; anything else is an I/O error, named
+/// by where it went when that is not the outputs (see [`at`]).
 fn output_error(e: &io::Error) -> Exit {
     if e.kind() == io::ErrorKind::BrokenPipe {
         Exit::Success
     } else {
-        error(format_args!("cannot write output: {e}"));
+        match e.get_ref().and_then(|r| r.downcast_ref::<Destination>()) {
+            Some(d) => error(format_args!("cannot write {}: {}", d.what, d.source)),
+            None => error(format_args!("cannot write output: {e}")),
+        }
         Exit::Failure
+    }
+}
+
+/// An I/O error of a destination other than the outputs (the alerts), so
+/// that its message names it (`--alerts /dev/full` had said "cannot write
+/// output").
+#[derive(Debug)]
+struct Destination {
+    what: String,
+    source: io::Error,
+}
+
+impl fmt::Display for Destination {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.what, self.source)
+    }
+}
+
+impl std::error::Error for Destination {}
+
+/// Tags an I/O error with the destination `what` it happened on (keeping its
+/// kind, so a closed pipe is still one).
+fn at(what: &str) -> impl FnOnce(io::Error) -> io::Error + '_ {
+    move |source| {
+        io::Error::new(
+            source.kind(),
+            Destination {
+                what: what.to_string(),
+                source,
+            },
+        )
     }
 }
 
@@ -634,6 +669,8 @@ pub fn load_spec(path: &str) -> Result<Spec, Exit> {
 /// standard error.
 struct Alerts {
     out: Option<io::BufWriter<Box<dyn Write>>>,
+    /// Where `out` goes, for the message of a failed write.
+    dest: String,
     /// The key input's name, in a keyed run.
     key: Option<String>,
     /// Firings so far.
@@ -674,8 +711,14 @@ impl Alerts {
                 }
             },
         };
+        let dest = match args.alerts.as_deref() {
+            Some("-") => "the alerts to standard output".to_string(),
+            Some(path) => format!("the alerts file `{path}`"),
+            None => "the alerts to the MQTT broker".to_string(),
+        };
         Ok(Alerts {
             out: out.map(io::BufWriter::new),
+            dest,
             key: args.key.clone(),
             fired: 0,
             triggers: ops::TriggerTally::of(spec),
@@ -695,7 +738,12 @@ impl Alerts {
             let key = self.key.as_deref().zip(outputs.key());
             if let Some(t) = self.triggers.iter_mut().find(|t| t.name == alert.trigger) {
                 let at = match key {
-                    Some((name, k)) => format!("{} ({name}={k})", alert.step),
+                    // A key is data: at most 64 characters of it, escaped.
+                    Some((name, k)) => format!(
+                        "{} ({name}={})",
+                        alert.step,
+                        escaped(&crate::row::excerpt(&k.to_string()))
+                    ),
                     None => alert.step.to_string(),
                 };
                 t.count += 1;
@@ -705,7 +753,9 @@ impl Alerts {
                 t.last = Some(at);
             }
             match &mut self.out {
-                Some(out) => out.write_all(&trace::alert_line_with(&alert, key, context))?,
+                Some(out) => out
+                    .write_all(&trace::alert_line_with(&alert, key, context))
+                    .map_err(at(&self.dest))?,
                 None => {
                     let line = match key {
                         Some((name, k)) => format!(
@@ -738,7 +788,7 @@ impl Alerts {
 
     fn flush(&mut self) -> io::Result<()> {
         match &mut self.out {
-            Some(out) => out.flush(),
+            Some(out) => out.flush().map_err(at(&self.dest)),
             None => {
                 flush_said();
                 Ok(())
@@ -855,6 +905,23 @@ fn run(args: &RunArgs) -> Exit {
         && let Err(m) = checkpoint::check_checkpointable(&spec)
     {
         error(m);
+        return Exit::Failure;
+    }
+    // JSON alert lines between CSV rows (or in a JSON-lines stream of
+    // outputs, as lines of another shape) would break every reader of it.
+    if args.alerts.as_deref() == Some("-")
+        && args.output_file.is_none()
+        && !args.quiet
+        && matches!(args.output, OutputArg::Csv | OutputArg::Jsonl)
+    {
+        error(format_args!(
+            "--alerts - and --output {} would mix two formats on standard output; write the alerts to a file (--alerts FILE), the outputs to one (--output-file FILE), or leave --alerts out (alerts then go to standard error)",
+            if matches!(args.output, OutputArg::Csv) {
+                "csv"
+            } else {
+                "jsonl"
+            }
+        ));
         return Exit::Failure;
     }
     // Before anything is opened for writing.

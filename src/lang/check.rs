@@ -285,6 +285,17 @@ fn kind_word(kind: DeclKind) -> &'static str {
     }
 }
 
+/// `kind_word` with its article (`an input`, `a trigger`).
+fn kind_with_article(kind: DeclKind) -> String {
+    let word = kind_word(kind);
+    let article = if word.starts_with(['a', 'e', 'i', 'o', 'u']) {
+        "an"
+    } else {
+        "a"
+    };
+    format!("{article} {word}")
+}
+
 impl Checker<'_> {
     /// Checks every trigger (its condition is Bool, its message names
     /// streams) and builds its message template.
@@ -449,8 +460,8 @@ impl Checker<'_> {
                     self.errors.push(
                         Diagnostic::new(*name_span, format!("`{name}` is declared twice"))
                             .with_hint(format!(
-                                "it is already declared as an {} on line {}",
-                                kind_word(prev.kind),
+                                "it is already declared as {} on line {}",
+                                kind_with_article(prev.kind),
                                 self.lines
                                     .get_or_insert_with(|| LineIndex::new(self.source))
                                     .line(prev.decl_span.start as usize)

@@ -1258,12 +1258,25 @@ impl Parser {
                 let pane_ns = if self.eat(&Tok::Comma) {
                     let g_at = self.span();
                     let (g, g_span) = self.duration(g_at, "granularity", HINT)?;
-                    if total % g != 0 || total / g > MAX_WINDOW_PANES {
+                    // Two faults, each said as it is: a granularity that does
+                    // not divide the duration, and one that divides it into
+                    // too many panes.
+                    if total % g != 0 {
+                        return Err(Box::new(
+                            Diagnostic::new(
+                                g_span,
+                                "a window's granularity must divide its duration evenly (the window is made of whole panes)",
+                            )
+                            .with_hint("for example `window(x, 10s, sum, 2s)` (5 panes) or `window(x, 9s, sum, 3s)` (3 panes)"),
+                        ));
+                    }
+                    if total / g > MAX_WINDOW_PANES {
                         return Err(Box::new(
                             Diagnostic::new(
                                 g_span,
                                 format!(
-                                    "a window's granularity must divide its duration into at most {MAX_WINDOW_PANES} panes"
+                                    "a window's granularity must divide its duration into at most {MAX_WINDOW_PANES} panes (this one makes {})",
+                                    total / g
                                 ),
                             )
                             .with_hint("for example `window(x, 1h, avg, 1min)`: 60 panes of a minute"),

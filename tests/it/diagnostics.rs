@@ -282,11 +282,24 @@ fn window_errors_are_located() {
     check(
         "in x: Int\nout a\na = window(x, 10s, avg, 3s)\n",
         expect![[r#"
-            error: a window's granularity must divide its duration into at most 10000 panes
+            error: a window's granularity must divide its duration evenly (the window is made of whole panes)
              --> spec.dsrv:3:25
               |
             3 | a = window(x, 10s, avg, 3s)
               |                         ^^
+              = hint: for example `window(x, 10s, sum, 2s)` (5 panes) or `window(x, 9s, sum, 3s)` (3 panes)
+        "#]],
+    );
+    // Issue 34: too many panes is said as such (the message had said so for
+    // a granularity that does not divide the duration, above).
+    check(
+        "in x: Int\nout a\na = window(x, 1h, avg, 1ms)\n",
+        expect![[r#"
+            error: a window's granularity must divide its duration into at most 10000 panes (this one makes 3600000)
+             --> spec.dsrv:3:24
+              |
+            3 | a = window(x, 1h, avg, 1ms)
+              |                        ^^^
               = hint: for example `window(x, 1h, avg, 1min)`: 60 panes of a minute
         "#]],
     );
@@ -419,6 +432,28 @@ fn container_syntax_errors_are_located() {
             7 | c = 1 + \v: Int -> v
               |         ^
               = hint: write `(\x: Int -> x + 1)`
+        "#]],
+    );
+}
+
+/// Issue 34: "already declared as an trigger"; the article follows the kind.
+#[test]
+fn a_name_declared_twice_names_its_first_kind_with_its_article() {
+    check(
+        "in x: Int\ntrigger t: x > 1 \"big\"\nout t: Int\nt = x\n",
+        expect![[r#"
+            error: `t` is declared twice
+             --> spec.dsrv:3:5
+              |
+            3 | out t: Int
+              |     ^
+              = hint: it is already declared as a trigger on line 2
+
+            error: `t` is defined twice
+             --> spec.dsrv:4:1
+              |
+            4 | t = x
+              | ^
         "#]],
     );
 }

@@ -800,3 +800,115 @@ fn the_repl_reports_bad_lines_and_goes_on() {
     assert_eq!(lines[7], "y[1] = Int(3)", "{}", o.out);
     assert_eq!(lines.len(), 8, "{}", o.out);
 }
+
+/// Issue 34, poor errors: `--alerts -` with `--output csv` or `jsonl` mixed two formats on
+/// standard output (refused now, saying what to do instead); `--alerts /dev/full` said "cannot
+/// write output" (it names the alerts file now).
+#[test]
+fn alert_destinations_are_checked_and_named() {
+    let d = dir("alert_dest");
+    let spec = write(
+        &d,
+        "s.dsrv",
+        "in x: Int\nout y: Int\ny = x\ntrigger x > 1 \"big\"\n",
+    );
+    let trace = write(&d, "t.jsonl", "{\"x\": 2}\n");
+    for format in ["csv", "jsonl"] {
+        let o = run_args(&[
+            "run", &spec, "--input", &trace, "--alerts", "-", "--output", format,
+        ]);
+        assert_eq!((o.code, o.out.as_str()), (Some(1), ""), "{o:?}");
+        assert!(
+            o.err.contains("would mix two formats on standard output"),
+            "{}",
+            o.err
+        );
+        // The outputs in a file, or none printed, leave standard output to the alerts.
+        let out = d.join(format!("o.{format}")).to_string_lossy().into_owned();
+        let o = run_args(&[
+            "run",
+            &spec,
+            "--input",
+            &trace,
+            "--alerts",
+            "-",
+            "--output",
+            format,
+            "--output-file",
+            &out,
+        ]);
+        assert_eq!(o.code, Some(0), "{o:?}");
+        assert!(o.out.starts_with("{\"step\":0,\"trigger\":"), "{}", o.out);
+    }
+    let o = run_args(&["run", &spec, "--input", &trace, "--alerts", "/dev/full"]);
+    assert_eq!(o.code, Some(1), "{o:?}");
+    assert!(
+        o.err
+            .contains("cannot write the alerts file `/dev/full`: No space left on device"),
+        "{}",
+        o.err
+    );
+}
+
+/// Issue 34, poor errors: `--summary` printed a 100 KB key in full; a message quotes at most
+/// 64 characters of user data, as diagnostics do.
+#[test]
+fn the_summary_quotes_keys_briefly() {
+    let d = dir("summary_keys");
+    let spec = write(&d, "s.dsrv", "in k: Str\nin x: Int\ntrigger x > 0 \"on\"\n");
+    let key = "k".repeat(100_000);
+    let trace = write(&d, "t.jsonl", format!("{{\"k\": \"{key}\", \"x\": 1}}\n"));
+    let o = run_args(&[
+        "run",
+        &spec,
+        "--input",
+        &trace,
+        "--key",
+        "k",
+        "--summary",
+        "--alerts",
+        "/dev/null",
+    ]);
+    assert_eq!(o.code, Some(0), "{o:?}");
+    assert!(
+        o.err.len() < 2_000,
+        "{} bytes on standard error",
+        o.err.len()
+    );
+    assert!(
+        o.err
+            .contains(&format!("first at step 0 (k={}…)", "k".repeat(64))),
+        "{}",
+        o.err
+    );
+}
+
+/// Issue 34, poor errors: a checkpoint that could not be written whole (ENOSPC) left its
+/// temporary `.FILE.tmp` behind. Here the file-size limit (`ulimit -f`, with SIGXFSZ ignored
+/// so the write fails with EFBIG instead) stands for a full disk.
+#[test]
+fn a_checkpoint_that_cannot_be_written_leaves_no_temporary_file() {
+    let d = dir("ck_tmp");
+    let spec = write(
+        &d,
+        "s.dsrv",
+        "in x: Int\nout y: Int\ny = default(x[2000], 0)\n",
+    );
+    let rows: String = (0..3000).map(|i| format!("{{\"x\": {i}}}\n")).collect();
+    let trace = write(&d, "t.jsonl", rows);
+    let ck = d.join("run.ck");
+    let script = format!(
+        "trap '' XFSZ; ulimit -f 4; {} run {spec} --input {trace} --checkpoint {} --checkpoint-every 2500 --quiet",
+        env!("CARGO_BIN_EXE_vigil"),
+        ck.display()
+    );
+    let out = crate::support::bash(&script);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("cannot write checkpoint"), "{err}");
+    assert!(!ck.exists());
+    assert!(
+        !d.join(".run.ck.tmp").exists(),
+        "the temporary file was left behind"
+    );
+}
