@@ -102,4 +102,4 @@ pub use snapshot::{
     FORMAT_VERSION, Fingerprint, KEYED_FORMAT_VERSION, KEYED_MAGIC, KeyedSnapshot, MAGIC, Repair,
     RepairError, Snapshot, SnapshotError, Started, Why,
 };
-pub use value::{Key, MAX_VALUE_NESTING, Sample, Value};
+pub use value::{Key, List, MAX_VALUE_NESTING, Sample, Value};

@@ -695,7 +695,7 @@ fn combine(kind: &ExprKind, args: Vec<Sample>, at_site: bool) -> Result<Sample, 
     match kind {
         ExprKind::List(_) => {
             crate::canonical::ops::contain("List", &v)?;
-            one(Value::List(v.into()))
+            one(Value::list(v))
         }
         ExprKind::Tuple(_) => {
             crate::canonical::ops::contain("Tuple", &v)?;
@@ -981,7 +981,10 @@ mod containers {
     pub(super) fn field(v: &Value, f: &Field) -> Result<Sample, Fault> {
         let found = match (v, f) {
             (Value::Map(m), Field::Name(k)) => m.get(k).ok_or(ErrorKind::MissingKey),
-            (Value::List(xs) | Value::Tuple(xs), Field::Index(i)) => {
+            (Value::List(xs), Field::Index(i)) => {
+                xs.get(*i as usize).ok_or(ErrorKind::IndexOutOfBounds)
+            }
+            (Value::Tuple(xs), Field::Index(i)) => {
                 xs.get(*i as usize).ok_or(ErrorKind::IndexOutOfBounds)
             }
             _ => return Err(bad("field access", v)),
@@ -1030,13 +1033,13 @@ mod containers {
             Method::ListConcat => {
                 let mut xs = list(&v[0])?;
                 xs.extend(list(&v[1])?);
-                done(Value::List(xs.into()))
+                done(Value::list(xs))
             }
             Method::ListAppend => {
                 let mut xs = list(&v[0])?;
                 crate::canonical::ops::contain(op, [&v[1]])?;
                 xs.push(v[1].clone());
-                done(Value::List(xs.into()))
+                done(Value::list(xs))
             }
             Method::ListHead => match list(&v[0])?.first() {
                 Some(x) => Ok(element(x)),
@@ -1047,7 +1050,7 @@ mod containers {
                 if xs.is_empty() {
                     return Err(Fault::new(ErrorKind::EmptyList, op));
                 }
-                done(Value::List(xs[1..].to_vec().into()))
+                done(Value::list(xs[1..].to_vec()))
             }
             Method::ListLen => done(Value::Int(list(&v[0])?.len() as i64)),
             Method::ListMap => {
@@ -1060,7 +1063,7 @@ mod containers {
                     });
                 }
                 crate::canonical::ops::contain(op, &out)?;
-                done(Value::List(out.into()))
+                done(Value::list(out))
             }
             Method::ListFilter => {
                 let mut out = Vec::new();
@@ -1072,7 +1075,7 @@ mod containers {
                         special => return Ok(special),
                     }
                 }
-                done(Value::List(out.into()))
+                done(Value::list(out))
             }
             Method::ListFold => {
                 let mut acc = Sample::Value(v[1].clone());

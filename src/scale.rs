@@ -57,15 +57,19 @@ impl Wire {
     /// A container's wire form (a function has none: it never leaves its
     /// process).
     fn of<E: serde::ser::Error>(v: &Value) -> Result<Wire, E> {
-        let all = |items: &[Value]| items.iter().map(Wire::of).collect::<Result<Vec<_>, E>>();
+        fn all<'v, E: serde::ser::Error>(
+            items: impl Iterator<Item = &'v Value>,
+        ) -> Result<Vec<Wire>, E> {
+            items.map(Wire::of).collect()
+        }
         Ok(match v {
             Value::Int(i) => Wire::Int(*i),
             Value::Float(x) => Wire::Float(x.to_bits()),
             Value::Bool(b) => Wire::Bool(*b),
             Value::Str(t) => Wire::Str(t.to_string()),
             Value::Unit => Wire::Unit,
-            Value::List(items) => Wire::List(all(items)?),
-            Value::Tuple(items) => Wire::Tuple(all(items)?),
+            Value::List(items) => Wire::List(all(items.iter())?),
+            Value::Tuple(items) => Wire::Tuple(all(items.iter())?),
             Value::Map(m) => Wire::Map(
                 m.iter()
                     .map(|(k, x)| Ok((k.to_string(), Wire::of(x)?)))
@@ -148,7 +152,11 @@ pub fn key_cmp(a: &Value, b: &Value) -> Ordering {
         (Value::Float(a), Value::Float(b)) => a.total_cmp(b),
         (Value::Bool(a), Value::Bool(b)) => a.cmp(b),
         (Value::Str(a), Value::Str(b)) => a.as_bytes().cmp(b.as_bytes()),
-        (Value::List(x), Value::List(y)) | (Value::Tuple(x), Value::Tuple(y)) => {
+        (Value::List(x), Value::List(y)) => {
+            let mut by_item = x.iter().zip(y.iter()).map(|(a, b)| key_cmp(a, b));
+            by_item.find(|o| o.is_ne()).unwrap_or(x.len().cmp(&y.len()))
+        }
+        (Value::Tuple(x), Value::Tuple(y)) => {
             let mut by_item = x.iter().zip(y.iter()).map(|(a, b)| key_cmp(a, b));
             by_item.find(|o| o.is_ne()).unwrap_or(x.len().cmp(&y.len()))
         }

@@ -451,7 +451,7 @@ impl Cell {
             Value::Bool(b) => Cell::Bool(*b),
             Value::Str(s) => Cell::Str(s.to_string()),
             Value::Unit => Cell::Unit,
-            Value::List(items) => Cell::List(all(items)),
+            Value::List(items) => Cell::List(items.iter().map(Cell::of_value).collect()),
             Value::Tuple(items) => Cell::Tuple(all(items)),
             Value::Map(m) => Cell::Map(
                 m.iter()

@@ -35,6 +35,102 @@ pub trait Function: fmt::Debug + Send + Sync {
     fn source(&self) -> String;
 }
 
+/// The elements of a list value: a persistent vector (`imbl::Vector`, an
+/// RRB tree of chunks) behind one pointer. Cloning copies nothing, and
+/// appending one element to a list makes a new list sharing all but the
+/// last chunk with the old one, which stays as it was: a stream that
+/// accumulates (`l = List.append(default(l[1], List()), x)`) costs
+/// amortised O(1) per step, where copying the whole list at every step was
+/// quadratic over a run. The one pointer keeps `Value` small.
+#[derive(Clone, Default)]
+pub struct List(Arc<imbl::Vector<Value>>);
+
+impl List {
+    /// The number of elements.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether the list has no elements.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The elements, first to last.
+    pub fn iter(&self) -> impl DoubleEndedIterator<Item = &Value> + ExactSizeIterator + '_ {
+        self.0.iter()
+    }
+
+    /// The element at `index`, if there is one.
+    pub fn get(&self, index: usize) -> Option<&Value> {
+        self.0.get(index)
+    }
+
+    /// The first element, if there is one.
+    pub fn first(&self) -> Option<&Value> {
+        self.0.front()
+    }
+
+    /// The elements, copied into a vector.
+    pub fn to_vec(&self) -> Vec<Value> {
+        self.0.iter().cloned().collect()
+    }
+
+    /// This list with `v` after its last element (this one is unchanged).
+    pub fn appended(&self, v: Value) -> List {
+        let mut items = (*self.0).clone();
+        items.push_back(v);
+        List(Arc::new(items))
+    }
+
+    /// This list's elements, then `other`'s.
+    pub fn concat(&self, other: &List) -> List {
+        let mut items = (*self.0).clone();
+        items.append((*other.0).clone());
+        List(Arc::new(items))
+    }
+
+    /// This list without its first element (empty stays empty).
+    pub fn tail(&self) -> List {
+        List(Arc::new(self.0.skip(1.min(self.0.len()))))
+    }
+}
+
+/// As a slice indexes: the element at `index`, which must exist.
+impl std::ops::Index<usize> for List {
+    type Output = Value;
+
+    fn index(&self, index: usize) -> &Value {
+        &self.0[index]
+    }
+}
+
+impl From<Vec<Value>> for List {
+    fn from(items: Vec<Value>) -> List {
+        List(Arc::new(items.into_iter().collect()))
+    }
+}
+
+impl FromIterator<Value> for List {
+    fn from_iter<I: IntoIterator<Item = Value>>(items: I) -> List {
+        List(Arc::new(items.into_iter().collect()))
+    }
+}
+
+/// Element by element, by `Value`'s equality.
+impl PartialEq for List {
+    fn eq(&self, other: &List) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+            || (self.len() == other.len() && self.iter().zip(other.iter()).all(|(a, b)| a == b))
+    }
+}
+
+impl fmt::Debug for List {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
 /// How deeply containers (lists, tuples, maps) may nest in a value that
 /// enters a monitor: from any trace reader (JSON lines, CSV cells, MQTT,
 /// Redis), a row built in memory (`row::conform`), a replay log or a
@@ -59,8 +155,9 @@ pub enum Value {
     Str(Arc<str>),
     /// The unit value `()`.
     Unit,
-    /// A list (shared: cloning never copies the elements).
-    List(Arc<[Value]>),
+    /// A list (shared: cloning never copies the elements, and a list made
+    /// from another by `List.append` shares its elements; see [`List`]).
+    List(List),
     /// A tuple.
     Tuple(Arc<[Value]>),
     /// A map from strings to values, in key order.
@@ -89,7 +186,8 @@ impl Value {
         // `limit - 1` is evaluated only when `limit > 0` (the `||` short-circuits).
         let deeper = |v: &Value| v.nests_deeper_than(limit - 1);
         match self {
-            Value::List(items) | Value::Tuple(items) => limit == 0 || items.iter().any(deeper),
+            Value::List(items) => limit == 0 || items.iter().any(deeper),
+            Value::Tuple(items) => limit == 0 || items.iter().any(deeper),
             Value::Map(m) => limit == 0 || m.values().any(deeper),
             _ => false,
         }
@@ -105,7 +203,10 @@ impl Value {
             (Value::Bool(a), Value::Bool(b)) => a == b,
             (Value::Str(a), Value::Str(b)) => a == b,
             (Value::Unit, Value::Unit) => true,
-            (Value::List(a), Value::List(b)) | (Value::Tuple(a), Value::Tuple(b)) => {
+            (Value::List(a), Value::List(b)) => {
+                a.len() == b.len() && a.iter().zip(b.iter()).all(|(x, y)| x.structural_eq(y))
+            }
+            (Value::Tuple(a), Value::Tuple(b)) => {
                 a.len() == b.len() && a.iter().zip(b.iter()).all(|(x, y)| x.structural_eq(y))
             }
             (Value::Map(a), Value::Map(b)) => {
@@ -221,7 +322,8 @@ impl PartialEq for Value {
     fn eq(&self, other: &Value) -> bool {
         match (self, other) {
             (Value::Float(a), Value::Float(b)) => a.to_bits() == b.to_bits(),
-            (Value::List(a), Value::List(b)) | (Value::Tuple(a), Value::Tuple(b)) => a == b,
+            (Value::List(a), Value::List(b)) => a == b,
+            (Value::Tuple(a), Value::Tuple(b)) => a == b,
             (Value::Map(a), Value::Map(b)) => a == b,
             // Two runs (two tiers) make two closures of one lambda: they
             // agree when they print alike.
@@ -237,8 +339,11 @@ impl PartialEq for Value {
 /// form.
 impl fmt::Display for Value {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fn items(f: &mut fmt::Formatter<'_>, items: &[Value]) -> fmt::Result {
-            for (k, v) in items.iter().enumerate() {
+        fn items<'v>(
+            f: &mut fmt::Formatter<'_>,
+            items: impl Iterator<Item = &'v Value>,
+        ) -> fmt::Result {
+            for (k, v) in items.enumerate() {
                 if k > 0 {
                     f.write_str(", ")?;
                 }
@@ -254,12 +359,12 @@ impl fmt::Display for Value {
             Value::Unit => write!(f, "Unit"),
             Value::List(v) => {
                 f.write_str("List([")?;
-                items(f, v)?;
+                items(f, v.iter())?;
                 f.write_str("])")
             }
             Value::Tuple(v) => {
                 f.write_str("Tuple([")?;
-                items(f, v)?;
+                items(f, v.iter())?;
                 f.write_str("])")
             }
             Value::Map(m) => {
@@ -359,8 +464,14 @@ impl Key {
             Value::Bool(b) => (2u8, *b).hash(state),
             Value::Str(s) => (3u8, &**s).hash(state),
             Value::Unit => 4u8.hash(state),
-            Value::List(v) | Value::Tuple(v) => {
-                (5u8, matches!(value, Value::Tuple(_)), v.len()).hash(state);
+            Value::List(v) => {
+                (5u8, false, v.len()).hash(state);
+                for x in v.iter() {
+                    Key::hash_value_into(x, state);
+                }
+            }
+            Value::Tuple(v) => {
+                (5u8, true, v.len()).hash(state);
                 for x in v.iter() {
                     Key::hash_value_into(x, state);
                 }

@@ -354,11 +354,16 @@ fn field_value(v: &Value, field: &Field) -> Result<Value, Fault> {
             op: "field access",
             detail: Some(format!("{:?}", &**k)),
         }),
-        (Value::Tuple(items) | Value::List(items), Field::Index(i)) => {
-            items.get(*i as usize).cloned().ok_or_else(|| Fault {
+        (Value::Tuple(_) | Value::List(_), Field::Index(i)) => {
+            let (found, len) = match v {
+                Value::List(items) => (items.get(*i as usize), items.len()),
+                Value::Tuple(items) => (items.get(*i as usize), items.len()),
+                _ => unreachable!("matched a list or a tuple"),
+            };
+            found.cloned().ok_or_else(|| Fault {
                 kind: ErrorKind::IndexOutOfBounds,
                 op: "field access",
-                detail: Some(format!("index {i}, length {}", items.len())),
+                detail: Some(format!("index {i}, length {len}")),
             })
         }
         (other, _) => Err(invalid("field access", other)),
@@ -404,12 +409,13 @@ pub fn method(m: Method, args: &[Value]) -> Result<Sample, Fault> {
         }
         ListConcat => {
             let (a, b) = (list(&args[0])?, list(&args[1])?);
-            Value::list(a.iter().chain(b.iter()).cloned().collect())
+            Value::List(a.concat(&b))
         }
         ListAppend => {
             let a = list(&args[0])?;
             super::ops::contain(op, [&args[1]])?;
-            Value::list(a.iter().cloned().chain([args[1].clone()]).collect())
+            // Shares `a`'s elements: accumulating costs O(1) a step.
+            Value::List(a.appended(args[1].clone()))
         }
         ListHead => {
             return Ok(list(&args[0])?
@@ -418,10 +424,13 @@ pub fn method(m: Method, args: &[Value]) -> Result<Sample, Fault> {
                 .ok_or_else(empty)?
                 .into_sample());
         }
-        ListTail => match &*list(&args[0])? {
-            [] => return Err(empty()),
-            [_, rest @ ..] => Value::list(rest.to_vec()),
-        },
+        ListTail => {
+            let items = list(&args[0])?;
+            if items.is_empty() {
+                return Err(empty());
+            }
+            Value::List(items.tail())
+        }
         ListLen => Value::Int(list(&args[0])?.len() as i64),
         ListMap | ListFilter => {
             let f = function(op, &args[0])?;

@@ -564,6 +564,7 @@ pub(super) fn prepare(
         }
     }
     let names = view.writer_names(&monitor.output_names(), output);
+    let loaded_from = loaded.as_ref().map_or("", |(p, _)| *p);
     let key = args.key.as_deref();
     // A regular file's outputs are formatted and written by a thread of
     // their own, which overlaps them with reading and evaluating the next
@@ -590,48 +591,24 @@ pub(super) fn prepare(
         None if streaming => (make(names, Box::new(io::stdout()), false), None),
         None => (make(names, trace::raw_stdout(), false), None),
         Some(out) => {
-            let appended = loaded
-                .as_ref()
+            let recorded = (loaded.as_ref())
                 .and_then(|(_, l)| l.info.output.file.as_ref())
                 .map(|f| f.len);
-            let file = match appended {
-                None => File::create(out)
-                    .map_err(|e| fail(format!("cannot create the output file `{out}`: {e}")))?,
-                Some(len) => reopen_output(out, len, "output file").map_err(|e| {
-                    fail(format!(
-                        "cannot resume from `{}`: {e}",
-                        loaded.as_ref().map_or("", |(p, _)| p)
-                    ))
-                })?,
-            };
-            let sync = file
-                .try_clone()
-                .map_err(|e| fail(format!("cannot open the output file `{out}`: {e}")))?;
+            let (file, sync) =
+                open_kept(out, recorded, "output file", loaded_from).map_err(fail)?;
             let sink: Box<dyn Write + Send> = Box::new(file);
-            let writer = make(names, sink, appended.is_some_and(|len| len > 0));
+            let writer = make(names, sink, recorded.is_some_and(|len| len > 0));
             (writer, Some((out.clone(), sync)))
         }
     };
     let alerts_file = match args.alerts.as_deref() {
         None | Some("-") => None,
         Some(path) => {
-            let recorded = loaded
-                .as_ref()
+            let recorded = (loaded.as_ref())
                 .and_then(|(_, l)| l.info.output.alerts.as_ref())
                 .map(|f| f.len);
-            let file = match recorded {
-                None => File::create(path)
-                    .map_err(|e| fail(format!("cannot create the alerts file `{path}`: {e}")))?,
-                Some(len) => reopen_output(path, len, "alerts file").map_err(|e| {
-                    fail(format!(
-                        "cannot resume from `{}`: {e}",
-                        loaded.as_ref().map_or("", |(p, _)| p)
-                    ))
-                })?,
-            };
-            let sync = file
-                .try_clone()
-                .map_err(|e| fail(format!("cannot open the alerts file `{path}`: {e}")))?;
+            let (file, sync) =
+                open_kept(path, recorded, "alerts file", loaded_from).map_err(fail)?;
             Some((file, (path.to_string(), sync)))
         }
     };
@@ -941,6 +918,29 @@ fn skip_rows(
         }
     }
     Ok(())
+}
+
+/// Opens a file a checkpointed run keeps exactly once (`what`: the output
+/// file, the alerts file): created, or, with the length a checkpoint
+/// (loaded from `loaded_from`) `recorded`, cut back to it for appending. Also
+/// gives a second handle, for a checkpoint to sync it through.
+fn open_kept(
+    path: &str,
+    recorded: Option<u64>,
+    what: &str,
+    loaded_from: &str,
+) -> Result<(File, File), String> {
+    let file = match recorded {
+        None => {
+            File::create(path).map_err(|e| format!("cannot create the {what} `{path}`: {e}"))?
+        }
+        Some(len) => reopen_output(path, len, what)
+            .map_err(|e| format!("cannot resume from `{loaded_from}`: {e}"))?,
+    };
+    let sync = file
+        .try_clone()
+        .map_err(|e| format!("cannot open the {what} `{path}`: {e}"))?;
+    Ok((file, sync))
 }
 
 /// Opens the output file of a resumed run (or another file it writes,

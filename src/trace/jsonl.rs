@@ -297,7 +297,7 @@ pub(crate) fn json_value(j: Json<'_>, ty: Type, name: &str) -> Result<Value, Row
         Json::Compound(v) if matches!(ty, Type::List | Type::Tuple | Type::Map) => {
             let value = container(v, name)?;
             return match (ty, value) {
-                (Type::Tuple, Value::List(items)) => Ok(Value::Tuple(items)),
+                (Type::Tuple, Value::List(items)) => Ok(Value::tuple(items.to_vec())),
                 (_, value) => conform(value, ty, name),
             };
         }
@@ -418,7 +418,7 @@ fn decode(raw: &str, ty: Type, name: &str) -> Result<Value, String> {
         // error there too, not a Float).
         Some(b'[' | b'{') if matches!(ty, Type::List | Type::Tuple | Type::Map) => {
             return match (ty, raw_container(raw, name)?) {
-                (Type::Tuple, Value::List(items)) => Ok(Value::Tuple(items)),
+                (Type::Tuple, Value::List(items)) => Ok(Value::tuple(items.to_vec())),
                 (_, value) => conform(value, ty, name).map_err(|e| e.to_string()),
             };
         }

@@ -424,9 +424,14 @@ fn push_json_value(line: &mut Vec<u8>, v: &Value) -> io::Result<()> {
         Value::Bool(b) => write!(line, "{b}")?,
         Value::Str(s) => serde_json::to_writer(&mut *line, &**s)?,
         Value::Unit => line.extend_from_slice(b"\"()\""),
-        Value::List(items) | Value::Tuple(items) => {
+        Value::List(_) | Value::Tuple(_) => {
             line.push(b'[');
-            for (k, x) in items.iter().enumerate() {
+            let items: Box<dyn Iterator<Item = &Value>> = match v {
+                Value::List(items) => Box::new(items.iter()),
+                Value::Tuple(items) => Box::new(items.iter()),
+                _ => unreachable!("matched a list or a tuple"),
+            };
+            for (k, x) in items.enumerate() {
                 if k > 0 {
                     line.push(b',');
                 }
