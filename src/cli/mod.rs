@@ -320,7 +320,7 @@ pub struct RunArgs {
     /// With `--key`: at most N keys live at once; a new key evicts the least
     /// recently used one, whose state is dropped (it starts afresh if it
     /// comes back).
-    #[arg(long, value_name = "N", requires = "key")]
+    #[arg(long, value_name = "N", requires = "key", value_parser = parse_max_keys)]
     pub max_keys: Option<std::num::NonZeroUsize>,
     /// Write one JSON line per trigger firing to FILE (`-`: standard
     /// output): `{"step":17,"trigger":"too_hot","message":"…","values":{…}}`,
@@ -369,13 +369,14 @@ pub struct RunArgs {
     /// With `--key`: run W timely workers (threads) in this process, each
     /// monitoring the keys that hash to it (README "Scaling out"). The
     /// output is the same as one worker's, in the order (time, key, row).
-    #[arg(long, value_name = "W", requires = "key")]
+    /// At most 256 per process, and 1,024 over all processes.
+    #[arg(long, value_name = "W", requires = "key", value_parser = parse_workers)]
     pub workers: Option<std::num::NonZeroUsize>,
     /// With `--key`: join a computation of N processes (each with
     /// `--workers` threads); process 0 reads the trace and writes the
     /// output. Every process is started with the same options and its own
-    /// `--process`.
-    #[arg(long, value_name = "N", requires = "key")]
+    /// `--process`. At most 256.
+    #[arg(long, value_name = "N", requires = "key", value_parser = parse_processes)]
     pub processes: Option<std::num::NonZeroUsize>,
     /// This process's index among `--processes` (0 to N-1).
     #[arg(long, value_name = "I", requires = "processes")]
@@ -389,6 +390,48 @@ pub struct RunArgs {
     /// them in the (time, key, row) order.
     #[arg(long)]
     pub unordered: bool,
+}
+
+/// `--workers W`: a count of worker threads, 1 to `scale::MAX_WORKERS`.
+fn parse_workers(text: &str) -> Result<std::num::NonZeroUsize, String> {
+    let max = scale::MAX_WORKERS;
+    match text.trim().parse::<usize>() {
+        Ok(0) => Err(format!(
+            "a run needs at least one worker: give 1 to {max} (or leave --workers out for one)"
+        )),
+        Ok(n) if n > max => Err(format!(
+            "at most {max} workers per process: timely connects every worker to every other, so memory and start-up time grow with the square of the workers (512 take 5 s and 390 MB to start, 1,000 take 1.3 GB), and workers beyond the machine's cores only take turns; add processes (--processes) instead"
+        )),
+        Ok(n) => std::num::NonZeroUsize::new(n).ok_or_else(|| "zero".to_string()),
+        Err(_) => Err(format!("not a number of workers (1 to {max})")),
+    }
+}
+
+/// `--processes N`: a count of processes, 1 to `scale::MAX_PROCESSES`.
+fn parse_processes(text: &str) -> Result<std::num::NonZeroUsize, String> {
+    let max = scale::MAX_PROCESSES;
+    match text.trim().parse::<usize>() {
+        Ok(0) => Err(format!(
+            "a run needs at least one process: give 1 to {max} (or leave --processes out for one)"
+        )),
+        Ok(n) if n > max => Err(format!(
+            "at most {max} processes: each process holds a connection and two threads for every other one, and process 0 alone reads the trace for all of them"
+        )),
+        Ok(n) => std::num::NonZeroUsize::new(n).ok_or_else(|| "zero".to_string()),
+        Err(_) => Err(format!("not a number of processes (1 to {max})")),
+    }
+}
+
+/// `--max-keys N`: at least one key.
+fn parse_max_keys(text: &str) -> Result<std::num::NonZeroUsize, String> {
+    match text.trim().parse::<usize>() {
+        Ok(0) => Err(
+            "a keyed run keeps at least one key live: give 1 or more, or leave --max-keys out to keep every key"
+                .into(),
+        ),
+        Ok(n) => std::num::NonZeroUsize::new(n).ok_or_else(|| "zero".to_string()),
+        Err(_) => Err("not a number of keys (1 or more)".into()),
+    }
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]

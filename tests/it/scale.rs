@@ -883,3 +883,69 @@ fn the_fragment_with_a_barrier_and_a_resume_equals_one_keyed_monitor() {
     );
     assert!(cases >= 30 && both_halves >= 15 && two_workers_busy >= 15 && errors >= 1);
 }
+
+/// A small keyed spec and trace, and a hostfile, for the runs that check how
+/// two processes start.
+fn small_job(dir: &Path) -> (String, String, String) {
+    let spec = write(
+        dir,
+        "spec.dsrv",
+        "in host: Str\nin x: Int\nout y: Int\ny = x * 10\n",
+    );
+    let input = write(
+        dir,
+        "t.jsonl",
+        "{\"host\":\"a\",\"x\":1}\n{\"host\":\"d\",\"x\":4}\n{\"host\":\"a\",\"x\":2}\n",
+    );
+    (spec, input, hostfile(dir))
+}
+
+#[test]
+fn worker_and_process_counts_are_bounded_with_a_reason() {
+    let dir = test_dir("scale", "bounds");
+    let (spec, input, _) = small_job(&dir);
+    let cases: [(&[&str], &str); 5] = [
+        (&["--workers", "0"], "a run needs at least one worker"),
+        (&["--workers", "257"], "at most 256 workers per process"),
+        (
+            &["--processes", "0", "--process", "0"],
+            "a run needs at least one process",
+        ),
+        (
+            &["--processes", "257", "--process", "0"],
+            "at most 256 processes",
+        ),
+        (
+            &["--workers", "64", "--processes", "17", "--process", "0"],
+            "17 processes of 64 workers make 1088 workers, and a run has at most 1024",
+        ),
+    ];
+    for (extra, want) in cases {
+        let mut args = vec!["run", &spec, "--input", &input, "--key", "host"];
+        args.extend(extra);
+        let o = run(&args);
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{extra:?}: {stderr}");
+        assert!(stderr.contains(want), "{extra:?}: {stderr}");
+        assert!(!stderr.contains("non-zero type"), "{stderr}");
+    }
+    // `--max-keys 0` says what is wrong and what to do, not clap's words.
+    let o = run(&[
+        "run",
+        &spec,
+        "--input",
+        &input,
+        "--key",
+        "host",
+        "--max-keys",
+        "0",
+    ]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("keeps at least one key live")
+            && stderr.contains("leave --max-keys out")
+            && !stderr.contains("non-zero type"),
+        "{stderr}"
+    );
+}
