@@ -20,6 +20,7 @@ mod live;
 mod log;
 mod ops;
 mod paths;
+mod peers;
 mod repl;
 mod scale;
 mod timed;
@@ -375,7 +376,7 @@ pub struct RunArgs {
     /// With `--key`: join a computation of N processes (each with
     /// `--workers` threads); process 0 reads the trace and writes the
     /// output. Every process is started with the same options and its own
-    /// `--process`. At most 256.
+    /// `--process` (they check it when they connect). At most 256.
     #[arg(long, value_name = "N", requires = "key", value_parser = parse_processes)]
     pub processes: Option<std::num::NonZeroUsize>,
     /// This process's index among `--processes` (0 to N-1).
@@ -385,6 +386,10 @@ pub struct RunArgs {
     /// (timely's hostfile); by default 127.0.0.1, ports 2101 and up.
     #[arg(long, value_name = "FILE", requires = "processes")]
     pub hostfile: Option<String>,
+    /// With `--processes`: how long a process waits for the others to
+    /// connect at the start before it gives up.
+    #[arg(long, value_name = "SECONDS", default_value = "60", value_parser = parse_timeout, requires = "processes")]
+    pub connect_timeout: std::time::Duration,
     /// With `--workers`/`--processes`: each worker writes its rows' outputs
     /// as they complete, to its own process's output, instead of gathering
     /// them in the (time, key, row) order.
@@ -415,7 +420,7 @@ fn parse_processes(text: &str) -> Result<std::num::NonZeroUsize, String> {
             "a run needs at least one process: give 1 to {max} (or leave --processes out for one)"
         )),
         Ok(n) if n > max => Err(format!(
-            "at most {max} processes: each process holds a connection and two threads for every other one, and process 0 alone reads the trace for all of them"
+            "at most {max} processes: each process holds two connections and two threads for every other one, and process 0 alone reads the trace for all of them"
         )),
         Ok(n) => std::num::NonZeroUsize::new(n).ok_or_else(|| "zero".to_string()),
         Err(_) => Err(format!("not a number of processes (1 to {max})")),
@@ -431,6 +436,15 @@ fn parse_max_keys(text: &str) -> Result<std::num::NonZeroUsize, String> {
         ),
         Ok(n) => std::num::NonZeroUsize::new(n).ok_or_else(|| "zero".to_string()),
         Err(_) => Err("not a number of keys (1 or more)".into()),
+    }
+}
+
+/// `--connect-timeout`: seconds, more than 0 and at most a day.
+fn parse_timeout(text: &str) -> Result<std::time::Duration, String> {
+    match text.trim().parse::<f64>() {
+        Ok(s) if s > 0.0 && s <= 86_400.0 => Ok(std::time::Duration::from_secs_f64(s)),
+        Ok(_) => Err("give a number of seconds more than 0 and at most 86400 (a day)".into()),
+        Err(_) => Err("not a number of seconds (e.g. 30 or 2.5)".into()),
     }
 }
 

@@ -20,6 +20,7 @@
 //! process from the newest complete checkpoint.
 
 use super::ops::{self, View};
+use super::peers;
 use super::{Exit, RunArgs, error, say, trace_exit};
 use crate::keyed::KeyedMonitor;
 use crate::monitor::Spec;
@@ -556,10 +557,6 @@ fn refuse(args: &RunArgs) -> Result<(), String> {
     Ok(())
 }
 
-/// How long a process waits for its peers to connect at the start: a
-/// process that never comes is an error, not a hang.
-const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
-
 /// The most worker threads per process (`--workers`). Timely gives every
 /// worker a channel to every other for each exchange, so memory and start-up
 /// time grow with the square of the workers: on 1,000 rows (a debug build)
@@ -569,8 +566,8 @@ const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 /// largest machines have 256 hardware threads); more machines need more
 /// processes.
 pub(super) const MAX_WORKERS: usize = 256;
-/// The most processes (`--processes`): each holds a connection and two
-/// threads (timely's sender and receiver) for every other.
+/// The most processes (`--processes`): each holds two connections (timely's
+/// and vigil's) and two threads (timely's sender and receiver) for every other.
 pub(super) const MAX_PROCESSES: usize = 256;
 /// The most workers over all processes: each process holds its workers'
 /// channels to every worker of the run.
@@ -635,87 +632,110 @@ fn launch(args: &RunArgs) -> Result<(Launch, usize, usize), String> {
     Ok((Launch::Cluster { process, addresses }, threads, process))
 }
 
-/// Connects this process to every other one, as timely's own set-up does
-/// (a process dials the ones before it, sending its index, and accepts the
-/// ones after it) but quietly — timely's prints its retries on standard
-/// output, which is the monitor's output here — and within
-/// `CONNECT_TIMEOUT`.
-fn connect(addresses: &[String], me: usize) -> Result<Vec<Option<std::net::TcpStream>>, String> {
-    use std::net::{TcpListener, TcpStream};
-    let deadline = std::time::Instant::now() + CONNECT_TIMEOUT;
-    let listener = TcpListener::bind(&addresses[me])
-        .map_err(|e| format!("process {me} cannot listen on {}: {e}", addresses[me]))?;
-    listener
-        .set_nonblocking(true)
-        .map_err(|e| format!("cannot listen on {}: {e}", addresses[me]))?;
-    let mut sockets: Vec<Option<TcpStream>> = (0..addresses.len()).map(|_| None).collect();
-    for (i, address) in addresses.iter().enumerate().take(me) {
-        let stream = loop {
-            match TcpStream::connect(address) {
-                Ok(s) => break s,
-                Err(_) if std::time::Instant::now() < deadline => {
-                    std::thread::sleep(std::time::Duration::from_millis(50));
-                }
-                Err(e) => {
-                    return Err(format!(
-                        "process {me} cannot reach process {i} at {address} within {}s: {e}",
-                        CONNECT_TIMEOUT.as_secs()
-                    ));
-                }
-            }
+/// What every process of a run must agree on (the handshake compares them,
+/// `peers::connect`): everything that changes what a worker computes or
+/// formats, or how the workers are wired. Left out, since only process 0
+/// uses them or they change no result: the trace and how it is read
+/// (`--input`, `--format`, `--max-step-gap`), where the output goes
+/// (`--output-file`), `--hostfile`, `--tier`, `--strict-tier`,
+/// `--checkpoint-every`, `--fail-on-trigger` and the timeouts.
+fn job(args: &RunArgs, spec: &Spec, resumed_at: Option<u64>) -> Vec<peers::Term> {
+    use peers::Term;
+    // The fingerprint leaves out the triggers' messages (they are not run
+    // state), but they are what an alert line says.
+    let mut spec_text = spec.fingerprint().to_string();
+    for t in &spec.checked().triggers {
+        spec_text.push_str(&format!("\n{}: {:?}", t.name, t.message));
+    }
+    let digest: String = crate::snapshot::sha256(spec_text.as_bytes())[..6]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let mut terms = vec![
+        Term::new(
+            "version",
+            concat!("vigil ", env!("CARGO_PKG_VERSION")),
+            concat!("vigil ", env!("CARGO_PKG_VERSION")),
+        ),
+        Term::new(
+            "spec",
+            digest.clone(),
+            format!("the specification `{}` (digest {digest})", args.spec),
+        ),
+    ];
+    // An option as given, or its absence.
+    let mut option = |flag: &str, value: Option<String>| {
+        let shown = match &value {
+            Some(v) if v.is_empty() => format!("`{flag}`"),
+            Some(v) => format!("`{flag} {v}`"),
+            None => format!("without `{flag}`"),
         };
-        let mut stream = stream;
-        stream
-            .set_nodelay(true)
-            .and_then(|()| stream.write_all(&(me as u64).to_be_bytes()))
-            .map_err(|e| format!("cannot greet process {i} at {address}: {e}"))?;
-        sockets[i] = Some(stream);
-    }
-    while sockets[me + 1..].iter().any(Option::is_none) {
-        match listener.accept() {
-            Ok((mut stream, _)) => {
-                let mut index = [0u8; 8];
-                let greeted = stream
-                    .set_nonblocking(false)
-                    .and_then(|()| {
-                        stream.set_read_timeout(Some(std::time::Duration::from_secs(10)))
-                    })
-                    .and_then(|()| std::io::Read::read_exact(&mut stream, &mut index))
-                    .and_then(|()| stream.set_read_timeout(None))
-                    .and_then(|()| stream.set_nodelay(true));
-                let index = u64::from_be_bytes(index) as usize;
-                // A stranger (not a peer's greeting) is dropped.
-                if greeted.is_ok()
-                    && index > me
-                    && index < addresses.len()
-                    && sockets[index].is_none()
-                {
-                    sockets[index] = Some(stream);
-                }
-            }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                if std::time::Instant::now() >= deadline {
-                    let missing: Vec<String> = (me + 1..addresses.len())
-                        .filter(|&i| sockets[i].is_none())
-                        .map(|i| i.to_string())
-                        .collect();
-                    return Err(format!(
-                        "process {me}: processes {} did not connect within {}s",
-                        missing.join(", "),
-                        CONNECT_TIMEOUT.as_secs()
-                    ));
-                }
-                std::thread::sleep(std::time::Duration::from_millis(20));
-            }
-            Err(e) => return Err(format!("cannot accept peers on {}: {e}", addresses[me])),
-        }
-    }
-    Ok(sockets)
+        terms.push(Term::new(flag, value.unwrap_or_else(|| "-".into()), shown));
+    };
+    let flag = |on: bool| on.then(String::new);
+    let count = |n: Option<std::num::NonZeroUsize>| n.map_or(1, |n| n.get()).to_string();
+    option("--key", args.key.clone());
+    option("--workers", Some(count(args.workers)));
+    option("--processes", Some(count(args.processes)));
+    let output = match &args.output {
+        super::OutputArg::Text => "text",
+        super::OutputArg::Csv => "csv",
+        super::OutputArg::Jsonl => "jsonl",
+        super::OutputArg::Mqtt(url) | super::OutputArg::Redis(url) => url,
+    };
+    option("--output", Some(output.to_string()));
+    // The alerts' form (JSON lines, or readable lines on standard error);
+    // where they go is process 0's.
+    option("--alerts", flag(args.alerts.is_some()));
+    option("--only", args.only.as_ref().map(|o| o.join(",")));
+    option("--quiet", flag(args.quiet));
+    option("--pass", args.pass.as_ref().map(|p| p.join(",")));
+    option("--max-keys", args.max_keys.map(|n| n.to_string()));
+    option(
+        "--max-string-bytes",
+        Some(args.max_string_bytes.to_string()),
+    );
+    option(
+        "--on-malformed",
+        Some(format!("{:?}", args.on_malformed).to_lowercase()),
+    );
+    option("--time", args.time.clone());
+    option("--time-unit", Some(args.time_unit.clone()));
+    option("--lateness", args.lateness.map(|l| l.to_string()));
+    option("--start", args.start.clone());
+    option("--max-gap", args.max_gap.map(|g| g.to_string()));
+    option("--on-gap", args.on_gap.clone());
+    option("--on-reset", args.on_reset.clone());
+    option("--max-ticks", Some(args.max_ticks.to_string()));
+    option("--unordered", flag(args.unordered));
+    // A process that writes no snapshot at a barrier leaves the checkpoint
+    // incomplete; one resumed from another checkpoint than the others runs
+    // its keys from another state.
+    option("--checkpoint", flag(args.checkpoint.is_some()));
+    terms.push(match resumed_at {
+        Some(t) => Term::new(
+            "--resume",
+            t.to_string(),
+            format!("`--resume` from the checkpoint at {t}"),
+        ),
+        None => Term::new("--resume", "-", "without `--resume`"),
+    });
+    terms
 }
 
-/// Starts the workers of `launch` running `func`.
+/// Where the workers run, once connected: threads of this process, or
+/// this process's part of a cluster and its connections to the others.
+enum Network {
+    Local,
+    Cluster {
+        process: usize,
+        sockets: Vec<Option<std::net::TcpStream>>,
+    },
+}
+
+/// Starts the workers of `network` running `func`.
 fn start<T, F>(
-    launch: Launch,
+    network: Network,
     threads: usize,
     func: F,
 ) -> Result<timely::communication::WorkerGuards<T>, String>
@@ -723,12 +743,11 @@ where
     T: Send + 'static,
     F: Fn(&mut timely::worker::Worker) -> T + Send + Sync + 'static,
 {
-    match launch {
-        Launch::Local => timely::execute(timely::Config::process(threads), func),
-        Launch::Cluster { process, addresses } => {
+    match network {
+        Network::Local => timely::execute(timely::Config::process(threads), func),
+        Network::Cluster { process, sockets } => {
             use timely::communication::allocator::zero_copy::initialize::initialize_networking_from_sockets;
             use timely::communication::allocator::{AllocatorBuilder, ProcessBuilder};
-            let sockets = connect(&addresses, process)?;
             let hooks = timely::communication::Hooks::default();
             let local = ProcessBuilder::new_typed_vector(
                 threads,
@@ -785,13 +804,6 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
                 dir.display()
             ))
         })?;
-        // A fresh run's checkpoints replace any left from an earlier run, so
-        // that a later resume cannot pick a stale one of a later time.
-        // Process 0 clears them before it connects, so before any worker
-        // can write one of this run.
-        if args.resume.is_none() && process == 0 {
-            remove_checkpoints(dir, |_| true);
-        }
     }
     let resumed = match &args.resume {
         None => None,
@@ -899,9 +911,37 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
     } else {
         None
     };
+
+    // The processes connect and agree on the job before anything is
+    // emptied or cleared: a process refused for running another job has
+    // changed nothing.
+    let network = match launch {
+        Launch::Local => Network::Local,
+        Launch::Cluster { process, addresses } => {
+            let job = job(args, spec, resumed.as_ref().map(|(_, c)| c.time));
+            let timeouts = peers::Timeouts {
+                connect: args.connect_timeout,
+            };
+            let connected = peers::connect(&addresses, process, &job, timeouts).map_err(fail)?;
+            Network::Cluster {
+                process,
+                sockets: connected.data,
+            }
+        }
+    };
+    // A fresh run's checkpoints replace any left from an earlier run, so
+    // that a later resume cannot pick a stale one of a later time. Process 0
+    // clears them before its workers start, so before any worker can write
+    // one of this run (barriers come from process 0's source).
+    if let Some(dir) = &checkpoint
+        && args.resume.is_none()
+        && process == 0
+    {
+        remove_checkpoints(dir, |_| true);
+    }
     let writes = process == 0 || args.unordered;
     let resume_lens = resumed.as_ref().map(|(_, c)| (c.output_len, c.alerts_len));
-    let sinks = if writes {
+    let opened = if writes {
         let out = if args.quiet {
             None
         } else {
@@ -950,14 +990,14 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
     });
     let outcome = Arc::new(Mutex::new(Outcome::default()));
     let source = Arc::new(Mutex::new(source));
-    let sinks = Arc::new(Mutex::new(sinks));
+    let sinks = Arc::new(Mutex::new(opened));
     let unit_form = TimeForm::Number(unit);
     let timed = args.time.is_some();
 
     install_quiet_panics();
     let guards = {
         let outcome = Arc::clone(&outcome);
-        start(launch, threads, move |worker| {
+        start(network, threads, move |worker| {
             let index = worker.index();
             let local = index % plan.threads;
             let monitor = monitors.lock().unwrap_or_else(PoisonError::into_inner)[local]

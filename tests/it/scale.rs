@@ -900,6 +900,136 @@ fn small_job(dir: &Path) -> (String, String, String) {
     (spec, input, hostfile(dir))
 }
 
+/// Starts process 1 with `args1` and process 0 with `args0` (two workers
+/// each) and waits for both, at most a minute.
+fn start_two(hosts: &str, args0: &[&str], args1: &[&str]) -> (Output, Output) {
+    let p1 = process(1, hosts, args1);
+    let p0 = process(0, hosts, args0);
+    (
+        wait(p0, Duration::from_secs(60)),
+        wait(p1, Duration::from_secs(60)),
+    )
+}
+
+#[test]
+fn processes_that_run_different_jobs_refuse_to_start() {
+    let dir = test_dir("scale", "job");
+    let (spec, input, hosts) = small_job(&dir);
+    let out = write(&dir, "p.out", "kept\n");
+    let base = ["run", &spec, "--input", &input, "--key", "host"];
+    let mut args0 = base.to_vec();
+    args0.extend(["--output", "csv", "--output-file", &out]);
+    let mut args1 = base.to_vec();
+    args1.extend(["--output-file", &out]);
+    // Another output format: each process names the difference, both fail.
+    let (o0, o1) = start_two(&hosts, &args0, &args1);
+    let (e0, e1) = (
+        String::from_utf8_lossy(&o0.stderr),
+        String::from_utf8_lossy(&o1.stderr),
+    );
+    assert_eq!(o0.status.code(), Some(1), "{e0}");
+    assert_eq!(o1.status.code(), Some(1), "{e1}");
+    assert!(
+        e0.contains("process 1 runs `--output text`, process 0 `--output csv`"),
+        "{e0}"
+    );
+    assert!(
+        e1.contains("process 0 runs `--output csv`, process 1 `--output text`"),
+        "{e1}"
+    );
+    // Refused before anything is written: the output file is as it was.
+    assert!(o0.stdout.is_empty() && o1.stdout.is_empty());
+    assert_eq!(read(&out), "kept\n");
+
+    // Another specification (the issue's `y = x * 1000`).
+    let other = write(
+        &dir,
+        "other.dsrv",
+        "in host: Str\nin x: Int\nout y: Int\ny = x * 1000\n",
+    );
+    let hosts = hostfile(&dir);
+    let args1 = ["run", &other, "--input", &input, "--key", "host"];
+    let (o0, o1) = start_two(&hosts, &base, &args1);
+    let (e0, e1) = (
+        String::from_utf8_lossy(&o0.stderr),
+        String::from_utf8_lossy(&o1.stderr),
+    );
+    assert_eq!(o0.status.code(), Some(1), "{e0}");
+    assert_eq!(o1.status.code(), Some(1), "{e1}");
+    assert!(
+        e0.contains(&format!("process 1 runs the specification `{other}`"))
+            && e0.contains(&format!("process 0 the specification `{spec}`")),
+        "{e0}"
+    );
+    assert!(e1.contains("process 0 runs the specification"), "{e1}");
+    assert!(
+        o0.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&o0.stdout)
+    );
+
+    // An option that changes results (--time), and one that does not
+    // (--tier): only the first is named.
+    let hosts = hostfile(&dir);
+    let mut args1 = base.to_vec();
+    args1.extend(["--time", "x", "--tier", "canonical"]);
+    let (o0, _) = start_two(&hosts, &base, &args1);
+    let e0 = String::from_utf8_lossy(&o0.stderr);
+    assert!(
+        e0.contains("process 1 runs `--time x`, process 0 without `--time`")
+            && !e0.contains("canonical"),
+        "{e0}"
+    );
+
+    // The same job, one process on another tier, runs.
+    let hosts = hostfile(&dir);
+    let mut args1 = base.to_vec();
+    args1.extend(["--tier", "canonical"]);
+    let (o0, o1) = start_two(&hosts, &base, &args1);
+    assert!(
+        o0.status.success(),
+        "{}",
+        String::from_utf8_lossy(&o0.stderr)
+    );
+    assert!(
+        o1.status.success(),
+        "{}",
+        String::from_utf8_lossy(&o1.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&o0.stdout),
+        "y{host=a}[0] = Int(10)\ny{host=d}[0] = Int(40)\ny{host=a}[1] = Int(20)\n"
+    );
+}
+
+#[test]
+fn a_peer_that_never_connects_is_named_with_what_to_check() {
+    let dir = test_dir("scale", "absent");
+    let (spec, input, hosts) = small_job(&dir);
+    let p0 = process(
+        0,
+        &hosts,
+        &[
+            "run",
+            &spec,
+            "--input",
+            &input,
+            "--key",
+            "host",
+            "--connect-timeout",
+            "0.5",
+        ],
+    );
+    let o0 = wait(p0, Duration::from_secs(30));
+    let stderr = String::from_utf8_lossy(&o0.stderr);
+    assert_eq!(o0.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("process 0 waited 0.5 s for process 1 to connect, in vain: check that it is running (--process 1, with the same --processes and hostfile)")
+            && stderr.contains("--connect-timeout"),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn worker_and_process_counts_are_bounded_with_a_reason() {
     let dir = test_dir("scale", "bounds");
