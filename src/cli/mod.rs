@@ -390,6 +390,12 @@ pub struct RunArgs {
     /// connect at the start before it gives up.
     #[arg(long, value_name = "SECONDS", default_value = "60", value_parser = parse_timeout, requires = "processes")]
     pub connect_timeout: std::time::Duration,
+    /// With `--processes`: a peer process that sends no heartbeat for this
+    /// long (stopped with `kill -STOP`, a hung machine, a cut network) ends
+    /// the run with an error on every other process; a checkpoint lets it
+    /// resume. (A process that exits is noticed at once.)
+    #[arg(long, value_name = "SECONDS", default_value = "30", value_parser = parse_timeout, requires = "processes")]
+    pub peer_timeout: std::time::Duration,
     /// With `--workers`/`--processes`: each worker writes its rows' outputs
     /// as they complete, to its own process's output, instead of gathering
     /// them in the (time, key, row) order.
@@ -420,7 +426,7 @@ fn parse_processes(text: &str) -> Result<std::num::NonZeroUsize, String> {
             "a run needs at least one process: give 1 to {max} (or leave --processes out for one)"
         )),
         Ok(n) if n > max => Err(format!(
-            "at most {max} processes: each process holds two connections and two threads for every other one, and process 0 alone reads the trace for all of them"
+            "at most {max} processes: each process holds two connections and three threads for every other one, and process 0 alone reads the trace for all of them"
         )),
         Ok(n) => std::num::NonZeroUsize::new(n).ok_or_else(|| "zero".to_string()),
         Err(_) => Err(format!("not a number of processes (1 to {max})")),
@@ -439,7 +445,7 @@ fn parse_max_keys(text: &str) -> Result<std::num::NonZeroUsize, String> {
     }
 }
 
-/// `--connect-timeout`: seconds, more than 0 and at most a day.
+/// `--connect-timeout`, `--peer-timeout`: seconds, more than 0 and at most a day.
 fn parse_timeout(text: &str) -> Result<std::time::Duration, String> {
     match text.trim().parse::<f64>() {
         Ok(s) if s > 0.0 && s <= 86_400.0 => Ok(std::time::Duration::from_secs_f64(s)),

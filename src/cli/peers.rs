@@ -1,13 +1,18 @@
 //! The processes of a scaled run (`--processes`), below timely: connecting them (quietly, within
-//! `--connect-timeout`), and the handshake in which they check that they run the same job.
+//! `--connect-timeout`), the handshake in which they check that they run the same job, and the
+//! heartbeats by which a peer that stopped running (`kill -STOP`, a hung machine, a cut network)
+//! is noticed within `--peer-timeout`.
 //!
 //! Two processes hold two connections: timely's data connection, handed to timely's networking
 //! once the handshake has passed, and a control connection that stays vigil's (the handshake on
-//! it), so that timely's connection carries nothing but timely's protocol.
+//! it, then heartbeats). Timely itself notices a peer that is gone (its connection closes), but
+//! not one that is still there and does nothing: its connection stays open, and every other
+//! process would wait for its progress for ever.
 
 use serde::{Deserialize, Serialize};
 use std::io::{self, Read, Write};
 use std::net::{TcpListener, TcpStream};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The connection a dialling process opens, by the word it sends after its index.
@@ -61,11 +66,17 @@ pub fn differences(me: usize, mine: &[Term], peer: usize, theirs: &[Term]) -> Ve
     found
 }
 
-/// How long to wait: for the peers to connect (and hand over their jobs).
+/// How long to wait: for the peers to connect (and hand over their jobs), and for a word from
+/// a running peer before it counts as stopped.
 #[derive(Clone, Copy, Debug)]
 pub struct Timeouts {
     pub connect: Duration,
+    pub peer: Duration,
 }
+
+/// What a process does when a peer has been silent for longer than `--peer-timeout`: it is
+/// called once, from a thread of the watchdog, with the peer's index and the silence.
+pub type OnSilent = Arc<dyn Fn(usize, Duration) + Send + Sync>;
 
 /// This process's connections: timely's, by process (none at its own index).
 pub struct Connected {
@@ -75,12 +86,14 @@ pub struct Connected {
 /// Connects this process (`me`) to every other one, as timely's own set-up does (a process
 /// dials the ones before it, sending its index, and accepts the ones after it) but quietly —
 /// timely's prints its retries on standard output, which is the monitor's output here — and
-/// within `timeouts.connect`; then checks that every process runs `job`.
+/// within `timeouts.connect`; then checks that every process runs `job`, and starts the
+/// heartbeats, whose watchdog calls `on_silent` for a peer silent past `timeouts.peer`.
 pub fn connect(
     addresses: &[String],
     me: usize,
     job: &[Term],
     timeouts: Timeouts,
+    on_silent: OnSilent,
 ) -> Result<Connected, String> {
     let start = Instant::now();
     let deadline = start + timeouts.connect;
@@ -165,6 +178,7 @@ pub fn connect(
     }
     drop(listener);
     handshake(&mut control, me, job, deadline)?;
+    watch(control, timeouts.peer, on_silent)?;
     Ok(Connected { data })
 }
 
@@ -271,6 +285,74 @@ fn read_job(s: &mut TcpStream, wait: Duration) -> io::Result<Vec<Term>> {
     s.read_exact(&mut body)?;
     s.set_read_timeout(None)?;
     serde_json::from_slice(&body).map_err(io::Error::other)
+}
+
+/// Starts the heartbeats on the control connections: one thread sends a byte to every peer a
+/// few times per `timeout`, and one thread per peer waits for its bytes. A peer that closes
+/// its connection has ended (or died, which timely reports): it is no longer watched. A peer
+/// silent for `timeout` while its connection is open is stopped: `on_silent` is called.
+fn watch(
+    control: Vec<Option<TcpStream>>,
+    timeout: Duration,
+    on_silent: OnSilent,
+) -> Result<(), String> {
+    let interval = (timeout / 4).clamp(Duration::from_millis(10), Duration::from_secs(1));
+    let mut senders = Vec::new();
+    for (peer, stream) in control.into_iter().enumerate() {
+        let Some(stream) = stream else { continue };
+        let sender = stream
+            .try_clone()
+            .and_then(|s| s.set_write_timeout(Some(timeout)).map(|()| s))
+            .map_err(|e| format!("cannot start the heartbeats: {e}"))?;
+        senders.push(sender);
+        let on_silent = Arc::clone(&on_silent);
+        std::thread::Builder::new()
+            .name(format!("vigil-watch-{peer}"))
+            .spawn(move || listen(stream, peer, timeout, &*on_silent))
+            .map_err(|e| format!("cannot start the heartbeats: {e}"))?;
+    }
+    std::thread::Builder::new()
+        .name("vigil-heartbeat".into())
+        .spawn(move || {
+            while !senders.is_empty() {
+                // A peer that cannot take a byte is gone or stopped; its watcher here, or
+                // timely, says which.
+                senders.retain_mut(|s| s.write_all(&[0]).is_ok());
+                std::thread::sleep(interval);
+            }
+        })
+        .map_err(|e| format!("cannot start the heartbeats: {e}"))?;
+    Ok(())
+}
+
+/// Waits for `peer`'s heartbeats until it closes its connection or is silent for `timeout`.
+fn listen(
+    mut stream: TcpStream,
+    peer: usize,
+    timeout: Duration,
+    on_silent: &(dyn Fn(usize, Duration) + Send + Sync),
+) {
+    if stream.set_read_timeout(Some(timeout)).is_err() {
+        return;
+    }
+    let mut buf = [0u8; 64];
+    loop {
+        match stream.read(&mut buf) {
+            Ok(0) => return,
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
+            {
+                on_silent(peer, timeout);
+                return;
+            }
+            Err(_) => return,
+        }
+    }
 }
 
 #[cfg(test)]

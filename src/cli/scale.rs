@@ -566,8 +566,8 @@ fn refuse(args: &RunArgs) -> Result<(), String> {
 /// largest machines have 256 hardware threads); more machines need more
 /// processes.
 pub(super) const MAX_WORKERS: usize = 256;
-/// The most processes (`--processes`): each holds two connections (timely's
-/// and vigil's) and two threads (timely's sender and receiver) for every other.
+/// The most processes (`--processes`): each holds two connections and three
+/// threads (timely's sender and receiver, vigil's watchdog) for every other.
 pub(super) const MAX_PROCESSES: usize = 256;
 /// The most workers over all processes: each process holds its workers'
 /// channels to every worker of the run.
@@ -767,6 +767,57 @@ where
     }
 }
 
+/// What a process does when a peer has sent no heartbeat for
+/// `--peer-timeout`: its workers wait for that peer's progress and cannot
+/// be woken, and timely's threads cannot be joined while the peer's
+/// connection is open, so the process writes out what it has, says why, and
+/// exits with status 1. (A peer whose connection closes is timely's to
+/// report, as a lost connection.)
+fn on_silent_peer(
+    process: usize,
+    checkpoint: Option<String>,
+    sinks: Arc<Mutex<Option<Sinks>>>,
+) -> peers::OnSilent {
+    static ENDING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    Arc::new(move |peer, silence| {
+        if ENDING.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            // Another peer's watcher is ending the process already.
+            return;
+        }
+        // The lines written so far are whole rows in order: written out,
+        // as a run that lost a peer writes them. A worker holding the sinks
+        // in a write that does not return leaves them unwritten.
+        let give_up = std::time::Instant::now() + std::time::Duration::from_secs(1);
+        loop {
+            match sinks.try_lock() {
+                Ok(mut guard) => {
+                    if let Some((out, alerts)) = guard.as_mut() {
+                        for s in [out, alerts].into_iter().flatten() {
+                            let _ = s.out.flush();
+                        }
+                    }
+                    break;
+                }
+                Err(_) if std::time::Instant::now() < give_up => {
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+                Err(_) => break,
+            }
+        }
+        let hint = match &checkpoint {
+            Some(dir) => format!(
+                "; restart every process with --resume {dir} to go on from its last complete checkpoint"
+            ),
+            None => String::new(),
+        };
+        error(format_args!(
+            "the computation failed in process {process}: process {peer} sent no heartbeat for {} (stopped, hung, or cut off from this process; --peer-timeout sets how long to wait){hint}",
+            peers::seconds(silence)
+        ));
+        std::process::exit(Exit::Failure as i32);
+    })
+}
+
 type Failed = (String, Exit);
 
 fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<Exit, Failed> {
@@ -915,14 +966,18 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
     // The processes connect and agree on the job before anything is
     // emptied or cleared: a process refused for running another job has
     // changed nothing.
+    let sinks: Arc<Mutex<Option<Sinks>>> = Arc::new(Mutex::new(None));
     let network = match launch {
         Launch::Local => Network::Local,
         Launch::Cluster { process, addresses } => {
             let job = job(args, spec, resumed.as_ref().map(|(_, c)| c.time));
             let timeouts = peers::Timeouts {
                 connect: args.connect_timeout,
+                peer: args.peer_timeout,
             };
-            let connected = peers::connect(&addresses, process, &job, timeouts).map_err(fail)?;
+            let on_silent = on_silent_peer(process, args.checkpoint.clone(), Arc::clone(&sinks));
+            let connected =
+                peers::connect(&addresses, process, &job, timeouts, on_silent).map_err(fail)?;
             Network::Cluster {
                 process,
                 sockets: connected.data,
@@ -990,7 +1045,7 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
     });
     let outcome = Arc::new(Mutex::new(Outcome::default()));
     let source = Arc::new(Mutex::new(source));
-    let sinks = Arc::new(Mutex::new(opened));
+    *sinks.lock().unwrap_or_else(PoisonError::into_inner) = opened;
     let unit_form = TimeForm::Number(unit);
     let timed = args.time.is_some();
 

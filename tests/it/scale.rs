@@ -1003,6 +1003,99 @@ fn processes_that_run_different_jobs_refuse_to_start() {
 }
 
 #[test]
+fn a_stopped_peer_ends_the_run_after_the_peer_timeout() {
+    let dir = test_dir("scale", "stopped");
+    let (spec, _, hosts) = small_job(&dir);
+    let ck = dir.join("ck").to_str().unwrap().to_string();
+    let out = dir.join("p.out").to_str().unwrap().to_string();
+    // Process 0 reads a FIFO the test keeps open, so that the run is alive
+    // (and idle: an idle run is not a stopped one) when process 1 stops.
+    let fifo = dir.join("live.jsonl");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let fifo = fifo.to_str().unwrap().to_string();
+    let args = [
+        "run",
+        &spec,
+        "--input",
+        &fifo,
+        "--key",
+        "host",
+        "--output-file",
+        &out,
+        "--checkpoint",
+        &ck,
+        "--peer-timeout",
+        "1",
+    ];
+    let mut p1 = process(1, &hosts, &args);
+    let p0 = process(0, &hosts, &args);
+    // Opened without blocking, so that a process 0 that never opens it (one
+    // that refused to start) fails the test instead of hanging it.
+    let opening = Instant::now();
+    let mut feeder = loop {
+        use std::os::unix::fs::OpenOptionsExt;
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(&fifo)
+        {
+            Ok(f) => break f,
+            Err(e) if opening.elapsed() < Duration::from_secs(60) => {
+                assert_eq!(e.raw_os_error(), Some(libc::ENXIO), "{e}");
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(e) => panic!("process 0 did not open its input: {e}"),
+        }
+    };
+    std::io::Write::write_all(&mut feeder, b"{\"host\":\"a\",\"x\":1}\n").unwrap();
+    // The run is going once the row's output is written; then it idles for
+    // longer than the peer timeout before process 1 is stopped.
+    let start = Instant::now();
+    while std::fs::read_to_string(&out).unwrap_or_default().is_empty() {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the first row was not written"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+    // SAFETY: `kill` only sends a signal to the child's pid.
+    unsafe { libc::kill(p1.id() as i32, libc::SIGSTOP) };
+    let stopped = Instant::now();
+    let o0 = wait(p0, Duration::from_secs(30));
+    let took = stopped.elapsed();
+    // SAFETY: as above.
+    unsafe { libc::kill(p1.id() as i32, libc::SIGCONT) };
+    drop(feeder);
+    let stderr = String::from_utf8_lossy(&o0.stderr);
+    assert_eq!(o0.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr
+            .contains("the computation failed in process 0: process 1 sent no heartbeat for 1.0 s")
+            && stderr.contains("--peer-timeout")
+            && stderr.contains(&format!("--resume {ck}")),
+        "{stderr}"
+    );
+    assert!(took < Duration::from_secs(10), "noticed after {took:?}");
+    assert_eq!(read(&out), "y{host=a}[0] = Int(10)\n");
+    // Process 1, running again, finds process 0 gone and ends too.
+    let p1_done = (0..500).any(|_| {
+        std::thread::sleep(Duration::from_millis(20));
+        p1.try_wait().unwrap().is_some()
+    });
+    if !p1_done {
+        let _ = p1.kill();
+    }
+    let o1 = p1.wait_with_output().unwrap();
+    assert!(p1_done, "process 1 did not end once process 0 was gone");
+    assert!(!o1.status.success());
+}
+
+#[test]
 fn a_peer_that_never_connects_is_named_with_what_to_check() {
     let dir = test_dir("scale", "absent");
     let (spec, input, hosts) = small_job(&dir);
