@@ -262,7 +262,7 @@ fn handshake(
         return Ok(());
     }
     Err(format!(
-        "the processes do not run the same job: {}; start every process with the same specification and options (only --process, --input, --format, --output-file, --hostfile, --tier and the timeouts may differ)",
+        "the processes do not run the same job: {}; start every process with the same specification and options (they may differ only in --process and in what only process 0 uses or what changes no result, such as --input, --output-file, --hostfile and --tier)",
         found.join("; ")
     ))
 }

@@ -18,6 +18,10 @@
 //! before `C`, records the output's length and marks the checkpoint complete
 //! (`DIR/ck-C/COMPLETE`), deleting older ones. `--resume DIR` restarts every
 //! process from the newest complete checkpoint.
+//!
+//! Processes connect through [`super::peers`], which first checks that every
+//! one runs the same job (`job` describes it) and then watches them: a peer
+//! that stops running ends the run (`on_silent_peer`) instead of blocking it.
 
 use super::ops::{self, View};
 use super::peers;
