@@ -1304,31 +1304,47 @@ impl NodeState {
     /// has them), so they are all it shows. (A plan with periodic streams
     /// has full rings from the start, on clocks of their own: all shown.)
     pub(crate) fn ring_entries(&self, r: usize) -> Vec<Sample> {
+        (0..self.ring_entry_count(r))
+            .map(|k| self.ring_entry(r, k))
+            .collect()
+    }
+
+    /// How many entries `ring_entries(r)` shows, without making them.
+    pub(crate) fn ring_entry_count(&self, r: usize) -> usize {
         let full = self.rings.len() - self.filling.len();
         if r < full {
             let info = &self.rings[r];
-            let base = info.base as usize;
-            let shown = match self.clocks.is_empty() {
+            match self.clocks.is_empty() {
                 true => (info.n as u64).min(self.step) as usize,
                 false => info.n as usize,
-            };
-            (base..base + shown)
-                .map(|k| {
-                    decode(
-                        self.ring_tags[k],
-                        self.ring_lanes[k],
-                        self.ring_objects.get(k).and_then(Option::as_ref),
-                    )
-                })
-                .collect()
+            }
+        } else {
+            self.filling[r - full].tags.len()
+        }
+    }
+
+    /// Entry `k` of `ring_entries(r)`, made alone: a snapshot written key by
+    /// key reads the entries one at a time instead of collecting each ring.
+    pub(crate) fn ring_entry(&self, r: usize, k: usize) -> Sample {
+        let (tag, lane, object) = self.ring_entry_parts(r, k);
+        decode(tag, lane, object)
+    }
+
+    /// Entry `k` of `ring_entries(r)` in frame form (tag, lane, and the
+    /// object of an entry tagged `OTHER`), which `decode` makes a sample of.
+    pub(crate) fn ring_entry_parts(&self, r: usize, k: usize) -> (u8, u64, Option<&Value>) {
+        let full = self.rings.len() - self.filling.len();
+        if r < full {
+            let at = self.rings[r].base as usize + k;
+            let object = self.ring_objects.get(at).and_then(Option::as_ref);
+            (self.ring_tags[at], self.ring_lanes[at], object)
         } else {
             let f = &self.filling[r - full];
-            (0..f.tags.len())
-                .map(|t| {
-                    let (tag, lane, object) = f.entry(t);
-                    decode(tag, lane, object.as_ref())
-                })
-                .collect()
+            let object = match f.tags[k] {
+                tag::OTHER => f.objects.get(k).and_then(Option::as_ref),
+                _ => None,
+            };
+            (f.tags[k], f.lanes[k], object)
         }
     }
 
