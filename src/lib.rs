@@ -99,7 +99,7 @@ pub use monitor::{
 };
 pub use row::{Row, RowError, ScalarRow, StepError, conform, describe};
 pub use snapshot::{
-    FORMAT_VERSION, Fingerprint, KEYED_FORMAT_VERSION, KEYED_MAGIC, KeyedSnapshot, MAGIC, Repair,
-    RepairError, Snapshot, SnapshotError, Started, Why,
+    FORMAT_VERSION, Fingerprint, KEYED_FORMAT_VERSION, KEYED_MAGIC, KeyedSnapshot,
+    KeyedSnapshotReader, MAGIC, Repair, RepairError, Snapshot, SnapshotError, Started, Why,
 };
 pub use value::{Key, List, MAX_VALUE_NESTING, Sample, Value};

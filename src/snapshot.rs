@@ -31,7 +31,10 @@
 //! [`SnapshotError`], never a panic.
 
 mod repair;
+mod stream;
 pub use repair::{Repair, RepairError, Started, Why};
+pub use stream::KeyedSnapshotReader;
+pub(crate) use stream::{KeyedWriter, RunEncoder};
 
 use crate::canonical::NodeState;
 use crate::canonical::ops::op_name;
@@ -55,7 +58,7 @@ pub const MAGIC: [u8; 8] = *b"VIGILSNP";
 
 /// The length of a binary envelope's header: magic, version, body length and
 /// the body's SHA-256.
-const HEADER_LEN: usize = 8 + 4 + 8 + 32;
+pub(crate) const HEADER_LEN: usize = 8 + 4 + 8 + 32;
 
 /// The run state of one trace at a step boundary, independent of the tier.
 ///
@@ -138,6 +141,9 @@ pub enum SnapshotError {
     /// The snapshot's fingerprint matches, but its contents do not fit the
     /// specification's state (a length, a flag, an error's stream).
     Inconsistent(String),
+    /// The snapshot could not be read (an I/O error of the reader a
+    /// [`KeyedSnapshotReader`] reads from).
+    Io(String),
 }
 
 impl fmt::Display for SnapshotError {
@@ -166,6 +172,7 @@ impl fmt::Display for SnapshotError {
             SnapshotError::Inconsistent(m) => {
                 write!(f, "the snapshot does not fit the specification: {m}")
             }
+            SnapshotError::Io(m) => write!(f, "cannot read the snapshot: {m}"),
         }
     }
 }
@@ -586,13 +593,7 @@ fn body_of(
                     .collect()
             })
             .collect();
-        let stopped = failed.map(|e| StopError {
-            kind: e.kind.into(),
-            op: e.op.to_string(),
-            detail: e.detail.clone(),
-            stream: e.stream.clone(),
-            step: e.step,
-        });
+        let stopped = failed.map(StopError::of);
         let dynamic = (st.dynamic.iter())
             .map(|d| {
                 let (source, inner, inner_state, held) = d.parts()?;
@@ -656,7 +657,18 @@ impl Snapshot {
         plan: &Plan,
         spec_fp: Fingerprint,
     ) -> Result<(NodeState, Option<RuntimeError>), SnapshotError> {
-        let b = &self.body;
+        self.body.restore_state(plan, spec_fp)
+    }
+}
+
+impl Body {
+    /// See `Snapshot::restore_state_with`.
+    fn restore_state(
+        &self,
+        plan: &Plan,
+        spec_fp: Fingerprint,
+    ) -> Result<(NodeState, Option<RuntimeError>), SnapshotError> {
+        let b = self;
         // A key's run inside a keyed snapshot carries its own version, which
         // only this check reads (a plain snapshot's was checked on decoding).
         if b.vigil_snapshot != FORMAT_VERSION {
@@ -837,7 +849,9 @@ impl Snapshot {
         }
         Ok((st, failed))
     }
+}
 
+impl Snapshot {
     /// Where `kept` (what an owner kept of a run restored from `self`)
     /// differs from `self`, named for an error message: the first slot by
     /// its stream (or node), else the part that differs. `None` when the
@@ -979,14 +993,78 @@ struct KeyedBody {
     keys: Vec<KeyedEntry>,
 }
 
+/// One key of a keyed snapshot: the key's cell and its run.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-struct KeyedEntry {
+pub(crate) struct KeyedEntry {
     key: Cell,
     run: Body,
 }
 
-/// A key's run as restored: its key, state and stop error.
-pub(crate) type RestoredKey = (Key, NodeState, Option<RuntimeError>);
+/// Checks a keyed snapshot's fingerprint and key input (`snapshot_key`)
+/// against the monitor's plan and key input; returns the plan's
+/// fingerprint, which each entry's run is checked against
+/// ([`KeyedEntry::restore`]).
+pub(crate) fn check_keyed_head(
+    plan: &Plan,
+    fingerprint: Fingerprint,
+    snapshot_key: &str,
+    key: &str,
+) -> Result<Fingerprint, SnapshotError> {
+    let spec_fp = self::fingerprint(plan);
+    if fingerprint != spec_fp {
+        return Err(SnapshotError::OtherSpec {
+            snapshot: fingerprint,
+            spec: spec_fp,
+        });
+    }
+    if snapshot_key != key {
+        return Err(SnapshotError::Inconsistent(format!(
+            "the snapshot is keyed by `{snapshot_key}`, the monitor by `{key}`"
+        )));
+    }
+    Ok(spec_fp)
+}
+
+impl KeyedEntry {
+    /// The entry's key; ⊥ is refused.
+    pub(crate) fn key(&self) -> Result<Key, SnapshotError> {
+        match self.key.sample() {
+            Sample::Value(v) => Ok(Key::new(v)),
+            _ => Err(SnapshotError::Inconsistent("a key is ⊥".to_string())),
+        }
+    }
+
+    /// Rebuilds the run state of key `key` (this entry's) for `plan`, whose
+    /// fingerprint is `spec_fp`, checked as `Snapshot::restore_state`
+    /// checks a run. That no key repeats is the monitor's to check.
+    pub(crate) fn restore(
+        &self,
+        key: &Key,
+        plan: &Plan,
+        spec_fp: Fingerprint,
+    ) -> Result<(NodeState, Option<RuntimeError>), SnapshotError> {
+        if self.run.fingerprint != spec_fp {
+            return Err(SnapshotError::Inconsistent(format!(
+                "the run of key {key} belongs to another specification"
+            )));
+        }
+        self.run.restore_state(plan, spec_fp).map_err(|e| match e {
+            SnapshotError::Inconsistent(m) => {
+                SnapshotError::Inconsistent(format!("key {key}: {m}"))
+            }
+            other => other,
+        })
+    }
+
+    /// Appends the entry's postcard bytes to `out`: what
+    /// `RunEncoder::encode_entry` gives its key and a run holding the same
+    /// state.
+    pub(crate) fn encode(&self, out: &mut Vec<u8>) {
+        let bytes = postcard::to_extend(self, std::mem::take(out))
+            .expect("engine bug: a snapshot body always serialises");
+        *out = bytes;
+    }
+}
 
 impl KeyedSnapshot {
     /// Whether some key's run holds a function value a snapshot cannot give
@@ -1021,57 +1099,9 @@ impl KeyedSnapshot {
         }
     }
 
-    /// Rebuilds every key's run state for `plan`, keyed by `key`: checks the
-    /// fingerprint and the key input, that no key is ⊥ or repeated, and each
-    /// key's run as `Snapshot::restore_state` does.
-    pub(crate) fn restore_runs(
-        &self,
-        plan: &Plan,
-        key: &str,
-    ) -> Result<Vec<RestoredKey>, SnapshotError> {
-        let b = &self.body;
-        let spec_fp = fingerprint(plan);
-        if b.fingerprint != spec_fp {
-            return Err(SnapshotError::OtherSpec {
-                snapshot: b.fingerprint,
-                spec: spec_fp,
-            });
-        }
-        if b.key != key {
-            return Err(SnapshotError::Inconsistent(format!(
-                "the snapshot is keyed by `{}`, the monitor by `{key}`",
-                b.key
-            )));
-        }
-        let mut seen = std::collections::HashSet::with_capacity(b.keys.len());
-        let mut out = Vec::with_capacity(b.keys.len());
-        for entry in &b.keys {
-            let Sample::Value(v) = entry.key.sample() else {
-                return Err(SnapshotError::Inconsistent("a key is ⊥".to_string()));
-            };
-            let k = Key::new(v);
-            if !seen.insert(k.clone()) {
-                return Err(SnapshotError::Inconsistent(format!(
-                    "the key {k} appears twice"
-                )));
-            }
-            if entry.run.fingerprint != spec_fp {
-                return Err(SnapshotError::Inconsistent(format!(
-                    "the run of key {k} belongs to another specification"
-                )));
-            }
-            let run = Snapshot {
-                body: entry.run.clone(),
-            };
-            let (state, failed) = run.restore_state_with(plan, spec_fp).map_err(|e| match e {
-                SnapshotError::Inconsistent(m) => {
-                    SnapshotError::Inconsistent(format!("key {k}: {m}"))
-                }
-                other => other,
-            })?;
-            out.push((k, state, failed));
-        }
-        Ok(out)
+    /// The live keys' entries, least recently used first.
+    pub(crate) fn entries(&self) -> impl Iterator<Item = &KeyedEntry> + '_ {
+        self.body.keys.iter()
     }
 
     /// The number of keys it holds.

@@ -8,12 +8,17 @@
 //! (the envelope the README documents), so mutations reach the decoder and the
 //! checks against the plan instead of stopping at the checksum. Modes 4–7 do
 //! the same with keyed snapshots (a keyed monitor by `s` over the same rows),
-//! which must restore as a `KeyedMonitor` on every tier or be refused.
+//! which must restore as a `KeyedMonitor` on every tier or be refused. The
+//! binary ones are also read key by key (`KeyedSnapshotReader`, as a resumed
+//! checkpoint reads them), which must restore the same monitor or refuse
+//! what `from_bytes` refuses; and a restored monitor's `write_snapshot`
+//! must write its `to_bytes`.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use sha2::{Digest, Sha256};
-use vigil::{KeyedMonitor, KeyedSnapshot, Monitor, Snapshot, Spec, Tier, Value};
+use std::io::Cursor;
+use vigil::{KeyedMonitor, KeyedSnapshot, KeyedSnapshotReader, Monitor, Snapshot, Spec, Tier, Value};
 
 const TIERS: [Tier; 4] = [Tier::Canonical, Tier::Quickened, Tier::NativeRegions, Tier::NativeWhole];
 
@@ -46,7 +51,7 @@ fn real_keyed_snapshot(spec: &Spec, rows: u64) -> KeyedSnapshot {
 /// Keyed modes: decode (raw or mutated), then restore on every tier and run.
 fn keyed(spec: &Spec, mode: u8, rest: &[u8], rows: u64) {
     let decoded = match mode {
-        4 => KeyedSnapshot::from_bytes(rest),
+        4 => streamed(spec, rest),
         5 => match std::str::from_utf8(rest) {
             Ok(text) => KeyedSnapshot::from_json(text),
             Err(_) => return,
@@ -56,7 +61,7 @@ fn keyed(spec: &Spec, mode: u8, rest: &[u8], rows: u64) {
             let (header, body) = bytes.split_at(HEADER);
             let mut body = body.to_vec();
             mutate(&mut body, rest.get(1..).unwrap_or_default());
-            KeyedSnapshot::from_bytes(&reseal([header, &body].concat()))
+            streamed(spec, &reseal([header, &body].concat()))
         }
         _ => {
             let mut text = real_keyed_snapshot(spec, rows).to_json().into_bytes();
@@ -76,10 +81,38 @@ fn keyed(spec: &Spec, mode: u8, rest: &[u8], rows: u64) {
             continue;
         };
         assert_eq!(m.snapshot(), snapshot, "a restored keyed monitor's snapshot differs");
+        let mut written = Cursor::new(Vec::new());
+        m.write_snapshot(&mut written).expect("a restored monitor holds no function value");
+        assert!(written.into_inner() == snapshot.to_bytes(), "write_snapshot differs from to_bytes");
         for i in 0..8 {
             let _ = m.step(&row(snapshot.rows().wrapping_add(i)));
         }
     }
+}
+
+/// Decodes `bytes` whole, and reads them key by key into a canonical
+/// monitor: a snapshot that decodes and restores must restore the same
+/// monitor read key by key, and one refused either way must be refused read
+/// key by key.
+fn streamed(spec: &Spec, bytes: &[u8]) -> Result<KeyedSnapshot, vigil::SnapshotError> {
+    let whole = KeyedSnapshot::from_bytes(bytes);
+    let restored = whole
+        .as_ref()
+        .ok()
+        .and_then(|s| KeyedMonitor::builder(spec, "s").tier(Tier::Canonical).restore(s).build().ok());
+    let by_key = KeyedSnapshotReader::new(Cursor::new(bytes))
+        .ok()
+        .and_then(|r| KeyedMonitor::builder(spec, "s").tier(Tier::Canonical).restore_from(r).build().ok());
+    match (&restored, &by_key) {
+        (Some(a), Some(b)) => assert_eq!(a.snapshot(), b.snapshot(), "read key by key, another monitor"),
+        (None, None) => {}
+        _ => panic!(
+            "restored whole: {}, key by key: {}",
+            restored.is_some(),
+            by_key.is_some()
+        ),
+    }
+    whole
 }
 
 fn real_snapshot(spec: &Spec, rows: u64) -> Snapshot {

@@ -40,7 +40,10 @@ use crate::lang::types::Type;
 use crate::monitor::{DEFAULT_MAX_STRING_BYTES, Outputs, Spec, Stats, StreamsView, Tier};
 use crate::plan::{Plan, Slot};
 use crate::row::{Checked, RowError, RowSchema, StepError};
-use crate::snapshot::{KeyedSnapshot, Snapshot, SnapshotError};
+use crate::snapshot::{
+    KeyedEntry, KeyedSnapshot, KeyedSnapshotReader, KeyedWriter, RunEncoder, Snapshot,
+    SnapshotError,
+};
 use crate::value::{Key, Sample, Value};
 use scalar_ir::frame::tag;
 use std::num::NonZeroUsize;
@@ -65,7 +68,14 @@ pub struct KeyedMonitorBuilder<'a> {
     max_string_bytes: usize,
     max_keys: Option<NonZeroUsize>,
     eviction: Eviction,
-    restored: Option<&'a KeyedSnapshot>,
+    restored: Option<Restored<'a>>,
+}
+
+/// The keyed run a builder continues: a snapshot in memory, or one read
+/// key by key.
+enum Restored<'a> {
+    Snapshot(&'a KeyedSnapshot),
+    Reader(KeyedSnapshotReader<'a>),
 }
 
 impl<'a> KeyedMonitorBuilder<'a> {
@@ -103,7 +113,17 @@ impl<'a> KeyedMonitorBuilder<'a> {
     /// `build`: a snapshot of another specification or key input is an
     /// error, never misread.
     pub fn restore(mut self, snapshot: &'a KeyedSnapshot) -> Self {
-        self.restored = Some(snapshot);
+        self.restored = Some(Restored::Snapshot(snapshot));
+        self
+    }
+
+    /// As [`KeyedMonitorBuilder::restore`], reading the snapshot key by key
+    /// as each is restored (see [`KeyedSnapshotReader`]), so that memory is
+    /// the monitor's own and never the snapshot's besides: for a snapshot
+    /// written by [`KeyedMonitor::write_snapshot`] (or `to_bytes`) to a
+    /// file.
+    pub fn restore_from(mut self, reader: KeyedSnapshotReader<'a>) -> Self {
+        self.restored = Some(Restored::Reader(reader));
         self
     }
 
@@ -157,8 +177,10 @@ impl<'a> KeyedMonitorBuilder<'a> {
             last_key: None,
             scratch: Vec::new(),
         };
-        if let Some(snapshot) = self.restored {
-            monitor.restore_all(snapshot)?;
+        match self.restored {
+            None => {}
+            Some(Restored::Snapshot(snapshot)) => monitor.restore_all(snapshot)?,
+            Some(Restored::Reader(reader)) => monitor.restore_stream(reader)?,
         }
         Ok(monitor)
     }
@@ -171,6 +193,18 @@ struct Side {
     objects: Vec<(u32, Value)>,
     ring_objects: Vec<Option<Value>>,
     failed: Option<Box<crate::error::RuntimeError>>,
+}
+
+/// What restoring keys one at a time keeps: the plan, its fingerprint and
+/// encoder, a copy of the working run each kept key is read back into, and
+/// the kept run's encoding, compared with the entry's (reused from key to
+/// key).
+struct Restoring<'p> {
+    plan: &'p Plan,
+    fp: crate::snapshot::Fingerprint,
+    encoder: RunEncoder<'p>,
+    kept: Run,
+    got: Vec<u8>,
 }
 
 /// Why a keyed monitor could not be built: its key is not an input, or the
@@ -309,31 +343,113 @@ impl KeyedMonitor {
     /// [`KeyedMonitorBuilder::restore`]).
     fn restore_all(&mut self, snapshot: &KeyedSnapshot) -> Result<(), KeyedBuildError> {
         let plan = self.engine.plan().clone();
-        let fp = crate::snapshot::fingerprint(&plan);
-        let max = self.work.state.max_string_bytes;
-        let mut kept = self.work.clone();
-        for (key, mut state, failed) in snapshot.restore_runs(&plan, &self.key_name)? {
-            state.max_string_bytes = max;
-            let mut run = Run::from_state(&self.engine, state);
-            run.failed = failed.map(Box::new);
-            // A keyed run keeps only what later rows can read (see
-            // `canonical::pack`), and a keyed snapshot holds no more; a
-            // snapshot claiming more was not taken by a keyed monitor, and
-            // restoring it would silently drop part of it.
-            let given = Snapshot::capture_with(&plan, &run, fp);
-            let id = self.table.insert(key.clone());
-            self.keep(id, run);
-            self.canonical_into(&mut kept, id);
-            if let Some(part) = given.lost_in(&Snapshot::capture_with(&plan, &kept, fp), &plan) {
-                return Err(KeyedBuildError::Snapshot(SnapshotError::Inconsistent(
-                    format!("key {key}: {part} holds state no keyed run keeps"),
-                )));
-            }
+        let mut r = self.restoring(&plan, snapshot.fingerprint(), snapshot.key_input())?;
+        self.table.reserve(snapshot.len());
+        let mut given = Vec::new();
+        for entry in snapshot.entries() {
+            given.clear();
+            entry.encode(&mut given);
+            self.restore_entry(&mut r, entry, &given)?;
         }
-        self.rows = snapshot.rows();
-        // A snapshot with more keys than the bound keeps the most recent.
-        self.evict_to(self.max_keys.map_or(usize::MAX, NonZeroUsize::get));
+        self.restored(snapshot.rows());
         Ok(())
+    }
+
+    /// As `restore_all`, decoding each key as it is restored.
+    fn restore_stream(&mut self, mut reader: KeyedSnapshotReader) -> Result<(), KeyedBuildError> {
+        let plan = self.engine.plan().clone();
+        let mut r = self.restoring(&plan, reader.fingerprint(), reader.key_input())?;
+        self.table.reserve(reader.len());
+        while let Some(entry) = reader.next_entry()? {
+            self.restore_entry(&mut r, &entry, reader.last_bytes())?;
+        }
+        self.restored(reader.rows());
+        Ok(())
+    }
+
+    /// Starts restoring a keyed snapshot of `fingerprint` keyed by
+    /// `key_input` (checked against this monitor's) into this monitor.
+    fn restoring<'p>(
+        &self,
+        plan: &'p Plan,
+        fingerprint: crate::snapshot::Fingerprint,
+        key_input: &str,
+    ) -> Result<Restoring<'p>, KeyedBuildError> {
+        let fp = crate::snapshot::check_keyed_head(plan, fingerprint, key_input, &self.key_name)?;
+        Ok(Restoring {
+            plan,
+            fp,
+            encoder: RunEncoder::new(plan),
+            kept: self.work.clone(),
+            got: Vec::new(),
+        })
+    }
+
+    /// Restores one key's entry (whose encoding is `given`): checks it,
+    /// makes its run and keeps it packed, and refuses it if the packed run
+    /// lost any of it.
+    fn restore_entry(
+        &mut self,
+        r: &mut Restoring<'_>,
+        entry: &KeyedEntry,
+        given: &[u8],
+    ) -> Result<(), KeyedBuildError> {
+        let key = entry.key()?;
+        if self.table.find(key.value()).is_some() {
+            return Err(SnapshotError::Inconsistent(format!("the key {key} appears twice")).into());
+        }
+        let run = self.run_of(r, &key, entry)?;
+        let id = self.table.insert(key);
+        self.keep(id, run);
+        // A keyed run keeps only what later rows can read (see
+        // `canonical::pack`), and a keyed snapshot holds no more; a
+        // snapshot claiming more was not taken by a keyed monitor, and
+        // restoring it would silently drop part of it. What was kept is
+        // encoded as a snapshot would hold it and compared with the entry's
+        // bytes: equal bytes are equal runs, the one case of a real
+        // snapshot.
+        self.canonical_into(&mut r.kept, id);
+        r.got.clear();
+        let (key, kept) = (self.table.key(id), &r.kept);
+        let encoded =
+            (r.encoder).encode_entry(key, &kept.state, kept.failed.as_deref(), &mut r.got);
+        if encoded.is_ok() && r.got == given {
+            return Ok(());
+        }
+        // The bytes differ: compare the snapshots of the run as restored and
+        // as kept, which names the part lost (the bytes may also differ for
+        // a run whose restoring normalises it, which loses nothing).
+        let key = self.table.key(id).clone();
+        let given = Snapshot::capture_with(r.plan, &self.run_of(r, &key, entry)?, r.fp);
+        let kept = Snapshot::capture_with(r.plan, &r.kept, r.fp);
+        match given.lost_in(&kept, r.plan) {
+            None => Ok(()),
+            Some(part) => Err(KeyedBuildError::Snapshot(SnapshotError::Inconsistent(
+                format!("key {key}: {part} holds state no keyed run keeps"),
+            ))),
+        }
+    }
+
+    /// The run an entry restores, for this monitor's engine and string
+    /// bound.
+    fn run_of(
+        &self,
+        r: &Restoring<'_>,
+        key: &Key,
+        entry: &KeyedEntry,
+    ) -> Result<Run, SnapshotError> {
+        let (mut state, failed) = entry.restore(key, r.plan, r.fp)?;
+        state.max_string_bytes = self.work.state.max_string_bytes;
+        let mut run = Run::from_state(&self.engine, state);
+        run.failed = failed.map(Box::new);
+        Ok(run)
+    }
+
+    /// Ends a restore: the row count, and the most recent keys within the
+    /// bound (a snapshot with more keys than the bound keeps those).
+    fn restored(&mut self, rows: u64) {
+        self.rows = rows;
+        self.evict_to(self.max_keys.map_or(usize::MAX, NonZeroUsize::get));
     }
 
     /// A new monitor of the same specification, key, tier and bounds, with
@@ -374,6 +490,17 @@ impl KeyedMonitor {
     ) -> Result<KeyedMonitor, KeyedBuildError> {
         let mut monitor = self.share();
         monitor.restore_all(snapshot)?;
+        Ok(monitor)
+    }
+
+    /// [`KeyedMonitor::share_restored`], reading the snapshot key by key
+    /// (see [`KeyedMonitorBuilder::restore_from`]).
+    pub fn share_restored_from(
+        &self,
+        reader: KeyedSnapshotReader,
+    ) -> Result<KeyedMonitor, KeyedBuildError> {
+        let mut monitor = self.share();
+        monitor.restore_stream(reader)?;
         Ok(monitor)
     }
 
@@ -760,8 +887,48 @@ impl KeyedMonitor {
         Ok(())
     }
 
+    /// Writes the binary form of [`KeyedMonitor::snapshot`] (the bytes of
+    /// its `to_bytes`) into `out` one key at a time, from the packed runs,
+    /// so that memory stays the monitor's own whatever the number of keys:
+    /// what a checkpoint of a keyed run writes to its file.
+    /// [`KeyedSnapshotReader`] reads it back key by key. The header's length
+    /// and checksum are known only at the end: they are written over the
+    /// header's place with a seek, and `out` is left at the snapshot's end.
+    ///
+    /// A key's run holding a function value cannot be snapshotted (no
+    /// restore could give it back): that is an error of kind
+    /// [`std::io::ErrorKind::InvalidData`], and what was written is not a
+    /// snapshot.
+    pub fn write_snapshot<W: std::io::Write + std::io::Seek + ?Sized>(
+        &self,
+        out: &mut W,
+    ) -> std::io::Result<()> {
+        let encoder = RunEncoder::new(self.engine.plan());
+        let mut w = KeyedWriter::start(
+            out,
+            encoder.fingerprint(),
+            &self.key_name,
+            self.rows,
+            self.table.len(),
+        )?;
+        // One copy of the working run serves every packed key.
+        let mut tmp = self.work.clone();
+        for id in self.table.iter().rev() {
+            self.canonical_into(&mut tmp, id);
+            w.entry(
+                &encoder,
+                self.table.key(id),
+                &tmp.state,
+                tmp.failed.as_deref(),
+            )?;
+        }
+        w.finish()
+    }
+
     /// A snapshot of every live key (least recently used first) and the row
-    /// count: [`KeyedMonitorBuilder::restore`] continues it.
+    /// count: [`KeyedMonitorBuilder::restore`] continues it. It holds every
+    /// key's run in memory; [`KeyedMonitor::write_snapshot`] writes the same
+    /// bytes key by key.
     pub fn snapshot(&self) -> KeyedSnapshot {
         let plan = self.engine.plan();
         let fp = crate::snapshot::fingerprint(plan);
@@ -780,6 +947,24 @@ impl KeyedMonitor {
             })
             .collect();
         KeyedSnapshot::from_parts(plan, &self.key_name, self.rows, keys)
+    }
+
+    /// The plan every key runs (for tests of the snapshot encoding).
+    #[cfg(test)]
+    pub(crate) fn engine_plan(&self) -> Arc<Plan> {
+        self.engine.plan().clone()
+    }
+
+    /// `key`'s run state and stop error as a snapshot reads them (for tests
+    /// of the snapshot encoding).
+    #[cfg(test)]
+    pub(crate) fn run_state(
+        &self,
+        key: &Key,
+    ) -> Option<(NodeState, Option<crate::error::RuntimeError>)> {
+        self.with_run(key, |run| {
+            (run.state.clone(), run.failed.as_deref().cloned())
+        })
     }
 
     /// Drops every key and the row count, keeping the compiled code.

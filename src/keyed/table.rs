@@ -106,6 +106,20 @@ impl KeyTable {
         }
     }
 
+    /// Makes room for `additional` more keys at once (a restore knows how
+    /// many it brings), instead of growing by an eighth at a time.
+    pub(super) fn reserve(&mut self, additional: usize) {
+        let new = additional.saturating_sub(self.free.len());
+        self.records.reserve_exact(new.saturating_mul(self.stride));
+        self.keys.reserve_exact(new);
+        self.links.reserve_exact(new);
+        let (keys, hasher) = (&self.keys, &self.hasher);
+        self.index.reserve(additional, |other| {
+            let other = keys[other.index()].as_ref().expect("indexed keys are live");
+            key_hash(hasher, other.value())
+        });
+    }
+
     /// The record of the live key whose value is `key`, if any.
     #[inline]
     pub(super) fn find(&self, key: &Value) -> Option<EntryId> {

@@ -9,8 +9,8 @@ use std::collections::HashMap;
 use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex};
 use vigil::{
-    ErrorKind, Key, KeyedMonitor, KeyedSnapshot, Monitor, RowError, RuntimeError, Sample, Snapshot,
-    SnapshotError, Spec, StepError, Tier, Value,
+    ErrorKind, Key, KeyedMonitor, KeyedSnapshot, KeyedSnapshotReader, Monitor, RowError,
+    RuntimeError, Sample, Snapshot, SnapshotError, Spec, StepError, Tier, Value,
 };
 
 const TIERS: [Tier; 4] = [
@@ -128,10 +128,30 @@ fn check_case(
             if decoded != snap {
                 return Err("the keyed snapshot changed through its encoding".into());
             }
+            // The snapshot written key by key is `to_bytes`' (or refused
+            // for a function value), and read key by key restores the same.
+            let mut streamed = std::io::Cursor::new(Vec::new());
+            let streamed = match monitor.write_snapshot(&mut streamed) {
+                Ok(()) => streamed.into_inner(),
+                Err(e) if snap.holds_function() => {
+                    assert_eq!(e.kind(), std::io::ErrorKind::InvalidData);
+                    Vec::new()
+                }
+                Err(e) => return Err(format!("a keyed snapshot was not written: {e}")),
+            };
+            if !streamed.is_empty() && streamed != snap.to_bytes() {
+                return Err("the keyed snapshot written key by key differs from to_bytes".into());
+            }
             cov.monitor(&monitor);
-            monitor = KeyedMonitor::builder(&spec, "kk")
-                .tier(second)
-                .restore(&decoded)
+            let builder = KeyedMonitor::builder(&spec, "kk").tier(second);
+            let builder = match streamed.is_empty() || json {
+                true => builder.restore(&decoded),
+                false => builder.restore_from(
+                    KeyedSnapshotReader::new(std::io::Cursor::new(streamed))
+                        .map_err(|e| format!("a streamed keyed snapshot did not read: {e}"))?,
+                ),
+            };
+            monitor = builder
                 .build()
                 .map_err(|e| format!("restore failed: {e}"))?;
             if monitor.snapshot() != snap {
@@ -643,6 +663,162 @@ fn a_duplicated_key_in_a_snapshot_is_refused() {
         .err()
         .unwrap();
     assert!(e.to_string().ends_with("the key a appears twice"), "{e}");
+}
+
+/// Issue 34, item 13: a keyed snapshot written key by key
+/// (`write_snapshot`) and read key by key (`KeyedSnapshotReader`,
+/// `restore_from`) is the snapshot `to_bytes` and `restore` give, in a
+/// file at any position (a checkpoint's follows its description); damage
+/// is a `SnapshotError` before any key is made, or while the keys are read.
+#[test]
+fn keyed_snapshots_stream_through_a_file() {
+    use std::io::{Cursor, Seek, SeekFrom, Write};
+    let spec = Spec::parse("c.dsrv", COUNTER).unwrap();
+    let mut m = KeyedMonitor::builder(&spec, "host")
+        .max_keys(NonZeroUsize::new(400).unwrap())
+        .build()
+        .unwrap();
+    for i in 0..2000 {
+        let r = row(&m, &format!("h{}", i * 7 % 500), i);
+        m.step(&r).unwrap();
+    }
+    let snap = m.snapshot();
+    let path = std::env::temp_dir().join(format!("vigil-keyed-stream-{}", std::process::id()));
+    let mut file = std::fs::File::create(&path).unwrap();
+    file.write_all(b"before").unwrap();
+    m.write_snapshot(&mut file).unwrap();
+    assert_eq!(
+        file.stream_position().unwrap(),
+        6 + snap.to_bytes().len() as u64
+    );
+    drop(file);
+    let bytes = std::fs::read(&path).unwrap();
+    assert!(bytes[6..] == snap.to_bytes()[..]);
+    let mut file = std::fs::File::open(&path).unwrap();
+    file.seek(SeekFrom::Start(6)).unwrap();
+    let reader = KeyedSnapshotReader::new(file).unwrap();
+    assert_eq!(
+        (reader.len(), reader.rows(), reader.key_input()),
+        (400, 2000, "host")
+    );
+    assert_eq!(reader.fingerprint(), spec.fingerprint());
+    for tier in TIERS {
+        let reader = KeyedSnapshotReader::new(Cursor::new(&bytes[6..])).unwrap();
+        let back = KeyedMonitor::builder(&spec, "host")
+            .tier(tier)
+            .max_keys(NonZeroUsize::new(400).unwrap())
+            .restore_from(reader)
+            .build()
+            .unwrap();
+        assert_eq!(back.snapshot(), snap, "{tier:?}");
+    }
+    let _ = std::fs::remove_file(&path);
+    // Damage: refused before any key is read, or while the keys are.
+    let good = snap.to_bytes();
+    let read = |b: &[u8]| {
+        let reader = KeyedSnapshotReader::new(Cursor::new(b.to_vec()))?;
+        KeyedMonitor::builder(&spec, "host")
+            .restore_from(reader)
+            .build()
+            .map(|_| ())
+            .map_err(|e| match e {
+                vigil::KeyedBuildError::Snapshot(e) => e,
+                e => panic!("{e}"),
+            })
+    };
+    assert_eq!(read(&good), Ok(()));
+    assert_eq!(read(b""), Err(SnapshotError::NotASnapshot));
+    assert_eq!(
+        read(&good[..30]),
+        Err(SnapshotError::Truncated {
+            expected: 52,
+            found: 30
+        })
+    );
+    let n = good.len() as u64 - 52;
+    assert_eq!(
+        read(&good[..good.len() - 1]),
+        Err(SnapshotError::Truncated {
+            expected: n,
+            found: n - 1
+        })
+    );
+    let mut flipped = good.clone();
+    flipped[good.len() / 2] ^= 4;
+    assert_eq!(read(&flipped), Err(SnapshotError::Checksum));
+    let mut longer = good.clone();
+    longer.push(0);
+    assert_eq!(
+        read(&longer),
+        Err(SnapshotError::Malformed(
+            "1 bytes after the end of the data".into()
+        ))
+    );
+    let mut version = good.clone();
+    version[8] = 7;
+    assert_eq!(
+        read(&version),
+        Err(SnapshotError::Version {
+            found: 7,
+            supported: 1
+        })
+    );
+    // Every cut of the body, resealed (a writer's bug, or a hostile file
+    // with a valid checksum), is an error and never a panic.
+    for cut in (52..good.len()).step_by(97) {
+        let e = read(&reseal(&good[..cut])).expect_err("a cut body is refused");
+        assert!(matches!(e, SnapshotError::Malformed(_)), "{cut}: {e}");
+    }
+    // So is a snapshot of another specification or key input, at once.
+    let other = Spec::parse("o.dsrv", &COUNTER.replace("x[1]", "x[2]")).unwrap();
+    let e = KeyedMonitor::builder(&other, "host")
+        .restore_from(KeyedSnapshotReader::new(Cursor::new(&good)).unwrap())
+        .build()
+        .err()
+        .unwrap();
+    assert!(
+        matches!(
+            e,
+            vigil::KeyedBuildError::Snapshot(SnapshotError::OtherSpec { .. })
+        ),
+        "{e}"
+    );
+}
+
+/// `bytes` (a binary snapshot's header and part of its body) with the
+/// header's length and SHA-256 made those of the body present.
+fn reseal(bytes: &[u8]) -> Vec<u8> {
+    use sha2::Digest;
+    let mut out = bytes.to_vec();
+    let body = out.split_off(52);
+    out[12..20].copy_from_slice(&(body.len() as u64).to_le_bytes());
+    out[20..52].copy_from_slice(&sha2::Sha256::digest(&body));
+    out.extend_from_slice(&body);
+    out
+}
+
+/// A keyed monitor holding a function value in a key's stream writes no
+/// snapshot of it: an `InvalidData` error, as `holds_function` says.
+#[test]
+fn a_keyed_run_holding_a_function_is_not_written() {
+    let spec = Spec::parse(
+        "f.dsrv",
+        "in host: Str
+in x: Int
+out l
+l = List(\\v: Int -> v + x)
+",
+    )
+    .unwrap();
+    let mut m = KeyedMonitor::builder(&spec, "host").build().unwrap();
+    let r = m.row().set("host", "a").unwrap().set("x", 1).unwrap();
+    m.step(&r).unwrap();
+    assert!(m.snapshot().holds_function());
+    let e = m
+        .write_snapshot(&mut std::io::Cursor::new(Vec::new()))
+        .unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::InvalidData);
+    assert!(e.to_string().contains("function value"), "{e}");
 }
 
 #[test]
