@@ -18,32 +18,38 @@
 //! standard output cannot be taken back: there the rows after the last
 //! checkpoint are written again (at least once; the step numbers tell them).
 //!
-//! The file: `VIGILCKP`, the format version, the body's length and SHA-256
-//! (the snapshot's envelope), then the body: the length of the run's
-//! description (u64, little-endian), the description (postcard), and the
-//! snapshot in its binary form (its magic tells a keyed snapshot from a
-//! plain one).
+//! The file: `VIGILCKP`, the format version, the run's description's length
+//! and SHA-256 (the snapshot's envelope), the description (postcard), then
+//! the snapshot in its binary form, which has a length and SHA-256 of its
+//! own (its magic tells a keyed snapshot from a plain one), and nothing
+//! after it. The two parts are sealed apart so that a keyed snapshot can be
+//! written key by key straight into the file (`KeyedMonitor::write_snapshot`)
+//! and read back key by key (`KeyedSnapshotReader`): a checkpoint of a
+//! million keys never holds them all in memory besides the monitor, either
+//! way. (Format 3 sealed both parts as one body, which had to be whole in
+//! memory to be hashed before it was written.)
 
 use super::{Exit, RunArgs, error};
 use crate::keyed::KeyedMonitor;
 use crate::monitor::{Monitor, Spec};
-use crate::snapshot::{self, KeyedSnapshot, Snapshot, SnapshotError};
+use crate::snapshot::{self, KeyedSnapshotReader, Snapshot, SnapshotError};
 use crate::trace::{
     self, OpenError, OutputFormat, OutputWriter, ReaderOptions, ResumeAt, RowReader, TraceFile,
     TraceFormat, TracePosition,
 };
 use serde::{Deserialize, Serialize};
 use std::fs::{File, OpenOptions};
-use std::io::{self, Seek, Write};
+use std::io::{self, Read, Seek, Write};
 use std::path::Path;
 
 /// The first bytes of a checkpoint file.
 const MAGIC: [u8; 8] = *b"VIGILCKP";
 
 /// The checkpoint format's version: it changes with the description's
-/// fields (the snapshot inside has a version of its own). Version 3 added
-/// the alerts file's length.
-const VERSION: u32 = 3;
+/// fields or the file's layout (the snapshot inside has a version of its
+/// own). Version 3 added the alerts file's length; version 4 seals the
+/// description and the snapshot apart (see the module's docs).
+const VERSION: u32 = 4;
 
 /// How many bytes of the trace, at its start and before the position, a
 /// checkpoint digests to recognise the trace when resuming.
@@ -157,16 +163,17 @@ struct OutputFileInfo {
     len: u64,
 }
 
-/// A checkpoint read from its file.
+/// A checkpoint's description, read from its file (its monitor state is
+/// `Saved`, read apart).
 struct Loaded {
     info: Info,
-    state: Saved,
 }
 
-/// The monitor state a checkpoint holds.
+/// The monitor state a checkpoint holds: a plain snapshot, or a keyed one
+/// checked and ready to be read key by key from the file.
 enum Saved {
     Single(Snapshot),
-    Keyed(KeyedSnapshot),
+    Keyed(KeyedSnapshotReader<'static>),
 }
 
 /// The monitor `vigil run` drives: a plain one, or a keyed one (`--key`).
@@ -175,13 +182,27 @@ pub(super) enum Runner {
     Keyed(Box<KeyedMonitor>),
 }
 
+/// A writer a snapshot can be streamed into (its header is patched with a
+/// seek at the end).
+pub(super) trait WriteSeek: Write + Seek {}
+
+impl<W: Write + Seek> WriteSeek for W {}
+
 /// A monitor a checkpoint can be taken of.
 pub(super) trait Checkpointable {
     /// Rows evaluated (over every key).
     fn rows(&self) -> u64;
-    /// The state to checkpoint, in its binary form, or why it cannot be
-    /// resumed from (then no checkpoint is written).
-    fn state_bytes(&self) -> Result<Vec<u8>, String>;
+    /// Writes the state to checkpoint in its binary form into `out` (a
+    /// keyed monitor key by key); an error of kind `InvalidData` says why
+    /// it cannot be resumed from (then no checkpoint is written).
+    fn write_state(&self, out: &mut dyn WriteSeek) -> io::Result<()>;
+    /// The state's binary form in memory (a scaled-out worker's snapshot
+    /// file), or why it cannot be resumed from.
+    fn state_bytes(&self) -> Result<Vec<u8>, String> {
+        let mut out = io::Cursor::new(Vec::new());
+        self.write_state(&mut out).map_err(|e| e.to_string())?;
+        Ok(out.into_inner())
+    }
 }
 
 /// Why a run holding a function value is not checkpointed: a resume from
@@ -193,12 +214,12 @@ impl Checkpointable for Monitor {
         self.steps()
     }
 
-    fn state_bytes(&self) -> Result<Vec<u8>, String> {
+    fn write_state(&self, out: &mut dyn WriteSeek) -> io::Result<()> {
         let snapshot = self.snapshot();
         if snapshot.holds_function() {
-            return Err(HOLDS_FUNCTION.to_string());
+            return Err(io::Error::new(io::ErrorKind::InvalidData, HOLDS_FUNCTION));
         }
-        Ok(snapshot.to_bytes())
+        out.write_all(&snapshot.to_bytes())
     }
 }
 
@@ -207,12 +228,14 @@ impl Checkpointable for KeyedMonitor {
         KeyedMonitor::rows(self)
     }
 
-    fn state_bytes(&self) -> Result<Vec<u8>, String> {
-        let snapshot = self.snapshot();
-        if snapshot.holds_function() {
-            return Err(HOLDS_FUNCTION.to_string());
-        }
-        Ok(snapshot.to_bytes())
+    fn write_state(&self, out: &mut dyn WriteSeek) -> io::Result<()> {
+        self.write_snapshot(out).map_err(|e| match e.kind() {
+            // A key's run holds a function value: said in a checkpoint's words.
+            io::ErrorKind::InvalidData => {
+                io::Error::new(io::ErrorKind::InvalidData, HOLDS_FUNCTION)
+            }
+            _ => e,
+        })
     }
 }
 
@@ -236,6 +259,9 @@ impl Runner {
 fn envelope_error(e: SnapshotError) -> String {
     match e {
         SnapshotError::NotASnapshot => "not a vigil checkpoint".to_string(),
+        SnapshotError::Version { found, supported } if found < supported => format!(
+            "checkpoint format version {found} is not supported (this vigil reads version {supported}): it was written by an earlier vigil; start the run afresh, or resume it with the vigil that wrote it"
+        ),
         SnapshotError::Version { found, supported } => format!(
             "checkpoint format version {found} is not supported (this vigil reads version {supported})"
         ),
@@ -249,40 +275,64 @@ fn envelope_error(e: SnapshotError) -> String {
     }
 }
 
-fn encode(info: &Info, state: &[u8]) -> Vec<u8> {
-    let info = postcard::to_stdvec(info).expect("a checkpoint's description serialises");
-    let mut body = Vec::with_capacity(8 + info.len());
-    body.extend_from_slice(&(info.len() as u64).to_le_bytes());
-    body.extend_from_slice(&info);
-    body.extend_from_slice(state);
-    snapshot::seal(&MAGIC, VERSION, &body)
+/// An error of the snapshot inside a checkpoint file: damage is the
+/// checkpoint's (`the checkpoint is corrupt: …`), a version the snapshot's.
+fn snapshot_error(e: SnapshotError) -> String {
+    match e {
+        SnapshotError::Version { .. } => e.to_string(),
+        e => envelope_error(e),
+    }
 }
 
-fn decode(bytes: &[u8]) -> Result<Loaded, String> {
-    let body = snapshot::unseal(bytes, &MAGIC, VERSION).map_err(envelope_error)?;
+/// Reads a checkpoint from `file`: its description (sealed, checked
+/// whole) and its snapshot — a plain one read whole, a keyed one checked
+/// (its checksum read through once) and left in the file to be read key by
+/// key when the monitor is built.
+fn decode(mut file: File) -> Result<(Loaded, Saved), String> {
+    let read = |e: io::Error| format!("cannot read it: {e}");
     let corrupt = |m: &str| format!("the checkpoint is corrupt: {m}");
-    let (len, rest) = body
-        .split_first_chunk::<8>()
-        .ok_or_else(|| corrupt("no description"))?;
-    let len = usize::try_from(u64::from_le_bytes(*len)).unwrap_or(usize::MAX);
-    if len > rest.len() {
-        return Err(corrupt("the description is longer than the file"));
+    let mut sealed = Vec::with_capacity(snapshot::HEADER_LEN);
+    (&mut file)
+        .take(snapshot::HEADER_LEN as u64)
+        .read_to_end(&mut sealed)
+        .map_err(read)?;
+    if sealed.len() == snapshot::HEADER_LEN {
+        // The description's length, from the header; `take` reads no more
+        // than the file has, whatever the header claims.
+        let len = u64::from_le_bytes(sealed[12..20].try_into().map_err(|_| corrupt("header"))?);
+        (&mut file)
+            .take(len)
+            .read_to_end(&mut sealed)
+            .map_err(read)?;
     }
-    let (info, snap) = rest.split_at(len);
+    let info = snapshot::unseal(&sealed, &MAGIC, VERSION).map_err(envelope_error)?;
     let info: Info = snapshot::decode_postcard(info).map_err(envelope_error)?;
-    let (state, rows) = if snap.starts_with(&snapshot::KEYED_MAGIC) {
-        let keyed = KeyedSnapshot::from_bytes(snap).map_err(|e| e.to_string())?;
+    let mut magic = Vec::with_capacity(8);
+    let start = file.stream_position().map_err(read)?;
+    (&mut file).take(8).read_to_end(&mut magic).map_err(read)?;
+    file.seek(io::SeekFrom::Start(start)).map_err(read)?;
+    let (state, rows) = if magic == snapshot::KEYED_MAGIC {
+        let keyed = KeyedSnapshotReader::new(file).map_err(snapshot_error)?;
         let rows = keyed.rows();
         (Saved::Keyed(keyed), rows)
+    } else if magic.len() < 8 {
+        return Err(
+            "the checkpoint is truncated: it ends before the monitor's snapshot".to_string(),
+        );
     } else {
-        let single = Snapshot::from_bytes(snap).map_err(|e| e.to_string())?;
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes).map_err(read)?;
+        let single = Snapshot::from_bytes(&bytes).map_err(|e| match e {
+            SnapshotError::NotASnapshot => corrupt("no snapshot after its description"),
+            e => snapshot_error(e),
+        })?;
         let rows = single.step();
         (Saved::Single(single), rows)
     };
     if rows != info.input.rows {
         return Err(corrupt("its row count and its snapshot's differ"));
     }
-    Ok(Loaded { info, state })
+    Ok((Loaded { info }, state))
 }
 
 /// The digests of the trace's bytes around `offset` (see `FileInfo`).
@@ -297,6 +347,16 @@ fn digests(trace: &TraceFile, offset: u64) -> io::Result<([u8; 32], [u8; 32])> {
 /// directory, fsynced, renamed over `path`, then the directory fsynced, so a
 /// crash leaves the old checkpoint or the new one, never a mix.
 pub(super) fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    write_atomically_with(path, |out| out.write_all(bytes))
+}
+
+/// As `write_atomically`, the bytes written by `write` into a buffered
+/// writer on the temporary file (which it may seek in). A failure removes
+/// the temporary file and leaves any earlier checkpoint as it was.
+pub(super) fn write_atomically_with(
+    path: &Path,
+    write: impl FnOnce(&mut io::BufWriter<File>) -> io::Result<()>,
+) -> io::Result<()> {
     let name = path
         .file_name()
         .ok_or_else(|| io::Error::other("the path names no file"))?;
@@ -308,12 +368,15 @@ pub(super) fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
     tmp_name.push(name);
     tmp_name.push(".tmp");
     let tmp = dir.join(tmp_name);
-    let written = File::create(&tmp).and_then(|mut f| {
-        f.write_all(bytes)?;
+    let written = File::create(&tmp).and_then(|f| {
+        let mut out = io::BufWriter::with_capacity(1 << 20, f);
+        write(&mut out)?;
+        let f = out.into_inner().map_err(io::IntoInnerError::into_error)?;
         f.sync_all()
     });
-    // A temporary file that could not be written whole (a full disk) is
-    // taken away, not left behind as a 0-byte `.FILE.tmp`.
+    // A temporary file that could not be written whole (a full disk, a run
+    // holding a function value found halfway) is taken away, not left
+    // behind as a partial `.FILE.tmp`.
     if let Err(e) = written.and_then(|()| std::fs::rename(&tmp, path)) {
         let _ = std::fs::remove_file(&tmp);
         return Err(e);
@@ -434,18 +497,15 @@ impl Checkpointer {
                 alerts,
             },
         };
-        let state = match monitor.state_bytes() {
-            Ok(state) => state,
-            Err(why) => {
-                return Ok(Err(format!(
-                    "cannot write checkpoint `{}`: {why}",
-                    self.path
-                )));
-            }
-        };
-        let bytes = encode(&info, &state);
-        let written = write_atomically(Path::new(&self.path), &bytes)
-            .map_err(|e| format!("cannot write checkpoint `{}`: {e}", self.path));
+        let info = postcard::to_stdvec(&info).expect("a checkpoint's description serialises");
+        let info = snapshot::seal(&MAGIC, VERSION, &info);
+        // The monitor's state goes straight into the file (a keyed one key
+        // by key), never whole into memory.
+        let written = write_atomically_with(Path::new(&self.path), |out| {
+            out.write_all(&info)?;
+            monitor.write_state(out)
+        })
+        .map_err(|e| format!("cannot write checkpoint `{}`: {e}", self.path));
         // The rows are in a checkpoint: a consumer group may let them go.
         if written.is_ok() {
             reader.commit();
@@ -483,19 +543,19 @@ pub(super) fn prepare(
         error(message);
         Exit::Failure
     };
-    let loaded = match &args.resume {
-        None => None,
+    let (loaded, saved) = match &args.resume {
+        None => (None, None),
         Some(path) => {
-            let bytes = std::fs::read(path)
+            let file = File::open(path)
                 .map_err(|e| fail(format!("cannot read checkpoint `{path}`: {e}")))?;
-            let loaded =
-                decode(&bytes).map_err(|e| fail(format!("cannot resume from `{path}`: {e}")))?;
+            let (loaded, saved) =
+                decode(file).map_err(|e| fail(format!("cannot resume from `{path}`: {e}")))?;
             check_options(&loaded.info, args, format, output)
                 .map_err(|e| fail(format!("cannot resume from `{path}`: {e}")))?;
-            Some((path.as_str(), loaded))
+            (Some((path.as_str(), loaded)), Some(saved))
         }
     };
-    let monitor = build_monitor(args, spec, loaded.as_ref().map(|(p, l)| (*p, l)))?;
+    let monitor = build_monitor(args, spec, loaded.as_ref().map(|(p, l)| (*p, l)), saved)?;
     let resume_at = loaded.as_ref().and_then(|(_, l)| {
         l.info.input.file.as_ref().map(|f| ResumeAt {
             position: TracePosition {
@@ -688,18 +748,20 @@ pub(super) fn check_checkpointable(spec: &Spec) -> Result<(), String> {
     }
 }
 
-/// The monitor of the run: plain, or keyed by `--key`; fresh, or restored
-/// from the checkpoint loaded from `path` (every mismatch is status 1).
 /// A fresh monitor, plain or keyed, as the run's options ask (the merged
 /// run's; a resumed one comes from `prepare`).
 pub(super) fn new_monitor(args: &RunArgs, spec: &Spec) -> Result<Runner, Exit> {
-    build_monitor(args, spec, None)
+    build_monitor(args, spec, None, None)
 }
 
+/// The monitor of the run: plain, or keyed by `--key`; fresh, or restored
+/// from `saved`, the state of the checkpoint `loaded` from its path (every
+/// mismatch is status 1).
 fn build_monitor(
     args: &RunArgs,
     spec: &Spec,
     loaded: Option<(&str, &Loaded)>,
+    saved: Option<Saved>,
 ) -> Result<Runner, Exit> {
     let fail = |message: String| {
         error(message);
@@ -715,11 +777,11 @@ fn build_monitor(
         let builder = Monitor::builder(spec)
             .tier(args.tier)
             .max_string_bytes(args.max_string_bytes);
-        return Ok(Runner::Single(Box::new(match loaded {
+        return Ok(Runner::Single(Box::new(match loaded.zip(saved) {
             None => builder.build(),
-            Some((path, l)) => match &l.state {
+            Some(((path, l), saved)) => match saved {
                 Saved::Single(snap) => builder
-                    .restore(snap)
+                    .restore(&snap)
                     .map_err(|e| refused(path, l, &e))?
                     .build(),
                 Saved::Keyed(snap) => {
@@ -741,10 +803,10 @@ fn build_monitor(
     if let Some(n) = args.max_keys {
         builder = builder.max_keys(n);
     }
-    let builder = match loaded {
+    let builder = match loaded.zip(saved) {
         None => builder,
-        Some((path, l)) => match &l.state {
-            Saved::Keyed(snap) => builder.restore(snap),
+        Some(((path, l), saved)) => match saved {
+            Saved::Keyed(reader) => builder.restore_from(reader),
             Saved::Single(_) => {
                 return Err(refused(
                     path,
@@ -758,6 +820,17 @@ fn build_monitor(
         .build()
         .map(|m| Runner::Keyed(Box::new(m)))
         .map_err(|e| match (e, loaded) {
+            // Damage found while the keys are read from the file is the
+            // checkpoint's, as damage found before.
+            (
+                crate::keyed::KeyedBuildError::Snapshot(
+                    e @ (SnapshotError::Malformed(_) | SnapshotError::Io(_)),
+                ),
+                Some((path, _)),
+            ) => fail(format!(
+                "cannot resume from `{path}`: {}",
+                snapshot_error(e)
+            )),
             (crate::keyed::KeyedBuildError::Snapshot(e), Some((path, l))) => refused(path, l, &e),
             (e, _) => fail(e.to_string()),
         })

@@ -583,3 +583,306 @@ fn a_resume_cuts_the_output_file_back_to_the_checkpoint() {
         "the output file was not cut back"
     );
 }
+
+/// Issue 34, item 13: keyed checkpoints of many keys.
+mod many_keys {
+    use super::run;
+    use crate::support::{test_dir, vigil, write};
+    use std::path::Path;
+
+    /// A counter, a difference over an offset and a flag per key.
+    const KEYED: &str = "in host: Str\nin x: Int\nout total: Int\nout delta: Int\nout hi: Bool\n\
+total = default(total[1], 0) + x\ndelta = x - default(x[1], x)\nhi = x > 90\n";
+
+    /// `rows` JSON lines over `keys` keys (`h0`, `h1`, …), each key's rows
+    /// spread over the trace.
+    fn trace(keys: usize, rows: usize) -> String {
+        (0..rows)
+            .map(|i| {
+                let x = (i * 7919) % 100;
+                format!("{{\"host\": \"h{}\", \"x\": {x}}}\n", i % keys)
+            })
+            .collect()
+    }
+
+    /// The memory test's name, which its measuring child runs.
+    const MEMORY_TEST: &str =
+        "checkpoints::many_keys::keyed_checkpoints_and_resumes_stay_within_the_monitors_memory";
+
+    /// Runs vigil with `args` to its end; returns its exit status and peak
+    /// resident set (bytes). The peak is `wait4`'s usage of that one child,
+    /// but a child's peak counts its parent's resident set at the spawn
+    /// (Linux keeps the larger of the peaks across `execve`), and this test
+    /// process may hold hundreds of megabytes at that moment (other tests
+    /// run beside it). So vigil is spawned by a fresh run of this test
+    /// binary, which holds a few megabytes (`report_peak`), and reports the
+    /// figure.
+    fn peak_rss(args: &[&str]) -> (i32, u64) {
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([MEMORY_TEST, "--exact", "--nocapture", "--test-threads=1"])
+            .env("VIGIL_PEAK_ARGS", args.join("\u{1f}"))
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success() && stdout.contains("test result: ok. 1 passed"),
+            "the measuring child did not run exactly this test:\n{stdout}\n{stderr}"
+        );
+        let line = stderr
+            .lines()
+            .find_map(|l| l.strip_prefix("vigil peak: "))
+            .unwrap_or_else(|| panic!("the child reported no peak:\n{stderr}"));
+        let mut words = line.split_whitespace().map(|w| w.parse::<i64>().unwrap());
+        let (code, peak) = (words.next().unwrap(), words.next().unwrap());
+        (code as i32, peak as u64)
+    }
+
+    /// The measuring child: runs vigil with the arguments of
+    /// `VIGIL_PEAK_ARGS` and reports its exit status and peak resident set.
+    // The child is reaped by `wait4` (which gives its usage), not `wait`.
+    #[allow(clippy::zombie_processes)]
+    fn report_peak(args: &str) {
+        let child = vigil()
+            .args(args.split('\u{1f}'))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let pid = child.id() as libc::pid_t;
+        let mut status = 0;
+        // SAFETY: an all-zero `rusage` is a valid value (plain integers).
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: `pid` is our child, not yet waited for (`child` is only
+        // dropped, which neither waits nor kills); the pointers are to live
+        // locals.
+        let got = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+        assert_eq!(got, pid, "wait4: {}", std::io::Error::last_os_error());
+        let code = match libc::WIFEXITED(status) {
+            true => libc::WEXITSTATUS(status),
+            false => -1,
+        };
+        // `ru_maxrss` is in kilobytes on Linux.
+        eprintln!("vigil peak: {code} {}", usage.ru_maxrss * 1024);
+    }
+
+    /// A keyed checkpoint of 100,000 keys used to be built whole in memory
+    /// (every key's snapshot, its encoding, then the file's) beside the
+    /// monitor, and a resume held the decoded checkpoint, every key's
+    /// restored state and the monitor at once: the run with a checkpoint
+    /// peaked at several times the run without one. Both are now streams,
+    /// key by key, so each peaks at about the monitor's own memory. Not a
+    /// timed test: it compares peak resident sets of the three runs.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn keyed_checkpoints_and_resumes_stay_within_the_monitors_memory() {
+        if let Ok(args) = std::env::var("VIGIL_PEAK_ARGS") {
+            return report_peak(&args);
+        }
+        const KEYS: usize = 100_000;
+        let dir = test_dir("checkpoints", "many-keys-memory");
+        let spec = write(&dir, "spec.dsrv", KEYED);
+        let input = write(&dir, "t.jsonl", trace(KEYS, KEYS));
+        let ck = dir.join("ck").to_str().unwrap().to_string();
+        let base = ["run", &spec, "--input", &input, "--key", "host", "--quiet"];
+        let (code, plain) = peak_rss(&base);
+        assert_eq!(code, 0);
+        // Checkpoints at 60,000 rows and at the end (100,000 keys).
+        let with_ck = [
+            &base[..],
+            &["--checkpoint", &ck, "--checkpoint-every", "60000"],
+        ]
+        .concat();
+        let (code, checkpointed) = peak_rss(&with_ck);
+        assert_eq!(code, 0);
+        let size = std::fs::metadata(&ck).unwrap().len();
+        let (code, resumed) = peak_rss(&[&base[..], &["--resume", &ck]].concat());
+        assert_eq!(code, 0);
+        let mb = |b: u64| b as f64 / (1 << 20) as f64;
+        eprintln!(
+            "{KEYS} keys: peak RSS {:.1} MB plain, {:.1} MB checkpointed, {:.1} MB resumed; checkpoint {:.1} MB",
+            mb(plain),
+            mb(checkpointed),
+            mb(resumed),
+            mb(size)
+        );
+        // The monitor's own memory, and the buffers of a stream (a megabyte
+        // of file buffer, a few hundred kilobytes of decoding) with room for
+        // the allocator's slack; the old code needed the whole checkpoint
+        // several times over on top.
+        let bound = plain + plain / 4 + (16 << 20);
+        assert!(
+            checkpointed <= bound,
+            "checkpointing peaked at {:.1} MB against {:.1} MB without",
+            mb(checkpointed),
+            mb(plain)
+        );
+        assert!(
+            resumed <= bound,
+            "resuming peaked at {:.1} MB against {:.1} MB for the run itself",
+            mb(resumed),
+            mb(plain)
+        );
+    }
+
+    /// A keyed run with thousands of keys checkpointed partway (the trace
+    /// then grew, as an append-only log does) and resumed writes exactly
+    /// the output file of an uninterrupted run, and its final checkpoint is
+    /// byte for byte the uninterrupted run's.
+    #[test]
+    fn a_resumed_keyed_run_of_many_keys_equals_an_uninterrupted_one() {
+        let dir = test_dir("checkpoints", "many-keys-resume");
+        let spec = write(&dir, "spec.dsrv", KEYED);
+        let text = trace(5_000, 12_000);
+        let whole = write(&dir, "whole.jsonl", &text);
+        let (out, ck) = (dir.join("out"), dir.join("ck"));
+        let (out, ck) = (out.to_str().unwrap(), ck.to_str().unwrap());
+        let keyed = ["--key", "host", "--output", "csv", "--output-file", out];
+        let (code, _, err) = run(&[&["run", &spec, "--input", &whole], &keyed[..]].concat());
+        assert_eq!((code, err.as_str()), (0, ""));
+        let want = std::fs::read(out).unwrap();
+        let (ck_want, ck_got) = (dir.join("ck-want"), dir.join("ck-got"));
+        let (code, _, err) = run(&[
+            &["run", &spec, "--input", &whole, "--quiet"],
+            &["--key", "host", "--checkpoint", ck_want.to_str().unwrap()][..],
+        ]
+        .concat());
+        assert_eq!((code, err.as_str()), (0, ""));
+        // The first 7,000 rows, with checkpoints every 3,000 and at their
+        // end; the trace is then the whole one (same path, grown).
+        let growing = dir.join("growing.jsonl");
+        let head: String = text.lines().take(7_000).map(|l| format!("{l}\n")).collect();
+        std::fs::write(&growing, head).unwrap();
+        let growing = growing.to_str().unwrap();
+        let every = ["--checkpoint", ck, "--checkpoint-every", "3000"];
+        let (code, _, err) =
+            run(&[&["run", &spec, "--input", growing], &keyed[..], &every[..]].concat());
+        assert_eq!((code, err.as_str()), (0, ""));
+        std::fs::write(growing, &text).unwrap();
+        let (code, _, err) = run(&[
+            &["run", &spec, "--input", growing, "--resume", ck],
+            &keyed[..],
+            &every[..],
+        ]
+        .concat());
+        assert_eq!((code, err.as_str()), (0, ""));
+        assert!(
+            std::fs::read(out).unwrap() == want,
+            "the resumed output differs from the uninterrupted run's"
+        );
+        std::fs::copy(ck, &ck_got).unwrap();
+        let snapshot_of = |path: &Path| {
+            let bytes = std::fs::read(path).unwrap();
+            // The snapshot follows the description; the descriptions differ
+            // (input paths), the monitors' snapshots must not.
+            let at = bytes
+                .windows(8)
+                .position(|w| w == vigil::KEYED_MAGIC)
+                .expect("a keyed snapshot");
+            bytes[at..].to_vec()
+        };
+        assert!(
+            snapshot_of(&ck_got) == snapshot_of(&ck_want),
+            "the resumed run's last checkpoint differs from the uninterrupted run's"
+        );
+    }
+
+    /// Every way a keyed checkpoint can be damaged is refused with a clear
+    /// message (exit 1, nothing written), never a panic: a flipped byte
+    /// anywhere, a cut anywhere, bytes after its end, a lying key count, and
+    /// a checkpoint of the format before streaming.
+    #[test]
+    fn damaged_keyed_checkpoints_are_refused() {
+        let dir = test_dir("checkpoints", "many-keys-damaged");
+        let spec = write(&dir, "spec.dsrv", KEYED);
+        let input = write(&dir, "t.jsonl", trace(300, 600));
+        let ck = dir.join("ck").to_str().unwrap().to_string();
+        let base = ["run", &spec, "--input", &input, "--key", "host", "--quiet"];
+        let (code, _, err) = run(&[&base[..], &["--checkpoint", &ck]].concat());
+        assert_eq!((code, err.as_str()), (0, ""));
+        let bytes = std::fs::read(&ck).unwrap();
+        let snap_at = bytes
+            .windows(8)
+            .position(|w| w == vigil::KEYED_MAGIC)
+            .unwrap();
+        let mut cases: Vec<(String, Vec<u8>, &str)> = Vec::new();
+        // Flips and cuts spread over the description, the snapshot's header
+        // and its entries.
+        for k in 0..24 {
+            let at = k * (bytes.len() - 1) / 23;
+            let mut flipped = bytes.clone();
+            flipped[at] ^= 0x10;
+            cases.push((format!("flip-{at}"), flipped, ""));
+            cases.push((format!("cut-{at}"), bytes[..at].to_vec(), ""));
+        }
+        let mut longer = bytes.clone();
+        longer.extend_from_slice(b"tail");
+        cases.push((
+            "longer".into(),
+            longer,
+            "the checkpoint is corrupt: 4 bytes after the end of the data",
+        ));
+        let cut_body = bytes[..bytes.len() - 5].to_vec();
+        cases.push((
+            "cut-body".into(),
+            cut_body,
+            "the checkpoint is truncated: its header announces",
+        ));
+        let mut old = bytes.clone();
+        old[8..12].copy_from_slice(&3u32.to_le_bytes());
+        cases.push((
+            "format-3".into(),
+            old,
+            "checkpoint format version 3 is not supported (this vigil reads version 4): it was written by an earlier vigil",
+        ));
+        let mut flipped = bytes.clone();
+        flipped[bytes.len() - 1] ^= 1;
+        cases.push((
+            "flip-last".into(),
+            flipped,
+            "the checkpoint is corrupt: its contents do not match their checksum",
+        ));
+        // A key count that claims more keys than the bytes could hold, with
+        // a valid checksum: the count is the varint after the head's fields.
+        let lying = reseal_keyed(&bytes, snap_at, |body| {
+            // Version (1), fingerprint (32), key name (1 + 4: "host"),
+            // rows (2 bytes: 600), then the count (2 bytes: 300).
+            assert_eq!(&body[34..38], b"host");
+            assert_eq!(body[40..42], [0xac, 0x02], "300 keys");
+            body.splice(40..42, [0xff, 0xff, 0xff, 0x7f]);
+        });
+        cases.push((
+            "lying-count".into(),
+            lying,
+            "the checkpoint is corrupt: 268435455 keys announced in",
+        ));
+        // One key fewer than announced, resealed: the last entry is missing.
+        let short = reseal_keyed(&bytes, snap_at, |body| {
+            body.truncate(body.len() - 60);
+        });
+        cases.push(("short".into(), short, "the checkpoint is corrupt: "));
+        for (name, contents, message) in cases {
+            let path = write(&dir, &name, contents);
+            let (code, stdout, err) = run(&[&base[..], &["--resume", &path]].concat());
+            assert_eq!((code, stdout.as_str()), (1, ""), "{name}: {err}");
+            assert!(
+                err.starts_with(&format!("error: cannot resume from `{path}`: {message}")),
+                "{name}: {err}"
+            );
+            assert!(!err.contains("panicked"), "{name}: {err}");
+        }
+    }
+
+    /// The checkpoint `bytes` with its keyed snapshot (at `at`) changed by
+    /// `change` and resealed with a valid length and SHA-256.
+    fn reseal_keyed(bytes: &[u8], at: usize, change: impl FnOnce(&mut Vec<u8>)) -> Vec<u8> {
+        use sha2::Digest;
+        let mut body = bytes[at + 52..].to_vec();
+        change(&mut body);
+        let mut out = bytes[..at + 52].to_vec();
+        out[at + 12..at + 20].copy_from_slice(&(body.len() as u64).to_le_bytes());
+        out[at + 20..at + 52].copy_from_slice(&sha2::Sha256::digest(&body));
+        out.extend_from_slice(&body);
+        out
+    }
+}
