@@ -386,7 +386,8 @@ const CHUNK: usize = 256 * 1024;
 /// # }
 /// ```
 pub struct KeyedSnapshotReader<'a> {
-    src: Box<dyn Read + 'a>,
+    /// `Send`, so that a builder holding the reader stays `Send`.
+    src: Box<dyn Read + Send + 'a>,
     buf: Vec<u8>,
     /// The bytes of `buf` not decoded yet.
     pos: usize,
@@ -410,9 +411,12 @@ impl<'a> KeyedSnapshotReader<'a> {
     /// head. A damaged snapshot is a [`SnapshotError`], as
     /// [`KeyedSnapshot::from_bytes`](super::KeyedSnapshot::from_bytes)
     /// reports it; an I/O error is [`SnapshotError::Io`].
-    pub fn new(mut src: impl Read + Seek + 'a) -> Result<KeyedSnapshotReader<'a>, SnapshotError> {
+    pub fn new(
+        mut src: impl Read + Seek + Send + 'a,
+    ) -> Result<KeyedSnapshotReader<'a>, SnapshotError> {
         let start = src.stream_position().map_err(io_error)?;
-        let total = src.seek(SeekFrom::End(0)).map_err(io_error)? - start;
+        // A reader positioned past its end has nothing to read.
+        let total = (src.seek(SeekFrom::End(0)).map_err(io_error)?).saturating_sub(start);
         src.seek(SeekFrom::Start(start)).map_err(io_error)?;
         let mut header = [0u8; HEADER_LEN];
         let got = read_up_to(&mut src, &mut header).map_err(io_error)?;

@@ -1252,3 +1252,23 @@ fn shared_monitors_run_the_same_code_on_other_threads() {
         assert_eq!(first.share().key_count(), 0);
     }
 }
+
+/// A builder restoring from a reader can be sent to another thread (a
+/// monitor is built where it runs), as one restoring from a snapshot can.
+#[test]
+fn a_builder_restoring_from_a_reader_is_send() {
+    fn send<T: Send>(_: &T) {}
+    let spec = Spec::parse("c.dsrv", COUNTER).unwrap();
+    let m = KeyedMonitor::builder(&spec, "host").build().unwrap();
+    let bytes = m.snapshot().to_bytes();
+    let reader = KeyedSnapshotReader::new(std::io::Cursor::new(bytes)).unwrap();
+    let builder = KeyedMonitor::builder(&spec, "host").restore_from(reader);
+    send(&builder);
+    // A reader positioned past its end holds no snapshot.
+    let mut past = std::io::Cursor::new(vec![0u8; 4]);
+    past.set_position(10);
+    assert_eq!(
+        KeyedSnapshotReader::new(past).err(),
+        Some(SnapshotError::NotASnapshot)
+    );
+}
