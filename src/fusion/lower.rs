@@ -547,7 +547,11 @@ impl<'a> Lowering<'a> {
 
     fn preflight_streams(&mut self, members: &[StreamId]) {
         let plan = self.plan;
-        for (i, &s) in members.iter().enumerate() {
+        // The members before the current one, as a set: a region can hold
+        // thousands of streams, and scanning them for every operand made
+        // lowering quadratic in the region's size.
+        let mut earlier = std::collections::HashSet::with_capacity(members.len());
+        for &s in members {
             let graph = plan.graph(s).expect("members are defined streams");
             let mut operands: Vec<&Operand> = graph
                 .node_ids()
@@ -556,11 +560,12 @@ impl<'a> Lowering<'a> {
             operands.push(&graph.root);
             for op in operands {
                 if let Operand::Stream(r) = op
-                    && !members[..i].contains(r)
+                    && !earlier.contains(r)
                 {
                     self.read((*r).into(), plan.spec.stream(*r).sig);
                 }
             }
+            earlier.insert(s);
         }
     }
 
