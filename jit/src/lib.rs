@@ -45,8 +45,8 @@ mod module;
 mod translate;
 
 pub use module::{
-    BatchFn, BatchKernel, FuncHandle, JitModule, NativeCode, NativeFn, RowFn, compile,
-    compile_for_outputs,
+    BatchFn, BatchKernel, FuncHandle, JitModule, MAX_FUNCTION_INSTS, NativeCode, NativeFn, RowFn,
+    compile, compile_for_outputs, fits_one_function, row_kernel_chunks,
 };
 pub use translate::{Share, carried_rings, carried_sharing, carried_slots};
 

@@ -77,6 +77,12 @@ pub struct JitModule {
     helper_ids: [Option<FuncId>; Helper::ALL.len()],
     funcs: Vec<Declared>,
     compile_time: Duration,
+    /// The most program instructions translated into one Cranelift
+    /// function so far.
+    largest_function: usize,
+    /// The most instructions of a chunk of a split program:
+    /// [`MAX_FUNCTION_INSTS`], but for tests ([`JitModule::split_at`]).
+    chunk_insts: usize,
 }
 
 impl JitModule {
@@ -120,7 +126,18 @@ impl JitModule {
             helper_ids: [None; Helper::ALL.len()],
             funcs: Vec::new(),
             compile_time: start.elapsed(),
+            largest_function: 0,
+            chunk_insts: MAX_FUNCTION_INSTS,
         })
+    }
+
+    /// Splits every one-block program longer than `insts` instructions into
+    /// chunks of at most that many (at least one), instead of
+    /// [`MAX_FUNCTION_INSTS`]: the property tests split short random
+    /// programs at every point this way.
+    #[doc(hidden)]
+    pub fn split_at(&mut self, insts: usize) {
+        self.chunk_insts = insts.max(1);
     }
 
     /// Time spent so far creating this module and compiling into it.
@@ -183,38 +200,46 @@ impl JitModule {
     /// program, in order; a program that fails does not stop the others.
     pub fn compile_rows(&mut self, progs: &[&Program]) -> Vec<Result<FuncHandle, CompileError>> {
         let start = Instant::now();
-        // Stages 1 to 3: declared and built, in order.
-        let mut built: Vec<Result<(Declared, cl::Function), CompileError>> =
-            progs.iter().map(|p| self.build_row(p)).collect();
+        // Stages 1 to 3: declared and built, in order; each program's
+        // functions (several for a split program) become jobs.
+        let mut jobs: Vec<(FuncId, cl::Function)> = Vec::new();
+        let built: Vec<Result<(Declared, std::ops::Range<usize>), CompileError>> = progs
+            .iter()
+            .map(|p| {
+                let (declared, funcs) = self.build_row(p)?;
+                let first = jobs.len();
+                for (id, func, insts) in funcs {
+                    self.largest_function = self.largest_function.max(insts);
+                    jobs.push((id, func));
+                }
+                Ok((declared, first..jobs.len()))
+            })
+            .collect();
         // Stage 4, code generation: in parallel, each worker on its own
-        // contiguous share, with a context of its own.
+        // contiguous share of the functions, with a context of its own.
         let m = self.module.get();
         let isa = m.isa();
         let workers = std::thread::available_parallelism()
             .map_or(1, |n| n.get())
             .min(8);
-        // Each function is moved out of `built` into a worker's context.
-        let generate = |share: &mut [Result<(Declared, cl::Function), CompileError>]| {
+        // Each function is moved out of `jobs` into a worker's context.
+        let generate = |share: &mut [(FuncId, cl::Function)]| {
             let mut ctx = Context::new();
             share
                 .iter_mut()
-                .map(|b| match b {
-                    Ok((declared, func)) => {
-                        let func = std::mem::replace(func, cl::Function::new());
-                        generate(&mut ctx, isa, declared.row, func)
-                    }
-                    // Reported from `built` below.
-                    Err(_) => Err(CompileError::Internal("not built".into())),
+                .map(|(id, func)| {
+                    let func = std::mem::replace(func, cl::Function::new());
+                    generate(&mut ctx, isa, *id, func)
                 })
                 .collect::<Vec<_>>()
         };
         let code: Vec<Result<Generated, CompileError>> =
-            if workers < 2 || built.len() < PARALLEL_FROM {
-                generate(&mut built)
+            if workers < 2 || jobs.len() < PARALLEL_FROM {
+                generate(&mut jobs)
             } else {
-                let share = built.len().div_ceil(workers);
+                let share = jobs.len().div_ceil(workers);
                 std::thread::scope(|scope| {
-                    let mut parts = built.chunks_mut(share);
+                    let mut parts = jobs.chunks_mut(share);
                     let mine = parts.next().unwrap_or(&mut []);
                     let theirs: Vec<_> = parts
                         .map(|part| scope.spawn(move || generate(part)))
@@ -228,14 +253,22 @@ impl JitModule {
                 })
             };
         // Stage 4, defining the bytes, in order.
+        let mut code = code.into_iter();
         let results = built
             .into_iter()
-            .zip(code)
-            .map(|(b, c)| {
-                let (declared, _) = b?;
-                let c = c?;
-                m.define_function_bytes(declared.row, c.alignment, &c.bytes, &c.relocs)
-                    .map_err(codegen)?;
+            .map(|b| {
+                let (declared, range) = b?;
+                // Every function of the program is defined (or its error
+                // taken), so the next program's code comes next.
+                let mine: Vec<_> = code.by_ref().take(range.len()).collect();
+                let defined: Result<(), CompileError> =
+                    (jobs[range].iter()).zip(mine).try_for_each(|((id, _), c)| {
+                        let c = c?;
+                        m.define_function_bytes(*id, c.alignment, &c.bytes, &c.relocs)
+                            .map(|_| ())
+                            .map_err(codegen)
+                    });
+                defined?;
                 self.funcs.push(declared);
                 Ok(FuncHandle(self.funcs.len() - 1))
             })
@@ -244,16 +277,54 @@ impl JitModule {
         results
     }
 
-    /// Stages 1 to 3 of a row kernel: declared, and its Cranelift function
-    /// built (not yet compiled).
-    fn build_row(&mut self, prog: &Program) -> Result<(Declared, cl::Function), CompileError> {
+    /// Stages 1 to 3 of a row kernel: declared, and its Cranelift functions
+    /// built (not yet compiled): the kernel itself, or, for a program split
+    /// into chunks ([`ChunkPlan`]), each chunk and then the kernel calling
+    /// them.
+    fn build_row(&mut self, prog: &Program) -> Result<(Declared, Vec<Built>), CompileError> {
         verify(prog).map_err(CompileError::Verify)?;
         let declared = self.declare(prog, false)?;
         let helpers = helpers_used(prog);
-        let built = self.build(declared.row, prog, &helpers, Kernel::Row);
+        let Some(plan) = ChunkPlan::of(prog, self.chunk_insts) else {
+            let built = self.build(declared.row, prog, &helpers, Kernel::Row);
+            let func = self.take_func();
+            built?;
+            let row = declared.row;
+            return Ok((declared, vec![(row, func, inst_count(prog))]));
+        };
+        let m = self.module.get();
+        let ptr = m.target_config().pointer_type();
+        let mut chunk_sig = m.make_signature();
+        chunk_sig.params.push(AbiParam::new(ptr));
+        chunk_sig.params.push(AbiParam::new(ptr));
+        chunk_sig.returns.push(AbiParam::new(types::I64));
+        let chunks = (plan.ranges.iter())
+            .map(|_| m.declare_anonymous_function(&chunk_sig).map_err(codegen))
+            .collect::<Result<Vec<FuncId>, _>>()?;
+        let mut funcs = Vec::with_capacity(chunks.len() + 1);
+        for (k, &id) in chunks.iter().enumerate() {
+            let built = self.build_fn(id, 2, &helpers, |b, refs| {
+                build_chunk(b, prog, refs, &plan, k)
+            });
+            let func = self.take_func();
+            built?;
+            funcs.push((id, func, plan.ranges[k].len()));
+        }
+        let built = self.build_fn(declared.row, 1, &[], |b, _| {
+            build_split_row_kernel(b, &chunks, &chunk_sig, plan.lanes)
+        });
+        let func = self.take_func();
+        built?;
+        funcs.push((declared.row, func, chunks.len()));
+        Ok((declared, funcs))
+    }
+
+    /// The function just built in the shared context, leaving the context
+    /// clean for the next.
+    fn take_func(&mut self) -> cl::Function {
         let func = std::mem::replace(&mut self.ctx.func, cl::Function::new());
         self.module.get().clear_context(&mut self.ctx);
-        built.map(|()| (declared, func))
+        func
     }
 
     /// As [`JitModule::compile_for_outputs`], carrying at most
@@ -275,6 +346,14 @@ impl JitModule {
         outputs: Option<(&[u32], usize)>,
     ) -> Result<FuncHandle, CompileError> {
         verify(prog).map_err(CompileError::Verify)?;
+        if !fits_one_function(prog) {
+            return Err(CompileError::Unsupported(format!(
+                "a program of {} instructions has no batch kernel (at most {MAX_FUNCTION_INSTS} \
+                 instructions in one function); its row kernel is compile_row's",
+                inst_count(prog)
+            )));
+        }
+        self.largest_function = self.largest_function.max(inst_count(prog));
         if let Some(&slot) = outputs.and_then(|(o, _)| o.iter().find(|&&s| s >= prog.decl.env)) {
             return Err(CompileError::Unsupported(format!(
                 "output slot {slot} is outside the environment"
@@ -350,10 +429,33 @@ impl JitModule {
         helpers: &[Helper],
         kernel: Kernel<'_>,
     ) -> Result<(), CompileError> {
+        self.build_fn(id, 1, helpers, |b, refs| match kernel {
+            Kernel::Row => build_row_kernel(b, prog, refs),
+            Kernel::Batch(outputs, tags_after) => {
+                build_batch_kernel(b, prog, refs, outputs, tags_after)
+            }
+        })
+    }
+
+    /// Builds function `id` in the shared context: `params` pointer
+    /// parameters, an `i64` result, `helpers` imported, its body made by
+    /// `body`.
+    fn build_fn(
+        &mut self,
+        id: FuncId,
+        params: usize,
+        helpers: &[Helper],
+        body: impl FnOnce(
+            &mut FunctionBuilder<'_>,
+            [Option<cl::FuncRef>; Helper::ALL.len()],
+        ) -> Result<(), CompileError>,
+    ) -> Result<(), CompileError> {
         let m = self.module.get();
         m.clear_context(&mut self.ctx);
         let ptr = m.target_config().pointer_type();
-        self.ctx.func.signature.params.push(AbiParam::new(ptr));
+        for _ in 0..params {
+            self.ctx.func.signature.params.push(AbiParam::new(ptr));
+        }
         self.ctx
             .func
             .signature
@@ -367,12 +469,7 @@ impl JitModule {
             refs[h.index()] = Some(m.declare_func_in_func(hid, &mut self.ctx.func));
         }
         let mut b = FunctionBuilder::new(&mut self.ctx.func, &mut self.fctx);
-        let built = match kernel {
-            Kernel::Row => build_row_kernel(&mut b, prog, refs),
-            Kernel::Batch(outputs, tags_after) => {
-                build_batch_kernel(&mut b, prog, refs, outputs, tags_after)
-            }
-        };
+        let built = body(&mut b, refs);
         // Seal and finalize even on error, so the builder context is clean for reuse.
         b.seal_all_blocks();
         b.finalize(m.isa().frontend_config());
@@ -412,6 +509,7 @@ impl JitModule {
             module: OwnedModule(self.module.0.take()),
             funcs,
             compile_time,
+            largest_function: self.largest_function,
         })
     }
 }
@@ -432,9 +530,166 @@ pub fn compile_for_outputs(prog: &Program, outputs: &[u32]) -> Result<NativeCode
     m.finalize()
 }
 
+/// The most instructions of a program that one Cranelift function holds. A
+/// longer one-block program (a whole-row program of thousands of streams)
+/// is compiled as a row kernel calling chunks of at most this many
+/// instructions in order ([`ChunkPlan`]): Cranelift's code generation
+/// (register allocation above all) grew faster than the function, so one
+/// function of 400,000 instructions took 30 s where 100 functions of 4,000
+/// take a second. Such a program has no batch kernel ([`fits_one_function`]).
+pub const MAX_FUNCTION_INSTS: usize = 4096;
+
+/// The most values a chunked row kernel hands from chunk to chunk at once:
+/// they live in a scratch area on the kernel's stack, kept under a page so
+/// that the frame needs no stack probe. A program needing more is compiled
+/// as one function, as before.
+const MAX_SCRATCH_LANES: usize = 448;
+
+/// Whether `prog` is compiled as one Cranelift function: it is no longer
+/// than [`MAX_FUNCTION_INSTS`] instructions. A longer program has only a
+/// row kernel ([`JitModule::compile_row`] splits it); [`JitModule::compile`]
+/// and [`JitModule::compile_for_outputs`], which also make a batch kernel
+/// (the whole program in one loop), decline it.
+pub fn fits_one_function(prog: &Program) -> bool {
+    inst_count(prog) <= MAX_FUNCTION_INSTS
+}
+
+/// How many functions [`JitModule::compile_row`] compiles `prog`'s row kernel
+/// into, besides the kernel itself: the chunks of a split program
+/// ([`MAX_FUNCTION_INSTS`] instructions at most each), else 0.
+pub fn row_kernel_chunks(prog: &Program) -> usize {
+    ChunkPlan::of(prog, MAX_FUNCTION_INSTS).map_or(0, |plan| plan.ranges.len())
+}
+
+/// The number of instructions of `prog`.
+fn inst_count(prog: &Program) -> usize {
+    prog.layout.insts.iter().map(Vec::len).sum()
+}
+
+/// How a long one-block program is split into chunks, each a function
+/// `fn(*mut Frame, *mut u64) -> u64` that the row kernel calls in order with
+/// the same frame and a scratch area of [`ChunkPlan::lanes`] lanes: a value
+/// defined in one chunk and used in a later one is stored to its scratch
+/// lane at the end of the chunk defining it and loaded at the start of each
+/// chunk using it. A chunk that leaves (a decline or a trap) stores its exit
+/// word in the frame and returns it, as the row kernel would, and the
+/// kernel returns it at once; any other chunk returns 0 and the next runs;
+/// the last chunk ends with the program's own terminator. So the chunks
+/// run exactly the program's instructions, in its order.
+#[derive(Debug)]
+pub(crate) struct ChunkPlan {
+    /// Each chunk's instructions: a range of the block's.
+    pub(crate) ranges: Vec<std::ops::Range<usize>>,
+    /// By chunk: the values it loads from the scratch area (value, lane).
+    pub(crate) imports: Vec<Vec<(scalar_ir::Value, u32)>>,
+    /// By chunk: the values it stores to the scratch area (value, lane).
+    pub(crate) exports: Vec<Vec<(scalar_ir::Value, u32)>>,
+    /// The scratch lanes the kernel provides.
+    pub(crate) lanes: u32,
+}
+
+impl ChunkPlan {
+    /// The plan for `prog` in chunks of `chunk` instructions, if it is
+    /// split: a program of one block longer than `chunk` (what lowering
+    /// makes: its branches only leave), needing at most
+    /// [`MAX_SCRATCH_LANES`] scratch lanes at once.
+    pub(crate) fn of(prog: &Program, chunk: usize) -> Option<ChunkPlan> {
+        let [block] = prog.layout.blocks[..] else {
+            return None;
+        };
+        if !prog.params(block).is_empty() {
+            return None;
+        }
+        let insts = prog.layout.block_insts(block);
+        if insts.len() <= chunk {
+            return None;
+        }
+        let ranges: Vec<_> = (0..insts.len())
+            .step_by(chunk)
+            .map(|start| start..(start + chunk).min(insts.len()))
+            .collect();
+        let chunk_of = |i: usize| i / chunk;
+        // Where each value is defined, and the last chunk using it.
+        let values = prog.values.len();
+        let mut defined = vec![usize::MAX; values];
+        let mut last_use = vec![0usize; values];
+        let mut imports: Vec<Vec<scalar_ir::Value>> = vec![Vec::new(); ranges.len()];
+        for (i, &inst) in insts.iter().enumerate() {
+            let c = chunk_of(i);
+            let data = prog.inst(inst);
+            let mut used: Vec<scalar_ir::Value> =
+                data.typed_operands().into_iter().map(|(v, _)| v).collect();
+            // A window's operand, whatever its element type.
+            if let scalar_ir::InstData::Window { arg, .. } = data {
+                used.push(*arg);
+            }
+            for v in used {
+                let d = defined[v.index()];
+                if d < c {
+                    // Each chunk imports a value once.
+                    if last_use[v.index()] != c {
+                        imports[c].push(v);
+                    }
+                    last_use[v.index()] = c;
+                }
+            }
+            if let Some(r) = prog.result(inst) {
+                defined[r.index()] = c;
+                last_use[r.index()] = c;
+            }
+        }
+        // Scratch lanes: a value holds its lane from the end of the chunk
+        // defining it to the start of the last chunk using it, so a lane
+        // freed by a chunk's imports serves the same chunk's exports.
+        let mut lane_of = vec![u32::MAX; values];
+        let mut free: Vec<u32> = Vec::new();
+        let mut lanes = 0u32;
+        let mut exports: Vec<Vec<(scalar_ir::Value, u32)>> = vec![Vec::new(); ranges.len()];
+        let mut imported: Vec<Vec<(scalar_ir::Value, u32)>> = Vec::with_capacity(ranges.len());
+        let mut crossing: Vec<Vec<scalar_ir::Value>> = vec![Vec::new(); ranges.len()];
+        for import in &imports {
+            for &v in import {
+                crossing[defined[v.index()]].push(v);
+            }
+        }
+        for c in 0..ranges.len() {
+            let mine: Vec<_> = imports[c]
+                .iter()
+                .map(|&v| (v, lane_of[v.index()]))
+                .collect();
+            for &(v, lane) in &mine {
+                if last_use[v.index()] == c {
+                    free.push(lane);
+                }
+            }
+            imported.push(mine);
+            crossing[c].sort_unstable_by_key(|v| v.index());
+            crossing[c].dedup();
+            for &v in &crossing[c] {
+                let lane = free.pop().unwrap_or_else(|| {
+                    lanes += 1;
+                    lanes - 1
+                });
+                lane_of[v.index()] = lane;
+                exports[c].push((v, lane));
+            }
+        }
+        (lanes as usize <= MAX_SCRATCH_LANES).then_some(ChunkPlan {
+            ranges,
+            imports: imported,
+            exports,
+            lanes,
+        })
+    }
+}
+
 /// Programs from which `compile_rows` spreads code generation over threads
 /// (below it, starting them costs more than it saves).
 const PARALLEL_FROM: usize = 64;
+
+/// A Cranelift function built for the module, not yet compiled: its id,
+/// the function, and how many program instructions went into it.
+type Built = (FuncId, cl::Function, usize);
 
 /// A kernel's machine code, generated apart from the module.
 struct Generated {
@@ -491,6 +746,21 @@ fn store_field(b: &mut FunctionBuilder<'_>, v: cl::Value, base: cl::Value, off: 
     b.ins().store(lane_flags(), v, base, off as i32);
 }
 
+/// A row kernel's view of `frame`: its pointers and step, each loaded
+/// where first used (`load_field`).
+fn frame_vals(b: &mut FunctionBuilder<'_>, frame: cl::Value) -> FrameVals {
+    FrameVals {
+        inputs: load_field(b, frame, FRAME_INPUTS, true),
+        input_tags: load_field(b, frame, FRAME_INPUT_TAGS, true),
+        env: load_field(b, frame, FRAME_ENV, true),
+        env_tags: load_field(b, frame, FRAME_ENV_TAGS, true),
+        state: load_field(b, frame, FRAME_STATE, true),
+        step: load_field(b, frame, FRAME_STEP, true),
+        windows: load_field(b, frame, FRAME_WINDOWS, true),
+        reload_from: None,
+    }
+}
+
 /// The row kernel: load the frame's pointers, run the body, and leave through the
 /// exit block, which records the exit word in `frame.status` and returns it.
 fn build_row_kernel(
@@ -502,16 +772,7 @@ fn build_row_kernel(
     b.append_block_params_for_function_params(entry);
     b.switch_to_block(entry);
     let frame = b.block_params(entry)[0];
-    let fv = FrameVals {
-        inputs: load_field(b, frame, FRAME_INPUTS, true),
-        input_tags: load_field(b, frame, FRAME_INPUT_TAGS, true),
-        env: load_field(b, frame, FRAME_ENV, true),
-        env_tags: load_field(b, frame, FRAME_ENV_TAGS, true),
-        state: load_field(b, frame, FRAME_STATE, true),
-        step: load_field(b, frame, FRAME_STEP, true),
-        windows: load_field(b, frame, FRAME_WINDOWS, true),
-        reload_from: None,
-    };
+    let fv = frame_vals(b, frame);
     let mut t = Translator::new(prog, b, fv, helpers, OnReturn::Return { frame });
     t.enter()?;
     t.translate_blocks()?;
@@ -519,6 +780,102 @@ fn build_row_kernel(
         store_field(b, word, frame, FRAME_STATUS);
         b.ins().return_(&[word]);
     });
+    Ok(())
+}
+
+/// One chunk of a split row kernel (see [`ChunkPlan`]):
+/// `fn(frame, scratch) -> u64`, running instructions `plan.ranges[k]` of the
+/// program's block.
+fn build_chunk(
+    b: &mut FunctionBuilder<'_>,
+    prog: &Program,
+    helpers: [Option<cl::FuncRef>; Helper::ALL.len()],
+    plan: &ChunkPlan,
+    k: usize,
+) -> Result<(), CompileError> {
+    let entry = b.create_block();
+    b.append_block_params_for_function_params(entry);
+    b.switch_to_block(entry);
+    let (frame, scratch) = (b.block_params(entry)[0], b.block_params(entry)[1]);
+    let fv = frame_vals(b, frame);
+    let mut t = Translator::new(prog, b, fv, helpers, OnReturn::Return { frame });
+    for &(v, lane) in &plan.imports[k] {
+        t.import(v, scratch, lane)?;
+    }
+    let block = prog
+        .entry()
+        .ok_or_else(|| CompileError::Internal("a split program has a block".into()))?;
+    t.translate_range(&prog.layout.block_insts(block)[plan.ranges[k].clone()])?;
+    if k + 1 < plan.ranges.len() {
+        for &(v, lane) in &plan.exports[k] {
+            t.export(v, scratch, lane)?;
+        }
+        t.next_chunk();
+    }
+    t.finish(|b, word| {
+        store_field(b, word, frame, FRAME_STATUS);
+        b.ins().return_(&[word]);
+    });
+    Ok(())
+}
+
+/// The row kernel of a split program: calls each chunk with the frame and
+/// its scratch area, returning the first word that is not 0 (a chunk
+/// that left has stored it in the frame already) or the last chunk's.
+/// The chunks are called through their absolute addresses, wherever the
+/// module placed them.
+fn build_split_row_kernel(
+    b: &mut FunctionBuilder<'_>,
+    chunks: &[FuncId],
+    chunk_sig: &cl::Signature,
+    lanes: u32,
+) -> Result<(), CompileError> {
+    let ptr = chunk_sig.params[0].value_type;
+    let sig = b.import_signature(chunk_sig.clone());
+    let calls: Vec<cl::FuncRef> = chunks
+        .iter()
+        .map(|id| {
+            let name = b.func.declare_imported_user_function(cl::UserExternalName {
+                namespace: 0,
+                index: id.as_u32(),
+            });
+            b.import_function(cl::ExtFuncData {
+                name: cl::ExternalName::user(name),
+                signature: sig,
+                colocated: false,
+                patchable: false,
+            })
+        })
+        .collect();
+    let entry = b.create_block();
+    b.append_block_params_for_function_params(entry);
+    b.switch_to_block(entry);
+    let frame = b.block_params(entry)[0];
+    let bytes = lanes.max(1) * 8;
+    let slot = b.create_sized_stack_slot(cl::StackSlotData::new(
+        cl::StackSlotKind::ExplicitSlot,
+        bytes,
+        3,
+    ));
+    let scratch = b.ins().stack_addr(ptr, slot, 0);
+    let left = b.create_block();
+    b.set_cold_block(left);
+    let word = b.append_block_param(left, types::I64);
+    let Some((last, first)) = calls.split_last() else {
+        return Err(CompileError::Internal("a split program has chunks".into()));
+    };
+    for &f in first {
+        let call = b.ins().call(f, &[frame, scratch]);
+        let w = b.inst_results(call)[0];
+        let next = b.create_block();
+        b.ins().brif(w, left, &[BlockArg::Value(w)], next, &[]);
+        b.switch_to_block(next);
+    }
+    let call = b.ins().call(*last, &[frame, scratch]);
+    let w = b.inst_results(call)[0];
+    b.ins().return_(&[w]);
+    b.switch_to_block(left);
+    b.ins().return_(&[word]);
     Ok(())
 }
 
@@ -889,6 +1246,7 @@ pub struct NativeCode {
     module: OwnedModule,
     funcs: Vec<Compiled>,
     compile_time: Duration,
+    largest_function: usize,
 }
 
 impl NativeCode {
@@ -928,6 +1286,14 @@ impl NativeCode {
     /// Total compile time: module creation, every program, and finalization.
     pub fn compile_time(&self) -> Duration {
         self.compile_time
+    }
+
+    /// The most program instructions that went into one Cranelift function
+    /// of this code: at most [`MAX_FUNCTION_INSTS`] for programs compiled by
+    /// [`JitModule::compile_row`] or [`JitModule::compile_rows`], whatever
+    /// their length (a longer program is split into chunks).
+    pub fn largest_function(&self) -> usize {
+        self.largest_function
     }
 }
 

@@ -490,11 +490,14 @@ pub(crate) struct Translator<'p, 'b, 'f> {
     /// Cold stubs, one per distinct non-return exit word, each leaving the function
     /// itself (see [`Translator::finish`]).
     stubs: HashMap<u64, cl::Block>,
-    /// Cranelift value of each scalar IR value, once translated.
-    vals: Vec<Option<cl::Value>>,
+    /// Cranelift value of each scalar IR value, once translated. A map
+    /// rather than a table over the program's values: a split program's
+    /// chunks (`module::ChunkPlan`) each translate a small part of a long
+    /// program, and a table per chunk made the split quadratic.
+    vals: HashMap<Value, cl::Value>,
     /// The raw `i8` result of each comparison, so `brif`/`select` can use it directly
     /// instead of the widened 0/1 lane.
-    flags: Vec<Option<cl::Value>>,
+    flags: HashMap<Value, cl::Value>,
     /// Cranelift block of each scalar IR block.
     blocks: Vec<Option<cl::Block>>,
 }
@@ -517,8 +520,8 @@ impl<'p, 'b, 'f> Translator<'p, 'b, 'f> {
             input_of: HashMap::new(),
             carried_stubs: Vec::new(),
             stubs: HashMap::new(),
-            vals: vec![None; prog.values.len()],
-            flags: vec![None; prog.values.len()],
+            vals: HashMap::new(),
+            flags: HashMap::new(),
             blocks: vec![None; prog.block_params.len()],
         }
     }
@@ -564,7 +567,7 @@ impl<'p, 'b, 'f> Translator<'p, 'b, 'f> {
             for &p in self.prog.params(blk) {
                 let ty = self.value_type(p)?;
                 let v = self.b.append_block_param(cb, cl_type(ty));
-                self.vals[p.index()] = Some(v);
+                self.vals.insert(p, v);
             }
             self.blocks[blk.index()] = Some(cb);
         }
@@ -589,6 +592,54 @@ impl<'p, 'b, 'f> Translator<'p, 'b, 'f> {
             }
         }
         Ok(())
+    }
+
+    /// Translates `insts`, a range of a one-block program's block (one
+    /// chunk of a split program, `module::ChunkPlan`), into the current
+    /// block.
+    pub(crate) fn translate_range(&mut self, insts: &[Inst]) -> Result<(), CompileError> {
+        for &inst in insts {
+            self.translate_inst(inst)?;
+        }
+        Ok(())
+    }
+
+    /// Loads value `v`, which an earlier chunk defined, from lane `lane` of
+    /// the scratch area at `scratch`.
+    pub(crate) fn import(
+        &mut self,
+        v: Value,
+        scratch: cl::Value,
+        lane: u32,
+    ) -> Result<(), CompileError> {
+        let ty = cl_type(self.value_type(v)?);
+        let x = self
+            .b
+            .ins()
+            .load(ty, lane_flags(), scratch, offset(lane, 8)?);
+        self.vals.insert(v, x);
+        Ok(())
+    }
+
+    /// Stores value `v` to lane `lane` of the scratch area at `scratch`, for
+    /// a later chunk.
+    pub(crate) fn export(
+        &mut self,
+        v: Value,
+        scratch: cl::Value,
+        lane: u32,
+    ) -> Result<(), CompileError> {
+        let x = self.val(v)?;
+        self.b
+            .ins()
+            .store(lane_flags(), x, scratch, offset(lane, 8)?);
+        Ok(())
+    }
+
+    /// Ends a chunk that is not the last: returns 0, so the next one runs.
+    pub(crate) fn next_chunk(&mut self) {
+        let zero = self.b.ins().iconst(types::I64, 0);
+        self.b.ins().return_(&[zero]);
     }
 
     /// Stage 3, emit exits: fills the cold exit stubs, each of which materialises its
@@ -701,15 +752,14 @@ impl<'p, 'b, 'f> Translator<'p, 'b, 'f> {
 
     fn val(&self, v: Value) -> Result<cl::Value, CompileError> {
         self.vals
-            .get(v.index())
+            .get(&v)
             .copied()
-            .flatten()
             .ok_or_else(|| internal(&format!("{v} used before it was translated")))
     }
 
     /// A branch condition: the comparison's own flag if there is one, else the lane.
     fn cond(&self, v: Value) -> Result<cl::Value, CompileError> {
-        match self.flags.get(v.index()).copied().flatten() {
+        match self.flags.get(&v).copied() {
             Some(f) => Ok(f),
             None => self.val(v),
         }
@@ -997,7 +1047,7 @@ impl<'p, 'b, 'f> Translator<'p, 'b, 'f> {
                     CmpKind::Fcmp => self.b.ins().fcmp(float_cc(cond), a, b),
                 };
                 if let Some(r) = self.prog.result(inst) {
-                    self.flags[r.index()] = Some(flag);
+                    self.flags.insert(r, flag);
                 }
                 Some(self.b.ins().uextend(types::I64, flag))
             }
@@ -1048,7 +1098,7 @@ impl<'p, 'b, 'f> Translator<'p, 'b, 'f> {
             }
         };
         if let (Some(v), Some(r)) = (result, self.prog.result(inst)) {
-            self.vals[r.index()] = Some(v);
+            self.vals.insert(r, v);
         }
         Ok(())
     }

@@ -84,6 +84,34 @@ proptest! {
     }
 }
 
+proptest! {
+    // Most generated programs branch (and are not split): many cases, so
+    // that a hundred or so one-block ones are split each run.
+    #![proptest_config(ProptestConfig::with_cases(1024))]
+
+    /// A one-block program split into chunks of `chunk` instructions (as
+    /// a program longer than `jit::MAX_FUNCTION_INSTS` is) leaves what the
+    /// interpreter leaves, wherever the chunks begin and end.
+    #[test]
+    fn random_programs_split_into_chunks_equal_quickened(
+        (seeds, end) in arb_program(),
+        frames in prop::collection::vec(arb_frame(), 1..5),
+        chunk in 1usize..16,
+    ) {
+        let prog = programs::program(&seeds, end);
+        let mut quick = QuickCode::compile(&prog).expect("generated programs verify");
+        let mut module = jit::JitModule::new().expect("the host runs Cranelift");
+        module.split_at(chunk);
+        let h = module.compile_row(&prog).expect("the JIT compiles every verified program");
+        let code = module.finalize().expect("finalizes");
+        for start in &frames {
+            let want = common::run_quick(&mut quick, start);
+            let got = common::run_native(code.func(h), start);
+            prop_assert_eq!(got, want);
+        }
+    }
+}
+
 /// Runs a batch as a loop of single-row runs (the definition of a batch).
 fn row_loop(
     prog: &Program,
