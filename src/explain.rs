@@ -136,6 +136,17 @@ dynamic (each new string is parsed, checked and planned as an instance of its ow
                 let _ = writeln!(out, "  {}: {why}", plan.stream_name(s));
             }
         }
+        let chunks = jit::row_kernel_chunks(&whole.program);
+        if native && chunks > 0 {
+            let _ = writeln!(
+                out,
+                "\nthe program is longer than one native function holds ({max} instructions): \
+                 it is compiled as {chunks} functions of at most {max} instructions, called in \
+                 order on each row, so that build time grows with the spec and not faster; it \
+                 has no batch kernel (batches run row by row)",
+                max = jit::MAX_FUNCTION_INSTS,
+            );
+        }
         let _ = writeln!(out, "\nwhole-row program:");
         out.push_str(&scalar_ir::print(&whole.program));
         if native {

@@ -183,6 +183,11 @@ pub struct Stats {
     pub compile_time: std::time::Duration,
     /// Programs the JIT declined (they run quickened).
     pub compile_declines: Vec<String>,
+    /// The most scalar IR instructions compiled into one native function:
+    /// at most `jit::MAX_FUNCTION_INSTS` (4,096) for row kernels, since a
+    /// longer program is compiled as chunks called in order, which keeps
+    /// build time linear in the size of the spec.
+    pub largest_function: usize,
     /// Region runs declined, by reason.
     pub declines: Vec<(String, u64)>,
     /// Programs promoted (their offset history found full and of their type).
@@ -223,6 +228,7 @@ impl Stats {
             warm_rows: s.warm_rows,
             compile_time: s.compile_time,
             compile_declines: s.compile_declines.clone(),
+            largest_function: s.largest_function,
             declines: engine.describe_declines(),
             promotions: s.promotions,
             materializations: s.materializations,

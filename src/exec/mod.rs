@@ -673,6 +673,10 @@ pub struct ExecStats {
     pub compile_time: Duration,
     /// Programs the JIT could not compile (they stay on the quickened tier).
     pub compile_declines: Vec<String>,
+    /// The most scalar IR instructions compiled into one native function
+    /// (`jit::NativeCode::largest_function`): a row kernel's program longer
+    /// than `jit::MAX_FUNCTION_INSTS` is compiled in chunks of at most that.
+    pub largest_function: usize,
 }
 
 impl ExecStats {
@@ -692,6 +696,7 @@ impl ExecStats {
         self.plan_time += old.plan_time;
         self.lowering_time += old.lowering_time;
         self.compile_time += old.compile_time;
+        self.largest_function = self.largest_function.max(old.largest_function);
     }
 }
 
@@ -796,6 +801,18 @@ impl InstanceRun for InstanceEngine {
     }
 }
 
+/// The longest whole-row program (in scalar IR instructions) that `auto`
+/// compiles natively; a longer one runs quickened. Cranelift compiles
+/// 75,000 (a loaded 2-core machine) to 290,000 (a quiet one) instructions a
+/// second, linearly since a long program is compiled in chunks of
+/// `jit::MAX_FUNCTION_INSTS`, where lowering and the quickened tier's
+/// compilation take a small part of that: the bound keeps the native start
+/// of `auto` within about half a second on a quiet machine and two on a
+/// loaded one. An independent stream `s = x + 1` is 3 instructions, so the
+/// bound is about 43,000 of them; an accumulator `s = default(s[1], 0) + x`
+/// is 7 (about 18,000).
+pub const AUTO_NATIVE_MAX_INSTS: usize = 131_072;
+
 /// Native code kept alive by every engine that runs it. Nothing reaches the
 /// code through it once compiled (kernels are plain function pointers into
 /// it); the `Mutex` only lets the owners live on several threads, as
@@ -896,7 +913,25 @@ impl Engine {
             why,
             native: Vec::new(),
         };
-        match tier {
+        // Auto compiles the whole-row program natively only up to a length
+        // (`AUTO_NATIVE_MAX_INSTS`): compile time grows with it, and past
+        // it the quickened tier, which builds in a fraction of the time,
+        // starts the run sooner than Cranelift would.
+        let mut lowered = None;
+        if let (Tier::Auto, Tier::NativeWhole, Ok(split)) = (requested, tier, &whole_ok) {
+            let whole = engine.lower_whole(split);
+            let insts: usize = whole.program.layout.insts.iter().map(Vec::len).sum();
+            if insts > AUTO_NATIVE_MAX_INSTS {
+                engine.tier = Tier::Quickened;
+                engine.why = format!(
+                    "auto: the whole-row program has {insts} instructions, more than auto \
+                     compiles natively ({AUTO_NATIVE_MAX_INSTS}), so it runs on the register \
+                     interpreter, which builds sooner; --tier native-whole compiles it"
+                );
+            }
+            lowered = Some(whole);
+        }
+        match engine.tier {
             Tier::Canonical | Tier::Auto => {}
             // The quickened tier runs the whole-row program where there is
             // one: one interpreter entry per row instead of one per region,
@@ -905,13 +940,15 @@ impl Engine {
             Tier::Quickened => {
                 engine.build_regions(false);
                 if let Ok(split) = whole_ok {
-                    engine.build_whole(split, false);
+                    engine.build_whole(split, lowered, false);
                 }
             }
             Tier::NativeRegions => engine.build_regions(true),
-            Tier::NativeWhole => {
-                engine.build_whole(whole_ok.expect("native-whole is chosen with a split"), true)
-            }
+            Tier::NativeWhole => engine.build_whole(
+                whole_ok.expect("native-whole is chosen with a split"),
+                lowered,
+                true,
+            ),
         }
         engine.stats.history_declines = vec![0; engine.regions.len() + 1];
         engine
@@ -940,20 +977,28 @@ impl Engine {
         self.fused = Some(fused);
     }
 
-    /// Lowers the whole row (the kernel's part of `split`) to one program
-    /// and compiles it natively.
-    fn build_whole(&mut self, split: WholeSplit, native: bool) {
-        let plan = self.signed.clone();
+    /// Lowers the whole row (the kernel's part of `split`) to one program.
+    /// One program serves rows and batches: it reads the inputs from its
+    /// frame's input lanes (the current row, or a batch's columns).
+    fn lower_whole(&mut self, split: &WholeSplit) -> LoweredRegion {
         let t1 = Instant::now();
-        let compiled_before = self.stats.compile_time;
-        // One program serves rows and batches: it reads the inputs from its
-        // frame's input lanes (the current row, or a batch's columns).
         let lowered = crate::fusion::lower::lower_whole_in(
-            &plan,
+            &self.signed,
             crate::fusion::lower::WholeEnv::Arena,
             false,
-            &split,
+            split,
         );
+        self.stats.lowering_time += t1.elapsed();
+        lowered
+    }
+
+    /// Compiles the whole-row program (`lowered`, or else lowered here
+    /// from the kernel's part of `split`), natively if asked.
+    fn build_whole(&mut self, split: WholeSplit, lowered: Option<LoweredRegion>, native: bool) {
+        let plan = self.signed.clone();
+        let lowered = lowered.unwrap_or_else(|| self.lower_whole(&split));
+        let t1 = Instant::now();
+        let compiled_before = self.stats.compile_time;
         // The batch kernel waits for the first batch (`ensure_batch_kernel`).
         let kernel = self
             .compile(std::slice::from_ref(&lowered), native)
@@ -961,7 +1006,13 @@ impl Engine {
         // The batch kernel runs many rows in one call, with no way to run
         // a tail between them.
         let native = matches!(kernel, Kernel::Native(_));
-        let batch = BatchKernels::new(&lowered.program, native && !split.has_tail());
+        // Nor has a program too long for one Cranelift function
+        // (`jit::fits_one_function`): its row kernel calls it in chunks,
+        // and its batches run row by row on that.
+        let batch = BatchKernels::new(
+            &lowered.program,
+            native && !split.has_tail() && jit::fits_one_function(&lowered.program),
+        );
         self.stats.lowering_time += t1.elapsed() - (self.stats.compile_time - compiled_before);
         let flag_nodes = (0..plan.nodes.len() as u32)
             .map(crate::plan::NodeId)
@@ -1044,8 +1095,14 @@ impl Engine {
             })
             .collect();
         self.stats.compile_time += t0.elapsed();
+        self.note_largest(&code);
         self.native.push(shared(code));
         kernels
+    }
+
+    /// Records the largest function of newly compiled `code`.
+    fn note_largest(&mut self, code: &jit::NativeCode) {
+        self.stats.largest_function = self.stats.largest_function.max(code.largest_function());
     }
 
     /// An engine running the same compiled code as this one (its native
@@ -1058,6 +1115,7 @@ impl Engine {
             lowering_time: self.stats.lowering_time,
             compile_time: self.stats.compile_time,
             compile_declines: self.stats.compile_declines.clone(),
+            largest_function: self.stats.largest_function,
             ..ExecStats::default()
         };
         stats.history_declines = vec![0; self.regions.len() + 1];
@@ -1147,6 +1205,7 @@ impl Engine {
         });
         match compiled {
             Ok((kernels, code)) => {
+                self.note_largest(&code);
                 let rings = self
                     .plan
                     .offset_nodes
@@ -1729,6 +1788,8 @@ impl Engine {
         });
         *w.batch.get_mut(guards) = match compiled {
             Ok((Some(f), code)) => {
+                self.stats.largest_function =
+                    self.stats.largest_function.max(code.largest_function());
                 self.native.push(shared(code));
                 BatchKernel::Ready(f)
             }
