@@ -112,6 +112,7 @@ dynamic (each new string is parsed, checked and planned as an instance of its ow
     if let Some(whole) = engine.whole_lowered() {
         let (how, declined) = match native {
             true => ("native", "canonically"),
+            false if engine.fused().is_none() => ("interpreted (quickened)", "canonically"),
             false => (
                 "interpreted (quickened)",
                 "on the regions of the partition below and canonically",

@@ -918,15 +918,18 @@ impl Engine {
         // it the quickened tier, which builds in a fraction of the time,
         // starts the run sooner than Cranelift would.
         let mut lowered = None;
+        let mut too_long = false;
         if let (Tier::Auto, Tier::NativeWhole, Ok(split)) = (requested, tier, &whole_ok) {
             let whole = engine.lower_whole(split);
             let insts: usize = whole.program.layout.insts.iter().map(Vec::len).sum();
             if insts > AUTO_NATIVE_MAX_INSTS {
+                too_long = true;
                 engine.tier = Tier::Quickened;
                 engine.why = format!(
                     "auto: the whole-row program has {insts} instructions, more than auto \
                      compiles natively ({AUTO_NATIVE_MAX_INSTS}), so it runs on the register \
-                     interpreter, which builds sooner; --tier native-whole compiles it"
+                     interpreter, which builds sooner, and the rows it declines canonically; \
+                     --tier native-whole compiles it"
                 );
             }
             lowered = Some(whole);
@@ -938,7 +941,13 @@ impl Engine {
             // and no canonical `if` or tick barrier between them. Its
             // regions take the rows the program declines.
             Tier::Quickened => {
-                engine.build_regions(false);
+                // Not for a program too long to compile: its thousands of
+                // regions would cost as long to build as Cranelift, and the
+                // few rows the program declines (a history filling) run
+                // canonically, as on native-whole.
+                if !too_long {
+                    engine.build_regions(false);
+                }
                 if let Ok(split) = whole_ok {
                     engine.build_whole(split, lowered, false);
                 }
