@@ -16,14 +16,24 @@
 //!    same typed parameters, translated in reverse postorder so that definitions come
 //!    before uses. Checked arithmetic, guards and explicit exits branch to cold
 //!    per-exit stubs.
-//! 3. **Emit exits**: each stub materialises its exit word and jumps to one shared
-//!    exit block, which stores the word in `frame.status` and returns it. `return` is
-//!    the word 0, stored and returned inline on the hot path.
+//! 3. **Emit exits**: each stub materialises its exit word, stores it in
+//!    `frame.status` and returns it (no shared exit block: one with thousands of
+//!    predecessors made Cranelift quadratic). `return` is the word 0, stored and
+//!    returned inline on the hot path.
 //! 4. **Define**: Cranelift compiles the function into the module. The
 //!    `codegen::Context` and `FunctionBuilderContext` are reused for every function
 //!    of the module.
 //! 5. **Finalize** ([`JitModule::finalize`]): relocate and make the code executable,
 //!    once for the whole module, and hand out typed function pointers.
+//!
+//! # Long programs
+//!
+//! Cranelift's code generation grows faster than the function it compiles, so no
+//! function holds more than [`MAX_FUNCTION_INSTS`] program instructions: the row
+//! kernel of a longer one-block program calls chunks of it in order, passing the
+//! values that cross chunks through a scratch area on its stack, and such a program
+//! has no batch kernel ([`fits_one_function`], [`row_kernel_chunks`],
+//! [`NativeCode::largest_function`]).
 //!
 //! # Two kernels per program
 //!
