@@ -533,7 +533,7 @@ pub fn compile_for_outputs(prog: &Program, outputs: &[u32]) -> Result<NativeCode
 /// The most instructions of a program that one Cranelift function holds. A
 /// longer one-block program (a whole-row program of thousands of streams)
 /// is compiled as a row kernel calling chunks of at most this many
-/// instructions in order ([`ChunkPlan`]): Cranelift's code generation
+/// instructions in order (`ChunkPlan`): Cranelift's code generation
 /// (register allocation above all) grew faster than the function, so one
 /// function of 400,000 instructions took 30 s where 100 functions of 4,000
 /// take a second. Such a program has no batch kernel ([`fits_one_function`]).
