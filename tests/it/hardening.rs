@@ -3,56 +3,15 @@
 //! careless user found — each a located error or a runtime error, never an abort, a hang or
 //! lost output.
 
-use crate::support::{test_dir, vigil, write};
+use crate::support::{Outcome, finish, test_dir, vigil, write};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Stdio;
+use std::time::Duration;
 use vigil::{Monitor, Sample, Spec, StepError, Tier, Value};
 
 fn dir(test: &str) -> PathBuf {
     test_dir("h2", test)
-}
-
-/// What a run printed and how it ended.
-#[derive(Debug)]
-struct Outcome {
-    code: Option<i32>,
-    out: String,
-    err: String,
-}
-
-/// Waits for `child` at most `limit`; one still running then is killed and the test fails.
-fn finish(mut child: Child, limit: Duration) -> Outcome {
-    let mut stdout = child.stdout.take().unwrap();
-    let mut stderr = child.stderr.take().unwrap();
-    let out = std::thread::spawn(move || {
-        let mut s = Vec::new();
-        stdout.read_to_end(&mut s).unwrap();
-        s
-    });
-    let err = std::thread::spawn(move || {
-        let mut s = Vec::new();
-        stderr.read_to_end(&mut s).unwrap();
-        s
-    });
-    let start = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if start.elapsed() > limit {
-            child.kill().unwrap();
-            child.wait().unwrap();
-            panic!("vigil did not finish within {limit:?}");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    };
-    Outcome {
-        code: status.code(),
-        out: String::from_utf8_lossy(&out.join().unwrap()).into_owned(),
-        err: String::from_utf8_lossy(&err.join().unwrap()).into_owned(),
-    }
 }
 
 /// Runs vigil with `args`, `stdin` piped in, within a minute.

@@ -128,3 +128,45 @@ pub fn run_vigil(args: &[&str], stdin: Option<&str>) -> (i32, String, String) {
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
 }
+
+/// What a run printed and how it ended.
+#[derive(Debug)]
+pub struct Outcome {
+    pub code: Option<i32>,
+    pub out: String,
+    pub err: String,
+}
+
+/// Waits for `child` at most `limit`; a child still running then is killed and the test
+/// fails (a hang is a failure, not a stuck test run).
+pub fn finish(mut child: std::process::Child, limit: std::time::Duration) -> Outcome {
+    let mut stdout = child.stdout.take().unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let out = std::thread::spawn(move || {
+        let mut s = Vec::new();
+        std::io::Read::read_to_end(&mut stdout, &mut s).unwrap();
+        s
+    });
+    let err = std::thread::spawn(move || {
+        let mut s = Vec::new();
+        std::io::Read::read_to_end(&mut stderr, &mut s).unwrap();
+        s
+    });
+    let start = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if start.elapsed() > limit {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            panic!("vigil did not finish within {limit:?}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    };
+    Outcome {
+        code: status.code(),
+        out: String::from_utf8_lossy(&out.join().unwrap()).into_owned(),
+        err: String::from_utf8_lossy(&err.join().unwrap()).into_owned(),
+    }
+}

@@ -2,57 +2,15 @@
 //! `vigil` binary — every complete earlier row's outputs written, then a located error and
 //! exit status 4; never a lost row, a signal, or a hang.
 
-use crate::support::{bash, test_dir, vigil, write};
-use std::io::{BufRead, BufReader, Read, Write};
+use crate::support::{Outcome, bash, finish, test_dir, vigil, write};
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 fn dir(test: &str) -> PathBuf {
     test_dir("th", test)
-}
-
-/// What a run printed and how it ended.
-#[derive(Debug)]
-struct Outcome {
-    code: Option<i32>,
-    out: String,
-    err: String,
-}
-
-/// Waits for `child` at most `limit`; a child still running then is killed and the test
-/// fails (a hang is a failure, not a stuck test run).
-fn finish(mut child: Child, limit: Duration) -> Outcome {
-    let mut stdout = child.stdout.take().unwrap();
-    let mut stderr = child.stderr.take().unwrap();
-    let out = std::thread::spawn(move || {
-        let mut s = Vec::new();
-        stdout.read_to_end(&mut s).unwrap();
-        s
-    });
-    let err = std::thread::spawn(move || {
-        let mut s = Vec::new();
-        stderr.read_to_end(&mut s).unwrap();
-        s
-    });
-    let start = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if start.elapsed() > limit {
-            child.kill().unwrap();
-            child.wait().unwrap();
-            panic!("vigil did not finish within {limit:?}");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    };
-    Outcome {
-        code: status.code(),
-        out: String::from_utf8_lossy(&out.join().unwrap()).into_owned(),
-        err: String::from_utf8_lossy(&err.join().unwrap()).into_owned(),
-    }
 }
 
 fn run(args: &[&str]) -> Outcome {
