@@ -3,7 +3,7 @@
 //! careless user found — each a located error or a runtime error, never an abort, a hang or
 //! lost output.
 
-use crate::support::{Outcome, finish, test_dir, vigil, write};
+use crate::support::{Outcome, test_dir, vigil, write};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -16,22 +16,7 @@ fn dir(test: &str) -> PathBuf {
 
 /// Runs vigil with `args`, `stdin` piped in, within a minute.
 fn run(args: &[&str], stdin: &[u8]) -> Outcome {
-    let mut child = vigil()
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut input = child.stdin.take().unwrap();
-    let bytes = stdin.to_vec();
-    // Written from a thread: a run that stops early closes its end.
-    let feeder = std::thread::spawn(move || {
-        let _ = input.write_all(&bytes);
-    });
-    let outcome = finish(child, Duration::from_secs(60));
-    feeder.join().unwrap();
-    outcome
+    crate::support::run_piped(args, stdin)
 }
 
 /// `n` arrays nested in one another, empty at the bottom.

@@ -170,3 +170,25 @@ pub fn finish(mut child: std::process::Child, limit: std::time::Duration) -> Out
         err: String::from_utf8_lossy(&err.join().unwrap()).into_owned(),
     }
 }
+
+/// Runs vigil with `args` and `input` on its standard input, within a minute. The input is
+/// written from a thread: vigil may stop reading early, and the pipe must not block the test.
+pub fn run_piped(args: &[&str], input: &[u8]) -> Outcome {
+    use std::io::Write as _;
+    use std::process::Stdio;
+    let mut child = vigil()
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let input = input.to_vec();
+    let writer = std::thread::spawn(move || {
+        let _ = stdin.write_all(&input);
+    });
+    let outcome = finish(child, std::time::Duration::from_secs(60));
+    writer.join().unwrap();
+    outcome
+}

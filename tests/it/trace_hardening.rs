@@ -25,22 +25,7 @@ fn run(args: &[&str]) -> Outcome {
 }
 
 fn run_stdin(args: &[&str], input: &[u8]) -> Outcome {
-    let mut child = vigil()
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let input = input.to_vec();
-    // A writer thread: vigil may stop reading early, and the pipe must not block the test.
-    let writer = std::thread::spawn(move || {
-        let _ = stdin.write_all(&input);
-    });
-    let outcome = finish(child, Duration::from_secs(60));
-    writer.join().unwrap();
-    outcome
+    crate::support::run_piped(args, input)
 }
 
 const INC: &str = "in x: Int\nout y: Int\ny = x + 1\n";
