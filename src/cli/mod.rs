@@ -406,43 +406,62 @@ pub struct RunArgs {
 /// `--workers W`: a count of worker threads, 1 to `scale::MAX_WORKERS`.
 fn parse_workers(text: &str) -> Result<std::num::NonZeroUsize, String> {
     let max = scale::MAX_WORKERS;
-    match text.trim().parse::<usize>() {
-        Ok(0) => Err(format!(
+    parse_count(
+        text,
+        format!(
             "a run needs at least one worker: give 1 to {max} (or leave --workers out for one)"
+        ),
+        Some((
+            max,
+            format!(
+                "at most {max} workers per process: timely connects every worker to every other, so memory and start-up time grow with the square of the workers (512 take 5 s and 390 MB to start, 1,000 take 1.3 GB), and workers beyond the machine's cores only take turns; add processes (--processes) instead"
+            ),
         )),
-        Ok(n) if n > max => Err(format!(
-            "at most {max} workers per process: timely connects every worker to every other, so memory and start-up time grow with the square of the workers (512 take 5 s and 390 MB to start, 1,000 take 1.3 GB), and workers beyond the machine's cores only take turns; add processes (--processes) instead"
-        )),
-        Ok(n) => std::num::NonZeroUsize::new(n).ok_or_else(|| "zero".to_string()),
-        Err(_) => Err(format!("not a number of workers (1 to {max})")),
+        format!("not a number of workers (1 to {max})"),
+    )
+}
+
+/// A count option: `zero` says why 0 is refused, `max` the largest count
+/// and why, `nan` what a count is.
+fn parse_count(
+    text: &str,
+    zero: String,
+    max: Option<(usize, String)>,
+    nan: String,
+) -> Result<std::num::NonZeroUsize, String> {
+    let n = text.trim().parse::<usize>().map_err(|_| nan)?;
+    match max {
+        Some((max, why)) if n > max => Err(why),
+        _ => std::num::NonZeroUsize::new(n).ok_or(zero),
     }
 }
 
 /// `--processes N`: a count of processes, 1 to `scale::MAX_PROCESSES`.
 fn parse_processes(text: &str) -> Result<std::num::NonZeroUsize, String> {
     let max = scale::MAX_PROCESSES;
-    match text.trim().parse::<usize>() {
-        Ok(0) => Err(format!(
+    parse_count(
+        text,
+        format!(
             "a run needs at least one process: give 1 to {max} (or leave --processes out for one)"
+        ),
+        Some((
+            max,
+            format!(
+                "at most {max} processes: each process holds two connections and three threads for every other one, and process 0 alone reads the trace for all of them"
+            ),
         )),
-        Ok(n) if n > max => Err(format!(
-            "at most {max} processes: each process holds two connections and three threads for every other one, and process 0 alone reads the trace for all of them"
-        )),
-        Ok(n) => std::num::NonZeroUsize::new(n).ok_or_else(|| "zero".to_string()),
-        Err(_) => Err(format!("not a number of processes (1 to {max})")),
-    }
+        format!("not a number of processes (1 to {max})"),
+    )
 }
 
 /// `--max-keys N`: at least one key.
 fn parse_max_keys(text: &str) -> Result<std::num::NonZeroUsize, String> {
-    match text.trim().parse::<usize>() {
-        Ok(0) => Err(
-            "a keyed run keeps at least one key live: give 1 or more, or leave --max-keys out to keep every key"
-                .into(),
-        ),
-        Ok(n) => std::num::NonZeroUsize::new(n).ok_or_else(|| "zero".to_string()),
-        Err(_) => Err("not a number of keys (1 or more)".into()),
-    }
+    parse_count(
+        text,
+        "a keyed run keeps at least one key live: give 1 or more, or leave --max-keys out to keep every key".into(),
+        None,
+        "not a number of keys (1 or more)".into(),
+    )
 }
 
 /// `--connect-timeout`, `--peer-timeout`: seconds, more than 0 and at most a day.
@@ -558,11 +577,16 @@ impl From<Exit> for ExitCode {
 fn say(message: fmt::Arguments<'_>) {
     let mut pending = said_later();
     let mut err = io::stderr().lock();
+    write_out(&mut pending, &mut err);
+    let _ = err.write_fmt(message);
+}
+
+/// Writes what `say_later` queued to `err`, and empties the queue.
+fn write_out(pending: &mut Vec<u8>, err: &mut impl Write) {
     if !pending.is_empty() {
-        let _ = err.write_all(&pending);
+        let _ = err.write_all(pending);
         pending.clear();
     }
-    let _ = err.write_fmt(message);
 }
 
 /// Lines for standard error that are written together, not one `write` each
@@ -582,18 +606,13 @@ fn say_later(bytes: &[u8]) {
     let mut pending = said_later();
     pending.extend_from_slice(bytes);
     if pending.len() >= 64 * 1024 {
-        let _ = io::stderr().lock().write_all(&pending);
-        pending.clear();
+        write_out(&mut pending, &mut io::stderr().lock());
     }
 }
 
 /// Writes the lines `say_later` queued.
 fn flush_said() {
-    let mut pending = said_later();
-    if !pending.is_empty() {
-        let _ = io::stderr().lock().write_all(&pending);
-        pending.clear();
-    }
+    write_out(&mut said_later(), &mut io::stderr().lock());
 }
 
 /// `text` as an alert line shows it: control and invisible characters
