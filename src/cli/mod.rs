@@ -1032,8 +1032,7 @@ fn run(args: &RunArgs) -> Exit {
         return Exit::Failure;
     }
     // Time, several sources or a log: the merged run (`timed.rs`).
-    let periodic = (spec.checked().streams.iter())
-        .any(|s| matches!(s.pace, crate::lang::check::Pace::Periodic(_)));
+    let periodic = spec.checked().has_periodic_streams();
     // An MQTT input with `--time` is a source per topic, merged by time.
     let split = (args.input.iter()).any(|i| live::splits(i, args));
     if args.input.len() > 1 || args.time.is_some() || args.record.is_some() || periodic || split {

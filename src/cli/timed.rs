@@ -319,8 +319,7 @@ pub(super) fn replay(r: &ReplayArgs) -> Exit {
 /// of the command line made the run a merged one (the first that applies),
 /// and what to do instead.
 fn no_checkpoints(args: &RunArgs, spec: &Spec, replaying: bool) -> String {
-    let periodic = (spec.checked().streams.iter())
-        .any(|s| matches!(s.pace, crate::lang::check::Pace::Periodic(_)));
+    let periodic = spec.checked().has_periodic_streams();
     let why = if replaying {
         "vigil replay: a replay does not write or resume checkpoints (it re-runs the log from its start); drop --checkpoint and --resume".to_string()
     } else if let Some(tcp) = args.input.iter().find(|i| i.starts_with("tcp://")) {

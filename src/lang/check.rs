@@ -101,6 +101,11 @@ pub struct CheckedSpec {
 }
 
 impl CheckedSpec {
+    /// Whether some stream is periodic (`@ period`): such a run has ticks.
+    pub fn has_periodic_streams(&self) -> bool {
+        (self.streams.iter()).any(|s| matches!(s.pace, Pace::Periodic(_)))
+    }
+
     /// The scope of `dynamic` expression `e`.
     pub fn dynamic_scope(&self, e: ExprId) -> &[StreamId] {
         match self.dynamic_scopes.binary_search_by_key(&e, |(d, _)| *d) {
