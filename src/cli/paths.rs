@@ -87,12 +87,14 @@ pub(super) fn check_distinct(args: &RunArgs) -> Result<(), String> {
     .filter_map(|(option, p)| p.map(|path| Named { option, path }))
     .collect();
     let ids: Vec<Identity> = writes.iter().map(|w| identity(w.path)).collect();
+    let read_ids: Vec<Identity> = reads.iter().map(|r| identity(r.path)).collect();
+    let resume_id = args.resume.as_deref().map(identity);
     for (k, (w, id)) in writes.iter().zip(&ids).enumerate() {
         if *id == Identity::Other {
             continue;
         }
-        for r in &reads {
-            if identity(r.path) == *id {
+        for (r, read_id) in reads.iter().zip(&read_ids) {
+            if read_id == id {
                 return Err(format!(
                     "{} is the same file as {}: writing it would destroy what the run reads; write to another file",
                     w.show(),
@@ -100,9 +102,9 @@ pub(super) fn check_distinct(args: &RunArgs) -> Result<(), String> {
                 ));
             }
         }
-        if let Some(resume) = &args.resume
+        if let (Some(resume), Some(resume_id)) = (&args.resume, &resume_id)
             && w.option != "--checkpoint"
-            && identity(resume) == *id
+            && resume_id == id
         {
             return Err(format!(
                 "{} is the same file as `--resume {resume}`: writing it would destroy the checkpoint the run continues from; write to another file",
