@@ -304,11 +304,7 @@ fn a_killed_process_ends_the_run_and_resume_continues_exactly() {
     // Process 0 reads a FIFO the test feeds, so that the run is surely in
     // the middle of the trace when process 1 is killed.
     let fifo = dir.join("live.jsonl");
-    let made = std::process::Command::new("mkfifo")
-        .arg(&fifo)
-        .status()
-        .unwrap();
-    assert!(made.success());
+    crate::support::mkfifo(&fifo);
     let fifo = fifo.to_str().unwrap().to_string();
     let common = |input: &str| -> Vec<String> {
         [
@@ -1011,11 +1007,7 @@ fn a_stopped_peer_ends_the_run_after_the_peer_timeout() {
     // Process 0 reads a FIFO the test keeps open, so that the run is alive
     // (and idle: an idle run is not a stopped one) when process 1 stops.
     let fifo = dir.join("live.jsonl");
-    let made = std::process::Command::new("mkfifo")
-        .arg(&fifo)
-        .status()
-        .unwrap();
-    assert!(made.success());
+    crate::support::mkfifo(&fifo);
     let fifo = fifo.to_str().unwrap().to_string();
     let args = [
         "run",

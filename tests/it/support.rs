@@ -192,3 +192,12 @@ pub fn run_piped(args: &[&str], input: &[u8]) -> Outcome {
     writer.join().unwrap();
     outcome
 }
+
+/// Makes a FIFO at `path` (the tests that need a stream a run cannot see the end of).
+pub fn mkfifo(path: &std::path::Path) {
+    let made = std::process::Command::new("mkfifo")
+        .arg(path)
+        .status()
+        .unwrap();
+    assert!(made.success(), "mkfifo failed");
+}

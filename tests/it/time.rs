@@ -385,11 +385,7 @@ fn run_on_fifos(
     f2: &std::path::Path,
 ) -> std::process::Child {
     for f in [f1, f2] {
-        let made = std::process::Command::new("mkfifo")
-            .arg(f)
-            .status()
-            .unwrap();
-        assert!(made.success());
+        crate::support::mkfifo(f);
     }
     std::process::Command::new(env!("CARGO_BIN_EXE_vigil"))
         .args(["run", spec, "--time", "t", "--output", "jsonl"])

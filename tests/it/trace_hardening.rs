@@ -2,10 +2,10 @@
 //! `vigil` binary — every complete earlier row's outputs written, then a located error and
 //! exit status 4; never a lost row, a signal, or a hang.
 
-use crate::support::{Outcome, bash, finish, test_dir, vigil, write};
+use crate::support::{Outcome, bash, finish, mkfifo, test_dir, vigil, write};
 use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::path::PathBuf;
+use std::process::Stdio;
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -108,11 +108,6 @@ fn input_lookahead_keeps_every_finished_row() {
 }
 
 /// Makes a FIFO with the system's `mkfifo`.
-fn mkfifo(path: &Path) {
-    let made = Command::new("mkfifo").arg(path).status().unwrap();
-    assert!(made.success(), "mkfifo failed");
-}
-
 /// Issue 7 §1: a FIFO used to be batched 4096 rows at a time. A writer sends one row at a
 /// time and waits for that row's output before sending the next.
 #[test]
