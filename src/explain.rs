@@ -7,7 +7,11 @@ use std::fmt::Write as _;
 
 /// Explains how `spec` runs on `tier`.
 pub fn explain(spec: &Spec, tier: Tier) -> String {
-    let monitor = Monitor::builder(spec).tier(tier).build();
+    let mut monitor = Monitor::builder(spec).tier(tier).build();
+    // `auto` moves a hot run up (`exec::TIER_UP_ROWS`): the explanation is
+    // of the tier it moves to, with the reason given before any row.
+    let why = monitor.stats().why;
+    monitor.tier_up_now();
     let engine = monitor.engine();
     let plan = engine.plan();
     let mut out = String::new();
@@ -87,7 +91,7 @@ dynamic (each new string is parsed, checked and planned as an instance of its ow
             }
         }
     }
-    let _ = writeln!(out, "\ntier: {} ({})", monitor.tier(), monitor.stats().why);
+    let _ = writeln!(out, "\ntier: {} ({why})", monitor.tier());
     let untyped = plan.spec.untyped_inputs();
     if !untyped.is_empty() && monitor.tier() != crate::Tier::Canonical {
         let names: Vec<String> = untyped
@@ -111,16 +115,16 @@ dynamic (each new string is parsed, checked and planned as an instance of its ow
     let native = monitor.tier() == Tier::NativeWhole;
     if let Some(whole) = engine.whole_lowered() {
         let (how, declined) = match native {
-            true => ("native", "canonically"),
-            false if engine.fused().is_none() => ("interpreted (quickened)", "canonically"),
+            true => ("native program", "canonically"),
+            false if engine.fused().is_none() => ("interpreted (quickened) program", "canonically"),
             false => (
-                "interpreted (quickened)",
+                "interpreted (quickened) program",
                 "on the regions of the partition below and canonically",
             ),
         };
         let _ = writeln!(
             out,
-            "\nthe whole row is one {how} program: it checks every input (the row guard) \
+            "\nthe whole row is one {how}: it checks every input (the row guard) \
              before computing anything, computes every stream in schedule order, stores every \
              node (a later canonical row may hold it) and pushes the offset rings; a row it \
              declines runs {declined}, and it resumes once its rings are promoted again"

@@ -188,6 +188,11 @@ pub struct Stats {
     /// longer program is compiled as chunks called in order, which keeps
     /// build time linear in the size of the spec.
     pub largest_function: usize,
+    /// When `Tier::Auto` moved the run from the register interpreter to
+    /// native code compiled on a background thread (see
+    /// [`MonitorBuilder::tier_up_after`]); `None` before the switch, or
+    /// when no switch is to come.
+    pub tier_up: Option<crate::exec::TierUpStats>,
     /// Region runs declined, by reason.
     pub declines: Vec<(String, u64)>,
     /// Programs promoted (their offset history found full and of their type).
@@ -229,12 +234,13 @@ impl Stats {
             compile_time: s.compile_time,
             compile_declines: s.compile_declines.clone(),
             largest_function: s.largest_function,
+            tier_up: s.tier_up,
             declines: engine.describe_declines(),
             promotions: s.promotions,
             materializations: s.materializations,
             plan_time: s.plan_time,
             lowering_time: s.lowering_time,
-            why: engine.why.clone(),
+            why: engine.describe_tier(),
             speculation: engine.describe_speculation(),
             dynamic: None,
         }
@@ -556,6 +562,8 @@ pub struct MonitorBuilder<'a> {
     spec: &'a Spec,
     tier: Tier,
     max_string_bytes: usize,
+    /// Rows before `auto` compiles natively (`tier_up_after`).
+    tier_up_after: u64,
     /// The plan and run state of a snapshot to continue (`restore`).
     restored: Option<Restored>,
 }
@@ -571,6 +579,18 @@ impl MonitorBuilder<'_> {
     /// The tier to run (default `Auto`: the fastest available).
     pub fn tier(mut self, tier: Tier) -> Self {
         self.tier = tier;
+        self
+    }
+
+    /// On [`Tier::Auto`], the rows evaluated on the register interpreter
+    /// before the whole-row program is compiled natively, on a background
+    /// thread (default [`TIER_UP_ROWS`](crate::exec::TIER_UP_ROWS)); the
+    /// run switches to the native code at the first row boundary after it
+    /// is ready, with nothing to carry over (every tier keeps its state in
+    /// the same place). 0 compiles from the first row on. A short run thus
+    /// never waits for Cranelift; [`Monitor::tier_up_now`] waits for it.
+    pub fn tier_up_after(mut self, rows: u64) -> Self {
+        self.tier_up_after = rows;
         self
     }
 
@@ -598,7 +618,7 @@ impl MonitorBuilder<'_> {
 
     /// Builds the monitor: plans, fuses and compiles once, here, before any row.
     pub fn build(self) -> Monitor {
-        let (engine, mut run) = match self.restored {
+        let (mut engine, mut run) = match self.restored {
             None => {
                 let plan = Arc::new(Plan::new(self.spec.checked.clone()));
                 let engine = Engine::new(plan, self.tier);
@@ -613,6 +633,7 @@ impl MonitorBuilder<'_> {
             }
         };
         run.state.max_string_bytes = self.max_string_bytes;
+        engine.set_tier_up_after(self.tier_up_after);
         Monitor {
             engine,
             run,
@@ -663,13 +684,30 @@ impl Monitor {
             spec,
             tier: Tier::Auto,
             max_string_bytes: DEFAULT_MAX_STRING_BYTES,
+            tier_up_after: crate::exec::TIER_UP_ROWS,
             restored: None,
         }
     }
 
-    /// The tier actually running (never `Auto`).
+    /// The tier actually running (never `Auto`). On `Auto` it may change
+    /// between rows: see [`MonitorBuilder::tier_up_after`].
     pub fn tier(&self) -> Tier {
         self.engine.tier
+    }
+
+    /// On [`Tier::Auto`], moves the run to native code now if it is to
+    /// move: waits for the background compilation (starting it if the run
+    /// is not hot yet), so that every later row runs natively. Does nothing
+    /// on a pinned tier, or once the switch has happened.
+    pub fn tier_up_now(&mut self) {
+        self.engine.tier_up_now();
+    }
+
+    /// `tier_up_now`, one stage at a time (internal: for tests that switch
+    /// at chosen rows).
+    #[doc(hidden)]
+    pub fn tier_up_one(&mut self) {
+        self.engine.tier_up_one();
     }
 
     /// The plan (internal: for explain and tests).

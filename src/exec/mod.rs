@@ -31,7 +31,10 @@
 //! abandoned midway leaves no trace in temporal state.
 
 mod tier;
+mod tier_up;
 pub use tier::Tier;
+use tier_up::TierUp;
+pub use tier_up::{TIER_UP_ROWS, TierUpStats};
 
 use crate::canonical::dynamic::{InstanceRun, InstanceTier};
 use crate::canonical::{Cells, NodeState};
@@ -677,6 +680,8 @@ pub struct ExecStats {
     /// (`jit::NativeCode::largest_function`): a row kernel's program longer
     /// than `jit::MAX_FUNCTION_INSTS` is compiled in chunks of at most that.
     pub largest_function: usize,
+    /// When `auto` moved the run from the interpreter to native code.
+    pub tier_up: Option<TierUpStats>,
 }
 
 impl ExecStats {
@@ -697,6 +702,7 @@ impl ExecStats {
         self.lowering_time += old.lowering_time;
         self.compile_time += old.compile_time;
         self.largest_function = self.largest_function.max(old.largest_function);
+        self.tier_up = self.tier_up.or(old.tier_up);
     }
 }
 
@@ -719,9 +725,15 @@ pub struct Engine {
     /// it (`compile_packed`).
     packed: Option<PackedRuntime>,
     pub stats: ExecStats,
-    /// The tier actually running, and why it was picked.
+    /// The tier actually running, and why it was picked (`describe_tier`
+    /// adds the tier-up to come or done).
     pub tier: Tier,
     pub why: String,
+    /// `auto`'s native kernel still to come (`tier_up`): the whole-row
+    /// program runs interpreted until it is compiled.
+    tier_up: Option<TierUp>,
+    /// The rows a run evaluates before `tier_up` starts (`TIER_UP_ROWS`).
+    tier_up_after: u64,
     /// Keeps the machine code of every native kernel above alive (one
     /// module per compilation), shared with the engines `share` made.
     /// Declared last so it is dropped after them; the last owner's drop
@@ -831,7 +843,7 @@ impl Engine {
     pub fn new(plan: Arc<Plan>, requested: Tier) -> Engine {
         let untyped = plan.spec.untyped_inputs();
         let mut engine = Engine::build(plan.clone(), plan, requested, None);
-        if !untyped.is_empty() && engine.tier != Tier::Canonical {
+        if !untyped.is_empty() && (engine.tier != Tier::Canonical || engine.tiering_up()) {
             engine.speculation = Some(Speculation::new(untyped));
         }
         engine
@@ -911,15 +923,22 @@ impl Engine {
             stats: ExecStats::default(),
             tier,
             why,
+            tier_up: None,
+            tier_up_after: TIER_UP_ROWS,
             native: Vec::new(),
         };
-        // Auto compiles the whole-row program natively only up to a length
-        // (`AUTO_NATIVE_MAX_INSTS`): compile time grows with it, and past
-        // it the quickened tier, which builds in a fraction of the time,
-        // starts the run sooner than Cranelift would.
+        // A plain monitor on auto starts on the canonical tier and builds
+        // the faster ones on a thread of its own once the run is hot
+        // (`tier_up`). A keyed one builds now, and compiles the whole-row
+        // program natively only up to a length (`AUTO_NATIVE_MAX_INSTS`):
+        // compile time grows with it, and past it the quickened tier, which
+        // builds in a fraction of the time, runs it.
         let mut lowered = None;
         let mut too_long = false;
-        if let (Tier::Auto, Tier::NativeWhole, Ok(split)) = (requested, tier, &whole_ok) {
+        if let (true, Ok(split)) = (Engine::tiers_up(requested, tier, key.is_some()), &whole_ok) {
+            engine.tier = Tier::Canonical;
+            engine.tier_up = Some(TierUp::new(split.clone()));
+        } else if let (Tier::Auto, Tier::NativeWhole, Ok(split)) = (requested, tier, &whole_ok) {
             let whole = engine.lower_whole(split);
             let insts: usize = whole.program.layout.insts.iter().map(Vec::len).sum();
             if insts > AUTO_NATIVE_MAX_INSTS {
@@ -1004,7 +1023,6 @@ impl Engine {
     /// Compiles the whole-row program (`lowered`, or else lowered here
     /// from the kernel's part of `split`), natively if asked.
     fn build_whole(&mut self, split: WholeSplit, lowered: Option<LoweredRegion>, native: bool) {
-        let plan = self.signed.clone();
         let lowered = lowered.unwrap_or_else(|| self.lower_whole(&split));
         let t1 = Instant::now();
         let compiled_before = self.stats.compile_time;
@@ -1012,6 +1030,13 @@ impl Engine {
         let kernel = self
             .compile(std::slice::from_ref(&lowered), native)
             .remove(0);
+        self.install_whole(split, lowered, kernel);
+        self.stats.lowering_time += t1.elapsed() - (self.stats.compile_time - compiled_before);
+    }
+
+    /// Makes `kernel`, compiled from `lowered`, the whole-row kernel.
+    fn install_whole(&mut self, split: WholeSplit, lowered: LoweredRegion, kernel: Kernel) {
+        let plan = &self.signed;
         // The batch kernel runs many rows in one call, with no way to run
         // a tail between them.
         let native = matches!(kernel, Kernel::Native(_));
@@ -1022,7 +1047,6 @@ impl Engine {
             &lowered.program,
             native && !split.has_tail() && jit::fits_one_function(&lowered.program),
         );
-        self.stats.lowering_time += t1.elapsed() - (self.stats.compile_time - compiled_before);
         let flag_nodes = (0..plan.nodes.len() as u32)
             .map(crate::plan::NodeId)
             .filter(|&n| {
@@ -1140,6 +1164,8 @@ impl Engine {
             stats,
             tier: self.tier,
             why: self.why.clone(),
+            tier_up: self.tier_up.clone(),
+            tier_up_after: self.tier_up_after,
             native: self.native.clone(),
         }
     }
@@ -1383,6 +1409,7 @@ impl Engine {
             );
             let mut fresh = Engine::build(self.plan.clone(), signed, self.requested, None);
             fresh.stats.absorb(&self.stats);
+            fresh.tier_up_after = self.tier_up_after;
             *self = fresh;
             run.promoted = Promoted::new(self.regions.len() + 1);
             run.flags_set = false;
@@ -1438,6 +1465,9 @@ impl Engine {
     /// `run_cells` for a row the short path did not complete.
     #[inline(never)]
     fn run_cells_general(&mut self, run: &mut Run, row: Cells<'_>) -> Result<(), RuntimeError> {
+        if self.tier_up.is_some() {
+            self.poll_tier_up();
+        }
         if self.speculation.is_some() {
             self.speculate(run, |k| row.tag(k));
         }
@@ -1458,6 +1488,9 @@ impl Engine {
     /// not store again, and pushes its rings only once the row is done).
     #[inline]
     fn run_whole_fast(&mut self, run: &mut Run, row: Cells<'_>) -> bool {
+        if self.tier_up.is_some() {
+            self.poll_tier_up();
+        }
         let whole = self.regions.len();
         let Some(w) = self.whole.as_mut() else {
             return false;
@@ -1533,6 +1566,11 @@ impl Engine {
         fast: &mut FastRow,
         (lanes, tags): (&[u64], &[u8]),
     ) -> bool {
+        // The swap keeps `fast` valid: it is the program's frame, and the
+        // kernel is read below.
+        if self.tier_up.is_some() {
+            self.poll_tier_up();
+        }
         let Some(w) = self.whole.as_mut() else {
             unreachable!("engine bug: a fast row of an engine without a whole-row kernel")
         };
@@ -1708,6 +1746,9 @@ impl Engine {
         batch: &crate::batch::RowBatch,
         out: &mut crate::batch::OutputBatch,
     ) -> Result<(), RuntimeError> {
+        if self.tier_up.is_some() {
+            self.poll_tier_up();
+        }
         let plan = self.plan.clone();
         let outputs: Vec<u32> = plan.spec.outputs.iter().map(|s| s.0).collect();
         let width = outputs.len();

@@ -5,7 +5,10 @@ use std::fmt;
 /// An execution tier (DESIGN §5).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum Tier {
-    /// The best tier available; `Monitor::tier` says which was picked.
+    /// The best tier available; `Monitor::tier` says which is running. A
+    /// plain monitor whose spec has a whole-row program starts on the
+    /// canonical tier and moves up (quickened, then native-whole) once its
+    /// run is hot, built on a background thread (`MonitorBuilder::tier_up_after`).
     #[default]
     Auto,
     /// The canonical arena interpreter, the reference.

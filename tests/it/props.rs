@@ -1158,6 +1158,141 @@ fn batch_kernel_coverage() {
     assert!(typed_rows > 200 && batch_rows - typed_rows > 200);
 }
 
+/// `auto`'s tier-up (canonical, then the whole-row program interpreted, then
+/// native, each switch at a row boundary) gives the canonical run's outputs
+/// and errors whatever rows it switches at, through every way rows come in:
+/// one at a time, a `Stepper` and batches. The switches are forced at rows
+/// picked from the case (`tier_up_one`) so that every stage runs rows; a
+/// coverage guard fails if the runs stop reaching native code with rows
+/// still to go, or stop running rows on each stage.
+#[test]
+fn tier_up_at_any_row_equals_canonical() {
+    let mut cases = deterministic_cases();
+    let (mut checked, mut native_switches) = (0, 0);
+    let (mut canonical_rows, mut quick_rows, mut native_rows) = (0, 0, 0);
+    for k in 0..200 {
+        let (spec_data, len, trace_data) = cases.next().expect("the cases never end");
+        let g = generate_spec(&spec_data, true);
+        let Ok(spec) = Spec::parse("gen.dsrv", &g.source) else {
+            continue;
+        };
+        let trace = generate_trace(&g.inputs, len, &trace_data, k % 4);
+        let canon = run_tier(&spec, &trace, Tier::Canonical);
+        // The rows before the first and the second switch.
+        let pick = |i: usize| trace_data.get(i).copied().unwrap_or(0) as usize;
+        let first = pick(0) % (trace.len() + 1);
+        let second = first + pick(1) % (trace.len() + 1 - first);
+        let switch_at = |m: &mut Monitor, row: usize| {
+            if row == first || row == second {
+                m.tier_up_one();
+            }
+        };
+        let build = || Monitor::builder(&spec).tier_up_after(u64::MAX).build();
+        let (mut m, mut outputs, mut error) = (build(), Vec::new(), None);
+        for (r, row) in trace.iter().enumerate() {
+            switch_at(&mut m, r);
+            let tier = m.tier();
+            match m.step(row) {
+                Ok(samples) => outputs.push(samples.to_vec()),
+                Err(e) => {
+                    error = Some(runtime(e));
+                    break;
+                }
+            }
+            match tier {
+                Tier::Canonical => canonical_rows += 1,
+                Tier::Quickened => quick_rows += 1,
+                Tier::NativeWhole => native_rows += 1,
+                _ => {}
+            }
+        }
+        let stats = m.stats();
+        if stats.tier_up.is_some_and(|up| {
+            up.native_at_row
+                .is_some_and(|n| (n as usize) < outputs.len())
+        }) {
+            native_switches += 1;
+        }
+        compare_runs(
+            &spec,
+            &trace,
+            ("canonical", canon.clone()),
+            ("auto, switched", (outputs, error)),
+        )
+        .unwrap_or_else(|e| panic!("rows {first} and {second}: {e}"));
+        // A stepper on the scalar cells, switched at the same rows: one
+        // stepper for each stretch between switches, so that it keeps its
+        // frame across the rows of a stretch.
+        let scalars = scalar_cells(&trace);
+        let canon_scalars = run_tier(&spec, &scalars, Tier::Canonical);
+        let mut m = build();
+        let (mut outputs, mut error) = (Vec::new(), None);
+        let stretches = [0..first, first..second, second..scalars.len()];
+        'stretches: for (i, stretch) in stretches.into_iter().enumerate() {
+            if i > 0 {
+                m.tier_up_one();
+            }
+            let mut stepper = m.stepper();
+            for row in &scalars[stretch] {
+                for (c, cell) in row.iter().enumerate() {
+                    stepper
+                        .set(c, cell.as_ref())
+                        .expect("generated cells fit their inputs");
+                }
+                match stepper.step() {
+                    Ok(samples) => outputs.push(samples.to_vec()),
+                    Err(e) => {
+                        error = Some(runtime(e));
+                        break 'stretches;
+                    }
+                }
+            }
+        }
+        compare_runs(
+            &spec,
+            &scalars,
+            ("canonical", canon_scalars),
+            ("auto stepper, switched", (outputs, error)),
+        )
+        .unwrap_or_else(|e| panic!("rows {first} and {second}: {e}"));
+        // Batches of 5 rows, switched before the batches holding those rows.
+        let mut m = build();
+        let (mut outputs, mut error) = (Vec::new(), None);
+        for (b, chunk) in trace.chunks(5).enumerate() {
+            if (b * 5..b * 5 + 5).contains(&first) || (b * 5..b * 5 + 5).contains(&second) {
+                m.tier_up_one();
+            }
+            let mut rows = m.batch();
+            for row in chunk {
+                rows.push_row(row).expect("generated rows fit their inputs");
+            }
+            let mut out = vigil::OutputBatch::new();
+            let result = m.run_batch(&rows, &mut out);
+            outputs.extend(out.rows().map(|r| r.to_vec()));
+            if let Err(e) = result {
+                error = Some(runtime(e));
+                break;
+            }
+        }
+        compare_runs(
+            &spec,
+            &trace,
+            ("canonical", canon),
+            ("auto batches, switched", (outputs, error)),
+        )
+        .unwrap_or_else(|e| panic!("rows {first} and {second}: {e}"));
+        checked += 1;
+    }
+    eprintln!(
+        "tier-up: {checked} specs, {native_switches} reached native code mid-run; rows: {canonical_rows} canonical, {quick_rows} quickened, {native_rows} native"
+    );
+    assert!(
+        checked > 150 && native_switches > 50,
+        "{checked} specs, {native_switches} switches"
+    );
+    assert!(canonical_rows > 700 && quick_rows > 250 && native_rows > 350);
+}
+
 /// A deterministic sweep of the tier property (independent of proptest's
 /// case count), so a regression in any faster tier shows here too.
 #[test]
