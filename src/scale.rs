@@ -30,7 +30,6 @@ use crate::row::StepError;
 use crate::value::Value;
 use serde::{Deserialize, Serialize};
 use std::cmp::Ordering;
-use std::hash::Hasher;
 use timely::dataflow::StreamVec;
 use timely::dataflow::channels::pact::Exchange;
 use timely::dataflow::operators::generic::operator::Operator;
@@ -174,13 +173,83 @@ pub fn key_cmp(a: &Value, b: &Value) -> Ordering {
     }
 }
 
-/// The worker hash of a key: SipHash with fixed keys over the key's bits
-/// (as keys compare), so every process of one build routes a key to the
-/// same worker.
+/// The name of the hash that routes keys to workers ([`route`]): its
+/// algorithm and the byte encoding of a value it hashes ([`feed`]). A
+/// scaled run's checkpoint records it and a resume refuses another (a
+/// worker's snapshot holds the keys that this hash sent it), and the
+/// processes of one run compare it before any row.
+pub const ROUTE_HASH: &str = "xxh3-64/vigil-value-1";
+
+/// The worker hash of a key: XXH3 (64 bits, seed 0) of the key's encoding
+/// ([`feed`]), so every build, process and machine routes a key to the same
+/// worker. (It was `std`'s `DefaultHasher`, whose output Rust does not
+/// promise across releases: a rebuilt binary could have sent a key's rows
+/// to a worker that does not hold its state.)
 pub fn route(key: &Value) -> u64 {
-    let mut h = std::hash::DefaultHasher::new();
-    crate::value::Key::hash_value_into(key, &mut h);
-    h.finish()
+    let mut h = xxhash_rust::xxh3::Xxh3::new();
+    feed(&mut h, key);
+    h.digest()
+}
+
+/// Feeds `value`'s encoding to `h`, as [`ROUTE_HASH`] names it: a tag byte
+/// (Int 0, Float 1, Bool 2, Str 3, Unit 4, List and Tuple 5, Map 6,
+/// function 7, marker 8), then an Int as its 8 little-endian bytes, a Float
+/// as the 8 little-endian bytes of its bits (so 0.0 and -0.0 differ, as
+/// keys do), a Bool as one byte 0 or 1, a Str as its length (8 bytes, little
+/// endian) and its UTF-8 bytes, a List or Tuple as a byte 0 or 1, its
+/// length and each element, a Map as its length and each entry's key (as a
+/// Str) and value in key order, a marker as one byte (NoVal 0, Deferred 1);
+/// a function is its tag alone (functions are not keys).
+pub fn feed(h: &mut xxhash_rust::xxh3::Xxh3, value: &Value) {
+    let len = |h: &mut xxhash_rust::xxh3::Xxh3, n: usize| h.update(&(n as u64).to_le_bytes());
+    match value {
+        Value::Int(i) => {
+            h.update(&[0]);
+            h.update(&i.to_le_bytes());
+        }
+        Value::Float(x) => {
+            h.update(&[1]);
+            h.update(&x.to_bits().to_le_bytes());
+        }
+        Value::Bool(b) => h.update(&[2, u8::from(*b)]),
+        Value::Str(s) => {
+            h.update(&[3]);
+            len(h, s.len());
+            h.update(s.as_bytes());
+        }
+        Value::Unit => h.update(&[4]),
+        Value::List(v) => {
+            h.update(&[5, 0]);
+            len(h, v.len());
+            for x in v.iter() {
+                feed(h, x);
+            }
+        }
+        Value::Tuple(v) => {
+            h.update(&[5, 1]);
+            len(h, v.len());
+            for x in v.iter() {
+                feed(h, x);
+            }
+        }
+        Value::Map(m) => {
+            h.update(&[6]);
+            len(h, m.len());
+            for (k, x) in m.iter() {
+                len(h, k.len());
+                h.update(k.as_bytes());
+                feed(h, x);
+            }
+        }
+        Value::Func(_) => h.update(&[7]),
+        Value::Marker(m) => h.update(&[
+            8,
+            match m {
+                crate::value::Marker::NoVal => 0,
+                crate::value::Marker::Deferred => 1,
+            },
+        ]),
+    }
 }
 
 /// The timely timestamp of a time in nanoseconds: `i64` order kept in `u64`
@@ -514,6 +583,22 @@ mod tests {
             route(&Value::Str("a".into()))
         );
         assert_ne!(route(&Value::Float(0.0)), route(&Value::Float(-0.0)));
+        // The hash is fixed: these are XXH3-64 (seed 0) of the documented
+        // encoding, and no build may route differently (a checkpoint's
+        // workers hold the keys routed to them).
+        let mut encoded = vec![3];
+        encoded.extend_from_slice(&5u64.to_le_bytes());
+        encoded.extend_from_slice(b"host1");
+        assert_eq!(
+            route(&Value::Str("host1".into())),
+            xxhash_rust::xxh3::xxh3_64(&encoded)
+        );
+        let mut encoded = vec![0];
+        encoded.extend_from_slice(&(-7i64).to_le_bytes());
+        assert_eq!(route(&Value::Int(-7)), xxhash_rust::xxh3::xxh3_64(&encoded));
+        // XXH3-64's published answer for the empty input (seed 0): the
+        // algorithm is the specified one.
+        assert_eq!(xxhash_rust::xxh3::xxh3_64(b""), 0x2d06_8005_38d3_94c2);
         assert_eq!(timely_time(-1) + 1, timely_time(0));
         assert!(timely_time(i64::MIN) < timely_time(i64::MAX));
     }

@@ -36,7 +36,6 @@ use crate::trace::{self, OutputFormat, OutputWriter, ReaderOptions, RowReader, T
 use crate::value::{Key, Sample, Value};
 use serde::{Deserialize, Serialize};
 use std::collections::{HashSet, VecDeque};
-use std::hash::Hasher as _;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -53,8 +52,10 @@ use timely::progress::frontier::MutableAntichain;
 const BATCH_ROWS: usize = 1024;
 /// Batches the source lets be in flight before it waits for the monitors.
 const BATCHES_IN_FLIGHT: usize = 8;
-/// The format version of a checkpoint's `COMPLETE` record.
-const CHECKPOINT_VERSION: u32 = 1;
+/// The format version of a checkpoint's `COMPLETE` record: 2 records the
+/// routing hash and digests the rows by it (1 used `std`'s `DefaultHasher`,
+/// which no later build can check).
+const CHECKPOINT_VERSION: u32 = 2;
 
 /// What the workers send the writer: the rows a worker evaluated in one
 /// activation, formatted, or its word that it took a checkpoint.
@@ -146,6 +147,10 @@ struct Complete {
     /// A digest of the rows before `time` (their cells and times), which a
     /// resume checks the trace it reads against.
     input_digest: u64,
+    /// The hash that routed the keys to the workers whose snapshots these
+    /// are (`scale::ROUTE_HASH`); a resume by another would look for a key
+    /// on a worker that does not hold it.
+    route_hash: String,
 }
 
 /// A `Write` into a buffer shared with whoever takes the bytes out: a
@@ -285,6 +290,16 @@ fn latest_complete(dir: &Path) -> Result<Option<(PathBuf, Complete)>, String> {
                 complete.vigil_scale_checkpoint
             ));
         }
+        if complete.route_hash != crate::scale::ROUTE_HASH {
+            return Err(format!(
+                "{}: its keys were routed to the workers by `{}`, and this vigil routes by `{}`: \
+                 resuming would look for keys on workers that do not hold them; run again from \
+                 the start",
+                path.display(),
+                complete.route_hash,
+                crate::scale::ROUTE_HASH
+            ));
+        }
         if best.as_ref().is_none_or(|(_, b)| b.time < complete.time) {
             best = Some((path, complete));
         }
@@ -338,7 +353,7 @@ struct Source {
     skip_before: u64,
     /// The digest of every row read so far (see `Complete::input_digest`),
     /// and, when resuming, the one the checkpoint recorded, until checked.
-    digest: std::hash::DefaultHasher,
+    digest: xxhash_rust::xxh3::Xxh3,
     expect_digest: Option<u64>,
     tally: ops::Tally,
     key_index: usize,
@@ -411,7 +426,7 @@ impl Source {
                         batch.push(Event::Barrier {
                             time,
                             worker: w as u32,
-                            token: self.digest.finish(),
+                            token: self.digest.digest(),
                         });
                     }
                 }
@@ -434,12 +449,15 @@ impl Source {
     }
 
     /// Adds the row just read (its time and declared inputs) to the digest.
+    /// The bytes are the routing hash's encoding (`scale::feed`), the time
+    /// as 8 little-endian bytes and an absent cell as 0xff, so that any
+    /// build can check the digest of another.
     fn digest_row(&mut self, time: u64) {
-        self.digest.write_u64(time);
+        self.digest.update(&time.to_le_bytes());
         for cell in &self.row[..self.inputs] {
             match cell {
-                None => self.digest.write_u8(0xff),
-                Some(v) => Key::hash_value_into(v, &mut self.digest),
+                None => self.digest.update(&[0xff]),
+                Some(v) => crate::scale::feed(&mut self.digest, v),
             }
         }
     }
@@ -448,7 +466,7 @@ impl Source {
     /// they must be the rows the checkpoint was taken after.
     fn check_digest(&mut self) -> Result<(), String> {
         match self.expect_digest.take() {
-            Some(d) if d != self.digest.finish() => Err(format!(
+            Some(d) if d != self.digest.digest() => Err(format!(
                 "cannot resume: the trace `{}` differs from the one the checkpoint was taken on (its rows before the checkpoint are not the same)",
                 self.name
             )),
@@ -656,6 +674,11 @@ fn job(args: &RunArgs, spec: &Spec, resumed_at: Option<u64>) -> Vec<peers::Term>
         .map(|b| format!("{b:02x}"))
         .collect();
     let mut terms = vec![
+        Term::new(
+            "route",
+            crate::scale::ROUTE_HASH,
+            format!("keys routed by `{}`", crate::scale::ROUTE_HASH),
+        ),
         Term::new(
             "version",
             concat!("vigil ", env!("CARGO_PKG_VERSION")),
@@ -956,7 +979,7 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
             every,
             next_checkpoint: None,
             skip_before,
-            digest: std::hash::DefaultHasher::new(),
+            digest: xxhash_rust::xxh3::Xxh3::new(),
             expect_digest: resumed.as_ref().map(|(_, c)| c.input_digest),
             tally: ops::Tally::new(args.on_malformed, ops::Progress::new(true, None)),
             key_index,
@@ -1606,6 +1629,7 @@ fn complete(plan: &Plan, time: u64, digest: u64, sinks: [Option<&mut Sink>; 2]) 
         fingerprint: plan.fingerprint.clone(),
         key: plan.key.clone(),
         input_digest: digest,
+        route_hash: crate::scale::ROUTE_HASH.to_string(),
     };
     let dir = checkpoint_dir(root, time);
     let text = serde_json::to_string(&record).map_err(io::Error::other)?;

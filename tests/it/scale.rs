@@ -674,6 +674,41 @@ fn unordered_output_has_the_same_lines_and_timed_checkpoints_resume() {
         "{}",
         String::from_utf8_lossy(&o.stderr)
     );
+    // Issue 35: keys are routed by a hash fixed by its specification and
+    // named in the checkpoint; one routed by another is refused, as is a
+    // checkpoint of the format that routed by `std`'s `DefaultHasher`.
+    assert!(
+        record.contains("\"route_hash\":\"xxh3-64/vigil-value-1\""),
+        "{record}"
+    );
+    let complete = last.join("COMPLETE");
+    std::fs::write(
+        &complete,
+        record.replace("xxh3-64/vigil-value-1", "siphash-1-3/std"),
+    )
+    .unwrap();
+    let o = run(&resume);
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("its keys were routed to the workers by `siphash-1-3/std`, and this vigil routes by `xxh3-64/vigil-value-1`"),
+        "{err}"
+    );
+    std::fs::write(
+        &complete,
+        record.replace(
+            "\"vigil_scale_checkpoint\":2",
+            "\"vigil_scale_checkpoint\":1",
+        ),
+    )
+    .unwrap();
+    let o = run(&resume);
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("checkpoint format 1 (this vigil reads 2)"),
+        "{err}"
+    );
 }
 
 /// A closed output pipe ends a scaled run quietly (status 0) and stops
