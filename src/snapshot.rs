@@ -51,7 +51,7 @@ use std::fmt::{self, Write as _};
 /// The version of the snapshot format this vigil writes and reads. It changes
 /// whenever the encoding or the meaning of a field changes; a snapshot of
 /// another version is rejected with [`SnapshotError::Version`].
-pub const FORMAT_VERSION: u32 = 3;
+pub const FORMAT_VERSION: u32 = 4;
 
 /// The first bytes of a binary snapshot.
 pub const MAGIC: [u8; 8] = *b"VIGILSNP";
@@ -201,6 +201,10 @@ struct Body {
     windows: Vec<u64>,
     /// Every `dynamic`'s running instance, by `DynamicId` (format 3).
     dynamic: Vec<Option<DynamicCell>>,
+    /// For a specification with periodic streams, the steps each clock has
+    /// run (input steps, then each period's ticks), by which its rings are
+    /// indexed; empty otherwise (format 4).
+    clocks: Vec<u64>,
 }
 
 /// A running `dynamic` instance: its string, its held result, how many
@@ -615,6 +619,7 @@ fn body_of(
             stopped,
             windows: st.windows.clone(),
             dynamic,
+            clocks: st.clocks.clone(),
         }
     }
 }
@@ -684,12 +689,20 @@ impl Body {
             });
         }
         let bad = |m: String| Err(SnapshotError::Inconsistent(m));
-        if plan.is_timed() {
-            // Its rings run on clocks of their own, which the format does
-            // not record yet.
-            return bad(
-                "snapshots of a specification with periodic streams are not supported yet".into(),
-            );
+        // A timed plan's rings are indexed by their clocks' counts, each at
+        // most the steps: input steps and ticks are both steps.
+        let clocks = match plan.is_timed() {
+            true => plan.periods.len() + 1,
+            false => 0,
+        };
+        if b.clocks.len() != clocks {
+            return bad(format!(
+                "{} clocks, the specification has {clocks}",
+                b.clocks.len()
+            ));
+        }
+        if let Some(c) = b.clocks.iter().find(|&&c| c > b.step) {
+            return bad(format!("a clock ran {c} steps of {}", b.step));
         }
         let stored = stored_slots(plan);
         if b.slots.len() != stored {
@@ -752,7 +765,11 @@ impl Body {
             let NodeOp::Offset(n) = plan.node(id).op else {
                 unreachable!("offset_nodes holds offsets")
             };
-            let want = b.step.min(u64::from(n));
+            // A timed plan's rings are full (of ⊥) from the start.
+            let want = match plan.is_timed() {
+                true => u64::from(n),
+                false => b.step.min(u64::from(n)),
+            };
             if entries.len() as u64 != want {
                 return bad(format!(
                     "ring {r} (offset {n}) has {} entries; at step {} it has {want}",
@@ -800,6 +817,10 @@ impl Body {
         };
         let mut st = NodeState::new(plan);
         st.step = b.step;
+        st.clocks.clone_from(&b.clocks);
+        // A timed plan's state starts with its rings full of ⊥: they are
+        // replaced by the snapshot's.
+        st.clear_rings();
         for (i, slot) in b.slots.iter().enumerate() {
             let i = crate::plan::Slot(i as u32);
             match slot {

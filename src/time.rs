@@ -175,12 +175,48 @@ impl Time {
 /// events from the same clock as the rows, and they sort before the rows of
 /// the same time). Period `k` ticks at `origin + j·periods[k]`, `j ≥ 0`;
 /// one tick step serves every period due at its time.
-#[derive(Clone, Debug)]
+///
+/// It serializes (serde) as its periods and each one's next tick, so that a
+/// caller checkpointing a periodic run keeps it with the monitor's
+/// [`Snapshot`](crate::Snapshot); one read back is checked (positive
+/// periods, one next tick each) before it can run.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(try_from = "SchedulerState")]
 pub struct Scheduler {
     periods: Vec<i64>,
     /// The next tick of each period; `None` before the origin is set (or
     /// past the end of time).
     next: Vec<Option<i64>>,
+}
+
+/// A `Scheduler` as read, before it is checked.
+#[derive(serde::Deserialize)]
+struct SchedulerState {
+    periods: Vec<i64>,
+    next: Vec<Option<i64>>,
+}
+
+impl TryFrom<SchedulerState> for Scheduler {
+    type Error = String;
+
+    fn try_from(s: SchedulerState) -> Result<Scheduler, String> {
+        if let Some(p) = s.periods.iter().find(|&&p| p <= 0) {
+            return Err(format!(
+                "a scheduler's period is {p} ns; periods are positive"
+            ));
+        }
+        if s.next.len() != s.periods.len() {
+            return Err(format!(
+                "a scheduler has {} periods and {} next ticks",
+                s.periods.len(),
+                s.next.len()
+            ));
+        }
+        Ok(Scheduler {
+            periods: s.periods,
+            next: s.next,
+        })
+    }
 }
 
 impl Scheduler {

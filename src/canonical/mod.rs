@@ -1367,11 +1367,16 @@ impl NodeState {
                 entries
             })
             .collect();
+        self.clear_rings();
+        self.set_rings(rings);
+    }
+
+    /// Empties the offset history, for `set_rings` to replace it.
+    pub(crate) fn clear_rings(&mut self) {
         self.ring_tags.clear();
         self.ring_lanes.clear();
         self.ring_objects.clear();
         self.filling.clear();
-        self.set_rings(rings);
     }
 
     /// Replaces the offset history of a state at step `self.step` that has

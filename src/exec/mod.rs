@@ -1283,7 +1283,7 @@ impl Engine {
     /// and run the row with `run_row`, which redoes whatever the kernel
     /// stored before it stopped (every slot it stores is evaluated again
     /// before any read) and decides what the row is.
-    pub fn run_packed_row(&mut self, block: &mut [u64], row: &[Option<Value>]) -> bool {
+    pub(crate) fn run_packed_row(&mut self, block: &mut [u64], row: &[Option<Value>]) -> bool {
         let whole = self.whole_index();
         let (Some(p), Some(w)) = (&self.packed, &mut self.whole) else {
             return false;

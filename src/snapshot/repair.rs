@@ -195,6 +195,8 @@ impl Snapshot {
                 // A `dynamic` starts afresh at its next string: an edited
                 // specification's instances are not carried over.
                 dynamic: vec![None; new.dynamics as usize],
+                // Neither plan is timed (`Why::Periodic` is refused above).
+                clocks: Vec::new(),
             },
         };
         (snapshot, repair)

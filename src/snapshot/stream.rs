@@ -139,6 +139,10 @@ impl<'p> RunEncoder<'p> {
         }
         // No `dynamic` instance (see above).
         varint(out, 0);
+        varint(out, st.clocks.len() as u64);
+        for &c in &st.clocks {
+            varint(out, c);
+        }
         match function {
             true => Err(HoldsFunction),
             false => Ok(()),

@@ -1161,3 +1161,104 @@ fn idle_timeout_zero_says_it_must_be_positive() {
         "{stderr}"
     );
 }
+
+/// Issue 35: a specification with periodic streams snapshots and restores (its rings
+/// run on clocks of their own, which the snapshot records since format 4), and so does
+/// the `Scheduler` that says which ticks are due: a run snapshotted before any step (a
+/// row or a tick), restored on another tier, with its scheduler carried over as JSON,
+/// continues exactly as the uninterrupted run. It was refused ("not supported yet").
+#[test]
+fn periodic_runs_snapshot_and_resume_at_any_step() {
+    use vigil::time::Scheduler;
+    use vigil::{Monitor, Sample, Snapshot, Spec};
+    let src = "in x: Int\n\
+               aux n: Int\n\
+               n = default(n[1], 0) + 1\n\
+               out seen: Int @ 1s\n\
+               seen = n - default(n[2], 0)\n\
+               out slow: Int @ 2500ms\n\
+               slow = default(slow[1], 0) + x\n\
+               out last: Int\n\
+               last = x + default(x[1], 0)\n";
+    let spec = Spec::parse("p.dsrv", src).unwrap();
+    // Rows at irregular times, with a gap of several periods.
+    let times: Vec<i64> = [0, 300, 900, 1_100, 2_000, 2_050, 6_400, 6_500, 7_900, 9_999]
+        .iter()
+        .map(|ms| ms * 1_000_000)
+        .collect();
+    /// Before one step: the row whose ticks or self it is, and the monitor's
+    /// snapshot (binary and JSON) and the scheduler's (JSON).
+    struct Save {
+        row: usize,
+        bytes: Vec<u8>,
+        json: String,
+        scheduler: String,
+    }
+    // Runs the rows from `from` (each after the ticks due by its time), and
+    // returns every step's outputs.
+    let run = |m: &mut Monitor, sched: &mut Scheduler, from: usize, saves: &mut Vec<Save>| {
+        let mut out: Vec<Vec<Sample>> = Vec::new();
+        for (row, &t) in times.iter().enumerate().skip(from) {
+            if !sched.started() {
+                sched.start(Time(t));
+            }
+            loop {
+                let snap = m.snapshot();
+                saves.push(Save {
+                    row,
+                    bytes: snap.to_bytes(),
+                    json: snap.to_json(),
+                    scheduler: serde_json::to_string(&*sched).unwrap(),
+                });
+                let Some((at, due)) = sched.next_until(Time(t)) else {
+                    break;
+                };
+                out.push(m.tick(at, &due).unwrap().iter().collect());
+            }
+            let cells = [Some(Value::Int(row as i64 * 3 - 7))];
+            out.push(m.step_at(Time(t), cells).unwrap().iter().collect());
+        }
+        out
+    };
+    let mut m = Monitor::builder(&spec).tier(Tier::Canonical).build();
+    let mut sched = Scheduler::new(m.periods());
+    let mut saves = Vec::new();
+    let want = run(&mut m, &mut sched, 0, &mut saves);
+    assert_eq!(saves.len(), want.len(), "one save before each step");
+    assert!(
+        want.len() > times.len() + 5,
+        "the ticks ran: {} steps",
+        want.len()
+    );
+    // Resume from every save: the rest of the run is the uninterrupted one's.
+    for (k, save) in saves.iter().enumerate() {
+        for (tier, snap) in [
+            (Tier::Canonical, Snapshot::from_bytes(&save.bytes).unwrap()),
+            (
+                Tier::NativeRegions,
+                Snapshot::from_json(&save.json).unwrap(),
+            ),
+        ] {
+            let mut resumed = Monitor::builder(&spec)
+                .tier(tier)
+                .restore(&snap)
+                .unwrap()
+                .build();
+            assert_eq!(
+                resumed.snapshot().to_json(),
+                save.json,
+                "save {k} restores as it was"
+            );
+            let mut sched: Scheduler = serde_json::from_str(&save.scheduler).unwrap();
+            let got = run(&mut resumed, &mut sched, save.row, &mut Vec::new());
+            assert_eq!(got, want[k..].to_vec(), "resumed before step {k} on {tier}");
+        }
+    }
+    // A scheduler's JSON that could not run is refused, not trusted.
+    for bad in [
+        r#"{"periods":[0],"next":[null]}"#,
+        r#"{"periods":[5],"next":[]}"#,
+    ] {
+        assert!(serde_json::from_str::<Scheduler>(bad).is_err(), "{bad}");
+    }
+}
