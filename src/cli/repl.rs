@@ -11,6 +11,13 @@
 //! new tier and restores the snapshot into it — the next step is what a run on that tier from the
 //! start would give.
 //!
+//! Time: a row may carry a time, `@2.5 x=1` (seconds, or RFC 3339 text), which `time()` reads
+//! and time windows use. A specification with periodic streams keeps a scheduler whose origin is
+//! the first time given: before a row at time T the ticks due by T run, each printed with its
+//! time, and `:tick T` runs them up to T with no row. A row without a time is a step at no time
+//! (no tick runs). `:snapshot`/`:restore` keep the monitor's run; the scheduler starts again at
+//! the next time given after a `:restore` or `:reset`.
+//!
 //! `:def` and `:drop` edit the specification mid-run (the seed's repaired schedule): the text is
 //! edited (`lang::edit`), checked whole, and the run carried over to it (`Monitor::repair`), so
 //! every stream the edit does not touch keeps its values, holds, history and builtin state, and
@@ -32,7 +39,7 @@ use std::io::{self, BufRead, IsTerminal, Write};
 const HISTORY: usize = 1000;
 
 /// The commands, for `:help` and completion.
-const COMMANDS: [(&str, &str); 15] = [
+const COMMANDS: [(&str, &str); 16] = [
     (":help", "this list"),
     (":spec", "print the specification"),
     (
@@ -61,13 +68,17 @@ const COMMANDS: [(&str, &str); 15] = [
         "feed every row of a trace file (-q: a summary only)",
     ),
     (":reset", "start over at step 0 (same spec and tier)"),
+    (
+        ":tick T",
+        "run the periodic streams' ticks due by time T (seconds or RFC 3339), no row",
+    ),
     (":save FILE", "write the specification to FILE"),
     (":snapshot FILE", "save the run (binary snapshot)"),
     (":restore FILE", "continue a saved run"),
     (":quit", "leave (also Ctrl-D)"),
     (
         "ROW",
-        "x=1 y=2.5 s=\"hi\" | {\"x\": 1} | - (every input absent)",
+        "x=1 y=2.5 s=\"hi\" | {\"x\": 1} | - (every input absent); `@T ROW` at time T",
     ),
 ];
 
@@ -86,6 +97,10 @@ struct Session {
     malformed: bool,
     /// The text of a `:def` still missing definitions (more lines follow).
     pending: Option<String>,
+    /// The ticks of the periodic streams (none without), and the last time
+    /// given (a row's or `:tick`'s), which time never goes back from.
+    scheduler: Option<crate::time::Scheduler>,
+    now: Option<crate::time::Time>,
 }
 
 impl Session {
@@ -100,10 +115,55 @@ impl Session {
             outputs: Vec::new(),
             malformed: false,
             pending: None,
+            scheduler: None,
+            now: None,
         };
+        session.restart_clock();
         session.read_names();
         session.history = vec![VecDeque::new(); session.streams.len()];
         session
+    }
+
+    /// A scheduler of the specification's periods, not started (its origin
+    /// is the next time given), and no time yet.
+    fn restart_clock(&mut self) {
+        let periods = self.monitor.periods();
+        self.scheduler = (!periods.is_empty()).then(|| crate::time::Scheduler::new(periods));
+        self.now = None;
+    }
+
+    /// Moves time to `time`: refused if it goes back; else every tick due
+    /// by it runs, each printed with its time.
+    fn advance(&mut self, time: crate::time::Time, out: &mut dyn Write) -> io::Result<bool> {
+        if let Some(now) = self.now.filter(|&now| time < now) {
+            self.malformed = true;
+            writeln!(
+                out,
+                "error: time {} is before the time given last ({}): time does not go back (no step was taken)",
+                time.seconds(),
+                now.seconds()
+            )?;
+            return Ok(false);
+        }
+        self.now = Some(time);
+        let Some(mut scheduler) = self.scheduler.take() else {
+            return Ok(true);
+        };
+        if !scheduler.started() {
+            scheduler.start(time);
+        }
+        let mut ran = Ok(true);
+        while let Some((at, due)) = scheduler.next_until(time) {
+            let shown = self.monitor.tick(at, &due).map(|o| Shown::of(&o));
+            ran = self.print(shown, &format!("@{} ", at.seconds()), out);
+            if !matches!(ran, Ok(true)) {
+                break;
+            }
+        }
+        self.scheduler = Some(scheduler);
+        // A tick that stopped the run is printed; the row after it is not
+        // refused for it (the monitor reports the stop).
+        ran.map(|_| true)
     }
 
     /// Reads the stream and output names of the specification.
@@ -158,8 +218,40 @@ impl Session {
         if let Some(command) = line.strip_prefix(':') {
             return self.command(command, out);
         }
+        // `@T ROW`: the row at time T, after the ticks due by then.
+        let (time, line) = match line.strip_prefix('@') {
+            None => (None, line),
+            Some(rest) => {
+                let (t, row) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
+                match parse_time(t) {
+                    Ok(time) if !row.trim().is_empty() => (Some(time), row.trim()),
+                    Ok(_) => {
+                        self.malformed = true;
+                        writeln!(
+                            out,
+                            "error: line {at}: a row follows its time: `@{} x=1`, or `@{} -` for a step with every input absent (no step was taken)",
+                            excerpt(t),
+                            excerpt(t)
+                        )?;
+                        return Ok(true);
+                    }
+                    Err(e) => {
+                        self.malformed = true;
+                        writeln!(out, "error: line {at}: {e} (no step was taken)")?;
+                        return Ok(true);
+                    }
+                }
+            }
+        };
         match self.parse_row(line) {
-            Ok(row) => self.step(&row, out)?,
+            Ok(row) => {
+                if let Some(time) = time
+                    && !self.advance(time, out)?
+                {
+                    return Ok(true);
+                }
+                self.step(&row, time, out)?
+            }
             Err(e) => {
                 self.malformed = true;
                 writeln!(out, "error: line {at}: {e} (no step was taken)")?;
@@ -210,35 +302,60 @@ impl Session {
         Ok(row)
     }
 
-    fn step(&mut self, row: &Row, out: &mut dyn Write) -> io::Result<()> {
-        match self.monitor.step(row) {
-            Ok(outputs) => {
-                let step = outputs.step();
-                for (name, sample) in self.outputs.iter().zip(outputs.iter()) {
+    /// Evaluates `row` (at `time`, if it has one) and prints its outputs.
+    fn step(
+        &mut self,
+        row: &Row,
+        time: Option<crate::time::Time>,
+        out: &mut dyn Write,
+    ) -> io::Result<()> {
+        let result = match time {
+            Some(t) => self.monitor.step_at(t, row),
+            None => self.monitor.step(row),
+        };
+        // The outputs borrow the monitor: they are copied out to print.
+        let shown = result.map(|o| Shown::of(&o));
+        self.print(shown, "", out).map(|_| ())
+    }
+
+    /// Prints a step's outputs (each line after `prefix`: a tick's time) and
+    /// keeps it for `:history`; `Ok(false)` when the step did not run.
+    fn print(
+        &mut self,
+        shown: Result<Shown, crate::row::StepError>,
+        prefix: &str,
+        out: &mut dyn Write,
+    ) -> io::Result<bool> {
+        match shown {
+            Ok(shown) => {
+                for (name, sample) in self.outputs.iter().zip(&shown.samples) {
                     if !sample.is_noval() {
-                        writeln!(out, "{name}[{step}] = {sample}")?;
+                        writeln!(out, "{prefix}{name}[{}] = {sample}", shown.step)?;
                     }
                 }
-                for alert in outputs.alerts() {
+                for (trigger, step, message) in &shown.alerts {
                     writeln!(
                         out,
-                        "alert: {} at step {}: {}",
-                        alert.trigger,
-                        alert.step,
-                        super::escaped(&alert.message)
+                        "{prefix}alert: {trigger} at step {step}: {}",
+                        super::escaped(message)
                     )?;
                 }
-                self.record(step);
+                self.record(shown.step);
+                Ok(true)
             }
             Err(crate::row::StepError::Row(e)) => {
                 self.malformed = true;
                 writeln!(out, "error: {e} (no step was taken)")?;
+                Ok(false)
             }
             Err(crate::row::StepError::Runtime(e)) => {
-                writeln!(out, "error: {e}; the run is stopped (`:reset` starts over)")?;
+                writeln!(
+                    out,
+                    "{prefix}error: {e}; the run is stopped (`:reset` starts over)"
+                )?;
+                Ok(false)
             }
         }
-        Ok(())
     }
 
     /// Runs a command (without its `:`); `Ok(false)` ends the session.
@@ -312,8 +429,23 @@ impl Session {
             }
             ("load", [path]) => self.load(path, false, out)?,
             ("load", ["-q", path]) => self.load(path, true, out)?,
+            ("tick", [t]) => match parse_time(t) {
+                Ok(time) => {
+                    if self.scheduler.is_none() {
+                        writeln!(
+                            out,
+                            "note: the specification has no periodic streams: no tick runs"
+                        )?;
+                    }
+                    if self.advance(time, out)? {
+                        writeln!(out, "time: {}", time.seconds())?;
+                    }
+                }
+                Err(e) => writeln!(out, "error: {e}")?,
+            },
             ("reset", []) => {
                 self.monitor.reset();
+                self.restart_clock();
                 self.history.iter_mut().for_each(VecDeque::clear);
                 writeln!(out, "reset: step 0")?;
             }
@@ -345,6 +477,7 @@ impl Session {
                 match restored {
                     Ok(m) => {
                         self.monitor = m;
+                        self.restart_clock();
                         self.history.iter_mut().for_each(VecDeque::clear);
                         // The snapshot holds the values of its last step:
                         // `:history` shows them, as after that step.
@@ -515,7 +648,7 @@ impl Session {
                 }
             }
             let target: &mut dyn Write = if quiet { &mut sink } else { &mut *out };
-            self.step(&row, target)?;
+            self.step(&row, None, target)?;
             rows += 1;
         }
         if quiet {
@@ -773,4 +906,40 @@ fn interactive(session: &mut Session) -> io::Result<()> {
         let _ = editor.save_history(h);
     }
     Ok(())
+}
+
+/// A step's outputs and alerts, copied out of the monitor's view.
+struct Shown {
+    step: u64,
+    samples: Vec<Sample>,
+    alerts: Vec<(String, u64, String)>,
+}
+
+impl Shown {
+    fn of(outputs: &crate::monitor::Outputs<'_>) -> Shown {
+        Shown {
+            step: outputs.step(),
+            samples: outputs.iter().collect(),
+            alerts: (outputs.alerts())
+                .map(|a| (a.trigger.to_string(), a.step, a.message.to_string()))
+                .collect(),
+        }
+    }
+}
+
+/// A time as `@T` and `:tick T` take it: seconds (a number, negative
+/// allowed) or RFC 3339 text.
+fn parse_time(text: &str) -> Result<crate::time::Time, String> {
+    let value = match text.parse::<f64>() {
+        Ok(x) => Value::Float(x),
+        Err(_) => Value::Str(text.into()),
+    };
+    crate::time::Time::from_value(&value, crate::time::TimeUnit::Seconds)
+        .map(|(t, _)| t)
+        .map_err(|_| {
+            format!(
+                "`{}` is not a time: give seconds (`2.5`) or RFC 3339 text (`2026-12-06T10:00:00Z`)",
+                excerpt(text)
+            )
+        })
 }

@@ -178,3 +178,39 @@ fn a_terminal_session_prompts_and_completes() {
     // The history is kept in the data directory.
     assert!(dir.join("vigil/repl_history").exists());
 }
+
+/// Issue 35: the REPL ticks a specification's periodic streams. Rows given at times
+/// (`@T ROW`) run after the ticks due by then, as `vigil run --time` runs the same rows:
+/// the session prints the run's outputs, step for step (each tick's line after its time).
+#[test]
+fn periodic_sessions_tick_as_vigil_run_does() {
+    let dir = test_dir("repl", "periodic-oracle");
+    let spec = write(
+        &dir,
+        "spec.dsrv",
+        "in x: Int\nout n: Int @ 1s\nn = default(n[1], 0) + 1\n\
+         out s: Int @ 2500ms\ns = default(x, -1)\nout y: Int\ny = x * 2\n",
+    );
+    let times = [0.0, 0.2, 1.0, 1.9, 4.3, 4.3, 9.05, 12.5];
+    let mut trace = String::new();
+    let mut session = String::new();
+    for (k, t) in times.iter().enumerate() {
+        trace.push_str(&format!("{{\"t\": {t}, \"x\": {k}}}\n"));
+        session.push_str(&format!("@{t} x={k}\n"));
+    }
+    let trace = write(&dir, "t.jsonl", &trace);
+    let (code, run_out, err) = run_vigil(&["run", &spec, "--input", &trace, "--time", "t"], None);
+    assert_eq!(code, 0, "{err}");
+    let (code, repl_out, err) = run_vigil(&["repl", &spec], Some(&session));
+    assert_eq!(code, 0, "{err}");
+    // A tick's line starts with its time; the rest is the run's line.
+    let lines: Vec<&str> = (repl_out.lines())
+        .map(|l| match l.strip_prefix('@') {
+            Some(rest) => rest.split_once(' ').map_or(rest, |(_, line)| line),
+            None => l,
+        })
+        .collect();
+    let want: Vec<&str> = run_out.lines().collect();
+    assert!(want.len() > 2 * times.len(), "the ticks ran:\n{run_out}");
+    assert_eq!(lines, want);
+}
