@@ -546,10 +546,9 @@ pub(super) fn run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Exit {
 }
 
 fn refuse(args: &RunArgs) -> Result<(), String> {
-    let refused: [(&str, bool); 11] = [
+    let refused: [(&str, bool); 10] = [
         ("--record", args.record.is_some()),
         ("--pass", args.pass.is_some()),
-        ("--max-keys", args.max_keys.is_some()),
         ("--lateness", args.lateness.is_some()),
         ("--start", args.start.is_some()),
         ("--max-gap", args.max_gap.is_some()),
@@ -861,11 +860,17 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
     let view = View::new(args, spec, output).map_err(fail)?;
     // One monitor is built (planned, lowered, compiled) per process; every
     // worker's is a `share` of it, running the same code.
-    let template = KeyedMonitor::builder(spec, &key)
+    let mut builder = KeyedMonitor::builder(spec, &key)
         .tier(args.tier)
-        .max_string_bytes(args.max_string_bytes)
-        .build()
-        .map_err(|e| fail(e.to_string()))?;
+        .max_string_bytes(args.max_string_bytes);
+    // `--max-keys` bounds each worker's live keys (every worker's monitor
+    // is a `share` of this one, bound included): a global bound would need
+    // the workers to agree on recency across threads and processes for
+    // every row.
+    if let Some(n) = args.max_keys {
+        builder = builder.max_keys(n);
+    }
+    let template = builder.build().map_err(|e| fail(e.to_string()))?;
     if let Err(exit) = super::check_tier(args, &template.stats()) {
         return Ok(exit);
     }

@@ -156,6 +156,48 @@ fn workers_in_one_process_give_the_single_threaded_output() {
     }
 }
 
+/// Issue 35: `--max-keys` works with `--workers`, bounding each worker's live keys. One
+/// worker under a bound that evicts (20 keys, 7 live) gives the single-process run's output
+/// byte for byte, evicted keys starting afresh as there; two workers under a bound that
+/// never bites give it too. (It was refused.)
+#[test]
+fn max_keys_bounds_each_workers_keys() {
+    let dir = test_dir("scale", "max_keys");
+    let spec = write(&dir, "spec.dsrv", SPEC);
+    let input = write(&dir, "trace.jsonl", trace(3_000, 20));
+    let scaled = |workers: &str, bound: &str, name: &str| {
+        let out = dir.join(name);
+        let o = run(&[
+            "run",
+            &spec,
+            "--input",
+            &input,
+            "--key",
+            "host",
+            "--max-keys",
+            bound,
+            "--workers",
+            workers,
+            "--output-file",
+            out.to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        read(out.to_str().unwrap())
+    };
+    let (evicting, _) = single(&dir, &spec, &input, &["--max-keys", "7"]);
+    let (unbounded, _) = single(&dir, &spec, &input, &[]);
+    // The bound bites: a key's count starts again after an eviction.
+    assert!(evicting != unbounded);
+    assert!(
+        scaled("1", "7", "w1.out") == evicting,
+        "one worker, evicting"
+    );
+    assert!(
+        scaled("2", "20", "w2.out") == unbounded,
+        "two workers, a bound that never bites"
+    );
+}
+
 /// The single-threaded output of a timed CSV run sorted into the documented
 /// order: time, then key (a Str key by its bytes), then position.
 fn in_documented_order(csv: &str) -> String {
