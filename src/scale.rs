@@ -338,6 +338,14 @@ pub enum Evaluated<'a> {
         /// The barrier's token, as sent.
         token: u64,
     },
+    /// The end: the input is closed and every event evaluated. The worker's
+    /// monitor, for what it holds then (its counters, its keys); given once,
+    /// with no capability left, so `emit` records nothing for the stream
+    /// here (a caller keeps what it needs aside).
+    End {
+        /// The worker's monitor.
+        monitor: &'a KeyedMonitor,
+    },
 }
 
 /// Builds the keyed monitors' part of a dataflow: `events` are exchanged by
@@ -345,7 +353,8 @@ pub enum Evaluated<'a> {
 /// with the monitor `make` builds (called once per worker, with the
 /// worker's index), calls `on_barrier` at each barrier, and `emit` turns
 /// each evaluated event into records of the returned stream (at the event's
-/// capability; records should carry the event's time).
+/// capability; records should carry the event's time), and is given the
+/// monitor once at the end ([`Evaluated::End`]).
 ///
 /// `key_index` is the key input's cell in a row (`KeyedMonitor::key_index`).
 ///
@@ -411,6 +420,7 @@ where
         drop(initial);
         let mut stash = Stash::default();
         let mut out: Vec<O> = Vec::new();
+        let mut ended = false;
         move |(input, frontier), output| {
             input.for_each(|cap, data| stash.push(&cap, data, Some(0)));
             let (cap, ready) = stash.ready(|t| !frontier.less_equal(&t));
@@ -446,6 +456,11 @@ where
                 output.session(&cap).give_iterator(out.drain(..));
             }
             out.clear();
+            if !ended && frontier.is_empty() && stash.is_empty() {
+                ended = true;
+                emit(Evaluated::End { monitor: &monitor }, &mut out);
+                out.clear();
+            }
         }
     })
 }
@@ -491,6 +506,13 @@ impl Stamped for Event {
 
 fn stamp_order<D: Stamped>(a: &D, b: &D) -> Ordering {
     a.time().cmp(&b.time()).then_with(|| a.within(b))
+}
+
+impl<D> Stash<D> {
+    /// Whether no record is kept.
+    pub fn is_empty(&self) -> bool {
+        self.pending.is_empty()
+    }
 }
 
 impl<D: Stamped> Stash<D> {

@@ -257,6 +257,9 @@ struct Outcome {
     runtime: bool,
     /// A rejected row, or a failure of the writer or a checkpoint.
     failure: Option<(String, Exit)>,
+    /// With `--stats`, each of this process's workers' counters and live
+    /// keys at the end, by worker index.
+    ends: Vec<(usize, crate::monitor::Stats, usize)>,
 }
 
 /// The newest complete checkpoint in `dir`, if any.
@@ -328,6 +331,8 @@ struct Plan {
     checkpoint: Option<PathBuf>,
     fingerprint: String,
     unordered: bool,
+    /// `--stats`: each worker's counters are kept at the end.
+    stats: bool,
     /// Set when nothing more can be written (a closed pipe, a failed write,
     /// a rejected row): the source stops reading, and the run ends.
     stop: std::sync::atomic::AtomicBool,
@@ -546,7 +551,7 @@ pub(super) fn run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Exit {
 }
 
 fn refuse(args: &RunArgs) -> Result<(), String> {
-    let refused: [(&str, bool); 10] = [
+    let refused: [(&str, bool); 9] = [
         ("--record", args.record.is_some()),
         ("--pass", args.pass.is_some()),
         ("--lateness", args.lateness.is_some()),
@@ -556,7 +561,6 @@ fn refuse(args: &RunArgs) -> Result<(), String> {
         ("--on-reset", args.on_reset.is_some()),
         ("--idle-timeout", args.idle_timeout.is_some()),
         ("--summary", args.summary),
-        ("--stats", args.stats),
     ];
     if let Some((flag, _)) = refused.iter().find(|(_, given)| *given) {
         return Err(format!(
@@ -1073,6 +1077,7 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
         checkpoint,
         fingerprint: spec.fingerprint().to_string(),
         unordered: args.unordered,
+        stats: args.stats,
         stop: std::sync::atomic::AtomicBool::new(false),
     });
     let outcome = Arc::new(Mutex::new(Outcome::default()));
@@ -1102,7 +1107,7 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
                     p.key_index,
                     move |_| monitor,
                     barrier_writer(Arc::clone(&p), Arc::clone(&out)),
-                    formatter(Arc::clone(&p), unit_form, timed),
+                    formatter(Arc::clone(&p), unit_form, timed, (index, Arc::clone(&out))),
                 );
                 let pieces = pieces.probe_with(&probe);
                 let writer = PieceWriter {
@@ -1171,7 +1176,25 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
     } else {
         Exit::Success
     };
-    Ok(super::fail_on_trigger(args, status, outcome.fired))
+    let status = super::fail_on_trigger(args, status, outcome.fired);
+    if args.stats {
+        // This process's workers, each with its own counters (their rows
+        // are the rows routed to it).
+        let mut ends = outcome.ends;
+        ends.sort_by_key(|(w, ..)| *w);
+        for (w, stats, keys) in &ends {
+            super::say(format_args!(
+                "worker {w} of {total_workers}:\n{stats}keys: {keys} live\n"
+            ));
+        }
+        let rows: u64 = ends.iter().map(|(_, s, _)| s.rows).sum();
+        let keys: usize = ends.iter().map(|(.., k)| k).sum();
+        super::say(format_args!(
+            "process {process}: {rows} rows, {keys} keys live over {} workers\n",
+            ends.len()
+        ));
+    }
+    Ok(status)
 }
 
 /// The first failure of timely's network threads (a peer process gone), as
@@ -1347,10 +1370,13 @@ fn barrier_writer(
 /// Formats each evaluated row where it was evaluated: its output lines (as
 /// the writer of a single-process keyed run writes them), its alerts, and
 /// the error that stopped its key.
+///
+/// At the end it keeps the worker's counters in `outcome` for `--stats`.
 fn formatter(
     plan: Arc<Plan>,
     unit_form: TimeForm,
     timed: bool,
+    (worker, outcome): (usize, Arc<Mutex<Outcome>>),
 ) -> impl FnMut(Evaluated<'_>, &mut Vec<Piece>) + 'static {
     let buf = SharedBuf::default();
     let mut writer: Box<dyn OutputWriter> = trace::keyed_writer(
@@ -1367,6 +1393,16 @@ fn formatter(
             time,
             digest: token,
         }),
+        Evaluated::End { monitor } => {
+            if plan.stats {
+                let end = (worker, monitor.stats(), monitor.key_count());
+                outcome
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .ends
+                    .push(end);
+            }
+        }
         Evaluated::Row { row, result } => {
             let cells = &row.cells;
             let key_value = row.cells[plan.key_index].clone().unwrap_or(Value::Unit);

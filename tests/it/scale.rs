@@ -198,6 +198,45 @@ fn max_keys_bounds_each_workers_keys() {
     );
 }
 
+/// Issue 35: `--stats` works with `--workers`: each worker's counters (its rows are those
+/// routed to it) and live keys, then the process's totals, which are the single-process
+/// run's rows and keys. (It was refused.)
+#[test]
+fn stats_of_a_scaled_run_are_each_workers() {
+    let dir = test_dir("scale", "stats");
+    let spec = write(&dir, "spec.dsrv", SPEC);
+    let input = write(&dir, "trace.jsonl", trace(3_000, 20));
+    let o = run(&[
+        "run",
+        &spec,
+        "--input",
+        &input,
+        "--key",
+        "host",
+        "--workers",
+        "2",
+        "--stats",
+        "--output-file",
+        dir.join("out").to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let err = String::from_utf8_lossy(&o.stderr);
+    let rows: Vec<u64> = (err.lines())
+        .filter_map(|l| l.strip_prefix("rows: ")?.parse().ok())
+        .collect();
+    assert!(
+        err.contains("worker 0 of 2:\ntier: ") && err.contains("worker 1 of 2:\ntier: "),
+        "{err}"
+    );
+    assert_eq!(rows.len(), 2, "{err}");
+    assert!(rows.iter().all(|&r| r > 0), "both workers had rows: {err}");
+    assert!(
+        err.contains("process 0: 3000 rows, 20 keys live over 2 workers"),
+        "{err}"
+    );
+    assert_eq!(rows.iter().sum::<u64>(), 3_000);
+}
+
 /// The single-threaded output of a timed CSV run sorted into the documented
 /// order: time, then key (a Str key by its bytes), then position.
 fn in_documented_order(csv: &str) -> String {
@@ -497,9 +536,9 @@ fn errors_in_a_scaled_run_are_reported_after_the_rows_before_them() {
         "{stderr}"
     );
     // Options a scaled run does not take are refused, not ignored.
-    let o = scaled(&spec, &input, &["--max-keys", "4"]);
+    let o = scaled(&spec, &input, &["--summary"]);
     assert_eq!(o.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("--max-keys does not work with --workers"));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--summary does not work with --workers"));
     let o = run(&["run", &spec, "--input", &input, "--workers", "2"]);
     assert_eq!(o.status.code(), Some(1));
 }
