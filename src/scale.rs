@@ -300,7 +300,9 @@ pub struct StampedRow {
     /// Whether the trace gives its times as RFC 3339 texts (so outputs show
     /// them so), rather than numbers.
     pub rfc3339: bool,
-    /// The declared inputs' cells (the key among them).
+    /// The declared inputs' cells (the key among them), then any cells
+    /// carried along for `emit` (`vigil run --pass`'s undeclared fields),
+    /// which the monitor does not see.
     pub cells: Vec<Option<Value>>,
 }
 
@@ -427,9 +429,10 @@ where
             for event in &ready {
                 match event {
                     Event::Row(row) => {
+                        let inputs = &row.cells[..monitor.input_count().min(row.cells.len())];
                         let result = match row.at {
-                            Some(ns) => monitor.step_at(crate::time::Time(ns), &row.cells),
-                            None => monitor.step(&row.cells),
+                            Some(ns) => monitor.step_at(crate::time::Time(ns), inputs),
+                            None => monitor.step(inputs),
                         };
                         emit(Evaluated::Row { row, result }, &mut out);
                     }

@@ -364,6 +364,8 @@ struct Source {
     key_index: usize,
     key_name: String,
     inputs: usize,
+    /// The undeclared `--pass` fields read after the inputs.
+    extra: usize,
 }
 
 /// Whether the source has more to give.
@@ -441,7 +443,9 @@ impl Source {
             }
             // After the barrier: a barrier's digest covers the rows before it.
             self.digest_row(time);
-            let cells = self.row[..self.inputs].to_vec();
+            // The declared inputs, then the undeclared fields `--pass`
+            // carries (the formatter reads them; the monitor does not).
+            let cells = self.row[..self.inputs + self.extra].to_vec();
             batch.push(Event::Row(StampedRow {
                 time,
                 seq,
@@ -551,9 +555,8 @@ pub(super) fn run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Exit {
 }
 
 fn refuse(args: &RunArgs) -> Result<(), String> {
-    let refused: [(&str, bool); 9] = [
+    let refused: [(&str, bool); 8] = [
         ("--record", args.record.is_some()),
-        ("--pass", args.pass.is_some()),
         ("--lateness", args.lateness.is_some()),
         ("--start", args.start.is_some()),
         ("--max-gap", args.max_gap.is_some()),
@@ -994,6 +997,7 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
             key_index,
             key_name: key.clone(),
             inputs,
+            extra: view.extra(),
         })
     } else {
         None
@@ -1435,7 +1439,7 @@ fn formatter(
                             chunk.alerts.extend(trace::alert_line_with(
                                 &alert,
                                 Some((&plan.key, key)),
-                                &[],
+                                &plan.view.context(cells),
                             ));
                         } else {
                             let _ = writeln!(

@@ -237,6 +237,50 @@ fn stats_of_a_scaled_run_are_each_workers() {
     assert_eq!(rows.iter().sum::<u64>(), 3_000);
 }
 
+/// Issue 35: `--pass` works with `--workers`: the passed fields (a declared input and an
+/// undeclared one) travel with each row to its worker and are printed in its output line
+/// and alert lines, byte for byte as the single-process run prints them. (It was refused.)
+#[test]
+fn passed_fields_travel_with_scaled_rows() {
+    let dir = test_dir("scale", "pass");
+    let spec = write(&dir, "spec.dsrv", SPEC);
+    // The generated trace with an undeclared field `dc` on every row.
+    let text: String = (trace(3_000, 20).lines())
+        .enumerate()
+        .map(|(i, l)| format!("{},\"dc\":\"eu-{}\"}}\n", &l[..l.len() - 1], i % 3))
+        .collect();
+    let input = write(&dir, "trace.jsonl", &text);
+    let pass = ["--pass", "dc,temp", "--output", "csv"];
+    let (want, want_alerts) = single(&dir, &spec, &input, &pass);
+    assert!(
+        want.contains("\"eu-1\"") && want_alerts.contains("\"dc\":\"eu-"),
+        "{want_alerts}"
+    );
+    let (out, alerts) = (dir.join("w.out"), dir.join("w.alerts"));
+    let mut args = vec![
+        "run",
+        &spec,
+        "--input",
+        &input,
+        "--key",
+        "host",
+        "--workers",
+        "2",
+        "--output-file",
+        out.to_str().unwrap(),
+        "--alerts",
+        alerts.to_str().unwrap(),
+    ];
+    args.extend(pass);
+    let o = run(&args);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(read(out.to_str().unwrap()) == want, "the outputs differ");
+    assert!(
+        read(alerts.to_str().unwrap()) == want_alerts,
+        "the alerts differ"
+    );
+}
+
 /// The single-threaded output of a timed CSV run sorted into the documented
 /// order: time, then key (a Str key by its bytes), then position.
 fn in_documented_order(csv: &str) -> String {
