@@ -92,6 +92,9 @@ struct RowPiece {
     /// A runtime error stopping the key (reported once), or a row the
     /// monitor rejected (a bug in vigil's readers; stops the run).
     error: Option<(String, bool)>,
+    /// Its trigger firings, for `--summary`: the trigger's name and where it
+    /// fired (`3 (host=a)`, as a single-process summary says it).
+    fired: Vec<(String, String)>,
 }
 
 impl Chunk {
@@ -108,7 +111,13 @@ impl Chunk {
     }
 
     /// Ends the row of `row` with the bytes appended since the last.
-    fn end_row(&mut self, row: &StampedRow, key: Value, error: Option<(String, bool)>) {
+    fn end_row(
+        &mut self,
+        row: &StampedRow,
+        key: Value,
+        error: Option<(String, bool)>,
+        fired: Vec<(String, String)>,
+    ) {
         self.rows.push(RowPiece {
             time: row.time,
             seq: row.seq,
@@ -116,6 +125,7 @@ impl Chunk {
             out_end: self.out.len(),
             alerts_end: self.alerts.len(),
             error,
+            fired,
         });
     }
 
@@ -257,9 +267,13 @@ struct Outcome {
     runtime: bool,
     /// A rejected row, or a failure of the writer or a checkpoint.
     failure: Option<(String, Exit)>,
-    /// With `--stats`, each of this process's workers' counters and live
-    /// keys at the end, by worker index.
+    /// With `--stats` or `--summary`, each of this process's workers'
+    /// counters and live keys at the end, by worker index.
     ends: Vec<(usize, crate::monitor::Stats, usize)>,
+    /// Each trigger's firings as the writer wrote them (`--summary`).
+    triggers: Vec<ops::TriggerTally>,
+    /// Rows the source read and malformed rows it skipped (process 0).
+    read: Option<(u64, u64)>,
 }
 
 /// The newest complete checkpoint in `dir`, if any.
@@ -333,6 +347,9 @@ struct Plan {
     unordered: bool,
     /// `--stats`: each worker's counters are kept at the end.
     stats: bool,
+    /// `--summary` (or `--fail-on-trigger`, which prints it too): firings
+    /// are tallied by trigger as they are written.
+    summary: bool,
     /// Set when nothing more can be written (a closed pipe, a failed write,
     /// a rejected row): the source stops reading, and the run ends.
     stop: std::sync::atomic::AtomicBool,
@@ -384,7 +401,7 @@ impl Source {
                 say(format_args!("warning: {w}\n"));
             }
             match next {
-                Ok(true) => {}
+                Ok(true) => self.tally.rows_read += 1,
                 Ok(false) => {
                     return match self.check_digest() {
                         Ok(()) => Fill::Ended,
@@ -555,7 +572,7 @@ pub(super) fn run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Exit {
 }
 
 fn refuse(args: &RunArgs) -> Result<(), String> {
-    let refused: [(&str, bool); 8] = [
+    let refused: [(&str, bool); 7] = [
         ("--record", args.record.is_some()),
         ("--lateness", args.lateness.is_some()),
         ("--start", args.start.is_some()),
@@ -563,7 +580,6 @@ fn refuse(args: &RunArgs) -> Result<(), String> {
         ("--on-gap", args.on_gap.is_some()),
         ("--on-reset", args.on_reset.is_some()),
         ("--idle-timeout", args.idle_timeout.is_some()),
-        ("--summary", args.summary),
     ];
     if let Some((flag, _)) = refused.iter().find(|(_, given)| *given) {
         return Err(format!(
@@ -1082,9 +1098,15 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
         fingerprint: spec.fingerprint().to_string(),
         unordered: args.unordered,
         stats: args.stats,
+        summary: args.summary || args.fail_on_trigger,
         stop: std::sync::atomic::AtomicBool::new(false),
     });
-    let outcome = Arc::new(Mutex::new(Outcome::default()));
+    let outcome = Arc::new(Mutex::new(Outcome {
+        triggers: ops::TriggerTally::of(spec),
+        ..Outcome::default()
+    }));
+    // The summary's clock starts with the run (its rate is rows a second).
+    let mut summary = ops::Tally::new(args.on_malformed, ops::Progress::new(true, None));
     let source = Arc::new(Mutex::new(source));
     *sinks.lock().unwrap_or_else(PoisonError::into_inner) = opened;
     let unit_form = TimeForm::Number(unit);
@@ -1135,7 +1157,7 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
                 None
             };
             if let Some(source) = source {
-                let stopped = feed(worker, &mut input, &probe, source, &plan);
+                let stopped = feed(worker, &mut input, &probe, source, &plan, &outcome);
                 if let Some(s) = stopped {
                     outcome.lock().unwrap_or_else(PoisonError::into_inner).trace = Some(s);
                 }
@@ -1180,12 +1202,25 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
     } else {
         Exit::Success
     };
+    let mut ends = outcome.ends;
+    ends.sort_by_key(|(w, ..)| *w);
+    // Process 0 read the rows and wrote the alerts: its summary is the run's.
+    if (args.summary || args.fail_on_trigger)
+        && process == 0
+        && let Some(stats) = merged_stats(&ends)
+    {
+        // Process 0 read the rows; every process evaluated its workers'.
+        (summary.rows_read, summary.skipped) = outcome.read.unwrap_or_default();
+        summary.steps = ends.iter().map(|(_, s, _)| s.rows).sum();
+        super::say(format_args!(
+            "{}",
+            summary.summary(&stats, &outcome.triggers)
+        ));
+    }
     let status = super::fail_on_trigger(args, status, outcome.fired);
     if args.stats {
         // This process's workers, each with its own counters (their rows
         // are the rows routed to it).
-        let mut ends = outcome.ends;
-        ends.sort_by_key(|(w, ..)| *w);
         for (w, stats, keys) in &ends {
             super::say(format_args!(
                 "worker {w} of {total_workers}:\n{stats}keys: {keys} live\n"
@@ -1199,6 +1234,24 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
         ));
     }
     Ok(status)
+}
+
+/// One `Stats` for a summary of this process's workers: the first worker's
+/// (every worker runs the same code on the same tier) with every worker's
+/// rows and declines added up.
+fn merged_stats(ends: &[(usize, crate::monitor::Stats, usize)]) -> Option<crate::monitor::Stats> {
+    let ((_, first, _), rest) = ends.split_first()?;
+    let mut stats = first.clone();
+    for (_, s, _) in rest {
+        stats.rows += s.rows;
+        for (why, n) in &s.declines {
+            match stats.declines.iter_mut().find(|(w, _)| w == why) {
+                Some((_, m)) => *m += n,
+                None => stats.declines.push((why.clone(), *n)),
+            }
+        }
+    }
+    Some(stats)
 }
 
 /// The first failure of timely's network threads (a peer process gone), as
@@ -1245,6 +1298,8 @@ struct Batch {
     events: Vec<Event>,
     frontier: u64,
     end: Option<Option<(String, Exit)>>,
+    /// On the last batch: the rows read and the malformed rows skipped.
+    read: Option<(u64, u64)>,
 }
 
 /// The source loop of process 0's first worker. The trace is read on a
@@ -1258,6 +1313,7 @@ fn feed(
     probe: &ProbeHandle<u64>,
     mut source: Source,
     plan: &Plan,
+    outcome: &Mutex<Outcome>,
 ) -> Option<(String, Exit)> {
     let batch_rows = if plan.streaming { 1 } else { BATCH_ROWS };
     let workers = plan.total_workers;
@@ -1273,10 +1329,12 @@ fn feed(
                     Fill::Stopped(message, exit) => Some(Some((message, exit))),
                 };
                 let last = end.is_some();
+                let read = last.then_some((source.tally.rows_read, source.tally.skipped));
                 let batch = Batch {
                     events,
                     frontier: source.frontier(),
                     end,
+                    read,
                 };
                 if tx.send(batch).is_err() || last {
                     return;
@@ -1319,6 +1377,9 @@ fn feed(
             in_flight.push_back(last);
         }
         if let Some(end) = batch.end {
+            if let Some(read) = batch.read {
+                outcome.lock().unwrap_or_else(PoisonError::into_inner).read = Some(read);
+            }
             return end;
         }
         input.advance_to(batch.frontier.max(*input.time()));
@@ -1398,7 +1459,7 @@ fn formatter(
             digest: token,
         }),
         Evaluated::End { monitor } => {
-            if plan.stats {
+            if plan.stats || plan.summary {
                 let end = (worker, monitor.stats(), monitor.key_count());
                 outcome
                     .lock()
@@ -1434,7 +1495,18 @@ fn formatter(
                     let _ = writer.flush();
                     let chunk = Chunk::of(out);
                     buf.drain_into(&mut chunk.out);
+                    let mut fired = Vec::new();
                     for alert in outputs.alerts() {
+                        if plan.summary {
+                            // A key is data: at most 64 characters of it.
+                            let at = format!(
+                                "{} ({}={})",
+                                alert.step,
+                                plan.key,
+                                super::escaped(&crate::row::excerpt(&key.to_string()))
+                            );
+                            fired.push((alert.trigger.to_string(), at));
+                        }
                         if plan.alerts_json {
                             chunk.alerts.extend(trace::alert_line_with(
                                 &alert,
@@ -1453,19 +1525,19 @@ fn formatter(
                             );
                         }
                     }
-                    chunk.end_row(row, key_value, None);
+                    chunk.end_row(row, key_value, None, fired);
                 }
                 Err(StepError::Runtime(e)) => {
                     let key = Key::new(key_value.clone());
                     if stopped.insert(key.clone()) {
                         let message =
                             format!("{e} ({}={key}); its later rows are not evaluated", plan.key);
-                        Chunk::of(out).end_row(row, key_value, Some((message, false)));
+                        Chunk::of(out).end_row(row, key_value, Some((message, false)), Vec::new());
                     }
                 }
                 Err(StepError::Row(e)) => {
                     let (message, _) = super::rejected(&e);
-                    Chunk::of(out).end_row(row, key_value, Some((message, true)));
+                    Chunk::of(out).end_row(row, key_value, Some((message, true)), Vec::new());
                 }
             }
         }
@@ -1604,10 +1676,18 @@ impl PieceWriter {
                     if !alert_bytes.is_empty() {
                         // One line per firing, in either form.
                         let firings = alert_bytes.iter().filter(|&&b| b == b'\n').count();
-                        self.outcome
-                            .lock()
-                            .unwrap_or_else(PoisonError::into_inner)
-                            .fired += firings as u64;
+                        let mut o = self.outcome.lock().unwrap_or_else(PoisonError::into_inner);
+                        o.fired += firings as u64;
+                        for (name, at) in &c.rows[row].fired {
+                            if let Some(t) = o.triggers.iter_mut().find(|t| &t.name == name) {
+                                t.count += 1;
+                                if t.first.is_none() {
+                                    t.first = Some(at.clone());
+                                }
+                                t.last = Some(at.clone());
+                            }
+                        }
+                        drop(o);
                         match alerts.as_deref_mut() {
                             Some(a) => a.write(alert_bytes)?,
                             None => say(format_args!("{}", String::from_utf8_lossy(alert_bytes))),

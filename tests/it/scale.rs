@@ -281,6 +281,54 @@ fn passed_fields_travel_with_scaled_rows() {
     );
 }
 
+/// Issue 35: `--summary` works with `--workers`: rows read, steps, malformed rows skipped,
+/// the tier and each trigger's firings (first and last, in output order) are the
+/// single-process run's. (It was refused.)
+#[test]
+fn a_scaled_summary_is_the_single_process_summary() {
+    let dir = test_dir("scale", "summary");
+    let spec = write(&dir, "spec.dsrv", SPEC);
+    // A malformed line among the rows, skipped by the policy.
+    let mut text = trace(3_000, 20);
+    text.insert_str(text.find('\n').unwrap() + 1, "{not json\n");
+    let input = write(&dir, "trace.jsonl", &text);
+    let summary = |extra: &[&str]| {
+        let mut args = vec![
+            "run",
+            &spec,
+            "--input",
+            &input,
+            "--key",
+            "host",
+            "--summary",
+            "--on-malformed",
+            "skip",
+            "--output-file",
+            "/dev/null",
+            "--alerts",
+            "/dev/null",
+        ];
+        args.extend(extra);
+        let o = run(&args);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        // Every line but the last, the time and rate.
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        let lines: Vec<String> = err.lines().map(str::to_string).collect();
+        lines[..lines.len() - 1].to_vec()
+    };
+    let want = summary(&[]);
+    assert!(
+        want[0] == "summary: 3001 rows read, 3000 steps evaluated, 1 malformed row skipped",
+        "{want:?}"
+    );
+    assert!(
+        want.iter()
+            .any(|l| l.starts_with("summary: trigger burning: ") && l.contains("first at step")),
+        "{want:?}"
+    );
+    assert_eq!(summary(&["--workers", "2"]), want);
+}
+
 /// The single-threaded output of a timed CSV run sorted into the documented
 /// order: time, then key (a Str key by its bytes), then position.
 fn in_documented_order(csv: &str) -> String {
@@ -580,9 +628,10 @@ fn errors_in_a_scaled_run_are_reported_after_the_rows_before_them() {
         "{stderr}"
     );
     // Options a scaled run does not take are refused, not ignored.
-    let o = scaled(&spec, &input, &["--summary"]);
+    let log = dir.join("run.log");
+    let o = scaled(&spec, &input, &["--record", log.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("--summary does not work with --workers"));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--record does not work with --workers"));
     let o = run(&["run", &spec, "--input", &input, "--workers", "2"]);
     assert_eq!(o.status.code(), Some(1));
 }
