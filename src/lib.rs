@@ -53,6 +53,14 @@
 //! `trace`, `explain`, `cli`, `reference`, `window`) are the pipeline stages behind this API, public
 //! only so that vigil's own binary, tests, benchmarks and fuzz targets can reach them: they
 //! are not part of the API and change without notice.
+//!
+//! # Cargo features
+//!
+//! Every feature is on by default. A program that only evaluates specifications takes
+//! `default-features = false` and gets everything above without the command line's crates,
+//! the live transports' clients or timely. `scale` adds `vigil::scale` (keyed monitors as a
+//! timely-dataflow fragment); `cli` is the `vigil` binary, and `mqtt` and `redis` its live
+//! transports (each brings `cli`). The README's "Cargo features" lists what each pulls in.
 #![deny(missing_docs)]
 
 mod batch;
@@ -63,13 +71,18 @@ mod keyed;
 pub mod merge;
 mod monitor;
 mod row;
-/// Time as data: instants, units and their written forms.
+// With an outer doc line rustdoc resolves the module doc's links from the crate root, as
+// src/scale.rs writes them (`crate::scale::…`). (The line here had been `time`'s summary,
+// stranded above `scale` when scale-out was added.)
+/// Built with the `scale` feature (on by default).
+#[cfg(feature = "scale")]
 pub mod scale;
 mod snapshot;
 pub mod time;
 mod value;
 
 // The pipeline stages and tools (see the crate documentation): not API.
+#[cfg(feature = "cli")]
 #[doc(hidden)]
 pub mod cli;
 #[doc(hidden)]

@@ -198,6 +198,7 @@ pub(super) trait Checkpointable {
     fn write_state(&self, out: &mut dyn WriteSeek) -> io::Result<()>;
     /// The state's binary form in memory (a scaled-out worker's snapshot
     /// file), or why it cannot be resumed from.
+    #[cfg(feature = "scale")]
     fn state_bytes(&self) -> Result<Vec<u8>, String> {
         let mut out = io::Cursor::new(Vec::new());
         self.write_state(&mut out).map_err(|e| e.to_string())?;
@@ -345,7 +346,9 @@ fn digests(trace: &TraceFile, offset: u64) -> io::Result<([u8; 32], [u8; 32])> {
 
 /// Writes `bytes` to `path` atomically: a temporary file in the same
 /// directory, fsynced, renamed over `path`, then the directory fsynced, so a
-/// crash leaves the old checkpoint or the new one, never a mix.
+/// crash leaves the old checkpoint or the new one, never a mix. (Only a
+/// scaled-out run writes whole files so.)
+#[cfg(feature = "scale")]
 pub(super) fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
     write_atomically_with(path, |out| out.write_all(bytes))
 }

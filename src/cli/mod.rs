@@ -20,8 +20,10 @@ mod live;
 mod log;
 mod ops;
 mod paths;
+#[cfg(feature = "scale")]
 mod peers;
 mod repl;
+#[cfg(feature = "scale")]
 mod scale;
 mod timed;
 
@@ -403,7 +405,16 @@ pub struct RunArgs {
     pub unordered: bool,
 }
 
+/// The refusal of an option whose code this build left out: the Cargo
+/// feature that brings it back.
+fn not_built(feature: &str) -> String {
+    format!(
+        "this vigil was built without the `{feature}` feature; rebuild with `--features {feature}`"
+    )
+}
+
 /// `--workers W`: a count of worker threads, 1 to `scale::MAX_WORKERS`.
+#[cfg(feature = "scale")]
 fn parse_workers(text: &str) -> Result<std::num::NonZeroUsize, String> {
     let max = scale::MAX_WORKERS;
     parse_count(
@@ -437,6 +448,7 @@ fn parse_count(
 }
 
 /// `--processes N`: a count of processes, 1 to `scale::MAX_PROCESSES`.
+#[cfg(feature = "scale")]
 fn parse_processes(text: &str) -> Result<std::num::NonZeroUsize, String> {
     let max = scale::MAX_PROCESSES;
     parse_count(
@@ -452,6 +464,19 @@ fn parse_processes(text: &str) -> Result<std::num::NonZeroUsize, String> {
         )),
         format!("not a number of processes (1 to {max})"),
     )
+}
+
+/// `--workers` without the `scale` feature: refused as it is parsed, so
+/// that no other check of the run speaks first.
+#[cfg(not(feature = "scale"))]
+fn parse_workers(_: &str) -> Result<std::num::NonZeroUsize, String> {
+    Err(not_built("scale"))
+}
+
+/// `--processes` without the `scale` feature (see `parse_workers`).
+#[cfg(not(feature = "scale"))]
+fn parse_processes(_: &str) -> Result<std::num::NonZeroUsize, String> {
+    Err(not_built("scale"))
 }
 
 /// `--max-keys N`: at least one key.
@@ -1019,7 +1044,15 @@ fn run(args: &RunArgs) -> Exit {
             );
             return Exit::Failure;
         }
+        #[cfg(feature = "scale")]
         return scale::run(args, &spec, output);
+        // The parser refuses both options in such a build; a `RunArgs` made
+        // in code is refused here.
+        #[cfg(not(feature = "scale"))]
+        {
+            error(not_built("scale"));
+            return Exit::Failure;
+        }
     }
     // A tcp:// input is a listener whose connections are sources merged by
     // time, whatever else is given: never a file to open.

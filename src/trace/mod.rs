@@ -365,7 +365,11 @@ mod writer;
 
 pub use ahead::ReadAhead;
 pub use behind::{WriteBehind, raw_stdout};
-pub(crate) use jsonl::{serde_value, too_deep};
+pub(crate) use jsonl::serde_value;
+// Only the command line reads these (the replay log, the REPL's rows, `--start`).
+#[cfg(feature = "cli")]
+pub(crate) use jsonl::too_deep;
+#[cfg(feature = "cli")]
 pub(crate) use values::parse_text;
 pub use writer::{
     alert_line, alert_line_with, cell_text, continue_writer, json_text, keyed_writer, make_writer,

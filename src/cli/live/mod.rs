@@ -7,8 +7,17 @@
 //! run uses when the row has no time field. A live sink is an [`OutputWriter`]. Both keep going
 //! when their broker goes away: they reconnect with backoff ([`Backoff`]), say so on standard
 //! error, and the monitor keeps its state.
+//!
+//! Each transport is a Cargo feature (`mqtt`, `redis`); a build without one still knows its
+//! URLs and options, and refuses them with the feature to rebuild with ([`Transport`]).
 
+// What the transports share (the URL, the options, the backoff) is partly unused in a build
+// without one of them; that build is still correct, only smaller.
+#![cfg_attr(not(all(feature = "mqtt", feature = "redis")), allow(dead_code))]
+
+#[cfg(feature = "mqtt")]
 mod mqtt;
+#[cfg(feature = "redis")]
 mod redis_streams;
 
 use super::RunArgs;
@@ -34,6 +43,54 @@ pub(super) fn redact(url: &str) -> String {
 /// Whether `input` names a live source rather than a file.
 pub(super) fn is_url(input: &str) -> bool {
     input.starts_with("mqtt://") || input.starts_with("redis://")
+}
+
+/// The transport of a live URL: MQTT (`mqtt://`) or Redis Streams (any
+/// other live URL, `redis://`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Transport {
+    Mqtt,
+    Redis,
+}
+
+impl Transport {
+    fn of(url: &str) -> Transport {
+        if url.starts_with("mqtt://") {
+            Transport::Mqtt
+        } else {
+            Transport::Redis
+        }
+    }
+
+    /// The Cargo feature that builds it in.
+    fn feature(self) -> &'static str {
+        match self {
+            Transport::Mqtt => "mqtt",
+            Transport::Redis => "redis",
+        }
+    }
+
+    /// Whether this build has it.
+    fn built(self) -> bool {
+        match self {
+            Transport::Mqtt => cfg!(feature = "mqtt"),
+            Transport::Redis => cfg!(feature = "redis"),
+        }
+    }
+
+    /// Refuses `url` if this build lacks its transport.
+    fn check(url: &str) -> Result<Transport, String> {
+        let transport = Transport::of(url);
+        if transport.built() {
+            Ok(transport)
+        } else {
+            Err(format!(
+                "`{}`: {}",
+                redact(url),
+                super::not_built(transport.feature())
+            ))
+        }
+    }
 }
 
 /// A broker's address and the path after it:
@@ -125,6 +182,12 @@ impl Options {
 /// Refuses a transport's options without its transport (they would be
 /// silently ignored), and a file for the outputs of a live sink.
 pub(super) fn check_options(args: &RunArgs) -> Result<(), String> {
+    // First the transports this build lacks: the other refusals would only
+    // lead to them.
+    let urls = args.input.iter().map(String::as_str).filter(|i| is_url(i));
+    for url in urls.chain(args.output.live()) {
+        Transport::check(url)?;
+    }
     let mqtt_in = args.input.iter().any(|i| i.starts_with("mqtt://"));
     let redis_in = args.input.iter().any(|i| i.starts_with("redis://"));
     let mqtt_out = matches!(args.output, super::OutputArg::Mqtt(_));
@@ -195,17 +258,28 @@ pub(super) fn open_input(
     options: &Options,
     resume: &Resume,
 ) -> Result<Vec<Source>, String> {
-    let shown = redact(input);
-    if input.starts_with("mqtt://") {
-        let url = Url::parse(input, "mqtt", 1883)?;
-        mqtt::open_input(&shown, &url, schema, options)
-    } else {
-        let url = Url::parse(input, "redis", 6379)?;
-        let reader = redis_streams::open_input(&shown, &url, schema, options, resume)?;
-        Ok(vec![Source {
-            name: shown,
-            reader,
-        }])
+    match Transport::check(input)? {
+        #[cfg(feature = "mqtt")]
+        Transport::Mqtt => {
+            let url = Url::parse(input, "mqtt", 1883)?;
+            mqtt::open_input(&redact(input), &url, schema, options)
+        }
+        #[cfg(feature = "redis")]
+        Transport::Redis => {
+            let url = Url::parse(input, "redis", 6379)?;
+            let shown = redact(input);
+            let reader = redis_streams::open_input(&shown, &url, schema, options, resume)?;
+            Ok(vec![Source {
+                name: shown,
+                reader,
+            }])
+        }
+        // `check` has refused a transport this build lacks.
+        #[cfg(not(all(feature = "mqtt", feature = "redis")))]
+        missing => {
+            let _ = (schema, options, resume);
+            Err(super::not_built(missing.feature()))
+        }
     }
 }
 
@@ -216,21 +290,39 @@ pub(super) fn open_output(
     options: &Options,
     resume: &Resume,
 ) -> Result<Box<dyn OutputWriter>, String> {
-    let shown = redact(output);
-    if output.starts_with("mqtt://") {
-        let url = Url::parse(output, "mqtt", 1883)?;
-        Ok(Box::new(mqtt::Publisher::open(
-            &shown, &url, names, options,
-        )?))
-    } else {
-        let url = Url::parse(output, "redis", 6379)?;
-        Ok(Box::new(redis_streams::Appender::open(
-            &shown, &url, names, options, resume,
-        )?))
+    match Transport::check(output)? {
+        #[cfg(feature = "mqtt")]
+        Transport::Mqtt => {
+            let url = Url::parse(output, "mqtt", 1883)?;
+            Ok(Box::new(mqtt::Publisher::open(
+                &redact(output),
+                &url,
+                names,
+                options,
+            )?))
+        }
+        #[cfg(feature = "redis")]
+        Transport::Redis => {
+            let url = Url::parse(output, "redis", 6379)?;
+            Ok(Box::new(redis_streams::Appender::open(
+                &redact(output),
+                &url,
+                names,
+                options,
+                resume,
+            )?))
+        }
+        // `check` has refused a transport this build lacks.
+        #[cfg(not(all(feature = "mqtt", feature = "redis")))]
+        missing => {
+            let _ = (names, options, resume);
+            Err(super::not_built(missing.feature()))
+        }
     }
 }
 
 /// Where an MQTT sink publishes alerts (`PREFIX/alerts`), as a line writer.
+#[cfg(feature = "mqtt")]
 pub(super) fn alerts_sink(
     output: &str,
     options: &Options,
@@ -241,6 +333,14 @@ pub(super) fn alerts_sink(
         &url,
         options,
     )?))
+}
+
+/// Without the `mqtt` feature there is no MQTT sink to publish alerts to
+/// (`check_options` has refused it before).
+#[cfg(not(feature = "mqtt"))]
+pub(super) fn alerts_sink(output: &str, _: &Options) -> Result<Box<dyn std::io::Write>, String> {
+    Transport::check(output)?;
+    Err(super::not_built("mqtt"))
 }
 
 /// Waits between attempts to reach a broker: 100 ms, doubling up to 5 s,
@@ -331,6 +431,27 @@ mod tests {
             "redis://h",
         ] {
             assert!(Url::parse(bad, "mqtt", 1883).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_transport_left_out_is_refused_with_its_feature() {
+        let cases = [
+            ("mqtt://h:1883/p", cfg!(feature = "mqtt"), "mqtt"),
+            ("redis://:s3cret@h/s", cfg!(feature = "redis"), "redis"),
+        ];
+        for (url, built, feature) in cases {
+            match Transport::check(url) {
+                Ok(t) => assert!(built && t.feature() == feature, "{url}"),
+                Err(e) => {
+                    assert!(!built, "{url}: {e}");
+                    assert!(
+                        e.contains(&format!("rebuild with `--features {feature}`")),
+                        "{e}"
+                    );
+                    assert!(!e.contains("s3cret"), "{e}");
+                }
+            }
         }
     }
 
