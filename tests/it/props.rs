@@ -722,8 +722,21 @@ pub(crate) fn runtime(e: StepError) -> RuntimeError {
 /// of up to 7 rows so that batch boundaries fall everywhere.
 pub(crate) fn run_tier_batch(spec: &Spec, trace: &[Vec<Option<Value>>], tier: Tier) -> Run {
     let mut monitor = Monitor::builder(spec).tier(tier).build();
+    run_batches(&mut monitor, trace, 7, |_, _| {})
+}
+
+/// Runs `trace` on `monitor` through the batch API in batches of `size`
+/// rows, to its end or its first error; `before` sees the monitor and the
+/// rows of each batch before it runs.
+fn run_batches(
+    monitor: &mut Monitor,
+    trace: &[Vec<Option<Value>>],
+    size: usize,
+    mut before: impl FnMut(&mut Monitor, std::ops::Range<usize>),
+) -> Run {
     let mut outputs = Vec::new();
-    for chunk in trace.chunks(7) {
+    for (b, chunk) in trace.chunks(size).enumerate() {
+        before(monitor, b * size..b * size + chunk.len());
         let mut rows = monitor.batch();
         for row in chunk {
             rows.push_row(row).expect("generated rows fit their inputs");
@@ -1255,30 +1268,18 @@ fn tier_up_at_any_row_equals_canonical() {
             ("auto stepper, switched", (outputs, error)),
         )
         .unwrap_or_else(|e| panic!("rows {first} and {second}: {e}"));
-        // Batches of 5 rows, switched before the batches holding those rows.
-        let mut m = build();
-        let (mut outputs, mut error) = (Vec::new(), None);
-        for (b, chunk) in trace.chunks(5).enumerate() {
-            if (b * 5..b * 5 + 5).contains(&first) || (b * 5..b * 5 + 5).contains(&second) {
+        // Batches of 5 rows, switched before the batches holding those rows
+        // (once for each).
+        let batches = run_batches(&mut build(), &trace, 5, |m, rows| {
+            for _ in [first, second].iter().filter(|r| rows.contains(r)) {
                 m.tier_up_one();
             }
-            let mut rows = m.batch();
-            for row in chunk {
-                rows.push_row(row).expect("generated rows fit their inputs");
-            }
-            let mut out = vigil::OutputBatch::new();
-            let result = m.run_batch(&rows, &mut out);
-            outputs.extend(out.rows().map(|r| r.to_vec()));
-            if let Err(e) = result {
-                error = Some(runtime(e));
-                break;
-            }
-        }
+        });
         compare_runs(
             &spec,
             &trace,
             ("canonical", canon),
-            ("auto batches, switched", (outputs, error)),
+            ("auto batches, switched", batches),
         )
         .unwrap_or_else(|e| panic!("rows {first} and {second}: {e}"));
         checked += 1;

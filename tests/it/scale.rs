@@ -167,22 +167,18 @@ fn max_keys_bounds_each_workers_keys() {
     let input = write(&dir, "trace.jsonl", trace(3_000, 20));
     let scaled = |workers: &str, bound: &str, name: &str| {
         let out = dir.join(name);
-        let o = run(&[
-            "run",
-            &spec,
-            "--input",
-            &input,
-            "--key",
-            "host",
+        let file = out.to_str().unwrap();
+        let args = [
             "--max-keys",
             bound,
             "--workers",
             workers,
             "--output-file",
-            out.to_str().unwrap(),
-        ]);
+            file,
+        ];
+        let o = keyed(&spec, &input, &args);
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        read(out.to_str().unwrap())
+        read(file)
     };
     let (evicting, _) = single(&dir, &spec, &input, &["--max-keys", "7"]);
     let (unbounded, _) = single(&dir, &spec, &input, &[]);
@@ -206,19 +202,12 @@ fn stats_of_a_scaled_run_are_each_workers() {
     let dir = test_dir("scale", "stats");
     let spec = write(&dir, "spec.dsrv", SPEC);
     let input = write(&dir, "trace.jsonl", trace(3_000, 20));
-    let o = run(&[
-        "run",
+    let out = dir.join("out");
+    let o = scaled(
         &spec,
-        "--input",
         &input,
-        "--key",
-        "host",
-        "--workers",
-        "2",
-        "--stats",
-        "--output-file",
-        dir.join("out").to_str().unwrap(),
-    ]);
+        &["--stats", "--output-file", out.to_str().unwrap()],
+    );
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let err = String::from_utf8_lossy(&o.stderr);
     let rows: Vec<u64> = (err.lines())
@@ -257,22 +246,13 @@ fn passed_fields_travel_with_scaled_rows() {
         "{want_alerts}"
     );
     let (out, alerts) = (dir.join("w.out"), dir.join("w.alerts"));
-    let mut args = vec![
-        "run",
-        &spec,
-        "--input",
-        &input,
-        "--key",
-        "host",
-        "--workers",
-        "2",
+    let files = [
         "--output-file",
         out.to_str().unwrap(),
         "--alerts",
         alerts.to_str().unwrap(),
     ];
-    args.extend(pass);
-    let o = run(&args);
+    let o = scaled(&spec, &input, &[&files[..], &pass[..]].concat());
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(read(out.to_str().unwrap()) == want, "the outputs differ");
     assert!(
@@ -293,23 +273,18 @@ fn a_scaled_summary_is_the_single_process_summary() {
     text.insert_str(text.find('\n').unwrap() + 1, "{not json\n");
     let input = write(&dir, "trace.jsonl", &text);
     let summary = |extra: &[&str]| {
-        let mut args = vec![
-            "run",
-            &spec,
-            "--input",
-            &input,
-            "--key",
-            "host",
+        let common = [
             "--summary",
             "--on-malformed",
             "skip",
             "--output-file",
             "/dev/null",
-            "--alerts",
-            "/dev/null",
         ];
-        args.extend(extra);
-        let o = run(&args);
+        let o = keyed(
+            &spec,
+            &input,
+            &[&common[..], &["--alerts", "/dev/null"], extra].concat(),
+        );
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         // Every line but the last, the time and rate.
         let err = String::from_utf8_lossy(&o.stderr).into_owned();
@@ -548,16 +523,12 @@ fn a_killed_process_ends_the_run_and_resume_continues_exactly() {
 
 /// `vigil run SPEC --input INPUT --key host --workers 2` and `extra`.
 fn scaled(spec: &str, input: &str, extra: &[&str]) -> Output {
-    let mut args = vec![
-        "run",
-        spec,
-        "--input",
-        input,
-        "--key",
-        "host",
-        "--workers",
-        "2",
-    ];
+    keyed(spec, input, &[&["--workers", "2"], extra].concat())
+}
+
+/// `vigil run SPEC --input INPUT --key host` and `extra`.
+fn keyed(spec: &str, input: &str, extra: &[&str]) -> Output {
+    let mut args = vec!["run", spec, "--input", input, "--key", "host"];
     args.extend(extra);
     run(&args)
 }
