@@ -1038,9 +1038,11 @@ fn run(args: &RunArgs) -> Exit {
     }
     // Workers or processes: the keyed run on timely (`scale.rs`).
     if args.workers.is_some() || args.processes.is_some() {
-        if args.input.iter().any(|i| live::is_url(i)) || args.output.live().is_some() {
+        // A live source is read by process 0 as a file is; a live sink
+        // would need the writer's ordered lines published row by row.
+        if args.output.live().is_some() {
             error(
-                "live sources and sinks (mqtt://, redis://) do not work with --workers or --processes yet",
+                "live sinks (--output mqtt://…, redis://…) do not work with --workers or --processes yet; write to a file or standard output",
             );
             return Exit::Failure;
         }

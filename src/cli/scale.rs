@@ -971,16 +971,48 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
                 "the trace is missing: pass --input FILE (or - for standard input)".into(),
             ));
         };
-        let format = super::trace_format(input, args.format).map_err(|e| (String::new(), e))?;
-        let opened = trace::open_trace(
-            input,
-            format,
-            &schema,
-            ReaderOptions {
-                max_step_gap: args.max_step_gap,
-            },
-        )
-        .map_err(|e| fail(e.to_string()))?;
+        let live = super::live::is_url(input);
+        // A live source's rows resume from a checkpoint by its own token
+        // (a Redis entry ID), which a scaled checkpoint does not record.
+        if live && (checkpoint.is_some() || args.resume.is_some()) {
+            return Err(fail(
+                "--checkpoint and --resume with a live source (mqtt://, redis://) do not work with --workers or --processes yet".into(),
+            ));
+        }
+        let format = match live {
+            true => TraceFormat::Jsonl,
+            false => super::trace_format(input, args.format).map_err(|e| (String::new(), e))?,
+        };
+        let opened = match live {
+            // Read by process 0 as a file is: one reader (an input read as
+            // several sources, one per MQTT topic, is a merged run's).
+            true => {
+                let options = super::live::Options::of(args, None);
+                let resume = super::live::Resume::default();
+                let mut readers =
+                    super::live::open_input(input, &schema, &options, &resume).map_err(fail)?;
+                if readers.len() != 1 {
+                    return Err(fail(format!(
+                        "`{input}` is read as {} sources (one per topic), which a run with --workers or --processes does not merge yet",
+                        readers.len()
+                    )));
+                }
+                trace::OpenTrace {
+                    reader: readers.remove(0).reader,
+                    streaming: true,
+                    file: None,
+                }
+            }
+            false => trace::open_trace(
+                input,
+                format,
+                &schema,
+                ReaderOptions {
+                    max_step_gap: args.max_step_gap,
+                },
+            )
+            .map_err(|e| fail(e.to_string()))?,
+        };
         streaming = opened.streaming;
         let every = checkpoint.as_ref().map(|_| match time_cell {
             None => args.checkpoint_every,
@@ -991,10 +1023,11 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
         let skip_before = resumed.as_ref().map_or(0, |(_, c)| c.time);
         Some(Source {
             reader: opened.reader,
-            name: if input == "-" {
-                "<stdin>".into()
-            } else {
-                input.clone()
+            name: match input.as_str() {
+                "-" => "<stdin>".into(),
+                // A URL's password is never shown.
+                url if super::live::is_url(url) => super::live::redact(url),
+                path => path.to_string(),
             },
             lines: format != TraceFormat::Tc,
             row: vec![None; schema.names.len()],

@@ -1276,3 +1276,64 @@ fn brokers_asking_for_passwords_get_them_from_the_url_and_never_show_them() {
     let (_, err) = live.finish();
     assert!(!err.contains("pa55"), "{err}");
 }
+
+/// Issue 35: a live source works with `--workers`: process 0 reads the Redis stream as it
+/// reads a file and routes its rows by key, and the output is the single-process keyed
+/// run's, byte for byte. (It was refused.) A live sink, and checkpoints of a live source,
+/// are still refused when scaled, with the reason.
+#[test]
+fn a_redis_source_feeds_a_scaled_keyed_run() {
+    let dir = test_dir("live", "redis_scaled");
+    let broker = Broker::redis(&dir);
+    let mut con = broker.connection();
+    let spec = write(
+        &dir,
+        "spec.dsrv",
+        "in host: Str\nin x: Int\nout s: Int\ns = default(s[1], 0) + x\n",
+    );
+    let mut pipe = redis::pipe();
+    for i in 0..2_000 {
+        let host = format!("h{}", (i * 7) % 13);
+        pipe.cmd("XADD")
+            .arg("in")
+            .arg("*")
+            .arg("host")
+            .arg(host)
+            .arg("x")
+            .arg(i % 17)
+            .ignore();
+    }
+    pipe.query::<()>(&mut con).unwrap();
+    let input = broker.url("redis", "in");
+    let keyed = ["run", &spec, "--input", &input, "--drain", "--key", "host"];
+    let (code, want, err) = run_vigil(&keyed, None);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(want.lines().count(), 2_000);
+    let (code, got, err) = run_vigil(&[&keyed[..], &["--workers", "2"]].concat(), None);
+    assert_eq!(code, 0, "{err}");
+    assert!(got == want, "the scaled run's output differs");
+    let ck = dir.join("ck");
+    let (code, _, err) = run_vigil(
+        &[
+            &keyed[..],
+            &["--workers", "2", "--checkpoint", ck.to_str().unwrap()],
+        ]
+        .concat(),
+        None,
+    );
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("with a live source (mqtt://, redis://) do not work with --workers"),
+        "{err}"
+    );
+    let out = broker.url("redis", "out");
+    let (code, _, err) = run_vigil(
+        &[&keyed[..], &["--workers", "2", "--output", &out]].concat(),
+        None,
+    );
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("live sinks (--output mqtt://…, redis://…) do not work with --workers"),
+        "{err}"
+    );
+}
