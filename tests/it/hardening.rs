@@ -1089,3 +1089,37 @@ fn a_hot_run_moves_up_by_itself() {
         "{up:?}"
     );
 }
+
+/// A regular trace file long enough to be a hot run (by its size: see
+/// `cli::checkpoint::HOT_FILE_ROWS`) moves `auto` to its last tier before the trace is
+/// opened: the build beside the reader's and writer's threads had cost long files 10–25%
+/// end to end. A short file starts on the canonical tier as before.
+#[test]
+fn a_long_trace_file_is_hot_from_its_first_row() {
+    let d = dir("hot_file");
+    let spec = write(
+        &d,
+        "acc.dsrv",
+        "in x: Int\nout s: Int\ns = default(s[1], 0) + x\n",
+    );
+    let rows: String = (0..40_000)
+        .map(|i| format!("{}\n", 1_000_000 + i % 7))
+        .collect();
+    let long = write(&d, "long.csv", &format!("x\n{rows}"));
+    let short = write(&d, "short.csv", "x\n1\n2\n3\n");
+    let stats = |trace: &str| {
+        let o = run(&["run", &spec, "--input", trace, "--stats", "--quiet"], b"");
+        assert_eq!(o.code, Some(0), "{}", o.err);
+        o.err.lines().next().unwrap_or_default().to_string()
+    };
+    let hot = stats(&long);
+    assert!(
+        hot.starts_with("tier: native-whole") && hot.contains("native from row 1 on"),
+        "{hot}"
+    );
+    let cold = stats(&short);
+    assert!(
+        cold.starts_with("tier: canonical") && cold.contains("until the run is hot"),
+        "{cold}"
+    );
+}
