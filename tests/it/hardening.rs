@@ -1105,7 +1105,7 @@ fn a_long_trace_file_is_hot_from_its_first_row() {
     let rows: String = (0..40_000)
         .map(|i| format!("{}\n", 1_000_000 + i % 7))
         .collect();
-    let long = write(&d, "long.csv", &format!("x\n{rows}"));
+    let long = write(&d, "long.csv", format!("x\n{rows}"));
     let short = write(&d, "short.csv", "x\n1\n2\n3\n");
     let stats = |trace: &str| {
         let o = run(&["run", &spec, "--input", trace, "--stats", "--quiet"], b"");
