@@ -57,6 +57,7 @@ impl TierUp {
     }
 }
 
+/// Where a tier-up is.
 #[derive(Clone)]
 enum Stage {
     /// Counting rows: the build starts once `Engine::stats.rows` reaches
