@@ -1140,7 +1140,7 @@ impl Monitor {
             return Err(RepairError::Stopped((**e).clone()));
         }
         let new = Plan::new(spec.checked().clone());
-        if new.is_timed() || self.engine.plan().is_timed() {
+        if new.is_timed() != self.engine.plan().is_timed() {
             return Err(RepairError::Periodic);
         }
         Ok(self.snapshot().repair(self.engine.plan(), &new))

@@ -229,6 +229,24 @@ impl Scheduler {
         }
     }
 
+    /// A scheduler of `periods` that goes on from `old`: a period `old` has
+    /// keeps its next tick; a new one ticks first one period after `now`
+    /// (the time given last; its origin is then `now`), or when the origin
+    /// is set if `old` has not started. For a specification edited mid-run.
+    pub fn carried(periods: &[i64], old: &Scheduler, now: Option<Time>) -> Scheduler {
+        let mut s = Scheduler::new(periods);
+        if !old.started() {
+            return s;
+        }
+        for (next, p) in s.next.iter_mut().zip(periods) {
+            *next = match old.periods.iter().position(|q| q == p) {
+                Some(k) => old.next[k],
+                None => now.and_then(|t| t.checked_add(*p)).map(|t| t.0),
+            };
+        }
+        s
+    }
+
     /// The periods scheduled.
     pub fn periods(&self) -> &[i64] {
         &self.periods

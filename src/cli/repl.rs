@@ -554,6 +554,14 @@ impl Session {
         let tier_before = self.monitor.tier();
         self.spec = spec;
         self.monitor = monitor;
+        // The ticks go on: kept periods keep their next tick, a new one
+        // ticks first one period after the time given last.
+        let periods = self.monitor.periods().to_vec();
+        self.scheduler = match &self.scheduler {
+            _ if periods.is_empty() => None,
+            Some(old) => Some(crate::time::Scheduler::carried(&periods, old, self.now)),
+            None => Some(crate::time::Scheduler::new(&periods)),
+        };
         self.read_names();
         self.history = (self.streams.iter())
             .map(|n| {

@@ -78,8 +78,9 @@ pub enum RepairError {
     /// The run was stopped by this runtime error; it stays stopped until a
     /// reset.
     Stopped(RuntimeError),
-    /// One of the specifications has periodic streams, whose clocks a
-    /// repair does not carry over yet.
+    /// Exactly one of the specifications has periodic streams: the edit
+    /// adds the first or removes the last, which would move every ring
+    /// between step and clock indexing (not carried over yet).
     Periodic,
 }
 
@@ -92,7 +93,7 @@ impl fmt::Display for RepairError {
             ),
             RepairError::Periodic => write!(
                 f,
-                "a specification with periodic streams cannot be edited mid-run yet"
+                "an edit that adds the first periodic stream, or removes the last, cannot carry the run over yet (edits between two specifications with periodic streams can)"
             ),
         }
     }
@@ -161,6 +162,12 @@ impl Snapshot {
                 if let Some(r) = old_node(id).and_then(|on| old_ring[on.index()]) {
                     return b.rings[r].clone();
                 }
+                // A timed plan's rings are full from the start and indexed
+                // by their clocks: a new one starts all ⊥ (its history on
+                // that clock was never kept).
+                if new.is_timed() {
+                    return vec![Cell::Deferred; n as usize];
+                }
                 let want = step.min(u64::from(n));
                 match &new.node(id).args[0] {
                     Operand::Stream(t) if map.old[t.index()].is_some() => {
@@ -195,8 +202,7 @@ impl Snapshot {
                 // A `dynamic` starts afresh at its next string: an edited
                 // specification's instances are not carried over.
                 dynamic: vec![None; new.dynamics as usize],
-                // Neither plan is timed (`Why::Periodic` is refused above).
-                clocks: Vec::new(),
+                clocks: carried_clocks(old, new, &b.clocks),
             },
         };
         (snapshot, repair)
@@ -206,6 +212,23 @@ impl Snapshot {
 /// The entries of a new ring of length `n` over the old stream `o`, lane by
 /// lane (`want = min(step, n)` of them): the entry of step `t` is at lane
 /// `t % n`.
+/// The clocks of `new` from `old`'s: the input steps, then each of `new`'s
+/// periods as `old` counted it (0 for a period `old` did not have). A kept
+/// stream keeps its pace (`correspond`), so its rings keep their clock.
+/// Empty for a plan without periods (the caller refuses an edit that adds
+/// the first or removes the last).
+fn carried_clocks(old: &Plan, new: &Plan, clocks: &[u64]) -> Vec<u64> {
+    if !new.is_timed() {
+        return Vec::new();
+    }
+    let mut carried = vec![clocks.first().copied().unwrap_or(0)];
+    for p in &new.periods {
+        let k = old.periods.iter().position(|q| q == p);
+        carried.push(k.and_then(|k| clocks.get(k + 1)).copied().unwrap_or(0));
+    }
+    carried
+}
+
 fn history_of(old: &Plan, b: &Body, o: StreamId, step: u64, n: u32, want: u64) -> Vec<Cell> {
     // The longest old ring whose operand is `o` itself.
     let source = old
@@ -269,7 +292,9 @@ fn correspond(old: &CheckedSpec, new: &CheckedSpec, step: u64) -> (Correspondenc
             Some(o) => {
                 let od = old.stream(o);
                 match (od.def, data.def) {
-                    _ if od.ty != data.ty => Some(Why::Redefined),
+                    // Another pace is another clock: its history is not
+                    // this stream's.
+                    _ if od.ty != data.ty || od.pace != data.pace => Some(Why::Redefined),
                     (None, None) => None,
                     (Some(a), Some(b)) if same_expr(&old.ast, a, &new.ast, b) => {
                         (new.ast.names(b).into_iter())

@@ -286,3 +286,114 @@ fn a_stopped_run_is_not_repaired() {
     let err = m.repair(&a).unwrap_err();
     assert!(err.to_string().contains("reset it first"), "{err}");
 }
+
+/// Issue 35: a specification with periodic streams is edited mid-run. Adding an event
+/// stream carries the run over with its clocks: every kept stream, periodic ones included,
+/// continues exactly as in the unedited run (same rows, same ticks, every step), and the
+/// new stream computes from the next row. Adding a period carries the others' clocks; an
+/// edit removing the last periodic stream is refused with the reason.
+#[test]
+fn periodic_specifications_are_edited_mid_run() {
+    use vigil::time::{Scheduler, Time};
+    let src = "in x: Int\naux n: Int\nn = default(n[1], 0) + 1\n\
+               out seen: Int @ 1s\nseen = n - default(n[2], 0)\n\
+               out slow: Int @ 2500ms\nslow = default(slow[1], 0) + x\n";
+    let spec = Spec::parse("p.dsrv", src).unwrap();
+    let times: Vec<i64> = [
+        0, 300, 900, 1_100, 2_000, 4_400, 4_500, 7_900, 9_999, 12_000,
+    ]
+    .iter()
+    .map(|ms| ms * 1_000_000)
+    .collect();
+    // Rows `from..to` after the ticks due by each; every step's outputs by name.
+    type Steps = Vec<Vec<(String, Sample)>>;
+    let run = |m: &mut Monitor, sched: &mut Scheduler, from: usize, to: usize| -> Steps {
+        let mut out = Vec::new();
+        for (k, &t) in times.iter().enumerate().take(to).skip(from) {
+            if !sched.started() {
+                sched.start(Time(t));
+            }
+            while let Some((at, due)) = sched.next_until(Time(t)) {
+                let o = m.tick(at, &due).unwrap().to_vec();
+                out.push(
+                    m.output_names()
+                        .iter()
+                        .map(|n| n.to_string())
+                        .zip(o)
+                        .collect(),
+                );
+            }
+            let row = [Some(Value::Int(k as i64 * 3 - 7))];
+            let o = m.step_at(Time(t), row).unwrap().to_vec();
+            out.push(
+                m.output_names()
+                    .iter()
+                    .map(|n| n.to_string())
+                    .zip(o)
+                    .collect(),
+            );
+        }
+        out
+    };
+    let mut plain = Monitor::builder(&spec).build();
+    let mut plain_sched = Scheduler::new(plain.periods());
+    let want = run(&mut plain, &mut plain_sched, 0, times.len());
+    for tier in [Tier::Canonical, Tier::NativeRegions] {
+        let mut m = Monitor::builder(&spec).tier(tier).build();
+        let mut sched = Scheduler::new(m.periods());
+        let mut got = run(&mut m, &mut sched, 0, 5);
+        let edited = Spec::parse("p.dsrv", &format!("{src}out z: Int\nz = x * 2\n")).unwrap();
+        let (snapshot, repair) = m.repair(&edited).unwrap();
+        let started: Vec<&str> = repair.started.iter().map(|s| s.stream.as_str()).collect();
+        assert_eq!(started, ["z"], "{tier}");
+        let mut m = Monitor::builder(&edited)
+            .tier(tier)
+            .restore(&snapshot)
+            .unwrap()
+            .build();
+        got.extend(run(&mut m, &mut sched, 5, times.len()));
+        // The kept streams are the unedited run's at every step; `z` is
+        // `2x` on every row after the edit (16 on the first, x = 8).
+        assert_eq!(got.len(), want.len(), "{tier}");
+        for (step, (g, w)) in got.iter().zip(&want).enumerate() {
+            for (name, sample) in w {
+                let kept = g.iter().find(|(n, _)| n == name).map(|(_, s)| s);
+                assert_eq!(kept, Some(sample), "{tier}: `{name}` at step {step}");
+            }
+        }
+        assert!(
+            got.iter()
+                .flatten()
+                .any(|(n, s)| n == "z" && *s == Sample::Value(Value::Int(16)))
+        );
+    }
+    // A new period: the others keep their clocks, and the run goes on.
+    let mut m = Monitor::builder(&spec).build();
+    let mut sched = Scheduler::new(m.periods());
+    run(&mut m, &mut sched, 0, 5);
+    let edited = Spec::parse(
+        "p.dsrv",
+        &format!("{src}out fast: Int @ 200ms\nfast = n + 0\n"),
+    )
+    .unwrap();
+    let (snapshot, _) = m.repair(&edited).unwrap();
+    let mut m = Monitor::builder(&edited)
+        .restore(&snapshot)
+        .unwrap()
+        .build();
+    let mut sched = Scheduler::carried(m.periods(), &sched, Some(Time(times[4])));
+    let rest = run(&mut m, &mut sched, 5, times.len());
+    assert!(
+        rest.iter()
+            .flatten()
+            .any(|(n, s)| n == "fast" && matches!(s, Sample::Value(_))),
+        "{rest:?}"
+    );
+    // Removing every periodic stream is refused, saying why.
+    let untimed = Spec::parse("p.dsrv", "in x: Int\nout last: Int\nlast = x\n").unwrap();
+    let e = m.repair(&untimed).unwrap_err().to_string();
+    assert!(
+        e.contains("removes the last, cannot carry the run over yet"),
+        "{e}"
+    );
+}
