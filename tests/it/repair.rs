@@ -313,25 +313,21 @@ fn periodic_specifications_are_edited_mid_run() {
             if !sched.started() {
                 sched.start(Time(t));
             }
-            while let Some((at, due)) = sched.next_until(Time(t)) {
-                let o = m.tick(at, &due).unwrap().to_vec();
-                out.push(
-                    m.output_names()
-                        .iter()
-                        .map(|n| n.to_string())
-                        .zip(o)
-                        .collect(),
-                );
-            }
-            let row = [Some(Value::Int(k as i64 * 3 - 7))];
-            let o = m.step_at(Time(t), row).unwrap().to_vec();
-            out.push(
+            // A step's outputs by name.
+            let named = |m: &Monitor, o: Vec<Sample>| -> Vec<(String, Sample)> {
                 m.output_names()
                     .iter()
                     .map(|n| n.to_string())
                     .zip(o)
-                    .collect(),
-            );
+                    .collect()
+            };
+            while let Some((at, due)) = sched.next_until(Time(t)) {
+                let o = m.tick(at, &due).unwrap().to_vec();
+                out.push(named(m, o));
+            }
+            let row = [Some(Value::Int(k as i64 * 3 - 7))];
+            let o = m.step_at(Time(t), row).unwrap().to_vec();
+            out.push(named(m, o));
         }
         out
     };
