@@ -600,15 +600,7 @@ pub(super) fn prepare(
     let live_input = super::live::is_url(&args.input[0]);
     let opened = if live_input {
         // One reader: an input read as several sources is a merged run's.
-        let readers =
-            super::live::open_input(&args.input[0], &schema, &live, &resume_live).map_err(fail)?;
-        let reader = readers.into_iter().next().map(|s| s.reader);
-        let reader = reader.ok_or_else(|| fail(format!("`{}` has no topics", args.input[0])))?;
-        trace::OpenTrace {
-            reader,
-            streaming: true,
-            file: None,
-        }
+        super::live::open_one(&args.input[0], &schema, &live, &resume_live).map_err(fail)?
     } else {
         trace::open_trace_at(&args.input[0], format, &schema, options, resume_at)
             .map_err(|e: OpenError| fail(e.to_string()))?

@@ -843,22 +843,9 @@ impl Alerts {
         for alert in outputs.alerts() {
             self.fired += 1;
             let key = self.key.as_deref().zip(outputs.key());
-            if let Some(t) = self.triggers.iter_mut().find(|t| t.name == alert.trigger) {
-                let at = match key {
-                    // A key is data: at most 64 characters of it, escaped.
-                    Some((name, k)) => format!(
-                        "{} ({name}={})",
-                        alert.step,
-                        escaped(&crate::row::excerpt(&k.to_string()))
-                    ),
-                    None => alert.step.to_string(),
-                };
-                t.count += 1;
-                if t.first.is_none() {
-                    t.first = Some(at.clone());
-                }
-                t.last = Some(at);
-            }
+            let shown = key.map(|(name, k)| (name, k as &dyn std::fmt::Display));
+            let place = ops::TriggerTally::place(alert.step, shown);
+            ops::TriggerTally::count(&mut self.triggers, alert.trigger, place);
             match &mut self.out {
                 Some(out) => out
                     .write_all(&trace::alert_line_with(&alert, key, context))

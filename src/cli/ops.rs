@@ -390,6 +390,30 @@ pub(super) struct TriggerTally {
 }
 
 impl TriggerTally {
+    /// Where an alert fired, as the summary says it: its step, and in a
+    /// keyed run the key input's name and the key (a key is data: at most
+    /// 64 characters of it, escaped).
+    pub(super) fn place(step: u64, key: Option<(&str, &dyn std::fmt::Display)>) -> String {
+        match key {
+            Some((name, k)) => format!(
+                "{step} ({name}={})",
+                super::escaped(&crate::row::excerpt(&k.to_string()))
+            ),
+            None => step.to_string(),
+        }
+    }
+
+    /// Counts a firing of trigger `name` at `at` (a `place`) in `tallies`.
+    pub(super) fn count(tallies: &mut [TriggerTally], name: &str, at: String) {
+        if let Some(t) = tallies.iter_mut().find(|t| t.name == name) {
+            t.count += 1;
+            if t.first.is_none() {
+                t.first = Some(at.clone());
+            }
+            t.last = Some(at);
+        }
+    }
+
     pub(super) fn of(spec: &Spec) -> Vec<TriggerTally> {
         spec.trigger_names()
             .into_iter()

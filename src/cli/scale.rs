@@ -986,22 +986,16 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
         let opened = match live {
             // Read by process 0 as a file is: one reader (an input read as
             // several sources, one per MQTT topic, is a merged run's).
+            true if super::live::splits(input, args) => {
+                return Err(fail(format!(
+                    "`{}` is read as one source per topic, which a run with --workers or --processes does not merge yet",
+                    super::live::redact(input)
+                )));
+            }
             true => {
                 let options = super::live::Options::of(args, None);
-                let resume = super::live::Resume::default();
-                let mut readers =
-                    super::live::open_input(input, &schema, &options, &resume).map_err(fail)?;
-                if readers.len() != 1 {
-                    return Err(fail(format!(
-                        "`{input}` is read as {} sources (one per topic), which a run with --workers or --processes does not merge yet",
-                        readers.len()
-                    )));
-                }
-                trace::OpenTrace {
-                    reader: readers.remove(0).reader,
-                    streaming: true,
-                    file: None,
-                }
+                super::live::open_one(input, &schema, &options, &super::live::Resume::default())
+                    .map_err(fail)?
             }
             false => trace::open_trace(
                 input,
@@ -1237,6 +1231,8 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
     };
     let mut ends = outcome.ends;
     ends.sort_by_key(|(w, ..)| *w);
+    // The rows this process's workers evaluated (routed to them).
+    let rows: u64 = ends.iter().map(|(_, s, _)| s.rows).sum();
     // Process 0 read the rows and wrote the alerts: its summary is the run's.
     if (args.summary || args.fail_on_trigger)
         && process == 0
@@ -1244,7 +1240,7 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
     {
         // Process 0 read the rows; every process evaluated its workers'.
         (summary.rows_read, summary.skipped) = outcome.read.unwrap_or_default();
-        summary.steps = ends.iter().map(|(_, s, _)| s.rows).sum();
+        summary.steps = rows;
         super::say(format_args!(
             "{}",
             summary.summary(&stats, &outcome.triggers)
@@ -1259,7 +1255,6 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
                 "worker {w} of {total_workers}:\n{stats}keys: {keys} live\n"
             ));
         }
-        let rows: u64 = ends.iter().map(|(_, s, _)| s.rows).sum();
         let keys: usize = ends.iter().map(|(.., k)| k).sum();
         super::say(format_args!(
             "process {process}: {rows} rows, {keys} keys live over {} workers\n",
@@ -1531,13 +1526,7 @@ fn formatter(
                     let mut fired = Vec::new();
                     for alert in outputs.alerts() {
                         if plan.summary {
-                            // A key is data: at most 64 characters of it.
-                            let at = format!(
-                                "{} ({}={})",
-                                alert.step,
-                                plan.key,
-                                super::escaped(&crate::row::excerpt(&key.to_string()))
-                            );
+                            let at = ops::TriggerTally::place(alert.step, Some((&plan.key, key)));
                             fired.push((alert.trigger.to_string(), at));
                         }
                         if plan.alerts_json {
@@ -1712,13 +1701,7 @@ impl PieceWriter {
                         let mut o = self.outcome.lock().unwrap_or_else(PoisonError::into_inner);
                         o.fired += firings as u64;
                         for (name, at) in &c.rows[row].fired {
-                            if let Some(t) = o.triggers.iter_mut().find(|t| &t.name == name) {
-                                t.count += 1;
-                                if t.first.is_none() {
-                                    t.first = Some(at.clone());
-                                }
-                                t.last = Some(at.clone());
-                            }
+                            ops::TriggerTally::count(&mut o.triggers, name, at.clone());
                         }
                         drop(o);
                         match alerts.as_deref_mut() {

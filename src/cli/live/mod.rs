@@ -283,6 +283,26 @@ pub(super) fn open_input(
     }
 }
 
+/// Opens the live source `input` as one trace, for a run that reads it
+/// unmerged (one where [`splits`] says no): its one reader, streaming.
+pub(super) fn open_one(
+    input: &str,
+    schema: &InputSchema,
+    options: &Options,
+    resume: &Resume,
+) -> Result<crate::trace::OpenTrace, String> {
+    let reader = open_input(input, schema, options, resume)?
+        .into_iter()
+        .next()
+        .map(|s| s.reader)
+        .ok_or_else(|| format!("`{input}` has no topics"))?;
+    Ok(crate::trace::OpenTrace {
+        reader,
+        streaming: true,
+        file: None,
+    })
+}
+
 /// Opens the live sink `output` for steps with the output columns `names`.
 pub(super) fn open_output(
     output: &str,
