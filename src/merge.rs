@@ -378,6 +378,46 @@ impl Merge {
         self.emitted = Some(time);
         Some(step)
     }
+
+    /// Where `source` stands in its own order now: the latest time it gave
+    /// (re-stamps below it are measured from it) and the sequence number
+    /// its next row gets. A checkpoint records it after each row, so that
+    /// a resumed merge, given the rows after that one again, stamps them
+    /// as the first merge did.
+    pub fn mark(&self, source: usize) -> SourceMark {
+        let s = &self.sources[source];
+        SourceMark {
+            latest: s.latest,
+            seq: s.seq,
+        }
+    }
+
+    /// The time of the last step given (the watermark), if any this epoch.
+    pub fn emitted(&self) -> Option<Time> {
+        self.emitted
+    }
+
+    /// Sets where a fresh merge's sources and watermark stand: a resumed
+    /// run's, from the marks and the watermark a checkpoint recorded (see
+    /// `mark`). Panics if a source has rows queued already.
+    pub fn resume(&mut self, marks: &[SourceMark], emitted: Option<Time>) {
+        assert_eq!(marks.len(), self.sources.len(), "one mark per source");
+        for (s, m) in self.sources.iter_mut().zip(marks) {
+            assert!(s.queue.is_empty(), "a merge resumes before any row");
+            s.latest = m.latest;
+            s.seq = m.seq;
+        }
+        self.emitted = emitted;
+    }
+}
+
+/// A source's place in its own order (`Merge::mark`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SourceMark {
+    /// The latest time the source gave, if any this epoch.
+    pub latest: Option<Time>,
+    /// The sequence number of its next row.
+    pub seq: u64,
 }
 
 #[cfg(test)]
@@ -421,6 +461,84 @@ mod tests {
         }
         assert!(m.is_done());
         out
+    }
+
+    /// A merge resumed after every step it gave, from the marks of each
+    /// source's last row taken, re-reading the rows after them, gives the
+    /// same steps as the merge that went on: late rows, ties and a row
+    /// re-stamped to its source's latest time included.
+    #[test]
+    fn a_merge_resumed_from_its_marks_gives_the_same_steps() {
+        let rows: Vec<(usize, i64, [Option<Value>; 2])> = vec![
+            (0, 1, [int(1), None]),
+            (1, 1, [None, int(2)]),
+            (0, 3, [int(3), None]),
+            (0, 2, [int(4), None]),
+            (1, 2, [None, int(5)]),
+            (1, 2, [None, int(6)]),
+            (0, 4, [int(7), None]),
+            (1, 5, [None, int(8)]),
+            (1, 4, [None, int(9)]),
+        ];
+        let want = merge(2, 2, &rows);
+        let per_source: Vec<Vec<_>> = (0..2)
+            .map(|s| rows.iter().filter(|r| r.0 == s).cloned().collect())
+            .collect();
+        for cut in 0..=want.len() {
+            // The first merge, up to `cut` steps, marking each row it queues.
+            let mut m = Merge::new(2, 2, 2);
+            let mut read = [0usize; 2];
+            let mut marks: [Vec<SourceMark>; 2] = Default::default();
+            let mut taken = [(0usize, None::<SourceMark>); 2];
+            let mut got = Vec::new();
+            while got.len() < cut {
+                if let Some(step) = m.pop() {
+                    for (c, _) in &step.rows {
+                        let s = c.stamp.source as usize;
+                        let k = usize::try_from(c.stamp.seq).unwrap();
+                        taken[s] = (k + 1, Some(marks[s][k]));
+                    }
+                    got.push(step);
+                    continue;
+                }
+                let s = m.wants().unwrap();
+                match per_source[s].get(read[s]) {
+                    Some((_, t, cells)) => {
+                        m.push(s, Time(*t), cells.to_vec()).unwrap();
+                        marks[s].push(m.mark(s));
+                        read[s] += 1;
+                    }
+                    None => m.end(s),
+                }
+            }
+            // The resumed merge: the rows after each source's last taken.
+            let mut r = Merge::new(2, 2, 2);
+            let resumed: Vec<SourceMark> = (taken.iter())
+                .map(|(_, mark)| {
+                    mark.unwrap_or(SourceMark {
+                        latest: None,
+                        seq: 0,
+                    })
+                })
+                .collect();
+            r.resume(&resumed, m.emitted());
+            let mut next = [taken[0].0, taken[1].0];
+            loop {
+                if let Some(step) = r.pop() {
+                    got.push(step);
+                    continue;
+                }
+                let Some(s) = r.wants() else { break };
+                match per_source[s].get(next[s]) {
+                    Some((_, t, cells)) => {
+                        r.push(s, Time(*t), cells.to_vec()).unwrap();
+                        next[s] += 1;
+                    }
+                    None => r.end(s),
+                }
+            }
+            assert_eq!(got, want, "resumed after {cut} steps");
+        }
     }
 
     #[test]

@@ -83,6 +83,21 @@ pub(super) struct LogWriter {
 }
 
 impl LogWriter {
+    /// A log a resumed run goes on writing: `file`, cut back to the length
+    /// its checkpoint recorded (its header is there already).
+    pub(super) fn continued(file: std::fs::File, fields: Vec<String>) -> LogWriter {
+        LogWriter {
+            out: io::BufWriter::new(file),
+            fields,
+        }
+    }
+
+    /// Flushes and syncs the log, and gives its length (for a checkpoint).
+    pub(super) fn synced_len(&mut self) -> io::Result<u64> {
+        self.flush()?;
+        Ok(self.out.get_ref().metadata()?.len())
+    }
+
     pub(super) fn create(path: &str, h: &Header) -> io::Result<LogWriter> {
         let mut out = io::BufWriter::new(std::fs::File::create(path)?);
         let header = json!({

@@ -787,11 +787,7 @@ struct Alerts {
 }
 
 impl Alerts {
-    fn open(args: &RunArgs, spec: &Spec) -> Result<Alerts, Exit> {
-        Alerts::with_file(args, spec, None)
-    }
-
-    /// As `open`, writing the `--alerts` file through `file` when given
+    /// The alerts of a run, writing the `--alerts` file through `file` when given
     /// (opened by a checkpointed run, which keeps its length).
     fn with_file(args: &RunArgs, spec: &Spec, file: Option<std::fs::File>) -> Result<Alerts, Exit> {
         let out: Option<Box<dyn Write>> = match args.alerts.as_deref() {

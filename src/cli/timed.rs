@@ -18,7 +18,7 @@
 //! or a replay log read back (`vigil replay`), whose steps are re-merged from the rows it
 //! recorded, so that a replay evaluates exactly the recorded steps.
 
-use super::checkpoint::Runner;
+use super::checkpoint::{self, Checkpointable, Runner};
 use super::log::{Event, Header, LogReader, LogWriter};
 use super::ops::{self, View};
 use super::{
@@ -42,8 +42,83 @@ struct Source {
     name: String,
     feeder: Feeder,
     format: TraceFormat,
-    /// Rows read from it.
+    /// Rows read from it this epoch (a row's time without `--time`).
     rows: u64,
+    /// Rows read from it since the trace's start.
+    read: u64,
+    /// Where it stood after each row (and time reset) the merge holds,
+    /// oldest first, and after the last one the run took: what a
+    /// checkpoint records.
+    marks: std::collections::VecDeque<Mark>,
+    taken: Mark,
+}
+
+impl Source {
+    fn new(name: String, feeder: Feeder, format: TraceFormat) -> Source {
+        Source {
+            name,
+            feeder,
+            format,
+            rows: 0,
+            read: 0,
+            marks: Default::default(),
+            taken: Mark::default(),
+        }
+    }
+
+    /// The run took the queued item `entry` (a row of a step, or a time
+    /// reset): it and everything before it are behind the source now.
+    fn take(&mut self, entry: Entry) {
+        while let Some(m) = self.marks.pop_front() {
+            let found = m.entry == entry;
+            self.taken = m;
+            if found {
+                return;
+            }
+        }
+        unreachable!("the merge took an item its source did not mark");
+    }
+
+    /// The last mark made: the newest queued, else the last taken.
+    fn last_mark(&mut self) -> &mut Mark {
+        self.marks.back_mut().unwrap_or(&mut self.taken)
+    }
+}
+
+/// An item a source put in the merge's queue.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum Entry {
+    /// Nothing yet (a source's start).
+    #[default]
+    Start,
+    /// The row with this sequence number.
+    Row(u64),
+    /// A time reset.
+    Reset,
+}
+
+/// Where a source stood after an item it queued (see `Source::marks`).
+#[derive(Clone, Debug, Default)]
+struct Mark {
+    entry: Entry,
+    /// The reader's position and resume token after the item's row.
+    at: Where,
+    /// `Source::read` and `Source::rows` after it.
+    read: u64,
+    epoch_rows: u64,
+    /// The merge's mark of the source after it.
+    merge: Option<crate::merge::SourceMark>,
+    /// Whether a time reset read with the row follows it (an `.input`
+    /// trace's marker, read past with the row): a resume from the row's
+    /// position queues it again.
+    then_reset: bool,
+}
+
+/// A reader's position and resume token after a row.
+#[derive(Clone, Debug, Default)]
+struct Where {
+    position: Option<trace::TracePosition>,
+    token: Option<String>,
 }
 
 /// How a source's rows arrive: read here when asked for, or from a reader
@@ -57,8 +132,9 @@ enum Feeder {
 
 /// What a source delivers next.
 enum Msg {
-    /// A row, where it is, and the stamp its source gave it.
-    Row(Vec<Option<Value>>, String, Option<Time>),
+    /// A row, where it is (for messages, and the reader's position after
+    /// it), and the stamp its source gave it.
+    Row(Vec<Option<Value>>, String, Where, Option<Time>),
     /// A malformed row dropped (`--on-malformed skip|warn`).
     Skipped(String),
     Warning(String),
@@ -88,6 +164,10 @@ fn read_one(
             Msg::Row(
                 cells,
                 row_location(name, reader, lines, rows + 1),
+                Where {
+                    position: reader.position(),
+                    token: reader.resume_token(),
+                },
                 reader.stamp(),
             )
         }
@@ -318,25 +398,15 @@ pub(super) fn replay(r: &ReplayArgs) -> Exit {
 /// Why `--checkpoint`/`--resume` are refused on a merged run, naming what
 /// of the command line made the run a merged one (the first that applies),
 /// and what to do instead.
-fn no_checkpoints(args: &RunArgs, spec: &Spec, replaying: bool) -> String {
-    let periodic = spec.checked().has_periodic_streams();
+fn no_checkpoints(args: &RunArgs, replaying: bool) -> String {
     let why = if replaying {
         "vigil replay: a replay does not write or resume checkpoints (it re-runs the log from its start); drop --checkpoint and --resume".to_string()
-    } else if let Some(tcp) = args.input.iter().find(|i| i.starts_with("tcp://")) {
-        format!(
-            "a tcp:// input (`{tcp}`): its connections cannot be read again from a checkpoint's position"
-        )
-    } else if args.input.len() > 1 {
-        format!(
-            "{} --input traces merged into one run: a checkpoint holds one trace's position; run without --checkpoint and --resume",
-            args.input.len()
-        )
-    } else if args.record.is_some() {
-        "--record: a resumed run could not continue the replay log; record without checkpoints, or checkpoint without --record".to_string()
-    } else if periodic {
-        "a specification with periodic streams (`@ period`): the scheduler of their ticks is not part of a checkpoint; run it without --checkpoint and --resume".to_string()
     } else {
-        "--time: the merge by time is not part of a checkpoint; without --time, a row's time is its index in the trace and the run can be checkpointed".to_string()
+        let tcp = args.input.iter().find(|i| i.starts_with("tcp://"));
+        format!(
+            "a tcp:// input (`{}`): its connections cannot be read again from a checkpoint's position",
+            tcp.map_or("", String::as_str)
+        )
     };
     if replaying {
         return why;
@@ -399,9 +469,14 @@ pub(super) fn run(
         error(m);
         Exit::Failure
     };
-    if args.checkpoint.is_some() || args.resume.is_some() {
-        return fail(&no_checkpoints(args, spec, replay.is_some()));
+    let tcp = args.input.iter().any(|i| i.starts_with("tcp://"));
+    if (args.checkpoint.is_some() || args.resume.is_some()) && (replay.is_some() || tcp) {
+        return fail(&no_checkpoints(args, replay.is_some()));
     }
+    let mut resumed = match checkpoint::load_merged(args, output) {
+        Ok(r) => r,
+        Err(exit) => return exit,
+    };
     if let Err(m) = idle_timeout(args) {
         return fail(&m);
     }
@@ -438,6 +513,8 @@ pub(super) fn run(
         return fail("the trace is missing: pass --input FILE (or - for standard input)");
     }
     let mut sources = Vec::new();
+    // The sources as a checkpoint records them.
+    let mut kept = Vec::new();
     let mut streaming = false;
     let reading = match &replay {
         None | Some((_, true)) => args.input.as_slice(),
@@ -454,22 +531,30 @@ pub(super) fn run(
                     "vigil replay --check cannot read the live source `{path}` again"
                 ));
             }
-            let readers = match super::live::open_input(
-                path,
-                &schema,
-                &live,
-                &super::live::Resume::default(),
-            ) {
+            let resume = super::live::Resume {
+                token: resumed.as_ref().and_then(|r| r.token(sources.len())),
+                written: None,
+            };
+            let readers = match super::live::open_input(path, &schema, &live, &resume) {
                 Ok(r) => r,
                 Err(m) => return fail(&m),
             };
             for super::live::Source { name, reader } in readers {
-                sources.push(Source {
-                    name,
-                    feeder: Feeder::Direct(reader),
+                if let Some(r) = &resumed
+                    && let Err(exit) = r.source(sources.len(), &name, TraceFormat::Jsonl)
+                {
+                    return exit;
+                }
+                kept.push(checkpoint::Source {
+                    path: super::live::redact(&name),
                     format: TraceFormat::Jsonl,
-                    rows: 0,
+                    trace: None,
                 });
+                sources.push(Source::new(
+                    name,
+                    Feeder::Direct(reader),
+                    TraceFormat::Jsonl,
+                ));
             }
             streaming = true;
             continue;
@@ -497,21 +582,45 @@ pub(super) fn run(
                 "--on-malformed skip|warn needs JSON-lines or CSV traces: a malformed `.input` block cannot be skipped alone",
             );
         }
-        let opened = match trace::open_trace(path, format, &schema, options) {
+        let resume_at = match &resumed {
+            Some(r) => match r.source(sources.len(), path, format) {
+                Ok(at) => at,
+                Err(exit) => return exit,
+            },
+            None => None,
+        };
+        let mut opened = match trace::open_trace_at(path, format, &schema, options, resume_at) {
             Ok(o) => o,
             Err(e) => return fail(&e.to_string()),
         };
         streaming |= opened.streaming;
-        sources.push(Source {
-            name: if path == "-" {
-                "<stdin>".into()
-            } else {
-                path.clone()
-            },
-            feeder: Feeder::Direct(opened.reader),
+        if let Some(r) = &resumed {
+            let malformed = args.on_malformed != OnMalformed::Stop;
+            if let Err(exit) = r.reposition(sources.len(), path, &mut opened, width, malformed) {
+                return exit;
+            }
+        }
+        let name = if path == "-" {
+            "<stdin>".into()
+        } else {
+            path.clone()
+        };
+        kept.push(checkpoint::Source {
+            path: path.clone(),
             format,
-            rows: 0,
+            trace: opened.file,
         });
+        sources.push(Source::new(name, Feeder::Direct(opened.reader), format));
+    }
+    if let Some(r) = &resumed
+        && r.sources() != sources.len()
+    {
+        return fail(&format!(
+            "cannot resume from `{}`: it was taken on {} sources, and this run has {}",
+            r.path(),
+            r.sources(),
+            sources.len()
+        ));
     }
     let policy = args.on_malformed;
     if streaming && (sources.len() > 1 || listener.is_some()) {
@@ -540,7 +649,11 @@ pub(super) fn run(
         say(format_args!("vigil: listening on tcp://{addr}\n"));
     }
     let connections = listener.map(|l| spawn_listener(l, schema.clone(), policy));
-    let mut runner = match super::checkpoint::new_monitor(args, spec) {
+    let runner = match &mut resumed {
+        Some(r) => r.monitor(args, spec),
+        None => checkpoint::new_monitor(args, spec),
+    };
+    let mut runner = match runner {
         Ok(r) => r,
         Err(exit) => return exit,
     };
@@ -548,27 +661,54 @@ pub(super) fn run(
         return exit;
     }
     let names = view.writer_names(&runner.output_names(), output);
-    let sink: Box<dyn Write + Send> = match &args.output_file {
-        None => Box::new(io::stdout()),
+    // The files a checkpointed run keeps exactly once: cut back to the
+    // lengths its checkpoint recorded, each with a handle to sync it through.
+    let keep = |path: &str, alerts: bool| match &resumed {
+        Some(r) => r.kept(path, alerts),
+        None => checkpoint::created(path, if alerts { "alerts file" } else { "output file" }),
+    };
+    let checkpointed = args.checkpoint.is_some() || resumed.is_some();
+    let (sink, output_sync, continued): (Box<dyn Write + Send>, _, _) = match &args.output_file {
+        None => (Box::new(io::stdout()), None, false),
+        Some(path) if checkpointed => match keep(path, false) {
+            Ok((file, sync)) => {
+                let continued = file.metadata().is_ok_and(|m| m.len() > 0);
+                (Box::new(file), Some((path.clone(), sync)), continued)
+            }
+            Err(exit) => return exit,
+        },
         Some(path) => match std::fs::File::create(path) {
-            Ok(f) => Box::new(f),
+            Ok(f) => (Box::new(f), None, false),
             Err(e) => return fail(&format!("cannot create the output file `{path}`: {e}")),
         },
     };
     let mut writer = match (args.output.live(), &args.key) {
         (Some(url), _) => {
-            match super::live::open_output(url, names, &live, &super::live::Resume::default()) {
+            let resume = super::live::Resume {
+                token: None,
+                written: resumed.as_ref().and_then(|r| r.written()),
+            };
+            match super::live::open_output(url, names, &live, &resume) {
                 Ok(w) => w,
                 Err(m) => return fail(&m),
             }
         }
-        (None, Some(k)) => trace::keyed_writer(output, names, k, sink, false),
+        (None, Some(k)) => trace::keyed_writer(output, names, k, sink, continued),
+        (None, None) if continued => trace::continue_writer(output, names, sink),
         (None, None) => trace::make_writer(output, names, sink),
     };
-    let mut alerts = match Alerts::open(args, spec) {
+    let (alerts_file, alerts_sync) = match args.alerts.as_deref() {
+        Some(path) if path != "-" && checkpointed => match keep(path, true) {
+            Ok((file, sync)) => (Some(file), Some((path.to_string(), sync))),
+            Err(exit) => return exit,
+        },
+        _ => (None, None),
+    };
+    let mut alerts = match Alerts::with_file(args, spec, alerts_file) {
         Ok(a) => a,
         Err(exit) => return exit,
     };
+    let checkpoints = checkpoint::Checkpointer::new(args, kept, output, output_sync, alerts_sync);
     let mut merge = Merge::new(sources.len(), width, lateness);
     if let Some(cell) = time_cell {
         merge = merge.exempt(cell);
@@ -576,6 +716,9 @@ pub(super) fn run(
     if args.key.is_some() {
         // A keyed row is one key's event: rows at one time stay apart.
         merge = merge.separate();
+    }
+    if let Some(r) = &resumed {
+        resume_sources(r, &mut sources, &mut merge);
     }
     let periods: Vec<i64> = match &runner {
         Runner::Single(m) => m.periods().to_vec(),
@@ -621,8 +764,37 @@ pub(super) fn run(
             lateness,
         },
         writer: None,
+        resumed: None,
         live: streaming,
     });
+    // A resumed run goes on with the log its checkpoint recorded.
+    let mut record = record;
+    if let Some(r) = &resumed {
+        let logged = r.clock().record.as_ref();
+        match (&mut record, logged) {
+            (None, None) => {}
+            (Some(rec), Some(info)) if info.len > 0 => {
+                match checkpoint::reopen_output(&rec.path, info.len, "replay log") {
+                    Ok(f) => rec.resumed = Some(f),
+                    Err(m) => return fail(&format!("cannot resume from `{}`: {m}", r.path())),
+                }
+            }
+            (Some(_), Some(_)) => {}
+            (None, Some(info)) => {
+                return fail(&format!(
+                    "cannot resume from `{}`: it was taken with `--record {}`; pass it again to continue that log",
+                    r.path(),
+                    info.path
+                ));
+            }
+            (Some(_), None) => {
+                return fail(&format!(
+                    "cannot resume from `{}`: it was taken without --record, so it cannot continue a replay log",
+                    r.path()
+                ));
+            }
+        }
+    }
     // A log is replayed (`replay`), or checked against the traces' merge.
     let (replay, check) = match replay {
         Some((log, false)) => (Some(log), None),
@@ -630,13 +802,18 @@ pub(super) fn run(
         None => (None, None),
     };
     let live = replay.is_none();
+    let clock = resumed.as_ref().map(|r| r.clock());
+    let last_time = clock.and_then(|c| c.last_time).map(Time);
     let mut feed = Feed {
         merge,
         record: record.filter(|_| live && check.is_none()),
         check,
         replay,
-        scheduler: (live && !periods.is_empty()).then(|| Scheduler::new(&periods)),
-        ticks_until: None,
+        scheduler: match clock {
+            Some(c) => c.scheduler.clone(),
+            None => (live && !periods.is_empty()).then(|| Scheduler::new(&periods)),
+        },
+        ticks_until: last_time,
         pending: Default::default(),
         connections,
     };
@@ -650,7 +827,11 @@ pub(super) fn run(
         inputs: spec.input_names().len(),
         time_cell,
         unit,
-        form,
+        form: match clock.and_then(|c| c.rfc3339) {
+            Some(true) => Some(TimeForm::Rfc3339),
+            Some(false) => Some(TimeForm::Number(unit)),
+            None => form,
+        },
         streaming,
         tally: ops::Tally::new(args.on_malformed, ops::Progress::new(true, None)),
         clashes: 0,
@@ -658,7 +839,8 @@ pub(super) fn run(
         status: Exit::Success,
         start,
         max_gap,
-        last_time: None,
+        last_time,
+        checkpoints,
         ticks: 0,
         periods: periods.len(),
         replaying: replay_name,
@@ -735,6 +917,9 @@ struct Record {
     path: String,
     header: Header,
     writer: Option<LogWriter>,
+    /// A resumed run's log, cut back to the length its checkpoint
+    /// recorded, to go on writing (its header is there already).
+    resumed: Option<std::fs::File>,
     /// Whether a source is live (then every line is flushed as written).
     live: bool,
 }
@@ -747,7 +932,10 @@ impl Record {
             if let Some(f) = form {
                 self.header.form = f;
             }
-            self.writer = Some(LogWriter::create(&self.path, &self.header)?);
+            self.writer = Some(match self.resumed.take() {
+                Some(file) => LogWriter::continued(file, self.header.fields.clone()),
+                None => LogWriter::create(&self.path, &self.header)?,
+            });
         }
         Ok(self.writer.as_mut().expect("created above"))
     }
@@ -809,6 +997,48 @@ struct Run<'a> {
     on_reset: ResetPolicy,
     /// The log a replay reads its steps from (for its messages).
     replaying: Option<String>,
+    /// Checkpoints (`--checkpoint`), taken between steps.
+    checkpoints: Option<checkpoint::Checkpointer>,
+}
+
+/// Puts a resumed run's sources and merge where its checkpoint left them:
+/// each source's rows and position, the merge's marks and watermark, and a
+/// time reset read with a source's last row taken queued again.
+fn resume_sources(r: &checkpoint::Resumed, sources: &mut [Source], merge: &mut Merge) {
+    let clock = r.clock();
+    let marks: Vec<crate::merge::SourceMark> = (clock.marks.iter())
+        .map(|m| crate::merge::SourceMark {
+            latest: m.latest.map(Time),
+            seq: m.seq,
+        })
+        .collect();
+    merge.resume(&marks, clock.emitted.map(Time));
+    for (s, (src, (m, mark))) in sources
+        .iter_mut()
+        .zip(clock.marks.iter().zip(marks))
+        .enumerate()
+    {
+        let at = r.at(s);
+        src.read = at.rows;
+        src.rows = m.epoch_rows;
+        src.taken = Mark {
+            entry: Entry::Start,
+            at: Where {
+                position: at.position,
+                token: at.token,
+            },
+            read: at.rows,
+            epoch_rows: m.epoch_rows,
+            merge: Some(mark),
+            then_reset: m.then_reset,
+        };
+        if m.then_reset {
+            merge.push_reset(s);
+            src.rows = 0;
+            let at = src.taken.at.clone();
+            Run::mark(src, merge, s, Entry::Reset, at);
+        }
+    }
 }
 
 impl Run<'_> {
@@ -823,11 +1053,35 @@ impl Run<'_> {
         loop {
             let event = match self.next(feed, writer)? {
                 Ok(Some(event)) => event,
-                Ok(None) => return Ok(self.status),
+                Ok(None) => {
+                    // The clean end: a last checkpoint, so that a resume
+                    // after it has nothing to redo.
+                    if self.checkpoints.is_some()
+                        && let Err(m) = self.checkpoint(feed, runner, writer, alerts)?
+                    {
+                        return stop(writer, &m, Exit::Failure);
+                    }
+                    return Ok(self.status);
+                }
                 Err(exit) => return Ok(exit),
             };
             let done = match event {
-                Event::Rows(step) => self.evaluate(step, runner, writer, alerts, &mut stopped)?,
+                Event::Rows(step) => {
+                    let rows = step.rows.len() as u64;
+                    let done = self.evaluate(step, runner, writer, alerts, &mut stopped)?;
+                    let due = (self.checkpoints.as_mut()).is_some_and(|c| c.count(rows));
+                    // Checkpoints fall between steps with nothing pending
+                    // (a step's ticks come before it): the state is then
+                    // the monitor's, the merge's marks and the scheduler's.
+                    if done.is_none()
+                        && due
+                        && feed.pending.is_empty()
+                        && let Err(m) = self.checkpoint(feed, runner, writer, alerts)?
+                    {
+                        return stop(writer, &m, Exit::Failure);
+                    }
+                    done
+                }
                 Event::Tick(t, due) => self.tick(t, &due, runner, writer, alerts)?,
                 // A new epoch changes the merge and the scheduler only.
                 Event::Reset => None,
@@ -839,6 +1093,57 @@ impl Run<'_> {
                 return Ok(exit);
             }
         }
+    }
+
+    /// Writes a checkpoint now (see `checkpoint::Clock`).
+    fn checkpoint(
+        &mut self,
+        feed: &mut Feed,
+        runner: &Runner,
+        writer: &mut dyn OutputWriter,
+        alerts: &mut Alerts,
+    ) -> io::Result<Result<(), String>> {
+        let Some(ck) = &mut self.checkpoints else {
+            return Ok(Ok(()));
+        };
+        let at: Vec<checkpoint::At> = (self.sources.iter())
+            .map(|s| checkpoint::At {
+                rows: s.taken.read,
+                position: s.taken.at.position,
+                token: s.taken.at.token.clone(),
+            })
+            .collect();
+        let clock = checkpoint::Clock {
+            options: checkpoint::merge_options(self.args),
+            marks: (self.sources.iter())
+                .map(|s| checkpoint::SourceClock {
+                    latest: s.taken.merge.and_then(|m| m.latest).map(|t| t.0),
+                    seq: s.taken.merge.map_or(0, |m| m.seq),
+                    epoch_rows: s.taken.epoch_rows,
+                    then_reset: s.taken.then_reset,
+                })
+                .collect(),
+            emitted: feed.merge.emitted().map(|t| t.0),
+            scheduler: feed.scheduler.clone(),
+            last_time: self.last_time.map(|t| t.0),
+            rfc3339: self.form.map(|f| f == TimeForm::Rfc3339),
+            record: match &mut feed.record {
+                None => None,
+                Some(r) => Some(checkpoint::OutputFileInfo {
+                    path: r.path.clone(),
+                    // A log not begun yet is empty: a resume begins it.
+                    len: match &mut r.writer {
+                        Some(w) => w.synced_len()?,
+                        None => 0,
+                    },
+                }),
+            },
+        };
+        let monitor: &dyn Checkpointable = match runner {
+            Runner::Single(m) => m.as_ref(),
+            Runner::Keyed(m) => m.as_ref(),
+        };
+        ck.write_at(monitor, &at, Some(clock), writer, alerts.sink())
     }
 
     /// A time reset every source reached: the scheduler's work is cancelled
@@ -878,12 +1183,11 @@ impl Run<'_> {
             if let Some(r) = &mut feed.record {
                 r.write(&Event::Source(name.clone()), self.form)?;
             }
-            self.sources.push(Source {
-                name: name.clone(),
-                feeder: Feeder::Thread(rows),
-                format: TraceFormat::Jsonl,
-                rows: 0,
-            });
+            self.sources.push(Source::new(
+                name.clone(),
+                Feeder::Thread(rows),
+                TraceFormat::Jsonl,
+            ));
             self.names.push(name);
         }
     }
@@ -1066,9 +1370,17 @@ impl Run<'_> {
                 }
             }
             if let Some(step) = feed.merge.pop() {
+                for (c, _) in &step.rows {
+                    self.sources[c.stamp.source as usize].take(Entry::Row(c.stamp.seq));
+                }
                 break step;
             }
             if feed.merge.pop_reset() {
+                for src in &mut self.sources {
+                    if src.marks.front().is_some_and(|m| m.entry == Entry::Reset) {
+                        src.take(Entry::Reset);
+                    }
+                }
                 self.reset(feed);
                 return Ok(Ok(feed.pending.pop_front()));
             }
@@ -1126,7 +1438,7 @@ impl Run<'_> {
         let width = self.schema_names.len();
         let policy = self.args.on_malformed;
         let mut reset_after = false;
-        let (cells, at, stamp) = loop {
+        let (cells, at, place, stamp) = loop {
             let src = &mut self.sources[s];
             let msg = match &mut src.feeder {
                 Feeder::Direct(reader) => {
@@ -1157,7 +1469,7 @@ impl Run<'_> {
                 },
             };
             match msg {
-                Msg::Row(cells, at, stamp) => break (cells, at, stamp),
+                Msg::Row(cells, at, place, stamp) => break (cells, at, place, stamp),
                 Msg::Warning(w) => say(format_args!("warning: {w}\n")),
                 Msg::Skipped(e) => self.tally.skipped_row(&e),
                 Msg::End => {
@@ -1168,12 +1480,16 @@ impl Run<'_> {
                 Msg::Reset => {
                     merge.push_reset(s);
                     src.rows = 0;
+                    src.last_mark().then_reset = true;
+                    let at = src.last_mark().at.clone();
+                    Self::mark(src, merge, s, Entry::Reset, at);
                     return Ok(Ok(()));
                 }
             }
         };
         let src = &mut self.sources[s];
         src.rows += 1;
+        src.read += 1;
         self.tally.rows_read += 1;
         // A time reset: the row's time field is `reset` (nothing else of it
         // is read).
@@ -1182,6 +1498,7 @@ impl Run<'_> {
             && matches!(&cells[cell], Some(Value::Str(t)) if &**t == "reset")
         {
             merge.push_reset(s);
+            Self::mark(src, merge, s, Entry::Reset, place);
             return Ok(Ok(()));
         }
         // A live source's row without a time field has the stamp its source
@@ -1217,6 +1534,8 @@ impl Run<'_> {
         let pushed = time.and_then(|t| merge.push(s, t, cells).map_err(|e| e.to_string()));
         match pushed {
             Ok(c) => {
+                let src = &mut self.sources[s];
+                Self::mark(src, merge, s, Entry::Row(c.stamp.seq), place.clone());
                 if let Some(own) = c.late {
                     self.late += 1;
                     if self.late <= REPORTED {
@@ -1231,7 +1550,10 @@ impl Run<'_> {
                 // An `.input` trace's reset marker follows the row.
                 if reset_after {
                     merge.push_reset(s);
-                    self.sources[s].rows = 0;
+                    let src = &mut self.sources[s];
+                    src.rows = 0;
+                    src.last_mark().then_reset = true;
+                    Self::mark(src, merge, s, Entry::Reset, place);
                 }
                 Ok(Ok(()))
             }
@@ -1243,6 +1565,19 @@ impl Run<'_> {
                 Ok(Err((format!("{at}: {m}"), Exit::Trace)))
             }
         }
+    }
+
+    /// Marks where source `s` stands after queueing `entry`, read up to
+    /// `at`.
+    fn mark(src: &mut Source, merge: &Merge, s: usize, entry: Entry, at: Where) {
+        src.marks.push_back(Mark {
+            entry,
+            at,
+            read: src.read,
+            epoch_rows: src.rows,
+            merge: Some(merge.mark(s)),
+            then_reset: false,
+        });
     }
 
     /// Evaluates one merged step; `Some` ends the run with that status.

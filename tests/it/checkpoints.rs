@@ -16,10 +16,10 @@ tag = if x > 3 then s ++ \"!\" else last\nseen = when(x == 6)\n";
 
 /// A small deterministic generator (xorshift), seeded per test run and
 /// printed, so a failure can be replayed.
-struct Rng(u64);
+pub(crate) struct Rng(u64);
 
 impl Rng {
-    fn new() -> Rng {
+    pub(crate) fn new() -> Rng {
         let seed = std::env::var("VIGIL_TEST_SEED")
             .ok()
             .and_then(|s| s.parse().ok())
@@ -34,7 +34,7 @@ impl Rng {
         Rng(seed)
     }
 
-    fn below(&mut self, n: u64) -> u64 {
+    pub(crate) fn below(&mut self, n: u64) -> u64 {
         self.0 ^= self.0 << 13;
         self.0 ^= self.0 >> 7;
         self.0 ^= self.0 << 17;
@@ -160,7 +160,12 @@ fn start(
 }
 
 /// Runs to completion without interruption and returns the output file.
-fn uninterrupted(dir: &Path, input: &str, extra: &[&str], stdin_trace: Option<&str>) -> Vec<u8> {
+pub(crate) fn uninterrupted(
+    dir: &Path,
+    input: &str,
+    extra: &[&str],
+    stdin_trace: Option<&str>,
+) -> Vec<u8> {
     let (child, feeder) = start(dir, input, extra, false, stdin_trace);
     let out = child.wait_with_output().unwrap();
     if let Some(f) = feeder {
@@ -178,7 +183,7 @@ fn uninterrupted(dir: &Path, input: &str, extra: &[&str], stdin_trace: Option<&s
 /// Kills the run with SIGKILL at random points after new checkpoints, up to
 /// `kills` times, resuming each time, then lets the last resume finish;
 /// returns the output file and how many kills landed before the end.
-fn killed_and_resumed(
+pub(crate) fn killed_and_resumed(
     dir: &Path,
     input: &str,
     extra: &[&str],
@@ -833,7 +838,7 @@ total = default(total[1], 0) + x\ndelta = x - default(x[1], x)\nhi = x > 90\n";
         cases.push((
             "format-3".into(),
             old,
-            "checkpoint format version 3 is not supported (this vigil reads version 4): it was written by an earlier vigil",
+            "checkpoint format version 3 is not supported (this vigil reads version 5): it was written by an earlier vigil",
         ));
         let mut flipped = bytes.clone();
         flipped[bytes.len() - 1] ^= 1;

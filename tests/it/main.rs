@@ -12,6 +12,7 @@ mod hardening;
 mod keyed;
 mod live;
 mod memory;
+mod merged_checkpoints;
 mod operator;
 mod props;
 mod repair;
