@@ -141,7 +141,7 @@ impl<'de> Deserialize<'de> for Value {
     }
 }
 
-/// The order of keys in the output (time, then key): by type (Int, Float,
+/// A total order of keys, for a caller sorting them: by type (Int, Float,
 /// Bool, Str, Unit), then Ints by value, Floats by `total_cmp`, Bools false
 /// first, Strs by their bytes. A total order that agrees with the keys'
 /// equality (bitwise).

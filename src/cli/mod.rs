@@ -371,7 +371,7 @@ pub struct RunArgs {
     pub resume: Option<String>,
     /// With `--key`: run W timely workers (threads) in this process, each
     /// monitoring the keys that hash to it (README "Scaling out"). The
-    /// output is the same as one worker's, in the order (time, key, row).
+    /// output is the single-process run's, in the order (time, row).
     /// At most 256 per process, and 1,024 over all processes.
     #[arg(long, value_name = "W", requires = "key", value_parser = parse_workers)]
     pub workers: Option<std::num::NonZeroUsize>,
@@ -400,7 +400,7 @@ pub struct RunArgs {
     pub peer_timeout: std::time::Duration,
     /// With `--workers`/`--processes`: each worker writes its rows' outputs
     /// as they complete, to its own process's output, instead of gathering
-    /// them in the (time, key, row) order.
+    /// them in the (time, row) order.
     #[arg(long)]
     pub unordered: bool,
 }

@@ -6,8 +6,9 @@
 //! owns its key; that worker evaluates it and formats its output lines (and
 //! alerts) right there, so formatting spreads over the workers too. The
 //! formatted pieces go to one writer, process 0's first worker, which writes
-//! them once their time is complete, in the order (time, key, position): so
-//! the output is the same whatever the number of workers or processes. With
+//! them once their time is complete, in the order (time, position): so the
+//! output is the single-process run's whatever the number of workers or
+//! processes. With
 //! `--unordered` each worker's pieces go straight to its own process's
 //! output instead (no gathering; the order within a worker's keys is kept).
 //!
@@ -29,7 +30,7 @@ use super::{Exit, RunArgs, error, say, trace_exit};
 use crate::keyed::KeyedMonitor;
 use crate::monitor::Spec;
 use crate::row::StepError;
-use crate::scale::{Evaluated, Event, StampedRow, key_cmp, keyed_monitors, timely_time};
+use crate::scale::{Evaluated, Event, StampedRow, keyed_monitors, timely_time};
 use crate::snapshot::KeyedSnapshot;
 use crate::time::{Time, TimeForm, TimeUnit};
 use crate::trace::{self, OutputFormat, OutputWriter, ReaderOptions, RowReader, TraceFormat};
@@ -1566,8 +1567,8 @@ fn formatter(
     }
 }
 
-/// The writer: rows whose time is complete, in order (time, key,
-/// position), to the output and alerts; a checkpoint completed once every
+/// The writer: rows whose time is complete, in order (time, position), to
+/// the output and alerts; a checkpoint completed once every
 /// worker's barrier is in and every line before it written.
 struct PieceWriter {
     plan: Arc<Plan>,
@@ -1614,7 +1615,9 @@ impl PieceWriter {
 
     /// Everything whose time `done` says is complete, in the output's order:
     /// time, barriers first (their checkpoint records the output before the
-    /// rows of their time), then key, then position.
+    /// rows of their time), then position: the single-process run's order
+    /// (the merge's stamp order, `seq` numbering the rows as process 0's
+    /// source gives them).
     fn ready(&mut self, done: impl Fn(u64) -> bool) -> Vec<Next> {
         let mut ready = Vec::new();
         for (chunk, (c, next)) in self.chunks.iter_mut().enumerate() {
@@ -1633,20 +1636,15 @@ impl PieceWriter {
         });
         let chunks = &self.chunks;
         let order = |a: &Next, b: &Next| -> std::cmp::Ordering {
+            // A barrier sorts before the rows of its time (`None` first).
             let key = |n: &Next| match *n {
                 Next::Barrier { time, .. } => (time, None),
                 Next::Row { chunk, row } => {
                     let r = &chunks[chunk].0.rows[row];
-                    (r.time, Some((&r.key, r.seq)))
+                    (r.time, Some(r.seq))
                 }
             };
-            let ((ta, ka), (tb, kb)) = (key(a), key(b));
-            ta.cmp(&tb).then_with(|| match (ka, kb) {
-                (None, None) => std::cmp::Ordering::Equal,
-                (None, Some(_)) => std::cmp::Ordering::Less,
-                (Some(_), None) => std::cmp::Ordering::Greater,
-                (Some((ka, sa)), Some((kb, sb))) => key_cmp(ka, kb).then(sa.cmp(&sb)),
-            })
+            key(a).cmp(&key(b))
         };
         // One worker's rows of distinct times (no `--time`) are in order
         // already; a sort is mostly a check.
