@@ -59,17 +59,22 @@
 //! Every feature is on by default. A program that only evaluates specifications takes
 //! `default-features = false` and gets everything above without the command line's crates,
 //! the live transports' clients or timely. `scale` adds `vigil::scale` (keyed monitors as a
-//! timely-dataflow fragment); `cli` is the `vigil` binary, and `mqtt` and `redis` its live
-//! transports (each brings `cli`). The README's "Cargo features" lists what each pulls in.
+//! timely-dataflow fragment); `mqtt` and `redis` the live transports of `vigil::live` (MQTT and
+//! Redis Streams sources and sinks); `cli` is the `vigil` binary. The README's "Cargo features"
+//! lists what each pulls in.
 #![deny(missing_docs)]
 
 mod batch;
 mod canonical;
 mod error;
 mod keyed;
+/// Live transports (MQTT and Redis Streams, features `mqtt` and `redis`):
+/// sources that read rows from a broker and sinks that publish steps.
+pub mod live;
 /// The deterministic merge of several sources' stamped rows into steps.
 pub mod merge;
 mod monitor;
+pub mod notice;
 mod row;
 // With an outer doc line rustdoc resolves the module doc's links from the crate root, as
 // src/scale.rs writes them (`crate::scale::…`). (The line here had been `time`'s summary,

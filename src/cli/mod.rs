@@ -405,13 +405,10 @@ pub struct RunArgs {
     pub unordered: bool,
 }
 
-/// The refusal of an option whose code this build left out: the Cargo
-/// feature that brings it back.
-fn not_built(feature: &str) -> String {
-    format!(
-        "this vigil was built without the `{feature}` feature; rebuild with `--features {feature}`"
-    )
-}
+// The refusal of an option whose code this build left out names the Cargo
+// feature that brings it back.
+#[cfg(not(feature = "scale"))]
+use crate::live::not_built;
 
 /// `--workers W`: a count of worker threads, 1 to `scale::MAX_WORKERS`.
 #[cfg(feature = "scale")]
@@ -794,7 +791,7 @@ impl Alerts {
             // A run publishing to MQTT publishes its alerts there too.
             None => match &args.output {
                 OutputArg::Mqtt(url) if !spec.trigger_names().is_empty() => {
-                    match live::alerts_sink(url, &live::Options::of(args, None)) {
+                    match live::alerts_sink(url, &live::options(args, None)) {
                         Ok(sink) => Some(sink),
                         Err(e) => {
                             error(e);

@@ -994,7 +994,7 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
                 )));
             }
             true => {
-                let options = super::live::Options::of(args, None);
+                let options = super::live::options(args, None);
                 super::live::open_one(input, &schema, &options, &super::live::Resume::default())
                     .map_err(fail)?
             }

@@ -521,7 +521,7 @@ pub(super) fn run(
         Some((_, false)) => &[],
     };
     let mut listener = None;
-    let mut live = super::live::Options::of(args, time_cell);
+    let mut live = super::live::options(args, time_cell);
     // Rows here are done when read: nothing tells a source when they are.
     live.ack_on_read = true;
     for path in reading {

@@ -78,7 +78,7 @@ pub(in crate::cli) fn prepare(
     // declared ones; the rows given to the monitor stop before them.
     let schema = crate::cli::ops::read_schema(args, spec);
     let width = schema.names.len();
-    let live = crate::cli::live::Options::of(args, None);
+    let live = crate::cli::live::options(args, None);
     let resume_live = crate::cli::live::Resume {
         token: loaded
             .as_ref()

@@ -19,6 +19,7 @@
 //! A lost connection is retried with backoff, the monitor waiting with its state.
 
 use super::{Backoff, Options, Resume, Url};
+use crate::notice::Notice;
 use crate::time::Time;
 use crate::trace::{InputSchema, ObjectRows, OutputWriter, RowReader, TraceError, TraceErrorKind};
 use crate::value::{Key, Sample, Value};
@@ -188,7 +189,7 @@ struct EntryReader {
     backoff: Backoff,
 }
 
-pub(super) fn open_input(
+pub fn open_input(
     what: &str,
     url: &Url,
     schema: &InputSchema,
@@ -226,7 +227,7 @@ pub(super) fn open_input(
         number: 0,
         stamp: None,
         after_error: false,
-        backoff: Backoff::new(),
+        backoff: Backoff::new(options.notify.clone()),
     }))
 }
 
@@ -291,10 +292,10 @@ impl EntryReader {
                 // made again, it reads on from the stream's start.
                 Err(e) if e.code() == Some("NOGROUP") && self.group.is_some() => {
                     let name = self.group.as_ref().map_or("", |g| g.name.as_str());
-                    super::super::say(format_args!(
-                        "vigil: {}: group `{name}` is gone; making it again\n",
-                        self.what
-                    ));
+                    (self.backoff.notify)(Notice::GroupRemade {
+                        what: self.what.clone(),
+                        group: name.to_string(),
+                    });
                     make_group(con, &self.stream, name)
                         .map_err(|e| self.io_error(e.to_string()))?;
                     continue;
@@ -430,7 +431,7 @@ struct Pending {
 }
 
 /// `--output redis://…`.
-pub(super) struct Appender {
+pub struct Appender {
     what: String,
     client: Client,
     con: Option<Connection>,
@@ -448,7 +449,7 @@ pub(super) struct Appender {
 }
 
 impl Appender {
-    pub(super) fn open(
+    pub fn open(
         what: &str,
         url: &Url,
         names: Vec<String>,
@@ -475,7 +476,7 @@ impl Appender {
             pending: Vec::new(),
             written,
             stored,
-            backoff: Backoff::new(),
+            backoff: Backoff::new(options.notify.clone()),
         })
     }
 

@@ -22,6 +22,7 @@
 //! monitor back rather than filling memory.
 
 use super::{Backoff, Options, Url, arrival};
+use crate::notice::{Notice, Notify};
 use crate::time::Time;
 use crate::trace::{
     InputSchema, ObjectRows, OutputFormat, OutputWriter, RowReader, TraceError, TraceErrorKind,
@@ -236,7 +237,7 @@ fn input_row(input: &str, payload: &str, time: Option<&str>) -> Result<String, S
 /// Opens an MQTT source: connects, subscribes, and returns once the broker
 /// has confirmed the subscriptions (so that whatever is published after
 /// this is seen), with one reader per source.
-pub(super) fn open_input(
+pub fn open_input(
     name: &str,
     url: &Url,
     schema: &InputSchema,
@@ -276,11 +277,15 @@ pub(super) fn open_input(
         qos: qos(options.qos),
         time: options.time.as_ref().map(|(f, _)| f.clone()),
         ready: Some(ready_tx),
+        notify: options.notify.clone(),
     };
     std::thread::spawn(move || listener.run(connection));
     match ready_rx.recv_timeout(CONNECT_WAIT) {
         Ok(Ok(topics)) => {
-            super::super::say(format_args!("vigil: subscribed to {name}: {topics}\n"));
+            (options.notify)(Notice::Subscribed {
+                what: name.to_string(),
+                topics,
+            });
             Ok(readers)
         }
         Ok(Err(e)) => Err(format!("--input {name}: cannot connect: {e}")),
@@ -302,11 +307,12 @@ struct Listener {
     /// Told once the first subscriptions are confirmed (or the first
     /// connection failed): the topics, or the error.
     ready: Option<SyncSender<Result<String, String>>>,
+    notify: Notify,
 }
 
 impl Listener {
     fn run(mut self, mut connection: Connection) {
-        let mut backoff = Backoff::new();
+        let mut backoff = Backoff::new(self.notify.clone());
         let mut ended = vec![false; self.routes.len()];
         let mut last = Time(0);
         loop {
@@ -489,6 +495,7 @@ impl RowReader for MessageReader {
 /// drop it sends what is queued and disconnects.
 struct Sink {
     what: String,
+    notify: Notify,
     client: Client,
     qos: QoS,
     done: Receiver<()>,
@@ -500,19 +507,20 @@ struct Sink {
 }
 
 impl Sink {
-    fn open(what: &str, url: &Url, level: u8) -> Result<Sink, String> {
+    fn open(what: &str, url: &Url, level: u8, notify: &Notify) -> Result<Sink, String> {
         let (client, mut connection) = connection(url, "out", OUTGOING, qos(level));
         let (ready_tx, ready_rx) = sync_channel::<Result<(), String>>(1);
         let (done_tx, done) = sync_channel(1);
         let name = what.to_string();
         let completed = Arc::new(std::sync::atomic::AtomicU64::new(0));
         let taken = completed.clone();
+        let lost = notify.clone();
         let level = qos(level);
         std::thread::spawn(move || {
             let count = || {
                 taken.fetch_add(1, std::sync::atomic::Ordering::Release);
             };
-            let mut backoff = Backoff::new();
+            let mut backoff = Backoff::new(lost);
             let mut ready = Some(ready_tx);
             let mut leaving = false;
             // Publications not yet acknowledged when the connection went:
@@ -564,6 +572,7 @@ impl Sink {
         match ready_rx.recv_timeout(CONNECT_WAIT) {
             Ok(Ok(())) => Ok(Sink {
                 what: what.to_string(),
+                notify: notify.clone(),
                 client,
                 qos: level,
                 done,
@@ -613,11 +622,10 @@ impl Drop for Sink {
         }
         match self.done.recv_timeout(Duration::from_secs(1)) {
             Ok(()) | Err(RecvTimeoutError::Disconnected) if all => {}
-            _ => super::super::say(format_args!(
-                "warning: {}: the broker did not take the last outputs within {} s; some may be lost\n",
-                self.what,
-                DRAIN_WAIT.as_secs()
-            )),
+            _ => (self.notify)(Notice::Undelivered {
+                what: self.what.clone(),
+                seconds: DRAIN_WAIT.as_secs(),
+            }),
         }
     }
 }
@@ -650,7 +658,7 @@ impl Buffer {
 }
 
 /// `--output mqtt://…`: each step published.
-pub(super) struct Publisher {
+pub struct Publisher {
     sink: Sink,
     /// The output columns, and their topics.
     topics: Vec<String>,
@@ -659,7 +667,7 @@ pub(super) struct Publisher {
 }
 
 impl Publisher {
-    pub(super) fn open(
+    pub fn open(
         what: &str,
         url: &Url,
         names: Vec<String>,
@@ -671,7 +679,7 @@ impl Publisher {
                 url.path
             ));
         }
-        let sink = Sink::open(what, url, options.qos)?;
+        let sink = Sink::open(what, url, options.qos, &options.notify)?;
         let topics = names.iter().map(|n| topic(&url.path, n)).collect();
         let rows = options.mqtt_output_rows.as_ref().map(|t| {
             let buffer = Buffer::default();
@@ -731,16 +739,16 @@ impl OutputWriter for Publisher {
 }
 
 /// Alert lines published to `PREFIX/alerts`, one message per line.
-pub(super) struct AlertLines {
+pub struct AlertLines {
     sink: Sink,
     topic: String,
     line: Vec<u8>,
 }
 
 impl AlertLines {
-    pub(super) fn open(what: &str, url: &Url, options: &Options) -> Result<AlertLines, String> {
+    pub fn open(what: &str, url: &Url, options: &Options) -> Result<AlertLines, String> {
         Ok(AlertLines {
-            sink: Sink::open(what, url, options.qos)?,
+            sink: Sink::open(what, url, options.qos, &options.notify)?,
             topic: topic(&url.path, "alerts"),
             line: Vec::new(),
         })

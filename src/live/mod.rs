@@ -1,12 +1,13 @@
-//! Live transports of `vigil run`: MQTT (`mqtt.rs`) and Redis Streams (`redis_streams.rs`), as
-//! sources (`--input URL`, readers of rows) and sinks (`--output URL`, writers of steps).
+//! Live transports: MQTT (`mqtt.rs`) and Redis Streams (`redis_streams.rs`), as sources
+//! (`vigil run --input URL`, readers of rows) and sinks (`--output URL`, writers of steps).
 //!
 //! A live source is a [`RowReader`] like a trace file's, so every run reads it the way it reads a
 //! file: alone (checkpoints included), or merged with other sources by time. It stamps each row
 //! itself ([`RowReader::stamp`]: an MQTT message's arrival, a Redis entry's ID), which a merged
 //! run uses when the row has no time field. A live sink is an [`OutputWriter`]. Both keep going
-//! when their broker goes away: they reconnect with backoff ([`Backoff`]), say so on standard
-//! error, and the monitor keeps its state.
+//! when their broker goes away: they reconnect with backoff ([`Backoff`]), say so through the
+//! run's [`Notify`] (the command line prints it on standard error), and the monitor keeps its
+//! state.
 //!
 //! Each transport is a Cargo feature (`mqtt`, `redis`); a build without one still knows its
 //! URLs and options, and refuses them with the feature to rebuild with ([`Transport`]).
@@ -20,13 +21,13 @@ mod mqtt;
 #[cfg(feature = "redis")]
 mod redis_streams;
 
-use super::RunArgs;
+use crate::notice::{Notice, Notify};
 use crate::trace::{InputSchema, OutputWriter, RowReader};
 use std::time::Duration;
 
 /// `url` as messages, logs and checkpoints show it: a password in it
 /// replaced by `***`.
-pub(super) fn redact(url: &str) -> String {
+pub fn redact(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return url.to_string();
     };
@@ -41,7 +42,7 @@ pub(super) fn redact(url: &str) -> String {
 }
 
 /// Whether `input` names a live source rather than a file.
-pub(super) fn is_url(input: &str) -> bool {
+pub fn is_url(input: &str) -> bool {
     input.starts_with("mqtt://") || input.starts_with("redis://")
 }
 
@@ -87,10 +88,16 @@ impl Transport {
             Err(format!(
                 "`{}`: {}",
                 redact(url),
-                super::not_built(transport.feature())
+                not_built(transport.feature())
             ))
         }
     }
+}
+
+/// Refuses the live URL `url` if this build lacks its transport, naming the
+/// Cargo feature to rebuild with.
+pub fn check_url(url: &str) -> Result<(), String> {
+    Transport::check(url).map(|_| ())
 }
 
 /// A broker's address and the path after it:
@@ -145,114 +152,61 @@ impl Url {
     }
 }
 
-/// The options of a run that live endpoints read.
-#[derive(Clone, Debug)]
-pub(super) struct Options {
-    qos: u8,
-    mqtt_rows: Option<String>,
-    mqtt_output_rows: Option<String>,
-    mqtt_topics: Option<String>,
+/// The options of a run that live endpoints read (the command line's
+/// `--qos`, `--mqtt-rows`, … of the same names).
+#[derive(Clone)]
+pub struct Options {
+    /// The MQTT quality of service, 0 to 2.
+    pub qos: u8,
+    /// An MQTT topic whose messages are whole rows (JSON objects).
+    pub mqtt_rows: Option<String>,
+    /// An MQTT topic to publish whole output rows to.
+    pub mqtt_output_rows: Option<String>,
+    /// The MQTT topic of each input (`input=topic,…`).
+    pub mqtt_topics: Option<String>,
     /// `--time`'s field, and its cell in the schema.
-    time: Option<(String, usize)>,
-    group: Option<(String, String)>,
-    drain: bool,
+    pub time: Option<(String, usize)>,
+    /// A Redis consumer group and consumer name.
+    pub group: Option<(String, String)>,
+    /// Whether a Redis source ends at the stream's end instead of waiting.
+    pub drain: bool,
     /// `--key`'s input (a keyed run's MQTT topics name the key).
-    key: Option<String>,
+    pub key: Option<String>,
     /// A Redis group acknowledges entries as soon as they are read (a run
     /// that does not say when rows are done, [`RowReader::commit`]).
-    pub(super) ack_on_read: bool,
+    pub ack_on_read: bool,
+    /// Where the transports' notices go (a lost broker, a reconnect).
+    pub notify: Notify,
 }
 
-impl Options {
-    pub(super) fn of(args: &RunArgs, time_cell: Option<usize>) -> Options {
-        Options {
-            qos: args.qos,
-            mqtt_rows: args.mqtt_rows.clone(),
-            mqtt_output_rows: args.mqtt_output_rows.clone(),
-            mqtt_topics: args.mqtt_topics.clone(),
-            time: args.time.clone().zip(time_cell),
-            group: args.group.clone().zip(args.consumer.clone()),
-            drain: args.drain,
-            key: args.key.clone(),
-            ack_on_read: false,
-        }
-    }
-}
-
-/// Refuses a transport's options without its transport (they would be
-/// silently ignored), and a file for the outputs of a live sink.
-pub(super) fn check_options(args: &RunArgs) -> Result<(), String> {
-    // First the transports this build lacks: the other refusals would only
-    // lead to them.
-    let urls = args.input.iter().map(String::as_str).filter(|i| is_url(i));
-    for url in urls.chain(args.output.live()) {
-        Transport::check(url)?;
-    }
-    let mqtt_in = args.input.iter().any(|i| i.starts_with("mqtt://"));
-    let redis_in = args.input.iter().any(|i| i.starts_with("redis://"));
-    let mqtt_out = matches!(args.output, super::OutputArg::Mqtt(_));
-    let unused = [
-        (
-            args.mqtt_rows.is_some() && !mqtt_in,
-            "--mqtt-rows",
-            "an mqtt:// --input",
-        ),
-        (
-            args.mqtt_topics.is_some() && !mqtt_in,
-            "--mqtt-topics",
-            "an mqtt:// --input",
-        ),
-        (
-            args.mqtt_output_rows.is_some() && !mqtt_out,
-            "--mqtt-output-rows",
-            "an mqtt:// --output",
-        ),
-        (
-            args.qos != 1 && !mqtt_in && !mqtt_out,
-            "--qos",
-            "an mqtt:// --input or --output",
-        ),
-        (
-            args.group.is_some() && !redis_in,
-            "--group",
-            "a redis:// --input",
-        ),
-        (args.drain && !redis_in, "--drain", "a redis:// --input"),
-    ];
-    if let Some((_, flag, needs)) = unused.iter().find(|(bad, ..)| *bad) {
-        return Err(format!("{flag} needs {needs}"));
-    }
-    if args.output.live().is_some() && args.output_file.is_some() {
-        return Err("--output-file and a live --output do not go together".into());
-    }
-    Ok(())
+/// The message refusing what a build without Cargo feature `feature` lacks.
+pub(crate) fn not_built(feature: &str) -> String {
+    format!(
+        "this vigil was built without the `{feature}` feature; rebuild with `--features {feature}`"
+    )
 }
 
 /// The checkpointed position of a resumed run's live input and output.
 #[derive(Clone, Debug, Default)]
-pub(super) struct Resume {
+pub struct Resume {
     /// The last entry the checkpointed run consumed.
-    pub(super) token: Option<String>,
+    pub token: Option<String>,
     /// The entries it had written to the output stream.
-    pub(super) written: Option<u64>,
-}
-
-/// Whether a live input is read as several sources, one per topic: an MQTT
-/// input with a topic per input and `--time` (each topic's messages are in
-/// time order, not those of different topics), which needs the merge.
-pub(super) fn splits(input: &str, args: &RunArgs) -> bool {
-    input.starts_with("mqtt://") && args.mqtt_rows.is_none() && args.time.is_some()
+    pub written: Option<u64>,
 }
 
 /// One reader of a live source, and its name in messages.
-pub(super) struct Source {
-    pub(super) name: String,
-    pub(super) reader: Box<dyn RowReader>,
+pub struct Source {
+    /// The source's name (the redacted URL, and its topic when an input
+    /// is read as a source per topic).
+    pub name: String,
+    /// Its rows.
+    pub reader: Box<dyn RowReader>,
 }
 
 /// Opens the live source `input` for rows of `schema`: its readers (one,
 /// or one per topic when [`splits`] says so).
-pub(super) fn open_input(
+pub fn open_input(
     input: &str,
     schema: &InputSchema,
     options: &Options,
@@ -278,14 +232,14 @@ pub(super) fn open_input(
         #[cfg(not(all(feature = "mqtt", feature = "redis")))]
         missing => {
             let _ = (schema, options, resume);
-            Err(super::not_built(missing.feature()))
+            Err(not_built(missing.feature()))
         }
     }
 }
 
 /// Opens the live source `input` as one trace, for a run that reads it
 /// unmerged (one where [`splits`] says no): its one reader, streaming.
-pub(super) fn open_one(
+pub fn open_one(
     input: &str,
     schema: &InputSchema,
     options: &Options,
@@ -304,7 +258,7 @@ pub(super) fn open_one(
 }
 
 /// Opens the live sink `output` for steps with the output columns `names`.
-pub(super) fn open_output(
+pub fn open_output(
     output: &str,
     names: Vec<String>,
     options: &Options,
@@ -336,17 +290,14 @@ pub(super) fn open_output(
         #[cfg(not(all(feature = "mqtt", feature = "redis")))]
         missing => {
             let _ = (names, options, resume);
-            Err(super::not_built(missing.feature()))
+            Err(not_built(missing.feature()))
         }
     }
 }
 
 /// Where an MQTT sink publishes alerts (`PREFIX/alerts`), as a line writer.
 #[cfg(feature = "mqtt")]
-pub(super) fn alerts_sink(
-    output: &str,
-    options: &Options,
-) -> Result<Box<dyn std::io::Write>, String> {
+pub fn alerts_sink(output: &str, options: &Options) -> Result<Box<dyn std::io::Write>, String> {
     let url = Url::parse(output, "mqtt", 1883)?;
     Ok(Box::new(mqtt::AlertLines::open(
         &redact(output),
@@ -358,9 +309,9 @@ pub(super) fn alerts_sink(
 /// Without the `mqtt` feature there is no MQTT sink to publish alerts to
 /// (`check_options` has refused it before).
 #[cfg(not(feature = "mqtt"))]
-pub(super) fn alerts_sink(output: &str, _: &Options) -> Result<Box<dyn std::io::Write>, String> {
+pub fn alerts_sink(output: &str, _: &Options) -> Result<Box<dyn std::io::Write>, String> {
     Transport::check(output)?;
-    Err(super::not_built("mqtt"))
+    Err(not_built("mqtt"))
 }
 
 /// Waits between attempts to reach a broker: 100 ms, doubling up to 5 s,
@@ -369,16 +320,18 @@ struct Backoff {
     next: Duration,
     /// Whether the broker is away (said once per loss).
     lost: bool,
+    notify: Notify,
 }
 
 impl Backoff {
     const FIRST: Duration = Duration::from_millis(100);
     const LAST: Duration = Duration::from_secs(5);
 
-    fn new() -> Backoff {
+    fn new(notify: Notify) -> Backoff {
         Backoff {
             next: Backoff::FIRST,
             lost: false,
+            notify,
         }
     }
 
@@ -386,9 +339,10 @@ impl Backoff {
     /// this loss) and waits before the next attempt.
     fn failed(&mut self, what: &str, error: &dyn std::fmt::Display) {
         if !self.lost {
-            super::say(format_args!(
-                "vigil: lost {what}: {error}; reconnecting (the monitor keeps its state)\n"
-            ));
+            (self.notify)(Notice::Lost {
+                what: what.to_string(),
+                error: error.to_string(),
+            });
             self.lost = true;
         }
         std::thread::sleep(self.next);
@@ -398,7 +352,9 @@ impl Backoff {
     /// The broker answers again.
     fn connected(&mut self, what: &str) {
         if self.lost {
-            super::say(format_args!("vigil: reconnected to {what}\n"));
+            (self.notify)(Notice::Reconnected {
+                what: what.to_string(),
+            });
         }
         self.lost = false;
         self.next = Backoff::FIRST;
