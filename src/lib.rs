@@ -75,6 +75,7 @@ pub mod live;
 pub mod merge;
 mod monitor;
 pub mod notice;
+pub mod pipeline;
 mod row;
 // With an outer doc line rustdoc resolves the module doc's links from the crate root, as
 // src/scale.rs writes them (`crate::scale::…`). (The line here had been `time`'s summary,

@@ -9,7 +9,7 @@ use std::fmt;
 use std::sync::Arc;
 
 /// What a stage says.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum Notice {
     /// A broker or connection was lost; the stage reconnects with backoff,
     /// the monitor keeping its state. Said once per loss.
@@ -47,12 +47,66 @@ pub enum Notice {
         /// How long it waited.
         seconds: u64,
     },
+    /// A `tcp://` input listens (a port 0 asked for any free port: this is
+    /// the one to connect to).
+    Listening {
+        /// `tcp://ADDRESS:PORT`.
+        at: String,
+    },
+    /// A `tcp://` listener cannot accept a connection; it retries after a
+    /// pause growing up to `pause` seconds. Said once per episode.
+    AcceptFailing {
+        /// The listener.
+        at: String,
+        /// Why, with a hint where one helps.
+        error: String,
+        /// The longest pause between retries, in seconds.
+        pause: f64,
+    },
+    /// The listener accepts connections again.
+    Accepting {
+        /// The listener.
+        at: String,
+    },
+    /// A source's reader warns (a column of no input, say).
+    Trace(String),
+    /// A malformed row was dropped (said under the `warn` policy only).
+    Skipped(String),
+    /// A late row was re-stamped: where it is, its own time and its stamp,
+    /// as the run writes times. The first few of a run are said.
+    Late {
+        /// Where the row is.
+        at: String,
+        /// The time it carried.
+        own: String,
+        /// The time it was stamped with.
+        stamp: String,
+    },
+    /// An input two sources set at one time: the value of the source given
+    /// first is kept. The first few of a run are said.
+    Clash {
+        /// The step's time, as the run writes times.
+        time: String,
+        /// The input.
+        input: String,
+        /// The source whose value is kept, and the one whose is dropped.
+        kept: String,
+        /// The other source.
+        dropped: String,
+    },
 }
 
 impl Notice {
     /// Whether the notice warns of a possible loss (rather than informs).
     pub fn is_warning(&self) -> bool {
-        matches!(self, Notice::Undelivered { .. })
+        matches!(
+            self,
+            Notice::Undelivered { .. }
+                | Notice::Trace(_)
+                | Notice::Skipped(_)
+                | Notice::Late { .. }
+                | Notice::Clash { .. }
+        )
     }
 }
 
@@ -71,6 +125,27 @@ impl fmt::Display for Notice {
             Notice::Undelivered { what, seconds } => write!(
                 f,
                 "{what}: the broker did not take the last outputs within {seconds} s; some may be lost"
+            ),
+            Notice::Listening { at } => write!(f, "listening on {at}"),
+            Notice::AcceptFailing { at, error, pause } => write!(
+                f,
+                "{at}: cannot accept a connection: {error}; retrying after a pause that grows to {pause}s, until it can"
+            ),
+            Notice::Accepting { at } => write!(f, "{at}: accepting connections again"),
+            Notice::Trace(w) => write!(f, "{w}"),
+            Notice::Skipped(what) => write!(f, "{what}; the row is skipped"),
+            Notice::Late { at, own, stamp } => write!(
+                f,
+                "{at}: a late row (time {own}) is re-stamped to {stamp} (within --lateness, or after its trace was idle past --idle-timeout)"
+            ),
+            Notice::Clash {
+                time,
+                input,
+                kept,
+                dropped,
+            } => write!(
+                f,
+                "time {time}: `{input}` is set by both `{kept}` and `{dropped}`; the value of `{kept}` is kept (the first --input has priority)"
             ),
         }
     }

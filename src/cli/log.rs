@@ -53,6 +53,17 @@ pub(super) enum Event {
     Reset,
 }
 
+impl From<crate::pipeline::Event> for Event {
+    fn from(e: crate::pipeline::Event) -> Event {
+        match e {
+            crate::pipeline::Event::Rows(step) => Event::Rows(step),
+            crate::pipeline::Event::Tick(t, due) => Event::Tick(t, due),
+            crate::pipeline::Event::Reset => Event::Reset,
+            crate::pipeline::Event::Source(name) => Event::Source(name),
+        }
+    }
+}
+
 /// The log format version this vigil writes and reads.
 pub(super) const LOG_VERSION: u64 = 1;
 

@@ -9,7 +9,7 @@
 
 use super::{RunArgs, say};
 use crate::monitor::{Spec, Stats, Tier};
-use crate::trace::{OutputFormat, OutputWriter, RowReader, TraceError, TraceErrorKind};
+use crate::trace::{OutputFormat, OutputWriter, RowReader, TraceError};
 use crate::value::{Key, Sample, Value};
 use clap::ValueEnum;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -279,7 +279,17 @@ pub(super) struct Tally {
 /// go on after it: a malformed row, read whole. An I/O error or a reader
 /// that cannot continue always stops the run.
 pub(super) fn droppable(policy: OnMalformed, e: &TraceError, reader: &dyn RowReader) -> bool {
-    policy != OnMalformed::Stop && e.kind == TraceErrorKind::Malformed && reader.can_continue()
+    crate::pipeline::droppable(policy.into(), e, reader)
+}
+
+impl From<OnMalformed> for crate::pipeline::Malformed {
+    fn from(policy: OnMalformed) -> crate::pipeline::Malformed {
+        match policy {
+            OnMalformed::Stop => crate::pipeline::Malformed::Stop,
+            OnMalformed::Skip => crate::pipeline::Malformed::Skip,
+            OnMalformed::Warn => crate::pipeline::Malformed::Warn,
+        }
+    }
 }
 
 impl Tally {
@@ -316,11 +326,11 @@ impl Tally {
         true
     }
 
-    /// A malformed row the reader dropped (a reader on a thread of its own,
-    /// which applied the policy itself).
-    pub(super) fn skipped_row(&mut self, what: &dyn std::fmt::Display) {
-        self.rows_read += 1;
-        self.dropped(what);
+    /// Adds the rows a feed read and the malformed rows it dropped (a merged
+    /// run's feed counts them, and says the dropped ones itself).
+    pub(super) fn add_read(&mut self, rows: u64, skipped: u64) {
+        self.rows_read += rows;
+        self.skipped += skipped;
     }
 
     fn dropped(&mut self, what: &dyn std::fmt::Display) {

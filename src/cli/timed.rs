@@ -1,20 +1,19 @@
 //! `vigil run` with time: every `--input` a source, merged into one sequence of steps by time.
 //!
-//! A run goes here when it has `--time FIELD` or more than one `--input`. Each source is read
-//! with the same schema (the declared inputs, the undeclared `--pass` fields and the time field
-//! if it is not an input); each row is stamped with its time (its time field read in
-//! `--time-unit` or as RFC 3339; an `.input` trace's step number; without `--time`, its index
-//! in its source) and handed to `crate::merge::Merge`, which gives the steps in the one order
-//! the stamps define. The loop reads a row from whichever source the merge needs next, so a
-//! step is evaluated as soon as it is final and no source is read ahead further than that.
+//! A run goes here when it has `--time FIELD`, more than one `--input`, `--record` or a
+//! periodic specification. Each source is opened with the same schema (the declared inputs,
+//! the undeclared `--pass` fields and the time field if it is not an input) and handed to the
+//! library's feed (`crate::pipeline::Feed`), which stamps its rows, merges them and makes the
+//! periodic streams' ticks due; this module evaluates the events it gives, writes them, and
+//! prints its notices.
 //!
 //! Each step's time leads its CSV/JSON-lines output row (`time`) and its alert lines; the
 //! text output stays the Trustworthiness Checker's. Clashes (an input two sources set at one
 //! time) and re-stamped late rows are reported on standard error (the first few) and counted in
 //! `--summary`.
 //!
-//! The steps come from a `Feed`: the live merge of the sources (optionally writing each step to
-//! a replay log, `--record`, and optionally comparing each with a log, `vigil replay --check`),
+//! The steps come from `Steps`: the feed of the sources (optionally writing each event to a
+//! replay log, `--record`, and optionally comparing each with a log, `vigil replay --check`),
 //! or a replay log read back (`vigil replay`), whose steps are re-merged from the rows it
 //! recorded, so that a replay evaluates exactly the recorded steps.
 
@@ -22,320 +21,18 @@ use super::checkpoint::{self, Checkpointable, Runner};
 use super::log::{Event, Header, LogReader, LogWriter};
 use super::ops::{self, View};
 use super::{
-    Alerts, Exit, OnMalformed, ReplayArgs, RunArgs, error, load_spec, row_location, say, stop,
-    trace_exit, trace_format,
+    Alerts, Exit, OnMalformed, ReplayArgs, RunArgs, error, load_spec, say, stop, trace_format,
 };
 use crate::lang::ast::{GapPolicy, ResetPolicy};
-use crate::merge::{Merge, Step};
+use crate::merge::Step;
 use crate::monitor::Spec;
+use crate::notice::Notice;
+use crate::pipeline::{self, Feed, FeedOptions, StopKind, show};
 use crate::row::StepError;
-use crate::time::{Scheduler, Time, TimeForm, TimeUnit};
+use crate::time::{Time, TimeForm, TimeUnit};
 use crate::trace::{self, OutputFormat, OutputWriter, ReaderOptions, RowReader, TraceFormat};
 use crate::value::Value;
 use std::io::{self, Write};
-
-/// The clashes and late rows reported one by one before only counting.
-const REPORTED: u64 = 10;
-
-/// One source of the run.
-struct Source {
-    name: String,
-    feeder: Feeder,
-    format: TraceFormat,
-    /// Rows read from it this epoch (a row's time without `--time`).
-    rows: u64,
-    /// Rows read from it since the trace's start.
-    read: u64,
-    /// Where it stood after each row (and time reset) the merge holds,
-    /// oldest first, and after the last one the run took: what a
-    /// checkpoint records.
-    marks: std::collections::VecDeque<Mark>,
-    taken: Mark,
-}
-
-impl Source {
-    fn new(name: String, feeder: Feeder, format: TraceFormat) -> Source {
-        Source {
-            name,
-            feeder,
-            format,
-            rows: 0,
-            read: 0,
-            marks: Default::default(),
-            taken: Mark::default(),
-        }
-    }
-
-    /// The run took the queued item `entry` (a row of a step, or a time
-    /// reset): it and everything before it are behind the source now.
-    fn take(&mut self, entry: Entry) {
-        while let Some(m) = self.marks.pop_front() {
-            let found = m.entry == entry;
-            self.taken = m;
-            if found {
-                return;
-            }
-        }
-        unreachable!("the merge took an item its source did not mark");
-    }
-
-    /// The last mark made: the newest queued, else the last taken.
-    fn last_mark(&mut self) -> &mut Mark {
-        self.marks.back_mut().unwrap_or(&mut self.taken)
-    }
-}
-
-/// An item a source put in the merge's queue.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-enum Entry {
-    /// Nothing yet (a source's start).
-    #[default]
-    Start,
-    /// The row with this sequence number.
-    Row(u64),
-    /// A time reset.
-    Reset,
-}
-
-/// Where a source stood after an item it queued (see `Source::marks`).
-#[derive(Clone, Debug, Default)]
-struct Mark {
-    entry: Entry,
-    /// The reader's position and resume token after the item's row.
-    at: Where,
-    /// `Source::read` and `Source::rows` after it.
-    read: u64,
-    epoch_rows: u64,
-    /// The merge's mark of the source after it.
-    merge: Option<crate::merge::SourceMark>,
-    /// Whether a time reset read with the row follows it (an `.input`
-    /// trace's marker, read past with the row): a resume from the row's
-    /// position queues it again.
-    then_reset: bool,
-}
-
-/// A reader's position and resume token after a row.
-#[derive(Clone, Debug, Default)]
-struct Where {
-    position: Option<trace::TracePosition>,
-    token: Option<String>,
-}
-
-/// How a source's rows arrive: read here when asked for, or from a reader
-/// on a thread of its own (live sources merged with others, so that one
-/// silent source does not stop the others being read, and `--idle-timeout`
-/// can tell it is silent).
-enum Feeder {
-    Direct(Box<dyn RowReader>),
-    Thread(std::sync::mpsc::Receiver<Msg>),
-}
-
-/// What a source delivers next.
-enum Msg {
-    /// A row, where it is (for messages, and the reader's position after
-    /// it), and the stamp its source gave it.
-    Row(Vec<Option<Value>>, String, Where, Option<Time>),
-    /// A malformed row dropped (`--on-malformed skip|warn`).
-    Skipped(String),
-    Warning(String),
-    End,
-    /// An error that ends the source (and the run), with its status.
-    Failed(String, Exit),
-    /// A time reset after the row before (an `.input` trace's marker).
-    Reset,
-}
-
-/// Reads the next row of `reader` (a source `name` of `format` that has
-/// given `rows` rows): warnings first, then what came.
-fn read_one(
-    reader: &mut dyn RowReader,
-    name: &str,
-    format: TraceFormat,
-    rows: u64,
-    width: usize,
-    policy: OnMalformed,
-) -> (Vec<String>, Msg, bool) {
-    let mut cells = vec![None; width];
-    let next = reader.next_row(&mut cells);
-    let warnings = reader.take_warnings();
-    let msg = match next {
-        Ok(true) => {
-            let lines = format != TraceFormat::Tc;
-            Msg::Row(
-                cells,
-                row_location(name, reader, lines, rows + 1),
-                Where {
-                    position: reader.position(),
-                    token: reader.resume_token(),
-                },
-                reader.stamp(),
-            )
-        }
-        Ok(false) => Msg::End,
-        Err(e) if ops::droppable(policy, &e, reader) => Msg::Skipped(e.to_string()),
-        Err(e) => Msg::Failed(e.to_string(), trace_exit(&e)),
-    };
-    let reset = matches!(msg, Msg::Row(..)) && reader.take_reset();
-    (warnings, msg, reset)
-}
-
-/// Reads a source on a thread of its own (opened there by `open`: a reader
-/// stays on the thread that opened it), sending what it reads: at most a
-/// few hundred rows ahead, as the channel is bounded, so a fast source waits
-/// for the merge rather than filling memory.
-fn spawn_reader(
-    name: String,
-    format: TraceFormat,
-    width: usize,
-    policy: OnMalformed,
-    open: impl FnOnce() -> Result<Box<dyn RowReader>, String> + Send + 'static,
-) -> std::sync::mpsc::Receiver<Msg> {
-    let (tx, rx) = std::sync::mpsc::sync_channel(256);
-    std::thread::spawn(move || {
-        let mut reader = match open() {
-            Ok(r) => r,
-            Err(e) => {
-                let _ = tx.send(Msg::Failed(e, Exit::Failure));
-                return;
-            }
-        };
-        let mut rows = 0;
-        loop {
-            let (warnings, msg, reset) =
-                read_one(reader.as_mut(), &name, format, rows, width, policy);
-            for w in warnings {
-                if tx.send(Msg::Warning(w)).is_err() {
-                    return;
-                }
-            }
-            rows += u64::from(matches!(msg, Msg::Row(..)));
-            let last = matches!(msg, Msg::End | Msg::Failed(..));
-            // The run gone (it stopped), or the source done: stop reading.
-            if tx.send(msg).is_err() || last {
-                return;
-            }
-            if reset {
-                rows = 0;
-                if tx.send(Msg::Reset).is_err() {
-                    return;
-                }
-            }
-        }
-    });
-    rx
-}
-
-/// A connection accepted by a `tcp://` input: its name and its rows.
-type Connection = (String, std::sync::mpsc::Receiver<Msg>);
-
-/// Accepts connections on `listener`, each a JSON-lines source read on a
-/// thread of its own, handed to the run in accept order.
-fn spawn_listener(
-    listener: std::net::TcpListener,
-    schema: crate::trace::InputSchema,
-    policy: OnMalformed,
-) -> std::sync::mpsc::Receiver<Connection> {
-    let (tx, rx) = std::sync::mpsc::channel();
-    let at = match listener.local_addr() {
-        Ok(a) => format!("tcp://{a}"),
-        Err(_) => "the tcp:// input".to_string(),
-    };
-    std::thread::spawn(move || {
-        let mut backoff = AcceptBackoff::new();
-        for stream in listener.incoming() {
-            let stream = match stream {
-                Ok(s) => {
-                    backoff.accepted(&at);
-                    s
-                }
-                // A connection that went before it was taken: the
-                // listener itself is fine.
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::ConnectionAborted
-                            | io::ErrorKind::ConnectionReset
-                            | io::ErrorKind::Interrupted
-                    ) =>
-                {
-                    continue;
-                }
-                Err(e) => {
-                    backoff.failed(&at, &e);
-                    continue;
-                }
-            };
-            let name = match stream.peer_addr() {
-                Ok(a) => format!("tcp://{a}"),
-                Err(_) => "tcp://?".to_string(),
-            };
-            let (n, schema) = (name.clone(), schema.clone());
-            let width = schema.names.len();
-            let rows = spawn_reader(name.clone(), TraceFormat::Jsonl, width, policy, move || {
-                let source = Box::new(io::BufReader::new(stream));
-                trace::reader_from_bufread(&n, source, TraceFormat::Jsonl, &schema)
-                    .map_err(|e| e.to_string())
-            });
-            if tx.send((name, rows)).is_err() {
-                return;
-            }
-        }
-    });
-    rx
-}
-
-/// Waits between failed accepts of a `tcp://` listener. A failure that
-/// lasts (out of file descriptors: `EMFILE`, `ENFILE`; out of memory) fails
-/// again at once on every retry, as the pending connection stays queued, so
-/// retrying without a pause would spin a core: the pause starts at 10 ms and
-/// doubles up to 1 s, back to 10 ms once a connection is accepted. The
-/// failure is said once per episode (a run of failures), not per failure.
-struct AcceptBackoff {
-    next: std::time::Duration,
-    /// Whether accepting is failing (said once).
-    failing: bool,
-}
-
-impl AcceptBackoff {
-    const FIRST: std::time::Duration = std::time::Duration::from_millis(10);
-    const LAST: std::time::Duration = std::time::Duration::from_secs(1);
-
-    fn new() -> AcceptBackoff {
-        AcceptBackoff {
-            next: AcceptBackoff::FIRST,
-            failing: false,
-        }
-    }
-
-    /// Accepting on `at` failed with `error`: says so (the first failure of
-    /// an episode) and waits before the next attempt.
-    fn failed(&mut self, at: &str, error: &io::Error) {
-        if !self.failing {
-            let hint = match error.raw_os_error() {
-                Some(libc::EMFILE | libc::ENFILE) => {
-                    " (out of file descriptors: raise the limit, `ulimit -n`, or have clients close connections)"
-                }
-                _ => "",
-            };
-            say(format_args!(
-                "vigil: {at}: cannot accept a connection: {error}{hint}; retrying after a pause that grows to {}s, until it can\n",
-                AcceptBackoff::LAST.as_secs_f64()
-            ));
-            self.failing = true;
-        }
-        std::thread::sleep(self.next);
-        self.next = (self.next * 2).min(AcceptBackoff::LAST);
-    }
-
-    /// A connection was accepted on `at`.
-    fn accepted(&mut self, at: &str) {
-        if self.failing {
-            say(format_args!("vigil: {at}: accepting connections again\n"));
-        }
-        self.failing = false;
-        self.next = AcceptBackoff::FIRST;
-    }
-}
 
 /// `vigil replay SPEC LOG [--check --input …]`: the run's options come
 /// from the command line, how times were read (and the key) from the log.
@@ -512,7 +209,8 @@ pub(super) fn run(
     if replay.is_none() && args.input.is_empty() {
         return fail("the trace is missing: pass --input FILE (or - for standard input)");
     }
-    let mut sources = Vec::new();
+    // Each source: its name, reader and format.
+    let mut sources: Vec<(String, Box<dyn RowReader>, TraceFormat)> = Vec::new();
     // The sources as a checkpoint records them.
     let mut kept = Vec::new();
     let mut streaming = false;
@@ -550,11 +248,7 @@ pub(super) fn run(
                     format: TraceFormat::Jsonl,
                     trace: None,
                 });
-                sources.push(Source::new(
-                    name,
-                    Feeder::Direct(reader),
-                    TraceFormat::Jsonl,
-                ));
+                sources.push((name, reader, TraceFormat::Jsonl));
             }
             streaming = true;
             continue;
@@ -610,7 +304,7 @@ pub(super) fn run(
             format,
             trace: opened.file,
         });
-        sources.push(Source::new(name, Feeder::Direct(opened.reader), format));
+        sources.push((name, opened.reader, format));
     }
     if let Some(r) = &resumed
         && r.sources() != sources.len()
@@ -622,33 +316,6 @@ pub(super) fn run(
             sources.len()
         ));
     }
-    let policy = args.on_malformed;
-    if streaming && (sources.len() > 1 || listener.is_some()) {
-        // Live sources merged: each read on a thread of its own, by the
-        // reader opened above. (Opening it again there closed the first
-        // one: a FIFO's writer could then find no reader and fail with a
-        // broken pipe.)
-        let width = schema.names.len();
-        sources = sources
-            .into_iter()
-            .map(|mut src| {
-                if let Feeder::Direct(reader) = src.feeder {
-                    let rx = spawn_reader(src.name.clone(), src.format, width, policy, move || {
-                        Ok(reader)
-                    });
-                    src.feeder = Feeder::Thread(rx);
-                }
-                src
-            })
-            .collect();
-    }
-    if let Some(l) = &listener
-        && let Ok(addr) = l.local_addr()
-    {
-        // The address (a port 0 asked for any free port) for whoever connects.
-        say(format_args!("vigil: listening on tcp://{addr}\n"));
-    }
-    let connections = listener.map(|l| spawn_listener(l, schema.clone(), policy));
     let runner = match &mut resumed {
         Some(r) => r.monitor(args, spec),
         None => checkpoint::new_monitor(args, spec),
@@ -709,17 +376,6 @@ pub(super) fn run(
         Err(exit) => return exit,
     };
     let checkpoints = checkpoint::Checkpointer::new(args, kept, output, output_sync, alerts_sync);
-    let mut merge = Merge::new(sources.len(), width, lateness);
-    if let Some(cell) = time_cell {
-        merge = merge.exempt(cell);
-    }
-    if args.key.is_some() {
-        // A keyed row is one key's event: rows at one time stay apart.
-        merge = merge.separate();
-    }
-    if let Some(r) = &resumed {
-        resume_sources(r, &mut sources, &mut merge);
-    }
     let periods: Vec<i64> = match &runner {
         Runner::Single(m) => m.periods().to_vec(),
         Runner::Keyed(_) => Vec::new(),
@@ -737,9 +393,65 @@ pub(super) fn run(
     let on_reset = (args.on_reset.as_deref().map(reset_policy))
         .or(c.on_reset)
         .unwrap_or(ResetPolicy::Cancel);
+    let notify = notices();
+    let mut feed = Feed::new(
+        FeedOptions {
+            names: schema.names.clone(),
+            time_cell,
+            unit,
+            lateness,
+            // A keyed row is one key's event: rows at one time stay apart.
+            separate: args.key.is_some(),
+            malformed: args.on_malformed.into(),
+            idle_timeout: args.idle_timeout.map(std::time::Duration::from_secs_f64),
+            // A replay's ticks are its log's (a checked one's come from its
+            // sources, to be compared with the log's).
+            periods: if replay.as_ref().is_none_or(|(_, check)| *check) {
+                periods.clone()
+            } else {
+                Vec::new()
+            },
+            start,
+            max_gap,
+            on_gap,
+            max_ticks: args.max_ticks,
+            on_reset,
+        },
+        notify.clone(),
+    );
+    let merged_live = streaming && (sources.len() > 1 || listener.is_some());
+    for (name, reader, format) in sources {
+        feed.add_reader(name, reader, format);
+    }
+    if merged_live {
+        // Live sources merged: each read on a thread of its own, by the
+        // reader opened above. (Opening it again there closed the first
+        // one: a FIFO's writer could then find no reader and fail with a
+        // broken pipe.)
+        feed.read_on_threads();
+    }
+    if let Some(l) = listener {
+        if let Ok(addr) = l.local_addr() {
+            // The address (a port 0 asked for any free port) for whoever connects.
+            notify(Notice::Listening {
+                at: format!("tcp://{addr}"),
+            });
+        }
+        let policy = args.on_malformed.into();
+        feed.listen(pipeline::spawn_listener(
+            l,
+            schema.clone(),
+            policy,
+            notify.clone(),
+        ));
+    }
+    if let Some(r) = &resumed {
+        let at: Vec<pipeline::At> = (0..r.sources()).map(|i| r.at(i)).collect();
+        feed.resume(&r.clock().feed, &at);
+    }
     let names: Vec<String> = match &replay {
         Some((log, _)) => log.header().sources.clone(),
-        None => sources.iter().map(|s| s.name.clone()).collect(),
+        None => feed.source_names().map(String::from).collect(),
     };
     let form = replay.as_ref().map(|(log, _)| log.header().form);
     let replay_name = match &replay {
@@ -801,51 +513,31 @@ pub(super) fn run(
         Some((log, true)) => (None, Some(log)),
         None => (None, None),
     };
-    let live = replay.is_none();
-    let clock = resumed.as_ref().map(|r| r.clock());
-    let last_time = clock.and_then(|c| c.last_time).map(Time);
-    let mut feed = Feed {
-        merge,
-        record: record.filter(|_| live && check.is_none()),
+    let mut feed = Steps {
+        record: record.filter(|_| replay.is_none() && check.is_none()),
+        live: feed,
         check,
         replay,
-        scheduler: match clock {
-            Some(c) => c.scheduler.clone(),
-            None => (live && !periods.is_empty()).then(|| Scheduler::new(&periods)),
-        },
-        ticks_until: last_time,
-        pending: Default::default(),
-        connections,
     };
     let mut run = Run {
         args,
         view: &view,
         output,
-        sources,
         names,
         schema_names: schema.names.clone(),
         inputs: spec.input_names().len(),
         time_cell,
         unit,
-        form: match clock.and_then(|c| c.rfc3339) {
-            Some(true) => Some(TimeForm::Rfc3339),
-            Some(false) => Some(TimeForm::Number(unit)),
-            None => form,
-        },
+        form: form.or(feed.live.form()),
         streaming,
         tally: ops::Tally::new(args.on_malformed, ops::Progress::new(true, None)),
         clashes: 0,
-        late: 0,
         status: Exit::Success,
-        start,
-        max_gap,
-        last_time,
         checkpoints,
         ticks: 0,
         periods: periods.len(),
         replaying: replay_name,
-        on_gap,
-        on_reset,
+        notify,
     };
     let result = run.go(&mut feed, &mut runner, writer.as_mut(), &mut alerts);
     let logged = match &mut feed.record {
@@ -865,6 +557,8 @@ pub(super) fn run(
         Ok(s) => s,
         Err(e) => return super::output_error(&e),
     };
+    (run.tally).add_read(feed.live.rows_read(), feed.live.skipped());
+    let late = feed.live.late();
     if args.summary || args.fail_on_trigger {
         let stats = runner.stats();
         say(format_args!(
@@ -873,8 +567,8 @@ pub(super) fn run(
             run.names.len(),
             run.clashes,
             if run.clashes == 1 { "" } else { "es" },
-            run.late,
-            if run.late == 1 { "" } else { "s" },
+            late,
+            if late == 1 { "" } else { "s" },
             run.ticks,
             if run.ticks == 1 { "" } else { "s" },
         ));
@@ -888,27 +582,14 @@ pub(super) fn run(
     super::fail_on_trigger(args, status, alerts.fired)
 }
 
-/// Where the steps come from: the merge of the sources (each step written
-/// to a log with `record`, or compared with a log's with `check`), or a
-/// log's steps (`replay`).
-struct Feed {
-    merge: Merge,
+/// Where the steps come from: the feed of the sources (each step written to
+/// a log with `record`, or compared with a log's with `check`), or a log's
+/// steps (`replay`).
+struct Steps {
+    live: Feed,
     record: Option<Record>,
     check: Option<LogReader>,
     replay: Option<LogReader>,
-    /// The ticks of periodic streams (live runs of a timed spec), and the
-    /// events due before the next step is read.
-    scheduler: Option<Scheduler>,
-    /// The scheduler's ticks up to this time come next, before `pending`.
-    /// They are drawn from the scheduler one at a time as the run asks for
-    /// them, never queued: a jump in time may be due billions of ticks
-    /// (`--max-ticks` allows up to 2^64), and each must be evaluated and
-    /// written before the next is made, so memory stays constant and the
-    /// outputs of a long gap show as they come.
-    ticks_until: Option<Time>,
-    pending: std::collections::VecDeque<Event>,
-    /// A `tcp://` input's connections, each a source joining the merge.
-    connections: Option<std::sync::mpsc::Receiver<Connection>>,
 }
 
 /// A replay log being written: its header waits for the first step, which
@@ -968,7 +649,6 @@ struct Run<'a> {
     args: &'a RunArgs,
     view: &'a View,
     output: OutputFormat,
-    sources: Vec<Source>,
     /// The sources' names (for a replay, as the log names them).
     names: Vec<String>,
     /// The cells' names (inputs, extra fields, time field).
@@ -981,70 +661,24 @@ struct Run<'a> {
     streaming: bool,
     tally: ops::Tally,
     clashes: u64,
-    late: u64,
     /// A keyed run's status so far (a key stopped by a runtime error).
     status: Exit,
-    /// The ticks' origin (`--start`), the longest gap between rows before
-    /// `--on-gap` applies, the last input step's time, and ticks so far.
-    start: Option<Time>,
-    max_gap: Option<i64>,
-    last_time: Option<Time>,
+    /// Ticks evaluated so far.
     ticks: u64,
     /// The specification's periods (for reading ticks of a log).
     periods: usize,
-    /// The scheduler's policies.
-    on_gap: GapPolicy,
-    on_reset: ResetPolicy,
+    /// Where the run's notices go (printed on standard error).
+    notify: crate::notice::Notify,
     /// The log a replay reads its steps from (for its messages).
     replaying: Option<String>,
     /// Checkpoints (`--checkpoint`), taken between steps.
     checkpoints: Option<checkpoint::Checkpointer>,
 }
 
-/// Puts a resumed run's sources and merge where its checkpoint left them:
-/// each source's rows and position, the merge's marks and watermark, and a
-/// time reset read with a source's last row taken queued again.
-fn resume_sources(r: &checkpoint::Resumed, sources: &mut [Source], merge: &mut Merge) {
-    let clock = r.clock();
-    let marks: Vec<crate::merge::SourceMark> = (clock.marks.iter())
-        .map(|m| crate::merge::SourceMark {
-            latest: m.latest.map(Time),
-            seq: m.seq,
-        })
-        .collect();
-    merge.resume(&marks, clock.emitted.map(Time));
-    for (s, (src, (m, mark))) in sources
-        .iter_mut()
-        .zip(clock.marks.iter().zip(marks))
-        .enumerate()
-    {
-        let at = r.at(s);
-        src.read = at.rows;
-        src.rows = m.epoch_rows;
-        src.taken = Mark {
-            entry: Entry::Start,
-            at: Where {
-                position: at.position,
-                token: at.token,
-            },
-            read: at.rows,
-            epoch_rows: m.epoch_rows,
-            merge: Some(mark),
-            then_reset: m.then_reset,
-        };
-        if m.then_reset {
-            merge.push_reset(s);
-            src.rows = 0;
-            let at = src.taken.at.clone();
-            Run::mark(src, merge, s, Entry::Reset, at);
-        }
-    }
-}
-
 impl Run<'_> {
     fn go(
         &mut self,
-        feed: &mut Feed,
+        feed: &mut Steps,
         runner: &mut Runner,
         writer: &mut dyn OutputWriter,
         alerts: &mut Alerts,
@@ -1075,7 +709,7 @@ impl Run<'_> {
                     // the monitor's, the merge's marks and the scheduler's.
                     if done.is_none()
                         && due
-                        && feed.pending.is_empty()
+                        && feed.live.settled()
                         && let Err(m) = self.checkpoint(feed, runner, writer, alerts)?
                     {
                         return stop(writer, &m, Exit::Failure);
@@ -1098,7 +732,7 @@ impl Run<'_> {
     /// Writes a checkpoint now (see `checkpoint::Clock`).
     fn checkpoint(
         &mut self,
-        feed: &mut Feed,
+        feed: &mut Steps,
         runner: &Runner,
         writer: &mut dyn OutputWriter,
         alerts: &mut Alerts,
@@ -1106,27 +740,9 @@ impl Run<'_> {
         let Some(ck) = &mut self.checkpoints else {
             return Ok(Ok(()));
         };
-        let at: Vec<checkpoint::At> = (self.sources.iter())
-            .map(|s| checkpoint::At {
-                rows: s.taken.read,
-                position: s.taken.at.position,
-                token: s.taken.at.token.clone(),
-            })
-            .collect();
         let clock = checkpoint::Clock {
             options: checkpoint::merge_options(self.args),
-            marks: (self.sources.iter())
-                .map(|s| checkpoint::SourceClock {
-                    latest: s.taken.merge.and_then(|m| m.latest).map(|t| t.0),
-                    seq: s.taken.merge.map_or(0, |m| m.seq),
-                    epoch_rows: s.taken.epoch_rows,
-                    then_reset: s.taken.then_reset,
-                })
-                .collect(),
-            emitted: feed.merge.emitted().map(|t| t.0),
-            scheduler: feed.scheduler.clone(),
-            last_time: self.last_time.map(|t| t.0),
-            rfc3339: self.form.map(|f| f == TimeForm::Rfc3339),
+            feed: feed.live.state(),
             record: match &mut feed.record {
                 None => None,
                 Some(r) => Some(checkpoint::OutputFileInfo {
@@ -1143,53 +759,8 @@ impl Run<'_> {
             Runner::Single(m) => m.as_ref(),
             Runner::Keyed(m) => m.as_ref(),
         };
+        let at = feed.live.positions();
         ck.write_at(monitor, &at, Some(clock), writer, alerts.sink())
-    }
-
-    /// A time reset every source reached: the scheduler's work is cancelled
-    /// or run once (`--on-reset`) and it starts again at the next row's
-    /// time; queued as events (the ticks, then the reset).
-    fn reset(&mut self, feed: &mut Feed) {
-        if let Some(sched) = &mut feed.scheduler {
-            let periods = self.periods;
-            if self.on_reset == ResetPolicy::Once
-                && let Some(last) = self.last_time
-            {
-                feed.pending
-                    .push_back(Event::Tick(last, vec![true; periods]));
-            }
-            *sched = Scheduler::new(sched.periods());
-        }
-        self.last_time = None;
-        feed.pending.push_back(Event::Reset);
-    }
-
-    /// Adds the connections a `tcp://` input has accepted as sources (the
-    /// next in priority, in accept order), waiting up to `wait` for one.
-    fn accept(&mut self, feed: &mut Feed, wait: Option<std::time::Duration>) -> io::Result<()> {
-        let Some(conns) = &feed.connections else {
-            return Ok(());
-        };
-        let mut first = match wait {
-            Some(d) => conns.recv_timeout(d).ok(),
-            None => None,
-        };
-        loop {
-            let Some((name, rows)) = first.take().or_else(|| conns.try_recv().ok()) else {
-                return Ok(());
-            };
-            let s = feed.merge.add_source();
-            debug_assert_eq!(s, self.sources.len());
-            if let Some(r) = &mut feed.record {
-                r.write(&Event::Source(name.clone()), self.form)?;
-            }
-            self.sources.push(Source::new(
-                name.clone(),
-                Feeder::Thread(rows),
-                TraceFormat::Jsonl,
-            ));
-            self.names.push(name);
-        }
     }
 
     /// Ends a live feed on an error of its traces (or its ticks): the log
@@ -1197,7 +768,7 @@ impl Run<'_> {
     /// status; a log being checked must end the same way.
     fn end_feed<T>(
         &mut self,
-        feed: &mut Feed,
+        feed: &mut Steps,
         message: String,
         exit: Exit,
         writer: &mut dyn OutputWriter,
@@ -1276,41 +847,11 @@ impl Run<'_> {
         }
     }
 
-    /// Makes the scheduler's ticks due before an input step at `t` the
-    /// next events (`Feed::ticks_until`; after the origin is set: `--start`,
-    /// else this first time), as `--max-gap`, `--on-gap` and `--max-ticks`
-    /// say.
-    fn schedule(&mut self, feed: &mut Feed, t: Time) -> Result<(), String> {
-        let Some(sched) = &mut feed.scheduler else {
-            return Ok(());
-        };
-        if !sched.started() {
-            sched.start(self.start.unwrap_or(t));
-        }
-        if let (Some(gap), Some(last)) = (self.max_gap, self.last_time)
-            && t.0.saturating_sub(last.0) > gap
-            && self.on_gap == GapPolicy::Skip
-        {
-            sched.skip_to(t);
-        }
-        let due = sched.ticks_until(t);
-        if due > u128::from(self.args.max_ticks) {
-            return Err(format!(
-                "{due} ticks are due before the row at time {}, more than --max-ticks {} (a jump in time? --max-gap G --on-gap skip fires one tick per period over it)",
-                show(t.to_value(self.form.unwrap_or(TimeForm::Number(self.unit)))),
-                self.args.max_ticks
-            ));
-        }
-        feed.ticks_until = Some(t);
-        self.last_time = Some(t);
-        Ok(())
-    }
-
     /// The next step of the feed; `Err` ends the run (after the outputs so
     /// far) with that status.
     fn next(
         &mut self,
-        feed: &mut Feed,
+        feed: &mut Steps,
         writer: &mut dyn OutputWriter,
     ) -> io::Result<Result<Option<Event>, Exit>> {
         let exempt = self.time_cell;
@@ -1330,14 +871,32 @@ impl Run<'_> {
                 };
             }
         }
-        let event = match due_tick(feed).or_else(|| feed.pending.pop_front()) {
-            Some(event) => Some(event),
-            None => match self.merged(feed, writer)? {
+        let event = loop {
+            let event = match feed.live.next() {
                 Ok(event) => event,
-                Err(exit) => return Ok(Err(exit)),
-            },
+                Err(s) => {
+                    let exit = match s.kind {
+                        StopKind::Trace => Exit::Trace,
+                        StopKind::Failure => Exit::Failure,
+                    };
+                    return self.end_feed(feed, s.message, exit, writer);
+                }
+            };
+            if self.form.is_none() {
+                self.form = feed.live.form();
+            }
+            match event {
+                // A connection joined: its name, in the log too.
+                Some(pipeline::Event::Source(name)) => {
+                    if let Some(r) = &mut feed.record {
+                        r.write(&Event::Source(name.clone()), self.form)?;
+                    }
+                    self.names.push(name);
+                }
+                event => break event.map(Event::from),
+            }
         };
-        let Feed { record, check, .. } = feed;
+        let Steps { record, check, .. } = feed;
         if let Some(log) = check {
             match self.diverged(log, event.as_ref()) {
                 Ok(None) => {}
@@ -1348,236 +907,6 @@ impl Run<'_> {
             r.write(e, self.form)?;
         }
         Ok(Ok(event))
-    }
-
-    /// The next event of the sources' merge (nothing is due before it): a
-    /// step, or the first of the ticks due before it, or what a time reset
-    /// queued; `None` once every source has ended.
-    fn merged(
-        &mut self,
-        feed: &mut Feed,
-        writer: &mut dyn OutputWriter,
-    ) -> io::Result<Result<Option<Event>, Exit>> {
-        let step = loop {
-            self.accept(feed, None)?;
-            // An idle source is idle until its next row arrives: one
-            // waiting now goes into the merge before the next step.
-            let idle: Vec<usize> = feed.merge.idle_sources().collect();
-            for s in idle {
-                let read = self.read_within(s, &mut feed.merge, Some(std::time::Duration::ZERO))?;
-                if let Err((message, exit)) = read {
-                    return self.end_feed(feed, message, exit, writer);
-                }
-            }
-            if let Some(step) = feed.merge.pop() {
-                for (c, _) in &step.rows {
-                    self.sources[c.stamp.source as usize].take(Entry::Row(c.stamp.seq));
-                }
-                break step;
-            }
-            if feed.merge.pop_reset() {
-                for src in &mut self.sources {
-                    if src.marks.front().is_some_and(|m| m.entry == Entry::Reset) {
-                        src.take(Entry::Reset);
-                    }
-                }
-                self.reset(feed);
-                return Ok(Ok(feed.pending.pop_front()));
-            }
-            let read = match feed.merge.wants() {
-                Some(s) => self.read(s, &mut feed.merge)?,
-                None if feed.merge.is_done() && feed.connections.is_none() => return Ok(Ok(None)),
-                // Every source has ended: wait for a connection.
-                None if feed.merge.idle_sources().next().is_none() => {
-                    self.accept(feed, Some(std::time::Duration::from_millis(50)))?;
-                    Ok(())
-                }
-                // Every source left is idle: listen to each in turn
-                // until one delivers (or ends).
-                None => {
-                    let idle: Vec<usize> = feed.merge.idle_sources().collect();
-                    let poll = std::time::Duration::from_millis(20);
-                    let mut got = Ok(());
-                    for s in idle {
-                        got = self.read_within(s, &mut feed.merge, Some(poll))?;
-                        if got.is_err() {
-                            break;
-                        }
-                    }
-                    got
-                }
-            };
-            if let Err((message, exit)) = read {
-                return self.end_feed(feed, message, exit, writer);
-            }
-        };
-        if let Err(m) = self.schedule(feed, step.time) {
-            return self.end_feed(feed, m, Exit::Trace, writer);
-        }
-        feed.pending.push_back(Event::Rows(step));
-        Ok(Ok(due_tick(feed).or_else(|| feed.pending.pop_front())))
-    }
-
-    /// Reads the next row of source `s` into the merge (or ends it).
-    fn read(&mut self, s: usize, merge: &mut Merge) -> io::Result<Result<(), (String, Exit)>> {
-        let wait = self
-            .args
-            .idle_timeout
-            .map(std::time::Duration::from_secs_f64);
-        self.read_within(s, merge, wait)
-    }
-
-    /// Reads what source `s` delivers next into the merge; a live source
-    /// silent for `wait` is marked idle instead.
-    fn read_within(
-        &mut self,
-        s: usize,
-        merge: &mut Merge,
-        wait: Option<std::time::Duration>,
-    ) -> io::Result<Result<(), (String, Exit)>> {
-        let width = self.schema_names.len();
-        let policy = self.args.on_malformed;
-        let mut reset_after = false;
-        let (cells, at, place, stamp) = loop {
-            let src = &mut self.sources[s];
-            let msg = match &mut src.feeder {
-                Feeder::Direct(reader) => {
-                    let (warnings, msg, reset) = read_one(
-                        reader.as_mut(),
-                        &src.name,
-                        src.format,
-                        src.rows,
-                        width,
-                        policy,
-                    );
-                    for w in warnings {
-                        say(format_args!("warning: {w}\n"));
-                    }
-                    reset_after = reset;
-                    msg
-                }
-                Feeder::Thread(rx) => match wait {
-                    None => rx.recv().unwrap_or(Msg::End),
-                    Some(d) => match rx.recv_timeout(d) {
-                        Ok(m) => m,
-                        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
-                            merge.idle(s);
-                            return Ok(Ok(()));
-                        }
-                        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => Msg::End,
-                    },
-                },
-            };
-            match msg {
-                Msg::Row(cells, at, place, stamp) => break (cells, at, place, stamp),
-                Msg::Warning(w) => say(format_args!("warning: {w}\n")),
-                Msg::Skipped(e) => self.tally.skipped_row(&e),
-                Msg::End => {
-                    merge.end(s);
-                    return Ok(Ok(()));
-                }
-                Msg::Failed(m, exit) => return Ok(Err((m, exit))),
-                Msg::Reset => {
-                    merge.push_reset(s);
-                    src.rows = 0;
-                    src.last_mark().then_reset = true;
-                    let at = src.last_mark().at.clone();
-                    Self::mark(src, merge, s, Entry::Reset, at);
-                    return Ok(Ok(()));
-                }
-            }
-        };
-        let src = &mut self.sources[s];
-        src.rows += 1;
-        src.read += 1;
-        self.tally.rows_read += 1;
-        // A time reset: the row's time field is `reset` (nothing else of it
-        // is read).
-        if let Some(cell) = self.time_cell
-            && src.format != TraceFormat::Tc
-            && matches!(&cells[cell], Some(Value::Str(t)) if &**t == "reset")
-        {
-            merge.push_reset(s);
-            Self::mark(src, merge, s, Entry::Reset, place);
-            return Ok(Ok(()));
-        }
-        // A live source's row without a time field has the stamp its source
-        // gave it (the edge stamps it).
-        let stamp = stamp.filter(|_| self.time_cell.is_none_or(|cell| cells[cell].is_none()));
-        let time = match (self.time_cell, src.format) {
-            _ if let Some(t) = stamp => {
-                self.form.get_or_insert(TimeForm::Number(self.unit));
-                Ok(t)
-            }
-            (Some(cell), f) if f != TraceFormat::Tc => match &cells[cell] {
-                None => Err(format!(
-                    "the row has no time field `{}`",
-                    self.schema_names[cell]
-                )),
-                Some(v) => Time::from_value(v, self.unit)
-                    .map(|(t, form)| {
-                        self.form.get_or_insert(form);
-                        t
-                    })
-                    .map_err(|e| format!("time field `{}`: {e}", self.schema_names[cell])),
-            },
-            // An `.input` trace's step number, or a row's index: in units.
-            _ => {
-                let index = i64::try_from(src.rows - 1).unwrap_or(i64::MAX);
-                self.form.get_or_insert(TimeForm::Number(self.unit));
-                index
-                    .checked_mul(self.unit.nanos())
-                    .map(Time)
-                    .ok_or_else(|| "the row's index is out of the time range".to_string())
-            }
-        };
-        let pushed = time.and_then(|t| merge.push(s, t, cells).map_err(|e| e.to_string()));
-        match pushed {
-            Ok(c) => {
-                let src = &mut self.sources[s];
-                Self::mark(src, merge, s, Entry::Row(c.stamp.seq), place.clone());
-                if let Some(own) = c.late {
-                    self.late += 1;
-                    if self.late <= REPORTED {
-                        let form = self.form.unwrap_or(TimeForm::Number(self.unit));
-                        say(format_args!(
-                            "warning: {at}: a late row (time {}) is re-stamped to {} (within --lateness, or after its trace was idle past --idle-timeout)\n",
-                            show(own.to_value(form)),
-                            show(c.stamp.time.to_value(form)),
-                        ));
-                    }
-                }
-                // An `.input` trace's reset marker follows the row.
-                if reset_after {
-                    merge.push_reset(s);
-                    let src = &mut self.sources[s];
-                    src.rows = 0;
-                    src.last_mark().then_reset = true;
-                    Self::mark(src, merge, s, Entry::Reset, place);
-                }
-                Ok(Ok(()))
-            }
-            Err(m) => {
-                if self.args.on_malformed != OnMalformed::Stop {
-                    self.tally.skip_rejected(&at, &m);
-                    return Ok(Ok(()));
-                }
-                Ok(Err((format!("{at}: {m}"), Exit::Trace)))
-            }
-        }
-    }
-
-    /// Marks where source `s` stands after queueing `entry`, read up to
-    /// `at`.
-    fn mark(src: &mut Source, merge: &Merge, s: usize, entry: Entry, at: Where) {
-        src.marks.push_back(Mark {
-            entry,
-            at,
-            read: src.read,
-            epoch_rows: src.rows,
-            merge: Some(merge.mark(s)),
-            then_reset: false,
-        });
     }
 
     /// Evaluates one merged step; `Some` ends the run with that status.
@@ -1594,14 +923,12 @@ impl Run<'_> {
         for c in &step.clashes {
             self.clashes += 1;
             if self.clashes <= REPORTED {
-                say(format_args!(
-                    "warning: time {}: `{}` is set by both `{}` and `{}`; the value of `{}` is kept (the first --input has priority)\n",
-                    show(time.clone()),
-                    self.schema_names[c.cell],
-                    self.names[c.kept as usize],
-                    self.names[c.dropped as usize],
-                    self.names[c.kept as usize],
-                ));
+                (self.notify)(Notice::Clash {
+                    time: show(time.clone()),
+                    input: self.schema_names[c.cell].clone(),
+                    kept: self.names[c.kept as usize].clone(),
+                    dropped: self.names[c.dropped as usize].clone(),
+                });
             }
         }
         let cells = &step.cells;
@@ -1674,17 +1001,6 @@ impl Run<'_> {
             }
         }
     }
-}
-
-/// The next of the scheduler's ticks due (`Feed::ticks_until`), made now;
-/// `None` once none is left.
-fn due_tick(feed: &mut Feed) -> Option<Event> {
-    let until = feed.ticks_until?;
-    let tick = feed.scheduler.as_mut()?.next_until(until);
-    if tick.is_none() {
-        feed.ticks_until = None;
-    }
-    tick.map(|(t, due)| Event::Tick(t, due))
 }
 
 /// The policies as the flags and the log name them.
@@ -1820,12 +1136,14 @@ fn describe_rows(rows: &[String], s: &Step) -> String {
         .join(", ")
 }
 
-/// A time as messages write it: its number, or its RFC 3339 text.
-fn show(v: Value) -> String {
-    match v {
-        Value::Str(s) => s.to_string(),
-        Value::Int(i) => i.to_string(),
-        Value::Float(f) => format!("{f:?}"),
-        other => other.to_string(),
-    }
+/// The clashes reported one by one before only counting (the feed says the
+/// first late rows the same way).
+const REPORTED: u64 = 10;
+
+/// Where a merged run's notices go: standard error, a warning as such.
+fn notices() -> crate::notice::Notify {
+    std::sync::Arc::new(|n: Notice| {
+        let prefix = if n.is_warning() { "warning" } else { "vigil" };
+        say(format_args!("{prefix}: {n}\n"));
+    })
 }

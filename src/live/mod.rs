@@ -1,16 +1,16 @@
 //! Live transports: MQTT (`mqtt.rs`) and Redis Streams (`redis_streams.rs`), as sources
 //! (`vigil run --input URL`, readers of rows) and sinks (`--output URL`, writers of steps).
 //!
-//! A live source is a [`RowReader`] like a trace file's, so every run reads it the way it reads a
+//! A live source is a [`RowReader`](crate::trace::RowReader) like a trace file's, so every run reads it the way it reads a
 //! file: alone (checkpoints included), or merged with other sources by time. It stamps each row
-//! itself ([`RowReader::stamp`]: an MQTT message's arrival, a Redis entry's ID), which a merged
-//! run uses when the row has no time field. A live sink is an [`OutputWriter`]. Both keep going
-//! when their broker goes away: they reconnect with backoff ([`Backoff`]), say so through the
-//! run's [`Notify`] (the command line prints it on standard error), and the monitor keeps its
+//! itself ([`RowReader::stamp`](crate::trace::RowReader::stamp): an MQTT message's arrival, a Redis entry's ID), which a merged
+//! run uses when the row has no time field. A live sink is an [`OutputWriter`](crate::trace::OutputWriter). Both keep going
+//! when their broker goes away: they reconnect with backoff (`Backoff`), say so through the
+//! run's [`Notify`](crate::notice::Notify) (the command line prints it on standard error), and the monitor keeps its
 //! state.
 //!
 //! Each transport is a Cargo feature (`mqtt`, `redis`); a build without one still knows its
-//! URLs and options, and refuses them with the feature to rebuild with ([`Transport`]).
+//! URLs and options, and refuses them with the feature to rebuild with (`Transport`).
 
 // What the transports share (the URL, the options, the backoff) is partly unused in a build
 // without one of them; that build is still correct, only smaller.
@@ -205,7 +205,7 @@ pub struct Source {
 }
 
 /// Opens the live source `input` for rows of `schema`: its readers (one,
-/// or one per topic when [`splits`] says so).
+/// or one per topic where the options make an MQTT input several sources).
 pub fn open_input(
     input: &str,
     schema: &InputSchema,
@@ -238,7 +238,7 @@ pub fn open_input(
 }
 
 /// Opens the live source `input` as one trace, for a run that reads it
-/// unmerged (one where [`splits`] says no): its one reader, streaming.
+/// unmerged: its one reader, streaming.
 pub fn open_one(
     input: &str,
     schema: &InputSchema,

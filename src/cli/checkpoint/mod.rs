@@ -34,6 +34,7 @@
 use super::RunArgs;
 use crate::keyed::KeyedMonitor;
 use crate::monitor::{Monitor, Spec};
+use crate::pipeline::{At, Where};
 use crate::snapshot::{self, KeyedSnapshotReader, Snapshot, SnapshotError};
 use crate::trace::{
     self, OpenError, OutputFormat, OutputWriter, ReaderOptions, ResumeAt, RowReader, TraceFile,
@@ -152,51 +153,22 @@ struct FileInfo {
     tail: [u8; 32],
 }
 
-/// A merged run's state besides the monitor (`timed.rs`): where each
+/// A merged run's state besides the monitor (`timed.rs`): the options that
+/// shape its merge, the feed's state (`pipeline::FeedState`: where each
 /// source stands in the merge's order, the watermark, the scheduler of
-/// periodic streams and the times the run had seen. A checkpoint is taken
-/// only between steps with nothing pending, so the rows the merge held
-/// queued are not in it: they lie after each source's position, and the
-/// resumed run reads and merges them again, stamped as before.
+/// periodic streams, the last time, how times are written), and the replay
+/// log's length. A checkpoint is taken only when the feed is settled, so the
+/// rows the merge held queued are not in it: they lie after each source's
+/// position, and the resumed run reads and merges them again, stamped as
+/// before.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub(super) struct Clock {
     /// The options that shape the merge and the scheduler (`merge_options`),
     /// which a resumed run must have too.
     pub(super) options: String,
-    /// Per source, as `inputs`: the merge's mark after its last row taken.
-    pub(super) marks: Vec<SourceClock>,
-    /// The time of the last step given this epoch (nanoseconds).
-    pub(super) emitted: Option<i64>,
-    /// The periodic streams' scheduler, if the specification has any.
-    pub(super) scheduler: Option<crate::time::Scheduler>,
-    /// The time of the last input step (for `--max-gap`), and how times
-    /// are written (an RFC 3339 trace's are written back so).
-    pub(super) last_time: Option<i64>,
-    pub(super) rfc3339: Option<bool>,
+    pub(super) feed: crate::pipeline::FeedState,
     /// The replay log (`--record`), kept exactly once like the output file.
     pub(super) record: Option<OutputFileInfo>,
-}
-
-/// One source's place in a merged run (`merge::SourceMark`, and the rows
-/// of its epoch that number its rows' times without `--time`).
-#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
-pub(super) struct SourceClock {
-    pub(super) latest: Option<i64>,
-    pub(super) seq: u64,
-    pub(super) epoch_rows: u64,
-    /// A time reset read with the last row taken follows it (see
-    /// `timed::Mark::then_reset`).
-    pub(super) then_reset: bool,
-}
-
-/// Where one source stood when a checkpoint was taken.
-pub(super) struct At {
-    /// Rows read from it up to the last one the run took.
-    pub(super) rows: u64,
-    /// The position after that row (a regular file's), and a live source's
-    /// resume token.
-    pub(super) position: Option<TracePosition>,
-    pub(super) token: Option<String>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -540,8 +512,10 @@ impl Checkpointer {
     ) -> io::Result<Result<(), String>> {
         let at = At {
             rows: monitor.rows(),
-            position: reader.position(),
-            token: reader.resume_token(),
+            at: Where {
+                position: reader.position(),
+                token: reader.resume_token(),
+            },
         };
         let written = self.write_at(monitor, &[at], None, writer, alerts)?;
         // The rows are in a checkpoint: a consumer group may let them go.
@@ -592,7 +566,7 @@ impl Checkpointer {
         };
         let mut inputs = Vec::with_capacity(at.len());
         for (source, at) in self.sources.iter().zip(at) {
-            let file = match (&source.trace, at.position) {
+            let file = match (&source.trace, at.at.position) {
                 (Some(trace), Some(TracePosition { offset, line })) => {
                     match digests(trace, offset) {
                         Ok((head, tail)) => Some(FileInfo {
@@ -616,7 +590,7 @@ impl Checkpointer {
                 format: source.format.into(),
                 rows: at.rows,
                 file,
-                token: at.token.clone(),
+                token: at.at.token.clone(),
             });
         }
         let info = Info {

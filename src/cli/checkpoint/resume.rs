@@ -283,7 +283,7 @@ pub(in crate::cli) fn load_merged(
             clock.options
         )));
     }
-    if clock.marks.len() != loaded.info.inputs.len() {
+    if clock.feed.sources.len() != loaded.info.inputs.len() {
         return Err(fail(
             "the checkpoint is corrupt: its clock and its inputs differ".to_string(),
         ));
@@ -349,7 +349,7 @@ impl Resumed {
         // An `.input` reader numbers its steps on from the rows before its
         // position, which a time reset starts again: the rows of the epoch,
         // none when the reset (read with the row) is behind the position.
-        let rows = match (format, self.clock().marks.get(i)) {
+        let rows = match (format, self.clock().feed.sources.get(i)) {
             (TraceFormat::Tc, Some(m)) if m.then_reset => 0,
             (TraceFormat::Tc, Some(m)) => m.epoch_rows,
             _ => info.rows,
@@ -369,11 +369,13 @@ impl Resumed {
         let info = &self.loaded.info.inputs[i];
         At {
             rows: info.rows,
-            position: info.file.as_ref().map(|f| TracePosition {
-                offset: f.offset,
-                line: f.line,
-            }),
-            token: info.token.clone(),
+            at: Where {
+                position: info.file.as_ref().map(|f| TracePosition {
+                    offset: f.offset,
+                    line: f.line,
+                }),
+                token: info.token.clone(),
+            },
         }
     }
 
