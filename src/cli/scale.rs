@@ -26,14 +26,15 @@
 
 use super::ops::{self, View};
 use super::peers;
-use super::{Exit, RunArgs, error, say, trace_exit};
+use super::{Exit, RunArgs, error, say};
 use crate::keyed::KeyedMonitor;
 use crate::monitor::Spec;
+use crate::pipeline::{self, Feed, StopKind};
 use crate::row::StepError;
 use crate::scale::{Evaluated, Event, StampedRow, keyed_monitors, timely_time};
 use crate::snapshot::KeyedSnapshot;
 use crate::time::{Time, TimeForm, TimeUnit};
-use crate::trace::{self, OutputFormat, OutputWriter, ReaderOptions, RowReader, TraceFormat};
+use crate::trace::{self, OutputFormat, OutputWriter, ReaderOptions, TraceFormat};
 use crate::value::{Key, Sample, Value};
 use serde::{Deserialize, Serialize};
 use std::collections::{HashSet, VecDeque};
@@ -356,18 +357,19 @@ struct Plan {
     stop: std::sync::atomic::AtomicBool,
 }
 
-/// The source's state: the reader of process 0, and how rows are stamped.
+/// The source's state: the feed of process 0 (every `--input`, stamped and
+/// merged), and the row it gave last.
 struct Source {
-    reader: Box<dyn RowReader>,
-    name: String,
-    lines: bool,
+    feed: Feed,
+    /// The row just taken (inputs, `--pass` fields, the time field) and
+    /// where it is, for messages.
     row: Vec<Option<Value>>,
-    /// Rows read so far (the next row's position).
+    at: String,
+    /// Rows given so far (the next row's position).
     seq: u64,
-    time_cell: Option<usize>,
-    time_name: String,
-    unit: TimeUnit,
-    form: Option<TimeForm>,
+    /// Whether rows carry their time (`--time`).
+    timed: bool,
+    /// The time of the row given last (ns), with `--time`.
     last: Option<i64>,
     /// Checkpoints every this much of the time axis, and the next one due.
     every: Option<u64>,
@@ -397,27 +399,45 @@ impl Source {
     /// Reads up to `n` events into `batch`.
     fn fill(&mut self, batch: &mut Vec<Event>, n: usize, workers: usize) -> Fill {
         while batch.len() < n {
-            let next = self.reader.next_row(&mut self.row);
-            for w in self.reader.take_warnings() {
-                say(format_args!("warning: {w}\n"));
-            }
-            match next {
-                Ok(true) => self.tally.rows_read += 1,
-                Ok(false) => {
+            let step = match self.feed.next() {
+                Ok(Some(pipeline::Event::Rows(step))) => step,
+                Ok(Some(pipeline::Event::Reset)) => {
+                    return Fill::Stopped(
+                        "a time reset is not supported in a run with --workers or --processes"
+                            .into(),
+                        Exit::Trace,
+                    );
+                }
+                // The feed has no periods to tick and no listener.
+                Ok(Some(pipeline::Event::Tick(..) | pipeline::Event::Source(_))) => continue,
+                Ok(None) => {
                     return match self.check_digest() {
                         Ok(()) => Fill::Ended,
                         Err(message) => Fill::Stopped(message, Exit::Failure),
                     };
                 }
-                Err(e) if self.tally.skip_trace_error(&e, self.reader.as_ref()) => continue,
-                Err(e) => return Fill::Stopped(e.to_string(), trace_exit(&e)),
-            }
-            let stamp = match self.stamp() {
-                Ok(s) => s,
-                Err(message) => match self.reject(&message) {
-                    Some(stop) => return stop,
-                    None => continue,
-                },
+                Err(stop) => {
+                    let exit = match stop.kind {
+                        StopKind::Trace => Exit::Trace,
+                        StopKind::Failure => Exit::Failure,
+                    };
+                    return Fill::Stopped(stop.message, exit);
+                }
+            };
+            // Every row is a step of its own (a keyed feed).
+            let time = step.time.0;
+            let Some((c, cells)) = step.rows.into_iter().next() else {
+                continue;
+            };
+            self.at.clear();
+            (self.at).push_str(self.feed.taken_at(c.stamp.source as usize));
+            self.row = cells;
+            let stamp = match self.timed {
+                true => {
+                    self.last = Some(time);
+                    (timely_time(time), Some(time))
+                }
+                false => (self.seq, None),
             };
             if self.row[self.key_index].is_none() {
                 let e = crate::row::RowError::MissingKey {
@@ -468,7 +488,7 @@ impl Source {
                 time,
                 seq,
                 at: at_ns,
-                rfc3339: self.form == Some(TimeForm::Rfc3339),
+                rfc3339: self.feed.form() == Some(TimeForm::Rfc3339),
                 cells,
             }));
         }
@@ -493,10 +513,13 @@ impl Source {
     /// they must be the rows the checkpoint was taken after.
     fn check_digest(&mut self) -> Result<(), String> {
         match self.expect_digest.take() {
-            Some(d) if d != self.digest.digest() => Err(format!(
-                "cannot resume: the trace `{}` differs from the one the checkpoint was taken on (its rows before the checkpoint are not the same)",
-                self.name
-            )),
+            Some(d) if d != self.digest.digest() => {
+                let names: Vec<&str> = self.feed.source_names().collect();
+                Err(format!(
+                    "cannot resume: the trace `{}` differs from the one the checkpoint was taken on (its rows before the checkpoint are not the same)",
+                    names.join("`, `")
+                ))
+            }
             _ => Ok(()),
         }
     }
@@ -504,59 +527,19 @@ impl Source {
     /// A row the source refuses (`e` says why): dropped by
     /// `--on-malformed skip|warn` (`None`), else the run stops at it.
     fn reject(&mut self, e: &dyn std::fmt::Display) -> Option<Fill> {
-        let at = self.locate();
-        if self.tally.skip_rejected(&at, e) {
+        if self.tally.skip_rejected(&self.at, e) {
             return None;
         }
-        Some(Fill::Stopped(format!("{at}: {e}"), Exit::Trace))
-    }
-
-    /// Where the row just read is: its line, or an `.input` block's number.
-    fn locate(&self) -> String {
-        match self.reader.position() {
-            Some(p) if self.lines => format!("{}:{}:1", self.name, p.line),
-            _ => format!("{}: row {}", self.name, self.seq + 1),
-        }
-    }
-
-    /// The row's time on the timely axis, and `time()`'s (with `--time`).
-    fn stamp(&mut self) -> Result<(u64, Option<i64>), String> {
-        let Some(cell) = self.time_cell else {
-            return Ok((self.seq, None));
-        };
-        let t = match &self.row[cell] {
-            None => return Err(format!("the row has no time field `{}`", self.time_name)),
-            Some(Value::Str(s)) if &**s == "reset" => {
-                return Err(
-                    "a time reset is not supported in a run with --workers or --processes".into(),
-                );
-            }
-            Some(v) => {
-                let (t, form) = Time::from_value(v, self.unit)
-                    .map_err(|e| format!("time field `{}`: {e}", self.time_name))?;
-                self.form.get_or_insert(form);
-                t
-            }
-        };
-        if let Some(last) = self.last
-            && t.0 < last
-        {
-            return Err(format!(
-                "its time is {} before the latest time of its source; the rows of one source must be in time order",
-                crate::merge::Gap(last.saturating_sub(t.0))
-            ));
-        }
-        self.last = Some(t.0);
-        Ok((timely_time(t.0), Some(t.0)))
+        Some(Fill::Stopped(format!("{}: {e}", self.at), Exit::Trace))
     }
 
     /// The time every later row is at or after (what the input may advance
     /// to): without `--time` the next position; with it the last time, since
     /// rows of one time may follow.
     fn frontier(&self) -> u64 {
-        match self.time_cell {
-            None => self.seq.max(self.skip_before),
-            Some(_) => self.last.map_or(0, timely_time),
+        match self.timed {
+            false => self.seq.max(self.skip_before),
+            true => self.last.map_or(0, timely_time),
         }
     }
 }
@@ -573,25 +556,20 @@ pub(super) fn run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Exit {
 }
 
 fn refuse(args: &RunArgs) -> Result<(), String> {
-    let refused: [(&str, bool); 7] = [
+    let refused: [(&str, bool); 5] = [
         ("--record", args.record.is_some()),
-        ("--lateness", args.lateness.is_some()),
         ("--start", args.start.is_some()),
         ("--max-gap", args.max_gap.is_some()),
         ("--on-gap", args.on_gap.is_some()),
         ("--on-reset", args.on_reset.is_some()),
-        ("--idle-timeout", args.idle_timeout.is_some()),
     ];
     if let Some((flag, _)) = refused.iter().find(|(_, given)| *given) {
         return Err(format!(
             "{flag} does not work with --workers or --processes yet (run without them)"
         ));
     }
-    if args.input.len() > 1 {
-        return Err("a run with --workers or --processes reads one trace (process 0 reads it and distributes its rows); merge several with a single-process run".into());
-    }
-    if args.input.first().is_some_and(|i| i.starts_with("tcp://")) {
-        return Err("a run with --workers or --processes reads a file or standard input, not a tcp:// listener".into());
+    if args.input.iter().any(|i| i.starts_with("tcp://")) {
+        return Err("a run with --workers or --processes reads files, standard input and live sources, not a tcp:// listener".into());
     }
     if args.unordered && (args.checkpoint.is_some() || args.resume.is_some()) {
         return Err(
@@ -967,12 +945,12 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
     let (schema, time_cell) = ops::timed_schema(args, spec);
     let mut streaming = false;
     let source = if process == 0 {
-        let Some(input) = args.input.first() else {
+        if args.input.is_empty() {
             return Err(fail(
                 "the trace is missing: pass --input FILE (or - for standard input)".into(),
             ));
-        };
-        let live = super::live::is_url(input);
+        }
+        let live = args.input.iter().any(|i| super::live::is_url(i));
         // A live source's rows resume from a checkpoint by its own token
         // (a Redis entry ID), which a scaled checkpoint does not record.
         if live && (checkpoint.is_some() || args.resume.is_some()) {
@@ -980,35 +958,72 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
                 "--checkpoint and --resume with a live source (mqtt://, redis://) do not work with --workers or --processes yet".into(),
             ));
         }
-        let format = match live {
-            true => TraceFormat::Jsonl,
-            false => super::trace_format(input, args.format).map_err(|e| (String::new(), e))?,
+        let c = spec.checked();
+        let feed_options = pipeline::FeedOptions {
+            names: schema.names.clone(),
+            time_cell,
+            unit,
+            lateness: match args.lateness.map(|l| (l, unit.duration(l))) {
+                None => 0,
+                Some((_, Some(ns))) => ns,
+                Some((l, None)) => return Err(fail(format!("--lateness {l}: not a duration"))),
+            },
+            // A keyed row is one key's event: rows at one time stay apart.
+            separate: true,
+            malformed: args.on_malformed.into(),
+            idle_timeout: args.idle_timeout.map(std::time::Duration::from_secs_f64),
+            periods: Vec::new(),
+            start: None,
+            max_gap: None,
+            on_gap: c.on_gap.unwrap_or(crate::lang::ast::GapPolicy::CatchUp),
+            max_ticks: args.max_ticks,
+            on_reset: c.on_reset.unwrap_or(crate::lang::ast::ResetPolicy::Cancel),
         };
-        let opened = match live {
-            // Read by process 0 as a file is: one reader (an input read as
-            // several sources, one per MQTT topic, is a merged run's).
-            true if super::live::splits(input, args) => {
-                return Err(fail(format!(
-                    "`{}` is read as one source per topic, which a run with --workers or --processes does not merge yet",
-                    super::live::redact(input)
-                )));
+        let mut feed = Feed::new(feed_options, super::timed::notices());
+        let live_options = super::live::options(args, time_cell);
+        for input in &args.input {
+            if input.starts_with("tcp://") {
+                return Err(fail(
+                    "a run with --workers or --processes reads files, standard input and live sources, not a tcp:// listener".into(),
+                ));
             }
-            true => {
-                let options = super::live::options(args, None);
-                super::live::open_one(input, &schema, &options, &super::live::Resume::default())
-                    .map_err(fail)?
+            if super::live::is_url(input) {
+                let sources = super::live::open_input(
+                    input,
+                    &schema,
+                    &live_options,
+                    &super::live::Resume::default(),
+                )
+                .map_err(fail)?;
+                for super::live::Source { name, reader } in sources {
+                    feed.add_reader(name, reader, TraceFormat::Jsonl);
+                }
+                streaming = true;
+                continue;
             }
-            false => trace::open_trace(
-                input,
-                format,
-                &schema,
-                ReaderOptions {
-                    max_step_gap: args.max_step_gap,
-                },
-            )
-            .map_err(|e| fail(e.to_string()))?,
-        };
-        streaming = opened.streaming;
+            let format = super::trace_format(input, args.format).map_err(|e| (String::new(), e))?;
+            if format == TraceFormat::Tc && args.on_malformed != super::OnMalformed::Stop {
+                return Err(fail(
+                    "--on-malformed skip|warn needs JSON-lines or CSV traces: a malformed `.input` block cannot be skipped alone".into(),
+                ));
+            }
+            let options = ReaderOptions {
+                max_step_gap: args.max_step_gap,
+            };
+            let opened = trace::open_trace(input, format, &schema, options)
+                .map_err(|e| fail(e.to_string()))?;
+            streaming |= opened.streaming;
+            let name = match input.as_str() {
+                "-" => "<stdin>".to_string(),
+                path => path.to_string(),
+            };
+            feed.add_reader(name, opened.reader, format);
+        }
+        if streaming && args.input.len() > 1 {
+            // Live sources merged: each read on a thread of its own, so
+            // that a silent one does not hold the others back.
+            feed.read_on_threads();
+        }
         let every = checkpoint.as_ref().map(|_| match time_cell {
             None => args.checkpoint_every,
             Some(_) => (args.checkpoint_every as i64)
@@ -1017,20 +1032,11 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
         });
         let skip_before = resumed.as_ref().map_or(0, |(_, c)| c.time);
         Some(Source {
-            reader: opened.reader,
-            name: match input.as_str() {
-                "-" => "<stdin>".into(),
-                // A URL's password is never shown.
-                url if super::live::is_url(url) => super::live::redact(url),
-                path => path.to_string(),
-            },
-            lines: format != TraceFormat::Tc,
-            row: vec![None; schema.names.len()],
+            feed,
+            row: Vec::new(),
+            at: String::new(),
             seq: 0,
-            time_cell,
-            time_name: args.time.clone().unwrap_or_default(),
-            unit,
-            form: None,
+            timed: time_cell.is_some(),
             last: None,
             every,
             next_checkpoint: None,
@@ -1358,7 +1364,13 @@ fn feed(
                     Fill::Stopped(message, exit) => Some(Some((message, exit))),
                 };
                 let last = end.is_some();
-                let read = last.then_some((source.tally.rows_read, source.tally.skipped));
+                let read = last.then(|| {
+                    let (feed, tally) = (&source.feed, &source.tally);
+                    (
+                        feed.rows_read() + tally.rows_read,
+                        feed.skipped() + tally.skipped,
+                    )
+                });
                 let batch = Batch {
                     events,
                     frontier: source.frontier(),

@@ -1141,7 +1141,7 @@ fn describe_rows(rows: &[String], s: &Step) -> String {
 const REPORTED: u64 = 10;
 
 /// Where a merged run's notices go: standard error, a warning as such.
-fn notices() -> crate::notice::Notify {
+pub(super) fn notices() -> crate::notice::Notify {
     std::sync::Arc::new(|n: Notice| {
         let prefix = if n.is_warning() { "warning" } else { "vigil" };
         say(format_args!("{prefix}: {n}\n"));

@@ -230,6 +230,12 @@ impl Feed {
         self.pending.is_empty()
     }
 
+    /// Where the row of source `source` a step took last is, for messages
+    /// (`file:LINE:1`, or `name: row N`).
+    pub fn taken_at(&self, source: usize) -> &str {
+        &self.sources[source].taken.location
+    }
+
     /// Where each source stands (see [`At`]).
     pub fn positions(&self) -> Vec<At> {
         (self.sources.iter())
@@ -284,6 +290,7 @@ impl Feed {
             src.taken = Mark {
                 entry: Entry::Start,
                 at: at[s].at.clone(),
+                location: String::new(),
                 read: at[s].rows,
                 epoch_rows: m.epoch_rows,
                 merge: Some(marks[s]),
@@ -293,7 +300,7 @@ impl Feed {
                 self.merge.push_reset(s);
                 src.rows = 0;
                 let at = src.taken.at.clone();
-                mark(src, &self.merge, s, Entry::Reset, at);
+                mark(src, &self.merge, s, Entry::Reset, at, String::new());
             }
         }
         if self.scheduler.is_some() {
@@ -501,7 +508,7 @@ impl Feed {
                     src.rows = 0;
                     src.last_mark().then_reset = true;
                     let at = src.last_mark().at.clone();
-                    mark(src, &self.merge, s, Entry::Reset, at);
+                    mark(src, &self.merge, s, Entry::Reset, at, String::new());
                     return Ok(());
                 }
             }
@@ -517,33 +524,34 @@ impl Feed {
             && matches!(&cells[cell], Some(Value::Str(t)) if &**t == "reset")
         {
             self.merge.push_reset(s);
-            mark(src, &self.merge, s, Entry::Reset, place);
+            mark(src, &self.merge, s, Entry::Reset, place, String::new());
             return Ok(());
         }
         let time = self.stamp(s, &cells, stamp);
         let pushed = time.and_then(|t| self.merge.push(s, t, cells).map_err(|e| e.to_string()));
         match pushed {
             Ok(c) => {
-                let src = &mut self.sources[s];
-                mark(src, &self.merge, s, Entry::Row(c.stamp.seq), place.clone());
                 if let Some(own) = c.late {
                     self.late += 1;
                     if self.late <= REPORTED {
                         let form = self.form.unwrap_or(TimeForm::Number(self.options.unit));
                         (self.notify)(Notice::Late {
-                            at,
+                            at: at.clone(),
                             own: show(own.to_value(form)),
                             stamp: show(c.stamp.time.to_value(form)),
                         });
                     }
                 }
+                let src = &mut self.sources[s];
+                let entry = Entry::Row(c.stamp.seq);
+                mark(src, &self.merge, s, entry, place.clone(), at);
                 // An `.input` trace's reset marker follows the row.
                 if reset_after {
                     self.merge.push_reset(s);
                     let src = &mut self.sources[s];
                     src.rows = 0;
                     src.last_mark().then_reset = true;
-                    mark(src, &self.merge, s, Entry::Reset, place);
+                    mark(src, &self.merge, s, Entry::Reset, place, String::new());
                 }
                 Ok(())
             }
@@ -608,11 +616,13 @@ impl Feed {
     }
 }
 
-/// Marks where source `s` stands after queueing `entry`, read up to `at`.
-fn mark(src: &mut Source, merge: &Merge, s: usize, entry: Entry, at: Where) {
+/// Marks where source `s` stands after queueing `entry` (at `location`),
+/// read up to `at`.
+fn mark(src: &mut Source, merge: &Merge, s: usize, entry: Entry, at: Where, location: String) {
     src.marks.push_back(Mark {
         entry,
         at,
+        location,
         read: src.read,
         epoch_rows: src.rows,
         merge: Some(merge.mark(s)),

@@ -88,6 +88,8 @@ pub(super) struct Mark {
     pub(super) entry: Entry,
     /// The reader's position and resume token after the item's row.
     pub(super) at: Where,
+    /// Where the row is, for messages (empty for a reset).
+    pub(super) location: String,
     /// `Source::read` and `Source::rows` after it.
     pub(super) read: u64,
     pub(super) epoch_rows: u64,

@@ -1315,3 +1315,106 @@ fn worker_and_process_counts_are_bounded_with_a_reason() {
         "{stderr}"
     );
 }
+
+/// Issue 35: a scaled run reads several `--input`s, merged by `--time` with
+/// `--lateness` as a single-process run merges them (it was refused: one
+/// trace only, no lateness), and gives the single-process output byte for
+/// byte; its checkpoints resume over the same inputs.
+#[test]
+fn several_inputs_merge_by_time_as_a_single_process_run() {
+    let dir = test_dir("scale", "several_inputs");
+    let spec = write(&dir, "spec.dsrv", SPEC);
+    // Two traces of one clock, every 7th row of the second one time unit
+    // late (re-stamped within --lateness 1).
+    let text = trace(12_000, 50);
+    let (mut a, mut b) = (String::new(), String::new());
+    for (i, line) in text.lines().enumerate() {
+        match i % 2 {
+            0 => a.push_str(&format!("{line}\n")),
+            _ if i % 7 == 1 && i > 10 => {
+                let late = line.replace("\"ts\":", "\"late\":");
+                let ts: i64 = line
+                    .rsplit(':')
+                    .next()
+                    .unwrap()
+                    .trim_end_matches('}')
+                    .parse()
+                    .unwrap();
+                b.push_str(&format!(
+                    "{},\"ts\":{}}}\n",
+                    &late[..late.len() - 1],
+                    ts - 1
+                ));
+            }
+            _ => b.push_str(&format!("{line}\n")),
+        }
+    }
+    let a = write(&dir, "a.jsonl", a);
+    let b = write(&dir, "b.jsonl", b);
+    let base = [
+        "run",
+        &spec,
+        "--input",
+        &a,
+        "--input",
+        &b,
+        "--key",
+        "host",
+        "--time",
+        "ts",
+        "--lateness",
+        "1",
+        "--output",
+        "csv",
+    ];
+    let single = run(&base);
+    assert!(
+        single.status.success(),
+        "{}",
+        String::from_utf8_lossy(&single.stderr)
+    );
+    let want = String::from_utf8(single.stdout).unwrap();
+    assert!(
+        String::from_utf8_lossy(&single.stderr).contains("re-stamped"),
+        "the trace has no late row"
+    );
+    for workers in ["1", "3"] {
+        let o = run(&[&base[..], &["--workers", workers]].concat());
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        assert!(
+            String::from_utf8(o.stdout).unwrap() == want,
+            "{workers} workers: not the single-process output"
+        );
+    }
+    // Checkpointed, then resumed from the last complete checkpoint with the
+    // output cut back as a crash would leave it.
+    let ck = dir.join("ck").to_str().unwrap().to_string();
+    let out = dir.join("out.csv").to_str().unwrap().to_string();
+    let args = [
+        &base[..],
+        &[
+            "--workers",
+            "2",
+            "--output-file",
+            &out,
+            "--checkpoint",
+            &ck,
+            "--checkpoint-every",
+            "500",
+        ],
+    ]
+    .concat();
+    let o = run(&args);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(read(&out) == want);
+    let len = std::fs::metadata(&out).unwrap().len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&out)
+        .unwrap()
+        .set_len(len - 100)
+        .unwrap();
+    let o = run(&[&args[..], &["--resume", &ck]].concat());
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(read(&out) == want, "the resumed output differs");
+}
