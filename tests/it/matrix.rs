@@ -180,7 +180,6 @@ struct Run {
     record: bool,
     kill: bool,
     summary: bool,
-    skip: bool,
     spread: Spread,
 }
 
@@ -263,7 +262,6 @@ impl Feature {
                 tested(run, &["--summary", "--stats"]);
             }
             Skip => {
-                run.skip = true;
                 tested(run, &["--on-malformed", "skip"]);
                 // A few malformed rows, each at the time of the row it precedes.
                 for source in &mut run.sources {
@@ -554,12 +552,12 @@ fn finish_all(mut lives: Vec<Live>) -> Vec<(i32, String)> {
 }
 
 /// Publishes the MQTT sources once process 0 has subscribed to every one.
-fn feed_mqtt(pair: &Pair, run: &Run, brokers: &Brokers, lives: &mut [Live]) -> Result<(), String> {
+fn feed_mqtt(pair: &Pair, run: &Run, brokers: &Brokers, lives: &mut [Live]) {
     // Process 0 reads the sources.
     for _ in &run.sources {
         if !lives[0].said("subscribed to") {
             // It ended first (refused, or failed): its status tells.
-            return Ok(());
+            return;
         }
     }
     for (i, rows) in run.sources.iter().enumerate() {
@@ -571,7 +569,6 @@ fn feed_mqtt(pair: &Pair, run: &Run, brokers: &Brokers, lives: &mut [Live]) -> R
             true,
         );
     }
-    Ok(())
 }
 
 /// The state of the tested run's checkpoint: the file's bytes, or the newest complete
@@ -591,7 +588,7 @@ fn tested(
     run: &Run,
     brokers: &Brokers,
     rng: &mut Rng,
-) -> Result<(Vec<(i32, String)>, usize), String> {
+) -> (Vec<(i32, String)>, usize) {
     let hosts = hostfile(&pair.dir);
     if run.transport == Transport::Redis {
         feed_redis(pair, run, brokers);
@@ -608,7 +605,7 @@ fn tested(
         let commands = tested_args(pair, run, brokers, &hosts, round > 0);
         let mut lives = start(pair, &commands, round);
         if run.transport == Transport::Mqtt {
-            feed_mqtt(pair, run, brokers, &mut lives)?;
+            feed_mqtt(pair, run, brokers, &mut lives);
         }
         if round < kills {
             let before = checkpoint_mark(pair, run);
@@ -638,9 +635,9 @@ fn tested(
                 landed += 1;
                 continue;
             }
-            return Ok((ends, landed));
+            return (ends, landed);
         }
-        return Ok((finish_all(lives), landed));
+        return (finish_all(lives), landed);
     }
     unreachable!("the last round returns")
 }
@@ -711,7 +708,6 @@ fn run_pair(a: Feature, b: Feature, brokers: &Brokers, master: &Rng) -> (Outcome
         record: false,
         kill: false,
         summary: false,
-        skip: false,
         spread: Spread::Single,
     };
     a.edit(&mut run, &mut rng);
@@ -759,13 +755,21 @@ fn compare(pair: &mut Pair, run: &Run, brokers: &Brokers, rng: &mut Rng) -> Outc
             want.lines().count()
         ));
     }
-    let (ends, landed) = match tested(pair, run, brokers, rng) {
-        Ok(r) => r,
-        Err(e) => return Outcome::Failed(e),
-    };
-    // Refused: status 1 with an error, before or without any output.
+    let (ends, landed) = tested(pair, run, brokers, rng);
+    // Refused: status 1 with an error, before any output.
     if let Some((_, err)) = ends.iter().find(|(code, _)| *code == 1) {
-        return Outcome::Refused(err.clone());
+        let wrote = match run.redis_sink {
+            true => !entries(
+                &mut brokers.redis.connection(),
+                &format!("{}-out", pair.name),
+            )
+            .is_empty(),
+            false => std::fs::metadata(pair.dir.join("got.out")).is_ok_and(|m| m.len() > 0),
+        };
+        return match wrote {
+            false => Outcome::Refused(err.clone()),
+            true => Outcome::Failed(format!("status 1 after writing outputs: {err}")),
+        };
     }
     if let Some((code, err)) = ends.iter().find(|(code, _)| *code != 0) {
         return Outcome::Failed(format!("the tested run ended with status {code}: {err}"));
