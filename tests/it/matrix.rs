@@ -254,6 +254,7 @@ impl Feature {
                 run.spread = Spread::Processes2 { workers };
             }
             RedisSrc => run.transport = Transport::Redis,
+            // With `redis_src` too, the later edit wins: one trace has one transport.
             MqttSrc => run.transport = Transport::Mqtt,
             RedisSink => run.redis_sink = true,
             Pass => args(run, &["--pass", "dc"]),
