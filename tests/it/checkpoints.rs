@@ -34,6 +34,12 @@ impl Rng {
         Rng(seed)
     }
 
+    /// A generator of its own for `salt` (a test's part), seeded from this one's seed
+    /// alone: the part gives the same values whatever the other parts drew.
+    pub(crate) fn fork(&self, salt: u64) -> Rng {
+        Rng((self.0 ^ salt.wrapping_mul(0x9e37_79b9_7f4a_7c15)) | 1)
+    }
+
     pub(crate) fn below(&mut self, n: u64) -> u64 {
         self.0 ^= self.0 << 13;
         self.0 ^= self.0 >> 7;

@@ -19,7 +19,7 @@ const PATIENCE: Duration = Duration::from_secs(60);
 
 /// A broker's program, looked for on `PATH` and in the sbin directories
 /// (Debian installs mosquitto in /usr/sbin).
-fn program(name: &str) -> PathBuf {
+pub(crate) fn program(name: &str) -> PathBuf {
     let path = std::env::var("PATH").unwrap_or_default();
     let dirs = path
         .split(':')
@@ -36,7 +36,7 @@ fn program(name: &str) -> PathBuf {
     );
 }
 
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -57,14 +57,14 @@ fn wait_for_port(port: u16, up: bool) {
 }
 
 /// A broker process of this test, killed when dropped.
-struct Broker {
+pub(crate) struct Broker {
     child: Child,
-    port: u16,
+    pub(crate) port: u16,
     dir: PathBuf,
 }
 
 impl Broker {
-    fn mosquitto(dir: &Path) -> Broker {
+    pub(crate) fn mosquitto(dir: &Path) -> Broker {
         Broker::mosquitto_on(dir, free_port())
     }
 
@@ -113,7 +113,7 @@ impl Broker {
         }
     }
 
-    fn redis(dir: &Path) -> Broker {
+    pub(crate) fn redis(dir: &Path) -> Broker {
         Broker::redis_on(dir, free_port())
     }
 
@@ -175,14 +175,14 @@ impl Broker {
     }
 
     /// A connection to this redis-server (one without a password).
-    fn connection(&self) -> redis::Connection {
+    pub(crate) fn connection(&self) -> redis::Connection {
         redis::Client::open(format!("redis://127.0.0.1:{}/", self.port))
             .unwrap()
             .get_connection()
             .unwrap()
     }
 
-    fn url(&self, scheme: &str, path: &str) -> String {
+    pub(crate) fn url(&self, scheme: &str, path: &str) -> String {
         format!("{scheme}://127.0.0.1:{}/{path}", self.port)
     }
 }
@@ -197,14 +197,14 @@ impl Drop for Broker {
 
 /// A vigil run in the background: its standard output goes to a file, its
 /// standard error lines to a channel.
-struct Live {
-    child: Child,
+pub(crate) struct Live {
+    pub(crate) child: Child,
     err: Receiver<String>,
     stderr: Vec<String>,
 }
 
 impl Live {
-    fn start(args: &[&str], out: &Path) -> Live {
+    pub(crate) fn start(args: &[&str], out: &Path) -> Live {
         let mut child = vigil()
             .args(args)
             .stdin(Stdio::null())
@@ -249,8 +249,28 @@ impl Live {
         }
     }
 
+    /// Waits for a line of standard error containing `needle`, as `wait_for` does, but
+    /// says `false` instead of failing when the run ends (its standard error closes) first.
+    pub(crate) fn said(&mut self, needle: &str) -> bool {
+        let start = Instant::now();
+        while start.elapsed() < PATIENCE {
+            match self.err.recv_timeout(Duration::from_millis(100)) {
+                Ok(line) => {
+                    let found = line.contains(needle);
+                    self.stderr.push(line);
+                    if found {
+                        return true;
+                    }
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return false,
+            }
+        }
+        false
+    }
+
     /// Waits for the run to end; its status and standard error.
-    fn finish(mut self) -> (i32, String) {
+    pub(crate) fn finish(mut self) -> (i32, String) {
         let start = Instant::now();
         loop {
             if let Some(status) = self.child.try_wait().unwrap() {
@@ -271,7 +291,7 @@ impl Live {
 /// with `end`, an empty message, which ends the topic for vigil; returns
 /// once the broker has acknowledged every one. (`mosquitto_pub -l` can
 /// leave its last lines unsent when its input ends.)
-fn publish(port: u16, topic: &str, lines: &str, end: bool) {
+pub(crate) fn publish(port: u16, topic: &str, lines: &str, end: bool) {
     use rumqttc::{Client, Event, MqttOptions, Packet, QoS};
     static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -705,7 +725,7 @@ fn xadd(con: &mut redis::Connection, stream: &str, rows: &[(u64, i64, Option<i64
 }
 
 /// A stream's entries, without their IDs.
-fn entries(con: &mut redis::Connection, stream: &str) -> Vec<Vec<(String, String)>> {
+pub(crate) fn entries(con: &mut redis::Connection, stream: &str) -> Vec<Vec<(String, String)>> {
     let reply: Vec<(String, Vec<(String, String)>)> = redis::cmd("XRANGE")
         .arg(stream)
         .arg("-")

@@ -11,6 +11,7 @@ mod frontend_hardening;
 mod hardening;
 mod keyed;
 mod live;
+mod matrix;
 mod memory;
 mod merged_checkpoints;
 mod operator;

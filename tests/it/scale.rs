@@ -85,7 +85,7 @@ fn read(path: &str) -> String {
 }
 
 /// Two free loopback ports, as a hostfile for two processes.
-fn hostfile(dir: &Path) -> String {
+pub(crate) fn hostfile(dir: &Path) -> String {
     let ports: Vec<u16> = (0..2)
         .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
         .collect::<Vec<_>>()
@@ -402,7 +402,7 @@ fn two_processes_of_two_workers_give_the_single_threaded_output() {
 }
 
 /// The newest complete checkpoint's directory in `dir`, if one is complete.
-fn complete_checkpoint(dir: &Path) -> Option<std::path::PathBuf> {
+pub(crate) fn complete_checkpoint(dir: &Path) -> Option<std::path::PathBuf> {
     std::fs::read_dir(dir)
         .ok()?
         .flatten()
