@@ -222,13 +222,17 @@ impl View {
         if View::rows_carry(format) && self.time {
             samples.push(time.map_or(Sample::NoVal, |t| Sample::Value(t.clone())));
         }
-        if View::rows_carry(format)
-            && let Some(row) = row
-        {
-            samples.extend(self.pass.iter().map(|(_, i)| match &row[*i] {
-                Some(v) => Sample::Value(v.clone()),
-                None => Sample::NoVal,
-            }));
+        if View::rows_carry(format) {
+            match row {
+                Some(row) => samples.extend(self.pass.iter().map(|(_, i)| match &row[*i] {
+                    Some(v) => Sample::Value(v.clone()),
+                    None => Sample::NoVal,
+                })),
+                // A tick has no input row: its passed fields are absent
+                // (a batch of rows never has passed fields: such a run goes
+                // row by row).
+                None => samples.extend(self.pass.iter().map(|_| Sample::NoVal)),
+            }
         }
         samples.extend(
             outputs

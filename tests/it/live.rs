@@ -72,7 +72,12 @@ impl Broker {
         let conf = write(
             dir,
             "mosquitto.conf",
-            format!("listener {port} 127.0.0.1\nallow_anonymous true\npersistence false\n"),
+            // No bound on the messages queued for a slow subscriber:
+            // mosquitto drops QoS 1 messages past its default of 1,000 (a
+            // debug build on a loaded machine falls that far behind).
+            format!(
+                "listener {port} 127.0.0.1\nallow_anonymous true\npersistence false\nmax_queued_messages 0\n"
+            ),
         );
         Broker::mosquitto_with(dir, port, &conf)
     }

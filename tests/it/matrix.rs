@@ -81,16 +81,6 @@ const REFUSED: &[(Feature, Feature, &str)] = &[
         "the specification has periodic streams, which a keyed monitor does not tick yet",
     ),
     (
-        Time2,
-        Workers2,
-        "a run with --workers or --processes reads one trace",
-    ),
-    (
-        Time2,
-        Processes2,
-        "a run with --workers or --processes reads one trace",
-    ),
-    (
         Record,
         Workers2,
         "--record does not work with --workers or --processes yet",
@@ -122,8 +112,7 @@ const MEANINGLESS: &[(Feature, Feature, &str)] = &[(
 
 /// Pairs that fail today (product bugs, reported with a reproduction), with a part of the
 /// symptom: they must keep failing this way until fixed, then leave this table.
-const KNOWN_FAILURES: &[(Feature, Feature, &str)] =
-    &[(Periodic, Pass, "one sample per output name")];
+const KNOWN_FAILURES: &[(Feature, Feature, &str)] = &[];
 
 /// Rows in a trace.
 const ROWS: usize = 3_000;

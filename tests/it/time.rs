@@ -1255,3 +1255,40 @@ fn periodic_runs_snapshot_and_resume_at_any_step() {
         assert!(serde_json::from_str::<Scheduler>(bad).is_err(), "{bad}");
     }
 }
+
+/// A tick's row with `--pass`: its passed columns are empty (a tick has no
+/// input row). Regression test: the tick's row was written without them,
+/// and the writer's check (one sample per column) panicked (exit 101).
+/// Found by the combination matrix (`periodic` × `pass`).
+#[test]
+fn a_ticks_row_has_empty_passed_columns() {
+    let dir = crate::support::test_dir("time", "tick_pass");
+    let spec = crate::support::write(
+        &dir,
+        "p.dsrv",
+        "in x: Int\nout beat: Int @ 5s\nbeat = default(beat[1], 0) + 1\n",
+    );
+    let rows: String = (0..7)
+        .map(|i| format!("{{\"x\":{i},\"dc\":\"a\"}}\n"))
+        .collect();
+    let trace = crate::support::write(&dir, "p.jsonl", rows);
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for output in ["csv", "jsonl"] {
+        let (stdout, stderr, status) = vigil(
+            root,
+            &[
+                "run", &spec, "--input", &trace, "--output", output, "--pass", "dc",
+            ],
+        );
+        assert_eq!(status, Some(0), "{output}: {stderr}");
+        let ticks: Vec<&str> = stdout.lines().filter(|l| l.contains("beat")).collect();
+        assert!(!ticks.is_empty(), "{stdout}");
+        match output {
+            "csv" => assert!(
+                stdout.contains("\n0,,1\n") && stdout.contains("\n6,,2\n"),
+                "{stdout}"
+            ),
+            _ => assert!(ticks.iter().all(|l| !l.contains("\"dc\"")), "{stdout}"),
+        }
+    }
+}
