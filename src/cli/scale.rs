@@ -361,6 +361,8 @@ struct Plan {
 /// merged), and the row it gave last.
 struct Source {
     feed: Feed,
+    /// The replay log (`--record`) of the feed's steps.
+    record: Option<super::timed::Record>,
     /// The row just taken (inputs, `--pass` fields, the time field) and
     /// where it is, for messages.
     row: Vec<Option<Value>>,
@@ -399,7 +401,11 @@ impl Source {
     /// Reads up to `n` events into `batch`.
     fn fill(&mut self, batch: &mut Vec<Event>, n: usize, workers: usize) -> Fill {
         while batch.len() < n {
-            let step = match self.feed.next() {
+            let next = self.feed.next();
+            if let Err(e) = self.log(&next) {
+                return Fill::Stopped(e, Exit::Failure);
+            }
+            let step = match next {
                 Ok(Some(pipeline::Event::Rows(step))) => step,
                 Ok(Some(pipeline::Event::Reset)) => {
                     return Fill::Stopped(
@@ -495,6 +501,37 @@ impl Source {
         Fill::More
     }
 
+    /// Writes what the feed gave to the replay log (`--record`): a step, the
+    /// error that stops the run, or, at the end, the header of a log
+    /// without steps.
+    fn log(
+        &mut self,
+        next: &Result<Option<pipeline::Event>, pipeline::Stop>,
+    ) -> Result<(), String> {
+        let Some(record) = &mut self.record else {
+            return Ok(());
+        };
+        let form = self.feed.form();
+        let written = match next {
+            Ok(Some(pipeline::Event::Rows(step))) => {
+                record.write(&super::log::Event::Rows(step.clone()), form)
+            }
+            Ok(Some(_)) => Ok(()),
+            Ok(None) => record.finish(form),
+            Err(stop) => {
+                let exit = match stop.kind {
+                    StopKind::Trace => Exit::Trace,
+                    StopKind::Failure => Exit::Failure,
+                };
+                let event = super::log::Event::Stop(stop.message.clone(), exit as u8);
+                record
+                    .write(&event, form)
+                    .and_then(|()| record.finish(form))
+            }
+        };
+        written.map_err(|e| format!("cannot write the replay log `{}`: {e}", record.path()))
+    }
+
     /// Adds the row just read (its time and declared inputs) to the digest.
     /// The bytes are the routing hash's encoding (`scale::feed`), the time
     /// as 8 little-endian bytes and an absent cell as 0xff, so that any
@@ -556,8 +593,12 @@ pub(super) fn run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Exit {
 }
 
 fn refuse(args: &RunArgs) -> Result<(), String> {
+    let checkpointed = args.checkpoint.is_some() || args.resume.is_some();
     let refused: [(&str, bool); 5] = [
-        ("--record", args.record.is_some()),
+        (
+            "--record with --checkpoint or --resume",
+            args.record.is_some() && checkpointed,
+        ),
         ("--start", args.start.is_some()),
         ("--max-gap", args.max_gap.is_some()),
         ("--on-gap", args.on_gap.is_some()),
@@ -959,15 +1000,18 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
             ));
         }
         let c = spec.checked();
+        let lateness = match args.lateness.map(|l| (l, unit.duration(l))) {
+            None => 0,
+            Some((_, Some(ns))) => ns,
+            Some((l, None)) => return Err(fail(format!("--lateness {l}: not a duration"))),
+        };
+        let feed_on_gap = c.on_gap.unwrap_or(crate::lang::ast::GapPolicy::CatchUp);
+        let feed_on_reset = c.on_reset.unwrap_or(crate::lang::ast::ResetPolicy::Cancel);
         let feed_options = pipeline::FeedOptions {
             names: schema.names.clone(),
             time_cell,
             unit,
-            lateness: match args.lateness.map(|l| (l, unit.duration(l))) {
-                None => 0,
-                Some((_, Some(ns))) => ns,
-                Some((l, None)) => return Err(fail(format!("--lateness {l}: not a duration"))),
-            },
+            lateness,
             // A keyed row is one key's event: rows at one time stay apart.
             separate: true,
             malformed: args.on_malformed.into(),
@@ -975,9 +1019,9 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
             periods: Vec::new(),
             start: None,
             max_gap: None,
-            on_gap: c.on_gap.unwrap_or(crate::lang::ast::GapPolicy::CatchUp),
+            on_gap: feed_on_gap,
             max_ticks: args.max_ticks,
-            on_reset: c.on_reset.unwrap_or(crate::lang::ast::ResetPolicy::Cancel),
+            on_reset: feed_on_reset,
         };
         let mut feed = Feed::new(feed_options, super::timed::notices());
         let live_options = super::live::options(args, time_cell);
@@ -1031,8 +1075,27 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
                 .max(1) as u64,
         });
         let skip_before = resumed.as_ref().map_or(0, |(_, c)| c.time);
+        let record = args.record.as_ref().map(|path| {
+            let header = super::log::Header {
+                fingerprint: spec.fingerprint().to_string(),
+                sources: feed.source_names().map(String::from).collect(),
+                fields: schema.names.clone(),
+                time: args.time.clone(),
+                unit,
+                form: TimeForm::Number(unit),
+                key: args.key.clone(),
+                start: None,
+                max_gap: None,
+                on_gap: super::timed::gap_name(feed_on_gap).to_string(),
+                max_ticks: args.max_ticks,
+                on_reset: super::timed::reset_name(feed_on_reset).to_string(),
+                lateness,
+            };
+            super::timed::Record::new(path.clone(), header, streaming)
+        });
         Some(Source {
             feed,
+            record,
             row: Vec::new(),
             at: String::new(),
             seq: 0,

@@ -594,7 +594,7 @@ struct Steps {
 
 /// A replay log being written: its header waits for the first step, which
 /// tells how times are written.
-struct Record {
+pub(super) struct Record {
     path: String,
     header: Header,
     writer: Option<LogWriter>,
@@ -606,6 +606,18 @@ struct Record {
 }
 
 impl Record {
+    /// A log to be written at `path` with `header` (`live`: every line
+    /// flushed as written).
+    pub(super) fn new(path: String, header: Header, live: bool) -> Record {
+        Record {
+            path,
+            header,
+            writer: None,
+            resumed: None,
+            live,
+        }
+    }
+
     /// The log's writer, its header written (with `form`, once known) the
     /// first time.
     fn writer(&mut self, form: Option<TimeForm>) -> io::Result<&mut LogWriter> {
@@ -621,7 +633,7 @@ impl Record {
         Ok(self.writer.as_mut().expect("created above"))
     }
 
-    fn write(&mut self, event: &Event, form: Option<TimeForm>) -> io::Result<()> {
+    pub(super) fn write(&mut self, event: &Event, form: Option<TimeForm>) -> io::Result<()> {
         let live = self.live;
         let w = self.writer(form)?;
         match event {
@@ -638,8 +650,13 @@ impl Record {
         Ok(())
     }
 
+    /// The log's path, for messages.
+    pub(super) fn path(&self) -> &str {
+        &self.path
+    }
+
     /// Flushes the log (writing the header of one without steps).
-    fn finish(&mut self, form: Option<TimeForm>) -> io::Result<()> {
+    pub(super) fn finish(&mut self, form: Option<TimeForm>) -> io::Result<()> {
         self.writer(form)?.flush()
     }
 }
@@ -1011,7 +1028,7 @@ fn gap_policy(name: &str) -> GapPolicy {
     }
 }
 
-fn gap_name(p: GapPolicy) -> &'static str {
+pub(super) fn gap_name(p: GapPolicy) -> &'static str {
     match p {
         GapPolicy::Skip => "skip",
         GapPolicy::CatchUp => "catch-up",
@@ -1025,7 +1042,7 @@ fn reset_policy(name: &str) -> ResetPolicy {
     }
 }
 
-fn reset_name(p: ResetPolicy) -> &'static str {
+pub(super) fn reset_name(p: ResetPolicy) -> &'static str {
     match p {
         ResetPolicy::Once => "once",
         ResetPolicy::Cancel => "cancel",

@@ -81,16 +81,6 @@ const REFUSED: &[(Feature, Feature, &str)] = &[
         "the specification has periodic streams, which a keyed monitor does not tick yet",
     ),
     (
-        Record,
-        Workers2,
-        "--record does not work with --workers or --processes yet",
-    ),
-    (
-        Record,
-        Processes2,
-        "--record does not work with --workers or --processes yet",
-    ),
-    (
         Workers2,
         RedisSink,
         "live sinks (--output mqtt://…, redis://…) do not work with --workers or --processes yet",

@@ -572,9 +572,22 @@ fn errors_in_a_scaled_run_are_reported_after_the_rows_before_them() {
     );
     // Options a scaled run does not take are refused, not ignored.
     let log = dir.join("run.log");
-    let o = scaled(&spec, &input, &["--record", log.to_str().unwrap()]);
+    let ck = dir.join("ck");
+    let o = scaled(
+        &spec,
+        &input,
+        &[
+            "--record",
+            log.to_str().unwrap(),
+            "--checkpoint",
+            ck.to_str().unwrap(),
+        ],
+    );
     assert_eq!(o.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("--record does not work with --workers"));
+    assert!(
+        String::from_utf8_lossy(&o.stderr)
+            .contains("--record with --checkpoint or --resume does not work with --workers")
+    );
     let o = run(&["run", &spec, "--input", &input, "--workers", "2"]);
     assert_eq!(o.status.code(), Some(1));
 }
@@ -1417,4 +1430,43 @@ fn several_inputs_merge_by_time_as_a_single_process_run() {
     let o = run(&[&args[..], &["--resume", &ck]].concat());
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(read(&out) == want, "the resumed output differs");
+}
+
+/// Issue 35: `--record` works with `--workers` (it was refused): process 0
+/// logs the feed's steps, and `vigil replay` of the log gives the scaled
+/// run's output byte for byte.
+#[test]
+fn a_scaled_run_records_a_log_that_replays_to_its_output() {
+    let dir = test_dir("scale", "record");
+    let spec = write(&dir, "spec.dsrv", SPEC);
+    let input = write(&dir, "trace.jsonl", trace(6_000, 40));
+    let log = dir.join("run.log").to_str().unwrap().to_string();
+    let o = run(&[
+        "run",
+        &spec,
+        "--input",
+        &input,
+        "--key",
+        "host",
+        "--time",
+        "ts",
+        "--output",
+        "csv",
+        "--workers",
+        "2",
+        "--record",
+        &log,
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let replayed = run(&["replay", &spec, &log, "--output", "csv"]);
+    assert!(
+        replayed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&replayed.stderr)
+    );
+    assert!(!o.stdout.is_empty());
+    assert!(
+        replayed.stdout == o.stdout,
+        "the replay differs from the scaled run"
+    );
 }
