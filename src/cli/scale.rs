@@ -97,6 +97,37 @@ struct RowPiece {
     /// Its trigger firings, for `--summary`: the trigger's name and where it
     /// fired (`3 (host=a)`, as a single-process summary says it).
     fired: Vec<(String, String)>,
+    /// For a live sink, which takes samples rather than text: the row's step
+    /// and the samples of its columns (its lines are then empty).
+    samples: Option<(u64, Vec<WireSample>)>,
+}
+
+/// A [`Sample`] as it travels between processes.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+enum WireSample {
+    NoVal,
+    Deferred,
+    Value(Value),
+}
+
+impl From<&Sample> for WireSample {
+    fn from(s: &Sample) -> WireSample {
+        match s {
+            Sample::NoVal => WireSample::NoVal,
+            Sample::Deferred => WireSample::Deferred,
+            Sample::Value(v) => WireSample::Value(v.clone()),
+        }
+    }
+}
+
+impl From<&WireSample> for Sample {
+    fn from(s: &WireSample) -> Sample {
+        match s {
+            WireSample::NoVal => Sample::NoVal,
+            WireSample::Deferred => Sample::Deferred,
+            WireSample::Value(v) => Sample::Value(v.clone()),
+        }
+    }
 }
 
 impl Chunk {
@@ -128,6 +159,7 @@ impl Chunk {
             alerts_end: self.alerts.len(),
             error,
             fired,
+            samples: None,
         });
     }
 
@@ -205,6 +237,9 @@ struct Sink {
     out: io::BufWriter<Box<dyn Write + Send>>,
     file: Option<std::fs::File>,
     written: u64,
+    /// A live sink (`--output redis://…`, `mqtt://…`), which takes each
+    /// row's samples (`RowPiece::samples`) instead of lines.
+    live: Option<Box<dyn OutputWriter>>,
 }
 
 impl Sink {
@@ -214,8 +249,17 @@ impl Sink {
     }
     /// Flushes and, for a file, syncs it (a checkpoint's length must be on
     /// disk before the checkpoint is complete).
-    fn sync(&mut self) -> io::Result<()> {
+    /// Flushes what is buffered, a live sink's publications too.
+    fn flush(&mut self) -> io::Result<()> {
         self.out.flush()?;
+        match &mut self.live {
+            Some(live) => live.flush(),
+            None => Ok(()),
+        }
+    }
+
+    fn sync(&mut self) -> io::Result<()> {
+        self.flush()?;
         match &self.file {
             Some(f) => f.sync_data(),
             None => Ok(()),
@@ -231,6 +275,7 @@ fn open_sink(path: Option<&str>, resume_len: Option<u64>, what: &str) -> Result<
             out: io::BufWriter::new(Box::new(io::stdout())),
             file: None,
             written: 0,
+            live: None,
         });
     };
     let file = match resume_len {
@@ -245,6 +290,7 @@ fn open_sink(path: Option<&str>, resume_len: Option<u64>, what: &str) -> Result<
         out: io::BufWriter::new(Box::new(file)),
         file: Some(sync),
         written: resume_len.unwrap_or(0),
+        live: None,
     })
 }
 
@@ -352,6 +398,8 @@ struct Plan {
     /// `--summary` (or `--fail-on-trigger`, which prints it too): firings
     /// are tallied by trigger as they are written.
     summary: bool,
+    /// Whether the output is a live sink (rows travel as samples).
+    live_sink: bool,
     /// Set when nothing more can be written (a closed pipe, a failed write,
     /// a rejected row): the source stops reading, and the run ends.
     stop: std::sync::atomic::AtomicBool,
@@ -862,7 +910,7 @@ fn on_silent_peer(
                 Ok(mut guard) => {
                     if let Some((out, alerts)) = guard.as_mut() {
                         for s in [out, alerts].into_iter().flatten() {
-                            let _ = s.out.flush();
+                            let _ = s.flush();
                         }
                     }
                     break;
@@ -1152,6 +1200,21 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
     let opened = if writes {
         let out = if args.quiet {
             None
+        } else if let Some(url) = args.output.live() {
+            let options = super::live::options(args, None);
+            let live = super::live::open_output(
+                url,
+                names.clone(),
+                &options,
+                &super::live::Resume::default(),
+            )
+            .map_err(fail)?;
+            Some(Sink {
+                out: io::BufWriter::new(Box::new(io::sink())),
+                file: None,
+                written: 0,
+                live: Some(live),
+            })
         } else {
             let mut sink = open_sink(
                 args.output_file.as_deref(),
@@ -1171,9 +1234,20 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
             }
             Some(sink)
         };
-        let alerts = match args.alerts.as_deref() {
-            None => None,
-            Some(path) => {
+        let alerts = match (args.alerts.as_deref(), &args.output) {
+            // A run publishing to MQTT publishes its alerts there too (as
+            // JSON lines, `PREFIX/alerts`).
+            (None, super::OutputArg::Mqtt(url)) if !spec.trigger_names().is_empty() => {
+                let options = super::live::options(args, None);
+                Some(Sink {
+                    out: io::BufWriter::new(super::live::alerts_sink(url, &options).map_err(fail)?),
+                    file: None,
+                    written: 0,
+                    live: None,
+                })
+            }
+            (None, _) => None,
+            (Some(path), _) => {
                 Some(open_sink(Some(path), resume_lens.map(|l| l.1), "alerts file").map_err(fail)?)
             }
         };
@@ -1187,7 +1261,7 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
         key_index,
         view,
         names,
-        alerts_json: args.alerts.is_some(),
+        alerts_json: args.alerts.is_some() || matches!(args.output, super::OutputArg::Mqtt(_)),
         streaming,
         threads,
         total_workers,
@@ -1196,6 +1270,7 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
         unordered: args.unordered,
         stats: args.stats,
         summary: args.summary || args.fail_on_trigger,
+        live_sink: args.output.live().is_some(),
         stop: std::sync::atomic::AtomicBool::new(false),
     });
     let outcome = Arc::new(Mutex::new(Outcome {
@@ -1594,9 +1669,17 @@ fn formatter(
                     let key = outputs
                         .key()
                         .expect("a keyed monitor's outputs name their key");
-                    // Writing into memory cannot fail.
-                    let _ = writer.write_keyed(outputs.step(), key, &samples);
-                    let _ = writer.flush();
+                    let live = plan.live_sink.then(|| {
+                        (
+                            outputs.step(),
+                            samples.iter().map(WireSample::from).collect(),
+                        )
+                    });
+                    if live.is_none() {
+                        // Writing into memory cannot fail.
+                        let _ = writer.write_keyed(outputs.step(), key, &samples);
+                        let _ = writer.flush();
+                    }
                     let chunk = Chunk::of(out);
                     buf.drain_into(&mut chunk.out);
                     let mut fired = Vec::new();
@@ -1624,6 +1707,9 @@ fn formatter(
                         }
                     }
                     chunk.end_row(row, key_value, None, fired);
+                    if let Some(last) = chunk.rows.last_mut() {
+                        last.samples = live;
+                    }
                 }
                 Err(StepError::Runtime(e)) => {
                     let key = Key::new(key_value.clone());
@@ -1766,7 +1852,18 @@ impl PieceWriter {
                     let c = &self.chunks[chunk].0;
                     let (bytes, alert_bytes) = c.bytes(row);
                     if let Some(out) = out.as_deref_mut() {
-                        out.write(bytes)?;
+                        let piece = &c.rows[row];
+                        match (&mut out.live, &piece.samples) {
+                            (Some(live), Some((step, samples))) => {
+                                let samples: Vec<Sample> =
+                                    samples.iter().map(Sample::from).collect();
+                                live.write_keyed(*step, &Key::new(piece.key.clone()), &samples)?;
+                                if self.plan.streaming {
+                                    live.flush()?;
+                                }
+                            }
+                            _ => out.write(bytes)?,
+                        }
                     }
                     if !alert_bytes.is_empty() {
                         // One line per firing, in either form.
@@ -1814,7 +1911,7 @@ impl PieceWriter {
         }
         if self.plan.streaming || finished {
             for s in [out, alerts].into_iter().flatten() {
-                s.out.flush()?;
+                s.flush()?;
             }
         }
         Ok(())

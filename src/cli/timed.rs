@@ -607,7 +607,8 @@ pub(super) struct Record {
 
 impl Record {
     /// A log to be written at `path` with `header` (`live`: every line
-    /// flushed as written).
+    /// flushed as written). (A scaled run's; the merged run builds its own.)
+    #[cfg_attr(not(feature = "scale"), allow(dead_code))]
     pub(super) fn new(path: String, header: Header, live: bool) -> Record {
         Record {
             path,
@@ -651,6 +652,7 @@ impl Record {
     }
 
     /// The log's path, for messages.
+    #[cfg_attr(not(feature = "scale"), allow(dead_code))]
     pub(super) fn path(&self) -> &str {
         &self.path
     }

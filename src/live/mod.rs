@@ -297,7 +297,10 @@ pub fn open_output(
 
 /// Where an MQTT sink publishes alerts (`PREFIX/alerts`), as a line writer.
 #[cfg(feature = "mqtt")]
-pub fn alerts_sink(output: &str, options: &Options) -> Result<Box<dyn std::io::Write>, String> {
+pub fn alerts_sink(
+    output: &str,
+    options: &Options,
+) -> Result<Box<dyn std::io::Write + Send>, String> {
     let url = Url::parse(output, "mqtt", 1883)?;
     Ok(Box::new(mqtt::AlertLines::open(
         &redact(output),
@@ -309,7 +312,7 @@ pub fn alerts_sink(output: &str, options: &Options) -> Result<Box<dyn std::io::W
 /// Without the `mqtt` feature there is no MQTT sink to publish alerts to
 /// (`check_options` has refused it before).
 #[cfg(not(feature = "mqtt"))]
-pub fn alerts_sink(output: &str, _: &Options) -> Result<Box<dyn std::io::Write>, String> {
+pub fn alerts_sink(output: &str, _: &Options) -> Result<Box<dyn std::io::Write + Send>, String> {
     Transport::check(output)?;
     Err(not_built("mqtt"))
 }

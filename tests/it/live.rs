@@ -1033,6 +1033,60 @@ fn a_keyed_run_publishes_each_keys_streams_under_its_own_topic_level() {
     );
 }
 
+/// Issue 35: a scaled run publishes to MQTT (live sinks were refused with
+/// `--workers`): each key's streams under its own topic level, in the
+/// single-process order, and its alerts to `PREFIX/alerts`.
+#[test]
+fn a_scaled_run_publishes_to_mqtt_as_one_process_does() {
+    let dir = test_dir("live", "mqtt_scaled");
+    let broker = Broker::mosquitto(&dir);
+    let spec = write(
+        &dir,
+        "spec.dsrv",
+        "in host: Str\nin x: Int\nout total: Int\ntotal = default(total[1], 0) + x\n\
+         trigger big: total > 4 \"{host} at {total}\"\n",
+    );
+    let trace = write(
+        &dir,
+        "t.jsonl",
+        "{\"host\":\"a\",\"x\":1}\n{\"host\":\"b\",\"x\":5}\n{\"host\":\"a\",\"x\":2}\n{\"host\":\"b\",\"x\":1}\n",
+    );
+    let sub = subscribe(broker.port, "out/#", None);
+    let (code, _, err) = run_vigil(
+        &[
+            "run",
+            &spec,
+            "--input",
+            &trace,
+            "--key",
+            "host",
+            "--workers",
+            "2",
+            "--output",
+            &broker.url("mqtt", "out"),
+        ],
+        None,
+    );
+    assert_eq!(code, 0, "{err}");
+    let got = sub.take(6);
+    let outputs: Vec<&String> = got.iter().filter(|l| l.starts_with("out/total/")).collect();
+    assert_eq!(
+        outputs,
+        [
+            "out/total/a 1",
+            "out/total/b 5",
+            "out/total/a 3",
+            "out/total/b 6"
+        ]
+    );
+    let alerts: Vec<&String> = got
+        .iter()
+        .filter(|l| l.starts_with("out/alerts "))
+        .collect();
+    assert_eq!(alerts.len(), 2, "{got:?}");
+    assert!(alerts[0].contains("\"b at 5\""), "{got:?}");
+}
+
 #[test]
 fn a_transports_options_without_it_are_refused() {
     let dir = test_dir("live", "options");

@@ -80,16 +80,6 @@ const REFUSED: &[(Feature, Feature, &str)] = &[
         Processes2,
         "the specification has periodic streams, which a keyed monitor does not tick yet",
     ),
-    (
-        Workers2,
-        RedisSink,
-        "live sinks (--output mqtt://…, redis://…) do not work with --workers or --processes yet",
-    ),
-    (
-        Processes2,
-        RedisSink,
-        "live sinks (--output mqtt://…, redis://…) do not work with --workers or --processes yet",
-    ),
 ];
 
 /// The pairs that are not meaningful, with the reason; they are not run.
