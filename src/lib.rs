@@ -85,6 +85,7 @@ mod row;
 pub mod scale;
 mod snapshot;
 pub mod time;
+pub mod trace;
 mod value;
 
 // The pipeline stages and tools (see the crate documentation): not API.
@@ -103,8 +104,6 @@ pub mod lang;
 pub mod plan;
 #[doc(hidden)]
 pub mod reference;
-#[doc(hidden)]
-pub mod trace;
 #[doc(hidden)]
 pub mod window;
 

@@ -13,8 +13,7 @@
 //!
 //! ```
 //! use std::sync::{Arc, Mutex};
-//! use vigil::lang::ast::{GapPolicy, ResetPolicy};
-//! use vigil::pipeline::{Event, Feed, FeedOptions, Malformed};
+//! use vigil::pipeline::{Event, Feed, FeedOptions, GapPolicy, Malformed, ResetPolicy};
 //! use vigil::time::TimeUnit;
 //! use vigil::trace::{self, InputSchema, TraceFormat};
 //!
@@ -61,6 +60,7 @@
 mod feed;
 mod source;
 
+pub use crate::lang::ast::{GapPolicy, ResetPolicy};
 pub use feed::{At, Feed, FeedOptions, FeedState, SourceState, show};
 pub use source::{
     Connection, Feeder, Msg, Where, droppable, row_location, spawn_listener, spawn_reader,

@@ -16,7 +16,10 @@ use std::fmt;
 /// The declared inputs of a specification, in declaration order.
 #[derive(Clone, Debug, Default)]
 pub struct InputSchema {
+    /// Each cell's name: the inputs, then any extra fields read (a time
+    /// field, `--pass` fields).
     pub names: Vec<String>,
+    /// Each cell's declared type (`Any` for an extra field).
     pub types: Vec<Type>,
 }
 
@@ -25,15 +28,20 @@ pub struct InputSchema {
 pub enum TraceFormat {
     /// The Trustworthiness Checker's `.input` format (`0: x = 1` blocks).
     Tc,
+    /// CSV with a header line naming the inputs (RFC 4180).
     Csv,
+    /// One JSON object per line, its fields the inputs.
     Jsonl,
 }
 
 /// The output formats `vigil run --output` writes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OutputFormat {
+    /// The Trustworthiness Checker's lines (`name[step] = value`).
     Text,
+    /// CSV, a header then a row per step.
     Csv,
+    /// One JSON object per step.
     Jsonl,
 }
 
@@ -75,10 +83,15 @@ pub enum TraceErrorKind {
 /// always name a real position in the trace).
 #[derive(Clone, Debug, PartialEq)]
 pub struct TraceError {
+    /// The trace's name.
     pub file: String,
+    /// The line (from 1).
     pub line: usize,
+    /// The column (from 1).
     pub col: usize,
+    /// What is wrong.
     pub message: String,
+    /// A malformed trace, or one that cannot be read.
     pub kind: TraceErrorKind,
 }
 
@@ -98,7 +111,9 @@ impl std::error::Error for TraceError {}
 /// no position; rendered as `<file>: <message>`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OpenError {
+    /// The trace's path as given.
     pub file: String,
+    /// Why it cannot be opened.
     pub message: String,
 }
 
@@ -261,7 +276,9 @@ impl ObjectRows {
 /// it, so that diagnostics after a resume name the real lines.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TracePosition {
+    /// Bytes from the trace's start.
     pub offset: u64,
+    /// Lines before it.
     pub line: u64,
 }
 
@@ -269,7 +286,9 @@ pub struct TracePosition {
 /// read before it (the `.input` reader's step numbers go on from there).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ResumeAt {
+    /// Where the next row starts.
     pub position: TracePosition,
+    /// Rows read before it.
     pub rows: u64,
 }
 
@@ -325,6 +344,7 @@ pub trait OutputWriter: Send {
         key: &crate::value::Key,
         samples: &[Sample],
     ) -> std::io::Result<()>;
+    /// Writes out what is buffered.
     fn flush(&mut self) -> std::io::Result<()>;
     /// For a writer to a live stream (a Redis Stream), how many entries the
     /// run has written there, counting a resumed run's predecessors: after
@@ -380,6 +400,7 @@ use std::io::BufRead;
 
 /// An opened trace file.
 pub struct OpenTrace {
+    /// Its rows.
     pub reader: Box<dyn RowReader>,
     /// The trace is not a regular file (a pipe, a FIFO, `/dev/stdin` on a
     /// pipe, a terminal): its rows arrive over time, so a consumer should
