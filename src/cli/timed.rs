@@ -579,7 +579,7 @@ pub(super) fn run(
     }
     let periods: Vec<i64> = match &runner {
         Runner::Single(m) => m.periods().to_vec(),
-        Runner::Keyed(_) => Vec::new(),
+        Runner::Keyed(m) => m.periods().to_vec(),
     };
     let (start, max_gap) = match scheduling(args, unit, replay.as_ref().map(|(l, _)| l.header())) {
         Ok(s) => s,
@@ -594,6 +594,18 @@ pub(super) fn run(
     let on_reset = (args.on_reset.as_deref().map(reset_policy))
         .or(c.on_reset)
         .unwrap_or(ResetPolicy::Cancel);
+    // A keyed run ticks each key as its own rows make its ticks due (the
+    // monitor's `ticks_before`), under the run's rules; the feed has no
+    // scheduler of its own then.
+    if let Runner::Keyed(m) = &mut runner {
+        m.set_ticking(crate::time::Ticking {
+            start,
+            max_gap,
+            on_gap,
+            max_ticks: args.max_ticks,
+        });
+    }
+    let keyed = matches!(runner, Runner::Keyed(_));
     let names: Vec<String> = match &replay {
         Some((log, _)) => log.header().sources.clone(),
         None => sources.iter().map(|s| s.name.clone()).collect(),
@@ -635,7 +647,7 @@ pub(super) fn run(
         record: record.filter(|_| live && check.is_none()),
         check,
         replay,
-        scheduler: (live && !periods.is_empty()).then(|| Scheduler::new(&periods)),
+        scheduler: (live && !keyed && !periods.is_empty()).then(|| Scheduler::new(&periods)),
         ticks_until: None,
         pending: Default::default(),
         connections,
@@ -829,8 +841,16 @@ impl Run<'_> {
             let done = match event {
                 Event::Rows(step) => self.evaluate(step, runner, writer, alerts, &mut stopped)?,
                 Event::Tick(t, due) => self.tick(t, &due, runner, writer, alerts)?,
-                // A new epoch changes the merge and the scheduler only.
-                Event::Reset => None,
+                // A new epoch changes the merge and the scheduler only; a
+                // keyed run's schedulers are its keys' (each fires its
+                // `--on-reset once` tick here).
+                Event::Reset => match runner {
+                    Runner::Keyed(m) if !m.periods().is_empty() => {
+                        m.reset_ticks(self.on_reset);
+                        self.keyed_ticks(m, writer, alerts, &mut stopped)?
+                    }
+                    _ => None,
+                },
                 Event::Stop(..) | Event::Source(..) => {
                     unreachable!("the feed ends at a stop and takes sources in")
                 }
@@ -929,6 +949,59 @@ impl Run<'_> {
         }))
     }
 
+    /// Evaluates and writes the ticks a keyed monitor has due (its
+    /// `ticks_before` or `reset_ticks` made them), each key's with its key;
+    /// a runtime error stops that key alone, as a row's does.
+    fn keyed_ticks(
+        &mut self,
+        m: &mut crate::keyed::KeyedMonitor,
+        writer: &mut dyn OutputWriter,
+        alerts: &mut Alerts,
+        stopped: &mut std::collections::HashSet<crate::value::Key>,
+    ) -> io::Result<Option<Exit>> {
+        let form = self.form.unwrap_or(TimeForm::Number(self.unit));
+        let timed = self.args.time.is_some();
+        let mut samples = Vec::new();
+        while let Some(ticked) = m.next_tick() {
+            match ticked {
+                Ok(o) => {
+                    let t = o.time().unwrap_or(Time(0)).to_value(form);
+                    let context: Vec<(&str, &Value)> = match timed {
+                        true => vec![("time", &t)],
+                        false => Vec::new(),
+                    };
+                    samples.clear();
+                    self.view.fill(
+                        &mut samples,
+                        self.output,
+                        None,
+                        o.iter(),
+                        timed.then_some(&t),
+                    );
+                    alerts.report(&o, &context, &self.tally.progress)?;
+                    self.ticks += 1;
+                    if let Some(k) = o.key() {
+                        writer.write_keyed(o.step(), k, &samples)?;
+                    }
+                }
+                Err(StepError::Runtime(e)) => {
+                    let key = m.last_key().cloned();
+                    if key.is_some_and(|k| stopped.insert(k)) {
+                        writer.flush()?;
+                        error(&e);
+                    }
+                    self.status = Exit::Runtime;
+                }
+                Err(StepError::Row(e)) => unreachable!("a tick has no row: {e}"),
+            }
+        }
+        if self.streaming {
+            writer.flush()?;
+            alerts.flush()?;
+        }
+        Ok(None)
+    }
+
     /// Evaluates a tick of the periods `due` at `t`.
     fn tick(
         &mut self,
@@ -939,7 +1012,14 @@ impl Run<'_> {
         alerts: &mut Alerts,
     ) -> io::Result<Option<Exit>> {
         let Runner::Single(m) = runner else {
-            unreachable!("a keyed run has no periodic streams")
+            // A keyed run's ticks are its keys' (never the feed's): only a
+            // log written by something else can have one.
+            return stop(
+                writer,
+                &"the log has a tick, which a keyed run never records (its keys' ticks follow from their rows)",
+                Exit::Trace,
+            )
+            .map(Some);
         };
         let form = self.form.unwrap_or(TimeForm::Number(self.unit));
         let time = t.to_value(form);
@@ -1279,6 +1359,47 @@ impl Run<'_> {
         let shown_time = timed.then_some(&time);
         // `time()` is the step's time with `--time`, else the step index.
         let row = &cells[..self.inputs];
+        // A keyed row of a periodic spec: its key's ticks due first.
+        if let Runner::Keyed(m) = &mut *runner
+            && !m.periods().is_empty()
+        {
+            // Without `--time` a key's row is stamped with its index among
+            // the key's rows, as in a run of the key's rows alone.
+            let at = match timed {
+                true => Ok(step.time),
+                false => {
+                    let key = cells[m.key_index()].clone().map(crate::value::Key::from);
+                    let n = key.and_then(|k| m.input_steps(&k)).unwrap_or(0);
+                    i64::try_from(n)
+                        .ok()
+                        .and_then(|n| n.checked_mul(self.unit.nanos()))
+                        .map(Time)
+                        .ok_or_else(|| "the row's index is out of the time range".to_string())
+                }
+            };
+            let due = match at {
+                Ok(at) => m.ticks_before(at, row),
+                Err(m) => return stop(writer, &m, Exit::Trace).map(Some),
+            };
+            match due {
+                Ok(()) => {
+                    if let Some(exit) = self.keyed_ticks(m, writer, alerts, stopped)? {
+                        return Ok(Some(exit));
+                    }
+                }
+                Err(StepError::Row(e @ crate::row::RowError::TooManyTicks { .. })) => {
+                    // As a plain run's: the run ends (`Run::schedule`).
+                    let message = format!(
+                        "{e}: at time {} (--max-ticks {}; --max-gap G --on-gap skip fires one tick per period over a gap)",
+                        show(time.clone()),
+                        self.args.max_ticks
+                    );
+                    return stop(writer, &message, Exit::Trace).map(Some);
+                }
+                // A stopped key or a rejected row: the row says so below.
+                Err(_) => {}
+            }
+        }
         let stepped = match (&mut *runner, timed) {
             (Runner::Single(m), true) => m.step_at(step.time, row),
             (Runner::Single(m), false) => m.step(row),
