@@ -1060,17 +1060,14 @@ impl Run<'_> {
         let Some(sched) = &mut feed.scheduler else {
             return Ok(());
         };
-        if !sched.started() {
-            sched.start(self.start.unwrap_or(t));
-        }
-        if let (Some(gap), Some(last)) = (self.max_gap, self.last_time)
-            && t.0.saturating_sub(last.0) > gap
-            && self.on_gap == GapPolicy::Skip
-        {
-            sched.skip_to(t);
-        }
-        let due = sched.ticks_until(t);
-        if due > u128::from(self.args.max_ticks) {
+        // The one rule a keyed run applies to each key's ticks too.
+        let rules = crate::time::Ticking {
+            start: self.start,
+            max_gap: self.max_gap,
+            on_gap: self.on_gap,
+            max_ticks: self.args.max_ticks,
+        };
+        if let Err(due) = rules.schedule(sched, self.last_time, t) {
             return Err(format!(
                 "{due} ticks are due before the row at time {}, more than --max-ticks {} (a jump in time? --max-gap G --on-gap skip fires one tick per period over it)",
                 show(t.to_value(self.form.unwrap_or(TimeForm::Number(self.unit)))),
