@@ -1384,12 +1384,11 @@ impl Run<'_> {
                         return Ok(Some(exit));
                     }
                 }
-                Err(StepError::Row(e @ crate::row::RowError::TooManyTicks { .. })) => {
+                Err(StepError::Row(crate::row::RowError::TooManyTicks { key, due, max })) => {
                     // As a plain run's: the run ends (`Run::schedule`).
                     let message = format!(
-                        "{e}: at time {} (--max-ticks {}; --max-gap G --on-gap skip fires one tick per period over a gap)",
+                        "{due} ticks of key {key} are due before its row at time {}, more than --max-ticks {max} (a jump in time? --max-gap G --on-gap skip fires one tick per period over it)",
                         show(time.clone()),
-                        self.args.max_ticks
                     );
                     return stop(writer, &message, Exit::Trace).map(Some);
                 }

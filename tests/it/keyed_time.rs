@@ -594,3 +594,154 @@ fn many_keys_tick_without_a_cost_per_key() {
         again.elapsed()
     );
 }
+
+/// `vigil run --key host --time t` with a periodic specification: each
+/// host's lines (rows and ticks, with its key) are `vigil run --time t`'s
+/// over that host's rows alone, with the same `--start`, `--max-gap` and
+/// `--on-gap`, on every tier; without `--time` a host's rows are stamped
+/// with their index among its rows, as its own trace's would be; a time
+/// jump past `--max-ticks` ends the run as a plain run's does; and a scaled
+/// run refuses the specification, naming the feature.
+#[test]
+fn vigil_run_key_ticks_each_host_as_its_own_run() {
+    use crate::support::{run_vigil, test_dir, write};
+    let dir = test_dir("keyed_time", "cli");
+    let spec = write(&dir, "hb.dsrv", SPEC);
+    // Hosts' rows at strictly increasing times each, sharing times across
+    // hosts, with gaps (a plain run of one host merges rows of one time).
+    let mut csv = String::from("t,host,v\n");
+    let mut per: HashMap<usize, String> = HashMap::new();
+    let steps = [0.0, 0.5, 1.0, 2.0, 7.25, 0.5, 13.0, 1.5];
+    let mut t = 1.0;
+    let mut last: HashMap<usize, f64> = HashMap::new();
+    for i in 0..60 {
+        t += steps[(i * 5 + i / 7) % steps.len()];
+        let h = (i * 7 + i / 3) % 3;
+        if last.get(&h) == Some(&t) {
+            continue;
+        }
+        last.insert(h, t);
+        let v = if i % 6 == 5 {
+            String::new()
+        } else {
+            (i % 9).to_string()
+        };
+        let line = format!("{t},h{h},{v}\n");
+        csv.push_str(&line);
+        per.entry(h)
+            .or_insert_with(|| "t,host,v\n".into())
+            .push_str(&line);
+    }
+    let trace = write(&dir, "all.csv", &csv);
+    let options: [&[&str]; 3] = [
+        &[],
+        &["--start", "0"],
+        &["--start", "3", "--max-gap", "5", "--on-gap", "skip"],
+    ];
+    for opts in options {
+        // The plain runs, one per host: its lines, without the host column.
+        let mut want: HashMap<String, Vec<String>> = HashMap::new();
+        for (h, rows) in &per {
+            let path = write(&dir, &format!("h{h}.csv"), rows);
+            let mut args = vec![
+                "run", &spec, "--time", "t", "--input", &path, "--output", "csv",
+            ];
+            args.extend_from_slice(opts);
+            let (code, out, err) = run_vigil(&args, None);
+            assert_eq!(code, 0, "{err}");
+            want.insert(
+                format!("\"h{h}\""),
+                out.lines().skip(1).map(String::from).collect(),
+            );
+        }
+        for tier in Tier::ALL {
+            let mut args = vec![
+                "run",
+                &spec,
+                "--key",
+                "host",
+                "--time",
+                "t",
+                "--input",
+                &trace,
+                "--output",
+                "csv",
+                "--tier",
+                tier.name(),
+            ];
+            args.extend_from_slice(opts);
+            let (code, out, err) = run_vigil(&args, None);
+            assert_eq!(code, 0, "{err}");
+            let mut got: HashMap<String, Vec<String>> = HashMap::new();
+            for line in out.lines().skip(1) {
+                // step,host,time,…: the host's column taken out.
+                let mut cells: Vec<&str> = line.split(',').collect();
+                let host = cells.remove(1).to_string();
+                got.entry(host).or_default().push(cells.join(","));
+            }
+            assert_eq!(got, want, "{tier} {opts:?}");
+            let ticks = got.values().flatten().filter(|l| l.contains(",,")).count();
+            assert!(ticks > 30, "{ticks} tick lines");
+        }
+    }
+    // Without --time: a host's rows are 0, 1, 2… seconds of its own trace.
+    let (code, keyed, err) = run_vigil(&["run", &spec, "--key", "host", "--input", &trace], None);
+    assert_eq!(code, 0, "{err}");
+    for (h, rows) in &per {
+        let path = write(&dir, &format!("h{h}.csv"), rows);
+        let (_, plain, err) =
+            run_vigil(&["run", &spec, "--input", &path, "--time-unit", "s"], None);
+        assert!(err.is_empty(), "{err}");
+        let mine: Vec<String> = (keyed.lines())
+            .filter(|l| l.contains(&format!("{{host=h{h}}}")))
+            .map(|l| l.replace(&format!("{{host=h{h}}}"), ""))
+            .collect();
+        assert_eq!(
+            mine,
+            plain.lines().collect::<Vec<_>>(),
+            "h{h} without --time"
+        );
+    }
+    // A jump past --max-ticks ends the run, as it ends a plain run.
+    let (code, _, err) = run_vigil(
+        &[
+            "run",
+            &spec,
+            "--key",
+            "host",
+            "--time",
+            "t",
+            "--input",
+            &trace,
+            "--max-ticks",
+            "3",
+        ],
+        None,
+    );
+    // The status of a plain run's jump (a trace error).
+    assert_eq!(code, 4, "{err}");
+    assert!(
+        err.contains("ticks of key h") && err.contains("more than --max-ticks 3"),
+        "{err}"
+    );
+    let (code, _, err) = run_vigil(
+        &[
+            "run",
+            &spec,
+            "--key",
+            "host",
+            "--time",
+            "t",
+            "--input",
+            &trace,
+            "--workers",
+            "2",
+        ],
+        None,
+    );
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("periodic streams") && err.contains("--workers"),
+        "{err}"
+    );
+}
