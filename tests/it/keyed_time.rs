@@ -265,7 +265,6 @@ fn rule_sets() -> Vec<Ticking> {
             max_gap: Some(2 * s),
             on_gap: GapPolicy::Skip,
             max_ticks: 30,
-            ..Ticking::default()
         },
     ]
 }
