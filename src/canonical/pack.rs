@@ -19,6 +19,10 @@
 //! history would have as far as any later row can tell. Values without a scalar form (Str,
 //! Unit) have their objects kept beside by the owner (`objects_to_keep`).
 //!
+//! A timed plan's state also packs its clocks' counts, and leaves room after them for the
+//! owner's tick words (a keyed monitor's per-key scheduler, `PackLayout::ticks`), which packing
+//! and unpacking never touch.
+//!
 //! Only a state whose rings are all full packs (a ring still filling has a buffer of its
 //! own); the working state has a full ring table from the start (`NodeState::with_full_rings`).
 

@@ -26,6 +26,11 @@
 //! whose history is still filling (its first rows) keeps a whole `Run` of
 //! its own.
 //!
+//! A specification with periodic streams ticks each key on its own scheduler
+//! (`Ticks`, [`KeyedMonitor::ticks_before`]): a key's ticks are those a
+//! plain run of its rows alone has, made due by its own rows, so no row looks
+//! at another key.
+//!
 //! Live keys may be bounded: when a new key would exceed the bound, the least
 //! recently used key is evicted, its state dropped or handed to a callback as
 //! a [`Snapshot`] (to store it, say, and [`KeyedMonitor::restore_key`] it
