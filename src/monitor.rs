@@ -493,6 +493,16 @@ impl<'a> Outputs<'a> {
         self.step
     }
 
+    /// The time the step was evaluated at, if it had one (a row given with
+    /// its time, or a tick); `None` otherwise, and for a row a keyed
+    /// monitor's kernel evaluated in place (which has no periodic streams).
+    pub fn time(&self) -> Option<crate::time::Time> {
+        match self.state {
+            StreamsView::State(st) => st.time,
+            StreamsView::Packed { .. } => None,
+        }
+    }
+
     /// The number of printed outputs.
     pub fn len(&self) -> usize {
         self.spec.outputs.len()

@@ -191,6 +191,17 @@ pub enum RowError {
         /// The monitor's inputs, as `name: Type, …`.
         monitor: String,
     },
+    /// More ticks of a keyed monitor's key are due before its row than the
+    /// bound allows (`Ticking::max_ticks`): a jump in time that would run
+    /// (nearly) for ever. Nothing is evaluated.
+    TooManyTicks {
+        /// The key, as it displays.
+        key: String,
+        /// The ticks due.
+        due: u128,
+        /// The bound.
+        max: u64,
+    },
 }
 
 impl fmt::Display for RowError {
@@ -236,6 +247,10 @@ impl fmt::Display for RowError {
             RowError::WrongBatch { batch, monitor } => write!(
                 f,
                 "the batch was made for the inputs ({batch}), but the monitor's inputs are ({monitor})"
+            ),
+            RowError::TooManyTicks { key, due, max } => write!(
+                f,
+                "{due} ticks of key {key} are due before its row, more than the bound of {max} (a jump in time? a gap bound with skipping fires one tick per period over the gap)"
             ),
         }
     }

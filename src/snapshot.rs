@@ -51,7 +51,7 @@ use std::fmt::{self, Write as _};
 /// The version of the snapshot format this vigil writes and reads. It changes
 /// whenever the encoding or the meaning of a field changes; a snapshot of
 /// another version is rejected with [`SnapshotError::Version`].
-pub const FORMAT_VERSION: u32 = 4;
+pub const FORMAT_VERSION: u32 = 5;
 
 /// The first bytes of a binary snapshot.
 pub const MAGIC: [u8; 8] = *b"VIGILSNP";
@@ -205,6 +205,19 @@ struct Body {
     /// run (input steps, then each period's ticks), by which its rings are
     /// indexed; empty otherwise (format 4).
     clocks: Vec<u64>,
+    /// A keyed monitor's key of a specification with periodic streams: the
+    /// scheduler of the key's own ticks and the time of its last row (format
+    /// 5); `None` for a plain monitor's run (its ticks are its caller's).
+    ticks: Option<KeyTicks>,
+}
+
+/// The ticks of one key of a keyed monitor: its scheduler (each period's
+/// next tick) and the time of its last row, which `--max-gap` measures a
+/// gap from.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub(crate) struct KeyTicks {
+    pub(crate) scheduler: crate::time::Scheduler,
+    pub(crate) last: Option<i64>,
 }
 
 /// A running `dynamic` instance: its string, its held result, how many
@@ -552,6 +565,27 @@ impl Snapshot {
             body: body_of(plan, &run.state, run.failed.as_deref(), fingerprint),
         }
     }
+
+    /// This snapshot with `ticks` as its key's ticks (a keyed monitor's key).
+    pub(crate) fn with_ticks(mut self, ticks: Option<KeyTicks>) -> Snapshot {
+        self.body.ticks = ticks;
+        self
+    }
+
+    /// The key's ticks the snapshot holds, if any (see [`Snapshot::scheduler`]).
+    pub(crate) fn key_ticks(&self) -> Option<&KeyTicks> {
+        self.body.ticks.as_ref()
+    }
+
+    /// The scheduler of the ticks of a keyed monitor's key, and the time of
+    /// the key's last row, for a specification with periodic streams (a
+    /// snapshot [`crate::KeyedMonitor::snapshot_key`] took, or an evicted
+    /// key's); `None` for a plain monitor's snapshot, whose ticks are kept
+    /// by its caller.
+    pub fn scheduler(&self) -> Option<(&crate::time::Scheduler, Option<crate::time::Time>)> {
+        let t = self.body.ticks.as_ref()?;
+        Some((&t.scheduler, t.last.map(crate::time::Time)))
+    }
 }
 
 /// The body of a run state of `plan`. The slots of the nodes that make
@@ -620,6 +654,7 @@ fn body_of(
             windows: st.windows.clone(),
             dynamic,
             clocks: st.clocks.clone(),
+            ticks: None,
         }
     }
 }
@@ -699,6 +734,15 @@ impl Body {
             return bad(format!(
                 "{} clocks, the specification has {clocks}",
                 b.clocks.len()
+            ));
+        }
+        if let Some(t) = &b.ticks
+            && (!plan.is_timed() || t.scheduler.periods() != &plan.periods[..])
+        {
+            return bad(format!(
+                "a key's ticks of the periods {:?} (ns), the specification's are {:?}",
+                t.scheduler.periods(),
+                plan.periods
             ));
         }
         if let Some(c) = b.clocks.iter().find(|&&c| c > b.step) {
@@ -982,7 +1026,7 @@ fn from_json_versioned<T: de::DeserializeOwned>(
 
 /// The version of the keyed snapshot format this vigil writes and reads (the
 /// run of each key inside has the [`FORMAT_VERSION`] of a [`Snapshot`]).
-pub const KEYED_FORMAT_VERSION: u32 = 1;
+pub const KEYED_FORMAT_VERSION: u32 = 2;
 
 /// The first bytes of a binary keyed snapshot.
 pub const KEYED_MAGIC: [u8; 8] = *b"VIGILKSN";
@@ -1075,6 +1119,11 @@ impl KeyedEntry {
             }
             other => other,
         })
+    }
+
+    /// The key's ticks the entry holds, if any.
+    pub(crate) fn ticks(&self) -> Option<&KeyTicks> {
+        self.run.ticks.as_ref()
     }
 
     /// Appends the entry's postcard bytes to `out`: what

@@ -279,6 +279,44 @@ impl Scheduler {
         Some((Time(t), due))
     }
 
+    /// As [`Scheduler::next_until`], writing the periods due into `due`
+    /// (one flag per period) rather than allocating them: a keyed monitor
+    /// draws every key's ticks through one buffer.
+    pub fn next_due(&mut self, until: Time, due: &mut [bool]) -> Option<Time> {
+        let t = self.next.iter().flatten().copied().min()?;
+        if t > until.0 {
+            return None;
+        }
+        for ((n, p), d) in self.next.iter_mut().zip(&self.periods).zip(due.iter_mut()) {
+            *d = *n == Some(t);
+            if *d {
+                *n = t.checked_add(*p);
+            }
+        }
+        Some(Time(t))
+    }
+
+    /// Each period's next tick (`None`: not started, or past the end of
+    /// time), in the order of [`Scheduler::periods`].
+    pub fn next_ticks(&self) -> &[Option<i64>] {
+        &self.next
+    }
+
+    /// Sets each period's next tick (as [`Scheduler::next_ticks`] gave
+    /// them); `false`, changing nothing, if `next` has another length.
+    pub fn set_next_ticks(&mut self, next: &[Option<i64>]) -> bool {
+        if next.len() != self.next.len() {
+            return false;
+        }
+        self.next.copy_from_slice(next);
+        true
+    }
+
+    /// Forgets the origin: the scheduler is as new (a time reset).
+    pub fn stop(&mut self) {
+        self.next.fill(None);
+    }
+
     /// The ticks from the next one up to `until` (inclusive) that exist.
     pub fn ticks_until(&self, until: Time) -> u128 {
         (self.next.iter().zip(&self.periods))
@@ -301,6 +339,70 @@ impl Scheduler {
                 *n = Some(t + missed * p);
             }
         }
+    }
+}
+
+pub use crate::lang::ast::GapPolicy;
+
+/// The rules a run's ticks follow, as `vigil run` applies them to a merged
+/// run (`--start`, `--max-gap`, `--on-gap`, `--max-ticks`): a keyed monitor
+/// applies them to each key's ticks over that key's rows
+/// ([`crate::KeyedMonitorBuilder::ticking`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ticking {
+    /// The ticks' origin; `None`: the time of the first row (of each key,
+    /// in a keyed monitor).
+    pub start: Option<Time>,
+    /// The longest gap between two rows (nanoseconds) before `on_gap`
+    /// applies; `None`: no gap is too long.
+    pub max_gap: Option<i64>,
+    /// What a gap longer than `max_gap` does to the ticks it spans.
+    pub on_gap: GapPolicy,
+    /// The most ticks due before one row: more is an error (a jump in time
+    /// that would run for ever).
+    pub max_ticks: u64,
+}
+
+impl Default for Ticking {
+    /// `vigil run`'s defaults: the first row's origin, no gap bound,
+    /// catch-up, at most a million ticks before a row.
+    fn default() -> Ticking {
+        Ticking {
+            start: None,
+            max_gap: None,
+            on_gap: GapPolicy::CatchUp,
+            max_ticks: 1_000_000,
+        }
+    }
+}
+
+impl Ticking {
+    /// Makes `sched`'s ticks due before a row at `t` (the row before it was
+    /// at `last`, if there is one), as a merged run does before each input
+    /// step: the origin is set first (`start`, else `t`), a gap longer than
+    /// `max_gap` is skipped under [`GapPolicy::Skip`], and the ticks then
+    /// due up to `t` (inclusive: ticks come before the rows of their time)
+    /// are counted. More than `max_ticks` is `Err` with that count, and
+    /// `sched` is left unchanged.
+    pub fn schedule(&self, sched: &mut Scheduler, last: Option<Time>, t: Time) -> Result<(), u128> {
+        let before = (!sched.started() || self.max_gap.is_some()).then(|| sched.next.clone());
+        if !sched.started() {
+            sched.start(self.start.unwrap_or(t));
+        }
+        if let (Some(gap), Some(last)) = (self.max_gap, last)
+            && t.0.saturating_sub(last.0) > gap
+            && self.on_gap == GapPolicy::Skip
+        {
+            sched.skip_to(t);
+        }
+        let due = sched.ticks_until(t);
+        if due > u128::from(self.max_ticks) {
+            if let Some(next) = before {
+                sched.next = next;
+            }
+            return Err(due);
+        }
+        Ok(())
     }
 }
 

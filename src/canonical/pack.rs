@@ -19,6 +19,10 @@
 //! history would have as far as any later row can tell. Values without a scalar form (Str,
 //! Unit) have their objects kept beside by the owner (`objects_to_keep`).
 //!
+//! A timed plan's state also packs its clocks' counts, and leaves room after them for the
+//! owner's tick words (a keyed monitor's per-key scheduler, `PackLayout::ticks`), which packing
+//! and unpacking never touch.
+//!
 //! Only a state whose rings are all full packs (a ring still filling has a buffer of its
 //! own); the working state has a full ring table from the start (`NodeState::with_full_rings`).
 
@@ -71,6 +75,15 @@ pub struct PackLayout {
     /// The windows' words (`NodeState::windows`), whole, from this byte.
     windows_at: usize,
     window_words: usize,
+    /// A timed plan's clock counts (`NodeState::clocks`), from this byte
+    /// (none for a plan without periods).
+    clocks_at: usize,
+    clocks: usize,
+    /// A timed plan's tick words, after the clocks: the owner's, which
+    /// neither packing nor unpacking touches (a keyed monitor keeps each
+    /// key's scheduler there, `PackLayout::ticks`).
+    ticks_at: usize,
+    ticks: usize,
     len: usize,
 }
 
@@ -153,7 +166,15 @@ impl PackLayout {
         // Whole words, so that blocks kept in a buffer of words stay aligned
         // (a kernel's frame points at their lanes).
         let windows_at = (counts_at + 4 * rings).next_multiple_of(8);
-        let len = windows_at + 8 * plan.window_words;
+        let clocks_at = windows_at + 8 * plan.window_words;
+        let (clocks, ticks) = match plan.is_timed() {
+            // Every clock's count; a present flag and a time for every
+            // period's next tick and for the last row's time.
+            true => (plan.periods.len() + 1, 2 * (plan.periods.len() + 1)),
+            false => (0, 0),
+        };
+        let ticks_at = clocks_at + 8 * clocks;
+        let len = ticks_at + 8 * ticks;
         PackLayout {
             persist: persist.into(),
             nodes,
@@ -174,6 +195,10 @@ impl PackLayout {
             counts_at,
             windows_at,
             window_words: plan.window_words,
+            clocks_at,
+            clocks,
+            ticks_at,
+            ticks,
             len,
         }
     }
@@ -271,6 +296,27 @@ impl PackLayout {
     pub fn step(&self, bytes: &[u8]) -> u64 {
         lane(bytes, 0)
     }
+
+    /// The input steps of a packed state: the count of its first clock
+    /// (a timed plan's), else its step.
+    pub fn input_steps(&self, bytes: &[u8]) -> u64 {
+        match self.clocks {
+            0 => lane(bytes, 0),
+            _ => lane(bytes, self.clocks_at),
+        }
+    }
+
+    /// The owner's tick words of a packed state (a timed plan's: two per
+    /// period and two more; none otherwise), which packing and unpacking
+    /// leave as they are.
+    pub fn ticks<'w>(&self, words: &'w [u64]) -> &'w [u64] {
+        &words[self.ticks_at / 8..self.ticks_at / 8 + self.ticks]
+    }
+
+    /// The owner's tick words, to write (see `ticks`).
+    pub fn ticks_mut<'w>(&self, words: &'w mut [u64]) -> &'w mut [u64] {
+        &mut words[self.ticks_at / 8..self.ticks_at / 8 + self.ticks]
+    }
 }
 
 /// Where a kernel's frame lies in a packed state (`PackLayout::frame_parts`).
@@ -364,6 +410,10 @@ impl NodeState {
         for (dst, src) in windows.chunks_exact_mut(8).zip(&self.windows) {
             dst.copy_from_slice(&src.to_ne_bytes());
         }
+        let clocks = &mut bytes[l.clocks_at..l.clocks_at + 8 * l.clocks];
+        for (dst, src) in clocks.chunks_exact_mut(8).zip(&self.clocks) {
+            dst.copy_from_slice(&src.to_ne_bytes());
+        }
     }
 
     /// Makes this working state (of the same plan, with full rings) the
@@ -414,6 +464,10 @@ impl NodeState {
         }
         let windows = &bytes[l.windows_at..l.windows_at + 8 * l.window_words];
         for (dst, src) in self.windows.iter_mut().zip(windows.chunks_exact(8)) {
+            *dst = u64::from_ne_bytes(src.try_into().expect("8 bytes"));
+        }
+        let clocks = &bytes[l.clocks_at..l.clocks_at + 8 * l.clocks];
+        for (dst, src) in self.clocks.iter_mut().zip(clocks.chunks_exact(8)) {
             *dst = u64::from_ne_bytes(src.try_into().expect("8 bytes"));
         }
         self.pending.clear();

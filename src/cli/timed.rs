@@ -378,7 +378,7 @@ pub(super) fn run(
     let checkpoints = checkpoint::Checkpointer::new(args, kept, output, output_sync, alerts_sync);
     let periods: Vec<i64> = match &runner {
         Runner::Single(m) => m.periods().to_vec(),
-        Runner::Keyed(_) => Vec::new(),
+        Runner::Keyed(m) => m.periods().to_vec(),
     };
     let (start, max_gap) = match scheduling(args, unit, replay.as_ref().map(|(l, _)| l.header())) {
         Ok(s) => s,
@@ -393,6 +393,18 @@ pub(super) fn run(
     let on_reset = (args.on_reset.as_deref().map(reset_policy))
         .or(c.on_reset)
         .unwrap_or(ResetPolicy::Cancel);
+    // A keyed run ticks each key as its own rows make its ticks due (the
+    // monitor's `ticks_before`), under the run's rules; the feed has no
+    // scheduler of its own then.
+    if let Runner::Keyed(m) = &mut runner {
+        m.set_ticking(crate::time::Ticking {
+            start,
+            max_gap,
+            on_gap,
+            max_ticks: args.max_ticks,
+        });
+    }
+    let keyed = matches!(runner, Runner::Keyed(_));
     let notify = notices();
     let mut feed = Feed::new(
         FeedOptions {
@@ -405,8 +417,9 @@ pub(super) fn run(
             malformed: args.on_malformed.into(),
             idle_timeout: args.idle_timeout.map(std::time::Duration::from_secs_f64),
             // A replay's ticks are its log's (a checked one's come from its
-            // sources, to be compared with the log's).
-            periods: if replay.as_ref().is_none_or(|(_, check)| *check) {
+            // sources, to be compared with the log's); a keyed run's are its
+            // keys'.
+            periods: if replay.as_ref().is_none_or(|(_, check)| *check) && !keyed {
                 periods.clone()
             } else {
                 Vec::new()
@@ -538,6 +551,7 @@ pub(super) fn run(
         periods: periods.len(),
         replaying: replay_name,
         notify,
+        on_reset,
     };
     let result = run.go(&mut feed, &mut runner, writer.as_mut(), &mut alerts);
     let logged = match &mut feed.record {
@@ -688,6 +702,8 @@ struct Run<'a> {
     periods: usize,
     /// Where the run's notices go (printed on standard error).
     notify: crate::notice::Notify,
+    /// What a time reset does to a keyed run's ticks (`--on-reset`).
+    on_reset: ResetPolicy,
     /// The log a replay reads its steps from (for its messages).
     replaying: Option<String>,
     /// Checkpoints (`--checkpoint`), taken between steps.
@@ -736,8 +752,16 @@ impl Run<'_> {
                     done
                 }
                 Event::Tick(t, due) => self.tick(t, &due, runner, writer, alerts)?,
-                // A new epoch changes the merge and the scheduler only.
-                Event::Reset => None,
+                // A new epoch changes the merge and the scheduler only; a
+                // keyed run's schedulers are its keys' (each fires its
+                // `--on-reset once` tick here).
+                Event::Reset => match runner {
+                    Runner::Keyed(m) if !m.periods().is_empty() => {
+                        m.reset_ticks(self.on_reset);
+                        self.keyed_ticks(m, writer, alerts, &mut stopped)?
+                    }
+                    _ => None,
+                },
                 Event::Stop(..) | Event::Source(..) => {
                     unreachable!("the feed ends at a stop and takes sources in")
                 }
@@ -823,6 +847,59 @@ impl Run<'_> {
         }))
     }
 
+    /// Evaluates and writes the ticks a keyed monitor has due (its
+    /// `ticks_before` or `reset_ticks` made them), each key's with its key;
+    /// a runtime error stops that key alone, as a row's does.
+    fn keyed_ticks(
+        &mut self,
+        m: &mut crate::keyed::KeyedMonitor,
+        writer: &mut dyn OutputWriter,
+        alerts: &mut Alerts,
+        stopped: &mut std::collections::HashSet<crate::value::Key>,
+    ) -> io::Result<Option<Exit>> {
+        let form = self.form.unwrap_or(TimeForm::Number(self.unit));
+        let timed = self.args.time.is_some();
+        let mut samples = Vec::new();
+        while let Some(ticked) = m.next_tick() {
+            match ticked {
+                Ok(o) => {
+                    let t = o.time().unwrap_or(Time(0)).to_value(form);
+                    let context: Vec<(&str, &Value)> = match timed {
+                        true => vec![("time", &t)],
+                        false => Vec::new(),
+                    };
+                    samples.clear();
+                    self.view.fill(
+                        &mut samples,
+                        self.output,
+                        None,
+                        o.iter(),
+                        timed.then_some(&t),
+                    );
+                    alerts.report(&o, &context, &self.tally.progress)?;
+                    self.ticks += 1;
+                    if let Some(k) = o.key() {
+                        writer.write_keyed(o.step(), k, &samples)?;
+                    }
+                }
+                Err(StepError::Runtime(e)) => {
+                    let key = m.last_key().cloned();
+                    if key.is_some_and(|k| stopped.insert(k)) {
+                        writer.flush()?;
+                        error(&e);
+                    }
+                    self.status = Exit::Runtime;
+                }
+                Err(StepError::Row(e)) => unreachable!("a tick has no row: {e}"),
+            }
+        }
+        if self.streaming {
+            writer.flush()?;
+            alerts.flush()?;
+        }
+        Ok(None)
+    }
+
     /// Evaluates a tick of the periods `due` at `t`.
     fn tick(
         &mut self,
@@ -833,7 +910,14 @@ impl Run<'_> {
         alerts: &mut Alerts,
     ) -> io::Result<Option<Exit>> {
         let Runner::Single(m) = runner else {
-            unreachable!("a keyed run has no periodic streams")
+            // A keyed run's ticks are its keys' (never the feed's): only a
+            // log written by something else can have one.
+            return stop(
+                writer,
+                &"the log has a tick, which a keyed run never records (its keys' ticks follow from their rows)",
+                Exit::Trace,
+            )
+            .map(Some);
         };
         let form = self.form.unwrap_or(TimeForm::Number(self.unit));
         let time = t.to_value(form);
@@ -960,6 +1044,46 @@ impl Run<'_> {
         let shown_time = timed.then_some(&time);
         // `time()` is the step's time with `--time`, else the step index.
         let row = &cells[..self.inputs];
+        // A keyed row of a periodic spec: its key's ticks due first.
+        if let Runner::Keyed(m) = &mut *runner
+            && !m.periods().is_empty()
+        {
+            // Without `--time` a key's row is stamped with its index among
+            // the key's rows, as in a run of the key's rows alone.
+            let at = match timed {
+                true => Ok(step.time),
+                false => {
+                    let key = cells[m.key_index()].clone().map(crate::value::Key::from);
+                    let n = key.and_then(|k| m.input_steps(&k)).unwrap_or(0);
+                    i64::try_from(n)
+                        .ok()
+                        .and_then(|n| n.checked_mul(self.unit.nanos()))
+                        .map(Time)
+                        .ok_or_else(|| "the row's index is out of the time range".to_string())
+                }
+            };
+            let due = match at {
+                Ok(at) => m.ticks_before(at, row),
+                Err(m) => return stop(writer, &m, Exit::Trace).map(Some),
+            };
+            match due {
+                Ok(()) => {
+                    if let Some(exit) = self.keyed_ticks(m, writer, alerts, stopped)? {
+                        return Ok(Some(exit));
+                    }
+                }
+                Err(StepError::Row(crate::row::RowError::TooManyTicks { key, due, max })) => {
+                    // As a plain run's: the run ends (`Run::schedule`).
+                    let message = format!(
+                        "{due} ticks of key {key} are due before its row at time {}, more than --max-ticks {max} (a jump in time? --max-gap G --on-gap skip fires one tick per period over it)",
+                        show(time.clone()),
+                    );
+                    return stop(writer, &message, Exit::Trace).map(Some);
+                }
+                // A stopped key or a rejected row: the row says so below.
+                Err(_) => {}
+            }
+        }
         let stepped = match (&mut *runner, timed) {
             (Runner::Single(m), true) => m.step_at(step.time, row),
             (Runner::Single(m), false) => m.step(row),

@@ -26,6 +26,11 @@
 //! whose history is still filling (its first rows) keeps a whole `Run` of
 //! its own.
 //!
+//! A specification with periodic streams ticks each key on its own scheduler
+//! (`Ticks`, [`KeyedMonitor::ticks_before`]): a key's ticks are those a
+//! plain run of its rows alone has, made due by its own rows, so no row looks
+//! at another key.
+//!
 //! Live keys may be bounded: when a new key would exceed the bound, the least
 //! recently used key is evicted, its state dropped or handed to a callback as
 //! a [`Snapshot`] (to store it, say, and [`KeyedMonitor::restore_key`] it
@@ -36,14 +41,16 @@ use crate::canonical::NodeState;
 use crate::canonical::pack::PackLayout;
 use crate::canonical::scalar_form;
 use crate::exec::{Engine, Run};
+use crate::lang::ast::ResetPolicy;
 use crate::lang::types::Type;
 use crate::monitor::{DEFAULT_MAX_STRING_BYTES, Outputs, Spec, Stats, StreamsView, Tier};
 use crate::plan::{Plan, Slot};
 use crate::row::{Checked, RowError, RowSchema, StepError};
 use crate::snapshot::{
-    KeyedEntry, KeyedSnapshot, KeyedSnapshotReader, KeyedWriter, RunEncoder, Snapshot,
+    KeyTicks, KeyedEntry, KeyedSnapshot, KeyedSnapshotReader, KeyedWriter, RunEncoder, Snapshot,
     SnapshotError,
 };
+use crate::time::{GapPolicy, Scheduler, Ticking, Time};
 use crate::value::{Key, Sample, Value};
 use scalar_ir::frame::tag;
 use std::num::NonZeroUsize;
@@ -69,6 +76,7 @@ pub struct KeyedMonitorBuilder<'a> {
     max_keys: Option<NonZeroUsize>,
     eviction: Eviction,
     restored: Option<Restored<'a>>,
+    ticking: Option<Ticking>,
 }
 
 /// The keyed run a builder continues: a snapshot in memory, or one read
@@ -127,6 +135,17 @@ impl<'a> KeyedMonitorBuilder<'a> {
         self
     }
 
+    /// The rules every key's ticks follow, for a specification with
+    /// periodic streams (see [`KeyedMonitor::ticks_before`]): the origin
+    /// (`start`, else each key's first row's time), the gap bound and what
+    /// a longer gap does, and the most ticks due before one row. Default:
+    /// [`Ticking::default`], with the specification's `on_gap` if it
+    /// chooses one.
+    pub fn ticking(mut self, ticking: Ticking) -> Self {
+        self.ticking = Some(ticking);
+        self
+    }
+
     /// Builds the monitor: plans, fuses and compiles once, for every key.
     /// The key must be a declared input ([`RowError::UnknownInput`]); a
     /// snapshot given to `restore` must fit ([`SnapshotError`]).
@@ -134,9 +153,6 @@ impl<'a> KeyedMonitorBuilder<'a> {
         let inputs = self.spec.inputs().clone();
         let key_index = inputs.position(&self.key)?;
         let plan = Arc::new(Plan::new(self.spec.checked().clone()));
-        if plan.is_timed() {
-            return Err(KeyedBuildError::Periodic);
-        }
         if plan.dynamics > 0 {
             return Err(KeyedBuildError::Dynamic);
         }
@@ -159,7 +175,12 @@ impl<'a> KeyedMonitorBuilder<'a> {
         let mut fresh = vec![0u64; layout.len() / 8];
         work.pack(&layout, zerocopy::IntoBytes::as_mut_bytes(&mut fresh[..]));
         let key_slot = Slot::from(plan.spec.inputs[key_index]);
+        let ticking = self.ticking.unwrap_or_else(|| Ticking {
+            on_gap: plan.spec.on_gap.unwrap_or(GapPolicy::CatchUp),
+            ..Ticking::default()
+        });
         let mut monitor = KeyedMonitor {
+            ticks: Ticks::new(&plan, ticking),
             engine,
             inputs,
             outputs: self.spec.outputs_shared(),
@@ -215,9 +236,6 @@ pub enum KeyedBuildError {
     Key(RowError),
     /// The snapshot to restore does not fit the specification or the key.
     Snapshot(SnapshotError),
-    /// The specification has periodic streams, whose ticks a keyed monitor
-    /// does not schedule (yet): each key would need its own.
-    Periodic,
     /// The specification uses `dynamic`/`defer`, whose instances a keyed
     /// monitor does not keep per key (yet).
     Dynamic,
@@ -230,10 +248,6 @@ impl std::fmt::Display for KeyedBuildError {
         match self {
             KeyedBuildError::Key(e) => write!(f, "cannot key the monitor: {e}"),
             KeyedBuildError::Snapshot(e) => e.fmt(f),
-            KeyedBuildError::Periodic => write!(
-                f,
-                "cannot key the monitor: the specification has periodic streams, which a keyed monitor does not tick yet"
-            ),
             KeyedBuildError::Dynamic => write!(
                 f,
                 "cannot key the monitor: the specification uses `dynamic` or `defer`, whose instances a keyed monitor does not keep per key yet"
@@ -251,9 +265,7 @@ impl std::error::Error for KeyedBuildError {
         match self {
             KeyedBuildError::Key(e) => Some(e),
             KeyedBuildError::Snapshot(e) => Some(e),
-            KeyedBuildError::Periodic | KeyedBuildError::Dynamic | KeyedBuildError::KeyType(_) => {
-                None
-            }
+            KeyedBuildError::Dynamic | KeyedBuildError::KeyType(_) => None,
         }
     }
 }
@@ -328,6 +340,78 @@ pub struct KeyedMonitor {
     last_key: Option<Key>,
     /// A row converted by the input rule (see `Monitor`).
     scratch: Vec<Option<Value>>,
+    /// The keys' ticks, for a specification with periodic streams.
+    ticks: Ticks,
+}
+
+/// What a keyed monitor of a specification with periodic streams keeps to
+/// tick each key: the rules, and the ticks being drawn. Each key's own
+/// scheduler and last row's time are words of its record
+/// (`PackLayout::ticks`): they move, are evicted and are snapshotted with
+/// its run.
+///
+/// A key's ticks are made due only by a row of that key (`ticks_before`),
+/// as a plain run's by its own rows: the ticks a key's trace evaluates
+/// between two of its rows depend on the later row's time (a gap longer
+/// than `max_gap` is skipped, more than `max_ticks` is an error), and a
+/// trace evaluates no tick after its last row. So no row looks at another
+/// key's ticks, and a row costs nothing per key.
+struct Ticks {
+    /// Whether the plan has periods at all (else nothing here is used).
+    timed: bool,
+    rules: Ticking,
+    /// A scheduler of the plan's periods, into which a key's words are
+    /// read to work on them, and the periods a tick drawn is due for.
+    sched: Scheduler,
+    due: Vec<bool>,
+    /// The key whose ticks are being drawn, up to which time
+    /// (`ticks_before`, then `next_tick`).
+    drawing: Option<(EntryId, Time)>,
+    /// The ticks a time reset fires once (`ResetPolicy::Once`): each key's
+    /// at its last row's time, every period due.
+    once: std::collections::VecDeque<(EntryId, Time)>,
+}
+
+impl Ticks {
+    fn new(plan: &Plan, rules: Ticking) -> Ticks {
+        Ticks {
+            timed: plan.is_timed(),
+            rules,
+            sched: Scheduler::new(&plan.periods),
+            due: vec![false; plan.periods.len()],
+            drawing: None,
+            once: Default::default(),
+        }
+    }
+
+    /// Reads a key's tick words into `sched`; returns its last row's time.
+    fn read(&mut self, words: &[u64]) -> Option<Time> {
+        let mut next = [None; 8];
+        let mut spill = Vec::new();
+        let n = self.due.len();
+        let next: &mut [Option<i64>] = match n <= next.len() {
+            true => &mut next[..n],
+            false => {
+                spill.resize(n, None);
+                &mut spill
+            }
+        };
+        for (k, slot) in next.iter_mut().enumerate() {
+            *slot = (words[2 + 2 * k] != 0).then_some(words[3 + 2 * k] as i64);
+        }
+        self.sched.set_next_ticks(next);
+        (words[0] != 0).then_some(Time(words[1] as i64))
+    }
+
+    /// Writes `sched` and `last` into a key's tick words.
+    fn write(&self, words: &mut [u64], last: Option<Time>) {
+        words[0] = u64::from(last.is_some());
+        words[1] = last.map_or(0, |t| t.0 as u64);
+        for (k, next) in self.sched.next_ticks().iter().enumerate() {
+            words[2 + 2 * k] = u64::from(next.is_some());
+            words[3 + 2 * k] = next.unwrap_or(0) as u64;
+        }
+    }
 }
 
 // The eviction callback is `Send`, so the monitor is too; this fails to
@@ -401,6 +485,7 @@ impl KeyedMonitor {
         let run = self.run_of(r, &key, entry)?;
         let id = self.table.insert(key);
         self.keep(id, run);
+        self.set_key_ticks(id, entry.ticks());
         // A keyed run keeps only what later rows can read (see
         // `canonical::pack`), and a keyed snapshot holds no more; a
         // snapshot claiming more was not taken by a keyed monitor, and
@@ -411,8 +496,14 @@ impl KeyedMonitor {
         self.canonical_into(&mut r.kept, id);
         r.got.clear();
         let (key, kept) = (self.table.key(id), &r.kept);
-        let encoded =
-            (r.encoder).encode_entry(key, &kept.state, kept.failed.as_deref(), &mut r.got);
+        let ticks = self.key_ticks(id);
+        let encoded = (r.encoder).encode_entry(
+            key,
+            &kept.state,
+            kept.failed.as_deref(),
+            ticks.as_ref(),
+            &mut r.got,
+        );
         if encoded.is_ok() && r.got == given {
             return Ok(());
         }
@@ -420,8 +511,9 @@ impl KeyedMonitor {
         // as kept, which names the part lost (the bytes may also differ for
         // a run whose restoring normalises it, which loses nothing).
         let key = self.table.key(id).clone();
-        let given = Snapshot::capture_with(r.plan, &self.run_of(r, &key, entry)?, r.fp);
-        let kept = Snapshot::capture_with(r.plan, &r.kept, r.fp);
+        let given = Snapshot::capture_with(r.plan, &self.run_of(r, &key, entry)?, r.fp)
+            .with_ticks(entry.ticks().cloned());
+        let kept = Snapshot::capture_with(r.plan, &r.kept, r.fp).with_ticks(self.key_ticks(id));
         match given.lost_in(&kept, r.plan) {
             None => Ok(()),
             Some(part) => Err(KeyedBuildError::Snapshot(SnapshotError::Inconsistent(
@@ -479,6 +571,7 @@ impl KeyedMonitor {
             rows: 0,
             last_key: None,
             scratch: Vec::new(),
+            ticks: Ticks::new(self.engine.plan(), self.ticks.rules),
         }
     }
 
@@ -514,6 +607,7 @@ impl KeyedMonitor {
             max_keys: None,
             eviction: Eviction::Drop,
             restored: None,
+            ticking: None,
         }
     }
 
@@ -525,6 +619,12 @@ impl KeyedMonitor {
     /// The key input's name.
     pub fn key_input(&self) -> &str {
         &self.key_name
+    }
+
+    /// The key of the last row or tick evaluated (or tried: a runtime
+    /// error names no key), if there was one.
+    pub fn last_key(&self) -> Option<&Key> {
+        self.last_key.as_ref()
     }
 
     /// The key input's cell in a row.
@@ -571,12 +671,257 @@ impl KeyedMonitor {
 
     /// As [`KeyedMonitor::step`], for a row of time `time` (what `time()`
     /// gives, in seconds; without it, `time()` is the key's step index).
+    ///
+    /// For a specification with periodic streams, the key's ticks due
+    /// before the row are evaluated first, as [`KeyedMonitor::ticks_before`]
+    /// makes them due, if `ticks_before` and [`KeyedMonitor::next_tick`]
+    /// have not: their outputs are then not returned (call those two to see
+    /// them).
     pub fn step_at(
         &mut self,
         time: crate::time::Time,
         row: impl AsRef<[Option<Value>]>,
     ) -> Result<Outputs<'_>, StepError> {
-        self.step_timed(Some(time), row.as_ref())
+        let row = row.as_ref();
+        if self.ticks.timed {
+            self.ticks_before_id(time, row)?;
+            while self.pending_tick().is_some() {}
+        }
+        self.step_timed(Some(time), row)
+    }
+
+    /// The periods of the specification's periodic streams, in nanoseconds
+    /// (as [`crate::Monitor::periods`]); empty for a specification without.
+    pub fn periods(&self) -> &[i64] {
+        &self.engine.plan().periods
+    }
+
+    /// The rules every key's ticks follow (see
+    /// [`KeyedMonitorBuilder::ticking`]).
+    pub fn ticking(&self) -> Ticking {
+        self.ticks.rules
+    }
+
+    /// Sets the rules every key's ticks follow from now on (as
+    /// [`KeyedMonitorBuilder::ticking`]; for a monitor built elsewhere,
+    /// before its first row).
+    pub fn set_ticking(&mut self, ticking: Ticking) {
+        self.ticks.rules = ticking;
+    }
+
+    /// The rows `key` has evaluated (its input steps: its ticks are steps
+    /// too, and not counted here); `None` if it is not live. A keyed run
+    /// without times stamps a key's row with this index, as a plain run of
+    /// the key's rows alone would.
+    pub fn input_steps(&self, key: &Key) -> Option<u64> {
+        let id = self.table.find(key.value())?;
+        Some(match self.loaded == Some(id) {
+            true => self.work.state.ring_step(),
+            false => self.layout.input_steps(self.table.block(id)),
+        })
+    }
+
+    /// For a specification with periodic streams, makes the ticks of the
+    /// key of `row` due before that row, at `time`, the ticks
+    /// [`KeyedMonitor::next_tick`] gives next; then
+    /// [`KeyedMonitor::step_at`] evaluates the row.
+    ///
+    /// Each key ticks as a plain [`crate::Monitor`] of its rows alone does
+    /// in `vigil run` with the same [`Ticking`] rules: its ticks start at
+    /// `start`, else at its first row's time; before each of its rows,
+    /// every tick at or before the row's time comes first (ticks sort before
+    /// rows of their time); a gap since the key's last row longer than
+    /// `max_gap` under [`GapPolicy::Skip`] fires one tick per period, at
+    /// its last tick in the gap; and no tick follows the key's last row. So
+    /// a key's ticks are made due by its own rows only (another key's rows
+    /// never touch it: a row costs nothing per key), and every key's outputs
+    /// are those of a plain run of its rows.
+    ///
+    /// The row is checked as `step_at` checks it (a rejected row changes
+    /// nothing); more than `max_ticks` due is
+    /// [`RowError::TooManyTicks`], changing nothing; a key stopped by a
+    /// runtime error returns that error and has no more ticks. Without
+    /// periodic streams this does nothing.
+    pub fn ticks_before(
+        &mut self,
+        time: Time,
+        row: impl AsRef<[Option<Value>]>,
+    ) -> Result<(), StepError> {
+        if self.ticks.timed {
+            self.ticks_before_id(time, row.as_ref())?;
+        }
+        Ok(())
+    }
+
+    /// The next tick [`KeyedMonitor::ticks_before`] (or a time reset,
+    /// [`KeyedMonitor::reset_ticks`]) made due, evaluated: its outputs, with
+    /// [`Outputs::key`] the key and [`Outputs::step`] the key's step (a tick
+    /// is a step of its key's run; it is not a row, and
+    /// [`KeyedMonitor::rows`] does not count it). `None` once none is left.
+    /// A runtime error stops the key, as a row's does.
+    pub fn next_tick(&mut self) -> Option<Result<Outputs<'_>, StepError>> {
+        let step = self.pending_tick()?;
+        Some(step.map(|step| {
+            let key = self.last_key.as_ref().expect("tick_key names the key");
+            Outputs::new(
+                StreamsView::State(&self.work.state),
+                &self.engine.plan().spec,
+                step,
+                Some(key),
+            )
+        }))
+    }
+
+    /// A time reset (a trace's reset marker: time starts again), for a
+    /// specification with periodic streams: every live key's ticks start
+    /// again at its next row (at `start`, else at that row's time), as a
+    /// plain run's scheduler does. With [`ResetPolicy::Once`], each live key
+    /// that had a row since the last reset first ticks once, every period
+    /// due, at its last row's time: those ticks are the next
+    /// [`KeyedMonitor::next_tick`] gives, keys in the order they were first
+    /// seen (least recently used first, under a bound). Every live key is
+    /// visited: a reset costs one step per key.
+    pub fn reset_ticks(&mut self, policy: ResetPolicy) {
+        if !self.ticks.timed {
+            return;
+        }
+        self.ticks.drawing = None;
+        let ids: Vec<EntryId> = self.table.iter().rev().collect();
+        for id in ids {
+            let words = self.layout.ticks_mut(self.table.words_mut(id));
+            let last = self.ticks.read(words);
+            if policy == ResetPolicy::Once
+                && let Some(t) = last
+            {
+                self.ticks.once.push_back((id, t));
+            }
+            self.ticks.sched.stop();
+            self.ticks.write(words, None);
+        }
+    }
+
+    /// `ticks_before` of a timed plan; returns the key's record.
+    fn ticks_before_id(&mut self, time: Time, row: &[Option<Value>]) -> Result<EntryId, StepError> {
+        self.ticks.drawing = None;
+        let mut converted = std::mem::take(&mut self.scratch);
+        let found = self.find_or_insert(row, &mut converted, Some(time));
+        converted.clear();
+        self.scratch = converted;
+        let id = found?;
+        if let Some(e) = self.stop_error(id) {
+            return Err(e.into());
+        }
+        let words = self.layout.ticks(self.table.words(id));
+        let last = self.ticks.read(words);
+        let rules = self.ticks.rules;
+        if let Err(due) = rules.schedule(&mut self.ticks.sched, last, time) {
+            return Err(RowError::TooManyTicks {
+                key: self.table.key(id).to_string(),
+                due,
+                max: rules.max_ticks,
+            }
+            .into());
+        }
+        let words = self.layout.ticks_mut(self.table.words_mut(id));
+        self.ticks.write(words, Some(time));
+        self.ticks.drawing = Some((id, time));
+        Ok(id)
+    }
+
+    /// Finds the record of `row`'s key, checking the row first; a new key's
+    /// record is made only if `max_ticks` lets its first ticks be due at
+    /// `time` (a rejected row changes nothing).
+    fn find_or_insert(
+        &mut self,
+        row: &[Option<Value>],
+        converted: &mut Vec<Option<Value>>,
+        time: Option<Time>,
+    ) -> Result<EntryId, StepError> {
+        let cells = match self.inputs.check(row)? {
+            Checked::AsIs => row,
+            Checked::Convert => {
+                self.inputs.convert_into(row, converted);
+                &converted[..]
+            }
+        };
+        let Some(value) = &cells[self.key_index] else {
+            return Err(RowError::MissingKey {
+                input: self.key_name.clone(),
+            }
+            .into());
+        };
+        if let Some(id) = self.table.find(value) {
+            return Ok(id);
+        }
+        if let Some(t) = time {
+            let rules = self.ticks.rules;
+            self.ticks.sched.stop();
+            if let Err(due) = rules.schedule(&mut self.ticks.sched, None, t) {
+                return Err(RowError::TooManyTicks {
+                    key: Key::from(value.clone()).to_string(),
+                    due,
+                    max: rules.max_ticks,
+                }
+                .into());
+            }
+        }
+        Ok(self.insert_key(value))
+    }
+
+    /// The error that stopped record `id`'s run, if one did.
+    fn stop_error(&self, id: EntryId) -> Option<crate::error::RuntimeError> {
+        match self.loaded == Some(id) {
+            true => self.work.failed.as_deref().cloned(),
+            false => self.table.side(id)?.failed.as_deref().cloned(),
+        }
+    }
+
+    /// Evaluates the next tick due: a time reset's first, then those of the
+    /// key `ticks_before` scheduled; `None` when none is left.
+    fn pending_tick(&mut self) -> Option<Result<u64, StepError>> {
+        if let Some((id, t)) = self.ticks.once.pop_front() {
+            self.ticks.due.fill(true);
+            return Some(self.tick_key(id, t));
+        }
+        let (id, _) = self.ticks.drawing?;
+        self.draw_tick(id)
+    }
+
+    /// Draws the next tick due of record `id` (`ticks.drawing`) and
+    /// evaluates it; `None` when none is left.
+    fn draw_tick(&mut self, id: EntryId) -> Option<Result<u64, StepError>> {
+        let (_, until) = self.ticks.drawing?;
+        let words = self.layout.ticks(self.table.words(id));
+        let last = self.ticks.read(words);
+        let Some(t) = self.ticks.sched.next_due(until, &mut self.ticks.due) else {
+            self.ticks.drawing = None;
+            return None;
+        };
+        let words = self.layout.ticks_mut(self.table.words_mut(id));
+        self.ticks.write(words, last);
+        Some(self.tick_key(id, t))
+    }
+
+    /// Evaluates a tick at `t` of the periods `ticks.due` on record `id`'s
+    /// run; returns the step it was.
+    fn tick_key(&mut self, id: EntryId, t: Time) -> Result<u64, StepError> {
+        let key = self.table.key(id);
+        match &mut self.last_key {
+            Some(last) => last.assign(key.value()),
+            None => self.last_key = Some(key.clone()),
+        }
+        self.load(id);
+        let run = &mut self.work;
+        if let Some(e) = &run.failed {
+            return Err((**e).clone().into());
+        }
+        let step = run.state.step;
+        run.state.time = Some(t);
+        if let Err(e) = self.engine.run_tick(run, &self.ticks.due) {
+            run.failed = Some(Box::new(e.clone()));
+            return Err(e.into());
+        }
+        Ok(step)
     }
 
     fn step_timed(
@@ -644,20 +989,7 @@ impl KeyedMonitor {
                 }
                 id
             }
-            None => {
-                let key = Key::from(value.clone());
-                let live = self.max_keys.map_or(usize::MAX, |n| n.get() - 1);
-                self.evict_to(live);
-                let id = self.table.insert(key);
-                let words = self.table.words_mut(id);
-                words.copy_from_slice(&self.fresh);
-                // The key input holds the key from the key's first row on
-                // (the whole-row kernel may leave it out: it is the key; a
-                // Str or Unit key's object is put back on unpacking).
-                let (t, lane) = scalar_form(value).unwrap_or((tag::OTHER, 0));
-                self.layout.set_stream(words, self.key_slot, t, lane);
-                id
-            }
+            None => self.insert_key(value),
         };
         // The lookup brought the record's first line; ask for the rest now,
         // so that the kernel does not wait for each in turn.
@@ -690,6 +1022,65 @@ impl KeyedMonitor {
         }
         self.rows += 1;
         Ok((step, None))
+    }
+
+    /// Makes the record of a new key `value` (evicting the least recently
+    /// used key first if live keys are at their bound): a fresh run.
+    fn insert_key(&mut self, value: &Value) -> EntryId {
+        let key = Key::from(value.clone());
+        let live = self.max_keys.map_or(usize::MAX, |n| n.get() - 1);
+        self.evict_to(live);
+        let id = self.table.insert(key);
+        let words = self.table.words_mut(id);
+        words.copy_from_slice(&self.fresh);
+        // The key input holds the key from the key's first row on (the
+        // whole-row kernel may leave it out: it is the key; a Str or Unit
+        // key's object is put back on unpacking).
+        let (t, lane) = scalar_form(value).unwrap_or((tag::OTHER, 0));
+        self.layout.set_stream(words, self.key_slot, t, lane);
+        id
+    }
+
+    /// The ticks of record `id`'s key as a snapshot holds them: `None` for a
+    /// plan without periods, or a key that never had a row since its run
+    /// began or time was reset (its words are all zero).
+    fn key_ticks(&self, id: EntryId) -> Option<KeyTicks> {
+        if !self.ticks.timed {
+            return None;
+        }
+        let words = self.layout.ticks(self.table.words(id));
+        if words.iter().all(|&w| w == 0) {
+            return None;
+        }
+        let next: Vec<Option<i64>> = (0..self.ticks.due.len())
+            .map(|k| (words[2 + 2 * k] != 0).then_some(words[3 + 2 * k] as i64))
+            .collect();
+        let mut scheduler = self.ticks.sched.clone();
+        scheduler.set_next_ticks(&next);
+        Some(KeyTicks {
+            scheduler,
+            last: (words[0] != 0).then_some(words[1] as i64),
+        })
+    }
+
+    /// Makes `ticks` (a snapshot's) the ticks of record `id`'s key; `None`:
+    /// not started, no row yet.
+    fn set_key_ticks(&mut self, id: EntryId, ticks: Option<&KeyTicks>) {
+        if !self.ticks.timed {
+            return;
+        }
+        let last = match ticks {
+            None => {
+                self.ticks.sched.stop();
+                None
+            }
+            Some(t) => {
+                self.ticks.sched.set_next_ticks(t.scheduler.next_ticks());
+                t.last.map(Time)
+            }
+        };
+        let words = self.layout.ticks_mut(self.table.words_mut(id));
+        self.ticks.write(words, last);
     }
 
     /// Keeps `run` as the run of the key of record `id` (just inserted, or
@@ -736,6 +1127,10 @@ impl KeyedMonitor {
         if self.loaded == Some(id) {
             self.loaded = None;
         }
+        if self.ticks.drawing.is_some_and(|(d, _)| d == id) {
+            self.ticks.drawing = None;
+        }
+        self.ticks.once.retain(|&(o, _)| o != id);
         self.table.remove(id);
     }
 
@@ -857,7 +1252,11 @@ impl KeyedMonitor {
     /// a plain [`crate::Monitor`] of that key's trace, or with
     /// [`KeyedMonitor::restore_key`].
     pub fn snapshot_key(&self, key: &Key) -> Option<Snapshot> {
-        self.with_run(key, |run| Snapshot::capture(self.engine.plan(), run))
+        let id = self.table.find(key.value())?;
+        let ticks = self.key_ticks(id);
+        self.with_run(key, |run| {
+            Snapshot::capture(self.engine.plan(), run).with_ticks(ticks)
+        })
     }
 
     /// Removes `key`, returning a snapshot of its run (a later row of the
@@ -884,6 +1283,7 @@ impl KeyedMonitor {
         self.evict_to(self.max_keys.map_or(usize::MAX, |n| n.get() - 1));
         let id = self.table.insert(key);
         self.keep(id, run);
+        self.set_key_ticks(id, snapshot.key_ticks());
         Ok(())
     }
 
@@ -920,6 +1320,7 @@ impl KeyedMonitor {
                 self.table.key(id),
                 &tmp.state,
                 tmp.failed.as_deref(),
+                self.key_ticks(id).as_ref(),
             )?;
         }
         w.finish()
@@ -942,7 +1343,7 @@ impl KeyedMonitor {
                 self.canonical_into(&mut tmp, id);
                 (
                     self.table.key(id).clone(),
-                    Snapshot::capture_with(plan, &tmp, fp),
+                    Snapshot::capture_with(plan, &tmp, fp).with_ticks(self.key_ticks(id)),
                 )
             })
             .collect();

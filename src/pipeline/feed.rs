@@ -431,17 +431,14 @@ impl Feed {
         let Some(sched) = &mut self.scheduler else {
             return Ok(());
         };
-        if !sched.started() {
-            sched.start(self.options.start.unwrap_or(t));
-        }
-        if let (Some(gap), Some(last)) = (self.options.max_gap, self.last_time)
-            && t.0.saturating_sub(last.0) > gap
-            && self.options.on_gap == GapPolicy::Skip
-        {
-            sched.skip_to(t);
-        }
-        let due = sched.ticks_until(t);
-        if due > u128::from(self.options.max_ticks) {
+        // The one rule a keyed monitor applies to each key's ticks too.
+        let rules = crate::time::Ticking {
+            start: self.options.start,
+            max_gap: self.options.max_gap,
+            on_gap: self.options.on_gap,
+            max_ticks: self.options.max_ticks,
+        };
+        if let Err(due) = rules.schedule(sched, self.last_time, t) {
             let form = self.form.unwrap_or(TimeForm::Number(self.options.unit));
             return Err(Stop::trace(format!(
                 "{due} ticks are due before the row at time {}, more than --max-ticks {} (a jump in time? --max-gap G --on-gap skip fires one tick per period over it)",

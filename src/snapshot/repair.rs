@@ -203,6 +203,9 @@ impl Snapshot {
                 // specification's instances are not carried over.
                 dynamic: vec![None; new.dynamics as usize],
                 clocks: carried_clocks(old, new, &b.clocks),
+                // A repair is of a plain monitor's run, whose ticks are its
+                // caller's.
+                ticks: None,
             },
         };
         (snapshot, repair)

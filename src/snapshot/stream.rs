@@ -25,8 +25,8 @@
 //! buffer that holds a few hundred kilobytes (more only for one entry that is larger).
 
 use super::{
-    Cell, FORMAT_VERSION, Fingerprint, HEADER_LEN, KEYED_FORMAT_VERSION, KEYED_MAGIC, KeyedEntry,
-    SnapshotError, StopError, body_of,
+    Cell, FORMAT_VERSION, Fingerprint, HEADER_LEN, KEYED_FORMAT_VERSION, KEYED_MAGIC, KeyTicks,
+    KeyedEntry, SnapshotError, StopError, body_of,
 };
 use crate::canonical::{NodeState, scalar_form};
 use crate::error::RuntimeError;
@@ -79,13 +79,15 @@ impl<'p> RunEncoder<'p> {
         &self,
         st: &NodeState,
         failed: Option<&RuntimeError>,
+        ticks: Option<&KeyTicks>,
         out: &mut Vec<u8>,
     ) -> Result<(), HoldsFunction> {
         if !st.dynamic.is_empty() {
             // `dynamic` instances carry runs of their own specifications;
             // keyed monitors refuse such specifications, so the rare run
             // with one is encoded through its `Body`.
-            let body = body_of(self.plan, st, failed, self.fingerprint);
+            let mut body = body_of(self.plan, st, failed, self.fingerprint);
+            body.ticks = ticks.cloned();
             append(&body, out);
             return match body.holds_function() {
                 true => Err(HoldsFunction),
@@ -143,6 +145,7 @@ impl<'p> RunEncoder<'p> {
         for &c in &st.clocks {
             varint(out, c);
         }
+        append(&ticks, out);
         match function {
             true => Err(HoldsFunction),
             false => Ok(()),
@@ -156,12 +159,13 @@ impl<'p> RunEncoder<'p> {
         key: &Key,
         state: &NodeState,
         failed: Option<&RuntimeError>,
+        ticks: Option<&KeyTicks>,
         out: &mut Vec<u8>,
     ) -> Result<(), HoldsFunction> {
         let (t, lane) = scalar_form(key.value()).unwrap_or((tag::OTHER, 0));
         let mut function = false;
         cell(t, lane, Some(key.value()), out, &mut function);
-        self.encode_run(state, failed, out)
+        self.encode_run(state, failed, ticks, out)
     }
 }
 
@@ -315,6 +319,7 @@ impl<'w, W: Write + Seek + ?Sized> KeyedWriter<'w, W> {
         key: &Key,
         state: &NodeState,
         failed: Option<&RuntimeError>,
+        ticks: Option<&KeyTicks>,
     ) -> io::Result<()> {
         if self.left == 0 {
             return Err(io::Error::other(
@@ -322,7 +327,7 @@ impl<'w, W: Write + Seek + ?Sized> KeyedWriter<'w, W> {
             ));
         }
         self.left -= 1;
-        enc.encode_entry(key, state, failed, &mut self.scratch)?;
+        enc.encode_entry(key, state, failed, ticks, &mut self.scratch)?;
         self.emit()
     }
 
@@ -355,8 +360,9 @@ impl<'w, W: Write + Seek + ?Sized> KeyedWriter<'w, W> {
 
 /// The fewest bytes a keyed snapshot's entry takes: the key's variant, and
 /// a run's version, fingerprint (32 bytes), step, the lengths of its slots,
-/// flags, rings, windows and `dynamic`, and its stop error's variant.
-const MIN_ENTRY: u64 = 1 + 1 + 32 + 1 + 5 + 1;
+/// flags, rings, windows and `dynamic`, its stop error's variant and its
+/// ticks' variant.
+const MIN_ENTRY: u64 = 1 + 1 + 32 + 1 + 5 + 1 + 1;
 
 /// How many bytes a reader reads at a time (and its decoding buffer's
 /// first size).
@@ -726,7 +732,8 @@ out t\nout v: Unit\nl = List.append(default(l[1], List()), x)\nt = Tuple(s, {a: 
                 for key in m.keys() {
                     let (state, failed) = m.run_state(key).unwrap();
                     let mut got = Vec::new();
-                    enc.encode_run(&state, failed.as_ref(), &mut got).unwrap();
+                    enc.encode_run(&state, failed.as_ref(), None, &mut got)
+                        .unwrap();
                     assert_eq!(got, body_bytes(&plan, &state, failed.as_ref()));
                 }
             }

@@ -611,14 +611,13 @@ fn keyed_snapshots_keep_recency_and_refuse_what_does_not_fit() {
         Err(SnapshotError::Checksum)
     );
     assert_eq!(
-        KeyedSnapshot::from_json(
-            &snap
-                .to_json()
-                .replace("\"vigil_keyed_snapshot\":1", "\"vigil_keyed_snapshot\":9")
-        ),
+        KeyedSnapshot::from_json(&snap.to_json().replace(
+            &format!("\"vigil_keyed_snapshot\":{}", vigil::KEYED_FORMAT_VERSION),
+            "\"vigil_keyed_snapshot\":9"
+        )),
         Err(SnapshotError::Version {
             found: 9,
-            supported: 1
+            supported: vigil::KEYED_FORMAT_VERSION
         })
     );
     // A key's run of another version inside a keyed snapshot of this one is
@@ -760,7 +759,7 @@ fn keyed_snapshots_stream_through_a_file() {
         read(&version),
         Err(SnapshotError::Version {
             found: 7,
-            supported: 1
+            supported: vigil::KEYED_FORMAT_VERSION
         })
     );
     // Every cut of the body, resealed (a writer's bug, or a hostile file

@@ -10,6 +10,7 @@ mod explain;
 mod frontend_hardening;
 mod hardening;
 mod keyed;
+mod keyed_time;
 mod live;
 mod matrix;
 mod memory;

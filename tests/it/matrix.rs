@@ -66,19 +66,14 @@ const FEATURES: [Feature; 15] = [
 /// that runs, and a pair not listed that is refused, both fail the test.
 const REFUSED: &[(Feature, Feature, &str)] = &[
     (
-        Key,
-        Periodic,
-        "the specification has periodic streams, which a keyed monitor does not tick yet",
-    ),
-    (
         Periodic,
         Workers2,
-        "the specification has periodic streams, which a keyed monitor does not tick yet",
+        "a specification with periodic streams (`@ period`) does not run with --workers or --processes yet",
     ),
     (
         Periodic,
         Processes2,
-        "the specification has periodic streams, which a keyed monitor does not tick yet",
+        "a specification with periodic streams (`@ period`) does not run with --workers or --processes yet",
     ),
 ];
 
