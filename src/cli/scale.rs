@@ -1079,6 +1079,8 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
             on_gap: feed_on_gap,
             max_ticks: args.max_ticks,
             on_reset: feed_on_reset,
+            // A rejected row is located by its source's position.
+            positions: true,
         };
         let mut feed = Feed::new(feed_options, super::timed::notices());
         let live_options = super::live::options(args, time_cell);

@@ -429,6 +429,7 @@ pub(super) fn run(
             on_gap,
             max_ticks: args.max_ticks,
             on_reset,
+            positions: args.checkpoint.is_some(),
         },
         notify.clone(),
     );

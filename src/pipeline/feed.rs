@@ -58,6 +58,11 @@ pub struct FeedOptions {
     pub max_ticks: u64,
     /// What a time reset does to the ticks.
     pub on_reset: ResetPolicy,
+    /// Whether the feed keeps where each source stands after every row it
+    /// queued (a little work per row): what [`Feed::positions`],
+    /// [`Feed::state`] (checkpoints) and [`Feed::taken_at`] read. Without
+    /// it they give the sources' starts.
+    pub positions: bool,
 }
 
 /// The feed of one run (see the module doc).
@@ -165,7 +170,8 @@ impl Feed {
         self.add(Source::new(name, Feeder::Thread(rows), format));
     }
 
-    fn add(&mut self, source: Source) {
+    fn add(&mut self, mut source: Source) {
+        source.track = self.options.positions;
         let s = self.merge.add_source();
         debug_assert_eq!(s, self.sources.len());
         self.sources.push(source);
@@ -331,6 +337,7 @@ impl Feed {
 
     /// The next of the scheduler's ticks due (`ticks_until`), made now;
     /// `None` once none is left.
+    #[inline]
     fn due_tick(&mut self) -> Option<Event> {
         let until = self.ticks_until?;
         let tick = self.scheduler.as_mut()?.next_until(until);
@@ -464,10 +471,10 @@ impl Feed {
                     let (warnings, msg, reset) = read_one(
                         reader.as_mut(),
                         &src.name,
-                        src.format,
-                        src.rows,
+                        (src.format, src.rows),
                         width,
                         policy,
+                        src.track,
                     );
                     for w in warnings {
                         (self.notify)(Notice::Trace(w));
@@ -616,6 +623,9 @@ impl Feed {
 /// Marks where source `s` stands after queueing `entry` (at `location`),
 /// read up to `at`.
 fn mark(src: &mut Source, merge: &Merge, s: usize, entry: Entry, at: Where, location: String) {
+    if !src.track {
+        return;
+    }
     src.marks.push_back(Mark {
         entry,
         at,
@@ -680,6 +690,7 @@ mod tests {
             on_gap: GapPolicy::CatchUp,
             max_ticks: 100,
             on_reset: ResetPolicy::Once,
+            positions: true,
         };
         let mut f = Feed::new(options, crate::notice::ignore());
         f.add_reader("a".into(), reader(a, skip[0]), TraceFormat::Csv);

@@ -40,6 +40,7 @@
 //!     on_gap: GapPolicy::CatchUp,
 //!     max_ticks: 1000,
 //!     on_reset: ResetPolicy::Cancel,
+//!     positions: false,
 //! };
 //! let said = Arc::new(Mutex::new(Vec::new()));
 //! let log = said.clone();

@@ -25,6 +25,8 @@ pub(super) struct Source {
     /// checkpoint records.
     pub(super) marks: VecDeque<Mark>,
     pub(super) taken: Mark,
+    /// Whether the marks are kept (`FeedOptions::positions`).
+    pub(super) track: bool,
 }
 
 impl Source {
@@ -37,12 +39,16 @@ impl Source {
             read: 0,
             marks: VecDeque::new(),
             taken: Mark::default(),
+            track: true,
         }
     }
 
     /// The run took the queued item `entry` (a row of a step, or a time
     /// reset): it and everything before it are behind the source now.
     pub(super) fn take(&mut self, entry: Entry) {
+        if !self.track {
+            return;
+        }
         while let Some(m) = self.marks.pop_front() {
             let found = m.entry == entry;
             self.taken = m;
@@ -143,15 +149,16 @@ pub fn droppable(policy: Malformed, e: &trace::TraceError, reader: &dyn RowReade
 }
 
 /// Reads the next row of `reader` (a source `name` of `format` that has
-/// given `rows` rows): warnings first, then what came, and whether a time
-/// reset followed the row.
+/// given `rows` rows): warnings first, then what came (with the reader's
+/// position after it when `track`), and whether a time reset followed the
+/// row.
 pub(super) fn read_one(
     reader: &mut dyn RowReader,
     name: &str,
-    format: TraceFormat,
-    rows: u64,
+    (format, rows): (TraceFormat, u64),
     width: usize,
     policy: Malformed,
+    track: bool,
 ) -> (Vec<String>, Msg, bool) {
     let mut cells = vec![None; width];
     let next = reader.next_row(&mut cells);
@@ -162,9 +169,12 @@ pub(super) fn read_one(
             Msg::Row(
                 cells,
                 row_location(name, reader, lines, rows + 1),
-                Where {
-                    position: reader.position(),
-                    token: reader.resume_token(),
+                match track {
+                    true => Where {
+                        position: reader.position(),
+                        token: reader.resume_token(),
+                    },
+                    false => Where::default(),
                 },
                 reader.stamp(),
             )
@@ -200,7 +210,7 @@ pub fn spawn_reader(
         let mut rows = 0;
         loop {
             let (warnings, msg, reset) =
-                read_one(reader.as_mut(), &name, format, rows, width, policy);
+                read_one(reader.as_mut(), &name, (format, rows), width, policy, true);
             for w in warnings {
                 if tx.send(Msg::Warning(w)).is_err() {
                     return;
