@@ -331,6 +331,16 @@ pub enum Evaluated<'a> {
         /// What the worker's monitor made of it.
         result: Result<Outputs<'a>, StepError>,
     },
+    /// A tick of the key of `row`, evaluated just before it (a
+    /// specification with periodic streams: a key's ticks are made due by
+    /// its own rows, [`KeyedMonitor::ticks_before`]); its outputs name the
+    /// key and carry the tick's time ([`Outputs::time`]).
+    Tick {
+        /// The row the tick comes before.
+        row: &'a StampedRow,
+        /// The tick's outputs, or the runtime error that stopped its key.
+        result: Result<Outputs<'a>, StepError>,
+    },
     /// A barrier, after `on_barrier` has seen the monitor.
     Barrier {
         /// The checkpoint's time.
@@ -430,6 +440,42 @@ where
                 match event {
                     Event::Row(row) => {
                         let inputs = &row.cells[..monitor.input_count().min(row.cells.len())];
+                        // A periodic specification's ticks of the row's
+                        // key come first; a row they refuse (too many
+                        // ticks due) is not evaluated.
+                        if !monitor.periods().is_empty() {
+                            // (A row without its key has no ticks: `step`
+                            // rejects it below.)
+                            let at = monitor.tick_time(row.at.map(crate::time::Time), inputs);
+                            let due = match at {
+                                Some(at) => monitor.ticks_before(at, inputs),
+                                None => Ok(()),
+                            };
+                            match due {
+                                Ok(()) => {
+                                    while let Some(result) = monitor.next_tick() {
+                                        emit(Evaluated::Tick { row, result }, &mut out);
+                                    }
+                                }
+                                Err(
+                                    e @ StepError::Row(crate::row::RowError::TooManyTicks {
+                                        ..
+                                    }),
+                                ) => {
+                                    emit(
+                                        Evaluated::Row {
+                                            row,
+                                            result: Err(e),
+                                        },
+                                        &mut out,
+                                    );
+                                    continue;
+                                }
+                                // A stopped key or a rejected row: the row
+                                // says so.
+                                Err(_) => {}
+                            }
+                        }
                         let result = match row.at {
                             Some(ns) => monitor.step_at(crate::time::Time(ns), inputs),
                             None => monitor.step(inputs),

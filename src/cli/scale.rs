@@ -961,16 +961,24 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
     if let Some(n) = args.max_keys {
         builder = builder.max_keys(n);
     }
-    let template = builder.build().map_err(|e| fail(e.to_string()))?;
-    // A key's ticks come before its rows in the output, at their own (earlier)
-    // times, once its next row makes them due; the writer orders pieces by
-    // time as the frontier passes, so it would have to hold back every time a
-    // silent key may still tick at. Not done yet: refused, by name.
-    if !template.periods().is_empty() {
-        return Err(fail(
-            "a specification with periodic streams (`@ period`) does not run with --workers or --processes yet: each key's ticks run in a single-process keyed run (drop --workers/--processes)".into(),
-        ));
-    }
+    // A key's ticks are made due by its own rows and evaluated just before
+    // them by the worker owning the key (`Evaluated::Tick`), so they travel
+    // with the row and are written at its place: the single-process order.
+    // The scheduler's flags are refused (`refuse`); the spec's gap policy
+    // holds.
+    builder = builder.ticking(crate::time::Ticking {
+        start: None,
+        max_gap: None,
+        on_gap: spec
+            .checked()
+            .on_gap
+            .unwrap_or(crate::lang::ast::GapPolicy::CatchUp),
+        max_ticks: args.max_ticks,
+    });
+    let mut template = builder.build().map_err(|e| fail(e.to_string()))?;
+    let unit = TimeUnit::from_name(&args.time_unit).expect("clap allows only known units");
+    // Without `--time` a key's row stands at its index in `--time-unit`.
+    template.set_index_unit(unit.nanos());
     if let Err(exit) = super::check_tier(args, &template.stats()) {
         return Ok(exit);
     }
@@ -1643,22 +1651,32 @@ fn formatter(
     );
     let mut samples: Vec<Sample> = Vec::new();
     let mut stopped: HashSet<Key> = HashSet::new();
-    move |evaluated, out| match evaluated {
-        Evaluated::Barrier { time, token, .. } => out.push(Piece::Done {
-            time,
-            digest: token,
-        }),
-        Evaluated::End { monitor } => {
-            if plan.stats || plan.summary {
-                let end = (worker, monitor.stats(), monitor.key_count());
-                outcome
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .ends
-                    .push(end);
+    move |evaluated, out| {
+        let (row, result, tick) = match evaluated {
+            Evaluated::Barrier { time, token, .. } => {
+                out.push(Piece::Done {
+                    time,
+                    digest: token,
+                });
+                return;
             }
-        }
-        Evaluated::Row { row, result } => {
+            Evaluated::End { monitor } => {
+                if plan.stats || plan.summary {
+                    let end = (worker, monitor.stats(), monitor.key_count());
+                    outcome
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .ends
+                        .push(end);
+                }
+                return;
+            }
+            Evaluated::Row { row, result } => (row, result, false),
+            // A tick of a row's key is written just before the row, at the
+            // row's place in the output (the single-process order).
+            Evaluated::Tick { row, result } => (row, result, true),
+        };
+        {
             let cells = &row.cells;
             let key_value = row.cells[plan.key_index].clone().unwrap_or(Value::Unit);
             match result {
@@ -1668,15 +1686,17 @@ fn formatter(
                     } else {
                         unit_form
                     };
-                    let time_value = row.at.map(|ns| Time(ns).to_value(form));
+                    let at = if tick {
+                        outputs.time().map(|t| t.0)
+                    } else {
+                        row.at
+                    };
+                    let time_value = at.map(|ns| Time(ns).to_value(form));
                     let shown = if timed { time_value.as_ref() } else { None };
-                    plan.view.fill(
-                        &mut samples,
-                        plan.output,
-                        Some(cells),
-                        outputs.iter(),
-                        shown,
-                    );
+                    // A tick has no input row: its passed fields are absent.
+                    let row_cells = (!tick).then_some(&cells[..]);
+                    plan.view
+                        .fill(&mut samples, plan.output, row_cells, outputs.iter(), shown);
                     let key = outputs
                         .key()
                         .expect("a keyed monitor's outputs name their key");
@@ -1700,10 +1720,14 @@ fn formatter(
                             fired.push((alert.trigger.to_string(), at));
                         }
                         if plan.alerts_json {
+                            let context = match tick {
+                                true => Vec::new(),
+                                false => plan.view.context(cells),
+                            };
                             chunk.alerts.extend(trace::alert_line_with(
                                 &alert,
                                 Some((&plan.key, key)),
-                                &plan.view.context(cells),
+                                &context,
                             ));
                         } else {
                             let _ = writeln!(
@@ -1729,6 +1753,12 @@ fn formatter(
                             format!("{e} ({}={key}); its later rows are not evaluated", plan.key);
                         Chunk::of(out).end_row(row, key_value, Some((message, false)), Vec::new());
                     }
+                }
+                // Too many ticks due before a key's row ends the run, as a
+                // single-process run's does.
+                Err(StepError::Row(e @ crate::row::RowError::TooManyTicks { .. })) => {
+                    let message = format!("{e} (--max-ticks)");
+                    Chunk::of(out).end_row(row, key_value, Some((message, true)), Vec::new());
                 }
                 Err(StepError::Row(e)) => {
                     let (message, _) = super::rejected(&e);

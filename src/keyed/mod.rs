@@ -360,6 +360,9 @@ struct Ticks {
     /// Whether the plan has periods at all (else nothing here is used).
     timed: bool,
     rules: Ticking,
+    /// What a row's index stands for (ns) in a run whose rows have no
+    /// time (`KeyedMonitor::tick_time`).
+    index_unit: i64,
     /// A scheduler of the plan's periods, into which a key's words are
     /// read to work on them, and the periods a tick drawn is due for.
     sched: Scheduler,
@@ -377,6 +380,7 @@ impl Ticks {
         Ticks {
             timed: plan.is_timed(),
             rules,
+            index_unit: crate::time::TimeUnit::Seconds.nanos(),
             sched: Scheduler::new(&plan.periods),
             due: vec![false; plan.periods.len()],
             drawing: None,
@@ -571,7 +575,10 @@ impl KeyedMonitor {
             rows: 0,
             last_key: None,
             scratch: Vec::new(),
-            ticks: Ticks::new(self.engine.plan(), self.ticks.rules),
+            ticks: Ticks {
+                index_unit: self.ticks.index_unit,
+                ..Ticks::new(self.engine.plan(), self.ticks.rules)
+            },
         }
     }
 
@@ -707,6 +714,28 @@ impl KeyedMonitor {
     /// before its first row).
     pub fn set_ticking(&mut self, ticking: Ticking) {
         self.ticks.rules = ticking;
+    }
+
+    /// Sets what a row's index stands for, in nanoseconds, in a run whose
+    /// rows carry no time (a second unless set): the time
+    /// [`KeyedMonitor::tick_time`] gives such a row, as `vigil run --key`
+    /// without `--time` stamps a key's row with its index in `--time-unit`.
+    pub fn set_index_unit(&mut self, nanos: i64) {
+        self.ticks.index_unit = nanos;
+    }
+
+    /// The time whose ticks come before `row`: `time` if the row has one,
+    /// else the row's index among its key's rows (in the index unit, up to
+    /// the end of time), as in a run of the key's rows alone; `None` when
+    /// the row has no key.
+    pub fn tick_time(&self, time: Option<Time>, row: &[Option<Value>]) -> Option<Time> {
+        if let Some(t) = time {
+            return Some(t);
+        }
+        let key = Key::from(row.get(self.key_index)?.clone()?);
+        let n = self.input_steps(&key).unwrap_or(0);
+        let n = i64::try_from(n).unwrap_or(i64::MAX);
+        Some(Time(n.saturating_mul(self.ticks.index_unit)))
     }
 
     /// The rows `key` has evaluated (its input steps: its ticks are steps

@@ -64,18 +64,7 @@ const FEATURES: [Feature; 15] = [
 
 /// The pairs vigil refuses, with a part of its message (exit status 1). A pair listed here
 /// that runs, and a pair not listed that is refused, both fail the test.
-const REFUSED: &[(Feature, Feature, &str)] = &[
-    (
-        Periodic,
-        Workers2,
-        "a specification with periodic streams (`@ period`) does not run with --workers or --processes yet",
-    ),
-    (
-        Periodic,
-        Processes2,
-        "a specification with periodic streams (`@ period`) does not run with --workers or --processes yet",
-    ),
-];
+const REFUSED: &[(Feature, Feature, &str)] = &[];
 
 /// The pairs that are not meaningful, with the reason; they are not run.
 const MEANINGLESS: &[(Feature, Feature, &str)] = &[(
