@@ -53,6 +53,19 @@ pub(super) enum Event {
     Reset,
 }
 
+impl Event {
+    /// The event as the evaluation stage takes it (`None` for a stop).
+    pub(super) fn into_feed(self) -> Option<crate::pipeline::Event> {
+        Some(match self {
+            Event::Rows(step) => crate::pipeline::Event::Rows(step),
+            Event::Tick(t, due) => crate::pipeline::Event::Tick(t, due),
+            Event::Reset => crate::pipeline::Event::Reset,
+            Event::Source(name) => crate::pipeline::Event::Source(name),
+            Event::Stop(..) => return None,
+        })
+    }
+}
+
 impl From<crate::pipeline::Event> for Event {
     fn from(e: crate::pipeline::Event) -> Event {
         match e {

@@ -28,7 +28,6 @@ use crate::merge::Step;
 use crate::monitor::Spec;
 use crate::notice::Notice;
 use crate::pipeline::{self, Feed, FeedOptions, StopKind, show};
-use crate::row::StepError;
 use crate::time::{Time, TimeForm, TimeUnit};
 use crate::trace::{self, OutputFormat, OutputWriter, ReaderOptions, RowReader, TraceFormat};
 use crate::value::Value;
@@ -403,6 +402,8 @@ pub(super) fn run(
             on_gap,
             max_ticks: args.max_ticks,
         });
+        // Without `--time` a key's row stands at its index in `--time-unit`.
+        m.set_index_unit(unit.nanos());
     }
     let keyed = matches!(runner, Runner::Keyed(_));
     let notify = notices();
@@ -546,7 +547,6 @@ pub(super) fn run(
         streaming,
         tally: ops::Tally::new(args.on_malformed, ops::Progress::new(true, None)),
         clashes: 0,
-        status: Exit::Success,
         checkpoints,
         ticks: 0,
         periods: periods.len(),
@@ -695,8 +695,6 @@ struct Run<'a> {
     streaming: bool,
     tally: ops::Tally,
     clashes: u64,
-    /// A keyed run's status so far (a key stopped by a runtime error).
-    status: Exit,
     /// Ticks evaluated so far.
     ticks: u64,
     /// The specification's periods (for reading ticks of a log).
@@ -719,7 +717,7 @@ impl Run<'_> {
         writer: &mut dyn OutputWriter,
         alerts: &mut Alerts,
     ) -> io::Result<Exit> {
-        let mut stopped = std::collections::HashSet::new();
+        let mut evaluator = pipeline::Evaluator::new(self.args.time.is_some(), self.inputs);
         loop {
             let event = match self.next(feed, writer)? {
                 Ok(Some(event)) => event,
@@ -731,44 +729,106 @@ impl Run<'_> {
                     {
                         return stop(writer, &m, Exit::Failure);
                     }
-                    return Ok(self.status);
+                    return Ok(match evaluator.keys_stopped() {
+                        true => Exit::Runtime,
+                        false => Exit::Success,
+                    });
                 }
                 Err(exit) => return Ok(exit),
             };
-            let done = match event {
+            let (rows, time) = match &event {
                 Event::Rows(step) => {
-                    let rows = step.rows.len() as u64;
-                    let done = self.evaluate(step, runner, writer, alerts, &mut stopped)?;
-                    let due = (self.checkpoints.as_mut()).is_some_and(|c| c.count(rows));
-                    // Checkpoints fall between steps with nothing pending
-                    // (a step's ticks come before it): the state is then
-                    // the monitor's, the merge's marks and the scheduler's.
-                    if done.is_none()
-                        && due
-                        && feed.live.settled()
-                        && let Err(m) = self.checkpoint(feed, runner, writer, alerts)?
-                    {
-                        return stop(writer, &m, Exit::Failure);
-                    }
-                    done
+                    self.clashes(step);
+                    (Some(step.rows.len() as u64), step.time)
                 }
-                Event::Tick(t, due) => self.tick(t, &due, runner, writer, alerts)?,
-                // A new epoch changes the merge and the scheduler only; a
-                // keyed run's schedulers are its keys' (each fires its
-                // `--on-reset once` tick here).
-                Event::Reset => match runner {
-                    Runner::Keyed(m) if !m.periods().is_empty() => {
-                        m.reset_ticks(self.on_reset);
-                        self.keyed_ticks(m, writer, alerts, &mut stopped)?
-                    }
-                    _ => None,
-                },
-                Event::Stop(..) | Event::Source(..) => {
-                    unreachable!("the feed ends at a stop and takes sources in")
-                }
+                Event::Tick(t, _) => (None, *t),
+                _ => (None, Time(0)),
             };
-            if let Some(exit) = done {
-                return Ok(exit);
+            let Some(event) = event.into_feed() else {
+                unreachable!("the feed ends at a stop")
+            };
+            let form = self.form.unwrap_or(TimeForm::Number(self.unit));
+            let mut lines = Lines {
+                view: self.view,
+                output: self.output,
+                writer: &mut *writer,
+                alerts: &mut *alerts,
+                progress: &self.tally.progress,
+                form,
+                timed: self.args.time.is_some(),
+                steps: 0,
+                ticks: 0,
+                samples: Vec::new(),
+            };
+            let flow = evaluator.event(runner, &event, self.on_reset, &mut lines)?;
+            let (steps, ticks) = (lines.steps, lines.ticks);
+            self.tally.steps += steps;
+            self.ticks += ticks;
+            if self.streaming {
+                writer.flush()?;
+                alerts.flush()?;
+            }
+            let shown = || show(time.to_value(form));
+            match flow {
+                pipeline::Flow::Go => {}
+                pipeline::Flow::Rejected(e) => {
+                    let at = format!("time {}", shown());
+                    // A log's rows were not read by a trace reader: a value
+                    // of the wrong type there is a malformed log, not a bug.
+                    if let Some(log) = &self.replaying {
+                        let message =
+                            format!("{log}: the log's row at {at} does not fit the inputs: {e}");
+                        return stop(writer, &message, Exit::Trace);
+                    }
+                    if !self.tally.skip_rejected(&at, &e) {
+                        let (message, exit) = super::rejected(&e);
+                        return stop(writer, &message, exit);
+                    }
+                }
+                pipeline::Flow::Stop(pipeline::Halt::Runtime(e)) => {
+                    return stop(writer, &e, Exit::Runtime);
+                }
+                pipeline::Flow::Stop(pipeline::Halt::TooManyTicks { key, due, max }) => {
+                    // As a plain run's: the run ends (the feed's schedule).
+                    let message = format!(
+                        "{due} ticks of key {key} are due before its row at time {}, more than --max-ticks {max} (a jump in time? --max-gap G --on-gap skip fires one tick per period over it)",
+                        shown(),
+                    );
+                    return stop(writer, &message, Exit::Trace);
+                }
+                pipeline::Flow::Stop(pipeline::Halt::KeyedTick) => {
+                    return stop(
+                        writer,
+                        &"the log has a tick, which a keyed run never records (its keys' ticks follow from their rows)",
+                        Exit::Trace,
+                    );
+                }
+            }
+            // Checkpoints fall between steps with nothing pending (a step's
+            // ticks come before it): the state is then the monitor's, the
+            // merge's marks and the scheduler's.
+            let due = rows.is_some_and(|n| (self.checkpoints.as_mut()).is_some_and(|c| c.count(n)));
+            if due
+                && feed.live.settled()
+                && let Err(m) = self.checkpoint(feed, runner, writer, alerts)?
+            {
+                return stop(writer, &m, Exit::Failure);
+            }
+        }
+    }
+
+    /// Reports the clashes of `step` (the first few; every one counted).
+    fn clashes(&mut self, step: &Step) {
+        let form = self.form.unwrap_or(TimeForm::Number(self.unit));
+        for c in &step.clashes {
+            self.clashes += 1;
+            if self.clashes <= REPORTED {
+                (self.notify)(Notice::Clash {
+                    time: show(step.time.to_value(form)),
+                    input: self.schema_names[c.cell].clone(),
+                    kept: self.names[c.kept as usize].clone(),
+                    dropped: self.names[c.dropped as usize].clone(),
+                });
             }
         }
     }
@@ -848,109 +908,6 @@ impl Run<'_> {
         }))
     }
 
-    /// Evaluates and writes the ticks a keyed monitor has due (its
-    /// `ticks_before` or `reset_ticks` made them), each key's with its key;
-    /// a runtime error stops that key alone, as a row's does.
-    fn keyed_ticks(
-        &mut self,
-        m: &mut crate::keyed::KeyedMonitor,
-        writer: &mut dyn OutputWriter,
-        alerts: &mut Alerts,
-        stopped: &mut std::collections::HashSet<crate::value::Key>,
-    ) -> io::Result<Option<Exit>> {
-        let form = self.form.unwrap_or(TimeForm::Number(self.unit));
-        let timed = self.args.time.is_some();
-        let mut samples = Vec::new();
-        while let Some(ticked) = m.next_tick() {
-            match ticked {
-                Ok(o) => {
-                    let t = o.time().unwrap_or(Time(0)).to_value(form);
-                    let context: Vec<(&str, &Value)> = match timed {
-                        true => vec![("time", &t)],
-                        false => Vec::new(),
-                    };
-                    samples.clear();
-                    self.view.fill(
-                        &mut samples,
-                        self.output,
-                        None,
-                        o.iter(),
-                        timed.then_some(&t),
-                    );
-                    alerts.report(&o, &context, &self.tally.progress)?;
-                    self.ticks += 1;
-                    if let Some(k) = o.key() {
-                        writer.write_keyed(o.step(), k, &samples)?;
-                    }
-                }
-                Err(StepError::Runtime(e)) => {
-                    let key = m.last_key().cloned();
-                    if key.is_some_and(|k| stopped.insert(k)) {
-                        writer.flush()?;
-                        error(&e);
-                    }
-                    self.status = Exit::Runtime;
-                }
-                Err(StepError::Row(e)) => unreachable!("a tick has no row: {e}"),
-            }
-        }
-        if self.streaming {
-            writer.flush()?;
-            alerts.flush()?;
-        }
-        Ok(None)
-    }
-
-    /// Evaluates a tick of the periods `due` at `t`.
-    fn tick(
-        &mut self,
-        t: Time,
-        due: &[bool],
-        runner: &mut Runner,
-        writer: &mut dyn OutputWriter,
-        alerts: &mut Alerts,
-    ) -> io::Result<Option<Exit>> {
-        let Runner::Single(m) = runner else {
-            // A keyed run's ticks are its keys' (never the feed's): only a
-            // log written by something else can have one.
-            return stop(
-                writer,
-                &"the log has a tick, which a keyed run never records (its keys' ticks follow from their rows)",
-                Exit::Trace,
-            )
-            .map(Some);
-        };
-        let form = self.form.unwrap_or(TimeForm::Number(self.unit));
-        let time = t.to_value(form);
-        let timed = self.args.time.is_some();
-        let context: Vec<(&str, &Value)> = match timed {
-            true => vec![("time", &time)],
-            false => Vec::new(),
-        };
-        let mut samples = Vec::new();
-        match m.tick(t, due) {
-            Ok(o) => {
-                self.view.fill(
-                    &mut samples,
-                    self.output,
-                    None,
-                    o.iter(),
-                    timed.then_some(&time),
-                );
-                alerts.report(&o, &context, &self.tally.progress)?;
-                self.ticks += 1;
-                writer.write_step(o.step(), &samples)?;
-                if self.streaming {
-                    writer.flush()?;
-                    alerts.flush()?;
-                }
-                Ok(None)
-            }
-            Err(StepError::Runtime(e)) => stop(writer, &e, Exit::Runtime).map(Some),
-            Err(StepError::Row(e)) => unreachable!("a tick has no row: {e}"),
-        }
-    }
-
     /// The next step of the feed; `Err` ends the run (after the outputs so
     /// far) with that status.
     fn next(
@@ -1012,138 +969,55 @@ impl Run<'_> {
         }
         Ok(Ok(event))
     }
+}
 
-    /// Evaluates one merged step; `Some` ends the run with that status.
-    fn evaluate(
+/// Where a merged run's evaluated steps and ticks go: the view's columns
+/// to the writer, the alerts, and the counts of each.
+struct Lines<'a> {
+    view: &'a View,
+    output: OutputFormat,
+    writer: &'a mut dyn OutputWriter,
+    alerts: &'a mut Alerts,
+    progress: &'a ops::Progress,
+    /// How times are written.
+    form: TimeForm,
+    /// Whether rows carry their time (`--time`: it leads the columns and
+    /// the alerts).
+    timed: bool,
+    steps: u64,
+    ticks: u64,
+    samples: Vec<crate::value::Sample>,
+}
+
+impl pipeline::Sink for Lines<'_> {
+    fn write(
         &mut self,
-        step: Step,
-        runner: &mut Runner,
-        writer: &mut dyn OutputWriter,
-        alerts: &mut Alerts,
-        stopped: &mut std::collections::HashSet<crate::value::Key>,
-    ) -> io::Result<Option<Exit>> {
-        let form = self.form.unwrap_or(TimeForm::Number(self.unit));
-        let time = step.time.to_value(form);
-        for c in &step.clashes {
-            self.clashes += 1;
-            if self.clashes <= REPORTED {
-                (self.notify)(Notice::Clash {
-                    time: show(time.clone()),
-                    input: self.schema_names[c.cell].clone(),
-                    kept: self.names[c.kept as usize].clone(),
-                    dropped: self.names[c.dropped as usize].clone(),
-                });
-            }
+        o: &crate::monitor::Outputs<'_>,
+        cells: Option<&[Option<Value>]>,
+        time: Time,
+    ) -> io::Result<()> {
+        let t = time.to_value(self.form);
+        let mut context = cells.map_or_else(Vec::new, |c| self.view.context(c));
+        if self.timed {
+            context.insert(0, ("time", &t));
         }
-        let cells = &step.cells;
-        let mut samples = Vec::new();
-        let mut context = self.view.context(cells);
-        let timed = self.args.time.is_some();
-        if timed {
-            context.insert(0, ("time", &time));
+        let shown = self.timed.then_some(&t);
+        (self.view).fill(&mut self.samples, self.output, cells, o.iter(), shown);
+        self.alerts.report(o, &context, self.progress)?;
+        match cells {
+            Some(_) => self.steps += 1,
+            None => self.ticks += 1,
         }
-        let shown_time = timed.then_some(&time);
-        // `time()` is the step's time with `--time`, else the step index.
-        let row = &cells[..self.inputs];
-        // A keyed row of a periodic spec: its key's ticks due first.
-        if let Runner::Keyed(m) = &mut *runner
-            && !m.periods().is_empty()
-        {
-            // Without `--time` a key's row is stamped with its index among
-            // the key's rows, as in a run of the key's rows alone.
-            let at = match timed {
-                true => Ok(step.time),
-                false => {
-                    let key = cells[m.key_index()].clone().map(crate::value::Key::from);
-                    let n = key.and_then(|k| m.input_steps(&k)).unwrap_or(0);
-                    i64::try_from(n)
-                        .ok()
-                        .and_then(|n| n.checked_mul(self.unit.nanos()))
-                        .map(Time)
-                        .ok_or_else(|| "the row's index is out of the time range".to_string())
-                }
-            };
-            let due = match at {
-                Ok(at) => m.ticks_before(at, row),
-                Err(m) => return stop(writer, &m, Exit::Trace).map(Some),
-            };
-            match due {
-                Ok(()) => {
-                    if let Some(exit) = self.keyed_ticks(m, writer, alerts, stopped)? {
-                        return Ok(Some(exit));
-                    }
-                }
-                Err(StepError::Row(crate::row::RowError::TooManyTicks { key, due, max })) => {
-                    // As a plain run's: the run ends (`Run::schedule`).
-                    let message = format!(
-                        "{due} ticks of key {key} are due before its row at time {}, more than --max-ticks {max} (a jump in time? --max-gap G --on-gap skip fires one tick per period over it)",
-                        show(time.clone()),
-                    );
-                    return stop(writer, &message, Exit::Trace).map(Some);
-                }
-                // A stopped key or a rejected row: the row says so below.
-                Err(_) => {}
-            }
+        match o.key() {
+            Some(k) => self.writer.write_keyed(o.step(), k, &self.samples),
+            None => self.writer.write_step(o.step(), &self.samples),
         }
-        let stepped = match (&mut *runner, timed) {
-            (Runner::Single(m), true) => m.step_at(step.time, row),
-            (Runner::Single(m), false) => m.step(row),
-            (Runner::Keyed(m), true) => m.step_at(step.time, row),
-            (Runner::Keyed(m), false) => m.step(row),
-        };
-        let result = stepped.map(|o| {
-            self.view
-                .fill(&mut samples, self.output, Some(cells), o.iter(), shown_time);
-            let key = o.key().cloned();
-            let reported = alerts.report(&o, &context, &self.tally.progress);
-            (o.step(), key, reported)
-        });
-        match result {
-            Ok((n, key, reported)) => {
-                reported?;
-                self.tally.steps += 1;
-                match key {
-                    Some(k) => writer.write_keyed(n, &k, &samples)?,
-                    None => writer.write_step(n, &samples)?,
-                }
-                if self.streaming {
-                    writer.flush()?;
-                    alerts.flush()?;
-                }
-                Ok(None)
-            }
-            Err(StepError::Runtime(e)) => match runner {
-                Runner::Single(_) => stop(writer, &e, Exit::Runtime).map(Some),
-                Runner::Keyed(m) => {
-                    // That key stops; the others go on (as `run_keyed`).
-                    let key = cells[m.key_index()].clone().map(crate::value::Key::from);
-                    if key.is_some_and(|k| stopped.insert(k)) {
-                        writer.flush()?;
-                        error(&e);
-                    }
-                    self.status = Exit::Runtime;
-                    Ok(None)
-                }
-            },
-            Err(StepError::Row(e)) => {
-                let at = format!("time {}", show(time.clone()));
-                // A log's rows were not read by a trace reader: a value of
-                // the wrong type there is a malformed log, not a bug.
-                if let Some(log) = &self.replaying {
-                    return stop(
-                        writer,
-                        &format_args!("{log}: the log's row at {at} does not fit the inputs: {e}"),
-                        Exit::Trace,
-                    )
-                    .map(Some);
-                }
-                if self.tally.skip_rejected(&at, &e) {
-                    return Ok(None);
-                }
-                let (message, exit) = super::rejected(&e);
-                stop(writer, &message, exit).map(Some)
-            }
-        }
+    }
+
+    fn key_stopped(&mut self, _: &crate::value::Key, e: &crate::RuntimeError) -> io::Result<()> {
+        self.writer.flush()?;
+        error(e);
+        Ok(())
     }
 }
 

@@ -1,5 +1,6 @@
-//! The stages of a run before the monitor: sources, stamped and merged by time, with the
-//! periodic streams' ticks between their steps ([`Feed`]), giving one sequence of [`Event`]s.
+//! The stages of a run: sources, stamped and merged by time, with the periodic streams' ticks
+//! between their steps ([`Feed`]), giving one sequence of [`Event`]s, which an [`Evaluator`]
+//! gives to the run's [`Monitors`], handing each evaluated step and tick to a [`Sink`].
 //!
 //! A run is sources → feed (stamping, the merge, the scheduler) → monitor (plain, or keyed by
 //! an input) → sinks (outputs, alerts, transports). The feed is the library's: `vigil run`
@@ -59,10 +60,12 @@
 //! ```
 
 mod feed;
+mod run;
 mod source;
 
 pub use crate::lang::ast::{GapPolicy, ResetPolicy};
 pub use feed::{At, Feed, FeedOptions, FeedState, SourceState, show};
+pub use run::{Evaluator, Flow, Halt, Monitors, Sink};
 pub use source::{
     Connection, Feeder, Msg, Where, droppable, row_location, spawn_listener, spawn_reader,
 };

@@ -205,10 +205,7 @@ enum Saved {
 }
 
 /// The monitor `vigil run` drives: a plain one, or a keyed one (`--key`).
-pub(super) enum Runner {
-    Single(Box<Monitor>),
-    Keyed(Box<KeyedMonitor>),
-}
+pub(super) use crate::pipeline::Monitors as Runner;
 
 /// A writer a snapshot can be streamed into (its header is patched with a
 /// seek at the end).
@@ -265,22 +262,6 @@ impl Checkpointable for KeyedMonitor {
             }
             _ => e,
         })
-    }
-}
-
-impl Runner {
-    pub(super) fn output_names(&self) -> Vec<&str> {
-        match self {
-            Runner::Single(m) => m.output_names(),
-            Runner::Keyed(m) => m.output_names(),
-        }
-    }
-
-    pub(super) fn stats(&self) -> crate::monitor::Stats {
-        match self {
-            Runner::Single(m) => m.stats(),
-            Runner::Keyed(m) => m.stats(),
-        }
     }
 }
 
