@@ -33,6 +33,26 @@ fn source(column: &str, rows: usize, step: u64, reset_at: usize, rng: &mut Rng) 
     out
 }
 
+/// Kills the run three times at random checkpoints and resumes it, checks
+/// that at least one kill landed mid-run and that the output equals an
+/// uninterrupted run's.
+fn killed_and_compared(
+    dir: &std::path::Path,
+    input: &str,
+    extra: &[&str],
+    stdin: Option<&str>,
+    rng: &mut Rng,
+) {
+    let want = uninterrupted(dir, input, extra, stdin);
+    let (got, landed) = killed_and_resumed(dir, input, extra, stdin, 3, rng);
+    eprintln!("{landed} of 3 kills landed before the end");
+    assert!(landed >= 1, "no kill landed before the end");
+    assert!(
+        got == want,
+        "the resumed output differs from an uninterrupted run's"
+    );
+}
+
 /// Reads a file the run wrote, as text.
 fn read(dir: &std::path::Path, name: &str) -> String {
     std::fs::read_to_string(dir.join(name)).unwrap_or_default()
@@ -122,14 +142,7 @@ fn merged_input_traces_with_time_resets_resume_where_they_were_killed() {
         "--checkpoint-every",
         "450",
     ];
-    let want = uninterrupted(&dir, &a, &extra, None);
-    let (got, landed) = killed_and_resumed(&dir, &a, &extra, None, 3, &mut rng);
-    eprintln!("{landed} of 3 kills landed before the end");
-    assert!(landed >= 1, "no kill landed before the end");
-    assert!(
-        got == want,
-        "the resumed output differs from an uninterrupted run's"
-    );
+    killed_and_compared(&dir, &a, &extra, None, &mut rng);
 }
 
 /// A keyed run merging a stream (standard input, which cannot be
@@ -168,14 +181,7 @@ fn merged_keyed_runs_of_a_stream_and_a_file_resume_where_they_were_killed() {
         "--checkpoint-every",
         "200",
     ];
-    let want = uninterrupted(&dir, "-", &extra, Some(&a));
-    let (got, landed) = killed_and_resumed(&dir, "-", &extra, Some(&a), 3, &mut rng);
-    eprintln!("{landed} of 3 kills landed before the end");
-    assert!(landed >= 1, "no kill landed before the end");
-    assert!(
-        got == want,
-        "the resumed output differs from an uninterrupted run's"
-    );
+    killed_and_compared(&dir, "-", &extra, Some(&a), &mut rng);
 }
 
 /// A merged run's checkpoint resumes only a merged run with the options
