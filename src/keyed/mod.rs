@@ -857,6 +857,29 @@ impl KeyedMonitor {
         Ok(id)
     }
 
+    /// Checks `row` by the input rule (converted into `converted` when the
+    /// rule converts it) and finds its key: the cells to run, and the key.
+    fn checked<'r>(
+        &self,
+        row: &'r [Option<Value>],
+        converted: &'r mut Vec<Option<Value>>,
+    ) -> Result<(&'r [Option<Value>], &'r Value), StepError> {
+        let cells = match self.inputs.check(row)? {
+            Checked::AsIs => row,
+            Checked::Convert => {
+                self.inputs.convert_into(row, converted);
+                &converted[..]
+            }
+        };
+        match &cells[self.key_index] {
+            Some(value) => Ok((cells, value)),
+            None => Err(RowError::MissingKey {
+                input: self.key_name.clone(),
+            }
+            .into()),
+        }
+    }
+
     /// Finds the record of `row`'s key, checking the row first; a new key's
     /// record is made only if `max_ticks` lets its first ticks be due at
     /// `time` (a rejected row changes nothing).
@@ -866,19 +889,7 @@ impl KeyedMonitor {
         converted: &mut Vec<Option<Value>>,
         time: Option<Time>,
     ) -> Result<EntryId, StepError> {
-        let cells = match self.inputs.check(row)? {
-            Checked::AsIs => row,
-            Checked::Convert => {
-                self.inputs.convert_into(row, converted);
-                &converted[..]
-            }
-        };
-        let Some(value) = &cells[self.key_index] else {
-            return Err(RowError::MissingKey {
-                input: self.key_name.clone(),
-            }
-            .into());
-        };
+        let (_, value) = self.checked(row, converted)?;
         if let Some(id) = self.table.find(value) {
             return Ok(id);
         }
@@ -991,19 +1002,7 @@ impl KeyedMonitor {
         time: Option<crate::time::Time>,
         converted: &mut Vec<Option<Value>>,
     ) -> Result<(u64, Option<EntryId>), StepError> {
-        let cells = match self.inputs.check(row)? {
-            Checked::AsIs => row,
-            Checked::Convert => {
-                self.inputs.convert_into(row, converted);
-                &converted[..]
-            }
-        };
-        let Some(value) = &cells[self.key_index] else {
-            return Err(RowError::MissingKey {
-                input: self.key_name.clone(),
-            }
-            .into());
-        };
+        let (cells, value) = self.checked(row, converted)?;
         // The key is kept as the last row's (for `Outputs::key`) before the
         // row runs (a runtime error names no key), made only when it changes.
         match &mut self.last_key {
