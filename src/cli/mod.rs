@@ -31,7 +31,6 @@ use checkpoint::Runner;
 use ops::OnMalformed;
 
 use crate::batch::OutputBatch;
-use crate::keyed::KeyedMonitor;
 use crate::monitor::{Monitor, Spec, Tier};
 use crate::row::{RowError, StepError};
 use crate::trace::{
@@ -891,6 +890,60 @@ impl Alerts {
 }
 
 /// The exit status of a trace error: malformed (4) or unreadable (1).
+/// Where a run's evaluated steps and ticks go (`pipeline::Sink`): the
+/// view's columns to the writer, the alerts, and the counts of each.
+struct Lines<'a> {
+    view: &'a ops::View,
+    output: OutputFormat,
+    writer: &'a mut dyn OutputWriter,
+    alerts: &'a mut Alerts,
+    progress: &'a ops::Progress,
+    /// How times are written, when rows carry their time (`--time`: it
+    /// leads the columns and the alerts).
+    form: Option<crate::time::TimeForm>,
+    /// The key input of a keyed run (its stopped keys are named by it).
+    key_input: Option<&'a str>,
+    steps: u64,
+    ticks: u64,
+    samples: Vec<crate::value::Sample>,
+}
+
+impl crate::pipeline::Sink for Lines<'_> {
+    fn write(
+        &mut self,
+        o: &crate::monitor::Outputs<'_>,
+        cells: Option<&[Option<Value>]>,
+        time: crate::time::Time,
+    ) -> io::Result<()> {
+        let t = self.form.map(|form| time.to_value(form));
+        let mut context = cells.map_or_else(Vec::new, |c| self.view.context(c));
+        if let Some(t) = &t {
+            context.insert(0, ("time", t));
+        }
+        (self.view).fill(&mut self.samples, self.output, cells, o.iter(), t.as_ref());
+        self.alerts.report(o, &context, self.progress)?;
+        match cells {
+            Some(_) => self.steps += 1,
+            None => self.ticks += 1,
+        }
+        match o.key() {
+            Some(k) => self.writer.write_keyed(o.step(), k, &self.samples),
+            None => self.writer.write_step(o.step(), &self.samples),
+        }
+    }
+
+    /// Reported the first time only: the key's later rows return the same
+    /// error, at the step it stopped at.
+    fn key_stopped(&mut self, key: &crate::value::Key, e: &crate::RuntimeError) -> io::Result<()> {
+        self.writer.flush()?;
+        let input = self.key_input.unwrap_or("key");
+        error(format_args!(
+            "{e} ({input}={key}); its later rows are not evaluated"
+        ));
+        Ok(())
+    }
+}
+
 fn trace_exit(e: &TraceError) -> Exit {
     match e.kind {
         TraceErrorKind::Malformed => Exit::Trace,
@@ -1118,23 +1171,17 @@ fn run(args: &RunArgs) -> Exit {
     let by_row = streaming || !spec.trigger_names().is_empty() || view.needs_rows();
     let ck = checkpoints.as_mut();
     let status = match &mut monitor {
-        Runner::Keyed(m) => run_keyed(
-            m,
+        Runner::Single(m) if !by_row => {
+            run_batched(m, reader.as_mut(), writer.as_mut(), ck, &mut ctl)
+        }
+        runner => run_rows(
+            runner,
             reader.as_mut(),
             writer.as_mut(),
             ck,
             &mut ctl,
             &mut alerts,
         ),
-        Runner::Single(m) if by_row => run_streaming(
-            m,
-            reader.as_mut(),
-            writer.as_mut(),
-            ck,
-            &mut ctl,
-            &mut alerts,
-        ),
-        Runner::Single(m) => run_batched(m, reader.as_mut(), writer.as_mut(), ck, &mut ctl),
     };
     ctl.tally.progress.finish();
     let status = match status
@@ -1203,40 +1250,67 @@ fn rejected(e: &RowError) -> (String, Exit) {
     )
 }
 
-/// A stream (pipe, FIFO, terminal): one row at a time, outputs (and alerts)
-/// flushed per row, so that vigil can sit in an endless pipe and a killed
-/// run has written every row it evaluated. A regular file of a spec with
-/// triggers (or a run with `--pass`) runs here too, without the flushes.
-fn run_streaming(
-    monitor: &mut Monitor,
+/// A run row by row (`--key`, a stream — pipe, FIFO, terminal —, or a
+/// regular file of a spec with triggers or a run with `--pass`): each row
+/// evaluated by the library's evaluation stage (`pipeline::Evaluator`) and
+/// written by `Lines`; a stream's outputs (and alerts) flushed per row, so
+/// that vigil can sit in an endless pipe and a killed run has written every
+/// row it evaluated. A keyed run's runtime error stops its key only: it is
+/// reported once, when it happens, the key's later rows print nothing, and
+/// the run ends with status 3.
+fn run_rows(
+    monitor: &mut Runner,
     reader: &mut dyn RowReader,
     writer: &mut dyn OutputWriter,
     mut ck: Option<&mut checkpoint::Checkpointer>,
     ctl: &mut Ctl<'_>,
     alerts: &mut Alerts,
 ) -> io::Result<Exit> {
+    let (inputs, key_input, resumed_rows) = match &*monitor {
+        Runner::Single(m) => (m.input_count(), None, 0),
+        // Rows read before this process (a resumed run), so that a missing
+        // key's row number counts from the trace's start.
+        Runner::Keyed(m) => (m.input_count(), Some(m.key_input().to_string()), m.rows()),
+    };
     // The declared inputs, then any undeclared `--pass` fields (the
     // monitor is given the first `inputs` cells).
-    let inputs = monitor.input_count();
     let mut row: Vec<Option<Value>> = vec![None; inputs + ctl.view.extra()];
+    let mut evaluator = crate::pipeline::Evaluator::new(false, inputs);
     let mut samples = Vec::with_capacity(monitor.output_names().len());
-    loop {
+    ctl.tally.rows_read = resumed_rows;
+    let result = loop {
         let next = reader.next_row(&mut row);
         warn(reader);
         match next {
             Ok(true) => {}
-            Ok(false) => return finish(ck, monitor, reader, writer, alerts.sink()),
+            Ok(false) => {
+                let end = finish(ck, checkpointable(monitor), reader, writer, alerts.sink());
+                break end.map(|e| match e {
+                    Exit::Success if evaluator.keys_stopped() => Exit::Runtime,
+                    other => other,
+                });
+            }
             Err(e) if ctl.tally.skip_trace_error(&e, reader) => continue,
-            Err(e) => return stop(writer, &e, trace_exit(&e)),
+            Err(e) => break stop(writer, &e, trace_exit(&e)),
         }
         ctl.tally.rows_read += 1;
-        match monitor.step(&row[..inputs]) {
-            Ok(outputs) => {
-                ctl.tally.steps += 1;
-                ctl.view
-                    .fill(&mut samples, ctl.output, Some(&row), outputs.iter(), None);
-                writer.write_step(outputs.step(), &samples)?;
-                alerts.report(&outputs, &ctl.view.context(&row), &ctl.tally.progress)?;
+        let mut lines = Lines {
+            view: ctl.view,
+            output: ctl.output,
+            writer: &mut *writer,
+            alerts: &mut *alerts,
+            progress: &ctl.tally.progress,
+            form: None,
+            key_input: key_input.as_deref(),
+            steps: 0,
+            ticks: 0,
+            samples: std::mem::take(&mut samples),
+        };
+        let flow = evaluator.step(monitor, crate::time::Time(0), &row, &mut lines)?;
+        ctl.tally.steps += lines.steps;
+        samples = lines.samples;
+        match flow {
+            crate::pipeline::Flow::Go => {
                 if ctl.input.streaming && !reader.row_ready() {
                     writer.flush()?;
                     alerts.flush()?;
@@ -1245,22 +1319,48 @@ fn run_streaming(
                     }
                 }
             }
-            Err(StepError::Runtime(e)) => return stop(writer, &e, Exit::Runtime),
-            Err(StepError::Row(e)) => {
+            crate::pipeline::Flow::Rejected(e @ crate::row::RowError::MissingKey { .. }) => {
+                let at = ctl.locate(reader);
+                if ctl.tally.skip_rejected(&at, &e) {
+                    continue;
+                }
+                break stop(writer, &format_args!("{at}: {e}"), Exit::Trace);
+            }
+            crate::pipeline::Flow::Rejected(e) => {
                 let at = ctl.locate(reader);
                 if ctl.tally.skip_rejected(&at, &e) {
                     continue;
                 }
                 let (message, exit) = rejected(&e);
-                return stop(writer, &message, exit);
+                break stop(writer, &message, exit);
+            }
+            crate::pipeline::Flow::Stop(crate::pipeline::Halt::Runtime(e)) => {
+                break stop(writer, &e, Exit::Runtime);
+            }
+            crate::pipeline::Flow::Stop(halt) => {
+                unreachable!(
+                    "a row of a spec without periodic streams stops only on an error: {halt:?}"
+                )
             }
         }
         ctl.tally.progress.update(ctl.tally.rows_read, reader);
         if let Some(ck) = ck.as_deref_mut()
-            && let Err(message) = ck.rows_done(1, monitor, reader, writer, alerts.sink())?
+            && let Err(message) =
+                ck.rows_done(1, checkpointable(monitor), reader, writer, alerts.sink())?
         {
-            return stop(writer, &message, Exit::Failure);
+            break stop(writer, &message, Exit::Failure);
         }
+    };
+    // The summary counts this process's rows.
+    ctl.tally.rows_read -= resumed_rows;
+    result
+}
+
+/// The run's monitor as a checkpoint takes it.
+fn checkpointable(monitor: &Runner) -> &dyn checkpoint::Checkpointable {
+    match monitor {
+        Runner::Single(m) => m.as_ref(),
+        Runner::Keyed(m) => m.as_ref(),
     }
 }
 
@@ -1273,107 +1373,6 @@ struct Input<'a> {
     lines: bool,
     /// Whether the input is a stream (outputs flushed per row).
     streaming: bool,
-}
-
-/// A keyed run (`--key`): one row at a time through the keyed monitor,
-/// outputs flushed per row when the input is a stream. A runtime error stops
-/// its key only: it is reported once, when it happens, the key's later rows
-/// print nothing, and the run ends with status 3.
-fn run_keyed(
-    monitor: &mut KeyedMonitor,
-    reader: &mut dyn RowReader,
-    writer: &mut dyn OutputWriter,
-    mut ck: Option<&mut checkpoint::Checkpointer>,
-    ctl: &mut Ctl<'_>,
-    alerts: &mut Alerts,
-) -> io::Result<Exit> {
-    // The declared inputs, then any undeclared `--pass` fields (the
-    // monitor is given the first `inputs` cells).
-    let inputs = monitor.input_count();
-    let mut row: Vec<Option<Value>> = vec![None; inputs + ctl.view.extra()];
-    let mut samples = Vec::with_capacity(monitor.output_names().len());
-    let mut status = Exit::Success;
-    // Rows read before this process (a resumed run), so that a missing key's
-    // row number counts from the trace's start.
-    ctl.tally.rows_read = monitor.rows();
-    let resumed_rows = ctl.tally.rows_read;
-    // The keys stopped by a runtime error, each reported once.
-    let mut stopped = std::collections::HashSet::new();
-    let result = loop {
-        let next = reader.next_row(&mut row);
-        warn(reader);
-        match next {
-            Ok(true) => {}
-            Ok(false) => {
-                break finish(ck, monitor, reader, writer, alerts.sink()).map(|e| match e {
-                    Exit::Success => status,
-                    other => other,
-                });
-            }
-            Err(e) if ctl.tally.skip_trace_error(&e, reader) => continue,
-            Err(e) => break stop(writer, &e, trace_exit(&e)),
-        }
-        ctl.tally.rows_read += 1;
-        match monitor.step(&row[..inputs]) {
-            Ok(outputs) => {
-                ctl.tally.steps += 1;
-                ctl.view
-                    .fill(&mut samples, ctl.output, Some(&row), outputs.iter(), None);
-                let key = outputs
-                    .key()
-                    .expect("a keyed monitor's outputs name their key");
-                writer.write_keyed(outputs.step(), key, &samples)?;
-                alerts.report(&outputs, &ctl.view.context(&row), &ctl.tally.progress)?;
-                if ctl.input.streaming && !reader.row_ready() {
-                    writer.flush()?;
-                    alerts.flush()?;
-                    if ck.is_none() {
-                        reader.commit();
-                    }
-                }
-            }
-            Err(StepError::Runtime(e)) => {
-                // Reported the first time only: the key's later rows return
-                // the same error, at the step it stopped at.
-                let key = row[monitor.key_index()]
-                    .clone()
-                    .map(crate::value::Key::from);
-                let key = key.expect("a runtime error comes from a row with its key");
-                if stopped.insert(key.clone()) {
-                    writer.flush()?;
-                    error(format_args!(
-                        "{e} ({}={key}); its later rows are not evaluated",
-                        monitor.key_input()
-                    ));
-                    status = Exit::Runtime;
-                }
-            }
-            Err(StepError::Row(e @ crate::row::RowError::MissingKey { .. })) => {
-                let at = ctl.locate(reader);
-                if ctl.tally.skip_rejected(&at, &e) {
-                    continue;
-                }
-                break stop(writer, &format_args!("{at}: {e}"), Exit::Trace);
-            }
-            Err(StepError::Row(e)) => {
-                let at = ctl.locate(reader);
-                if ctl.tally.skip_rejected(&at, &e) {
-                    continue;
-                }
-                let (message, exit) = rejected(&e);
-                break stop(writer, &message, exit);
-            }
-        }
-        ctl.tally.progress.update(ctl.tally.rows_read, reader);
-        if let Some(ck) = ck.as_deref_mut()
-            && let Err(message) = ck.rows_done(1, monitor, reader, writer, alerts.sink())?
-        {
-            break stop(writer, &message, Exit::Failure);
-        }
-    };
-    // The summary counts this process's rows.
-    ctl.tally.rows_read -= resumed_rows;
-    result
 }
 
 /// The clean end of the input: a last checkpoint, if checkpoints are on,

@@ -30,7 +30,6 @@ use crate::notice::Notice;
 use crate::pipeline::{self, Feed, FeedOptions, StopKind, show};
 use crate::time::{Time, TimeForm, TimeUnit};
 use crate::trace::{self, OutputFormat, OutputWriter, ReaderOptions, RowReader, TraceFormat};
-use crate::value::Value;
 use std::io::{self, Write};
 
 /// `vigil replay SPEC LOG [--check --input …]`: the run's options come
@@ -748,14 +747,14 @@ impl Run<'_> {
                 unreachable!("the feed ends at a stop")
             };
             let form = self.form.unwrap_or(TimeForm::Number(self.unit));
-            let mut lines = Lines {
+            let mut lines = super::Lines {
                 view: self.view,
                 output: self.output,
                 writer: &mut *writer,
                 alerts: &mut *alerts,
                 progress: &self.tally.progress,
-                form,
-                timed: self.args.time.is_some(),
+                form: self.args.time.is_some().then_some(form),
+                key_input: self.args.key.as_deref(),
                 steps: 0,
                 ticks: 0,
                 samples: Vec::new(),
@@ -968,56 +967,6 @@ impl Run<'_> {
             r.write(e, self.form)?;
         }
         Ok(Ok(event))
-    }
-}
-
-/// Where a merged run's evaluated steps and ticks go: the view's columns
-/// to the writer, the alerts, and the counts of each.
-struct Lines<'a> {
-    view: &'a View,
-    output: OutputFormat,
-    writer: &'a mut dyn OutputWriter,
-    alerts: &'a mut Alerts,
-    progress: &'a ops::Progress,
-    /// How times are written.
-    form: TimeForm,
-    /// Whether rows carry their time (`--time`: it leads the columns and
-    /// the alerts).
-    timed: bool,
-    steps: u64,
-    ticks: u64,
-    samples: Vec<crate::value::Sample>,
-}
-
-impl pipeline::Sink for Lines<'_> {
-    fn write(
-        &mut self,
-        o: &crate::monitor::Outputs<'_>,
-        cells: Option<&[Option<Value>]>,
-        time: Time,
-    ) -> io::Result<()> {
-        let t = time.to_value(self.form);
-        let mut context = cells.map_or_else(Vec::new, |c| self.view.context(c));
-        if self.timed {
-            context.insert(0, ("time", &t));
-        }
-        let shown = self.timed.then_some(&t);
-        (self.view).fill(&mut self.samples, self.output, cells, o.iter(), shown);
-        self.alerts.report(o, &context, self.progress)?;
-        match cells {
-            Some(_) => self.steps += 1,
-            None => self.ticks += 1,
-        }
-        match o.key() {
-            Some(k) => self.writer.write_keyed(o.step(), k, &self.samples),
-            None => self.writer.write_step(o.step(), &self.samples),
-        }
-    }
-
-    fn key_stopped(&mut self, _: &crate::value::Key, e: &crate::RuntimeError) -> io::Result<()> {
-        self.writer.flush()?;
-        error(e);
-        Ok(())
     }
 }
 
