@@ -131,12 +131,12 @@ impl Evaluator {
     /// Evaluates one event of a feed (a [`Event::Source`] is nothing to
     /// evaluate; a [`Event::Reset`] restarts a keyed monitor's ticks under
     /// `on_reset`, a plain one's being the feed's).
-    pub fn event(
+    pub fn event<S: Sink + ?Sized>(
         &mut self,
         monitors: &mut Monitors,
         event: &Event,
         on_reset: ResetPolicy,
-        sink: &mut dyn Sink,
+        sink: &mut S,
     ) -> io::Result<Flow> {
         match event {
             Event::Rows(step) => self.step(monitors, step.time, &step.cells, sink),
@@ -154,12 +154,12 @@ impl Evaluator {
 
     /// Evaluates a step of `cells` at `time`: a keyed monitor's ticks of
     /// the row's key first, then the row.
-    pub fn step(
+    pub fn step<S: Sink + ?Sized>(
         &mut self,
         monitors: &mut Monitors,
         time: Time,
         cells: &[Option<Value>],
-        sink: &mut dyn Sink,
+        sink: &mut S,
     ) -> io::Result<Flow> {
         let row = &cells[..self.inputs];
         if let Monitors::Keyed(m) = monitors
@@ -209,12 +209,12 @@ impl Evaluator {
     }
 
     /// Evaluates a tick of the periods `due` at `t` (a plain monitor's).
-    pub fn tick(
+    pub fn tick<S: Sink + ?Sized>(
         &mut self,
         monitors: &mut Monitors,
         t: Time,
         due: &[bool],
-        sink: &mut dyn Sink,
+        sink: &mut S,
     ) -> io::Result<Flow> {
         let Monitors::Single(m) = monitors else {
             return Ok(Flow::Stop(Halt::KeyedTick));
@@ -232,7 +232,11 @@ impl Evaluator {
     /// Evaluates and writes the ticks a keyed monitor has due (its
     /// `ticks_before` or `reset_ticks` made them), each key's with its key;
     /// a runtime error stops that key alone, as a row's does.
-    fn keyed_ticks(&mut self, m: &mut KeyedMonitor, sink: &mut dyn Sink) -> io::Result<Flow> {
+    fn keyed_ticks<S: Sink + ?Sized>(
+        &mut self,
+        m: &mut KeyedMonitor,
+        sink: &mut S,
+    ) -> io::Result<Flow> {
         while let Some(ticked) = m.next_tick() {
             match ticked {
                 Ok(o) => {
