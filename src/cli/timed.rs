@@ -90,9 +90,9 @@ pub(super) fn replay(r: &ReplayArgs) -> Exit {
     run(&args, &spec, args.output.format(), Some((log, r.check)))
 }
 
-/// Why `--checkpoint`/`--resume` are refused on a merged run, naming what
-/// of the command line made the run a merged one (the first that applies),
-/// and what to do instead.
+/// Why `--checkpoint`/`--resume` are refused on this merged run: a replay
+/// (it re-runs its log), or a `tcp://` input (its connections cannot be
+/// read again from a position); and what to do instead.
 fn no_checkpoints(args: &RunArgs, replaying: bool) -> String {
     let why = if replaying {
         "vigil replay: a replay does not write or resume checkpoints (it re-runs the log from its start); drop --checkpoint and --resume".to_string()
