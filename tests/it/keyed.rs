@@ -213,7 +213,10 @@ fn each_key_equals_a_plain_monitor_of_its_rows_on_every_tier() {
     let mut runner = TestRunner::default();
     let strategy = (case_strategy(), proptest::num::u32::ANY);
     let mut cov = Coverage::default();
-    for _ in 0..160 {
+    // 240 cases: with 160, the packed-run guard below (cases whose tiers
+    // run the kernel in place: about one in twelve) fell short once in CI
+    // (3 of 4 needed), a sample's low tail rather than a change.
+    for _ in 0..240 {
         let tree = strategy.new_tree(&mut runner).expect("a case");
         let (data, pick) = tree.current();
         if let Err(e) = check_case(data, pick, &mut cov) {
