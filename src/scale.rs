@@ -444,14 +444,8 @@ where
                         // key come first; a row they refuse (too many
                         // ticks due) is not evaluated.
                         if !monitor.periods().is_empty() {
-                            // (A row without its key has no ticks: `step`
-                            // rejects it below.)
-                            let at = monitor.tick_time(row.at.map(crate::time::Time), inputs);
-                            let due = match at {
-                                Some(at) => monitor.ticks_before(at, inputs),
-                                None => Ok(()),
-                            };
-                            match due {
+                            let at = row.at.map(crate::time::Time);
+                            match monitor.ticks_before_row(at, inputs) {
                                 Ok(()) => {
                                     while let Some(result) = monitor.next_tick() {
                                         emit(Evaluated::Tick { row, result }, &mut out);

@@ -718,24 +718,34 @@ impl KeyedMonitor {
 
     /// Sets what a row's index stands for, in nanoseconds, in a run whose
     /// rows carry no time (a second unless set): the time
-    /// [`KeyedMonitor::tick_time`] gives such a row, as `vigil run --key`
+    /// [`KeyedMonitor::ticks_before_row`] gives such a row, as `vigil run --key`
     /// without `--time` stamps a key's row with its index in `--time-unit`.
     pub fn set_index_unit(&mut self, nanos: i64) {
         self.ticks.index_unit = nanos;
     }
 
-    /// The time whose ticks come before `row`: `time` if the row has one,
-    /// else the row's index among its key's rows (in the index unit, up to
-    /// the end of time), as in a run of the key's rows alone; `None` when
-    /// the row has no key.
-    pub fn tick_time(&self, time: Option<Time>, row: &[Option<Value>]) -> Option<Time> {
-        if let Some(t) = time {
-            return Some(t);
-        }
-        let key = Key::from(row.get(self.key_index)?.clone()?);
-        let n = self.input_steps(&key).unwrap_or(0);
-        let n = i64::try_from(n).unwrap_or(i64::MAX);
-        Some(Time(n.saturating_mul(self.ticks.index_unit)))
+    /// [`KeyedMonitor::ticks_before`] for a row that carries its time
+    /// (`time`) or not: without one, the row stands at its index among its
+    /// key's rows (in the index unit, up to the end of time), as in a run of
+    /// the key's rows alone. A row without its key has no ticks (`step`
+    /// rejects it).
+    pub fn ticks_before_row(
+        &mut self,
+        time: Option<Time>,
+        row: &[Option<Value>],
+    ) -> Result<(), StepError> {
+        let at = match time {
+            Some(t) => t,
+            None => {
+                let Some(Some(value)) = row.get(self.key_index) else {
+                    return Ok(());
+                };
+                let n = self.input_steps(&Key::from(value.clone())).unwrap_or(0);
+                let n = i64::try_from(n).unwrap_or(i64::MAX);
+                Time(n.saturating_mul(self.ticks.index_unit))
+            }
+        };
+        self.ticks_before(at, row)
     }
 
     /// The rows `key` has evaluated (its input steps: its ticks are steps

@@ -165,19 +165,17 @@ impl Evaluator {
         if let Monitors::Keyed(m) = monitors
             && !m.periods().is_empty()
         {
-            // (A row without its key has no ticks: the step rejects it.)
-            let at = m.tick_time(self.timed.then_some(time), row);
-            match at.map(|at| m.ticks_before(at, row)) {
-                None | Some(Ok(())) => {
+            match m.ticks_before_row(self.timed.then_some(time), row) {
+                Ok(()) => {
                     if let Flow::Stop(halt) = self.keyed_ticks(m, sink)? {
                         return Ok(Flow::Stop(halt));
                     }
                 }
-                Some(Err(StepError::Row(RowError::TooManyTicks { key, due, max }))) => {
+                Err(StepError::Row(RowError::TooManyTicks { key, due, max })) => {
                     return Ok(Flow::Stop(Halt::TooManyTicks { key, due, max }));
                 }
                 // A stopped key or a rejected row: the row says so below.
-                Some(Err(_)) => {}
+                Err(_) => {}
             }
         }
         let timed = self.timed;
