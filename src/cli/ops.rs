@@ -279,13 +279,6 @@ pub(super) struct Tally {
     pub(super) progress: Progress,
 }
 
-/// Whether `policy` drops the row of reader error `e` and the reader can
-/// go on after it: a malformed row, read whole. An I/O error or a reader
-/// that cannot continue always stops the run.
-pub(super) fn droppable(policy: OnMalformed, e: &TraceError, reader: &dyn RowReader) -> bool {
-    crate::pipeline::droppable(policy.into(), e, reader)
-}
-
 impl From<OnMalformed> for crate::pipeline::Malformed {
     fn from(policy: OnMalformed) -> crate::pipeline::Malformed {
         match policy {
@@ -312,7 +305,7 @@ impl Tally {
     /// can go on (counted, and reported with `warn`); `false` when the run
     /// stops. An I/O error or a reader that cannot continue always stops.
     pub(super) fn skip_trace_error(&mut self, e: &TraceError, reader: &dyn RowReader) -> bool {
-        if !droppable(self.on_malformed, e, reader) {
+        if !crate::pipeline::droppable(self.on_malformed.into(), e, reader) {
             return false;
         }
         self.rows_read += 1;
