@@ -153,6 +153,16 @@ struct FileInfo {
     tail: [u8; 32],
 }
 
+impl FileInfo {
+    /// Where the trace goes on from.
+    fn position(&self) -> TracePosition {
+        TracePosition {
+            offset: self.offset,
+            line: self.line,
+        }
+    }
+}
+
 /// A merged run's state besides the monitor (`timed.rs`): the options that
 /// shape its merge, the feed's state (`pipeline::FeedState`: where each
 /// source stands in the merge's order, the watermark, the scheduler of

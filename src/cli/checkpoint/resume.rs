@@ -67,10 +67,7 @@ pub(in crate::cli) fn prepare(
     }
     let resume_at = loaded.as_ref().and_then(|(_, l)| {
         l.info.inputs[0].file.as_ref().map(|f| ResumeAt {
-            position: TracePosition {
-                offset: f.offset,
-                line: f.line,
-            },
+            position: f.position(),
             rows: l.info.inputs[0].rows,
         })
     });
@@ -355,10 +352,7 @@ impl Resumed {
             _ => info.rows,
         };
         Ok(info.file.as_ref().map(|f| ResumeAt {
-            position: TracePosition {
-                offset: f.offset,
-                line: f.line,
-            },
+            position: f.position(),
             rows,
         }))
     }
@@ -370,10 +364,7 @@ impl Resumed {
         At {
             rows: info.rows,
             at: Where {
-                position: info.file.as_ref().map(|f| TracePosition {
-                    offset: f.offset,
-                    line: f.line,
-                }),
+                position: info.file.as_ref().map(|f| f.position()),
                 token: info.token.clone(),
             },
         }
