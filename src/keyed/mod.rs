@@ -361,7 +361,7 @@ struct Ticks {
     timed: bool,
     rules: Ticking,
     /// What a row's index stands for (ns) in a run whose rows have no
-    /// time (`KeyedMonitor::tick_time`).
+    /// time (`KeyedMonitor::ticks_before_row`).
     index_unit: i64,
     /// A scheduler of the plan's periods, into which a key's words are
     /// read to work on them, and the periods a tick drawn is due for.
