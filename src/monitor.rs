@@ -460,7 +460,7 @@ impl<'a> Outputs<'a> {
         let step = self.step;
         spec.triggers
             .iter()
-            .filter(move |t| state.raw(t.stream) == Sample::Value(Value::Bool(true)))
+            .filter(move |t| matches!(state.raw(t.stream), Sample::Value(Value::Bool(true))))
             .map(move |t| {
                 let mut message = String::new();
                 for piece in &t.message {

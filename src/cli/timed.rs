@@ -752,7 +752,6 @@ impl Run<'_> {
                 output: self.output,
                 writer: &mut *writer,
                 alerts: &mut *alerts,
-                progress: &self.tally.progress,
                 form: self.args.time.is_some().then_some(form),
                 key_input: self.args.key.as_deref(),
                 steps: 0,
