@@ -976,22 +976,12 @@ impl Ctl<'_> {
     /// JSON-lines or CSV row ends on the line the reader has just consumed;
     /// an `.input` block is named by its row.
     fn locate(&self, reader: &dyn RowReader) -> String {
-        row_location(
+        crate::pipeline::row_location(
             self.input.name,
             reader,
             self.input.lines,
             self.tally.rows_read,
         )
-    }
-}
-
-/// Where the row `reader` has just given is, in trace `name`: the line it
-/// ended on when rows are lines (JSON lines, CSV), else its number `row`
-/// (1 for the first; an `.input` block).
-fn row_location(name: &str, reader: &dyn RowReader, lines: bool, row: u64) -> String {
-    match reader.position() {
-        Some(p) if lines => format!("{name}:{}:1", p.line),
-        _ => format!("{name}: row {row}"),
     }
 }
 

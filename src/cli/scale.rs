@@ -484,7 +484,7 @@ impl Source {
                 continue;
             };
             self.at.clear();
-            (self.at).push_str(self.feed.taken_at(c.stamp.source as usize));
+            (self.at).push_str(&self.feed.taken_at(c.stamp.source as usize));
             self.row = cells;
             let stamp = match self.timed {
                 true => {

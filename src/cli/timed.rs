@@ -547,6 +547,7 @@ pub(super) fn run(
         tally: ops::Tally::new(args.on_malformed, ops::Progress::new(true, None)),
         clashes: 0,
         checkpoints,
+        samples: Vec::new(),
         ticks: 0,
         periods: periods.len(),
         replaying: replay_name,
@@ -706,6 +707,9 @@ struct Run<'a> {
     replaying: Option<String>,
     /// Checkpoints (`--checkpoint`), taken between steps.
     checkpoints: Option<checkpoint::Checkpointer>,
+    /// The samples of a step's outputs, kept from step to step so that
+    /// writing one allocates nothing.
+    samples: Vec<crate::value::Sample>,
 }
 
 impl Run<'_> {
@@ -756,10 +760,11 @@ impl Run<'_> {
                 key_input: self.args.key.as_deref(),
                 steps: 0,
                 ticks: 0,
-                samples: Vec::new(),
+                samples: std::mem::take(&mut self.samples),
             };
             let flow = evaluator.event(runner, &event, self.on_reset, &mut lines)?;
             let (steps, ticks) = (lines.steps, lines.ticks);
+            self.samples = lines.samples;
             self.tally.steps += steps;
             self.ticks += ticks;
             if self.streaming {

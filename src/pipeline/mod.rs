@@ -67,7 +67,7 @@ pub use crate::lang::ast::{GapPolicy, ResetPolicy};
 pub use feed::{At, Feed, FeedOptions, FeedState, SourceState, show};
 pub use run::{Evaluator, Flow, Halt, Monitors, Sink};
 pub use source::{
-    Connection, Feeder, Msg, Where, droppable, row_location, spawn_listener, spawn_reader,
+    Connection, Feeder, Msg, RowAt, Where, droppable, row_location, spawn_listener, spawn_reader,
 };
 
 use crate::merge::Step;
