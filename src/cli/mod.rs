@@ -17,7 +17,7 @@
 mod bench;
 mod checkpoint;
 mod live;
-mod log;
+use crate::pipeline::log;
 mod ops;
 mod paths;
 #[cfg(feature = "scale")]
@@ -1299,13 +1299,7 @@ fn run_rows(
         match next {
             Ok(true) => {}
             Ok(false) => {
-                let end = finish(
-                    ck,
-                    checkpointable(monitor),
-                    reader,
-                    lines.writer,
-                    lines.alerts.sink(),
-                );
+                let end = finish(ck, &*monitor, reader, lines.writer, lines.alerts.sink());
                 break end.map(|e| match e {
                     Exit::Success if evaluator.keys_stopped() => Exit::Runtime,
                     other => other,
@@ -1351,13 +1345,8 @@ fn run_rows(
         }
         ctl.tally.progress.update(ctl.tally.rows_read, reader);
         if let Some(ck) = ck.as_deref_mut()
-            && let Err(message) = ck.rows_done(
-                1,
-                checkpointable(monitor),
-                reader,
-                lines.writer,
-                lines.alerts.sink(),
-            )?
+            && let Err(message) =
+                ck.rows_done(1, &*monitor, reader, lines.writer, lines.alerts.sink())?
         {
             break stop(lines.writer, &message, Exit::Failure);
         }
@@ -1366,14 +1355,6 @@ fn run_rows(
     // The summary counts this process's rows.
     ctl.tally.rows_read -= resumed_rows;
     result
-}
-
-/// The run's monitor as a checkpoint takes it.
-fn checkpointable(monitor: &Runner) -> &dyn checkpoint::Checkpointable {
-    match monitor {
-        Runner::Single(m) => m.as_ref(),
-        Runner::Keyed(m) => m.as_ref(),
-    }
 }
 
 /// The input of a run, for its messages and flushing.

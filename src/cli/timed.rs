@@ -330,7 +330,7 @@ pub(super) fn run(
     // lengths its checkpoint recorded, each with a handle to sync it through.
     let keep = |path: &str, alerts: bool| match &resumed {
         Some(r) => r.kept(path, alerts),
-        None => checkpoint::created(path, if alerts { "alerts file" } else { "output file" }),
+        None => checkpoint::create_kept(path, if alerts { "alerts file" } else { "output file" }),
     };
     let checkpointed = args.checkpoint.is_some() || resumed.is_some();
     let (sink, output_sync, continued): (Box<dyn Write + Send>, _, _) = match &args.output_file {
@@ -373,7 +373,7 @@ pub(super) fn run(
         Ok(a) => a,
         Err(exit) => return exit,
     };
-    let checkpoints = checkpoint::Checkpointer::new(args, kept, output, output_sync, alerts_sync);
+    let checkpoints = checkpoint::checkpointer(args, kept, output, output_sync, alerts_sync);
     let periods: Vec<i64> = match &runner {
         Runner::Single(m) => m.periods().to_vec(),
         Runner::Keyed(m) => m.periods().to_vec(),

@@ -59,7 +59,9 @@
 //! // At time 3 both set `x`: the first source's value is kept, and the step says so.
 //! ```
 
+pub mod checkpoint;
 mod feed;
+pub mod log;
 mod run;
 mod source;
 
