@@ -378,6 +378,7 @@ mod behind;
 mod csv_reader;
 mod guard;
 mod jsonl;
+mod literal;
 mod source;
 mod tc;
 mod values;
