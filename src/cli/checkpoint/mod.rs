@@ -36,12 +36,9 @@ use crate::keyed::KeyedMonitor;
 use crate::monitor::{Monitor, Spec};
 use crate::pipeline::{At, Where};
 use crate::snapshot::{self, KeyedSnapshotReader, Snapshot, SnapshotError};
-use crate::trace::{
-    self, OpenError, OutputFormat, OutputWriter, ReaderOptions, ResumeAt, RowReader, TraceFile,
-    TraceFormat, TracePosition,
-};
+use crate::trace::{OutputFormat, OutputWriter, RowReader, TraceFile, TraceFormat, TracePosition};
 use serde::{Deserialize, Serialize};
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{self, Read, Seek, Write};
 use std::path::Path;
 

@@ -2,8 +2,22 @@
 //! checkpoint left it (checked to be the same trace), the files kept exactly once cut back
 //! to their recorded lengths, and every check of a checkpoint against the run's options.
 
-use super::*;
+use super::{
+    Checkpointable, Checkpointer, Clock, FileInfo, Format, Info, InputInfo, Loaded, Output, Runner,
+    Saved, Source, decode, digests, format_name, output_name, snapshot_error,
+};
+use crate::cli::RunArgs;
 use crate::cli::{Exit, error};
+use crate::keyed::KeyedMonitor;
+use crate::monitor::{Monitor, Spec};
+use crate::pipeline::{At, Where};
+use crate::snapshot::SnapshotError;
+use crate::trace::{
+    self, OpenError, OutputFormat, OutputWriter, ReaderOptions, ResumeAt, RowReader, TraceFile,
+    TraceFormat,
+};
+use std::fs::{File, OpenOptions};
+use std::io::{self, Seek, Write};
 
 /// What `vigil run` runs once its options are settled: the monitor (fresh,
 /// or restored from a checkpoint), the trace's reader (past the rows a
