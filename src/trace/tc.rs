@@ -13,7 +13,9 @@
 //! A line whose first non-blank character is a digit (or `-` and a digit) is
 //! a step header `N:`, optionally followed by an assignment; other non-blank,
 //! non-comment lines are assignments `name = literal` belonging to the
-//! current step. Step numbers increase; steps that are skipped (1 then 3)
+//! current step. A literal (`super::literal`) is a scalar, a string, or a
+//! list or map in JSON's form (`[1, 2]`, `{"k": 1}`) or the language's
+//! (`List(1, 2)`, `Map("k": 1)`), and ends on its line. Step numbers increase; steps that are skipped (1 then 3)
 //! are rows with every input absent, and at most `max_step_gap` steps may be
 //! skipped at once.
 //!
