@@ -15,9 +15,9 @@
 //! non-comment lines are assignments `name = literal` belonging to the
 //! current step. A literal (`super::literal`) is a scalar, a string, or a
 //! list or map in JSON's form (`[1, 2]`, `{"k": 1}`) or the language's
-//! (`List(1, 2)`, `Map("k": 1)`), and ends on its line. Step numbers increase; steps that are skipped (1 then 3)
-//! are rows with every input absent, and at most `max_step_gap` steps may be
-//! skipped at once.
+//! (`List(1, 2)`, `Map("k": 1)`), and ends on its line. Step numbers
+//! increase; steps that are skipped (1 then 3) are rows with every input
+//! absent, and at most `max_step_gap` steps may be skipped at once.
 //!
 //! A block is complete when the next header line (or the end of the trace)
 //! is read, so on a pipe a row is returned as soon as the following header
