@@ -345,6 +345,8 @@ fn element(text: &str, pos: usize, depth: usize) -> Result<(Value, usize), Fail>
 mod tests {
     use super::parse_literal;
     use crate::value::{MAX_VALUE_NESTING, Value};
+    use proptest::collection::vec;
+    use proptest::prelude::*;
 
     /// The value of the whole of `text`, printed as the text output prints it.
     fn shown(text: &str) -> String {
@@ -546,6 +548,144 @@ mod tests {
         assert_eq!(error(&deep), (5 * MAX_VALUE_NESTING, message.clone()));
         let maps = r#"{"a": "#.repeat(100_000);
         assert_eq!(error(&maps), (6 * MAX_VALUE_NESTING, message));
+    }
+
+    /// A value as a trace writes it: each container in JSON's form or the
+    /// language's, with its own spacing.
+    #[derive(Clone, Debug)]
+    enum Written {
+        Leaf(Value),
+        List {
+            dsrv: bool,
+            space: &'static str,
+            items: Vec<Written>,
+        },
+        Map {
+            dsrv: bool,
+            space: &'static str,
+            entries: Vec<(String, Written)>,
+        },
+    }
+
+    /// A string literal for `s`, escaped as the reader unescapes it.
+    fn quoted(s: &str) -> String {
+        let mut out = String::from('"');
+        for c in s.chars() {
+            match c {
+                '"' => out.push_str("\\\""),
+                '\\' => out.push_str("\\\\"),
+                '\n' => out.push_str("\\n"),
+                '\t' => out.push_str("\\t"),
+                '\r' => out.push_str("\\r"),
+                c => out.push(c),
+            }
+        }
+        out.push('"');
+        out
+    }
+
+    impl Written {
+        fn text(&self) -> String {
+            match self {
+                Written::Leaf(Value::Str(s)) => quoted(s),
+                Written::Leaf(Value::Unit) => "()".to_string(),
+                Written::Leaf(Value::Float(x)) => format!("{x:?}"),
+                Written::Leaf(Value::Int(i)) => i.to_string(),
+                Written::Leaf(Value::Bool(b)) => b.to_string(),
+                Written::Leaf(other) => unreachable!("not a leaf: {other}"),
+                Written::List { dsrv, space, items } => {
+                    let sep = format!("{space},{space}");
+                    let inner: Vec<String> = items.iter().map(Written::text).collect();
+                    let (open, close) = if *dsrv { ("List(", ")") } else { ("[", "]") };
+                    format!("{open}{space}{}{space}{close}", inner.join(&sep))
+                }
+                Written::Map {
+                    dsrv,
+                    space,
+                    entries,
+                } => {
+                    let sep = format!("{space},{space}");
+                    let inner: Vec<String> = entries
+                        .iter()
+                        .map(|(k, v)| format!("{}{space}:{space}{}", quoted(k), v.text()))
+                        .collect();
+                    let (open, close) = if *dsrv { ("Map(", ")") } else { ("{", "}") };
+                    format!("{open}{space}{}{space}{close}", inner.join(&sep))
+                }
+            }
+        }
+
+        /// The value the reader should read (a key given twice keeps its
+        /// last value).
+        fn value(&self) -> Value {
+            match self {
+                Written::Leaf(v) => v.clone(),
+                Written::List { items, .. } => {
+                    Value::list(items.iter().map(Written::value).collect())
+                }
+                Written::Map { entries, .. } => {
+                    let mut map = crate::value::MapEntries::new();
+                    for (k, v) in entries {
+                        map.insert(k.as_str().into(), v.value());
+                    }
+                    Value::Map(std::sync::Arc::new(map))
+                }
+            }
+        }
+    }
+
+    fn written() -> impl Strategy<Value = Written> {
+        let text = "[a-z ,:\\[\\]{}()\"\\\\/é\t\n]{0,6}";
+        let leaf = prop_oneof![
+            any::<i64>().prop_map(Value::Int),
+            any::<f64>()
+                .prop_filter("NaN has many spellings", |x| !x.is_nan())
+                .prop_map(Value::Float),
+            any::<bool>().prop_map(Value::Bool),
+            Just(Value::Unit),
+            text.prop_map(|s: String| Value::Str(s.into())),
+        ]
+        .prop_map(Written::Leaf);
+        let space = prop_oneof![Just(""), Just(" "), Just("\t "), Just("  ")];
+        leaf.prop_recursive(4, 32, 5, move |inner| {
+            prop_oneof![
+                (any::<bool>(), space.clone(), vec(inner.clone(), 0..5))
+                    .prop_map(|(dsrv, space, items)| Written::List { dsrv, space, items }),
+                (
+                    any::<bool>(),
+                    space.clone(),
+                    vec(("[a-c\"]{0,2}", inner), 0..5)
+                )
+                    .prop_map(|(dsrv, space, entries)| Written::Map {
+                        dsrv,
+                        space,
+                        entries
+                    }),
+            ]
+        })
+    }
+
+    proptest! {
+        /// Whatever a trace writes in either form, with any spacing, reads
+        /// back as the value written, up to its last byte.
+        #[test]
+        fn written_values_read_back(w in written()) {
+            let text = w.text();
+            let got = parse_literal(&text, 0);
+            prop_assert_eq!(got, Ok((w.value(), text.len())), "{}", text);
+        }
+
+        /// Any line made of the grammar's own characters is a value or an
+        /// error inside the line, never a panic.
+        #[test]
+        fn any_text_is_a_value_or_a_located_error(
+            text in "[0-9a-zLMpstI ,:\\[\\]{}()\"\\\\/.e+\\-é\t]{0,40}"
+        ) {
+            match parse_literal(&text, 0) {
+                Ok((_, end)) => prop_assert!(end <= text.len()),
+                Err((at, _)) => prop_assert!(at <= text.len()),
+            }
+        }
     }
 
     #[test]
