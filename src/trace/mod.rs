@@ -388,9 +388,8 @@ mod writer;
 pub use ahead::ReadAhead;
 pub use behind::{WriteBehind, raw_stdout};
 pub(crate) use jsonl::serde_value;
-// Only the command line reads these (the replay log, the REPL's rows, `--start`).
-#[cfg(feature = "cli")]
 pub(crate) use jsonl::too_deep;
+// Only the command line reads these (the REPL's rows, `--start`).
 #[cfg(feature = "cli")]
 pub(crate) use values::parse_text;
 pub use writer::{

@@ -28,6 +28,41 @@
 //! (`KeyedSnapshotReader`): a checkpoint of a million keys never holds them all in memory
 //! besides the monitor, either way. (Format 3 sealed both parts as one body, which had to be
 //! whole in memory to be hashed before it was written.)
+//!
+//! ```
+//! use vigil::pipeline::checkpoint::{Checkpoint, CheckpointOptions, Checkpointer, Source};
+//! use vigil::pipeline::{At, Where};
+//! use vigil::trace::{self, OutputFormat, TraceFormat};
+//! use vigil::{Monitor, Spec, Value};
+//!
+//! let text = "in x: Int\nout total: Int\ntotal = default(total[1], 0) + x\n";
+//! let spec = Spec::parse("sum.dsrv", text)?;
+//! let dir = std::env::temp_dir().join(format!("vigil-doc-ck-{}", std::process::id()));
+//! std::fs::create_dir_all(&dir)?;
+//! let path = dir.join("run.ck").to_string_lossy().into_owned();
+//! let rows = |xs: &[i64]| xs.iter().map(|x| vec![Some(Value::Int(*x))]).collect::<Vec<_>>();
+//!
+//! // A run of three rows, checkpointed after them (its outputs go nowhere here).
+//! let mut monitor = Monitor::builder(&spec).build();
+//! for row in rows(&[1, 2, 3]) {
+//!     monitor.step(&row)?;
+//! }
+//! let options = CheckpointOptions { path: path.clone(), every: 1000, spec: "sum.dsrv".into(), sink: None };
+//! let source = Source { path: "rows".into(), format: TraceFormat::Csv, trace: None };
+//! let mut checkpointer = Checkpointer::new(options, vec![source], OutputFormat::Csv, None, None);
+//! let mut writer = trace::make_writer(OutputFormat::Csv, vec!["total".into()], Box::new(std::io::sink()));
+//! let at = At { rows: 3, at: Where::default() };
+//! checkpointer.write_at(&monitor, &[at], None, writer.as_mut(), None)??;
+//!
+//! // Later, another process: the checkpoint read back, checked and restored.
+//! let mut checkpoint = Checkpoint::read(&path)?;
+//! checkpoint.check_plain("rows", TraceFormat::Csv)?;
+//! let mut resumed = checkpoint.restore(Monitor::builder(&spec))?;
+//! let total = resumed.step(&rows(&[4])[0])?.get(0);
+//! assert_eq!(total, vigil::Sample::Value(Value::Int(10)));
+//! # std::fs::remove_dir_all(&dir)?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 use super::{At, Monitors, Where};
 use crate::keyed::KeyedMonitor;
