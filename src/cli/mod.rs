@@ -636,16 +636,7 @@ fn flush_said() {
     write_out(&mut said_later(), &mut io::stderr().lock());
 }
 
-/// `text` as an alert line shows it: control and invisible characters
-/// escaped (`\n`, `\u{1b}`), so that a value in the data (a Str in a
-/// message, a key) can neither split the line nor forge another one.
-pub(super) fn escaped(text: &str) -> std::borrow::Cow<'_, str> {
-    use crate::lang::diag::{is_invisible, show_char};
-    if !text.chars().any(is_invisible) {
-        return std::borrow::Cow::Borrowed(text);
-    }
-    std::borrow::Cow::Owned(text.chars().map(show_char).collect())
-}
+pub(super) use crate::pipeline::sink::escaped;
 
 /// Reports an error message (`error: …`) on standard error.
 fn error(message: impl fmt::Display) {
@@ -667,36 +658,7 @@ fn output_error(e: &io::Error) -> Exit {
     }
 }
 
-/// An I/O error of a destination other than the outputs (the alerts), so
-/// that its message names it (`--alerts /dev/full` had said "cannot write
-/// output").
-#[derive(Debug)]
-struct Destination {
-    what: String,
-    source: io::Error,
-}
-
-impl fmt::Display for Destination {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.what, self.source)
-    }
-}
-
-impl std::error::Error for Destination {}
-
-/// Tags an I/O error with the destination `what` it happened on (keeping its
-/// kind, so a closed pipe is still one).
-fn at(what: &str) -> impl FnOnce(io::Error) -> io::Error + '_ {
-    move |source| {
-        io::Error::new(
-            source.kind(),
-            Destination {
-                what: what.to_string(),
-                source,
-            },
-        )
-    }
-}
+use crate::pipeline::sink::Destination;
 
 /// Writes `text` to standard output and flushes it.
 fn print(text: &str) -> Exit {
@@ -768,194 +730,74 @@ pub fn load_spec(path: &str) -> Result<Spec, Exit> {
     })
 }
 
-/// Where trigger firings go: JSON lines to `--alerts`, or readable lines on
-/// standard error.
-struct Alerts {
-    out: Option<io::BufWriter<Box<dyn Write>>>,
-    /// Where `out` goes, for the message of a failed write.
-    dest: String,
-    /// The key input's name, in a keyed run.
-    key: Option<String>,
-    /// Firings so far.
-    fired: u64,
-    /// Each trigger's firings, for the summary.
-    triggers: Vec<ops::TriggerTally>,
-    /// The run's progress bar, if one is on the terminal: alerts written to
-    /// standard error go out with it suspended.
-    bar: ops::Bar,
+use crate::pipeline::sink::{Alerts, Lines};
+
+/// Alert lines on standard error: under a progress bar each line is written
+/// at once, with the bar off the terminal; else lines wait to go out
+/// together (`flush`, or the next message).
+struct Said(ops::Bar);
+
+impl crate::pipeline::sink::AlertLines for Said {
+    fn line(&mut self, text: &str) {
+        if self.0.is_shown() {
+            self.0.suspend(|| say(format_args!("{text}")));
+        } else {
+            say_later(text.as_bytes());
+        }
+    }
+
+    fn flush(&mut self) {
+        flush_said();
+    }
 }
 
-impl Alerts {
-    /// The alerts of a run, writing the `--alerts` file through `file` when given
-    /// (opened by a checkpointed run, which keeps its length).
-    fn with_file(args: &RunArgs, spec: &Spec, file: Option<std::fs::File>) -> Result<Alerts, Exit> {
-        let out: Option<Box<dyn Write>> = match args.alerts.as_deref() {
-            // A run publishing to MQTT publishes its alerts there too.
-            None => match &args.output {
-                OutputArg::Mqtt(url) if !spec.trigger_names().is_empty() => {
-                    match live::alerts_sink(url, &live::options(args, None)) {
-                        Ok(sink) => Some(sink),
-                        Err(e) => {
-                            error(e);
-                            return Err(Exit::Failure);
-                        }
-                    }
-                }
-                _ => None,
-            },
-            Some("-") => Some(Box::new(io::stdout())),
-            Some(_) if let Some(f) = file => Some(Box::new(f)),
-            Some(path) => match std::fs::File::create(path) {
-                Ok(f) => Some(Box::new(f)),
-                Err(e) => {
-                    error(format_args!("cannot create the alerts file `{path}`: {e}"));
-                    return Err(Exit::Failure);
-                }
-            },
-        };
-        let dest = match args.alerts.as_deref() {
-            Some("-") => "the alerts to standard output".to_string(),
-            Some(path) => format!("the alerts file `{path}`"),
-            None => "the alerts to the MQTT broker".to_string(),
-        };
-        Ok(Alerts {
-            out: out.map(io::BufWriter::new),
-            dest,
-            key: args.key.clone(),
-            fired: 0,
-            triggers: ops::TriggerTally::of(spec),
-            bar: ops::Bar::default(),
-        })
-    }
-
-    /// Reports every trigger that fired at the step of `outputs`; a JSON
-    /// line carries `context()` (the time and the `--pass` fields of the
-    /// row), made only when a trigger fires.
-    fn report<'v>(
-        &mut self,
-        outputs: &crate::monitor::Outputs<'_>,
-        context: impl FnOnce() -> Vec<(&'v str, &'v Value)>,
-    ) -> io::Result<()> {
-        let mut context = Some(context);
-        let mut made = Vec::new();
-        for alert in outputs.alerts() {
-            if let Some(make) = context.take() {
-                made = make();
-            }
-            let context = &made;
-            self.fired += 1;
-            let key = self.key.as_deref().zip(outputs.key());
-            let shown = key.map(|(name, k)| (name, k as &dyn std::fmt::Display));
-            let place = ops::TriggerTally::place(alert.step, shown);
-            ops::TriggerTally::count(&mut self.triggers, alert.trigger, place);
-            match &mut self.out {
-                Some(out) => out
-                    .write_all(&trace::alert_line_with(&alert, key, context))
-                    .map_err(at(&self.dest))?,
-                None => {
-                    let line = match key {
-                        Some((name, k)) => format!(
-                            "alert: {} at step {} ({name}={}): {}\n",
-                            alert.trigger,
-                            alert.step,
-                            escaped(&k.to_string()),
-                            escaped(&alert.message)
-                        ),
-                        None => format!(
-                            "alert: {} at step {}: {}\n",
-                            alert.trigger,
-                            alert.step,
-                            escaped(&alert.message)
-                        ),
-                    };
-                    // Under a progress bar each line is written at once, with
-                    // the bar off the terminal; else lines wait to go out
-                    // together (`flush`, or the next message).
-                    if self.bar.is_shown() {
-                        self.bar.suspend(|| say(format_args!("{line}")));
-                    } else {
-                        say_later(line.as_bytes());
+/// The alerts of a run: JSON lines to `--alerts` (written through `file`
+/// when given: opened by a checkpointed run, which keeps its length), to an
+/// MQTT broker the outputs go to, or readable lines on standard error
+/// (behind `bar`).
+fn alerts(
+    args: &RunArgs,
+    spec: &Spec,
+    file: Option<std::fs::File>,
+    bar: ops::Bar,
+) -> Result<Alerts, Exit> {
+    let key = args.key.as_deref();
+    let json = |out: Box<dyn Write>, dest: String| Ok(Alerts::json(spec, key, out, dest));
+    match args.alerts.as_deref() {
+        // A run publishing to MQTT publishes its alerts there too.
+        None => match &args.output {
+            OutputArg::Mqtt(url) if !spec.trigger_names().is_empty() => {
+                match live::alerts_sink(url, &live::options(args, None)) {
+                    Ok(sink) => json(sink, "the alerts to the MQTT broker".to_string()),
+                    Err(e) => {
+                        error(e);
+                        Err(Exit::Failure)
                     }
                 }
             }
-        }
-        Ok(())
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        match &mut self.out {
-            Some(out) => out.flush().map_err(at(&self.dest)),
-            None => {
-                flush_said();
-                Ok(())
+            _ => Ok(Alerts::readable(spec, key, Box::new(Said(bar)))),
+        },
+        Some("-") => json(
+            Box::new(io::stdout()),
+            "the alerts to standard output".to_string(),
+        ),
+        Some(path) => {
+            let dest = format!("the alerts file `{path}`");
+            match file {
+                Some(f) => json(Box::new(f), dest),
+                None => match std::fs::File::create(path) {
+                    Ok(f) => json(Box::new(f), dest),
+                    Err(e) => {
+                        error(format_args!("cannot create the alerts file `{path}`: {e}"));
+                        Err(Exit::Failure)
+                    }
+                },
             }
         }
-    }
-
-    /// The alerts' writer, for a checkpoint to flush before it records the
-    /// file's length.
-    fn sink(&mut self) -> Option<&mut dyn Write> {
-        self.out.as_mut().map(|w| w as &mut dyn Write)
     }
 }
 
 /// The exit status of a trace error: malformed (4) or unreadable (1).
-/// Where a run's evaluated steps and ticks go (`pipeline::Sink`): the
-/// view's columns to the writer, the alerts, and the counts of each.
-struct Lines<'a> {
-    view: &'a ops::View,
-    output: OutputFormat,
-    writer: &'a mut dyn OutputWriter,
-    alerts: &'a mut Alerts,
-    /// How times are written, when rows carry their time (`--time`: it
-    /// leads the columns and the alerts).
-    form: Option<crate::time::TimeForm>,
-    /// The key input of a keyed run (its stopped keys are named by it).
-    key_input: Option<&'a str>,
-    steps: u64,
-    ticks: u64,
-    samples: Vec<crate::value::Sample>,
-}
-
-impl crate::pipeline::Sink for Lines<'_> {
-    fn write(
-        &mut self,
-        o: &crate::monitor::Outputs<'_>,
-        cells: Option<&[Option<Value>]>,
-        time: crate::time::Time,
-    ) -> io::Result<()> {
-        let t = self.form.map(|form| time.to_value(form));
-        (self.view).fill(&mut self.samples, self.output, cells, o.iter(), t.as_ref());
-        let view = self.view;
-        self.alerts.report(o, || {
-            let mut context = cells.map_or_else(Vec::new, |c| view.context(c));
-            if let Some(t) = &t {
-                context.insert(0, ("time", t));
-            }
-            context
-        })?;
-        match cells {
-            Some(_) => self.steps += 1,
-            None => self.ticks += 1,
-        }
-        match o.key() {
-            Some(k) => self.writer.write_keyed(o.step(), k, &self.samples),
-            None => self.writer.write_step(o.step(), &self.samples),
-        }
-    }
-
-    /// Reported the first time only: the key's later rows return the same
-    /// error, at the step it stopped at.
-    fn key_stopped(&mut self, key: &crate::value::Key, e: &crate::RuntimeError) -> io::Result<()> {
-        self.writer.flush()?;
-        let input = self.key_input.unwrap_or("key");
-        error(format_args!(
-            "{e} ({input}={key}); its later rows are not evaluated"
-        ));
-        Ok(())
-    }
-}
-
 fn trace_exit(e: &TraceError) -> Exit {
     match e.kind {
         TraceErrorKind::Malformed => Exit::Trace,
@@ -1124,7 +966,7 @@ fn run(args: &RunArgs) -> Exit {
         );
         return Exit::Failure;
     }
-    let view = match ops::View::new(args, &spec, output) {
+    let view = match ops::view(args, &spec, output) {
         Ok(v) => v,
         Err(message) => {
             error(message);
@@ -1148,16 +990,15 @@ fn run(args: &RunArgs) -> Exit {
     if let Err(exit) = check_tier(args, &monitor.stats()) {
         return exit;
     }
-    let mut alerts = match Alerts::with_file(args, &spec, alerts_file) {
-        Ok(a) => a,
-        Err(exit) => return exit,
-    };
     let len = match input {
         "-" => None,
         path => std::fs::metadata(path).ok().map(|m| m.len()),
     };
     let progress = ops::Progress::new(streaming, len);
-    alerts.bar = progress.bar();
+    let mut alerts = match alerts(args, &spec, alerts_file, progress.bar()) {
+        Ok(a) => a,
+        Err(exit) => return exit,
+    };
     let mut ctl = Ctl {
         view: &view,
         output,
@@ -1197,10 +1038,10 @@ fn run(args: &RunArgs) -> Exit {
     if args.summary || args.fail_on_trigger {
         say(format_args!(
             "{}",
-            ctl.tally.summary(&monitor.stats(), &alerts.triggers)
+            ctl.tally.summary(&monitor.stats(), alerts.triggers())
         ));
     }
-    let status = fail_on_trigger(args, status, alerts.fired);
+    let status = fail_on_trigger(args, status, alerts.fired());
     if args.stats {
         say(format_args!("{}", monitor.stats()));
         if let Runner::Keyed(m) = &monitor {
@@ -1282,13 +1123,15 @@ fn run_rows(
     ctl.tally.rows_read = resumed_rows;
     // One sink for the run: it holds the writer and the alerts, and the
     // loop reaches them through it.
+    let notify = timed::notices();
     let mut lines = Lines {
-        view: ctl.view,
+        columns: ctl.view,
         output: ctl.output,
         writer,
         alerts,
         form: None,
         key_input: key_input.as_deref(),
+        notify: &notify,
         steps: 0,
         ticks: 0,
         samples: Vec::with_capacity(monitor.output_names().len()),

@@ -63,6 +63,7 @@ pub mod checkpoint;
 mod feed;
 pub mod log;
 mod run;
+pub mod sink;
 mod source;
 
 pub use crate::lang::ast::{GapPolicy, ResetPolicy};
