@@ -9,7 +9,7 @@
 
 use super::{RunArgs, say};
 use crate::monitor::{Spec, Stats, Tier};
-use crate::trace::{OutputFormat, RowReader, TraceError};
+use crate::trace::{OutputFormat, RowReader};
 use clap::ValueEnum;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::{self, IsTerminal};
@@ -93,18 +93,6 @@ impl Tally {
         }
     }
 
-    /// A reader error: `true` when the policy drops the row and the reader
-    /// can go on (counted, and reported with `warn`); `false` when the run
-    /// stops. An I/O error or a reader that cannot continue always stops.
-    pub(super) fn skip_trace_error(&mut self, e: &TraceError, reader: &dyn RowReader) -> bool {
-        if !crate::pipeline::droppable(self.on_malformed.into(), e, reader) {
-            return false;
-        }
-        self.rows_read += 1;
-        self.dropped(e);
-        true
-    }
-
     /// A row the monitor rejected (`at` locates it): `true` when the policy
     /// drops it.
     pub(super) fn skip_rejected(&mut self, at: &str, e: &dyn std::fmt::Display) -> bool {
@@ -113,6 +101,13 @@ impl Tally {
         }
         self.dropped(&format_args!("{at}: {e}"));
         true
+    }
+
+    /// Adds what a run of one source counted.
+    pub(super) fn add(&mut self, counts: crate::pipeline::drive::Counts) {
+        self.rows_read += counts.rows_read;
+        self.steps += counts.steps;
+        self.skipped += counts.skipped;
     }
 
     /// Adds the rows a feed read and the malformed rows it dropped (a merged

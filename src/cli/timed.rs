@@ -1114,12 +1114,17 @@ const REPORTED: u64 = 10;
 
 /// Where a merged run's notices go: standard error, a warning as such.
 pub(super) fn notices() -> crate::notice::Notify {
-    std::sync::Arc::new(|n: Notice| {
+    notices_under(ops::Bar::default())
+}
+
+/// As `notices`, written with the progress bar `bar` off the terminal.
+pub(super) fn notices_under(bar: ops::Bar) -> crate::notice::Notify {
+    std::sync::Arc::new(move |n: Notice| {
         let prefix = match () {
             () if n.is_error() => "error",
             () if n.is_warning() => "warning",
             () => "vigil",
         };
-        say(format_args!("{prefix}: {n}\n"));
+        bar.suspend(|| say(format_args!("{prefix}: {n}\n")));
     })
 }

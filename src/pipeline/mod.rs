@@ -60,6 +60,7 @@
 //! ```
 
 pub mod checkpoint;
+pub mod drive;
 mod feed;
 pub mod log;
 mod run;
