@@ -80,6 +80,7 @@ impl From<StopKind> for Ended {
 
 impl Drive<'_> {
     /// Says the reader's warnings.
+    #[inline]
     fn warn(&self, reader: &mut dyn RowReader) {
         for w in reader.take_warnings() {
             (self.notify)(Notice::Trace(w));
@@ -193,6 +194,7 @@ pub fn rows(
     // is given the first `inputs` cells).
     let mut row: Vec<Option<Value>> = vec![None; inputs + lines.columns.extra()];
     let mut evaluator = Evaluator::new(false, inputs);
+    let steps = lines.steps;
     let end = loop {
         let next = reader.next_row(&mut row);
         drive.warn(reader);
@@ -206,10 +208,7 @@ pub fn rows(
             Err(e) => break stop(lines.writer, trace_end(&e))?,
         }
         counts.rows_read += 1;
-        let steps = lines.steps;
-        let flow = evaluator.step(monitor, Time(0), &row, lines)?;
-        counts.steps += lines.steps - steps;
-        match flow {
+        match evaluator.step(monitor, Time(0), &row, lines)? {
             Flow::Go => {
                 if drive.streaming && !reader.row_ready() {
                     lines.writer.flush()?;
@@ -247,6 +246,7 @@ pub fn rows(
             }
         }
     };
+    counts.steps += lines.steps - steps;
     Ok((end, evaluator.keys_stopped()))
 }
 
