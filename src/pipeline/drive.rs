@@ -4,6 +4,59 @@
 //! plain monitor over a regular file). Both take checkpoints between rows, drop malformed rows
 //! as the [`Malformed`] policy says, and end with an [`End`] after the outputs of every row
 //! before it are written.
+//!
+//! ```
+//! use vigil::pipeline::drive::{self, Counts, Drive, End};
+//! use vigil::pipeline::sink::{Alerts, ColumnOptions, Columns, Lines};
+//! use vigil::pipeline::{Malformed, Monitors};
+//! use vigil::trace::{self, OutputFormat, RowReader, TraceFormat};
+//! use vigil::{Monitor, Spec};
+//!
+//! let text = "in x: Int\nout total: Int\ntotal = default(total[1], 0) + x\n";
+//! let spec = Spec::parse("sum.dsrv", text)?;
+//! // Four rows, one of them malformed.
+//! let rows = Box::new(std::io::Cursor::new(b"x\n1\n2\nthree\n4\n".to_vec()));
+//! let mut reader = trace::reader_from_bufread("rows.csv", rows, TraceFormat::Csv, &spec.input_schema())?;
+//! let mut monitors = Monitors::Single(Box::new(Monitor::builder(&spec).build()));
+//!
+//! // The outputs go to a CSV file, the alerts (none here) nowhere.
+//! let out = std::env::temp_dir().join(format!("vigil-doc-drive-{}.csv", std::process::id()));
+//! let columns = Columns::new(&spec, &ColumnOptions::default(), OutputFormat::Csv)?;
+//! let names = columns.writer_names(&monitors.output_names(), OutputFormat::Csv);
+//! let mut writer = trace::make_writer(OutputFormat::Csv, names, Box::new(std::fs::File::create(&out)?));
+//! let mut alerts = Alerts::json(&spec, None, Box::new(std::io::sink()), "nowhere".into());
+//! let notify = vigil::notice::ignore();
+//! let mut lines = Lines {
+//!     columns: &columns,
+//!     output: OutputFormat::Csv,
+//!     writer: writer.as_mut(),
+//!     alerts: &mut alerts,
+//!     form: None,
+//!     key_input: None,
+//!     notify: &notify,
+//!     steps: 0,
+//!     ticks: 0,
+//!     samples: Vec::new(),
+//! };
+//! let mut progress = |_: u64, _: &dyn RowReader| {};
+//! let mut drive = Drive {
+//!     malformed: Malformed::Skip,
+//!     streaming: false,
+//!     name: "rows.csv",
+//!     lines: true,
+//!     notify: &notify,
+//!     progress: &mut progress,
+//! };
+//! let mut counts = Counts::default();
+//! let (end, _) = drive::rows(&mut drive, &mut monitors, reader.as_mut(), &mut lines, None, &mut counts)?;
+//! assert_eq!(end, End::Done);
+//! assert_eq!((counts.rows_read, counts.steps, counts.skipped), (4, 3, 1));
+//! drop(lines);
+//! writer.flush()?;
+//! assert_eq!(std::fs::read_to_string(&out)?, "step,total\n0,1\n1,3\n2,7\n");
+//! # std::fs::remove_file(&out)?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 use super::checkpoint::{Checkpointable, Checkpointer};
 use super::sink::{Columns, Lines};
