@@ -33,8 +33,7 @@ use ops::OnMalformed;
 use crate::monitor::{Spec, Tier};
 use crate::row::RowError;
 use crate::trace::{
-    self, OutputFormat, OutputWriter, ReaderOptions, RowReader, TraceError, TraceErrorKind,
-    TraceFormat,
+    self, OutputFormat, ReaderOptions, RowReader, TraceError, TraceErrorKind, TraceFormat,
 };
 use clap::builder::TypedValueParser;
 use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
@@ -1045,19 +1044,7 @@ fn run(args: &RunArgs) -> Exit {
     counts.rows_read -= resumed;
     tally.add(counts);
     tally.progress.finish();
-    let status = match ended {
-        Ok((drive::End::Done, false)) => Ok(Exit::Success),
-        Ok((drive::End::Done, true)) => Ok(Exit::Runtime),
-        Ok((drive::End::Stopped(message, ended), _)) => {
-            error(message);
-            Ok(match ended {
-                drive::Ended::Trace => Exit::Trace,
-                drive::Ended::Runtime => Exit::Runtime,
-                drive::Ended::Failure => Exit::Failure,
-            })
-        }
-        Err(e) => Err(e),
-    };
+    let status = ended.map(self::ended);
     let status = match status
         .and_then(|s| writer.flush().map(|()| s))
         .and_then(|s| alerts.flush().map(|()| s))
@@ -1081,6 +1068,23 @@ fn run(args: &RunArgs) -> Exit {
     status
 }
 
+/// The exit status of a run's end (a stop said on standard error first),
+/// given whether a key was stopped by a runtime error.
+fn ended((end, keys_stopped): (drive::End, bool)) -> Exit {
+    match end {
+        drive::End::Done if keys_stopped => Exit::Runtime,
+        drive::End::Done => Exit::Success,
+        drive::End::Stopped(message, ended) => {
+            error(message);
+            match ended {
+                drive::Ended::Trace => Exit::Trace,
+                drive::Ended::Runtime => Exit::Runtime,
+                drive::Ended::Failure => Exit::Failure,
+            }
+        }
+    }
+}
+
 /// With `--fail-on-trigger`, a run that is otherwise a success and had
 /// `fired` trigger firings says so and ends with status 5.
 fn fail_on_trigger(args: &RunArgs, status: Exit, fired: u64) -> Exit {
@@ -1093,14 +1097,6 @@ fn fail_on_trigger(args: &RunArgs, status: Exit, fired: u64) -> Exit {
     } else {
         status
     }
-}
-
-/// Where a run stopped early: a runtime error or a trace error, reported
-/// after the outputs of every earlier row are written.
-fn stop(writer: &mut dyn OutputWriter, message: &dyn fmt::Display, exit: Exit) -> io::Result<Exit> {
-    writer.flush()?;
-    error(message);
-    Ok(exit)
 }
 
 /// The exit status and message of a row the monitor rejected. The readers

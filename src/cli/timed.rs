@@ -17,19 +17,18 @@
 //! or a replay log read back (`vigil replay`), whose steps are re-merged from the rows it
 //! recorded, so that a replay evaluates exactly the recorded steps.
 
-use super::checkpoint::{self, Checkpointable, Runner};
-use super::log::{Event, Header, LogReader, LogWriter};
-use super::ops::{self, View};
-use super::{
-    Alerts, Exit, OnMalformed, ReplayArgs, RunArgs, error, load_spec, say, stop, trace_format,
-};
+use super::checkpoint::{self, Runner};
+use super::log::{Header, LogReader};
+use super::ops;
+use super::{Exit, OnMalformed, ReplayArgs, RunArgs, error, load_spec, say, trace_format};
 use crate::lang::ast::{GapPolicy, ResetPolicy};
-use crate::merge::Step;
 use crate::monitor::Spec;
 use crate::notice::Notice;
-use crate::pipeline::{self, Feed, FeedOptions, StopKind, show};
+use crate::pipeline::drive::Counts;
+use crate::pipeline::merged::{Events, MergedRun};
+use crate::pipeline::{self, Feed, FeedOptions};
 use crate::time::{Time, TimeForm, TimeUnit};
-use crate::trace::{self, OutputFormat, OutputWriter, ReaderOptions, RowReader, TraceFormat};
+use crate::trace::{self, OutputFormat, ReaderOptions, RowReader, TraceFormat};
 use std::io::{self, Write};
 
 /// `vigil replay SPEC LOG [--check --input …]`: the run's options come
@@ -472,9 +471,8 @@ pub(super) fn run(
         Some((log, false)) => Some(log.name().to_string()),
         _ => None,
     };
-    let record = args.record.as_ref().map(|path| Record {
-        path: path.clone(),
-        header: Header {
+    let record = args.record.as_ref().map(|path| {
+        let header = Header {
             fingerprint: spec.fingerprint().to_string(),
             sources: names.clone(),
             fields: schema.names.clone(),
@@ -488,10 +486,8 @@ pub(super) fn run(
             max_ticks: args.max_ticks,
             on_reset: reset_name(on_reset).to_string(),
             lateness,
-        },
-        writer: None,
-        resumed: None,
-        live: streaming,
+        };
+        Record::new(path.clone(), header, streaming)
     });
     // A resumed run goes on with the log its checkpoint recorded.
     let mut record = record;
@@ -500,8 +496,8 @@ pub(super) fn run(
         match (&mut record, logged) {
             (None, None) => {}
             (Some(rec), Some(info)) if info.len > 0 => {
-                match checkpoint::reopen_output(&rec.path, info.len, "replay log") {
-                    Ok(f) => rec.resumed = Some(f),
+                match checkpoint::reopen_output(rec.path(), info.len, "replay log") {
+                    Ok(f) => rec.resume_with(f),
                     Err(m) => return fail(&format!("cannot resume from `{}`: {m}", r.path())),
                 }
             }
@@ -527,34 +523,41 @@ pub(super) fn run(
         Some((log, true)) => (None, Some(log)),
         None => (None, None),
     };
-    let mut feed = Steps {
+    let mut feed = Events {
         record: record.filter(|_| replay.is_none() && check.is_none()),
         live: feed,
         check,
         replay,
     };
-    let mut run = Run {
-        args,
-        view: &view,
+    let mut run = MergedRun {
+        columns: &view,
         output,
         names,
         schema_names: schema.names.clone(),
         inputs: spec.input_names().len(),
         time_cell,
+        timed: args.time.is_some(),
         unit,
         form: form.or(feed.live.form()),
+        key_input: args.key.as_deref(),
         streaming,
-        tally: ops::Tally::new(args.on_malformed, ops::Progress::new(true, None)),
+        malformed: args.on_malformed.into(),
+        counts: Counts::default(),
         clashes: 0,
-        checkpoints,
-        samples: Vec::new(),
         ticks: 0,
         periods: periods.len(),
-        replaying: replay_name,
         notify,
         on_reset,
+        replaying: replay_name,
+        checkpoints,
+        merge_options: checkpoint::merge_options(args),
+        samples: Vec::new(),
     };
-    let result = run.go(&mut feed, &mut runner, writer.as_mut(), &mut alerts);
+    // The summary's clock starts with the run.
+    let mut tally = ops::Tally::new(args.on_malformed, ops::Progress::new(true, None));
+    let result = run
+        .go(&mut feed, &mut runner, writer.as_mut(), &mut alerts)
+        .map(super::ended);
     let logged = match &mut feed.record {
         Some(r) => r.finish(run.form),
         None => Ok(()),
@@ -572,13 +575,14 @@ pub(super) fn run(
         Ok(s) => s,
         Err(e) => return super::output_error(&e),
     };
-    (run.tally).add_read(feed.live.rows_read(), feed.live.skipped());
+    tally.add(run.counts);
+    tally.add_read(feed.live.rows_read(), feed.live.skipped());
     let late = feed.live.late();
     if args.summary || args.fail_on_trigger {
         let stats = runner.stats();
         say(format_args!(
             "{}summary: {} sources merged; {} clash{}; {} late row{} re-stamped; {} tick{}\n",
-            run.tally.summary(&stats, alerts.triggers()),
+            tally.summary(&stats, alerts.triggers()),
             run.names.len(),
             run.clashes,
             if run.clashes == 1 { "" } else { "es" },
@@ -597,383 +601,7 @@ pub(super) fn run(
     super::fail_on_trigger(args, status, alerts.fired())
 }
 
-/// Where the steps come from: the feed of the sources (each step written to
-/// a log with `record`, or compared with a log's with `check`), or a log's
-/// steps (`replay`).
-struct Steps {
-    live: Feed,
-    record: Option<Record>,
-    check: Option<LogReader>,
-    replay: Option<LogReader>,
-}
-
-/// A replay log being written: its header waits for the first step, which
-/// tells how times are written.
-pub(super) struct Record {
-    path: String,
-    header: Header,
-    writer: Option<LogWriter>,
-    /// A resumed run's log, cut back to the length its checkpoint
-    /// recorded, to go on writing (its header is there already).
-    resumed: Option<std::fs::File>,
-    /// Whether a source is live (then every line is flushed as written).
-    live: bool,
-}
-
-impl Record {
-    /// A log to be written at `path` with `header` (`live`: every line
-    /// flushed as written). (A scaled run's; the merged run builds its own.)
-    #[cfg_attr(not(feature = "scale"), allow(dead_code))]
-    pub(super) fn new(path: String, header: Header, live: bool) -> Record {
-        Record {
-            path,
-            header,
-            writer: None,
-            resumed: None,
-            live,
-        }
-    }
-
-    /// The log's writer, its header written (with `form`, once known) the
-    /// first time.
-    fn writer(&mut self, form: Option<TimeForm>) -> io::Result<&mut LogWriter> {
-        if self.writer.is_none() {
-            if let Some(f) = form {
-                self.header.form = f;
-            }
-            self.writer = Some(match self.resumed.take() {
-                Some(file) => LogWriter::continued(file, self.header.fields.clone()),
-                None => LogWriter::create(&self.path, &self.header)?,
-            });
-        }
-        Ok(self.writer.as_mut().expect("created above"))
-    }
-
-    pub(super) fn write(&mut self, event: &Event, form: Option<TimeForm>) -> io::Result<()> {
-        let live = self.live;
-        let w = self.writer(form)?;
-        match event {
-            Event::Rows(step) => w.write_step(step)?,
-            Event::Tick(t, due) => w.write_tick(*t, due)?,
-            Event::Stop(message, status) => w.write_stop(message, *status)?,
-            Event::Source(name) => w.write_source(name)?,
-            Event::Reset => w.write_reset()?,
-        }
-        // A live run's log is as far as its outputs, should it be killed.
-        if live {
-            w.flush_buffer()?;
-        }
-        Ok(())
-    }
-
-    /// The log's path, for messages.
-    #[cfg_attr(not(feature = "scale"), allow(dead_code))]
-    pub(super) fn path(&self) -> &str {
-        &self.path
-    }
-
-    /// Flushes the log (writing the header of one without steps).
-    pub(super) fn finish(&mut self, form: Option<TimeForm>) -> io::Result<()> {
-        self.writer(form)?.flush()
-    }
-}
-
-/// The state of a merged run.
-struct Run<'a> {
-    args: &'a RunArgs,
-    view: &'a View,
-    output: OutputFormat,
-    /// The sources' names (for a replay, as the log names them).
-    names: Vec<String>,
-    /// The cells' names (inputs, extra fields, time field).
-    schema_names: Vec<String>,
-    inputs: usize,
-    time_cell: Option<usize>,
-    unit: TimeUnit,
-    /// How times are written: as the first time read was.
-    form: Option<TimeForm>,
-    streaming: bool,
-    tally: ops::Tally,
-    clashes: u64,
-    /// Ticks evaluated so far.
-    ticks: u64,
-    /// The specification's periods (for reading ticks of a log).
-    periods: usize,
-    /// Where the run's notices go (printed on standard error).
-    notify: crate::notice::Notify,
-    /// What a time reset does to a keyed run's ticks (`--on-reset`).
-    on_reset: ResetPolicy,
-    /// The log a replay reads its steps from (for its messages).
-    replaying: Option<String>,
-    /// Checkpoints (`--checkpoint`), taken between steps.
-    checkpoints: Option<checkpoint::Checkpointer>,
-    /// The samples of a step's outputs, kept from step to step so that
-    /// writing one allocates nothing.
-    samples: Vec<crate::value::Sample>,
-}
-
-impl Run<'_> {
-    fn go(
-        &mut self,
-        feed: &mut Steps,
-        runner: &mut Runner,
-        writer: &mut dyn OutputWriter,
-        alerts: &mut Alerts,
-    ) -> io::Result<Exit> {
-        let mut evaluator = pipeline::Evaluator::new(self.args.time.is_some(), self.inputs);
-        loop {
-            let event = match self.next(feed, writer)? {
-                Ok(Some(event)) => event,
-                Ok(None) => {
-                    // The clean end: a last checkpoint, so that a resume
-                    // after it has nothing to redo.
-                    if self.checkpoints.is_some()
-                        && let Err(m) = self.checkpoint(feed, runner, writer, alerts)?
-                    {
-                        return stop(writer, &m, Exit::Failure);
-                    }
-                    return Ok(match evaluator.keys_stopped() {
-                        true => Exit::Runtime,
-                        false => Exit::Success,
-                    });
-                }
-                Err(exit) => return Ok(exit),
-            };
-            let (rows, time) = match &event {
-                Event::Rows(step) => {
-                    self.clashes(step);
-                    (Some(step.rows.len() as u64), step.time)
-                }
-                Event::Tick(t, _) => (None, *t),
-                _ => (None, Time(0)),
-            };
-            let Some(event) = event.into_feed() else {
-                unreachable!("the feed ends at a stop")
-            };
-            let form = self.form.unwrap_or(TimeForm::Number(self.unit));
-            let mut lines = crate::pipeline::sink::Lines {
-                columns: self.view,
-                output: self.output,
-                writer: &mut *writer,
-                alerts: &mut *alerts,
-                form: self.args.time.is_some().then_some(form),
-                key_input: self.args.key.as_deref(),
-                notify: &self.notify,
-                steps: 0,
-                ticks: 0,
-                samples: std::mem::take(&mut self.samples),
-            };
-            let flow = evaluator.event(runner, &event, self.on_reset, &mut lines)?;
-            let (steps, ticks) = (lines.steps, lines.ticks);
-            self.samples = lines.samples;
-            self.tally.steps += steps;
-            self.ticks += ticks;
-            if self.streaming {
-                writer.flush()?;
-                alerts.flush()?;
-            }
-            let shown = || show(time.to_value(form));
-            match flow {
-                pipeline::Flow::Go => {}
-                pipeline::Flow::Rejected(e) => {
-                    let at = format!("time {}", shown());
-                    // A log's rows were not read by a trace reader: a value
-                    // of the wrong type there is a malformed log, not a bug.
-                    if let Some(log) = &self.replaying {
-                        let message =
-                            format!("{log}: the log's row at {at} does not fit the inputs: {e}");
-                        return stop(writer, &message, Exit::Trace);
-                    }
-                    if !self.tally.skip_rejected(&at, &e) {
-                        let (message, exit) = super::rejected(&e);
-                        return stop(writer, &message, exit);
-                    }
-                }
-                pipeline::Flow::Stop(pipeline::Halt::Runtime(e)) => {
-                    return stop(writer, &e, Exit::Runtime);
-                }
-                pipeline::Flow::Stop(pipeline::Halt::TooManyTicks { key, due, max }) => {
-                    // As a plain run's: the run ends (the feed's schedule).
-                    let message = format!(
-                        "{due} ticks of key {key} are due before its row at time {}, more than --max-ticks {max} (a jump in time? --max-gap G --on-gap skip fires one tick per period over it)",
-                        shown(),
-                    );
-                    return stop(writer, &message, Exit::Trace);
-                }
-                pipeline::Flow::Stop(pipeline::Halt::KeyedTick) => {
-                    return stop(
-                        writer,
-                        &"the log has a tick, which a keyed run never records (its keys' ticks follow from their rows)",
-                        Exit::Trace,
-                    );
-                }
-            }
-            // Checkpoints fall between steps with nothing pending (a step's
-            // ticks come before it): the state is then the monitor's, the
-            // merge's marks and the scheduler's.
-            let due = rows.is_some_and(|n| (self.checkpoints.as_mut()).is_some_and(|c| c.count(n)));
-            if due
-                && feed.live.settled()
-                && let Err(m) = self.checkpoint(feed, runner, writer, alerts)?
-            {
-                return stop(writer, &m, Exit::Failure);
-            }
-        }
-    }
-
-    /// Reports the clashes of `step` (the first few; every one counted).
-    fn clashes(&mut self, step: &Step) {
-        let form = self.form.unwrap_or(TimeForm::Number(self.unit));
-        for c in &step.clashes {
-            self.clashes += 1;
-            if self.clashes <= REPORTED {
-                (self.notify)(Notice::Clash {
-                    time: show(step.time.to_value(form)),
-                    input: self.schema_names[c.cell].clone(),
-                    kept: self.names[c.kept as usize].clone(),
-                    dropped: self.names[c.dropped as usize].clone(),
-                });
-            }
-        }
-    }
-
-    /// Writes a checkpoint now (see `checkpoint::Clock`).
-    fn checkpoint(
-        &mut self,
-        feed: &mut Steps,
-        runner: &Runner,
-        writer: &mut dyn OutputWriter,
-        alerts: &mut Alerts,
-    ) -> io::Result<Result<(), String>> {
-        let Some(ck) = &mut self.checkpoints else {
-            return Ok(Ok(()));
-        };
-        let clock = checkpoint::Clock {
-            options: checkpoint::merge_options(self.args),
-            feed: feed.live.state(),
-            record: match &mut feed.record {
-                None => None,
-                Some(r) => Some(checkpoint::OutputFileInfo {
-                    path: r.path.clone(),
-                    // A log not begun yet is empty: a resume begins it.
-                    len: match &mut r.writer {
-                        Some(w) => w.synced_len()?,
-                        None => 0,
-                    },
-                }),
-            },
-        };
-        let monitor: &dyn Checkpointable = match runner {
-            Runner::Single(m) => m.as_ref(),
-            Runner::Keyed(m) => m.as_ref(),
-        };
-        let at = feed.live.positions();
-        ck.write_at(monitor, &at, Some(clock), writer, alerts.sink())
-    }
-
-    /// Ends a live feed on an error of its traces (or its ticks): the log
-    /// records the end, so that a replay stops with the same error and
-    /// status; a log being checked must end the same way.
-    fn end_feed<T>(
-        &mut self,
-        feed: &mut Steps,
-        message: String,
-        exit: Exit,
-        writer: &mut dyn OutputWriter,
-    ) -> io::Result<Result<T, Exit>> {
-        let ours = Event::Stop(message.clone(), exit as u8);
-        if let Some(r) = &mut feed.record {
-            r.write(&ours, self.form)?;
-        }
-        // (A log that cannot be read there leaves the traces' own error.)
-        if let Some(log) = &mut feed.check
-            && let Ok(Some(why)) = self.diverged(log, Some(&ours))
-        {
-            return stop(writer, &why, Exit::Trace).map(Err);
-        }
-        stop(writer, &message, exit).map(Err)
-    }
-
-    /// How `ours`, the live run's next event, differs from the checked
-    /// log's, as the message that stops the run (`None` if they agree;
-    /// `Err` if the log cannot be read).
-    fn diverged(
-        &self,
-        log: &mut LogReader,
-        ours: Option<&Event>,
-    ) -> Result<Option<String>, String> {
-        let logged = log.next_event(self.time_cell, self.periods)?;
-        Ok(diverges(ours, logged.as_ref(), &self.names).map(|why| {
-            format!(
-                "{}: the traces diverge from the log at step {}: {why}",
-                log.at(),
-                self.tally.steps
-            )
-        }))
-    }
-
-    /// The next step of the feed; `Err` ends the run (after the outputs so
-    /// far) with that status.
-    fn next(
-        &mut self,
-        feed: &mut Steps,
-        writer: &mut dyn OutputWriter,
-    ) -> io::Result<Result<Option<Event>, Exit>> {
-        let exempt = self.time_cell;
-        if let Some(log) = &mut feed.replay {
-            loop {
-                return match log.next_event(exempt, self.periods) {
-                    Ok(Some(Event::Stop(message, status))) => {
-                        stop(writer, &message, exit_of(status)).map(Err)
-                    }
-                    Ok(Some(Event::Source(name))) => {
-                        self.names.push(name);
-                        log.add_source();
-                        continue;
-                    }
-                    Ok(event) => Ok(Ok(event)),
-                    Err(m) => stop(writer, &m, Exit::Trace).map(Err),
-                };
-            }
-        }
-        let event = loop {
-            let event = match feed.live.next() {
-                Ok(event) => event,
-                Err(s) => {
-                    let exit = match s.kind {
-                        StopKind::Trace => Exit::Trace,
-                        StopKind::Failure => Exit::Failure,
-                    };
-                    return self.end_feed(feed, s.message, exit, writer);
-                }
-            };
-            if self.form.is_none() {
-                self.form = feed.live.form();
-            }
-            match event {
-                // A connection joined: its name, in the log too.
-                Some(pipeline::Event::Source(name)) => {
-                    if let Some(r) = &mut feed.record {
-                        r.write(&Event::Source(name.clone()), self.form)?;
-                    }
-                    self.names.push(name);
-                }
-                event => break event.map(Event::from),
-            }
-        };
-        let Steps { record, check, .. } = feed;
-        if let Some(log) = check {
-            match self.diverged(log, event.as_ref()) {
-                Ok(None) => {}
-                Ok(Some(m)) | Err(m) => return stop(writer, &m, Exit::Trace).map(Err),
-            }
-        }
-        if let (Some(r), Some(e)) = (record, &event) {
-            r.write(e, self.form)?;
-        }
-        Ok(Ok(event))
-    }
-}
+pub(super) use crate::pipeline::merged::Record;
 
 /// The policies as the flags and the log name them.
 fn gap_policy(name: &str) -> GapPolicy {
@@ -1005,113 +633,6 @@ pub(super) fn reset_name(p: ResetPolicy) -> &'static str {
 }
 
 /// The exit status a log's end records.
-fn exit_of(status: u8) -> Exit {
-    match status {
-        1 => Exit::Failure,
-        3 => Exit::Runtime,
-        _ => Exit::Trace,
-    }
-}
-
-/// How the step the traces gave differs from the one the log has, if it
-/// does: its time, or a row (source, position, late stamp, cells bit for
-/// bit).
-fn diverges(live: Option<&Event>, logged: Option<&Event>, names: &[String]) -> Option<String> {
-    let (live, logged) = match (live, logged) {
-        (None, None) => return None,
-        (None, Some(_)) => return Some("the traces ended; the log has more steps".into()),
-        (Some(_), None) => return Some("the log ended; the traces have more rows".into()),
-        (Some(Event::Tick(a, x)), Some(Event::Tick(b, y))) => {
-            return (a != b || x != y).then(|| {
-                format!(
-                    "a tick at {}ns in the run, at {}ns in the log (or of other periods)",
-                    a.0, b.0
-                )
-            });
-        }
-        (Some(Event::Stop(a, x)), Some(Event::Stop(b, y))) => {
-            return (a != b || x != y)
-                .then(|| format!("the run stops with `{a}`, the log with `{b}`"));
-        }
-        (Some(Event::Stop(a, _)), Some(_)) => {
-            return Some(format!("the run stops with `{a}` where the log goes on"));
-        }
-        (Some(_), Some(Event::Stop(b, _))) => {
-            return Some(format!("the log stops with `{b}` where the run goes on"));
-        }
-        (Some(Event::Tick(..)), Some(_)) => {
-            return Some("the run has a tick where the log has rows".into());
-        }
-        (Some(_), Some(Event::Tick(..))) => {
-            return Some("the run has rows where the log has a tick".into());
-        }
-        (Some(Event::Reset), Some(Event::Reset)) => return None,
-        (Some(Event::Reset), Some(_)) | (Some(_), Some(Event::Reset)) => {
-            return Some("a time reset on one side only".into());
-        }
-        (Some(Event::Source(_)), _) | (_, Some(Event::Source(_))) => {
-            return Some(
-                "the log has a connection to a tcp:// input, which cannot be read again".into(),
-            );
-        }
-        (Some(Event::Rows(a)), Some(Event::Rows(b))) => (a, b),
-    };
-    if live.time != logged.time {
-        return Some(format!(
-            "its time is {}ns in the traces, {}ns in the log",
-            live.time.0, logged.time.0
-        ));
-    }
-    let rows = |s: &Step| -> Vec<String> {
-        s.rows
-            .iter()
-            .map(|(c, _)| {
-                format!(
-                    "row {} of {}",
-                    c.stamp.seq + 1,
-                    names[c.stamp.source as usize]
-                )
-            })
-            .collect()
-    };
-    let same = live.rows.len() == logged.rows.len()
-        && live
-            .rows
-            .iter()
-            .zip(&logged.rows)
-            // `Value`'s equality is bitwise (floats by their bits).
-            .all(|((a, x), (b, y))| a.stamp == b.stamp && a.late == b.late && x == y);
-    (!same).then(|| {
-        format!(
-            "the traces give {}, the log has {}",
-            describe_rows(&rows(live), live),
-            describe_rows(&rows(logged), logged)
-        )
-    })
-}
-
-fn describe_rows(rows: &[String], s: &Step) -> String {
-    let cells: Vec<String> = s
-        .rows
-        .iter()
-        .map(|(_, c)| {
-            c.iter()
-                .map(|v| v.as_ref().map_or("-".to_string(), |v| v.to_string()))
-                .collect::<Vec<_>>()
-                .join(" ")
-        })
-        .collect();
-    rows.iter()
-        .zip(cells)
-        .map(|(r, c)| format!("{r} ({c})"))
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-/// The clashes reported one by one before only counting (the feed says the
-/// first late rows the same way).
-const REPORTED: u64 = 10;
-
 /// Where a merged run's notices go: standard error, a warning as such.
 pub(super) fn notices() -> crate::notice::Notify {
     notices_under(ops::Bar::default())

@@ -122,6 +122,29 @@ pub enum Ended {
     Failure,
 }
 
+impl Ended {
+    /// The exit status the command line ends with (and a replay log
+    /// records at a stop): 4 for the input's fault, 3 for the
+    /// specification's, 1 for the environment's.
+    pub fn status(self) -> u8 {
+        match self {
+            Ended::Trace => 4,
+            Ended::Runtime => 3,
+            Ended::Failure => 1,
+        }
+    }
+
+    /// The end a status stands for (see [`Ended::status`]; an unknown one
+    /// is the input's fault).
+    pub fn of_status(status: u8) -> Ended {
+        match status {
+            1 => Ended::Failure,
+            3 => Ended::Runtime,
+            _ => Ended::Trace,
+        }
+    }
+}
+
 impl From<StopKind> for Ended {
     fn from(kind: StopKind) -> Ended {
         match kind {
@@ -179,7 +202,7 @@ impl Drive<'_> {
 /// rejected; if one is, the reader let a bad value of the trace through,
 /// and the run stops as on a malformed trace, naming the value, rather than
 /// panicking.
-fn rejected(e: &RowError) -> End {
+pub(super) fn rejected(e: &RowError) -> End {
     End::Stopped(
         format!(
             "the monitor rejected a row of the trace: {e} (the trace reader should have reported it; this is a bug in vigil)"
@@ -198,7 +221,7 @@ fn trace_end(e: &TraceError) -> End {
 }
 
 /// Stops early: the outputs of every row before are flushed first.
-fn stop(writer: &mut dyn OutputWriter, end: End) -> io::Result<End> {
+pub(super) fn stop(writer: &mut dyn OutputWriter, end: End) -> io::Result<End> {
     writer.flush()?;
     Ok(end)
 }

@@ -63,6 +63,7 @@ pub mod checkpoint;
 pub mod drive;
 mod feed;
 pub mod log;
+pub mod merged;
 mod run;
 pub mod sink;
 mod source;

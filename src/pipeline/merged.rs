@@ -1,0 +1,538 @@
+//! The loop of a merged run: the events of a [`Feed`] (sources stamped and merged by time, the
+//! periodic streams' ticks between their steps), or of a replay log, given to an [`Evaluator`]
+//! and written through a [`Lines`] sink; each event also written to a replay log (`--record`)
+//! or compared with one (`--check`), and checkpoints taken between steps where the feed is
+//! settled, with the feed's state ([`Clock`]).
+
+use super::checkpoint::{Checkpointer, Clock, OutputFileInfo};
+use super::drive::{Counts, End, Ended, rejected, stop};
+use super::log::{Event, Header, LogReader, LogWriter};
+use super::sink::{Alerts, Columns, Lines};
+use super::{Evaluator, Feed, Flow, Halt, Malformed, Monitors, ResetPolicy, show};
+use crate::merge::Step;
+use crate::notice::{Notice, Notify};
+use crate::row::RowError;
+use crate::time::{Time, TimeForm, TimeUnit};
+use crate::trace::{OutputFormat, OutputWriter};
+use crate::value::Sample;
+use std::io;
+
+/// Where the steps come from: the feed of the sources (each step written to
+/// a log with `record`, or compared with a log's with `check`), or a log's
+/// steps (`replay`).
+pub struct Events {
+    /// The feed of the sources.
+    pub live: Feed,
+    /// The log each event is written to (`--record`).
+    pub record: Option<Record>,
+    /// The log each event is compared with (`--check`).
+    pub check: Option<LogReader>,
+    /// The log whose events are evaluated instead of the feed's (`replay`).
+    pub replay: Option<LogReader>,
+}
+
+/// A replay log being written: its header waits for the first step, which
+/// tells how times are written.
+pub struct Record {
+    path: String,
+    header: Header,
+    writer: Option<LogWriter>,
+    /// A resumed run's log, cut back to the length its checkpoint
+    /// recorded, to go on writing (its header is there already).
+    resumed: Option<std::fs::File>,
+    /// Whether a source is live (then every line is flushed as written).
+    live: bool,
+}
+
+impl Record {
+    /// Goes on writing `file`, a resumed run's log cut back to the length
+    /// its checkpoint recorded (its header is there already).
+    pub fn resume_with(&mut self, file: std::fs::File) {
+        self.resumed = Some(file);
+    }
+
+    /// A log to be written at `path` with `header` (`live`: every line
+    /// flushed as written).
+    pub fn new(path: String, header: Header, live: bool) -> Record {
+        Record {
+            path,
+            header,
+            writer: None,
+            resumed: None,
+            live,
+        }
+    }
+
+    /// The log's writer, its header written (with `form`, once known) the
+    /// first time.
+    fn writer(&mut self, form: Option<TimeForm>) -> io::Result<&mut LogWriter> {
+        if self.writer.is_none() {
+            if let Some(f) = form {
+                self.header.form = f;
+            }
+            self.writer = Some(match self.resumed.take() {
+                Some(file) => LogWriter::continued(file, self.header.fields.clone()),
+                None => LogWriter::create(&self.path, &self.header)?,
+            });
+        }
+        Ok(self.writer.as_mut().expect("created above"))
+    }
+
+    /// Writes `event` (times written as `form`, once known).
+    pub fn write(&mut self, event: &Event, form: Option<TimeForm>) -> io::Result<()> {
+        let live = self.live;
+        let w = self.writer(form)?;
+        match event {
+            Event::Rows(step) => w.write_step(step)?,
+            Event::Tick(t, due) => w.write_tick(*t, due)?,
+            Event::Stop(message, status) => w.write_stop(message, *status)?,
+            Event::Source(name) => w.write_source(name)?,
+            Event::Reset => w.write_reset()?,
+        }
+        // A live run's log is as far as its outputs, should it be killed.
+        if live {
+            w.flush_buffer()?;
+        }
+        Ok(())
+    }
+
+    /// The log's path, for messages.
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// Flushes the log (writing the header of one without steps).
+    pub fn finish(&mut self, form: Option<TimeForm>) -> io::Result<()> {
+        self.writer(form)?.flush()
+    }
+}
+
+/// A merged run: its options and what it has counted (see the module doc).
+pub struct MergedRun<'a> {
+    /// The columns printed.
+    pub columns: &'a Columns,
+    /// The output format.
+    pub output: OutputFormat,
+    /// The sources' names (for a replay, as the log names them); a
+    /// connection that joins is added.
+    pub names: Vec<String>,
+    /// The cells' names (inputs, extra fields, time field).
+    pub schema_names: Vec<String>,
+    /// The monitor's inputs, first among a step's cells.
+    pub inputs: usize,
+    /// The time field's cell, if rows carry their time.
+    pub time_cell: Option<usize>,
+    /// Whether steps are evaluated at their time (a time field).
+    pub timed: bool,
+    /// The unit of numeric times.
+    pub unit: TimeUnit,
+    /// How times are written: as the first time read was.
+    pub form: Option<TimeForm>,
+    /// The key input of a keyed run.
+    pub key_input: Option<&'a str>,
+    /// Whether outputs and alerts are flushed after every event.
+    pub streaming: bool,
+    /// What a row the monitor rejects does.
+    pub malformed: Malformed,
+    /// Steps evaluated (and rows dropped) so far.
+    pub counts: Counts,
+    /// Clashes so far (inputs two sources set at one time).
+    pub clashes: u64,
+    /// Ticks evaluated so far.
+    pub ticks: u64,
+    /// The specification's periods (for reading ticks of a log).
+    pub periods: usize,
+    /// Where the run's notices go.
+    pub notify: Notify,
+    /// What a time reset does to a keyed run's ticks.
+    pub on_reset: ResetPolicy,
+    /// The log a replay reads its steps from (for its messages).
+    pub replaying: Option<String>,
+    /// Checkpoints, taken between steps.
+    pub checkpoints: Option<Checkpointer>,
+    /// The options that shape the merge, as a checkpoint records them
+    /// ([`Clock::options`]).
+    pub merge_options: String,
+    /// The samples of a step's outputs, kept from step to step so that
+    /// writing one allocates nothing.
+    pub samples: Vec<Sample>,
+}
+
+impl MergedRun<'_> {
+    /// Runs `feed`'s events through `runner` into `writer` and `alerts`
+    /// until the feed ends or the run stops; also says whether a key was
+    /// stopped by a runtime error (a keyed run).
+    pub fn go(
+        &mut self,
+        feed: &mut Events,
+        runner: &mut Monitors,
+        writer: &mut dyn OutputWriter,
+        alerts: &mut Alerts,
+    ) -> io::Result<(End, bool)> {
+        let mut evaluator = Evaluator::new(self.timed, self.inputs);
+        let end = self.turn(&mut evaluator, feed, runner, writer, alerts)?;
+        Ok((end, evaluator.keys_stopped()))
+    }
+
+    fn turn(
+        &mut self,
+        evaluator: &mut Evaluator,
+        feed: &mut Events,
+        runner: &mut Monitors,
+        writer: &mut dyn OutputWriter,
+        alerts: &mut Alerts,
+    ) -> io::Result<End> {
+        loop {
+            let event = match self.next(feed, writer)? {
+                Ok(Some(event)) => event,
+                Ok(None) => {
+                    // The clean end: a last checkpoint, so that a resume
+                    // after it has nothing to redo.
+                    if self.checkpoints.is_some()
+                        && let Err(m) = self.checkpoint(feed, runner, writer, alerts)?
+                    {
+                        return stop(writer, End::Stopped(m.to_string(), Ended::Failure));
+                    }
+                    return Ok(End::Done);
+                }
+                Err(end) => return Ok(end),
+            };
+            let (rows, time) = match &event {
+                Event::Rows(step) => {
+                    self.clashes(step);
+                    (Some(step.rows.len() as u64), step.time)
+                }
+                Event::Tick(t, _) => (None, *t),
+                _ => (None, Time(0)),
+            };
+            let Some(event) = event.into_feed() else {
+                unreachable!("the feed ends at a stop")
+            };
+            let form = self.form.unwrap_or(TimeForm::Number(self.unit));
+            let mut lines = Lines {
+                columns: self.columns,
+                output: self.output,
+                writer: &mut *writer,
+                alerts: &mut *alerts,
+                form: self.timed.then_some(form),
+                key_input: self.key_input,
+                notify: &self.notify,
+                steps: 0,
+                ticks: 0,
+                samples: std::mem::take(&mut self.samples),
+            };
+            let flow = evaluator.event(runner, &event, self.on_reset, &mut lines)?;
+            let (steps, ticks) = (lines.steps, lines.ticks);
+            self.samples = lines.samples;
+            self.counts.steps += steps;
+            self.ticks += ticks;
+            if self.streaming {
+                writer.flush()?;
+                alerts.flush()?;
+            }
+            let shown = || show(time.to_value(form));
+            match flow {
+                Flow::Go => {}
+                Flow::Rejected(e) => {
+                    let at = format!("time {}", shown());
+                    // A log's rows were not read by a trace reader: a value
+                    // of the wrong type there is a malformed log, not a bug.
+                    if let Some(log) = &self.replaying {
+                        let message =
+                            format!("{log}: the log's row at {at} does not fit the inputs: {e}");
+                        return stop(writer, End::Stopped(message.to_string(), Ended::Trace));
+                    }
+                    if !self.skip_rejected(&at, &e) {
+                        return stop(writer, rejected(&e));
+                    }
+                }
+                Flow::Stop(Halt::Runtime(e)) => {
+                    return stop(writer, End::Stopped(e.to_string(), Ended::Runtime));
+                }
+                Flow::Stop(Halt::TooManyTicks { key, due, max }) => {
+                    // As a plain run's: the run ends (the feed's schedule).
+                    let message = format!(
+                        "{due} ticks of key {key} are due before its row at time {}, more than --max-ticks {max} (a jump in time? --max-gap G --on-gap skip fires one tick per period over it)",
+                        shown(),
+                    );
+                    return stop(writer, End::Stopped(message.to_string(), Ended::Trace));
+                }
+                Flow::Stop(Halt::KeyedTick) => {
+                    let message = "the log has a tick, which a keyed run never records (its keys' ticks follow from their rows)";
+                    return stop(writer, End::Stopped(message.to_string(), Ended::Trace));
+                }
+            }
+            // Checkpoints fall between steps with nothing pending (a step's
+            // ticks come before it): the state is then the monitor's, the
+            // merge's marks and the scheduler's.
+            let due = rows.is_some_and(|n| (self.checkpoints.as_mut()).is_some_and(|c| c.count(n)));
+            if due
+                && feed.live.settled()
+                && let Err(m) = self.checkpoint(feed, runner, writer, alerts)?
+            {
+                return stop(writer, End::Stopped(m.to_string(), Ended::Failure));
+            }
+        }
+    }
+
+    /// A row the monitor rejected (`at` locates it): `true` when the policy
+    /// drops it (counted, and said under `Warn`).
+    fn skip_rejected(&mut self, at: &str, e: &RowError) -> bool {
+        if self.malformed == Malformed::Stop {
+            return false;
+        }
+        self.counts.skipped += 1;
+        if self.malformed == Malformed::Warn {
+            (self.notify)(Notice::Skipped(format!("{at}: {e}")));
+        }
+        true
+    }
+
+    /// Reports the clashes of `step` (the first few; every one counted).
+    fn clashes(&mut self, step: &Step) {
+        let form = self.form.unwrap_or(TimeForm::Number(self.unit));
+        for c in &step.clashes {
+            self.clashes += 1;
+            if self.clashes <= REPORTED {
+                (self.notify)(Notice::Clash {
+                    time: show(step.time.to_value(form)),
+                    input: self.schema_names[c.cell].clone(),
+                    kept: self.names[c.kept as usize].clone(),
+                    dropped: self.names[c.dropped as usize].clone(),
+                });
+            }
+        }
+    }
+
+    /// Writes a checkpoint now (see [`Clock`]).
+    fn checkpoint(
+        &mut self,
+        feed: &mut Events,
+        runner: &Monitors,
+        writer: &mut dyn OutputWriter,
+        alerts: &mut Alerts,
+    ) -> io::Result<Result<(), String>> {
+        let Some(ck) = &mut self.checkpoints else {
+            return Ok(Ok(()));
+        };
+        let clock = Clock {
+            options: self.merge_options.clone(),
+            feed: feed.live.state(),
+            record: match &mut feed.record {
+                None => None,
+                Some(r) => Some(OutputFileInfo {
+                    path: r.path.clone(),
+                    // A log not begun yet is empty: a resume begins it.
+                    len: match &mut r.writer {
+                        Some(w) => w.synced_len()?,
+                        None => 0,
+                    },
+                }),
+            },
+        };
+        let at = feed.live.positions();
+        ck.write_at(runner, &at, Some(clock), writer, alerts.sink())
+    }
+
+    /// Ends a live feed on an error of its traces (or its ticks): the log
+    /// records the end, so that a replay stops with the same error and
+    /// status; a log being checked must end the same way.
+    fn end_feed<T>(
+        &mut self,
+        feed: &mut Events,
+        message: String,
+        ended: Ended,
+        writer: &mut dyn OutputWriter,
+    ) -> io::Result<Result<T, End>> {
+        let ours = Event::Stop(message.clone(), ended.status());
+        if let Some(r) = &mut feed.record {
+            r.write(&ours, self.form)?;
+        }
+        // (A log that cannot be read there leaves the traces' own error.)
+        if let Some(log) = &mut feed.check
+            && let Ok(Some(why)) = self.diverged(log, Some(&ours))
+        {
+            return stop(writer, End::Stopped(why.to_string(), Ended::Trace)).map(Err);
+        }
+        stop(writer, End::Stopped(message, ended)).map(Err)
+    }
+
+    /// How `ours`, the live run's next event, differs from the checked
+    /// log's, as the message that stops the run (`None` if they agree;
+    /// `Err` if the log cannot be read).
+    fn diverged(
+        &self,
+        log: &mut LogReader,
+        ours: Option<&Event>,
+    ) -> Result<Option<String>, String> {
+        let logged = log.next_event(self.time_cell, self.periods)?;
+        Ok(diverges(ours, logged.as_ref(), &self.names).map(|why| {
+            format!(
+                "{}: the traces diverge from the log at step {}: {why}",
+                log.at(),
+                self.counts.steps
+            )
+        }))
+    }
+
+    /// The next step of the feed; `Err` ends the run (after the outputs so
+    /// far) with that status.
+    fn next(
+        &mut self,
+        feed: &mut Events,
+        writer: &mut dyn OutputWriter,
+    ) -> io::Result<Result<Option<Event>, End>> {
+        let exempt = self.time_cell;
+        if let Some(log) = &mut feed.replay {
+            loop {
+                return match log.next_event(exempt, self.periods) {
+                    Ok(Some(Event::Stop(message, status))) => stop(
+                        writer,
+                        End::Stopped(message.to_string(), Ended::of_status(status)),
+                    )
+                    .map(Err),
+                    Ok(Some(Event::Source(name))) => {
+                        self.names.push(name);
+                        log.add_source();
+                        continue;
+                    }
+                    Ok(event) => Ok(Ok(event)),
+                    Err(m) => stop(writer, End::Stopped(m.to_string(), Ended::Trace)).map(Err),
+                };
+            }
+        }
+        let event = loop {
+            let event = match feed.live.next() {
+                Ok(event) => event,
+                Err(s) => {
+                    return self.end_feed(feed, s.message, s.kind.into(), writer);
+                }
+            };
+            if self.form.is_none() {
+                self.form = feed.live.form();
+            }
+            match event {
+                // A connection joined: its name, in the log too.
+                Some(super::Event::Source(name)) => {
+                    if let Some(r) = &mut feed.record {
+                        r.write(&Event::Source(name.clone()), self.form)?;
+                    }
+                    self.names.push(name);
+                }
+                event => break event.map(Event::from),
+            }
+        };
+        let Events { record, check, .. } = feed;
+        if let Some(log) = check {
+            match self.diverged(log, event.as_ref()) {
+                Ok(None) => {}
+                Ok(Some(m)) | Err(m) => {
+                    return stop(writer, End::Stopped(m.to_string(), Ended::Trace)).map(Err);
+                }
+            }
+        }
+        if let (Some(r), Some(e)) = (record, &event) {
+            r.write(e, self.form)?;
+        }
+        Ok(Ok(event))
+    }
+}
+
+/// How the step the traces gave differs from the one the log has, if it
+/// does: its time, or a row (source, position, late stamp, cells bit for
+/// bit).
+fn diverges(live: Option<&Event>, logged: Option<&Event>, names: &[String]) -> Option<String> {
+    let (live, logged) = match (live, logged) {
+        (None, None) => return None,
+        (None, Some(_)) => return Some("the traces ended; the log has more steps".into()),
+        (Some(_), None) => return Some("the log ended; the traces have more rows".into()),
+        (Some(Event::Tick(a, x)), Some(Event::Tick(b, y))) => {
+            return (a != b || x != y).then(|| {
+                format!(
+                    "a tick at {}ns in the run, at {}ns in the log (or of other periods)",
+                    a.0, b.0
+                )
+            });
+        }
+        (Some(Event::Stop(a, x)), Some(Event::Stop(b, y))) => {
+            return (a != b || x != y)
+                .then(|| format!("the run stops with `{a}`, the log with `{b}`"));
+        }
+        (Some(Event::Stop(a, _)), Some(_)) => {
+            return Some(format!("the run stops with `{a}` where the log goes on"));
+        }
+        (Some(_), Some(Event::Stop(b, _))) => {
+            return Some(format!("the log stops with `{b}` where the run goes on"));
+        }
+        (Some(Event::Tick(..)), Some(_)) => {
+            return Some("the run has a tick where the log has rows".into());
+        }
+        (Some(_), Some(Event::Tick(..))) => {
+            return Some("the run has rows where the log has a tick".into());
+        }
+        (Some(Event::Reset), Some(Event::Reset)) => return None,
+        (Some(Event::Reset), Some(_)) | (Some(_), Some(Event::Reset)) => {
+            return Some("a time reset on one side only".into());
+        }
+        (Some(Event::Source(_)), _) | (_, Some(Event::Source(_))) => {
+            return Some(
+                "the log has a connection to a tcp:// input, which cannot be read again".into(),
+            );
+        }
+        (Some(Event::Rows(a)), Some(Event::Rows(b))) => (a, b),
+    };
+    if live.time != logged.time {
+        return Some(format!(
+            "its time is {}ns in the traces, {}ns in the log",
+            live.time.0, logged.time.0
+        ));
+    }
+    let rows = |s: &Step| -> Vec<String> {
+        s.rows
+            .iter()
+            .map(|(c, _)| {
+                format!(
+                    "row {} of {}",
+                    c.stamp.seq + 1,
+                    names[c.stamp.source as usize]
+                )
+            })
+            .collect()
+    };
+    let same = live.rows.len() == logged.rows.len()
+        && live
+            .rows
+            .iter()
+            .zip(&logged.rows)
+            // `Value`'s equality is bitwise (floats by their bits).
+            .all(|((a, x), (b, y))| a.stamp == b.stamp && a.late == b.late && x == y);
+    (!same).then(|| {
+        format!(
+            "the traces give {}, the log has {}",
+            describe_rows(&rows(live), live),
+            describe_rows(&rows(logged), logged)
+        )
+    })
+}
+
+fn describe_rows(rows: &[String], s: &Step) -> String {
+    let cells: Vec<String> = s
+        .rows
+        .iter()
+        .map(|(_, c)| {
+            c.iter()
+                .map(|v| v.as_ref().map_or("-".to_string(), |v| v.to_string()))
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect();
+    rows.iter()
+        .zip(cells)
+        .map(|(r, c)| format!("{r} ({c})"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The clashes reported one by one before only counting (the feed says the
+/// first late rows the same way).
+const REPORTED: u64 = 10;
