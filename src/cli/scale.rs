@@ -195,6 +195,14 @@ struct Complete {
     /// are (`scale::ROUTE_HASH`); a resume by another would look for a key
     /// on a worker that does not hold it.
     route_hash: String,
+    /// The replay log's length (`--record`), kept exactly once like the
+    /// output file.
+    #[serde(default)]
+    record_len: Option<u64>,
+    /// For a live sink that keeps a history (a Redis Stream): the entries
+    /// written to it, which a resumed run does not send again.
+    #[serde(default)]
+    sink_entries: Option<u64>,
 }
 
 /// A `Write` into a buffer shared with whoever takes the bytes out: a
@@ -400,6 +408,8 @@ struct Plan {
     summary: bool,
     /// Whether the output is a live sink (rows travel as samples).
     live_sink: bool,
+    /// The replay log's length at each barrier (`Source::log_lens`).
+    log_lens: LogLens,
     /// Set when nothing more can be written (a closed pipe, a failed write,
     /// a rejected row): the source stops reading, and the run ends.
     stop: std::sync::atomic::AtomicBool,
@@ -411,6 +421,9 @@ struct Source {
     feed: Feed,
     /// The replay log (`--record`) of the feed's steps.
     record: Option<super::timed::Record>,
+    /// The log's length at each barrier (its time), for the writer to
+    /// record when the checkpoint completes.
+    log_lens: LogLens,
     /// The row just taken (inputs, `--pass` fields, the time field) and
     /// where it is, for messages.
     row: Vec<Option<Value>>,
@@ -438,6 +451,10 @@ struct Source {
     extra: usize,
 }
 
+/// The replay log's length at each barrier not yet completed, by time:
+/// the source keeps them, the writer records and drops them.
+type LogLens = Arc<Mutex<Vec<(u64, u64)>>>;
+
 /// Whether the source has more to give.
 enum Fill {
     More,
@@ -450,49 +467,48 @@ impl Source {
     fn fill(&mut self, batch: &mut Vec<Event>, n: usize, workers: usize) -> Fill {
         while batch.len() < n {
             let next = self.feed.next();
-            if let Err(e) = self.log(&next) {
-                return Fill::Stopped(e, Exit::Failure);
-            }
-            let step = match next {
-                Ok(Some(pipeline::Event::Rows(step))) => step,
-                Ok(Some(pipeline::Event::Reset)) => {
-                    return Fill::Stopped(
-                        "a time reset is not supported in a run with --workers or --processes"
-                            .into(),
-                        Exit::Trace,
-                    );
+            let Ok(Some(pipeline::Event::Rows(step))) = &next else {
+                if let Err(e) = self.log(&next) {
+                    return Fill::Stopped(e, Exit::Failure);
                 }
-                // The feed has no periods to tick and no listener.
-                Ok(Some(pipeline::Event::Tick(..) | pipeline::Event::Source(_))) => continue,
-                Ok(None) => {
-                    return match self.check_digest() {
-                        Ok(()) => Fill::Ended,
-                        Err(message) => Fill::Stopped(message, Exit::Failure),
-                    };
-                }
-                Err(stop) => {
-                    let exit = match stop.kind {
-                        StopKind::Trace => Exit::Trace,
-                        StopKind::Failure => Exit::Failure,
-                    };
-                    return Fill::Stopped(stop.message, exit);
+                match self.other(next) {
+                    Some(fill) => return fill,
+                    None => continue,
                 }
             };
             // Every row is a step of its own (a keyed feed).
-            let time = step.time.0;
-            let Some((c, cells)) = step.rows.into_iter().next() else {
+            let Some((c, _)) = step.rows.first() else {
+                continue;
+            };
+            let (source, ns) = (c.stamp.source as usize, step.time.0);
+            let (time, at_ns) = match self.timed {
+                true => (timely_time(ns), Some(ns)),
+                false => (self.seq, None),
+            };
+            // Rows before a resumed checkpoint were evaluated, and logged,
+            // before it; a barrier comes before the row it is due at, so
+            // the log's length it records leaves that row out.
+            let skipped = time < self.skip_before;
+            if !skipped {
+                if let Err(e) = self.barrier(time, batch, workers) {
+                    return Fill::Stopped(e, Exit::Failure);
+                }
+                if let Err(e) = self.log(&next) {
+                    return Fill::Stopped(e, Exit::Failure);
+                }
+            }
+            let Ok(Some(pipeline::Event::Rows(step))) = next else {
+                continue;
+            };
+            let Some((_, cells)) = step.rows.into_iter().next() else {
                 continue;
             };
             self.at.clear();
-            (self.at).push_str(self.feed.taken_at(c.stamp.source as usize));
+            (self.at).push_str(self.feed.taken_at(source));
             self.row = cells;
-            let stamp = match self.timed {
-                true => {
-                    self.last = Some(time);
-                    (timely_time(time), Some(time))
-                }
-                false => (self.seq, None),
-            };
+            if at_ns.is_some() {
+                self.last = at_ns;
+            }
             if self.row[self.key_index].is_none() {
                 let e = crate::row::RowError::MissingKey {
                     input: self.key_name.clone(),
@@ -504,34 +520,12 @@ impl Source {
             }
             let seq = self.seq;
             self.seq += 1;
-            let (time, at_ns) = stamp;
-            if time >= self.skip_before
-                && let Err(message) = self.check_digest()
-            {
-                return Fill::Stopped(message, Exit::Failure);
-            }
-            if time < self.skip_before {
+            if skipped {
                 self.digest_row(time);
                 continue;
             }
-            if let Some(every) = self.every {
-                // The first row (or the first after a resume) starts the
-                // count; a later row at or past the next multiple of `every`
-                // is preceded by a barrier at its own time (no row lies
-                // between the multiple and it).
-                let due = self.next_checkpoint.is_some_and(|next| time >= next);
-                if due {
-                    for w in 0..workers {
-                        batch.push(Event::Barrier {
-                            time,
-                            worker: w as u32,
-                            token: self.digest.digest(),
-                        });
-                    }
-                }
-                if due || self.next_checkpoint.is_none() {
-                    self.next_checkpoint = Some((time - time % every).saturating_add(every));
-                }
+            if let Err(message) = self.check_digest() {
+                return Fill::Stopped(message, Exit::Failure);
             }
             // After the barrier: a barrier's digest covers the rows before it.
             self.digest_row(time);
@@ -549,6 +543,64 @@ impl Source {
         Fill::More
     }
 
+    /// What the feed gave besides a row: the end of the input or the error
+    /// that stopped it (`Some`), else nothing to send (`None`).
+    fn other(&mut self, next: Result<Option<pipeline::Event>, pipeline::Stop>) -> Option<Fill> {
+        match next {
+            Ok(Some(pipeline::Event::Reset)) => Some(Fill::Stopped(
+                "a time reset is not supported in a run with --workers or --processes".into(),
+                Exit::Trace,
+            )),
+            // The feed has no periods to tick; a tcp:// connection joining
+            // is logged only.
+            Ok(Some(pipeline::Event::Tick(..) | pipeline::Event::Source(_))) => None,
+            Ok(Some(pipeline::Event::Rows(_))) => None,
+            Ok(None) => Some(match self.check_digest() {
+                Ok(()) => Fill::Ended,
+                Err(message) => Fill::Stopped(message, Exit::Failure),
+            }),
+            Err(stop) => {
+                let exit = match stop.kind {
+                    StopKind::Trace => Exit::Trace,
+                    StopKind::Failure => Exit::Failure,
+                };
+                Some(Fill::Stopped(stop.message, exit))
+            }
+        }
+    }
+
+    /// With checkpoints: before the first row at or past the next multiple
+    /// of `every` (at `time`; no row lies between the multiple and it), a
+    /// barrier for every worker, carrying the digest of the rows before it,
+    /// with the replay log's length (synced) kept for the writer to record.
+    /// The first row (or the first after a resume) starts the count.
+    fn barrier(&mut self, time: u64, batch: &mut Vec<Event>, workers: usize) -> Result<(), String> {
+        let Some(every) = self.every else {
+            return Ok(());
+        };
+        let due = self.next_checkpoint.is_some_and(|next| time >= next);
+        if due {
+            if let Some(record) = &mut self.record {
+                let len = record
+                    .synced_len(self.feed.form())
+                    .map_err(|e| format!("cannot write the replay log `{}`: {e}", record.path()))?;
+                let mut lens = self.log_lens.lock().unwrap_or_else(PoisonError::into_inner);
+                lens.push((time, len));
+            }
+            for w in 0..workers {
+                batch.push(Event::Barrier {
+                    time,
+                    worker: w as u32,
+                    token: self.digest.digest(),
+                });
+            }
+        }
+        if due || self.next_checkpoint.is_none() {
+            self.next_checkpoint = Some((time - time % every).saturating_add(every));
+        }
+        Ok(())
+    }
+
     /// Writes what the feed gave to the replay log (`--record`): a step, the
     /// error that stops the run, or, at the end, the header of a log
     /// without steps.
@@ -563,6 +615,9 @@ impl Source {
         let written = match next {
             Ok(Some(pipeline::Event::Rows(step))) => {
                 record.write(&super::log::Event::Rows(step.clone()), form)
+            }
+            Ok(Some(pipeline::Event::Source(name))) => {
+                record.write(&super::log::Event::Source(name.clone()), form)
             }
             Ok(Some(_)) => Ok(()),
             Ok(None) => record.finish(form),
@@ -629,6 +684,30 @@ impl Source {
     }
 }
 
+/// Continues the replay log (`--record`) a resumed checkpoint recorded at
+/// `len` bytes, or refuses a resume that would start or drop one.
+fn resume_record(
+    record: Option<&mut super::timed::Record>,
+    len: Option<u64>,
+    args: &RunArgs,
+    path: &Path,
+) -> Result<(), String> {
+    let at = path.display();
+    match (record, len) {
+        (None, None) => Ok(()),
+        (Some(r), Some(len)) => r
+            .resume_at(len)
+            .map_err(|m| format!("cannot resume from `{at}`: {m}")),
+        (None, Some(_)) => Err(format!(
+            "cannot resume from `{at}`: it was taken with --record; pass it again to continue that log"
+        )),
+        (Some(_), None) => Err(format!(
+            "cannot resume from `{at}`: it was taken without --record (`{}`), so it cannot continue a replay log",
+            args.record.as_deref().unwrap_or("")
+        )),
+    }
+}
+
 /// `vigil run … --workers W` / `--processes N --process I`.
 pub(super) fn run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Exit {
     match prepare_and_run(args, spec, output) {
@@ -641,26 +720,28 @@ pub(super) fn run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Exit {
 }
 
 fn refuse(args: &RunArgs) -> Result<(), String> {
+    // A time reset makes times start again, and a timely timestamp cannot
+    // go back: the fragment would need an epoch in its timestamps, and the
+    // writer the single-process order of every key's `once` ticks.
+    if args.on_reset.is_some() {
+        return Err(
+            "--on-reset does not work with --workers or --processes yet: a scaled run stops at a time reset (run without them)"
+                .into(),
+        );
+    }
     let checkpointed = args.checkpoint.is_some() || args.resume.is_some();
-    let refused: [(&str, bool); 5] = [
-        (
-            "--record with --checkpoint or --resume",
-            args.record.is_some() && checkpointed,
-        ),
-        ("--start", args.start.is_some()),
-        ("--max-gap", args.max_gap.is_some()),
-        ("--on-gap", args.on_gap.is_some()),
-        ("--on-reset", args.on_reset.is_some()),
-    ];
-    if let Some((flag, _)) = refused.iter().find(|(_, given)| *given) {
+    if checkpointed && let Some(tcp) = args.input.iter().find(|i| i.starts_with("tcp://")) {
         return Err(format!(
-            "{flag} does not work with --workers or --processes yet (run without them)"
+            "--checkpoint and --resume do not work with a tcp:// input (`{tcp}`): its connections cannot be read again from a checkpoint's position"
         ));
     }
-    if args.input.iter().any(|i| i.starts_with("tcp://")) {
-        return Err("a run with --workers or --processes reads files, standard input and live sources, not a tcp:// listener".into());
+    if checkpointed && args.group.is_some() {
+        return Err(
+            "--checkpoint and --resume with a Redis consumer group (--group) do not work with --workers or --processes yet: a resumed scaled run reads its sources again from their start, and a group delivers each entry once"
+                .into(),
+        );
     }
-    if args.unordered && (args.checkpoint.is_some() || args.resume.is_some()) {
+    if args.unordered && checkpointed {
         return Err(
             "--unordered cannot checkpoint: a checkpoint records the length of the ordered output"
                 .into(),
@@ -964,19 +1045,20 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
     // A key's ticks are made due by its own rows and evaluated just before
     // them by the worker owning the key (`Evaluated::Tick`), so they travel
     // with the row and are written at its place: the single-process order.
-    // The scheduler's flags are refused (`refuse`); the spec's gap policy
-    // holds.
+    // The rules are a single-process keyed run's: the flags, else the
+    // spec's gap policy.
+    let unit = TimeUnit::from_name(&args.time_unit).expect("clap allows only known units");
+    let (origin, max_gap) = super::timed::scheduling(args, unit, None).map_err(fail)?;
+    let on_gap = (args.on_gap.as_deref().map(super::timed::gap_policy))
+        .or(spec.checked().on_gap)
+        .unwrap_or(crate::lang::ast::GapPolicy::CatchUp);
     builder = builder.ticking(crate::time::Ticking {
-        start: None,
-        max_gap: None,
-        on_gap: spec
-            .checked()
-            .on_gap
-            .unwrap_or(crate::lang::ast::GapPolicy::CatchUp),
+        start: origin,
+        max_gap,
+        on_gap,
         max_ticks: args.max_ticks,
     });
     let mut template = builder.build().map_err(|e| fail(e.to_string()))?;
-    let unit = TimeUnit::from_name(&args.time_unit).expect("clap allows only known units");
     // Without `--time` a key's row stands at its index in `--time-unit`.
     template.set_index_unit(unit.nanos());
     if let Err(exit) = super::check_tier(args, &template.stats()) {
@@ -1050,27 +1132,28 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
     let unit = TimeUnit::from_name(&args.time_unit).expect("clap allows only known units");
     let (schema, time_cell) = ops::timed_schema(args, spec);
     let mut streaming = false;
+    let log_lens: LogLens = Arc::default();
     let source = if process == 0 {
         if args.input.is_empty() {
             return Err(fail(
                 "the trace is missing: pass --input FILE (or - for standard input)".into(),
             ));
         }
-        let live = args.input.iter().any(|i| super::live::is_url(i));
-        // A live source's rows resume from a checkpoint by its own token
-        // (a Redis entry ID), which a scaled checkpoint does not record.
-        if live && (checkpoint.is_some() || args.resume.is_some()) {
-            return Err(fail(
-                "--checkpoint and --resume with a live source (mqtt://, redis://) do not work with --workers or --processes yet".into(),
-            ));
-        }
+        // A resumed run reads its sources again from their start and skips
+        // the rows before the checkpoint, checking their digest: a Redis
+        // Stream is read again from its first entry. An MQTT broker keeps
+        // no history, so what it delivered before the checkpoint is not
+        // delivered again (and what was published while the run was down
+        // is lost): the rows a resumed run reads are new, untimed ones are
+        // numbered on from the checkpoint, and there is no digest to check.
+        let replayable = !args.input.iter().any(|i| i.starts_with("mqtt://"));
         let c = spec.checked();
         let lateness = match args.lateness.map(|l| (l, unit.duration(l))) {
             None => 0,
             Some((_, Some(ns))) => ns,
             Some((l, None)) => return Err(fail(format!("--lateness {l}: not a duration"))),
         };
-        let feed_on_gap = c.on_gap.unwrap_or(crate::lang::ast::GapPolicy::CatchUp);
+        let feed_on_gap = on_gap;
         let feed_on_reset = c.on_reset.unwrap_or(crate::lang::ast::ResetPolicy::Cancel);
         let feed_options = pipeline::FeedOptions {
             names: schema.names.clone(),
@@ -1092,11 +1175,19 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
         };
         let mut feed = Feed::new(feed_options, super::timed::notices());
         let live_options = super::live::options(args, time_cell);
+        let mut listener = None;
         for input in &args.input {
-            if input.starts_with("tcp://") {
-                return Err(fail(
-                    "a run with --workers or --processes reads files, standard input and live sources, not a tcp:// listener".into(),
-                ));
+            if let Some(addr) = input.strip_prefix("tcp://") {
+                if listener.is_some() {
+                    return Err(fail(
+                        "one tcp:// input at most (its connections are the sources)".into(),
+                    ));
+                }
+                let l = std::net::TcpListener::bind(addr)
+                    .map_err(|e| fail(format!("--input {input}: cannot listen: {e}")))?;
+                listener = Some(l);
+                streaming = true;
+                continue;
             }
             if super::live::is_url(input) {
                 let sources = super::live::open_input(
@@ -1130,10 +1221,26 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
             };
             feed.add_reader(name, opened.reader, format);
         }
-        if streaming && args.input.len() > 1 {
+        if streaming && (args.input.len() > 1 || listener.is_some()) {
             // Live sources merged: each read on a thread of its own, so
             // that a silent one does not hold the others back.
             feed.read_on_threads();
+        }
+        if let Some(l) = listener {
+            // A tcp:// listener's connections join as sources, as in a
+            // single-process run (`timed.rs`).
+            let notify = super::timed::notices();
+            if let Ok(addr) = l.local_addr() {
+                notify(crate::notice::Notice::Listening {
+                    at: format!("tcp://{addr}"),
+                });
+            }
+            feed.listen(pipeline::spawn_listener(
+                l,
+                schema.clone(),
+                args.on_malformed.into(),
+                notify,
+            ));
         }
         let every = checkpoint.as_ref().map(|_| match time_cell {
             None => args.checkpoint_every,
@@ -1142,7 +1249,13 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
                 .max(1) as u64,
         });
         let skip_before = resumed.as_ref().map_or(0, |(_, c)| c.time);
-        let record = args.record.as_ref().map(|path| {
+        // Untimed rows of a source read again are numbered from 0 and
+        // skipped up to the checkpoint; new ones are numbered on from it.
+        let (first_seq, skip_before) = match (replayable, time_cell) {
+            (false, None) => (skip_before, 0),
+            _ => (0, skip_before),
+        };
+        let mut record = args.record.as_ref().map(|path| {
             let header = super::log::Header {
                 fingerprint: spec.fingerprint().to_string(),
                 sources: feed.source_names().map(String::from).collect(),
@@ -1151,8 +1264,8 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
                 unit,
                 form: TimeForm::Number(unit),
                 key: args.key.clone(),
-                start: None,
-                max_gap: None,
+                start: origin,
+                max_gap,
                 on_gap: super::timed::gap_name(feed_on_gap).to_string(),
                 max_ticks: args.max_ticks,
                 on_reset: super::timed::reset_name(feed_on_reset).to_string(),
@@ -1160,19 +1273,26 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
             };
             super::timed::Record::new(path.clone(), header, streaming)
         });
+        if let Some((path, c)) = &resumed {
+            resume_record(record.as_mut(), c.record_len, args, path).map_err(fail)?;
+        }
         Some(Source {
             feed,
             record,
             row: Vec::new(),
             at: String::new(),
-            seq: 0,
+            seq: first_seq,
             timed: time_cell.is_some(),
             last: None,
             every,
             next_checkpoint: None,
             skip_before,
             digest: xxhash_rust::xxh3::Xxh3::new(),
-            expect_digest: resumed.as_ref().map(|(_, c)| c.input_digest),
+            expect_digest: resumed
+                .as_ref()
+                .filter(|_| replayable)
+                .map(|(_, c)| c.input_digest),
+            log_lens: Arc::clone(&log_lens),
             tally: ops::Tally::new(args.on_malformed, ops::Progress::new(true, None)),
             key_index,
             key_name: key.clone(),
@@ -1221,13 +1341,15 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
             None
         } else if let Some(url) = args.output.live() {
             let options = super::live::options(args, None);
-            let live = super::live::open_output(
-                url,
-                names.clone(),
-                &options,
-                &super::live::Resume::default(),
-            )
-            .map_err(fail)?;
+            // A Redis Stream sink gets no entry twice: the resumed run does
+            // not send again those the checkpoint counted (nor, as a
+            // single-process run, those past it already in the stream).
+            let resume = super::live::Resume {
+                token: None,
+                written: resumed.as_ref().and_then(|(_, c)| c.sink_entries),
+            };
+            let live =
+                super::live::open_output(url, names.clone(), &options, &resume).map_err(fail)?;
             Some(Sink {
                 out: io::BufWriter::new(Box::new(io::sink())),
                 file: None,
@@ -1290,6 +1412,7 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
         stats: args.stats,
         summary: args.summary || args.fail_on_trigger,
         live_sink: args.output.live().is_some(),
+        log_lens,
         stop: std::sync::atomic::AtomicBool::new(false),
     });
     let outcome = Arc::new(Mutex::new(Outcome {
@@ -1966,12 +2089,22 @@ fn complete(plan: &Plan, time: u64, digest: u64, sinks: [Option<&mut Sink>; 2]) 
         return Ok(());
     };
     let mut lens = [0u64; 2];
+    let mut sink_entries = None;
     for (i, sink) in sinks.into_iter().enumerate() {
         if let Some(s) = sink {
             s.sync()?;
             lens[i] = s.written;
+            if i == 0 {
+                sink_entries = s.live.as_ref().and_then(|l| l.entries_written());
+            }
         }
     }
+    let record_len = {
+        let mut logged = plan.log_lens.lock().unwrap_or_else(PoisonError::into_inner);
+        let len = logged.iter().find(|(t, _)| *t == time).map(|&(_, l)| l);
+        logged.retain(|(t, _)| *t > time);
+        len
+    };
     let record = Complete {
         vigil_scale_checkpoint: CHECKPOINT_VERSION,
         time,
@@ -1982,6 +2115,8 @@ fn complete(plan: &Plan, time: u64, digest: u64, sinks: [Option<&mut Sink>; 2]) 
         key: plan.key.clone(),
         input_digest: digest,
         route_hash: crate::scale::ROUTE_HASH.to_string(),
+        record_len,
+        sink_entries,
     };
     let dir = checkpoint_dir(root, time);
     let text = serde_json::to_string(&record).map_err(io::Error::other)?;

@@ -122,7 +122,7 @@ fn idle_timeout(args: &RunArgs) -> Result<(), String> {
 
 /// The scheduler's origin and gap from a log's header (a replay), else from
 /// the options.
-fn scheduling(
+pub(super) fn scheduling(
     args: &RunArgs,
     unit: TimeUnit,
     replay: Option<&Header>,
@@ -671,6 +671,24 @@ impl Record {
         &self.path
     }
 
+    /// The log's length once everything written so far is on disk (its
+    /// header written first, with `form`): what a scaled run's checkpoint
+    /// records.
+    #[cfg_attr(not(feature = "scale"), allow(dead_code))]
+    pub(super) fn synced_len(&mut self, form: Option<TimeForm>) -> io::Result<u64> {
+        self.writer(form)?.synced_len()
+    }
+
+    /// Goes on with the log a checkpoint recorded at `len` bytes (cut back
+    /// to it; its header is there already), as a resumed run does.
+    #[cfg_attr(not(feature = "scale"), allow(dead_code))]
+    pub(super) fn resume_at(&mut self, len: u64) -> Result<(), String> {
+        if len > 0 {
+            self.resumed = Some(checkpoint::reopen_output(&self.path, len, "replay log")?);
+        }
+        Ok(())
+    }
+
     /// Flushes the log (writing the header of one without steps).
     pub(super) fn finish(&mut self, form: Option<TimeForm>) -> io::Result<()> {
         self.writer(form)?.flush()
@@ -971,7 +989,7 @@ impl Run<'_> {
 }
 
 /// The policies as the flags and the log name them.
-fn gap_policy(name: &str) -> GapPolicy {
+pub(super) fn gap_policy(name: &str) -> GapPolicy {
     match name {
         "skip" => GapPolicy::Skip,
         _ => GapPolicy::CatchUp,

@@ -747,6 +747,19 @@ fn xlen(con: &mut redis::Connection, stream: &str) -> usize {
 /// A run killed (SIGKILL) at random points and resumed from its checkpoint
 /// each time writes the stream an uninterrupted run writes.
 fn killed_and_resumed(test: &str, group: &[&str], rows: usize, every: &str, kills_wanted: usize) {
+    killed_and_resumed_as(test, &[], group, rows, every, kills_wanted);
+}
+
+/// `killed_and_resumed`, with `both` given to the uninterrupted run and the
+/// killed one (`group` to the killed one only).
+fn killed_and_resumed_as(
+    test: &str,
+    both: &[&str],
+    group: &[&str],
+    rows: usize,
+    every: &str,
+    kills_wanted: usize,
+) {
     let dir = test_dir("live", test);
     let broker = Broker::redis(&dir);
     let mut con = broker.connection();
@@ -758,6 +771,7 @@ fn killed_and_resumed(test: &str, group: &[&str], rows: usize, every: &str, kill
         let mut args = vec![
             "run", &spec, "--input", &input, "--drain", "--output", output,
         ];
+        args.extend_from_slice(both);
         args.extend_from_slice(extra);
         args.iter().map(|s| s.to_string()).collect::<Vec<_>>()
     };
@@ -832,6 +846,24 @@ fn killed_and_resumed(test: &str, group: &[&str], rows: usize, every: &str, kill
 #[test]
 fn redis_sigkill_and_resume_equal_an_uninterrupted_run() {
     killed_and_resumed("redis_kill", &[], 1500, "37", 3);
+}
+
+/// Issue 35: a scaled run checkpoints with a Redis source and a Redis sink
+/// (it was refused): killed and resumed, it writes the entries of an
+/// uninterrupted single-process keyed run, none lost or repeated. The
+/// resumed run reads the stream again from its start and skips the rows
+/// before the checkpoint; the sink does not send again the entries the
+/// checkpoint counted, nor those past it already in the stream.
+#[test]
+fn a_scaled_run_with_redis_in_and_out_resumes_exactly_after_sigkill() {
+    killed_and_resumed_as(
+        "redis_scaled_kill",
+        &["--key", "x"],
+        &["--workers", "2"],
+        1500,
+        "37",
+        3,
+    );
 }
 
 #[test]
@@ -1358,8 +1390,7 @@ fn brokers_asking_for_passwords_get_them_from_the_url_and_never_show_them() {
 
 /// Issue 35: a live source works with `--workers`: process 0 reads the Redis stream as it
 /// reads a file and routes its rows by key, and the output is the single-process keyed
-/// run's, byte for byte. (It was refused.) A live sink, and checkpoints of a live source,
-/// are still refused when scaled, with the reason.
+/// run's, byte for byte. (It was refused.) A live sink and checkpoints work scaled too.
 #[test]
 fn a_redis_source_feeds_a_scaled_keyed_run() {
     let dir = test_dir("live", "redis_scaled");
@@ -1391,19 +1422,25 @@ fn a_redis_source_feeds_a_scaled_keyed_run() {
     let (code, got, err) = run_vigil(&[&keyed[..], &["--workers", "2"]].concat(), None);
     assert_eq!(code, 0, "{err}");
     assert!(got == want, "the scaled run's output differs");
+    // Checkpointed too (it was refused), and resumed after its end.
     let ck = dir.join("ck");
-    let (code, _, err) = run_vigil(
-        &[
-            &keyed[..],
-            &["--workers", "2", "--checkpoint", ck.to_str().unwrap()],
-        ]
-        .concat(),
+    let checkpointed = [
+        &keyed[..],
+        &["--workers", "2", "--checkpoint", ck.to_str().unwrap()],
+        &["--checkpoint-every", "300"],
+    ]
+    .concat();
+    let (code, got, err) = run_vigil(&checkpointed, None);
+    assert_eq!(code, 0, "{err}");
+    assert!(got == want, "the checkpointed scaled run's output differs");
+    let (code, got, err) = run_vigil(
+        &[&checkpointed[..], &["--resume", ck.to_str().unwrap()]].concat(),
         None,
     );
-    assert_eq!(code, 1, "{err}");
+    assert_eq!(code, 0, "{err}");
     assert!(
-        err.contains("with a live source (mqtt://, redis://) do not work with --workers"),
-        "{err}"
+        want.ends_with(&got) && got.lines().count() < 300,
+        "a resume after the end evaluates more than the rows after the last checkpoint"
     );
     // A live sink works scaled too (it was refused): the scaled run's
     // entries are the single-process run's.
