@@ -24,6 +24,8 @@
 //! one runs the same job (`job` describes it) and then watches them: a peer
 //! that stops running ends the run (`on_silent_peer`) instead of blocking it.
 
+mod parts;
+
 use super::ops::{self, View};
 use super::peers;
 use super::{Exit, RunArgs, error, say};
@@ -319,6 +321,8 @@ struct Outcome {
     fired: u64,
     /// The trace error that ended the input (reported after the outputs).
     trace: Option<(String, Exit)>,
+    /// The time of the row that error stopped at (readers of parts).
+    trace_at: u64,
     /// A key stopped by a runtime error (status 3).
     runtime: bool,
     /// A rejected row, or a failure of the writer or a checkpoint.
@@ -413,6 +417,10 @@ struct Plan {
     /// Set when nothing more can be written (a closed pipe, a failed write,
     /// a rejected row): the source stops reading, and the run ends.
     stop: std::sync::atomic::AtomicBool,
+    /// The least time at which a reader of parts stopped the run (a
+    /// malformed row): nothing at or after it is written, as a
+    /// single-process run writes nothing after its error.
+    stop_at: Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// The source's state: the feed of process 0 (every `--input`, stamped and
@@ -454,6 +462,35 @@ struct Source {
 /// The replay log's length at each barrier not yet completed, by time:
 /// the source keeps them, the writer records and drops them.
 type LogLens = Arc<Mutex<Vec<(u64, u64)>>>;
+
+/// A reader of rows into the dataflow: process 0's feed of every input
+/// (`Source`), or a worker's parts of one file (`parts::PartReader`).
+trait Reading: Send + 'static {
+    /// Reads up to `n` events into `batch` (`workers`: the barriers' count).
+    fn fill(&mut self, batch: &mut Vec<Event>, n: usize, workers: usize) -> Fill;
+    /// The time every later event is at or after.
+    fn frontier(&self) -> u64;
+    /// The rows read and the malformed rows skipped.
+    fn read(&self) -> (u64, u64);
+}
+
+impl Reading for Source {
+    fn fill(&mut self, batch: &mut Vec<Event>, n: usize, workers: usize) -> Fill {
+        Source::fill(self, batch, n, workers)
+    }
+
+    fn frontier(&self) -> u64 {
+        Source::frontier(self)
+    }
+
+    fn read(&self) -> (u64, u64) {
+        let (feed, tally) = (&self.feed, &self.tally);
+        (
+            feed.rows_read() + tally.rows_read,
+            feed.skipped() + tally.skipped,
+        )
+    }
+}
 
 /// Whether the source has more to give.
 enum Fill {
@@ -1133,7 +1170,14 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
     let (schema, time_cell) = ops::timed_schema(args, spec);
     let mut streaming = false;
     let log_lens: LogLens = Arc::default();
-    let source = if process == 0 {
+    // A regular file without `--time` is read in parts by process 0's
+    // workers (`parts`); anything else by process 0's feed.
+    let parts = match process {
+        0 => parts::plan(args, threads).map_err(fail)?,
+        _ => None,
+    };
+    let stop_at = Arc::new(std::sync::atomic::AtomicU64::new(u64::MAX));
+    let source = if process == 0 && parts.is_none() {
         if args.input.is_empty() {
             return Err(fail(
                 "the trace is missing: pass --input FILE (or - for standard input)".into(),
@@ -1414,6 +1458,7 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
         live_sink: args.output.live().is_some(),
         log_lens,
         stop: std::sync::atomic::AtomicBool::new(false),
+        stop_at: Arc::clone(&stop_at),
     });
     let outcome = Arc::new(Mutex::new(Outcome {
         triggers: ops::TriggerTally::of(spec),
@@ -1421,7 +1466,28 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
     }));
     // The summary's clock starts with the run (its rate is rows a second).
     let mut summary = ops::Tally::new(args.on_malformed, ops::Progress::new(true, None));
-    let source = Arc::new(Mutex::new(source));
+    let mut readers: Vec<Option<Box<dyn Reading>>> = Vec::new();
+    match (&parts, source) {
+        (Some(p), _) => {
+            for w in 0..threads {
+                let setup = parts::PartSetup {
+                    schema: schema.clone(),
+                    options: ReaderOptions {
+                        max_step_gap: args.max_step_gap,
+                    },
+                    tally: ops::Tally::new(args.on_malformed, ops::Progress::new(true, None)),
+                    key_index,
+                    key_name: key.clone(),
+                    cells: inputs + plan.view.extra(),
+                    stop_at: Arc::clone(&stop_at),
+                };
+                readers.push(Some(Box::new(p.reader(w, threads, setup))));
+            }
+        }
+        (None, Some(s)) => readers.push(Some(Box::new(s))),
+        (None, None) => {}
+    }
+    let readers = Arc::new(Mutex::new(readers));
     *sinks.lock().unwrap_or_else(PoisonError::into_inner) = opened;
     let unit_form = TimeForm::Number(unit);
     let timed = args.time.is_some();
@@ -1465,15 +1531,27 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
                     pieces.sink(Exchange::new(|_: &Piece| 0), "Write", writer.logic());
                 }
             });
-            let source = if index == 0 {
-                source.lock().unwrap_or_else(PoisonError::into_inner).take()
-            } else {
-                None
+            // Process 0's workers read (the first its feed, or each its
+            // parts of the file).
+            let source = match readers
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .get_mut(index)
+            {
+                Some(r) => r.take(),
+                None => None,
             };
             if let Some(source) = source {
                 let stopped = feed(worker, &mut input, &probe, source, &plan, &outcome);
                 if let Some(s) = stopped {
-                    outcome.lock().unwrap_or_else(PoisonError::into_inner).trace = Some(s);
+                    // Of readers of parts, the one that stopped first in
+                    // the file's order (the least time) is the run's.
+                    let at = plan.stop_at.load(std::sync::atomic::Ordering::SeqCst);
+                    let mut o = outcome.lock().unwrap_or_else(PoisonError::into_inner);
+                    if o.trace.is_none() || o.trace_at > at {
+                        o.trace = Some(s);
+                        o.trace_at = at;
+                    }
                 }
             }
             drop(input);
@@ -1540,6 +1618,12 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
         for (w, stats, keys) in &ends {
             super::say(format_args!(
                 "worker {w} of {total_workers}:\n{stats}keys: {keys} live\n"
+            ));
+        }
+        if let Some(p) = &parts {
+            super::say(format_args!(
+                "process {process}: the trace read in {} parts by {threads} workers\n",
+                p.count()
             ));
         }
         let keys: usize = ends.iter().map(|(.., k)| k).sum();
@@ -1626,7 +1710,7 @@ fn feed(
     worker: &mut timely::worker::Worker,
     input: &mut InputHandle<u64, timely::container::CapacityContainerBuilder<Vec<Event>>>,
     probe: &ProbeHandle<u64>,
-    mut source: Source,
+    mut source: Box<dyn Reading>,
     plan: &Plan,
     outcome: &Mutex<Outcome>,
 ) -> Option<(String, Exit)> {
@@ -1644,13 +1728,7 @@ fn feed(
                     Fill::Stopped(message, exit) => Some(Some((message, exit))),
                 };
                 let last = end.is_some();
-                let read = last.then(|| {
-                    let (feed, tally) = (&source.feed, &source.tally);
-                    (
-                        feed.rows_read() + tally.rows_read,
-                        feed.skipped() + tally.skipped,
-                    )
-                });
+                let read = last.then(|| source.read());
                 let batch = Batch {
                     events,
                     frontier: source.frontier(),
@@ -1698,8 +1776,11 @@ fn feed(
             in_flight.push_back(last);
         }
         if let Some(end) = batch.end {
-            if let Some(read) = batch.read {
-                outcome.lock().unwrap_or_else(PoisonError::into_inner).read = Some(read);
+            if let Some((rows, skipped)) = batch.read {
+                // Every reader's rows (several read a file in parts).
+                let mut o = outcome.lock().unwrap_or_else(PoisonError::into_inner);
+                let (r, s) = o.read.get_or_insert((0, 0));
+                (*r, *s) = (*r + rows, *s + skipped);
             }
             return end;
         }
@@ -2007,7 +2088,14 @@ impl PieceWriter {
         mut out: Option<&mut Sink>,
         mut alerts: Option<&mut Sink>,
     ) -> io::Result<()> {
+        let stop_at = self.plan.stop_at.load(std::sync::atomic::Ordering::SeqCst);
         for &next in ready {
+            if let Next::Row { chunk, row } = next
+                && self.chunks[chunk].0.rows[row].time >= stop_at
+            {
+                // A reader of parts stopped the run there.
+                self.stopped = true;
+            }
             if self.stopped {
                 break;
             }

@@ -276,3 +276,136 @@ fn a_scaled_run_reads_a_tcp_listener_as_one_process_does() {
         "{err}"
     );
 }
+
+/// `trace(rows, keys)` as CSV (no quotes: a file that splits at line ends).
+fn csv(rows: usize, keys: u64) -> String {
+    let mut out = String::from("host,temp,ts\n");
+    for line in trace(rows, keys).lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        out.push_str(&format!(
+            "{},{},{}\n",
+            v["host"].as_str().unwrap(),
+            v["temp"],
+            v["ts"]
+        ));
+    }
+    out
+}
+
+/// Runs `args` and gives its status, standard output and standard error
+/// (without the summary's timing line).
+fn outcome(args: &[&str]) -> (Option<i32>, String, String) {
+    let o = run(args);
+    let err: String = String::from_utf8_lossy(&o.stderr)
+        .lines()
+        .filter(|l| !l.ends_with("rows/s"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    (o.status.code(), String::from_utf8(o.stdout).unwrap(), err)
+}
+
+/// Issue 35, "scale-out reads in parallel": a regular file without `--time`
+/// is read in parts by process 0's workers (`--stats` says how many), and
+/// the output, the alerts and the summary are the single-process keyed
+/// run's byte for byte: JSON lines and CSV, 2 and 3 workers, a periodic
+/// spec (each key's ticks at its rows' indices), and a CSV file holding
+/// quotes, which is read whole (a quoted field may span lines).
+#[test]
+fn a_file_read_in_parts_by_the_workers_gives_the_single_process_output() {
+    let dir = test_dir("scale_combos", "parts");
+    let spec = write(&dir, "spec.dsrv", SPEC);
+    let periodic = write(
+        &dir,
+        "beat.dsrv",
+        "in host: Str\nin temp: Float\nin ts: Int\nout n: Int\nout beat: Int @ 2s\n\
+         n = default(n[1], 0) + 1\nbeat = default(beat[1], 0) + 1\n",
+    );
+    let jsonl = write(&dir, "t.jsonl", trace(40_000, 300));
+    let csv_file = write(&dir, "t.csv", csv(40_000, 300));
+    let quoted = write(&dir, "q.csv", csv(3_000, 20).replacen("h1,", "\"h1\",", 1));
+    // (A periodic run's summary counts ticks as steps scaled, and has a
+    // line of the merge single-process: it is left out there.)
+    let summary = ["--summary"];
+    let cases: [(&str, &str, &str, bool, &[&str]); 5] = [
+        (&spec, &jsonl, "2", true, &summary),
+        (&spec, &jsonl, "3", true, &summary),
+        (&spec, &csv_file, "2", true, &summary),
+        (&periodic, &jsonl, "2", true, &[]),
+        (&spec, &quoted, "2", false, &summary),
+    ];
+    for (spec, input, workers, split, extra) in cases {
+        let base = [
+            &[
+                "run", spec, "--input", input, "--key", "host", "--output", "csv",
+            ][..],
+            extra,
+        ]
+        .concat();
+        let want = outcome(&base);
+        assert_eq!(want.0, Some(0), "{}", want.2);
+        let got = outcome(&[&base[..], &["--workers", workers]].concat());
+        assert!(
+            got == want,
+            "{input} with {workers} workers: not the single-process run's output\n{}",
+            got.2
+        );
+        let stats = outcome(&[&base[..], &["--workers", workers, "--stats"]].concat());
+        assert_eq!(
+            stats.2.contains(&format!("parts by {workers} workers")),
+            split,
+            "{input}: {}",
+            stats.2
+        );
+    }
+}
+
+/// A malformed row or a row without its key in a later part stops a run
+/// read in parts as it stops the single-process run: the same status and
+/// message, and the outputs of exactly the rows before it (rows of later
+/// parts, read already by other workers, are not written); with
+/// `--on-malformed skip` both are skipped and counted as one process counts
+/// them.
+#[test]
+fn a_bad_row_in_a_part_stops_or_is_skipped_as_in_one_process() {
+    let dir = test_dir("scale_combos", "parts_errors");
+    let spec = write(&dir, "spec.dsrv", SPEC);
+    let text = trace(40_000, 300);
+    let mut lines: Vec<String> = text.lines().map(String::from).collect();
+    let bad = write(&dir, "bad.jsonl", {
+        let mut l = lines.clone();
+        l[23_456] = "{\"host\":\"h1\",\"temp\":\"hot\",\"ts\":7818}".into();
+        l.join("\n") + "\n"
+    });
+    lines[31_000] = "{\"temp\":1.5,\"ts\":10333}".into();
+    lines[12_345] = "{\"host\":\"h1\",\"temp\":[1],\"ts\":4115}".into();
+    let keyless = write(&dir, "keyless.jsonl", lines.join("\n") + "\n");
+    for (input, extra) in [
+        (&bad, &[][..]),
+        (&keyless, &[][..]),
+        (&keyless, &["--on-malformed", "skip", "--summary"][..]),
+    ] {
+        let base = [
+            &[
+                "run", &spec, "--input", input, "--key", "host", "--output", "csv",
+            ][..],
+            extra,
+        ]
+        .concat();
+        let want = outcome(&base);
+        let got = outcome(&[&base[..], &["--workers", "3"]].concat());
+        assert!(
+            got.0 == want.0 && got.1 == want.1,
+            "{input} {extra:?}: {}",
+            got.2
+        );
+        let mut e = (
+            want.2.lines().collect::<Vec<_>>(),
+            got.2.lines().collect::<Vec<_>>(),
+        );
+        // Alerts on standard error and the readers' words may interleave
+        // otherwise; the lines are the same.
+        e.0.sort_unstable();
+        e.1.sort_unstable();
+        assert_eq!(e.0, e.1, "{input} {extra:?}");
+    }
+}
