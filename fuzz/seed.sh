@@ -28,6 +28,11 @@ printf '{"x":1,"f":2.5,"b":true,"s":"hi","u":null,"a":[1]}\n{}\n' > corpus/trace
 # `dynamic` string that runs itself (unbounded instance nesting once).
 python3 -c "n = 10000; print('{\"l\": ' + '[' * n + ']' * n + '}')" > corpus/trace_jsonl/deep_nesting
 python3 -c "n = 10000; print('l,m'); print('\"' + '[' * n + ']' * n + '\",{}')" > corpus/trace_csv/deep_nesting
+# Issue 40: `.input` container values in JSON's form and the language's, nested, for typed and
+# untyped inputs, with malformed ones after them, and a list nested far past the bound.
+printf '0: a = [1, 2.5, "x, y", (), true]\n   l = List(-1,[])\n   m = {"time": 0, "value": 5.0}\n1: m = Map("k": {"j": [[]]})\n   a = {}\n2: a = [1,]\n3: l = [1 2\n' > corpus/trace_tc/containers
+python3 -c "n = 10000; print('0: a = ' + '[' * n + ']' * n)" > corpus/trace_tc/deep_nesting
+printf 'in l: List\nin m\nout s\nout k\ns = List.fold(\\a: Int, v: Int -> a + v, 0, l)\nk = m\n%%%%\nt0: l = [1, 2]\n   m = {"a": [1]}\n1: l = List(3)\n' > corpus/tiers/input_containers
 printf 'in x: Int\nin s: Str\nout r\nr = dynamic(s)\n%%%%\nj{"x":1,"s":"dynamic(s)"}\n' > corpus/tiers/dynamic_self
 printf 'in x: Int\nin s: Str\nout r\nr = eval(s)\n%%%%\nt0: x = 1\n   s = "eval(s)"\n' > corpus/tiers/eval_self
 # Snapshots: real ones after 0 to 15 rows, each mutated in its binary body (mode 2)

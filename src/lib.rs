@@ -88,27 +88,33 @@ pub mod time;
 pub mod trace;
 mod value;
 
-// The pipeline stages and tools (see the crate documentation): not API.
+// The command line, for the `vigil` binary: not API.
 #[cfg(feature = "cli")]
 #[doc(hidden)]
 pub mod cli;
-#[doc(hidden)]
-pub mod exec;
-#[doc(hidden)]
 pub mod explain;
-#[doc(hidden)]
-pub mod fusion;
-#[doc(hidden)]
-pub mod lang;
-#[doc(hidden)]
-pub mod plan;
+
+// The engine's stages (see the crate documentation): private, and public only
+// to the project's own tests, benches and fuzz targets (the `testing`
+// feature), never API.
+macro_rules! stages {
+    ($($name:ident),*) => {$(
+        #[cfg(feature = "testing")]
+        #[doc(hidden)]
+        pub mod $name;
+        #[cfg(not(feature = "testing"))]
+        mod $name;
+    )*};
+}
+stages!(exec, fusion, lang, plan, window);
+// The reference evaluator: the tests' oracle, not part of any run.
+#[cfg(feature = "testing")]
 #[doc(hidden)]
 pub mod reference;
-#[doc(hidden)]
-pub mod window;
 
 pub use batch::{OutputBatch, OutputRow, RowBatch};
 pub use error::{ErrorKind, RuntimeError};
+pub use exec::TIER_UP_ROWS;
 pub use keyed::{KeyedBuildError, KeyedMonitor, KeyedMonitorBuilder};
 pub use lang::diag::Diagnostics;
 pub use lang::types::Type;

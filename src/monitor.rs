@@ -460,7 +460,7 @@ impl<'a> Outputs<'a> {
         let step = self.step;
         spec.triggers
             .iter()
-            .filter(move |t| state.raw(t.stream) == Sample::Value(Value::Bool(true)))
+            .filter(move |t| matches!(state.raw(t.stream), Sample::Value(Value::Bool(true))))
             .map(move |t| {
                 let mut message = String::new();
                 for piece in &t.message {
@@ -594,7 +594,7 @@ impl MonitorBuilder<'_> {
 
     /// On [`Tier::Auto`], the rows evaluated on the register interpreter
     /// before the whole-row program is compiled natively, on a background
-    /// thread (default [`TIER_UP_ROWS`](crate::exec::TIER_UP_ROWS)); the
+    /// thread (default [`TIER_UP_ROWS`](crate::TIER_UP_ROWS)); the
     /// run switches to the native code at the first row boundary after it
     /// is ready, with nothing to carry over (every tier keeps its state in
     /// the same place). 0 compiles from the first row on. A short run thus

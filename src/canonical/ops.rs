@@ -110,6 +110,7 @@ fn order(op: BinOp, a: &Value, b: &Value) -> Result<Option<Ordering>, Fault> {
 }
 
 /// `a op b` with the default string bound.
+#[cfg(any(test, feature = "testing"))]
 pub fn binary(op: BinOp, a: &Value, b: &Value) -> Result<Value, Fault> {
     binary_bounded(op, a, b, DEFAULT_MAX_STRING_BYTES)
 }

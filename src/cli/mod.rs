@@ -17,7 +17,7 @@
 mod bench;
 mod checkpoint;
 mod live;
-mod log;
+use crate::pipeline::log;
 mod ops;
 mod paths;
 #[cfg(feature = "scale")]
@@ -780,6 +780,9 @@ struct Alerts {
     fired: u64,
     /// Each trigger's firings, for the summary.
     triggers: Vec<ops::TriggerTally>,
+    /// The run's progress bar, if one is on the terminal: alerts written to
+    /// standard error go out with it suspended.
+    bar: ops::Bar,
 }
 
 impl Alerts {
@@ -821,18 +824,25 @@ impl Alerts {
             key: args.key.clone(),
             fired: 0,
             triggers: ops::TriggerTally::of(spec),
+            bar: ops::Bar::default(),
         })
     }
 
     /// Reports every trigger that fired at the step of `outputs`; a JSON
-    /// line carries `context` (the `--pass` fields of the row).
-    fn report(
+    /// line carries `context()` (the time and the `--pass` fields of the
+    /// row), made only when a trigger fires.
+    fn report<'v>(
         &mut self,
         outputs: &crate::monitor::Outputs<'_>,
-        context: &[(&str, &Value)],
-        progress: &ops::Progress,
+        context: impl FnOnce() -> Vec<(&'v str, &'v Value)>,
     ) -> io::Result<()> {
+        let mut context = Some(context);
+        let mut made = Vec::new();
         for alert in outputs.alerts() {
+            if let Some(make) = context.take() {
+                made = make();
+            }
+            let context = &made;
             self.fired += 1;
             let key = self.key.as_deref().zip(outputs.key());
             let shown = key.map(|(name, k)| (name, k as &dyn std::fmt::Display));
@@ -861,8 +871,8 @@ impl Alerts {
                     // Under a progress bar each line is written at once, with
                     // the bar off the terminal; else lines wait to go out
                     // together (`flush`, or the next message).
-                    if progress.has_bar() {
-                        progress.suspend(|| say(format_args!("{line}")));
+                    if self.bar.is_shown() {
+                        self.bar.suspend(|| say(format_args!("{line}")));
                     } else {
                         say_later(line.as_bytes());
                     }
@@ -897,7 +907,6 @@ struct Lines<'a> {
     output: OutputFormat,
     writer: &'a mut dyn OutputWriter,
     alerts: &'a mut Alerts,
-    progress: &'a ops::Progress,
     /// How times are written, when rows carry their time (`--time`: it
     /// leads the columns and the alerts).
     form: Option<crate::time::TimeForm>,
@@ -916,12 +925,15 @@ impl crate::pipeline::Sink for Lines<'_> {
         time: crate::time::Time,
     ) -> io::Result<()> {
         let t = self.form.map(|form| time.to_value(form));
-        let mut context = cells.map_or_else(Vec::new, |c| self.view.context(c));
-        if let Some(t) = &t {
-            context.insert(0, ("time", t));
-        }
         (self.view).fill(&mut self.samples, self.output, cells, o.iter(), t.as_ref());
-        self.alerts.report(o, &context, self.progress)?;
+        let view = self.view;
+        self.alerts.report(o, || {
+            let mut context = cells.map_or_else(Vec::new, |c| view.context(c));
+            if let Some(t) = &t {
+                context.insert(0, ("time", t));
+            }
+            context
+        })?;
         match cells {
             Some(_) => self.steps += 1,
             None => self.ticks += 1,
@@ -964,22 +976,12 @@ impl Ctl<'_> {
     /// JSON-lines or CSV row ends on the line the reader has just consumed;
     /// an `.input` block is named by its row.
     fn locate(&self, reader: &dyn RowReader) -> String {
-        row_location(
+        crate::pipeline::row_location(
             self.input.name,
             reader,
             self.input.lines,
             self.tally.rows_read,
         )
-    }
-}
-
-/// Where the row `reader` has just given is, in trace `name`: the line it
-/// ended on when rows are lines (JSON lines, CSV), else its number `row`
-/// (1 for the first; an `.input` block).
-fn row_location(name: &str, reader: &dyn RowReader, lines: bool, row: u64) -> String {
-    match reader.position() {
-        Some(p) if lines => format!("{name}:{}:1", p.line),
-        _ => format!("{name}: row {row}"),
     }
 }
 
@@ -1147,6 +1149,7 @@ fn run(args: &RunArgs) -> Exit {
         path => std::fs::metadata(path).ok().map(|m| m.len()),
     };
     let progress = ops::Progress::new(streaming, len);
+    alerts.bar = progress.bar();
     let mut ctl = Ctl {
         view: &view,
         output,
@@ -1268,44 +1271,41 @@ fn run_rows(
     // monitor is given the first `inputs` cells).
     let mut row: Vec<Option<Value>> = vec![None; inputs + ctl.view.extra()];
     let mut evaluator = crate::pipeline::Evaluator::new(false, inputs);
-    let mut samples = Vec::with_capacity(monitor.output_names().len());
     ctl.tally.rows_read = resumed_rows;
+    // One sink for the run: it holds the writer and the alerts, and the
+    // loop reaches them through it.
+    let mut lines = Lines {
+        view: ctl.view,
+        output: ctl.output,
+        writer,
+        alerts,
+        form: None,
+        key_input: key_input.as_deref(),
+        steps: 0,
+        ticks: 0,
+        samples: Vec::with_capacity(monitor.output_names().len()),
+    };
     let result = loop {
         let next = reader.next_row(&mut row);
         warn(reader);
         match next {
             Ok(true) => {}
             Ok(false) => {
-                let end = finish(ck, checkpointable(monitor), reader, writer, alerts.sink());
+                let end = finish(ck, &*monitor, reader, lines.writer, lines.alerts.sink());
                 break end.map(|e| match e {
                     Exit::Success if evaluator.keys_stopped() => Exit::Runtime,
                     other => other,
                 });
             }
             Err(e) if ctl.tally.skip_trace_error(&e, reader) => continue,
-            Err(e) => break stop(writer, &e, trace_exit(&e)),
+            Err(e) => break stop(lines.writer, &e, trace_exit(&e)),
         }
         ctl.tally.rows_read += 1;
-        let mut lines = Lines {
-            view: ctl.view,
-            output: ctl.output,
-            writer: &mut *writer,
-            alerts: &mut *alerts,
-            progress: &ctl.tally.progress,
-            form: None,
-            key_input: key_input.as_deref(),
-            steps: 0,
-            ticks: 0,
-            samples: std::mem::take(&mut samples),
-        };
-        let flow = evaluator.step(monitor, crate::time::Time(0), &row, &mut lines)?;
-        ctl.tally.steps += lines.steps;
-        samples = lines.samples;
-        match flow {
+        match evaluator.step(monitor, crate::time::Time(0), &row, &mut lines)? {
             crate::pipeline::Flow::Go => {
                 if ctl.input.streaming && !reader.row_ready() {
-                    writer.flush()?;
-                    alerts.flush()?;
+                    lines.writer.flush()?;
+                    lines.alerts.flush()?;
                     if ck.is_none() {
                         reader.commit();
                     }
@@ -1316,7 +1316,7 @@ fn run_rows(
                 if ctl.tally.skip_rejected(&at, &e) {
                     continue;
                 }
-                break stop(writer, &format_args!("{at}: {e}"), Exit::Trace);
+                break stop(lines.writer, &format_args!("{at}: {e}"), Exit::Trace);
             }
             crate::pipeline::Flow::Rejected(e) => {
                 let at = ctl.locate(reader);
@@ -1324,10 +1324,10 @@ fn run_rows(
                     continue;
                 }
                 let (message, exit) = rejected(&e);
-                break stop(writer, &message, exit);
+                break stop(lines.writer, &message, exit);
             }
             crate::pipeline::Flow::Stop(crate::pipeline::Halt::Runtime(e)) => {
-                break stop(writer, &e, Exit::Runtime);
+                break stop(lines.writer, &e, Exit::Runtime);
             }
             crate::pipeline::Flow::Stop(halt) => {
                 unreachable!(
@@ -1338,22 +1338,15 @@ fn run_rows(
         ctl.tally.progress.update(ctl.tally.rows_read, reader);
         if let Some(ck) = ck.as_deref_mut()
             && let Err(message) =
-                ck.rows_done(1, checkpointable(monitor), reader, writer, alerts.sink())?
+                ck.rows_done(1, &*monitor, reader, lines.writer, lines.alerts.sink())?
         {
-            break stop(writer, &message, Exit::Failure);
+            break stop(lines.writer, &message, Exit::Failure);
         }
     };
+    ctl.tally.steps += lines.steps;
     // The summary counts this process's rows.
     ctl.tally.rows_read -= resumed_rows;
     result
-}
-
-/// The run's monitor as a checkpoint takes it.
-fn checkpointable(monitor: &Runner) -> &dyn checkpoint::Checkpointable {
-    match monitor {
-        Runner::Single(m) => m.as_ref(),
-        Runner::Keyed(m) => m.as_ref(),
-    }
 }
 
 /// The input of a run, for its messages and flushing.

@@ -334,6 +334,7 @@ impl Tally {
         self.skipped += 1;
         if self.on_malformed == OnMalformed::Warn {
             self.progress
+                .bar()
                 .suspend(|| say(format_args!("warning: {what}; the row is skipped\n")));
         }
     }
@@ -444,6 +445,27 @@ pub(super) struct Progress {
     shown: u64,
 }
 
+/// A handle on a run's progress bar (none when no bar is shown), for the
+/// writers of standard error to write with the bar off the terminal.
+#[derive(Clone, Default)]
+pub(super) struct Bar(Option<ProgressBar>);
+
+impl Bar {
+    /// Whether a bar is on the terminal (then standard error is written
+    /// only with it suspended).
+    pub(super) fn is_shown(&self) -> bool {
+        self.0.is_some()
+    }
+
+    /// Runs `f` (which writes to standard error) with the bar hidden.
+    pub(super) fn suspend(&self, f: impl FnOnce()) {
+        match &self.0 {
+            Some(bar) => bar.suspend(f),
+            None => f(),
+        }
+    }
+}
+
 /// Rows between two updates of the progress bar.
 const PROGRESS_EVERY: u64 = 4096;
 
@@ -471,11 +493,16 @@ impl Progress {
     }
 
     /// Updates the bar after `rows` rows, `reader` standing where it is.
+    #[inline]
     pub(super) fn update(&mut self, rows: u64, reader: &dyn RowReader) {
-        let Some(bar) = &self.bar else { return };
-        if rows < self.shown + PROGRESS_EVERY {
-            return;
+        if self.bar.is_some() && rows >= self.shown + PROGRESS_EVERY {
+            self.show(rows, reader);
         }
+    }
+
+    /// Shows `rows` and the reader's position on the bar.
+    fn show(&mut self, rows: u64, reader: &dyn RowReader) {
+        let Some(bar) = &self.bar else { return };
         self.shown = rows;
         if let Some(p) = reader.position() {
             bar.set_position(p.offset);
@@ -485,18 +512,10 @@ impl Progress {
         bar.set_message(format!("{rows} rows, {rate:.0} rows/s"));
     }
 
-    /// Runs `f` (which writes to standard error) with the bar hidden.
-    /// Whether a bar is on the terminal (then standard error is written
-    /// only with it suspended).
-    pub(super) fn has_bar(&self) -> bool {
-        self.bar.is_some()
-    }
-
-    pub(super) fn suspend(&self, f: impl FnOnce()) {
-        match &self.bar {
-            Some(bar) => bar.suspend(f),
-            None => f(),
-        }
+    /// A handle on the bar, for what writes to standard error while it is
+    /// shown.
+    pub(super) fn bar(&self) -> Bar {
+        Bar(self.bar.clone())
     }
 
     /// Takes the bar off the terminal at the end of the run.

@@ -541,7 +541,7 @@ impl Source {
                 continue;
             };
             self.at.clear();
-            (self.at).push_str(self.feed.taken_at(source));
+            (self.at).push_str(&self.feed.taken_at(source));
             self.row = cells;
             if at_ns.is_some() {
                 self.last = at_ns;

@@ -330,7 +330,7 @@ pub(super) fn run(
     // lengths its checkpoint recorded, each with a handle to sync it through.
     let keep = |path: &str, alerts: bool| match &resumed {
         Some(r) => r.kept(path, alerts),
-        None => checkpoint::created(path, if alerts { "alerts file" } else { "output file" }),
+        None => checkpoint::create_kept(path, if alerts { "alerts file" } else { "output file" }),
     };
     let checkpointed = args.checkpoint.is_some() || resumed.is_some();
     let (sink, output_sync, continued): (Box<dyn Write + Send>, _, _) = match &args.output_file {
@@ -373,7 +373,7 @@ pub(super) fn run(
         Ok(a) => a,
         Err(exit) => return exit,
     };
-    let checkpoints = checkpoint::Checkpointer::new(args, kept, output, output_sync, alerts_sync);
+    let checkpoints = checkpoint::checkpointer(args, kept, output, output_sync, alerts_sync);
     let periods: Vec<i64> = match &runner {
         Runner::Single(m) => m.periods().to_vec(),
         Runner::Keyed(m) => m.periods().to_vec(),
@@ -547,6 +547,7 @@ pub(super) fn run(
         tally: ops::Tally::new(args.on_malformed, ops::Progress::new(true, None)),
         clashes: 0,
         checkpoints,
+        samples: Vec::new(),
         ticks: 0,
         periods: periods.len(),
         replaying: replay_name,
@@ -724,6 +725,9 @@ struct Run<'a> {
     replaying: Option<String>,
     /// Checkpoints (`--checkpoint`), taken between steps.
     checkpoints: Option<checkpoint::Checkpointer>,
+    /// The samples of a step's outputs, kept from step to step so that
+    /// writing one allocates nothing.
+    samples: Vec<crate::value::Sample>,
 }
 
 impl Run<'_> {
@@ -770,15 +774,15 @@ impl Run<'_> {
                 output: self.output,
                 writer: &mut *writer,
                 alerts: &mut *alerts,
-                progress: &self.tally.progress,
                 form: self.args.time.is_some().then_some(form),
                 key_input: self.args.key.as_deref(),
                 steps: 0,
                 ticks: 0,
-                samples: Vec::new(),
+                samples: std::mem::take(&mut self.samples),
             };
             let flow = evaluator.event(runner, &event, self.on_reset, &mut lines)?;
             let (steps, ticks) = (lines.steps, lines.ticks);
+            self.samples = lines.samples;
             self.tally.steps += steps;
             self.ticks += ticks;
             if self.streaming {

@@ -95,6 +95,7 @@ pub fn lower_region(plan: &Plan, body: &RegionBody) -> LoweredRegion {
 /// program per row (the `native-whole` kernel): every input and stream is
 /// scalar, and every node has a scalar lowering (`if` as a select, stateful
 /// builtins by their present-value meaning).
+#[cfg(any(test, feature = "testing"))]
 pub fn whole_row_eligible(plan: &Plan) -> Result<(), String> {
     whole_row_eligible_keyed(plan, None)
 }
@@ -306,6 +307,7 @@ pub enum WholeEnv<'a> {
 /// part. Inputs are read from the frame's input lanes (the
 /// current row, or a batch kernel's columns) and stored to their arena
 /// slots, so one program serves rows and batches.
+#[cfg(any(test, feature = "testing"))]
 pub fn lower_whole(plan: &Plan) -> LoweredRegion {
     let split = whole_row_split(plan, None).expect("lower_whole needs a whole-row kernel");
     lower_whole_in(plan, WholeEnv::Arena, false, &split)

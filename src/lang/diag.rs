@@ -78,8 +78,11 @@ impl Diagnostic {
 /// `Spec::parse(..)?` works in a function returning `Box<dyn Error>`.
 #[derive(Clone, Debug)]
 pub struct Diagnostics {
+    /// The specification's file name, as messages name it.
     pub file: String,
+    /// The specification's text, which the errors' spans point into.
     pub source: String,
+    /// Every error found, in the order of the source.
     pub errors: Vec<Diagnostic>,
 }
 
@@ -156,6 +159,7 @@ impl LineIndex {
 
 /// 1-based line and column (in characters) of a byte offset. This scans the
 /// source: for more than one position, build a `LineIndex` once.
+#[cfg(any(test, feature = "testing"))]
 pub fn line_col(source: &str, offset: usize) -> (usize, usize) {
     LineIndex::new(source).line_col(source, offset)
 }

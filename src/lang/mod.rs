@@ -3,6 +3,8 @@
 pub mod ast;
 pub mod check;
 pub mod diag;
+// The REPL's `:def` and `:drop`: the command line's (and its tests').
+#[cfg(any(feature = "cli", feature = "testing"))]
 pub mod edit;
 pub mod lexer;
 pub mod parser;

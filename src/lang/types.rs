@@ -47,6 +47,7 @@ impl Type {
         })
     }
 
+    /// Whether values of the type are numbers (`Int` or `Float`).
     pub fn is_numeric(self) -> bool {
         matches!(self, Type::Int | Type::Float)
     }

@@ -9,7 +9,7 @@
 //! due before a step come before it, drawn from the scheduler one at a time (a jump in time
 //! may make billions due; each is evaluated before the next is made).
 
-use super::source::{Connection, Entry, Feeder, Mark, Msg, Source, Where, read_one};
+use super::source::{Connection, Entry, Feeder, Mark, Msg, RowAt, Source, Where, read_one};
 use super::{Event, Malformed, Stop};
 use crate::lang::ast::{GapPolicy, ResetPolicy};
 use crate::merge::{Merge, SourceMark};
@@ -193,13 +193,11 @@ impl Feed {
         for src in &mut self.sources {
             let feeder = std::mem::replace(&mut src.feeder, Feeder::Thread(dead()));
             src.feeder = match feeder {
-                Feeder::Direct(reader) => Feeder::Thread(super::spawn_reader(
-                    src.name.clone(),
-                    src.format,
-                    width,
-                    policy,
-                    move || Ok(reader),
-                )),
+                Feeder::Direct(reader) => {
+                    Feeder::Thread(super::spawn_reader(src.format, width, policy, move || {
+                        Ok(reader)
+                    }))
+                }
                 thread => thread,
             };
         }
@@ -238,8 +236,11 @@ impl Feed {
 
     /// Where the row of source `source` a step took last is, for messages
     /// (`file:LINE:1`, or `name: row N`).
-    pub fn taken_at(&self, source: usize) -> &str {
-        &self.sources[source].taken.location
+    pub fn taken_at(&self, source: usize) -> String {
+        let src = &self.sources[source];
+        src.taken
+            .location
+            .map_or_else(String::new, |at| at.show(&src.name))
     }
 
     /// Where each source stands (see [`At`]).
@@ -296,7 +297,7 @@ impl Feed {
             src.taken = Mark {
                 entry: Entry::Start,
                 at: at[s].at.clone(),
-                location: String::new(),
+                location: None,
                 read: at[s].rows,
                 epoch_rows: m.epoch_rows,
                 merge: Some(marks[s]),
@@ -306,7 +307,7 @@ impl Feed {
                 self.merge.push_reset(s);
                 src.rows = 0;
                 let at = src.taken.at.clone();
-                mark(src, &self.merge, s, Entry::Reset, at, String::new());
+                mark(src, &self.merge, s, Entry::Reset, at, None);
             }
         }
         if self.scheduler.is_some() {
@@ -470,7 +471,6 @@ impl Feed {
                 Feeder::Direct(reader) => {
                     let (warnings, msg, reset) = read_one(
                         reader.as_mut(),
-                        &src.name,
                         (src.format, src.rows),
                         width,
                         policy,
@@ -512,7 +512,7 @@ impl Feed {
                     src.rows = 0;
                     src.last_mark().then_reset = true;
                     let at = src.last_mark().at.clone();
-                    mark(src, &self.merge, s, Entry::Reset, at, String::new());
+                    mark(src, &self.merge, s, Entry::Reset, at, None);
                     return Ok(());
                 }
             }
@@ -528,7 +528,7 @@ impl Feed {
             && matches!(&cells[cell], Some(Value::Str(t)) if &**t == "reset")
         {
             self.merge.push_reset(s);
-            mark(src, &self.merge, s, Entry::Reset, place, String::new());
+            mark(src, &self.merge, s, Entry::Reset, place, None);
             return Ok(());
         }
         let time = self.stamp(s, &cells, stamp);
@@ -540,7 +540,7 @@ impl Feed {
                     if self.late <= REPORTED {
                         let form = self.form.unwrap_or(TimeForm::Number(self.options.unit));
                         (self.notify)(Notice::Late {
-                            at: at.clone(),
+                            at: at.show(&self.sources[s].name),
                             own: show(own.to_value(form)),
                             stamp: show(c.stamp.time.to_value(form)),
                         });
@@ -548,18 +548,19 @@ impl Feed {
                 }
                 let src = &mut self.sources[s];
                 let entry = Entry::Row(c.stamp.seq);
-                mark(src, &self.merge, s, entry, place.clone(), at);
+                mark(src, &self.merge, s, entry, place.clone(), Some(at));
                 // An `.input` trace's reset marker follows the row.
                 if reset_after {
                     self.merge.push_reset(s);
                     let src = &mut self.sources[s];
                     src.rows = 0;
                     src.last_mark().then_reset = true;
-                    mark(src, &self.merge, s, Entry::Reset, place, String::new());
+                    mark(src, &self.merge, s, Entry::Reset, place, None);
                 }
                 Ok(())
             }
             Err(m) => {
+                let at = at.show(&self.sources[s].name);
                 if self.options.malformed != Malformed::Stop {
                     self.dropped(format!("{at}: {m}"));
                     return Ok(());
@@ -622,7 +623,14 @@ impl Feed {
 
 /// Marks where source `s` stands after queueing `entry` (at `location`),
 /// read up to `at`.
-fn mark(src: &mut Source, merge: &Merge, s: usize, entry: Entry, at: Where, location: String) {
+fn mark(
+    src: &mut Source,
+    merge: &Merge,
+    s: usize,
+    entry: Entry,
+    at: Where,
+    location: Option<RowAt>,
+) {
     if !src.track {
         return;
     }

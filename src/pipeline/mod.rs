@@ -59,7 +59,9 @@
 //! // At time 3 both set `x`: the first source's value is kept, and the step says so.
 //! ```
 
+pub mod checkpoint;
 mod feed;
+pub mod log;
 mod run;
 mod source;
 
@@ -67,7 +69,7 @@ pub use crate::lang::ast::{GapPolicy, ResetPolicy};
 pub use feed::{At, Feed, FeedOptions, FeedState, SourceState, show};
 pub use run::{Evaluator, Flow, Halt, Monitors, Sink};
 pub use source::{
-    Connection, Feeder, Msg, Where, droppable, row_location, spawn_listener, spawn_reader,
+    Connection, Feeder, Msg, RowAt, Where, droppable, row_location, spawn_listener, spawn_reader,
 };
 
 use crate::merge::Step;

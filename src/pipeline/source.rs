@@ -94,8 +94,8 @@ pub(super) struct Mark {
     pub(super) entry: Entry,
     /// The reader's position and resume token after the item's row.
     pub(super) at: Where,
-    /// Where the row is, for messages (empty for a reset).
-    pub(super) location: String,
+    /// Where the row is, for messages (none for a reset).
+    pub(super) location: Option<RowAt>,
     /// `Source::read` and `Source::rows` after it.
     pub(super) read: u64,
     pub(super) epoch_rows: u64,
@@ -120,7 +120,7 @@ pub struct Where {
 pub enum Msg {
     /// A row, where it is (for messages, and the reader's position after
     /// it), and the stamp its source gave it.
-    Row(Vec<Option<Value>>, String, Where, Option<Time>),
+    Row(Vec<Option<Value>>, RowAt, Where, Option<Time>),
     /// A malformed row dropped (the policy is not [`Malformed::Stop`]).
     Skipped(String),
     /// A reader's warning.
@@ -136,9 +136,37 @@ pub enum Msg {
 /// Where a row is, for messages: `name:LINE:1` where the reader's position
 /// names the line the row ended on (JSON lines and CSV), else `name: row N`.
 pub fn row_location(name: &str, reader: &dyn RowReader, lines: bool, row: u64) -> String {
-    match reader.position() {
-        Some(p) if lines => format!("{name}:{}:1", p.line),
-        _ => format!("{name}: row {row}"),
+    RowAt::of(reader, lines, row).show(name)
+}
+
+/// Where a row is in its source, for messages; kept as numbers, and
+/// written out with the source's name only when a message says it (a row's
+/// location is taken for every row, and said for few).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RowAt {
+    /// The line the row ended on (rows are lines: JSON lines and CSV).
+    Line(u64),
+    /// The row's number, 1 for the first (an `.input` block).
+    Row(u64),
+}
+
+impl RowAt {
+    /// Where the row `reader` has just given is: the line it ended on when
+    /// rows are lines (`lines`) and the reader knows it, else its number
+    /// `row`.
+    pub fn of(reader: &dyn RowReader, lines: bool, row: u64) -> RowAt {
+        match reader.position() {
+            Some(p) if lines => RowAt::Line(p.line),
+            _ => RowAt::Row(row),
+        }
+    }
+
+    /// `name:LINE:1`, or `name: row N`.
+    pub fn show(self, name: &str) -> String {
+        match self {
+            RowAt::Line(line) => format!("{name}:{line}:1"),
+            RowAt::Row(row) => format!("{name}: row {row}"),
+        }
     }
 }
 
@@ -154,7 +182,6 @@ pub fn droppable(policy: Malformed, e: &trace::TraceError, reader: &dyn RowReade
 /// row.
 pub(super) fn read_one(
     reader: &mut dyn RowReader,
-    name: &str,
     (format, rows): (TraceFormat, u64),
     width: usize,
     policy: Malformed,
@@ -168,7 +195,7 @@ pub(super) fn read_one(
             let lines = format != TraceFormat::Tc;
             Msg::Row(
                 cells,
-                row_location(name, reader, lines, rows + 1),
+                RowAt::of(reader, lines, rows + 1),
                 match track {
                     true => Where {
                         position: reader.position(),
@@ -192,7 +219,6 @@ pub(super) fn read_one(
 /// few hundred rows ahead, as the channel is bounded, so a fast source waits
 /// for the merge rather than filling memory.
 pub fn spawn_reader(
-    name: String,
     format: TraceFormat,
     width: usize,
     policy: Malformed,
@@ -210,7 +236,7 @@ pub fn spawn_reader(
         let mut rows = 0;
         loop {
             let (warnings, msg, reset) =
-                read_one(reader.as_mut(), &name, (format, rows), width, policy, true);
+                read_one(reader.as_mut(), (format, rows), width, policy, true);
             for w in warnings {
                 if tx.send(Msg::Warning(w)).is_err() {
                     return;
@@ -280,7 +306,7 @@ pub fn spawn_listener(
             };
             let (n, schema) = (name.clone(), schema.clone());
             let width = schema.names.len();
-            let rows = spawn_reader(name.clone(), TraceFormat::Jsonl, width, policy, move || {
+            let rows = spawn_reader(TraceFormat::Jsonl, width, policy, move || {
                 let source = Box::new(io::BufReader::new(stream));
                 trace::reader_from_bufread(&n, source, TraceFormat::Jsonl, &schema)
                     .map_err(|e| e.to_string())

@@ -26,7 +26,8 @@ pub struct InputSchema {
 /// The trace formats `vigil run --format` accepts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TraceFormat {
-    /// The Trustworthiness Checker's `.input` format (`0: x = 1` blocks).
+    /// The Trustworthiness Checker's `.input` format (`0: x = 1` blocks; lists and maps
+    /// as `[1, 2]`, `{"k": 1}`, `List(1, 2)` or `Map("k": 1)`).
     Tc,
     /// CSV with a header line naming the inputs (RFC 4180).
     Csv,
@@ -378,6 +379,7 @@ mod behind;
 mod csv_reader;
 mod guard;
 mod jsonl;
+mod literal;
 mod source;
 mod tc;
 mod values;
@@ -386,9 +388,8 @@ mod writer;
 pub use ahead::ReadAhead;
 pub use behind::{WriteBehind, raw_stdout};
 pub(crate) use jsonl::serde_value;
-// Only the command line reads these (the replay log, the REPL's rows, `--start`).
-#[cfg(feature = "cli")]
 pub(crate) use jsonl::too_deep;
+// Only the command line reads these (the REPL's rows, `--start`).
 #[cfg(feature = "cli")]
 pub(crate) use values::parse_text;
 pub use writer::{

@@ -13,9 +13,11 @@
 //! A line whose first non-blank character is a digit (or `-` and a digit) is
 //! a step header `N:`, optionally followed by an assignment; other non-blank,
 //! non-comment lines are assignments `name = literal` belonging to the
-//! current step. Step numbers increase; steps that are skipped (1 then 3)
-//! are rows with every input absent, and at most `max_step_gap` steps may be
-//! skipped at once.
+//! current step. A literal (`super::literal`) is a scalar, a string, or a
+//! list or map in JSON's form (`[1, 2]`, `{"k": 1}`) or the language's
+//! (`List(1, 2)`, `Map("k": 1)`), and ends on its line. Step numbers
+//! increase; steps that are skipped (1 then 3) are rows with every input
+//! absent, and at most `max_step_gap` steps may be skipped at once.
 //!
 //! A block is complete when the next header line (or the end of the trace)
 //! is read, so on a pipe a row is returned as soon as the following header
@@ -30,8 +32,9 @@
 //! start again from 0 (`RowReader::take_reset`).
 
 use super::ReaderOptions;
+use super::literal::{parse_literal, skip_spaces};
 use super::source::{Lines, char_col, utf8_line};
-use super::values::{Schema, is_integer, parse_float, parse_int};
+use super::values::Schema;
 use super::{RowReader, TraceError};
 use crate::lang::types::Type;
 use crate::row::excerpt;
@@ -628,104 +631,14 @@ fn assign(
             format!("input `{name}` is assigned twice in this step"),
         ));
     }
+    // A list given to a Tuple input is a tuple, as an array is in the
+    // other formats: the format has no tuple literal of its own.
+    let value = match (schema.types[i], value) {
+        (Type::Tuple, Value::List(items)) => Value::tuple(items.to_vec()),
+        (_, value) => value,
+    };
     values[i] = Some(schema.conform(i, value).map_err(|m| err(value_at, m))?);
     Ok(())
-}
-
-/// The byte after the whitespace starting at `from` (Unicode whitespace,
-/// as `str::trim_start` has it; ASCII is skipped byte by byte, the rest is
-/// left to `trim_start`).
-fn skip_spaces(text: &str, from: usize) -> usize {
-    let bytes = text.as_bytes();
-    let mut i = from;
-    while bytes.get(i).is_some_and(|b| matches!(b, b' ' | b'\t')) {
-        i += 1;
-    }
-    match bytes.get(i) {
-        Some(b) if !b.is_ascii() || b.is_ascii_whitespace() || *b == 0x0b => {
-            i + text[i..].len() - text[i..].trim_start().len()
-        }
-        _ => i,
-    }
-}
-
-/// Parses one literal starting at byte `at`: `"string"`, `()`, `true`,
-/// `false`, an integer, or a float (`1.5`, `-0.0`, `2.5e3`, `nan`, `inf`,
-/// `-inf`). Returns the value and the byte offset just after it, or the
-/// offset and text of an error.
-fn parse_literal(text: &str, at: usize) -> Result<(Value, usize), (usize, String)> {
-    let rest = &text[at..];
-    if rest.is_empty() {
-        return Err((at, "expected a value after `=`".to_string()));
-    }
-    if rest.starts_with('"') {
-        return parse_string(text, at);
-    }
-    if rest.starts_with("()") {
-        return Ok((Value::Unit, at + 2));
-    }
-    // Byte scans: the token ends at whitespace (ASCII, or any Unicode
-    // whitespace after a non-ASCII byte, as `char::is_whitespace` has it);
-    // `str::find` with a closure or a string pattern cost a fifth of the
-    // reader's time.
-    let bytes = rest.as_bytes();
-    let len = match bytes
-        .iter()
-        .position(|b| b.is_ascii_whitespace() || *b == 0x0b || !b.is_ascii())
-    {
-        Some(i) if !bytes[i].is_ascii() => {
-            i + rest[i..]
-                .find(char::is_whitespace)
-                .unwrap_or(rest.len() - i)
-        }
-        Some(i) => i,
-        None => rest.len(),
-    };
-    let token = &rest[..len];
-    // A comment may follow the value without a space (`x = 1// note`).
-    let comment = token
-        .bytes()
-        .enumerate()
-        .position(|(i, b)| b == b'/' && token.as_bytes().get(i + 1) == Some(&b'/'));
-    let (token, len) = match comment {
-        Some(c) if c > 0 => (&token[..c], c),
-        _ => (token, len),
-    };
-    let value = match token {
-        "true" => Value::Bool(true),
-        "false" => Value::Bool(false),
-        _ if is_integer(token) => Value::Int(parse_int(token).map_err(|m| (at, m))?),
-        _ => match parse_float(token) {
-            Some(x) => Value::Float(x.map_err(|m| (at, m))?),
-            None => return Err((at, format!("invalid value `{}`", excerpt(token)))),
-        },
-    };
-    Ok((value, at + len))
-}
-
-/// Parses a double-quoted string with the escapes `\"`, `\\`, `\n`, `\t`
-/// and `\r`.
-fn parse_string(text: &str, at: usize) -> Result<(Value, usize), (usize, String)> {
-    let mut out = String::new();
-    let mut chars = text[at + 1..].char_indices().map(|(i, c)| (i + at + 1, c));
-    while let Some((i, c)) = chars.next() {
-        match c {
-            '"' => return Ok((Value::Str(out.into()), i + 1)),
-            '\\' => match chars.next() {
-                Some((_, '"')) => out.push('"'),
-                Some((_, '\\')) => out.push('\\'),
-                Some((_, 'n')) => out.push('\n'),
-                Some((_, 't')) => out.push('\t'),
-                Some((_, 'r')) => out.push('\r'),
-                Some((_, other)) => {
-                    return Err((i, format!("unknown escape `\\{other}` in string")));
-                }
-                None => break,
-            },
-            c => out.push(c),
-        }
-    }
-    Err((at, "unterminated string".to_string()))
 }
 
 #[cfg(test)]
@@ -1249,6 +1162,115 @@ mod tests {
         assert_eq!(
             err("0: y = \"é\" x\n", XY),
             "t.input:1:12: unexpected text after the value"
+        );
+    }
+
+    /// Issue 40: container values as the Trustworthiness Checker writes
+    /// them (`[1, 2]`, `{"k": 1}`) and as the language does (`List(1)`,
+    /// `Map("k": 1)`), on header and continuation lines, for untyped and
+    /// typed inputs; a list given to a Tuple input is a tuple.
+    #[test]
+    fn container_values() {
+        let decls = &[
+            ("a", Type::Any),
+            ("l", Type::List),
+            ("m", Type::Map),
+            ("t", Type::Tuple),
+        ];
+        let text = "0: a = [1, 2]\n   l = List(1,2.5)\n   m = {\"time\": 0, \"value\": 5.0}\n   t = [1, \"a\"]\n1: m = Map(\"x\": [])\n   a = {}\r\n2: l = [] // none\n";
+        let shown = |row: &[Option<Value>]| {
+            row.iter()
+                .map(|v| v.as_ref().map_or("-".to_string(), Value::to_string))
+                .collect::<Vec<_>>()
+        };
+        let rows = read(text, decls).unwrap();
+        assert_eq!(
+            rows.iter().map(|r| shown(r)).collect::<Vec<_>>(),
+            [
+                vec![
+                    "List([Int(1), Int(2)])",
+                    "List([Int(1), Float(2.5)])",
+                    "Map({\"time\": Int(0), \"value\": Float(5.0)})",
+                    "Tuple([Int(1), Str(\"a\")])",
+                ],
+                vec!["Map({})", "-", "Map({\"x\": List([])})", "-"],
+                vec!["-", "List([])", "-", "-"],
+            ]
+        );
+    }
+
+    /// Issue 40: what the reader refused before (`invalid value `[1,``)
+    /// is the list the checker reads.
+    #[test]
+    fn a_json_style_list_for_an_untyped_input() {
+        let rows = read("0: l = [1, 2]\n", &[("l", Type::Any)]).unwrap();
+        assert_eq!(
+            rows,
+            [vec![Some(Value::list(vec![Value::Int(1), Value::Int(2)]))]]
+        );
+    }
+
+    /// A malformed container is an error at the byte where it goes wrong
+    /// (counted in characters), and a container of the wrong type is one at
+    /// the value, like any other value.
+    #[test]
+    fn malformed_and_mistyped_containers_are_located() {
+        let decls = &[("samples", Type::Any), ("x", Type::Int), ("l", Type::List)];
+        for (text, want) in [
+            (
+                "0: samples = [1,\n",
+                "t.input:1:14: unclosed `[`: a value must end on its line",
+            ),
+            (
+                "0: samples = [1,\n   2]\n",
+                "t.input:1:14: unclosed `[`: a value must end on its line",
+            ),
+            (
+                "0: samples = [\"é\" 2]\n",
+                "t.input:1:19: expected `,` or `]`, found `2`",
+            ),
+            (
+                "0: samples = [1, 2,]\n",
+                "t.input:1:20: expected a value after `,` (a trailing comma is not allowed)",
+            ),
+            (
+                "0: samples = {x: 1}\n",
+                "t.input:1:15: expected a string key (`\"key\": value`), found `x`",
+            ),
+            (
+                "0: samples = [1] 2\n",
+                "t.input:1:18: unexpected text after the value",
+            ),
+            (
+                "0: x = [1]\n",
+                "t.input:1:8: expected Int for input `x`, found List List([Int(1)])",
+            ),
+            (
+                "0: l = {\"a\": 1}\n",
+                "t.input:1:8: expected List for input `l`, found Map Map({\"a\": Int(1)})",
+            ),
+            (
+                "0: undeclared = [1\n",
+                "t.input:1:17: unclosed `[`: a value must end on its line",
+            ),
+        ] {
+            assert_eq!(err(text, decls), want, "{text}");
+        }
+    }
+
+    /// Text nested far past the bound on values is refused at the first
+    /// level too many, never overflowing the stack.
+    #[test]
+    fn deeply_nested_containers_are_refused() {
+        let n = 1_000_000;
+        let text = format!("0: a = {}{}\n", "[".repeat(n), "]".repeat(n));
+        let col = 8 + crate::value::MAX_VALUE_NESTING;
+        assert_eq!(
+            err(&text, &[("a", Type::Any)]),
+            format!(
+                "t.input:1:{col}: the value nests containers more than {} deep, the limit for values",
+                crate::value::MAX_VALUE_NESTING
+            )
         );
     }
 

@@ -597,3 +597,70 @@ fn a_huge_line_is_cut_in_the_message() {
         assert!(got.err.contains('…'), "{name}: {}", got.err);
     }
 }
+
+/// Issue 40: the `.input` reader takes container values as the Trustworthiness Checker
+/// writes them (`[1, 2]`, `{"time": 0, "value": 5.0}`) and as the language does
+/// (`List(…)`, `Map(…)`), printed as vigil prints any container; a malformed one is a
+/// located error after the earlier rows' outputs (exit 4), and text nested a million deep
+/// is refused at the bound, through a file and through a pipe alike.
+#[test]
+fn input_container_values() {
+    let d = dir("containers");
+    let spec = write(
+        &d,
+        "echo.dsrv",
+        "in l\nin m: Map\nout v\nout w\nv = l\nw = m\n",
+    );
+    let trace = "0: l = [1, 2]\n1: l = [[1,2], List(\"a\", ())]\n   m = {\"time\": 0, \"value\": 5.0}\n2: m = Map(\"x\": [])\n";
+    let want = "v[0] = List([Int(1), Int(2)])\n\
+                v[1] = List([List([Int(1), Int(2)]), List([Str(\"a\"), Unit])])\n\
+                w[1] = Map({\"time\": Int(0), \"value\": Float(5.0)})\n\
+                w[2] = Map({\"x\": List([])})\n";
+    let file = write(&d, "t.input", trace);
+    let got = run(&["run", &spec, "--input", &file]);
+    assert_eq!(
+        (got.code, got.out.as_str(), got.err.as_str()),
+        (Some(0), want, "")
+    );
+    let piped = run_stdin(
+        &["run", &spec, "--input", "-", "--format", "tc"],
+        trace.as_bytes(),
+    );
+    assert_eq!((piped.code, piped.out.as_str()), (Some(0), want));
+
+    let deep = format!(
+        "0: l = 1\n1: l = {}{}\n",
+        "[".repeat(1_000_000),
+        "]".repeat(1_000_000)
+    );
+    for (trace, message) in [
+        (
+            "0: l = 1\n1: l = [1,\n".to_string(),
+            "2:8: unclosed `[`: a value must end on its line".to_string(),
+        ),
+        (
+            "0: l = 1\n1: m = [1]\n".to_string(),
+            "2:8: expected Map for input `m`, found List List([Int(1)])".to_string(),
+        ),
+        (
+            deep,
+            format!(
+                "2:{}: the value nests containers more than 256 deep, the limit for values",
+                8 + 256
+            ),
+        ),
+    ] {
+        let file = write(&d, "bad.input", &trace);
+        let got = run(&["run", &spec, "--input", &file]);
+        assert_eq!(got.code, Some(4), "{got:?}");
+        assert_eq!(got.out, "v[0] = Int(1)\n");
+        assert_eq!(got.err, format!("error: {file}:{message}\n"));
+        let piped = run_stdin(
+            &["run", &spec, "--input", "-", "--format", "tc"],
+            trace.as_bytes(),
+        );
+        assert_eq!(piped.code, Some(4), "{piped:?}");
+        assert_eq!(piped.out, "v[0] = Int(1)\n");
+        assert_eq!(piped.err, format!("error: <stdin>:{message}\n"));
+    }
+}

@@ -1,47 +1,76 @@
-//! Checkpoints of `vigil run`: `--checkpoint FILE --checkpoint-every N`, `--resume FILE` and
-//! `--output-file FILE`.
+//! Checkpoints of a run: the monitor's state and where every stage stood, written atomically
+//! between rows, and read back to resume the run as if it had never stopped.
 //!
-//! A checkpoint is the monitor's [`Snapshot`] (a [`KeyedSnapshot`] of every
-//! live key with `--key`) plus where the run stood (for a merged run, each
-//! source's and the merge's and scheduler's: `Clock`, written by `timed.rs`;
-//! set up on resume by `resume.rs`): rows
-//! consumed, the input's byte offset and line (for a regular file, so a resume
-//! maps the file from there instead of reading it again) with a SHA-256 of the
-//! bytes on both sides of the trace's start and of the position, and the
-//! output file's length. It is written between rows, every N rows and at the
-//! clean end of the input, atomically: to a temporary file in the same
-//! directory, fsynced, renamed over the checkpoint, and the directory fsynced.
+//! A checkpoint is the monitor's [`Snapshot`] (a [`KeyedSnapshot`](crate::snapshot::KeyedSnapshot)
+//! of every live key for a keyed monitor) plus where the run stood: for each source the rows
+//! consumed, a regular file's byte offset and line (so a resume maps the file from there instead
+//! of reading it again) with a SHA-256 of the bytes at the trace's start and before the
+//! position, a live source's resume token (a Redis entry ID); for a merged run the feed's state
+//! ([`Clock`]: the merge, the scheduler of periodic streams, the replay log's length); and the
+//! length of each file kept exactly once (the outputs, the alerts) or the entries written to a
+//! live sink. It is written between rows ([`Checkpointer`]), every N rows and at the clean end
+//! of the input, atomically: to a temporary file in the same directory, fsynced, renamed over
+//! the checkpoint, and the directory fsynced. [`Checkpoint::read`] reads one back and checks it
+//! against the resumed run (the same sources, outputs and options), and restores its monitor.
 //!
-//! Exactly-once output: before a checkpoint records the output file's length,
-//! the outputs of every row before it are flushed and fsynced; a resume
-//! truncates the file to that length and appends. Rows evaluated after the
-//! last checkpoint of a killed run are therefore written again, once, by the
-//! resumed run, and the file is what an uninterrupted run writes. Outputs on
-//! standard output cannot be taken back: there the rows after the last
+//! Exactly-once output: before a checkpoint records the output file's length, the outputs of
+//! every row before it are flushed and fsynced; a resume truncates the file to that length and
+//! appends ([`Checkpoint::kept`]). Rows evaluated after the last checkpoint of a killed run are
+//! therefore written again, once, by the resumed run, and the file is what an uninterrupted run
+//! writes. Outputs on standard output cannot be taken back: there the rows after the last
 //! checkpoint are written again (at least once; the step numbers tell them).
 //!
-//! The file: `VIGILCKP`, the format version, the run's description's length
-//! and SHA-256 (the snapshot's envelope), the description (postcard), then
-//! the snapshot in its binary form, which has a length and SHA-256 of its
-//! own (its magic tells a keyed snapshot from a plain one), and nothing
-//! after it. The two parts are sealed apart so that a keyed snapshot can be
-//! written key by key straight into the file (`KeyedMonitor::write_snapshot`)
-//! and read back key by key (`KeyedSnapshotReader`): a checkpoint of a
-//! million keys never holds them all in memory besides the monitor, either
-//! way. (Format 3 sealed both parts as one body, which had to be whole in
-//! memory to be hashed before it was written.)
+//! The file: `VIGILCKP`, the format version, the run's description's length and SHA-256 (the
+//! snapshot's envelope), the description (postcard), then the snapshot in its binary form, which
+//! has a length and SHA-256 of its own (its magic tells a keyed snapshot from a plain one), and
+//! nothing after it. The two parts are sealed apart so that a keyed snapshot can be written key
+//! by key straight into the file (`KeyedMonitor::write_snapshot`) and read back key by key
+//! (`KeyedSnapshotReader`): a checkpoint of a million keys never holds them all in memory
+//! besides the monitor, either way. (Format 3 sealed both parts as one body, which had to be
+//! whole in memory to be hashed before it was written.)
+//!
+//! ```
+//! use vigil::pipeline::checkpoint::{Checkpoint, CheckpointOptions, Checkpointer, Source};
+//! use vigil::pipeline::{At, Where};
+//! use vigil::trace::{self, OutputFormat, TraceFormat};
+//! use vigil::{Monitor, Spec, Value};
+//!
+//! let text = "in x: Int\nout total: Int\ntotal = default(total[1], 0) + x\n";
+//! let spec = Spec::parse("sum.dsrv", text)?;
+//! let dir = std::env::temp_dir().join(format!("vigil-doc-ck-{}", std::process::id()));
+//! std::fs::create_dir_all(&dir)?;
+//! let path = dir.join("run.ck").to_string_lossy().into_owned();
+//! let rows = |xs: &[i64]| xs.iter().map(|x| vec![Some(Value::Int(*x))]).collect::<Vec<_>>();
+//!
+//! // A run of three rows, checkpointed after them (its outputs go nowhere here).
+//! let mut monitor = Monitor::builder(&spec).build();
+//! for row in rows(&[1, 2, 3]) {
+//!     monitor.step(&row)?;
+//! }
+//! let options = CheckpointOptions { path: path.clone(), every: 1000, spec: "sum.dsrv".into(), sink: None };
+//! let source = Source { path: "rows".into(), format: TraceFormat::Csv, trace: None };
+//! let mut checkpointer = Checkpointer::new(options, vec![source], OutputFormat::Csv, None, None);
+//! let mut writer = trace::make_writer(OutputFormat::Csv, vec!["total".into()], Box::new(std::io::sink()));
+//! let at = At { rows: 3, at: Where::default() };
+//! checkpointer.write_at(&monitor, &[at], None, writer.as_mut(), None)??;
+//!
+//! // Later, another process: the checkpoint read back, checked and restored.
+//! let mut checkpoint = Checkpoint::read(&path)?;
+//! checkpoint.check_plain("rows", TraceFormat::Csv)?;
+//! let mut resumed = checkpoint.restore(Monitor::builder(&spec))?;
+//! let total = resumed.step(&rows(&[4])[0])?.get(0);
+//! assert_eq!(total, vigil::Sample::Value(Value::Int(10)));
+//! # std::fs::remove_dir_all(&dir)?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
-use super::RunArgs;
+use super::{At, Monitors, Where};
 use crate::keyed::KeyedMonitor;
 use crate::monitor::{Monitor, Spec};
-use crate::pipeline::{At, Where};
 use crate::snapshot::{self, KeyedSnapshotReader, Snapshot, SnapshotError};
-use crate::trace::{
-    self, OpenError, OutputFormat, OutputWriter, ReaderOptions, ResumeAt, RowReader, TraceFile,
-    TraceFormat, TracePosition,
-};
+use crate::trace::{OutputFormat, OutputWriter, RowReader, TraceFile, TraceFormat, TracePosition};
 use serde::{Deserialize, Serialize};
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{self, Read, Seek, Write};
 use std::path::Path;
 
@@ -172,13 +201,14 @@ impl FileInfo {
 /// position, and the resumed run reads and merges them again, stamped as
 /// before.
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub(super) struct Clock {
+pub struct Clock {
     /// The options that shape the merge and the scheduler (`merge_options`),
     /// which a resumed run must have too.
-    pub(super) options: String,
-    pub(super) feed: crate::pipeline::FeedState,
+    pub options: String,
+    /// The feed's state ([`Feed::state`](super::Feed::state)).
+    pub feed: super::FeedState,
     /// The replay log (`--record`), kept exactly once like the output file.
-    pub(super) record: Option<OutputFileInfo>,
+    pub record: Option<OutputFileInfo>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -193,18 +223,15 @@ struct OutputInfo {
     alerts: Option<OutputFileInfo>,
 }
 
+/// A file a run keeps exactly once (its outputs, its alerts, its replay
+/// log), as a checkpoint records it.
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub(super) struct OutputFileInfo {
-    pub(super) path: String,
+pub struct OutputFileInfo {
+    /// The file's path.
+    pub path: String,
     /// The file's length once the outputs of every row before the
     /// checkpoint were written and synced.
-    pub(super) len: u64,
-}
-
-/// A checkpoint's description, read from its file (its monitor state is
-/// `Saved`, read apart).
-struct Loaded {
-    info: Info,
+    pub len: u64,
 }
 
 /// The monitor state a checkpoint holds: a plain snapshot, or a keyed one
@@ -214,17 +241,14 @@ enum Saved {
     Keyed(KeyedSnapshotReader<'static>),
 }
 
-/// The monitor `vigil run` drives: a plain one, or a keyed one (`--key`).
-pub(super) use crate::pipeline::Monitors as Runner;
-
 /// A writer a snapshot can be streamed into (its header is patched with a
 /// seek at the end).
-pub(super) trait WriteSeek: Write + Seek {}
+pub trait WriteSeek: Write + Seek {}
 
 impl<W: Write + Seek> WriteSeek for W {}
 
 /// A monitor a checkpoint can be taken of.
-pub(super) trait Checkpointable {
+pub trait Checkpointable {
     /// Rows evaluated (over every key).
     fn rows(&self) -> u64;
     /// Writes the state to checkpoint in its binary form into `out` (a
@@ -233,7 +257,6 @@ pub(super) trait Checkpointable {
     fn write_state(&self, out: &mut dyn WriteSeek) -> io::Result<()>;
     /// The state's binary form in memory (a scaled-out worker's snapshot
     /// file), or why it cannot be resumed from.
-    #[cfg(feature = "scale")]
     fn state_bytes(&self) -> Result<Vec<u8>, String> {
         let mut out = io::Cursor::new(Vec::new());
         self.write_state(&mut out).map_err(|e| e.to_string())?;
@@ -275,6 +298,22 @@ impl Checkpointable for KeyedMonitor {
     }
 }
 
+impl Checkpointable for Monitors {
+    fn rows(&self) -> u64 {
+        match self {
+            Monitors::Single(m) => m.rows(),
+            Monitors::Keyed(m) => Checkpointable::rows(m.as_ref()),
+        }
+    }
+
+    fn write_state(&self, out: &mut dyn WriteSeek) -> io::Result<()> {
+        match self {
+            Monitors::Single(m) => m.write_state(out),
+            Monitors::Keyed(m) => m.write_state(out),
+        }
+    }
+}
+
 /// A checkpoint file's envelope error, in a checkpoint's words.
 fn envelope_error(e: SnapshotError) -> String {
     match e {
@@ -308,7 +347,7 @@ fn snapshot_error(e: SnapshotError) -> String {
 /// whole) and its snapshot — a plain one read whole, a keyed one checked
 /// (its checksum read through once) and left in the file to be read key by
 /// key when the monitor is built.
-fn decode(mut file: File) -> Result<(Loaded, Saved), String> {
+fn decode(mut file: File) -> Result<(Info, Saved), String> {
     let read = |e: io::Error| format!("cannot read it: {e}");
     let corrupt = |m: &str| format!("the checkpoint is corrupt: {m}");
     let mut sealed = Vec::with_capacity(snapshot::HEADER_LEN);
@@ -355,7 +394,7 @@ fn decode(mut file: File) -> Result<(Loaded, Saved), String> {
     if single && rows != info.inputs[0].rows {
         return Err(corrupt("its row count and its snapshot's differ"));
     }
-    Ok((Loaded { info }, state))
+    Ok((info, state))
 }
 
 /// The digests of the trace's bytes around `offset` (see `FileInfo`).
@@ -368,17 +407,15 @@ fn digests(trace: &TraceFile, offset: u64) -> io::Result<([u8; 32], [u8; 32])> {
 
 /// Writes `bytes` to `path` atomically: a temporary file in the same
 /// directory, fsynced, renamed over `path`, then the directory fsynced, so a
-/// crash leaves the old checkpoint or the new one, never a mix. (Only a
-/// scaled-out run writes whole files so.)
-#[cfg(feature = "scale")]
-pub(super) fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
+/// crash leaves the old checkpoint or the new one, never a mix.
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
     write_atomically_with(path, |out| out.write_all(bytes))
 }
 
 /// As `write_atomically`, the bytes written by `write` into a buffered
 /// writer on the temporary file (which it may seek in). A failure removes
 /// the temporary file and leaves any earlier checkpoint as it was.
-pub(super) fn write_atomically_with(
+pub fn write_atomically_with(
     path: &Path,
     write: impl FnOnce(&mut io::BufWriter<File>) -> io::Result<()>,
 ) -> io::Result<()> {
@@ -411,74 +448,84 @@ pub(super) fn write_atomically_with(
 
 /// One source of a checkpointed run: its name, format and, for a regular
 /// file, the file (read back for the digests).
-pub(super) struct Source {
-    pub(super) path: String,
-    pub(super) format: TraceFormat,
-    pub(super) trace: Option<TraceFile>,
+pub struct Source {
+    /// The source's name as given (a live source's URL without its
+    /// password: [`crate::live::redact`]), for messages and the checks of a
+    /// resume.
+    pub path: String,
+    /// How its rows are written.
+    pub format: TraceFormat,
+    /// A regular file's trace, read back for the digests.
+    pub trace: Option<TraceFile>,
+}
+
+/// What a run's checkpoints are: where they go, how often, and what the
+/// run is (for messages and the checks of a resume).
+#[derive(Clone, Debug)]
+pub struct CheckpointOptions {
+    /// The checkpoint file's path.
+    pub path: String,
+    /// Rows between two checkpoints (at least 1).
+    pub every: u64,
+    /// The specification's path, for messages.
+    pub spec: String,
+    /// A live sink that keeps a history (a Redis Stream's URL, redacted):
+    /// the entries written to it are recorded.
+    pub sink: Option<String>,
 }
 
 /// Writes checkpoints of one run.
-pub(super) struct Checkpointer {
-    path: String,
-    every: u64,
+pub struct Checkpointer {
+    options: CheckpointOptions,
     /// Rows since the last checkpoint.
     since: u64,
-    spec: String,
     sources: Vec<Source>,
     output_format: Output,
     /// The output file's path and a handle to sync it through.
     output: Option<(String, File)>,
     /// The alerts file's path and a handle to sync it through.
     alerts: Option<(String, File)>,
-    /// The live sink's URL (`--output redis://…`).
-    sink: Option<String>,
 }
 
 impl Checkpointer {
-    /// The checkpointer of a run with `--checkpoint` (`None` without): of
-    /// its `sources`, with the output file and the alerts file (their paths
-    /// and handles to sync them through) it keeps exactly once.
-    pub(super) fn new(
-        args: &RunArgs,
+    /// The checkpointer of a run of `sources` writing `output`, with the
+    /// output file and the alerts file it keeps exactly once (their paths
+    /// and handles to sync them through).
+    pub fn new(
+        options: CheckpointOptions,
         sources: Vec<Source>,
         output: OutputFormat,
         output_file: Option<(String, File)>,
         alerts: Option<(String, File)>,
-    ) -> Option<Checkpointer> {
-        let path = args.checkpoint.as_ref()?;
-        Some(Checkpointer {
-            path: path.clone(),
-            every: args.checkpoint_every,
+    ) -> Checkpointer {
+        assert!(options.every > 0, "a checkpoint every 0 rows");
+        Checkpointer {
+            options,
             since: 0,
-            spec: args.spec.clone(),
             sources,
             output_format: output.into(),
             output: output_file,
             alerts,
-            sink: match &args.output {
-                super::OutputArg::Redis(url) => Some(super::live::redact(url)),
-                _ => None,
-            },
-        })
+        }
     }
 
     /// How many rows may run before the next checkpoint is due (a batch
     /// ends there, so checkpoints fall between rows).
-    pub(super) fn rows_until_due(&self) -> u64 {
-        self.every - self.since
+    pub fn rows_until_due(&self) -> u64 {
+        self.options.every - self.since
     }
 
     /// Accounts for `n` rows taken; whether a checkpoint is due (a merged
     /// run then writes one with `write_at`, once nothing is pending).
-    pub(super) fn count(&mut self, n: u64) -> bool {
+    pub fn count(&mut self, n: u64) -> bool {
         self.since += n;
-        self.since >= self.every
+        self.since >= self.options.every
     }
 
     /// Accounts for `n` rows whose outputs were written, and checkpoints
     /// when one is due. `Err` is an output error; `Ok(Err(message))` a
     /// checkpoint that could not be written.
-    pub(super) fn rows_done(
+    pub fn rows_done(
         &mut self,
         n: u64,
         monitor: &dyn Checkpointable,
@@ -494,7 +541,7 @@ impl Checkpointer {
 
     /// Writes a checkpoint of a run of one trace now (see `write_at`); the
     /// rows are then committed to the reader's source.
-    pub(super) fn write(
+    pub fn write(
         &mut self,
         monitor: &dyn Checkpointable,
         reader: &mut dyn RowReader,
@@ -520,7 +567,7 @@ impl Checkpointer {
     /// alerts written through `alerts`), then writes the monitor's state
     /// with each source's position (`at`, one per source), a merged run's
     /// `clock`, and the output positions.
-    pub(super) fn write_at(
+    pub fn write_at(
         &mut self,
         monitor: &dyn Checkpointable,
         at: &[At],
@@ -543,7 +590,7 @@ impl Checkpointer {
                 })),
                 Err(e) => Err(format!(
                     "cannot write checkpoint `{}`: cannot sync the {what} `{path}`: {e}",
-                    self.path
+                    self.options.path
                 )),
             },
         };
@@ -569,7 +616,7 @@ impl Checkpointer {
                         Err(e) => {
                             return Ok(Err(format!(
                                 "cannot write checkpoint `{}`: cannot read the input `{}` back: {e}",
-                                self.path, source.path
+                                self.options.path, source.path
                             )));
                         }
                     }
@@ -585,13 +632,13 @@ impl Checkpointer {
             });
         }
         let info = Info {
-            spec: self.spec.clone(),
+            spec: self.options.spec.clone(),
             inputs,
             clock,
             output: OutputInfo {
                 format: self.output_format,
                 file: output,
-                stream: (self.sink.clone()).zip(writer.entries_written()),
+                stream: (self.options.sink.clone()).zip(writer.entries_written()),
                 alerts,
             },
         };
@@ -599,11 +646,11 @@ impl Checkpointer {
         let info = snapshot::seal(&MAGIC, VERSION, &info);
         // The monitor's state goes straight into the file (a keyed one key
         // by key), never whole into memory.
-        let written = write_atomically_with(Path::new(&self.path), |out| {
+        let written = write_atomically_with(Path::new(&self.options.path), |out| {
             out.write_all(&info)?;
             monitor.write_state(out)
         })
-        .map_err(|e| format!("cannot write checkpoint `{}`: {e}", self.path));
+        .map_err(|e| format!("cannot write checkpoint `{}`: {e}", self.options.path));
         Ok(written)
     }
 }
@@ -613,7 +660,7 @@ impl Checkpointer {
 /// cannot keep, so every checkpoint of it would be one no run can resume.
 /// (A function inside a container, or in an untyped stream, is caught when
 /// a checkpoint is taken: that one is not written, and the run stops.)
-pub(super) fn check_checkpointable(spec: &Spec) -> Result<(), String> {
+pub fn check_checkpointable(spec: &Spec) -> Result<(), String> {
     let checked = spec.checked();
     match (checked.streams.iter()).find(|s| s.ty == crate::lang::types::Type::Fn) {
         Some(s) => Err(format!(
@@ -624,5 +671,5 @@ pub(super) fn check_checkpointable(spec: &Spec) -> Result<(), String> {
     }
 }
 
-mod resume;
-pub(super) use resume::*;
+mod restore;
+pub use restore::{Checkpoint, Dropping, OutputsAsked, Reposition, created, reopen_output};

@@ -1,4 +1,6 @@
-//! Replay logs (`vigil run --record LOG`, `vigil replay SPEC LOG`): the merged, stamped sequence of a run.
+//! Replay logs (`vigil run --record LOG`, `vigil replay SPEC LOG`): the merged, stamped sequence
+//! of a run, written as a feed gives it ([`LogWriter`]) and read back as the same events
+//! ([`LogReader`]), so that a replay evaluates exactly the steps the run evaluated.
 //!
 //! A log is JSON lines. The first line is the header:
 //!
@@ -42,8 +44,10 @@ use std::io::{self, BufRead, Write};
 /// What a log line is: a merged step of rows, or a tick of the periods
 /// flagged (indexed as `Plan::periods`).
 #[derive(Clone, Debug, PartialEq)]
-pub(super) enum Event {
+pub enum Event {
+    /// A merged step of rows.
     Rows(Step),
+    /// A tick at a time, with the periods due then.
     Tick(Time, Vec<bool>),
     /// The run stopped on an error of its traces (message, exit status).
     Stop(String, u8),
@@ -55,7 +59,7 @@ pub(super) enum Event {
 
 impl Event {
     /// The event as the evaluation stage takes it (`None` for a stop).
-    pub(super) fn into_feed(self) -> Option<crate::pipeline::Event> {
+    pub fn into_feed(self) -> Option<crate::pipeline::Event> {
         Some(match self {
             Event::Rows(step) => crate::pipeline::Event::Rows(step),
             Event::Tick(t, due) => crate::pipeline::Event::Tick(t, due),
@@ -78,30 +82,42 @@ impl From<crate::pipeline::Event> for Event {
 }
 
 /// The log format version this vigil writes and reads.
-pub(super) const LOG_VERSION: u64 = 1;
+pub const LOG_VERSION: u64 = 1;
 
 /// A log's first line.
 #[derive(Clone, Debug, PartialEq)]
-pub(super) struct Header {
+pub struct Header {
+    /// The specification's fingerprint (a replay of another is refused).
     pub fingerprint: String,
+    /// The sources' names, in the order of their indices.
     pub sources: Vec<String>,
+    /// The cells of every row: the declared inputs, then undeclared
+    /// `--pass` fields, then the time field if it is not an input.
     pub fields: Vec<String>,
+    /// The time field, if rows carry their time.
     pub time: Option<String>,
+    /// The unit of numeric times.
     pub unit: TimeUnit,
+    /// How times were read and are written.
     pub form: TimeForm,
+    /// The key input of a keyed run.
     pub key: Option<String>,
     /// The scheduler's options: the ticks' origin and the gap rule (ns).
     pub start: Option<Time>,
+    /// The longest gap ticked through (ns).
     pub max_gap: Option<i64>,
+    /// What a longer gap does (`--on-gap`).
     pub on_gap: String,
+    /// The most ticks due at once.
     pub max_ticks: u64,
+    /// What a time reset does to the ticks (`--on-reset`).
     pub on_reset: String,
     /// The lateness bound rows were re-stamped within (ns).
     pub lateness: i64,
 }
 
 /// Writes a log.
-pub(super) struct LogWriter {
+pub struct LogWriter {
     out: io::BufWriter<std::fs::File>,
     fields: Vec<String>,
 }
@@ -109,7 +125,7 @@ pub(super) struct LogWriter {
 impl LogWriter {
     /// A log a resumed run goes on writing: `file`, cut back to the length
     /// its checkpoint recorded (its header is there already).
-    pub(super) fn continued(file: std::fs::File, fields: Vec<String>) -> LogWriter {
+    pub fn continued(file: std::fs::File, fields: Vec<String>) -> LogWriter {
         LogWriter {
             out: io::BufWriter::new(file),
             fields,
@@ -117,12 +133,13 @@ impl LogWriter {
     }
 
     /// Flushes and syncs the log, and gives its length (for a checkpoint).
-    pub(super) fn synced_len(&mut self) -> io::Result<u64> {
+    pub fn synced_len(&mut self) -> io::Result<u64> {
         self.flush()?;
         Ok(self.out.get_ref().metadata()?.len())
     }
 
-    pub(super) fn create(path: &str, h: &Header) -> io::Result<LogWriter> {
+    /// A new log at `path` (created, or emptied), its header `h` written.
+    pub fn create(path: &str, h: &Header) -> io::Result<LogWriter> {
         let mut out = io::BufWriter::new(std::fs::File::create(path)?);
         let header = json!({
             "vigil_log": LOG_VERSION,
@@ -147,7 +164,8 @@ impl LogWriter {
         })
     }
 
-    pub(super) fn write_step(&mut self, step: &Step) -> io::Result<()> {
+    /// Writes a merged step.
+    pub fn write_step(&mut self, step: &Step) -> io::Result<()> {
         let rows: Vec<Json> = step
             .rows
             .iter()
@@ -172,7 +190,7 @@ impl LogWriter {
     }
 
     /// A tick of the periods `due` at `time`: `{"t":…,"tick":[k, …]}`.
-    pub(super) fn write_tick(&mut self, time: Time, due: &[bool]) -> io::Result<()> {
+    pub fn write_tick(&mut self, time: Time, due: &[bool]) -> io::Result<()> {
         let ks: Vec<usize> = (due.iter().enumerate())
             .filter(|(_, d)| **d)
             .map(|(k, _)| k)
@@ -181,26 +199,28 @@ impl LogWriter {
     }
 
     /// A time reset every source reached: `{"reset":true}`.
-    pub(super) fn write_reset(&mut self) -> io::Result<()> {
+    pub fn write_reset(&mut self) -> io::Result<()> {
         writeln!(self.out, "{}", json!({ "reset": true }))
     }
 
     /// A source joining the run: `{"source":"tcp://127.0.0.1:50312"}`.
-    pub(super) fn write_source(&mut self, name: &str) -> io::Result<()> {
+    pub fn write_source(&mut self, name: &str) -> io::Result<()> {
         writeln!(self.out, "{}", json!({ "source": name }))
     }
 
     /// The end of a run stopped by its traces: `{"stop":"…","status":4}`.
-    pub(super) fn write_stop(&mut self, message: &str, status: u8) -> io::Result<()> {
+    pub fn write_stop(&mut self, message: &str, status: u8) -> io::Result<()> {
         writeln!(self.out, "{}", json!({"stop": message, "status": status}))
     }
 
     /// Hands what is written to the file (without syncing it).
-    pub(super) fn flush_buffer(&mut self) -> io::Result<()> {
+    pub fn flush_buffer(&mut self) -> io::Result<()> {
         self.out.flush()
     }
 
-    pub(super) fn flush(&mut self) -> io::Result<()> {
+    /// Writes out what is buffered and syncs the file (a checkpoint records
+    /// its length then).
+    pub fn flush(&mut self) -> io::Result<()> {
         self.out.flush()?;
         self.out.get_ref().sync_all()
     }
@@ -278,7 +298,7 @@ fn decode(j: &Json) -> Option<Value> {
 const LOG_LINE_NESTING: usize = 4 + 2 * MAX_VALUE_NESTING;
 
 /// Reads a log, step by step.
-pub(super) struct LogReader {
+pub struct LogReader {
     name: String,
     lines: io::Lines<io::BufReader<std::fs::File>>,
     line: u64,
@@ -363,7 +383,7 @@ impl Order {
 
 impl LogReader {
     /// Opens `path` and reads its header.
-    pub(super) fn open(path: &str) -> Result<LogReader, String> {
+    pub fn open(path: &str) -> Result<LogReader, String> {
         let file = std::fs::File::open(path).map_err(|e| format!("cannot read `{path}`: {e}"))?;
         let mut lines = io::BufReader::new(file).lines();
         let first = match lines.next() {
@@ -428,26 +448,28 @@ impl LogReader {
     }
 
     /// Takes a source that joined the run into account (its rows follow).
-    pub(super) fn add_source(&mut self) {
+    pub fn add_source(&mut self) {
         self.sources += 1;
     }
 
-    pub(super) fn name(&self) -> &str {
+    /// The log's path, for messages.
+    pub fn name(&self) -> &str {
         &self.name
     }
 
-    pub(super) fn header(&self) -> &Header {
+    /// The log's header.
+    pub fn header(&self) -> &Header {
         &self.header
     }
 
     /// Where the step last read is.
-    pub(super) fn at(&self) -> String {
+    pub fn at(&self) -> String {
         format!("{}:{}", self.name, self.line)
     }
 
     /// The next event: a step (re-merged from its rows) or a tick (with
     /// one flag per period of `periods`); `None` at the end.
-    pub(super) fn next_event(
+    pub fn next_event(
         &mut self,
         exempt: Option<usize>,
         periods: usize,
