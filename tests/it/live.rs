@@ -1456,3 +1456,78 @@ fn a_redis_source_feeds_a_scaled_keyed_run() {
         "the scaled run's entries differ"
     );
 }
+
+/// Issue 35: a scaled run checkpoints with an MQTT source (it was refused). MQTT keeps no
+/// history, so a resumed run has the state its last checkpoint recorded and the messages from
+/// then on, numbered on from the checkpoint: its rows' outputs are those a single-process keyed
+/// run gives for the same rows after the checkpoint's (the rows between the checkpoint and the
+/// end of the first run are not delivered again).
+#[test]
+fn a_scaled_mqtt_source_resumes_with_its_checkpoints_state() {
+    let dir = test_dir("live", "mqtt_scaled_resume");
+    let broker = Broker::mosquitto(&dir);
+    let spec = write(
+        &dir,
+        "spec.dsrv",
+        "in host: Str\nin x: Int\nout total: Int\ntotal = default(total[1], 0) + x\n",
+    );
+    let rows: Vec<String> = (0..400)
+        .map(|i| format!("{{\"host\":\"h{}\",\"x\":{}}}", i % 7, i % 5))
+        .collect();
+    let (first, second) = rows.split_at(250);
+    let ck = dir.join("ck").to_str().unwrap().to_string();
+    let input = broker.url("mqtt", "in");
+    let base = [
+        "run",
+        &spec,
+        "--input",
+        &input,
+        "--key",
+        "host",
+        "--workers",
+        "2",
+        "--output",
+        "csv",
+        "--checkpoint",
+        &ck,
+        "--checkpoint-every",
+        "100",
+        "--mqtt-rows",
+        "rows",
+    ];
+    let mut got = Vec::new();
+    for (round, part) in [first, second].into_iter().enumerate() {
+        let out = dir.join(format!("out{round}"));
+        let args = match round {
+            0 => base.to_vec(),
+            _ => [&base[..], &["--resume", &ck]].concat(),
+        };
+        let mut live = Live::start(&args, &out);
+        live.wait_for("subscribed to");
+        publish(broker.port, "in/rows", &part.join("\n"), true);
+        let (code, err) = live.finish();
+        assert_eq!(code, 0, "round {round}: {err}");
+        got.push(std::fs::read_to_string(&out).unwrap());
+    }
+    // The first run's checkpoint at row 200 is its last complete one.
+    let reference = write(
+        &dir,
+        "ref.jsonl",
+        format!("{}\n{}\n", rows[..200].join("\n"), second.join("\n")),
+    );
+    let (code, want, err) = run_vigil(
+        &[
+            "run", &spec, "--input", &reference, "--key", "host", "--output", "csv",
+        ],
+        None,
+    );
+    assert_eq!(code, 0, "{err}");
+    let data = |text: &str| -> Vec<String> {
+        text.lines()
+            .filter(|l| !l.starts_with("step"))
+            .map(String::from)
+            .collect()
+    };
+    assert_eq!(data(&got[0]).len(), 250);
+    assert_eq!(data(&got[1]), data(&want)[200..]);
+}
