@@ -409,3 +409,22 @@ fn a_bad_row_in_a_part_stops_or_is_skipped_as_in_one_process() {
         assert_eq!(e.0, e.1, "{input} {extra:?}");
     }
 }
+
+/// Parts larger than what a reader may have in flight (here about 12,000 rows each): a batch
+/// that ran from the end of one part into the worker's next part held the output back at the
+/// first part's time, while the other worker waited for its own rows to complete, for ever (the
+/// run hung at the end of the first part). A batch now holds rows of one part.
+#[test]
+fn parts_larger_than_a_readers_window_do_not_stall_the_run() {
+    let dir = test_dir("scale_combos", "parts_window");
+    let spec = write(&dir, "spec.dsrv", SPEC);
+    let input = write(&dir, "t.jsonl", trace(240_000, 500));
+    let base = [
+        "run", &spec, "--input", &input, "--key", "host", "--output", "csv",
+    ];
+    let want = outcome(&base);
+    assert_eq!(want.0, Some(0), "{}", want.2);
+    let got = outcome(&[&base[..], &["--workers", "2", "--stats"]].concat());
+    assert!(got.2.contains("parts by 2 workers"), "{}", got.2);
+    assert!(got.1 == want.1, "not the single-process output");
+}
