@@ -12,7 +12,7 @@
 
 use super::super::ops;
 use super::super::{Exit, RunArgs};
-use super::{Fill, Reading};
+use super::source::{Fill, Reading};
 use crate::row::RowError;
 use crate::scale::{Event, StampedRow};
 use crate::trace::{self, InputSchema, ReaderOptions, RowReader, TraceFormat, TracePosition};
