@@ -94,9 +94,25 @@ pub enum Notice {
         /// The other source.
         dropped: String,
     },
+    /// A keyed run's key was stopped by a runtime error: its later rows
+    /// are not evaluated, the other keys go on. Said once per key.
+    KeyStopped {
+        /// The key input's name.
+        input: String,
+        /// The key.
+        key: String,
+        /// The runtime error.
+        error: String,
+    },
 }
 
 impl Notice {
+    /// Whether the notice is an error (the run goes on, but ends with a
+    /// runtime error's status).
+    pub fn is_error(&self) -> bool {
+        matches!(self, Notice::KeyStopped { .. })
+    }
+
     /// Whether the notice warns of a possible loss (rather than informs).
     pub fn is_warning(&self) -> bool {
         matches!(
@@ -147,6 +163,12 @@ impl fmt::Display for Notice {
                 f,
                 "time {time}: `{input}` is set by both `{kept}` and `{dropped}`; the value of `{kept}` is kept (the first --input has priority)"
             ),
+            Notice::KeyStopped { input, key, error } => {
+                write!(
+                    f,
+                    "{error} ({input}={key}); its later rows are not evaluated"
+                )
+            }
         }
     }
 }

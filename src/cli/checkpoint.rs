@@ -167,7 +167,7 @@ pub(in crate::cli) fn prepare(
     let mut checkpoints = checkpointer(args, vec![source], output, output_file, alerts_sync);
     // `--quiet` prints nothing, not even a CSV header; the output file (if
     // any) is still made, so that a checkpoint can record its length.
-    let mut writer: Box<dyn OutputWriter> = if view.quiet {
+    let mut writer: Box<dyn OutputWriter> = if view.quiet() {
         Box::new(crate::cli::ops::NullWriter)
     } else {
         writer

@@ -17,7 +17,7 @@
 mod bench;
 mod checkpoint;
 mod live;
-use crate::pipeline::log;
+use crate::pipeline::{drive, log};
 mod ops;
 mod paths;
 #[cfg(feature = "scale")]
@@ -30,14 +30,12 @@ mod timed;
 use checkpoint::Runner;
 use ops::OnMalformed;
 
-use crate::batch::OutputBatch;
-use crate::monitor::{Monitor, Spec, Tier};
-use crate::row::{RowError, StepError};
+use crate::monitor::{Spec, Tier};
+use crate::row::RowError;
 use crate::trace::{
     self, OutputFormat, OutputWriter, ReaderOptions, RowReader, TraceError, TraceErrorKind,
     TraceFormat,
 };
-use crate::value::Value;
 use clap::builder::TypedValueParser;
 use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 use std::fmt;
@@ -636,16 +634,7 @@ fn flush_said() {
     write_out(&mut said_later(), &mut io::stderr().lock());
 }
 
-/// `text` as an alert line shows it: control and invisible characters
-/// escaped (`\n`, `\u{1b}`), so that a value in the data (a Str in a
-/// message, a key) can neither split the line nor forge another one.
-pub(super) fn escaped(text: &str) -> std::borrow::Cow<'_, str> {
-    use crate::lang::diag::{is_invisible, show_char};
-    if !text.chars().any(is_invisible) {
-        return std::borrow::Cow::Borrowed(text);
-    }
-    std::borrow::Cow::Owned(text.chars().map(show_char).collect())
-}
+pub(super) use crate::pipeline::sink::escaped;
 
 /// Reports an error message (`error: …`) on standard error.
 fn error(message: impl fmt::Display) {
@@ -667,36 +656,7 @@ fn output_error(e: &io::Error) -> Exit {
     }
 }
 
-/// An I/O error of a destination other than the outputs (the alerts), so
-/// that its message names it (`--alerts /dev/full` had said "cannot write
-/// output").
-#[derive(Debug)]
-struct Destination {
-    what: String,
-    source: io::Error,
-}
-
-impl fmt::Display for Destination {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.what, self.source)
-    }
-}
-
-impl std::error::Error for Destination {}
-
-/// Tags an I/O error with the destination `what` it happened on (keeping its
-/// kind, so a closed pipe is still one).
-fn at(what: &str) -> impl FnOnce(io::Error) -> io::Error + '_ {
-    move |source| {
-        io::Error::new(
-            source.kind(),
-            Destination {
-                what: what.to_string(),
-                source,
-            },
-        )
-    }
-}
+use crate::pipeline::sink::Destination;
 
 /// Writes `text` to standard output and flushes it.
 fn print(text: &str) -> Exit {
@@ -768,220 +728,78 @@ pub fn load_spec(path: &str) -> Result<Spec, Exit> {
     })
 }
 
-/// Where trigger firings go: JSON lines to `--alerts`, or readable lines on
-/// standard error.
-struct Alerts {
-    out: Option<io::BufWriter<Box<dyn Write>>>,
-    /// Where `out` goes, for the message of a failed write.
-    dest: String,
-    /// The key input's name, in a keyed run.
-    key: Option<String>,
-    /// Firings so far.
-    fired: u64,
-    /// Each trigger's firings, for the summary.
-    triggers: Vec<ops::TriggerTally>,
-    /// The run's progress bar, if one is on the terminal: alerts written to
-    /// standard error go out with it suspended.
-    bar: ops::Bar,
+use crate::pipeline::sink::{Alerts, Lines};
+
+/// Alert lines on standard error: under a progress bar each line is written
+/// at once, with the bar off the terminal; else lines wait to go out
+/// together (`flush`, or the next message).
+struct Said(ops::Bar);
+
+impl crate::pipeline::sink::AlertLines for Said {
+    fn line(&mut self, text: &str) {
+        if self.0.is_shown() {
+            self.0.suspend(|| say(format_args!("{text}")));
+        } else {
+            say_later(text.as_bytes());
+        }
+    }
+
+    fn flush(&mut self) {
+        flush_said();
+    }
 }
 
-impl Alerts {
-    /// The alerts of a run, writing the `--alerts` file through `file` when given
-    /// (opened by a checkpointed run, which keeps its length).
-    fn with_file(args: &RunArgs, spec: &Spec, file: Option<std::fs::File>) -> Result<Alerts, Exit> {
-        let out: Option<Box<dyn Write>> = match args.alerts.as_deref() {
-            // A run publishing to MQTT publishes its alerts there too.
-            None => match &args.output {
-                OutputArg::Mqtt(url) if !spec.trigger_names().is_empty() => {
-                    match live::alerts_sink(url, &live::options(args, None)) {
-                        Ok(sink) => Some(sink),
-                        Err(e) => {
-                            error(e);
-                            return Err(Exit::Failure);
-                        }
-                    }
-                }
-                _ => None,
-            },
-            Some("-") => Some(Box::new(io::stdout())),
-            Some(_) if let Some(f) = file => Some(Box::new(f)),
-            Some(path) => match std::fs::File::create(path) {
-                Ok(f) => Some(Box::new(f)),
-                Err(e) => {
-                    error(format_args!("cannot create the alerts file `{path}`: {e}"));
-                    return Err(Exit::Failure);
-                }
-            },
-        };
-        let dest = match args.alerts.as_deref() {
-            Some("-") => "the alerts to standard output".to_string(),
-            Some(path) => format!("the alerts file `{path}`"),
-            None => "the alerts to the MQTT broker".to_string(),
-        };
-        Ok(Alerts {
-            out: out.map(io::BufWriter::new),
-            dest,
-            key: args.key.clone(),
-            fired: 0,
-            triggers: ops::TriggerTally::of(spec),
-            bar: ops::Bar::default(),
-        })
-    }
-
-    /// Reports every trigger that fired at the step of `outputs`; a JSON
-    /// line carries `context()` (the time and the `--pass` fields of the
-    /// row), made only when a trigger fires.
-    fn report<'v>(
-        &mut self,
-        outputs: &crate::monitor::Outputs<'_>,
-        context: impl FnOnce() -> Vec<(&'v str, &'v Value)>,
-    ) -> io::Result<()> {
-        let mut context = Some(context);
-        let mut made = Vec::new();
-        for alert in outputs.alerts() {
-            if let Some(make) = context.take() {
-                made = make();
-            }
-            let context = &made;
-            self.fired += 1;
-            let key = self.key.as_deref().zip(outputs.key());
-            let shown = key.map(|(name, k)| (name, k as &dyn std::fmt::Display));
-            let place = ops::TriggerTally::place(alert.step, shown);
-            ops::TriggerTally::count(&mut self.triggers, alert.trigger, place);
-            match &mut self.out {
-                Some(out) => out
-                    .write_all(&trace::alert_line_with(&alert, key, context))
-                    .map_err(at(&self.dest))?,
-                None => {
-                    let line = match key {
-                        Some((name, k)) => format!(
-                            "alert: {} at step {} ({name}={}): {}\n",
-                            alert.trigger,
-                            alert.step,
-                            escaped(&k.to_string()),
-                            escaped(&alert.message)
-                        ),
-                        None => format!(
-                            "alert: {} at step {}: {}\n",
-                            alert.trigger,
-                            alert.step,
-                            escaped(&alert.message)
-                        ),
-                    };
-                    // Under a progress bar each line is written at once, with
-                    // the bar off the terminal; else lines wait to go out
-                    // together (`flush`, or the next message).
-                    if self.bar.is_shown() {
-                        self.bar.suspend(|| say(format_args!("{line}")));
-                    } else {
-                        say_later(line.as_bytes());
+/// The alerts of a run: JSON lines to `--alerts` (written through `file`
+/// when given: opened by a checkpointed run, which keeps its length), to an
+/// MQTT broker the outputs go to, or readable lines on standard error
+/// (behind `bar`).
+fn alerts(
+    args: &RunArgs,
+    spec: &Spec,
+    file: Option<std::fs::File>,
+    bar: ops::Bar,
+) -> Result<Alerts, Exit> {
+    let key = args.key.as_deref();
+    let json = |out: Box<dyn Write>, dest: String| Ok(Alerts::json(spec, key, out, dest));
+    match args.alerts.as_deref() {
+        // A run publishing to MQTT publishes its alerts there too.
+        None => match &args.output {
+            OutputArg::Mqtt(url) if !spec.trigger_names().is_empty() => {
+                match live::alerts_sink(url, &live::options(args, None)) {
+                    Ok(sink) => json(sink, "the alerts to the MQTT broker".to_string()),
+                    Err(e) => {
+                        error(e);
+                        Err(Exit::Failure)
                     }
                 }
             }
-        }
-        Ok(())
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        match &mut self.out {
-            Some(out) => out.flush().map_err(at(&self.dest)),
-            None => {
-                flush_said();
-                Ok(())
+            _ => Ok(Alerts::readable(spec, key, Box::new(Said(bar)))),
+        },
+        Some("-") => json(
+            Box::new(io::stdout()),
+            "the alerts to standard output".to_string(),
+        ),
+        Some(path) => {
+            let dest = format!("the alerts file `{path}`");
+            match file {
+                Some(f) => json(Box::new(f), dest),
+                None => match std::fs::File::create(path) {
+                    Ok(f) => json(Box::new(f), dest),
+                    Err(e) => {
+                        error(format_args!("cannot create the alerts file `{path}`: {e}"));
+                        Err(Exit::Failure)
+                    }
+                },
             }
         }
-    }
-
-    /// The alerts' writer, for a checkpoint to flush before it records the
-    /// file's length.
-    fn sink(&mut self) -> Option<&mut dyn Write> {
-        self.out.as_mut().map(|w| w as &mut dyn Write)
     }
 }
 
 /// The exit status of a trace error: malformed (4) or unreadable (1).
-/// Where a run's evaluated steps and ticks go (`pipeline::Sink`): the
-/// view's columns to the writer, the alerts, and the counts of each.
-struct Lines<'a> {
-    view: &'a ops::View,
-    output: OutputFormat,
-    writer: &'a mut dyn OutputWriter,
-    alerts: &'a mut Alerts,
-    /// How times are written, when rows carry their time (`--time`: it
-    /// leads the columns and the alerts).
-    form: Option<crate::time::TimeForm>,
-    /// The key input of a keyed run (its stopped keys are named by it).
-    key_input: Option<&'a str>,
-    steps: u64,
-    ticks: u64,
-    samples: Vec<crate::value::Sample>,
-}
-
-impl crate::pipeline::Sink for Lines<'_> {
-    fn write(
-        &mut self,
-        o: &crate::monitor::Outputs<'_>,
-        cells: Option<&[Option<Value>]>,
-        time: crate::time::Time,
-    ) -> io::Result<()> {
-        let t = self.form.map(|form| time.to_value(form));
-        (self.view).fill(&mut self.samples, self.output, cells, o.iter(), t.as_ref());
-        let view = self.view;
-        self.alerts.report(o, || {
-            let mut context = cells.map_or_else(Vec::new, |c| view.context(c));
-            if let Some(t) = &t {
-                context.insert(0, ("time", t));
-            }
-            context
-        })?;
-        match cells {
-            Some(_) => self.steps += 1,
-            None => self.ticks += 1,
-        }
-        match o.key() {
-            Some(k) => self.writer.write_keyed(o.step(), k, &self.samples),
-            None => self.writer.write_step(o.step(), &self.samples),
-        }
-    }
-
-    /// Reported the first time only: the key's later rows return the same
-    /// error, at the step it stopped at.
-    fn key_stopped(&mut self, key: &crate::value::Key, e: &crate::RuntimeError) -> io::Result<()> {
-        self.writer.flush()?;
-        let input = self.key_input.unwrap_or("key");
-        error(format_args!(
-            "{e} ({input}={key}); its later rows are not evaluated"
-        ));
-        Ok(())
-    }
-}
-
 fn trace_exit(e: &TraceError) -> Exit {
     match e.kind {
         TraceErrorKind::Malformed => Exit::Trace,
         TraceErrorKind::Io => Exit::Failure,
-    }
-}
-
-/// The operator controls of a run, as the loops need them.
-struct Ctl<'a> {
-    view: &'a ops::View,
-    output: OutputFormat,
-    input: Input<'a>,
-    tally: ops::Tally,
-}
-
-impl Ctl<'_> {
-    /// Where the row just read is, for a row the monitor rejected: a
-    /// JSON-lines or CSV row ends on the line the reader has just consumed;
-    /// an `.input` block is named by its row.
-    fn locate(&self, reader: &dyn RowReader) -> String {
-        crate::pipeline::row_location(
-            self.input.name,
-            reader,
-            self.input.lines,
-            self.tally.rows_read,
-        )
     }
 }
 
@@ -1116,7 +934,7 @@ fn run(args: &RunArgs) -> Exit {
         );
         return Exit::Failure;
     }
-    let view = match ops::View::new(args, &spec, output) {
+    let view = match ops::view(args, &spec, output) {
         Ok(v) => v,
         Err(message) => {
             error(message);
@@ -1140,45 +958,98 @@ fn run(args: &RunArgs) -> Exit {
     if let Err(exit) = check_tier(args, &monitor.stats()) {
         return exit;
     }
-    let mut alerts = match Alerts::with_file(args, &spec, alerts_file) {
-        Ok(a) => a,
-        Err(exit) => return exit,
-    };
     let len = match input {
         "-" => None,
         path => std::fs::metadata(path).ok().map(|m| m.len()),
     };
     let progress = ops::Progress::new(streaming, len);
-    alerts.bar = progress.bar();
-    let mut ctl = Ctl {
-        view: &view,
-        output,
-        input: Input {
-            name: if input == "-" { "<stdin>" } else { input },
-            lines: format != TraceFormat::Tc,
-            streaming,
-        },
-        tally: ops::Tally::new(args.on_malformed, progress),
+    let mut alerts = match alerts(args, &spec, alerts_file, progress.bar()) {
+        Ok(a) => a,
+        Err(exit) => return exit,
     };
+    let mut tally = ops::Tally::new(args.on_malformed, progress);
     // Triggers need each row's state (their messages read any stream), and
     // passed fields each row's inputs, so such a run goes row by row even
     // from a regular file.
     let by_row = streaming || !spec.trigger_names().is_empty() || view.needs_rows();
-    let ck = checkpoints.as_mut();
-    let status = match &mut monitor {
-        Runner::Single(m) if !by_row => {
-            run_batched(m, reader.as_mut(), writer.as_mut(), ck, &mut ctl)
-        }
-        runner => run_rows(
-            runner,
-            reader.as_mut(),
-            writer.as_mut(),
-            ck,
-            &mut ctl,
-            &mut alerts,
-        ),
+    // A resumed keyed run counts its rows from the trace's start, so that a
+    // missing key's row number does.
+    let resumed = match &monitor {
+        Runner::Keyed(m) => m.rows(),
+        Runner::Single(_) => 0,
     };
-    ctl.tally.progress.finish();
+    let notify = timed::notices_under(tally.progress.bar());
+    let mut counts = drive::Counts {
+        rows_read: resumed,
+        ..drive::Counts::default()
+    };
+    let ended = {
+        let bar = &mut tally.progress;
+        let mut show = |rows: u64, reader: &dyn RowReader| bar.update(rows, reader);
+        let mut driven = drive::Drive {
+            malformed: args.on_malformed.into(),
+            streaming,
+            name: if input == "-" { "<stdin>" } else { input },
+            lines: format != TraceFormat::Tc,
+            notify: &notify,
+            progress: &mut show,
+        };
+        let ck = checkpoints.as_mut();
+        match &mut monitor {
+            Runner::Single(m) if !by_row => {
+                let columns = (&view, output);
+                drive::batches(
+                    &mut driven,
+                    m,
+                    reader.as_mut(),
+                    writer.as_mut(),
+                    columns,
+                    ck,
+                    &mut counts,
+                )
+                .map(|end| (end, false))
+            }
+            runner => {
+                let mut lines = Lines {
+                    columns: &view,
+                    output,
+                    writer: writer.as_mut(),
+                    alerts: &mut alerts,
+                    form: None,
+                    key_input: args.key.as_deref(),
+                    notify: &notify,
+                    steps: 0,
+                    ticks: 0,
+                    samples: Vec::with_capacity(runner.output_names().len()),
+                };
+                drive::rows(
+                    &mut driven,
+                    runner,
+                    reader.as_mut(),
+                    &mut lines,
+                    ck,
+                    &mut counts,
+                )
+            }
+        }
+    };
+    // The summary counts this process's rows.
+    counts.rows_read -= resumed;
+    tally.add(counts);
+    tally.progress.finish();
+    let status = match ended {
+        Ok((drive::End::Done, false)) => Ok(Exit::Success),
+        Ok((drive::End::Done, true)) => Ok(Exit::Runtime),
+        Ok((drive::End::Stopped(message, ended), _)) => {
+            error(message);
+            Ok(match ended {
+                drive::Ended::Trace => Exit::Trace,
+                drive::Ended::Runtime => Exit::Runtime,
+                drive::Ended::Failure => Exit::Failure,
+            })
+        }
+        Err(e) => Err(e),
+    };
     let status = match status
         .and_then(|s| writer.flush().map(|()| s))
         .and_then(|s| alerts.flush().map(|()| s))
@@ -1189,10 +1060,10 @@ fn run(args: &RunArgs) -> Exit {
     if args.summary || args.fail_on_trigger {
         say(format_args!(
             "{}",
-            ctl.tally.summary(&monitor.stats(), &alerts.triggers)
+            tally.summary(&monitor.stats(), alerts.triggers())
         ));
     }
-    let status = fail_on_trigger(args, status, alerts.fired);
+    let status = fail_on_trigger(args, status, alerts.fired());
     if args.stats {
         say(format_args!("{}", monitor.stats()));
         if let Runner::Keyed(m) = &monitor {
@@ -1224,12 +1095,6 @@ fn stop(writer: &mut dyn OutputWriter, message: &dyn fmt::Display, exit: Exit) -
     Ok(exit)
 }
 
-fn warn(reader: &mut dyn RowReader) {
-    for w in reader.take_warnings() {
-        say(format_args!("warning: {w}\n"));
-    }
-}
-
 /// The exit status and message of a row the monitor rejected. The readers
 /// check every value with the monitor's own rule (`row::conform`), so a
 /// reader's row is never rejected; if one is, the reader let a bad value of
@@ -1243,246 +1108,6 @@ fn rejected(e: &RowError) -> (String, Exit) {
         ),
         Exit::Trace,
     )
-}
-
-/// A run row by row (`--key`, a stream — pipe, FIFO, terminal —, or a
-/// regular file of a spec with triggers or a run with `--pass`): each row
-/// evaluated by the library's evaluation stage (`pipeline::Evaluator`) and
-/// written by `Lines`; a stream's outputs (and alerts) flushed per row, so
-/// that vigil can sit in an endless pipe and a killed run has written every
-/// row it evaluated. A keyed run's runtime error stops its key only: it is
-/// reported once, when it happens, the key's later rows print nothing, and
-/// the run ends with status 3.
-fn run_rows(
-    monitor: &mut Runner,
-    reader: &mut dyn RowReader,
-    writer: &mut dyn OutputWriter,
-    mut ck: Option<&mut checkpoint::Checkpointer>,
-    ctl: &mut Ctl<'_>,
-    alerts: &mut Alerts,
-) -> io::Result<Exit> {
-    let (inputs, key_input, resumed_rows) = match &*monitor {
-        Runner::Single(m) => (m.input_count(), None, 0),
-        // Rows read before this process (a resumed run), so that a missing
-        // key's row number counts from the trace's start.
-        Runner::Keyed(m) => (m.input_count(), Some(m.key_input().to_string()), m.rows()),
-    };
-    // The declared inputs, then any undeclared `--pass` fields (the
-    // monitor is given the first `inputs` cells).
-    let mut row: Vec<Option<Value>> = vec![None; inputs + ctl.view.extra()];
-    let mut evaluator = crate::pipeline::Evaluator::new(false, inputs);
-    ctl.tally.rows_read = resumed_rows;
-    // One sink for the run: it holds the writer and the alerts, and the
-    // loop reaches them through it.
-    let mut lines = Lines {
-        view: ctl.view,
-        output: ctl.output,
-        writer,
-        alerts,
-        form: None,
-        key_input: key_input.as_deref(),
-        steps: 0,
-        ticks: 0,
-        samples: Vec::with_capacity(monitor.output_names().len()),
-    };
-    let result = loop {
-        let next = reader.next_row(&mut row);
-        warn(reader);
-        match next {
-            Ok(true) => {}
-            Ok(false) => {
-                let end = finish(ck, &*monitor, reader, lines.writer, lines.alerts.sink());
-                break end.map(|e| match e {
-                    Exit::Success if evaluator.keys_stopped() => Exit::Runtime,
-                    other => other,
-                });
-            }
-            Err(e) if ctl.tally.skip_trace_error(&e, reader) => continue,
-            Err(e) => break stop(lines.writer, &e, trace_exit(&e)),
-        }
-        ctl.tally.rows_read += 1;
-        match evaluator.step(monitor, crate::time::Time(0), &row, &mut lines)? {
-            crate::pipeline::Flow::Go => {
-                if ctl.input.streaming && !reader.row_ready() {
-                    lines.writer.flush()?;
-                    lines.alerts.flush()?;
-                    if ck.is_none() {
-                        reader.commit();
-                    }
-                }
-            }
-            crate::pipeline::Flow::Rejected(e @ crate::row::RowError::MissingKey { .. }) => {
-                let at = ctl.locate(reader);
-                if ctl.tally.skip_rejected(&at, &e) {
-                    continue;
-                }
-                break stop(lines.writer, &format_args!("{at}: {e}"), Exit::Trace);
-            }
-            crate::pipeline::Flow::Rejected(e) => {
-                let at = ctl.locate(reader);
-                if ctl.tally.skip_rejected(&at, &e) {
-                    continue;
-                }
-                let (message, exit) = rejected(&e);
-                break stop(lines.writer, &message, exit);
-            }
-            crate::pipeline::Flow::Stop(crate::pipeline::Halt::Runtime(e)) => {
-                break stop(lines.writer, &e, Exit::Runtime);
-            }
-            crate::pipeline::Flow::Stop(halt) => {
-                unreachable!(
-                    "a row of a spec without periodic streams stops only on an error: {halt:?}"
-                )
-            }
-        }
-        ctl.tally.progress.update(ctl.tally.rows_read, reader);
-        if let Some(ck) = ck.as_deref_mut()
-            && let Err(message) =
-                ck.rows_done(1, &*monitor, reader, lines.writer, lines.alerts.sink())?
-        {
-            break stop(lines.writer, &message, Exit::Failure);
-        }
-    };
-    ctl.tally.steps += lines.steps;
-    // The summary counts this process's rows.
-    ctl.tally.rows_read -= resumed_rows;
-    result
-}
-
-/// The input of a run, for its messages and flushing.
-struct Input<'a> {
-    /// The trace's name in messages.
-    name: &'a str,
-    /// Whether the reader's position names the line a row ended on (JSON
-    /// lines and CSV, not `.input` blocks).
-    lines: bool,
-    /// Whether the input is a stream (outputs flushed per row).
-    streaming: bool,
-}
-
-/// The clean end of the input: a last checkpoint, if checkpoints are on,
-/// so that a resume after it has nothing to redo.
-fn finish(
-    ck: Option<&mut checkpoint::Checkpointer>,
-    monitor: &dyn checkpoint::Checkpointable,
-    reader: &mut dyn RowReader,
-    writer: &mut dyn OutputWriter,
-    alerts: Option<&mut dyn Write>,
-) -> io::Result<Exit> {
-    match ck {
-        Some(ck) => {
-            if let Err(message) = ck.write(monitor, reader, writer, alerts)? {
-                return stop(writer, &message, Exit::Failure);
-            }
-        }
-        None => {
-            writer.flush()?;
-            reader.commit();
-        }
-    }
-    Ok(Exit::Success)
-}
-
-/// Rows evaluated per batch when reading a regular file.
-const BATCH_ROWS: usize = 4096;
-
-/// Why reading a batch stopped before it was full.
-enum End {
-    /// The end of the trace.
-    Trace,
-    /// A trace error, reported after the batch's rows.
-    Malformed(TraceError),
-    /// A row the batch rejected (see `rejected`), reported after the rows
-    /// before it.
-    Rejected(RowError),
-}
-
-/// A regular file: rows are read into batches of columns and evaluated by
-/// `Monitor::run_batch` (one native call per run of rows on the
-/// native-whole tier); outputs are written as each batch completes.
-fn run_batched(
-    monitor: &mut Monitor,
-    reader: &mut dyn RowReader,
-    writer: &mut dyn OutputWriter,
-    mut ck: Option<&mut checkpoint::Checkpointer>,
-    ctl: &mut Ctl<'_>,
-) -> io::Result<Exit> {
-    // The declared inputs, then any undeclared `--pass` fields (the
-    // monitor is given the first `inputs` cells).
-    let inputs = monitor.input_count();
-    let mut row: Vec<Option<Value>> = vec![None; inputs + ctl.view.extra()];
-    let mut samples = Vec::with_capacity(monitor.output_names().len());
-    let mut rows = monitor.batch();
-    let mut out = OutputBatch::new();
-    let columns = ctl.view.batch_columns(ctl.output);
-    loop {
-        rows.clear();
-        let mut end = None;
-        // A batch ends where a checkpoint is due: checkpoints fall between rows.
-        let limit = ck.as_ref().map_or(BATCH_ROWS, |c| {
-            usize::try_from(c.rows_until_due()).map_or(BATCH_ROWS, |n| n.min(BATCH_ROWS))
-        });
-        while rows.len() < limit {
-            match reader.next_row(&mut row) {
-                Ok(true) => {
-                    ctl.tally.rows_read += 1;
-                    if let Err(e) = rows.push_row(&row[..inputs]) {
-                        let at = ctl.locate(reader);
-                        if ctl.tally.skip_rejected(&at, &e) {
-                            continue;
-                        }
-                        end = Some(End::Rejected(e));
-                        break;
-                    }
-                }
-                Ok(false) => {
-                    end = Some(End::Trace);
-                    break;
-                }
-                Err(e) if ctl.tally.skip_trace_error(&e, reader) => {}
-                Err(e) => {
-                    end = Some(End::Malformed(e));
-                    break;
-                }
-            }
-        }
-        warn(reader);
-        let result = monitor.run_batch(&rows, &mut out);
-        ctl.tally.steps += out.len() as u64;
-        match &columns {
-            Some(columns) => writer.write_batch(&out, columns)?,
-            None => {
-                for r in out.rows() {
-                    ctl.view
-                        .fill(&mut samples, ctl.output, None, r.iter(), None);
-                    writer.write_step(r.step(), &samples)?;
-                }
-            }
-        }
-        ctl.tally.progress.update(ctl.tally.rows_read, reader);
-        match result {
-            Ok(()) => {}
-            Err(StepError::Runtime(e)) => return stop(writer, &e, Exit::Runtime),
-            Err(StepError::Row(e)) => {
-                let (message, exit) = rejected(&e);
-                return stop(writer, &message, exit);
-            }
-        }
-        match end {
-            Some(End::Trace) => return finish(ck, monitor, reader, writer, None),
-            Some(End::Malformed(e)) => return stop(writer, &e, trace_exit(&e)),
-            Some(End::Rejected(e)) => {
-                let (message, exit) = rejected(&e);
-                return stop(writer, &message, exit);
-            }
-            None => {}
-        }
-        if let Some(ck) = ck.as_deref_mut()
-            && let Err(message) = ck.rows_done(rows.len() as u64, monitor, reader, writer, None)?
-        {
-            return stop(writer, &message, Exit::Failure);
-        }
-    }
 }
 
 #[cfg(test)]

@@ -9,8 +9,7 @@
 
 use super::{RunArgs, say};
 use crate::monitor::{Spec, Stats, Tier};
-use crate::trace::{OutputFormat, OutputWriter, RowReader, TraceError};
-use crate::value::{Key, Sample, Value};
+use crate::trace::{OutputFormat, RowReader};
 use clap::ValueEnum;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::{self, IsTerminal};
@@ -27,243 +26,36 @@ pub enum OnMalformed {
     Warn,
 }
 
-/// The columns a run prints: the chosen outputs (`--only`, all by default,
-/// none with `--quiet`) after the passed inputs (`--pass`).
-pub(super) struct View {
-    /// For each output of the monitor, in print order, whether it is printed.
-    keep: Vec<bool>,
-    /// The passed inputs: name and cell in a row.
-    pass: Vec<(String, usize)>,
-    /// How many of them are undeclared fields, read after the inputs.
-    extra: usize,
-    pub(super) quiet: bool,
-    /// Whether rows carry the step's time first (`--time`).
-    time: bool,
-}
+pub(super) use crate::pipeline::sink::{Columns as View, NullWriter, TriggerTally};
 
-/// The `--pass` fields that are not declared inputs, each once, in the order
-/// given: the trace readers read them as untyped inputs after the declared
-/// ones (cells `inputs..inputs + extra`), and the monitor never sees them.
-pub(super) fn extra_fields(args: &RunArgs, spec: &Spec) -> Vec<String> {
-    let inputs = spec.input_names();
-    let mut extra: Vec<String> = Vec::new();
-    for name in args.pass.iter().flatten() {
-        if !inputs.contains(&name.as_str()) && !extra.contains(name) {
-            extra.push(name.clone());
-        }
-    }
-    extra
+/// The columns `args` ask for (`--only`, `--quiet`, `--pass`, `--time`);
+/// `Err` is a usage error's message.
+pub(super) fn view(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<View, String> {
+    let options = crate::pipeline::sink::ColumnOptions {
+        spec_name: &args.spec,
+        only: args.only.as_deref(),
+        pass: args.pass.as_deref(),
+        quiet: args.quiet,
+        time: args.time.is_some(),
+        key: args.key.as_deref(),
+        alert_lines: args.alerts.is_some(),
+    };
+    View::new(spec, &options, output)
 }
 
 /// The schema a run's traces are read with: the declared inputs, then the
-/// undeclared `--pass` fields as untyped inputs (the rows given to the
-/// monitor stop before them).
+/// undeclared `--pass` fields as untyped inputs.
 pub(super) fn read_schema(args: &RunArgs, spec: &Spec) -> crate::trace::InputSchema {
-    let mut schema = spec.input_schema();
-    for name in extra_fields(args, spec) {
-        schema.names.push(name);
-        schema.types.push(crate::lang::types::Type::Any);
-    }
-    schema
+    crate::pipeline::sink::read_schema(spec, args.pass.as_deref())
 }
 
-/// The schema of a run's traces with `--time`'s field among its cells:
-/// `read_schema`, and the time field's cell (an untyped cell after the
-/// others when the field is not a declared input).
+/// The schema of a run's traces with `--time`'s field among its cells, and
+/// that field's cell.
 pub(super) fn timed_schema(
     args: &RunArgs,
     spec: &Spec,
 ) -> (crate::trace::InputSchema, Option<usize>) {
-    let mut schema = read_schema(args, spec);
-    let time_cell = args
-        .time
-        .as_ref()
-        .map(|f| match schema.names.iter().position(|n| n == f) {
-            Some(i) => i,
-            None => {
-                schema.names.push(f.clone());
-                schema.types.push(crate::lang::types::Type::Any);
-                schema.names.len() - 1
-            }
-        });
-    (schema, time_cell)
-}
-
-impl View {
-    /// The view `args` asks for; `Err` is a usage error's message.
-    pub(super) fn new(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<View, String> {
-        let outputs = spec.output_names();
-        let keep = match &args.only {
-            None => vec![!args.quiet; outputs.len()],
-            Some(list) => {
-                for name in list {
-                    if !outputs.contains(&name.as_str()) {
-                        return Err(format!(
-                            "--only: `{name}` is not an output of `{}` (its outputs: {})",
-                            args.spec,
-                            if outputs.is_empty() {
-                                "none".to_string()
-                            } else {
-                                outputs.join(", ")
-                            }
-                        ));
-                    }
-                }
-                outputs
-                    .iter()
-                    .map(|o| list.iter().any(|n| n == o))
-                    .collect()
-            }
-        };
-        let inputs = spec.input_names();
-        let extra = extra_fields(args, spec);
-        let mut pass: Vec<(String, usize)> = Vec::new();
-        for name in args.pass.iter().flatten() {
-            // A declared input's cell, or an undeclared field's, which the
-            // reader fills after the inputs (see `extra_fields`).
-            let i = match inputs.iter().position(|n| n == name) {
-                Some(i) => i,
-                None => {
-                    let k = extra
-                        .iter()
-                        .position(|n| n == name)
-                        .expect("every undeclared passed field is an extra field");
-                    inputs.len() + k
-                }
-            };
-            // An alert line's own members cannot be taken by a passed field.
-            if args.alerts.is_some()
-                && ["step", "trigger", "message", "values"].contains(&name.as_str())
-            {
-                return Err(format!(
-                    "--pass: `{name}` cannot be passed with --alerts: every alert line has a member `{name}` of its own"
-                ));
-            }
-            // The key is in every keyed row already, and a field named twice
-            // is passed once.
-            if args.key.as_deref() == Some(name.as_str()) || pass.iter().any(|(n, _)| n == name) {
-                continue;
-            }
-            pass.push((name.clone(), i));
-        }
-        // Text lines have no place for context; `--pass` is refused when
-        // nothing would carry it rather than silently doing nothing.
-        let rows_carry = output != OutputFormat::Text && !args.quiet;
-        if args.pass.is_some() && !rows_carry && args.alerts.is_none() {
-            return Err(
-                "--pass: nothing would carry the passed fields: text output lines and the alert lines on standard error have no place for them; use --output csv|jsonl, or --alerts FILE|-"
-                    .to_string(),
-            );
-        }
-        Ok(View {
-            keep,
-            pass,
-            extra: extra.len(),
-            quiet: args.quiet,
-            time: args.time.is_some(),
-        })
-    }
-
-    /// The undeclared passed fields a row carries after the inputs.
-    pub(super) fn extra(&self) -> usize {
-        self.extra
-    }
-
-    /// Whether rows must be evaluated one at a time (passed fields are read
-    /// from each row, which a batch does not keep).
-    pub(super) fn needs_rows(&self) -> bool {
-        !self.pass.is_empty()
-    }
-
-    /// The batch columns the writer's names are, when a row's printed
-    /// samples are its kept outputs alone (no passed fields, no time
-    /// column); `None` otherwise.
-    pub(super) fn batch_columns(&self, format: OutputFormat) -> Option<Vec<usize>> {
-        let carries = View::rows_carry(format) && (self.time || !self.pass.is_empty());
-        (!carries).then(|| (0..self.keep.len()).filter(|&c| self.keep[c]).collect())
-    }
-
-    /// Whether printed rows carry the passed fields (not in text output).
-    fn rows_carry(format: OutputFormat) -> bool {
-        format != OutputFormat::Text
-    }
-
-    /// The column names the writer gets: the passed inputs (in CSV and JSON
-    /// lines only), then the printed outputs in print order.
-    pub(super) fn writer_names(&self, outputs: &[&str], format: OutputFormat) -> Vec<String> {
-        let mut names: Vec<String> = Vec::new();
-        if View::rows_carry(format) {
-            if self.time {
-                names.push("time".into());
-            }
-            names.extend(self.pass.iter().map(|(n, _)| n.clone()));
-        }
-        names.extend(
-            outputs
-                .iter()
-                .zip(&self.keep)
-                .filter(|(_, keep)| **keep)
-                .map(|(n, _)| n.to_string()),
-        );
-        names
-    }
-
-    /// The samples of one step for the writer, aligned with `writer_names`
-    /// (`time` is the step's time, in a run with `--time`).
-    pub(super) fn fill(
-        &self,
-        samples: &mut Vec<Sample>,
-        format: OutputFormat,
-        row: Option<&[Option<Value>]>,
-        outputs: impl Iterator<Item = Sample>,
-        time: Option<&Value>,
-    ) {
-        samples.clear();
-        if View::rows_carry(format) && self.time {
-            samples.push(time.map_or(Sample::NoVal, |t| Sample::Value(t.clone())));
-        }
-        if View::rows_carry(format) {
-            match row {
-                Some(row) => samples.extend(self.pass.iter().map(|(_, i)| match &row[*i] {
-                    Some(v) => Sample::Value(v.clone()),
-                    None => Sample::NoVal,
-                })),
-                // A tick has no input row: its passed fields are absent
-                // (a batch of rows never has passed fields: such a run goes
-                // row by row).
-                None => samples.extend(self.pass.iter().map(|_| Sample::NoVal)),
-            }
-        }
-        samples.extend(
-            outputs
-                .zip(&self.keep)
-                .filter(|(_, keep)| **keep)
-                .map(|(s, _)| s),
-        );
-    }
-
-    /// The passed fields of `row` that have a value, for an alert line.
-    pub(super) fn context<'r>(&'r self, row: &'r [Option<Value>]) -> Vec<(&'r str, &'r Value)> {
-        self.pass
-            .iter()
-            .filter_map(|(n, i)| row[*i].as_ref().map(|v| (n.as_str(), v)))
-            .collect()
-    }
-}
-
-/// A writer that writes nothing (`--quiet`): no CSV header either.
-pub(super) struct NullWriter;
-
-impl OutputWriter for NullWriter {
-    fn write_step(&mut self, _: u64, _: &[Sample]) -> io::Result<()> {
-        Ok(())
-    }
-    fn write_keyed(&mut self, _: u64, _: &Key, _: &[Sample]) -> io::Result<()> {
-        Ok(())
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
+    crate::pipeline::sink::timed_schema(spec, args.pass.as_deref(), args.time.as_deref())
 }
 
 /// The counters and the malformed-row policy of one run.
@@ -301,18 +93,6 @@ impl Tally {
         }
     }
 
-    /// A reader error: `true` when the policy drops the row and the reader
-    /// can go on (counted, and reported with `warn`); `false` when the run
-    /// stops. An I/O error or a reader that cannot continue always stops.
-    pub(super) fn skip_trace_error(&mut self, e: &TraceError, reader: &dyn RowReader) -> bool {
-        if !crate::pipeline::droppable(self.on_malformed.into(), e, reader) {
-            return false;
-        }
-        self.rows_read += 1;
-        self.dropped(e);
-        true
-    }
-
     /// A row the monitor rejected (`at` locates it): `true` when the policy
     /// drops it.
     pub(super) fn skip_rejected(&mut self, at: &str, e: &dyn std::fmt::Display) -> bool {
@@ -321,6 +101,13 @@ impl Tally {
         }
         self.dropped(&format_args!("{at}: {e}"));
         true
+    }
+
+    /// Adds what a run of one source counted.
+    pub(super) fn add(&mut self, counts: crate::pipeline::drive::Counts) {
+        self.rows_read += counts.rows_read;
+        self.steps += counts.steps;
+        self.skipped += counts.skipped;
     }
 
     /// Adds the rows a feed read and the malformed rows it dropped (a merged
@@ -384,54 +171,6 @@ impl Tally {
         };
         text.push_str(&format!("summary: {secs:.3} s, {rate:.0} rows/s\n"));
         text
-    }
-}
-
-/// One trigger's firings, for the summary.
-pub(super) struct TriggerTally {
-    pub(super) name: String,
-    pub(super) count: u64,
-    /// The first and last step it fired at (with the key, in a keyed run:
-    /// `3 (host=a)`).
-    pub(super) first: Option<String>,
-    pub(super) last: Option<String>,
-}
-
-impl TriggerTally {
-    /// Where an alert fired, as the summary says it: its step, and in a
-    /// keyed run the key input's name and the key (a key is data: at most
-    /// 64 characters of it, escaped).
-    pub(super) fn place(step: u64, key: Option<(&str, &dyn std::fmt::Display)>) -> String {
-        match key {
-            Some((name, k)) => format!(
-                "{step} ({name}={})",
-                super::escaped(&crate::row::excerpt(&k.to_string()))
-            ),
-            None => step.to_string(),
-        }
-    }
-
-    /// Counts a firing of trigger `name` at `at` (a `place`) in `tallies`.
-    pub(super) fn count(tallies: &mut [TriggerTally], name: &str, at: String) {
-        if let Some(t) = tallies.iter_mut().find(|t| t.name == name) {
-            t.count += 1;
-            if t.first.is_none() {
-                t.first = Some(at.clone());
-            }
-            t.last = Some(at);
-        }
-    }
-
-    pub(super) fn of(spec: &Spec) -> Vec<TriggerTally> {
-        spec.trigger_names()
-            .into_iter()
-            .map(|name| TriggerTally {
-                name: name.to_string(),
-                count: 0,
-                first: None,
-                last: None,
-            })
-            .collect()
     }
 }
 

@@ -748,7 +748,7 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
     let (launch, threads, process) = launch(args).map_err(fail)?;
     let processes = args.processes.map_or(1, std::num::NonZeroUsize::get);
     let total_workers = threads * processes;
-    let view = View::new(args, spec, output).map_err(fail)?;
+    let view = ops::view(args, spec, output).map_err(fail)?;
     // One monitor is built (planned, lowered, compiled) per process; every
     // worker's is a `share` of it, running the same code.
     let mut builder = KeyedMonitor::builder(spec, &key)

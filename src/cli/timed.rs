@@ -185,7 +185,7 @@ pub(super) fn run(
     let lateness = replay
         .as_ref()
         .map_or(lateness, |(l, _)| l.header().lateness);
-    let view = match View::new(args, spec, output) {
+    let view = match ops::view(args, spec, output) {
         Ok(v) => v,
         Err(m) => return fail(&m),
     };
@@ -369,7 +369,7 @@ pub(super) fn run(
         },
         _ => (None, None),
     };
-    let mut alerts = match Alerts::with_file(args, spec, alerts_file) {
+    let mut alerts = match super::alerts(args, spec, alerts_file, ops::Bar::default()) {
         Ok(a) => a,
         Err(exit) => return exit,
     };
@@ -578,7 +578,7 @@ pub(super) fn run(
         let stats = runner.stats();
         say(format_args!(
             "{}summary: {} sources merged; {} clash{}; {} late row{} re-stamped; {} tick{}\n",
-            run.tally.summary(&stats, &alerts.triggers),
+            run.tally.summary(&stats, alerts.triggers()),
             run.names.len(),
             run.clashes,
             if run.clashes == 1 { "" } else { "es" },
@@ -594,7 +594,7 @@ pub(super) fn run(
             say(format_args!("keys: {} live\n", m.key_count()));
         }
     }
-    super::fail_on_trigger(args, status, alerts.fired)
+    super::fail_on_trigger(args, status, alerts.fired())
 }
 
 /// Where the steps come from: the feed of the sources (each step written to
@@ -769,13 +769,14 @@ impl Run<'_> {
                 unreachable!("the feed ends at a stop")
             };
             let form = self.form.unwrap_or(TimeForm::Number(self.unit));
-            let mut lines = super::Lines {
-                view: self.view,
+            let mut lines = crate::pipeline::sink::Lines {
+                columns: self.view,
                 output: self.output,
                 writer: &mut *writer,
                 alerts: &mut *alerts,
                 form: self.args.time.is_some().then_some(form),
                 key_input: self.args.key.as_deref(),
+                notify: &self.notify,
                 steps: 0,
                 ticks: 0,
                 samples: std::mem::take(&mut self.samples),
@@ -1131,8 +1132,17 @@ const REPORTED: u64 = 10;
 
 /// Where a merged run's notices go: standard error, a warning as such.
 pub(super) fn notices() -> crate::notice::Notify {
-    std::sync::Arc::new(|n: Notice| {
-        let prefix = if n.is_warning() { "warning" } else { "vigil" };
-        say(format_args!("{prefix}: {n}\n"));
+    notices_under(ops::Bar::default())
+}
+
+/// As `notices`, written with the progress bar `bar` off the terminal.
+pub(super) fn notices_under(bar: ops::Bar) -> crate::notice::Notify {
+    std::sync::Arc::new(move |n: Notice| {
+        let prefix = match () {
+            () if n.is_error() => "error",
+            () if n.is_warning() => "warning",
+            () => "vigil",
+        };
+        bar.suspend(|| say(format_args!("{prefix}: {n}\n")));
     })
 }

@@ -60,9 +60,11 @@
 //! ```
 
 pub mod checkpoint;
+pub mod drive;
 mod feed;
 pub mod log;
 mod run;
+pub mod sink;
 mod source;
 
 pub use crate::lang::ast::{GapPolicy, ResetPolicy};

@@ -197,7 +197,21 @@ impl Reading for PartReader {
                     }
                     continue;
                 }
-                Err(e) if self.setup.tally.skip_trace_error(&e, reader.as_ref()) => continue,
+                Err(e)
+                    if crate::pipeline::droppable(
+                        self.setup.tally.on_malformed.into(),
+                        &e,
+                        reader.as_ref(),
+                    ) =>
+                {
+                    // A malformed row dropped (`--on-malformed skip|warn`):
+                    // read, skipped, and with `warn` said.
+                    self.setup.tally.add_read(1, 1);
+                    if self.setup.tally.on_malformed == super::super::OnMalformed::Warn {
+                        super::super::say(format_args!("warning: {e}; the row is skipped\n"));
+                    }
+                    continue;
+                }
                 Err(e) => {
                     let stop = crate::pipeline::Stop::of_trace(&e);
                     let exit = match stop.kind {
