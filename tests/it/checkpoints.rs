@@ -323,7 +323,7 @@ fn run(args: &[&str]) -> (i32, String, String) {
 
 /// A run over 50 rows with a checkpoint every 20 (and at the end): returns
 /// the directory, the spec, the trace and the checkpoint paths.
-fn checkpointed(test: &str) -> (std::path::PathBuf, String, String, String) {
+fn checkpointed(test: &str) -> (crate::support::TestDir, String, String, String) {
     let dir = test_dir("checkpoints", test);
     let spec = write(&dir, "spec.dsrv", SPEC);
     let input = write(&dir, "t.csv", trace("csv", 50));

@@ -2,12 +2,12 @@
 //! README (1 usage or I/O error, 2 spec errors, 3 runtime error, 4 malformed trace) with no
 //! invented positions.
 
-use crate::support::{bash, test_dir, vigil, write};
+use crate::support::{TestDir, bash, test_dir, vigil, write};
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Output, Stdio};
 
-fn dir(test: &str) -> PathBuf {
+fn dir(test: &str) -> TestDir {
     test_dir("io", test)
 }
 

@@ -3,14 +3,14 @@
 //! careless user found — each a located error or a runtime error, never an abort, a hang or
 //! lost output.
 
-use crate::support::{Outcome, test_dir, vigil, write};
+use crate::support::{Outcome, TestDir, test_dir, vigil, write};
 use std::io::{BufRead, BufReader, Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 use vigil::{Monitor, Sample, Spec, StepError, Tier, Value};
 
-fn dir(test: &str) -> PathBuf {
+fn dir(test: &str) -> TestDir {
     test_dir("h2", test)
 }
 

@@ -294,7 +294,7 @@ struct Brokers {
 /// One pair's files and names.
 struct Pair {
     name: String,
-    dir: PathBuf,
+    dir: crate::support::TestDir,
     spec: String,
     /// The commands run, for a failure's report.
     commands: Vec<String>,

@@ -22,7 +22,7 @@ fn run(args: &[&str], stdin: Option<&str>) -> (i32, String, String) {
 }
 
 /// The spec and a JSON-lines trace of good rows only, in a test's own directory.
-fn setup(test: &str) -> (std::path::PathBuf, String, String) {
+fn setup(test: &str) -> (crate::support::TestDir, String, String) {
     let dir = test_dir("operator", test);
     let spec = write(&dir, "spec.dsrv", SPEC);
     let input = write(

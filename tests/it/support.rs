@@ -73,12 +73,47 @@ pub fn vigil() -> std::process::Command {
 }
 
 /// A fresh, empty directory for one test: `group` names the test module,
-/// `test` the test, so that no two tests share one.
-pub fn test_dir(group: &str, test: &str) -> std::path::PathBuf {
+/// `test` the test, so that no two tests share one. It is removed when the
+/// test is done with it, unless the test failed (then it is left for a look).
+pub fn test_dir(group: &str, test: &str) -> TestDir {
     let d = std::env::temp_dir().join(format!("vigil-{group}-{}-{test}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
-    d
+    TestDir(d)
+}
+
+/// A test's directory (`test_dir`), removed on drop unless the thread is
+/// panicking: a run of the suite leaves nothing behind in the temporary
+/// directory, and a failed test leaves its files.
+#[derive(Debug)]
+pub struct TestDir(std::path::PathBuf);
+
+impl std::ops::Deref for TestDir {
+    type Target = std::path::Path;
+
+    fn deref(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl AsRef<std::path::Path> for TestDir {
+    fn as_ref(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl AsRef<std::ffi::OsStr> for TestDir {
+    fn as_ref(&self) -> &std::ffi::OsStr {
+        self.0.as_os_str()
+    }
+}
+
+impl Drop for TestDir {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
 }
 
 /// Writes `contents` to `dir/name` and returns the path as a string.

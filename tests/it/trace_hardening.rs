@@ -2,14 +2,13 @@
 //! `vigil` binary — every complete earlier row's outputs written, then a located error and
 //! exit status 4; never a lost row, a signal, or a hang.
 
-use crate::support::{Outcome, bash, finish, mkfifo, test_dir, vigil, write};
+use crate::support::{Outcome, TestDir, bash, finish, mkfifo, test_dir, vigil, write};
 use std::io::{BufRead, BufReader, Write};
-use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::mpsc;
 use std::time::Duration;
 
-fn dir(test: &str) -> PathBuf {
+fn dir(test: &str) -> TestDir {
     test_dir("th", test)
 }
 

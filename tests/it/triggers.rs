@@ -45,7 +45,7 @@ fn run(args: &[&str]) -> (i32, String, String) {
     crate::support::run_vigil(args, None)
 }
 
-fn setup(test: &str) -> (std::path::PathBuf, String, String) {
+fn setup(test: &str) -> (crate::support::TestDir, String, String) {
     let dir = test_dir("triggers", test);
     let spec = write(&dir, "spec.dsrv", SPEC);
     let input = write(
