@@ -511,7 +511,9 @@ where
 /// Records received and not yet taken: each message's records (in the
 /// order they were sent), under the message's capability.
 pub struct Stash<D> {
-    pending: Vec<(Option<Capability<u64>>, Vec<D>)>,
+    /// Each message's capability, the least time of its records, and its
+    /// records not yet taken.
+    pending: Vec<(Option<Capability<u64>>, u64, Vec<D>)>,
 }
 
 impl<D> Default for Stash<D> {
@@ -563,7 +565,8 @@ impl<D: Stamped> Stash<D> {
     /// `port` (an operator without outputs, a sink, keeps none).
     pub fn push(&mut self, cap: &InputCapability<u64>, data: &mut Vec<D>, port: Option<usize>) {
         let cap = port.and_then(|p| cap.retain_least(p));
-        self.pending.push((cap, std::mem::take(data)));
+        let least = data.iter().map(Stamped::time).min().unwrap_or(u64::MAX);
+        self.pending.push((cap, least, std::mem::take(data)));
     }
 
     /// Takes every record whose time `done` says is complete, in order
@@ -573,8 +576,15 @@ impl<D: Stamped> Stash<D> {
     pub fn ready(&mut self, done: impl Fn(u64) -> bool) -> (Option<Capability<u64>>, Vec<D>) {
         let mut ready = Vec::new();
         let mut cap = None;
-        self.pending.retain_mut(|(c, records)| {
+        self.pending.retain_mut(|(c, least, records)| {
             let before = ready.len();
+            // A message none of whose records is complete is passed over
+            // at once: with several readers (a file read in parts), many
+            // wait for an earlier part, and scanning each of them on every
+            // activation made a run quadratic.
+            if !done(*least) {
+                return true;
+            }
             if records.iter().all(|d| done(d.time())) {
                 // The common case: the whole message is complete.
                 ready.append(records);
@@ -587,6 +597,7 @@ impl<D: Stamped> Stash<D> {
                         kept.push(d);
                     }
                 }
+                *least = kept.iter().map(Stamped::time).min().unwrap_or(u64::MAX);
                 *records = kept;
             }
             if ready.len() > before && cap.is_none() {

@@ -888,26 +888,6 @@ fn run(args: &RunArgs) -> Exit {
         error(m);
         return Exit::Failure;
     }
-    // Workers or processes: the keyed run on timely (`scale.rs`).
-    if args.workers.is_some() || args.processes.is_some() {
-        // A live sink's position in its stream is not in a scaled
-        // checkpoint (a single-process one records it).
-        if args.output.live().is_some() && (args.checkpoint.is_some() || args.resume.is_some()) {
-            error(
-                "--checkpoint and --resume with a live sink (--output mqtt://…, redis://…) do not work with --workers or --processes yet; checkpoint a run writing to a file, or run the live sink in one process",
-            );
-            return Exit::Failure;
-        }
-        #[cfg(feature = "scale")]
-        return scale::run(args, &spec, output);
-        // The parser refuses both options in such a build; a `RunArgs` made
-        // in code is refused here.
-        #[cfg(not(feature = "scale"))]
-        {
-            error(not_built("scale"));
-            return Exit::Failure;
-        }
-    }
     // A tcp:// input is a listener whose connections are sources merged by
     // time, whatever else is given: never a file to open.
     if let Some(tcp) = args.input.iter().find(|i| i.starts_with("tcp://"))
@@ -917,6 +897,18 @@ fn run(args: &RunArgs) -> Exit {
             "--input {tcp}: a tcp:// input's connections are merged by time: pass --time FIELD, the field of each row that holds its time"
         ));
         return Exit::Failure;
+    }
+    // Workers or processes: the keyed run on timely (`scale.rs`).
+    if args.workers.is_some() || args.processes.is_some() {
+        #[cfg(feature = "scale")]
+        return scale::run(args, &spec, output);
+        // The parser refuses both options in such a build; a `RunArgs` made
+        // in code is refused here.
+        #[cfg(not(feature = "scale"))]
+        {
+            error(not_built("scale"));
+            return Exit::Failure;
+        }
     }
     // Time, several sources or a log: the merged run (`timed.rs`).
     let periodic = spec.checked().has_periodic_streams();

@@ -1,7 +1,8 @@
 //! `vigil run --key K --workers W [--processes N --process I]`: a keyed run on timely workers.
 //!
 //! The dataflow, per worker: process 0's first worker reads the trace (the
-//! one source), stamps each row and sends it into the fragment
+//! one source, `source.rs`; or process 0's workers each read parts of one
+//! regular file, `parts.rs`), stamps each row and sends it into the fragment
 //! [`crate::scale::keyed_monitors`], which exchanges it to the worker that
 //! owns its key; that worker evaluates it and formats its output lines (and
 //! alerts) right there, so formatting spreads over the workers too. The
@@ -24,14 +25,19 @@
 //! one runs the same job (`job` describes it) and then watches them: a peer
 //! that stops running ends the run (`on_silent_peer`) instead of blocking it.
 
+mod parts;
+mod source;
+
+use source::{Fill, LogLens, Reading, Source, resume_record};
+
 use super::ops::{self, View};
 use super::peers;
 use super::{Exit, RunArgs, error, say};
 use crate::keyed::KeyedMonitor;
 use crate::monitor::Spec;
-use crate::pipeline::{self, Feed, StopKind};
+use crate::pipeline::{self, Feed};
 use crate::row::StepError;
-use crate::scale::{Evaluated, Event, StampedRow, keyed_monitors, timely_time};
+use crate::scale::{Evaluated, Event, StampedRow, keyed_monitors};
 use crate::snapshot::KeyedSnapshot;
 use crate::time::{Time, TimeForm, TimeUnit};
 use crate::trace::{self, OutputFormat, OutputWriter, ReaderOptions, TraceFormat};
@@ -195,6 +201,14 @@ struct Complete {
     /// are (`scale::ROUTE_HASH`); a resume by another would look for a key
     /// on a worker that does not hold it.
     route_hash: String,
+    /// The replay log's length (`--record`), kept exactly once like the
+    /// output file.
+    #[serde(default)]
+    record_len: Option<u64>,
+    /// For a live sink that keeps a history (a Redis Stream): the entries
+    /// written to it, which a resumed run does not send again.
+    #[serde(default)]
+    sink_entries: Option<u64>,
 }
 
 /// A `Write` into a buffer shared with whoever takes the bytes out: a
@@ -311,6 +325,8 @@ struct Outcome {
     fired: u64,
     /// The trace error that ended the input (reported after the outputs).
     trace: Option<(String, Exit)>,
+    /// The time of the row that error stopped at (readers of parts).
+    trace_at: u64,
     /// A key stopped by a runtime error (status 3).
     runtime: bool,
     /// A rejected row, or a failure of the writer or a checkpoint.
@@ -400,233 +416,15 @@ struct Plan {
     summary: bool,
     /// Whether the output is a live sink (rows travel as samples).
     live_sink: bool,
+    /// The replay log's length at each barrier (`Source::log_lens`).
+    log_lens: LogLens,
     /// Set when nothing more can be written (a closed pipe, a failed write,
     /// a rejected row): the source stops reading, and the run ends.
     stop: std::sync::atomic::AtomicBool,
-}
-
-/// The source's state: the feed of process 0 (every `--input`, stamped and
-/// merged), and the row it gave last.
-struct Source {
-    feed: Feed,
-    /// The replay log (`--record`) of the feed's steps.
-    record: Option<super::timed::Record>,
-    /// The row just taken (inputs, `--pass` fields, the time field) and
-    /// where it is, for messages.
-    row: Vec<Option<Value>>,
-    at: String,
-    /// Rows given so far (the next row's position).
-    seq: u64,
-    /// Whether rows carry their time (`--time`).
-    timed: bool,
-    /// The time of the row given last (ns), with `--time`.
-    last: Option<i64>,
-    /// Checkpoints every this much of the time axis, and the next one due.
-    every: Option<u64>,
-    next_checkpoint: Option<u64>,
-    /// Rows before this time were evaluated before a resume: skipped.
-    skip_before: u64,
-    /// The digest of every row read so far (see `Complete::input_digest`),
-    /// and, when resuming, the one the checkpoint recorded, until checked.
-    digest: xxhash_rust::xxh3::Xxh3,
-    expect_digest: Option<u64>,
-    tally: ops::Tally,
-    key_index: usize,
-    key_name: String,
-    inputs: usize,
-    /// The undeclared `--pass` fields read after the inputs.
-    extra: usize,
-}
-
-/// Whether the source has more to give.
-enum Fill {
-    More,
-    Ended,
-    Stopped(String, Exit),
-}
-
-impl Source {
-    /// Reads up to `n` events into `batch`.
-    fn fill(&mut self, batch: &mut Vec<Event>, n: usize, workers: usize) -> Fill {
-        while batch.len() < n {
-            let next = self.feed.next();
-            if let Err(e) = self.log(&next) {
-                return Fill::Stopped(e, Exit::Failure);
-            }
-            let step = match next {
-                Ok(Some(pipeline::Event::Rows(step))) => step,
-                Ok(Some(pipeline::Event::Reset)) => {
-                    return Fill::Stopped(
-                        "a time reset is not supported in a run with --workers or --processes"
-                            .into(),
-                        Exit::Trace,
-                    );
-                }
-                // The feed has no periods to tick and no listener.
-                Ok(Some(pipeline::Event::Tick(..) | pipeline::Event::Source(_))) => continue,
-                Ok(None) => {
-                    return match self.check_digest() {
-                        Ok(()) => Fill::Ended,
-                        Err(message) => Fill::Stopped(message, Exit::Failure),
-                    };
-                }
-                Err(stop) => {
-                    let exit = match stop.kind {
-                        StopKind::Trace => Exit::Trace,
-                        StopKind::Failure => Exit::Failure,
-                    };
-                    return Fill::Stopped(stop.message, exit);
-                }
-            };
-            // Every row is a step of its own (a keyed feed).
-            let time = step.time.0;
-            let Some((c, cells)) = step.rows.into_iter().next() else {
-                continue;
-            };
-            self.at.clear();
-            (self.at).push_str(&self.feed.taken_at(c.stamp.source as usize));
-            self.row = cells;
-            let stamp = match self.timed {
-                true => {
-                    self.last = Some(time);
-                    (timely_time(time), Some(time))
-                }
-                false => (self.seq, None),
-            };
-            if self.row[self.key_index].is_none() {
-                let e = crate::row::RowError::MissingKey {
-                    input: self.key_name.clone(),
-                };
-                match self.reject(&e) {
-                    Some(stop) => return stop,
-                    None => continue,
-                }
-            }
-            let seq = self.seq;
-            self.seq += 1;
-            let (time, at_ns) = stamp;
-            if time >= self.skip_before
-                && let Err(message) = self.check_digest()
-            {
-                return Fill::Stopped(message, Exit::Failure);
-            }
-            if time < self.skip_before {
-                self.digest_row(time);
-                continue;
-            }
-            if let Some(every) = self.every {
-                // The first row (or the first after a resume) starts the
-                // count; a later row at or past the next multiple of `every`
-                // is preceded by a barrier at its own time (no row lies
-                // between the multiple and it).
-                let due = self.next_checkpoint.is_some_and(|next| time >= next);
-                if due {
-                    for w in 0..workers {
-                        batch.push(Event::Barrier {
-                            time,
-                            worker: w as u32,
-                            token: self.digest.digest(),
-                        });
-                    }
-                }
-                if due || self.next_checkpoint.is_none() {
-                    self.next_checkpoint = Some((time - time % every).saturating_add(every));
-                }
-            }
-            // After the barrier: a barrier's digest covers the rows before it.
-            self.digest_row(time);
-            // The declared inputs, then the undeclared fields `--pass`
-            // carries (the formatter reads them; the monitor does not).
-            let cells = self.row[..self.inputs + self.extra].to_vec();
-            batch.push(Event::Row(StampedRow {
-                time,
-                seq,
-                at: at_ns,
-                rfc3339: self.feed.form() == Some(TimeForm::Rfc3339),
-                cells,
-            }));
-        }
-        Fill::More
-    }
-
-    /// Writes what the feed gave to the replay log (`--record`): a step, the
-    /// error that stops the run, or, at the end, the header of a log
-    /// without steps.
-    fn log(
-        &mut self,
-        next: &Result<Option<pipeline::Event>, pipeline::Stop>,
-    ) -> Result<(), String> {
-        let Some(record) = &mut self.record else {
-            return Ok(());
-        };
-        let form = self.feed.form();
-        let written = match next {
-            Ok(Some(pipeline::Event::Rows(step))) => {
-                record.write(&super::log::Event::Rows(step.clone()), form)
-            }
-            Ok(Some(_)) => Ok(()),
-            Ok(None) => record.finish(form),
-            Err(stop) => {
-                let exit = match stop.kind {
-                    StopKind::Trace => Exit::Trace,
-                    StopKind::Failure => Exit::Failure,
-                };
-                let event = super::log::Event::Stop(stop.message.clone(), exit as u8);
-                record
-                    .write(&event, form)
-                    .and_then(|()| record.finish(form))
-            }
-        };
-        written.map_err(|e| format!("cannot write the replay log `{}`: {e}", record.path()))
-    }
-
-    /// Adds the row just read (its time and declared inputs) to the digest.
-    /// The bytes are the routing hash's encoding (`scale::feed`), the time
-    /// as 8 little-endian bytes and an absent cell as 0xff, so that any
-    /// build can check the digest of another.
-    fn digest_row(&mut self, time: u64) {
-        self.digest.update(&time.to_le_bytes());
-        for cell in &self.row[..self.inputs] {
-            match cell {
-                None => self.digest.update(&[0xff]),
-                Some(v) => crate::scale::feed(&mut self.digest, v),
-            }
-        }
-    }
-
-    /// On a resume, once every row before the checkpoint has been read:
-    /// they must be the rows the checkpoint was taken after.
-    fn check_digest(&mut self) -> Result<(), String> {
-        match self.expect_digest.take() {
-            Some(d) if d != self.digest.digest() => {
-                let names: Vec<&str> = self.feed.source_names().collect();
-                Err(format!(
-                    "cannot resume: the trace `{}` differs from the one the checkpoint was taken on (its rows before the checkpoint are not the same)",
-                    names.join("`, `")
-                ))
-            }
-            _ => Ok(()),
-        }
-    }
-
-    /// A row the source refuses (`e` says why): dropped by
-    /// `--on-malformed skip|warn` (`None`), else the run stops at it.
-    fn reject(&mut self, e: &dyn std::fmt::Display) -> Option<Fill> {
-        if self.tally.skip_rejected(&self.at, e) {
-            return None;
-        }
-        Some(Fill::Stopped(format!("{}: {e}", self.at), Exit::Trace))
-    }
-
-    /// The time every later row is at or after (what the input may advance
-    /// to): without `--time` the next position; with it the last time, since
-    /// rows of one time may follow.
-    fn frontier(&self) -> u64 {
-        match self.timed {
-            false => self.seq.max(self.skip_before),
-            true => self.last.map_or(0, timely_time),
-        }
-    }
+    /// The least time at which a reader of parts stopped the run (a
+    /// malformed row): nothing at or after it is written, as a
+    /// single-process run writes nothing after its error.
+    stop_at: Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// `vigil run … --workers W` / `--processes N --process I`.
@@ -641,26 +439,28 @@ pub(super) fn run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Exit {
 }
 
 fn refuse(args: &RunArgs) -> Result<(), String> {
+    // A time reset makes times start again, and a timely timestamp cannot
+    // go back: the fragment would need an epoch in its timestamps, and the
+    // writer the single-process order of every key's `once` ticks.
+    if args.on_reset.is_some() {
+        return Err(
+            "--on-reset does not work with --workers or --processes yet: a scaled run stops at a time reset (run without them)"
+                .into(),
+        );
+    }
     let checkpointed = args.checkpoint.is_some() || args.resume.is_some();
-    let refused: [(&str, bool); 5] = [
-        (
-            "--record with --checkpoint or --resume",
-            args.record.is_some() && checkpointed,
-        ),
-        ("--start", args.start.is_some()),
-        ("--max-gap", args.max_gap.is_some()),
-        ("--on-gap", args.on_gap.is_some()),
-        ("--on-reset", args.on_reset.is_some()),
-    ];
-    if let Some((flag, _)) = refused.iter().find(|(_, given)| *given) {
+    if checkpointed && let Some(tcp) = args.input.iter().find(|i| i.starts_with("tcp://")) {
         return Err(format!(
-            "{flag} does not work with --workers or --processes yet (run without them)"
+            "--checkpoint and --resume do not work with a tcp:// input (`{tcp}`): its connections cannot be read again from a checkpoint's position"
         ));
     }
-    if args.input.iter().any(|i| i.starts_with("tcp://")) {
-        return Err("a run with --workers or --processes reads files, standard input and live sources, not a tcp:// listener".into());
+    if checkpointed && args.group.is_some() {
+        return Err(
+            "--checkpoint and --resume with a Redis consumer group (--group) do not work with --workers or --processes yet: a resumed scaled run reads its sources again from their start, and a group delivers each entry once"
+                .into(),
+        );
     }
-    if args.unordered && (args.checkpoint.is_some() || args.resume.is_some()) {
+    if args.unordered && checkpointed {
         return Err(
             "--unordered cannot checkpoint: a checkpoint records the length of the ordered output"
                 .into(),
@@ -964,19 +764,20 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
     // A key's ticks are made due by its own rows and evaluated just before
     // them by the worker owning the key (`Evaluated::Tick`), so they travel
     // with the row and are written at its place: the single-process order.
-    // The scheduler's flags are refused (`refuse`); the spec's gap policy
-    // holds.
+    // The rules are a single-process keyed run's: the flags, else the
+    // spec's gap policy.
+    let unit = TimeUnit::from_name(&args.time_unit).expect("clap allows only known units");
+    let (origin, max_gap) = super::timed::scheduling(args, unit, None).map_err(fail)?;
+    let on_gap = (args.on_gap.as_deref().map(super::timed::gap_policy))
+        .or(spec.checked().on_gap)
+        .unwrap_or(crate::lang::ast::GapPolicy::CatchUp);
     builder = builder.ticking(crate::time::Ticking {
-        start: None,
-        max_gap: None,
-        on_gap: spec
-            .checked()
-            .on_gap
-            .unwrap_or(crate::lang::ast::GapPolicy::CatchUp),
+        start: origin,
+        max_gap,
+        on_gap,
         max_ticks: args.max_ticks,
     });
     let mut template = builder.build().map_err(|e| fail(e.to_string()))?;
-    let unit = TimeUnit::from_name(&args.time_unit).expect("clap allows only known units");
     // Without `--time` a key's row stands at its index in `--time-unit`.
     template.set_index_unit(unit.nanos());
     if let Err(exit) = super::check_tier(args, &template.stats()) {
@@ -1050,27 +851,35 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
     let unit = TimeUnit::from_name(&args.time_unit).expect("clap allows only known units");
     let (schema, time_cell) = ops::timed_schema(args, spec);
     let mut streaming = false;
-    let source = if process == 0 {
+    let log_lens: LogLens = Arc::default();
+    // A regular file without `--time` is read in parts by process 0's
+    // workers (`parts`); anything else by process 0's feed.
+    let parts = match process {
+        0 => parts::plan(args, threads).map_err(fail)?,
+        _ => None,
+    };
+    let stop_at = Arc::new(std::sync::atomic::AtomicU64::new(u64::MAX));
+    let source = if process == 0 && parts.is_none() {
         if args.input.is_empty() {
             return Err(fail(
                 "the trace is missing: pass --input FILE (or - for standard input)".into(),
             ));
         }
-        let live = args.input.iter().any(|i| super::live::is_url(i));
-        // A live source's rows resume from a checkpoint by its own token
-        // (a Redis entry ID), which a scaled checkpoint does not record.
-        if live && (checkpoint.is_some() || args.resume.is_some()) {
-            return Err(fail(
-                "--checkpoint and --resume with a live source (mqtt://, redis://) do not work with --workers or --processes yet".into(),
-            ));
-        }
+        // A resumed run reads its sources again from their start and skips
+        // the rows before the checkpoint, checking their digest: a Redis
+        // Stream is read again from its first entry. An MQTT broker keeps
+        // no history, so what it delivered before the checkpoint is not
+        // delivered again (and what was published while the run was down
+        // is lost): the rows a resumed run reads are new, untimed ones are
+        // numbered on from the checkpoint, and there is no digest to check.
+        let replayable = !args.input.iter().any(|i| i.starts_with("mqtt://"));
         let c = spec.checked();
         let lateness = match args.lateness.map(|l| (l, unit.duration(l))) {
             None => 0,
             Some((_, Some(ns))) => ns,
             Some((l, None)) => return Err(fail(format!("--lateness {l}: not a duration"))),
         };
-        let feed_on_gap = c.on_gap.unwrap_or(crate::lang::ast::GapPolicy::CatchUp);
+        let feed_on_gap = on_gap;
         let feed_on_reset = c.on_reset.unwrap_or(crate::lang::ast::ResetPolicy::Cancel);
         let feed_options = pipeline::FeedOptions {
             names: schema.names.clone(),
@@ -1092,11 +901,19 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
         };
         let mut feed = Feed::new(feed_options, super::timed::notices());
         let live_options = super::live::options(args, time_cell);
+        let mut listener = None;
         for input in &args.input {
-            if input.starts_with("tcp://") {
-                return Err(fail(
-                    "a run with --workers or --processes reads files, standard input and live sources, not a tcp:// listener".into(),
-                ));
+            if let Some(addr) = input.strip_prefix("tcp://") {
+                if listener.is_some() {
+                    return Err(fail(
+                        "one tcp:// input at most (its connections are the sources)".into(),
+                    ));
+                }
+                let l = std::net::TcpListener::bind(addr)
+                    .map_err(|e| fail(format!("--input {input}: cannot listen: {e}")))?;
+                listener = Some(l);
+                streaming = true;
+                continue;
             }
             if super::live::is_url(input) {
                 let sources = super::live::open_input(
@@ -1130,10 +947,26 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
             };
             feed.add_reader(name, opened.reader, format);
         }
-        if streaming && args.input.len() > 1 {
+        if streaming && (args.input.len() > 1 || listener.is_some()) {
             // Live sources merged: each read on a thread of its own, so
             // that a silent one does not hold the others back.
             feed.read_on_threads();
+        }
+        if let Some(l) = listener {
+            // A tcp:// listener's connections join as sources, as in a
+            // single-process run (`timed.rs`).
+            let notify = super::timed::notices();
+            if let Ok(addr) = l.local_addr() {
+                notify(crate::notice::Notice::Listening {
+                    at: format!("tcp://{addr}"),
+                });
+            }
+            feed.listen(pipeline::spawn_listener(
+                l,
+                schema.clone(),
+                args.on_malformed.into(),
+                notify,
+            ));
         }
         let every = checkpoint.as_ref().map(|_| match time_cell {
             None => args.checkpoint_every,
@@ -1142,7 +975,13 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
                 .max(1) as u64,
         });
         let skip_before = resumed.as_ref().map_or(0, |(_, c)| c.time);
-        let record = args.record.as_ref().map(|path| {
+        // Untimed rows of a source read again are numbered from 0 and
+        // skipped up to the checkpoint; new ones are numbered on from it.
+        let (first_seq, skip_before) = match (replayable, time_cell) {
+            (false, None) => (skip_before, 0),
+            _ => (0, skip_before),
+        };
+        let mut record = args.record.as_ref().map(|path| {
             let header = super::log::Header {
                 fingerprint: spec.fingerprint().to_string(),
                 sources: feed.source_names().map(String::from).collect(),
@@ -1151,8 +990,8 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
                 unit,
                 form: TimeForm::Number(unit),
                 key: args.key.clone(),
-                start: None,
-                max_gap: None,
+                start: origin,
+                max_gap,
                 on_gap: super::timed::gap_name(feed_on_gap).to_string(),
                 max_ticks: args.max_ticks,
                 on_reset: super::timed::reset_name(feed_on_reset).to_string(),
@@ -1160,19 +999,26 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
             };
             super::timed::Record::new(path.clone(), header, streaming)
         });
+        if let Some((path, c)) = &resumed {
+            resume_record(record.as_mut(), c.record_len, args, path).map_err(fail)?;
+        }
         Some(Source {
             feed,
             record,
             row: Vec::new(),
             at: String::new(),
-            seq: 0,
+            seq: first_seq,
             timed: time_cell.is_some(),
             last: None,
             every,
             next_checkpoint: None,
             skip_before,
             digest: xxhash_rust::xxh3::Xxh3::new(),
-            expect_digest: resumed.as_ref().map(|(_, c)| c.input_digest),
+            expect_digest: resumed
+                .as_ref()
+                .filter(|_| replayable)
+                .map(|(_, c)| c.input_digest),
+            log_lens: Arc::clone(&log_lens),
             tally: ops::Tally::new(args.on_malformed, ops::Progress::new(true, None)),
             key_index,
             key_name: key.clone(),
@@ -1221,13 +1067,15 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
             None
         } else if let Some(url) = args.output.live() {
             let options = super::live::options(args, None);
-            let live = super::live::open_output(
-                url,
-                names.clone(),
-                &options,
-                &super::live::Resume::default(),
-            )
-            .map_err(fail)?;
+            // A Redis Stream sink gets no entry twice: the resumed run does
+            // not send again those the checkpoint counted (nor, as a
+            // single-process run, those past it already in the stream).
+            let resume = super::live::Resume {
+                token: None,
+                written: resumed.as_ref().and_then(|(_, c)| c.sink_entries),
+            };
+            let live =
+                super::live::open_output(url, names.clone(), &options, &resume).map_err(fail)?;
             Some(Sink {
                 out: io::BufWriter::new(Box::new(io::sink())),
                 file: None,
@@ -1290,7 +1138,9 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
         stats: args.stats,
         summary: args.summary || args.fail_on_trigger,
         live_sink: args.output.live().is_some(),
+        log_lens,
         stop: std::sync::atomic::AtomicBool::new(false),
+        stop_at: Arc::clone(&stop_at),
     });
     let outcome = Arc::new(Mutex::new(Outcome {
         triggers: ops::TriggerTally::of(spec),
@@ -1298,7 +1148,28 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
     }));
     // The summary's clock starts with the run (its rate is rows a second).
     let mut summary = ops::Tally::new(args.on_malformed, ops::Progress::new(true, None));
-    let source = Arc::new(Mutex::new(source));
+    let mut readers: Vec<Option<Box<dyn Reading>>> = Vec::new();
+    match (&parts, source) {
+        (Some(p), _) => {
+            for w in 0..threads {
+                let setup = parts::PartSetup {
+                    schema: schema.clone(),
+                    options: ReaderOptions {
+                        max_step_gap: args.max_step_gap,
+                    },
+                    tally: ops::Tally::new(args.on_malformed, ops::Progress::new(true, None)),
+                    key_index,
+                    key_name: key.clone(),
+                    cells: inputs + plan.view.extra(),
+                    stop_at: Arc::clone(&stop_at),
+                };
+                readers.push(Some(Box::new(p.reader(w, threads, setup))));
+            }
+        }
+        (None, Some(s)) => readers.push(Some(Box::new(s))),
+        (None, None) => {}
+    }
+    let readers = Arc::new(Mutex::new(readers));
     *sinks.lock().unwrap_or_else(PoisonError::into_inner) = opened;
     let unit_form = TimeForm::Number(unit);
     let timed = args.time.is_some();
@@ -1342,15 +1213,27 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
                     pieces.sink(Exchange::new(|_: &Piece| 0), "Write", writer.logic());
                 }
             });
-            let source = if index == 0 {
-                source.lock().unwrap_or_else(PoisonError::into_inner).take()
-            } else {
-                None
+            // Process 0's workers read (the first its feed, or each its
+            // parts of the file).
+            let source = match readers
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .get_mut(index)
+            {
+                Some(r) => r.take(),
+                None => None,
             };
             if let Some(source) = source {
                 let stopped = feed(worker, &mut input, &probe, source, &plan, &outcome);
                 if let Some(s) = stopped {
-                    outcome.lock().unwrap_or_else(PoisonError::into_inner).trace = Some(s);
+                    // Of readers of parts, the one that stopped first in
+                    // the file's order (the least time) is the run's.
+                    let at = plan.stop_at.load(std::sync::atomic::Ordering::SeqCst);
+                    let mut o = outcome.lock().unwrap_or_else(PoisonError::into_inner);
+                    if o.trace.is_none() || o.trace_at > at {
+                        o.trace = Some(s);
+                        o.trace_at = at;
+                    }
                 }
             }
             drop(input);
@@ -1417,6 +1300,12 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
         for (w, stats, keys) in &ends {
             super::say(format_args!(
                 "worker {w} of {total_workers}:\n{stats}keys: {keys} live\n"
+            ));
+        }
+        if let Some(p) = &parts {
+            super::say(format_args!(
+                "process {process}: the trace read in {} parts by {threads} workers\n",
+                p.count()
             ));
         }
         let keys: usize = ends.iter().map(|(.., k)| k).sum();
@@ -1503,7 +1392,7 @@ fn feed(
     worker: &mut timely::worker::Worker,
     input: &mut InputHandle<u64, timely::container::CapacityContainerBuilder<Vec<Event>>>,
     probe: &ProbeHandle<u64>,
-    mut source: Source,
+    mut source: Box<dyn Reading>,
     plan: &Plan,
     outcome: &Mutex<Outcome>,
 ) -> Option<(String, Exit)> {
@@ -1521,13 +1410,7 @@ fn feed(
                     Fill::Stopped(message, exit) => Some(Some((message, exit))),
                 };
                 let last = end.is_some();
-                let read = last.then(|| {
-                    let (feed, tally) = (&source.feed, &source.tally);
-                    (
-                        feed.rows_read() + tally.rows_read,
-                        feed.skipped() + tally.skipped,
-                    )
-                });
+                let read = last.then(|| source.read());
                 let batch = Batch {
                     events,
                     frontier: source.frontier(),
@@ -1575,8 +1458,11 @@ fn feed(
             in_flight.push_back(last);
         }
         if let Some(end) = batch.end {
-            if let Some(read) = batch.read {
-                outcome.lock().unwrap_or_else(PoisonError::into_inner).read = Some(read);
+            if let Some((rows, skipped)) = batch.read {
+                // Every reader's rows (several read a file in parts).
+                let mut o = outcome.lock().unwrap_or_else(PoisonError::into_inner);
+                let (r, s) = o.read.get_or_insert((0, 0));
+                (*r, *s) = (*r + rows, *s + skipped);
             }
             return end;
         }
@@ -1884,7 +1770,14 @@ impl PieceWriter {
         mut out: Option<&mut Sink>,
         mut alerts: Option<&mut Sink>,
     ) -> io::Result<()> {
+        let stop_at = self.plan.stop_at.load(std::sync::atomic::Ordering::SeqCst);
         for &next in ready {
+            if let Next::Row { chunk, row } = next
+                && self.chunks[chunk].0.rows[row].time >= stop_at
+            {
+                // A reader of parts stopped the run there.
+                self.stopped = true;
+            }
             if self.stopped {
                 break;
             }
@@ -1966,12 +1859,22 @@ fn complete(plan: &Plan, time: u64, digest: u64, sinks: [Option<&mut Sink>; 2]) 
         return Ok(());
     };
     let mut lens = [0u64; 2];
+    let mut sink_entries = None;
     for (i, sink) in sinks.into_iter().enumerate() {
         if let Some(s) = sink {
             s.sync()?;
             lens[i] = s.written;
+            if i == 0 {
+                sink_entries = s.live.as_ref().and_then(|l| l.entries_written());
+            }
         }
     }
+    let record_len = {
+        let mut logged = plan.log_lens.lock().unwrap_or_else(PoisonError::into_inner);
+        let len = logged.iter().find(|(t, _)| *t == time).map(|&(_, l)| l);
+        logged.retain(|(t, _)| *t > time);
+        len
+    };
     let record = Complete {
         vigil_scale_checkpoint: CHECKPOINT_VERSION,
         time,
@@ -1982,6 +1885,8 @@ fn complete(plan: &Plan, time: u64, digest: u64, sinks: [Option<&mut Sink>; 2]) 
         key: plan.key.clone(),
         input_digest: digest,
         route_hash: crate::scale::ROUTE_HASH.to_string(),
+        record_len,
+        sink_entries,
     };
     let dir = checkpoint_dir(root, time);
     let text = serde_json::to_string(&record).map_err(io::Error::other)?;

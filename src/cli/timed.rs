@@ -121,7 +121,7 @@ fn idle_timeout(args: &RunArgs) -> Result<(), String> {
 
 /// The scheduler's origin and gap from a log's header (a replay), else from
 /// the options.
-fn scheduling(
+pub(super) fn scheduling(
     args: &RunArgs,
     unit: TimeUnit,
     replay: Option<&Header>,
@@ -495,13 +495,11 @@ pub(super) fn run(
         let logged = r.clock().record.as_ref();
         match (&mut record, logged) {
             (None, None) => {}
-            (Some(rec), Some(info)) if info.len > 0 => {
-                match checkpoint::reopen_output(rec.path(), info.len, "replay log") {
-                    Ok(f) => rec.resume_with(f),
-                    Err(m) => return fail(&format!("cannot resume from `{}`: {m}", r.path())),
+            (Some(rec), Some(info)) => {
+                if let Err(m) = rec.resume_at(info.len) {
+                    return fail(&format!("cannot resume from `{}`: {m}", r.path()));
                 }
             }
-            (Some(_), Some(_)) => {}
             (None, Some(info)) => {
                 return fail(&format!(
                     "cannot resume from `{}`: it was taken with `--record {}`; pass it again to continue that log",
@@ -604,7 +602,7 @@ pub(super) fn run(
 pub(super) use crate::pipeline::merged::Record;
 
 /// The policies as the flags and the log name them.
-fn gap_policy(name: &str) -> GapPolicy {
+pub(super) fn gap_policy(name: &str) -> GapPolicy {
     match name {
         "skip" => GapPolicy::Skip,
         _ => GapPolicy::CatchUp,

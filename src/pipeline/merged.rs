@@ -45,12 +45,6 @@ pub struct Record {
 }
 
 impl Record {
-    /// Goes on writing `file`, a resumed run's log cut back to the length
-    /// its checkpoint recorded (its header is there already).
-    pub fn resume_with(&mut self, file: std::fs::File) {
-        self.resumed = Some(file);
-    }
-
     /// A log to be written at `path` with `header` (`live`: every line
     /// flushed as written).
     pub fn new(path: String, header: Header, live: bool) -> Record {
@@ -99,6 +93,26 @@ impl Record {
     /// The log's path, for messages.
     pub fn path(&self) -> &str {
         &self.path
+    }
+
+    /// The log's length once everything written so far is on disk (its
+    /// header written first, with `form`): what a scaled run's checkpoint
+    /// records.
+    pub fn synced_len(&mut self, form: Option<TimeForm>) -> io::Result<u64> {
+        self.writer(form)?.synced_len()
+    }
+
+    /// Goes on with the log a checkpoint recorded at `len` bytes (cut back
+    /// to it; its header is there already), as a resumed run does.
+    pub fn resume_at(&mut self, len: u64) -> Result<(), String> {
+        if len > 0 {
+            self.resumed = Some(super::checkpoint::reopen_output(
+                &self.path,
+                len,
+                "replay log",
+            )?);
+        }
+        Ok(())
     }
 
     /// Flushes the log (writing the header of one without steps).

@@ -455,6 +455,96 @@ pub fn open_trace_at(
     })
 }
 
+/// Where a regular trace file can be split into parts read apart, about
+/// `part` bytes each: each part's start (the first row starting at or after
+/// a multiple of `part`, and the lines before it), the first being the
+/// trace's start, with the file's length. Every line end is a row
+/// boundary in JSON lines (a JSON string holds no raw newline) and in a CSV
+/// file without quotes; `None` for a CSV file holding a quote (a quoted
+/// field may span lines) and for `.input` (a block spans lines). One pass
+/// over the file, counting line ends.
+pub fn split_points(
+    path: &str,
+    format: TraceFormat,
+    part: u64,
+) -> std::io::Result<Option<(Vec<TracePosition>, u64)>> {
+    use std::io::Read;
+    if format == TraceFormat::Tc {
+        return Ok(None);
+    }
+    let part = part.max(1);
+    let mut file = std::fs::File::open(path)?;
+    let mut buf = vec![0u8; 1 << 20];
+    let mut points = vec![TracePosition { offset: 0, line: 0 }];
+    let (mut offset, mut lines, mut next) = (0u64, 0u64, part);
+    loop {
+        let n = match file.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        let chunk = &buf[..n];
+        if format == TraceFormat::Csv && memchr::memchr(b'"', chunk).is_some() {
+            return Ok(None);
+        }
+        for at in memchr::memchr_iter(b'\n', chunk) {
+            lines += 1;
+            let start = offset + at as u64 + 1;
+            if start >= next {
+                points.push(TracePosition {
+                    offset: start,
+                    line: lines,
+                });
+                next = (start / part + 1) * part;
+            }
+        }
+        offset += n as u64;
+    }
+    // A part would start at the end: it has no rows.
+    if points.len() > 1 && points.last().is_some_and(|p| p.offset >= offset) {
+        points.pop();
+    }
+    Ok(Some((points, offset)))
+}
+
+/// Opens the part of a regular trace file from `at` (a row's start, as
+/// [`split_points`] gives them) to `end` (the next part's start, or the
+/// file's length): its reader returns the rows starting in it, with their
+/// real line numbers, and ends at `end`. A CSV file's header is read from
+/// its start (the first part reads it as its first record).
+pub fn open_trace_part(
+    path: &str,
+    format: TraceFormat,
+    schema: &InputSchema,
+    options: ReaderOptions,
+    at: TracePosition,
+    end: u64,
+) -> Result<Box<dyn RowReader>, OpenError> {
+    use std::io::Read;
+    let opened = source::open_source_at(path, at.offset)?;
+    let file = match opened.origin {
+        Some((file, origin)) if !opened.streaming => TraceFile { file, origin },
+        _ => {
+            return Err(OpenError {
+                file: path.to_string(),
+                message: "a trace read in parts must be a regular file".into(),
+            });
+        }
+    };
+    let bytes: Box<dyn BufRead + Send> = Box::new(opened.bytes.take(end.saturating_sub(at.offset)));
+    if at.offset == 0 {
+        return Ok(make_reader(path, bytes, format, schema, options));
+    }
+    let resume = ResumeAt {
+        position: at,
+        rows: 0,
+    };
+    Ok(resumed_reader(
+        path, bytes, format, schema, options, resume, &file,
+    ))
+}
+
 /// A reader over `source`, which starts at `at.position` of a trace whose
 /// earlier rows were read before.
 fn resumed_reader(

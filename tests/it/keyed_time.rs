@@ -725,8 +725,23 @@ fn vigil_run_key_ticks_each_host_as_its_own_run() {
     );
     // Scaled (it was refused): each key's ticks travel with its row, so the
     // output is the single-process run's byte for byte, with and without
-    // --time.
-    for timed in [&["--time", "t"][..], &[][..]] {
+    // --time, and with the scheduler's flags (they were refused scaled).
+    let timings: [&[&str]; 4] = [
+        &["--time", "t"],
+        &[],
+        &[
+            "--time",
+            "t",
+            "--start",
+            "3",
+            "--max-gap",
+            "5",
+            "--on-gap",
+            "skip",
+        ],
+        &["--start", "2", "--max-gap", "4"],
+    ];
+    for timed in timings {
         let base = [
             &["run", &spec, "--key", "host", "--input", &trace][..],
             timed,

@@ -747,6 +747,19 @@ fn xlen(con: &mut redis::Connection, stream: &str) -> usize {
 /// A run killed (SIGKILL) at random points and resumed from its checkpoint
 /// each time writes the stream an uninterrupted run writes.
 fn killed_and_resumed(test: &str, group: &[&str], rows: usize, every: &str, kills_wanted: usize) {
+    killed_and_resumed_as(test, &[], group, rows, every, kills_wanted);
+}
+
+/// `killed_and_resumed`, with `both` given to the uninterrupted run and the
+/// killed one (`group` to the killed one only).
+fn killed_and_resumed_as(
+    test: &str,
+    both: &[&str],
+    group: &[&str],
+    rows: usize,
+    every: &str,
+    kills_wanted: usize,
+) {
     let dir = test_dir("live", test);
     let broker = Broker::redis(&dir);
     let mut con = broker.connection();
@@ -758,6 +771,7 @@ fn killed_and_resumed(test: &str, group: &[&str], rows: usize, every: &str, kill
         let mut args = vec![
             "run", &spec, "--input", &input, "--drain", "--output", output,
         ];
+        args.extend_from_slice(both);
         args.extend_from_slice(extra);
         args.iter().map(|s| s.to_string()).collect::<Vec<_>>()
     };
@@ -832,6 +846,24 @@ fn killed_and_resumed(test: &str, group: &[&str], rows: usize, every: &str, kill
 #[test]
 fn redis_sigkill_and_resume_equal_an_uninterrupted_run() {
     killed_and_resumed("redis_kill", &[], 1500, "37", 3);
+}
+
+/// Issue 35: a scaled run checkpoints with a Redis source and a Redis sink
+/// (it was refused): killed and resumed, it writes the entries of an
+/// uninterrupted single-process keyed run, none lost or repeated. The
+/// resumed run reads the stream again from its start and skips the rows
+/// before the checkpoint; the sink does not send again the entries the
+/// checkpoint counted, nor those past it already in the stream.
+#[test]
+fn a_scaled_run_with_redis_in_and_out_resumes_exactly_after_sigkill() {
+    killed_and_resumed_as(
+        "redis_scaled_kill",
+        &["--key", "x"],
+        &["--workers", "2"],
+        1500,
+        "37",
+        3,
+    );
 }
 
 #[test]
@@ -1358,8 +1390,7 @@ fn brokers_asking_for_passwords_get_them_from_the_url_and_never_show_them() {
 
 /// Issue 35: a live source works with `--workers`: process 0 reads the Redis stream as it
 /// reads a file and routes its rows by key, and the output is the single-process keyed
-/// run's, byte for byte. (It was refused.) A live sink, and checkpoints of a live source,
-/// are still refused when scaled, with the reason.
+/// run's, byte for byte. (It was refused.) A live sink and checkpoints work scaled too.
 #[test]
 fn a_redis_source_feeds_a_scaled_keyed_run() {
     let dir = test_dir("live", "redis_scaled");
@@ -1391,19 +1422,25 @@ fn a_redis_source_feeds_a_scaled_keyed_run() {
     let (code, got, err) = run_vigil(&[&keyed[..], &["--workers", "2"]].concat(), None);
     assert_eq!(code, 0, "{err}");
     assert!(got == want, "the scaled run's output differs");
+    // Checkpointed too (it was refused), and resumed after its end.
     let ck = dir.join("ck");
-    let (code, _, err) = run_vigil(
-        &[
-            &keyed[..],
-            &["--workers", "2", "--checkpoint", ck.to_str().unwrap()],
-        ]
-        .concat(),
+    let checkpointed = [
+        &keyed[..],
+        &["--workers", "2", "--checkpoint", ck.to_str().unwrap()],
+        &["--checkpoint-every", "300"],
+    ]
+    .concat();
+    let (code, got, err) = run_vigil(&checkpointed, None);
+    assert_eq!(code, 0, "{err}");
+    assert!(got == want, "the checkpointed scaled run's output differs");
+    let (code, got, err) = run_vigil(
+        &[&checkpointed[..], &["--resume", ck.to_str().unwrap()]].concat(),
         None,
     );
-    assert_eq!(code, 1, "{err}");
+    assert_eq!(code, 0, "{err}");
     assert!(
-        err.contains("with a live source (mqtt://, redis://) do not work with --workers"),
-        "{err}"
+        want.ends_with(&got) && got.lines().count() < 300,
+        "a resume after the end evaluates more than the rows after the last checkpoint"
     );
     // A live sink works scaled too (it was refused): the scaled run's
     // entries are the single-process run's.
@@ -1418,4 +1455,79 @@ fn a_redis_source_feeds_a_scaled_keyed_run() {
         entries(&mut con, "two") == one,
         "the scaled run's entries differ"
     );
+}
+
+/// Issue 35: a scaled run checkpoints with an MQTT source (it was refused). MQTT keeps no
+/// history, so a resumed run has the state its last checkpoint recorded and the messages from
+/// then on, numbered on from the checkpoint: its rows' outputs are those a single-process keyed
+/// run gives for the same rows after the checkpoint's (the rows between the checkpoint and the
+/// end of the first run are not delivered again).
+#[test]
+fn a_scaled_mqtt_source_resumes_with_its_checkpoints_state() {
+    let dir = test_dir("live", "mqtt_scaled_resume");
+    let broker = Broker::mosquitto(&dir);
+    let spec = write(
+        &dir,
+        "spec.dsrv",
+        "in host: Str\nin x: Int\nout total: Int\ntotal = default(total[1], 0) + x\n",
+    );
+    let rows: Vec<String> = (0..400)
+        .map(|i| format!("{{\"host\":\"h{}\",\"x\":{}}}", i % 7, i % 5))
+        .collect();
+    let (first, second) = rows.split_at(250);
+    let ck = dir.join("ck").to_str().unwrap().to_string();
+    let input = broker.url("mqtt", "in");
+    let base = [
+        "run",
+        &spec,
+        "--input",
+        &input,
+        "--key",
+        "host",
+        "--workers",
+        "2",
+        "--output",
+        "csv",
+        "--checkpoint",
+        &ck,
+        "--checkpoint-every",
+        "100",
+        "--mqtt-rows",
+        "rows",
+    ];
+    let mut got = Vec::new();
+    for (round, part) in [first, second].into_iter().enumerate() {
+        let out = dir.join(format!("out{round}"));
+        let args = match round {
+            0 => base.to_vec(),
+            _ => [&base[..], &["--resume", &ck]].concat(),
+        };
+        let mut live = Live::start(&args, &out);
+        live.wait_for("subscribed to");
+        publish(broker.port, "in/rows", &part.join("\n"), true);
+        let (code, err) = live.finish();
+        assert_eq!(code, 0, "round {round}: {err}");
+        got.push(std::fs::read_to_string(&out).unwrap());
+    }
+    // The first run's checkpoint at row 200 is its last complete one.
+    let reference = write(
+        &dir,
+        "ref.jsonl",
+        format!("{}\n{}\n", rows[..200].join("\n"), second.join("\n")),
+    );
+    let (code, want, err) = run_vigil(
+        &[
+            "run", &spec, "--input", &reference, "--key", "host", "--output", "csv",
+        ],
+        None,
+    );
+    assert_eq!(code, 0, "{err}");
+    let data = |text: &str| -> Vec<String> {
+        text.lines()
+            .filter(|l| !l.starts_with("step"))
+            .map(String::from)
+            .collect()
+    };
+    assert_eq!(data(&got[0]).len(), 250);
+    assert_eq!(data(&got[1]), data(&want)[200..]);
 }

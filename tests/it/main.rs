@@ -22,6 +22,7 @@ mod repl;
 mod robustness;
 mod rows;
 mod scale;
+mod scale_combos;
 mod schema;
 mod snapshots;
 mod strings;

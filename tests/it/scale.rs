@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 /// A spec with history per key (offsets, a count window), a Str stream and
 /// a trigger, so that every part of a keyed run crosses the exchange.
-const SPEC: &str = "\
+pub(crate) const SPEC: &str = "\
 in host: Str
 in temp: Float
 in ts: Int
@@ -28,7 +28,7 @@ trigger burning: hot && default(hot[1], false) \"{host} hot twice: {temp}\"
 
 /// A generated trace: `rows` rows over `keys` hosts (a fixed pseudo-random
 /// sequence), three rows per time unit of `ts`.
-fn trace(rows: usize, keys: u64) -> String {
+pub(crate) fn trace(rows: usize, keys: u64) -> String {
     let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
     let mut next = || {
         state ^= state << 13;
@@ -49,7 +49,7 @@ fn trace(rows: usize, keys: u64) -> String {
 }
 
 /// Runs vigil to completion; panics if it takes longer than two minutes.
-fn run(args: &[&str]) -> Output {
+pub(crate) fn run(args: &[&str]) -> Output {
     let child = vigil()
         .args(args)
         .stdin(Stdio::null())
@@ -80,7 +80,7 @@ fn wait(child: Child, limit: Duration) -> Output {
     }
 }
 
-fn read(path: &str) -> String {
+pub(crate) fn read(path: &str) -> String {
     std::fs::read_to_string(path).unwrap()
 }
 
@@ -571,22 +571,11 @@ fn errors_in_a_scaled_run_are_reported_after_the_rows_before_them() {
         "{stderr}"
     );
     // Options a scaled run does not take are refused, not ignored.
-    let log = dir.join("run.log");
-    let ck = dir.join("ck");
-    let o = scaled(
-        &spec,
-        &input,
-        &[
-            "--record",
-            log.to_str().unwrap(),
-            "--checkpoint",
-            ck.to_str().unwrap(),
-        ],
-    );
+    let o = scaled(&spec, &input, &["--on-reset", "once"]);
     assert_eq!(o.status.code(), Some(1));
     assert!(
         String::from_utf8_lossy(&o.stderr)
-            .contains("--record with --checkpoint or --resume does not work with --workers")
+            .contains("--on-reset does not work with --workers or --processes yet")
     );
     let o = run(&["run", &spec, "--input", &input, "--workers", "2"]);
     assert_eq!(o.status.code(), Some(1));

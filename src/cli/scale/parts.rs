@@ -1,0 +1,260 @@
+//! A scaled run's trace read in parallel: a regular file split at row boundaries into parts,
+//! each read by one of process 0's workers.
+//!
+//! `trace::split_points` cuts the file into parts of about `part_bytes` at line ends (JSON
+//! lines, or CSV without quotes), with the lines before each. Part `k` goes to process 0's
+//! worker `k % threads`, which reads it with `trace::open_trace_part` and stamps its `i`-th row
+//! with the timely time `k << 32 | i`: so the order of times is the file's order, the writer's
+//! (time, position) order is the single-process output's, and every worker advances its own
+//! input as it reads, timely's frontier (the least time any reader may still send) telling
+//! each worker when a time is complete. A run without `--time` only: a row's time field would
+//! be its stamp, and a late row's re-stamping depends on every row before it.
+
+use super::super::ops;
+use super::super::{Exit, RunArgs};
+use super::source::{Fill, Reading};
+use crate::row::RowError;
+use crate::scale::{Event, StampedRow};
+use crate::trace::{self, InputSchema, ReaderOptions, RowReader, TraceFormat, TracePosition};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// The rows a part may hold: its rows' times are `k << 32 | i`.
+const PART_ROWS: u64 = 1 << 32;
+
+/// The parts of one trace file, for process 0's `threads` workers.
+pub(super) struct Parts {
+    path: String,
+    format: TraceFormat,
+    /// Each part's start, and the file's length (the last part's end).
+    points: Vec<TracePosition>,
+    len: u64,
+}
+
+/// How a scaled run reads its input: in parts when `args` allow it and the
+/// trace is a regular file that splits (`None`: process 0's feed reads it).
+pub(super) fn plan(args: &RunArgs, threads: usize) -> Result<Option<Parts>, String> {
+    let [path] = args.input.as_slice() else {
+        return Ok(None);
+    };
+    let serial = threads < 2
+        || args.time.is_some()
+        || args.checkpoint.is_some()
+        || args.resume.is_some()
+        || args.record.is_some()
+        || path == "-"
+        || super::super::live::is_url(path)
+        || path.starts_with("tcp://");
+    if serial || !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
+        return Ok(None);
+    }
+    let format = match super::super::trace_format(path, args.format) {
+        Ok(TraceFormat::Tc) | Err(_) => return Ok(None),
+        Ok(f) => f,
+    };
+    let len = std::fs::metadata(path).map_or(0, |m| m.len());
+    // Parts enough for each worker to take turns a few times (so that no
+    // one holds the frontier back for long), not so small that opening
+    // one costs more than reading it.
+    let part = (len / (threads as u64 * 8)).clamp(64 << 10, 16 << 20);
+    let split = trace::split_points(path, format, part)
+        .map_err(|e| format!("{path}: cannot read the trace: {e}"))?;
+    Ok(split.map(|(points, len)| Parts {
+        path: path.clone(),
+        format,
+        points,
+        len,
+    }))
+}
+
+impl Parts {
+    /// How many parts the trace is read in.
+    pub(super) fn count(&self) -> usize {
+        self.points.len()
+    }
+
+    /// The reading of process 0's worker `worker` of `threads`: parts
+    /// `worker`, `worker + threads`, …
+    pub(super) fn reader(&self, worker: usize, threads: usize, setup: PartSetup) -> PartReader {
+        let mine = (worker..self.points.len()).step_by(threads);
+        let parts = mine
+            .map(|k| {
+                let end = self.points.get(k + 1).map_or(self.len, |p| p.offset);
+                (k as u64, self.points[k], end)
+            })
+            .collect();
+        PartReader {
+            path: self.path.clone(),
+            format: self.format,
+            parts,
+            next: 0,
+            reader: None,
+            row: 0,
+            setup,
+            read: 0,
+        }
+    }
+}
+
+/// What every part reader shares: the schema and the options, the key's
+/// cell, the cells a row sends, and the least time at which a reader
+/// stopped the run (rows at or after it are not written).
+pub(super) struct PartSetup {
+    pub(super) schema: InputSchema,
+    pub(super) options: ReaderOptions,
+    pub(super) tally: ops::Tally,
+    pub(super) key_index: usize,
+    pub(super) key_name: String,
+    pub(super) cells: usize,
+    pub(super) stop_at: Arc<AtomicU64>,
+}
+
+/// One worker's parts of the trace, read one after another.
+pub(super) struct PartReader {
+    path: String,
+    format: TraceFormat,
+    /// Its parts: index, start, end.
+    parts: Vec<(u64, TracePosition, u64)>,
+    /// The next part to open, and the reader of the part open now.
+    next: usize,
+    reader: Option<Box<dyn RowReader>>,
+    /// The row of the open part read next.
+    row: u64,
+    setup: PartSetup,
+    /// Rows the reader gave (a row without its key included).
+    read: u64,
+}
+
+impl PartReader {
+    /// The open part's index.
+    fn part(&self) -> u64 {
+        self.parts[self.next - 1].0
+    }
+
+    /// Opens the next part; `false` when none is left, or the run stopped
+    /// before it.
+    fn open_next(&mut self) -> Result<bool, (String, Exit)> {
+        let Some(&(k, at, end)) = self.parts.get(self.next) else {
+            return Ok(false);
+        };
+        if k * PART_ROWS >= self.setup.stop_at.load(Ordering::SeqCst) {
+            return Ok(false);
+        }
+        let s = &self.setup;
+        let reader = trace::open_trace_part(&self.path, self.format, &s.schema, s.options, at, end)
+            .map_err(|e| (e.to_string(), Exit::Failure))?;
+        self.reader = Some(reader);
+        self.next += 1;
+        self.row = 0;
+        Ok(true)
+    }
+
+    /// Stops the run at the row about to be read (`time`): no reader reads
+    /// a later part, and the writer writes no row at or after it.
+    fn stop(&self, message: String, exit: Exit) -> Fill {
+        let time = self.part() * PART_ROWS + self.row;
+        self.setup.stop_at.fetch_min(time, Ordering::SeqCst);
+        Fill::Stopped(message, exit)
+    }
+}
+
+impl Reading for PartReader {
+    fn fill(&mut self, batch: &mut Vec<Event>, n: usize, _workers: usize) -> Fill {
+        let width = self.setup.schema.names.len();
+        while batch.len() < n {
+            if self.reader.is_none() {
+                match self.open_next() {
+                    Ok(true) => {}
+                    Ok(false) => return Fill::Ended,
+                    Err((message, exit)) => return Fill::Stopped(message, exit),
+                }
+            }
+            let part = self.part();
+            if part * PART_ROWS + self.row >= self.setup.stop_at.load(Ordering::Relaxed) {
+                // Another reader stopped the run at an earlier row.
+                return Fill::Ended;
+            }
+            let reader = self.reader.as_mut().expect("opened above");
+            let mut cells = vec![None; width];
+            let next = reader.next_row(&mut cells);
+            // Only the first part's reader reads the CSV header as a record
+            // of its own; every part's reports it (a missing input).
+            let warnings = reader.take_warnings();
+            if part == 0 {
+                for w in warnings {
+                    (super::super::timed::notices())(crate::notice::Notice::Trace(w));
+                }
+            }
+            match next {
+                Ok(true) => self.read += 1,
+                Ok(false) => {
+                    self.reader = None;
+                    // A batch holds rows of one part: its message's
+                    // capability (its first row's time) then holds back no
+                    // later part's rows.
+                    if !batch.is_empty() {
+                        return Fill::More;
+                    }
+                    continue;
+                }
+                Err(e)
+                    if crate::pipeline::droppable(
+                        self.setup.tally.on_malformed.into(),
+                        &e,
+                        reader.as_ref(),
+                    ) =>
+                {
+                    // A malformed row dropped (`--on-malformed skip|warn`):
+                    // read, skipped, and with `warn` said.
+                    self.setup.tally.add_read(1, 1);
+                    if self.setup.tally.on_malformed == super::super::OnMalformed::Warn {
+                        super::super::say(format_args!("warning: {e}; the row is skipped\n"));
+                    }
+                    continue;
+                }
+                Err(e) => {
+                    let stop = crate::pipeline::Stop::of_trace(&e);
+                    let exit = match stop.kind {
+                        crate::pipeline::StopKind::Trace => Exit::Trace,
+                        crate::pipeline::StopKind::Failure => Exit::Failure,
+                    };
+                    return self.stop(stop.message, exit);
+                }
+            }
+            if cells[self.setup.key_index].is_none() {
+                let at = crate::pipeline::row_location(&self.path, reader.as_ref(), true, 0);
+                let e = RowError::MissingKey {
+                    input: self.setup.key_name.clone(),
+                };
+                if self.setup.tally.skip_rejected(&at, &e) {
+                    continue;
+                }
+                return self.stop(format!("{at}: {e}"), Exit::Trace);
+            }
+            let time = part * PART_ROWS + self.row;
+            self.row += 1;
+            cells.truncate(self.setup.cells);
+            batch.push(Event::Row(StampedRow {
+                time,
+                seq: time,
+                at: None,
+                rfc3339: false,
+                cells,
+            }));
+        }
+        Fill::More
+    }
+
+    fn frontier(&self) -> u64 {
+        match (&self.reader, self.parts.get(self.next)) {
+            (Some(_), _) => self.part() * PART_ROWS + self.row,
+            (None, Some(&(k, ..))) => k * PART_ROWS,
+            (None, None) => u64::MAX,
+        }
+    }
+
+    fn read(&self) -> (u64, u64) {
+        let t = &self.setup.tally;
+        (self.read + t.rows_read, t.skipped)
+    }
+}

@@ -1,0 +1,335 @@
+//! Process 0's feed as a scaled run's reader (`Source`): every `--input` stamped and merged by
+//! `pipeline::Feed`, with the checkpoint barriers, the input digest a resume checks, and the
+//! replay log (`--record`) whose length each barrier records; and the `Reading` trait it shares
+//! with the readers of a file's parts (`parts.rs`).
+
+use super::super::ops;
+use super::super::{Exit, RunArgs};
+use crate::pipeline::{self, Feed, StopKind};
+use crate::scale::{Event, StampedRow, timely_time};
+use crate::time::TimeForm;
+use crate::value::Value;
+use std::path::Path;
+use std::sync::{Arc, Mutex, PoisonError};
+
+/// The source's state: the feed of process 0 (every `--input`, stamped and
+/// merged), and the row it gave last.
+pub(super) struct Source {
+    pub(super) feed: Feed,
+    /// The replay log (`--record`) of the feed's steps.
+    pub(super) record: Option<super::super::timed::Record>,
+    /// The log's length at each barrier (its time), for the writer to
+    /// record when the checkpoint completes.
+    pub(super) log_lens: LogLens,
+    /// The row just taken (inputs, `--pass` fields, the time field) and
+    /// where it is, for messages.
+    pub(super) row: Vec<Option<Value>>,
+    pub(super) at: String,
+    /// Rows given so far (the next row's position).
+    pub(super) seq: u64,
+    /// Whether rows carry their time (`--time`).
+    pub(super) timed: bool,
+    /// The time of the row given last (ns), with `--time`.
+    pub(super) last: Option<i64>,
+    /// Checkpoints every this much of the time axis, and the next one due.
+    pub(super) every: Option<u64>,
+    pub(super) next_checkpoint: Option<u64>,
+    /// Rows before this time were evaluated before a resume: skipped.
+    pub(super) skip_before: u64,
+    /// The digest of every row read so far (see `Complete::input_digest`),
+    /// and, when resuming, the one the checkpoint recorded, until checked.
+    pub(super) digest: xxhash_rust::xxh3::Xxh3,
+    pub(super) expect_digest: Option<u64>,
+    pub(super) tally: ops::Tally,
+    pub(super) key_index: usize,
+    pub(super) key_name: String,
+    pub(super) inputs: usize,
+    /// The undeclared `--pass` fields read after the inputs.
+    pub(super) extra: usize,
+}
+
+/// The replay log's length at each barrier not yet completed, by time:
+/// the source keeps them, the writer records and drops them.
+pub(super) type LogLens = Arc<Mutex<Vec<(u64, u64)>>>;
+
+/// A reader of rows into the dataflow: process 0's feed of every input
+/// (`Source`), or a worker's parts of one file (`parts::PartReader`).
+pub(super) trait Reading: Send + 'static {
+    /// Reads up to `n` events into `batch` (`workers`: the barriers' count).
+    fn fill(&mut self, batch: &mut Vec<Event>, n: usize, workers: usize) -> Fill;
+    /// The time every later event is at or after.
+    fn frontier(&self) -> u64;
+    /// The rows read and the malformed rows skipped.
+    fn read(&self) -> (u64, u64);
+}
+
+impl Reading for Source {
+    fn fill(&mut self, batch: &mut Vec<Event>, n: usize, workers: usize) -> Fill {
+        Source::fill(self, batch, n, workers)
+    }
+
+    fn frontier(&self) -> u64 {
+        Source::frontier(self)
+    }
+
+    fn read(&self) -> (u64, u64) {
+        let (feed, tally) = (&self.feed, &self.tally);
+        (
+            feed.rows_read() + tally.rows_read,
+            feed.skipped() + tally.skipped,
+        )
+    }
+}
+
+/// Whether the source has more to give.
+pub(super) enum Fill {
+    More,
+    Ended,
+    Stopped(String, Exit),
+}
+
+impl Source {
+    /// Reads up to `n` events into `batch`.
+    fn fill(&mut self, batch: &mut Vec<Event>, n: usize, workers: usize) -> Fill {
+        while batch.len() < n {
+            let next = self.feed.next();
+            let Ok(Some(pipeline::Event::Rows(step))) = &next else {
+                if let Err(e) = self.log(&next) {
+                    return Fill::Stopped(e, Exit::Failure);
+                }
+                match self.other(next) {
+                    Some(fill) => return fill,
+                    None => continue,
+                }
+            };
+            // Every row is a step of its own (a keyed feed).
+            let Some((c, _)) = step.rows.first() else {
+                continue;
+            };
+            let (source, ns) = (c.stamp.source as usize, step.time.0);
+            let (time, at_ns) = match self.timed {
+                true => (timely_time(ns), Some(ns)),
+                false => (self.seq, None),
+            };
+            // Rows before a resumed checkpoint were evaluated, and logged,
+            // before it; a barrier comes before the row it is due at, so
+            // the log's length it records leaves that row out.
+            let skipped = time < self.skip_before;
+            if !skipped {
+                if let Err(e) = self.barrier(time, batch, workers) {
+                    return Fill::Stopped(e, Exit::Failure);
+                }
+                if let Err(e) = self.log(&next) {
+                    return Fill::Stopped(e, Exit::Failure);
+                }
+            }
+            let Ok(Some(pipeline::Event::Rows(step))) = next else {
+                continue;
+            };
+            let Some((_, cells)) = step.rows.into_iter().next() else {
+                continue;
+            };
+            self.at.clear();
+            (self.at).push_str(&self.feed.taken_at(source));
+            self.row = cells;
+            if at_ns.is_some() {
+                self.last = at_ns;
+            }
+            if self.row[self.key_index].is_none() {
+                let e = crate::row::RowError::MissingKey {
+                    input: self.key_name.clone(),
+                };
+                match self.reject(&e) {
+                    Some(stop) => return stop,
+                    None => continue,
+                }
+            }
+            let seq = self.seq;
+            self.seq += 1;
+            if skipped {
+                self.digest_row(time);
+                continue;
+            }
+            if let Err(message) = self.check_digest() {
+                return Fill::Stopped(message, Exit::Failure);
+            }
+            // After the barrier: a barrier's digest covers the rows before it.
+            self.digest_row(time);
+            // The declared inputs, then the undeclared fields `--pass`
+            // carries (the formatter reads them; the monitor does not).
+            let cells = self.row[..self.inputs + self.extra].to_vec();
+            batch.push(Event::Row(StampedRow {
+                time,
+                seq,
+                at: at_ns,
+                rfc3339: self.feed.form() == Some(TimeForm::Rfc3339),
+                cells,
+            }));
+        }
+        Fill::More
+    }
+
+    /// What the feed gave besides a row: the end of the input or the error
+    /// that stopped it (`Some`), else nothing to send (`None`).
+    fn other(&mut self, next: Result<Option<pipeline::Event>, pipeline::Stop>) -> Option<Fill> {
+        match next {
+            Ok(Some(pipeline::Event::Reset)) => Some(Fill::Stopped(
+                "a time reset is not supported in a run with --workers or --processes".into(),
+                Exit::Trace,
+            )),
+            // The feed has no periods to tick; a tcp:// connection joining
+            // is logged only.
+            Ok(Some(pipeline::Event::Tick(..) | pipeline::Event::Source(_))) => None,
+            Ok(Some(pipeline::Event::Rows(_))) => None,
+            Ok(None) => Some(match self.check_digest() {
+                Ok(()) => Fill::Ended,
+                Err(message) => Fill::Stopped(message, Exit::Failure),
+            }),
+            Err(stop) => {
+                let exit = match stop.kind {
+                    StopKind::Trace => Exit::Trace,
+                    StopKind::Failure => Exit::Failure,
+                };
+                Some(Fill::Stopped(stop.message, exit))
+            }
+        }
+    }
+
+    /// With checkpoints: before the first row at or past the next multiple
+    /// of `every` (at `time`; no row lies between the multiple and it), a
+    /// barrier for every worker, carrying the digest of the rows before it,
+    /// with the replay log's length (synced) kept for the writer to record.
+    /// The first row (or the first after a resume) starts the count.
+    fn barrier(&mut self, time: u64, batch: &mut Vec<Event>, workers: usize) -> Result<(), String> {
+        let Some(every) = self.every else {
+            return Ok(());
+        };
+        let due = self.next_checkpoint.is_some_and(|next| time >= next);
+        if due {
+            if let Some(record) = &mut self.record {
+                let len = record
+                    .synced_len(self.feed.form())
+                    .map_err(|e| format!("cannot write the replay log `{}`: {e}", record.path()))?;
+                let mut lens = self.log_lens.lock().unwrap_or_else(PoisonError::into_inner);
+                lens.push((time, len));
+            }
+            for w in 0..workers {
+                batch.push(Event::Barrier {
+                    time,
+                    worker: w as u32,
+                    token: self.digest.digest(),
+                });
+            }
+        }
+        if due || self.next_checkpoint.is_none() {
+            self.next_checkpoint = Some((time - time % every).saturating_add(every));
+        }
+        Ok(())
+    }
+
+    /// Writes what the feed gave to the replay log (`--record`): a step, the
+    /// error that stops the run, or, at the end, the header of a log
+    /// without steps.
+    fn log(
+        &mut self,
+        next: &Result<Option<pipeline::Event>, pipeline::Stop>,
+    ) -> Result<(), String> {
+        let Some(record) = &mut self.record else {
+            return Ok(());
+        };
+        let form = self.feed.form();
+        let written = match next {
+            Ok(Some(pipeline::Event::Rows(step))) => {
+                record.write(&super::super::log::Event::Rows(step.clone()), form)
+            }
+            Ok(Some(pipeline::Event::Source(name))) => {
+                record.write(&super::super::log::Event::Source(name.clone()), form)
+            }
+            Ok(Some(_)) => Ok(()),
+            Ok(None) => record.finish(form),
+            Err(stop) => {
+                let exit = match stop.kind {
+                    StopKind::Trace => Exit::Trace,
+                    StopKind::Failure => Exit::Failure,
+                };
+                let event = super::super::log::Event::Stop(stop.message.clone(), exit as u8);
+                record
+                    .write(&event, form)
+                    .and_then(|()| record.finish(form))
+            }
+        };
+        written.map_err(|e| format!("cannot write the replay log `{}`: {e}", record.path()))
+    }
+
+    /// Adds the row just read (its time and declared inputs) to the digest.
+    /// The bytes are the routing hash's encoding (`scale::feed`), the time
+    /// as 8 little-endian bytes and an absent cell as 0xff, so that any
+    /// build can check the digest of another.
+    fn digest_row(&mut self, time: u64) {
+        self.digest.update(&time.to_le_bytes());
+        for cell in &self.row[..self.inputs] {
+            match cell {
+                None => self.digest.update(&[0xff]),
+                Some(v) => crate::scale::feed(&mut self.digest, v),
+            }
+        }
+    }
+
+    /// On a resume, once every row before the checkpoint has been read:
+    /// they must be the rows the checkpoint was taken after.
+    fn check_digest(&mut self) -> Result<(), String> {
+        match self.expect_digest.take() {
+            Some(d) if d != self.digest.digest() => {
+                let names: Vec<&str> = self.feed.source_names().collect();
+                Err(format!(
+                    "cannot resume: the trace `{}` differs from the one the checkpoint was taken on (its rows before the checkpoint are not the same)",
+                    names.join("`, `")
+                ))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// A row the source refuses (`e` says why): dropped by
+    /// `--on-malformed skip|warn` (`None`), else the run stops at it.
+    fn reject(&mut self, e: &dyn std::fmt::Display) -> Option<Fill> {
+        if self.tally.skip_rejected(&self.at, e) {
+            return None;
+        }
+        Some(Fill::Stopped(format!("{}: {e}", self.at), Exit::Trace))
+    }
+
+    /// The time every later row is at or after (what the input may advance
+    /// to): without `--time` the next position; with it the last time, since
+    /// rows of one time may follow.
+    fn frontier(&self) -> u64 {
+        match self.timed {
+            false => self.seq.max(self.skip_before),
+            true => self.last.map_or(0, timely_time),
+        }
+    }
+}
+
+/// Continues the replay log (`--record`) a resumed checkpoint recorded at
+/// `len` bytes, or refuses a resume that would start or drop one.
+pub(super) fn resume_record(
+    record: Option<&mut super::super::timed::Record>,
+    len: Option<u64>,
+    args: &RunArgs,
+    path: &Path,
+) -> Result<(), String> {
+    let at = path.display();
+    match (record, len) {
+        (None, None) => Ok(()),
+        (Some(r), Some(len)) => r
+            .resume_at(len)
+            .map_err(|m| format!("cannot resume from `{at}`: {m}")),
+        (None, Some(_)) => Err(format!(
+            "cannot resume from `{at}`: it was taken with --record; pass it again to continue that log"
+        )),
+        (Some(_), None) => Err(format!(
+            "cannot resume from `{at}`: it was taken without --record (`{}`), so it cannot continue a replay log",
+            args.record.as_deref().unwrap_or("")
+        )),
+    }
+}
