@@ -31,7 +31,6 @@ use checkpoint::Runner;
 use ops::OnMalformed;
 
 use crate::monitor::{Spec, Tier};
-use crate::row::RowError;
 use crate::trace::{
     self, OutputFormat, ReaderOptions, RowReader, TraceError, TraceErrorKind, TraceFormat,
 };
@@ -1096,8 +1095,9 @@ fn fail_on_trigger(args: &RunArgs, status: Exit, fired: u64) -> Exit {
 /// reader's row is never rejected; if one is, the reader let a bad value of
 /// the trace through, and vigil reports it as a malformed trace (status 4,
 /// after the outputs of every earlier row) naming the value, rather than
-/// panicking.
-fn rejected(e: &RowError) -> (String, Exit) {
+/// panicking. (A scaled run's; the library's loops say it for the others.)
+#[cfg(feature = "scale")]
+fn rejected(e: &crate::row::RowError) -> (String, Exit) {
     (
         format!(
             "the monitor rejected a row of the trace: {e} (the trace reader should have reported it; this is a bug in vigil)"
