@@ -1012,6 +1012,9 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
             last: None,
             every,
             next_checkpoint: None,
+            first_barrier: resumed.is_none()
+                && every.is_some()
+                && matches!(args.output, super::OutputArg::Redis(_)),
             skip_before,
             digest: xxhash_rust::xxh3::Xxh3::new(),
             expect_digest: resumed

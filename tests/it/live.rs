@@ -866,6 +866,23 @@ fn a_scaled_run_with_redis_in_and_out_resumes_exactly_after_sigkill() {
     );
 }
 
+/// As `redis_output_killed_before_its_first_periodic_checkpoint_is_not_repeated`,
+/// on two workers: a fresh scaled run to a Redis Stream takes a checkpoint
+/// before its first row, so that a run killed before any periodic one
+/// resumes (it had said "it holds no complete checkpoint") and sends no
+/// entry twice.
+#[test]
+fn a_scaled_redis_output_killed_before_its_first_periodic_checkpoint_resumes() {
+    killed_and_resumed_as(
+        "redis_scaled_kill_early",
+        &["--key", "x"],
+        &["--workers", "2"],
+        20000,
+        "1000000",
+        1,
+    );
+}
+
 #[test]
 fn redis_consumer_group_sigkill_and_resume_equal_an_uninterrupted_run() {
     killed_and_resumed(

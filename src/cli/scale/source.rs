@@ -34,6 +34,11 @@ pub(super) struct Source {
     /// Checkpoints every this much of the time axis, and the next one due.
     pub(super) every: Option<u64>,
     pub(super) next_checkpoint: Option<u64>,
+    /// Whether a barrier comes before the first row too: a fresh run to a
+    /// Redis Stream, which may append entries before its first periodic
+    /// checkpoint, and which only a resume (it reads the entries written)
+    /// does not write again.
+    pub(super) first_barrier: bool,
     /// Rows before this time were evaluated before a resume: skipped.
     pub(super) skip_before: u64,
     /// The digest of every row read so far (see `Complete::input_digest`),
@@ -204,7 +209,8 @@ impl Source {
         let Some(every) = self.every else {
             return Ok(());
         };
-        let due = self.next_checkpoint.is_some_and(|next| time >= next);
+        let due = std::mem::take(&mut self.first_barrier)
+            || self.next_checkpoint.is_some_and(|next| time >= next);
         if due {
             if let Some(record) = &mut self.record {
                 let len = record
