@@ -21,10 +21,7 @@ pub(super) fn options(args: &RunArgs, time_cell: Option<usize>) -> Options {
         drain: args.drain,
         key: args.key.clone(),
         ack_on_read: false,
-        notify: std::sync::Arc::new(|n: crate::notice::Notice| {
-            let prefix = if n.is_warning() { "warning" } else { "vigil" };
-            super::say(format_args!("{prefix}: {n}\n"));
-        }),
+        notify: super::timed::notices(),
     }
 }
 /// Refuses a transport's options without its transport (they would be

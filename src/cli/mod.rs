@@ -1090,22 +1090,6 @@ fn fail_on_trigger(args: &RunArgs, status: Exit, fired: u64) -> Exit {
     }
 }
 
-/// The exit status and message of a row the monitor rejected. The readers
-/// check every value with the monitor's own rule (`row::conform`), so a
-/// reader's row is never rejected; if one is, the reader let a bad value of
-/// the trace through, and vigil reports it as a malformed trace (status 4,
-/// after the outputs of every earlier row) naming the value, rather than
-/// panicking. (A scaled run's; the library's loops say it for the others.)
-#[cfg(feature = "scale")]
-fn rejected(e: &crate::row::RowError) -> (String, Exit) {
-    (
-        format!(
-            "the monitor rejected a row of the trace: {e} (the trace reader should have reported it; this is a bug in vigil)"
-        ),
-        Exit::Trace,
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1650,7 +1650,7 @@ fn formatter(
                     Chunk::of(out).end_row(row, key_value, Some((message, true)), Vec::new());
                 }
                 Err(StepError::Row(e)) => {
-                    let (message, _) = super::rejected(&e);
+                    let message = crate::pipeline::drive::rejected_message(&e);
                     Chunk::of(out).end_row(row, key_value, Some((message, true)), Vec::new());
                 }
             }

@@ -170,30 +170,37 @@ impl Drive<'_> {
             return false;
         }
         n.rows_read += 1;
-        self.dropped(e.to_string(), n);
+        dropped(self.malformed, self.notify, e.to_string(), n);
         true
-    }
-
-    /// A row the monitor rejected (`at` locates it): `true` when the policy
-    /// drops it.
-    fn skip_rejected(&self, at: &str, e: &RowError, n: &mut Counts) -> bool {
-        if self.malformed == Malformed::Stop {
-            return false;
-        }
-        self.dropped(format!("{at}: {e}"), n);
-        true
-    }
-
-    fn dropped(&self, what: String, n: &mut Counts) {
-        n.skipped += 1;
-        if self.malformed == Malformed::Warn {
-            (self.notify)(Notice::Skipped(what));
-        }
     }
 
     /// Where the row just read is, for a row the monitor rejected.
     fn locate(&self, reader: &dyn RowReader, n: &Counts) -> String {
         row_location(self.name, reader, self.lines, n.rows_read)
+    }
+}
+
+/// A row the monitor rejected (`at` locates it): `true` when `malformed`
+/// drops it (counted, and said under `Warn`).
+pub(super) fn skip_rejected(
+    malformed: Malformed,
+    notify: &Notify,
+    at: &str,
+    e: &RowError,
+    n: &mut Counts,
+) -> bool {
+    if malformed == Malformed::Stop {
+        return false;
+    }
+    dropped(malformed, notify, format!("{at}: {e}"), n);
+    true
+}
+
+/// A dropped row: counted, and said under `Warn`.
+fn dropped(malformed: Malformed, notify: &Notify, what: String, n: &mut Counts) {
+    n.skipped += 1;
+    if malformed == Malformed::Warn {
+        notify(Notice::Skipped(what));
     }
 }
 
@@ -203,11 +210,14 @@ impl Drive<'_> {
 /// and the run stops as on a malformed trace, naming the value, rather than
 /// panicking.
 pub(super) fn rejected(e: &RowError) -> End {
-    End::Stopped(
-        format!(
-            "the monitor rejected a row of the trace: {e} (the trace reader should have reported it; this is a bug in vigil)"
-        ),
-        Ended::Trace,
+    End::Stopped(rejected_message(e), Ended::Trace)
+}
+
+/// What a run says of a row the monitor rejected (see [`rejected`]'s
+/// reasons): the value named, and that the reader should have caught it.
+pub fn rejected_message(e: &RowError) -> String {
+    format!(
+        "the monitor rejected a row of the trace: {e} (the trace reader should have reported it; this is a bug in vigil)"
     )
 }
 
@@ -296,7 +306,7 @@ pub fn rows(
             }
             Flow::Rejected(e) => {
                 let at = drive.locate(reader, counts);
-                if drive.skip_rejected(&at, &e, counts) {
+                if skip_rejected(drive.malformed, drive.notify, &at, &e, counts) {
                     continue;
                 }
                 let end = match e {
@@ -371,7 +381,7 @@ pub fn batches(
                     counts.rows_read += 1;
                     if let Err(e) = rows.push_row(&row[..inputs]) {
                         let at = drive.locate(reader, counts);
-                        if drive.skip_rejected(&at, &e, counts) {
+                        if skip_rejected(drive.malformed, drive.notify, &at, &e, counts) {
                             continue;
                         }
                         short = Some(Short::Rejected(e));

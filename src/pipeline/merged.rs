@@ -5,13 +5,12 @@
 //! settled, with the feed's state ([`Clock`]).
 
 use super::checkpoint::{Checkpointer, Clock, OutputFileInfo};
-use super::drive::{Counts, End, Ended, rejected, stop};
+use super::drive::{Counts, End, Ended, rejected, skip_rejected, stop};
 use super::log::{Event, Header, LogReader, LogWriter};
 use super::sink::{Alerts, Columns, Lines};
 use super::{Evaluator, Feed, Flow, Halt, Malformed, Monitors, ResetPolicy, show};
 use crate::merge::Step;
 use crate::notice::{Notice, Notify};
-use crate::row::RowError;
 use crate::time::{Time, TimeForm, TimeUnit};
 use crate::trace::{OutputFormat, OutputWriter};
 use crate::value::Sample;
@@ -256,7 +255,7 @@ impl MergedRun<'_> {
                             format!("{log}: the log's row at {at} does not fit the inputs: {e}");
                         return stop(writer, End::Stopped(message.to_string(), Ended::Trace));
                     }
-                    if !self.skip_rejected(&at, &e) {
+                    if !skip_rejected(self.malformed, &self.notify, &at, &e, &mut self.counts) {
                         return stop(writer, rejected(&e));
                     }
                 }
@@ -287,19 +286,6 @@ impl MergedRun<'_> {
                 return stop(writer, End::Stopped(m.to_string(), Ended::Failure));
             }
         }
-    }
-
-    /// A row the monitor rejected (`at` locates it): `true` when the policy
-    /// drops it (counted, and said under `Warn`).
-    fn skip_rejected(&mut self, at: &str, e: &RowError) -> bool {
-        if self.malformed == Malformed::Stop {
-            return false;
-        }
-        self.counts.skipped += 1;
-        if self.malformed == Malformed::Warn {
-            (self.notify)(Notice::Skipped(format!("{at}: {e}")));
-        }
-        true
     }
 
     /// Reports the clashes of `step` (the first few; every one counted).
