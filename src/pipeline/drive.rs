@@ -213,8 +213,9 @@ pub(super) fn rejected(e: &RowError) -> End {
     End::Stopped(rejected_message(e), Ended::Trace)
 }
 
-/// What a run says of a row the monitor rejected (see [`rejected`]'s
-/// reasons): the value named, and that the reader should have caught it.
+/// What a run says of a row the monitor rejected: the value named, and
+/// that the reader should have caught it (the readers check every value
+/// with the monitor's own rule, so one that gets through is a bug).
 pub fn rejected_message(e: &RowError) -> String {
     format!(
         "the monitor rejected a row of the trace: {e} (the trace reader should have reported it; this is a bug in vigil)"
