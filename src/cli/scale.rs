@@ -15,11 +15,13 @@
 //!
 //! Checkpoints (`--checkpoint DIR --checkpoint-every N`): when a row's time
 //! crosses a multiple `C` of N, the source sends every worker a barrier at
-//! `C`; each writes its keys' snapshot (`DIR/ck-C/worker-W.snap`), and the
-//! writer, once it has every worker's barrier and has written every line
-//! before `C`, records the output's length and marks the checkpoint complete
-//! (`DIR/ck-C/COMPLETE`), deleting older ones. `--resume DIR` restarts every
-//! process from the newest complete checkpoint.
+//! `C`; each writes its keys (`DIR/ck-C/worker-W.ck`), and the writer, once
+//! it has every worker's barrier and has written every line before `C`,
+//! records the outputs' lengths in the barrier's commit record
+//! (`DIR/ck-C/commit.ck`), deleting older barriers. Every file is in the
+//! checkpoint format of a single-process run
+//! ([`crate::pipeline::checkpoint::barrier`]). `--resume DIR` restarts every
+//! process from the newest committed barrier.
 //!
 //! Processes connect through [`super::peers`], which first checks that every
 //! one runs the same job (`job` describes it) and then watches them: a peer
@@ -35,10 +37,10 @@ use super::peers;
 use super::{Exit, RunArgs, error, say};
 use crate::keyed::KeyedMonitor;
 use crate::monitor::Spec;
+use crate::pipeline::checkpoint::barrier;
 use crate::pipeline::{self, Feed};
 use crate::row::StepError;
 use crate::scale::{Evaluated, Event, StampedRow, keyed_monitors};
-use crate::snapshot::KeyedSnapshot;
 use crate::time::{Time, TimeForm, TimeUnit};
 use crate::trace::{self, OutputFormat, OutputWriter, ReaderOptions, TraceFormat};
 use crate::value::{Key, Sample, Value};
@@ -60,11 +62,6 @@ use timely::progress::frontier::MutableAntichain;
 const BATCH_ROWS: usize = 1024;
 /// Batches the source lets be in flight before it waits for the monitors.
 const BATCHES_IN_FLIGHT: usize = 8;
-/// The format version of a checkpoint's `COMPLETE` record: 2 records the
-/// routing hash and digests the rows by it (1 used `std`'s `DefaultHasher`,
-/// which no later build can check).
-const CHECKPOINT_VERSION: u32 = 2;
-
 /// What the workers send the writer: the rows a worker evaluated in one
 /// activation, formatted, or its word that it took a checkpoint.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -178,37 +175,6 @@ impl Chunk {
         let r = &self.rows[i];
         (&self.out[o..r.out_end], &self.alerts[a..r.alerts_end])
     }
-}
-
-/// The `COMPLETE` record of a checkpoint.
-#[derive(Debug, Serialize, Deserialize)]
-struct Complete {
-    vigil_scale_checkpoint: u32,
-    /// Its time: the state after every row before it.
-    time: u64,
-    /// Workers over all processes (each wrote `worker-W.snap`).
-    workers: usize,
-    /// The output file's and the alerts file's length at that time.
-    output_len: u64,
-    alerts_len: u64,
-    /// The specification's fingerprint and the key input.
-    fingerprint: String,
-    key: String,
-    /// A digest of the rows before `time` (their cells and times), which a
-    /// resume checks the trace it reads against.
-    input_digest: u64,
-    /// The hash that routed the keys to the workers whose snapshots these
-    /// are (`scale::ROUTE_HASH`); a resume by another would look for a key
-    /// on a worker that does not hold it.
-    route_hash: String,
-    /// The replay log's length (`--record`), kept exactly once like the
-    /// output file.
-    #[serde(default)]
-    record_len: Option<u64>,
-    /// For a live sink that keeps a history (a Redis Stream): the entries
-    /// written to it, which a resumed run does not send again.
-    #[serde(default)]
-    sink_entries: Option<u64>,
 }
 
 /// A `Write` into a buffer shared with whoever takes the bytes out: a
@@ -340,58 +306,6 @@ struct Outcome {
     read: Option<(u64, u64)>,
 }
 
-/// The newest complete checkpoint in `dir`, if any.
-fn latest_complete(dir: &Path) -> Result<Option<(PathBuf, Complete)>, String> {
-    let entries = match std::fs::read_dir(dir) {
-        Ok(e) => e,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => {
-            return Err(format!(
-                "cannot read the checkpoint directory `{}`: {e}",
-                dir.display()
-            ));
-        }
-    };
-    let mut best: Option<(PathBuf, Complete)> = None;
-    for entry in entries.flatten() {
-        let path = entry.path();
-        let Ok(text) = std::fs::read_to_string(path.join("COMPLETE")) else {
-            continue;
-        };
-        let complete: Complete = serde_json::from_str(&text).map_err(|e| {
-            format!(
-                "{}: not a vigil checkpoint: {e}",
-                path.join("COMPLETE").display()
-            )
-        })?;
-        if complete.vigil_scale_checkpoint != CHECKPOINT_VERSION {
-            return Err(format!(
-                "{}: checkpoint format {} (this vigil reads {CHECKPOINT_VERSION})",
-                path.display(),
-                complete.vigil_scale_checkpoint
-            ));
-        }
-        if complete.route_hash != crate::scale::ROUTE_HASH {
-            return Err(format!(
-                "{}: its keys were routed to the workers by `{}`, and this vigil routes by `{}`: \
-                 resuming would look for keys on workers that do not hold them; run again from \
-                 the start",
-                path.display(),
-                complete.route_hash,
-                crate::scale::ROUTE_HASH
-            ));
-        }
-        if best.as_ref().is_none_or(|(_, b)| b.time < complete.time) {
-            best = Some((path, complete));
-        }
-    }
-    Ok(best)
-}
-
-fn checkpoint_dir(dir: &Path, time: u64) -> PathBuf {
-    dir.join(format!("ck-{time:020}"))
-}
-
 /// The options of a scaled run that a worker needs.
 struct Plan {
     output: OutputFormat,
@@ -407,7 +321,8 @@ struct Plan {
     threads: usize,
     total_workers: usize,
     checkpoint: Option<PathBuf>,
-    fingerprint: String,
+    /// The specification's path, which its checkpoint files name.
+    spec_path: String,
     unordered: bool,
     /// `--stats`: each worker's counters are kept at the end.
     stats: bool,
@@ -425,6 +340,23 @@ struct Plan {
     /// malformed row): nothing at or after it is written, as a
     /// single-process run writes nothing after its error.
     stop_at: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl Plan {
+    /// The barrier at `time`, as this run's checkpoint files record it.
+    fn barrier(&self, time: u64) -> barrier::Barrier {
+        barrier::Barrier {
+            time,
+            workers: worker_id(self.total_workers),
+            key: self.key.clone(),
+            route_hash: crate::scale::ROUTE_HASH.to_string(),
+        }
+    }
+}
+
+/// A worker's index as checkpoint files number it.
+fn worker_id(index: usize) -> u32 {
+    u32::try_from(index).expect("`launch` bounds a run to MAX_TOTAL_WORKERS workers")
 }
 
 /// `vigil run … --workers W` / `--processes N --process I`.
@@ -799,48 +731,24 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
     }
     let resumed = match &args.resume {
         None => None,
-        Some(dir) => match latest_complete(Path::new(dir)).map_err(fail)? {
-            None => {
-                return Err(fail(format!(
-                    "cannot resume from `{dir}`: it holds no complete checkpoint"
-                )));
-            }
-            Some((path, c)) => {
-                if c.workers != total_workers {
-                    return Err(fail(format!(
-                        "cannot resume from `{}`: it was taken by {} workers, and this run has {total_workers} (the same --workers and --processes are needed)",
-                        path.display(),
-                        c.workers
-                    )));
-                }
-                if c.key != key {
-                    return Err(fail(format!(
-                        "cannot resume from `{}`: it was keyed by `{}`, not `{key}`",
-                        path.display(),
-                        c.key
-                    )));
-                }
-                Some((path, c))
-            }
-        },
+        Some(dir) => Some(
+            barrier::resume(
+                Path::new(dir),
+                crate::scale::ROUTE_HASH,
+                worker_id(total_workers),
+                &key,
+            )
+            .map_err(fail)?,
+        ),
     };
     // This process's workers' monitors, restored when resuming; made here
     // so that a checkpoint that does not fit is an error before any work.
     let mut monitors = Vec::with_capacity(threads);
     for t in 0..threads {
-        let w = process * threads + t;
+        let w = worker_id(process * threads + t);
         let monitor = match &resumed {
             None => template.share(),
-            Some((path, _)) => {
-                let file = path.join(format!("worker-{w}.snap"));
-                let bytes = std::fs::read(&file)
-                    .map_err(|e| fail(format!("cannot read `{}`: {e}", file.display())))?;
-                let snapshot = KeyedSnapshot::from_bytes(&bytes)
-                    .map_err(|e| fail(format!("cannot resume from `{}`: {e}", file.display())))?;
-                template
-                    .share_restored(&snapshot)
-                    .map_err(|e| fail(format!("cannot resume from `{}`: {e}", file.display())))?
-            }
+            Some(resume) => resume.restore_worker(w, &template).map_err(fail)?,
         };
         monitors.push(Some(monitor));
     }
@@ -974,7 +882,7 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
                 .saturating_mul(unit.nanos())
                 .max(1) as u64,
         });
-        let skip_before = resumed.as_ref().map_or(0, |(_, c)| c.time);
+        let skip_before = resumed.as_ref().map_or(0, |r| r.barrier.time);
         // Untimed rows of a source read again are numbered from 0 and
         // skipped up to the checkpoint; new ones are numbered on from it.
         let (first_seq, skip_before) = match (replayable, time_cell) {
@@ -999,8 +907,8 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
             };
             super::timed::Record::new(path.clone(), header, streaming)
         });
-        if let Some((path, c)) = &resumed {
-            resume_record(record.as_mut(), c.record_len, args, path).map_err(fail)?;
+        if let Some(r) = &resumed {
+            resume_record(record.as_mut(), r.commit.record_len, args, &r.dir).map_err(fail)?;
         }
         Some(Source {
             feed,
@@ -1020,7 +928,7 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
             expect_digest: resumed
                 .as_ref()
                 .filter(|_| replayable)
-                .map(|(_, c)| c.input_digest),
+                .map(|r| r.commit.input_digest),
             log_lens: Arc::clone(&log_lens),
             tally: ops::Tally::new(args.on_malformed, ops::Progress::new(true, None)),
             key_index,
@@ -1039,7 +947,7 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
     let network = match launch {
         Launch::Local => Network::Local,
         Launch::Cluster { process, addresses } => {
-            let job = job(args, spec, resumed.as_ref().map(|(_, c)| c.time));
+            let job = job(args, spec, resumed.as_ref().map(|r| r.barrier.time));
             let timeouts = peers::Timeouts {
                 connect: args.connect_timeout,
                 peer: args.peer_timeout,
@@ -1061,10 +969,12 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
         && args.resume.is_none()
         && process == 0
     {
-        remove_checkpoints(dir, |_| true);
+        barrier::remove(dir, |_| true);
     }
     let writes = process == 0 || args.unordered;
-    let resume_lens = resumed.as_ref().map(|(_, c)| (c.output_len, c.alerts_len));
+    let resume_lens = resumed
+        .as_ref()
+        .map(|r| (r.commit.output_len, r.commit.alerts_len));
     let opened = if writes {
         let out = if args.quiet {
             None
@@ -1075,7 +985,7 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
             // single-process run, those past it already in the stream).
             let resume = super::live::Resume {
                 token: None,
-                written: resumed.as_ref().and_then(|(_, c)| c.sink_entries),
+                written: resumed.as_ref().and_then(|r| r.commit.sink_entries),
             };
             let live =
                 super::live::open_output(url, names.clone(), &options, &resume).map_err(fail)?;
@@ -1136,7 +1046,7 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
         threads,
         total_workers,
         checkpoint,
-        fingerprint: spec.fingerprint().to_string(),
+        spec_path: args.spec.clone(),
         unordered: args.unordered,
         stats: args.stats,
         summary: args.summary || args.fail_on_trigger,
@@ -1497,18 +1407,18 @@ fn barrier_writer(
         let Some(dir) = &plan.checkpoint else {
             return;
         };
-        let dir = checkpoint_dir(dir, time);
+        let dir = barrier::barrier_dir(dir, time);
         // A run holding a function value is not checkpointed: no resume
         // could restore it.
-        let state = super::checkpoint::Checkpointable::state_bytes(monitor);
-        let written = state.map_err(std::io::Error::other).and_then(|bytes| {
-            std::fs::create_dir_all(&dir).and_then(|()| {
-                super::checkpoint::write_atomically(
-                    &dir.join(format!("worker-{worker}.snap")),
-                    &bytes,
-                )
-            })
-        });
+        let barrier = plan.barrier(time);
+        let written = barrier::write_worker(
+            &dir,
+            &plan.spec_path,
+            plan.output,
+            &barrier,
+            worker,
+            monitor,
+        );
         if let Err(e) = written {
             let mut o = outcome.lock().unwrap_or_else(PoisonError::into_inner);
             o.failure.get_or_insert((
@@ -1878,43 +1788,17 @@ fn complete(plan: &Plan, time: u64, digest: u64, sinks: [Option<&mut Sink>; 2]) 
         logged.retain(|(t, _)| *t > time);
         len
     };
-    let record = Complete {
-        vigil_scale_checkpoint: CHECKPOINT_VERSION,
-        time,
-        workers: plan.total_workers,
+    let commit = barrier::Commit {
         output_len: lens[0],
         alerts_len: lens[1],
-        fingerprint: plan.fingerprint.clone(),
-        key: plan.key.clone(),
         input_digest: digest,
-        route_hash: crate::scale::ROUTE_HASH.to_string(),
         record_len,
         sink_entries,
     };
-    let dir = checkpoint_dir(root, time);
-    let text = serde_json::to_string(&record).map_err(io::Error::other)?;
-    super::checkpoint::write_atomically(&dir.join("COMPLETE"), text.as_bytes())?;
-    // Older checkpoints are superseded.
-    remove_checkpoints(root, |t| t < time);
+    let dir = barrier::barrier_dir(root, time);
+    let barrier = plan.barrier(time);
+    barrier::write_commit(&dir, &plan.spec_path, plan.output, &barrier, commit)?;
+    // Older barriers are superseded.
+    barrier::remove(root, |t| t < time);
     Ok(())
-}
-
-/// Removes the checkpoints (`ck-T` directories) in `root` whose time `T`
-/// `which` picks; nothing else in it is touched.
-fn remove_checkpoints(root: &Path, which: impl Fn(u64) -> bool) {
-    let Ok(entries) = std::fs::read_dir(root) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let path = entry.path();
-        let picked = path
-            .file_name()
-            .and_then(|n| n.to_str())
-            .and_then(|n| n.strip_prefix("ck-"))
-            .and_then(|t| t.parse::<u64>().ok())
-            .is_some_and(&which);
-        if picked {
-            let _ = std::fs::remove_dir_all(&path);
-        }
-    }
 }

@@ -844,7 +844,7 @@ total = default(total[1], 0) + x\ndelta = x - default(x[1], x)\nhi = x > 90\n";
         cases.push((
             "format-3".into(),
             old,
-            "checkpoint format version 3 is not supported (this vigil reads version 5): it was written by an earlier vigil",
+            "checkpoint format version 3 is not supported (this vigil reads versions 5 to 6): it was written by an earlier vigil",
         ));
         let mut flipped = bytes.clone();
         flipped[bytes.len() - 1] ^= 1;

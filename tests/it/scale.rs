@@ -6,6 +6,9 @@ use crate::support::{test_dir, vigil, write};
 use std::path::Path;
 use std::process::{Child, Output, Stdio};
 use std::time::{Duration, Instant};
+use vigil::pipeline::checkpoint::Checkpoint;
+use vigil::pipeline::checkpoint::barrier::{self, Part, Shard};
+use vigil::trace::{OutputFormat, TraceFormat};
 
 /// A spec with history per key (offsets, a count window), a Str stream and
 /// a trigger, so that every part of a keyed run crosses the exchange.
@@ -407,7 +410,7 @@ pub(crate) fn complete_checkpoint(dir: &Path) -> Option<std::path::PathBuf> {
         .ok()?
         .flatten()
         .map(|e| e.path())
-        .filter(|p| p.join("COMPLETE").exists())
+        .filter(|p| p.join("commit.ck").exists())
         .max()
 }
 
@@ -741,14 +744,36 @@ fn unordered_output_has_the_same_lines_and_timed_checkpoints_resume() {
     // cleared by a fresh run (a resume would otherwise pick it).
     let stale = Path::new(&ck).join("ck-18000000000000000000");
     std::fs::create_dir_all(&stale).unwrap();
-    std::fs::write(stale.join("COMPLETE"), "{}").unwrap();
+    std::fs::write(stale.join("commit.ck"), "stale").unwrap();
     let o = run(&args);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(read(&out) == want);
     assert!(!stale.exists());
     let last = complete_checkpoint(Path::new(&ck)).expect("a checkpoint is complete");
-    let record = std::fs::read_to_string(last.join("COMPLETE")).unwrap();
-    assert!(record.contains("\"workers\":2"), "{record}");
+    // Issue 35: every file of a scaled run's checkpoint is in the checkpoint
+    // format of a single-process run, read by the same library call.
+    let commit = last.join("commit.ck");
+    let record = Checkpoint::read(commit.to_str().unwrap()).unwrap();
+    let Some(Shard {
+        barrier,
+        part: Part::Commit(committed),
+    }) = record.shard().cloned()
+    else {
+        panic!("not a commit record: {:?}", record.shard());
+    };
+    assert_eq!((barrier.workers, barrier.key.as_str()), (2, "host"));
+    for w in 0..2 {
+        let file = barrier::worker_file(&last, w);
+        let worker = Checkpoint::read(file.to_str().unwrap()).unwrap();
+        let part = worker.shard().map(|s| (&s.barrier, &s.part));
+        assert_eq!(part, Some((&barrier, &Part::Worker(w))));
+        // Nor does a single-process run take one worker's part for its own.
+        let err = worker.check_plain(&input, TraceFormat::Csv).unwrap_err();
+        assert!(
+            err.contains("part of a checkpoint of a run on 2 workers"),
+            "{err}"
+        );
+    }
     // Cut the output short, as a crash after the checkpoint would leave it.
     let len = std::fs::metadata(&out).unwrap().len();
     std::fs::OpenOptions::new()
@@ -795,16 +820,12 @@ fn unordered_output_has_the_same_lines_and_timed_checkpoints_resume() {
     // Issue 35: keys are routed by a hash fixed by its specification and
     // named in the checkpoint; one routed by another is refused, as is a
     // checkpoint of the format that routed by `std`'s `DefaultHasher`.
-    assert!(
-        record.contains("\"route_hash\":\"xxh3-64/vigil-value-1\""),
-        "{record}"
-    );
-    let complete = last.join("COMPLETE");
-    std::fs::write(
-        &complete,
-        record.replace("xxh3-64/vigil-value-1", "siphash-1-3/std"),
-    )
-    .unwrap();
+    assert_eq!(barrier.route_hash, "xxh3-64/vigil-value-1");
+    let other_hash = barrier::Barrier {
+        route_hash: "siphash-1-3/std".into(),
+        ..barrier.clone()
+    };
+    barrier::write_commit(&last, "spec", OutputFormat::Csv, &other_hash, committed).unwrap();
     let o = run(&resume);
     assert_eq!(o.status.code(), Some(1));
     let err = String::from_utf8_lossy(&o.stderr);
@@ -812,19 +833,14 @@ fn unordered_output_has_the_same_lines_and_timed_checkpoints_resume() {
         err.contains("its keys were routed to the workers by `siphash-1-3/std`, and this vigil routes by `xxh3-64/vigil-value-1`"),
         "{err}"
     );
-    std::fs::write(
-        &complete,
-        record.replace(
-            "\"vigil_scale_checkpoint\":2",
-            "\"vigil_scale_checkpoint\":1",
-        ),
-    )
-    .unwrap();
+    // The format before it: a JSON `COMPLETE` record beside `.snap` files.
+    std::fs::remove_file(&commit).unwrap();
+    std::fs::write(last.join("COMPLETE"), "{\"vigil_scale_checkpoint\":1}").unwrap();
     let o = run(&resume);
     assert_eq!(o.status.code(), Some(1));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
-        err.contains("checkpoint format 1 (this vigil reads 2)"),
+        err.contains("was written by an earlier vigil, in a format this one does not read"),
         "{err}"
     );
 }

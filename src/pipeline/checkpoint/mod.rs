@@ -69,6 +69,7 @@ use crate::keyed::KeyedMonitor;
 use crate::monitor::{Monitor, Spec};
 use crate::snapshot::{self, KeyedSnapshotReader, Snapshot, SnapshotError};
 use crate::trace::{OutputFormat, OutputWriter, RowReader, TraceFile, TraceFormat, TracePosition};
+use barrier::Shard;
 use serde::{Deserialize, Serialize};
 use std::fs::File;
 use std::io::{self, Read, Seek, Write};
@@ -81,8 +82,13 @@ const MAGIC: [u8; 8] = *b"VIGILCKP";
 /// fields or the file's layout (the snapshot inside has a version of its
 /// own). Version 3 added the alerts file's length; version 4 seals the
 /// description and the snapshot apart (see the module's docs); version 5
-/// has an input per source and a merged run's clock.
-const VERSION: u32 = 5;
+/// has an input per source and a merged run's clock; version 6 adds a scaled-out run's
+/// barrier (`barrier`), whose workers and commit record write this format too. Version 5 is
+/// still read: its description is version 6's without the barrier.
+const VERSION: u32 = 6;
+
+/// The oldest format version still read (see `InfoV5`).
+const OLDEST: u32 = 5;
 
 /// How many bytes of the trace, at its start and before the position, a
 /// checkpoint digests to recognise the trace when resuming.
@@ -152,6 +158,43 @@ struct Info {
     /// A merged run's (`--time`, several inputs, a periodic specification)
     /// merge and scheduler; `None` for a run of one trace, row by row.
     clock: Option<Clock>,
+    /// A scaled-out run's file: its barrier and which part of it this is
+    /// (`None` for every single-process run).
+    shard: Option<Shard>,
+}
+
+/// A version-5 checkpoint's description: version 6's without `shard`.
+#[derive(Deserialize)]
+struct InfoV5 {
+    spec: String,
+    inputs: Vec<InputInfo>,
+    output: OutputInfo,
+    clock: Option<Clock>,
+}
+
+impl Info {
+    /// Whether this is a scaled run's commit record (a file without a monitor).
+    fn commits(&self) -> bool {
+        matches!(
+            self.shard,
+            Some(Shard {
+                part: barrier::Part::Commit(_),
+                ..
+            })
+        )
+    }
+}
+
+impl From<InfoV5> for Info {
+    fn from(v: InfoV5) -> Info {
+        Info {
+            spec: v.spec,
+            inputs: v.inputs,
+            output: v.output,
+            clock: v.clock,
+            shard: None,
+        }
+    }
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -234,11 +277,13 @@ pub struct OutputFileInfo {
     pub len: u64,
 }
 
-/// The monitor state a checkpoint holds: a plain snapshot, or a keyed one
-/// checked and ready to be read key by key from the file.
+/// The monitor state a checkpoint holds: a plain snapshot, a keyed one
+/// checked and ready to be read key by key from the file, or none (a scaled
+/// run's commit record).
 enum Saved {
     Single(Snapshot),
     Keyed(KeyedSnapshotReader<'static>),
+    Nothing,
 }
 
 /// A writer a snapshot can be streamed into (its header is patched with a
@@ -319,10 +364,10 @@ fn envelope_error(e: SnapshotError) -> String {
     match e {
         SnapshotError::NotASnapshot => "not a vigil checkpoint".to_string(),
         SnapshotError::Version { found, supported } if found < supported => format!(
-            "checkpoint format version {found} is not supported (this vigil reads version {supported}): it was written by an earlier vigil; start the run afresh, or resume it with the vigil that wrote it"
+            "checkpoint format version {found} is not supported (this vigil reads versions {OLDEST} to {supported}): it was written by an earlier vigil; start the run afresh, or resume it with the vigil that wrote it"
         ),
         SnapshotError::Version { found, supported } => format!(
-            "checkpoint format version {found} is not supported (this vigil reads version {supported})"
+            "checkpoint format version {found} is not supported (this vigil reads versions {OLDEST} to {supported})"
         ),
         SnapshotError::Truncated { expected, found } => format!(
             "the checkpoint is truncated: its header announces {expected} bytes of data, {found} are present"
@@ -364,8 +409,24 @@ fn decode(mut file: File) -> Result<(Info, Saved), String> {
             .read_to_end(&mut sealed)
             .map_err(read)?;
     }
-    let info = snapshot::unseal(&sealed, &MAGIC, VERSION).map_err(envelope_error)?;
-    let info: Info = snapshot::decode_postcard(info).map_err(envelope_error)?;
+    let info: Info = match snapshot::unseal(&sealed, &MAGIC, VERSION) {
+        Ok(info) => snapshot::decode_postcard(info).map_err(envelope_error)?,
+        Err(SnapshotError::Version { found: OLDEST, .. }) => {
+            let info = snapshot::unseal(&sealed, &MAGIC, OLDEST).map_err(envelope_error)?;
+            snapshot::decode_postcard::<InfoV5>(info)
+                .map_err(envelope_error)?
+                .into()
+        }
+        Err(e) => return Err(envelope_error(e)),
+    };
+    if info.commits() {
+        // A commit record holds no monitor: nothing may follow it.
+        let mut rest = [0u8; 1];
+        return match file.read(&mut rest).map_err(read)? {
+            0 => Ok((info, Saved::Nothing)),
+            _ => Err(corrupt("bytes after its commit record")),
+        };
+    }
     let mut magic = Vec::with_capacity(8);
     let start = file.stream_position().map_err(read)?;
     (&mut file).take(8).read_to_end(&mut magic).map_err(read)?;
@@ -635,6 +696,7 @@ impl Checkpointer {
             spec: self.options.spec.clone(),
             inputs,
             clock,
+            shard: None,
             output: OutputInfo {
                 format: self.output_format,
                 file: output,
@@ -671,5 +733,6 @@ pub fn check_checkpointable(spec: &Spec) -> Result<(), String> {
     }
 }
 
+pub mod barrier;
 mod restore;
 pub use restore::{Checkpoint, Dropping, OutputsAsked, Reposition, created, reopen_output};

@@ -3,6 +3,7 @@
 //! the checkpoint left it, the files kept exactly once cut back to their recorded lengths, and
 //! the monitor restored.
 
+use super::barrier::Shard;
 use super::{
     At, Clock, FileInfo, Format, Info, InputInfo, Output, Saved, Where, decode, digests,
     format_name, output_name, snapshot_error,
@@ -86,6 +87,24 @@ impl Checkpoint {
         format!("cannot resume from `{}`: {why}", self.path)
     }
 
+    /// A scaled-out run's file: its barrier and which part of it this is
+    /// (`None` for a single-process run's checkpoint).
+    pub fn shard(&self) -> Option<&Shard> {
+        self.info.shard.as_ref()
+    }
+
+    /// Refuses a scaled run's file where a single-process run's checkpoint
+    /// is resumed.
+    fn not_a_shard(&self) -> Result<(), String> {
+        match &self.info.shard {
+            None => Ok(()),
+            Some(shard) => Err(self.refused(format_args!(
+                "it is part of a checkpoint of a run on {} workers (--workers, --processes), keyed by `{}`; resume that run with the same options and `--resume` naming its checkpoint directory",
+                shard.barrier.workers, shard.barrier.key
+            ))),
+        }
+    }
+
     /// A merged run's clock (`None` for a run of one trace, row by row).
     pub fn clock(&self) -> Option<&Clock> {
         self.info.clock.as_ref()
@@ -99,6 +118,7 @@ impl Checkpoint {
     /// Checks that this is a run of one trace row by row (not a merged
     /// run's), of `input` read as `format`.
     pub fn check_plain(&self, input: &str, format: TraceFormat) -> Result<(), String> {
+        self.not_a_shard()?;
         let info = &self.info;
         if info.clock.is_some() || info.inputs.len() != 1 {
             return Err(self.refused(format_args!(
@@ -113,6 +133,7 @@ impl Checkpoint {
     /// Checks that this is a merged run's checkpoint, taken with the merge
     /// options `options` (as one text; see [`Clock::options`]).
     pub fn check_merged(&self, options: &str) -> Result<&Clock, String> {
+        self.not_a_shard()?;
         let Some(clock) = &self.info.clock else {
             return Err(self.refused(
                 "it was taken on a run of one trace without --time; resume it with the options it was taken with",
@@ -272,6 +293,7 @@ impl Checkpoint {
                 "it was taken with `--key {}`; pass it again",
                 snap.key_input()
             ))),
+            Saved::Nothing => Err(self.refused(NO_MONITOR)),
         }
     }
 
@@ -292,8 +314,33 @@ impl Checkpoint {
                     self.refused_state(&"it was taken without `--key`, and this run has `--key`")
                 );
             }
+            Saved::Nothing => return Err(self.refused(NO_MONITOR)),
         };
-        builder.build().map_err(|e| match e {
+        builder.build().map_err(|e| self.keyed_error(e))
+    }
+
+    /// A scaled run's worker's monitor: a [`KeyedMonitor::share`] of
+    /// `template` (running its compiled code) restored from this worker
+    /// file key by key (once: a second restore panics).
+    pub fn restore_shared(&mut self, template: &KeyedMonitor) -> Result<KeyedMonitor, String> {
+        match self
+            .saved
+            .take()
+            .expect("a checkpoint's monitor is restored once")
+        {
+            Saved::Keyed(reader) => template
+                .share_restored_from(reader)
+                .map_err(|e| self.keyed_error(e)),
+            Saved::Single(_) => Err(self.refused_state(
+                &"it was taken without `--key`, and a run on several workers is keyed",
+            )),
+            Saved::Nothing => Err(self.refused(NO_MONITOR)),
+        }
+    }
+
+    /// A keyed snapshot's error, in a resume's words.
+    fn keyed_error(&self, e: KeyedBuildError) -> String {
+        match e {
             // Damage found while the keys are read from the file is the
             // checkpoint's, as damage found before.
             KeyedBuildError::Snapshot(e @ (SnapshotError::Malformed(_) | SnapshotError::Io(_))) => {
@@ -301,9 +348,12 @@ impl Checkpoint {
             }
             KeyedBuildError::Snapshot(e) => self.refused_state(&e),
             e => e.to_string(),
-        })
+        }
     }
 }
+
+/// Why a scaled run's commit record restores no monitor.
+const NO_MONITOR: &str = "it is the commit record of a run on several workers, which holds no monitor: resume that run with `--resume` naming its checkpoint directory";
 
 /// The checks of one source of a resumed run against the checkpoint's:
 /// the format, and a file for a file, a Redis stream for a Redis stream.
