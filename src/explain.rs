@@ -54,9 +54,10 @@ pub fn explain(spec: &Spec, tier: Tier) -> String {
         for w in &plan.windows {
             let _ = writeln!(
                 out,
-                "  {}: {}",
+                "  {}: {}{}",
                 describe_node(plan, w.node),
-                w.shape.describe()
+                w.shape.describe(),
+                window_edge(plan, w)
             );
         }
     }
@@ -243,4 +244,31 @@ fn period(ns: i64) -> String {
         }
     }
     format!("{ns}ns")
+}
+
+/// What a time window holds when it is read, and whether exactly: read at
+/// the rows of an event stream it holds `(t - T, t]`, its far edge rounded
+/// to a pane; read at the ticks of a periodic stream, `[t - T, t)` (the rows
+/// of a tick's time come after it), exact when every tick falls on the
+/// panes' grid.
+fn window_edge(plan: &crate::plan::Plan, w: &crate::plan::WindowPlan) -> String {
+    let crate::lang::ast::WindowSize::Time { pane_ns, .. } = w.shape.window.size else {
+        return String::new();
+    };
+    let g = crate::lang::ast::duration(pane_ns);
+    match plan.node_clock(w.node) {
+        0 => format!("; read at rows: (t - T, t], its far edge rounded to a pane of {g}"),
+        clock => {
+            let period = plan.periods[clock - 1];
+            let p = crate::lang::ast::duration(period);
+            match period % pane_ns {
+                0 => format!(
+                    "; read at ticks every {p}: [t - T, t), exact when the ticks' origin is a multiple of {g} (`--start 0`), else its far edge rounded to a pane"
+                ),
+                _ => format!(
+                    "; read at ticks every {p}: [t - T, t), its far edge rounded to a pane of {g} ({p} is not a multiple of it; a granularity that divides {p} makes it exact)"
+                ),
+            }
+        }
+    }
 }

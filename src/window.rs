@@ -17,7 +17,11 @@
 //!   time divided by the granularity, rounded down; the window at time `t`
 //!   holds the panes `(pane(t) - panes, pane(t)]`, which is `(t - T, t]` with
 //!   its far edge rounded to a pane boundary. Time never goes back for a
-//!   window: an earlier time counts as the latest one seen.
+//!   window: an earlier time counts as the latest one seen. A periodic
+//!   stream reads its window at a tick's time less one nanosecond
+//!   (`canonical`): the rows of a tick's time come after it, so what it
+//!   reads is the last `T` before it, `[t - T, t)`, exact when the tick
+//!   lies on the panes' grid.
 //!
 //! Float sums are exact: every Float is an integer multiple of 2^-1074, so a
 //! fixed-point integer of 68 32-bit digits holds any sum of up to 2^60 of

@@ -499,6 +499,29 @@ impl NodeState {
         decode(t, self.lanes[i], self.objects.get(i))
     }
 
+    /// The value a node reads from `slot`: its current (raw) value, except
+    /// that at a tick an event stream's is its held value. A periodic stream
+    /// reads an event stream's held value, whatever it does with it (a
+    /// copy, `init`, `default`'s fallback, a lambda's capture), as it does
+    /// through an operator that holds; only presence (a window entering a
+    /// value, `latch`'s trigger) still sees that nothing arrived at a tick.
+    #[inline]
+    fn read(&self, plan: &Plan, slot: Slot) -> Sample {
+        match self.tick_reads_held(plan, slot) {
+            true => self.held(slot),
+            false => self.raw(slot),
+        }
+    }
+
+    /// Whether this step is a tick and `slot` an event stream's (inputs
+    /// included): a periodic stream reads its held value.
+    #[inline]
+    fn tick_reads_held(&self, plan: &Plan, slot: Slot) -> bool {
+        self.active.first() == Some(&false)
+            && plan.clocks.get(slot.index()).is_some_and(|&c| c == 0)
+            && self.tags[slot.index()] == tag::ABSENT
+    }
+
     /// The current (raw) value of stream `s`.
     pub fn stream_sample(&self, s: StreamId) -> Sample {
         self.raw(s.into())
@@ -668,6 +691,12 @@ impl NodeState {
             return;
         }
         if !matches!(graph.root, crate::plan::Operand::Node(_)) {
+            if self.tick_reads_held(plan, graph.root_slot) {
+                // A periodic stream that is an event stream: its held value.
+                let held = self.held(graph.root_slot);
+                self.write(s.into(), held);
+                return;
+            }
             self.copy_slot(graph.root_slot, s.into());
         }
     }
@@ -877,7 +906,7 @@ impl NodeState {
                 // an absent input is NoVal (as in the Trustworthiness
                 // Checker, whose `List.map` then keeps NoVal elements).
                 let captures: Vec<Sample> = (0..node.args.len())
-                    .map(|i| self.raw(node.slot(i)))
+                    .map(|i| self.read(plan, node.slot(i)))
                     .collect();
                 let held: Vec<Sample> = (0..node.args.len())
                     .map(|i| self.held(node.slot(i)))
@@ -950,12 +979,20 @@ impl NodeState {
             NodeOp::Window(k) => {
                 let w = &plan.windows[k.index()];
                 self.push_window(w, a0);
-                let time = crate::window::time_at(self.time, self.step);
+                let mut time = crate::window::time_at(self.time, self.step);
+                if self.active.first() == Some(&false) {
+                    // At a tick the rows of its time come after it: the
+                    // window it reads is the last T before it, [t - T, t),
+                    // so that a row exactly on a tick is seen by T/P ticks
+                    // (it is nanoseconds, so `t - 1` is the last instant
+                    // before the tick).
+                    time = crate::time::Time(time.0.saturating_sub(1));
+                }
                 w.shape.read(&mut self.windows[w.words()], time)
             }
             NodeOp::Call(f) => match f {
                 Builtin::Default => Ok(match self.held(a0) {
-                    Sample::Deferred => self.raw(a1),
+                    Sample::Deferred => self.read(plan, a1),
                     e => e,
                 }),
                 Builtin::IsDefined => Ok(Sample::Value(Value::Bool(!matches!(
@@ -968,8 +1005,8 @@ impl NodeState {
                     *flag |= fired;
                     Ok(Sample::Value(Value::Bool(*flag)))
                 }
-                Builtin::Init => match self.raw(a0) {
-                    Sample::NoVal if !self.flag[id.index()] => Ok(self.raw(a1)),
+                Builtin::Init => match self.read(plan, a0) {
+                    Sample::NoVal if !self.flag[id.index()] => Ok(self.read(plan, a1)),
                     e => {
                         self.flag[id.index()] |= !e.is_noval();
                         Ok(e)

@@ -408,8 +408,12 @@ fn periodic_streams_read_time_windows_fed_between_ticks() {
         "{\"ts\":0.0,\"lat\":1.0}\n{\"ts\":0.5,\"lat\":3.0}\n{\"ts\":1.2,\"lat\":5.0}\n\
          {\"ts\":2.7,\"lat\":7.0}\n{\"ts\":4.1,\"lat\":9.0}\n{\"ts\":6.0,\"lat\":11.0}\n",
     );
+    // A tick at t reads [t - 3s, t): the rows at 0 and 0.5 are in the
+    // tick at 3's window (issue 37: a row exactly on a tick, as the one at
+    // 0, was seen by T/P - 1 ticks, and the 1 s panes cut off the one at
+    // 0.5 too).
     let expected = "step,time,avg,n\n0,0,0.0,0\n1,0,,\n2,0.5,,\n3,1,2.0,2\n4,1.2,,\n5,2,3.0,3\n\
-                    6,2.7,,\n7,3,6.0,2\n8,4,7.0,1\n9,4.1,,\n10,5,9.0,1\n11,6,9.0,1\n12,6,,\n";
+                    6,2.7,,\n7,3,4.0,4\n8,4,6.0,2\n9,4.1,,\n10,5,8.0,2\n11,6,9.0,1\n12,6,,\n";
     for tier in ["canonical", "quickened", "native-regions", "native-whole"] {
         let args = [
             "run", &spec, "--input", &trace, "--time", "ts", "--tier", tier, "--output", "csv",
@@ -434,4 +438,99 @@ fn periodic_streams_read_time_windows_fed_between_ticks() {
         err.contains("alert: slo_breach at step") && err.contains("alert: error_burst at step"),
         "{err}"
     );
+}
+
+/// Issue 37, cross-checked with rtlola-cli: a row exactly on a tick is seen
+/// by T/P ticks (it was seen by T/P - 1, and by none when T = P: at tick t
+/// the row at t comes after it, and at t + T it was exactly T old), and a
+/// window read at ticks on the panes' grid is exact (its far edge was
+/// rounded to a pane: 6 instead of 7 with the default pane, 4 with 1 s).
+#[test]
+fn a_tick_reads_the_last_t_before_it_exactly() {
+    let dir = crate::support::test_dir("windows", "on-tick");
+    let count = crate::support::write(
+        &dir,
+        "count.dsrv",
+        "in x: Int\nout n: Int @ 1s\nn = window(x, 1s, count)\n",
+    );
+    let rows = crate::support::write(&dir, "rows.csv", "t,x\n0,1\n1,2\n2,3\n");
+    let sums = crate::support::write(
+        &dir,
+        "sums.dsrv",
+        "in x: Int\nout s: Int @ 1s\ns = window(x, 5s, sum)\nout s1: Int @ 1s\ns1 = window(x, 5s, sum, 1s)\n",
+    );
+    let irregular =
+        crate::support::write(&dir, "irregular.csv", "t,x\n0.02,1\n0.6,2\n4.9,4\n5.5,8\n");
+    let ticks = |out: &str| -> Vec<String> {
+        // The tick lines: every column but the step.
+        (out.lines().skip(1))
+            .filter(|l| !l.ends_with(','))
+            .map(|l| l.split_once(',').map_or(l, |(_, rest)| rest).to_string())
+            .collect()
+    };
+    for tier in ["canonical", "quickened", "native-regions", "native-whole"] {
+        let run = |spec: &str, trace: &str| {
+            let args = [
+                "run",
+                spec,
+                "--input",
+                trace,
+                "--time",
+                "t",
+                "--time-unit",
+                "s",
+                "--start",
+                "0",
+                "--tier",
+                tier,
+                "--output",
+                "csv",
+            ];
+            let (code, out, err) = crate::support::run_vigil(&args, None);
+            assert_eq!(code, 0, "{tier}: {err}");
+            ticks(&out)
+        };
+        assert_eq!(run(&count, &rows), ["0,0", "1,1", "2,1"], "{tier}");
+        let sums = run(&sums, &irregular);
+        assert_eq!(sums[5], "5,7,7", "{tier}: {sums:?}");
+        assert_eq!(sums[1..5], ["1,3,3", "2,3,3", "3,3,3", "4,3,3"], "{tier}");
+    }
+}
+
+/// Issue 37: a periodic stream reads an event stream's held value in every
+/// read — a copy, `init`, an operator — where a copy was always NoVal and
+/// `init(x, d)` stayed `d` after `x` had arrived.
+#[test]
+fn a_periodic_stream_reads_an_event_streams_held_value() {
+    let dir = crate::support::test_dir("windows", "tick-reads");
+    let spec = crate::support::write(
+        &dir,
+        "p.dsrv",
+        "in x: Int\nout y: Int\ny = x + 1\nout p: Int @ 1s\np = y\nout q: Int @ 1s\nq = x\n\
+         out ini: Int @ 1s\nini = init(x, -1)\nout h: Int @ 1s\nh = x + 0\n",
+    );
+    let trace = crate::support::write(&dir, "t.csv", "t,x\n0.5,4\n2.5,5\n");
+    let expected = "step,time,y,p,q,ini,h\n0,0,,,,-1,\n1,0.5,5,,,,\n2,1,,5,4,4,4\n\
+                    3,2,,5,4,4,4\n4,2.5,6,,,,\n";
+    for tier in ["canonical", "quickened", "native-regions", "native-whole"] {
+        let args = [
+            "run",
+            &spec,
+            "--input",
+            &trace,
+            "--time",
+            "t",
+            "--time-unit",
+            "s",
+            "--start",
+            "0",
+            "--tier",
+            tier,
+            "--output",
+            "csv",
+        ];
+        let (code, out, err) = crate::support::run_vigil(&args, None);
+        assert_eq!(code, 0, "{tier}: {err}");
+        assert_eq!(out, expected, "{tier}");
+    }
 }
