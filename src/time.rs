@@ -257,6 +257,11 @@ impl Scheduler {
         self.next.iter().any(Option::is_some)
     }
 
+    /// The time of the next tick, once the origin is set.
+    pub fn next_time(&self) -> Option<Time> {
+        self.next.iter().flatten().copied().min().map(Time)
+    }
+
     /// Sets the origin: every period's first tick is at `origin`.
     pub fn start(&mut self, origin: Time) {
         self.next.fill(Some(origin.0));

@@ -205,6 +205,12 @@ pub(in crate::cli) fn prepare(
 /// checkpoint records and a resume compares.
 pub(in crate::cli) fn merge_options(args: &RunArgs) -> String {
     let or_none = |v: Option<String>| v.unwrap_or_else(|| "-".to_string());
+    // The wall clock is said only when used, so that the text of a run on
+    // the data's time is what it was before `--clock`.
+    let clock = match args.clock.as_str() {
+        "data" => "",
+        _ => " --clock wall",
+    };
     format!(
         "--time {} --time-unit {} --lateness {} --start {} --max-gap {} --on-gap {} --on-reset {} --max-ticks {}",
         or_none(args.time.clone()),
@@ -215,7 +221,7 @@ pub(in crate::cli) fn merge_options(args: &RunArgs) -> String {
         or_none(args.on_gap.clone()),
         or_none(args.on_reset.clone()),
         args.max_ticks,
-    )
+    ) + clock
 }
 
 /// The checkpointer of a run with `--checkpoint` (`None` without): of its

@@ -228,6 +228,17 @@ pub struct RunArgs {
     /// waits for every trace.
     #[arg(long, value_name = "SECONDS")]
     pub idle_timeout: Option<f64>,
+    /// Where the run's time comes from. `data` (the default): the rows'
+    /// time field (`--time`), else their index. `wall`: the wall clock, so
+    /// that periodic streams tick while the sources are silent (a heartbeat
+    /// says a producer went silent while it is silent). Without `--time`
+    /// each row is stamped with its arrival and the ticks start with the
+    /// run (or at `--start`); with `--time`, the rows keep their times, and
+    /// once every trace has been silent for `--idle-timeout` the time goes
+    /// on with the wall clock from the last row's. `--record` logs every
+    /// stamp and tick, so `vigil replay` reproduces the run exactly.
+    #[arg(long, value_name = "CLOCK", value_parser = ["data", "wall"], default_value = "data")]
+    pub clock: String,
     /// The most ticks due before one row; more is an error (a time jump
     /// that would run for ever).
     #[arg(long, value_name = "N", default_value_t = 1_000_000)]
@@ -913,7 +924,13 @@ fn run(args: &RunArgs) -> Exit {
     let periodic = spec.checked().has_periodic_streams();
     // An MQTT input with `--time` is a source per topic, merged by time.
     let split = (args.input.iter()).any(|i| live::splits(i, args));
-    if args.input.len() > 1 || args.time.is_some() || args.record.is_some() || periodic || split {
+    if args.input.len() > 1
+        || args.time.is_some()
+        || args.record.is_some()
+        || periodic
+        || split
+        || args.clock == "wall"
+    {
         return timed::run(args, &spec, output, None);
     }
     let Some(input) = args.input.first().map(String::as_str) else {

@@ -86,6 +86,15 @@ pub(super) fn replay(r: &ReplayArgs) -> Exit {
     args.on_gap = Some(h.on_gap.clone());
     args.max_ticks = h.max_ticks;
     args.on_reset = Some(h.on_reset.clone());
+    if h.wall_clock {
+        if r.check {
+            return fail(
+                "vigil replay --check: the log's run took its time from the wall clock (--clock wall), and its traces read again cannot give the same arrival times; replay it without --check (its stamps and ticks are in the log)",
+            );
+        }
+        // Its times are written as the recorded run wrote them.
+        args.clock = "wall".into();
+    }
     run(&args, &spec, args.output.format(), Some((log, r.check)))
 }
 
@@ -429,6 +438,8 @@ pub(super) fn run(
             max_ticks: args.max_ticks,
             on_reset,
             positions: args.checkpoint.is_some(),
+            // A replay's times are its log's.
+            wall_clock: args.clock == "wall" && replay.is_none(),
         },
         notify.clone(),
     );
@@ -486,6 +497,7 @@ pub(super) fn run(
             max_ticks: args.max_ticks,
             on_reset: reset_name(on_reset).to_string(),
             lateness,
+            wall_clock: args.clock == "wall",
         };
         Record::new(path.clone(), header, streaming)
     });
@@ -534,7 +546,7 @@ pub(super) fn run(
         schema_names: schema.names.clone(),
         inputs: spec.input_names().len(),
         time_cell,
-        timed: args.time.is_some(),
+        timed: args.time.is_some() || args.clock == "wall",
         unit,
         form: form.or(feed.live.form()),
         key_input: args.key.as_deref(),

@@ -19,10 +19,14 @@ use crate::trace::{RowReader, TraceFormat};
 use crate::value::Value;
 use std::collections::VecDeque;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
-use std::time::Duration;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// The late rows reported one by one (as notices) before only counting.
 const REPORTED: u64 = 10;
+
+/// How long a feed listens to each silent source in turn when every source
+/// left is silent.
+const LISTEN: Duration = Duration::from_millis(20);
 
 /// How a feed stamps, merges and schedules.
 #[derive(Clone, Debug)]
@@ -63,6 +67,47 @@ pub struct FeedOptions {
     /// [`Feed::state`] (checkpoints) and [`Feed::taken_at`] read. Without
     /// it they give the sources' starts.
     pub positions: bool,
+    /// Whether the run's time follows the wall clock (`vigil run --clock
+    /// wall`): without a time field every row is stamped with its arrival
+    /// (and the ticks start at the run's start, unless `start` says
+    /// otherwise); with one, the rows keep their own times, and once every
+    /// source has been silent for `idle_timeout` the time goes on with the
+    /// wall clock from the last row's. Either way the periodic streams tick
+    /// while the sources are silent, and every source is read on a thread
+    /// of its own.
+    pub wall_clock: bool,
+}
+
+/// The wall clock of a run whose time follows it: the time of the run's
+/// start and a monotonic clock since then, so that stamps never go back
+/// even when the system's clock is set back.
+#[derive(Clone, Copy, Debug)]
+struct WallClock {
+    base: Time,
+    at: Instant,
+}
+
+impl WallClock {
+    fn start() -> WallClock {
+        let since = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or(Duration::ZERO);
+        WallClock {
+            base: Time(i64::try_from(since.as_nanos()).unwrap_or(i64::MAX)),
+            at: Instant::now(),
+        }
+    }
+
+    /// The time now.
+    fn now(&self) -> Time {
+        let elapsed = i64::try_from(self.at.elapsed().as_nanos()).unwrap_or(i64::MAX);
+        Time(self.base.0.saturating_add(elapsed))
+    }
+
+    /// How long until `t` (zero if it is past).
+    fn until(&self, t: Time) -> Duration {
+        Duration::from_nanos(u64::try_from(t.0.saturating_sub(self.now().0)).unwrap_or(0))
+    }
 }
 
 /// The feed of one run (see the module doc).
@@ -84,6 +129,18 @@ pub struct Feed {
     skipped: u64,
     late: u64,
     notify: Notify,
+    /// The wall clock, when the run's time follows it.
+    wall: Option<WallClock>,
+    /// The wall clock's time when the last step was given, and that step's
+    /// time: the time goes on with the wall clock from there after an idle
+    /// timeout.
+    anchor: Option<(Time, Time)>,
+    /// The time the wall clock moved the run to while its sources were
+    /// silent: a later row of an earlier time is stamped with it.
+    advanced: Option<Time>,
+    /// Whether the wall clock is moving the time on (the sources silent
+    /// past the idle timeout, and no row since).
+    silent: bool,
 }
 
 /// Where one source stood at a checkpoint: the rows read from it up to the
@@ -142,6 +199,20 @@ impl Feed {
             merge = merge.separate();
         }
         let scheduler = (!options.periods.is_empty()).then(|| Scheduler::new(&options.periods));
+        let wall = options.wall_clock.then(WallClock::start);
+        let mut options = options;
+        if let Some(w) = wall
+            && options.time_cell.is_none()
+            && let Some(&p) = options.periods.iter().min()
+        {
+            // Arrival times: the ticks start with the run, on the last
+            // multiple of the shortest period (ticks on whole seconds, and
+            // windows exact where their panes divide the periods).
+            let now = w.now().0;
+            options.start.get_or_insert(Time(now - now.rem_euclid(p)));
+        }
+        // Arrival times are written as dates.
+        let form = (wall.is_some() && options.time_cell.is_none()).then_some(TimeForm::Rfc3339);
         Feed {
             options,
             sources: Vec::new(),
@@ -150,12 +221,16 @@ impl Feed {
             ticks_until: None,
             pending: VecDeque::new(),
             connections: None,
-            form: None,
+            form,
             last_time: None,
             rows_read: 0,
             skipped: 0,
             late: 0,
             notify,
+            wall,
+            anchor: None,
+            advanced: None,
+            silent: false,
         }
     }
 
@@ -172,6 +247,24 @@ impl Feed {
 
     fn add(&mut self, mut source: Source) {
         source.track = self.options.positions;
+        if self.wall.is_some()
+            && let Feeder::Direct(_) = source.feeder
+        {
+            // A source on the feed's thread would hold the ticks back while
+            // it is silent.
+            let width = self.options.names.len();
+            let policy = self.options.malformed;
+            if let Feeder::Direct(reader) =
+                std::mem::replace(&mut source.feeder, Feeder::Thread(dead()))
+            {
+                source.feeder = Feeder::Thread(super::spawn_reader(
+                    source.format,
+                    width,
+                    policy,
+                    move || Ok(reader),
+                ));
+            }
+        }
         let s = self.merge.add_source();
         debug_assert_eq!(s, self.sources.len());
         self.sources.push(source);
@@ -375,8 +468,11 @@ impl Feed {
                 self.reset();
                 return Ok(self.pending.pop_front());
             }
+            if let Some(tick) = self.wall_tick()? {
+                return Ok(Some(tick));
+            }
             match self.merge.wants() {
-                Some(s) => self.read_within(s, self.options.idle_timeout)?,
+                Some(s) => self.read_within(s, self.wait())?,
                 None if self.merge.is_done() && self.connections.is_none() => return Ok(None),
                 // Every source has ended: wait for a connection.
                 None if self.merge.idle_sources().next().is_none() => {
@@ -386,15 +482,115 @@ impl Feed {
                 // one delivers (or ends).
                 None => {
                     let idle: Vec<usize> = self.merge.idle_sources().collect();
+                    let wait = self.wait().map_or(LISTEN, |w| w.min(LISTEN));
                     for s in idle {
-                        self.read_within(s, Some(Duration::from_millis(20)))?;
+                        self.read_within(s, Some(wait))?;
                     }
                 }
             }
         };
+        let mut step = step;
+        if let Some(advanced) = self.advanced
+            && step.time < advanced
+        {
+            // The wall clock moved the time past this row while its
+            // sources were silent: it is late, and stamped with that time.
+            self.late += 1;
+            if self.late <= REPORTED {
+                let form = self.form.unwrap_or(TimeForm::Number(self.options.unit));
+                let source = step.rows.first().map(|(c, _)| c.stamp.source as usize);
+                (self.notify)(Notice::Late {
+                    at: source.map_or_else(String::new, |s| self.sources[s].name.clone()),
+                    own: show(step.time.to_value(form)),
+                    stamp: show(advanced.to_value(form)),
+                });
+            }
+            step.time = advanced;
+        }
+        if let Some(w) = &self.wall {
+            self.anchor = Some((w.now(), step.time));
+            self.silent = false;
+        }
         self.schedule(step.time)?;
         self.pending.push_back(Event::Rows(step));
         Ok(self.due_tick().or_else(|| self.pending.pop_front()))
+    }
+
+    /// How long a read may wait for a source: the idle timeout, and under
+    /// the wall clock no later than the next tick (arrival times need no
+    /// timeout: a row is final when it arrives).
+    fn wait(&self) -> Option<Duration> {
+        let Some(w) = &self.wall else {
+            return self.options.idle_timeout;
+        };
+        let tick = self.wall_deadline().map(|t| w.until(t));
+        let idle = match self.options.time_cell {
+            None => Some(Duration::ZERO),
+            Some(_) => self.options.idle_timeout,
+        };
+        match (tick, idle) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Under the wall clock, the wall time the next tick falls due at: the
+    /// next tick's time with arrival times; with rows' own times, the next
+    /// tick's time less the last step's time after the last step's arrival
+    /// (from when the sources have been silent for the idle timeout).
+    fn wall_deadline(&self) -> Option<Time> {
+        self.wall.as_ref()?;
+        let sched = self.scheduler.as_ref()?;
+        let next = match sched.next_time() {
+            Some(t) => t,
+            // Not started: with arrival times the origin is the run's start.
+            None => self
+                .options
+                .start
+                .filter(|_| self.options.time_cell.is_none())?,
+        };
+        match self.options.time_cell {
+            None => Some(next),
+            Some(_) => {
+                let (at, last) = self.anchor?;
+                let idle = self.options.idle_timeout?;
+                let ahead = next.0.saturating_sub(last.0);
+                // Silent already: the time goes on with the wall clock.
+                let idle_ns = match self.silent {
+                    true => 0,
+                    false => i64::try_from(idle.as_nanos()).unwrap_or(i64::MAX),
+                };
+                Some(Time(at.0.saturating_add(ahead.max(idle_ns))))
+            }
+        }
+    }
+
+    /// Under the wall clock, the first of the ticks due by now while the
+    /// sources are silent (the time moved on to now: see
+    /// [`FeedOptions::wall_clock`]).
+    fn wall_tick(&mut self) -> Result<Option<Event>, Stop> {
+        let (Some(w), Some(deadline)) = (self.wall, self.wall_deadline()) else {
+            return Ok(None);
+        };
+        let now = w.now();
+        if now < deadline {
+            return Ok(None);
+        }
+        // With arrival times, up to now; with the rows' own, up to the tick
+        // due (the time goes on tick by tick while the sources are silent).
+        let to = match self.options.time_cell {
+            None => now,
+            Some(_) => match self.scheduler.as_ref().and_then(Scheduler::next_time) {
+                Some(t) => t,
+                None => return Ok(None),
+            },
+        };
+        // A row that arrives later is stamped at least with this time.
+        self.advanced = Some(to);
+        self.schedule(to)?;
+        // No idle timeout again until a row comes.
+        self.silent = true;
+        Ok(self.due_tick())
     }
 
     /// A time reset every source reached: the scheduler's work is cancelled
@@ -583,6 +779,14 @@ impl Feed {
         let time_cell = self.options.time_cell;
         let src = &self.sources[s];
         let stamp = stamp.filter(|_| time_cell.is_none_or(|cell| cells[cell].is_none()));
+        if let Some(w) = &self.wall
+            && time_cell.is_none()
+        {
+            // Its arrival: now, as the feed takes it (a stamp taken on the
+            // reader's thread could be older than a tick given since).
+            self.form.get_or_insert(TimeForm::Rfc3339);
+            return Ok(w.now());
+        }
         match (time_cell, src.format) {
             _ if let Some(t) = stamp => {
                 self.form.get_or_insert(TimeForm::Number(unit));
@@ -699,6 +903,7 @@ mod tests {
             max_ticks: 100,
             on_reset: ResetPolicy::Once,
             positions: true,
+            wall_clock: false,
         };
         let mut f = Feed::new(options, crate::notice::ignore());
         f.add_reader("a".into(), reader(a, skip[0]), TraceFormat::Csv);

@@ -7,7 +7,7 @@
 //! ```text
 //! {"vigil_log":1,"fingerprint":"…","sources":["a.jsonl","b.csv"],"fields":["temp","beat","ts"],
 //!  "time":"ts","unit":"s","form":"number","key":null,"start":null,"max_gap":null,
-//!  "on_gap":"catch-up","max_ticks":1000000,"on_reset":"cancel","lateness":0}
+//!  "on_gap":"catch-up","max_ticks":1000000,"on_reset":"cancel","lateness":0,"clock":"data"}
 //! ```
 //!
 //! (`vigil_log` is the format version; `fingerprint` the specification's, as snapshots carry it;
@@ -114,6 +114,10 @@ pub struct Header {
     pub on_reset: String,
     /// The lateness bound rows were re-stamped within (ns).
     pub lateness: i64,
+    /// Whether the run's time followed the wall clock (`--clock wall`):
+    /// its stamps and ticks are in the log, and a replay takes them from
+    /// there.
+    pub wall_clock: bool,
 }
 
 /// Writes a log.
@@ -156,6 +160,7 @@ impl LogWriter {
             "max_ticks": h.max_ticks,
             "on_reset": h.on_reset,
             "lateness": h.lateness,
+            "clock": if h.wall_clock { "wall" } else { "data" },
         });
         writeln!(out, "{header}")?;
         Ok(LogWriter {
@@ -436,6 +441,11 @@ impl LogReader {
                 .unwrap_or(1_000_000),
             on_reset: text("on_reset").unwrap_or_else(|| "cancel".into()),
             lateness: h.get("lateness").and_then(Json::as_i64).unwrap_or(0),
+            wall_clock: match text("clock").as_deref() {
+                None | Some("data") => false,
+                Some("wall") => true,
+                Some(_) => return Err(bad("the header's `clock` is not data or wall")),
+            },
         };
         Ok(LogReader {
             name: path.to_string(),

@@ -42,6 +42,7 @@
 //!     max_ticks: 1000,
 //!     on_reset: ResetPolicy::Cancel,
 //!     positions: false,
+//!     wall_clock: false,
 //! };
 //! let said = Arc::new(Mutex::new(Vec::new()));
 //! let log = said.clone();

@@ -30,4 +30,5 @@ mod support;
 mod time;
 mod trace_hardening;
 mod triggers;
+mod wall_clock;
 mod windows;

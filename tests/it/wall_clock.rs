@@ -1,0 +1,200 @@
+//! `vigil run --clock wall`: periodic streams tick on the wall clock while the sources are
+//! silent (issue 37), with arrival stamps or with the rows' own times, recorded so that
+//! `vigil replay` reproduces the run; real processes, real pipes and real time.
+
+use crate::support::{test_dir, vigil, write};
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, Stdio};
+use std::sync::mpsc::{Receiver, channel};
+use std::time::Duration;
+
+/// A heartbeat: how many rows came in the last 300 ms, every 100 ms.
+const HEARTBEAT: &str = "in x: Int\nout beats: Int @ 100ms\nbeats = default(window(x, 300ms, count), 0)\n\
+                         trigger beats == 0 \"no heartbeat\"\n";
+
+/// Starts `vigil` with `args`, its standard input a pipe the test writes,
+/// and its standard output's lines sent to the receiver as they come.
+fn start(args: &[&str]) -> (Child, Receiver<String>) {
+    let mut child = vigil()
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = child.stdout.take().unwrap();
+    let (tx, rx) = channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    (child, rx)
+}
+
+/// The lines that came within `wait`.
+fn lines_within(rx: &Receiver<String>, wait: Duration) -> Vec<String> {
+    let until = std::time::Instant::now() + wait;
+    let mut lines = Vec::new();
+    while let Some(left) = until.checked_duration_since(std::time::Instant::now()) {
+        match rx.recv_timeout(left) {
+            Ok(l) => lines.push(l),
+            Err(_) => break,
+        }
+    }
+    lines
+}
+
+/// The ticks among output lines `step,time,beats`: those with a value.
+fn ticks(lines: &[String]) -> Vec<String> {
+    lines
+        .iter()
+        .filter(|l| !l.ends_with(',') && !l.starts_with("step"))
+        .cloned()
+        .collect()
+}
+
+#[test]
+fn a_heartbeat_fires_while_the_source_is_silent_and_replays_exactly() {
+    let dir = test_dir("wall", "arrival");
+    let spec = write(&dir, "hb.dsrv", HEARTBEAT);
+    let log = dir.join("hb.log").to_string_lossy().into_owned();
+    let alerts = dir.join("alerts.jsonl").to_string_lossy().into_owned();
+    let (mut child, rx) = start(&[
+        "run", &spec, "--input", "-", "--clock", "wall", "--output", "csv", "--record", &log,
+        "--alerts", &alerts,
+    ]);
+    let mut stdin = child.stdin.take().unwrap();
+    writeln!(stdin, "{{\"x\":1}}").unwrap();
+    // The first row's line comes, then, while nothing more is written, the
+    // ticks go on (every 100 ms) and fall to 0 once 300 ms have passed.
+    let silent = lines_within(&rx, Duration::from_millis(1500));
+    let during = ticks(&silent);
+    assert!(during.len() >= 5, "too few ticks while silent: {silent:?}");
+    assert!(
+        during.iter().any(|l| l.ends_with(",0")),
+        "no tick said the source went silent: {silent:?}"
+    );
+    // Arrival stamps and ticks are dates, the ticks on multiples of 100 ms
+    // (`…:28.1Z`: one digit of a second's fraction at most).
+    for l in &during {
+        let time = l.split(',').nth(1).unwrap_or_default();
+        let seconds = time.rsplit(':').next().unwrap_or_default();
+        let fraction = seconds.split_once('.').map_or("", |(_, f)| f);
+        assert!(
+            time.ends_with("Z\"") && fraction.len() <= "1Z\"".len(),
+            "{l}"
+        );
+    }
+    writeln!(stdin, "{{\"x\":2}}").unwrap();
+    drop(stdin);
+    let status = child.wait().unwrap();
+    assert!(status.success());
+    let rest = lines_within(&rx, Duration::from_secs(2));
+    let mut live = silent.clone();
+    live.extend(rest);
+    // The log holds every stamp and tick: the replay writes the same lines.
+    let o = vigil()
+        .args(["replay", &spec, &log, "--output", "csv"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let replayed: Vec<String> = String::from_utf8(o.stdout)
+        .unwrap()
+        .lines()
+        .map(String::from)
+        .collect();
+    assert_eq!(replayed, live);
+    // Alerts fired while the source was silent went to the alerts file.
+    let fired = std::fs::read_to_string(&alerts).unwrap();
+    assert!(fired.contains("no heartbeat"), "{fired}");
+    // Its traces read again cannot give the same arrival times: --check
+    // says so instead of reporting a divergence.
+    let o = vigil()
+        .args(["replay", &spec, &log, "--check", "--input", "-"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("took its time from the wall clock"), "{err}");
+}
+
+#[test]
+fn event_time_goes_on_with_the_wall_clock_after_the_idle_timeout() {
+    let dir = test_dir("wall", "event-time");
+    let spec = write(&dir, "hb.dsrv", HEARTBEAT);
+    let (mut child, rx) = start(&[
+        "run",
+        &spec,
+        "--input",
+        "-",
+        "--time",
+        "t",
+        "--idle-timeout",
+        "0.2",
+        "--clock",
+        "wall",
+        "--output",
+        "csv",
+    ]);
+    let mut stdin = child.stdin.take().unwrap();
+    writeln!(stdin, "{{\"t\":0,\"x\":1}}").unwrap();
+    let silent = lines_within(&rx, Duration::from_millis(1500));
+    let during = ticks(&silent);
+    // Ticks at 0, then past the idle timeout at 0.1, 0.2, … by the wall
+    // clock: the rows' time unit is seconds.
+    assert!(during.len() >= 5, "too few ticks while silent: {silent:?}");
+    let at = |l: &String| l.split(',').nth(1).map(String::from);
+    let times: Vec<String> = during.iter().filter_map(at).collect();
+    assert!(times.contains(&"0.3".to_string()), "{silent:?}");
+    assert!(during.iter().any(|l| l.ends_with(",0")), "{silent:?}");
+    // A row of a time the silence has passed is late: stamped with the
+    // time reached, and said.
+    writeln!(stdin, "{{\"t\":0.05,\"x\":1}}").unwrap();
+    drop(stdin);
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("a late row (time 0.05) is re-stamped"),
+        "{err}"
+    );
+}
+
+#[test]
+fn the_wall_clock_is_refused_where_it_cannot_work() {
+    let dir = test_dir("wall", "refused");
+    let spec = write(&dir, "hb.dsrv", HEARTBEAT);
+    let trace = write(&dir, "t.jsonl", "{\"host\":1,\"x\":1}\n");
+    let o = vigil()
+        .args([
+            "run",
+            &spec,
+            "--input",
+            &trace,
+            "--clock",
+            "wall",
+            "--key",
+            "x",
+            "--workers",
+            "2",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("--clock wall does not work with --workers"),
+        "{err}"
+    );
+    let o = vigil()
+        .args(["run", &spec, "--input", &trace, "--clock", "sundial"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("[possible values: data, wall]"), "{err}");
+}
