@@ -427,7 +427,9 @@ pub(super) fn run(
             // A replay's ticks are its log's (a checked one's come from its
             // sources, to be compared with the log's); a keyed run's are its
             // keys'.
-            periods: if replay.as_ref().is_none_or(|(_, check)| *check) && !keyed {
+            periods: if replay.as_ref().is_none_or(|(_, check)| *check)
+                && (!keyed || args.clock == "wall")
+            {
                 periods.clone()
             } else {
                 Vec::new()
@@ -443,6 +445,17 @@ pub(super) fn run(
         },
         notify.clone(),
     );
+    if let Runner::Keyed(m) = &mut runner
+        && args.clock == "wall"
+    {
+        // Every key ticks on the run's ticks, from the feed's origin.
+        m.set_ticking(crate::time::Ticking {
+            start: feed.origin(),
+            max_gap,
+            on_gap,
+            max_ticks: args.max_ticks,
+        });
+    }
     let merged_live = streaming && (sources.len() > 1 || listener.is_some());
     for (name, reader, format) in sources {
         feed.add_reader(name, reader, format);
@@ -491,7 +504,9 @@ pub(super) fn run(
             unit,
             form: TimeForm::Number(unit),
             key: args.key.clone(),
-            start,
+            // The origin the feed ticks from (under the wall clock, the run's
+            // start), so that a replay's keys tick from it too.
+            start: feed.origin(),
             max_gap,
             on_gap: gap_name(on_gap).to_string(),
             max_ticks: args.max_ticks,
@@ -559,6 +574,7 @@ pub(super) fn run(
         notify,
         on_reset,
         replaying: replay_name,
+        every_key_ticks: args.clock == "wall",
         checkpoints,
         merge_options: checkpoint::merge_options(args),
         samples: Vec::new(),

@@ -373,6 +373,11 @@ struct Ticks {
     /// The ticks a time reset fires once (`ResetPolicy::Once`): each key's
     /// at its last row's time, every period due.
     once: std::collections::VecDeque<(EntryId, Time)>,
+    /// The keys whose ticks up to a time [`KeyedMonitor::advance_to`] made
+    /// due, each drawn in turn after `once`.
+    /// (Keys, not records: a row stepped before they are drawn may evict
+    /// some.)
+    sweep: std::collections::VecDeque<(Key, Time)>,
 }
 
 impl Ticks {
@@ -385,6 +390,7 @@ impl Ticks {
             due: vec![false; plan.periods.len()],
             drawing: None,
             once: Default::default(),
+            sweep: Default::default(),
         }
     }
 
@@ -933,8 +939,56 @@ impl KeyedMonitor {
             self.ticks.due.fill(true);
             return Some(self.tick_key(id, t));
         }
-        let (id, _) = self.ticks.drawing?;
-        self.draw_tick(id)
+        loop {
+            if let Some((id, _)) = self.ticks.drawing
+                && let Some(tick) = self.draw_tick(id)
+            {
+                return Some(tick);
+            }
+            let (key, until) = self.ticks.sweep.pop_front()?;
+            if let Some(id) = self.table.find(key.value()) {
+                self.sweep_key(id, until);
+            }
+        }
+    }
+
+    /// Makes key `id`'s ticks up to `until` the ones drawn next (an
+    /// [`KeyedMonitor::advance_to`]): its ticks from its origin on, as a row
+    /// at `until` would make them due, except that more than `max_ticks`
+    /// fire once per period (as over a gap under `on_gap skip`), and the key's
+    /// last row stays its last row. A stopped key has none.
+    fn sweep_key(&mut self, id: EntryId, until: Time) {
+        if self.stop_error(id).is_some() {
+            return;
+        }
+        let words = self.layout.ticks(self.table.words(id));
+        let last = self.ticks.read(words);
+        if !self.ticks.sched.started() {
+            return;
+        }
+        let rules = self.ticks.rules;
+        if rules.schedule(&mut self.ticks.sched, last, until).is_err() {
+            self.ticks.sched.skip_to(until);
+        }
+        let words = self.layout.ticks_mut(self.table.words_mut(id));
+        self.ticks.write(words, last);
+        self.ticks.drawing = Some((id, until));
+    }
+
+    /// Makes the ticks of every live key up to `time` due, the ones
+    /// [`KeyedMonitor::next_tick`] gives next, key by key (least recently
+    /// used first): a run whose time follows the wall clock ticks every key
+    /// while the sources are silent, where otherwise a key's ticks follow
+    /// its own rows only. A key ticks from its origin (`start`, else its
+    /// first row's time); it costs one visit per live key.
+    pub fn advance_to(&mut self, time: Time) {
+        if !self.ticks.timed {
+            return;
+        }
+        let keys: Vec<Key> = (self.table.iter().rev())
+            .map(|id| self.table.key(id).clone())
+            .collect();
+        self.ticks.sweep.extend(keys.into_iter().map(|k| (k, time)));
     }
 
     /// Draws the next tick due of record `id` (`ticks.drawing`) and

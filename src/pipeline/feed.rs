@@ -296,6 +296,12 @@ impl Feed {
         }
     }
 
+    /// The ticks' origin, if set before the first row (`start`, or the
+    /// run's start under the wall clock without a time field).
+    pub fn origin(&self) -> Option<Time> {
+        self.options.start
+    }
+
     /// The sources' names, in priority order.
     pub fn source_names(&self) -> impl Iterator<Item = &str> + '_ {
         self.sources.iter().map(|s| s.name.as_str())

@@ -159,6 +159,9 @@ pub struct MergedRun<'a> {
     pub notify: Notify,
     /// What a time reset does to a keyed run's ticks.
     pub on_reset: ResetPolicy,
+    /// Whether a tick is the run's, for every key of a keyed monitor (a run
+    /// whose time follows the wall clock: [`Evaluator::every_key_ticks`]).
+    pub every_key_ticks: bool,
     /// The log a replay reads its steps from (for its messages).
     pub replaying: Option<String>,
     /// Checkpoints, taken between steps.
@@ -182,7 +185,8 @@ impl MergedRun<'_> {
         writer: &mut dyn OutputWriter,
         alerts: &mut Alerts,
     ) -> io::Result<(End, bool)> {
-        let mut evaluator = Evaluator::new(self.timed, self.inputs);
+        let mut evaluator =
+            Evaluator::new(self.timed, self.inputs).every_key_ticks(self.every_key_ticks);
         let end = self.turn(&mut evaluator, feed, runner, writer, alerts)?;
         Ok((end, evaluator.keys_stopped()))
     }

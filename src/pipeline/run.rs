@@ -109,6 +109,9 @@ pub struct Evaluator {
     inputs: usize,
     /// The keys stopped by a runtime error.
     stopped: HashSet<Key>,
+    /// Whether a tick is the run's, for every key (a run whose time follows
+    /// the wall clock); else a keyed monitor's ticks are its keys' own.
+    every_key_ticks: bool,
 }
 
 impl Evaluator {
@@ -119,7 +122,16 @@ impl Evaluator {
             timed,
             inputs,
             stopped: HashSet::new(),
+            every_key_ticks: false,
         }
+    }
+
+    /// Makes a tick the run's, for every key of a keyed monitor
+    /// ([`KeyedMonitor::advance_to`]): a run whose time follows the wall
+    /// clock ticks every key while the sources are silent.
+    pub fn every_key_ticks(mut self, on: bool) -> Evaluator {
+        self.every_key_ticks = on;
+        self
     }
 
     /// Whether a key was stopped by a runtime error (a keyed run then ends
@@ -214,8 +226,13 @@ impl Evaluator {
         due: &[bool],
         sink: &mut S,
     ) -> io::Result<Flow> {
-        let Monitors::Single(m) = monitors else {
-            return Ok(Flow::Stop(Halt::KeyedTick));
+        let m = match monitors {
+            Monitors::Single(m) => m,
+            Monitors::Keyed(m) if self.every_key_ticks => {
+                m.advance_to(t);
+                return self.keyed_ticks(m, sink);
+            }
+            Monitors::Keyed(_) => return Ok(Flow::Stop(Halt::KeyedTick)),
         };
         match m.tick(t, due) {
             Ok(o) => {

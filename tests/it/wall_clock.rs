@@ -198,3 +198,53 @@ fn the_wall_clock_is_refused_where_it_cannot_work() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("[possible values: data, wall]"), "{err}");
 }
+
+#[test]
+fn every_key_ticks_on_the_wall_clock_so_a_silent_host_is_seen() {
+    let dir = test_dir("wall", "keyed");
+    let spec = write(
+        &dir,
+        "hb.dsrv",
+        "in host: Str\nin x: Int\nout beats: Int @ 100ms\n\
+         beats = default(window(x, 300ms, count), 0)\ntrigger beats == 0 \"host went silent\"\n",
+    );
+    let log = dir.join("hb.log").to_string_lossy().into_owned();
+    let (mut child, rx) = start(&[
+        "run", &spec, "--input", "-", "--key", "host", "--clock", "wall", "--output", "csv",
+        "--record", &log,
+    ]);
+    let mut stdin = child.stdin.take().unwrap();
+    writeln!(
+        stdin,
+        "{{\"host\":\"a\",\"x\":1}}\n{{\"host\":\"b\",\"x\":1}}"
+    )
+    .unwrap();
+    // Host a keeps sending; b falls silent and its ticks say so, while the
+    // run is still going.
+    let mut lines = Vec::new();
+    for _ in 0..12 {
+        lines.extend(lines_within(&rx, Duration::from_millis(100)));
+        writeln!(stdin, "{{\"host\":\"a\",\"x\":1}}").unwrap();
+    }
+    let b_ticks: Vec<&String> = (lines.iter())
+        .filter(|l| l.contains("\"b\"") && !l.ends_with(','))
+        .collect();
+    assert!(b_ticks.len() >= 5, "too few ticks of host b: {lines:?}");
+    assert!(b_ticks.iter().any(|l| l.ends_with(",0")), "{lines:?}");
+    let a_silent = (lines.iter()).filter(|l| l.contains("\"a\"") && l.ends_with(",0"));
+    assert!(a_silent.count() <= 1, "host a never fell silent: {lines:?}");
+    drop(stdin);
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success());
+    lines.extend(lines_within(&rx, Duration::from_secs(2)));
+    // The log has the run's ticks: the replay ticks every key as the run did.
+    let o = vigil()
+        .args(["replay", &spec, &log, "--output", "csv"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let replayed: Vec<String> = (String::from_utf8(o.stdout).unwrap().lines())
+        .map(String::from)
+        .collect();
+    assert_eq!(replayed, lines);
+}
