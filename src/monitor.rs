@@ -376,6 +376,12 @@ pub struct Alert<'a> {
     pub message: String,
     /// Every stream the message names, once, with its sample at the step.
     pub values: Vec<(&'a str, Sample)>,
+    /// For a trigger with `resolve`: whether its condition holds (`firing`)
+    /// or has just stopped holding (`resolved`).
+    pub state: Option<crate::lang::check::AlertState>,
+    /// For a trigger with `every`: the firings held back since its last
+    /// alert.
+    pub suppressed: Option<i64>,
 }
 
 /// A sample in a trigger message's plain form (see [`Alert::message`]).
@@ -478,6 +484,11 @@ impl<'a> Outputs<'a> {
                         .iter()
                         .map(|s| (spec.stream(*s).name.as_str(), state.raw(*s)))
                         .collect(),
+                    state: t.state,
+                    suppressed: t.suppressed.and_then(|s| match state.raw(s) {
+                        Sample::Value(Value::Int(n)) => Some(n),
+                        _ => None,
+                    }),
                 }
             })
     }

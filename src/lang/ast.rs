@@ -389,6 +389,26 @@ pub enum Decl {
     },
 }
 
+/// A trigger's alerting clauses, after its message: `rising` fires where
+/// the condition becomes true, `resolve` adds an alert where it becomes false
+/// again, `every D` fires at most once per `D` (nanoseconds) of time while it
+/// holds. The parser writes them as streams of the specification
+/// (`Parser::desugar_alerting`), so their state is the monitor's.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Alerting {
+    pub rising: bool,
+    pub resolve: bool,
+    pub every: Option<i64>,
+}
+
+/// The name suffix of the trigger a `resolve` clause adds to trigger `N`
+/// (`N#resolved`, true where `N`'s condition stops holding).
+pub const RESOLVED: &str = "#resolved";
+
+/// The name suffix of the aux stream an `every` clause adds to trigger `N`:
+/// the firings held back before each of its alerts.
+pub const SUPPRESSED: &str = "#suppressed";
+
 /// What the scheduler does at a jump in time longer than `--max-gap`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum GapPolicy {

@@ -120,10 +120,25 @@ impl CheckedSpec {
 pub struct TriggerSpec {
     pub stream: StreamId,
     pub name: String,
+    /// For a trigger with `resolve`: whether this is its firing alert or
+    /// its resolved one (`N#resolved`, which alerts under the name `N`).
+    pub state: Option<AlertState>,
+    /// For a trigger with `every`: the stream of the firings held back
+    /// before each alert (`N#suppressed`).
+    pub suppressed: Option<StreamId>,
     pub message: Vec<Piece>,
     /// The streams the message names, each once, in order of first mention
     /// (an alert's `values`).
     pub values: Vec<StreamId>,
+}
+
+/// Which alert of a trigger with `resolve` a trigger stream gives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AlertState {
+    /// The condition holds (or began to hold, with `rising`).
+    Firing,
+    /// The condition held at the step before and does not now.
+    Resolved,
 }
 
 /// A piece of a trigger's message: text, or a stream's value at the step.
@@ -339,9 +354,26 @@ impl Checker<'_> {
                 );
             }
             if let Some((pieces, values)) = self.template(name, message, *message_span) {
+                // A `resolve` clause's trigger alerts under its trigger's
+                // name; an `every` clause's count of held-back firings goes
+                // with each alert.
+                let (shown, state) = match name.strip_suffix(crate::lang::ast::RESOLVED) {
+                    Some(base) => (base.to_string(), Some(AlertState::Resolved)),
+                    None => {
+                        let resolves = format!("{name}{}", crate::lang::ast::RESOLVED);
+                        let state = self.by_name.contains_key(&resolves);
+                        (name.clone(), state.then_some(AlertState::Firing))
+                    }
+                };
+                let suppressed = (self.by_name)
+                    .get(&format!("{shown}{}", crate::lang::ast::SUPPRESSED))
+                    .copied()
+                    .filter(|_| state != Some(AlertState::Resolved));
                 out.push(TriggerSpec {
                     stream,
-                    name: name.clone(),
+                    name: shown,
+                    state,
+                    suppressed,
                     message: pieces,
                     values,
                 });

@@ -145,7 +145,15 @@ impl Columns {
             };
             // An alert line's own members cannot be taken by a passed field.
             if options.alert_lines
-                && ["step", "trigger", "message", "values"].contains(&name.as_str())
+                && [
+                    "step",
+                    "trigger",
+                    "state",
+                    "suppressed",
+                    "message",
+                    "values",
+                ]
+                .contains(&name.as_str())
             {
                 return Err(format!(
                     "--pass: `{name}` cannot be passed with --alerts: every alert line has a member `{name}` of its own"
@@ -445,16 +453,24 @@ impl Alerts {
                     .write_all(&trace::alert_line_with(&alert, key, &made))
                     .map_err(|e| at(dest, e))?,
                 AlertsOut::Lines(lines) => {
+                    let state = match alert.state {
+                        Some(crate::lang::check::AlertState::Resolved) => " resolved",
+                        _ => "",
+                    };
+                    let held = match alert.suppressed {
+                        Some(n) if n > 0 => format!(" ({n} held back)"),
+                        _ => String::new(),
+                    };
                     let line = match key {
                         Some((name, k)) => format!(
-                            "alert: {} at step {} ({name}={}): {}\n",
+                            "alert: {}{state} at step {} ({name}={}): {}{held}\n",
                             alert.trigger,
                             alert.step,
                             escaped(&k.to_string()),
                             escaped(&alert.message)
                         ),
                         None => format!(
-                            "alert: {} at step {}: {}\n",
+                            "alert: {}{state} at step {}: {}{held}\n",
                             alert.trigger,
                             alert.step,
                             escaped(&alert.message)

@@ -485,10 +485,24 @@ pub fn alert_line_with(
         let _ = write!(line, ",{}:", json_key(name));
         let _ = push_json_value(&mut line, v);
     }
+    let _ = write!(line, ",\"trigger\":{}", json_key(alert.trigger));
+    // A trigger's alerting clauses add what they know: `resolve` the state,
+    // `every` the firings held back since the last alert.
+    match alert.state {
+        None => {}
+        Some(crate::lang::check::AlertState::Firing) => {
+            line.extend_from_slice(b",\"state\":\"firing\"")
+        }
+        Some(crate::lang::check::AlertState::Resolved) => {
+            line.extend_from_slice(b",\"state\":\"resolved\"")
+        }
+    }
+    if let Some(n) = alert.suppressed {
+        let _ = write!(line, ",\"suppressed\":{n}");
+    }
     let _ = write!(
         line,
-        ",\"trigger\":{},\"message\":{},\"values\":{{",
-        json_key(alert.trigger),
+        ",\"message\":{},\"values\":{{",
         json_key(&alert.message)
     );
     let mut first = true;

@@ -71,6 +71,17 @@ fn real_rows_and_alerts_fit_the_schemas() {
         "run", &spec, "--input", &input, "--quiet", "--key", "host", "--alerts", path,
     ]);
     check_lines(&alerts, &std::fs::read_to_string(&file).unwrap(), 4);
+    // Alerting clauses add `state` and `suppressed`.
+    let clauses = SPEC.replace(
+        "d = {d}\"\n",
+        "d = {d}\" rising, resolve\ntrigger warm: x > 1 \"{x}\" every 2s\n",
+    );
+    assert_ne!(clauses, SPEC);
+    let spec = write(&dir, "clauses.dsrv", &clauses);
+    run(&["run", &spec, "--input", &input, "--quiet", "--alerts", path]);
+    let lines = std::fs::read_to_string(&file).unwrap();
+    assert!(lines.contains("\"state\":\"firing\"") && lines.contains("\"suppressed\":"));
+    check_lines(&alerts, &lines, 2);
 }
 
 /// Lists, tuples, maps and a list's NoVal element (`null`) in JSON lines
@@ -123,6 +134,8 @@ fn lines_that_break_the_format_do_not_fit() {
     for bad in [
         "{\"step\": 0, \"trigger\": \"t\", \"values\": {}}",
         "{\"step\": 0, \"trigger\": \"\", \"message\": \"m\", \"values\": {}}",
+        "{\"step\": 0, \"trigger\": \"t\", \"state\": \"on\", \"message\": \"m\", \"values\": {}}",
+        "{\"step\": 0, \"trigger\": \"t\", \"suppressed\": -1, \"message\": \"m\", \"values\": {}}",
     ] {
         let json: Json = serde_json::from_str(bad).unwrap();
         assert!(!alerts.is_valid(&json), "the alert schema takes {bad}");

@@ -240,3 +240,112 @@ fn the_readmes_pipe_example_prints_alerts_only() {
     assert!(triggers.iter().any(|t| t == "slow"), "{text}");
     assert!(triggers.iter().any(|t| t == "down"), "{text}");
 }
+
+/// Issue 37: `rising` fires where the condition becomes true, `resolve`
+/// adds a `resolved` alert where it stops holding, and `every D` fires at
+/// most once per `D` while it holds, reporting the firings it held back —
+/// the same on every tier, per key in a keyed run.
+#[test]
+fn alerting_clauses_fire_on_edges_resolve_and_hold_back_repeats() {
+    let dir = test_dir("triggers", "clauses");
+    let spec = write(
+        &dir,
+        "edge.dsrv",
+        "in host: Str\nin x: Int\ntrigger hot: x > 10 \"x is {x}\" rising, resolve\n\
+         trigger warm: x > 5 \"x is {x}\" every 3s\n",
+    );
+    let rows =
+        "t,host,x\n0,a,1\n1,a,12\n2,a,13\n3,a,14\n4,a,2\n5,a,15\n6,a,7\n7,a,8\n8,a,9\n9,a,9\n";
+    let trace = write(&dir, "edge.csv", rows);
+    let want = [
+        r#"{"step":1,"time":1,"trigger":"hot","state":"firing","message":"x is 12","values":{"x":12}}"#,
+        r#"{"step":1,"time":1,"trigger":"warm","suppressed":0,"message":"x is 12","values":{"x":12}}"#,
+        r#"{"step":4,"time":4,"trigger":"hot","state":"resolved","message":"x is 2","values":{"x":2}}"#,
+        r#"{"step":5,"time":5,"trigger":"hot","state":"firing","message":"x is 15","values":{"x":15}}"#,
+        r#"{"step":5,"time":5,"trigger":"warm","suppressed":2,"message":"x is 15","values":{"x":15}}"#,
+        r#"{"step":6,"time":6,"trigger":"hot","state":"resolved","message":"x is 7","values":{"x":7}}"#,
+        r#"{"step":8,"time":8,"trigger":"warm","suppressed":2,"message":"x is 9","values":{"x":9}}"#,
+    ];
+    for tier in ["canonical", "quickened", "native-regions", "native-whole"] {
+        let alerts = dir
+            .join(format!("{tier}.jsonl"))
+            .to_string_lossy()
+            .into_owned();
+        let args = [
+            "run", &spec, "--input", &trace, "--time", "t", "--tier", tier, "--alerts", &alerts,
+            "--output", "csv",
+        ];
+        let (code, _, err) = crate::support::run_vigil(&args, None);
+        assert_eq!(code, 0, "{tier}: {err}");
+        let got = std::fs::read_to_string(&alerts).unwrap();
+        assert_eq!(got.lines().collect::<Vec<_>>(), want, "{tier}");
+    }
+    // Keyed: the same rows under two keys, interleaved, alert per key.
+    let mut keyed = String::from("t,host,x\n");
+    for line in rows.lines().skip(1) {
+        keyed.push_str(&format!("{line}\n{}\n", line.replacen(",a,", ",b,", 1)));
+    }
+    let trace = write(&dir, "keyed.csv", &keyed);
+    let alerts = dir.join("keyed.jsonl").to_string_lossy().into_owned();
+    let args = [
+        "run", &spec, "--input", &trace, "--time", "t", "--key", "host", "--alerts", &alerts,
+        "--output", "csv",
+    ];
+    let (code, _, err) = crate::support::run_vigil(&args, None);
+    assert_eq!(code, 0, "{err}");
+    let got = std::fs::read_to_string(&alerts).unwrap();
+    for host in ["a", "b"] {
+        let of_host: Vec<String> = (got.lines())
+            .filter(|l| l.contains(&format!("\"host\":\"{host}\"")))
+            .map(|l| l.replace(&format!("\"host\":\"{host}\","), ""))
+            .collect();
+        assert_eq!(of_host, want, "host {host}");
+    }
+    // Readable lines say the state and what was held back.
+    let (_, _, err) = crate::support::run_vigil(
+        &[
+            "run",
+            &spec,
+            "--input",
+            &write(&dir, "a.csv", rows),
+            "--time",
+            "t",
+        ],
+        None,
+    );
+    assert!(
+        err.contains("alert: hot resolved at step 4: x is 2"),
+        "{err}"
+    );
+    assert!(
+        err.contains("alert: warm at step 5: x is 15 (2 held back)"),
+        "{err}"
+    );
+}
+
+/// A clause said twice, or a re-alert interval that is not a duration, is
+/// a located error; anything else after a message says what may follow.
+#[test]
+fn alerting_clauses_are_checked_where_they_are_written() {
+    let dir = test_dir("triggers", "clause-errors");
+    for (text, says) in [
+        (
+            "in x: Int\ntrigger x > 1 \"m\" rising, rising\n",
+            "says `rising` twice",
+        ),
+        (
+            "in x: Int\ntrigger x > 1 \"m\" every 5 weeks\n",
+            "unknown unit `weeks`",
+        ),
+        (
+            "in x: Int\ntrigger x > 1 \"m\" often\n",
+            "`rising`, `resolve` and `every DURATION`",
+        ),
+    ] {
+        let spec = write(&dir, "bad.dsrv", text);
+        let (code, _, err) = crate::support::run_vigil(&["check", &spec], None);
+        assert_eq!(code, 2, "{text}: {err}");
+        assert!(err.contains(says), "{text}: {err}");
+        assert!(err.contains("bad.dsrv:2:"), "{err}");
+    }
+}
