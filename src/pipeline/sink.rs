@@ -438,8 +438,8 @@ impl Alerts {
             self.fired += 1;
             let key = self.key.as_deref().zip(outputs.key());
             let shown = key.map(|(name, k)| (name, k as &dyn std::fmt::Display));
-            let place = TriggerTally::place(alert.step, shown);
-            TriggerTally::count(&mut self.triggers, alert.trigger, place);
+            let place = TriggerTally::place(alert.step(), shown);
+            TriggerTally::count(&mut self.triggers, alert.trigger(), place);
             match &mut self.out {
                 AlertsOut::Json { out, dest } => out
                     .write_all(&trace::alert_line_with(&alert, key, &made))
@@ -448,16 +448,16 @@ impl Alerts {
                     let line = match key {
                         Some((name, k)) => format!(
                             "alert: {} at step {} ({name}={}): {}\n",
-                            alert.trigger,
-                            alert.step,
+                            alert.trigger(),
+                            alert.step(),
                             escaped(&k.to_string()),
-                            escaped(&alert.message)
+                            escaped(alert.message())
                         ),
                         None => format!(
                             "alert: {} at step {}: {}\n",
-                            alert.trigger,
-                            alert.step,
-                            escaped(&alert.message)
+                            alert.trigger(),
+                            alert.step(),
+                            escaped(alert.message())
                         ),
                     };
                     lines.line(&line);

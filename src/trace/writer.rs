@@ -476,7 +476,7 @@ pub fn alert_line_with(
     context: &[(&str, &Value)],
 ) -> Vec<u8> {
     let mut line = Vec::new();
-    let _ = write!(line, "{{\"step\":{}", alert.step);
+    let _ = write!(line, "{{\"step\":{}", alert.step());
     if let Some((name, k)) = key {
         let _ = write!(line, ",{}:", json_key(name));
         let _ = push_json_value(&mut line, k.value());
@@ -488,11 +488,11 @@ pub fn alert_line_with(
     let _ = write!(
         line,
         ",\"trigger\":{},\"message\":{},\"values\":{{",
-        json_key(alert.trigger),
-        json_key(&alert.message)
+        json_key(alert.trigger()),
+        json_key(alert.message())
     );
     let mut first = true;
-    for (name, sample) in &alert.values {
+    for (name, sample) in alert.values() {
         let v = match sample {
             Sample::NoVal => continue,
             Sample::Deferred => None,
