@@ -1,4 +1,5 @@
-//! Scale-out: keyed monitors as a timely-dataflow fragment, over worker threads and processes.
+//! Scale-out (the `scale` feature, on by default): keyed monitors as a timely-dataflow fragment,
+//! over worker threads and processes.
 //!
 //! vigil does not grow a cluster of its own: a keyed run spreads over
 //! timely-dataflow's workers (threads of one process, or processes on one or
