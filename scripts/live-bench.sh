@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Live-transport throughput (README "Live sources"): rows/s through a private mosquitto and a
+# Live-transport throughput (docs/operations.md, "Live sources"): rows/s through a private mosquitto and a
 # private redis-server on this machine, beside the same rows read from a file. Each figure is
 # the median wall time of 3 runs of the whole process (broker round trips included); every
 # run's outputs are checked against the file run's.

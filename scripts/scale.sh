@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Scale-out figures, end to end (README "Scaling out"): a 1,000,000-row, 10,000-key JSON-lines
+# Scale-out figures, end to end (docs/operations.md, "Scaling out"): a 1,000,000-row, 10,000-key JSON-lines
 # trace through `vigil run --key host` in one thread, on 1 and 2 timely workers, and on 2
 # processes of 1 worker on localhost. Prints the median wall time of 3 runs and rows/s for each;
 # every run's output is compared with the single-threaded run's (they must be byte-identical).

@@ -1,6 +1,6 @@
 //! Batches: rows held in columns for `Monitor::run_batch`, and their outputs.
 //!
-//! Both use the scalar frame layout (DESIGN §4): per cell a tag byte and a
+//! Both use the scalar frame layout (docs/engine.md, "The scalar IR"): per cell a tag byte and a
 //! `u64` payload, row-major, so the native batch kernel of the `native-whole`
 //! tier reads the inputs and writes the outputs of many rows in one call.
 //! Values with no scalar form (Str, Unit) are kept beside as objects.

@@ -5,6 +5,32 @@ use crate::fusion::{Step, describe_node, why_not_eligible};
 use crate::monitor::{Monitor, Spec, Tier};
 use std::fmt::Write as _;
 
+/// One line per tier (`vigil explain --summary`): the tier a monitor asked
+/// for it runs (the same, or the one it falls back to, or for `auto` the one
+/// it starts on) and why, in the words `Stats::why` gives.
+///
+/// ```
+/// let spec = vigil::Spec::parse("t.dsrv", "in s: Str\nout e: Str\ne = s")?;
+/// let summary = vigil::explain::summary(&spec);
+/// assert!(summary.lines().any(|l| l.starts_with("canonical") && l.contains("runs canonical")));
+/// assert!(summary.lines().any(|l| l.starts_with("native-whole") && l.contains("instead")));
+/// # Ok::<(), vigil::Diagnostics>(())
+/// ```
+pub fn summary(spec: &Spec) -> String {
+    let mut out = String::new();
+    for tier in Tier::ALL {
+        let monitor = Monitor::builder(spec).tier(tier).build();
+        let (ran, why) = (monitor.tier(), monitor.stats().why);
+        let runs = match (tier, ran == tier) {
+            (_, true) => format!("runs {ran}"),
+            (Tier::Auto, false) => format!("runs {ran}"),
+            (_, false) => format!("runs {ran} instead"),
+        };
+        let _ = writeln!(out, "{:<15} {runs}: {why}", tier.name());
+    }
+    out
+}
+
 /// Explains how `spec` runs on `tier`.
 pub fn explain(spec: &Spec, tier: Tier) -> String {
     let mut monitor = Monitor::builder(spec).tier(tier).build();

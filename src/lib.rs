@@ -49,10 +49,14 @@
 //! - **Tiers**: every [`Tier`] gives the same outputs and errors bit for bit; `Auto` picks the
 //!   fastest available, and [`Monitor::stats`] says what ran where.
 //!
-//! The modules marked hidden in this crate's source (`lang`, `plan`, `fusion`, `exec`,
-//! `trace`, `explain`, `cli`, `reference`, `window`) are the pipeline stages behind this API, public
-//! only so that vigil's own binary, tests, benchmarks and fuzz targets can reach them: they
-//! are not part of the API and change without notice.
+//! The engine's stages behind this API (`lang`, `plan`, `fusion`, `exec`, `window`, the
+//! canonical interpreter, the reference evaluator) are private; the project's own tests,
+//! benchmarks and fuzz targets reach them through the `testing` feature, hidden from this
+//! documentation and not part of the API. So is `cli`, the `vigil` binary's command line.
+//!
+//! The guides are in the repository: `docs/library.md` walks through this API,
+//! `docs/language.md` is the language reference (what every construct computes at each step),
+//! `docs/engine.md` explains the tiers.
 //!
 //! # Cargo features
 //!
@@ -60,27 +64,20 @@
 //! `default-features = false` and gets everything above without the command line's crates,
 //! the live transports' clients or timely. `scale` adds `vigil::scale` (keyed monitors as a
 //! timely-dataflow fragment); `mqtt` and `redis` the live transports of `vigil::live` (MQTT and
-//! Redis Streams sources and sinks); `cli` is the `vigil` binary. The README's "Cargo features"
-//! lists what each pulls in.
+//! Redis Streams sources and sinks); `cli` is the `vigil` binary. `docs/library.md` ("Cargo
+//! features") lists what each pulls in.
 #![deny(missing_docs)]
 
 mod batch;
 mod canonical;
 mod error;
 mod keyed;
-/// Live transports (MQTT and Redis Streams, features `mqtt` and `redis`):
-/// sources that read rows from a broker and sinks that publish steps.
 pub mod live;
-/// The deterministic merge of several sources' stamped rows into steps.
 pub mod merge;
 mod monitor;
 pub mod notice;
 pub mod pipeline;
 mod row;
-// With an outer doc line rustdoc resolves the module doc's links from the crate root, as
-// src/scale.rs writes them (`crate::scale::…`). (The line here had been `time`'s summary,
-// stranded above `scale` when scale-out was added.)
-/// Built with the `scale` feature (on by default).
 #[cfg(feature = "scale")]
 pub mod scale;
 mod snapshot;
@@ -112,10 +109,17 @@ stages!(exec, fusion, lang, plan, window);
 #[doc(hidden)]
 pub mod reference;
 
+// The README's Rust example runs as a doctest, so that it cannot drift from the API (its other
+// examples run in tests/it/docs.rs).
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
+
 pub use batch::{OutputBatch, OutputRow, RowBatch};
 pub use error::{ErrorKind, RuntimeError};
 pub use exec::TIER_UP_ROWS;
 pub use keyed::{KeyedBuildError, KeyedMonitor, KeyedMonitorBuilder};
+pub use lang::check::AlertState;
 pub use lang::diag::Diagnostics;
 pub use lang::types::Type;
 pub use monitor::{

@@ -363,25 +363,75 @@ pub struct Outputs<'a> {
     key: Option<&'a Key>,
 }
 
-/// A trigger that fired: its condition was `true` at a step.
+/// A trigger that fired: its condition was `true` at a step (see
+/// [`Outputs::alerts`]). Read through its methods, as every other view of a
+/// step.
+///
+/// ```
+/// use vigil::{Monitor, Sample, Spec, Value};
+///
+/// let spec = Spec::parse(
+///     "hot.dsrv",
+///     "in temp: Float\nout hot: Bool\nhot = temp > 30.0\ntrigger too_hot: hot \"{temp} degrees\"",
+/// )?;
+/// let mut monitor = Monitor::builder(&spec).build();
+/// let row = monitor.row().set("temp", 31.5)?;
+/// let outputs = monitor.step(&row)?;
+/// let alert = outputs.alerts().next().expect("the trigger fired");
+/// assert_eq!((alert.trigger(), alert.step()), ("too_hot", 0));
+/// assert_eq!(alert.message(), "31.5 degrees");
+/// assert_eq!(alert.values(), [("temp", Sample::Value(Value::Float(31.5)))]);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone, Debug, PartialEq)]
 pub struct Alert<'a> {
+    trigger: &'a str,
+    step: u64,
+    message: String,
+    values: Vec<(&'a str, Sample)>,
+    state: Option<crate::AlertState>,
+    suppressed: Option<i64>,
+}
+
+impl<'a> Alert<'a> {
     /// The trigger's name (`trigger_N` for the N-th unnamed trigger).
-    pub trigger: &'a str,
+    pub fn trigger(&self) -> &'a str {
+        self.trigger
+    }
+
     /// The step it fired at (the key's step, for a keyed monitor).
-    pub step: u64,
+    pub fn step(&self) -> u64 {
+        self.step
+    }
+
     /// The message, each `{name}` replaced by that stream's value at the
     /// step in its plain form (`31.5`, `web-1`, `true`, `()`; `-` for NoVal,
     /// `Deferred` for ⊥).
-    pub message: String,
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
     /// Every stream the message names, once, with its sample at the step.
-    pub values: Vec<(&'a str, Sample)>,
-    /// For a trigger with `resolve`: whether its condition holds (`firing`)
-    /// or has just stopped holding (`resolved`).
-    pub state: Option<crate::lang::check::AlertState>,
+    pub fn values(&self) -> &[(&'a str, Sample)] {
+        &self.values
+    }
+
+    /// For a trigger with `resolve`: whether its condition holds (`Firing`)
+    /// or has just stopped holding (`Resolved`); `None` for other triggers.
+    pub fn state(&self) -> Option<crate::AlertState> {
+        self.state
+    }
+
     /// For a trigger with `every`: the firings held back since its last
-    /// alert.
-    pub suppressed: Option<i64>,
+    /// alert; `None` for other triggers.
+    pub fn suppressed(&self) -> Option<i64> {
+        self.suppressed
+    }
+
+    /// The message, taken out of the alert.
+    pub fn into_message(self) -> String {
+        self.message
+    }
 }
 
 /// A sample in a trigger message's plain form (see [`Alert::message`]).
@@ -524,9 +574,59 @@ impl<'a> Outputs<'a> {
         self.spec.outputs.is_empty()
     }
 
-    /// Output `i` (see `Monitor::output_index`).
+    /// Output `i` (see `Monitor::output_index`; [`Outputs::by_name`] finds
+    /// it by name).
     pub fn get(&self, i: usize) -> Sample {
         self.state.raw(self.spec.outputs[i])
+    }
+
+    /// The output named `name`; `None` when no printed output has that name
+    /// (an input, an `aux` stream or a trigger is not one). It looks the name
+    /// up at each call: a loop over many steps finds the index once with
+    /// `Monitor::output_index` and reads [`Outputs::get`].
+    ///
+    /// ```
+    /// use vigil::{Monitor, Sample, Spec, Value};
+    ///
+    /// let spec = Spec::parse("t.dsrv", "in x: Int\nout double: Int\ndouble = x * 2")?;
+    /// let mut monitor = Monitor::builder(&spec).build();
+    /// let row = monitor.row().set("x", 21)?;
+    /// let outputs = monitor.step(&row)?;
+    /// assert_eq!(outputs.by_name("double"), Some(Sample::Value(Value::Int(42))));
+    /// assert_eq!(outputs.by_name("x"), None);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn by_name(&self, name: &str) -> Option<Sample> {
+        (self.spec.outputs.iter())
+            .find(|&&s| self.spec.stream(s).name == name)
+            .map(|&s| self.state.raw(s))
+    }
+
+    /// The name of output `i`.
+    pub fn name(&self, i: usize) -> &'a str {
+        let spec = self.spec;
+        &spec.stream(spec.outputs[i]).name
+    }
+
+    /// Every printed output as `(name, sample)`, in print order.
+    ///
+    /// ```
+    /// use vigil::{Monitor, Sample, Spec, Value};
+    ///
+    /// let spec = Spec::parse("t.dsrv", "in x: Int\nout a: Int\nout b: Bool\na = x + 1\nb = x > 0")?;
+    /// let mut monitor = Monitor::builder(&spec).build();
+    /// let row = monitor.row().set("x", 1)?;
+    /// let outputs = monitor.step(&row)?;
+    /// let named: Vec<(&str, Sample)> = outputs.named().collect();
+    /// assert_eq!(
+    ///     named,
+    ///     [("a", Sample::Value(Value::Int(2))), ("b", Sample::Value(Value::Bool(true)))]
+    /// );
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn named(&self) -> impl Iterator<Item = (&'a str, Sample)> + 'a {
+        let (spec, state) = (self.spec, self.state);
+        (spec.outputs.iter()).map(move |&s| (spec.stream(s).name.as_str(), state.raw(s)))
     }
 
     /// Output `i` if it holds an Int at this step; `None` when it is NoVal,

@@ -1,4 +1,4 @@
-//! The reference evaluator (DESIGN §3): a small, slow, obviously-right
+//! The reference evaluator (docs/engine.md, "The canonical interpreter"): a small, slow, obviously-right
 //! denotational semantics of DSRV, used only to check the tiers.
 //!
 //! Every expression denotes a *history*: one `Sample` per step of the trace.
@@ -849,7 +849,8 @@ impl crate::value::Function for RefClosure {
 }
 
 /// The container builtins and calls, written apart from the canonical
-/// tier's (`canonical::func`) from the README's definitions.
+/// tier's (`canonical::func`) from the definitions of docs/language.md
+/// ("Containers, functions and dynamic specifications").
 mod containers {
     use super::{ErrorKind, Fault, Sample, Value};
     use crate::lang::ast::{Field, Method};
@@ -1133,7 +1134,7 @@ fn pointwise(
 }
 
 /// An aggregate of the values a window holds (oldest first), computed from
-/// scratch; the empty window's results are the README's (Windows).
+/// scratch; the empty window's results are docs/language.md's ("Windows").
 fn aggregate(agg: Aggregate, held: &[Value], elem: window::Elem) -> Result<Sample, Fault> {
     let v = |x: Value| Ok(Sample::Value(x));
     let floats = || {

@@ -1,22 +1,23 @@
-//! Scale-out: keyed monitors as a timely-dataflow fragment, over worker threads and processes.
+//! Scale-out (the `scale` feature, on by default): keyed monitors as a timely-dataflow fragment,
+//! over worker threads and processes.
 //!
 //! vigil does not grow a cluster of its own: a keyed run spreads over
 //! timely-dataflow's workers (threads of one process, or processes on one or
-//! several machines). The fragment [`keyed_monitors`](crate::scale::keyed_monitors) takes a stream of
-//! [`Event`](crate::scale::Event)s, exchanges each row to the worker that owns its key (a fixed
+//! several machines). The fragment [`keyed_monitors`] takes a stream of
+//! [`Event`]s, exchanges each row to the worker that owns its key (a fixed
 //! hash of the key, the same in every process), and runs one
 //! [`KeyedMonitor`] per worker over the keys it owns.
 //!
 //! **Time.** The timely timestamp is the row's stamp on the time axis: its
 //! time in nanoseconds (mapped order-preservingly into `u64`, see
-//! [`timely_time`](crate::scale::timely_time)) with `--time`, else its index in the trace. A batch of
+//! [`timely_time`]) with `--time`, else its index in the trace. A batch of
 //! rows travels at the timestamp of its first row and every event carries
 //! its own time, so rows need not be one message each. A worker evaluates
 //! the rows of a time only once the frontier has passed it (every row of it
 //! has arrived), in stamp order (time, then the row's position `seq`), so
 //! each key sees exactly the order a single-process run gives it.
 //!
-//! **Checkpoints.** A [`Event::Barrier`](crate::scale::Event::Barrier) at time `C`, sent to every worker,
+//! **Checkpoints.** A [`Event::Barrier`] at time `C`, sent to every worker,
 //! asks for the state after every row before `C`: the worker evaluates the
 //! rows before `C`, hands its monitor to `on_barrier`, then goes on. Barriers
 //! sort before the rows of their time, and a worker holds the capability of

@@ -19,7 +19,7 @@
 //! process, and a snapshot of another specification is rejected, never
 //! misread.
 //!
-//! Two encodings, both documented in the README ("Snapshots"): a binary one
+//! Two encodings, both documented in docs/library.md ("Snapshots"): a binary one
 //! (`VIGILSNP`, the format version, the body's length and SHA-256, then the
 //! body in postcard) and JSON for inspection. Floats survive both bit for bit:
 //! postcard stores their bits; JSON writes finite floats as numbers (read back
@@ -179,7 +179,7 @@ impl fmt::Display for SnapshotError {
 
 impl std::error::Error for SnapshotError {}
 
-/// The serialised body: every field of the format, in order (the README's
+/// The serialised body: every field of the format, in order (docs/library.md's
 /// "Snapshots" section documents them).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 struct Body {

@@ -525,7 +525,7 @@ impl fmt::Display for Key {
     }
 }
 
-/// What a stream holds at one step (DESIGN §2.1): a value, no event
+/// What a stream holds at one step (docs/language.md, "Values at a step"): a value, no event
 /// (`NoVal`: an absent input), or not enough history (`Deferred`, ⊥).
 #[derive(Clone, Debug, PartialEq, Default)]
 pub enum Sample {

@@ -1,4 +1,4 @@
-//! Sliding windows (README, "Windows"): a window's state as a fixed block of words, how a value enters it and what it reads.
+//! Sliding windows (docs/language.md, "Windows"): a window's state as a fixed block of words, how a value enters it and what it reads.
 //!
 //! A window's whole state is `Shape::words()` 64-bit words, a size fixed by
 //! the specification: the run keeps every window's words in one vector

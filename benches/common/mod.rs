@@ -178,7 +178,7 @@ pub fn baseline_chain(c: &Columns) -> i64 {
     out[6]
 }
 
-/// The DESIGN §9 example with every input present (the Str label echoed).
+/// The fusion example (docs/engine.md, "The fusion example") with every input present (the Str label echoed).
 pub fn baseline_fusion(c: &Columns) -> i64 {
     let (mut blended, mut total) = (0i64, 0i64);
     for i in 0..c.x.len() {

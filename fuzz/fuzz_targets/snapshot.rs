@@ -5,7 +5,7 @@
 //! The first byte picks the input's form: raw binary, raw JSON, or a real
 //! snapshot (after 0–15 rows) whose binary body or JSON text is mutated by the
 //! remaining bytes — the binary one re-sealed with a valid length and SHA-256
-//! (the envelope the README documents), so mutations reach the decoder and the
+//! (the envelope docs/library.md documents), so mutations reach the decoder and the
 //! checks against the plan instead of stopping at the checksum. Modes 4–7 do
 //! the same with keyed snapshots (a keyed monitor by `s` over the same rows),
 //! which must restore as a `KeyedMonitor` on every tier or be refused. The

@@ -1,4 +1,4 @@
-//! The canonical arena interpreter (DESIGN §3): the reference tier every other tier must equal.
+//! The canonical arena interpreter (docs/engine.md, "The canonical interpreter"): the reference tier every other tier must equal.
 //!
 //! Per row it evaluates each stream of the schedule node by node over
 //! dynamic `Value`s, reading operands from the arena and writing results
@@ -1052,7 +1052,7 @@ impl NodeState {
         let c = self.held(c);
         if let Sample::Value(Value::Bool(b)) = c {
             // An error of the selected arm is this `if`'s error; one of the
-            // other arm is discarded (DESIGN §2.1).
+            // other arm is discarded (docs/language.md, "if").
             if let Some(f) = if b { then_fault } else { else_fault } {
                 return Err(f);
             }

@@ -3,8 +3,8 @@
 //! A keyed monitor keeps a run per key and, on most rows, switches to another key's. A whole
 //! `NodeState` per key is about a kilobyte in a dozen allocations, and a row of another key
 //! then fetches each of them from memory. But most of a `NodeState` does not outlive its row:
-//! every node is evaluated at every step before anything reads it, and DESIGN §2.1 names the
-//! cells the hold rule needs across rows — the last value of every stream, of every `latch`
+//! every node is evaluated at every step before anything reads it, and the hold rule
+//! (docs/language.md, "The hold rule") needs few cells across rows — the last value of every stream, of every `latch`
 //! and `init` node (their result can be NoVal after a value; so can `default`'s, which reads
 //! its fallback unheld), and of every node inside an `if` arm (an error there makes it NoVal
 //! for the step). Any other node is NoVal only while

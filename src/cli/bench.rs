@@ -8,10 +8,16 @@
 //! error) are compared with the canonical tier's, row by row and bit for bit: a tier that
 //! disagrees is an engine bug, reported as such (exit 3), and nothing is timed.
 //!
-//! This is a tool for looking, not a measurement of record: the README's performance figures come
-//! from the criterion benches. `--json` prints the table as JSON, `--svg FILE` draws it (plotters).
+//! This is a tool for looking, not a measurement of record: the figures of record in
+//! docs/benchmarks.md come from the criterion benches. The table fits 100 columns (`--wide` adds
+//! each path's fastest and slowest repetition, the build times' parts and rows/s); `--json`
+//! prints every figure with what was run where (spec, rows, repetitions, machine, vigil's
+//! version, date); `--svg FILE` draws the chart (`plot`). Fewer than `SMALL_SAMPLE` rows draw a
+//! warning: per-row times that short measure start-up and noise.
 
-use super::{Exit, FormatArg, error, load_spec, print, trace_format};
+mod plot;
+
+use super::{Exit, FormatArg, error, load_spec, print, say, trace_format};
 use crate::monitor::{Monitor, Spec, Stepper, Tier};
 use crate::row::StepError;
 use crate::trace::{self, ReaderOptions};
@@ -42,9 +48,111 @@ pub struct BenchArgs {
     /// Print the results as JSON instead of a table.
     #[arg(long)]
     pub json: bool,
-    /// Also draw the results as a bar chart (SVG).
+    /// A wider table: each path's fastest and slowest repetition, the build
+    /// time's parts (plan/lowering/native compile) and rows/s.
+    #[arg(long, conflicts_with = "json")]
+    pub wide: bool,
+    /// Also draw the results as a bar chart (SVG): log scale, whiskers from
+    /// the fastest to the slowest repetition.
     #[arg(long, value_name = "FILE")]
     pub svg: Option<String>,
+}
+
+/// Fewer timed rows than this draw a warning (see the module's doc).
+const SMALL_SAMPLE: usize = 10_000;
+
+/// What was run, where and when: the table's heading, the chart's subtitle
+/// and the JSON's metadata.
+struct Meta {
+    /// The specification's file name.
+    spec: String,
+    rows: usize,
+    repeat: usize,
+    machine: Machine,
+    /// vigil's version (the package's).
+    version: &'static str,
+    /// When the run started, `YYYY-MM-DD HH:MM UTC`.
+    date: String,
+}
+
+/// The machine the figures come from.
+struct Machine {
+    /// The processor's model name (Linux's `/proc/cpuinfo`), if known.
+    cpu: Option<String>,
+    /// The hardware threads this process may use.
+    threads: usize,
+    os: &'static str,
+    arch: &'static str,
+}
+
+impl Machine {
+    fn this() -> Machine {
+        let cpu = std::fs::read_to_string("/proc/cpuinfo")
+            .ok()
+            .and_then(|info| {
+                let line = info.lines().find(|l| l.starts_with("model name"))?;
+                Some(
+                    line.split_once(':')?
+                        .1
+                        .split_whitespace()
+                        .collect::<Vec<_>>()
+                        .join(" "),
+                )
+            });
+        Machine {
+            cpu,
+            threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            os: std::env::consts::OS,
+            arch: std::env::consts::ARCH,
+        }
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "{}, {} threads, {} {}",
+            self.cpu.as_deref().unwrap_or("unknown processor"),
+            self.threads,
+            self.os,
+            self.arch
+        )
+    }
+}
+
+impl Meta {
+    fn new(args: &BenchArgs, rows: usize, repeat: usize) -> Meta {
+        let spec = std::path::Path::new(&args.spec)
+            .file_name()
+            .map_or(args.spec.clone(), |n| n.to_string_lossy().into_owned());
+        let now = time::OffsetDateTime::now_utc();
+        let date = format!(
+            "{:04}-{:02}-{:02} {:02}:{:02} UTC",
+            now.year(),
+            u8::from(now.month()),
+            now.day(),
+            now.hour(),
+            now.minute()
+        );
+        Meta {
+            spec,
+            rows,
+            repeat,
+            machine: Machine::this(),
+            version: env!("CARGO_PKG_VERSION"),
+            date,
+        }
+    }
+
+    /// The line under the title: what was timed, where and when.
+    fn subtitle(&self) -> String {
+        format!(
+            "{} rows × {} repetitions · {} · vigil {} · {}",
+            self.rows,
+            self.repeat,
+            self.machine.describe(),
+            self.version,
+            self.date
+        )
+    }
 }
 
 /// One tier's figures.
@@ -134,6 +242,10 @@ pub(super) fn bench(args: &BenchArgs) -> Exit {
             f.per_row.push(time_rows(&mut m, &rows));
         }
         f.declines = m.stats().declines.iter().map(|(_, n)| n).sum();
+        // The batch kernels are compiled before the first timed batch, which
+        // would otherwise include a millisecond of compilation (on 100,000
+        // rows, 10 ns a row: as much as the kernel's own time).
+        m.prepare_batches();
         for _ in 0..repeat {
             m.reset();
             f.batch.push(time_batches(&mut m, &rows));
@@ -147,16 +259,26 @@ pub(super) fn bench(args: &BenchArgs) -> Exit {
         }
         figures.push(f);
     }
+    let meta = Meta::new(args, rows.len(), repeat);
+    if rows.len() < SMALL_SAMPLE {
+        say(format_args!(
+            "warning: only {} rows were timed: with fewer than {SMALL_SAMPLE} the figures measure \
+             start-up and noise more than the tiers (use a longer trace)\n",
+            rows.len()
+        ));
+    }
     if let Some(path) = &args.svg
-        && let Err(e) = draw(path, &figures)
+        && let Err(e) = draw(path, &meta, &figures)
     {
         error(format_args!("cannot draw `{path}`: {e}"));
         return Exit::Failure;
     }
     let text = if args.json {
-        json(&figures, rows.len())
+        json(&meta, &figures)
+    } else if args.wide {
+        wide_table(&meta, &figures, expected.1.as_deref())
     } else {
-        table(&figures, rows.len(), expected.1.as_deref())
+        table(&meta, &figures, expected.1.as_deref())
     };
     print(&text)
 }
@@ -331,15 +453,152 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
 
-fn table(figures: &[Figures], rows: usize, stopped: Option<&str>) -> String {
-    let canonical = figures.iter().find(|f| f.tier == Tier::Canonical);
-    let base = |path: fn(&Figures) -> &[f64]| canonical.map(|c| median(path(c)));
-    let (row_base, batch_base) = (base(|f| &f.per_row), base(|f| &f.batch));
-    let stepper_base = canonical.and_then(|c| c.stepper.as_deref()).map(median);
-    let mut out = format!("{rows} rows, outputs identical on every tier\n");
+/// The heading of both tables: what was run, where and when.
+fn heading(meta: &Meta, stopped: Option<&str>) -> String {
+    let mut out = format!(
+        "{} rows × {} repetitions of {}, outputs identical on every tier\n\
+         vigil {} on {}, {}\n",
+        meta.rows,
+        meta.repeat,
+        meta.spec,
+        meta.version,
+        meta.machine.describe(),
+        meta.date
+    );
     if let Some(e) = stopped {
         let _ = writeln!(out, "(every tier stops at the same runtime error: {e})");
     }
+    out
+}
+
+/// The lines under both tables: the stepper when it was not timed, and each
+/// tier that fell back, with the reason.
+fn footnotes(out: &mut String, figures: &[Figures]) {
+    if figures.iter().all(|f| f.stepper.is_none()) {
+        let _ = writeln!(
+            out,
+            "stepper: not timed (a stepper takes scalars, and the trace has other values)"
+        );
+    }
+    for f in figures.iter().filter(|f| f.why != "requested") {
+        let name = match f.requested == f.tier {
+            true => f.tier.name().to_string(),
+            false => format!("{}→{}", f.requested.name(), f.tier.name()),
+        };
+        wrap(out, &format!("{name}: {}", f.why));
+    }
+}
+
+/// Appends `text` to `out` in lines of at most 100 columns (where its words
+/// allow), the later ones indented.
+fn wrap(out: &mut String, text: &str) {
+    let mut width = 0;
+    for word in text.split(' ') {
+        let n = word.chars().count();
+        if width > 0 && width + 1 + n > 100 {
+            out.push_str("\n  ");
+            width = 2;
+        } else if width > 0 {
+            out.push(' ');
+            width += 1;
+        }
+        out.push_str(word);
+        width += n;
+    }
+    out.push('\n');
+}
+
+/// A tier's name in the tables: the one asked for, starred when another ran
+/// (the footnotes say which and why).
+fn tier_label(f: &Figures) -> String {
+    match f.requested == f.tier {
+        true => f.tier.name().to_string(),
+        false => format!("{}*", f.requested.name()),
+    }
+}
+
+/// The speed-up of `x` over `base`, or `-`.
+fn speedup(base: Option<f64>, x: f64) -> String {
+    base.map_or("-".into(), |b| format!("{:.2}", b / x))
+}
+
+/// The canonical tier's medians per row, in batches and through a stepper,
+/// the bases of the speed-ups.
+fn bases(figures: &[Figures]) -> [Option<f64>; 3] {
+    let canonical = figures.iter().find(|f| f.tier == Tier::Canonical);
+    [
+        canonical.map(|c| median(&c.per_row)),
+        canonical.map(|c| median(&c.batch)),
+        canonical.and_then(|c| c.stepper.as_deref()).map(median),
+    ]
+}
+
+/// The table, no wider than 100 columns: per tier the build time, each
+/// path's median and speed-up over canonical, the widest spread of its paths
+/// and the declines.
+fn table(meta: &Meta, figures: &[Figures], stopped: Option<&str>) -> String {
+    let [row_base, batch_base, stepper_base] = bases(figures);
+    let mut out = heading(meta, stopped);
+    let _ = writeln!(
+        out,
+        "{:<15} {:>9} {:>10} {:>6} {:>9} {:>6} {:>10} {:>6} {:>7} {:>8}",
+        "tier",
+        "build ms",
+        "per row ns",
+        "×canon",
+        "batch ns",
+        "×canon",
+        "stepper ns",
+        "×canon",
+        "spread",
+        "declines"
+    );
+    for f in figures {
+        let (r, b) = (median(&f.per_row), median(&f.batch));
+        let (stepped, stepped_speedup) = match &f.stepper {
+            Some(times) => {
+                let s = median(times);
+                (plot::short(s), speedup(stepper_base, s))
+            }
+            None => ("-".into(), "-".into()),
+        };
+        // The widest (slowest - fastest) / median of the tier's paths.
+        let spread = [Some(&f.per_row), Some(&f.batch), f.stepper.as_ref()]
+            .into_iter()
+            .flatten()
+            .map(|xs| {
+                let (lo, hi) = spread(xs);
+                (hi - lo) / median(xs)
+            })
+            .fold(0.0, f64::max);
+        let _ = writeln!(
+            out,
+            "{:<15} {:>9.2} {:>10} {:>6} {:>9} {:>6} {:>10} {:>6} {:>7} {:>8}",
+            tier_label(f),
+            ms(f.plan) + ms(f.lowering) + ms(f.compile),
+            plot::short(r),
+            speedup(row_base, r),
+            plot::short(b),
+            speedup(batch_base, b),
+            stepped,
+            stepped_speedup,
+            format!("{:.0}%", spread * 100.0),
+            f.declines,
+        );
+    }
+    let _ = writeln!(
+        out,
+        "(medians of the repetitions; spread: (slowest - fastest) / median, the widest of a tier's paths)"
+    );
+    footnotes(&mut out, figures);
+    out
+}
+
+/// The wide table (`--wide`): each path's median with its fastest and
+/// slowest repetition, the build time's parts and rows/s.
+fn wide_table(meta: &Meta, figures: &[Figures], stopped: Option<&str>) -> String {
+    let [row_base, batch_base, stepper_base] = bases(figures);
+    let mut out = heading(meta, stopped);
     let _ = writeln!(
         out,
         "{:<15} {:>22} {:>24} {:>12} {:>9} {:>24} {:>9} {:>24} {:>9} {:>9}",
@@ -357,12 +616,6 @@ fn table(figures: &[Figures], rows: usize, stopped: Option<&str>) -> String {
     for f in figures {
         let (r, b) = (median(&f.per_row), median(&f.batch));
         let ((r0, r1), (b0, b1)) = (spread(&f.per_row), spread(&f.batch));
-        let speedup =
-            |base: Option<f64>, x: f64| base.map_or("-".into(), |b| format!("{:.2}", b / x));
-        let name = match f.requested == f.tier {
-            true => f.tier.name().to_string(),
-            false => format!("{}→{}", f.requested.name(), f.tier.name()),
-        };
         let (stepped, stepped_speedup) = match &f.stepper {
             Some(times) => {
                 let (s, (s0, s1)) = (median(times), spread(times));
@@ -376,7 +629,7 @@ fn table(figures: &[Figures], rows: usize, stopped: Option<&str>) -> String {
         let _ = writeln!(
             out,
             "{:<15} {:>22} {:>24} {:>12.0} {:>9} {:>24} {:>9} {:>24} {:>9} {:>9}",
-            name,
+            tier_label(f),
             format!(
                 "{:.2}/{:.2}/{:.2}",
                 ms(f.plan),
@@ -393,19 +646,11 @@ fn table(figures: &[Figures], rows: usize, stopped: Option<&str>) -> String {
             f.declines,
         );
     }
-    if figures.iter().all(|f| f.stepper.is_none()) {
-        let _ = writeln!(
-            out,
-            "stepper: not timed (a stepper takes scalars, and the trace has other values)"
-        );
-    }
-    for f in figures.iter().filter(|f| f.why != "requested") {
-        let _ = writeln!(out, "{}: {}", f.requested.name(), f.why);
-    }
+    footnotes(&mut out, figures);
     out
 }
 
-fn json(figures: &[Figures], rows: usize) -> String {
+fn json(meta: &Meta, figures: &[Figures]) -> String {
     let tiers: Vec<serde_json::Value> = figures
         .iter()
         .map(|f| {
@@ -426,67 +671,56 @@ fn json(figures: &[Figures], rows: usize) -> String {
             })
         })
         .collect();
+    let m = &meta.machine;
     format!(
         "{}\n",
-        serde_json::json!({ "rows": rows, "identical": true, "tiers": tiers })
+        serde_json::json!({
+            "spec": meta.spec,
+            "rows": meta.rows,
+            "repeat": meta.repeat,
+            "small_sample": meta.rows < SMALL_SAMPLE,
+            "vigil_version": meta.version,
+            "date": meta.date,
+            "machine": {"cpu": m.cpu, "threads": m.threads, "os": m.os, "arch": m.arch},
+            "identical": true,
+            "tiers": tiers,
+        })
     )
 }
 
-/// The medians as grouped bars (per row, in batches) per tier.
-fn draw(path: &str, figures: &[Figures]) -> Result<(), String> {
-    use plotters::prelude::*;
-    let (w, h) = (120 + 190 * figures.len() as u32, 360);
-    let root = SVGBackend::new(path, (w, h)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| e.to_string())?;
-    let top = figures
+/// The chart (`plot`), written to `path`.
+fn draw(path: &str, meta: &Meta, figures: &[Figures]) -> Result<(), String> {
+    let bars: Vec<plot::TierBars> = figures
         .iter()
-        .map(|f| {
-            let stepped = f.stepper.as_deref().map_or(0.0, median);
-            median(&f.per_row).max(median(&f.batch)).max(stepped)
+        .map(|f| plot::TierBars {
+            label: tier_label(f),
+            paths: [
+                Some(plot::Timing::of(&f.per_row)),
+                Some(plot::Timing::of(&f.batch)),
+                f.stepper.as_deref().map(plot::Timing::of),
+            ],
         })
-        .fold(1.0, f64::max);
-    let (x0, y0, plot_h) = (80i32, 320i32, 260.0);
-    let text = |s: &str, x: i32, y: i32| Text::new(s.to_string(), (x, y), ("sans-serif", 13));
-    root.draw(&text("ns/row (median)", 8, 16))
-        .map_err(|e| e.to_string())?;
-    for (i, f) in figures.iter().enumerate() {
-        let x = x0 + 190 * i as i32;
-        let stepped = f.stepper.as_deref().map(|t| (median(t), GREEN));
-        let bars = [
-            Some((median(&f.per_row), BLUE)),
-            Some((median(&f.batch), RED)),
-            stepped,
-        ];
-        for (k, (v, colour)) in bars
-            .into_iter()
-            .enumerate()
-            .filter_map(|(k, b)| Some((k, b?)))
-        {
-            let bar = (v / top * plot_h) as i32;
-            let left = x + 50 * k as i32;
-            root.draw(&Rectangle::new(
-                [(left, y0 - bar), (left + 40, y0)],
-                colour.mix(0.7).filled(),
-            ))
-            .map_err(|e| e.to_string())?;
-            root.draw(&text(&format!("{v:.1}"), left, y0 - bar - 4))
-                .map_err(|e| e.to_string())?;
-        }
-        root.draw(&text(f.requested.name(), x, y0 + 18))
-            .map_err(|e| e.to_string())?;
-    }
-    root.draw(&text(
-        "blue: per row   red: in batches   green: through a stepper",
-        8,
-        h as i32 - 6,
-    ))
-    .map_err(|e| e.to_string())?;
-    root.present().map_err(|e| e.to_string())
+        .collect();
+    let title = format!("vigil bench: {}, ns per row by tier", meta.spec);
+    let svg = plot::svg(&title, &meta.subtitle(), &bars)?;
+    std::fs::write(path, svg).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn footnotes_wrap_at_100_columns() {
+        let mut out = String::new();
+        let long = "word ".repeat(40);
+        wrap(&mut out, long.trim());
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines.len(), 3, "{out}");
+        assert!(lines.iter().all(|l| l.chars().count() <= 100), "{out}");
+        assert!(lines[1].starts_with("  word"), "{out}");
+        assert_eq!(out.split_whitespace().count(), 40);
+    }
 
     #[test]
     fn a_differing_tier_is_found_to_the_bit() {

@@ -66,7 +66,7 @@ pub(in crate::cli) fn prepare(
     // takes its last tier now, before the trace is opened and the reader's
     // and writer's threads start, rather than after its first rows
     // (`exec::TIER_UP_ROWS`), as a JIT that knows the profile would.
-    // Measured on the 1M-row chain CSV: see the README's "Tier-up".
+    // Measured on the 1M-row chain CSV: see docs/benchmark-history.md, "Tier-up".
     if let Runner::Single(m) = &mut monitor
         && let Ok(file) = std::fs::metadata(&args.input[0])
         && file.is_file()

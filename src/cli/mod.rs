@@ -1,7 +1,7 @@
 //! The `vigil` command line: `run`, `check`, `explain`, `tiers`, and their
 //! exit statuses.
 //!
-//! Exit statuses (the README's contract): 0 success; 1 usage error (clap's
+//! Exit statuses (the contract of docs/cli.md, "Commands"): 0 success; 1 usage error (clap's
 //! included) or I/O error (a missing or unreadable spec or trace, a failed
 //! write); 2 errors in the specification; 3 runtime error; 4 malformed trace;
 //! 5 a trigger fired (with `--fail-on-trigger`, after an otherwise clean run).
@@ -62,8 +62,7 @@ pub enum Command {
     /// order) and stop at the first row that differs from the log.
     Replay(Box<ReplayArgs>),
     /// Time every tier on one trace held in memory, per row and in batches,
-    /// after checking that their outputs are identical (see the README's
-    /// "Performance").
+    /// after checking that their outputs are identical (see docs/benchmarks.md).
     Bench(Box<bench::BenchArgs>),
     /// Check a specification and report every error in it.
     Check {
@@ -78,6 +77,10 @@ pub enum Command {
         /// Execution tier to explain.
         #[arg(long, default_value = "auto", value_parser = tier_parser())]
         tier: Tier,
+        /// Only one line per tier: which tier a run asked for it runs, and
+        /// why.
+        #[arg(long, conflicts_with = "tier")]
+        summary: bool,
     },
     /// Explore a specification interactively: type rows (`x=1 y=2.5`, a JSON
     /// object, or `-`), see each step's outputs; `:help` lists the commands
@@ -102,7 +105,7 @@ pub enum Command {
     },
 }
 
-/// The exit statuses, shown at the end of `--help` (README's table).
+/// The exit statuses, shown at the end of `--help` (docs/cli.md's table).
 const EXIT_STATUSES: &str = "Exit status:
   0  success (also with --on-malformed skip|warn after skipped rows; a closed standard output)
   1  usage error or I/O error (a checkpoint that cannot be written or resumed; --strict-tier)
@@ -184,7 +187,7 @@ pub struct RunArgs {
     #[arg(long, short)]
     pub input: Vec<String>,
     /// Write the merged, stamped sequence of steps to LOG (JSON lines, see
-    /// the README's "Replay logs"), so that `vigil replay` reproduces the
+    /// docs/operations.md, "Time"), so that `vigil replay` reproduces the
     /// run exactly.
     #[arg(long, value_name = "LOG")]
     pub record: Option<String>,
@@ -310,7 +313,7 @@ pub struct RunArgs {
     /// end of the input: the monitor's state, the input position and the
     /// output file's length, replaced atomically. `--resume FILE` continues
     /// the run from it. With `--workers`/`--processes` it is a directory
-    /// every process shares (README "Scaling out").
+    /// every process shares (docs/operations.md, "Scaling out").
     #[arg(long, value_name = "FILE")]
     pub checkpoint: Option<String>,
     /// Rows between two checkpoints (with `--workers`/`--processes` and
@@ -376,7 +379,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE")]
     pub resume: Option<String>,
     /// With `--key`: run W timely workers (threads) in this process, each
-    /// monitoring the keys that hash to it (README "Scaling out"). The
+    /// monitoring the keys that hash to it (docs/operations.md, "Scaling out"). The
     /// output is the single-process run's, in the order (time, row).
     /// At most 256 per process, and 1,024 over all processes.
     #[arg(long, value_name = "W", requires = "key", value_parser = parse_workers)]
@@ -701,7 +704,12 @@ pub fn main() -> ExitCode {
             Ok(_) => Exit::Success,
             Err(exit) => exit,
         },
-        Command::Explain { spec, tier } => match load_spec(&spec) {
+        Command::Explain {
+            spec,
+            tier,
+            summary,
+        } => match load_spec(&spec) {
+            Ok(spec) if summary => print(&crate::explain::summary(&spec)),
             Ok(spec) => print(&crate::explain::explain(&spec, tier)),
             Err(exit) => exit,
         },

@@ -929,7 +929,7 @@ impl Shown {
             step: outputs.step(),
             samples: outputs.iter().collect(),
             alerts: (outputs.alerts())
-                .map(|a| (a.trigger.to_string(), a.step, a.message.to_string()))
+                .map(|a| (a.trigger().to_string(), a.step(), a.message().to_string()))
                 .collect(),
         }
     }

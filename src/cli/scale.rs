@@ -1523,8 +1523,8 @@ fn formatter(
                     let mut fired = Vec::new();
                     for alert in outputs.alerts() {
                         if plan.summary {
-                            let at = ops::TriggerTally::place(alert.step, Some((&plan.key, key)));
-                            fired.push((alert.trigger.to_string(), at));
+                            let at = ops::TriggerTally::place(alert.step(), Some((&plan.key, key)));
+                            fired.push((alert.trigger().to_string(), at));
                         }
                         if plan.alerts_json {
                             let context = match tick {
@@ -1540,11 +1540,11 @@ fn formatter(
                             let _ = writeln!(
                                 chunk.alerts,
                                 "alert: {} at step {} ({}={}): {}",
-                                alert.trigger,
-                                alert.step,
+                                alert.trigger(),
+                                alert.step(),
                                 plan.key,
                                 super::escaped(&key.to_string()),
-                                super::escaped(&alert.message)
+                                super::escaped(alert.message())
                             );
                         }
                     }

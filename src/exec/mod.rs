@@ -1,4 +1,4 @@
-//! Execution (DESIGN §5): tier selection, per-row orchestration, guards, promotion, statistics.
+//! Execution (docs/engine.md, "Tiers" and "Guards, promotion and commit"): tier selection, per-row orchestration, guards, promotion, statistics.
 //!
 //! An `Engine` runs rows of one plan on one tier:
 //!
@@ -836,7 +836,7 @@ fn shared(code: jit::NativeCode) -> SharedCode {
 }
 
 impl Engine {
-    /// An engine for `requested` (DESIGN §5): `auto` picks native-whole where
+    /// An engine for `requested` (docs/engine.md, "Tiers"): `auto` picks native-whole where
     /// every stream is scalar, else native regions (with the quickened tier
     /// for what the JIT declines), else the quickened tier when Cranelift
     /// cannot run here. Fusion, lowering and compilation happen here, once.

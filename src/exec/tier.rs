@@ -1,8 +1,8 @@
-//! The execution tiers (DESIGN §5): a type of the engine, re-exported by the library API.
+//! The execution tiers (docs/engine.md, "Tiers"): a type of the engine, re-exported by the library API.
 
 use std::fmt;
 
-/// An execution tier (DESIGN §5).
+/// An execution tier (docs/engine.md, "Tiers").
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum Tier {
     /// The best tier available; `Monitor::tier` says which is running. A

@@ -1,6 +1,7 @@
 //! Lowering of fused regions to `scalar_ir` programs, with the tables that map their exits back.
 //!
-//! A region's program first preflights (DESIGN §4–5): one `guard_env` per
+//! A region's program first preflights (docs/engine.md, "Fusion" and
+//! "Guards, promotion and commit"): one `guard_env` per
 //! value it reads from outside itself (an input, an earlier stream, a node of
 //! the canonical arena), declining the row unless it is present, defined and
 //! of its scalar type. Only then does it compute, in the canonical tier's

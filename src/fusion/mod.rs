@@ -1,4 +1,4 @@
-//! Fusion (DESIGN §4): the partition of the schedule into stream regions and graph steps.
+//! Fusion (docs/engine.md, "Fusion"): the partition of the schedule into stream regions and graph steps.
 //!
 //! Checked scalar signatures decide, once per plan, what fuses:
 //!
@@ -15,7 +15,7 @@
 //! The islands of one graph step are compiled together into as few programs
 //! as the data flow allows: a canonical run that reads no node of the islands
 //! before it is hoisted in front of them, so their values stay in registers
-//! (the DESIGN §9 example's `blended` is one program: the `if` runs first, then
+//! (in the fusion example of docs/engine.md, `blended` is one program: the `if` runs first, then
 //! `[offset, default]` and `[+]` together). A canonical run that does read an
 //! island's node ends the program there. `GraphIsland::exports` lists the
 //! nodes canonical execution still reads (canonical nodes, the tick barrier
@@ -356,7 +356,7 @@ fn is_eligible(plan: &Plan, s: StreamId) -> bool {
 }
 
 impl FusedPlan {
-    /// Partitions the schedule of `plan` (DESIGN §4).
+    /// Partitions the schedule of `plan` (docs/engine.md, "Fusion").
     pub fn new(plan: Arc<Plan>) -> FusedPlan {
         let mut steps = Vec::new();
         let mut regions = Vec::new();

@@ -1,4 +1,4 @@
-//! The checker (DESIGN §2.2): names, definitions, types, same-step cycles and scalar signatures.
+//! The checker (docs/language.md, "Checking"; docs/engine.md, "Scalar signatures"): names, definitions, types, same-step cycles and scalar signatures.
 //!
 //! It turns an `Ast` into a `CheckedSpec`: a stream arena (`StreamId`) with
 //! each stream's kind, declared and inferred type and `ScalarSignature`, plus
@@ -22,7 +22,7 @@ impl StreamId {
 }
 
 /// The representation every value of a stream or node is guaranteed to have
-/// (DESIGN §2.2). It is not the type: a Float-typed node may carry Ints, and
+/// (docs/engine.md, "Scalar signatures"). It is not the type: a Float-typed node may carry Ints, and
 /// then its signature is `NotScalar`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ScalarSignature {
@@ -164,7 +164,7 @@ impl CheckedSpec {
     }
 
     /// This specification re-signed as if each input of `speculated` had the
-    /// representation given (DESIGN §2.2 with those inputs' signatures
+    /// representation given (docs/engine.md, "Scalar signatures", with those inputs' signatures
     /// assumed): the signatures then hold only on rows whose values of those
     /// inputs have it, which the fused programs guard. Types, nodes and
     /// everything else are unchanged. (A node whose operands then have
@@ -1080,7 +1080,7 @@ impl Checker<'_> {
     }
 }
 
-/// The signature pass (DESIGN §2.2), apart from the checker so that a checked
+/// The signature pass (docs/engine.md, "Scalar signatures"), apart from the checker so that a checked
 /// specification can be re-signed under speculated input representations
 /// (`CheckedSpec::speculating`).
 struct Signatures<'a> {
@@ -1192,7 +1192,7 @@ impl Signatures<'_> {
                 }
             }
             // Containers, functions and what they give have no scalar
-            // representation (DESIGN §2.2); their parts are signed for the
+            // representation (docs/engine.md, "Scalar signatures"); their parts are signed for the
             // nodes they lower to.
             ExprKind::Param(_) => Some(NotScalar),
             ExprKind::List(_)
@@ -1514,7 +1514,7 @@ fn binary_type(
     }
 }
 
-/// The type of a window aggregating values of type `t` (README, "Windows"):
+/// The type of a window aggregating values of type `t` (docs/language.md, "Windows"):
 /// `count` takes any operand, `sum`, `avg`, `min` and `max` a number,
 /// `last` a scalar, `any` and `all` a Bool. The operand's type must be
 /// known: a window keeps one representation of its values.

@@ -1,6 +1,6 @@
 //! The DSRV parser: tokens to the arena AST, with error recovery at declaration boundaries.
 //!
-//! Grammar, lowest to highest precedence (DESIGN §2):
+//! Grammar, lowest to highest precedence (docs/language.md, "Expressions"):
 //!
 //! ```text
 //! spec   := decl*

@@ -1,12 +1,12 @@
 //! Live transports: MQTT (`mqtt.rs`) and Redis Streams (`redis_streams.rs`), as sources
 //! (`vigil run --input URL`, readers of rows) and sinks (`--output URL`, writers of steps).
 //!
-//! A live source is a [`RowReader`](crate::trace::RowReader) like a trace file's, so every run reads it the way it reads a
+//! A live source is a [`RowReader`] like a trace file's, so every run reads it the way it reads a
 //! file: alone (checkpoints included), or merged with other sources by time. It stamps each row
-//! itself ([`RowReader::stamp`](crate::trace::RowReader::stamp): an MQTT message's arrival, a Redis entry's ID), which a merged
-//! run uses when the row has no time field. A live sink is an [`OutputWriter`](crate::trace::OutputWriter). Both keep going
+//! itself ([`RowReader::stamp`]: an MQTT message's arrival, a Redis entry's ID), which a merged
+//! run uses when the row has no time field. A live sink is an [`OutputWriter`]. Both keep going
 //! when their broker goes away: they reconnect with backoff (`Backoff`), say so through the
-//! run's [`Notify`](crate::notice::Notify) (the command line prints it on standard error), and the monitor keeps its
+//! run's [`Notify`] (the command line prints it on standard error), and the monitor keeps its
 //! state.
 //!
 //! Each transport is a Cargo feature (`mqtt`, `redis`); a build without one still knows its

@@ -446,34 +446,34 @@ impl Alerts {
             self.fired += 1;
             let key = self.key.as_deref().zip(outputs.key());
             let shown = key.map(|(name, k)| (name, k as &dyn std::fmt::Display));
-            let place = TriggerTally::place(alert.step, shown);
-            TriggerTally::count(&mut self.triggers, alert.trigger, place);
+            let place = TriggerTally::place(alert.step(), shown);
+            TriggerTally::count(&mut self.triggers, alert.trigger(), place);
             match &mut self.out {
                 AlertsOut::Json { out, dest } => out
                     .write_all(&trace::alert_line_with(&alert, key, &made))
                     .map_err(|e| at(dest, e))?,
                 AlertsOut::Lines(lines) => {
-                    let state = match alert.state {
+                    let state = match alert.state() {
                         Some(crate::lang::check::AlertState::Resolved) => " resolved",
                         _ => "",
                     };
-                    let held = match alert.suppressed {
+                    let held = match alert.suppressed() {
                         Some(n) if n > 0 => format!(" ({n} held back)"),
                         _ => String::new(),
                     };
                     let line = match key {
                         Some((name, k)) => format!(
                             "alert: {}{state} at step {} ({name}={}): {}{held}\n",
-                            alert.trigger,
-                            alert.step,
+                            alert.trigger(),
+                            alert.step(),
                             escaped(&k.to_string()),
-                            escaped(&alert.message)
+                            escaped(alert.message())
                         ),
                         None => format!(
                             "alert: {}{state} at step {}: {}{held}\n",
-                            alert.trigger,
-                            alert.step,
-                            escaped(&alert.message)
+                            alert.trigger(),
+                            alert.step(),
+                            escaped(alert.message())
                         ),
                     };
                     lines.line(&line);

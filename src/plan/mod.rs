@@ -1,4 +1,4 @@
-//! The plan (DESIGN §3): dependency graph, deterministic schedule and per-stream node graphs.
+//! The plan (docs/engine.md, "The plan"): dependency graph, deterministic schedule and per-stream node graphs.
 //!
 //! Every defined stream is lowered to a graph of nodes in postorder. Node ids
 //! index one arena shared by all streams, and each stream's nodes form a

@@ -476,7 +476,7 @@ pub fn alert_line_with(
     context: &[(&str, &Value)],
 ) -> Vec<u8> {
     let mut line = Vec::new();
-    let _ = write!(line, "{{\"step\":{}", alert.step);
+    let _ = write!(line, "{{\"step\":{}", alert.step());
     if let Some((name, k)) = key {
         let _ = write!(line, ",{}:", json_key(name));
         let _ = push_json_value(&mut line, k.value());
@@ -485,10 +485,10 @@ pub fn alert_line_with(
         let _ = write!(line, ",{}:", json_key(name));
         let _ = push_json_value(&mut line, v);
     }
-    let _ = write!(line, ",\"trigger\":{}", json_key(alert.trigger));
+    let _ = write!(line, ",\"trigger\":{}", json_key(alert.trigger()));
     // A trigger's alerting clauses add what they know: `resolve` the state,
     // `every` the firings held back since the last alert.
-    match alert.state {
+    match alert.state() {
         None => {}
         Some(crate::lang::check::AlertState::Firing) => {
             line.extend_from_slice(b",\"state\":\"firing\"")
@@ -497,16 +497,16 @@ pub fn alert_line_with(
             line.extend_from_slice(b",\"state\":\"resolved\"")
         }
     }
-    if let Some(n) = alert.suppressed {
+    if let Some(n) = alert.suppressed() {
         let _ = write!(line, ",\"suppressed\":{n}");
     }
     let _ = write!(
         line,
         ",\"message\":{},\"values\":{{",
-        json_key(&alert.message)
+        json_key(alert.message())
     );
     let mut first = true;
-    for (name, sample) in &alert.values {
+    for (name, sample) in alert.values() {
         let v = match sample {
             Sample::NoVal => continue,
             Sample::Deferred => None,

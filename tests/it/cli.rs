@@ -214,6 +214,22 @@ fn bench_times_every_tier_after_checking_their_outputs() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["identical"], true);
     assert_eq!(v["rows"], 6);
+    // What was run, where and when.
+    assert_eq!(
+        (&v["spec"], &v["repeat"], &v["small_sample"]),
+        (
+            &serde_json::json!("fusion.dsrv"),
+            &serde_json::json!(2),
+            &serde_json::json!(true)
+        )
+    );
+    assert_eq!(v["vigil_version"], env!("CARGO_PKG_VERSION"));
+    assert!(v["date"].as_str().unwrap().ends_with(" UTC"), "{v}");
+    assert!(v["machine"]["threads"].as_u64().unwrap() >= 1, "{v}");
+    assert_eq!(v["machine"]["arch"], std::env::consts::ARCH);
+    // Six rows are too few to say much: a warning says so.
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("warning: only 6 rows were timed"), "{err}");
     let tiers = v["tiers"].as_array().unwrap();
     let names: Vec<&str> = tiers
         .iter()
@@ -256,11 +272,32 @@ fn bench_times_every_tier_after_checking_their_outputs() {
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("stepper ns (min-max)"), "{text}");
+    assert!(text.contains("stepper ns"), "{text}");
     assert!(!text.contains("stepper: not timed"), "{text}");
+    // The table (and its notes) fits 100 columns; `--wide` adds the spreads and rows/s.
+    for line in text.lines() {
+        assert!(
+            line.chars().count() <= 100,
+            "{} columns: {line}",
+            line.chars().count()
+        );
+    }
+    let wide = std::process::Command::new(env!("CARGO_BIN_EXE_vigil"))
+        .args(["bench", &sum, "--input", &xs, "--repeat", "1", "--wide"])
+        .output()
+        .unwrap();
+    let wide = String::from_utf8_lossy(&wide.stdout);
+    assert!(
+        wide.contains("stepper ns (min-max)") && wide.contains("rows/s"),
+        "{wide}"
+    );
     let drawn = std::fs::read_to_string(&svg).unwrap();
     assert!(
-        drawn.starts_with("<svg") && drawn.contains("native-whole"),
+        drawn.starts_with("<svg")
+            && drawn.contains("native-whole")
+            && drawn.contains("vigil bench: fusion.dsrv")
+            && drawn.contains("6 rows × 2 repetitions")
+            && drawn.contains("log scale"),
         "{drawn}"
     );
     // The table names a tier that fell back, and why (every stream of
@@ -275,7 +312,8 @@ fn bench_times_every_tier_after_checking_their_outputs() {
         .unwrap();
     let text = String::from_utf8_lossy(&table.stdout);
     assert!(text.contains("outputs identical on every tier"), "{text}");
-    assert!(text.contains("native-whole→native-regions"), "{text}");
+    assert!(text.contains("native-whole*"), "{text}");
+    assert!(text.contains("native-whole→native-regions: "), "{text}");
     assert!(text.contains("stepper: not timed"), "{text}");
     // Regression: a spec without printed outputs panicked (the timed loop
     // read output 0 of every step).
@@ -291,7 +329,10 @@ fn bench_times_every_tier_after_checking_their_outputs() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(String::from_utf8_lossy(&out.stdout).starts_with("2 rows, outputs identical"));
+    assert!(
+        String::from_utf8_lossy(&out.stdout)
+            .starts_with("2 rows × 1 repetitions of aux.dsrv, outputs identical")
+    );
     // A malformed trace: a located error, nothing timed.
     let bad = write(&dir, "bad.jsonl", "{\"t\": 1}\n{oops\n");
     let spec = write(&dir, "s.dsrv", "in t: Int\nout u: Int\nu = t\n");

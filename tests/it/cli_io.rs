@@ -1,5 +1,5 @@
-//! Issue 7, CLI side: closed pipes end every subcommand quietly, and exit statuses follow the
-//! README (1 usage or I/O error, 2 spec errors, 3 runtime error, 4 malformed trace) with no
+//! Issue 7, CLI side: closed pipes end every subcommand quietly, and exit statuses follow
+//! docs/cli.md (1 usage or I/O error, 2 spec errors, 3 runtime error, 4 malformed trace) with no
 //! invented positions.
 
 use crate::support::{TestDir, bash, test_dir, vigil, write};

@@ -1,4 +1,5 @@
-//! Snapshot tests of `explain` output: the DESIGN §9 partition must be exactly as documented.
+//! Snapshot tests of `explain` output: the fusion example's partition must be exactly as
+//! documented (docs/engine.md, "The fusion example").
 
 use expect_test::expect;
 use vigil::fusion::FusedPlan;
@@ -9,7 +10,7 @@ fn fusion_example() -> Spec {
     Spec::parse("fusion.dsrv", include_str!("../../examples/fusion.dsrv")).unwrap()
 }
 
-/// DESIGN §9: six steps; blended's `+` reads the default from a register
+/// The fusion example: six steps; blended's `+` reads the default from a register
 /// (same program) and the `if` from the arena; only the root is exported.
 #[test]
 fn design_example_partitions_into_six_steps() {
@@ -117,7 +118,7 @@ fn whole_row_barrier_reloads_ring_operands() {
     .assert_eq(program);
 }
 
-/// On native-whole the DESIGN §9 example runs its Str stream (and the Str
+/// On native-whole the fusion example runs its Str stream (and the Str
 /// input) as the kernel's tail, and `explain` says so and why.
 #[test]
 fn explain_lists_the_whole_row_kernels_tail() {
@@ -265,4 +266,33 @@ fn explain_shows_containers_lambdas_and_dynamic_scopes() {
 
     "#]]
     .assert_eq(&from("dynamic (", "tier:"));
+}
+
+/// `vigil explain --summary`: one line per tier, naming the tier a run asked
+/// for it runs and why (here every tier runs as asked; native-whole leaves the
+/// Str stream to its tail).
+#[test]
+fn explain_summary_is_one_line_per_tier() {
+    let (status, out, err) = crate::support::run_vigil(
+        &[
+            "explain",
+            "--summary",
+            concat!(env!("CARGO_MANIFEST_DIR"), "/examples/fusion.dsrv"),
+        ],
+        None,
+    );
+    assert_eq!(status, 0, "{err}");
+    assert_eq!(out.lines().count(), Tier::ALL.len(), "{out}");
+    for (line, tier) in out.lines().zip(Tier::ALL) {
+        assert!(line.starts_with(tier.name()), "{line}");
+        assert!(line.contains(" runs "), "{line}");
+    }
+    // A spec of Str streams only: native-whole has nothing to compile.
+    let spec = Spec::parse("s.dsrv", "in s: Str\nout e: Str\ne = s").unwrap();
+    let summary = vigil::explain::summary(&spec);
+    let whole = summary
+        .lines()
+        .find(|l| l.starts_with("native-whole"))
+        .unwrap();
+    assert!(whole.contains("runs native-regions instead: "), "{whole}");
 }

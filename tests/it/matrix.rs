@@ -70,7 +70,7 @@ const REFUSED: &[(Feature, Feature, &str)] = &[];
 const MEANINGLESS: &[(Feature, Feature, &str)] = &[(
     Kill,
     MqttSrc,
-    "MQTT keeps no history: the messages published while the run is down are lost (README, \
+    "MQTT keeps no history: the messages published while the run is down are lost (docs/operations.md, \
      Live sources: a resumed MQTT source has the state it recorded and the messages from then on)",
 )];
 
@@ -669,7 +669,7 @@ fn run_pair(a: Feature, b: Feature, brokers: &Brokers, master: &Rng) -> (Outcome
         b.edit(&mut run, &mut rng);
     }
     // Without --time a live source's rows are stamped by their arrival (MQTT) or entry ID
-    // (Redis), not by their index as a file's are (README, "Live sources"), so the ticks of a
+    // (Redis), not by their index as a file's are (docs/operations.md, "Live sources"), so the ticks of a
     // periodic stream would follow the wall clock: such a pair runs with --time t.
     if run.spec.contains(" @ ")
         && run.transport != Transport::File

@@ -1,5 +1,5 @@
 //! Property tests: the canonical tier equals the reference evaluator on random
-//! well-formed specifications and random traces (DESIGN §7).
+//! well-formed specifications and random traces (docs/testing.md, "Property tests").
 //!
 //! Specs are generated as source text, so the lexer, parser and checker run on
 //! them too. The generator is driven by a *choice sequence* (a `Vec<u32>` that
@@ -1034,8 +1034,8 @@ fn int_trace(values: &[Option<i64>]) -> Vec<Vec<Option<Value>>> {
 /// Regression for a disagreement found by
 /// `canonical_equals_reference_late_reads_in_offsets`: the compound operand
 /// of an offset reads a stream declared later (`b`). Its value at step `s`
-/// is `b(s) + 0`, so `a` at step `s` must be `b(s - 1)` (DESIGN §2.1: "the
-/// value `e` had n steps earlier"). The operand is evaluated at the current
+/// is `b(s) + 0`, so `a` at step `s` must be `b(s - 1)` (docs/language.md, "Offsets": "the
+/// value `e` had `n` steps earlier"). The operand is evaluated at the current
 /// step, so the reference to `b` orders `a` after `b`.
 #[test]
 fn offset_operand_reads_the_current_value_of_a_later_stream() {

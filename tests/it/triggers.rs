@@ -23,10 +23,10 @@ fn alerts_name_the_trigger_render_the_message_and_carry_the_values() {
         let outputs = m.step(&row).unwrap();
         let alerts: Vec<_> = outputs.alerts().collect();
         assert_eq!(alerts.len(), 1, "{tier}");
-        assert_eq!((alerts[0].trigger, alerts[0].step), ("too_hot", 0));
-        assert_eq!(alerts[0].message, "temperature 31.5 on a");
+        assert_eq!((alerts[0].trigger(), alerts[0].step()), ("too_hot", 0));
+        assert_eq!(alerts[0].message(), "temperature 31.5 on a");
         assert_eq!(
-            alerts[0].values,
+            alerts[0].values(),
             [
                 ("temp", Sample::Value(Value::Float(31.5))),
                 ("host", Sample::Value(Value::Str("a".into())))
@@ -34,7 +34,7 @@ fn alerts_name_the_trigger_render_the_message_and_carry_the_values() {
         );
         let row = m.row().set("temp", -2.0).unwrap();
         let outputs = m.step(&row).unwrap();
-        let alerts: Vec<_> = outputs.alerts().map(|a| a.message).collect();
+        let alerts: Vec<_> = outputs.alerts().map(|a| a.into_message()).collect();
         assert_eq!(alerts, ["freezing: -2.0"], "{tier}");
         assert_eq!(m.stream("too_hot"), Some(Sample::Value(Value::Bool(false))));
     }
@@ -216,7 +216,7 @@ fn trigger_diagnostics_are_located() {
     );
 }
 
-/// README's pipe example, as written there: only alert lines, each a JSON object, both kinds.
+/// The pipe example of docs/operations.md ("A monitor in a pipe"), as written there: only alert lines, each a JSON object, both kinds.
 #[test]
 fn the_readmes_pipe_example_prints_alerts_only() {
     let root = env!("CARGO_MANIFEST_DIR");

@@ -392,7 +392,7 @@ fn keyed_case(src: &str) {
 /// A periodic stream's time window collects its operand's values at every
 /// input step, between its ticks (a tick sorts before the rows of its
 /// time), and slides with the ticks' time; the run is the same on every
-/// tier, and the example of the README runs with `--time`.
+/// tier, and the example of docs/language.md runs with `--time`.
 #[test]
 fn periodic_streams_read_time_windows_fed_between_ticks() {
     let dir = crate::support::test_dir("windows", "periodic");
