@@ -434,20 +434,6 @@ impl<'a> Alert<'a> {
     }
 }
 
-/// A sample in a trigger message's plain form (see [`Alert::message`]).
-fn plain(sample: &Sample) -> String {
-    match sample {
-        Sample::NoVal => "-".to_string(),
-        Sample::Deferred => "Deferred".to_string(),
-        Sample::Value(Value::Int(i)) => i.to_string(),
-        Sample::Value(Value::Float(x)) => format!("{x:?}"),
-        Sample::Value(Value::Bool(b)) => b.to_string(),
-        Sample::Value(Value::Str(s)) => s.to_string(),
-        Sample::Value(Value::Unit) => "()".to_string(),
-        Sample::Value(v) => v.to_string(),
-    }
-}
-
 /// Where the streams' values of a step are read from: a run state, or a
 /// keyed monitor's packed run (which a kernel updated in place).
 #[derive(Clone, Copy)]
@@ -522,7 +508,7 @@ impl<'a> Outputs<'a> {
                 for piece in &t.message {
                     match piece {
                         Piece::Text(text) => message.push_str(text),
-                        Piece::Stream(s) => message.push_str(&plain(&state.raw(*s))),
+                        Piece::Stream(s, format) => format.write(&state.raw(*s), &mut message),
                     }
                 }
                 Alert {

@@ -145,7 +145,8 @@ pub enum AlertState {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Piece {
     Text(String),
-    Stream(StreamId),
+    /// A stream's value, written as the placeholder's format says.
+    Stream(StreamId, crate::lang::message::Format),
 }
 
 impl CheckedSpec {
@@ -436,6 +437,7 @@ impl Checker<'_> {
                             ),
                         );
                     }
+                    let (name, format) = crate::lang::message::Format::split(&name);
                     let Some(&id) = self.by_name.get(name.trim()) else {
                         return fail(
                             self,
@@ -448,7 +450,7 @@ impl Checker<'_> {
                     if !literal.is_empty() {
                         pieces.push(Piece::Text(std::mem::take(&mut literal)));
                     }
-                    pieces.push(Piece::Stream(id));
+                    pieces.push(Piece::Stream(id, format));
                     if !values.contains(&id) {
                         values.push(id);
                     }

@@ -7,6 +7,7 @@ pub mod diag;
 #[cfg(any(feature = "cli", feature = "testing"))]
 pub mod edit;
 pub mod lexer;
+pub mod message;
 pub mod parser;
 pub mod types;
 

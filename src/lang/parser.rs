@@ -50,6 +50,7 @@ fn parse_with(src: &str, combined: bool) -> (Ast, Vec<Diagnostic>) {
     let (tokens, mut errors) = lex(src);
     let mut p = Parser {
         toks: tokens,
+        message_streams: Default::default(),
         pos: 0,
         ast: Ast::default(),
         errors: Vec::new(),
@@ -88,6 +89,9 @@ struct Parser {
     window_values: u64,
     window_panes: u64,
     toks: Vec<Token>,
+    /// The message placeholders' expressions declared as aux streams so far
+    /// (each once, by its text).
+    message_streams: std::collections::HashSet<String>,
     pos: usize,
     ast: Ast,
     errors: Vec<Diagnostic>,
@@ -287,6 +291,7 @@ impl Parser {
                 .with_hint("a trigger reads `trigger too_hot: temp > 30.0 \"temperature {temp}\"`"),
             ));
         };
+        let message = self.message_exprs(&message, t.span, keyword)?;
         let policy = self.alerting(&name)?;
         if !self.at_decl_start() {
             return Err(Box::new(
@@ -331,6 +336,120 @@ impl Parser {
             );
         }
         Ok(())
+    }
+
+    /// A trigger's message with every placeholder that is an expression
+    /// (`{x * 2:.1}`, not a stream's name) made a stream's name: an aux
+    /// stream named by the expression's text, defined by it, declared once
+    /// however many messages write it. (See `lang::message` for the
+    /// placeholders' format.)
+    fn message_exprs(&mut self, message: &str, at: Span, decl: Span) -> PResult<String> {
+        let mut out = String::with_capacity(message.len());
+        let mut rest = message;
+        while let Some(open) = rest.find('{') {
+            out.push_str(&rest[..open]);
+            let after = &rest[open + 1..];
+            if let Some(more) = after.strip_prefix('{') {
+                out.push_str("{{");
+                rest = more;
+                continue;
+            }
+            // An unclosed brace is the checker's to report, with the rest.
+            let Some(close) = after.find('}') else {
+                out.push_str(&rest[open..]);
+                return Ok(out);
+            };
+            let placeholder = &after[..close];
+            let (expr, _) = crate::lang::message::Format::split(placeholder);
+            let text = expr.trim();
+            let is_name = text.chars().all(|c| c.is_alphanumeric() || c == '_' || c == '#')
+                && !text.is_empty()
+                && !text.starts_with(|c: char| c.is_ascii_digit());
+            if is_name {
+                out.push('{');
+                out.push_str(placeholder);
+                out.push('}');
+            } else {
+                if !self.message_streams.contains(text) {
+                    let e = self.placeholder_expr(text, at)?;
+                    self.aux_untyped(text, e, decl);
+                    self.message_streams.insert(text.to_string());
+                }
+                let spec = &placeholder[expr.len()..];
+                out.push('{');
+                out.push_str(text);
+                out.push_str(spec);
+                out.push('}');
+            }
+            rest = &after[close + 1..];
+        }
+        out.push_str(rest);
+        Ok(out)
+    }
+
+    /// Parses a message placeholder's expression (`text`) into this
+    /// specification's arena; its tokens and errors are located at the
+    /// message (`at`).
+    fn placeholder_expr(&mut self, text: &str, at: Span) -> PResult<ExprId> {
+        let (mut toks, errs) = lex(text);
+        if let Some(e) = errs.into_iter().next() {
+            return Err(Box::new(Diagnostic::new(
+                at,
+                format!("in the message's placeholder `{{{}}}`: {}", short(text), e.message),
+            )));
+        }
+        for t in &mut toks {
+            t.span = at;
+        }
+        let toks = std::mem::replace(&mut self.toks, toks);
+        let pos = std::mem::replace(&mut self.pos, 0);
+        let parsed = (self.sub_expr())
+            .map_err(|mut d| {
+                d.message = format!(
+                    "in the message's placeholder `{{{}}}`: {}",
+                    short(text),
+                    d.message
+                );
+                d
+            })
+            .and_then(|e| match self.peek() {
+            Tok::Eof => Ok(e),
+            other => Err(Box::new(Diagnostic::new(
+                at,
+                format!(
+                    "in the message's placeholder `{{{}}}`: unexpected {} after the expression",
+                    short(text),
+                    other.describe()
+                ),
+            ))),
+        });
+        self.toks = toks;
+        self.pos = pos;
+        parsed
+    }
+
+    /// Declares and defines aux stream `name = expr`, its type inferred
+    /// (a message's expression).
+    fn aux_untyped(&mut self, name: &str, expr: ExprId, at: Span) {
+        self.push_decl(
+            Decl::Stream {
+                kind: DeclKind::Aux,
+                name: name.to_string(),
+                name_span: at,
+                ty: None,
+                period: None,
+                policies: Vec::new(),
+            },
+            at,
+        );
+        self.push_decl(
+            Decl::Def {
+                name: name.to_string(),
+                name_span: at,
+                expr,
+            },
+            at,
+        );
     }
 
     /// A trigger's alerting clauses after its message: `rising` (fire when

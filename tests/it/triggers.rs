@@ -349,3 +349,57 @@ fn alerting_clauses_are_checked_where_they_are_written() {
         assert!(err.contains("bad.dsrv:2:"), "{err}");
     }
 }
+
+/// Issue 37: a placeholder formats its value (`{avg:.1}`, `{n:>5}`,
+/// `{ratio:.1%}`, `{x:!n/a}`) and may be any expression over the streams
+/// (an aux stream of the specification, so every tier agrees), reported in
+/// the alert's values under its text.
+#[test]
+fn messages_format_values_and_show_expressions() {
+    let dir = test_dir("triggers", "formats");
+    let spec = write(
+        &dir,
+        "msg.dsrv",
+        "in lat: Float\nin host: Str\nout avg: Float\navg = default(avg[1], lat) * 0.9 + lat * 0.1\n\
+         trigger slow: avg > 200.0 \"{host:>6}|{avg:.1} ms|{avg / 1000.0:.2} s|{lat / avg:.1%}|{lat[1]:.0!none}\"\n",
+    );
+    let trace = write(
+        &dir,
+        "t.csv",
+        "lat,host\n289.82500000000005,web-1\n300,web-22\n",
+    );
+    let want = [
+        r#"{"step":0,"trigger":"slow","message":" web-1|289.8 ms|0.29 s|100.0%|none","values":{"host":"web-1","avg":289.82500000000005,"avg / 1000.0":0.28982500000000005,"lat / avg":1.0,"lat[1]":null}}"#,
+        r#"{"step":1,"trigger":"slow","message":"web-22|290.8 ms|0.29 s|103.1%|290","values":{"host":"web-22","avg":290.84250000000003,"avg / 1000.0":0.2908425,"lat / avg":1.0314861136181952,"lat[1]":289.82500000000005}}"#,
+    ];
+    for tier in ["canonical", "quickened", "native-regions", "native-whole"] {
+        let alerts = dir
+            .join(format!("{tier}.jsonl"))
+            .to_string_lossy()
+            .into_owned();
+        let args = [
+            "run", &spec, "--input", &trace, "--tier", tier, "--alerts", &alerts, "--quiet",
+        ];
+        let (code, _, err) = crate::support::run_vigil(&args, None);
+        assert_eq!(code, 0, "{tier}: {err}");
+        let got = std::fs::read_to_string(&alerts).unwrap();
+        assert_eq!(got.lines().collect::<Vec<_>>(), want, "{tier}");
+    }
+    // A placeholder that is not an expression, or a format that is not one,
+    // is a located error.
+    for (text, says) in [
+        (
+            "in x: Int\ntrigger x > 1 \"{x +}\"\n",
+            "in the message's placeholder `{x +}`",
+        ),
+        (
+            "in x: Int\ntrigger x > 1 \"{x:.q}\"\n",
+            "in the message's placeholder `{x:.q}`",
+        ),
+    ] {
+        let spec = write(&dir, "bad.dsrv", text);
+        let (code, _, err) = crate::support::run_vigil(&["check", &spec], None);
+        assert_eq!(code, 2, "{text}: {err}");
+        assert!(err.contains(says), "{text}: {err}");
+    }
+}
