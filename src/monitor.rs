@@ -391,6 +391,7 @@ pub struct Alert<'a> {
     values: Vec<(&'a str, Sample)>,
     state: Option<crate::AlertState>,
     suppressed: Option<i64>,
+    labels: &'a [(String, String)],
 }
 
 impl<'a> Alert<'a> {
@@ -426,6 +427,12 @@ impl<'a> Alert<'a> {
     /// alert; `None` for other triggers.
     pub fn suppressed(&self) -> Option<i64> {
         self.suppressed
+    }
+
+    /// The labels the trigger declares (`severity critical`, `label team =
+    /// "ops"`), as (name, text), in the order written.
+    pub fn labels(&self) -> &'a [(String, String)] {
+        self.labels
     }
 
     /// The message, taken out of the alert.
@@ -521,6 +528,7 @@ impl<'a> Outputs<'a> {
                         .map(|s| (spec.stream(*s).name.as_str(), state.raw(*s)))
                         .collect(),
                     state: t.state,
+                    labels: &t.labels,
                     suppressed: t.suppressed.and_then(|s| match state.raw(s) {
                         Sample::Value(Value::Int(n)) => Some(n),
                         _ => None,

@@ -779,11 +779,12 @@ fn alerts(
     let key = args.key.as_deref();
     let json = |out: Box<dyn Write>, dest: String| Ok(Alerts::json(spec, key, out, dest));
     match args.alerts.as_deref() {
-        // A run publishing to MQTT publishes its alerts there too.
+        // A run publishing to MQTT or Redis sends its alerts there too
+        // (`PREFIX/alerts`, `STREAM:alerts`).
         None => match &args.output {
-            OutputArg::Mqtt(url) if !spec.trigger_names().is_empty() => {
+            OutputArg::Mqtt(url) | OutputArg::Redis(url) if !spec.trigger_names().is_empty() => {
                 match live::alerts_sink(url, &live::options(args, None)) {
-                    Ok(sink) => json(sink, "the alerts to the MQTT broker".to_string()),
+                    Ok(sink) => json(sink, format!("the alerts to `{}`", live::redact(url))),
                     Err(e) => {
                         error(e);
                         Err(Exit::Failure)

@@ -1023,9 +1023,11 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
             Some(sink)
         };
         let alerts = match (args.alerts.as_deref(), &args.output) {
-            // A run publishing to MQTT publishes its alerts there too (as
-            // JSON lines, `PREFIX/alerts`).
-            (None, super::OutputArg::Mqtt(url)) if !spec.trigger_names().is_empty() => {
+            // A run publishing to MQTT or Redis sends its alerts there too
+            // (as JSON lines, `PREFIX/alerts`, `STREAM:alerts`).
+            (None, super::OutputArg::Mqtt(url) | super::OutputArg::Redis(url))
+                if !spec.trigger_names().is_empty() =>
+            {
                 let options = super::live::options(args, None);
                 Some(Sink {
                     out: io::BufWriter::new(super::live::alerts_sink(url, &options).map_err(fail)?),
@@ -1049,7 +1051,11 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
         key_index,
         view,
         names,
-        alerts_json: args.alerts.is_some() || matches!(args.output, super::OutputArg::Mqtt(_)),
+        alerts_json: args.alerts.is_some()
+            || matches!(
+                args.output,
+                super::OutputArg::Mqtt(_) | super::OutputArg::Redis(_)
+            ),
         streaming,
         threads,
         total_workers,

@@ -386,6 +386,9 @@ pub enum Decl {
         cond: ExprId,
         message: String,
         message_span: Span,
+        /// Labels its alerts carry (`severity critical`, `label team =
+        /// "ops"`), in the order written.
+        labels: Vec<(String, String)>,
     },
 }
 
@@ -400,6 +403,9 @@ pub struct Alerting {
     pub resolve: bool,
     pub every: Option<i64>,
 }
+
+/// The most labels one trigger may carry (`severity` included).
+pub const MAX_LABELS: usize = 32;
 
 /// The name suffix of the trigger a `resolve` clause adds to trigger `N`
 /// (`N#resolved`, true where `N`'s condition stops holding).

@@ -126,6 +126,9 @@ pub struct TriggerSpec {
     /// For a trigger with `every`: the stream of the firings held back
     /// before each alert (`N#suppressed`).
     pub suppressed: Option<StreamId>,
+    /// The labels its alerts carry (`severity critical`, `label team =
+    /// "ops"`), in the order written.
+    pub labels: Vec<(String, String)>,
     pub message: Vec<Piece>,
     /// The streams the message names, each once, in order of first mention
     /// (an alert's `values`).
@@ -327,6 +330,7 @@ impl Checker<'_> {
                 name,
                 message,
                 message_span,
+                labels,
                 ..
             } = decl
             else {
@@ -375,6 +379,7 @@ impl Checker<'_> {
                     name: shown,
                     state,
                     suppressed,
+                    labels: labels.clone(),
                     message: pieces,
                     values,
                 });

@@ -292,7 +292,7 @@ impl Parser {
             ));
         };
         let message = self.message_exprs(&message, t.span, keyword)?;
-        let policy = self.alerting(&name)?;
+        let (policy, labels) = self.alerting(&name)?;
         if !self.at_decl_start() {
             return Err(Box::new(
                 Diagnostic::new(
@@ -304,7 +304,7 @@ impl Parser {
                     ),
                 )
                 .with_hint(
-                    "after its message a trigger may say `rising`, `resolve` and `every DURATION`, separated by commas",
+                    "after its message a trigger may say `rising`, `resolve` and `every DURATION`, `severity NAME` and `label NAME = \"TEXT\"`, separated by commas",
                 ),
             ));
         }
@@ -320,6 +320,7 @@ impl Parser {
                 cond,
                 message: message.clone(),
                 message_span: t.span,
+                labels: labels.clone(),
             },
             keyword,
         );
@@ -331,6 +332,7 @@ impl Parser {
                     cond: resolved,
                     message,
                     message_span: t.span,
+                    labels,
                 },
                 keyword,
             );
@@ -455,12 +457,17 @@ impl Parser {
     /// A trigger's alerting clauses after its message: `rising` (fire when
     /// the condition becomes true), `resolve` (also when it becomes false
     /// again), `every D` (at most one alert per `D` of time while true),
+    /// `severity NAME` and `label NAME = "TEXT"` (labels its alerts carry),
     /// separated by commas.
-    fn alerting(&mut self, name: &str) -> PResult<Alerting> {
+    fn alerting(&mut self, name: &str) -> PResult<(Alerting, Vec<(String, String)>)> {
         let mut policy = Alerting::default();
+        let mut labels: Vec<(String, String)> = Vec::new();
         let clause = |p: &Parser| match p.peek() {
             Tok::Ident(w) if p.peek_at(1) != &Tok::Assign => {
-                matches!(w.as_str(), "rising" | "resolve" | "every")
+                matches!(
+                    w.as_str(),
+                    "rising" | "resolve" | "every" | "severity" | "label"
+                )
             }
             _ => false,
         };
@@ -472,6 +479,18 @@ impl Parser {
             let seen = match word.as_str() {
                 "rising" => std::mem::replace(&mut policy.rising, true),
                 "resolve" => std::mem::replace(&mut policy.resolve, true),
+                "severity" | "label" => {
+                    let (label, value) = self.label(&word)?;
+                    let seen = labels.iter().any(|(l, _)| *l == label);
+                    if !seen && labels.len() == MAX_LABELS {
+                        return Err(Box::new(Diagnostic::new(
+                            t.span,
+                            format!("trigger `{}` has more than {MAX_LABELS} labels", short(name)),
+                        )));
+                    }
+                    labels.push((label, value));
+                    seen
+                }
                 _ => {
                     let hint = "for example `every 5min`: at most one alert per 5 minutes while the condition holds";
                     let (ns, _) = self.duration(t.span, "re-alert interval", hint)?;
@@ -488,7 +507,31 @@ impl Parser {
                 break;
             }
         }
-        Ok(policy)
+        Ok((policy, labels))
+    }
+
+    /// After `severity`: a name (`critical`), the label `severity`; after
+    /// `label`: `NAME = "TEXT"`.
+    fn label(&mut self, word: &str) -> PResult<(String, String)> {
+        let hint = "for example `severity critical` or `label team = \"ops\"`";
+        let t = self.bump();
+        let Tok::Ident(first) = t.tok else {
+            return Err(Box::new(
+                Diagnostic::new(t.span, format!("expected a name after `{word}`")).with_hint(hint),
+            ));
+        };
+        if word == "severity" {
+            return Ok(("severity".to_string(), first));
+        }
+        self.expect(Tok::Assign, "`=` after the label's name")?;
+        let v = self.bump();
+        match v.tok {
+            Tok::Str(text) => Ok((first, text)),
+            _ => Err(Box::new(
+                Diagnostic::new(v.span, format!("expected the text of label `{}`", short(&first)))
+                    .with_hint(hint),
+            )),
+        }
     }
 
     /// A trigger's condition under its alerting clauses, as streams of the

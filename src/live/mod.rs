@@ -295,26 +295,39 @@ pub fn open_output(
     }
 }
 
-/// Where an MQTT sink publishes alerts (`PREFIX/alerts`), as a line writer.
-#[cfg(feature = "mqtt")]
+/// Where a live sink's alerts go, as a line writer: an MQTT sink publishes
+/// them to `PREFIX/alerts`, a Redis Stream sink `STREAM` XADDs them to
+/// `STREAM:alerts` (each entry's field `alert` the JSON line).
 pub fn alerts_sink(
     output: &str,
     options: &Options,
 ) -> Result<Box<dyn std::io::Write + Send>, String> {
-    let url = Url::parse(output, "mqtt", 1883)?;
-    Ok(Box::new(mqtt::AlertLines::open(
-        &redact(output),
-        &url,
-        options,
-    )?))
-}
-
-/// Without the `mqtt` feature there is no MQTT sink to publish alerts to
-/// (`check_options` has refused it before).
-#[cfg(not(feature = "mqtt"))]
-pub fn alerts_sink(output: &str, _: &Options) -> Result<Box<dyn std::io::Write + Send>, String> {
-    Transport::check(output)?;
-    Err(not_built("mqtt"))
+    match Transport::check(output)? {
+        #[cfg(feature = "mqtt")]
+        Transport::Mqtt => {
+            let url = Url::parse(output, "mqtt", 1883)?;
+            Ok(Box::new(mqtt::AlertLines::open(
+                &redact(output),
+                &url,
+                options,
+            )?))
+        }
+        #[cfg(feature = "redis")]
+        Transport::Redis => {
+            let url = Url::parse(output, "redis", 6379)?;
+            Ok(Box::new(redis_streams::AlertLines::open(
+                &redact(output),
+                &url,
+                options,
+            )?))
+        }
+        // `check` has refused a transport this build lacks.
+        #[cfg(not(all(feature = "mqtt", feature = "redis")))]
+        missing => {
+            let _ = options;
+            Err(not_built(missing.feature()))
+        }
+    }
 }
 
 /// Waits between attempts to reach a broker: 100 ms, doubling up to 5 s,

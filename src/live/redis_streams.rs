@@ -556,6 +556,108 @@ impl Appender {
     }
 }
 
+/// Alert lines XADDed to the alerts stream `STREAM:alerts` of a run whose outputs go to Redis
+/// stream `STREAM`: one entry per alert, its field `alert` the JSON line (the alert schema's),
+/// sent with each flush. At least once, as MQTT's alerts: a resumed run sends again the alerts
+/// of the rows it evaluates again.
+pub struct AlertLines {
+    what: String,
+    client: Client,
+    con: Option<Connection>,
+    stream: String,
+    line: Vec<u8>,
+    pending: Vec<Vec<u8>>,
+    backoff: Backoff,
+}
+
+impl AlertLines {
+    pub fn open(what: &str, url: &Url, options: &Options) -> Result<AlertLines, String> {
+        let client = client(what, url)?;
+        let con = connect(&client).map_err(|e| format!("--output {what}: cannot connect: {e}"))?;
+        Ok(AlertLines {
+            what: format!("{what} (alerts)"),
+            client,
+            con: Some(con),
+            stream: alerts_stream(&url.path),
+            line: Vec::new(),
+            pending: Vec::new(),
+            backoff: Backoff::new(options.notify.clone()),
+        })
+    }
+
+    /// Sends the pending alerts in one pipeline, waiting out a lost
+    /// connection (and sending them again after it: at least once).
+    fn send(&mut self) -> io::Result<()> {
+        while !self.pending.is_empty() {
+            let con = match &mut self.con {
+                Some(c) => c,
+                None => match connect(&self.client) {
+                    Ok(c) => {
+                        self.backoff.connected(&self.what);
+                        self.con.insert(c)
+                    }
+                    Err(e) => {
+                        self.backoff.failed(&self.what, &e);
+                        continue;
+                    }
+                },
+            };
+            let mut pipe = redis::pipe();
+            for line in &self.pending {
+                pipe.cmd("XADD")
+                    .arg(&self.stream)
+                    .arg("*")
+                    .arg("alert")
+                    .arg(line)
+                    .ignore();
+            }
+            match pipe.query::<()>(con) {
+                Ok(()) => self.pending.clear(),
+                Err(e) if lost(&e) => {
+                    self.con = None;
+                    self.backoff.failed(&self.what, &e);
+                }
+                Err(e) => return Err(io::Error::other(format!("{}: {e}", self.what))),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The stream a run writing its outputs to `stream` writes its alerts to.
+pub fn alerts_stream(stream: &str) -> String {
+    format!("{stream}:alerts")
+}
+
+impl io::Write for AlertLines {
+    fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+        for &b in bytes {
+            if b == b'\n' {
+                let line = std::mem::take(&mut self.line);
+                self.pending.push(line);
+                if self.pending.len() >= PENDING {
+                    self.send()?;
+                }
+            } else {
+                self.line.push(b);
+            }
+        }
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.send()
+    }
+}
+
+impl Drop for AlertLines {
+    fn drop(&mut self) {
+        // What is pending goes out with the run's end (a lost broker is
+        // said and waited for, as with every flush).
+        let _ = self.send();
+    }
+}
+
 /// The `seq` field of the stream's last entry, if it has one.
 fn last_seq(con: &mut Connection, stream: &str) -> Result<Option<u64>, RedisError> {
     let reply: redis::Value = redis::cmd("XREVRANGE")

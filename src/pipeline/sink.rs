@@ -457,10 +457,13 @@ impl Alerts {
                         Some(crate::lang::check::AlertState::Resolved) => " resolved",
                         _ => "",
                     };
-                    let held = match alert.suppressed() {
+                    let mut held = match alert.suppressed() {
                         Some(n) if n > 0 => format!(" ({n} held back)"),
                         _ => String::new(),
                     };
+                    for (name, text) in alert.labels() {
+                        held.push_str(&format!(" [{name}={}]", escaped(text)));
+                    }
                     let line = match key {
                         Some((name, k)) => format!(
                             "alert: {}{state} at step {} ({name}={}): {}{held}\n",

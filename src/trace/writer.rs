@@ -500,6 +500,14 @@ pub fn alert_line_with(
     if let Some(n) = alert.suppressed() {
         let _ = write!(line, ",\"suppressed\":{n}");
     }
+    if !alert.labels().is_empty() {
+        line.extend_from_slice(b",\"labels\":{");
+        for (k, (name, text)) in alert.labels().iter().enumerate() {
+            let comma = if k == 0 { "" } else { "," };
+            let _ = write!(line, "{comma}{}:{}", json_key(name), json_key(text));
+        }
+        line.push(b'}');
+    }
     let _ = write!(
         line,
         ",\"message\":{},\"values\":{{",

@@ -1548,3 +1548,47 @@ fn a_scaled_mqtt_source_resumes_with_its_checkpoints_state() {
     assert_eq!(data(&got[0]).len(), 250);
     assert_eq!(data(&got[1]), data(&want)[200..]);
 }
+
+/// Issue 37: a run writing to a Redis Stream XADDs its alerts to
+/// `STREAM:alerts`, each entry's `alert` the JSON line a file of `--alerts`
+/// gets (one schema), in one process and scaled.
+#[test]
+fn a_redis_sink_has_an_alerts_stream() {
+    let dir = test_dir("live", "redis_alerts");
+    let broker = Broker::redis(&dir);
+    let mut con = broker.connection();
+    let spec = write(
+        &dir,
+        "spec.dsrv",
+        "in host: Str\nin x: Int\ntrigger big: x > 2 \"{host}: x = {x:>3}\" rising, resolve\n",
+    );
+    let trace = write(
+        &dir,
+        "t.jsonl",
+        "{\"host\":\"a\",\"x\":1}\n{\"host\":\"a\",\"x\":3}\n{\"host\":\"b\",\"x\":5}\n{\"host\":\"a\",\"x\":1}\n",
+    );
+    let file = dir.join("alerts.jsonl").to_string_lossy().into_owned();
+    for (stream, extra) in [("plain", &[][..]), ("scaled", &["--workers", "2"][..])] {
+        let mut args = vec!["run", &spec, "--input", &trace, "--key", "host"];
+        args.extend_from_slice(extra);
+        let (code, _, err) =
+            run_vigil(&[&args[..], &["--alerts", &file, "--quiet"]].concat(), None);
+        assert_eq!(code, 0, "{err}");
+        let want: Vec<String> = (std::fs::read_to_string(&file).unwrap().lines())
+            .map(String::from)
+            .collect();
+        assert_eq!(want.len(), 3, "{want:?}");
+        let url = broker.url("redis", stream);
+        let (code, _, err) = run_vigil(&[&args[..], &["--output", &url]].concat(), None);
+        assert_eq!(code, 0, "{err}");
+        let got: Vec<String> = entries(&mut con, &format!("{stream}:alerts"))
+            .into_iter()
+            .map(|fields| {
+                assert_eq!(fields.len(), 1, "{fields:?}");
+                assert_eq!(fields[0].0, "alert");
+                fields[0].1.clone()
+            })
+            .collect();
+        assert_eq!(got, want, "{stream}");
+    }
+}

@@ -74,13 +74,18 @@ fn real_rows_and_alerts_fit_the_schemas() {
     // Alerting clauses add `state` and `suppressed`.
     let clauses = SPEC.replace(
         "d = {d}\"\n",
-        "d = {d}\" rising, resolve\ntrigger warm: x > 1 \"{x}\" every 2s\n",
+        "d = {d}\" rising, resolve, severity page\ntrigger warm: x > 1 \"{x}\" every 2s, label team = \"ops\"\n",
     );
     assert_ne!(clauses, SPEC);
     let spec = write(&dir, "clauses.dsrv", &clauses);
     run(&["run", &spec, "--input", &input, "--quiet", "--alerts", path]);
     let lines = std::fs::read_to_string(&file).unwrap();
     assert!(lines.contains("\"state\":\"firing\"") && lines.contains("\"suppressed\":"));
+    assert!(
+        lines.contains("\"labels\":{\"severity\":\"page\"}"),
+        "{lines}"
+    );
+    assert!(lines.contains("\"labels\":{\"team\":\"ops\"}"), "{lines}");
     check_lines(&alerts, &lines, 2);
 }
 
@@ -136,6 +141,7 @@ fn lines_that_break_the_format_do_not_fit() {
         "{\"step\": 0, \"trigger\": \"\", \"message\": \"m\", \"values\": {}}",
         "{\"step\": 0, \"trigger\": \"t\", \"state\": \"on\", \"message\": \"m\", \"values\": {}}",
         "{\"step\": 0, \"trigger\": \"t\", \"suppressed\": -1, \"message\": \"m\", \"values\": {}}",
+        "{\"step\": 0, \"trigger\": \"t\", \"labels\": {\"team\": 1}, \"message\": \"m\", \"values\": {}}",
     ] {
         let json: Json = serde_json::from_str(bad).unwrap();
         assert!(!alerts.is_valid(&json), "the alert schema takes {bad}");

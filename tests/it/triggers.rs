@@ -341,6 +341,14 @@ fn alerting_clauses_are_checked_where_they_are_written() {
             "in x: Int\ntrigger x > 1 \"m\" often\n",
             "`rising`, `resolve` and `every DURATION`",
         ),
+        (
+            "in x: Int\ntrigger x > 1 \"m\" severity 3\n",
+            "expected a name after `severity`",
+        ),
+        (
+            "in x: Int\ntrigger x > 1 \"m\" label team = ops\n",
+            "expected the text of label `team`",
+        ),
     ] {
         let spec = write(&dir, "bad.dsrv", text);
         let (code, _, err) = crate::support::run_vigil(&["check", &spec], None);
