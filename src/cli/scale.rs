@@ -1543,15 +1543,12 @@ fn formatter(
                                 &context,
                             ));
                         } else {
-                            let _ = writeln!(
-                                chunk.alerts,
-                                "alert: {} at step {} ({}={}): {}",
-                                alert.trigger(),
-                                alert.step(),
-                                plan.key,
-                                super::escaped(&key.to_string()),
-                                super::escaped(alert.message())
+                            let key = key.to_string();
+                            let line = crate::pipeline::sink::readable_alert(
+                                &alert,
+                                Some((&plan.key, &key)),
                             );
+                            chunk.alerts.extend_from_slice(line.as_bytes());
                         }
                     }
                     chunk.end_row(row, key_value, None, fired);

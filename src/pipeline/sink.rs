@@ -377,6 +377,31 @@ enum AlertsOut {
     Lines(Box<dyn AlertLines>),
 }
 
+/// An alert as a readable line (with its newline): `alert: NAME at step N
+/// (KEY=VALUE): MESSAGE`, `resolved` after the name for a resolved alert,
+/// `(N held back)` and `[label=text]` after the message; every part that
+/// comes from the data escaped, so that it cannot split the line.
+pub fn readable_alert(alert: &crate::monitor::Alert<'_>, key: Option<(&str, &str)>) -> String {
+    let state = match alert.state() {
+        Some(crate::AlertState::Resolved) => " resolved",
+        _ => "",
+    };
+    let mut line = format!("alert: {}{state} at step {}", alert.trigger(), alert.step());
+    if let Some((name, k)) = key {
+        line.push_str(&format!(" ({name}={})", escaped(k)));
+    }
+    line.push_str(": ");
+    line.push_str(&escaped(alert.message()));
+    if let Some(n) = alert.suppressed().filter(|n| *n > 0) {
+        line.push_str(&format!(" ({n} held back)"));
+    }
+    for (name, text) in alert.labels() {
+        line.push_str(&format!(" [{name}={}]", escaped(text)));
+    }
+    line.push('\n');
+    line
+}
+
 /// Where trigger firings go: JSON lines (`trace::alert_line_with`) to a
 /// file or stream, or readable lines to an [`AlertLines`]; and how many
 /// each trigger fired.
@@ -453,32 +478,8 @@ impl Alerts {
                     .write_all(&trace::alert_line_with(&alert, key, &made))
                     .map_err(|e| at(dest, e))?,
                 AlertsOut::Lines(lines) => {
-                    let state = match alert.state() {
-                        Some(crate::lang::check::AlertState::Resolved) => " resolved",
-                        _ => "",
-                    };
-                    let mut held = match alert.suppressed() {
-                        Some(n) if n > 0 => format!(" ({n} held back)"),
-                        _ => String::new(),
-                    };
-                    for (name, text) in alert.labels() {
-                        held.push_str(&format!(" [{name}={}]", escaped(text)));
-                    }
-                    let line = match key {
-                        Some((name, k)) => format!(
-                            "alert: {}{state} at step {} ({name}={}): {}{held}\n",
-                            alert.trigger(),
-                            alert.step(),
-                            escaped(&k.to_string()),
-                            escaped(alert.message())
-                        ),
-                        None => format!(
-                            "alert: {}{state} at step {}: {}{held}\n",
-                            alert.trigger(),
-                            alert.step(),
-                            escaped(alert.message())
-                        ),
-                    };
+                    let key = key.map(|(name, k)| (name, k.to_string()));
+                    let line = readable_alert(&alert, key.as_ref().map(|(n, k)| (*n, k.as_str())));
                     lines.line(&line);
                 }
             }
