@@ -289,7 +289,7 @@ fn window_edge(plan: &crate::plan::Plan, w: &crate::plan::WindowPlan) -> String 
             let p = crate::lang::ast::duration(period);
             match period % pane_ns {
                 0 => format!(
-                    "; read at ticks every {p}: [t - T, t), exact when the ticks' origin is a multiple of {g} (`--start 0`), else its far edge rounded to a pane"
+                    "; read at ticks every {p}: [t - T, t), exact (its panes of {g} are laid from its first tick)"
                 ),
                 _ => format!(
                     "; read at ticks every {p}: [t - T, t), its far edge rounded to a pane of {g} ({p} is not a multiple of it; a granularity that divides {p} makes it exact)"

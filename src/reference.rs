@@ -388,7 +388,7 @@ impl Reference<'_> {
             }
             // The reference's rows carry no time: a step's time is its index.
             WindowSize::Time { pane_ns, panes } => {
-                let pane = |t: usize| window::pane_of(window::time_at(None, t as u64), pane_ns);
+                let pane = |t: usize| window::pane_of(window::time_at(None, t as u64).0, pane_ns);
                 let now = pane(s);
                 (values.into_iter())
                     .filter(|&(t, _)| pane(t) > now - i64::from(panes))

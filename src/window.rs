@@ -19,9 +19,11 @@
 //!   its far edge rounded to a pane boundary. Time never goes back for a
 //!   window: an earlier time counts as the latest one seen. A periodic
 //!   stream reads its window at a tick's time less one nanosecond
-//!   (`canonical`): the rows of a tick's time come after it, so what it
-//!   reads is the last `T` before it, `[t - T, t)`, exact when the tick
-//!   lies on the panes' grid.
+//!   (`read_at_tick`): the rows of a tick's time come after it, so what it
+//!   reads is the last `T` before it, `[t - T, t)`; a window first read at
+//!   a tick lays its panes from that tick (the phase is kept in its start
+//!   word), so the reads at ticks of a period the pane width divides are
+//!   exact.
 //!
 //! Float sums are exact: every Float is an integer multiple of 2^-1074, so a
 //! fixed-point integer of 68 32-bit digits holds any sum of up to 2^60 of
@@ -158,7 +160,8 @@ impl Shape {
                     return;
                 }
                 w[T_PUSHED_AT] = step + 1;
-                let p = self.advance(w, pane_of(time, pane_ns), panes);
+                let phase = phase_of(w, pane_ns, None);
+                let p = self.advance(w, pane_of(time.0.saturating_sub(phase), pane_ns), panes, phase);
                 self.push_time(w, p, panes, bits);
             }
         }
@@ -168,10 +171,25 @@ impl Shape {
     /// value of its result type, or ⊥ for an empty window of an aggregate
     /// without an empty result.
     pub fn read(&self, w: &mut [u64], time: Time) -> Result<Sample, Fault> {
+        self.read_from(w, time, None)
+    }
+
+    /// What the window holds at a tick at `tick` (a periodic stream's read):
+    /// the last `T` before it, `[tick - T, tick)`, since the rows of a tick's
+    /// time come after it. A window first read at a tick lays its panes from
+    /// that tick on, so that the reads at the ticks of a period its panes
+    /// divide are exact.
+    pub fn read_at_tick(&self, w: &mut [u64], tick: Time) -> Result<Sample, Fault> {
+        // Time is in nanoseconds: `tick - 1` is the last instant before it.
+        self.read_from(w, Time(tick.0.saturating_sub(1)), Some(tick))
+    }
+
+    fn read_from(&self, w: &mut [u64], time: Time, tick: Option<Time>) -> Result<Sample, Fault> {
         match self.window.size {
             WindowSize::Count(n) => self.reading(self.count(n).read(w)),
             WindowSize::Time { pane_ns, panes } => {
-                self.advance(w, pane_of(time, pane_ns), panes);
+                let phase = phase_of(w, pane_ns, tick);
+                self.advance(w, pane_of(time.0.saturating_sub(phase), pane_ns), panes, phase);
                 self.read_time(w, panes)
             }
         }
@@ -180,9 +198,10 @@ impl Shape {
     /// Moves a time window to pane `p` (or keeps it at the latest pane seen,
     /// if `p` is earlier), subtracting the panes that leave; returns the
     /// window's newest pane.
-    fn advance(&self, w: &mut [u64], p: i64, panes: u32) -> i64 {
+    fn advance(&self, w: &mut [u64], p: i64, panes: u32, phase: i64) -> i64 {
         if w[T_STARTED] == 0 {
-            w[T_STARTED] = 1;
+            // Started: the word keeps the panes' phase too (1 + phase).
+            w[T_STARTED] = 1 + phase as u64;
             w[T_NEWEST] = p as u64;
             return p;
         }
@@ -353,7 +372,11 @@ impl Shape {
     }
 
     fn restore_time(&self, w: &mut [u64], step: u64, panes: u32) -> Result<(), String> {
-        if w[T_PUSHED_AT] > step || w[T_STARTED] > 1 {
+        let pane_ns = match self.window.size {
+            WindowSize::Time { pane_ns, .. } => pane_ns,
+            WindowSize::Count(_) => unreachable!("a time window's words"),
+        };
+        if w[T_PUSHED_AT] > step || w[T_STARTED] > pane_ns as u64 {
             return Err("a push or start that no run makes".into());
         }
         if w[T_STARTED] == 0 {
@@ -420,8 +443,19 @@ impl Shape {
 }
 
 /// The pane of time `t` for panes of `pane_ns` nanoseconds.
-pub fn pane_of(t: Time, pane_ns: i64) -> i64 {
-    t.0.div_euclid(pane_ns)
+pub fn pane_of(t: i64, pane_ns: i64) -> i64 {
+    t.div_euclid(pane_ns)
+}
+
+/// The phase of a time window's panes (they start at multiples of the pane
+/// width plus it): the one it started with (`T_STARTED` holds 1 + phase);
+/// for a window not started yet, a first read at a tick lays the panes from
+/// that tick, anything else from multiples of the width.
+fn phase_of(w: &[u64], pane_ns: i64, tick: Option<Time>) -> i64 {
+    match w[T_STARTED] {
+        0 => tick.map_or(0, |t| t.0.rem_euclid(pane_ns)),
+        started => (started - 1) as i64,
+    }
 }
 
 /// The time a window sees at a step: the row's time, or without one the

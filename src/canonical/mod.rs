@@ -979,16 +979,14 @@ impl NodeState {
             NodeOp::Window(k) => {
                 let w = &plan.windows[k.index()];
                 self.push_window(w, a0);
-                let mut time = crate::window::time_at(self.time, self.step);
-                if self.active.first() == Some(&false) {
+                let time = crate::window::time_at(self.time, self.step);
+                match self.active.first() == Some(&false) {
                     // At a tick the rows of its time come after it: the
                     // window it reads is the last T before it, [t - T, t),
-                    // so that a row exactly on a tick is seen by T/P ticks
-                    // (it is nanoseconds, so `t - 1` is the last instant
-                    // before the tick).
-                    time = crate::time::Time(time.0.saturating_sub(1));
+                    // so that a row exactly on a tick is seen by T/P ticks.
+                    true => w.shape.read_at_tick(&mut self.windows[w.words()], time),
+                    false => w.shape.read(&mut self.windows[w.words()], time),
                 }
-                w.shape.read(&mut self.windows[w.words()], time)
             }
             NodeOp::Call(f) => match f {
                 Builtin::Default => Ok(match self.held(a0) {

@@ -534,3 +534,28 @@ fn a_periodic_stream_reads_an_event_streams_held_value() {
         assert_eq!(out, expected, "{tier}");
     }
 }
+
+/// Issue 37: a window first read at a tick lays its panes from that tick, so
+/// ticks from a first row's time that is not on the panes' grid (0.02 s,
+/// 50 ms panes) still read exactly the last T (the far edge was rounded).
+#[test]
+fn a_window_read_at_ticks_is_exact_from_any_origin() {
+    let dir = crate::support::test_dir("windows", "phase");
+    let spec = crate::support::write(
+        &dir,
+        "s.dsrv",
+        "in x: Int\nout s: Int @ 1s\ns = window(x, 5s, sum)\nout s1: Int @ 1s\ns1 = window(x, 5s, sum, 1s)\n",
+    );
+    let trace = crate::support::write(&dir, "t.csv", "t,x\n0.02,1\n0.6,2\n4.9,4\n5.5,8\n6.03,16\n");
+    for tier in ["canonical", "native-whole"] {
+        let args = [
+            "run", &spec, "--input", &trace, "--time", "t", "--tier", tier, "--output", "csv",
+        ];
+        let (code, out, err) = crate::support::run_vigil(&args, None);
+        assert_eq!(code, 0, "{tier}: {err}");
+        // Ticks at 1.02 … 6.02 read [t - 5, t): the rows at 0.02, 0.6 and 4.9 at 5.02; then
+        // those at 0.02 and 0.6 have left and 5.5's has come at 6.02.
+        assert!(out.contains("\n8,5.02,7,7\n"), "{tier}: {out}");
+        assert!(out.contains("\n10,6.02,12,12\n"), "{tier}: {out}");
+    }
+}
