@@ -374,7 +374,7 @@ impl Parser {
             } else {
                 if !self.message_streams.contains(text) {
                     let e = self.placeholder_expr(text, at)?;
-                    self.aux_untyped(text, e, decl);
+                    self.aux(text, None, e, decl);
                     self.message_streams.insert(text.to_string());
                 }
                 let spec = &placeholder[expr.len()..];
@@ -430,29 +430,6 @@ impl Parser {
         parsed
     }
 
-    /// Declares and defines aux stream `name = expr`, its type inferred
-    /// (a message's expression).
-    fn aux_untyped(&mut self, name: &str, expr: ExprId, at: Span) {
-        self.push_decl(
-            Decl::Stream {
-                kind: DeclKind::Aux,
-                name: name.to_string(),
-                name_span: at,
-                ty: None,
-                period: None,
-                policies: Vec::new(),
-            },
-            at,
-        );
-        self.push_decl(
-            Decl::Def {
-                name: name.to_string(),
-                name_span: at,
-                expr,
-            },
-            at,
-        );
-    }
 
     /// A trigger's alerting clauses after its message: `rising` (fire when
     /// the condition becomes true), `resolve` (also when it becomes false
@@ -555,7 +532,7 @@ impl Parser {
         }
         let span = self.ast.expr(cond).span;
         let c = format!("{name}#cond");
-        self.aux(&c, Type::Bool, cond, at);
+        self.aux(&c, Some(Type::Bool), cond, at);
         let e = |ast: &mut Ast, kind: ExprKind| ast.push(kind, span);
         let ast = &mut self.ast;
         let name_of = |ast: &mut Ast, n: &str| ast.push(ExprKind::Name(n.to_string()), span);
@@ -585,7 +562,7 @@ impl Parser {
         // The firings `every` holds back are counted: `N#want` is where the
         // trigger would fire without it.
         let want = format!("{name}#want");
-        self.aux(&want, Type::Bool, fire, at);
+        self.aux(&want, Some(Type::Bool), fire, at);
         // Offsets of a stream inside an arm of its own `if` are the arm's
         // (as in the Trustworthiness Checker), so each stream's value at the
         // step before is an aux stream of its own: `N#wait`, the time from
@@ -596,7 +573,7 @@ impl Parser {
         let time = |ast: &mut Ast| ast.push(ExprKind::Call(Builtin::Time, Vec::new()), span);
         let t = time(ast);
         let wait_expr = before(ast, &next, t);
-        self.aux(&wait, Type::Float, wait_expr, at);
+        self.aux(&wait, Some(Type::Float), wait_expr, at);
         let ast = &mut self.ast;
         let t = time(ast);
         let w = name_of(ast, &wait);
@@ -610,14 +587,14 @@ impl Parser {
         let then = ast.push(ExprKind::Binary(BinOp::Add, t, d), span);
         let keep = name_of(ast, &wait);
         let next_expr = ast.push(ExprKind::If(n, then, keep), span);
-        self.aux(&next, Type::Float, next_expr, at);
+        self.aux(&next, Some(Type::Float), next_expr, at);
         // `N#held = if N then 0 else if N#want then N#suppressed + 1 else
         // N#suppressed`, and `N#suppressed = default(N#held[1], 0)`.
         let ast = &mut self.ast;
         let (held, suppressed) = (format!("{name}#held"), format!("{name}{SUPPRESSED}"));
         let zero = ast.push(ExprKind::Int(0), span);
         let before_held = before(ast, &held, zero);
-        self.aux(&suppressed, Type::Int, before_held, at);
+        self.aux(&suppressed, Some(Type::Int), before_held, at);
         let ast = &mut self.ast;
         let prev = name_of(ast, &suppressed);
         let one = ast.push(ExprKind::Int(1), span);
@@ -628,19 +605,19 @@ impl Parser {
         let n = name_of(ast, name);
         let zero = ast.push(ExprKind::Int(0), span);
         let held_expr = ast.push(ExprKind::If(n, zero, counted), span);
-        self.aux(&held, Type::Int, held_expr, at);
+        self.aux(&held, Some(Type::Int), held_expr, at);
         (fires, resolved)
     }
 
     /// Declares and defines aux stream `name: ty = expr` (a trigger's
-    /// alerting state).
-    fn aux(&mut self, name: &str, ty: Type, expr: ExprId, at: Span) {
+    /// alerting state; a message's expression, its type inferred).
+    fn aux(&mut self, name: &str, ty: Option<Type>, expr: ExprId, at: Span) {
         self.push_decl(
             Decl::Stream {
                 kind: DeclKind::Aux,
                 name: name.to_string(),
                 name_span: at,
-                ty: Some((ty, at)),
+                ty: ty.map(|t| (t, at)),
                 period: None,
                 policies: Vec::new(),
             },
