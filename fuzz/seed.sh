@@ -35,6 +35,10 @@ python3 -c "n = 10000; print('0: a = ' + '[' * n + ']' * n)" > corpus/trace_tc/d
 printf 'in l: List\nin m\nout s\nout k\ns = List.fold(\\a: Int, v: Int -> a + v, 0, l)\nk = m\n%%%%\nt0: l = [1, 2]\n   m = {"a": [1]}\n1: l = List(3)\n' > corpus/tiers/input_containers
 printf 'in x: Int\nin s: Str\nout r\nr = dynamic(s)\n%%%%\nj{"x":1,"s":"dynamic(s)"}\n' > corpus/tiers/dynamic_self
 printf 'in x: Int\nin s: Str\nout r\nr = eval(s)\n%%%%\nt0: x = 1\n   s = "eval(s)"\n' > corpus/tiers/eval_self
+# Issue 37: triggers' alerting clauses and labels, and message placeholders with formats and
+# expressions (the parser writes them as aux streams), also malformed.
+printf 'in x: Int\nin h: Str\ntrigger hot: x > 1 "{h:>6} {x / 2:.1%%} {x[1]:!n/a}" rising, resolve, every 5min, severity page, label team = "ops"\ntrigger x > 3 "{x:.q} {x +}" every\n' > corpus/frontend/alerting
+printf 'in x: Int\nout n: Int @ 1s\nn = window(x, 2s, count)\ntrigger n == 0 "{n:5.2} {n * 2}" rising, resolve, every 3s\n%%%%\nt0: x = 1\n3: x = 2\n' > corpus/tiers/alerting_ticks
 # Snapshots: real ones after 0 to 15 rows, each mutated in its binary body (mode 2)
 # and in its JSON (mode 3), and keyed ones likewise (modes 6 and 7); the target
 # builds them, so a seed is a few bytes.
