@@ -12,7 +12,7 @@
 //! barrier without its commit record is incomplete and never resumed from.
 //!
 //! [`latest`] finds the newest committed barrier of a directory, and [`Checkpoint::read`] reads
-//! each of its files like any checkpoint: [`Checkpoint::barrier`] tells a barrier's file (and
+//! each of its files like any checkpoint: [`Checkpoint::shard`] tells a barrier's file (and
 //! which part it is) from a single-process run's checkpoint, which a scaled run's files never
 //! resume, nor the other way round.
 
