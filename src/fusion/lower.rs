@@ -54,6 +54,7 @@ pub struct LoweredRegion {
 /// Lowers one region of `plan`.
 pub fn lower_region(plan: &Plan, body: &RegionBody) -> LoweredRegion {
     let mut cx = Lowering::new(plan, 0);
+    cx.region = true;
     match body {
         RegionBody::Streams(members) => {
             cx.preflight_streams(members);
@@ -71,10 +72,17 @@ pub fn lower_region(plan: &Plan, body: &RegionBody) -> LoweredRegion {
                         cx.b.store_env(ty, slot.0, cx.values[&id]);
                     }
                 }
+                // A member's nodes hold their operands, so they are values;
+                // a member that is a bare reference is NoVal where what it
+                // names is.
                 let v = cx.operand(&graph.root);
+                let present = cx.presence(&graph.root);
                 let ty = scalar_type(plan.spec.stream(s).sig).expect("eligible streams are scalar");
-                cx.b.store_env(ty, s.0, v);
+                cx.store(ty, s.0, present, v);
                 cx.streams.insert(s, v);
+                if let Some(p) = present {
+                    cx.stream_present.insert(s, p);
+                }
             }
         }
         RegionBody::Islands { nodes, exports, .. } => {
@@ -565,6 +573,9 @@ struct Lowering<'a> {
     /// Where a whole-row program over a packed run keeps each arena slot
     /// (`WholeEnv::Packed`); `None`: the arena itself.
     place: Option<&'a [Option<u32>]>,
+    /// A region's program: what it reads from outside is present as its
+    /// slot's tag says (`env_present`).
+    region: bool,
 }
 
 impl<'a> Lowering<'a> {
@@ -601,6 +612,7 @@ impl<'a> Lowering<'a> {
             node_present: HashMap::new(),
             stream_present: HashMap::new(),
             place: None,
+            region: false,
         }
     }
 
@@ -617,13 +629,28 @@ impl<'a> Lowering<'a> {
     fn presence(&mut self, op: &Operand) -> Option<Value> {
         match op {
             Operand::Const(_) => None,
-            Operand::Node(n) => self.node_present.get(n).copied(),
+            Operand::Node(n) => {
+                if let Some(p) = self.node_present.get(n) {
+                    return Some(*p);
+                }
+                if !self.region || self.values.contains_key(n) {
+                    return None;
+                }
+                let p = self.b.env_present(self.plan.node_slot(*n).0);
+                self.node_present.insert(*n, p);
+                Some(p)
+            }
             Operand::Stream(s) => {
                 if let Some(p) = self.stream_present.get(s) {
                     return Some(*p);
                 }
-                let k = *self.inputs.get(s)?;
-                let p = self.b.input_present(k);
+                let p = match self.inputs.get(s) {
+                    Some(&k) => self.b.input_present(k),
+                    None if self.region && !self.streams.contains_key(s) => {
+                        self.b.env_present(s.0)
+                    }
+                    None => return None,
+                };
                 self.stream_present.insert(*s, p);
                 Some(p)
             }
@@ -668,7 +695,9 @@ impl<'a> Lowering<'a> {
         let ty = scalar_type(sig).expect("fused operands are scalar");
         let reason = self.reads.len() as u32;
         self.reads.push((slot, ty));
-        self.b.guard_env(slot.0, ty, reason);
+        // The hold rule reads an operand's last value where it is NoVal:
+        // its lane, once the slot has had a value of its type.
+        self.b.guard_held(slot.0, ty, reason);
         let v = self.b.load_env(ty, slot.0);
         self.external.insert(slot, v);
     }
