@@ -368,7 +368,8 @@ pub enum InstData {
     /// An input under the hold rule, stored to its environment slot: a
     /// present input `slot` is stored to `env` (lane and tag) and is the
     /// result; an absent one marks `env` NoVal holding a `ty` (its lane
-    /// untouched) and the result is that held lane.
+    /// untouched) and the result is that held lane. Either way `env`'s held
+    /// tag becomes `ty`'s (it is read only while the slot is NoVal).
     TakeInput {
         ty: Type,
         slot: u32,

@@ -1155,6 +1155,70 @@ fn presence_coverage() {
     assert!(whole > 1000 && whole * 4 > sparse_rows && regions > 1000);
 }
 
+/// The chain scenario over sparse rows (each row sets one of `x`, `y` and
+/// `flag`, as `scripts/gen_traces.py` makes them) gives the canonical
+/// outputs on every fused tier, per row and in batches, and no program
+/// declines a row because a value is absent: the only declines left are
+/// the rows before every input has come (nothing to hold yet) and before
+/// the offsets' history fills.
+#[test]
+fn sparse_chain_runs_fused_without_declining_for_absence() {
+    let spec = Spec::parse("chain.dsrv", include_str!("../../examples/chain.dsrv"))
+        .expect("the chain example is valid");
+    let mut next = 7u64;
+    let trace: Vec<Vec<Option<Value>>> = (0..600)
+        .map(|_| {
+            next = next
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let v = (next >> 33) as i64 % 41 - 20;
+            let k = (next >> 40) as usize % 3;
+            let mut row = vec![None, None, None];
+            row[k] = Some(if k == 2 {
+                Value::Bool(v > 0)
+            } else {
+                Value::Int(v)
+            });
+            row
+        })
+        .collect();
+    let canon = run_tier(&spec, &trace, Tier::Canonical);
+    let batch = run_tier_batch(&spec, &trace, Tier::NativeWhole);
+    compare_runs(
+        &spec,
+        &trace,
+        ("canonical", canon.clone()),
+        ("batch", batch),
+    )
+    .expect("batches equal canonical");
+    for tier in [Tier::Quickened, Tier::NativeRegions, Tier::NativeWhole] {
+        let mut monitor = Monitor::builder(&spec).tier(tier).build();
+        let run = run_monitor(&mut monitor, &trace);
+        compare_runs(
+            &spec,
+            &trace,
+            ("canonical", canon.clone()),
+            (tier.name(), run),
+        )
+        .expect("every tier equals canonical");
+        let stats = monitor.stats();
+        for (why, n) in &stats.declines {
+            assert!(
+                why.contains("never had a value") || why.contains("offset history"),
+                "{tier}: {n} rows declined for {why}"
+            );
+            assert!(*n <= 3, "{tier}: {n} rows declined for {why}");
+        }
+        if tier == Tier::NativeWhole {
+            assert!(
+                stats.whole_rows > 590,
+                "{tier}: {} kernel rows",
+                stats.whole_rows
+            );
+        }
+    }
+}
+
 /// The stepper half of the tier property must complete many rows on its
 /// kept kernel frame (the fast path) on both whole-row tiers, and leave
 /// many to the general path (declined rows, and the rows after them).

@@ -377,8 +377,8 @@ define_ops! {
         } else {
             r[dst] = ld(fr.env, env as usize);
             st(fr.env_tags, env as usize, ABSENT);
-            st(fr.held_tags, env as usize, tag.0);
         }
+        st(fr.held_tags, env as usize, tag.0);
     }
     input_present InputPresent(dst: Reg, slot: u32) => { r[dst] = bit(ld(fr.input_tags, slot as usize) != ABSENT); }
     env_present EnvPresent(dst: Reg, slot: u32) => { r[dst] = bit(ld(fr.env_tags, slot as usize) != ABSENT); }
