@@ -180,32 +180,39 @@ pub fn baseline_counter(c: &Columns) -> i64 {
 
 /// The chain scenario: the fusion example without its Str stream.
 pub fn baseline_chain(c: &Columns) -> i64 {
-    let (mut blended, mut total) = (0i64, 0i64);
+    let mut acc = (0i64, 0i64);
     let mut out = [0i64; 9];
     for i in 0..c.x.len() {
-        let scaled = ck(c.x[i].checked_mul(2));
-        let offset = ck(c.y[i].checked_add(5));
-        let merged = ck(scaled.checked_add(offset));
-        blended = ck(blended.checked_add(if c.flag[i] { merged } else { scaled }));
-        let delta = ck(blended.checked_sub(merged));
-        let ratio = ck(delta.checked_mul(3));
-        total = ck(total.checked_add(ratio));
-        let level = ck(total.checked_add(ratio));
-        let alert = level > 20;
-        out = [
-            scaled,
-            offset,
-            merged,
-            blended,
-            delta,
-            ratio,
-            total,
-            level,
-            alert as i64,
-        ];
+        out = chain_row(c.x[i], c.y[i], c.flag[i], &mut acc);
         black_box(&out);
     }
     out[6]
+}
+
+/// One row of the chain: its nine outputs, from the inputs and the two
+/// accumulators (`blended`, `total`), which it advances.
+#[inline(always)]
+fn chain_row(x: i64, y: i64, flag: bool, (blended, total): &mut (i64, i64)) -> [i64; 9] {
+    let scaled = ck(x.checked_mul(2));
+    let offset = ck(y.checked_add(5));
+    let merged = ck(scaled.checked_add(offset));
+    *blended = ck(blended.checked_add(if flag { merged } else { scaled }));
+    let delta = ck(blended.checked_sub(merged));
+    let ratio = ck(delta.checked_mul(3));
+    *total = ck(total.checked_add(ratio));
+    let level = ck(total.checked_add(ratio));
+    let alert = level > 20;
+    [
+        scaled,
+        offset,
+        merged,
+        *blended,
+        delta,
+        ratio,
+        *total,
+        level,
+        alert as i64,
+    ]
 }
 
 /// The DESIGN §9 example with every input present (the Str label echoed).
@@ -214,7 +221,7 @@ pub fn baseline_chain(c: &Columns) -> i64 {
 /// outputs are NoVal for a row or two).
 pub fn baseline_chain_sparse(c: &Columns) -> i64 {
     let (mut x, mut y, mut flag) = (0i64, 0i64, false);
-    let (mut blended, mut total) = (0i64, 0i64);
+    let mut acc = (0i64, 0i64);
     let mut out = [0i64; 9];
     for i in 0..c.x.len() {
         match c.pick[i] {
@@ -222,26 +229,7 @@ pub fn baseline_chain_sparse(c: &Columns) -> i64 {
             1 => y = c.y[i],
             _ => flag = c.flag[i],
         }
-        let scaled = ck(x.checked_mul(2));
-        let offset = ck(y.checked_add(5));
-        let merged = ck(scaled.checked_add(offset));
-        blended = ck(blended.checked_add(if flag { merged } else { scaled }));
-        let delta = ck(blended.checked_sub(merged));
-        let ratio = ck(delta.checked_mul(3));
-        total = ck(total.checked_add(ratio));
-        let level = ck(total.checked_add(ratio));
-        let alert = level > 20;
-        out = [
-            scaled,
-            offset,
-            merged,
-            blended,
-            delta,
-            ratio,
-            total,
-            level,
-            alert as i64,
-        ];
+        out = chain_row(x, y, flag, &mut acc);
         black_box(&out);
     }
     out[6]

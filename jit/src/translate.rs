@@ -864,6 +864,24 @@ impl<'p, 'b, 'f> Translator<'p, 'b, 'f> {
             .icmp_imm_s(IntCC::NotEqual, t, tag_of(ty) as i64))
     }
 
+    /// Stores environment `slot`'s tags for a value of `ty` present where
+    /// `present` (nonzero) is, else NoVal: its tag is `ty`'s or `ABSENT`, and
+    /// its held tag `ty`'s either way.
+    fn store_presence_tags(
+        &mut self,
+        present: cl::Value,
+        slot: u32,
+        ty: Type,
+    ) -> Result<(), CompileError> {
+        let (flags, toff) = (lane_flags(), offset(slot, 1)?);
+        let want = self.b.ins().iconst(types::I8, tag_of(ty) as i64);
+        let none = self.b.ins().iconst(types::I8, tag::ABSENT as i64);
+        let t = self.b.ins().select(present, want, none);
+        self.b.ins().store(flags, t, self.frame.env_tags, toff);
+        self.b.ins().store(flags, want, self.frame.held_tags, toff);
+        Ok(())
+    }
+
     /// Environment `slot`'s tag under the hold rule: its tag, or while it is
     /// `ABSENT` its held tag (as an `i8`).
     fn held_tag(&mut self, slot: u32) -> Result<cl::Value, CompileError> {
@@ -962,12 +980,7 @@ impl<'p, 'b, 'f> Translator<'p, 'b, 'f> {
                 let held = self.b.ins().load(cl_type(ty), flags, self.frame.env, off);
                 let v = self.b.ins().select(present, now, held);
                 self.b.ins().store(flags, v, self.frame.env, off);
-                let want = self.b.ins().iconst(types::I8, tag_of(ty) as i64);
-                let none = self.b.ins().iconst(types::I8, tag::ABSENT as i64);
-                let t = self.b.ins().select(present, want, none);
-                let toff = offset(env, 1)?;
-                self.b.ins().store(flags, t, self.frame.env_tags, toff);
-                self.b.ins().store(flags, want, self.frame.held_tags, toff);
+                self.store_presence_tags(present, env, ty)?;
                 Some(v)
             }
             InstData::InputPresent { slot } => {
@@ -999,13 +1012,10 @@ impl<'p, 'b, 'f> Translator<'p, 'b, 'f> {
                 arg,
             } => {
                 let (p, v) = (self.val(present)?, self.val(arg)?);
-                let (off, toff) = (offset(slot, 8)?, offset(slot, 1)?);
-                self.b.ins().store(flags, v, self.frame.env, off);
-                let want = self.b.ins().iconst(types::I8, tag_of(ty) as i64);
-                let none = self.b.ins().iconst(types::I8, tag::ABSENT as i64);
-                let t = self.b.ins().select(p, want, none);
-                self.b.ins().store(flags, t, self.frame.env_tags, toff);
-                self.b.ins().store(flags, want, self.frame.held_tags, toff);
+                self.b
+                    .ins()
+                    .store(flags, v, self.frame.env, offset(slot, 8)?);
+                self.store_presence_tags(p, slot, ty)?;
                 None
             }
             InstData::Require { cond, reason } => {
