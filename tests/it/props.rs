@@ -1114,7 +1114,7 @@ fn tier_coverage() {
 
 /// The tier property must exercise absent inputs on the native tiers: many
 /// rows with an absent input run on the whole-row kernel (native-whole) and
-/// in region programs (native-regions) instead of declining, at every
+/// in region programs, none declining (native-regions), at every
 /// density the property draws, so it compares the hold rule in fused code
 /// with the canonical tier's rather than passing by declining.
 #[test]
@@ -1144,7 +1144,13 @@ fn presence_coverage() {
                         sparse_rows += 1;
                         whole += u64::from(after.whole_rows > before.whole_rows);
                     }
-                    _ => regions += u64::from(after.region_runs > before.region_runs),
+                    // Regions ran and none declined the row.
+                    _ => {
+                        let declines =
+                            |s: &vigil::Stats| s.declines.iter().map(|(_, n)| n).sum::<u64>();
+                        let clean = declines(&after) == declines(&before);
+                        regions += u64::from(after.region_runs > before.region_runs && clean);
+                    }
                 }
             }
         }
@@ -1152,7 +1158,10 @@ fn presence_coverage() {
     eprintln!(
         "presence: of {sparse_rows} rows with an absent input, {whole} ran on the native whole-row kernel and {regions} ran regions"
     );
-    assert!(whole > 1000 && whole * 4 > sparse_rows && regions > 1000);
+    // (Regions that require their reads present still run 1,349 of these
+    // rows cleanly, those whose regions read no absent value; with the hold
+    // rule they run 1,965. The cases are deterministic.)
+    assert!(whole > 1000 && whole * 4 > sparse_rows && regions > 1600);
 }
 
 /// The chain scenario over sparse rows (each row sets one of `x`, `y` and
