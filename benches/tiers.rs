@@ -3,6 +3,8 @@
 //! Run with `cargo bench --bench tiers`; per-row cost is the reported time divided by
 //! `common::ROWS`. The fusion example runs twice: with every input present (`lbl`
 //! included) and with `lbl` absent, which the partition makes no difference to.
+//! The chain runs dense (every input in every row) and sparse (`chain_sparse`: one
+//! of `x`, `y`, `flag` per row, the others held), as telemetry often is.
 
 mod common;
 
@@ -30,6 +32,8 @@ fn bench(c: &mut Criterion) {
     let tiers: Vec<Tier> = Tier::ALL.into_iter().filter(|t| *t != Tier::Auto).collect();
     for s in &scenarios {
         let spec = Spec::parse(s.name, s.spec).expect("bench specs are valid");
+        // A sparse scenario's typed rows set only each row's one input.
+        let sparse = s.name.ends_with("_sparse");
         let mut group = c.benchmark_group(s.name);
         group.throughput(Throughput::Elements(common::ROWS as u64));
         group.sample_size(20);
@@ -62,13 +66,17 @@ fn bench(c: &mut Criterion) {
                         let at = |name| row.input(name).ok();
                         let (x, y, flag) = (at("x"), at("y"), at("flag"));
                         for i in 0..common::ROWS {
-                            if let Some(x) = x {
+                            if sparse {
+                                row.clear();
+                            }
+                            let pick = columns.pick[i];
+                            if let Some(x) = x.filter(|_| !sparse || pick == 0) {
                                 row.set_int(x, columns.x[i]).expect("x is Int");
                             }
-                            if let Some(y) = y {
+                            if let Some(y) = y.filter(|_| !sparse || pick == 1) {
                                 row.set_int(y, columns.y[i]).expect("y is Int");
                             }
-                            if let Some(flag) = flag {
+                            if let Some(flag) = flag.filter(|_| !sparse || pick == 2) {
                                 row.set_bool(flag, columns.flag[i]).expect("flag is Bool");
                             }
                             let out = m.step_scalars(&row).expect("no runtime error");
@@ -92,13 +100,17 @@ fn bench(c: &mut Criterion) {
                         let at = |name| st.input(name).ok();
                         let (x, y, flag) = (at("x"), at("y"), at("flag"));
                         for i in 0..common::ROWS {
-                            if let Some(x) = x {
+                            if sparse {
+                                st.clear();
+                            }
+                            let pick = columns.pick[i];
+                            if let Some(x) = x.filter(|_| !sparse || pick == 0) {
                                 st.set_int(x, columns.x[i]).expect("x is Int");
                             }
-                            if let Some(y) = y {
+                            if let Some(y) = y.filter(|_| !sparse || pick == 1) {
                                 st.set_int(y, columns.y[i]).expect("y is Int");
                             }
-                            if let Some(flag) = flag {
+                            if let Some(flag) = flag.filter(|_| !sparse || pick == 2) {
                                 st.set_bool(flag, columns.flag[i]).expect("flag is Bool");
                             }
                             let out = st.step().expect("no runtime error");

@@ -39,12 +39,19 @@ pub struct Columns {
     pub y: Vec<i64>,
     pub flag: Vec<bool>,
     pub lbl: Vec<Arc<str>>,
+    /// For the sparse scenarios: the one input each row sets (0 = x,
+    /// 1 = y, 2 = flag), as `scripts/gen_traces.py` picks them.
+    pub pick: Vec<u8>,
 }
 
 /// The 64-bit LCG of `../shared/perf/gen_traces.py` (seed 12345): each call
 /// gives the next 31-bit draw.
 pub fn lcg() -> impl FnMut() -> u64 {
-    let mut state: u64 = 12345;
+    lcg_from(12345)
+}
+
+/// The LCG from `state`.
+pub fn lcg_from(mut state: u64) -> impl FnMut() -> u64 {
     move || {
         state = state
             .wrapping_mul(6364136223846793005)
@@ -64,7 +71,15 @@ pub fn columns(n: usize) -> Columns {
     let lbl = (0..n)
         .map(|i| Arc::from(if i % 2 == 0 { "a" } else { "b" }))
         .collect();
-    Columns { x, y, flag, lbl }
+    let mut draw = lcg_from(67890);
+    let pick = (0..n).map(|_| (draw() % 3) as u8).collect();
+    Columns {
+        x,
+        y,
+        flag,
+        lbl,
+        pick,
+    }
 }
 
 pub fn scenarios() -> (Columns, Vec<Scenario>) {
@@ -95,6 +110,21 @@ pub fn scenarios() -> (Columns, Vec<Scenario>) {
             spec: CHAIN,
             rows: rows_of(&|i| vec![int(c.x[i]), int(c.y[i]), Some(Value::Bool(c.flag[i]))]),
             baseline: baseline_chain,
+        },
+        // Sparse telemetry: each row sets one of the chain's inputs.
+        Scenario {
+            name: "chain_sparse",
+            spec: CHAIN,
+            rows: rows_of(&|i| {
+                let mut row = vec![None, None, None];
+                row[c.pick[i] as usize] = match c.pick[i] {
+                    0 => int(c.x[i]),
+                    1 => int(c.y[i]),
+                    _ => Some(Value::Bool(c.flag[i])),
+                };
+                row
+            }),
+            baseline: baseline_chain_sparse,
         },
         Scenario {
             name: "fusion_example",
@@ -150,29 +180,55 @@ pub fn baseline_counter(c: &Columns) -> i64 {
 
 /// The chain scenario: the fusion example without its Str stream.
 pub fn baseline_chain(c: &Columns) -> i64 {
-    let (mut blended, mut total) = (0i64, 0i64);
+    let mut acc = (0i64, 0i64);
     let mut out = [0i64; 9];
     for i in 0..c.x.len() {
-        let scaled = ck(c.x[i].checked_mul(2));
-        let offset = ck(c.y[i].checked_add(5));
-        let merged = ck(scaled.checked_add(offset));
-        blended = ck(blended.checked_add(if c.flag[i] { merged } else { scaled }));
-        let delta = ck(blended.checked_sub(merged));
-        let ratio = ck(delta.checked_mul(3));
-        total = ck(total.checked_add(ratio));
-        let level = ck(total.checked_add(ratio));
-        let alert = level > 20;
-        out = [
-            scaled,
-            offset,
-            merged,
-            blended,
-            delta,
-            ratio,
-            total,
-            level,
-            alert as i64,
-        ];
+        out = chain_row(c.x[i], c.y[i], c.flag[i], &mut acc);
+        black_box(&out);
+    }
+    out[6]
+}
+
+/// One row of the chain: its nine outputs, from the inputs and the two
+/// accumulators (`blended`, `total`), which it advances.
+#[inline(always)]
+fn chain_row(x: i64, y: i64, flag: bool, (blended, total): &mut (i64, i64)) -> [i64; 9] {
+    let scaled = ck(x.checked_mul(2));
+    let offset = ck(y.checked_add(5));
+    let merged = ck(scaled.checked_add(offset));
+    *blended = ck(blended.checked_add(if flag { merged } else { scaled }));
+    let delta = ck(blended.checked_sub(merged));
+    let ratio = ck(delta.checked_mul(3));
+    *total = ck(total.checked_add(ratio));
+    let level = ck(total.checked_add(ratio));
+    let alert = level > 20;
+    [
+        scaled,
+        offset,
+        merged,
+        *blended,
+        delta,
+        ratio,
+        *total,
+        level,
+        alert as i64,
+    ]
+}
+
+/// The chain over sparse rows: each row sets one input, the others are
+/// held (their last values; zero before the first, where the monitor's
+/// outputs are NoVal for a row or two).
+pub fn baseline_chain_sparse(c: &Columns) -> i64 {
+    let (mut x, mut y, mut flag) = (0i64, 0i64, false);
+    let mut acc = (0i64, 0i64);
+    let mut out = [0i64; 9];
+    for i in 0..c.x.len() {
+        match c.pick[i] {
+            0 => x = c.x[i],
+            1 => y = c.y[i],
+            _ => flag = c.flag[i],
+        }
+        out = chain_row(x, y, flag, &mut acc);
         black_box(&out);
     }
     out[6]

@@ -757,6 +757,7 @@ fn frame_vals(b: &mut FunctionBuilder<'_>, frame: cl::Value) -> FrameVals {
         state: load_field(b, frame, FRAME_STATE, true),
         step: load_field(b, frame, FRAME_STEP, true),
         windows: load_field(b, frame, FRAME_WINDOWS, true),
+        held_tags: load_field(b, frame, FRAME_HELD_TAGS, true),
         reload_from: None,
     }
 }
@@ -921,6 +922,7 @@ fn build_batch_kernel(
     let env_tags = load_field(b, bf, FRAME_ENV_TAGS, true);
     let state = load_field(b, bf, FRAME_STATE, true);
     let windows = load_field(b, bf, FRAME_WINDOWS, true);
+    let held_tags = load_field(b, bf, FRAME_HELD_TAGS, true);
     let step0 = load_field(b, bf, FRAME_STEP, false);
     let rows = load_field(b, bf, BATCH_ROWS, true);
     let in_lanes = load_field(b, bf, BATCH_IN_LANES, true);
@@ -1049,6 +1051,7 @@ fn build_batch_kernel(
         state,
         step,
         windows,
+        held_tags,
         reload_from: Some(bf),
     };
     let mut t = Translator::new(prog, b, fv, helpers, OnReturn::Jump(row_done));

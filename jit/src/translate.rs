@@ -17,7 +17,7 @@ use cranelift_codegen::ir::immediates::Ieee64;
 use cranelift_codegen::ir::{self as cl, BlockArg, InstBuilder, MemFlagsData, types};
 use cranelift_frontend::FunctionBuilder;
 use scalar_ir::frame::{
-    BATCH_IN_LANES, BATCH_OUT_LANES, FRAME_ENV, FRAME_ENV_TAGS, FRAME_STATE, tag_of,
+    BATCH_IN_LANES, BATCH_OUT_LANES, FRAME_ENV, FRAME_ENV_TAGS, FRAME_STATE, tag, tag_of,
 };
 use scalar_ir::ir::*;
 use scalar_ir::{Exit, TrapKind};
@@ -54,6 +54,7 @@ pub(crate) struct FrameVals {
     pub state: cl::Value,
     pub step: cl::Value,
     pub windows: cl::Value,
+    pub held_tags: cl::Value,
     /// A batch kernel's frame: its cold exit stubs load the environment
     /// and state pointers from it again, so the loop does not keep them in
     /// registers for the stubs alone (most rows never leave early).
@@ -326,10 +327,21 @@ pub fn carried_slots(prog: &Program) -> Vec<(u32, Type)> {
                         refused.push(slot);
                     }
                 }
-                InstData::GuardEnv { slot, .. } => {
+                InstData::GuardEnv { slot, .. } | InstData::GuardHeld { slot, .. } => {
                     refused.push(slot);
                     exits += 1;
                 }
+                // These read or write a slot's held tag, which a carried
+                // slot's exit stores do not keep: such a slot stays in
+                // memory.
+                InstData::GuardInputHeld { env: slot, .. } => {
+                    refused.push(slot);
+                    exits += 1;
+                }
+                InstData::TakeInput { env: slot, .. }
+                | InstData::StoreEnvP { slot, .. }
+                | InstData::EnvPresent { slot } => refused.push(slot),
+                InstData::Require { .. } => exits += 1,
                 // Each can leave the row (checked division by two ways).
                 InstData::BinaryCk { .. } => exits += 2,
                 InstData::GuardInput { .. }
@@ -852,6 +864,41 @@ impl<'p, 'b, 'f> Translator<'p, 'b, 'f> {
             .icmp_imm_s(IntCC::NotEqual, t, tag_of(ty) as i64))
     }
 
+    /// Stores environment `slot`'s tags for a value of `ty` present where
+    /// `present` (nonzero) is, else NoVal: its tag is `ty`'s or `ABSENT`, and
+    /// its held tag `ty`'s either way.
+    fn store_presence_tags(
+        &mut self,
+        present: cl::Value,
+        slot: u32,
+        ty: Type,
+    ) -> Result<(), CompileError> {
+        let (flags, toff) = (lane_flags(), offset(slot, 1)?);
+        let want = self.b.ins().iconst(types::I8, tag_of(ty) as i64);
+        let none = self.b.ins().iconst(types::I8, tag::ABSENT as i64);
+        let t = self.b.ins().select(present, want, none);
+        self.b.ins().store(flags, t, self.frame.env_tags, toff);
+        self.b.ins().store(flags, want, self.frame.held_tags, toff);
+        Ok(())
+    }
+
+    /// Environment `slot`'s tag under the hold rule: its tag, or while it is
+    /// `ABSENT` its held tag (as an `i8`).
+    fn held_tag(&mut self, slot: u32) -> Result<cl::Value, CompileError> {
+        let toff = offset(slot, 1)?;
+        let flags = lane_flags();
+        let t = self
+            .b
+            .ins()
+            .load(types::I8, flags, self.frame.env_tags, toff);
+        let h = self
+            .b
+            .ins()
+            .load(types::I8, flags, self.frame.held_tags, toff);
+        let absent = self.b.ins().icmp_imm_s(IntCC::Equal, t, tag::ABSENT as i64);
+        Ok(self.b.ins().select(absent, h, t))
+    }
+
     /// The address of ring lane `base + step % len`, as (pointer, byte offset).
     fn ring_addr(&mut self, base: u32, len: u32) -> Result<(cl::Value, i32), CompileError> {
         if len == 1 {
@@ -879,6 +926,101 @@ impl<'p, 'b, 'f> Translator<'p, 'b, 'f> {
             }
             InstData::GuardEnv { slot, ty, reason } => {
                 let bad = self.tag_differs(self.frame.env_tags, slot, ty)?;
+                self.exit_if(bad, Exit::Decline(reason));
+                None
+            }
+            InstData::GuardHeld { slot, ty, reason } => {
+                let t = self.held_tag(slot)?;
+                let bad = self
+                    .b
+                    .ins()
+                    .icmp_imm_s(IntCC::NotEqual, t, tag_of(ty) as i64);
+                self.exit_if(bad, Exit::Decline(reason));
+                None
+            }
+            InstData::GuardInputHeld {
+                slot,
+                env,
+                ty,
+                reason,
+            } => {
+                // The common case (the input is there) is one test; only an
+                // absent input looks at the held tag.
+                let t =
+                    self.b
+                        .ins()
+                        .load(types::I8, flags, self.frame.input_tags, offset(slot, 1)?);
+                let present_ok = self.b.ins().icmp_imm_s(IntCC::Equal, t, tag_of(ty) as i64);
+                let absent = self.b.ins().icmp_imm_s(IntCC::Equal, t, tag::ABSENT as i64);
+                let held = self.held_tag(env)?;
+                let held_ok = self
+                    .b
+                    .ins()
+                    .icmp_imm_s(IntCC::Equal, held, tag_of(ty) as i64);
+                let absent_ok = self.b.ins().band(absent, held_ok);
+                let ok = self.b.ins().bor(present_ok, absent_ok);
+                let bad = self.b.ins().icmp_imm_s(IntCC::Equal, ok, 0);
+                self.exit_if(bad, Exit::Decline(reason));
+                None
+            }
+            InstData::TakeInput { ty, slot, env } => {
+                let t =
+                    self.b
+                        .ins()
+                        .load(types::I8, flags, self.frame.input_tags, offset(slot, 1)?);
+                let present = self
+                    .b
+                    .ins()
+                    .icmp_imm_s(IntCC::NotEqual, t, tag::ABSENT as i64);
+                let off = offset(env, 8)?;
+                let now =
+                    self.b
+                        .ins()
+                        .load(cl_type(ty), flags, self.frame.inputs, offset(slot, 8)?);
+                let held = self.b.ins().load(cl_type(ty), flags, self.frame.env, off);
+                let v = self.b.ins().select(present, now, held);
+                self.b.ins().store(flags, v, self.frame.env, off);
+                self.store_presence_tags(present, env, ty)?;
+                Some(v)
+            }
+            InstData::InputPresent { slot } => {
+                let t =
+                    self.b
+                        .ins()
+                        .load(types::I8, flags, self.frame.input_tags, offset(slot, 1)?);
+                let p = self
+                    .b
+                    .ins()
+                    .icmp_imm_s(IntCC::NotEqual, t, tag::ABSENT as i64);
+                Some(self.b.ins().uextend(types::I64, p))
+            }
+            InstData::EnvPresent { slot } => {
+                let t = self
+                    .b
+                    .ins()
+                    .load(types::I8, flags, self.frame.env_tags, offset(slot, 1)?);
+                let p = self
+                    .b
+                    .ins()
+                    .icmp_imm_s(IntCC::NotEqual, t, tag::ABSENT as i64);
+                Some(self.b.ins().uextend(types::I64, p))
+            }
+            InstData::StoreEnvP {
+                ty,
+                slot,
+                present,
+                arg,
+            } => {
+                let (p, v) = (self.val(present)?, self.val(arg)?);
+                self.b
+                    .ins()
+                    .store(flags, v, self.frame.env, offset(slot, 8)?);
+                self.store_presence_tags(p, slot, ty)?;
+                None
+            }
+            InstData::Require { cond, reason } => {
+                let c = self.val(cond)?;
+                let bad = self.b.ins().icmp_imm_s(IntCC::Equal, c, 0);
                 self.exit_if(bad, Exit::Decline(reason));
                 None
             }

@@ -133,6 +133,53 @@ impl FunctionBuilder {
         self.ins(InstData::GuardEnv { slot, ty, reason })
     }
 
+    /// Appends `guard_held slot, ty, reason`.
+    pub fn guard_held(&mut self, slot: u32, ty: Type, reason: u32) -> Inst {
+        self.ins(InstData::GuardHeld { slot, ty, reason })
+    }
+
+    /// Appends `guard_input_held slot, env, ty, reason`.
+    pub fn guard_input_held(&mut self, slot: u32, env: u32, ty: Type, reason: u32) -> Inst {
+        self.ins(InstData::GuardInputHeld {
+            slot,
+            env,
+            ty,
+            reason,
+        })
+    }
+
+    /// Appends `take_input.ty slot, env`: input `slot` under the hold rule,
+    /// stored to (or held in) environment slot `env`.
+    pub fn take_input(&mut self, ty: Type, slot: u32, env: u32) -> Value {
+        self.value(InstData::TakeInput { ty, slot, env })
+    }
+
+    /// Appends `input_present slot`.
+    pub fn input_present(&mut self, slot: u32) -> Value {
+        self.value(InstData::InputPresent { slot })
+    }
+
+    /// Appends `env_present slot`.
+    pub fn env_present(&mut self, slot: u32) -> Value {
+        self.value(InstData::EnvPresent { slot })
+    }
+
+    /// Appends `store_env_p.ty slot, present, v`: `v` stored present or, where
+    /// `present` is false, held (the slot NoVal).
+    pub fn store_env_p(&mut self, ty: Type, slot: u32, present: Value, v: Value) -> Inst {
+        self.ins(InstData::StoreEnvP {
+            ty,
+            slot,
+            present,
+            arg: v,
+        })
+    }
+
+    /// Appends `require cond, reason`.
+    pub fn require(&mut self, cond: Value, reason: u32) -> Inst {
+        self.ins(InstData::Require { cond, reason })
+    }
+
     /// Appends `load_input.ty slot`.
     pub fn load_input(&mut self, ty: Type, slot: u32) -> Value {
         self.value(InstData::LoadInput { ty, slot })

@@ -72,6 +72,11 @@ pub struct Frame {
     /// Window words (untyped: each `window` instruction names its window's
     /// shape), as many as the program declares `windows`.
     pub windows: *mut u64,
+    /// Held tags, one per environment slot: while a slot's tag is `ABSENT`
+    /// (NoVal), the tag of the last value it had, whose payload is still in
+    /// its lane (the hold rule's cell). Read by `guard_held` and
+    /// `guard_input_held`, written by `take_input` and `store_env_p`.
+    pub held_tags: *mut u8,
 }
 
 /// Byte offset of [`Frame::inputs`].
@@ -90,6 +95,8 @@ pub const FRAME_STEP: usize = offset_of!(Frame, step);
 pub const FRAME_STATUS: usize = offset_of!(Frame, status);
 /// Byte offset of [`Frame::windows`].
 pub const FRAME_WINDOWS: usize = offset_of!(Frame, windows);
+/// Byte offset of [`Frame::held_tags`].
+pub const FRAME_HELD_TAGS: usize = offset_of!(Frame, held_tags);
 
 // The JIT hard-codes these offsets for a 64-bit target; fail the build if they move.
 #[cfg(target_pointer_width = "64")]
@@ -102,7 +109,8 @@ const _: () = {
     assert!(FRAME_STEP == 40);
     assert!(FRAME_STATUS == 48);
     assert!(FRAME_WINDOWS == 56);
-    assert!(std::mem::size_of::<Frame>() == 64);
+    assert!(FRAME_HELD_TAGS == 64);
+    assert!(std::mem::size_of::<Frame>() == 72);
 };
 
 /// How a run of a program ended.
@@ -204,6 +212,7 @@ pub struct FrameBuffers {
     pub step: u64,
     pub status: u64,
     pub windows: Vec<u64>,
+    pub held_tags: Vec<u8>,
 }
 
 impl FrameBuffers {
@@ -218,6 +227,7 @@ impl FrameBuffers {
             step: 0,
             status: 0,
             windows: vec![0; decl.windows as usize],
+            held_tags: vec![tag::ABSENT; decl.env as usize],
         }
     }
 
@@ -229,6 +239,7 @@ impl FrameBuffers {
             && self.env_tags.len() >= decl.env as usize
             && self.state.len() >= decl.state as usize
             && self.windows.len() >= decl.windows as usize
+            && self.held_tags.len() >= decl.env as usize
     }
 
     /// A raw frame pointing into these buffers, valid while they are not moved or resized.
@@ -242,6 +253,7 @@ impl FrameBuffers {
             step: self.step,
             status: self.status,
             windows: self.windows.as_mut_ptr(),
+            held_tags: self.held_tags.as_mut_ptr(),
         }
     }
 
@@ -378,16 +390,16 @@ pub const BATCH_DONE: usize = offset_of!(BatchFrame, done);
 #[cfg(target_pointer_width = "64")]
 const _: () = {
     assert!(BATCH_FRAME == 0);
-    assert!(BATCH_ROWS == 64);
-    assert!(BATCH_IN_LANES == 72);
-    assert!(BATCH_IN_TAGS == 80);
-    assert!(BATCH_IN_STRIDE == 88);
-    assert!(BATCH_OUT_LANES == 96);
-    assert!(BATCH_OUT_TAGS == 104);
-    assert!(BATCH_OUT_SLOTS == 112);
-    assert!(BATCH_N_OUT == 120);
-    assert!(BATCH_DONE == 128);
-    assert!(std::mem::size_of::<BatchFrame>() == 136);
+    assert!(BATCH_ROWS == 72);
+    assert!(BATCH_IN_LANES == 80);
+    assert!(BATCH_IN_TAGS == 88);
+    assert!(BATCH_IN_STRIDE == 96);
+    assert!(BATCH_OUT_LANES == 104);
+    assert!(BATCH_OUT_TAGS == 112);
+    assert!(BATCH_OUT_SLOTS == 120);
+    assert!(BATCH_N_OUT == 128);
+    assert!(BATCH_DONE == 136);
+    assert!(std::mem::size_of::<BatchFrame>() == 144);
 };
 
 /// Owned, safely sized row-major columns for a batch run (the environment, state and

@@ -348,6 +348,41 @@ pub enum InstData {
         ty: Type,
         reason: u32,
     },
+    /// Declines with `reason` unless environment `slot`'s held value (its
+    /// value, or while it is NoVal the last value it had) is of type `ty`:
+    /// the hold rule can read it.
+    GuardHeld {
+        slot: u32,
+        ty: Type,
+        reason: u32,
+    },
+    /// Declines with `reason` unless input `slot` carries a value of type
+    /// `ty`, or is absent (NoVal) while environment `env`'s held value is of
+    /// type `ty`: the guard of an input the hold rule may read held.
+    GuardInputHeld {
+        slot: u32,
+        env: u32,
+        ty: Type,
+        reason: u32,
+    },
+    /// An input under the hold rule, stored to its environment slot: a
+    /// present input `slot` is stored to `env` (lane and tag) and is the
+    /// result; an absent one marks `env` NoVal holding a `ty` (its lane
+    /// untouched) and the result is that held lane. Either way `env`'s held
+    /// tag becomes `ty`'s (it is read only while the slot is NoVal).
+    TakeInput {
+        ty: Type,
+        slot: u32,
+        env: u32,
+    },
+    /// Whether input `slot` is present (its tag is not `ABSENT`).
+    InputPresent {
+        slot: u32,
+    },
+    /// Whether environment `slot` is present (its tag is not `ABSENT`).
+    EnvPresent {
+        slot: u32,
+    },
     LoadInput {
         ty: Type,
         slot: u32,
@@ -360,6 +395,21 @@ pub enum InstData {
         ty: Type,
         slot: u32,
         arg: Value,
+    },
+    /// Stores `arg` to environment `slot` with the tag of `ty` where
+    /// `present`, else marks the slot NoVal holding a `ty`: its lane takes
+    /// `arg` either way (which, where the slot is NoVal, is the held value
+    /// the hold rule reads) and its held tag becomes `ty`'s.
+    StoreEnvP {
+        ty: Type,
+        slot: u32,
+        present: Value,
+        arg: Value,
+    },
+    /// Declines with `reason` unless `cond` is true.
+    Require {
+        cond: Value,
+        reason: u32,
     },
     LoadState {
         ty: Type,
@@ -459,6 +509,7 @@ impl InstData {
             InstData::Fconst(_) => Type::F64,
             InstData::Bconst(_) => Type::B1,
             InstData::LoadInput { ty, .. }
+            | InstData::TakeInput { ty, .. }
             | InstData::LoadEnv { ty, .. }
             | InstData::LoadState { ty, .. }
             | InstData::RingLoad { ty, .. }
@@ -468,7 +519,9 @@ impl InstData {
             InstData::Unary { op, .. } => op.result_type(),
             InstData::BinaryCk { op, .. } => op.result_type(),
             InstData::UnaryCk { op, .. } => op.result_type(),
-            InstData::Cmp { .. } => Type::B1,
+            InstData::Cmp { .. } | InstData::InputPresent { .. } | InstData::EnvPresent { .. } => {
+                Type::B1
+            }
             _ => return None,
         })
     }
@@ -479,6 +532,10 @@ impl InstData {
             InstData::StoreEnv { ty, arg, .. }
             | InstData::StoreState { ty, arg, .. }
             | InstData::RingStore { ty, arg, .. } => vec![(*arg, *ty)],
+            InstData::StoreEnvP {
+                ty, present, arg, ..
+            } => vec![(*present, Type::B1), (*arg, *ty)],
+            InstData::Require { cond, .. } => vec![(*cond, Type::B1)],
             InstData::Binary { op, args } => zip_types(args, op.operand_types()),
             InstData::BinaryCk { op, args, .. } => zip_types(args, op.operand_types()),
             InstData::Unary { op, arg } => vec![(*arg, op.operand_types()[0])],
@@ -700,7 +757,8 @@ impl Program {
         (self.layout.blocks.iter())
             .flat_map(|&b| self.layout.block_insts(b))
             .filter_map(|&i| match *self.inst(i) {
-                InstData::GuardInput { slot, ty, .. } => Some(InputGuard { slot, ty }),
+                InstData::GuardInput { slot, ty, .. }
+                | InstData::GuardInputHeld { slot, ty, .. } => Some(InputGuard { slot, ty }),
                 _ => None,
             })
             .collect()
@@ -710,11 +768,32 @@ impl Program {
     /// them: a batch whose guarded columns hold the guards' types on every
     /// row. On such inputs it runs exactly as the program does (a passing
     /// guard does nothing); on others it reads lanes as types they are not.
-    /// The guards leave the layout only; the arena keeps them.
+    /// The guards leave the layout only; the arena keeps them. Every input
+    /// being present, `take_input` becomes the `load_input` and `store_env`
+    /// it then is, and `input_present` the constant `true`.
     pub fn without_input_guards(&self) -> Program {
         let mut p = self.clone();
-        for insts in &mut p.layout.insts {
-            insts.retain(|&i| !matches!(self.inst(i), InstData::GuardInput { .. }));
+        for b in 0..p.layout.insts.len() {
+            let old = std::mem::take(&mut p.layout.insts[b]);
+            let mut insts = Vec::with_capacity(old.len());
+            for i in old {
+                match *self.inst(i) {
+                    InstData::GuardInput { .. } | InstData::GuardInputHeld { .. } => {}
+                    InstData::TakeInput { ty, slot, env } => {
+                        p.insts[i.index()] = InstData::LoadInput { ty, slot };
+                        let arg = p.result(i).expect("take_input has a result");
+                        let store = p.make_inst(InstData::StoreEnv { ty, slot: env, arg });
+                        insts.push(i);
+                        insts.push(store);
+                    }
+                    InstData::InputPresent { .. } => {
+                        p.insts[i.index()] = InstData::Bconst(true);
+                        insts.push(i);
+                    }
+                    _ => insts.push(i),
+                }
+            }
+            p.layout.insts[b] = insts;
         }
         p
     }

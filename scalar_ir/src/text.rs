@@ -99,6 +99,23 @@ pub fn print_inst(prog: &Program, inst: Inst) -> String {
             write!(s, "guard_input {slot}, {ty}, {reason}")
         }
         InstData::GuardEnv { slot, ty, reason } => write!(s, "guard_env {slot}, {ty}, {reason}"),
+        InstData::GuardHeld { slot, ty, reason } => write!(s, "guard_held {slot}, {ty}, {reason}"),
+        InstData::GuardInputHeld {
+            slot,
+            env,
+            ty,
+            reason,
+        } => write!(s, "guard_input_held {slot}, {env}, {ty}, {reason}"),
+        InstData::TakeInput { ty, slot, env } => write!(s, "take_input.{ty} {slot}, {env}"),
+        InstData::InputPresent { slot } => write!(s, "input_present {slot}"),
+        InstData::EnvPresent { slot } => write!(s, "env_present {slot}"),
+        InstData::StoreEnvP {
+            ty,
+            slot,
+            present,
+            arg,
+        } => write!(s, "store_env_p.{ty} {slot}, {present}, {arg}"),
+        InstData::Require { cond, reason } => write!(s, "require {cond}, {reason}"),
         InstData::LoadInput { ty, slot } => write!(s, "load_input.{ty} {slot}"),
         InstData::LoadEnv { ty, slot } => write!(s, "load_env.{ty} {slot}"),
         InstData::StoreEnv { ty, slot, arg } => write!(s, "store_env.{ty} {slot}, {arg}"),
@@ -492,6 +509,68 @@ impl Parser {
                 } else {
                     InstData::GuardEnv { slot, ty, reason }
                 }
+            }
+            "guard_held" => {
+                no_suffix(c)?;
+                let slot = c.u32("a slot")?;
+                c.comma()?;
+                let ty = c.ty()?;
+                c.comma()?;
+                let reason = c.u32("a decline reason")?;
+                InstData::GuardHeld { slot, ty, reason }
+            }
+            "guard_input_held" => {
+                no_suffix(c)?;
+                let slot = c.u32("a slot")?;
+                c.comma()?;
+                let env = c.u32("a slot")?;
+                c.comma()?;
+                let ty = c.ty()?;
+                c.comma()?;
+                let reason = c.u32("a decline reason")?;
+                InstData::GuardInputHeld {
+                    slot,
+                    env,
+                    ty,
+                    reason,
+                }
+            }
+            "take_input" => {
+                let ty = typed(c)?;
+                let slot = c.u32("a slot")?;
+                c.comma()?;
+                let env = c.u32("a slot")?;
+                InstData::TakeInput { ty, slot, env }
+            }
+            "input_present" | "env_present" => {
+                no_suffix(c)?;
+                let slot = c.u32("a slot")?;
+                if mnemonic == "input_present" {
+                    InstData::InputPresent { slot }
+                } else {
+                    InstData::EnvPresent { slot }
+                }
+            }
+            "store_env_p" => {
+                let ty = typed(c)?;
+                let slot = c.u32("a slot")?;
+                c.comma()?;
+                let present = self.use_value(c)?;
+                c.comma()?;
+                let arg = self.use_value(c)?;
+                InstData::StoreEnvP {
+                    ty,
+                    slot,
+                    present,
+                    arg,
+                }
+            }
+            "require" => {
+                no_suffix(c)?;
+                let cond = self.use_value(c)?;
+                c.comma()?;
+                let reason = c.u32("a decline reason")?;
+                InstData::Require { cond, reason }
             }
             "load_input" => InstData::LoadInput {
                 ty: typed(c)?,

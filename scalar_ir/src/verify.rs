@@ -29,6 +29,9 @@
 //! 15. **Windows**: a `window` names a count window of at least one value over Int,
 //!     Float or Bool, its operand and result have that window's types, and its words
 //!     `base .. base + words` lie within `windows`.
+//! 16. **Held inputs**: every `take_input` of input `k` into environment slot `e` as
+//!     `ty` follows a `guard_input_held k, e, ty` earlier in its block or in the entry
+//!     block, so a held lane is read only once its tag says it holds a `ty`.
 
 use crate::ir::*;
 use crate::text::print_inst;
@@ -377,11 +380,30 @@ impl Verifier<'_> {
             }
         };
 
-        // 7, 8, 9, 10, 11, 12: per instruction.
+        // 7, 8, 9, 10, 11, 12, 16: per instruction.
         let d = p.decl;
+        let first = blocks.first().copied();
+        let mut entry_guards: Vec<(u32, u32, Type)> = Vec::new();
         for &b in &blocks {
+            let mut guards = if Some(b) == first {
+                Vec::new()
+            } else {
+                entry_guards.clone()
+            };
             for (pos, &inst) in p.layout.block_insts(b).iter().enumerate() {
                 let data = p.inst(inst);
+                match *data {
+                    InstData::GuardInputHeld { slot, env, ty, .. } => guards.push((slot, env, ty)),
+                    InstData::TakeInput { ty, slot, env } if !guards.contains(&(slot, env, ty)) => {
+                        self.report(
+                            Some(b),
+                            Some(inst),
+                            16,
+                            format!("no `guard_input_held {slot}, {env}, {ty}` comes before it"),
+                        );
+                    }
+                    _ => {}
+                }
                 let mut operands: Vec<(Value, Option<Type>)> = data
                     .typed_operands()
                     .into_iter()
@@ -449,12 +471,22 @@ impl Verifier<'_> {
                     })
                 };
                 let range_err = match *data {
-                    InstData::GuardInput { slot, .. } | InstData::LoadInput { slot, .. } => {
+                    InstData::GuardInput { slot, .. }
+                    | InstData::LoadInput { slot, .. }
+                    | InstData::InputPresent { slot } => {
                         bound("input slot", slot, d.inputs, "inputs")
                     }
+                    InstData::GuardInputHeld { slot, env, .. }
+                    | InstData::TakeInput { slot, env, .. } => {
+                        bound("input slot", slot, d.inputs, "inputs")
+                            .or_else(|| bound("env slot", env, d.env, "env"))
+                    }
                     InstData::GuardEnv { slot, .. }
+                    | InstData::GuardHeld { slot, .. }
+                    | InstData::EnvPresent { slot }
                     | InstData::LoadEnv { slot, .. }
-                    | InstData::StoreEnv { slot, .. } => bound("env slot", slot, d.env, "env"),
+                    | InstData::StoreEnv { slot, .. }
+                    | InstData::StoreEnvP { slot, .. } => bound("env slot", slot, d.env, "env"),
                     InstData::LoadState { lane, .. } | InstData::StoreState { lane, .. } => {
                         bound("state lane", lane, d.state, "state")
                     }
@@ -527,6 +559,9 @@ impl Verifier<'_> {
                         ),
                     );
                 }
+            }
+            if Some(b) == first {
+                entry_guards = guards;
             }
         }
     }

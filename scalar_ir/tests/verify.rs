@@ -382,3 +382,43 @@ block1:
     let invariants: Vec<u8> = e.0.iter().map(|e| e.invariant).collect();
     assert_eq!(invariants, vec![4, 13, 12]);
 }
+
+#[test]
+fn inv16_take_input_without_its_guard() {
+    // No guard at all, then a guard of another slot, type or input.
+    for guard in [
+        "",
+        "    guard_input_held 0, 1, i64, 0\n",
+        "    guard_input_held 0, 0, f64, 0\n",
+        "    guard_input_held 1, 0, i64, 0\n",
+    ] {
+        rejects(
+            &format!(
+                "program inputs=2 env=2 state=0 sites=0\nblock0:\n{guard}    v0 = take_input.i64 0, 0\n    return\n"
+            ),
+            "invariant 16: no `guard_input_held 0, 0, i64` comes before it",
+        );
+    }
+    // A guard in the entry block covers a later block; one after the take does not.
+    let ok = parse(
+        "program inputs=1 env=1 state=0 sites=0
+block0:
+    guard_input_held 0, 0, i64, 0
+    jump block1
+block1:
+    v0 = take_input.i64 0, 0
+    return
+",
+    )
+    .expect("parses");
+    assert_eq!(verify(&ok), Ok(()));
+    rejects(
+        "program inputs=1 env=1 state=0 sites=0
+block0:
+    v0 = take_input.i64 0, 0
+    guard_input_held 0, 0, i64, 0
+    return
+",
+        "invariant 16",
+    );
+}

@@ -233,6 +233,7 @@ impl PackLayout {
             lanes_word: self.lanes_at / 8,
             ring_word: self.ring_lanes_at / 8,
             tags_byte: self.tags_at,
+            held_byte: self.held_at,
             ring_len: self.ring_len,
             extra_at: self.extra_at,
             ring_tags_at: self.ring_tags_at,
@@ -326,8 +327,9 @@ pub struct FrameParts {
     pub lanes_word: usize,
     /// The word of the ring table's first lane.
     pub ring_word: usize,
-    /// The byte of the first persistent slot's tag.
+    /// The byte of the first persistent slot's tag, and of its held tag.
     pub tags_byte: usize,
+    pub held_byte: usize,
     /// The ring table's lanes.
     pub ring_len: usize,
     /// The byte of the owner's first byte.

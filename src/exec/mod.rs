@@ -71,6 +71,10 @@ pub enum Decline {
     /// The preflight (or the row guard) found value `reads[read]` of the
     /// program absent, ⊥ or of another type (`seen` is its tag).
     Read { read: u32, seen: u8 },
+    /// Value `reads[read]` is absent and has never had a value of its type,
+    /// so the hold rule has nothing to read (a trace's first rows, before
+    /// every input has come).
+    Unheld { read: u32 },
 }
 
 /// Compiled code of one program: interpreted or native. A clone shares
@@ -1335,6 +1339,9 @@ impl Engine {
             status: 0,
             // SAFETY: as above (the windows' words end the block).
             windows: unsafe { base.add(p.parts.windows_word) },
+            // SAFETY: as above (a byte offset inside the block: the held
+            // tags follow the tags, one per persistent slot).
+            held_tags: unsafe { base.cast::<u8>().add(p.parts.held_byte) },
         };
         // SAFETY: the kernels declare as many inputs as the row lanes hold
         // (one more, the step, for the warm-up form), at most the block's
@@ -1888,6 +1895,7 @@ impl Engine {
                 step: st.step,
                 status: 0,
                 windows: st.windows.as_mut_ptr(),
+                held_tags: st.held_tags.as_mut_ptr(),
             },
             rows: (batch.rows - start) as u64,
             in_lanes: batch.lanes[start * batch.width..].as_ptr(),
@@ -2037,7 +2045,7 @@ impl Engine {
                 Decline::TrapInArm => {
                     "trap inside an if arm (the canonical tier decides)".to_string()
                 }
-                Decline::Read { read, seen } => {
+                Decline::Read { read, .. } | Decline::Unheld { read } => {
                     let lowered = match kernel {
                         KernelId::Whole => {
                             &self.whole.as_ref().expect("a whole-row kernel").rt.lowered
@@ -2045,9 +2053,15 @@ impl Engine {
                         KernelId::Region(r) => &self.regions[r.index()].lowered,
                     };
                     let (slot, ty) = lowered.reads[read as usize];
-                    let state = match seen {
-                        tag::ABSENT => "absent".to_string(),
-                        tag::DEFERRED => "deferred".to_string(),
+                    let state = match why {
+                        Decline::Unheld { .. } => "absent, never had a value".to_string(),
+                        Decline::Read {
+                            seen: tag::ABSENT, ..
+                        } => "absent".to_string(),
+                        Decline::Read {
+                            seen: tag::DEFERRED,
+                            ..
+                        } => "deferred".to_string(),
                         _ => format!("not {ty}"),
                     };
                     format!("`{}` {state}", self.slot_name(slot))
@@ -2174,6 +2188,7 @@ fn assert_frame_fits(st: &NodeState, decl: &scalar_ir::Decl) {
     assert!(
         st.lanes.len() >= decl.env as usize
             && st.tags.len() >= decl.env as usize
+            && st.held_tags.len() >= decl.env as usize
             && st.ring_lanes.len() >= decl.state as usize
             && st.windows.len() >= decl.windows as usize,
         "engine bug: a program declares more state than the run state holds"
@@ -2254,6 +2269,7 @@ fn frame_on(
         step: st.ring_step(),
         status: 0,
         windows: st.windows.as_mut_ptr(),
+        held_tags: st.held_tags.as_mut_ptr(),
     }
 }
 
@@ -2285,6 +2301,7 @@ fn promote_and_run(
             code.run_slices(
                 &mut st.lanes,
                 &mut st.tags,
+                &mut st.held_tags,
                 &mut st.ring_lanes,
                 &mut st.windows,
                 at,
@@ -2317,21 +2334,28 @@ fn kernel_exit(
     match exit {
         Exit::Return => Ok(true),
         Exit::Decline(k) => {
-            let slot = rt.lowered.reads[k as usize].0;
-            let seen = if id == KernelId::Whole {
-                // The whole-row kernel reads `slot` from its input lanes.
-                let input = plan
-                    .spec
-                    .inputs
-                    .iter()
-                    .position(|&s| Slot::from(s) == slot)
-                    .expect("the whole-row kernel guards inputs");
-                // SAFETY: `input_tags` covers every input.
-                unsafe { *input_tags.add(input) }
-            } else {
-                st.tags[slot.index()]
+            let (slot, ty) = rt.lowered.reads[k as usize];
+            // The whole-row kernel reads its inputs from its input lanes.
+            let input = match id {
+                KernelId::Whole => plan.spec.inputs.iter().position(|&s| Slot::from(s) == slot),
+                KernelId::Region(_) => None,
             };
-            let why = Decline::Read { read: k, seen };
+            let seen = match input {
+                // SAFETY: `input_tags` covers every input.
+                Some(i) => unsafe { *input_tags.add(i) },
+                None => st.tags[slot.index()],
+            };
+            // An absent value declines only when the hold rule has nothing
+            // to read: it never had a value of its type.
+            let held = match st.tags[slot.index()] {
+                tag::ABSENT => st.held_tags[slot.index()],
+                t => t,
+            };
+            let why = if seen == tag::ABSENT && held != scalar_ir::frame::tag_of(ty) {
+                Decline::Unheld { read: k }
+            } else {
+                Decline::Read { read: k, seen }
+            };
             *stats.declines.entry((id, why)).or_default() += 1;
             demote(rt, promoted, stats);
             Ok(false)

@@ -55,6 +55,7 @@ pub struct LoweredRegion {
 /// Lowers one region of `plan`.
 pub fn lower_region(plan: &Plan, body: &RegionBody) -> LoweredRegion {
     let mut cx = Lowering::new(plan, 0);
+    cx.region = true;
     match body {
         RegionBody::Streams(members) => {
             cx.preflight_streams(members);
@@ -72,10 +73,17 @@ pub fn lower_region(plan: &Plan, body: &RegionBody) -> LoweredRegion {
                         cx.b.store_env(ty, slot.0, cx.values[&id]);
                     }
                 }
+                // A member's nodes hold their operands, so they are values;
+                // a member that is a bare reference is NoVal where what it
+                // names is.
                 let v = cx.operand(&graph.root);
+                let present = cx.presence(&graph.root);
                 let ty = scalar_type(plan.spec.stream(s).sig).expect("eligible streams are scalar");
-                cx.b.store_env(ty, s.0, v);
+                cx.store(ty, s.0, present, v);
                 cx.streams.insert(s, v);
+                if let Some(p) = present {
+                    cx.stream_present.insert(s, p);
+                }
             }
         }
         RegionBody::Islands { nodes, exports, .. } => {
@@ -379,14 +387,25 @@ pub fn lower_whole_in(
     };
     let inputs = plan.spec.inputs.len() as u32;
     let mut cx = Lowering::with_env(plan, inputs + u32::from(warm), env_len);
-    // The row guard comes first, before anything is loaded or stored.
+    cx.place = index;
+    // The row guard comes first, before anything is loaded or stored: each
+    // input is present with its type, or absent with a held value of its
+    // type (the hold rule then reads that), and each hold cell the program
+    // reads back or keeps has had a value (see `hold_cells`).
     for (k, &s) in plan.spec.inputs.iter().enumerate() {
         if !kept(s) {
             continue;
         }
         let ty = scalar_type(plan.spec.stream(s).sig).expect("checked by whole_row_split");
-        cx.b.guard_input(k as u32, ty, cx.reads.len() as u32);
+        let at = place(s.into()).expect("streams are persistent");
+        cx.b.guard_input_held(k as u32, at, ty, cx.reads.len() as u32);
         cx.reads.push((s.into(), ty));
+        cx.inputs.insert(s, k as u32);
+    }
+    for (slot, ty) in hold_cells(plan, split, warm) {
+        let at = place(slot).expect("hold cells are persistent (`may_be_noval`)");
+        cx.b.guard_held(at, ty, cx.reads.len() as u32);
+        cx.reads.push((slot, ty));
     }
     if warm {
         cx.step = Some(cx.b.load_input(Type::I64, inputs));
@@ -396,9 +415,8 @@ pub fn lower_whole_in(
             continue;
         }
         let ty = scalar_type(plan.spec.stream(s).sig).expect("checked by whole_row_split");
-        let v = cx.b.load_input(ty, k as u32);
         let at = place(s.into()).expect("streams are persistent");
-        cx.b.store_env(ty, at, v);
+        let v = cx.b.take_input(ty, k as u32, at);
         cx.streams.insert(s, v);
     }
     let kernel_nodes = || {
@@ -425,13 +443,18 @@ pub fn lower_whole_in(
                 && let Some(at) = place(slot)
             {
                 let ty = scalar_type(plan.node(id).sig).expect("checked by whole_row_split");
-                cx.b.store_env(ty, at, cx.values[&id]);
+                let present = cx.node_present.get(&id).copied();
+                cx.store(ty, at, present, cx.values[&id]);
             }
         }
         let v = cx.operand(&graph.root);
+        let present = cx.presence(&graph.root);
         let ty = scalar_type(plan.spec.stream(s).sig).expect("checked by whole_row_split");
-        cx.b.store_env(ty, place(s.into()).expect("streams are persistent"), v);
+        cx.store(ty, place(s.into()).expect("streams are persistent"), present, v);
         cx.streams.insert(s, v);
+        if let Some(p) = present {
+            cx.stream_present.insert(s, p);
+        }
     }
     // The tick barrier: every ring takes its operand's value of this row.
     // The value is reloaded from the operand's slot, where it was stored
@@ -461,6 +484,68 @@ pub fn lower_whole_in(
     cx.finish()
 }
 
+/// Whether a kernel value may be NoVal on a row the whole-row program
+/// runs (its guards passed): an input, and what passes an operand's NoVal
+/// on — a bare reference, `init` (raw `e`), `latch` (raw `t`), and in the
+/// warm-up form a `default` whose fallback may be NoVal. Every other node
+/// holds its operands, which the guards make values, so it is a value.
+fn noval_operand(plan: &Plan, op: &Operand, warm: bool) -> bool {
+    match op {
+        Operand::Const(_) => false,
+        Operand::Stream(s) => match plan.graph(*s) {
+            None => true,
+            Some(g) => noval_operand(plan, &g.root, warm),
+        },
+        Operand::Node(n) => noval_node(plan, *n, warm),
+    }
+}
+
+fn noval_node(plan: &Plan, id: NodeId, warm: bool) -> bool {
+    let node = plan.node(id);
+    match node.op {
+        NodeOp::Call(Builtin::Init) => noval_operand(plan, &node.args[0], warm),
+        NodeOp::Call(Builtin::Latch) => noval_operand(plan, &node.args[1], warm),
+        NodeOp::Call(Builtin::Default) if warm => {
+            matches!(&node.args[0], Operand::Node(m) if matches!(plan.node(*m).op, NodeOp::Offset(_)))
+                && noval_operand(plan, &node.args[1], warm)
+        }
+        _ => false,
+    }
+}
+
+/// The hold cells of `split`'s kernel whose held value the whole-row
+/// program reads back or passes on where they are NoVal (a `latch`'s, a
+/// stream that is a bare reference, an `init`'s): the row guard requires
+/// each to have had a value of its type, which it has whenever the hold
+/// rule makes the program's result a value (a run repaired onto a new
+/// stream may hold none yet; such a row runs canonically).
+fn hold_cells(plan: &Plan, split: &WholeSplit, warm: bool) -> Vec<(Slot, Type)> {
+    let mut cells = Vec::new();
+    for &s in plan.schedule.iter().filter(|s| split.in_kernel[s.0 as usize]) {
+        let graph = plan.graph(s).expect("scheduled streams are defined");
+        for id in graph.node_ids() {
+            let node = plan.node(id);
+            let cell = matches!(node.op, NodeOp::Call(Builtin::Latch | Builtin::Init))
+                && noval_node(plan, id, warm);
+            if cell && plan.node_slot(id) != Slot::from(s) {
+                let ty = scalar_type(node.sig).expect("checked by whole_row_split");
+                cells.push((plan.node_slot(id), ty));
+            }
+        }
+        if noval_operand(plan, &graph.root, warm) && !is_warm_default(plan, &graph.root, warm) {
+            let ty = scalar_type(plan.spec.stream(s).sig).expect("checked by whole_row_split");
+            cells.push((s.into(), ty));
+        }
+    }
+    cells
+}
+
+/// Whether `op` is, in the warm-up form, a `default` over an offset: its
+/// held value is its fallback's until the offset fills, and a value after.
+fn is_warm_default(plan: &Plan, op: &Operand, warm: bool) -> bool {
+    warm && matches!(op, Operand::Node(n) if plan.node(*n).op == NodeOp::Call(Builtin::Default))
+}
+
 struct Lowering<'a> {
     plan: &'a Plan,
     b: FunctionBuilder,
@@ -478,6 +563,20 @@ struct Lowering<'a> {
     /// In a whole-row program's warm-up form, the step (see
     /// `warm_up_eligible`).
     step: Option<Value>,
+    /// A whole-row program's inputs, by position: their presence is
+    /// `input_present` of it.
+    inputs: HashMap<StreamId, u32>,
+    /// Presence (`b1`) of every value computed so far that may be NoVal
+    /// this row; a value not here is present. Payloads (`values`,
+    /// `streams`) are always the held value, which the hold rule reads.
+    node_present: HashMap<NodeId, Value>,
+    stream_present: HashMap<StreamId, Value>,
+    /// Where a whole-row program over a packed run keeps each arena slot
+    /// (`WholeEnv::Packed`); `None`: the arena itself.
+    place: Option<&'a [Option<u32>]>,
+    /// A region's program: what it reads from outside is present as its
+    /// slot's tag says (`env_present`).
+    region: bool,
 }
 
 impl<'a> Lowering<'a> {
@@ -510,7 +609,61 @@ impl<'a> Lowering<'a> {
             sites: Vec::new(),
             state_len: 0,
             step: None,
+            inputs: HashMap::new(),
+            node_present: HashMap::new(),
+            stream_present: HashMap::new(),
+            place: None,
+            region: false,
         }
+    }
+
+    /// The environment slot of arena slot `slot` (see `WholeEnv`).
+    fn place_of(&self, slot: Slot) -> Option<u32> {
+        match self.place {
+            None => Some(slot.0),
+            Some(index) => index[slot.index()],
+        }
+    }
+
+    /// The presence of an operand this row: `None` where it is surely
+    /// present. An input's is read from its tag when first asked for.
+    fn presence(&mut self, op: &Operand) -> Option<Value> {
+        match op {
+            Operand::Const(_) => None,
+            Operand::Node(n) => {
+                if let Some(p) = self.node_present.get(n) {
+                    return Some(*p);
+                }
+                if !self.region || self.values.contains_key(n) {
+                    return None;
+                }
+                let p = self.b.env_present(self.plan.node_slot(*n).0);
+                self.node_present.insert(*n, p);
+                Some(p)
+            }
+            Operand::Stream(s) => {
+                if let Some(p) = self.stream_present.get(s) {
+                    return Some(*p);
+                }
+                let p = match self.inputs.get(s) {
+                    Some(&k) => self.b.input_present(k),
+                    None if self.region && !self.streams.contains_key(s) => {
+                        self.b.env_present(s.0)
+                    }
+                    None => return None,
+                };
+                self.stream_present.insert(*s, p);
+                Some(p)
+            }
+        }
+    }
+
+    /// Stores `v` to environment slot `at`: present, or as `present` says.
+    fn store(&mut self, ty: Type, at: u32, present: Option<Value>, v: Value) {
+        match present {
+            None => self.b.store_env(ty, at, v),
+            Some(p) => self.b.store_env_p(ty, at, p, v),
+        };
     }
 
     /// Records that the program touches the ring at `base` with `n` lanes.
@@ -543,7 +696,9 @@ impl<'a> Lowering<'a> {
         let ty = scalar_type(sig).expect("fused operands are scalar");
         let reason = self.reads.len() as u32;
         self.reads.push((slot, ty));
-        self.b.guard_env(slot.0, ty, reason);
+        // The hold rule reads an operand's last value where it is NoVal:
+        // its lane, once the slot has had a value of its type.
+        self.b.guard_held(slot.0, ty, reason);
         let v = self.b.load_env(ty, slot.0);
         self.external.insert(slot, v);
     }
@@ -730,6 +885,20 @@ impl<'a> Lowering<'a> {
                     .shape
                     .count_window()
                     .expect("fused windows are count windows (`is_island_node`)");
+                // A window takes only present values; one whose operand is
+                // NoVal this row declines it (the canonical tier reads the
+                // window without entering a value).
+                let operand = node.args[0].clone();
+                if let Some(p) = self.presence(&operand) {
+                    let slot = match operand {
+                        Operand::Stream(s) => Slot::from(s),
+                        Operand::Node(m) => plan.node_slot(m),
+                        Operand::Const(_) => unreachable!("a constant is present"),
+                    };
+                    let ty = scalar_type(operand_sig(plan, &operand)).expect("island nodes are scalar");
+                    self.b.require(p, self.reads.len() as u32);
+                    self.reads.push((slot, ty));
+                }
                 let site = self.site(id, "window sum");
                 let base = u32::try_from(window.base).expect("window words fit u32 lanes");
                 self.b.window(base, shape, args[0], site)
@@ -764,6 +933,12 @@ impl<'a> Lowering<'a> {
                         let fallback = self.operand(&d);
                         let n = self.b.iconst(i64::from(n));
                         let filled = self.b.cmp(CmpKind::Icmp, Cond::Ge, step, n);
+                        // Before the offset fills, the default is its
+                        // fallback as it is: NoVal where that is.
+                        if let Some(p) = self.presence(&d) {
+                            let p = self.b.binary(IBin::Bor, filled, p);
+                            self.node_present.insert(id, p);
+                        }
                         self.b.select(ty, filled, args[0], fallback)
                     }
                     _ => args[0],
@@ -805,8 +980,35 @@ impl<'a> Lowering<'a> {
                 // run only when every value is present and defined: then
                 // `when` has fired, `init` and `latch` pass their first
                 // operand, `update` its second (the engine sets the flags).
+                //
+                // With absent inputs: `init` is raw `e`, NoVal where `e` is
+                // (its held value is `e`'s, since it has passed `e` on
+                // ever since `e` first came); `latch` is NoVal where raw `t`
+                // is, keeping its own last value (its lane), else held `e`.
                 Builtin::When => self.b.bconst(true),
-                Builtin::Init | Builtin::Latch | Builtin::Update => args[0],
+                Builtin::Init => {
+                    let e = node.args[0].clone();
+                    if let Some(p) = self.presence(&e) {
+                        self.node_present.insert(id, p);
+                    }
+                    args[0]
+                }
+                Builtin::Latch => {
+                    let t = node.args[1].clone();
+                    match self.presence(&t) {
+                        None => args[0],
+                        Some(p) => {
+                            let ty = scalar_type(node.sig).expect("island nodes are scalar");
+                            let at = self
+                                .place_of(plan.node_slot(id))
+                                .expect("a latch is a hold cell, kept (`may_be_noval`)");
+                            let held = self.b.load_env(ty, at);
+                            self.node_present.insert(id, p);
+                            self.b.select(ty, p, args[0], held)
+                        }
+                    }
+                }
+                Builtin::Update => args[0],
             },
         };
         self.values.insert(id, v);

@@ -46,7 +46,7 @@ fn explain_names_tiers_and_prints_region_ir() {
           rings (promoted once defined): lanes 0..1 i64
         program inputs=0 env=34 state=1 sites=1
         block0:
-            guard_env 19, i64, 0
+            guard_held 19, i64, 0
             v0 = load_env.i64 19
             v1 = ring_load.i64 0, 1
             v2 = iadd_ck v1, v0, site0
@@ -96,9 +96,8 @@ fn whole_row_barrier_reloads_ring_operands() {
         whole-row program:
         program inputs=1 env=10 state=3 sites=2
         block0:
-            guard_input 0, i64, 0
-            v0 = load_input.i64 0
-            store_env.i64 0, v0
+            guard_input_held 0, 0, i64, 0
+            v0 = take_input.i64 0, 0
             v1 = ring_load.i64 0, 1
             store_env.i64 3, v1
             store_env.i64 4, v1
@@ -221,16 +220,18 @@ fn explain_prints_window_bounds_and_fused_windows() {
         whole-row program:
         program inputs=2 env=8 state=0 sites=2 windows=334
         block0:
-            guard_input 0, i64, 0
-            guard_input 1, f64, 1
-            v0 = load_input.i64 0
-            store_env.i64 0, v0
-            v1 = load_input.f64 1
-            store_env.f64 1, v1
-            v2 = window.i64 0, 0x100000064, v0, site0
-            store_env.i64 2, v2
-            v3 = window.f64 104, 0x1040000000a, v1, site1
-            store_env.f64 3, v3
+            guard_input_held 0, 0, i64, 0
+            guard_input_held 1, 1, f64, 1
+            v0 = take_input.i64 0, 0
+            v1 = take_input.f64 1, 1
+            v2 = input_present 0
+            require v2, 2
+            v3 = window.i64 0, 0x100000064, v0, site0
+            store_env.i64 2, v3
+            v4 = input_present 1
+            require v4, 3
+            v5 = window.f64 104, 0x1040000000a, v1, site1
+            store_env.f64 3, v5
             return
     "#]]
     .assert_eq(&format!("{}\n{}", &text[at..end], &text[program..program_end]));

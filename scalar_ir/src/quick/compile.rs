@@ -297,6 +297,37 @@ impl Emitter<'_> {
                             code.guard_env(slot, Tag(tag_of(ty)), reason);
                         }
                     },
+                    &InstData::GuardHeld { slot, ty, reason } => {
+                        code.guard_held(slot, Tag(tag_of(ty)), reason);
+                    }
+                    &InstData::GuardInputHeld {
+                        slot,
+                        env,
+                        ty,
+                        reason,
+                    } => {
+                        code.guard_input_held(slot, env, Tag(tag_of(ty)), reason);
+                    }
+                    &InstData::TakeInput { ty, slot, env } => {
+                        code.take_input(dst, slot, env, Tag(tag_of(ty)));
+                    }
+                    &InstData::InputPresent { slot } => {
+                        code.input_present(dst, slot);
+                    }
+                    &InstData::EnvPresent { slot } => {
+                        code.env_present(dst, slot);
+                    }
+                    &InstData::StoreEnvP {
+                        ty,
+                        slot,
+                        present,
+                        arg,
+                    } => {
+                        code.store_env_p(slot, reg(present), reg(arg), Tag(tag_of(ty)));
+                    }
+                    &InstData::Require { cond, reason } => {
+                        code.require(reg(cond), reason);
+                    }
                     &InstData::LoadInput { slot, .. } => {
                         code.load_input(dst, slot);
                     }

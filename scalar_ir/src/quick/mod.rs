@@ -32,6 +32,7 @@ pub(crate) struct FrameRef<'a> {
     pub env_tags: &'a mut [u8],
     pub state: &'a mut [u64],
     pub windows: &'a mut [u64],
+    pub held_tags: &'a mut [u8],
     pub step: u64,
 }
 
@@ -108,6 +109,7 @@ impl QuickCode {
             env_tags: &mut fb.env_tags,
             state: &mut fb.state,
             windows: &mut fb.windows,
+            held_tags: &mut fb.held_tags,
             step: fb.step,
         };
         let exit = ops::execute(&self.code.ops, &mut self.regs, &mut fr);
@@ -122,10 +124,12 @@ impl QuickCode {
     /// # Panics
     /// Panics if the program declares inputs or the slices are shorter than
     /// its declarations.
+    #[allow(clippy::too_many_arguments)]
     pub fn run_slices(
         &mut self,
         env: &mut [u64],
         env_tags: &mut [u8],
+        held_tags: &mut [u8],
         state: &mut [u64],
         windows: &mut [u64],
         step: u64,
@@ -135,6 +139,7 @@ impl QuickCode {
             d.inputs == 0
                 && env.len() >= d.env as usize
                 && env_tags.len() >= d.env as usize
+                && held_tags.len() >= d.env as usize
                 && state.len() >= d.state as usize
                 && windows.len() >= d.windows as usize,
             "slices are smaller than the program declares"
@@ -146,6 +151,7 @@ impl QuickCode {
             env_tags,
             state,
             windows,
+            held_tags,
             step,
         };
         ops::execute(&self.code.ops, &mut self.regs, &mut fr)
@@ -168,6 +174,7 @@ impl QuickCode {
                 env_tags: slice_mut(frame.env_tags, d.env),
                 state: slice_mut(frame.state, d.state),
                 windows: slice_mut(frame.windows, d.windows),
+                held_tags: slice_mut(frame.held_tags, d.env),
                 step: frame.step,
             };
             ops::execute(&self.code.ops, &mut self.regs, &mut fr)
@@ -200,6 +207,7 @@ impl QuickCode {
                 env_tags: &mut fb.env_tags,
                 state: &mut fb.state,
                 windows: &mut fb.windows,
+                held_tags: &mut fb.held_tags,
                 step: fb.step,
             };
             let exit = ops::execute(&self.code.ops, &mut self.regs, &mut fr);

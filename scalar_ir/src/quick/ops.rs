@@ -148,6 +148,18 @@ fn put(fr: &mut FrameRef<'_>, slot: u32, v: u64, tag: Tag) {
     st(fr.env_tags, slot as usize, tag.0);
 }
 
+const ABSENT: u8 = crate::frame::tag::ABSENT;
+
+/// The tag of environment `slot` under the hold rule: its tag, or while it
+/// is NoVal the tag of its last value.
+#[inline(always)]
+fn held_tag(fr: &FrameRef<'_>, slot: u32) -> u8 {
+    match ld(fr.env_tags, slot as usize) {
+        ABSENT => ld(fr.held_tags, slot as usize),
+        t => t,
+    }
+}
+
 #[inline(always)]
 fn f(x: u64) -> f64 {
     f64::from_bits(x)
@@ -350,6 +362,32 @@ define_ops! {
     // Frame access. Lanes are untyped u64, so loads need no type specialisation.
     guard_input GuardInput(slot: u32, tag: Tag, reason: u32) => { if ld(fr.input_tags, slot as usize) != tag.0 { return Exit::Decline(reason); } }
     guard_env GuardEnv(slot: u32, tag: Tag, reason: u32) => { if ld(fr.env_tags, slot as usize) != tag.0 { return Exit::Decline(reason); } }
+    // Presence (the hold rule): a NoVal slot keeps its last value's tag in
+    // `held_tags` and its payload in its lane.
+    guard_held GuardHeld(slot: u32, tag: Tag, reason: u32) => { if held_tag(fr, slot) != tag.0 { return Exit::Decline(reason); } }
+    guard_input_held GuardInputHeld(slot: u32, env: u32, tag: Tag, reason: u32) => {
+        let t = ld(fr.input_tags, slot as usize);
+        if t != tag.0 && (t != ABSENT || held_tag(fr, env) != tag.0) { return Exit::Decline(reason); }
+    }
+    take_input TakeInput(dst: Reg, slot: u32, env: u32, tag: Tag) => {
+        if ld(fr.input_tags, slot as usize) != ABSENT {
+            let v = ld(fr.inputs, slot as usize);
+            r[dst] = v;
+            put(fr, env, v, tag);
+        } else {
+            r[dst] = ld(fr.env, env as usize);
+            st(fr.env_tags, env as usize, ABSENT);
+        }
+        st(fr.held_tags, env as usize, tag.0);
+    }
+    input_present InputPresent(dst: Reg, slot: u32) => { r[dst] = bit(ld(fr.input_tags, slot as usize) != ABSENT); }
+    env_present EnvPresent(dst: Reg, slot: u32) => { r[dst] = bit(ld(fr.env_tags, slot as usize) != ABSENT); }
+    store_env_p StoreEnvP(slot: u32, present: Reg, src: Reg, tag: Tag) => {
+        st(fr.env, slot as usize, r[src]);
+        st(fr.env_tags, slot as usize, if r[present] != 0 { tag.0 } else { ABSENT });
+        st(fr.held_tags, slot as usize, tag.0);
+    }
+    require Require(c: Reg, reason: u32) => { if r[c] == 0 { return Exit::Decline(reason); } }
     load_input LoadInput(dst: Reg, slot: u32) => { r[dst] = ld(fr.inputs, slot as usize); }
     load_input_guarded LoadInputGuarded(dst: Reg, slot: u32, tag: Tag, reason: u32) => { if ld(fr.input_tags, slot as usize) != tag.0 { return Exit::Decline(reason); } r[dst] = ld(fr.inputs, slot as usize); }
     load_env LoadEnv(dst: Reg, slot: u32) => { r[dst] = ld(fr.env, slot as usize); }
