@@ -25,7 +25,7 @@ use crate::lang::ast::{GapPolicy, ResetPolicy};
 use crate::monitor::Spec;
 use crate::notice::Notice;
 use crate::pipeline::drive::Counts;
-use crate::pipeline::merged::{Events, MergedRun};
+use crate::pipeline::merged::{Events, MergedRun, SourceRows};
 use crate::pipeline::{self, Feed, FeedOptions};
 use crate::time::{Time, TimeForm, TimeUnit};
 use crate::trace::{self, OutputFormat, ReaderOptions, RowReader, TraceFormat};
@@ -87,11 +87,6 @@ pub(super) fn replay(r: &ReplayArgs) -> Exit {
     args.max_ticks = h.max_ticks;
     args.on_reset = Some(h.on_reset.clone());
     if h.wall_clock {
-        if r.check {
-            return fail(
-                "vigil replay --check: the log's run took its time from the wall clock (--clock wall), and its traces read again cannot give the same arrival times; replay it without --check (its stamps and ticks are in the log)",
-            );
-        }
         // Its times are written as the recorded run wrote them.
         args.clock = "wall".into();
     }
@@ -427,7 +422,11 @@ pub(super) fn run(
             // A replay's ticks are its log's (a checked one's come from its
             // sources, to be compared with the log's); a keyed run's are its
             // keys'.
-            periods: if replay.as_ref().is_none_or(|(_, check)| *check)
+            // A wall-clock log checked reads its sources for their rows
+            // only: its ticks are the log's.
+            periods: if replay
+                .as_ref()
+                .is_none_or(|(log, check)| *check && !log.header().wall_clock)
                 && (!keyed || args.clock == "wall")
             {
                 periods.clone()
@@ -543,16 +542,23 @@ pub(super) fn run(
         }
     }
     // A log is replayed (`replay`), or checked against the traces' merge.
-    let (replay, check) = match replay {
-        Some((log, false)) => (Some(log), None),
-        Some((log, true)) => (None, Some(log)),
-        None => (None, None),
+    // A wall-clock run's log is replayed with each source's rows checked
+    // (reading the traces again cannot give the times they arrived at).
+    let (replay, check, rows_of_sources) = match replay {
+        Some((log, false)) => (Some(log), None, None),
+        Some((log, true)) if log.header().wall_clock => {
+            let sources = log.header().sources.len();
+            (Some(log), None, Some(SourceRows::new(sources)))
+        }
+        Some((log, true)) => (None, Some(log), None),
+        None => (None, None, None),
     };
     let mut feed = Events {
         record: record.filter(|_| replay.is_none() && check.is_none()),
         live: feed,
         check,
         replay,
+        rows_of_sources,
     };
     let mut run = MergedRun {
         columns: &view,

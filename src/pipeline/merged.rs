@@ -28,6 +28,60 @@ pub struct Events {
     pub check: Option<LogReader>,
     /// The log whose events are evaluated instead of the feed's (`replay`).
     pub replay: Option<LogReader>,
+    /// With `replay`: each source's rows, read from the feed, that the log's
+    /// rows of that source must equal (`--check` of a log whose times were
+    /// the wall clock's, which reading the traces again cannot give: the
+    /// log's times and ticks are taken, its rows checked).
+    pub rows_of_sources: Option<SourceRows>,
+}
+
+/// Each source's rows as a feed reads them, taken one by one in the order
+/// of a log's rows of that source ([`Events::rows_of_sources`]).
+pub struct SourceRows {
+    waiting: Vec<std::collections::VecDeque<Vec<Option<crate::value::Value>>>>,
+}
+
+impl SourceRows {
+    /// For a feed of `sources` sources.
+    pub fn new(sources: usize) -> SourceRows {
+        SourceRows {
+            waiting: vec![std::collections::VecDeque::new(); sources],
+        }
+    }
+
+    /// Source `s`'s next row, read from `feed` as far as needed (`None`
+    /// once it has no more).
+    fn next_of(
+        &mut self,
+        feed: &mut Feed,
+        s: usize,
+    ) -> Result<Option<Vec<Option<crate::value::Value>>>, String> {
+        while self.waiting.get(s).is_some_and(|w| w.is_empty()) {
+            match feed.next() {
+                Ok(Some(super::Event::Rows(step))) => {
+                    for (c, cells) in step.rows {
+                        if let Some(w) = self.waiting.get_mut(c.stamp.source as usize) {
+                            w.push_back(cells);
+                        }
+                    }
+                }
+                Ok(Some(_)) => {}
+                Ok(None) => return Ok(None),
+                Err(stop) => return Err(stop.message),
+            }
+        }
+        Ok(self.waiting.get_mut(s).and_then(|w| w.pop_front()))
+    }
+
+    /// Whether any source has a row the log did not take.
+    fn any_left(&mut self, feed: &mut Feed) -> Result<bool, String> {
+        for s in 0..self.waiting.len() {
+            if self.next_of(feed, s)?.is_some() {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
 }
 
 /// A replay log being written: its header waits for the first step, which
@@ -379,6 +433,49 @@ impl MergedRun<'_> {
         }))
     }
 
+    /// How the sources' rows differ from a log's next `event` (its rows, or
+    /// its end: then no source may have a row left); `None` if they agree.
+    fn unlike_sources(
+        &self,
+        rows: &mut SourceRows,
+        live: &mut Feed,
+        event: &Result<Option<Event>, String>,
+    ) -> Option<String> {
+        let name = |s: usize| self.names.get(s).map_or("?", String::as_str).to_string();
+        match event {
+            Ok(Some(Event::Rows(step))) => {
+                for (c, want) in &step.rows {
+                    let s = c.stamp.source as usize;
+                    match rows.next_of(live, s) {
+                        Err(m) => return Some(m),
+                        Ok(None) => {
+                            return Some(format!(
+                                "the trace `{}` ended; the log has more of its rows",
+                                name(s)
+                            ));
+                        }
+                        // `Value`'s equality is bitwise (floats by their bits).
+                        Ok(Some(got)) if &got != want => {
+                            return Some(format!(
+                                "row {} of `{}` is not the log's",
+                                c.stamp.seq + 1,
+                                name(s)
+                            ));
+                        }
+                        Ok(Some(_)) => {}
+                    }
+                }
+                None
+            }
+            Ok(None | Some(Event::Stop(..))) => match rows.any_left(live) {
+                Err(m) => Some(m),
+                Ok(true) => Some("the log ended; the traces have more rows".into()),
+                Ok(false) => None,
+            },
+            _ => None,
+        }
+    }
+
     /// The next step of the feed; `Err` ends the run (after the outputs so
     /// far) with that status.
     fn next(
@@ -387,9 +484,26 @@ impl MergedRun<'_> {
         writer: &mut dyn OutputWriter,
     ) -> io::Result<Result<Option<Event>, End>> {
         let exempt = self.time_cell;
-        if let Some(log) = &mut feed.replay {
+        let Events {
+            live,
+            replay,
+            rows_of_sources,
+            ..
+        } = feed;
+        if let Some(log) = replay {
             loop {
-                return match log.next_event(exempt, self.periods) {
+                let event = log.next_event(exempt, self.periods);
+                if let Some(rows) = rows_of_sources
+                    && let Some(why) = self.unlike_sources(rows, live, &event)
+                {
+                    let m = format!(
+                        "{}: the traces diverge from the log at step {}: {why}",
+                        log.at(),
+                        self.counts.steps
+                    );
+                    return stop(writer, End::Stopped(m, Ended::Trace)).map(Err);
+                }
+                return match event {
                     Ok(Some(Event::Stop(message, status))) => stop(
                         writer,
                         End::Stopped(message.to_string(), Ended::of_status(status)),
