@@ -450,6 +450,11 @@ pub struct Ast {
     /// first token to its last (a definition's name to its expression's
     /// end). Source edits (`lang::edit`) replace declarations by it.
     pub decl_spans: Vec<Span>,
+    /// Indexed as `decls`: whether the parser wrote the declaration for
+    /// another one (a trigger's alerting streams and its message's
+    /// expressions), so that it is not in the source text on its own: it
+    /// comes and goes with the trigger that wrote it (`lang::edit`).
+    pub generated: Vec<bool>,
     /// Every name token in source order (name, span): used for the output
     /// order, which is the order of first mention in the spec text.
     pub mentions: Vec<(String, Span)>,

@@ -90,7 +90,10 @@ pub fn define(source: &str, text: &str) -> Result<(String, Vec<String>), EditErr
     let mut edits: Vec<(Span, String)> = Vec::new();
     let mut appended: Vec<String> = Vec::new();
     let mut names: Vec<String> = Vec::new();
-    for (decl, span) in new.decls.iter().zip(&new.decl_spans) {
+    let written = (new.decls.iter().zip(&new.decl_spans).zip(&new.generated))
+        .filter(|(_, generated)| !**generated)
+        .map(|(d, _)| d);
+    for (decl, span) in written {
         let (name, piece, replaces) = match decl {
             Decl::Stream { name, .. } | Decl::Trigger { name, .. } => {
                 (name, slice(text, *span).to_string(), find_decl(&old, name))
@@ -144,8 +147,22 @@ pub fn drop(spec: &CheckedSpec, name: &str) -> Result<String, EditError> {
         return Err(EditError::NoSuchStream(name.to_string()));
     };
     let ast = &spec.ast;
+    // A stream a trigger's clauses or message wrote is not in the text on
+    // its own: it goes with its trigger, and is not dropped alone.
+    let generated = |n: &str| {
+        (ast.decls.iter().zip(&ast.generated))
+            .any(|(d, g)| *g && matches!(d, Decl::Stream { name, .. } | Decl::Trigger { name, .. } if name == n))
+    };
+    if generated(name) {
+        let owner = name.split('#').next().unwrap_or(name).to_string();
+        return Err(EditError::ReadBy {
+            stream: name.to_string(),
+            readers: vec![owner],
+        });
+    }
+    let mine = |n: &str| n.strip_prefix(name).is_some_and(|rest| rest.starts_with('#'));
     let mut readers: Vec<String> = Vec::new();
-    for s in spec.stream_ids().filter(|&s| s != target) {
+    for s in spec.stream_ids().filter(|&s| s != target && !mine(&spec.stream(s).name)) {
         let data = spec.stream(s);
         let reads = data
             .def

@@ -214,3 +214,32 @@ fn periodic_sessions_tick_as_vigil_run_does() {
     assert!(want.len() > 2 * times.len(), "the ticks ran:\n{run_out}");
     assert_eq!(lines, want);
 }
+
+/// A trigger's clauses and message expressions are streams the parser
+/// writes for it: `:drop` takes them with their trigger (it refused, "read
+/// by hot#next, hot#held"), a written one is not dropped alone, and `:def`
+/// of a trigger with clauses adds it (it wrote `warm#cond = …` lines that
+/// did not parse).
+#[test]
+fn triggers_with_clauses_are_defined_and_dropped_whole() {
+    let dir = crate::support::test_dir("repl", "clauses");
+    let spec = crate::support::write(
+        &dir,
+        "r.dsrv",
+        "in x: Int\ntrigger hot: x > 1 \"x {x * 2:.1}\" rising, resolve, every 2s\n",
+    );
+    let script = "x = 1\nx = 5\n:drop hot#cond\n:drop hot\nx = 7\n\
+                  :def trigger warm: x > 3 \"w {x + 1}\" rising\nx = 8\nx = 2\nx = 9\n";
+    let (code, out, err) = crate::support::run_vigil(&["repl", &spec], Some(script));
+    assert_eq!(code, 0, "{out}\n{err}");
+    let all = format!("{out}{err}");
+    assert!(all.contains("alert: hot at step 1: x 10.0"), "{all}");
+    assert!(
+        all.contains("`hot#cond` cannot be dropped: hot reads it"),
+        "{all}"
+    );
+    assert!(all.contains("hot dropped, hot#resolved dropped"), "{all}");
+    assert!(all.contains("warm new"), "{all}");
+    assert!(all.contains("alert: warm at step 3: w 9"), "{all}");
+    assert!(all.contains("alert: warm at step 5: w 10"), "{all}");
+}

@@ -275,6 +275,7 @@ impl Parser {
         let end = self.toks[self.pos.saturating_sub(1)].span;
         self.ast.decls.push(decl);
         self.ast.decl_spans.push(start.to(end));
+        self.ast.generated.push(false);
     }
 
     fn decl(&mut self) -> PResult<()> {

@@ -68,7 +68,7 @@ impl Parser {
             keyword,
         );
         if let Some(resolved) = resolved {
-            self.push_decl(
+            self.push_generated(
                 Decl::Trigger {
                     name: format!("{name}{RESOLVED}"),
                     name_span,
@@ -355,7 +355,7 @@ impl Parser {
     /// Declares and defines aux stream `name: ty = expr` (a trigger's
     /// alerting state; a message's expression, its type inferred).
     fn aux(&mut self, name: &str, ty: Option<Type>, expr: ExprId, at: Span) {
-        self.push_decl(
+        self.push_generated(
             Decl::Stream {
                 kind: DeclKind::Aux,
                 name: name.to_string(),
@@ -366,7 +366,7 @@ impl Parser {
             },
             at,
         );
-        self.push_decl(
+        self.push_generated(
             Decl::Def {
                 name: name.to_string(),
                 name_span: at,
@@ -374,5 +374,14 @@ impl Parser {
             },
             at,
         );
+    }
+
+    /// `push_decl` of a declaration written for another one (see
+    /// `Ast::generated`).
+    fn push_generated(&mut self, decl: Decl, at: Span) {
+        self.push_decl(decl, at);
+        if let Some(g) = self.ast.generated.last_mut() {
+            *g = true;
+        }
     }
 }
