@@ -178,6 +178,16 @@ pub(super) fn run(
     if let Err(m) = idle_timeout(args) {
         return fail(&m);
     }
+    // The wall clock moves rows' own times on only after a silence (a
+    // replay takes its times from its log).
+    if replay.is_none()
+        && args.clock == "wall"
+        && let (Some(field), None) = (&args.time, args.idle_timeout)
+    {
+        return fail(&format!(
+            "--clock wall with --time {field}: give --idle-timeout SECONDS, how long every trace may be silent before the time goes on with the wall clock from the last row's"
+        ));
+    }
     let unit = TimeUnit::from_name(&args.time_unit).expect("clap allows only known units");
     let lateness = match args.lateness.map(|l| (l, unit.duration(l))) {
         None => 0,

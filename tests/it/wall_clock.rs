@@ -221,6 +221,20 @@ fn the_wall_clock_is_refused_where_it_cannot_work() {
         err.contains("--clock wall does not work with --workers"),
         "{err}"
     );
+    // Rows' own times go on with the wall clock only after a silence: how
+    // long one is must be said.
+    let o = vigil()
+        .args([
+            "run", &spec, "--input", &trace, "--clock", "wall", "--time", "t",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("--clock wall with --time t: give --idle-timeout SECONDS"),
+        "{err}"
+    );
     let o = vigil()
         .args(["run", &spec, "--input", &trace, "--clock", "sundial"])
         .output()
