@@ -271,13 +271,25 @@ fn every_key_ticks_on_the_wall_clock_so_a_silent_host_is_seen() {
         lines.extend(lines_within(&rx, Duration::from_millis(100)));
         writeln!(stdin, "{{\"host\":\"a\",\"x\":1}}").unwrap();
     }
-    let b_ticks: Vec<&String> = (lines.iter())
-        .filter(|l| l.contains("\"b\"") && !l.ends_with(','))
-        .collect();
-    assert!(b_ticks.len() >= 5, "too few ticks of host b: {lines:?}");
-    assert!(b_ticks.iter().any(|l| l.ends_with(",0")), "{lines:?}");
-    let a_silent = (lines.iter()).filter(|l| l.contains("\"a\"") && l.ends_with(",0"));
-    assert!(a_silent.count() <= 1, "host a never fell silent: {lines:?}");
+    // A host's ticks after its first row (the ticks before it say 0, how
+    // many there are depends on where in a period the run started).
+    let ticks_after_first_row = |host: &str| -> Vec<&String> {
+        let of_host = |l: &&String| l.contains(&format!("\"{host}\""));
+        let first = lines.iter().position(|l| of_host(&l) && l.ends_with(','));
+        (lines.iter().skip(first.map_or(lines.len(), |i| i + 1)))
+            .filter(|l| of_host(l) && !l.ends_with(','))
+            .collect()
+    };
+    let zeros = |ticks: &[&String]| ticks.iter().filter(|l| l.ends_with(",0")).count();
+    let (a, b) = (ticks_after_first_row("a"), ticks_after_first_row("b"));
+    assert!(b.len() >= 5, "too few ticks of host b: {lines:?}");
+    assert!(zeros(&b) >= 3, "host b's silence was not seen: {lines:?}");
+    // Host a sends every 100 ms into a 300 ms window: it is silent only
+    // where the machine held the test back, far less often than b.
+    assert!(
+        zeros(&a) * 2 < zeros(&b),
+        "host a fell silent as often as b: {lines:?}"
+    );
     drop(stdin);
     let o = child.wait_with_output().unwrap();
     assert!(o.status.success());
