@@ -513,11 +513,18 @@ impl NodeState {
         }
     }
 
+    /// Whether this step is a tick of a timed plan (its input clock does not
+    /// run): only periodic streams are evaluated.
+    #[inline]
+    fn at_tick(&self) -> bool {
+        self.active.first() == Some(&false)
+    }
+
     /// Whether this step is a tick and `slot` an event stream's (inputs
     /// included): a periodic stream reads its held value.
     #[inline]
     fn tick_reads_held(&self, plan: &Plan, slot: Slot) -> bool {
-        self.active.first() == Some(&false)
+        self.at_tick()
             && plan.clocks.get(slot.index()).is_some_and(|&c| c == 0)
             && self.tags[slot.index()] == tag::ABSENT
     }
@@ -980,7 +987,7 @@ impl NodeState {
                 let w = &plan.windows[k.index()];
                 self.push_window(w, a0);
                 let time = crate::window::time_at(self.time, self.step);
-                match self.active.first() == Some(&false) {
+                match self.at_tick() {
                     // At a tick the rows of its time come after it: the
                     // window it reads is the last T before it, [t - T, t),
                     // so that a row exactly on a tick is seen by T/P ticks.

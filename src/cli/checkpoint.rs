@@ -207,9 +207,9 @@ pub(in crate::cli) fn merge_options(args: &RunArgs) -> String {
     let or_none = |v: Option<String>| v.unwrap_or_else(|| "-".to_string());
     // The wall clock is said only when used, so that the text of a run on
     // the data's time is what it was before `--clock`.
-    let clock = match args.clock.as_str() {
-        "data" => "",
-        _ => " --clock wall",
+    let clock = match args.clock {
+        super::ClockArg::Data => "",
+        super::ClockArg::Wall => " --clock wall",
     };
     format!(
         "--time {} --time-unit {} --lateness {} --start {} --max-gap {} --on-gap {} --on-reset {} --max-ticks {}",

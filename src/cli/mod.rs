@@ -240,8 +240,8 @@ pub struct RunArgs {
     /// once every trace has been silent for `--idle-timeout` the time goes
     /// on with the wall clock from the last row's. `--record` logs every
     /// stamp and tick, so `vigil replay` reproduces the run exactly.
-    #[arg(long, value_name = "CLOCK", value_parser = ["data", "wall"], default_value = "data")]
-    pub clock: String,
+    #[arg(long, value_enum, value_name = "CLOCK", default_value_t = ClockArg::Data)]
+    pub clock: ClockArg,
     /// The most ticks due before one row; more is an error (a time jump
     /// that would run for ever).
     #[arg(long, value_name = "N", default_value_t = 1_000_000)]
@@ -502,6 +502,15 @@ fn parse_timeout(text: &str) -> Result<std::time::Duration, String> {
         Ok(_) => Err("give a number of seconds more than 0 and at most 86400 (a day)".into()),
         Err(_) => Err("not a number of seconds (e.g. 30 or 2.5)".into()),
     }
+}
+
+/// Where a run's time comes from (`--clock`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ClockArg {
+    /// The rows' time field (`--time`), else their index.
+    Data,
+    /// The wall clock (`pipeline::FeedOptions::wall_clock`).
+    Wall,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -938,7 +947,7 @@ fn run(args: &RunArgs) -> Exit {
         || args.record.is_some()
         || periodic
         || split
-        || args.clock == "wall"
+        || args.clock == ClockArg::Wall
     {
         return timed::run(args, &spec, output, None);
     }

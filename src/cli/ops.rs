@@ -36,7 +36,7 @@ pub(super) fn view(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
         only: args.only.as_deref(),
         pass: args.pass.as_deref(),
         quiet: args.quiet,
-        time: args.time.is_some() || args.clock == "wall",
+        time: args.time.is_some() || args.clock == super::ClockArg::Wall,
         key: args.key.as_deref(),
         alert_lines: args.alerts.is_some(),
     };

@@ -371,7 +371,7 @@ pub(super) fn run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Exit {
 }
 
 fn refuse(args: &RunArgs) -> Result<(), String> {
-    if args.clock == "wall" {
+    if args.clock == super::ClockArg::Wall {
         return Err(
             "--clock wall does not work with --workers or --processes yet: a key's ticks follow its own rows there (run without them)"
                 .into(),

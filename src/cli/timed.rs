@@ -88,7 +88,7 @@ pub(super) fn replay(r: &ReplayArgs) -> Exit {
     args.on_reset = Some(h.on_reset.clone());
     if h.wall_clock {
         // Its times are written as the recorded run wrote them.
-        args.clock = "wall".into();
+        args.clock = super::ClockArg::Wall;
     }
     run(&args, &spec, args.output.format(), Some((log, r.check)))
 }
@@ -181,7 +181,7 @@ pub(super) fn run(
     // The wall clock moves rows' own times on only after a silence (a
     // replay takes its times from its log).
     if replay.is_none()
-        && args.clock == "wall"
+        && args.clock == super::ClockArg::Wall
         && let (Some(field), None) = (&args.time, args.idle_timeout)
     {
         return fail(&format!(
@@ -437,7 +437,7 @@ pub(super) fn run(
             periods: if replay
                 .as_ref()
                 .is_none_or(|(log, check)| *check && !log.header().wall_clock)
-                && (!keyed || args.clock == "wall")
+                && (!keyed || args.clock == super::ClockArg::Wall)
             {
                 periods.clone()
             } else {
@@ -450,12 +450,12 @@ pub(super) fn run(
             on_reset,
             positions: args.checkpoint.is_some(),
             // A replay's times are its log's.
-            wall_clock: args.clock == "wall" && replay.is_none(),
+            wall_clock: args.clock == super::ClockArg::Wall && replay.is_none(),
         },
         notify.clone(),
     );
     if let Runner::Keyed(m) = &mut runner
-        && args.clock == "wall"
+        && args.clock == super::ClockArg::Wall
     {
         // Every key ticks on the run's ticks, from the feed's origin.
         m.set_ticking(crate::time::Ticking {
@@ -521,7 +521,7 @@ pub(super) fn run(
             max_ticks: args.max_ticks,
             on_reset: reset_name(on_reset).to_string(),
             lateness,
-            wall_clock: args.clock == "wall",
+            wall_clock: args.clock == super::ClockArg::Wall,
         };
         Record::new(path.clone(), header, streaming)
     });
@@ -577,7 +577,7 @@ pub(super) fn run(
         schema_names: schema.names.clone(),
         inputs: spec.input_names().len(),
         time_cell,
-        timed: args.time.is_some() || args.clock == "wall",
+        timed: args.time.is_some() || args.clock == super::ClockArg::Wall,
         unit,
         form: form.or(feed.live.form()),
         key_input: args.key.as_deref(),
@@ -590,7 +590,7 @@ pub(super) fn run(
         notify,
         on_reset,
         replaying: replay_name,
-        every_key_ticks: args.clock == "wall",
+        every_key_ticks: args.clock == super::ClockArg::Wall,
         checkpoints,
         merge_options: checkpoint::merge_options(args),
         samples: Vec::new(),

@@ -575,7 +575,11 @@ impl Feed {
     /// sources are silent (the time moved on to now: see
     /// [`FeedOptions::wall_clock`]).
     fn wall_tick(&mut self) -> Result<Option<Event>, Stop> {
-        let (Some(w), Some(deadline)) = (self.wall, self.wall_deadline()) else {
+        // A run on the data's time pays one test here per step.
+        let Some(w) = self.wall else {
+            return Ok(None);
+        };
+        let Some(deadline) = self.wall_deadline() else {
             return Ok(None);
         };
         let now = w.now();
