@@ -10,7 +10,7 @@ mod common;
 
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use std::hint::black_box;
-use vigil::{Monitor, OutputBatch, RowBatch, Spec, Tier};
+use vigil::{Monitor, OutputBatch, RowBatch, Spec, Tier, Value};
 
 fn bench(c: &mut Criterion) {
     let (columns, mut scenarios) = common::scenarios();
@@ -259,5 +259,45 @@ fn build_scaling(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench, compile, build_scaling);
+/// A `dynamic` whose string changes every row: each row parses, checks and
+/// plans a new instance, so this is the instance's build cost on each tier.
+/// `auto` builds an instance as the canonical tier does and tiers it up only
+/// once it is hot (issue 36's target: at most 1.5x the canonical tier's cost);
+/// a pinned native tier compiles every string.
+fn dynamic_strings(c: &mut Criterion) {
+    const ROWS: i64 = 2_000;
+    let spec = Spec::parse(
+        "dyn.dsrv",
+        "in x: Int\nin s: Str\nout live\nlive = default(dynamic(s: Int, {x}), -1)\n",
+    )
+    .expect("the bench spec is valid");
+    let rows: Vec<Vec<Option<Value>>> = (0..ROWS)
+        .map(|i| {
+            vec![
+                Some(Value::Int(i)),
+                Some(Value::Str(format!("x + {i}").into())),
+            ]
+        })
+        .collect();
+    let mut group = c.benchmark_group("dynamic_new_string_per_row");
+    group.throughput(Throughput::Elements(ROWS as u64));
+    group.sample_size(10);
+    for tier in [Tier::Canonical, Tier::Auto, Tier::Quickened] {
+        group.bench_function(tier.name(), |b| {
+            b.iter_batched(
+                || Monitor::builder(&spec).tier(tier).build(),
+                |mut m| {
+                    for row in &rows {
+                        black_box(m.step(row).expect("no runtime error"));
+                    }
+                    m
+                },
+                BatchSize::PerIteration,
+            )
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench, compile, build_scaling, dynamic_strings);
 criterion_main!(benches);

@@ -56,7 +56,7 @@ mod translate;
 
 pub use module::{
     BatchFn, BatchKernel, FuncHandle, JitModule, MAX_FUNCTION_INSTS, NativeCode, NativeFn, RowFn,
-    compile, compile_for_outputs, fits_one_function, row_kernel_chunks,
+    available, compile, compile_for_outputs, fits_one_function, row_kernel_chunks,
 };
 pub use translate::{Share, carried_rings, carried_sharing, carried_slots};
 

@@ -10,6 +10,7 @@ use crate::translate::{
 };
 use cranelift_codegen::Context;
 use cranelift_codegen::ir::{self as cl, AbiParam, BlockArg, InstBuilder, UserFuncName, types};
+use cranelift_codegen::isa::OwnedTargetIsa;
 use cranelift_codegen::settings::{self, Configurable};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_jit::{JITBuilder, JITModule};
@@ -17,7 +18,7 @@ use cranelift_module::{FuncId, Linkage, Module, ModuleReloc, default_libcall_nam
 use scalar_ir::frame::*;
 use scalar_ir::{BatchBuffers, BatchFrame, Decl, Exit, Frame, FrameBuffers, Program, Type, verify};
 use std::marker::PhantomData;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 /// A compiled row kernel: runs the program once on a frame and returns the exit word.
@@ -67,6 +68,47 @@ struct Declared {
     tags_after: Option<Arc<[u8]>>,
 }
 
+/// The host's target with this crate's settings, looked up once per
+/// process: every module (and every [`available`] check) clones it. Looking
+/// it up, which probes the CPU and parses settings by name, cost about 7 µs,
+/// and an engine is built for every new `dynamic` string, so doing it per
+/// module was a quarter of such a run.
+fn host_isa() -> Result<OwnedTargetIsa, CompileError> {
+    static HOST: OnceLock<Result<OwnedTargetIsa, CompileError>> = OnceLock::new();
+    HOST.get_or_init(|| {
+        let mut flags = settings::builder();
+        let set = |flags: &mut settings::Builder, k: &str, v: &str| {
+            flags
+                .set(k, v)
+                .map_err(|e| CompileError::Host(format!("setting {k}={v}: {e}")))
+        };
+        set(&mut flags, "opt_level", "speed")?;
+        // cranelift-jit requires absolute addressing with long-range calls.
+        set(&mut flags, "is_pic", "false")?;
+        set(&mut flags, "use_colocated_libcalls", "false")?;
+        // Compiled code never unwinds, so it needs no unwind tables.
+        set(&mut flags, "unwind_info", "false")?;
+        // Cranelift's own IR verifier checks this crate's translation in debug builds
+        // (the tests); release builds skip it for compile time.
+        let verifier = if cfg!(debug_assertions) {
+            "true"
+        } else {
+            "false"
+        };
+        set(&mut flags, "enable_verifier", verifier)?;
+        cranelift_native::builder()
+            .map_err(|e| CompileError::Host(e.to_string()))?
+            .finish(settings::Flags::new(flags))
+            .map_err(|e| CompileError::Host(e.to_string()))
+    })
+    .clone()
+}
+
+/// Whether Cranelift can compile for this host, without making a module.
+pub fn available() -> Result<(), CompileError> {
+    host_isa().map(|_| ())
+}
+
 /// A module being compiled: programs go in with [`JitModule::compile`], native code
 /// comes out of [`JitModule::finalize`].
 pub struct JitModule {
@@ -89,30 +131,7 @@ impl JitModule {
     /// Creates an empty module for the host.
     pub fn new() -> Result<JitModule, CompileError> {
         let start = Instant::now();
-        let mut flags = settings::builder();
-        let set = |flags: &mut settings::Builder, k: &str, v: &str| {
-            flags
-                .set(k, v)
-                .map_err(|e| CompileError::Host(format!("setting {k}={v}: {e}")))
-        };
-        set(&mut flags, "opt_level", "speed")?;
-        // cranelift-jit requires absolute addressing with long-range calls.
-        set(&mut flags, "is_pic", "false")?;
-        set(&mut flags, "use_colocated_libcalls", "false")?;
-        // Compiled code never unwinds, so it needs no unwind tables.
-        set(&mut flags, "unwind_info", "false")?;
-        // Cranelift's own IR verifier checks this crate's translation in debug builds
-        // (the tests); release builds skip it for compile time.
-        let verifier = if cfg!(debug_assertions) {
-            "true"
-        } else {
-            "false"
-        };
-        set(&mut flags, "enable_verifier", verifier)?;
-        let isa = cranelift_native::builder()
-            .map_err(|e| CompileError::Host(e.to_string()))?
-            .finish(settings::Flags::new(flags))
-            .map_err(|e| CompileError::Host(e.to_string()))?;
+        let isa = host_isa()?;
         let mut builder = JITBuilder::with_isa(isa, default_libcall_names());
         for h in Helper::ALL {
             builder.symbol(h.symbol(), h.address());

@@ -870,7 +870,7 @@ impl Engine {
                 .and_then(|()| crate::fusion::lower::whole_row_split(&signed, key)),
             None => crate::fusion::lower::whole_row_split(&signed, None),
         };
-        let jit_ok = jit::JitModule::new().map(|_| ()).map_err(|e| e.to_string());
+        let jit_ok = jit::available().map_err(|e| e.to_string());
         let (tier, why) = match (
             requested,
             whole_ok.as_ref().map(|split| describe_split(&plan, split)),
