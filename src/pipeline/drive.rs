@@ -337,8 +337,21 @@ pub fn rows(
     Ok((end, evaluator.keys_stopped()))
 }
 
-/// Rows evaluated per batch when reading a regular file.
+/// Rows evaluated per batch when reading a regular file, at most.
 const BATCH_ROWS: usize = 4096;
+
+/// Output cells (rows times outputs) a batch holds at most. A batch keeps
+/// every output of every row until it is written, about 36 bytes a cell,
+/// so a spec of 100,000 outputs held 4,096 rows' worth, 14 GB; bounding the
+/// cells keeps a batch near 36 MB whatever the spec's width, and costs
+/// nothing below 256 outputs (a batch is still `BATCH_ROWS` rows).
+const BATCH_CELLS: usize = 1 << 20;
+
+/// Rows per batch for a monitor of `width` inputs or outputs, whichever
+/// is more: `BATCH_ROWS`, fewer for a wide spec, at least one.
+fn batch_rows(width: usize) -> usize {
+    (BATCH_CELLS / width.max(1)).clamp(1, BATCH_ROWS)
+}
 
 /// Why reading a batch stopped before it was full.
 enum Short {
@@ -369,12 +382,13 @@ pub fn batches(
     let mut rows = monitor.batch();
     let mut out = OutputBatch::new();
     let kept = columns.batch_columns(output);
+    let most = batch_rows(inputs.max(monitor.output_names().len()));
     loop {
         rows.clear();
         let mut short = None;
         // A batch ends where a checkpoint is due: checkpoints fall between rows.
-        let limit = ck.as_ref().map_or(BATCH_ROWS, |c| {
-            usize::try_from(c.rows_until_due()).map_or(BATCH_ROWS, |n| n.min(BATCH_ROWS))
+        let limit = ck.as_ref().map_or(most, |c| {
+            usize::try_from(c.rows_until_due()).map_or(most, |n| n.min(most))
         });
         while rows.len() < limit {
             match reader.next_row(&mut row) {

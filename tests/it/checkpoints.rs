@@ -598,7 +598,7 @@ fn a_resume_cuts_the_output_file_back_to_the_checkpoint() {
 /// Issue 34, item 13: keyed checkpoints of many keys.
 mod many_keys {
     use super::run;
-    use crate::support::{test_dir, vigil, write};
+    use crate::support::{test_dir, write};
     use std::path::Path;
 
     /// A counter, a difference over an offset and a flag per key.
@@ -620,61 +620,8 @@ total = default(total[1], 0) + x\ndelta = x - default(x[1], x)\nhi = x > 90\n";
     const MEMORY_TEST: &str =
         "checkpoints::many_keys::keyed_checkpoints_and_resumes_stay_within_the_monitors_memory";
 
-    /// Runs vigil with `args` to its end; returns its exit status and peak
-    /// resident set (bytes). The peak is `wait4`'s usage of that one child,
-    /// but a child's peak counts its parent's resident set at the spawn
-    /// (Linux keeps the larger of the peaks across `execve`), and this test
-    /// process may hold hundreds of megabytes at that moment (other tests
-    /// run beside it). So vigil is spawned by a fresh run of this test
-    /// binary, which holds a few megabytes (`report_peak`), and reports the
-    /// figure.
     fn peak_rss(args: &[&str]) -> (i32, u64) {
-        let out = std::process::Command::new(std::env::current_exe().unwrap())
-            .args([MEMORY_TEST, "--exact", "--nocapture", "--test-threads=1"])
-            .env("VIGIL_PEAK_ARGS", args.join("\u{1f}"))
-            .output()
-            .unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(
-            out.status.success() && stdout.contains("test result: ok. 1 passed"),
-            "the measuring child did not run exactly this test:\n{stdout}\n{stderr}"
-        );
-        let line = stderr
-            .lines()
-            .find_map(|l| l.strip_prefix("vigil peak: "))
-            .unwrap_or_else(|| panic!("the child reported no peak:\n{stderr}"));
-        let mut words = line.split_whitespace().map(|w| w.parse::<i64>().unwrap());
-        let (code, peak) = (words.next().unwrap(), words.next().unwrap());
-        (code as i32, peak as u64)
-    }
-
-    /// The measuring child: runs vigil with the arguments of
-    /// `VIGIL_PEAK_ARGS` and reports its exit status and peak resident set.
-    // The child is reaped by `wait4` (which gives its usage), not `wait`.
-    #[allow(clippy::zombie_processes)]
-    fn report_peak(args: &str) {
-        let child = vigil()
-            .args(args.split('\u{1f}'))
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        let pid = child.id() as libc::pid_t;
-        let mut status = 0;
-        // SAFETY: an all-zero `rusage` is a valid value (plain integers).
-        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-        // SAFETY: `pid` is our child, not yet waited for (`child` is only
-        // dropped, which neither waits nor kills); the pointers are to live
-        // locals.
-        let got = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
-        assert_eq!(got, pid, "wait4: {}", std::io::Error::last_os_error());
-        let code = match libc::WIFEXITED(status) {
-            true => libc::WEXITSTATUS(status),
-            false => -1,
-        };
-        // `ru_maxrss` is in kilobytes on Linux.
-        eprintln!("vigil peak: {code} {}", usage.ru_maxrss * 1024);
+        crate::support::peak_rss(MEMORY_TEST, args)
     }
 
     /// A keyed checkpoint of 100,000 keys used to be built whole in memory
@@ -687,8 +634,8 @@ total = default(total[1], 0) + x\ndelta = x - default(x[1], x)\nhi = x > 90\n";
     #[cfg(target_os = "linux")]
     #[test]
     fn keyed_checkpoints_and_resumes_stay_within_the_monitors_memory() {
-        if let Ok(args) = std::env::var("VIGIL_PEAK_ARGS") {
-            return report_peak(&args);
+        if crate::support::report_peak_if_child() {
+            return;
         }
         const KEYS: usize = 100_000;
         let dir = test_dir("checkpoints", "many-keys-memory");

@@ -236,3 +236,69 @@ pub fn mkfifo(path: &std::path::Path) {
         .unwrap();
     assert!(made.success(), "mkfifo failed");
 }
+
+/// Runs vigil with `args` to its end; returns its exit status and peak
+/// resident set (bytes). The peak is `wait4`'s usage of that one child,
+/// but a child's peak counts its parent's resident set at the spawn
+/// (Linux keeps the larger of the peaks across `execve`), and this test
+/// process may hold hundreds of megabytes at that moment (other tests
+/// run beside it). So vigil is spawned by a fresh run of this test
+/// binary running only `test` (the caller, which must begin with
+/// `report_peak_if_child`), which holds a few megabytes, and reports the
+/// figure. The child must have run exactly that test and reported, so a
+/// filter that matches nothing fails instead of passing vacuously.
+#[cfg(target_os = "linux")]
+pub fn peak_rss(test: &str, args: &[&str]) -> (i32, u64) {
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([test, "--exact", "--nocapture", "--test-threads=1"])
+        .env("VIGIL_PEAK_ARGS", args.join("\u{1f}"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && stdout.contains("test result: ok. 1 passed"),
+        "the measuring child did not run exactly this test:\n{stdout}\n{stderr}"
+    );
+    let line = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("vigil peak: "))
+        .unwrap_or_else(|| panic!("the child reported no peak:\n{stderr}"));
+    let mut words = line.split_whitespace().map(|w| w.parse::<i64>().unwrap());
+    let (code, peak) = (words.next().unwrap(), words.next().unwrap());
+    (code as i32, peak as u64)
+}
+
+/// In the measuring child of [`peak_rss`]: runs vigil with the arguments of
+/// `VIGIL_PEAK_ARGS`, reports its exit status and peak resident set, and
+/// returns true (the test then returns). Elsewhere returns false.
+#[cfg(target_os = "linux")]
+// The child is reaped by `wait4` (which gives its usage), not `wait`.
+#[allow(clippy::zombie_processes)]
+pub fn report_peak_if_child() -> bool {
+    let Ok(args) = std::env::var("VIGIL_PEAK_ARGS") else {
+        return false;
+    };
+    let child = vigil()
+        .args(args.split('\u{1f}'))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id() as libc::pid_t;
+    let mut status = 0;
+    // SAFETY: an all-zero `rusage` is a valid value (plain integers).
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `pid` is our child, not yet waited for (`child` is only
+    // dropped, which neither waits nor kills); the pointers are to live
+    // locals.
+    let got = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    assert_eq!(got, pid, "wait4: {}", std::io::Error::last_os_error());
+    let code = match libc::WIFEXITED(status) {
+        true => libc::WEXITSTATUS(status),
+        false => -1,
+    };
+    // `ru_maxrss` is in kilobytes on Linux.
+    eprintln!("vigil peak: {code} {}", usage.ru_maxrss * 1024);
+    true
+}
