@@ -7,7 +7,7 @@
 use crate::batch::{OutputBatch, RowBatch};
 pub use crate::canonical::ops::DEFAULT_MAX_STRING_BYTES;
 pub use crate::exec::Tier;
-use crate::exec::{Engine, Run};
+use crate::exec::{Engine, RegionsTier, Run};
 use crate::lang::check::{CheckedSpec, Piece, StreamId};
 use crate::lang::diag::Diagnostics;
 use crate::lang::types::Type;
@@ -308,15 +308,22 @@ impl fmt::Display for Stats {
                         self.packed_rows, self.warm_rows
                     )?;
                 }
-            } else if self.tier == Tier::Quickened && self.whole_rows > 0 {
+            } else if self.whole_rows > 0 {
+                // The quickened tier, or native regions on a plan with a
+                // whole-row program: that program runs interpreted.
                 writeln!(
                     f,
-                    "quickened: {} rows executed by the whole-row program",
-                    self.whole_rows
+                    "{}: {} rows executed by the whole-row program",
+                    self.tier, self.whole_rows
                 )?;
+                let native = if self.tier == Tier::NativeRegions {
+                    "native "
+                } else {
+                    ""
+                };
                 writeln!(
                     f,
-                    "  regions of declined rows: {} region runs executed",
+                    "  {native}regions of declined rows: {} region runs executed",
                     self.region_runs
                 )?;
             } else {
@@ -679,6 +686,8 @@ pub struct MonitorBuilder<'a> {
     max_string_bytes: usize,
     /// Rows before `auto` compiles natively (`tier_up_after`).
     tier_up_after: u64,
+    /// The native-regions tier's shape (`regions_only`).
+    regions: RegionsTier,
     /// The plan and run state of a snapshot to continue (`restore`).
     restored: Option<Restored>,
 }
@@ -709,6 +718,16 @@ impl MonitorBuilder<'_> {
         self
     }
 
+    /// On [`Tier::NativeRegions`], every row through the native regions,
+    /// even where the plan has a whole-row program (which that tier runs on
+    /// the register interpreter, its regions taking the rows it declines):
+    /// for the tests of region code.
+    #[doc(hidden)]
+    pub fn regions_only(mut self) -> Self {
+        self.regions = RegionsTier::RegionsOnly;
+        self
+    }
+
     /// The longest string (in bytes) a `++` may produce; a longer result is a
     /// runtime error of kind `string too long` at that step, on every tier.
     /// Default: 16 MiB ([`DEFAULT_MAX_STRING_BYTES`]).
@@ -736,12 +755,12 @@ impl MonitorBuilder<'_> {
         let (mut engine, mut run) = match self.restored {
             None => {
                 let plan = Arc::new(Plan::new(self.spec.checked.clone()));
-                let engine = Engine::new(plan, self.tier);
+                let engine = Engine::with_regions(plan, self.tier, self.regions);
                 let run = engine.new_run();
                 (engine, run)
             }
             Some(r) => {
-                let engine = Engine::new(r.plan, self.tier);
+                let engine = Engine::with_regions(r.plan, self.tier, self.regions);
                 let mut run = Run::from_state(&engine, r.state);
                 run.failed = r.failed.map(Box::new);
                 (engine, run)
@@ -800,6 +819,7 @@ impl Monitor {
             tier: Tier::Auto,
             max_string_bytes: DEFAULT_MAX_STRING_BYTES,
             tier_up_after: crate::exec::TIER_UP_ROWS,
+            regions: RegionsTier::WholeWhereFused,
             restored: None,
         }
     }

@@ -738,11 +738,28 @@ pub struct Engine {
     tier_up: Option<TierUp>,
     /// The rows a run evaluates before `tier_up` starts (`TIER_UP_ROWS`).
     tier_up_after: u64,
+    /// The native-regions tier's shape.
+    regions_tier: RegionsTier,
     /// Keeps the machine code of every native kernel above alive (one
     /// module per compilation), shared with the engines `share` made.
     /// Declared last so it is dropped after them; the last owner's drop
     /// frees the code.
     native: Vec<SharedCode>,
+}
+
+/// What the native-regions tier runs on a plan that also has a whole-row
+/// program (docs/engine.md, "Tiers").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RegionsTier {
+    /// The whole-row program on the register interpreter, the native
+    /// regions for the rows it declines: one interpreter entry a row costs
+    /// less than a native call per region with the canonical tier between
+    /// them, so this is never slower than the quickened tier.
+    WholeWhereFused,
+    /// Every row through the native regions, the canonical tier between
+    /// them: for the tests of region code, which would otherwise meet it
+    /// only on declined rows and plans without a whole-row program.
+    RegionsOnly,
 }
 
 /// The tier `dynamic` instances run on (`canonical::dynamic::InstanceTier`):
@@ -845,8 +862,14 @@ impl Engine {
     /// for what the JIT declines), else the quickened tier when Cranelift
     /// cannot run here. Fusion, lowering and compilation happen here, once.
     pub fn new(plan: Arc<Plan>, requested: Tier) -> Engine {
+        Engine::with_regions(plan, requested, RegionsTier::WholeWhereFused)
+    }
+
+    /// `Engine::new`, with the native-regions tier's shape chosen: the
+    /// tests of region code run every row through the regions.
+    pub fn with_regions(plan: Arc<Plan>, requested: Tier, regions: RegionsTier) -> Engine {
         let untyped = plan.spec.untyped_inputs();
-        let mut engine = Engine::build(plan.clone(), plan, requested, None);
+        let mut engine = Engine::build(plan.clone(), plan, requested, None, regions);
         if !untyped.is_empty() && (engine.tier != Tier::Canonical || engine.tiering_up()) {
             engine.speculation = Some(Speculation::new(untyped));
         }
@@ -857,12 +880,19 @@ impl Engine {
     /// whole-row kernel leaves the key out when no stream reads it (the
     /// monitor keeps its slot), so a Str key does not rule the kernel out.
     pub fn new_keyed(plan: Arc<Plan>, requested: Tier, key: Option<StreamId>) -> Engine {
-        Engine::build(plan.clone(), plan, requested, key)
+        Engine::build(plan.clone(), plan, requested, key, RegionsTier::WholeWhereFused)
     }
 
     /// `new_keyed`, fusing and lowering by the signatures of `signed` (the
     /// plan, or its re-signing under speculation).
-    fn build(plan: Arc<Plan>, signed: Arc<Plan>, requested: Tier, key: Option<StreamId>) -> Engine {
+    fn build(
+        plan: Arc<Plan>,
+        signed: Arc<Plan>,
+        requested: Tier,
+        key: Option<StreamId>,
+        regions: RegionsTier,
+    ) -> Engine {
+        let whole_row_regions = regions == RegionsTier::WholeWhereFused;
         // A keyed monitor runs the kernel on packed runs in place, so its
         // kernel must compute every stream (no tail).
         let whole_ok = match key {
@@ -897,6 +927,13 @@ impl Engine {
                 Tier::Quickened,
                 format!("{requested} requested, but Cranelift cannot run here: {e}"),
             ),
+            (Tier::NativeRegions, Ok(split), _) if whole_row_regions => (
+                Tier::NativeRegions,
+                format!(
+                    "requested; the whole-row program on the register interpreter (cheaper than \
+                     calling each region), native regions for the rows it declines{split}"
+                ),
+            ),
             (Tier::NativeRegions, ..) => (Tier::NativeRegions, "requested".to_string()),
             (Tier::NativeWhole, Ok(split), _) => (Tier::NativeWhole, format!("requested{split}")),
             (Tier::NativeWhole, Err(e), _) => (
@@ -929,6 +966,7 @@ impl Engine {
             why,
             tier_up: None,
             tier_up_after: TIER_UP_ROWS,
+            regions_tier: regions,
             native: Vec::new(),
         };
         // A plain monitor on auto starts on the canonical tier and builds
@@ -975,7 +1013,19 @@ impl Engine {
                     engine.build_whole(split, lowered, false);
                 }
             }
-            Tier::NativeRegions => engine.build_regions(true),
+            // Where the plan has a whole-row program, region calls cost
+            // more than they save: each is a call with a preflight, and the
+            // canonical tier runs the row between them (begin, rings, end),
+            // which the whole-row program does inside itself. So this tier
+            // runs that program on the register interpreter, as the
+            // quickened tier does, and its native regions take the rows it
+            // declines (docs/engine.md, "Tiers").
+            Tier::NativeRegions => {
+                engine.build_regions(true);
+                if let (true, Ok(split)) = (whole_row_regions, whole_ok) {
+                    engine.build_whole(split, lowered, false);
+                }
+            }
             Tier::NativeWhole => engine.build_whole(
                 whole_ok.expect("native-whole is chosen with a split"),
                 lowered,
@@ -1170,6 +1220,7 @@ impl Engine {
             why: self.why.clone(),
             tier_up: self.tier_up.clone(),
             tier_up_after: self.tier_up_after,
+            regions_tier: self.regions_tier,
             native: self.native.clone(),
         }
     }
@@ -1414,7 +1465,13 @@ impl Engine {
                     && signed.nodes.len() == self.plan.nodes.len(),
                 "engine bug: a re-signed plan is laid out differently"
             );
-            let mut fresh = Engine::build(self.plan.clone(), signed, self.requested, None);
+            let mut fresh = Engine::build(
+                self.plan.clone(),
+                signed,
+                self.requested,
+                None,
+                self.regions_tier,
+            );
             fresh.stats.absorb(&self.stats);
             fresh.tier_up_after = self.tier_up_after;
             *self = fresh;

@@ -414,7 +414,7 @@ fn the_summary_counts_rows_steps_skips_triggers_and_names_the_tier() {
         "summary: 5 rows read, 3 steps evaluated, 2 malformed rows skipped"
     );
     assert!(
-        summary[1].starts_with("summary: tier native-regions (requested); "),
+        summary[1].starts_with("summary: tier native-regions (requested; "),
         "{err}"
     );
     assert!(summary[1].contains("decline"), "{err}");

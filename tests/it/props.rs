@@ -880,6 +880,20 @@ fn check_tiers(
         ("native-whole batch", batch),
     )
     .map_err(TestCaseError::fail)?;
+    let regions_only = run_monitor(
+        &mut Monitor::builder(&spec)
+            .tier(Tier::NativeRegions)
+            .regions_only()
+            .build(),
+        &trace,
+    );
+    compare_runs(
+        &spec,
+        &trace,
+        ("canonical", canon.clone()),
+        ("native regions only", regions_only),
+    )
+    .map_err(TestCaseError::fail)?;
     for tier in [Tier::Quickened, Tier::NativeRegions, Tier::NativeWhole] {
         let run = run_tier(&spec, &trace, tier);
         compare_runs(
@@ -1129,7 +1143,13 @@ fn presence_coverage() {
         };
         let trace = generate_trace(&g.inputs, len, &trace_data, 1 + k % 9);
         for tier in [Tier::NativeWhole, Tier::NativeRegions] {
-            let mut monitor = Monitor::builder(&spec).tier(tier).build();
+            // Every row through the native regions: with a whole-row
+            // program (nearly every generated spec has one), the
+            // native-regions tier would run them on declined rows only.
+            let mut monitor = match tier {
+                Tier::NativeRegions => Monitor::builder(&spec).tier(tier).regions_only().build(),
+                _ => Monitor::builder(&spec).tier(tier).build(),
+            };
             for row in &trace {
                 let before = monitor.stats();
                 if monitor.step(row).is_err() {
@@ -1489,6 +1509,20 @@ fn tiers_equal_canonical_with_a_tail() {
             continue;
         };
         let canon = canonical_and_batch(&spec, &trace);
+        let regions_only = run_monitor(
+            &mut Monitor::builder(&spec)
+                .tier(Tier::NativeRegions)
+                .regions_only()
+                .build(),
+            &trace,
+        );
+        compare_runs(
+            &spec,
+            &trace,
+            ("canonical", canon.clone()),
+            ("native regions only", regions_only),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
         for tier in [Tier::Quickened, Tier::NativeRegions, Tier::NativeWhole] {
             let run = run_tier(&spec, &trace, tier);
             compare_runs(
