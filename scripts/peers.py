@@ -9,7 +9,8 @@ What it does, in order:
    unless <repo>/target/peers/bin/rtlola-cli already exists (retried without --locked if that
    fails, saying so).
 2. Builds vigil with `cargo build --release` (skip with --no-build).
-3. Generates the traces with `python3 ../shared/perf/gen_traces.py ROWS DIR` unless they exist,
+3. Generates the traces with `python3 scripts/gen_traces.py ROWS DIR` (the shared generator's files
+   exactly, and the sparse chain beside them; its first row is then made dense) unless they exist,
    and writes beside each S_ROWS.csv a copy S_ROWS.time.csv with a first column `time` = the
    row index in seconds (0, 1, 2, ...), which RTLola needs (its CSV reader takes the column
    named `time`; `--offline relative` reads it as seconds from the start).
@@ -60,7 +61,12 @@ RTLOLA = PEERS / "bin" / "rtlola-cli"
 VIGIL = REPO / "target" / "release" / "vigil"
 TIME = "/usr/bin/time"                          # GNU time, for the children's max RSS
 RTLOLA_VERSION = "0.1.2"
-SCENARIOS = ("add", "counter", "chain")
+SCENARIOS = ("add", "counter", "chain", "chain_sparse")
+# The DSRV specification of each scenario: chain_sparse is chain over sparse rows (each row sets
+# one of x, y and flag; scripts/gen_traces.py), with its first row made dense here
+# (`densify_first_row`), so that every output has a value from the first step on and RTLola's
+# `hold().defaults(…)` (scripts/peers/chain_sparse.lola) gives exactly vigil's hold rule.
+SPEC = {"chain_sparse": "chain"}
 
 # The Trustworthiness Checker's figures as recorded in /work/shared/perf/README.md (dataflow
 # runtime, `.input` traces, 1,000,000 rows, whole process through its CLI, every output value
@@ -113,18 +119,48 @@ def trace(dir_, s, rows, ext):
 
 
 def ensure_traces(dir_, rows):
-    """The generator's six files (reused if present) and a `time` copy of each CSV."""
+    """The generator's files (reused if present) and a `time` copy of each CSV.
+
+    The project's generator (scripts/gen_traces.py) writes the shared generator's files exactly,
+    and the sparse chain beside them."""
     if not all(trace(dir_, s, rows, e).exists() for s in SCENARIOS for e in ("csv", "input")):
-        run_checked([sys.executable, str(PERF / "gen_traces.py"), str(rows), str(dir_)])
+        run_checked([sys.executable, str(REPO / "scripts" / "gen_traces.py"), str(rows),
+                     str(dir_)])
+    densify_first_row(dir_, rows)
     for s in SCENARIOS:
         add_time_column(trace(dir_, s, rows, "csv"), trace(dir_, s, rows, "time.csv"))
+
+
+def densify_first_row(dir_, rows):
+    """Give the sparse chain's first row every input, from the dense chain's first row.
+
+    In place, once (a trace whose first row is dense already is left alone): its CSV's first
+    data line and its `.input` trace's first step."""
+    dense_csv = trace(dir_, "chain", rows, "csv")
+    sparse_csv = trace(dir_, "chain_sparse", rows, "csv")
+    with open(dense_csv) as f:
+        f.readline()
+        first = f.readline()
+    x, y, flag = first.rstrip("\n").split(",")
+    lines = open(sparse_csv).read().split("\n")
+    if "" not in lines[1].split(","):
+        return
+    lines[1] = first.rstrip("\n")
+    open(sparse_csv, "w").write("\n".join(lines))
+    sparse_input = trace(dir_, "chain_sparse", rows, "input")
+    steps = open(sparse_input).read().split("\n")
+    if not steps[0].startswith("0: "):
+        die(f"{sparse_input}: the first step is not step 0")
+    steps[0] = f"0: x = {x}\n   y = {y}\n   flag = {flag}"
+    open(sparse_input, "w").write("\n".join(steps))
 
 
 def add_time_column(src, dst, limit=None):
     """Copy CSV `src` to `dst` with a first column `time` = row index (seconds).
 
-    Reuses `dst` if it is newer than `src`. With `limit`, copies only the first `limit` rows
-    (and always rewrites `dst`)."""
+    An empty cell (an input absent from that row) becomes `#`, RTLola's "no event of this
+    input". Reuses `dst` if it is newer than `src`. With `limit`, copies only the first `limit`
+    rows (and always rewrites `dst`)."""
     if limit is None and dst.exists() and dst.stat().st_mtime >= src.stat().st_mtime:
         return
     tmp = dst.with_suffix(".tmp")
@@ -133,6 +169,8 @@ def add_time_column(src, dst, limit=None):
         for i, line in enumerate(fin):
             if limit is not None and i >= limit:
                 break
+            if ",," in line or line.startswith(",") or line.endswith(",\n"):
+                line = ",".join(c or "#" for c in line.rstrip("\n").split(",")) + "\n"
             fout.write(f"{i},{line}")
     tmp.replace(dst)
 
@@ -150,7 +188,7 @@ def head(src, dst, rows):
 # ---------------------------------------------------------------- commands
 
 def vigil_cmd(s, input_, output_format=None):
-    cmd = [str(VIGIL), "run", str(PERF / f"{s}.dsrv"), "--input", str(input_)]
+    cmd = [str(VIGIL), "run", str(PERF / f"{SPEC.get(s, s)}.dsrv"), "--input", str(input_)]
     if output_format:
         cmd += ["--output", output_format]
     return cmd
@@ -252,7 +290,7 @@ def count_lines(path):
 
 
 def n_outputs(s):
-    return sum(1 for line in open(PERF / f"{s}.dsrv") if line.startswith("out "))
+    return sum(1 for line in open(PERF / f"{SPEC.get(s, s)}.dsrv") if line.startswith("out "))
 
 
 def time_scenario(dir_, rows, runs, s):
@@ -316,6 +354,9 @@ def print_table(results, rows, runs):
     print(head2)
     print("-" * len(head2))
     for s, r in results.items():
+        if s not in TC_RECORDED:
+            print(f"{s:<9} {'not recorded':>22}")
+            continue
         tc_s, tc_m = TC_RECORDED[s]
         rl_s, rl_m = RTLOLA_RECORDED[s]
         ratio = tc_s / r["vigil_input"]["median_s"]
