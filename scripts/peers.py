@@ -426,9 +426,10 @@ def main():
                     s: {"median_s": TC_RECORDED[s][0], "max_rss_mib": TC_RECORDED[s][1],
                         "ratio_over_vigil_input":
                             TC_RECORDED[s][0] / results[s]["vigil_input"]["median_s"]}
-                    for s in results},
+                    for s in results if s in TC_RECORDED},
                 "rtlola_0_11_csv": {s: {"median_s": RTLOLA_RECORDED[s][0],
-                                        "max_rss_mib": RTLOLA_RECORDED[s][1]} for s in results},
+                                        "max_rss_mib": RTLOLA_RECORDED[s][1]}
+                                    for s in results if s in RTLOLA_RECORDED},
             },
         }
         a.json.parent.mkdir(parents=True, exist_ok=True)
