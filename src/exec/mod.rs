@@ -846,6 +846,24 @@ impl InstanceRun for InstanceEngine {
 /// is 7 (about 18,000).
 pub const AUTO_NATIVE_MAX_INSTS: usize = 131_072;
 
+/// The most instructions of a keyed monitor's regions (which run each key's
+/// first rows, its history filling) that `auto` compiles natively; past it
+/// they run on the register interpreter. Cranelift compiles a region's few
+/// instructions at a cost of its own per function (about 0.3 ms), so this
+/// keeps their compile within tens of milliseconds: a spec of a few hundred
+/// streams.
+pub const AUTO_NATIVE_DECLINE_INSTS: usize = 8_192;
+
+/// How an engine's regions are compiled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum RegionCode {
+    Quickened,
+    Native,
+    /// Natively while their instructions are at most this many, else
+    /// quickened.
+    NativeUpTo(usize),
+}
+
 /// Native code kept alive by every engine that runs it. Nothing reaches the
 /// code through it once compiled (kernels are plain function pointers into
 /// it); the `Mutex` only lets the owners live on several threads, as
@@ -1038,6 +1056,15 @@ impl Engine {
 
     /// Partitions, lowers and compiles every region (natively if asked).
     fn build_regions(&mut self, native: bool) {
+        self.build_regions_as(match native {
+            true => RegionCode::Native,
+            false => RegionCode::Quickened,
+        });
+    }
+
+    /// Partitions, lowers and compiles every region as `code` says; returns
+    /// their instructions.
+    fn build_regions_as(&mut self, code: RegionCode) -> usize {
         let plan = self.signed.clone();
         let t0 = Instant::now();
         let fused = Arc::new(FusedPlan::new(plan.clone()));
@@ -1049,6 +1076,15 @@ impl Engine {
             .iter()
             .map(|body| lower_region(&plan, body))
             .collect();
+        let insts: usize = lowered
+            .iter()
+            .map(|l| l.program.layout.insts.iter().map(Vec::len).sum::<usize>())
+            .sum();
+        let native = match code {
+            RegionCode::Quickened => false,
+            RegionCode::Native => true,
+            RegionCode::NativeUpTo(most) => insts <= most,
+        };
         let kernels = self.compile(&lowered, native);
         self.stats.lowering_time += t1.elapsed() - (self.stats.compile_time - compiled_before);
         self.regions = lowered
@@ -1057,6 +1093,7 @@ impl Engine {
             .map(|(lowered, kernel)| RegionRuntime::new(lowered, kernel))
             .collect();
         self.fused = Some(fused);
+        insts
     }
 
     /// Lowers the whole row (the kernel's part of `split`) to one program.
@@ -1237,7 +1274,25 @@ impl Engine {
     /// regions too).
     pub fn add_decline_regions(&mut self) {
         if self.tier == Tier::NativeWhole && self.fused.is_none() {
-            self.build_regions(true);
+            // `auto` compiles them natively only while that is cheap: they
+            // run a key's first rows only (its history filling), and on a
+            // spec of thousands of regions Cranelift took seconds for them
+            // (10,000 accumulators: 3.6 s of a 3.6 s native compile, where
+            // the canonical tier builds in 0.15 s).
+            let code = match self.requested {
+                Tier::Auto => RegionCode::NativeUpTo(AUTO_NATIVE_DECLINE_INSTS),
+                _ => RegionCode::Native,
+            };
+            let insts = self.build_regions_as(code);
+            if let (RegionCode::NativeUpTo(most), false) = (code, insts <= AUTO_NATIVE_DECLINE_INSTS)
+            {
+                self.why = format!(
+                    "{}; the regions for keys' first rows have {insts} instructions, more than \
+                     auto compiles natively for them ({most}), so they run on the register \
+                     interpreter",
+                    self.why
+                );
+            }
             // The whole-row kernel's count stays last.
             let whole = self.stats.history_declines.pop().unwrap_or(0);
             self.stats.history_declines = vec![0; self.regions.len()];
