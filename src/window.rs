@@ -688,4 +688,70 @@ mod tests {
         // Time never goes back for a window.
         assert_eq!(shape.read(&mut w, s(50)).unwrap(), int(8));
     }
+
+    fn time_shape(agg: Aggregate) -> Shape {
+        Shape {
+            window: Window {
+                size: WindowSize::Time {
+                    pane_ns: 1_000_000_000,
+                    panes: 3,
+                },
+                agg,
+            },
+            elem: Elem::Float,
+        }
+    }
+
+    /// `integral` joins its panes by the trapezoid between them, and a
+    /// sample of an earlier time counts at the latest time seen.
+    #[test]
+    fn integrals_join_panes_and_never_go_back() {
+        let shape = time_shape(Aggregate::Integral);
+        let mut w = vec![0; shape.words()];
+        let s = |t: f64| Time((t * 1e9) as i64);
+        let f = |x: f64| x.to_bits();
+        shape.push(&mut w, 0, s(0.5), f(2.0));
+        shape.push(&mut w, 1, s(1.5), f(4.0));
+        shape.push(&mut w, 2, s(1.0), f(4.0));
+        shape.push(&mut w, 3, s(2.5), f(0.0));
+        // 3 (0.5 → 1.5) + 0 (the late sample, at 1.5) + 2 (1.5 → 2.5).
+        assert_eq!(shape.read(&mut w, s(2.5)).unwrap(), Sample::Value(Value::Float(5.0)));
+        // At 3.5 the pane of 0.5 has left: 0 + 2.
+        assert_eq!(shape.read(&mut w, s(3.5)).unwrap(), Sample::Value(Value::Float(2.0)));
+        assert_eq!(shape.read(&mut w, s(9.0)).unwrap(), Sample::Value(Value::Float(0.0)));
+    }
+
+    /// A snapshot's words that no run could hold are refused, not trusted:
+    /// a percentile's sketch, a spread's non-finite count.
+    #[test]
+    fn restores_refuse_broken_sketches_and_spreads() {
+        let shape = time_shape(Aggregate::P99);
+        let mut w = vec![0; shape.words()];
+        for (step, x) in [1.0, 2.0, 40.0, f64::NAN].into_iter().enumerate() {
+            shape.push(&mut w, step as u64, Time(step as i64 * 400_000_000), x.to_bits());
+        }
+        let mut ok = w.clone();
+        shape.restore(&mut ok, 4).unwrap();
+        assert_eq!(ok, w);
+        for word in [T_TOTAL + 3, T_TOTAL + 5, T_TOTAL + 8] {
+            let mut broken = w.clone();
+            broken[word] ^= 0x0101_0000;
+            assert!(shape.restore(&mut broken, 4).is_err(), "word {word}");
+        }
+        let count = CountWindow {
+            n: 3,
+            agg: Aggregate::Variance,
+            elem: Elem::Float,
+        };
+        let mut w = vec![0; count.words()];
+        for (step, x) in [1.0, f64::INFINITY, 2.0, 5.0].into_iter().enumerate() {
+            count.push(&mut w, step as u64, f64::to_bits(x));
+        }
+        let mut ok = w.clone();
+        count.restore(&mut ok, 4).unwrap();
+        assert_eq!(ok, w, "Welford's words are kept as they were");
+        let mut broken = w.clone();
+        *broken.last_mut().unwrap() = 0;
+        assert!(count.restore(&mut broken, 4).is_err());
+    }
 }

@@ -885,4 +885,60 @@ mod tests {
         assert_eq!(CountWindow::decode(sum.encode()), Some(sum));
         assert_eq!(CountWindow::decode(1 << 50), None);
     }
+
+    /// Sliding Welford stays close to the two-pass variance of the values
+    /// held, on values far from zero (where the textbook sum-of-squares
+    /// formula loses every digit) over many times the window's length.
+    #[test]
+    fn sliding_variance_stays_accurate() {
+        let var = CountWindow {
+            n: 100,
+            agg: Agg::Variance,
+            elem: Elem::Float,
+        };
+        let mut w = vec![0; var.words()];
+        let mut seed = 12345u64;
+        let mut xs = Vec::new();
+        let mut worst = 0f64;
+        for step in 0..100_000u64 {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let x = 1e9 + (seed >> 40) as f64 / 1e3;
+            xs.push(x);
+            let Read::Bits(got) = var.step(&mut w, step, x.to_bits()) else {
+                panic!("a variance reads a value");
+            };
+            if step % 37 == 0 {
+                let held = &xs[xs.len().saturating_sub(100)..];
+                let mean = held.iter().sum::<f64>() / held.len() as f64;
+                let want = held.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>()
+                    / held.len() as f64;
+                if want > 0.0 {
+                    worst = worst.max((f64::from_bits(got) - want).abs() / want);
+                }
+            }
+        }
+        assert!(worst < 1e-6, "relative error {worst}");
+    }
+
+    /// Exact percentiles: the value of rank floor(q (len - 1)), NaN skipped,
+    /// the values leaving taken out of the sorted ones.
+    #[test]
+    fn count_window_percentiles_are_exact() {
+        let p50 = CountWindow {
+            n: 4,
+            agg: Agg::P50,
+            elem: Elem::Float,
+        };
+        let mut w = vec![0; p50.words()];
+        let got: Vec<f64> = [3.0, 1.0, f64::NAN, 2.0, 10.0, -0.0, 0.0]
+            .into_iter()
+            .enumerate()
+            .map(|(step, x)| match p50.step(&mut w, step as u64, x.to_bits()) {
+                Read::Bits(b) => f64::from_bits(b),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(got[..6], [3.0, 1.0, 1.0, 2.0, 2.0, 2.0]);
+        assert_eq!(got[6].to_bits(), 0f64.to_bits());
+    }
 }

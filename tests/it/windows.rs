@@ -362,10 +362,14 @@ fn keyed_monitors_keep_a_window_per_key() {
     // With time windows (a canonical tail), and with count windows only,
     // which the whole-row kernel runs on each key's packed run in place.
     let with_time = "in k: Int\nin v: Int\nin f: Float\nout s\nout m\nout a\nout c\n\
+               out sd\nout i\nout p\nout fi\n\
                s = window(v, 3, sum)\nm = window(v, 4, max)\na = window(f, 2s, avg)\n\
-               c = window(v, 3s, count, 1s)\n";
+               c = window(v, 3s, count, 1s)\nsd = window(f, 4s, stddev, 1s)\n\
+               i = window(v, 5s, integral)\np = window(f, 3s, p90, 1s)\nfi = window(v, 2s, first)\n";
     let counts = "in k: Int\nin v: Int\nin f: Float\nout s\nout m\nout a\n\
-               s = window(v, 3, sum)\nm = window(v, 4, max)\na = window(f, 2, avg)\n";
+               out va\nout p\nout fi\n\
+               s = window(v, 3, sum)\nm = window(v, 4, max)\na = window(f, 2, avg)\n\
+               va = window(f, 3, variance)\np = window(v, 4, p50)\nfi = window(f, 3, first)\n";
     for src in [with_time, counts] {
         keyed_case(src);
     }
