@@ -417,7 +417,10 @@ impl Reference<'_> {
                         by_pane.push(Vec::new());
                         last_pane = Some(pane(*t));
                     }
-                    by_pane.last_mut().expect("pushed").push((time(*t), as_f64(v)));
+                    by_pane
+                        .last_mut()
+                        .expect("pushed")
+                        .push((time(*t), as_f64(v)));
                 }
                 Ok(pane_aggregate(w.agg, &by_pane))
             }
@@ -1270,7 +1273,13 @@ fn pane_aggregate(agg: Aggregate, panes: &[Vec<(i64, f64)>]) -> Sample {
                         area += window::trapezoid(t0, v0, t1, v1);
                     }
                     let ((t0, v0), (t1, v1)) = (p[0], p[p.len() - 1]);
-                    [t0 as u64, v0.to_bits(), t1 as u64, v1.to_bits(), f64::to_bits(area)]
+                    [
+                        t0 as u64,
+                        v0.to_bits(),
+                        t1 as u64,
+                        v1.to_bits(),
+                        f64::to_bits(area),
+                    ]
                 })
                 .collect();
             float(window::join_areas(parts.iter().map(|a| a.as_slice())))

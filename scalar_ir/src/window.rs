@@ -272,10 +272,10 @@ impl CountWindow {
                 let len = pushes.min(n);
                 let a = &mut w[agg_at..agg_at + 3];
                 let mut finite = len - a[NONFINITE].min(len);
-                if let Some(old) = leaving {
-                    if welford_remove(a, as_float(self.elem, old), finite) {
-                        finite = finite.saturating_sub(1);
-                    }
+                if let Some(old) = leaving
+                    && welford_remove(a, as_float(self.elem, old), finite)
+                {
+                    finite = finite.saturating_sub(1);
                 }
                 welford_add(a, as_float(self.elem, bits), finite);
             }
@@ -324,7 +324,7 @@ impl CountWindow {
             w[RING + at] = bits;
         }
         w[PUSHES] = pushes.wrapping_add(1);
-        if self.agg.is_spread() && w[PUSHES] % n == 0 {
+        if self.agg.is_spread() && w[PUSHES].is_multiple_of(n) {
             // Every `n` values, the window holds only values that entered
             // since the last recomputation: recompute from them (two passes),
             // so that the rounding of the updates cannot accumulate.
@@ -901,7 +901,9 @@ mod tests {
         let mut xs = Vec::new();
         let mut worst = 0f64;
         for step in 0..100_000u64 {
-            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             let x = 1e9 + (seed >> 40) as f64 / 1e3;
             xs.push(x);
             let Read::Bits(got) = var.step(&mut w, step, x.to_bits()) else {
@@ -910,8 +912,8 @@ mod tests {
             if step % 37 == 0 {
                 let held = &xs[xs.len().saturating_sub(100)..];
                 let mean = held.iter().sum::<f64>() / held.len() as f64;
-                let want = held.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>()
-                    / held.len() as f64;
+                let want =
+                    held.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / held.len() as f64;
                 if want > 0.0 {
                     worst = worst.max((f64::from_bits(got) - want).abs() / want);
                 }
@@ -933,10 +935,12 @@ mod tests {
         let got: Vec<f64> = [3.0, 1.0, f64::NAN, 2.0, 10.0, -0.0, 0.0]
             .into_iter()
             .enumerate()
-            .map(|(step, x)| match p50.step(&mut w, step as u64, x.to_bits()) {
-                Read::Bits(b) => f64::from_bits(b),
-                other => panic!("{other:?}"),
-            })
+            .map(
+                |(step, x)| match p50.step(&mut w, step as u64, x.to_bits()) {
+                    Read::Bits(b) => f64::from_bits(b),
+                    other => panic!("{other:?}"),
+                },
+            )
             .collect();
         assert_eq!(got[..6], [3.0, 1.0, 1.0, 2.0, 2.0, 2.0]);
         assert_eq!(got[6].to_bits(), 0f64.to_bits());
