@@ -399,7 +399,7 @@ impl Reference<'_> {
                 let held: Vec<(usize, Value)> = (values.into_iter())
                     .filter(|&(t, _)| pane(t) > now - i64::from(panes))
                     .collect();
-                if !combines_panes(w.agg) {
+                if !window::combines_panes(w.agg) {
                     let held: Vec<Value> = held.into_iter().map(|(_, v)| v).collect();
                     return aggregate(w.agg, &held, elem);
                 }
@@ -1159,22 +1159,6 @@ fn pointwise(
         None => Ok(Sample::Deferred),
         Some(v) => f(&v).map(Sample::Value),
     }
-}
-
-/// Whether a time window's aggregate is computed per pane and the panes
-/// combined (its value depends on how the samples fall into panes).
-fn combines_panes(agg: Aggregate) -> bool {
-    matches!(
-        agg,
-        Aggregate::First
-            | Aggregate::Variance
-            | Aggregate::Stddev
-            | Aggregate::Integral
-            | Aggregate::P50
-            | Aggregate::P90
-            | Aggregate::P95
-            | Aggregate::P99
-    )
 }
 
 fn as_f64(v: &Value) -> f64 {

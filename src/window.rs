@@ -410,14 +410,7 @@ impl Shape {
         let panes_i = i64::from(panes);
         match self.window.agg {
             Aggregate::Count => Ok(Sample::Value(Value::Int(len as i64))),
-            Aggregate::First
-            | Aggregate::Variance
-            | Aggregate::Stddev
-            | Aggregate::Integral
-            | Aggregate::P50
-            | Aggregate::P90
-            | Aggregate::P95
-            | Aggregate::P99 => self.read_combined(w, panes),
+            agg if combines_panes(agg) => self.read_combined(w, panes),
             Aggregate::Last => {
                 if len > 0 && w[T_LAST_PANE] as i64 > newest - panes_i {
                     self.reading(Read::Bits(w[T_LAST]))
@@ -581,6 +574,17 @@ impl Shape {
         w[T_TOTAL..T_TOTAL + k].copy_from_slice(&total);
         Ok(())
     }
+}
+
+/// Whether a time window of aggregate `agg` keeps a partial state per pane
+/// that a read combines, oldest pane first (rather than running totals or a
+/// scan for the best value): `first`, `variance`, `stddev`, `integral` and
+/// the percentiles.
+pub fn combines_panes(agg: Aggregate) -> bool {
+    matches!(
+        agg,
+        Aggregate::First | Aggregate::Variance | Aggregate::Stddev | Aggregate::Integral
+    ) || agg.quantile().is_some()
 }
 
 /// The area of the trapezoid between samples `(t0, v0)` and `(t1, v1)`

@@ -1552,17 +1552,8 @@ fn window_type(
         Aggregate::Count => true,
         Aggregate::Last | Aggregate::First => matches!(t, Type::Int | Type::Float | Type::Bool),
         Aggregate::Any | Aggregate::All => t == Type::Bool,
-        Aggregate::Sum
-        | Aggregate::Avg
-        | Aggregate::Min
-        | Aggregate::Max
-        | Aggregate::Variance
-        | Aggregate::Stddev
-        | Aggregate::Integral
-        | Aggregate::P50
-        | Aggregate::P90
-        | Aggregate::P95
-        | Aggregate::P99 => matches!(t, Type::Int | Type::Float),
+        // Every other aggregate computes with numbers.
+        _ => matches!(t, Type::Int | Type::Float),
     };
     if !fits {
         let want = match agg {
