@@ -118,12 +118,28 @@ impl Shape {
         }
     }
 
+    /// Words after a percentile time window's panes: the sketch of its
+    /// closed panes (all but the newest) merged, oldest first, and the
+    /// newest pane it was merged for (plus one; 0: none). A pane is closed
+    /// for good (values enter the newest pane only), so a read merges that
+    /// sketch and the newest pane's rather than every pane's; it is derived
+    /// state, merged again when the newest pane changes and after a restore.
+    fn closed_words(&self) -> usize {
+        match self.window.agg.quantile() {
+            Some(_) => 1 + sketch::WORDS,
+            None => 0,
+        }
+    }
+
     /// The number of words of the window's state.
     pub fn words(&self) -> usize {
         match self.window.size {
             WindowSize::Count(n) => self.count(n).words(),
             WindowSize::Time { panes, .. } => {
-                T_TOTAL + self.sum_words() + panes as usize * self.pane_words()
+                T_TOTAL
+                    + self.sum_words()
+                    + panes as usize * self.pane_words()
+                    + self.closed_words()
             }
         }
     }
@@ -168,9 +184,8 @@ impl Shape {
             WindowSize::Time { pane_ns, panes } => {
                 let per = match agg {
                     Aggregate::P50 | Aggregate::P90 | Aggregate::P95 | Aggregate::P99 => format!(
-                        "a DDSketch per pane ({}% relative error, at most {} bins per sign), O({}) bins per step and O({panes} panes) per read",
+                        "a DDSketch per pane and one of the closed panes merged ({}% relative error, at most {} bins per sign), O(bins) per value and per read, O({panes} panes × bins) when a new pane starts",
                         sketch::ALPHA * 100.0,
-                        sketch::MAX_BINS,
                         sketch::MAX_BINS,
                     ),
                     Aggregate::Min
@@ -395,13 +410,36 @@ impl Shape {
             Aggregate::Integral => {
                 Read::Bits(join_areas(live.iter().map(|&at| partial(at))).to_bits())
             }
-            _ => {
-                let q = agg.quantile().unwrap_or(0.5);
-                let v = sketch::quantile(live.iter().map(|&at| partial(at)), q);
-                Read::Bits(v.unwrap_or(f64::NAN).to_bits())
-            }
+            _ => unreachable!("percentiles read through `read_percentile`"),
         };
         self.reading(read)
+    }
+
+    /// A percentile's read: the closed panes' merged sketch (merged again
+    /// if the newest pane has changed since) and the newest pane's, merged
+    /// in that order, which is the order of merging every pane oldest first.
+    fn read_percentile(&self, w: &mut [u64], panes: u32) -> Result<Sample, Fault> {
+        let live = self.live_panes(w, panes);
+        if live.is_empty() {
+            return Ok(Sample::Deferred);
+        }
+        let newest = w[T_NEWEST] as i64;
+        let newest_at = self.pane_at(newest.rem_euclid(i64::from(panes)) as usize, panes);
+        let closed_at = w.len() - self.closed_words();
+        let mark = (newest as u64).wrapping_add(1);
+        let partial = |at: usize| at + 2..at + self.pane_words();
+        if w[closed_at] != mark || mark == 0 {
+            let closed: Vec<usize> = live.iter().copied().filter(|&at| at != newest_at).collect();
+            let merged = sketch::merged(closed.iter().map(|&at| &w[partial(at)]));
+            sketch::store(&mut w[closed_at + 1..], &merged);
+            w[closed_at] = mark;
+        }
+        let newest_live = live.last() == Some(&newest_at);
+        let panes_read = std::iter::once(&w[closed_at + 1..])
+            .chain(newest_live.then(|| &w[partial(newest_at)]));
+        let q = self.window.agg.quantile().unwrap_or(0.5);
+        let v = sketch::quantile(panes_read, q);
+        self.reading(Read::Bits(v.unwrap_or(f64::NAN).to_bits()))
     }
 
     fn read_time(&self, w: &mut [u64], panes: u32) -> Result<Sample, Fault> {
@@ -410,6 +448,7 @@ impl Shape {
         let panes_i = i64::from(panes);
         match self.window.agg {
             Aggregate::Count => Ok(Sample::Value(Value::Int(len as i64))),
+            agg if agg.quantile().is_some() => self.read_percentile(w, panes),
             agg if combines_panes(agg) => self.read_combined(w, panes),
             Aggregate::Last => {
                 if len > 0 && w[T_LAST_PANE] as i64 > newest - panes_i {
@@ -572,6 +611,10 @@ impl Shape {
         }
         w[T_COUNT] = count;
         w[T_TOTAL..T_TOTAL + k].copy_from_slice(&total);
+        // The closed panes' merged sketch is derived: merged again at the
+        // next read.
+        let closed_at = w.len() - self.closed_words();
+        w[closed_at..].fill(0);
         Ok(())
     }
 }

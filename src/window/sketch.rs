@@ -37,8 +37,11 @@ pub fn config() -> Config {
 
 fn bytes_of(w: &[u64]) -> Vec<u8> {
     let len = (w[0] as usize).min(MAX_BYTES);
-    let bytes: Vec<u8> = w[1..].iter().flat_map(|x| x.to_le_bytes()).collect();
-    bytes[..len].to_vec()
+    let mut bytes: Vec<u8> = (w[1..1 + len.div_ceil(8)].iter())
+        .flat_map(|x| x.to_le_bytes())
+        .collect();
+    bytes.truncate(len);
+    bytes
 }
 
 /// The sketch in words `w` (of [`WORDS`]), which a run wrote or [`check`] passed.
@@ -49,10 +52,13 @@ pub fn load(w: &[u64]) -> DDSketch {
     postcard::from_bytes(&bytes_of(w)).expect("a pane's sketch is one this module wrote or checked")
 }
 
-fn save(w: &mut [u64], sketch: &DDSketch) {
+/// Writes `sketch` into words `w` (of [`WORDS`]).
+pub fn store(w: &mut [u64], sketch: &DDSketch) {
     let bytes = postcard::to_allocvec(sketch).expect("a sketch serializes");
     assert!(bytes.len() <= MAX_BYTES, "a sketch of {} bytes, past its bound", bytes.len());
-    w.fill(0);
+    // Only the words the old bytes took need clearing.
+    let used = 1 + (w[0] as usize).min(MAX_BYTES).div_ceil(8);
+    w[..used].fill(0);
     w[0] = bytes.len() as u64;
     for (word, chunk) in w[1..].iter_mut().zip(bytes.chunks(8)) {
         let mut b = [0u8; 8];
@@ -68,17 +74,22 @@ pub fn add(w: &mut [u64], x: f64) {
     }
     let mut sketch = load(w);
     sketch.add(x);
-    save(w, &sketch);
+    store(w, &sketch);
+}
+
+/// The panes' sketches merged, in order, into an empty one.
+pub fn merged<'a>(panes: impl Iterator<Item = &'a [u64]>) -> DDSketch {
+    let mut all = DDSketch::new(config());
+    for w in panes {
+        all.merge(&load(w)).expect("one configuration for every sketch");
+    }
+    all
 }
 
 /// The quantile `q` of the panes' sketches merged (oldest first); `None` if
 /// they hold no value.
 pub fn quantile<'a>(panes: impl Iterator<Item = &'a [u64]>, q: f64) -> Option<f64> {
-    let mut all = DDSketch::new(config());
-    for w in panes {
-        all.merge(&load(w)).expect("one configuration for every sketch");
-    }
-    all.quantile(q).ok().flatten()
+    merged(panes).quantile(q).ok().flatten()
 }
 
 /// The number of values in a pane's sketch.
@@ -186,7 +197,7 @@ pub fn check(w: &[u64], values: u64) -> Result<(), String> {
     // Written again, the sketch gives the very words: its bytes, their
     // length and zero padding.
     let mut again = vec![0u64; WORDS];
-    save(&mut again, &sketch);
+    store(&mut again, &sketch);
     if again != w {
         return Err("a percentile sketch that is not in its own form".into());
     }
