@@ -381,22 +381,50 @@ impl Reference<'_> {
                 values.push((t, v));
             }
         }
-        let held: Vec<Value> = match w.size {
+        match w.size {
             WindowSize::Count(n) => {
+                if w.agg.is_spread() {
+                    let all: Vec<Value> = values.into_iter().map(|(_, v)| v).collect();
+                    return Ok(sliding_spread(w.agg, &all, n as usize));
+                }
                 let from = values.len().saturating_sub(n as usize);
-                values.drain(from..).map(|(_, v)| v).collect()
+                let held: Vec<Value> = values.drain(from..).map(|(_, v)| v).collect();
+                aggregate(w.agg, &held, elem)
             }
             // The reference's rows carry no time: a step's time is its index.
             WindowSize::Time { pane_ns, panes } => {
-                let pane = |t: usize| window::pane_of(window::time_at(None, t as u64).0, pane_ns);
+                let time = |t: usize| window::time_at(None, t as u64).0;
+                let pane = |t: usize| window::pane_of(time(t), pane_ns);
                 let now = pane(s);
-                (values.into_iter())
+                let held: Vec<(usize, Value)> = (values.into_iter())
                     .filter(|&(t, _)| pane(t) > now - i64::from(panes))
-                    .map(|(_, v)| v)
-                    .collect()
+                    .collect();
+                if !window::combines_panes(w.agg) {
+                    let held: Vec<Value> = held.into_iter().map(|(_, v)| v).collect();
+                    return aggregate(w.agg, &held, elem);
+                }
+                if w.agg == Aggregate::First {
+                    return Ok(match held.first() {
+                        Some((_, v)) => Sample::Value(v.clone()),
+                        None => Sample::Deferred,
+                    });
+                }
+                // The panes' samples, oldest pane first.
+                let mut by_pane: Vec<Vec<(i64, f64)>> = Vec::new();
+                let mut last_pane = None;
+                for (t, v) in &held {
+                    if last_pane != Some(pane(*t)) {
+                        by_pane.push(Vec::new());
+                        last_pane = Some(pane(*t));
+                    }
+                    by_pane
+                        .last_mut()
+                        .expect("pushed")
+                        .push((time(*t), as_f64(v)));
+                }
+                Ok(pane_aggregate(w.agg, &by_pane))
             }
-        };
-        aggregate(w.agg, &held, elem)
+        }
     }
 
     fn call(&mut self, f: Builtin, args: &[ExprId], s: usize) -> Result<Sample, Fault> {
@@ -1133,6 +1161,130 @@ fn pointwise(
     }
 }
 
+fn as_f64(v: &Value) -> f64 {
+    match v {
+        Value::Int(i) => *i as f64,
+        Value::Float(f) => *f,
+        other => unreachable!("a numeric window holds {other:?}"),
+    }
+}
+
+/// `variance` or `stddev` of a count window of `n` over the present values
+/// `all` (oldest first): Welford's updates as each value enters and the one
+/// it pushes out leaves, recomputed from the held values by two sums each
+/// time the number of values seen is a multiple of `n`, as
+/// docs/language.md states (the update formulas are `scalar_ir::window`'s;
+/// the bookkeeping is this function's own).
+fn sliding_spread(agg: Aggregate, all: &[Value], n: usize) -> Sample {
+    use scalar_ir::window::{Read, spread, welford_add, welford_remove};
+    let mut held: std::collections::VecDeque<f64> = std::collections::VecDeque::new();
+    let mut state = [0f64.to_bits(), 0f64.to_bits(), 0u64];
+    for (k, v) in all.iter().enumerate() {
+        let x = as_f64(v);
+        let finite_held = held.iter().filter(|x| x.is_finite()).count() as u64;
+        let mut finite = finite_held;
+        if held.len() == n {
+            let old = held.pop_front().expect("a full window");
+            if welford_remove(&mut state, old, finite) {
+                finite -= 1;
+            }
+        }
+        welford_add(&mut state, x, finite);
+        held.push_back(x);
+        if (k + 1) % n == 0 {
+            let finite: Vec<f64> = held.iter().copied().filter(|x| x.is_finite()).collect();
+            let (mean, m2) = if finite.is_empty() {
+                (0.0, 0.0)
+            } else {
+                let mean = finite.iter().sum::<f64>() / finite.len() as f64;
+                (mean, finite.iter().map(|x| (x - mean) * (x - mean)).sum())
+            };
+            state[0] = f64::to_bits(mean);
+            state[1] = f64::to_bits(m2);
+        }
+    }
+    if held.is_empty() {
+        return Sample::Deferred;
+    }
+    let nonfinite = held.iter().filter(|x| !x.is_finite()).count() as u64;
+    match spread(agg, nonfinite, f64::from_bits(state[1]), held.len() as u64) {
+        Read::Bits(b) => Sample::Value(Value::Float(f64::from_bits(b))),
+        other => unreachable!("a spread reads {other:?}"),
+    }
+}
+
+/// A time window's `variance`, `stddev`, `integral` or percentile over its
+/// panes' samples (time in nanoseconds, value), oldest pane first: each
+/// pane's state computed from its samples, then the panes combined by
+/// `window`'s formulas (Chan's merge, trapezoids joined; the percentiles'
+/// sketches built and merged here with `sketches_ddsketch` directly).
+fn pane_aggregate(agg: Aggregate, panes: &[Vec<(i64, f64)>]) -> Sample {
+    let float = |f: f64| Sample::Value(Value::Float(f));
+    if panes.is_empty() {
+        return match agg {
+            Aggregate::Integral => float(0.0),
+            _ => Sample::Deferred,
+        };
+    }
+    match agg {
+        Aggregate::Variance | Aggregate::Stddev => {
+            let states: Vec<(u64, [u64; 3])> = panes
+                .iter()
+                .map(|p| {
+                    let mut a = [0f64.to_bits(), 0f64.to_bits(), 0u64];
+                    let mut finite = 0;
+                    for &(_, x) in p {
+                        scalar_ir::window::welford_add(&mut a, x, finite);
+                        finite += u64::from(x.is_finite());
+                    }
+                    (p.len() as u64, a)
+                })
+                .collect();
+            let (n, nonfinite, m2) =
+                window::merge_spreads(states.iter().map(|(c, a)| (*c, a.as_slice())));
+            match scalar_ir::window::spread(agg, nonfinite, m2, n) {
+                scalar_ir::window::Read::Bits(b) => float(f64::from_bits(b)),
+                other => unreachable!("a spread reads {other:?}"),
+            }
+        }
+        Aggregate::Integral => {
+            let parts: Vec<[u64; 5]> = panes
+                .iter()
+                .map(|p| {
+                    let mut area = 0.0;
+                    for pair in p.windows(2) {
+                        let ((t0, v0), (t1, v1)) = (pair[0], pair[1]);
+                        area += window::trapezoid(t0, v0, t1, v1);
+                    }
+                    let ((t0, v0), (t1, v1)) = (p[0], p[p.len() - 1]);
+                    [
+                        t0 as u64,
+                        v0.to_bits(),
+                        t1 as u64,
+                        v1.to_bits(),
+                        f64::to_bits(area),
+                    ]
+                })
+                .collect();
+            float(window::join_areas(parts.iter().map(|a| a.as_slice())))
+        }
+        _ => {
+            use sketches_ddsketch::DDSketch;
+            let config = window::sketch::config();
+            let mut all = DDSketch::new(config);
+            for p in panes {
+                let mut one = DDSketch::new(config);
+                for &(_, x) in p.iter().filter(|(_, x)| x.is_finite()) {
+                    one.add(x);
+                }
+                all.merge(&one).expect("one configuration");
+            }
+            let q = agg.quantile().expect("a percentile");
+            float(all.quantile(q).ok().flatten().unwrap_or(f64::NAN))
+        }
+    }
+}
+
 /// An aggregate of the values a window holds (oldest first), computed from
 /// scratch; the empty window's results are docs/language.md's ("Windows").
 fn aggregate(agg: Aggregate, held: &[Value], elem: window::Elem) -> Result<Sample, Fault> {
@@ -1160,6 +1312,28 @@ fn aggregate(agg: Aggregate, held: &[Value], elem: window::Elem) -> Result<Sampl
             _ => Ok(Sample::Deferred),
         },
         Aggregate::Last => v(held[held.len() - 1].clone()),
+        Aggregate::First => v(held[0].clone()),
+        Aggregate::P50 | Aggregate::P90 | Aggregate::P95 | Aggregate::P99 => {
+            // Exact: the value of rank floor(q (len - 1)) among the non-NaN
+            // values in IEEE total order (NaN alone: NaN).
+            let mut xs: Vec<&Value> = (held.iter())
+                .filter(|x| !matches!(x, Value::Float(f) if f.is_nan()))
+                .collect();
+            if xs.is_empty() {
+                return v(Value::Float(f64::NAN));
+            }
+            xs.sort_by(|a, b| match (a, b) {
+                (Value::Int(a), Value::Int(b)) => a.cmp(b),
+                (Value::Float(a), Value::Float(b)) => a.total_cmp(b),
+                (a, b) => unreachable!("a window holds {a:?} and {b:?}"),
+            });
+            let q = agg.quantile().expect("a percentile");
+            let rank = ((q * (xs.len() - 1) as f64).floor() as usize).min(xs.len() - 1);
+            v(Value::Float(as_f64(xs[rank])))
+        }
+        Aggregate::Variance | Aggregate::Stddev | Aggregate::Integral => {
+            unreachable!("computed over the window's history or panes")
+        }
         Aggregate::Sum if is_int => i64::try_from(ints().sum::<i128>())
             .map(|s| Sample::Value(Value::Int(s)))
             .map_err(|_| Fault::new(ErrorKind::IntegerOverflow, "window sum")),

@@ -23,7 +23,12 @@
 //!   reads is the last `T` before it, `[t - T, t)`; a window first read at
 //!   a tick lays its panes from that tick (the phase is kept in its start
 //!   word), so the reads at ticks of a period the pane width divides are
-//!   exact.
+//!   exact. `first`, `variance`/`stddev` (Welford's state per pane, merged
+//!   by Chan's formula), `integral` (the pane's first and last samples and
+//!   the trapezoids between its samples; the panes are joined by the
+//!   trapezoid from one's last sample to the next one's first) and the
+//!   percentiles (a DDSketch per pane, `sketch`) combine their panes,
+//!   oldest first, on a read: O(panes).
 //!
 //! Float sums are exact: every Float is an integer multiple of 2^-1074, so a
 //! fixed-point integer of 68 32-bit digits holds any sum of up to 2^60 of
@@ -39,9 +44,12 @@ use crate::time::Time;
 use crate::value::{Sample, Value};
 
 use scalar_ir::window::{
-    CountWindow, Read, add_to, i128_of, is_nan, replaces, set_i128, sub_from, sum_words,
+    CountWindow, Read, add_to, as_float, i128_of, is_nan, replaces, set_i128, spread, sub_from,
+    sum_words, welford_add,
 };
 pub use scalar_ir::window::{Elem, exact};
+
+pub mod sketch;
 
 /// What a window's values are, as far as its state goes (its operand's type).
 pub fn elem_of(t: Type) -> Elem {
@@ -97,7 +105,29 @@ impl Shape {
     fn pane_words(&self) -> usize {
         2 + match self.window.agg {
             Aggregate::Min | Aggregate::Max => 2,
-            _ => self.sum_words(),
+            Aggregate::Last => 0,
+            Aggregate::First => 1,
+            // Welford's mean, sum of squared deviations, non-finite count.
+            Aggregate::Variance | Aggregate::Stddev => 3,
+            // First sample (time, value), last sample, area between them.
+            Aggregate::Integral => 5,
+            Aggregate::P50 | Aggregate::P90 | Aggregate::P95 | Aggregate::P99 => sketch::WORDS,
+            Aggregate::Count | Aggregate::Sum | Aggregate::Avg | Aggregate::Any | Aggregate::All => {
+                self.sum_words()
+            }
+        }
+    }
+
+    /// Words after a percentile time window's panes: the sketch of its
+    /// closed panes (all but the newest) merged, oldest first, and the
+    /// newest pane it was merged for (plus one; 0: none). A pane is closed
+    /// for good (values enter the newest pane only), so a read merges that
+    /// sketch and the newest pane's rather than every pane's; it is derived
+    /// state, merged again when the newest pane changes and after a restore.
+    fn closed_words(&self) -> usize {
+        match self.window.agg.quantile() {
+            Some(_) => 1 + sketch::WORDS,
+            None => 0,
         }
     }
 
@@ -106,7 +136,10 @@ impl Shape {
         match self.window.size {
             WindowSize::Count(n) => self.count(n).words(),
             WindowSize::Time { panes, .. } => {
-                T_TOTAL + self.sum_words() + panes as usize * self.pane_words()
+                T_TOTAL
+                    + self.sum_words()
+                    + panes as usize * self.pane_words()
+                    + self.closed_words()
             }
         }
     }
@@ -120,8 +153,16 @@ impl Shape {
                 let what = match agg {
                     Aggregate::Count => "a count".to_string(),
                     Aggregate::Last => "the last value".to_string(),
+                    Aggregate::First => format!("{n} values"),
+                    Aggregate::Integral => "nothing (refused: no time)".to_string(),
                     Aggregate::Min | Aggregate::Max => {
                         format!("{n} values and a deque of at most {n} positions")
+                    }
+                    Aggregate::Variance | Aggregate::Stddev => {
+                        format!("{n} values and Welford's mean and sum of squares")
+                    }
+                    Aggregate::P50 | Aggregate::P90 | Aggregate::P95 | Aggregate::P99 => {
+                        format!("{n} values and the same {n} sorted (exact)")
                     }
                     Aggregate::Sum | Aggregate::Avg if self.elem == Elem::Float => {
                         format!("{n} values and an exact sum")
@@ -130,13 +171,29 @@ impl Shape {
                 };
                 let per = match agg {
                     Aggregate::Min | Aggregate::Max => "amortised O(1) per step",
+                    Aggregate::Variance | Aggregate::Stddev => {
+                        "amortised O(1) per step (recomputed every N values)"
+                    }
+                    Aggregate::P50 | Aggregate::P90 | Aggregate::P95 | Aggregate::P99 => {
+                        "O(N) per step (a sorted insertion and removal)"
+                    }
                     _ => "O(1) per step",
                 };
                 format!("count window of {n}: {what}, {bytes} bytes, {per}")
             }
             WindowSize::Time { pane_ns, panes } => {
                 let per = match agg {
-                    Aggregate::Min | Aggregate::Max => format!("O({panes}) per read"),
+                    Aggregate::P50 | Aggregate::P90 | Aggregate::P95 | Aggregate::P99 => format!(
+                        "a DDSketch per pane and one of the closed panes merged ({}% relative error, at most {} bins per sign), O(bins) per value and per read, O({panes} panes × bins) when a new pane starts",
+                        sketch::ALPHA * 100.0,
+                        sketch::MAX_BINS,
+                    ),
+                    Aggregate::Min
+                    | Aggregate::Max
+                    | Aggregate::First
+                    | Aggregate::Variance
+                    | Aggregate::Stddev
+                    | Aggregate::Integral => format!("O({panes}) per read"),
                     _ => "O(1) per step".to_string(),
                 };
                 format!(
@@ -162,7 +219,7 @@ impl Shape {
                 w[T_PUSHED_AT] = step + 1;
                 let phase = phase_of(w, pane_ns, None);
                 let p = self.advance(w, pane_of(time.0.saturating_sub(phase), pane_ns), panes, phase);
-                self.push_time(w, p, panes, bits);
+                self.push_time(w, p, panes, time.0, bits);
             }
         }
     }
@@ -255,16 +312,49 @@ impl Shape {
         w[at..at + self.pane_words()].fill(0);
     }
 
-    fn push_time(&self, w: &mut [u64], p: i64, panes: u32, bits: u64) {
+    fn push_time(&self, w: &mut [u64], p: i64, panes: u32, time: i64, bits: u64) {
         let slot = p.rem_euclid(i64::from(panes)) as usize;
         let at = self.pane_at(slot, panes);
-        if w[at + 1] == 0 {
+        let before = w[at + 1];
+        if before == 0 {
             w[at] = p as u64;
         }
         w[at + 1] += 1;
         w[T_COUNT] += 1;
+        let partial = at + 2..at + self.pane_words();
         match self.window.agg {
             Aggregate::Count => {}
+            Aggregate::First => {
+                if before == 0 {
+                    w[at + 2] = bits;
+                }
+            }
+            Aggregate::Variance | Aggregate::Stddev => {
+                let a = &mut w[partial];
+                let finite = before - a[2].min(before);
+                welford_add(a, as_float(self.elem, bits), finite);
+            }
+            Aggregate::Integral => {
+                // Time never goes back for a window: a sample of an earlier
+                // time than the latest one counts at that latest time.
+                let t = match w[T_LAST_PANE] {
+                    0 => time,
+                    _ => time.max(w[T_LAST] as i64),
+                };
+                (w[T_LAST], w[T_LAST_PANE]) = (t as u64, 1);
+                let v = as_float(self.elem, bits);
+                let a = &mut w[partial];
+                if before == 0 {
+                    a.copy_from_slice(&[t as u64, v.to_bits(), t as u64, v.to_bits(), 0]);
+                } else {
+                    let (t1, v1) = (a[2] as i64, f64::from_bits(a[3]));
+                    let area = f64::from_bits(a[4]) + trapezoid(t1, v1, t, v);
+                    a[2..].copy_from_slice(&[t as u64, v.to_bits(), area.to_bits()]);
+                }
+            }
+            Aggregate::P50 | Aggregate::P90 | Aggregate::P95 | Aggregate::P99 => {
+                sketch::add(&mut w[partial], as_float(self.elem, bits));
+            }
             Aggregate::Last => {
                 w[T_LAST] = bits;
                 w[T_LAST_PANE] = p as u64;
@@ -286,12 +376,80 @@ impl Shape {
         }
     }
 
+    /// The first words of the panes in the window that hold values, oldest
+    /// first.
+    fn live_panes(&self, w: &[u64], panes: u32) -> Vec<usize> {
+        let newest = w[T_NEWEST] as i64;
+        let panes_i = i64::from(panes);
+        (newest - panes_i + 1..=newest)
+            .map(|q| (q, self.pane_at(q.rem_euclid(panes_i) as usize, panes)))
+            .filter(|&(q, at)| w[at] as i64 == q && w[at + 1] > 0)
+            .map(|(_, at)| at)
+            .collect()
+    }
+
+    /// `first`, `variance`/`stddev`, `integral` and the percentiles: their
+    /// panes combined, oldest first.
+    fn read_combined(&self, w: &[u64], panes: u32) -> Result<Sample, Fault> {
+        let live = self.live_panes(w, panes);
+        let partial = |at: usize| &w[at + 2..at + self.pane_words()];
+        let agg = self.window.agg;
+        if live.is_empty() {
+            return match agg {
+                Aggregate::Integral => self.reading(Read::Bits(0f64.to_bits())),
+                _ => Ok(Sample::Deferred),
+            };
+        }
+        let read = match agg {
+            Aggregate::First => Read::Bits(partial(live[0])[0]),
+            Aggregate::Variance | Aggregate::Stddev => {
+                let parts = live.iter().map(|&at| (w[at + 1], partial(at)));
+                let (n, nonfinite, m2) = merge_spreads(parts);
+                spread(agg, nonfinite, m2, n)
+            }
+            Aggregate::Integral => {
+                Read::Bits(join_areas(live.iter().map(|&at| partial(at))).to_bits())
+            }
+            _ => unreachable!("percentiles read through `read_percentile`"),
+        };
+        self.reading(read)
+    }
+
+    /// A percentile's read: the closed panes' merged sketch (merged again
+    /// if the newest pane has changed since) and the newest pane's, merged
+    /// in that order, which is the order of merging every pane oldest first.
+    fn read_percentile(&self, w: &mut [u64], panes: u32) -> Result<Sample, Fault> {
+        let live = self.live_panes(w, panes);
+        if live.is_empty() {
+            return Ok(Sample::Deferred);
+        }
+        let newest = w[T_NEWEST] as i64;
+        let newest_at = self.pane_at(newest.rem_euclid(i64::from(panes)) as usize, panes);
+        let closed_at = w.len() - self.closed_words();
+        let mark = (newest as u64).wrapping_add(1);
+        let partial = |at: usize| at + 2..at + self.pane_words();
+        if w[closed_at] != mark || mark == 0 {
+            let closed: Vec<usize> = live.iter().copied().filter(|&at| at != newest_at).collect();
+            let merged = sketch::merged(closed.iter().map(|&at| &w[partial(at)]));
+            sketch::store(&mut w[closed_at + 1..], &merged);
+            w[closed_at] = mark;
+        }
+        let newest_live = live.last() == Some(&newest_at);
+        let panes_read = std::iter::once(&w[closed_at + 1..])
+            .chain(newest_live.then(|| &w[partial(newest_at)]));
+        let q = self.window.agg.quantile().unwrap_or(0.5);
+        let v = sketch::quantile(panes_read, q);
+        self.reading(Read::Bits(v.unwrap_or(f64::NAN).to_bits()))
+    }
+
     fn read_time(&self, w: &mut [u64], panes: u32) -> Result<Sample, Fault> {
         let len = w[T_COUNT];
         let newest = w[T_NEWEST] as i64;
         let panes_i = i64::from(panes);
         match self.window.agg {
             Aggregate::Count => Ok(Sample::Value(Value::Int(len as i64))),
+            agg if agg.quantile().is_some() => self.read_percentile(w, panes),
+            agg if combines_panes(agg) => self.read_combined(w, panes),
             Aggregate::Last => {
                 if len > 0 && w[T_LAST_PANE] as i64 > newest - panes_i {
                     self.reading(Read::Bits(w[T_LAST]))
@@ -388,6 +546,9 @@ impl Shape {
         if self.window.agg == Aggregate::Last && self.elem == Elem::Bool && w[T_LAST] > 1 {
             return Err("a Bool that is neither 0 nor 1".into());
         }
+        if self.window.agg == Aggregate::Integral && w[T_LAST_PANE] > 1 {
+            return Err("an integral's latest time that no run keeps".into());
+        }
         let newest = w[T_NEWEST] as i64;
         let panes_i = i64::from(panes);
         let k = self.sum_words();
@@ -422,6 +583,18 @@ impl Shape {
                 Aggregate::Any | Aggregate::All if partial[0] > c => {
                     return Err(format!("pane {q} holds more trues than values"));
                 }
+                Aggregate::First if self.elem == Elem::Bool && partial[0] > 1 => {
+                    return Err("a Bool that is neither 0 nor 1".into());
+                }
+                Aggregate::Variance | Aggregate::Stddev if partial[2] > c => {
+                    return Err(format!("pane {q} holds more non-finite values than values"));
+                }
+                Aggregate::Integral if (partial[0] as i64) > (partial[2] as i64) => {
+                    return Err(format!("pane {q}'s samples go back in time"));
+                }
+                Aggregate::P50 | Aggregate::P90 | Aggregate::P95 | Aggregate::P99 => {
+                    sketch::check(partial, c).map_err(|m| format!("pane {q}: {m}"))?;
+                }
                 _ if sums && self.elem == Elem::Float => {
                     exact::check(partial, c).map_err(|m| format!("pane {q}: {m}"))?;
                     exact::merge(&mut total, partial, 1);
@@ -438,8 +611,75 @@ impl Shape {
         }
         w[T_COUNT] = count;
         w[T_TOTAL..T_TOTAL + k].copy_from_slice(&total);
+        // The closed panes' merged sketch is derived: merged again at the
+        // next read.
+        let closed_at = w.len() - self.closed_words();
+        w[closed_at..].fill(0);
         Ok(())
     }
+}
+
+/// Whether a time window of aggregate `agg` keeps a partial state per pane
+/// that a read combines, oldest pane first (rather than running totals or a
+/// scan for the best value): `first`, `variance`, `stddev`, `integral` and
+/// the percentiles.
+pub fn combines_panes(agg: Aggregate) -> bool {
+    matches!(
+        agg,
+        Aggregate::First | Aggregate::Variance | Aggregate::Stddev | Aggregate::Integral
+    ) || agg.quantile().is_some()
+}
+
+/// The area of the trapezoid between samples `(t0, v0)` and `(t1, v1)`
+/// (times in nanoseconds, the area in value × seconds).
+pub fn trapezoid(t0: i64, v0: f64, t1: i64, v1: f64) -> f64 {
+    let dt = t1.saturating_sub(t0) as f64 / 1e9;
+    dt * (v0 + v1) / 2.0
+}
+
+/// Panes' integrals (each its first sample's time and value, its last's and
+/// the area between, as words) joined, oldest first: each pane's area and
+/// the trapezoid from one pane's last sample to the next one's first.
+pub fn join_areas<'a>(parts: impl Iterator<Item = &'a [u64]>) -> f64 {
+    let mut total = 0.0;
+    let mut prev: Option<(i64, f64)> = None;
+    for a in parts {
+        let (t0, v0) = (a[0] as i64, f64::from_bits(a[1]));
+        if let Some((t, v)) = prev {
+            total += trapezoid(t, v, t0, v0);
+        }
+        total += f64::from_bits(a[4]);
+        prev = Some((a[2] as i64, f64::from_bits(a[3])));
+    }
+    total
+}
+
+/// Panes' Welford states (each its number of values and its words: mean,
+/// sum of squared deviations, non-finite count) merged oldest first by
+/// Chan's formula: the number of values, of non-finite ones, and the sum of
+/// squared deviations of the finite ones from their mean.
+pub fn merge_spreads<'a>(parts: impl Iterator<Item = (u64, &'a [u64])>) -> (u64, u64, f64) {
+    let (mut n, mut nonfinite, mut mean, mut m2) = (0u64, 0u64, 0.0f64, 0.0f64);
+    let mut finite = 0u64;
+    for (count, a) in parts {
+        n += count;
+        nonfinite += a[2];
+        let k = count - a[2].min(count);
+        if k == 0 {
+            continue;
+        }
+        let (mb, m2b) = (f64::from_bits(a[0]), f64::from_bits(a[1]));
+        if finite == 0 {
+            (mean, m2) = (mb, m2b);
+        } else {
+            let total = (finite + k) as f64;
+            let d = mb - mean;
+            mean += d * k as f64 / total;
+            m2 += m2b + d * d * (finite as f64) * (k as f64) / total;
+        }
+        finite += k;
+    }
+    (n, nonfinite, m2)
 }
 
 /// The pane of time `t` for panes of `pane_ns` nanoseconds.
@@ -494,5 +734,71 @@ mod tests {
         assert_eq!(shape.read(&mut w, s(101)).unwrap(), int(8));
         // Time never goes back for a window.
         assert_eq!(shape.read(&mut w, s(50)).unwrap(), int(8));
+    }
+
+    fn time_shape(agg: Aggregate) -> Shape {
+        Shape {
+            window: Window {
+                size: WindowSize::Time {
+                    pane_ns: 1_000_000_000,
+                    panes: 3,
+                },
+                agg,
+            },
+            elem: Elem::Float,
+        }
+    }
+
+    /// `integral` joins its panes by the trapezoid between them, and a
+    /// sample of an earlier time counts at the latest time seen.
+    #[test]
+    fn integrals_join_panes_and_never_go_back() {
+        let shape = time_shape(Aggregate::Integral);
+        let mut w = vec![0; shape.words()];
+        let s = |t: f64| Time((t * 1e9) as i64);
+        let f = |x: f64| x.to_bits();
+        shape.push(&mut w, 0, s(0.5), f(2.0));
+        shape.push(&mut w, 1, s(1.5), f(4.0));
+        shape.push(&mut w, 2, s(1.0), f(4.0));
+        shape.push(&mut w, 3, s(2.5), f(0.0));
+        // 3 (0.5 → 1.5) + 0 (the late sample, at 1.5) + 2 (1.5 → 2.5).
+        assert_eq!(shape.read(&mut w, s(2.5)).unwrap(), Sample::Value(Value::Float(5.0)));
+        // At 3.5 the pane of 0.5 has left: 0 + 2.
+        assert_eq!(shape.read(&mut w, s(3.5)).unwrap(), Sample::Value(Value::Float(2.0)));
+        assert_eq!(shape.read(&mut w, s(9.0)).unwrap(), Sample::Value(Value::Float(0.0)));
+    }
+
+    /// A snapshot's words that no run could hold are refused, not trusted:
+    /// a percentile's sketch, a spread's non-finite count.
+    #[test]
+    fn restores_refuse_broken_sketches_and_spreads() {
+        let shape = time_shape(Aggregate::P99);
+        let mut w = vec![0; shape.words()];
+        for (step, x) in [1.0, 2.0, 40.0, f64::NAN].into_iter().enumerate() {
+            shape.push(&mut w, step as u64, Time(step as i64 * 400_000_000), x.to_bits());
+        }
+        let mut ok = w.clone();
+        shape.restore(&mut ok, 4).unwrap();
+        assert_eq!(ok, w);
+        for word in [T_TOTAL + 3, T_TOTAL + 5, T_TOTAL + 8] {
+            let mut broken = w.clone();
+            broken[word] ^= 0x0101_0000;
+            assert!(shape.restore(&mut broken, 4).is_err(), "word {word}");
+        }
+        let count = CountWindow {
+            n: 3,
+            agg: Aggregate::Variance,
+            elem: Elem::Float,
+        };
+        let mut w = vec![0; count.words()];
+        for (step, x) in [1.0, f64::INFINITY, 2.0, 5.0].into_iter().enumerate() {
+            count.push(&mut w, step as u64, f64::to_bits(x));
+        }
+        let mut ok = w.clone();
+        count.restore(&mut ok, 4).unwrap();
+        assert_eq!(ok, w, "Welford's words are kept as they were");
+        let mut broken = w.clone();
+        *broken.last_mut().unwrap() = 0;
+        assert!(count.restore(&mut broken, 4).is_err());
     }
 }

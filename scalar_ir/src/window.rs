@@ -8,8 +8,13 @@
 //! A count window of `n` keeps the number of values pushed so far, the step of the last
 //! push (a value enters once per step), a ring of its last `n` values when its aggregate
 //! needs them to subtract what leaves, and a running aggregate: an `i128` sum, an exact
-//! Float sum ([`exact`]), a count of trues, the last value, or for `min`/`max` a
-//! monotonic deque of value positions (amortised O(1) per value, at most `n` entries).
+//! Float sum ([`exact`]), a count of trues, the last value, for `min`/`max` a
+//! monotonic deque of value positions (amortised O(1) per value, at most `n` entries),
+//! for `variance`/`stddev` Welford's running mean and sum of squared deviations (a
+//! value that leaves is taken out by the inverse update, and every `n` values the two
+//! are recomputed from the held values, so rounding cannot drift without bound), and
+//! for the percentiles the held values in sorted order (an insertion and a removal
+//! per value: O(log n) to find, O(n) to move).
 //! Nothing here can panic on words of the right length, whatever they hold: the native
 //! helper calls it from JIT code, which no unwind may cross.
 
@@ -24,11 +29,25 @@ pub enum Agg {
     Last,
     Any,
     All,
+    /// The oldest value the window holds.
+    First,
+    /// The population variance (divided by the number of values).
+    Variance,
+    /// The population standard deviation: the square root of `Variance`.
+    Stddev,
+    /// The area under the samples over time (trapezoids); time windows only.
+    Integral,
+    /// The percentiles: the value of rank `floor(q * (len - 1))` in sorted
+    /// order (0-based), `q` 0.5, 0.9, 0.95 and 0.99.
+    P50,
+    P90,
+    P95,
+    P99,
 }
 
 impl Agg {
     /// Every aggregate, in the order of its encoding.
-    pub const ALL: [Agg; 8] = [
+    pub const ALL: [Agg; 16] = [
         Agg::Count,
         Agg::Sum,
         Agg::Avg,
@@ -37,7 +56,31 @@ impl Agg {
         Agg::Last,
         Agg::Any,
         Agg::All,
+        Agg::First,
+        Agg::Variance,
+        Agg::Stddev,
+        Agg::Integral,
+        Agg::P50,
+        Agg::P90,
+        Agg::P95,
+        Agg::P99,
     ];
+
+    /// The quantile a percentile aggregate reads (`None` for the others).
+    pub fn quantile(self) -> Option<f64> {
+        match self {
+            Agg::P50 => Some(0.5),
+            Agg::P90 => Some(0.9),
+            Agg::P95 => Some(0.95),
+            Agg::P99 => Some(0.99),
+            _ => None,
+        }
+    }
+
+    /// Whether it is `variance` or `stddev` (Welford's state).
+    pub fn is_spread(self) -> bool {
+        matches!(self, Agg::Variance | Agg::Stddev)
+    }
 
     /// The aggregate's name in a specification (`window(x, 20, max)`).
     pub fn name(self) -> &'static str {
@@ -50,6 +93,14 @@ impl Agg {
             Agg::Last => "last",
             Agg::Any => "any",
             Agg::All => "all",
+            Agg::First => "first",
+            Agg::Variance => "variance",
+            Agg::Stddev => "stddev",
+            Agg::Integral => "integral",
+            Agg::P50 => "p50",
+            Agg::P90 => "p90",
+            Agg::P95 => "p95",
+            Agg::P99 => "p99",
         }
     }
 
@@ -75,7 +126,7 @@ pub enum Read {
     /// The result's bits, in the representation of [`result_elem`].
     Bits(u64),
     /// An empty window whose aggregate has no value (`avg`, `min`, `max`,
-    /// `last`): ⊥.
+    /// `last`, `first`, `variance`, `stddev`, the percentiles): ⊥.
     Empty,
     /// An Int `sum` outside the 64-bit range.
     Overflow,
@@ -85,9 +136,10 @@ pub enum Read {
 pub fn result_elem(agg: Agg, elem: Elem) -> Elem {
     match agg {
         Agg::Count => Elem::Int,
-        Agg::Avg => Elem::Float,
+        Agg::Avg | Agg::Variance | Agg::Stddev | Agg::Integral => Elem::Float,
+        Agg::P50 | Agg::P90 | Agg::P95 | Agg::P99 => Elem::Float,
         Agg::Any | Agg::All => Elem::Bool,
-        _ => elem,
+        Agg::Sum | Agg::Min | Agg::Max | Agg::Last | Agg::First => elem,
     }
 }
 
@@ -103,11 +155,18 @@ const PUSHES: usize = 0;
 const PUSHED_AT: usize = 1;
 const RING: usize = 2;
 
+// Welford's words (after the ring): the running mean, the sum of squared
+// deviations from it (both Float bits, over the finite values held), and
+// how many of the held values are NaN or infinite.
+const MEAN: usize = 0;
+const M2: usize = 1;
+const NONFINITE: usize = 2;
+
 impl CountWindow {
     /// Whether it keeps its values (to subtract what leaves, or for the
     /// deque to compare).
     fn keeps_values(&self) -> bool {
-        !matches!(self.agg, Agg::Count | Agg::Last)
+        !matches!(self.agg, Agg::Count | Agg::Last | Agg::Integral)
     }
 
     /// The first word of its running aggregate.
@@ -123,10 +182,15 @@ impl CountWindow {
     pub fn words(&self) -> usize {
         self.agg_at()
             + match self.agg {
-                Agg::Count => 0,
+                // An integral has no meaning over a count of values (the
+                // checker refuses one); its words are none and it reads ⊥.
+                Agg::Count | Agg::First | Agg::Integral => 0,
                 Agg::Last => 1,
                 Agg::Min | Agg::Max => 2 + self.n as usize,
-                _ => sum_words(self.agg, self.elem),
+                Agg::Variance | Agg::Stddev => 3,
+                // The number of sorted values, then the sorted values.
+                Agg::P50 | Agg::P90 | Agg::P95 | Agg::P99 => 1 + self.n as usize,
+                Agg::Sum | Agg::Avg | Agg::Any | Agg::All => sum_words(self.agg, self.elem),
             }
     }
 
@@ -148,8 +212,25 @@ impl CountWindow {
         let agg_at = self.agg_at();
         match self.agg {
             Agg::Count => Read::Bits(len),
-            Agg::Last if len == 0 => Read::Empty,
+            Agg::Integral => Read::Empty,
+            Agg::Last | Agg::First | Agg::Variance | Agg::Stddev if len == 0 => Read::Empty,
+            Agg::P50 | Agg::P90 | Agg::P95 | Agg::P99 if len == 0 => Read::Empty,
             Agg::Last => Read::Bits(w[agg_at]),
+            Agg::First => Read::Bits(w[RING + ((w[PUSHES] - len) % n) as usize]),
+            Agg::Variance | Agg::Stddev => {
+                let a = &w[agg_at..agg_at + 3];
+                spread(self.agg, a[NONFINITE], f64::from_bits(a[M2]), len)
+            }
+            Agg::P50 | Agg::P90 | Agg::P95 | Agg::P99 => {
+                let sorted = (w[agg_at] as usize).min(self.n as usize);
+                if sorted == 0 {
+                    // Every value held is a NaN.
+                    return Read::Bits(f64::NAN.to_bits());
+                }
+                let q = self.agg.quantile().unwrap_or(0.5);
+                let rank = rank_of(q, sorted as u64) as usize;
+                Read::Bits(as_float(self.elem, w[agg_at + 1 + rank]).to_bits())
+            }
             Agg::Min | Agg::Max => {
                 if len == 0 {
                     return Read::Empty;
@@ -185,8 +266,26 @@ impl CountWindow {
         let agg_at = self.agg_at();
         let leaving = (keeps && pushes >= n).then(|| w[RING + at]);
         match self.agg {
-            Agg::Count => {}
+            Agg::Count | Agg::First | Agg::Integral => {}
             Agg::Last => w[agg_at] = bits,
+            Agg::Variance | Agg::Stddev => {
+                let len = pushes.min(n);
+                let a = &mut w[agg_at..agg_at + 3];
+                let mut finite = len - a[NONFINITE].min(len);
+                if let Some(old) = leaving
+                    && welford_remove(a, as_float(self.elem, old), finite)
+                {
+                    finite = finite.saturating_sub(1);
+                }
+                welford_add(a, as_float(self.elem, bits), finite);
+            }
+            Agg::P50 | Agg::P90 | Agg::P95 | Agg::P99 => {
+                let sorted = &mut w[agg_at..agg_at + 1 + n as usize];
+                if let Some(old) = leaving {
+                    sorted_remove(self.elem, sorted, old);
+                }
+                sorted_insert(self.elem, sorted, bits);
+            }
             Agg::Sum | Agg::Avg | Agg::Any | Agg::All => {
                 let total = &mut w[agg_at..agg_at + sum_words(self.agg, self.elem)];
                 add_to(total, self.elem, bits, 1);
@@ -225,6 +324,13 @@ impl CountWindow {
             w[RING + at] = bits;
         }
         w[PUSHES] = pushes.wrapping_add(1);
+        if self.agg.is_spread() && w[PUSHES].is_multiple_of(n) {
+            // Every `n` values, the window holds only values that entered
+            // since the last recomputation: recompute from them (two passes),
+            // so that the rounding of the updates cannot accumulate.
+            let (ring, rest) = w[RING..].split_at_mut(n as usize);
+            reanchor(self.elem, ring, &mut rest[..3]);
+        }
     }
 
     /// Checks words read from a snapshot taken before step `step` and
@@ -257,12 +363,38 @@ impl CountWindow {
         if !held.iter().all(|&b| bool_ok(b)) {
             return Err("a Bool that is neither 0 nor 1".into());
         }
+        // Welford's mean and sum of squares depend on the order values came
+        // and went (and on when they were last recomputed), not only on the
+        // values held: they are kept as the snapshot has them, and the count
+        // of non-finite values, which depends on the held values only, must
+        // agree.
+        let agg_at = self.agg_at();
+        let welford: Option<[u64; 3]> = self
+            .agg
+            .is_spread()
+            .then(|| [w[agg_at], w[agg_at + 1], w[agg_at + 2]]);
         w.fill(0);
         w[PUSHES] = pushes - len;
-        for bits in held {
+        for &bits in &held {
             self.enter(w, bits);
         }
         w[PUSHED_AT] = pushed_at;
+        if self.agg.quantile().is_some() {
+            // The replay above took the zeroed ring's words for values
+            // leaving: the sorted values are the held ones, entered afresh.
+            let sorted = &mut w[agg_at..agg_at + 1 + n as usize];
+            sorted.fill(0);
+            for &bits in &held {
+                sorted_insert(self.elem, sorted, bits);
+            }
+        }
+        if let Some(kept) = welford {
+            if kept[NONFINITE] != w[agg_at + NONFINITE] {
+                return Err("a count of non-finite values that the held values do not have".into());
+            }
+            w[agg_at + MEAN] = kept[MEAN];
+            w[agg_at + M2] = kept[M2];
+        }
         Ok(())
     }
 
@@ -308,6 +440,133 @@ pub fn total(agg: Agg, elem: Elem, total: &mut [u64], len: u64) -> Read {
         (Agg::Avg, Elem::Int) => float(i128_of(total) as f64 / len as f64),
         (Agg::Sum, _) => float(exact::round(total, len)),
         _ => float(exact::round(total, len) / len as f64),
+    }
+}
+
+/// A value's bits as the Float the spread, percentile and integral
+/// aggregates compute with (an Int converted).
+pub fn as_float(elem: Elem, bits: u64) -> f64 {
+    match elem {
+        Elem::Float => f64::from_bits(bits),
+        _ => bits as i64 as f64,
+    }
+}
+
+/// The 0-based rank a percentile reads of `len` sorted values:
+/// `floor(q * (len - 1))`, as `sketches_ddsketch` ranks.
+pub fn rank_of(q: f64, len: u64) -> u64 {
+    ((q * (len.saturating_sub(1)) as f64) as u64).min(len.saturating_sub(1))
+}
+
+/// The reading of `variance` or `stddev` from Welford's sum of squared
+/// deviations `m2` over `len` values, `nonfinite` of which are NaN or
+/// infinite: NaN if any is, else `m2 / len` (rounding may leave `m2` a
+/// hair below zero: it reads 0).
+pub fn spread(agg: Agg, nonfinite: u64, m2: f64, len: u64) -> Read {
+    if nonfinite > 0 {
+        return Read::Bits(f64::NAN.to_bits());
+    }
+    let m2 = if m2 < 0.0 { 0.0 } else { m2 };
+    let var = m2 / len as f64;
+    let v = if agg == Agg::Stddev { var.sqrt() } else { var };
+    Read::Bits(v.to_bits())
+}
+
+/// Welford's update of `a` (mean, m2, non-finite count) by a value entering
+/// a window of `finite` finite values.
+pub fn welford_add(a: &mut [u64], x: f64, finite: u64) {
+    if !x.is_finite() {
+        a[NONFINITE] = a[NONFINITE].wrapping_add(1);
+        return;
+    }
+    let k = (finite + 1) as f64;
+    let mean = f64::from_bits(a[MEAN]);
+    let d = x - mean;
+    let mean = mean + d / k;
+    let m2 = f64::from_bits(a[M2]) + d * (x - mean);
+    a[MEAN] = mean.to_bits();
+    a[M2] = m2.to_bits();
+}
+
+/// The inverse of [`welford_add`]: `x` leaves a window of `finite` finite
+/// values. Whether it was one of them.
+pub fn welford_remove(a: &mut [u64], x: f64, finite: u64) -> bool {
+    if !x.is_finite() {
+        a[NONFINITE] = a[NONFINITE].saturating_sub(1);
+        return false;
+    }
+    if finite <= 1 {
+        a[MEAN] = 0f64.to_bits();
+        a[M2] = 0f64.to_bits();
+        return true;
+    }
+    let k = (finite - 1) as f64;
+    let old = f64::from_bits(a[MEAN]);
+    let mean = old - (x - old) / k;
+    let m2 = f64::from_bits(a[M2]) - (x - mean) * (x - old);
+    a[MEAN] = mean.to_bits();
+    a[M2] = m2.to_bits();
+    true
+}
+
+/// Recomputes Welford's mean and sum of squared deviations from the values
+/// of `ring` (all held, oldest first: it is called when the number of values
+/// pushed is a multiple of the ring's length): the mean of the finite ones,
+/// then the sum of their squared deviations from it, each summed in order.
+fn reanchor(elem: Elem, ring: &[u64], a: &mut [u64]) {
+    let finite = || {
+        ring.iter()
+            .map(|&b| as_float(elem, b))
+            .filter(|x| x.is_finite())
+    };
+    let count = finite().count();
+    if count == 0 {
+        a[MEAN] = 0f64.to_bits();
+        a[M2] = 0f64.to_bits();
+        return;
+    }
+    let mean = finite().sum::<f64>() / count as f64;
+    let m2: f64 = finite().map(|x| (x - mean) * (x - mean)).sum();
+    a[MEAN] = mean.to_bits();
+    a[M2] = m2.to_bits();
+}
+
+/// The order percentiles sort by: Ints as `i64`, Floats by IEEE total order
+/// (NaN never enters; -0.0 before 0.0, so that equal keys are equal bits).
+fn sort_key_cmp(elem: Elem, a: u64, b: u64) -> std::cmp::Ordering {
+    match elem {
+        Elem::Float => f64::from_bits(a).total_cmp(&f64::from_bits(b)),
+        _ => (a as i64).cmp(&(b as i64)),
+    }
+}
+
+/// Inserts `bits` into the sorted values (`sorted[0]` their number, then
+/// the values), unless it is a NaN or there is no room (never, for a
+/// window's own words: a value leaves before one enters a full window).
+fn sorted_insert(elem: Elem, sorted: &mut [u64], bits: u64) {
+    let (len, vals) = sorted.split_at_mut(1);
+    let n = (len[0] as usize).min(vals.len());
+    if is_nan(elem, bits) || n >= vals.len() {
+        return;
+    }
+    let at = vals[..n].partition_point(|&v| sort_key_cmp(elem, v, bits).is_le());
+    vals.copy_within(at..n, at + 1);
+    vals[at] = bits;
+    len[0] = n as u64 + 1;
+}
+
+/// Removes one value equal to `bits` from the sorted values (a NaN was
+/// never entered).
+fn sorted_remove(elem: Elem, sorted: &mut [u64], bits: u64) {
+    let (len, vals) = sorted.split_at_mut(1);
+    let n = (len[0] as usize).min(vals.len());
+    if is_nan(elem, bits) {
+        return;
+    }
+    let at = vals[..n].partition_point(|&v| sort_key_cmp(elem, v, bits).is_lt());
+    if at < n && sort_key_cmp(elem, vals[at], bits).is_eq() {
+        vals.copy_within(at + 1..n, at);
+        len[0] = n as u64 - 1;
     }
 }
 
@@ -625,5 +884,65 @@ mod tests {
         assert_eq!(sum.step(&mut w, 2, 100), Read::Bits(0));
         assert_eq!(CountWindow::decode(sum.encode()), Some(sum));
         assert_eq!(CountWindow::decode(1 << 50), None);
+    }
+
+    /// Sliding Welford stays close to the two-pass variance of the values
+    /// held, on values far from zero (where the textbook sum-of-squares
+    /// formula loses every digit) over many times the window's length.
+    #[test]
+    fn sliding_variance_stays_accurate() {
+        let var = CountWindow {
+            n: 100,
+            agg: Agg::Variance,
+            elem: Elem::Float,
+        };
+        let mut w = vec![0; var.words()];
+        let mut seed = 12345u64;
+        let mut xs = Vec::new();
+        let mut worst = 0f64;
+        for step in 0..100_000u64 {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let x = 1e9 + (seed >> 40) as f64 / 1e3;
+            xs.push(x);
+            let Read::Bits(got) = var.step(&mut w, step, x.to_bits()) else {
+                panic!("a variance reads a value");
+            };
+            if step % 37 == 0 {
+                let held = &xs[xs.len().saturating_sub(100)..];
+                let mean = held.iter().sum::<f64>() / held.len() as f64;
+                let want =
+                    held.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / held.len() as f64;
+                if want > 0.0 {
+                    worst = worst.max((f64::from_bits(got) - want).abs() / want);
+                }
+            }
+        }
+        assert!(worst < 1e-6, "relative error {worst}");
+    }
+
+    /// Exact percentiles: the value of rank floor(q (len - 1)), NaN skipped,
+    /// the values leaving taken out of the sorted ones.
+    #[test]
+    fn count_window_percentiles_are_exact() {
+        let p50 = CountWindow {
+            n: 4,
+            agg: Agg::P50,
+            elem: Elem::Float,
+        };
+        let mut w = vec![0; p50.words()];
+        let got: Vec<f64> = [3.0, 1.0, f64::NAN, 2.0, 10.0, -0.0, 0.0]
+            .into_iter()
+            .enumerate()
+            .map(
+                |(step, x)| match p50.step(&mut w, step as u64, x.to_bits()) {
+                    Read::Bits(b) => f64::from_bits(b),
+                    other => panic!("{other:?}"),
+                },
+            )
+            .collect();
+        assert_eq!(got[..6], [3.0, 1.0, 1.0, 2.0, 2.0, 2.0]);
+        assert_eq!(got[6].to_bits(), 0f64.to_bits());
     }
 }

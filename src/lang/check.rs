@@ -1190,9 +1190,11 @@ impl Signatures<'_> {
                 let sa = sub(*a, table);
                 match w.agg {
                     Aggregate::Count => Some(I64),
-                    Aggregate::Avg => Some(F64),
+                    Aggregate::Avg | Aggregate::Variance | Aggregate::Stddev => Some(F64),
+                    Aggregate::Integral => Some(F64),
+                    Aggregate::P50 | Aggregate::P90 | Aggregate::P95 | Aggregate::P99 => Some(F64),
                     Aggregate::Any | Aggregate::All => Some(B1),
-                    _ => match sa {
+                    Aggregate::Sum | Aggregate::Min | Aggregate::Max | Aggregate::Last | Aggregate::First => match sa {
                         Some(NotScalar) => Some(F64),
                         other => other,
                     },
@@ -1522,8 +1524,9 @@ fn binary_type(
 }
 
 /// The type of a window aggregating values of type `t` (docs/language.md, "Windows"):
-/// `count` takes any operand, `sum`, `avg`, `min` and `max` a number,
-/// `last` a scalar, `any` and `all` a Bool. The operand's type must be
+/// `count` takes any operand, `sum`, `avg`, `min`, `max`, `variance`,
+/// `stddev`, `integral` and the percentiles a number, `last` and `first` a
+/// scalar, `any` and `all` a Bool. The operand's type must be
 /// known: a window keeps one representation of its values.
 fn window_type(
     agg: Aggregate,
@@ -1547,15 +1550,14 @@ fn window_type(
     }
     let fits = match agg {
         Aggregate::Count => true,
-        Aggregate::Sum | Aggregate::Avg | Aggregate::Min | Aggregate::Max => {
-            matches!(t, Type::Int | Type::Float)
-        }
-        Aggregate::Last => matches!(t, Type::Int | Type::Float | Type::Bool),
+        Aggregate::Last | Aggregate::First => matches!(t, Type::Int | Type::Float | Type::Bool),
         Aggregate::Any | Aggregate::All => t == Type::Bool,
+        // Every other aggregate computes with numbers.
+        _ => matches!(t, Type::Int | Type::Float),
     };
     if !fits {
         let want = match agg {
-            Aggregate::Last => "an Int, Float or Bool",
+            Aggregate::Last | Aggregate::First => "an Int, Float or Bool",
             Aggregate::Any | Aggregate::All => "a Bool",
             _ => "an Int or Float",
         };
@@ -1567,9 +1569,12 @@ fn window_type(
     }
     Some(match agg {
         Aggregate::Count => Type::Int,
-        Aggregate::Avg => Type::Float,
+        Aggregate::Avg | Aggregate::Variance | Aggregate::Stddev | Aggregate::Integral => {
+            Type::Float
+        }
+        Aggregate::P50 | Aggregate::P90 | Aggregate::P95 | Aggregate::P99 => Type::Float,
         Aggregate::Any | Aggregate::All => Type::Bool,
-        Aggregate::Sum | Aggregate::Min | Aggregate::Max | Aggregate::Last => t,
+        Aggregate::Sum | Aggregate::Min | Aggregate::Max | Aggregate::Last | Aggregate::First => t,
     })
 }
 

@@ -39,6 +39,13 @@ pub const MAX_WINDOW_PANES: i64 = 10_000;
 pub const MAX_WINDOW_VALUES: u64 = 100_000_000;
 pub const MAX_WINDOW_PANES_TOTAL: u64 = 100_000;
 
+/// The most panes of a time window's percentile (`p50`…`p99`): each pane
+/// keeps a DDSketch of up to about 10 KB (`window::sketch::MAX_BYTES`); one
+/// counts as [`PERCENTILE_PANE_WEIGHT`] panes toward `MAX_WINDOW_PANES_TOTAL`.
+/// Without a granularity such a window has at most 10 panes.
+pub const MAX_PERCENTILE_PANES: i64 = 100;
+pub const PERCENTILE_PANE_WEIGHT: u64 = 16;
+
 /// The largest sum of all offsets of a specification: the plan lays every
 /// offset's history out in one table addressed by 32-bit lane numbers.
 pub const MAX_HISTORY: u64 = u32::MAX as u64;

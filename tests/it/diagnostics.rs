@@ -237,7 +237,7 @@ fn window_errors_are_located() {
               |
             3 | a = window(x, 20, median)
               |                   ^^^^^^
-              = hint: the aggregates are count, sum, avg, min, max, last, any and all
+              = hint: the aggregates are count, sum, avg, min, max, last, first, any, all, variance, stddev, integral (time windows), p50, p90, p95 and p99
         "#]],
     );
     check(
@@ -322,6 +322,45 @@ fn window_errors_are_located() {
             3 | …0000000, sum) + window(x, 10000000, sum) + window(x, 10000000, sum) + window(x, 9, sum)
               |                                                                                  ^
               = hint: a window's memory is allocated with the run: make the windows shorter or coarser
+        "#]],
+    );
+    // Issue 37 §4: the new aggregates' misuse, each at its token.
+    check(
+        "in x: Int\nout a\na = window(x, 20, integral)\n",
+        expect![[r#"
+            error: `integral` needs a time window: it is the area under the samples over time, and a count window holds values without their times
+             --> spec.dsrv:3:19
+              |
+            3 | a = window(x, 20, integral)
+              |                   ^^^^^^^^
+              = hint: for example `window(x, 10s, integral)` (value × seconds over the last 10 seconds)
+        "#]],
+    );
+    check(
+        "in b: Bool\nin f: Float\nout a\nout c\na = window(b, 10s, stddev)\nc = window(f > 1.0, 5, p99)\n",
+        expect![[r#"
+            error: the window aggregate `stddev` needs an Int or Float operand, found Bool
+             --> spec.dsrv:5:12
+              |
+            5 | a = window(b, 10s, stddev)
+              |            ^
+
+            error: the window aggregate `p99` needs an Int or Float operand, found Bool
+             --> spec.dsrv:6:12
+              |
+            6 | c = window(f > 1.0, 5, p99)
+              |            ^^^^^^^
+        "#]],
+    );
+    check(
+        "in x: Float\nout a\na = window(x, 10s, p99, 10ms)\n",
+        expect![[r#"
+            error: a time window's percentile keeps a sketch per pane: at most 100 panes (this granularity makes 1000)
+             --> spec.dsrv:3:25
+              |
+            3 | a = window(x, 10s, p99, 10ms)
+              |                         ^^^^
+              = hint: a coarser granularity, e.g. `window(x, 1min, p99, 6s)`: 10 panes
         "#]],
     );
     check(

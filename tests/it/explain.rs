@@ -237,6 +237,34 @@ fn explain_prints_window_bounds_and_fused_windows() {
     .assert_eq(&format!("{}\n{}", &text[at..end], &text[program..program_end]));
 }
 
+/// The aggregates of issue 37 §4: each window's memory bound and cost, and
+/// which run where (count windows fuse, Welford's state and the sorted
+/// values being words of the run; time windows run canonically).
+#[test]
+fn explain_prints_the_bounds_of_spread_percentile_and_integral_windows() {
+    let src = "in x: Int\nin f: Float\nout v: Float\nout p: Float\nout a: Float\n\
+               out s: Float\nout i: Float\nout q: Float\n\
+               v = window(f, 50, variance)\np = window(x, 20, p99)\na = window(f, 8, first)\n\
+               s = window(f, 1min, stddev)\ni = window(f, 10s, integral, 1s)\nq = window(x, 1min, p95)\n";
+    let spec = Spec::parse("w.dsrv", src).unwrap();
+    let text = vigil::explain::explain(&spec, Tier::NativeWhole);
+    let at = text.find("\nwindows").expect("a windows section");
+    let end = text.find("\nthe whole row").expect("a whole-row section");
+    expect![[r#"
+
+        windows (state in the run, 120136 bytes in all; count windows over scalars fuse, time windows run on the canonical tier):
+          n0: window(f, 50, variance): count window of 50: 50 values and Welford's mean and sum of squares, 440 bytes, amortised O(1) per step (recomputed every N values)
+          n1: window(x, 20, p99): count window of 20: 20 values and the same 20 sorted (exact), 344 bytes, O(N) per step (a sorted insertion and removal)
+          n2: window(f, 8, first): count window of 8: 8 values, 80 bytes, O(1) per step
+          n3: window(f, 1min, stddev, 600ms): time window of 1min: 100 panes of 600ms, 4048 bytes, O(100) per read; read at rows: (t - T, t], its far edge rounded to a pane of 600ms
+          n4: window(f, 10s, integral, 1s): time window of 10s: 10 panes of 1s, 608 bytes, O(10) per read; read at rows: (t - T, t], its far edge rounded to a pane of 1s
+          n5: window(x, 1min, p95, 6s): time window of 1min: 10 panes of 6s, 114616 bytes, a DDSketch per pane and one of the closed panes merged (1% relative error, at most 512 bins per sign), O(bins) per value and per read, O(10 panes × bins) when a new pane starts; read at rows: (t - T, t], its far edge rounded to a pane of 6s
+
+        tier: native-whole (requested; the canonical tier takes `s`, `i`, `q` after the kernel (n3: window(f, 1min, stddev, 600ms) is a time window (fused code has no row time)))
+    "#]]
+    .assert_eq(&text[at..end]);
+}
+
 /// Containers, a lambda and a `dynamic`: their nodes, the `dynamic` section
 /// (each scope, where instances run) and the canonical steps that hold them
 /// while the scalar stream beside them fuses.

@@ -39,7 +39,10 @@ enum Kind {
     Any,
 }
 
-const AGGREGATES: [&str; 8] = ["count", "sum", "avg", "min", "max", "last", "any", "all"];
+const AGGREGATES: [&str; 16] = [
+    "count", "sum", "avg", "min", "max", "last", "any", "all", "first", "variance", "stddev",
+    "integral", "p50", "p90", "p95", "p99",
+];
 
 /// A spec of 1 to 4 windows over inputs `i: Int`, `f: Float`, `b: Bool`
 /// and the untyped `x`, over expressions of them and over earlier windows;
@@ -71,12 +74,24 @@ fn window_spec(data: &[u32]) -> String {
             .copied()
             .filter(|a| match kind {
                 Kind::Int | Kind::Float => !matches!(*a, "any" | "all"),
-                Kind::Bool => matches!(*a, "count" | "last" | "any" | "all"),
+                Kind::Bool => matches!(*a, "count" | "last" | "first" | "any" | "all"),
                 Kind::Any => *a == "count",
             })
             .collect();
-        let agg = c.one(&aggs);
+        // Half of the windows take one of the first eight aggregates, so
+        // that each keeps the share (an Int sum's overflow among them) it
+        // had before the others came.
+        let first_eight: Vec<&str> = (aggs.iter().copied())
+            .filter(|a| AGGREGATES[..8].contains(a))
+            .collect();
+        let agg = match c.pick(2) {
+            0 => c.one(&first_eight),
+            _ => c.one(&aggs),
+        };
         let size = match c.pick(3) {
+            // `integral` has no meaning over a count window: a time window
+            // of as many seconds instead.
+            0 | 1 if agg == "integral" => format!("{}s", 1 + c.pick(8)),
             0 | 1 => format!("{}", 1 + c.pick(8)),
             _ => {
                 let secs = 1 + c.pick(5);
@@ -95,7 +110,8 @@ fn window_spec(data: &[u32]) -> String {
         let agg = agg.split(',').next().unwrap_or_default().to_string();
         let out_kind = match agg.as_str() {
             "count" => Kind::Int,
-            "avg" => Kind::Float,
+            "avg" | "variance" | "stddev" | "integral" => Kind::Float,
+            "p50" | "p90" | "p95" | "p99" => Kind::Float,
             "any" | "all" => Kind::Bool,
             _ => kind,
         };
@@ -149,7 +165,10 @@ struct Coverage {
     time_windows: usize,
     count_windows: usize,
     /// Each aggregate read from a window holding values.
-    aggregates: [usize; 8],
+    aggregates: [usize; 16],
+    /// Each aggregate read from a time window holding values (`integral`
+    /// has no count window).
+    in_time: [usize; 16],
     /// A window read ⊥ (empty, an aggregate without an empty result).
     empty: usize,
     /// A runtime error inside a window's sum.
@@ -263,6 +282,7 @@ fn check(
                 Sample::Value(_) => {
                     if let Some(a) = agg {
                         cov.aggregates[a] += 1;
+                        cov.in_time[a] += line.contains("s, ") as usize;
                     }
                 }
                 _ => {}
@@ -310,7 +330,7 @@ fn windows_sweep_covers_every_aggregate() {
     let mut runner = proptest::test_runner::TestRunner::deterministic();
     let strategy = strategy();
     let mut cov = Coverage::default();
-    for _ in 0..300 {
+    for _ in 0..800 {
         let case = strategy.new_tree(&mut runner).expect("a case").current();
         run_case(&case, &mut cov).unwrap_or_else(|e| panic!("{e}"));
     }
@@ -319,6 +339,14 @@ fn windows_sweep_covers_every_aggregate() {
         "{cov:?}"
     );
     assert!(cov.aggregates.iter().all(|&n| n >= 200), "{cov:?}");
+    // Every aggregate also in time windows, where the new ones combine
+    // panes (and the percentiles read a sketch), and in count windows.
+    let in_count = |a: usize| cov.aggregates[a] - cov.in_time[a];
+    assert!(cov.in_time.iter().all(|&n| n >= 25), "{cov:?}");
+    assert!(
+        (0..16).all(|a| AGGREGATES[a] == "integral" || in_count(a) >= 50),
+        "{cov:?}"
+    );
     assert!(
         cov.empty >= 50 && cov.nan >= 50 && cov.overflow >= 3,
         "{cov:?}"
@@ -334,10 +362,14 @@ fn keyed_monitors_keep_a_window_per_key() {
     // With time windows (a canonical tail), and with count windows only,
     // which the whole-row kernel runs on each key's packed run in place.
     let with_time = "in k: Int\nin v: Int\nin f: Float\nout s\nout m\nout a\nout c\n\
+               out sd\nout i\nout p\nout fi\n\
                s = window(v, 3, sum)\nm = window(v, 4, max)\na = window(f, 2s, avg)\n\
-               c = window(v, 3s, count, 1s)\n";
+               c = window(v, 3s, count, 1s)\nsd = window(f, 4s, stddev, 1s)\n\
+               i = window(v, 5s, integral)\np = window(f, 3s, p90, 1s)\nfi = window(v, 2s, first)\n";
     let counts = "in k: Int\nin v: Int\nin f: Float\nout s\nout m\nout a\n\
-               s = window(v, 3, sum)\nm = window(v, 4, max)\na = window(f, 2, avg)\n";
+               out va\nout p\nout fi\n\
+               s = window(v, 3, sum)\nm = window(v, 4, max)\na = window(f, 2, avg)\n\
+               va = window(f, 3, variance)\np = window(v, 4, p50)\nfi = window(f, 3, first)\n";
     for src in [with_time, counts] {
         keyed_case(src);
     }

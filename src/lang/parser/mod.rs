@@ -29,7 +29,7 @@ use super::lexer::{Tok, Token, lex};
 use super::types::Type;
 use super::{
     MAX_HISTORY, MAX_NESTING, MAX_OFFSET, MAX_WINDOW_COUNT, MAX_WINDOW_PANES,
-    MAX_WINDOW_PANES_TOTAL, MAX_WINDOW_VALUES,
+    MAX_PERCENTILE_PANES, MAX_WINDOW_PANES_TOTAL, MAX_WINDOW_VALUES, PERCENTILE_PANE_WEIGHT,
 };
 
 /// Parses a whole specification. Returns the AST (possibly partial) and every
@@ -1145,6 +1145,7 @@ impl Parser {
     /// `window(e, 20, max)`, `window(e, 10s, avg)` or, with the pane
     /// granularity, `window(e, 10s, avg, 1s)`.
     fn window(&mut self) -> PResult<ExprId> {
+        const AGGREGATES_HINT: &str = "the aggregates are count, sum, avg, min, max, last, first, any, all, variance, stddev, integral (time windows), p50, p90, p95 and p99";
         const HINT: &str = "a window reads `window(x, 20, max)` (the last 20 values) or `window(x, 10s, avg)` (the last 10 seconds; units ns, us, ms, s, min, h)";
         let name_span = self.advance();
         self.expect(Tok::LParen, "`(`")?;
@@ -1189,9 +1190,7 @@ impl Parser {
             Tok::Ident(name) => Aggregate::from_name(name).ok_or_else(|| {
                 Box::new(
                     Diagnostic::new(t.span, format!("unknown aggregate `{}`", short(name)))
-                        .with_hint(
-                            "the aggregates are count, sum, avg, min, max, last, any and all",
-                        ),
+                        .with_hint(AGGREGATES_HINT),
                 )
             })?,
             other => {
@@ -1200,11 +1199,21 @@ impl Parser {
                         t.span,
                         format!("expected an aggregate, found {}", other.describe()),
                     )
-                    .with_hint("the aggregates are count, sum, avg, min, max, last, any and all"),
+                    .with_hint(AGGREGATES_HINT),
                 ));
             }
         };
+        let percentile = agg.quantile().is_some();
         let size = match reach {
+            Ok(_) if agg == Aggregate::Integral => {
+                return Err(Box::new(
+                    Diagnostic::new(
+                        t.span,
+                        "`integral` needs a time window: it is the area under the samples over time, and a count window holds values without their times",
+                    )
+                    .with_hint("for example `window(x, 10s, integral)` (value × seconds over the last 10 seconds)"),
+                ));
+            }
             Ok(n) => {
                 if self.peek() == &Tok::Comma {
                     return Err(Box::new(Diagnostic::new(
@@ -1230,6 +1239,18 @@ impl Parser {
                             .with_hint("for example `window(x, 10s, sum, 2s)` (5 panes) or `window(x, 9s, sum, 3s)` (3 panes)"),
                         ));
                     }
+                    if percentile && total / g > MAX_PERCENTILE_PANES {
+                        return Err(Box::new(
+                            Diagnostic::new(
+                                g_span,
+                                format!(
+                                    "a time window's percentile keeps a sketch per pane: at most {MAX_PERCENTILE_PANES} panes (this granularity makes {})",
+                                    total / g
+                                ),
+                            )
+                            .with_hint("a coarser granularity, e.g. `window(x, 1min, p99, 6s)`: 10 panes"),
+                        ));
+                    }
                     if total / g > MAX_WINDOW_PANES {
                         return Err(Box::new(
                             Diagnostic::new(
@@ -1245,8 +1266,10 @@ impl Parser {
                     g
                 } else {
                     // At most 100 panes: the largest count up to 100 that
-                    // divides the duration.
-                    let panes = (1..=100).rev().find(|p| total % p == 0).unwrap_or(1);
+                    // divides the duration (10 for a percentile, whose
+                    // panes each keep a sketch).
+                    let most = if percentile { 10 } else { 100 };
+                    let panes = (1..=most).rev().find(|p| total % p == 0).unwrap_or(1);
                     total / panes
                 };
                 WindowSize::Time {
@@ -1258,7 +1281,8 @@ impl Parser {
         let end = self.expect(Tok::RParen, "`,` or `)`")?;
         let (total, bound, what) = match size {
             WindowSize::Count(n) => {
-                self.window_values += u64::from(n);
+                // A percentile keeps its values twice: as they came, and sorted.
+                self.window_values += u64::from(n) * if percentile { 2 } else { 1 };
                 (
                     self.window_values,
                     MAX_WINDOW_VALUES,
@@ -1266,7 +1290,8 @@ impl Parser {
                 )
             }
             WindowSize::Time { panes, .. } => {
-                self.window_panes += u64::from(panes);
+                let weight = if percentile { PERCENTILE_PANE_WEIGHT } else { 1 };
+                self.window_panes += u64::from(panes) * weight;
                 (
                     self.window_panes,
                     MAX_WINDOW_PANES_TOTAL,
