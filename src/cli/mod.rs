@@ -736,10 +736,12 @@ pub fn main() -> ExitCode {
         Command::Run(args) => run(&args),
         Command::Replay(args) => timed::replay(&args),
         Command::Bench(args) => bench::bench(&args),
-        Command::Check { spec } if stl::is_stl(&spec, LanguageArg::Auto) => match stl::load(&spec) {
-            Ok(_) => Exit::Success,
-            Err(exit) => exit,
-        },
+        Command::Check { spec } if stl::is_stl(&spec, LanguageArg::Auto) => {
+            match stl::load(&spec) {
+                Ok(_) => Exit::Success,
+                Err(exit) => exit,
+            }
+        }
         Command::Check { spec } => match load_spec(&spec) {
             Ok(_) => Exit::Success,
             Err(exit) => exit,

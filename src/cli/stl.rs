@@ -4,7 +4,9 @@
 
 use super::{Exit, FormatArg, LanguageArg, OutputArg, RunArgs, error, output_error, say};
 use crate::monitor::Tier;
-use crate::stl::{self, Emitted, Semantics, StlMonitor, StlSample, StlSpec, Synchronization, Verdict};
+use crate::stl::{
+    self, Emitted, Semantics, StlMonitor, StlSample, StlSpec, Synchronization, Verdict,
+};
 use crate::trace::{self, InputSchema, TraceError, TraceFormat};
 use crate::value::Value;
 use std::io::{self, Write};
@@ -177,7 +179,9 @@ pub(super) fn run(args: &RunArgs) -> Exit {
     };
     let rows = if format == TraceFormat::Tc {
         if args.time.is_some() {
-            error("--time: an `.input` trace's samples carry their own times ({\"time\": T, \"value\": V})");
+            error(
+                "--time: an `.input` trace's samples carry their own times ({\"time\": T, \"value\": V})",
+            );
             return Exit::Failure;
         }
         Rows::Timed
@@ -364,7 +368,10 @@ impl Out {
                     // A map's members are in key order: property, time, value.
                     let line = Value::Map(std::sync::Arc::new(
                         [
-                            ("property".into(), Value::Str(self.names[v.property].as_str().into())),
+                            (
+                                "property".into(),
+                                Value::Str(self.names[v.property].as_str().into()),
+                            ),
                             ("time".into(), Value::Int(stl::millis(v.time))),
                             ("value".into(), stl::verdict_value(v.value)),
                         ]

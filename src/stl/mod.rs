@@ -176,9 +176,7 @@ impl StlSpec {
 
     fn horizon_of(&self, f: FormulaId) -> Duration {
         let own = match self.formula(f) {
-            Formula::Eventually(w, _) | Formula::Globally(w, _) | Formula::Until(w, _, _) => {
-                w.end
-            }
+            Formula::Eventually(w, _) | Formula::Globally(w, _) | Formula::Until(w, _, _) => w.end,
             _ => Duration::ZERO,
         };
         own + self
@@ -458,9 +456,7 @@ impl StlMonitor {
             Semantics::EagerQualitative => {
                 Runs::Qualitative(runs(spec, Mode::Eager, sync, &values)?)
             }
-            Semantics::RobustnessInterval => {
-                Runs::Interval(runs(spec, Mode::Rosi, sync, &values)?)
-            }
+            Semantics::RobustnessInterval => Runs::Interval(runs(spec, Mode::Rosi, sync, &values)?),
         };
         Ok(StlMonitor {
             runs,
@@ -477,9 +473,9 @@ impl StlMonitor {
     pub fn step(&mut self, samples: &mut [StlSample]) -> Vec<Emitted> {
         let names = &self.signal_names;
         samples.sort_by(|a, b| {
-            a.time.cmp(&b.time).then_with(|| {
-                names[a.signal.0 as usize].cmp(&names[b.signal.0 as usize])
-            })
+            a.time
+                .cmp(&b.time)
+                .then_with(|| names[a.signal.0 as usize].cmp(&names[b.signal.0 as usize]))
         });
         let mut kept = Vec::with_capacity(samples.len());
         for s in samples.iter() {
@@ -502,7 +498,9 @@ impl StlMonitor {
         }
         let mut out = Vec::new();
         match &mut self.runs {
-            Runs::Quantitative(r) => step_all(r, &kept, &mut self.synced, &mut out, Verdict::Robustness),
+            Runs::Quantitative(r) => {
+                step_all(r, &kept, &mut self.synced, &mut out, Verdict::Robustness)
+            }
             Runs::Qualitative(r) => step_all(r, &kept, &mut self.synced, &mut out, Verdict::Bool),
             Runs::Interval(r) => step_all(r, &kept, &mut self.synced, &mut out, Verdict::Interval),
         }
@@ -537,8 +535,8 @@ fn runs<D: Domain>(
     spec.properties
         .iter()
         .map(|p| {
-            let root = ops::build(spec, p.root, mode, vars)
-                .map_err(|m| StlError::MissingVariable(m.0))?;
+            let root =
+                ops::build(spec, p.root, mode, vars).map_err(|m| StlError::MissingVariable(m.0))?;
             // A formula over one signal (or none) needs no synchronization.
             let strategy = if spec.signals_of(p.root).len() <= 1 {
                 Synchronization::None

@@ -353,7 +353,11 @@ fn prune<D>(queue: &mut VecDeque<Out<D>>, lookahead: Duration, keep_from: Durati
 
 impl<D: Domain> Binary<D> {
     fn combine(&self, l: D, r: D) -> D {
-        if self.is_and { D::and(l, r) } else { D::or(l, r) }
+        if self.is_and {
+            D::and(l, r)
+        } else {
+            D::or(l, r)
+        }
     }
 
     /// The value that decides the operator alone: `false` for `&&`, `true` for `||`.
@@ -405,7 +409,10 @@ impl<D: Domain> Binary<D> {
         let decisive = self.decisive();
         let mut out = Vec::new();
         loop {
-            match (self.left_queue.front().copied(), self.right_queue.front().copied()) {
+            match (
+                self.left_queue.front().copied(),
+                self.right_queue.front().copied(),
+            ) {
                 (Some(l), Some(r)) => {
                     if l.0 == r.0 {
                         out.push((l.0, self.combine(l.1, r.1)));
@@ -463,7 +470,11 @@ impl<D: Domain> Binary<D> {
 
 impl<D: Domain> Temporal<D> {
     fn combine(&self, a: D, b: D) -> D {
-        if self.is_max { D::or(a, b) } else { D::and(a, b) }
+        if self.is_max {
+            D::or(a, b)
+        } else {
+            D::and(a, b)
+        }
     }
 
     fn identity(&self) -> D {

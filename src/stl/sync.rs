@@ -97,7 +97,12 @@ mod tests {
 
     #[test]
     fn a_signal_is_filled_in_at_the_others_times_when_it_next_arrives() {
-        let samples = [at(1, 0, 0.0), at(0, 1000, 1.0), at(0, 2000, 10.0), at(1, 4000, 30.0)];
+        let samples = [
+            at(1, 0, 0.0),
+            at(0, 1000, 1.0),
+            at(0, 2000, 10.0),
+            at(1, 4000, 30.0),
+        ];
         assert_eq!(
             run(Synchronization::ZeroOrderHold, &samples),
             [
