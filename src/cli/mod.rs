@@ -746,6 +746,12 @@ pub fn main() -> ExitCode {
             Ok(_) => Exit::Success,
             Err(exit) => exit,
         },
+        Command::Explain { spec, .. } if stl::is_stl(&spec, LanguageArg::Auto) => {
+            match stl::load(&spec) {
+                Ok(spec) => print(&spec.explain()),
+                Err(exit) => exit,
+            }
+        }
         Command::Explain {
             spec,
             tier,

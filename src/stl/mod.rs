@@ -26,7 +26,6 @@ pub use timed::{Lockstep, checker_value, millis, row_samples, timed_value, verdi
 use crate::lang::diag::{Diagnostics, Span};
 use domain::Domain;
 use ops::{Mode, Node, Sample};
-use std::collections::BTreeMap;
 use std::fmt;
 use std::time::Duration;
 use sync::Synchronizer;
@@ -185,6 +184,72 @@ impl StlSpec {
             .map(|c| self.horizon_of(c))
             .max()
             .unwrap_or(Duration::ZERO)
+    }
+
+    /// What `vigil explain` says of the file: per property its formula as parsed, its
+    /// signals, its horizon and what its run keeps (the memory bound).
+    pub fn explain(&self) -> String {
+        let mut out = String::new();
+        for (i, p) in self.properties.iter().enumerate() {
+            let signals: Vec<&str> = self
+                .signals_of(p.root)
+                .iter()
+                .map(|s| self.signals[s.0 as usize].as_str())
+                .collect();
+            let horizon = self.horizon(i).as_secs_f64();
+            out.push_str(&format!("property {}: {}\n", p.name, self.show(p.root)));
+            let synced = if signals.len() > 1 {
+                " (synchronized, --sync)"
+            } else {
+                ""
+            };
+            let signals = if signals.is_empty() {
+                "none (a verdict at every sample)".to_string()
+            } else {
+                signals.join(", ")
+            };
+            out.push_str(&format!("  signals: {signals}{synced}\n"));
+            out.push_str(&format!(
+                "  horizon: {horizon} s (a delayed verdict for time t once the samples reach t + {horizon} s)\n"
+            ));
+            let mut kept = Vec::new();
+            self.kept(p.root, &mut kept);
+            if kept.is_empty() {
+                out.push_str("  state: none (no temporal operator)\n");
+            } else {
+                out.push_str(
+                    "  state (bounded by the samples within each span while every signal keeps being sampled):\n",
+                );
+                for line in kept {
+                    out.push_str(&format!("    {line}\n"));
+                }
+            }
+        }
+        out
+    }
+
+    /// What each temporal operator under `f` keeps: the span of samples of its horizon.
+    fn kept(&self, f: FormulaId, out: &mut Vec<String>) {
+        let secs = |d: Duration| d.as_secs_f64();
+        let what = match self.formula(f) {
+            Formula::Eventually(..) => "F: a monotonic deque of its operand's values",
+            Formula::Globally(..) => "G: a monotonic deque of its operand's values",
+            Formula::Until(..) => "U: both operands' values",
+            _ => "",
+        };
+        if let Formula::Eventually(w, _) | Formula::Globally(w, _) | Formula::Until(w, _, _) =
+            self.formula(f)
+        {
+            out.push(format!(
+                "[{},{}] {what} and its pending times, over the last {} s of samples",
+                secs(w.start),
+                secs(w.end),
+                secs(self.horizon_of(f))
+            ));
+        }
+        for c in self.formula(f).children() {
+            self.kept(c, out);
+        }
     }
 
     pub(crate) fn formula(&self, f: FormulaId) -> &Formula {
@@ -405,6 +470,8 @@ impl std::error::Error for StlError {}
 struct Run<D> {
     sync: Synchronizer,
     root: Node<D>,
+    /// Scratch: the verdicts of one sample.
+    given: Vec<ops::Out<D>>,
 }
 
 /// The properties' runs, in the semantics' domain.
@@ -424,8 +491,9 @@ pub struct StlMonitor {
     /// checker drops it (with a warning).
     last_time: Vec<Option<Duration>>,
     warnings: Vec<String>,
-    /// Scratch: the synchronized samples of one sample.
+    /// Scratch: the synchronized samples of one sample, and the samples of a step kept.
     synced: Vec<Sample>,
+    kept: Vec<Sample>,
 }
 
 impl StlMonitor {
@@ -464,6 +532,7 @@ impl StlMonitor {
             last_time: vec![None; spec.signals.len()],
             warnings: Vec::new(),
             synced: Vec::new(),
+            kept: Vec::new(),
         })
     }
 
@@ -477,7 +546,8 @@ impl StlMonitor {
                 .cmp(&b.time)
                 .then_with(|| names[a.signal.0 as usize].cmp(&names[b.signal.0 as usize]))
         });
-        let mut kept = Vec::with_capacity(samples.len());
+        let mut kept = std::mem::take(&mut self.kept);
+        kept.clear();
         for s in samples.iter() {
             let last = &mut self.last_time[s.signal.0 as usize];
             if last.is_some_and(|l| s.time <= l) {
@@ -504,6 +574,7 @@ impl StlMonitor {
             Runs::Qualitative(r) => step_all(r, &kept, &mut self.synced, &mut out, Verdict::Bool),
             Runs::Interval(r) => step_all(r, &kept, &mut self.synced, &mut out, Verdict::Interval),
         }
+        self.kept = kept;
         out
     }
 
@@ -546,6 +617,7 @@ fn runs<D: Domain>(
             Ok(Run {
                 sync: Synchronizer::new(strategy),
                 root,
+                given: Vec::new(),
             })
         })
         .collect()
@@ -559,17 +631,23 @@ fn step_all<D: Domain>(
     wrap: fn(D) -> Verdict,
 ) {
     for (property, run) in runs.iter_mut().enumerate() {
+        let given = &mut run.given;
         for &s in samples {
             synced.clear();
             run.sync.push(s, synced);
-            // One verdict per time per sample: a refinement given twice keeps the last.
-            let mut given = BTreeMap::new();
+            given.clear();
             for s in synced.iter() {
-                for (t, v) in run.root.update(s) {
-                    given.insert(t, v);
-                }
+                run.root.update(s, given);
             }
-            out.extend(given.into_iter().map(|(time, v)| Emitted {
+            // One verdict per time per sample, in time order: a refinement given twice keeps
+            // the last (the stable sort keeps the order of equal times).
+            if given.len() > 1 {
+                given.sort_by_key(|v| v.0);
+                given.reverse();
+                given.dedup_by_key(|v| v.0);
+                given.reverse();
+            }
+            out.extend(given.iter().map(|&(time, v)| Emitted {
                 property,
                 time,
                 value: wrap(v),

@@ -24,7 +24,8 @@
 
 use super::domain::Domain;
 use super::{Cmp, Formula, FormulaId, SignalId, StlSpec, Threshold, Window};
-use std::collections::{HashSet, VecDeque};
+use rustc_hash::FxHashSet;
+use std::collections::VecDeque;
 use std::time::Duration;
 
 /// When a verdict is given (the semantics' timing; the domain is the type parameter).
@@ -97,6 +98,8 @@ pub(crate) struct Binary<D> {
     left_known: Duration,
     right_known: Duration,
     lookahead: Duration,
+    /// Scratch: an operand's verdicts of one sample.
+    scratch: Vec<Out<D>>,
 }
 
 /// The state of `F[a,b]` (`is_max`) or `G[a,b]`.
@@ -109,9 +112,13 @@ pub(crate) struct Temporal<D> {
     /// The operand's verdicts, a monotonic deque (decreasing for F, increasing for G, between
     /// entries closer than the window's length).
     cache: VecDeque<Out<D>>,
-    /// The times whose verdicts are still to give, in order of arrival.
-    pending: VecDeque<Duration>,
-    pending_set: HashSet<Duration>,
+    /// Whether an entry ever went into `cache` before its back (see `Pending::unsorted`).
+    cache_unsorted: bool,
+    /// The times whose verdicts are still to give.
+    pending: Pending,
+    /// Scratch: the operand's verdicts of one sample, and the times given.
+    subs: Vec<Out<D>>,
+    done: Vec<Duration>,
     lookahead: Duration,
 }
 
@@ -126,12 +133,67 @@ pub(crate) struct Until<D> {
     right_signals: Signals,
     left_cache: VecDeque<Out<D>>,
     right_cache: VecDeque<Out<D>>,
+    /// Whether an entry ever went into `left_cache` before its back.
+    left_unsorted: bool,
     /// The latest verdict time of each operand.
     left_latest: Duration,
     right_latest: Duration,
-    pending: VecDeque<Duration>,
-    pending_set: HashSet<Duration>,
+    pending: Pending,
+    /// Scratch: each operand's verdicts of one sample, and the times given.
+    lefts: Vec<Out<D>>,
+    rights: Vec<Out<D>>,
+    done: Vec<Duration>,
     lookahead: Duration,
+}
+
+/// The times whose verdicts are still to give, in order of arrival, and the set of those
+/// not yet given (a time is added once while in the set).
+#[derive(Clone, Debug, Default)]
+struct Pending {
+    times: VecDeque<Duration>,
+    set: FxHashSet<Duration>,
+    /// Whether `times` has been increasing so far (it stays so unless an eager operand gives
+    /// its verdicts out of order), so that a time's place is a binary search.
+    unsorted: bool,
+}
+
+impl Pending {
+    /// Adds a time unless it is pending already.
+    fn add(&mut self, t: Duration) {
+        if self.set.insert(t) {
+            self.unsorted |= self.times.back().is_some_and(|&b| t < b);
+            self.times.push_back(t);
+        }
+    }
+
+    fn front(&self) -> Option<Duration> {
+        self.times.front().copied()
+    }
+
+    /// The index of the first time not before `t`, as a scan from the front skipping the
+    /// times before `t` finds it.
+    fn first_from(&self, t: Duration) -> usize {
+        if self.unsorted {
+            self.times.iter().take_while(|&&p| p < t).count()
+        } else {
+            self.times.partition_point(|&p| p < t)
+        }
+    }
+
+    /// Takes the given times off the set, `finalized` times off the front of the queue, and
+    /// the other given times (given early) off the queue wherever they are. (Under RoSI a
+    /// refined time ahead of a finalized one leaves the queue without leaving the set, as in
+    /// mstlo; the property test compares every semantics with it.)
+    fn retire(&mut self, done: &[Duration], finalized: usize) {
+        for t in done {
+            self.set.remove(t);
+        }
+        self.times.drain(..finalized.min(self.times.len()));
+        if done.len() > finalized {
+            let set = &self.set;
+            self.times.retain(|t| set.contains(t));
+        }
+    }
 }
 
 /// A variable has no value (`$t` without `--mstlo-vars t=…`).
@@ -210,8 +272,10 @@ pub(crate) fn build<D: Domain>(
                 window: *w,
                 operand,
                 cache: VecDeque::new(),
-                pending: VecDeque::new(),
-                pending_set: HashSet::new(),
+                cache_unsorted: false,
+                pending: Pending::default(),
+                subs: Vec::new(),
+                done: Vec::new(),
                 lookahead,
             }))
         }
@@ -228,10 +292,13 @@ pub(crate) fn build<D: Domain>(
                 right_signals: Signals(spec.signals_of(*r)),
                 left_cache: VecDeque::new(),
                 right_cache: VecDeque::new(),
+                left_unsorted: false,
                 left_latest: Duration::ZERO,
                 right_latest: Duration::ZERO,
-                pending: VecDeque::new(),
-                pending_set: HashSet::new(),
+                pending: Pending::default(),
+                lefts: Vec::new(),
+                rights: Vec::new(),
+                done: Vec::new(),
                 lookahead,
             }))
         }
@@ -260,6 +327,7 @@ fn binary<D: Domain>(
         left_known: Duration::ZERO,
         right_known: Duration::ZERO,
         lookahead,
+        scratch: Vec::new(),
     }))
 }
 
@@ -275,35 +343,34 @@ impl<D: Domain> Node<D> {
         }
     }
 
-    /// Takes one synchronized sample and returns the verdicts it makes possible.
-    pub(crate) fn update(&mut self, s: &Sample) -> Vec<Out<D>> {
+    /// Takes one synchronized sample and appends the verdicts it makes possible to `out`.
+    pub(crate) fn update(&mut self, s: &Sample, out: &mut Vec<Out<D>>) {
         match self {
             Node::Compare {
                 signal,
                 greater,
                 threshold,
             } => {
-                if *signal != s.signal {
-                    return Vec::new();
+                if *signal == s.signal {
+                    let v = if *greater {
+                        D::greater(s.value, *threshold)
+                    } else {
+                        D::less(s.value, *threshold)
+                    };
+                    out.push((s.time, v));
                 }
-                let v = if *greater {
-                    D::greater(s.value, *threshold)
-                } else {
-                    D::less(s.value, *threshold)
-                };
-                vec![(s.time, v)]
             }
-            Node::Constant(c) => vec![(s.time, if *c { D::top() } else { D::bottom() })],
+            Node::Constant(c) => out.push((s.time, if *c { D::top() } else { D::bottom() })),
             Node::Not(n) => {
-                let mut out = n.update(s);
-                for (_, v) in &mut out {
+                let start = out.len();
+                n.update(s, out);
+                for (_, v) in &mut out[start..] {
                     *v = D::not(*v);
                 }
-                out
             }
-            Node::Binary(b) => b.update(s),
-            Node::Temporal(t) => t.update(s),
-            Node::Until(u) => u.update(s),
+            Node::Binary(b) => b.update(s, out),
+            Node::Temporal(t) => t.update(s, out),
+            Node::Until(u) => u.update(s, out),
         }
     }
 
@@ -315,15 +382,25 @@ impl<D: Domain> Node<D> {
             Node::Binary(b) => {
                 b.left_queue.len() + b.right_queue.len() + b.left.held() + b.right.held()
             }
-            Node::Temporal(t) => t.cache.len() + t.pending.len() + t.operand.held(),
+            Node::Temporal(t) => t.cache.len() + t.pending.times.len() + t.operand.held(),
             Node::Until(u) => {
                 u.left_cache.len()
                     + u.right_cache.len()
-                    + u.pending.len()
+                    + u.pending.times.len()
                     + u.left.held()
                     + u.right.held()
             }
         }
+    }
+}
+
+/// The index of the first entry of `queue` not before `t`, as a scan from the front skipping
+/// the entries before `t` finds it: a binary search while the queue is in time order.
+fn first_from<D>(queue: &VecDeque<Out<D>>, sorted: bool, t: Duration) -> usize {
+    if sorted {
+        queue.partition_point(|e| e.0 < t)
+    } else {
+        queue.iter().take_while(|e| e.0 < t).count()
     }
 }
 
@@ -365,29 +442,51 @@ impl<D: Domain> Binary<D> {
         if self.is_and { D::bottom() } else { D::top() }
     }
 
-    fn update(&mut self, s: &Sample) -> Vec<Out<D>> {
+    fn update(&mut self, s: &Sample, out: &mut Vec<Out<D>>) {
         let rosi = self.mode == Mode::Rosi;
         // A verdict older than the last one given is stale; RoSI refines the last one too.
-        let fresh = |t: Duration, last: Option<Duration>| {
-            last.is_none_or(|last| if rosi { t >= last } else { t > last })
-        };
-        if self.left_signals.takes(s.signal) {
-            for v in self.left.update(s) {
-                if fresh(v.0, self.last_given) && !replace_same_time(&mut self.left_queue, v) {
-                    self.left_queue.push_back(v);
+        let last_given = self.last_given;
+        let fresh =
+            |t: Duration| last_given.is_none_or(|last| if rosi { t >= last } else { t > last });
+        let mut scratch = std::mem::take(&mut self.scratch);
+        for (takes, node, queue) in [
+            (
+                self.left_signals.takes(s.signal),
+                &mut self.left,
+                &mut self.left_queue,
+            ),
+            (
+                self.right_signals.takes(s.signal),
+                &mut self.right,
+                &mut self.right_queue,
+            ),
+        ] {
+            if takes {
+                scratch.clear();
+                node.update(s, &mut scratch);
+                for &v in &scratch {
+                    if fresh(v.0) && !replace_same_time(queue, v) {
+                        queue.push_back(v);
+                    }
                 }
             }
         }
-        if self.right_signals.takes(s.signal) {
-            for v in self.right.update(s) {
-                if fresh(v.0, self.last_given) && !replace_same_time(&mut self.right_queue, v) {
-                    self.right_queue.push_back(v);
+        self.scratch = scratch;
+        let start = out.len();
+        if rosi {
+            self.pair_rosi(out);
+        } else {
+            self.pair(out);
+            if let Some(last) = self.last_given {
+                let mut kept = start;
+                for i in start..out.len() {
+                    if out[i].0 > last {
+                        out[kept] = out[i];
+                        kept += 1;
+                    }
                 }
+                out.truncate(kept);
             }
-        }
-        let mut out = if rosi { self.pair_rosi() } else { self.pair() };
-        if !rosi && let Some(last) = self.last_given {
-            out.retain(|v| v.0 > last);
         }
         let keep_from = self
             .left_known
@@ -395,19 +494,21 @@ impl<D: Domain> Binary<D> {
             .saturating_sub(self.lookahead);
         prune(&mut self.left_queue, self.lookahead, keep_from);
         prune(&mut self.right_queue, self.lookahead, keep_from);
-        let given = if rosi { out.first() } else { out.last() };
+        let given = if rosi {
+            out[start..].first()
+        } else {
+            out[start..].last()
+        };
         if let Some(&(t, _)) = given {
             self.last_given = Some(t);
         }
-        out
     }
 
     /// Pairs the queues' verdicts of equal time, taking them off; under the eager semantics a
     /// deciding verdict on one side is given without waiting for the other.
-    fn pair(&mut self) -> Vec<Out<D>> {
+    fn pair(&mut self, out: &mut Vec<Out<D>>) {
         let eager = self.mode == Mode::Eager;
         let decisive = self.decisive();
-        let mut out = Vec::new();
         loop {
             match (
                 self.left_queue.front().copied(),
@@ -441,13 +542,11 @@ impl<D: Domain> Binary<D> {
                 _ => break,
             }
         }
-        out
     }
 
     /// RoSI: pairs the verdicts of equal time without taking them off (a later refinement of
     /// either side gives the pair again).
-    fn pair_rosi(&mut self) -> Vec<Out<D>> {
-        let mut out = Vec::new();
+    fn pair_rosi(&mut self, out: &mut Vec<Out<D>>) {
         let (mut i, mut j) = (0, 0);
         while let (Some(&l), Some(&r)) = (self.left_queue.get(i), self.right_queue.get(j)) {
             if l.0 == r.0 {
@@ -464,7 +563,6 @@ impl<D: Domain> Binary<D> {
                 j += 1;
             }
         }
-        out
     }
 }
 
@@ -489,26 +587,24 @@ impl<D: Domain> Temporal<D> {
         if self.is_max { D::top() } else { D::bottom() }
     }
 
-    fn update(&mut self, s: &Sample) -> Vec<Out<D>> {
-        let subs = self.operand.update(s);
-        let mut out = Vec::new();
+    fn update(&mut self, s: &Sample, out: &mut Vec<Out<D>>) {
+        let mut subs = std::mem::take(&mut self.subs);
+        subs.clear();
+        self.operand.update(s, &mut subs);
         // First the verdicts due before the operand's new times, on the deque as it was.
         if let Some(&(first, _)) = subs.first()
             && let Some(bound) = first.checked_sub(self.lookahead)
         {
-            self.give(&mut out, first, Some(bound));
+            self.give(out, first, Some(bound));
         }
         let window_length = self.window.end - self.window.start;
-        for sub in subs {
-            if self.pending_set.insert(sub.0) {
-                self.pending.push_back(sub.0);
-            }
-            if self.mode == Mode::Rosi {
-                if replace_same_time(&mut self.cache, sub)
-                    || self.cache.back().is_some_and(|b| sub.0 <= b.0)
-                {
-                    continue;
-                }
+        for &sub in &subs {
+            self.pending.add(sub.0);
+            if self.mode == Mode::Rosi
+                && (replace_same_time(&mut self.cache, sub)
+                    || self.cache.back().is_some_and(|b| sub.0 <= b.0))
+            {
+                continue;
             }
             while let Some(&back) = self.cache.back() {
                 if D::dominated(back.1, sub.1, self.is_max) && back.0 + window_length >= sub.0 {
@@ -517,25 +613,27 @@ impl<D: Domain> Temporal<D> {
                     break;
                 }
             }
+            self.cache_unsorted |= self.cache.back().is_some_and(|b| sub.0 < b.0);
             self.cache.push_back(sub);
         }
+        self.subs = subs;
         let now = if self.mode == Mode::Rosi {
             self.cache.back().map_or(Duration::ZERO, |b| b.0)
         } else {
             s.time
         };
-        self.give(&mut out, now, None);
-        let keep_from = self.pending.front().copied().unwrap_or(Duration::ZERO);
+        self.give(out, now, None);
+        let keep_from = self.pending.front().unwrap_or(Duration::ZERO);
         prune(&mut self.cache, self.lookahead, keep_from);
-        out
     }
 
     /// Gives the verdicts of the pending times (before `bound`) that `now` finalizes, or that
     /// the semantics gives early.
     fn give(&mut self, out: &mut Vec<Out<D>>, now: Duration, bound: Option<Duration>) {
-        let mut done = Vec::new();
+        let mut done = std::mem::take(&mut self.done);
+        done.clear();
         let mut finalized = 0;
-        for &t in &self.pending {
+        for &t in &self.pending.times {
             if bound.is_some_and(|b| t >= b) {
                 break;
             }
@@ -545,7 +643,9 @@ impl<D: Domain> Temporal<D> {
             }
             let from = t + self.window.start;
             let to = t + self.window.end;
-            let inside = self.cache.iter().skip_while(|e| e.0 < from);
+            let inside = self
+                .cache
+                .range(first_from(&self.cache, !self.cache_unsorted, from)..);
             let value = if self.mode == Mode::Rosi {
                 inside
                     .take_while(|e| e.0 <= to)
@@ -568,41 +668,25 @@ impl<D: Domain> Temporal<D> {
                 break;
             }
         }
-        retire(&mut self.pending, &mut self.pending_set, &done, finalized);
-    }
-}
-
-/// Takes the given times off a pending queue: the first `finalized` from its front, and any
-/// other given early wherever it is.
-fn retire(
-    pending: &mut VecDeque<Duration>,
-    set: &mut HashSet<Duration>,
-    done: &[Duration],
-    finalized: usize,
-) {
-    for t in done {
-        set.remove(t);
-    }
-    pending.drain(..finalized.min(pending.len()));
-    if done.len() > finalized {
-        pending.retain(|t| set.contains(t));
+        self.pending.retire(&done, finalized);
+        self.done = done;
     }
 }
 
 impl<D: Domain> Until<D> {
-    fn update(&mut self, s: &Sample) -> Vec<Out<D>> {
+    fn update(&mut self, s: &Sample, out: &mut Vec<Out<D>>) {
         let rosi = self.mode == Mode::Rosi;
         let eager = self.mode == Mode::Eager;
-        let lefts = if self.left_signals.takes(s.signal) {
-            self.left.update(s)
-        } else {
-            Vec::new()
-        };
-        let rights = if self.right_signals.takes(s.signal) {
-            self.right.update(s)
-        } else {
-            Vec::new()
-        };
+        let mut lefts = std::mem::take(&mut self.lefts);
+        let mut rights = std::mem::take(&mut self.rights);
+        lefts.clear();
+        rights.clear();
+        if self.left_signals.takes(s.signal) {
+            self.left.update(s, &mut lefts);
+        }
+        if self.right_signals.takes(s.signal) {
+            self.right.update(s, &mut rights);
+        }
         if let Some(&(t, _)) = lefts.last() {
             self.left_latest = self.left_latest.max(t);
         }
@@ -610,42 +694,40 @@ impl<D: Domain> Until<D> {
             self.right_latest = self.right_latest.max(t);
         }
         let both_latest = self.left_latest.min(self.right_latest);
-        for (queue, verdicts) in [
-            (&mut self.right_cache, &rights),
-            (&mut self.left_cache, &lefts),
-        ] {
-            for &v in verdicts {
-                if self.pending_set.insert(v.0) {
-                    self.pending.push_back(v.0);
-                }
-                if !(rosi && replace_same_time(queue, v)) {
-                    queue.push_back(v);
-                }
+        for &v in &rights {
+            self.pending.add(v.0);
+            if !(rosi && replace_same_time(&mut self.right_cache, v)) {
+                self.right_cache.push_back(v);
             }
         }
-        let mut out = Vec::new();
+        for &v in &lefts {
+            self.pending.add(v.0);
+            if !(rosi && replace_same_time(&mut self.left_cache, v)) {
+                self.left_unsorted |= self.left_cache.back().is_some_and(|b| v.0 < b.0);
+                self.left_cache.push_back(v);
+            }
+        }
+        self.lefts = lefts;
+        self.rights = rights;
         if self.left_cache.is_empty() || self.right_cache.is_empty() {
-            return out;
+            return;
         }
         let now = s.time;
-        let mut done = Vec::new();
+        let mut done = std::mem::take(&mut self.done);
+        done.clear();
         let mut finalized = 0;
-        for &t in &self.pending {
+        for &t in &self.pending.times {
             let end = now.min(t + self.window.end);
             // The left and right verdicts are paired by position from the first left verdict
             // at or after `t`, one pair per pending time in `[t, end]` (mstlo's reading).
-            let skip = self.left_cache.iter().take_while(|e| e.0 < t).count();
+            let skip = first_from(&self.left_cache, !self.left_unsorted, t);
             let mut lefts = self.left_cache.iter().skip(skip);
             let mut rights = self.right_cache.iter().skip(skip);
             let mut left_min = D::globally_identity();
             let mut best: Option<D> = None;
             let mut falsified = false;
-            for _ in self
-                .pending
-                .iter()
-                .skip_while(|&&p| p < t)
-                .take_while(|&&p| p <= end)
-            {
+            let first = self.pending.first_from(t);
+            for _ in self.pending.times.range(first..).take_while(|&&p| p <= end) {
                 let Some(l) = lefts.next() else { break };
                 left_min = D::and(left_min, l.1);
                 let psi = rights.next().map_or_else(D::unknown, |r| r.1);
@@ -671,10 +753,10 @@ impl<D: Domain> Until<D> {
                 break;
             }
         }
-        let keep_from = self.pending.front().copied().unwrap_or(Duration::ZERO);
+        let keep_from = self.pending.front().unwrap_or(Duration::ZERO);
         prune(&mut self.left_cache, self.lookahead, keep_from);
         prune(&mut self.right_cache, self.lookahead, keep_from);
-        retire(&mut self.pending, &mut self.pending_set, &done, finalized);
-        out
+        self.pending.retire(&done, finalized);
+        self.done = done;
     }
 }

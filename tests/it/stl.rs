@@ -555,3 +555,21 @@ fn stl_monitor_agrees_with_mstlo() {
         "{verdicts} verdicts, {temporal} temporal"
     );
 }
+
+#[test]
+fn explain_shows_each_propertys_horizon_and_state() {
+    let (status, out, err) = run_vigil(&["explain", "examples/stl/arm.mstlo"], None);
+    assert_eq!((status, err.as_str()), (0, ""));
+    expect![[r#"
+        property grip: (speed < 0.1 -> F[0,1](force > 5))
+          signals: speed, force (synchronized, --sync)
+          horizon: 1 s (a delayed verdict for time t once the samples reach t + 1 s)
+          state (bounded by the samples within each span while every signal keeps being sampled):
+            [0,1] F: a monotonic deque of its operand's values and its pending times, over the last 1 s of samples
+        property slow: G[0,2](speed < 2)
+          signals: speed
+          horizon: 2 s (a delayed verdict for time t once the samples reach t + 2 s)
+          state (bounded by the samples within each span while every signal keeps being sampled):
+            [0,2] G: a monotonic deque of its operand's values and its pending times, over the last 2 s of samples
+    "#]].assert_eq(&out);
+}
