@@ -187,11 +187,12 @@ pub struct RunArgs {
     #[arg(long, value_name = "SEMANTICS", value_parser = ["delayed-quantitative", "delayed-qualitative", "eager-qualitative", "robustness-interval"])]
     pub semantics: Option<String>,
     /// STL: how a formula over several signals sees a signal between its samples
-    /// (default zero-order-hold).
-    #[arg(long, value_name = "STRATEGY", value_parser = ["zero-order-hold", "linear", "none"])]
+    /// (default zero-order-hold; the checker's option, also `--sync`).
+    #[arg(long = "mstlo-synchronization", alias = "sync", value_name = "STRATEGY", value_parser = ["zero-order-hold", "linear", "none"])]
     pub sync: Option<String>,
-    /// STL: the values of the properties' variables (`$threshold`), `NAME=VALUE,...`.
-    #[arg(long, value_name = "NAME=VALUE,...", value_delimiter = ',')]
+    /// STL: the values of the properties' variables (`$threshold`): `NAME=VALUE` pairs,
+    /// separated by spaces (as the checker takes them) or commas.
+    #[arg(long, value_name = "NAME=VALUE", num_args = 1.., value_delimiter = ',')]
     pub mstlo_vars: Option<Vec<String>>,
     /// The trace: a file, or `-` for standard input. A regular file is
     /// memory-mapped and evaluated in batches; anything else (a pipe, a FIFO,
@@ -536,7 +537,8 @@ pub enum LanguageArg {
     Auto,
     /// A DSRV specification.
     Dsrv,
-    /// An STL property file.
+    /// An STL property file (`mstlo`, the checker's name for it, is the same).
+    #[value(alias = "mstlo")]
     Stl,
 }
 

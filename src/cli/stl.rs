@@ -30,7 +30,7 @@ pub(super) fn stl_only_options(args: &RunArgs) -> Option<&'static str> {
     if args.semantics.is_some() {
         Some("--semantics")
     } else if args.sync.is_some() {
-        Some("--sync")
+        Some("--mstlo-synchronization")
     } else if args.mstlo_vars.is_some() {
         Some("--mstlo-vars")
     } else {

@@ -199,7 +199,7 @@ impl StlSpec {
             let horizon = self.horizon(i).as_secs_f64();
             out.push_str(&format!("property {}: {}\n", p.name, self.show(p.root)));
             let synced = if signals.len() > 1 {
-                " (synchronized, --sync)"
+                " (synchronized, --mstlo-synchronization)"
             } else {
                 ""
             };

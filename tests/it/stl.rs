@@ -220,6 +220,31 @@ fn csv_traces_take_a_time_field_and_variables_a_value() {
     let (status, _, err) = run_vigil(&["run", &spec, "--input", &trace, "--time", "t"], None);
     assert_eq!(status, 1);
     assert!(err.contains("`$limit` has no value"), "{err}");
+    // The checker's spelling: `--language mstlo`, variables as separate pairs.
+    let renamed = write(&dir, "p.txt", "hot: F[0,1](temp > $limit) && temp < $cap\n");
+    let (status, again, err) = run_vigil(
+        &[
+            "run",
+            &renamed,
+            "--language",
+            "mstlo",
+            "--input",
+            &trace,
+            "--time",
+            "t",
+            "--time-unit",
+            "ms",
+            "--mstlo-vars",
+            "limit=30",
+            "cap=100",
+            "--mstlo-synchronization",
+            "none",
+        ],
+        None,
+    );
+    assert_eq!((status, err.as_str()), (0, ""));
+    // `temp < $cap` is 69 or more where `F` is 1: the minimum is the first run's verdicts.
+    assert_eq!(again, out);
     let (status, _, err) = run_vigil(
         &["run", &spec, "--input", &trace, "--mstlo-vars", "limit=30"],
         None,
@@ -562,7 +587,7 @@ fn explain_shows_each_propertys_horizon_and_state() {
     assert_eq!((status, err.as_str()), (0, ""));
     expect![[r#"
         property grip: (speed < 0.1 -> F[0,1](force > 5))
-          signals: speed, force (synchronized, --sync)
+          signals: speed, force (synchronized, --mstlo-synchronization)
           horizon: 1 s (a delayed verdict for time t once the samples reach t + 1 s)
           state (bounded by the samples within each span while every signal keeps being sampled):
             [0,1] F: a monotonic deque of its operand's values and its pending times, over the last 1 s of samples
