@@ -217,9 +217,10 @@ fn csv_traces_take_a_time_field_and_variables_a_value() {
         hot[1] = Map({"time": Int(500), "value": Float(1.0)})
     "#]]
     .assert_eq(&out);
-    let (status, _, err) = run_vigil(&["run", &spec, "--input", &trace, "--time", "t"], None);
-    assert_eq!(status, 1);
-    assert!(err.contains("`$limit` has no value"), "{err}");
+    refused(
+        &["run", &spec, "--input", &trace, "--time", "t"],
+        "`$limit` has no value",
+    );
     // The checker's spelling: `--language mstlo`, variables as separate pairs.
     let renamed = write(&dir, "p.txt", "hot: F[0,1](temp > $limit) && temp < $cap\n");
     let (status, again, err) = run_vigil(
@@ -245,12 +246,10 @@ fn csv_traces_take_a_time_field_and_variables_a_value() {
     assert_eq!((status, err.as_str()), (0, ""));
     // `temp < $cap` is 69 or more where `F` is 1: the minimum is the first run's verdicts.
     assert_eq!(again, out);
-    let (status, _, err) = run_vigil(
+    refused(
         &["run", &spec, "--input", &trace, "--mstlo-vars", "limit=30"],
-        None,
+        "needs --time FIELD",
     );
-    assert_eq!(status, 1);
-    assert!(err.contains("needs --time FIELD"), "{err}");
 }
 
 #[test]
@@ -295,12 +294,10 @@ fn refusals_and_errors_are_located_and_keep_earlier_output() {
         err.contains("row 1: `x`: a sample's value is a number"),
         "{err}"
     );
-    let (status, _, err) = run_vigil(
+    refused(
         &["run", &spec, "--input", &trace, "--tier", "canonical"],
-        None,
+        "not on the DSRV tiers yet",
     );
-    assert_eq!(status, 1);
-    assert!(err.contains("not on the DSRV tiers yet"), "{err}");
     let dsrv = write(&dir, "s.dsrv", "in x: Int\nout y: Int\ny = x\n");
     let (status, _, err) = run_vigil(
         &[
@@ -336,6 +333,13 @@ fn a_sample_whose_time_does_not_increase_is_dropped_with_a_warning() {
         err.contains("is ignored: its time is not after the last one"),
         "{err}"
     );
+}
+
+/// Runs vigil with `args` and requires a usage error (exit 1) whose message holds `needle`.
+fn refused(args: &[&str], needle: &str) {
+    let (status, _, err) = run_vigil(args, None);
+    assert_eq!(status, 1, "{err}");
+    assert!(err.contains(needle), "{err}");
 }
 
 // ---------------------------------------------------------------------------------------------
