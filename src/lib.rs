@@ -81,6 +81,7 @@ mod row;
 #[cfg(feature = "scale")]
 pub mod scale;
 mod snapshot;
+pub mod stl;
 pub mod time;
 pub mod trace;
 mod value;

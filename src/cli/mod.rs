@@ -25,6 +25,7 @@ mod peers;
 mod repl;
 #[cfg(feature = "scale")]
 mod scale;
+mod stl;
 mod timed;
 
 use checkpoint::Runner;
@@ -175,8 +176,24 @@ fn output_parser() -> Listed<OutputArg> {
 #[derive(clap::Args, Clone, Debug)]
 #[command(after_help = EXIT_STATUSES)]
 pub struct RunArgs {
-    /// The specification file (DSRV).
+    /// The specification file: DSRV, or an STL property file (`--language`).
     pub spec: String,
+    /// The specification's language: `dsrv`, or `stl`, a property file as the
+    /// Trustworthiness Checker's `--language mstlo` reads it (`name: formula` per line;
+    /// docs/language.md, "STL properties"). `auto` takes a `.mstlo` or `.stl` file as STL.
+    #[arg(long, value_enum, default_value_t = LanguageArg::Auto)]
+    pub language: LanguageArg,
+    /// STL: the semantics of the verdicts (the checker's `--semantics`).
+    #[arg(long, value_name = "SEMANTICS", value_parser = ["delayed-quantitative", "delayed-qualitative", "eager-qualitative", "robustness-interval"])]
+    pub semantics: Option<String>,
+    /// STL: how a formula over several signals sees a signal between its samples
+    /// (default zero-order-hold; the checker's option, also `--sync`).
+    #[arg(long = "mstlo-synchronization", alias = "sync", value_name = "STRATEGY", value_parser = ["zero-order-hold", "linear", "none"])]
+    pub sync: Option<String>,
+    /// STL: the values of the properties' variables (`$threshold`): `NAME=VALUE` pairs,
+    /// separated by spaces (as the checker takes them) or commas.
+    #[arg(long, value_name = "NAME=VALUE", num_args = 1.., value_delimiter = ',')]
+    pub mstlo_vars: Option<Vec<String>>,
     /// The trace: a file, or `-` for standard input. A regular file is
     /// memory-mapped and evaluated in batches; anything else (a pipe, a FIFO,
     /// `/dev/stdin`) is read, evaluated and written row by row. Given more
@@ -513,6 +530,18 @@ pub enum ClockArg {
     Wall,
 }
 
+/// `--language`: the specification's language.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LanguageArg {
+    /// By the file's extension: `.mstlo` and `.stl` are STL, anything else DSRV.
+    Auto,
+    /// A DSRV specification.
+    Dsrv,
+    /// An STL property file (`mstlo`, the checker's name for it, is the same).
+    #[value(alias = "mstlo")]
+    Stl,
+}
+
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum FormatArg {
     Auto,
@@ -709,10 +738,22 @@ pub fn main() -> ExitCode {
         Command::Run(args) => run(&args),
         Command::Replay(args) => timed::replay(&args),
         Command::Bench(args) => bench::bench(&args),
+        Command::Check { spec } if stl::is_stl(&spec, LanguageArg::Auto) => {
+            match stl::load(&spec) {
+                Ok(_) => Exit::Success,
+                Err(exit) => exit,
+            }
+        }
         Command::Check { spec } => match load_spec(&spec) {
             Ok(_) => Exit::Success,
             Err(exit) => exit,
         },
+        Command::Explain { spec, .. } if stl::is_stl(&spec, LanguageArg::Auto) => {
+            match stl::load(&spec) {
+                Ok(spec) => print(&spec.explain()),
+                Err(exit) => exit,
+            }
+        }
         Command::Explain {
             spec,
             tier,
@@ -879,6 +920,16 @@ fn trace_format(path: &str, format: FormatArg) -> Result<TraceFormat, Exit> {
 }
 
 fn run(args: &RunArgs) -> Exit {
+    if stl::is_stl(&args.spec, args.language) {
+        return stl::run(args);
+    }
+    if let Some(option) = stl::stl_only_options(args) {
+        error(format_args!(
+            "{option} applies to STL property files (--language stl); `{}` is a DSRV specification",
+            args.spec
+        ));
+        return Exit::Failure;
+    }
     let spec = match load_spec(&args.spec) {
         Ok(s) => s,
         Err(exit) => return exit,

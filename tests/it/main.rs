@@ -27,6 +27,7 @@ mod scale;
 mod scale_combos;
 mod schema;
 mod snapshots;
+mod stl;
 mod strings;
 mod support;
 mod time;

@@ -1,0 +1,407 @@
+//! `vigil run` of an STL property file (`--language stl`, or a `.mstlo`/`.stl` file): the
+//! options read into the library's `stl` monitor, the trace read into its samples, its verdicts
+//! written in the checker's text format or as CSV/JSON-lines columns.
+
+use super::{Exit, FormatArg, LanguageArg, OutputArg, RunArgs, error, output_error, say};
+use crate::monitor::Tier;
+use crate::stl::{
+    self, Emitted, Semantics, StlMonitor, StlSample, StlSpec, Synchronization, Verdict,
+};
+use crate::trace::{self, InputSchema, TraceError, TraceFormat};
+use crate::value::Value;
+use std::io::{self, Write};
+use std::time::Duration;
+
+/// Whether `spec` is an STL property file: `--language stl`, or `auto` and a `.mstlo` or
+/// `.stl` extension.
+pub(super) fn is_stl(spec: &str, language: LanguageArg) -> bool {
+    match language {
+        LanguageArg::Stl => true,
+        LanguageArg::Dsrv => false,
+        LanguageArg::Auto => std::path::Path::new(spec)
+            .extension()
+            .and_then(|e| e.to_str())
+            .is_some_and(|e| e.eq_ignore_ascii_case("mstlo") || e.eq_ignore_ascii_case("stl")),
+    }
+}
+
+/// The STL options given to a DSRV run, which it refuses.
+pub(super) fn stl_only_options(args: &RunArgs) -> Option<&'static str> {
+    if args.semantics.is_some() {
+        Some("--semantics")
+    } else if args.sync.is_some() {
+        Some("--mstlo-synchronization")
+    } else if args.mstlo_vars.is_some() {
+        Some("--mstlo-vars")
+    } else {
+        None
+    }
+}
+
+/// Reads and parses a property file (diagnostics printed, exit status 2).
+pub(super) fn load(path: &str) -> Result<StlSpec, Exit> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        error(format_args!("cannot read the property file `{path}`: {e}"));
+        Exit::Failure
+    })?;
+    StlSpec::parse(path, &text).map_err(|d| {
+        say(format_args!("{d}\n"));
+        Exit::Spec
+    })
+}
+
+/// The DSRV run options an STL run has no use for, named as given.
+fn refused(args: &RunArgs) -> Option<&'static str> {
+    let given = [
+        ("--record", args.record.is_some()),
+        ("--lateness", args.lateness.is_some()),
+        ("--start", args.start.is_some()),
+        ("--max-gap", args.max_gap.is_some()),
+        ("--on-gap", args.on_gap.is_some()),
+        ("--on-reset", args.on_reset.is_some()),
+        ("--idle-timeout", args.idle_timeout.is_some()),
+        ("--mqtt-rows", args.mqtt_rows.is_some()),
+        ("--mqtt-output-rows", args.mqtt_output_rows.is_some()),
+        ("--mqtt-topics", args.mqtt_topics.is_some()),
+        ("--group", args.group.is_some()),
+        ("--checkpoint", args.checkpoint.is_some()),
+        ("--resume", args.resume.is_some()),
+        ("--key", args.key.is_some()),
+        ("--alerts", args.alerts.is_some()),
+        ("--fail-on-trigger", args.fail_on_trigger),
+        ("--only", args.only.is_some()),
+        ("--pass", args.pass.is_some()),
+        ("--workers", args.workers.is_some()),
+        ("--processes", args.processes.is_some()),
+        ("--strict-tier", args.strict_tier),
+        ("--clock wall", args.clock == super::ClockArg::Wall),
+    ];
+    given.iter().find(|(_, on)| *on).map(|(name, _)| *name)
+}
+
+/// Options that make no sense together with the STL run's own.
+fn check_options(args: &RunArgs) -> Result<(), String> {
+    if let Some(name) = refused(args) {
+        return Err(format!(
+            "{name} applies to DSRV specifications; an STL property file is run without it"
+        ));
+    }
+    // The properties run on their own evaluator: a tier named explicitly would not be the one
+    // running them.
+    if args.tier != Tier::Auto {
+        return Err(
+            "--tier: STL properties run on vigil's STL evaluator, not on the DSRV tiers yet (issue 39); leave --tier out"
+                .into(),
+        );
+    }
+    if matches!(args.output, OutputArg::Mqtt(_) | OutputArg::Redis(_)) {
+        return Err("--output: an STL run writes text, csv or jsonl".into());
+    }
+    match args.input.as_slice() {
+        [one] if !crate::live::is_url(one) => Ok(()),
+        [one] => Err(format!(
+            "--input {one}: an STL run reads a file or standard input"
+        )),
+        [] => Err("the trace is missing: pass --input FILE (or - for standard input)".into()),
+        _ => Err("an STL run reads one trace (--input once)".into()),
+    }
+}
+
+/// The values of `--mstlo-vars name=value,…`.
+fn variables(args: &RunArgs) -> Result<Vec<(String, f64)>, String> {
+    let mut out = Vec::new();
+    for item in args.mstlo_vars.iter().flatten() {
+        let (name, value) = item
+            .split_once('=')
+            .ok_or_else(|| format!("--mstlo-vars: `{item}` is not NAME=VALUE"))?;
+        let value: f64 = value
+            .trim()
+            .parse()
+            .map_err(|_| format!("--mstlo-vars: `{value}` (for `{name}`) is not a number"))?;
+        out.push((name.trim().trim_start_matches('$').to_string(), value));
+    }
+    Ok(out)
+}
+
+/// How a row of the trace becomes samples.
+enum Rows {
+    /// `.input`: each signal's cell is a timed value.
+    Timed,
+    /// CSV/JSON lines: the time field (cell `time`, in `unit`) and each signal's number.
+    Columns { time: usize, unit: f64 },
+}
+
+/// `vigil run` of a property file.
+pub(super) fn run(args: &RunArgs) -> Exit {
+    let spec = match load(&args.spec) {
+        Ok(s) => s,
+        Err(exit) => return exit,
+    };
+    if let Err(m) = check_options(args) {
+        error(m);
+        return Exit::Failure;
+    }
+    let semantics = args
+        .semantics
+        .as_deref()
+        .map_or(Some(Semantics::default()), Semantics::from_name)
+        .unwrap_or_default();
+    let sync = args
+        .sync
+        .as_deref()
+        .map_or(Some(Synchronization::default()), Synchronization::from_name)
+        .unwrap_or_default();
+    let vars = match variables(args) {
+        Ok(v) => v,
+        Err(m) => {
+            error(m);
+            return Exit::Failure;
+        }
+    };
+    let mut monitor = match StlMonitor::new(&spec, semantics, sync, &vars) {
+        Ok(m) => m,
+        Err(e) => {
+            error(e);
+            return Exit::Failure;
+        }
+    };
+    let input = args.input[0].as_str();
+    let format = match args.format {
+        FormatArg::Tc => TraceFormat::Tc,
+        FormatArg::Csv => TraceFormat::Csv,
+        FormatArg::Jsonl => TraceFormat::Jsonl,
+        FormatArg::Auto if input == "-" => TraceFormat::Jsonl,
+        FormatArg::Auto => trace::format_from_path(input).unwrap_or(TraceFormat::Tc),
+    };
+    let mut schema = InputSchema {
+        names: spec.signals().to_vec(),
+        types: vec![crate::Type::Any; spec.signals().len()],
+    };
+    let rows = if format == TraceFormat::Tc {
+        if args.time.is_some() {
+            error(
+                "--time: an `.input` trace's samples carry their own times ({\"time\": T, \"value\": V})",
+            );
+            return Exit::Failure;
+        }
+        Rows::Timed
+    } else {
+        let Some(field) = &args.time else {
+            error(
+                "a CSV or JSON-lines trace of STL signals needs --time FIELD: the field of each row that holds its time",
+            );
+            return Exit::Failure;
+        };
+        schema.names.push(field.clone());
+        schema.types.push(crate::Type::Any);
+        let unit = match args.time_unit.as_str() {
+            "ms" => 1e-3,
+            "us" => 1e-6,
+            "ns" => 1e-9,
+            _ => 1.0,
+        };
+        Rows::Columns {
+            time: spec.signals().len(),
+            unit,
+        }
+    };
+    let mut reader = match trace::open_reader(input, format, &schema) {
+        Ok(r) => r,
+        Err(e) => {
+            error(e);
+            return Exit::Failure;
+        }
+    };
+    let mut out = match Out::open(args, &spec, semantics) {
+        Ok(o) => o,
+        Err(exit) => return exit,
+    };
+    let mut row = vec![None; schema.names.len()];
+    let mut number = 0u64;
+    let status = loop {
+        row.iter_mut().for_each(|c| *c = None);
+        match reader.next_row(&mut row) {
+            Ok(true) => {}
+            Ok(false) => break Exit::Success,
+            Err(e) => break trace_error(&e),
+        }
+        let mut samples = match samples(&spec, &rows, &row) {
+            Ok(s) => s,
+            Err(m) => {
+                error(format_args!("{input}: row {number}: {m}"));
+                break Exit::Trace;
+            }
+        };
+        number += 1;
+        let verdicts = monitor.step(&mut samples);
+        for w in monitor.take_warnings() {
+            say(format_args!("warning: {input}: {w}\n"));
+        }
+        if let Err(e) = out.write(&verdicts) {
+            return output_error(&e);
+        }
+    };
+    match out.finish() {
+        Ok(()) => status,
+        Err(e) => output_error(&e),
+    }
+}
+
+fn trace_error(e: &TraceError) -> Exit {
+    error(e);
+    match e.kind {
+        trace::TraceErrorKind::Malformed => Exit::Trace,
+        trace::TraceErrorKind::Io => Exit::Failure,
+    }
+}
+
+fn samples(spec: &StlSpec, rows: &Rows, row: &[Option<Value>]) -> Result<Vec<StlSample>, String> {
+    match *rows {
+        Rows::Timed => stl::row_samples(spec, row),
+        Rows::Columns { time, unit } => {
+            let t = match &row[time] {
+                Some(Value::Int(i)) if *i >= 0 => *i as f64 * unit,
+                Some(Value::Float(x)) if *x >= 0.0 => *x * unit,
+                Some(other) => {
+                    return Err(format!("the time is a number, not negative, not `{other}`"));
+                }
+                None => return Err("the row has no time".into()),
+            };
+            let time = Duration::try_from_secs_f64(t)
+                .map_err(|_| format!("the time {t} s cannot be a time"))?;
+            let mut out = Vec::new();
+            for (i, cell) in row[..spec.signals().len()].iter().enumerate() {
+                let value = match cell {
+                    None => continue,
+                    Some(Value::Int(v)) => *v as f64,
+                    Some(Value::Float(v)) => *v,
+                    Some(other) => {
+                        return Err(format!(
+                            "`{}` is a number, not `{other}`",
+                            spec.signals()[i]
+                        ));
+                    }
+                };
+                out.push(StlSample {
+                    signal: stl::SignalId(i as u32),
+                    time,
+                    value,
+                });
+            }
+            Ok(out)
+        }
+    }
+}
+
+/// Where the verdicts go, in which form.
+struct Out {
+    sink: Box<dyn Write>,
+    form: Form,
+    names: Vec<String>,
+}
+
+enum Form {
+    Text(stl::Lockstep),
+    Csv,
+    Jsonl,
+}
+
+impl Out {
+    fn open(args: &RunArgs, spec: &StlSpec, semantics: Semantics) -> Result<Out, Exit> {
+        let sink: Box<dyn Write> = match &args.output_file {
+            Some(path) => match std::fs::File::create(path) {
+                Ok(f) => Box::new(io::BufWriter::new(f)),
+                Err(e) => {
+                    error(format_args!("cannot create `{path}`: {e}"));
+                    return Err(Exit::Failure);
+                }
+            },
+            None => Box::new(io::BufWriter::new(io::stdout())),
+        };
+        let names: Vec<String> = spec.properties().map(String::from).collect();
+        let form = match args.output {
+            OutputArg::Csv => Form::Csv,
+            OutputArg::Jsonl => Form::Jsonl,
+            _ => Form::Text(stl::Lockstep::new(names.len())),
+        };
+        let mut out = Out { sink, form, names };
+        if matches!(out.form, Form::Csv) {
+            let header = if semantics == Semantics::RobustnessInterval {
+                "property,time,lower,upper\n"
+            } else {
+                "property,time,value\n"
+            };
+            if let Err(e) = out.sink.write_all(header.as_bytes()) {
+                return Err(output_error(&e));
+            }
+        }
+        Ok(out)
+    }
+
+    fn write(&mut self, verdicts: &[Emitted]) -> io::Result<()> {
+        match &mut self.form {
+            Form::Text(lockstep) => {
+                for v in verdicts {
+                    lockstep.push(v);
+                }
+                for (p, i, value) in lockstep.ready() {
+                    writeln!(self.sink, "{}[{i}] = {value}", self.names[p])?;
+                }
+            }
+            Form::Csv => {
+                for v in verdicts {
+                    let name = csv_quoted(&self.names[v.property]);
+                    write!(self.sink, "{name},{}", stl::millis(v.time))?;
+                    match v.value {
+                        Verdict::Robustness(r) => cell(&mut self.sink, &Value::Float(r))?,
+                        Verdict::Bool(b) => cell(&mut self.sink, &Value::Bool(b))?,
+                        Verdict::Interval(i) => {
+                            cell(&mut self.sink, &Value::Float(i.lower))?;
+                            cell(&mut self.sink, &Value::Float(i.upper))?;
+                        }
+                    }
+                    self.sink.write_all(b"\n")?;
+                }
+            }
+            Form::Jsonl => {
+                for v in verdicts {
+                    // A map's members are in key order: property, time, value.
+                    let line = Value::Map(std::sync::Arc::new(
+                        [
+                            (
+                                "property".into(),
+                                Value::Str(self.names[v.property].as_str().into()),
+                            ),
+                            ("time".into(), Value::Int(stl::millis(v.time))),
+                            ("value".into(), stl::verdict_value(v.value)),
+                        ]
+                        .into_iter()
+                        .collect(),
+                    ));
+                    self.sink.write_all(&trace::json_text(&line))?;
+                    self.sink.write_all(b"\n")?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(mut self) -> io::Result<()> {
+        self.sink.flush()
+    }
+}
+
+/// Writes `,` and a value as vigil's CSV writer writes a cell (`2.5`, `-inf`, `true`).
+fn cell(sink: &mut dyn Write, v: &Value) -> io::Result<()> {
+    sink.write_all(b",")?;
+    sink.write_all(&trace::cell_text(v))
+}
+
+/// A CSV field, quoted when it holds a comma, a quote or a line break (RFC 4180).
+fn csv_quoted(text: &str) -> String {
+    if text.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", text.replace('"', "\"\""))
+    } else {
+        text.to_string()
+    }
+}

@@ -1,0 +1,134 @@
+//! Samples from trace rows and verdicts as output values: the checker's timed values
+//! (`x = {"time": 500, "value": 2.0}`, T in milliseconds, or `[500, 2.0]`) in, and its verdict
+//! maps (`Map({"time": Int(500), "value": Float(-5.0)})`) out, with the lockstep the checker's
+//! text output prints them in.
+
+use super::{Emitted, SignalId, StlSample, StlSpec, Verdict};
+use crate::value::Value;
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Reads one of the checker's timed values: a map with an Int `time` (milliseconds, not
+/// negative) and a numeric `value`, or a list `[time, value]`.
+pub fn timed_value(v: &Value) -> Result<(Duration, f64), String> {
+    let (time, value) = match v {
+        Value::Map(m) => (
+            m.get("time")
+                .ok_or("a timed value has no `time` field (`{\"time\": T, \"value\": V}`)")?,
+            m.get("value")
+                .ok_or("a timed value has no `value` field (`{\"time\": T, \"value\": V}`)")?,
+        ),
+        Value::List(l) if l.len() == 2 => (&l[0], &l[1]),
+        other => {
+            return Err(format!(
+                "a sample is `{{\"time\": T, \"value\": V}}` or `[T, V]` (T in milliseconds), not `{other}`"
+            ));
+        }
+    };
+    let time = match time {
+        Value::Int(t) if *t >= 0 => Duration::from_millis(*t as u64),
+        other => {
+            return Err(format!(
+                "a sample's time is a whole number of milliseconds, not negative, not `{other}`"
+            ));
+        }
+    };
+    let value = match value {
+        Value::Float(x) => *x,
+        Value::Int(i) => *i as f64,
+        other => return Err(format!("a sample's value is a number, not `{other}`")),
+    };
+    Ok((time, value))
+}
+
+/// The samples of one row of an `.input` trace read with the signals as its inputs (in
+/// [`StlSpec::signals`]' order): one per timed value present.
+pub fn row_samples(spec: &StlSpec, row: &[Option<Value>]) -> Result<Vec<StlSample>, String> {
+    let mut out = Vec::new();
+    for (i, cell) in row.iter().enumerate().take(spec.signals().len()) {
+        if let Some(v) = cell {
+            let (time, value) =
+                timed_value(v).map_err(|e| format!("`{}`: {e}", spec.signals()[i]))?;
+            out.push(StlSample {
+                signal: SignalId(i as u32),
+                time,
+                value,
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// A verdict's time in milliseconds (verdict times are sample times, which fit).
+pub fn millis(t: Duration) -> i64 {
+    i64::try_from(t.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// A verdict's value as the checker shows it: `Float(r)`, `Bool(b)` or
+/// `Map({"lower": Float(l), "upper": Float(u)})`.
+pub fn verdict_value(v: Verdict) -> Value {
+    match v {
+        Verdict::Robustness(r) => Value::Float(r),
+        Verdict::Bool(b) => Value::Bool(b),
+        Verdict::Interval(i) => Value::Map(Arc::new(
+            [
+                (Arc::from("lower"), Value::Float(i.lower)),
+                (Arc::from("upper"), Value::Float(i.upper)),
+            ]
+            .into_iter()
+            .collect(),
+        )),
+    }
+}
+
+/// A verdict as the checker's output stream carries it: `{"time": ms, "value": v}`.
+pub fn checker_value(e: &Emitted) -> Value {
+    Value::Map(Arc::new(
+        [
+            (Arc::from("time"), Value::Int(millis(e.time))),
+            (Arc::from("value"), verdict_value(e.value)),
+        ]
+        .into_iter()
+        .collect(),
+    ))
+}
+
+/// The checker's text output: its properties' streams in lockstep, line `i` of every property
+/// (in name order) once each has given its `i`-th verdict; a property that gives fewer holds
+/// the others' back, and the lines after the shortest are never printed.
+#[derive(Debug)]
+pub struct Lockstep {
+    waiting: Vec<VecDeque<Value>>,
+    next: u64,
+}
+
+impl Lockstep {
+    /// Lockstep over `properties` streams.
+    pub fn new(properties: usize) -> Lockstep {
+        Lockstep {
+            waiting: vec![VecDeque::new(); properties],
+            next: 0,
+        }
+    }
+
+    /// Takes a verdict.
+    pub fn push(&mut self, e: &Emitted) {
+        self.waiting[e.property].push_back(checker_value(e));
+    }
+
+    /// The complete lines: for each index every property has reached, `(property, index,
+    /// value)` in property order.
+    pub fn ready(&mut self) -> Vec<(usize, u64, Value)> {
+        let mut out = Vec::new();
+        while !self.waiting.is_empty() && self.waiting.iter().all(|q| !q.is_empty()) {
+            for (p, q) in self.waiting.iter_mut().enumerate() {
+                if let Some(v) = q.pop_front() {
+                    out.push((p, self.next, v));
+                }
+            }
+            self.next += 1;
+        }
+        out
+    }
+}
