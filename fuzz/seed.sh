@@ -51,4 +51,11 @@ done
 # Inputs fuzzing found, kept as seeds (each also has a unit test): a mutated
 # keyed snapshot holding a value in a slot no keyed run keeps.
 printf '\x16\x33\x01\x20\x04\x28' > corpus/snapshot/found_keyed_unkept_slot
+# Issue 39: STL properties, each followed by a few samples (signal, time step, value).
+mkdir -p corpus/stl
+while IFS= read -r spec; do
+  n=$((n + 1))
+  { cat "$spec"; printf '\n%%%%\n\x00\x0a\x04\x01\x0a\xfc\x00\x14\x10\x02\x05\x00'; } > "corpus/stl/case$n"
+done < <(find ../tests/stl_cases ../examples -name '*.mstlo' | sort)
+printf 'p: G[0,2]($t > x) && (y < 1 U[0,1] !F[0.5,3](z >= $t))\nq: x > 1 -> globally[0,1] eventually[0,1] y <= -2\n%%%%\n\x00\x01\x02\x01\x00\x03\x02\xff\x80\x03\x00\x7f\n' > corpus/stl/mixed
 echo "seeded $n cases into fuzz/corpus/"
