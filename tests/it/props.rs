@@ -643,6 +643,17 @@ pub(crate) fn run_tier(spec: &Spec, trace: &[Vec<Option<Value>>], tier: Tier) ->
     run_monitor(&mut Monitor::builder(spec).tier(tier).build(), trace)
 }
 
+/// Runs `trace` on native regions alone ([`vigil::MonitorBuilder::regions_only`]): the
+/// native-regions tier runs a whole-row program where the plan has one, which nearly every
+/// generated spec has, so the regions would otherwise meet only declined rows.
+pub(crate) fn run_regions_only(spec: &Spec, trace: &[Vec<Option<Value>>]) -> Run {
+    let mut monitor = Monitor::builder(spec)
+        .tier(Tier::NativeRegions)
+        .regions_only()
+        .build();
+    run_monitor(&mut monitor, trace)
+}
+
 /// Runs `trace` on `monitor`, row by row, to its end or its first error.
 pub(crate) fn run_monitor(monitor: &mut Monitor, trace: &[Vec<Option<Value>>]) -> Run {
     let mut outputs = Vec::new();
@@ -880,18 +891,11 @@ fn check_tiers(
         ("native-whole batch", batch),
     )
     .map_err(TestCaseError::fail)?;
-    let regions_only = run_monitor(
-        &mut Monitor::builder(&spec)
-            .tier(Tier::NativeRegions)
-            .regions_only()
-            .build(),
-        &trace,
-    );
     compare_runs(
         &spec,
         &trace,
         ("canonical", canon.clone()),
-        ("native regions only", regions_only),
+        ("native regions only", run_regions_only(&spec, &trace)),
     )
     .map_err(TestCaseError::fail)?;
     for tier in [Tier::Quickened, Tier::NativeRegions, Tier::NativeWhole] {
@@ -1509,18 +1513,11 @@ fn tiers_equal_canonical_with_a_tail() {
             continue;
         };
         let canon = canonical_and_batch(&spec, &trace);
-        let regions_only = run_monitor(
-            &mut Monitor::builder(&spec)
-                .tier(Tier::NativeRegions)
-                .regions_only()
-                .build(),
-            &trace,
-        );
         compare_runs(
             &spec,
             &trace,
             ("canonical", canon.clone()),
-            ("native regions only", regions_only),
+            ("native regions only", run_regions_only(&spec, &trace)),
         )
         .unwrap_or_else(|e| panic!("{e}"));
         for tier in [Tier::Quickened, Tier::NativeRegions, Tier::NativeWhole] {
