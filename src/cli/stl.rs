@@ -75,6 +75,7 @@ fn refused(args: &RunArgs) -> Option<&'static str> {
         ("--processes", args.processes.is_some()),
         ("--strict-tier", args.strict_tier),
         ("--clock wall", args.clock == super::ClockArg::Wall),
+        ("--summary", args.summary),
     ];
     given.iter().find(|(_, on)| *on).map(|(name, _)| *name)
 }
@@ -218,6 +219,7 @@ pub(super) fn run(args: &RunArgs) -> Exit {
     };
     let mut row = vec![None; schema.names.len()];
     let mut number = 0u64;
+    let mut tally = Tally::default();
     let status = loop {
         row.iter_mut().for_each(|c| *c = None);
         match reader.next_row(&mut row) {
@@ -233,7 +235,10 @@ pub(super) fn run(args: &RunArgs) -> Exit {
             }
         };
         number += 1;
+        tally.samples += samples.len() as u64;
         let verdicts = monitor.step(&mut samples);
+        tally.verdicts += verdicts.len() as u64;
+        tally.most_held = tally.most_held.max(monitor.held());
         for w in monitor.take_warnings() {
             say(format_args!("warning: {input}: {w}\n"));
         }
@@ -241,10 +246,30 @@ pub(super) fn run(args: &RunArgs) -> Exit {
             return output_error(&e);
         }
     };
+    if args.stats {
+        say(format_args!(
+            "stl: {} semantics, {} synchronization\nrows: {number}, samples: {}, verdicts: {}\nheld: at most {} values at once, {} at the end (the properties' horizons bound it)\n",
+            semantics.name(),
+            sync.name(),
+            tally.samples,
+            tally.verdicts,
+            tally.most_held,
+            monitor.held(),
+        ));
+    }
     match out.finish() {
         Ok(()) => status,
         Err(e) => output_error(&e),
     }
+}
+
+/// What `--stats` reports of an STL run.
+#[derive(Default)]
+struct Tally {
+    samples: u64,
+    verdicts: u64,
+    /// The most values the monitor held after a row (`StlMonitor::held`).
+    most_held: usize,
 }
 
 fn trace_error(e: &TraceError) -> Exit {

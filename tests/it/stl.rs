@@ -602,3 +602,35 @@ fn explain_shows_each_propertys_horizon_and_state() {
             [0,2] G: a monotonic deque of its operand's values and its pending times, over the last 2 s of samples
     "#]].assert_eq(&out);
 }
+
+/// `--stats` reports an STL run (its semantics, what it read and gave, and the most values it
+/// held, which the properties' horizons bound); `--summary`, whose lines are a DSRV run's, is
+/// refused rather than ignored.
+#[test]
+fn stats_report_the_run_and_summary_is_refused() {
+    let dir = test_dir("stl", "stats");
+    let spec = write(&dir, "p.mstlo", "hi: G[0,1](x > 0)\n");
+    let trace = write(
+        &dir,
+        "t.input",
+        "0: x = {\"time\": 0, \"value\": 1.0}\n1: x = {\"time\": 500, \"value\": 2.0}\n\
+         2: x = {\"time\": 1000, \"value\": -1.0}\n3: x = {\"time\": 2500, \"value\": 3.0}\n",
+    );
+    let (status, out, err) = run_vigil(&["run", &spec, "--input", &trace, "--stats"], None);
+    assert_eq!(status, 0, "{err}");
+    assert!(out.starts_with("hi[0] = "), "{out}");
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(
+        lines[..2],
+        [
+            "stl: delayed-quantitative semantics, zero-order-hold synchronization",
+            &format!("rows: 4, samples: 4, verdicts: {}", out.lines().count()),
+        ],
+        "{err}"
+    );
+    assert!(lines[2].starts_with("held: at most "), "{err}");
+    refused(
+        &["run", &spec, "--input", &trace, "--summary"],
+        "--summary applies to DSRV specifications",
+    );
+}
