@@ -76,6 +76,12 @@ fn refused(args: &RunArgs) -> Option<&'static str> {
         ("--strict-tier", args.strict_tier),
         ("--clock wall", args.clock == super::ClockArg::Wall),
         ("--summary", args.summary),
+        ("--quiet", args.quiet),
+        (
+            "--on-malformed",
+            args.on_malformed != super::ops::OnMalformed::Stop,
+        ),
+        ("--max-keys", args.max_keys.is_some()),
     ];
     given.iter().find(|(_, on)| *on).map(|(name, _)| *name)
 }

@@ -633,4 +633,11 @@ fn stats_report_the_run_and_summary_is_refused() {
         &["run", &spec, "--input", &trace, "--summary"],
         "--summary applies to DSRV specifications",
     );
+    // So are the other options an STL run used to take and ignore.
+    for flag in [&["--quiet"][..], &["--on-malformed", "skip"]] {
+        refused(
+            &[&["run", &spec, "--input", &trace][..], flag].concat(),
+            &format!("{} applies to DSRV specifications", flag[0]),
+        );
+    }
 }
