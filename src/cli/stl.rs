@@ -7,6 +7,7 @@ use crate::monitor::Tier;
 use crate::stl::{
     self, Emitted, Semantics, StlMonitor, StlSample, StlSpec, Synchronization, Verdict,
 };
+use crate::time::TimeUnit;
 use crate::trace::{self, InputSchema, TraceError, TraceFormat};
 use crate::value::Value;
 use std::io::{self, Write};
@@ -135,7 +136,7 @@ enum Rows {
     /// `.input`: each signal's cell is a timed value.
     Timed,
     /// CSV/JSON lines: the time field (cell `time`, in `unit`) and each signal's number.
-    Columns { time: usize, unit: f64 },
+    Columns { time: usize, unit: TimeUnit },
 }
 
 /// `vigil run` of a property file.
@@ -201,15 +202,9 @@ pub(super) fn run(args: &RunArgs) -> Exit {
         };
         schema.names.push(field.clone());
         schema.types.push(crate::Type::Any);
-        let unit = match args.time_unit.as_str() {
-            "ms" => 1e-3,
-            "us" => 1e-6,
-            "ns" => 1e-9,
-            _ => 1.0,
-        };
         Rows::Columns {
             time: spec.signals().len(),
-            unit,
+            unit: TimeUnit::from_name(&args.time_unit).expect("clap allows only known units"),
         }
     };
     let mut reader = match trace::open_reader(input, format, &schema) {
@@ -244,7 +239,10 @@ pub(super) fn run(args: &RunArgs) -> Exit {
         tally.samples += samples.len() as u64;
         let verdicts = monitor.step(&mut samples);
         tally.verdicts += verdicts.len() as u64;
-        tally.most_held = tally.most_held.max(monitor.held());
+        // `held` walks every property's operators: only for `--stats`.
+        if args.stats {
+            tally.most_held = tally.most_held.max(monitor.held());
+        }
         for w in monitor.take_warnings() {
             say(format_args!("warning: {input}: {w}\n"));
         }
@@ -291,15 +289,18 @@ fn samples(spec: &StlSpec, rows: &Rows, row: &[Option<Value>]) -> Result<Vec<Stl
         Rows::Timed => stl::row_samples(spec, row),
         Rows::Columns { time, unit } => {
             let t = match &row[time] {
-                Some(Value::Int(i)) if *i >= 0 => *i as f64 * unit,
-                Some(Value::Float(x)) if *x >= 0.0 => *x * unit,
+                Some(Value::Int(i)) if *i >= 0 => *i as f64,
+                Some(Value::Float(x)) if *x >= 0.0 => *x,
                 Some(other) => {
                     return Err(format!("the time is a number, not negative, not `{other}`"));
                 }
                 None => return Err("the row has no time".into()),
             };
-            let time = Duration::try_from_secs_f64(t)
-                .map_err(|_| format!("the time {t} s cannot be a time"))?;
+            // Read as a DSRV run reads a numeric time (`TimeUnit::duration`).
+            let ns = unit
+                .duration(t)
+                .ok_or_else(|| format!("the time {t} {} cannot be a time", unit.name()))?;
+            let time = Duration::from_nanos(ns.unsigned_abs());
             let mut out = Vec::new();
             for (i, cell) in row[..spec.signals().len()].iter().enumerate() {
                 let value = match cell {
