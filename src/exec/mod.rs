@@ -1025,7 +1025,7 @@ impl Engine {
                 // few rows the program declines (a history filling) run
                 // canonically, as on native-whole.
                 if !too_long {
-                    engine.build_regions(false);
+                    engine.build_regions(RegionCode::Quickened);
                 }
                 if let Ok(split) = whole_ok {
                     engine.build_whole(split, lowered, false);
@@ -1039,7 +1039,7 @@ impl Engine {
             // quickened tier does, and its native regions take the rows it
             // declines (docs/engine.md, "Tiers").
             Tier::NativeRegions => {
-                engine.build_regions(true);
+                engine.build_regions(RegionCode::Native);
                 if let (true, Ok(split)) = (whole_row_regions, whole_ok) {
                     engine.build_whole(split, lowered, false);
                 }
@@ -1054,17 +1054,9 @@ impl Engine {
         engine
     }
 
-    /// Partitions, lowers and compiles every region (natively if asked).
-    fn build_regions(&mut self, native: bool) {
-        self.build_regions_as(match native {
-            true => RegionCode::Native,
-            false => RegionCode::Quickened,
-        });
-    }
-
     /// Partitions, lowers and compiles every region as `code` says; returns
     /// their instructions.
-    fn build_regions_as(&mut self, code: RegionCode) -> usize {
+    fn build_regions(&mut self, code: RegionCode) -> usize {
         let plan = self.signed.clone();
         let t0 = Instant::now();
         let fused = Arc::new(FusedPlan::new(plan.clone()));
@@ -1283,8 +1275,9 @@ impl Engine {
                 Tier::Auto => RegionCode::NativeUpTo(AUTO_NATIVE_DECLINE_INSTS),
                 _ => RegionCode::Native,
             };
-            let insts = self.build_regions_as(code);
-            if let (RegionCode::NativeUpTo(most), false) = (code, insts <= AUTO_NATIVE_DECLINE_INSTS)
+            let insts = self.build_regions(code);
+            if let RegionCode::NativeUpTo(most) = code
+                && insts > most
             {
                 self.why = format!(
                     "{}; the regions for keys' first rows have {insts} instructions, more than \
