@@ -169,9 +169,8 @@ def add_time_column(src, dst, limit=None):
         for i, line in enumerate(fin):
             if limit is not None and i >= limit:
                 break
-            if ",," in line or line.startswith(",") or line.endswith(",\n"):
-                line = ",".join(c or "#" for c in line.rstrip("\n").split(",")) + "\n"
-            fout.write(f"{i},{line}")
+            cells = line.rstrip("\n").split(",")
+            fout.write(f"{i}," + ",".join(c or "#" for c in cells) + "\n")
     tmp.replace(dst)
 
 
