@@ -377,39 +377,36 @@ impl Shape {
     }
 
     /// The first words of the panes in the window that hold values, oldest
-    /// first.
-    fn live_panes(&self, w: &[u64], panes: u32) -> Vec<usize> {
+    /// first (an iterator: a read, once a row, allocates nothing).
+    fn live_panes<'a>(&'a self, w: &'a [u64], panes: u32) -> impl Iterator<Item = usize> + 'a {
         let newest = w[T_NEWEST] as i64;
         let panes_i = i64::from(panes);
         (newest - panes_i + 1..=newest)
-            .map(|q| (q, self.pane_at(q.rem_euclid(panes_i) as usize, panes)))
-            .filter(|&(q, at)| w[at] as i64 == q && w[at + 1] > 0)
+            .map(move |q| (q, self.pane_at(q.rem_euclid(panes_i) as usize, panes)))
+            .filter(move |&(q, at)| w[at] as i64 == q && w[at + 1] > 0)
             .map(|(_, at)| at)
-            .collect()
     }
 
     /// `first`, `variance`/`stddev`, `integral` and the percentiles: their
     /// panes combined, oldest first.
     fn read_combined(&self, w: &[u64], panes: u32) -> Result<Sample, Fault> {
-        let live = self.live_panes(w, panes);
+        let mut live = self.live_panes(w, panes).peekable();
         let partial = |at: usize| &w[at + 2..at + self.pane_words()];
         let agg = self.window.agg;
-        if live.is_empty() {
+        let Some(&oldest) = live.peek() else {
             return match agg {
                 Aggregate::Integral => self.reading(Read::Bits(0f64.to_bits())),
                 _ => Ok(Sample::Deferred),
             };
-        }
+        };
         let read = match agg {
-            Aggregate::First => Read::Bits(partial(live[0])[0]),
+            Aggregate::First => Read::Bits(partial(oldest)[0]),
             Aggregate::Variance | Aggregate::Stddev => {
-                let parts = live.iter().map(|&at| (w[at + 1], partial(at)));
+                let parts = live.map(|at| (w[at + 1], partial(at)));
                 let (n, nonfinite, m2) = merge_spreads(parts);
                 spread(agg, nonfinite, m2, n)
             }
-            Aggregate::Integral => {
-                Read::Bits(join_areas(live.iter().map(|&at| partial(at))).to_bits())
-            }
+            Aggregate::Integral => Read::Bits(join_areas(live.map(partial)).to_bits()),
             _ => unreachable!("percentiles read through `read_percentile`"),
         };
         self.reading(read)
@@ -419,22 +416,21 @@ impl Shape {
     /// if the newest pane has changed since) and the newest pane's, merged
     /// in that order, which is the order of merging every pane oldest first.
     fn read_percentile(&self, w: &mut [u64], panes: u32) -> Result<Sample, Fault> {
-        let live = self.live_panes(w, panes);
-        if live.is_empty() {
+        let Some(last_live) = self.live_panes(w, panes).last() else {
             return Ok(Sample::Deferred);
-        }
+        };
         let newest = w[T_NEWEST] as i64;
         let newest_at = self.pane_at(newest.rem_euclid(i64::from(panes)) as usize, panes);
         let closed_at = w.len() - self.closed_words();
         let mark = (newest as u64).wrapping_add(1);
         let partial = |at: usize| at + 2..at + self.pane_words();
         if w[closed_at] != mark || mark == 0 {
-            let closed: Vec<usize> = live.iter().copied().filter(|&at| at != newest_at).collect();
-            let merged = sketch::merged(closed.iter().map(|&at| &w[partial(at)]));
+            let closed = self.live_panes(w, panes).filter(|&at| at != newest_at);
+            let merged = sketch::merged(closed.map(|at| &w[partial(at)]));
             sketch::store(&mut w[closed_at + 1..], &merged);
             w[closed_at] = mark;
         }
-        let newest_live = live.last() == Some(&newest_at);
+        let newest_live = last_live == newest_at;
         let panes_read = std::iter::once(&w[closed_at + 1..])
             .chain(newest_live.then(|| &w[partial(newest_at)]));
         let q = self.window.agg.quantile().unwrap_or(0.5);
