@@ -20,8 +20,6 @@ mod live;
 use crate::pipeline::{drive, log};
 mod ops;
 mod paths;
-#[cfg(feature = "scale")]
-mod peers;
 mod repl;
 #[cfg(feature = "scale")]
 mod scale;
@@ -436,10 +434,10 @@ pub struct RunArgs {
 #[cfg(not(feature = "scale"))]
 use crate::live::not_built;
 
-/// `--workers W`: a count of worker threads, 1 to `scale::MAX_WORKERS`.
+/// `--workers W`: a count of worker threads, 1 to `crate::scale::MAX_WORKERS`.
 #[cfg(feature = "scale")]
 fn parse_workers(text: &str) -> Result<std::num::NonZeroUsize, String> {
-    let max = scale::MAX_WORKERS;
+    let max = crate::scale::MAX_WORKERS;
     parse_count(
         text,
         format!(
@@ -470,10 +468,10 @@ fn parse_count(
     }
 }
 
-/// `--processes N`: a count of processes, 1 to `scale::MAX_PROCESSES`.
+/// `--processes N`: a count of processes, 1 to `crate::scale::MAX_PROCESSES`.
 #[cfg(feature = "scale")]
 fn parse_processes(text: &str) -> Result<std::num::NonZeroUsize, String> {
-    let max = scale::MAX_PROCESSES;
+    let max = crate::scale::MAX_PROCESSES;
     parse_count(
         text,
         format!(
@@ -1051,7 +1049,7 @@ fn run(args: &RunArgs) -> Exit {
         Ok(a) => a,
         Err(exit) => return exit,
     };
-    let mut tally = ops::Tally::new(args.on_malformed, progress);
+    let mut tally = ops::Tally::new(progress);
     // Triggers need each row's state (their messages read any stream), and
     // passed fields each row's inputs, so such a run goes row by row even
     // from a regular file.

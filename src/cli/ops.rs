@@ -7,7 +7,7 @@
 //! samples a step produced before they reach the writer, and a skipped row
 //! is simply never given to the monitor.
 
-use super::{RunArgs, say};
+use super::RunArgs;
 use crate::monitor::{Spec, Stats, Tier};
 use crate::trace::{OutputFormat, RowReader};
 use clap::ValueEnum;
@@ -58,11 +58,8 @@ pub(super) fn timed_schema(
     crate::pipeline::sink::timed_schema(spec, args.pass.as_deref(), args.time.as_deref())
 }
 
-/// The counters and the malformed-row policy of one run.
+/// The counters of one run, and its progress bar.
 pub(super) struct Tally {
-    // Only a scaled run drops rows itself (the library's loops do for the others).
-    #[cfg_attr(not(feature = "scale"), allow(dead_code))]
-    pub(super) on_malformed: OnMalformed,
     /// Rows the reader gave or failed on (skipped malformed rows included).
     pub(super) rows_read: u64,
     /// Rows the monitor evaluated.
@@ -84,26 +81,14 @@ impl From<OnMalformed> for crate::pipeline::Malformed {
 }
 
 impl Tally {
-    pub(super) fn new(on_malformed: OnMalformed, progress: Progress) -> Tally {
+    pub(super) fn new(progress: Progress) -> Tally {
         Tally {
-            on_malformed,
             rows_read: 0,
             steps: 0,
             skipped: 0,
             started: Instant::now(),
             progress,
         }
-    }
-
-    /// A row the monitor rejected (`at` locates it): `true` when the policy
-    /// drops it.
-    #[cfg_attr(not(feature = "scale"), allow(dead_code))]
-    pub(super) fn skip_rejected(&mut self, at: &str, e: &dyn std::fmt::Display) -> bool {
-        if self.on_malformed == OnMalformed::Stop {
-            return false;
-        }
-        self.dropped(&format_args!("{at}: {e}"));
-        true
     }
 
     /// Adds what a run of one source counted.
@@ -118,16 +103,6 @@ impl Tally {
     pub(super) fn add_read(&mut self, rows: u64, skipped: u64) {
         self.rows_read += rows;
         self.skipped += skipped;
-    }
-
-    #[cfg_attr(not(feature = "scale"), allow(dead_code))]
-    fn dropped(&mut self, what: &dyn std::fmt::Display) {
-        self.skipped += 1;
-        if self.on_malformed == OnMalformed::Warn {
-            self.progress
-                .bar()
-                .suspend(|| say(format_args!("warning: {what}; the row is skipped\n")));
-        }
     }
 
     /// The summary's lines (`--summary`): rows, steps, skipped rows, the

@@ -596,7 +596,7 @@ pub(super) fn run(
         samples: Vec::new(),
     };
     // The summary's clock starts with the run.
-    let mut tally = ops::Tally::new(args.on_malformed, ops::Progress::new(true, None));
+    let mut tally = ops::Tally::new(ops::Progress::new(true, None));
     let result = run
         .go(&mut feed, &mut runner, writer.as_mut(), &mut alerts)
         .map(super::ended);

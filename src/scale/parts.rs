@@ -10,11 +10,11 @@
 //! each worker when a time is complete. A run without `--time` only: a row's time field would
 //! be its stamp, and a late row's re-stamping depends on every row before it.
 
-use super::super::ops;
-use super::super::{Exit, RunArgs};
-use super::source::{Fill, Reading};
+use super::source::{Fill, Reading, Tally};
+use super::{Event, StampedRow};
+use crate::notice::Notice;
+use crate::pipeline::drive::Ended;
 use crate::row::RowError;
-use crate::scale::{Event, StampedRow};
 use crate::trace::{self, InputSchema, ReaderOptions, RowReader, TraceFormat, TracePosition};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 const PART_ROWS: u64 = 1 << 32;
 
 /// The parts of one trace file, for process 0's `threads` workers.
-pub(super) struct Parts {
+pub(crate) struct Parts {
     path: String,
     format: TraceFormat,
     /// Each part's start, and the file's length (the last part's end).
@@ -31,27 +31,15 @@ pub(super) struct Parts {
     len: u64,
 }
 
-/// How a scaled run reads its input: in parts when `args` allow it and the
-/// trace is a regular file that splits (`None`: process 0's feed reads it).
-pub(super) fn plan(args: &RunArgs, threads: usize) -> Result<Option<Parts>, String> {
-    let [path] = args.input.as_slice() else {
-        return Ok(None);
-    };
-    let serial = threads < 2
-        || args.time.is_some()
-        || args.checkpoint.is_some()
-        || args.resume.is_some()
-        || args.record.is_some()
-        || path == "-"
-        || super::super::live::is_url(path)
-        || path.starts_with("tcp://");
-    if serial || !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
-        return Ok(None);
-    }
-    let format = match super::super::trace_format(path, args.format) {
-        Ok(TraceFormat::Tc) | Err(_) => return Ok(None),
-        Ok(f) => f,
-    };
+/// Splits the regular file `path`, a trace in `format` (JSON lines or CSV), into parts for
+/// `threads` readers: `None` when it does not split (a CSV with quoted line ends, say), and
+/// process 0's feed must read it whole. The caller decides that the run allows reading in parts
+/// at all: several workers, no time field, no checkpoint or replay log.
+pub(crate) fn plan(
+    path: &str,
+    format: TraceFormat,
+    threads: usize,
+) -> Result<Option<Parts>, String> {
     let len = std::fs::metadata(path).map_or(0, |m| m.len());
     // Parts enough for each worker to take turns a few times (so that no
     // one holds the frontier back for long), not so small that opening
@@ -60,7 +48,7 @@ pub(super) fn plan(args: &RunArgs, threads: usize) -> Result<Option<Parts>, Stri
     let split = trace::split_points(path, format, part)
         .map_err(|e| format!("{path}: cannot read the trace: {e}"))?;
     Ok(split.map(|(points, len)| Parts {
-        path: path.clone(),
+        path: path.to_string(),
         format,
         points,
         len,
@@ -69,13 +57,13 @@ pub(super) fn plan(args: &RunArgs, threads: usize) -> Result<Option<Parts>, Stri
 
 impl Parts {
     /// How many parts the trace is read in.
-    pub(super) fn count(&self) -> usize {
+    pub(crate) fn count(&self) -> usize {
         self.points.len()
     }
 
     /// The reading of process 0's worker `worker` of `threads`: parts
     /// `worker`, `worker + threads`, …
-    pub(super) fn reader(&self, worker: usize, threads: usize, setup: PartSetup) -> PartReader {
+    pub(crate) fn reader(&self, worker: usize, threads: usize, setup: PartSetup) -> PartReader {
         let mine = (worker..self.points.len()).step_by(threads);
         let parts = mine
             .map(|k| {
@@ -99,18 +87,18 @@ impl Parts {
 /// What every part reader shares: the schema and the options, the key's
 /// cell, the cells a row sends, and the least time at which a reader
 /// stopped the run (rows at or after it are not written).
-pub(super) struct PartSetup {
-    pub(super) schema: InputSchema,
-    pub(super) options: ReaderOptions,
-    pub(super) tally: ops::Tally,
-    pub(super) key_index: usize,
-    pub(super) key_name: String,
-    pub(super) cells: usize,
-    pub(super) stop_at: Arc<AtomicU64>,
+pub(crate) struct PartSetup {
+    pub(crate) schema: InputSchema,
+    pub(crate) options: ReaderOptions,
+    pub(crate) tally: Tally,
+    pub(crate) key_index: usize,
+    pub(crate) key_name: String,
+    pub(crate) cells: usize,
+    pub(crate) stop_at: Arc<AtomicU64>,
 }
 
 /// One worker's parts of the trace, read one after another.
-pub(super) struct PartReader {
+pub(crate) struct PartReader {
     path: String,
     format: TraceFormat,
     /// Its parts: index, start, end.
@@ -133,7 +121,7 @@ impl PartReader {
 
     /// Opens the next part; `false` when none is left, or the run stopped
     /// before it.
-    fn open_next(&mut self) -> Result<bool, (String, Exit)> {
+    fn open_next(&mut self) -> Result<bool, (String, Ended)> {
         let Some(&(k, at, end)) = self.parts.get(self.next) else {
             return Ok(false);
         };
@@ -142,7 +130,7 @@ impl PartReader {
         }
         let s = &self.setup;
         let reader = trace::open_trace_part(&self.path, self.format, &s.schema, s.options, at, end)
-            .map_err(|e| (e.to_string(), Exit::Failure))?;
+            .map_err(|e| (e.to_string(), Ended::Failure))?;
         self.reader = Some(reader);
         self.next += 1;
         self.row = 0;
@@ -151,7 +139,7 @@ impl PartReader {
 
     /// Stops the run at the row about to be read (`time`): no reader reads
     /// a later part, and the writer writes no row at or after it.
-    fn stop(&self, message: String, exit: Exit) -> Fill {
+    fn stop(&self, message: String, exit: Ended) -> Fill {
         let time = self.part() * PART_ROWS + self.row;
         self.setup.stop_at.fetch_min(time, Ordering::SeqCst);
         Fill::Stopped(message, exit)
@@ -182,7 +170,7 @@ impl Reading for PartReader {
             let warnings = reader.take_warnings();
             if part == 0 {
                 for w in warnings {
-                    (super::super::timed::notices())(crate::notice::Notice::Trace(w));
+                    (self.setup.tally.notify)(Notice::Trace(w));
                 }
             }
             match next {
@@ -199,7 +187,7 @@ impl Reading for PartReader {
                 }
                 Err(e)
                     if crate::pipeline::droppable(
-                        self.setup.tally.on_malformed.into(),
+                        self.setup.tally.malformed,
                         &e,
                         reader.as_ref(),
                     ) =>
@@ -207,16 +195,16 @@ impl Reading for PartReader {
                     // A malformed row dropped (`--on-malformed skip|warn`):
                     // read, skipped, and with `warn` said.
                     self.setup.tally.add_read(1, 1);
-                    if self.setup.tally.on_malformed == super::super::OnMalformed::Warn {
-                        super::super::say(format_args!("warning: {e}; the row is skipped\n"));
+                    if self.setup.tally.malformed == crate::pipeline::Malformed::Warn {
+                        (self.setup.tally.notify)(Notice::Skipped(e.to_string()));
                     }
                     continue;
                 }
                 Err(e) => {
                     let stop = crate::pipeline::Stop::of_trace(&e);
                     let exit = match stop.kind {
-                        crate::pipeline::StopKind::Trace => Exit::Trace,
-                        crate::pipeline::StopKind::Failure => Exit::Failure,
+                        crate::pipeline::StopKind::Trace => Ended::Trace,
+                        crate::pipeline::StopKind::Failure => Ended::Failure,
                     };
                     return self.stop(stop.message, exit);
                 }
@@ -229,7 +217,7 @@ impl Reading for PartReader {
                 if self.setup.tally.skip_rejected(&at, &e) {
                     continue;
                 }
-                return self.stop(format!("{at}: {e}"), Exit::Trace);
+                return self.stop(format!("{at}: {e}"), Ended::Trace);
             }
             let time = part * PART_ROWS + self.row;
             self.row += 1;

@@ -3,10 +3,11 @@
 //! replay log (`--record`) whose length each barrier records; and the `Reading` trait it shares
 //! with the readers of a file's parts (`parts.rs`).
 
-use super::super::ops;
-use super::super::{Exit, RunArgs};
-use crate::pipeline::{self, Feed, StopKind};
-use crate::scale::{Event, StampedRow, timely_time};
+use super::{Event, StampedRow, timely_time};
+use crate::notice::{Notice, Notify};
+use crate::pipeline::drive::Ended;
+use crate::pipeline::merged::Record;
+use crate::pipeline::{self, Feed, Malformed, StopKind};
 use crate::time::TimeForm;
 use crate::value::Value;
 use std::path::Path;
@@ -14,52 +15,93 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 /// The source's state: the feed of process 0 (every `--input`, stamped and
 /// merged), and the row it gave last.
-pub(super) struct Source {
-    pub(super) feed: Feed,
+pub(crate) struct Source {
+    pub(crate) feed: Feed,
     /// The replay log (`--record`) of the feed's steps.
-    pub(super) record: Option<super::super::timed::Record>,
+    pub(crate) record: Option<Record>,
     /// The log's length at each barrier (its time), for the writer to
     /// record when the checkpoint completes.
-    pub(super) log_lens: LogLens,
+    pub(crate) log_lens: LogLens,
     /// The row just taken (inputs, `--pass` fields, the time field) and
     /// where it is, for messages.
-    pub(super) row: Vec<Option<Value>>,
-    pub(super) at: String,
+    pub(crate) row: Vec<Option<Value>>,
+    pub(crate) at: String,
     /// Rows given so far (the next row's position).
-    pub(super) seq: u64,
+    pub(crate) seq: u64,
     /// Whether rows carry their time (`--time`).
-    pub(super) timed: bool,
+    pub(crate) timed: bool,
     /// The time of the row given last (ns), with `--time`.
-    pub(super) last: Option<i64>,
+    pub(crate) last: Option<i64>,
     /// Checkpoints every this much of the time axis, and the next one due.
-    pub(super) every: Option<u64>,
-    pub(super) next_checkpoint: Option<u64>,
+    pub(crate) every: Option<u64>,
+    pub(crate) next_checkpoint: Option<u64>,
     /// Whether a barrier comes before the first row too: a fresh run to a
     /// Redis Stream, which may append entries before its first periodic
     /// checkpoint, and which only a resume (it reads the entries written)
     /// does not write again.
-    pub(super) first_barrier: bool,
+    pub(crate) first_barrier: bool,
     /// Rows before this time were evaluated before a resume: skipped.
-    pub(super) skip_before: u64,
+    pub(crate) skip_before: u64,
     /// The digest of every row read so far (see `Complete::input_digest`),
     /// and, when resuming, the one the checkpoint recorded, until checked.
-    pub(super) digest: xxhash_rust::xxh3::Xxh3,
-    pub(super) expect_digest: Option<u64>,
-    pub(super) tally: ops::Tally,
-    pub(super) key_index: usize,
-    pub(super) key_name: String,
-    pub(super) inputs: usize,
+    pub(crate) digest: xxhash_rust::xxh3::Xxh3,
+    pub(crate) expect_digest: Option<u64>,
+    pub(crate) tally: Tally,
+    pub(crate) key_index: usize,
+    pub(crate) key_name: String,
+    pub(crate) inputs: usize,
     /// The undeclared `--pass` fields read after the inputs.
-    pub(super) extra: usize,
+    pub(crate) extra: usize,
+}
+
+/// A reader's counts, and what it does with a row the monitor would reject (a missing key).
+pub(crate) struct Tally {
+    pub malformed: Malformed,
+    /// Rows read that the reader itself counted (a feed counts its own).
+    pub rows_read: u64,
+    /// Malformed and rejected rows dropped.
+    pub skipped: u64,
+    /// Where a dropped row is said, under the `warn` policy.
+    pub notify: Notify,
+}
+
+impl Tally {
+    pub(crate) fn new(malformed: Malformed, notify: Notify) -> Tally {
+        Tally {
+            malformed,
+            rows_read: 0,
+            skipped: 0,
+            notify,
+        }
+    }
+
+    /// Adds rows read and malformed rows dropped.
+    pub(crate) fn add_read(&mut self, rows: u64, skipped: u64) {
+        self.rows_read += rows;
+        self.skipped += skipped;
+    }
+
+    /// A row the monitor rejected (`at` locates it): `true` when the policy drops it (and, with
+    /// `warn`, says so).
+    pub(crate) fn skip_rejected(&mut self, at: &str, e: &dyn std::fmt::Display) -> bool {
+        if self.malformed == Malformed::Stop {
+            return false;
+        }
+        self.skipped += 1;
+        if self.malformed == Malformed::Warn {
+            (self.notify)(Notice::Skipped(format!("{at}: {e}")));
+        }
+        true
+    }
 }
 
 /// The replay log's length at each barrier not yet completed, by time:
 /// the source keeps them, the writer records and drops them.
-pub(super) type LogLens = Arc<Mutex<Vec<(u64, u64)>>>;
+pub(crate) type LogLens = Arc<Mutex<Vec<(u64, u64)>>>;
 
 /// A reader of rows into the dataflow: process 0's feed of every input
 /// (`Source`), or a worker's parts of one file (`parts::PartReader`).
-pub(super) trait Reading: Send + 'static {
+pub(crate) trait Reading: Send + 'static {
     /// Reads up to `n` events into `batch` (`workers`: the barriers' count).
     fn fill(&mut self, batch: &mut Vec<Event>, n: usize, workers: usize) -> Fill;
     /// The time every later event is at or after.
@@ -87,10 +129,10 @@ impl Reading for Source {
 }
 
 /// Whether the source has more to give.
-pub(super) enum Fill {
+pub(crate) enum Fill {
     More,
     Ended,
-    Stopped(String, Exit),
+    Stopped(String, Ended),
 }
 
 impl Source {
@@ -100,7 +142,7 @@ impl Source {
             let next = self.feed.next();
             let Ok(Some(pipeline::Event::Rows(step))) = &next else {
                 if let Err(e) = self.log(&next) {
-                    return Fill::Stopped(e, Exit::Failure);
+                    return Fill::Stopped(e, Ended::Failure);
                 }
                 match self.other(next) {
                     Some(fill) => return fill,
@@ -122,10 +164,10 @@ impl Source {
             let skipped = time < self.skip_before;
             if !skipped {
                 if let Err(e) = self.barrier(time, batch, workers) {
-                    return Fill::Stopped(e, Exit::Failure);
+                    return Fill::Stopped(e, Ended::Failure);
                 }
                 if let Err(e) = self.log(&next) {
-                    return Fill::Stopped(e, Exit::Failure);
+                    return Fill::Stopped(e, Ended::Failure);
                 }
             }
             let Ok(Some(pipeline::Event::Rows(step))) = next else {
@@ -156,7 +198,7 @@ impl Source {
                 continue;
             }
             if let Err(message) = self.check_digest() {
-                return Fill::Stopped(message, Exit::Failure);
+                return Fill::Stopped(message, Ended::Failure);
             }
             // After the barrier: a barrier's digest covers the rows before it.
             self.digest_row(time);
@@ -180,7 +222,7 @@ impl Source {
         match next {
             Ok(Some(pipeline::Event::Reset)) => Some(Fill::Stopped(
                 "a time reset is not supported in a run with --workers or --processes".into(),
-                Exit::Trace,
+                Ended::Trace,
             )),
             // The feed has no periods to tick; a tcp:// connection joining
             // is logged only.
@@ -188,12 +230,12 @@ impl Source {
             Ok(Some(pipeline::Event::Rows(_))) => None,
             Ok(None) => Some(match self.check_digest() {
                 Ok(()) => Fill::Ended,
-                Err(message) => Fill::Stopped(message, Exit::Failure),
+                Err(message) => Fill::Stopped(message, Ended::Failure),
             }),
             Err(stop) => {
                 let exit = match stop.kind {
-                    StopKind::Trace => Exit::Trace,
-                    StopKind::Failure => Exit::Failure,
+                    StopKind::Trace => Ended::Trace,
+                    StopKind::Failure => Ended::Failure,
                 };
                 Some(Fill::Stopped(stop.message, exit))
             }
@@ -246,19 +288,19 @@ impl Source {
         let form = self.feed.form();
         let written = match next {
             Ok(Some(pipeline::Event::Rows(step))) => {
-                record.write(&super::super::log::Event::Rows(step.clone()), form)
+                record.write(&pipeline::log::Event::Rows(step.clone()), form)
             }
             Ok(Some(pipeline::Event::Source(name))) => {
-                record.write(&super::super::log::Event::Source(name.clone()), form)
+                record.write(&pipeline::log::Event::Source(name.clone()), form)
             }
             Ok(Some(_)) => Ok(()),
             Ok(None) => record.finish(form),
             Err(stop) => {
                 let exit = match stop.kind {
-                    StopKind::Trace => Exit::Trace,
-                    StopKind::Failure => Exit::Failure,
+                    StopKind::Trace => Ended::Trace,
+                    StopKind::Failure => Ended::Failure,
                 };
-                let event = super::super::log::Event::Stop(stop.message.clone(), exit as u8);
+                let event = pipeline::log::Event::Stop(stop.message.clone(), exit as u8);
                 record
                     .write(&event, form)
                     .and_then(|()| record.finish(form))
@@ -302,7 +344,7 @@ impl Source {
         if self.tally.skip_rejected(&self.at, e) {
             return None;
         }
-        Some(Fill::Stopped(format!("{}: {e}", self.at), Exit::Trace))
+        Some(Fill::Stopped(format!("{}: {e}", self.at), Ended::Trace))
     }
 
     /// The time every later row is at or after (what the input may advance
@@ -318,10 +360,10 @@ impl Source {
 
 /// Continues the replay log (`--record`) a resumed checkpoint recorded at
 /// `len` bytes, or refuses a resume that would start or drop one.
-pub(super) fn resume_record(
-    record: Option<&mut super::super::timed::Record>,
+pub(crate) fn resume_record(
+    record: Option<&mut Record>,
     len: Option<u64>,
-    args: &RunArgs,
+    record_path: Option<&str>,
     path: &Path,
 ) -> Result<(), String> {
     let at = path.display();
@@ -335,7 +377,7 @@ pub(super) fn resume_record(
         )),
         (Some(_), None) => Err(format!(
             "cannot resume from `{at}`: it was taken without --record (`{}`), so it cannot continue a replay log",
-            args.record.as_deref().unwrap_or("")
+            record_path.unwrap_or("")
         )),
     }
 }

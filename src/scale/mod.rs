@@ -25,6 +25,13 @@
 //! `C` only once every worker has; that is the alignment Flink's barriers
 //! need, given for free by timely's progress tracking.
 
+pub(crate) mod parts;
+pub(crate) mod peers;
+pub(crate) mod run;
+pub(crate) mod source;
+
+pub use run::{MAX_PROCESSES, MAX_TOTAL_WORKERS, MAX_WORKERS, install_quiet_panics};
+
 use crate::keyed::KeyedMonitor;
 use crate::monitor::Outputs;
 use crate::row::StepError;
