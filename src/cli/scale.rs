@@ -8,7 +8,7 @@
 //! job (`job` describes it) and then watches them: a peer that stops running ends the run
 //! (`on_silent_peer`) instead of blocking it.
 
-use super::ops;
+use super::ops::{self, View};
 use super::{Exit, RunArgs, error, say};
 use crate::keyed::KeyedMonitor;
 use crate::monitor::Spec;
@@ -293,8 +293,12 @@ fn exit_of(ended: Ended) -> Exit {
     }
 }
 
+/// A set-up step's failure as the run's.
+fn fail(message: String) -> Refused {
+    (message, Exit::Failure)
+}
+
 fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<Exit, Refused> {
-    let fail = |m: String| (m, Exit::Failure);
     let Some(key) = args.key.clone() else {
         return Err(fail(
             "--workers and --processes run a keyed monitor: pass --key FIELD (the input whose values the workers share out)".into(),
@@ -391,182 +395,27 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
     };
     let stop_at = Arc::new(std::sync::atomic::AtomicU64::new(u64::MAX));
     let source = if process == 0 && parts.is_none() {
-        if args.input.is_empty() {
-            return Err(fail(
-                "the trace is missing: pass --input FILE (or - for standard input)".into(),
-            ));
-        }
-        // A resumed run reads its sources again from their start and skips
-        // the rows before the checkpoint, checking their digest: a Redis
-        // Stream is read again from its first entry. An MQTT broker keeps
-        // no history, so what it delivered before the checkpoint is not
-        // delivered again (and what was published while the run was down
-        // is lost): the rows a resumed run reads are new, untimed ones are
-        // numbered on from the checkpoint, and there is no digest to check.
-        let replayable = !args.input.iter().any(|i| i.starts_with("mqtt://"));
-        let c = spec.checked();
-        let lateness = match args.lateness.map(|l| (l, unit.duration(l))) {
-            None => 0,
-            Some((_, Some(ns))) => ns,
-            Some((l, None)) => return Err(fail(format!("--lateness {l}: not a duration"))),
-        };
-        let feed_on_gap = on_gap;
-        let feed_on_reset = c.on_reset.unwrap_or(crate::lang::ast::ResetPolicy::Cancel);
-        let feed_options = pipeline::FeedOptions {
-            names: schema.names.clone(),
-            time_cell,
+        let setup = FeedSetup {
+            key: &key,
+            key_index,
+            inputs,
+            view: &view,
             unit,
-            lateness,
-            // A keyed row is one key's event: rows at one time stay apart.
-            separate: true,
-            malformed: args.on_malformed.into(),
-            idle_timeout: args.idle_timeout.map(std::time::Duration::from_secs_f64),
-            periods: Vec::new(),
-            start: None,
-            max_gap: None,
-            on_gap: feed_on_gap,
-            max_ticks: args.max_ticks,
-            on_reset: feed_on_reset,
-            // A rejected row is located by its source's position.
-            positions: true,
-            wall_clock: false,
-        };
-        let mut feed = Feed::new(feed_options, super::timed::notices());
-        let live_options = super::live::options(args, time_cell);
-        let mut listener = None;
-        for input in &args.input {
-            if let Some(addr) = input.strip_prefix("tcp://") {
-                if listener.is_some() {
-                    return Err(fail(
-                        "one tcp:// input at most (its connections are the sources)".into(),
-                    ));
-                }
-                let l = std::net::TcpListener::bind(addr)
-                    .map_err(|e| fail(format!("--input {input}: cannot listen: {e}")))?;
-                listener = Some(l);
-                streaming = true;
-                continue;
-            }
-            if super::live::is_url(input) {
-                let sources = super::live::open_input(
-                    input,
-                    &schema,
-                    &live_options,
-                    &super::live::Resume::default(),
-                )
-                .map_err(fail)?;
-                for super::live::Source { name, reader } in sources {
-                    feed.add_reader(name, reader, TraceFormat::Jsonl);
-                }
-                streaming = true;
-                continue;
-            }
-            let format = super::trace_format(input, args.format).map_err(|e| (String::new(), e))?;
-            if format == TraceFormat::Tc && args.on_malformed != super::OnMalformed::Stop {
-                return Err(fail(
-                    "--on-malformed skip|warn needs JSON-lines or CSV traces: a malformed `.input` block cannot be skipped alone".into(),
-                ));
-            }
-            let options = ReaderOptions {
-                max_step_gap: args.max_step_gap,
-            };
-            let opened = trace::open_trace(input, format, &schema, options)
-                .map_err(|e| fail(e.to_string()))?;
-            streaming |= opened.streaming;
-            let name = match input.as_str() {
-                "-" => "<stdin>".to_string(),
-                path => path.to_string(),
-            };
-            feed.add_reader(name, opened.reader, format);
-        }
-        if streaming && (args.input.len() > 1 || listener.is_some()) {
-            // Live sources merged: each read on a thread of its own, so
-            // that a silent one does not hold the others back.
-            feed.read_on_threads();
-        }
-        if let Some(l) = listener {
-            // A tcp:// listener's connections join as sources, as in a
-            // single-process run (`timed.rs`).
-            let notify = super::timed::notices();
-            if let Ok(addr) = l.local_addr() {
-                notify(crate::notice::Notice::Listening {
-                    at: format!("tcp://{addr}"),
-                });
-            }
-            feed.listen(pipeline::spawn_listener(
-                l,
-                schema.clone(),
-                args.on_malformed.into(),
-                notify,
-            ));
-        }
-        let every = checkpoint.as_ref().map(|_| match time_cell {
-            None => args.checkpoint_every,
-            Some(_) => (args.checkpoint_every as i64)
-                .saturating_mul(unit.nanos())
-                .max(1) as u64,
-        });
-        let skip_before = resumed.as_ref().map_or(0, |r| r.barrier.time);
-        // Untimed rows of a source read again are numbered from 0 and
-        // skipped up to the checkpoint; new ones are numbered on from it.
-        let (first_seq, skip_before) = match (replayable, time_cell) {
-            (false, None) => (skip_before, 0),
-            _ => (0, skip_before),
-        };
-        let mut record = args.record.as_ref().map(|path| {
-            let header = super::log::Header {
-                fingerprint: spec.fingerprint().to_string(),
-                sources: feed.source_names().map(String::from).collect(),
-                fields: schema.names.clone(),
-                time: args.time.clone(),
-                unit,
-                form: TimeForm::Number(unit),
-                key: args.key.clone(),
+            schema: &schema,
+            time_cell,
+            ticking: crate::time::Ticking {
                 start: origin,
                 max_gap,
-                on_gap: super::timed::gap_name(feed_on_gap).to_string(),
+                on_gap,
                 max_ticks: args.max_ticks,
-                on_reset: super::timed::reset_name(feed_on_reset).to_string(),
-                lateness,
-                wall_clock: false,
-            };
-            super::timed::Record::new(path.clone(), header, streaming)
-        });
-        if let Some(r) = &resumed {
-            resume_record(
-                record.as_mut(),
-                r.commit.record_len,
-                args.record.as_deref(),
-                &r.dir,
-            )
-            .map_err(fail)?;
-        }
-        Some(Source {
-            feed,
-            record,
-            row: Vec::new(),
-            at: String::new(),
-            seq: first_seq,
-            timed: time_cell.is_some(),
-            last: None,
-            every,
-            next_checkpoint: None,
-            first_barrier: resumed.is_none()
-                && every.is_some()
-                && matches!(args.output, super::OutputArg::Redis(_)),
-            skip_before,
-            digest: xxhash_rust::xxh3::Xxh3::new(),
-            expect_digest: resumed
-                .as_ref()
-                .filter(|_| replayable)
-                .map(|r| r.commit.input_digest),
-            log_lens: Arc::clone(&log_lens),
-            tally: Tally::new(args.on_malformed.into(), super::timed::notices()),
-            key_index,
-            key_name: key.clone(),
-            inputs,
-            extra: view.extra(),
-        })
+            },
+            checkpoint: checkpoint.as_ref(),
+            resumed: resumed.as_ref(),
+            log_lens: &log_lens,
+        };
+        let (source, stream) = feed_source(args, spec, &setup)?;
+        streaming = stream;
+        Some(source)
     } else {
         None
     };
@@ -602,61 +451,7 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
     {
         barrier::remove(dir, |_| true);
     }
-    let writes = process == 0 || args.unordered;
-    let resume_lens = resumed
-        .as_ref()
-        .map(|r| (r.commit.output_len, r.commit.alerts_len));
-    let opened = if writes {
-        let out = if args.quiet {
-            None
-        } else if let Some(url) = args.output.live() {
-            let options = super::live::options(args, None);
-            // A Redis Stream sink gets no entry twice: the resumed run does
-            // not send again those the checkpoint counted (nor, as a
-            // single-process run, those past it already in the stream).
-            let resume = super::live::Resume {
-                token: None,
-                written: resumed.as_ref().and_then(|r| r.commit.sink_entries),
-            };
-            let live =
-                super::live::open_output(url, names.clone(), &options, &resume).map_err(fail)?;
-            Some(Sink::live(live))
-        } else {
-            let mut sink = run::open_sink(
-                args.output_file.as_deref(),
-                resume_lens.map(|l| l.0),
-                "output file",
-            )
-            .map_err(fail)?;
-            // The CSV header, once, before any worker writes (a resumed
-            // run's file has it).
-            if resumed.is_none() {
-                sink.header(output, names.clone(), &key)
-                    .map_err(|e| fail(format!("cannot write output: {e}")))?;
-            }
-            Some(sink)
-        };
-        let alerts = match (args.alerts.as_deref(), &args.output) {
-            // A run publishing to MQTT or Redis sends its alerts there too
-            // (as JSON lines, `PREFIX/alerts`, `STREAM:alerts`).
-            (None, super::OutputArg::Mqtt(url) | super::OutputArg::Redis(url))
-                if !spec.trigger_names().is_empty() =>
-            {
-                let options = super::live::options(args, None);
-                Some(Sink::writer(
-                    super::live::alerts_sink(url, &options).map_err(fail)?,
-                ))
-            }
-            (None, _) => None,
-            (Some(path), _) => Some(
-                run::open_sink(Some(path), resume_lens.map(|l| l.1), "alerts file")
-                    .map_err(fail)?,
-            ),
-        };
-        Some((out, alerts))
-    } else {
-        None
-    };
+    let opened = open_sinks(args, spec, output, (&key, &names), resumed.as_ref())?;
     let notify = super::timed::notices();
     let mut readers: Vec<Box<dyn Reading>> = Vec::new();
     match (&parts, source) {
@@ -709,7 +504,7 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
     };
     *sinks.lock().unwrap_or_else(PoisonError::into_inner) = opened;
     // The summary's clock starts with the run (its rate is rows a second).
-    let mut summary = ops::Tally::new(ops::Progress::new(true, None));
+    let summary = ops::Tally::new(ops::Progress::new(true, None));
     crate::scale::install_quiet_panics();
     let launched = run::Launch {
         plan,
@@ -734,6 +529,311 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
             )));
         }
     };
+    Ok(report(
+        args,
+        &outcome,
+        summary,
+        parts.as_ref(),
+        total_workers,
+    ))
+}
+
+/// What the set-up of process 0's feed needs to know.
+struct FeedSetup<'a> {
+    key: &'a str,
+    key_index: usize,
+    inputs: usize,
+    view: &'a View,
+    unit: TimeUnit,
+    schema: &'a crate::trace::InputSchema,
+    time_cell: Option<usize>,
+    ticking: crate::time::Ticking,
+    checkpoint: Option<&'a PathBuf>,
+    resumed: Option<&'a barrier::Resume>,
+    log_lens: &'a LogLens,
+}
+
+/// Process 0's feed of every `--input` (files, standard input, live sources, a `tcp://`
+/// listener), stamped and merged, as the scaled run's reader, with its checkpoint barriers,
+/// replay log and resume position; and whether the input is a stream.
+fn feed_source(args: &RunArgs, spec: &Spec, f: &FeedSetup<'_>) -> Result<(Source, bool), Refused> {
+    let FeedSetup {
+        key,
+        key_index,
+        inputs,
+        view,
+        unit,
+        schema,
+        time_cell,
+        ticking,
+        checkpoint,
+        resumed,
+        log_lens,
+    } = *f;
+    let crate::time::Ticking {
+        start: origin,
+        max_gap,
+        on_gap,
+        ..
+    } = ticking;
+    let mut streaming = false;
+    if args.input.is_empty() {
+        return Err(fail(
+            "the trace is missing: pass --input FILE (or - for standard input)".into(),
+        ));
+    }
+    // A resumed run reads its sources again from their start and skips
+    // the rows before the checkpoint, checking their digest: a Redis
+    // Stream is read again from its first entry. An MQTT broker keeps
+    // no history, so what it delivered before the checkpoint is not
+    // delivered again (and what was published while the run was down
+    // is lost): the rows a resumed run reads are new, untimed ones are
+    // numbered on from the checkpoint, and there is no digest to check.
+    let replayable = !args.input.iter().any(|i| i.starts_with("mqtt://"));
+    let c = spec.checked();
+    let lateness = match args.lateness.map(|l| (l, unit.duration(l))) {
+        None => 0,
+        Some((_, Some(ns))) => ns,
+        Some((l, None)) => return Err(fail(format!("--lateness {l}: not a duration"))),
+    };
+    let feed_on_gap = on_gap;
+    let feed_on_reset = c.on_reset.unwrap_or(crate::lang::ast::ResetPolicy::Cancel);
+    let feed_options = pipeline::FeedOptions {
+        names: schema.names.clone(),
+        time_cell,
+        unit,
+        lateness,
+        // A keyed row is one key's event: rows at one time stay apart.
+        separate: true,
+        malformed: args.on_malformed.into(),
+        idle_timeout: args.idle_timeout.map(std::time::Duration::from_secs_f64),
+        periods: Vec::new(),
+        start: None,
+        max_gap: None,
+        on_gap: feed_on_gap,
+        max_ticks: args.max_ticks,
+        on_reset: feed_on_reset,
+        // A rejected row is located by its source's position.
+        positions: true,
+        wall_clock: false,
+    };
+    let mut feed = Feed::new(feed_options, super::timed::notices());
+    let live_options = super::live::options(args, time_cell);
+    let mut listener = None;
+    for input in &args.input {
+        if let Some(addr) = input.strip_prefix("tcp://") {
+            if listener.is_some() {
+                return Err(fail(
+                    "one tcp:// input at most (its connections are the sources)".into(),
+                ));
+            }
+            let l = std::net::TcpListener::bind(addr)
+                .map_err(|e| fail(format!("--input {input}: cannot listen: {e}")))?;
+            listener = Some(l);
+            streaming = true;
+            continue;
+        }
+        if super::live::is_url(input) {
+            let sources = super::live::open_input(
+                input,
+                schema,
+                &live_options,
+                &super::live::Resume::default(),
+            )
+            .map_err(fail)?;
+            for super::live::Source { name, reader } in sources {
+                feed.add_reader(name, reader, TraceFormat::Jsonl);
+            }
+            streaming = true;
+            continue;
+        }
+        let format = super::trace_format(input, args.format).map_err(|e| (String::new(), e))?;
+        if format == TraceFormat::Tc && args.on_malformed != super::OnMalformed::Stop {
+            return Err(fail(
+                "--on-malformed skip|warn needs JSON-lines or CSV traces: a malformed `.input` block cannot be skipped alone".into(),
+            ));
+        }
+        let options = ReaderOptions {
+            max_step_gap: args.max_step_gap,
+        };
+        let opened =
+            trace::open_trace(input, format, schema, options).map_err(|e| fail(e.to_string()))?;
+        streaming |= opened.streaming;
+        let name = match input.as_str() {
+            "-" => "<stdin>".to_string(),
+            path => path.to_string(),
+        };
+        feed.add_reader(name, opened.reader, format);
+    }
+    if streaming && (args.input.len() > 1 || listener.is_some()) {
+        // Live sources merged: each read on a thread of its own, so
+        // that a silent one does not hold the others back.
+        feed.read_on_threads();
+    }
+    if let Some(l) = listener {
+        // A tcp:// listener's connections join as sources, as in a
+        // single-process run (`timed.rs`).
+        let notify = super::timed::notices();
+        if let Ok(addr) = l.local_addr() {
+            notify(crate::notice::Notice::Listening {
+                at: format!("tcp://{addr}"),
+            });
+        }
+        feed.listen(pipeline::spawn_listener(
+            l,
+            schema.clone(),
+            args.on_malformed.into(),
+            notify,
+        ));
+    }
+    let every = checkpoint.as_ref().map(|_| match time_cell {
+        None => args.checkpoint_every,
+        Some(_) => (args.checkpoint_every as i64)
+            .saturating_mul(unit.nanos())
+            .max(1) as u64,
+    });
+    let skip_before = resumed.as_ref().map_or(0, |r| r.barrier.time);
+    // Untimed rows of a source read again are numbered from 0 and
+    // skipped up to the checkpoint; new ones are numbered on from it.
+    let (first_seq, skip_before) = match (replayable, time_cell) {
+        (false, None) => (skip_before, 0),
+        _ => (0, skip_before),
+    };
+    let mut record = args.record.as_ref().map(|path| {
+        let header = super::log::Header {
+            fingerprint: spec.fingerprint().to_string(),
+            sources: feed.source_names().map(String::from).collect(),
+            fields: schema.names.clone(),
+            time: args.time.clone(),
+            unit,
+            form: TimeForm::Number(unit),
+            key: args.key.clone(),
+            start: origin,
+            max_gap,
+            on_gap: super::timed::gap_name(feed_on_gap).to_string(),
+            max_ticks: args.max_ticks,
+            on_reset: super::timed::reset_name(feed_on_reset).to_string(),
+            lateness,
+            wall_clock: false,
+        };
+        super::timed::Record::new(path.clone(), header, streaming)
+    });
+    if let Some(r) = &resumed {
+        resume_record(
+            record.as_mut(),
+            r.commit.record_len,
+            args.record.as_deref(),
+            &r.dir,
+        )
+        .map_err(fail)?;
+    }
+    let source = Source {
+        feed,
+        record,
+        row: Vec::new(),
+        at: String::new(),
+        seq: first_seq,
+        timed: time_cell.is_some(),
+        last: None,
+        every,
+        next_checkpoint: None,
+        first_barrier: resumed.is_none()
+            && every.is_some()
+            && matches!(args.output, super::OutputArg::Redis(_)),
+        skip_before,
+        digest: xxhash_rust::xxh3::Xxh3::new(),
+        expect_digest: resumed
+            .as_ref()
+            .filter(|_| replayable)
+            .map(|r| r.commit.input_digest),
+        log_lens: Arc::clone(log_lens),
+        tally: Tally::new(args.on_malformed.into(), super::timed::notices()),
+        key_index,
+        key_name: key.to_string(),
+        inputs,
+        extra: view.extra(),
+    };
+    Ok((source, streaming))
+}
+
+/// The output and the alerts, opened (cut back to a resumed checkpoint's lengths), in the
+/// process that writes them: process 0, or every process of an unordered run.
+fn open_sinks(
+    args: &RunArgs,
+    spec: &Spec,
+    output: OutputFormat,
+    (key, names): (&str, &[String]),
+    resumed: Option<&barrier::Resume>,
+) -> Result<Option<run::Sinks>, Refused> {
+    let process = args.process.unwrap_or(0);
+    let writes = process == 0 || args.unordered;
+    let resume_lens = resumed
+        .as_ref()
+        .map(|r| (r.commit.output_len, r.commit.alerts_len));
+    Ok(if writes {
+        let out = if args.quiet {
+            None
+        } else if let Some(url) = args.output.live() {
+            let options = super::live::options(args, None);
+            // A Redis Stream sink gets no entry twice: the resumed run does
+            // not send again those the checkpoint counted (nor, as a
+            // single-process run, those past it already in the stream).
+            let resume = super::live::Resume {
+                token: None,
+                written: resumed.as_ref().and_then(|r| r.commit.sink_entries),
+            };
+            let live =
+                super::live::open_output(url, names.to_vec(), &options, &resume).map_err(fail)?;
+            Some(Sink::live(live))
+        } else {
+            let mut sink = run::open_sink(
+                args.output_file.as_deref(),
+                resume_lens.map(|l| l.0),
+                "output file",
+            )
+            .map_err(fail)?;
+            // The CSV header, once, before any worker writes (a resumed
+            // run's file has it).
+            if resumed.is_none() {
+                sink.header(output, names.to_vec(), key)
+                    .map_err(|e| fail(format!("cannot write output: {e}")))?;
+            }
+            Some(sink)
+        };
+        let alerts = match (args.alerts.as_deref(), &args.output) {
+            // A run publishing to MQTT or Redis sends its alerts there too
+            // (as JSON lines, `PREFIX/alerts`, `STREAM:alerts`).
+            (None, super::OutputArg::Mqtt(url) | super::OutputArg::Redis(url))
+                if !spec.trigger_names().is_empty() =>
+            {
+                let options = super::live::options(args, None);
+                Some(Sink::writer(
+                    super::live::alerts_sink(url, &options).map_err(fail)?,
+                ))
+            }
+            (None, _) => None,
+            (Some(path), _) => Some(
+                run::open_sink(Some(path), resume_lens.map(|l| l.1), "alerts file")
+                    .map_err(fail)?,
+            ),
+        };
+        Some((out, alerts))
+    } else {
+        None
+    })
+}
+
+/// What a finished run counted, printed: `--summary` (process 0's) and `--stats` (this
+/// process's workers'), and the exit status with `--fail-on-trigger`.
+fn report(
+    args: &RunArgs,
+    outcome: &run::Finished,
+    mut summary: ops::Tally,
+    parts: Option<&parts::Parts>,
+    total_workers: usize,
+) -> Exit {
+    let process = args.process.unwrap_or(0);
+    let threads = args.workers.map_or(1, std::num::NonZeroUsize::get);
     let status = if outcome.runtime {
         Exit::Runtime
     } else {
@@ -764,7 +864,7 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
                 "worker {w} of {total_workers}:\n{stats}keys: {keys} live\n"
             ));
         }
-        if let Some(p) = &parts {
+        if let Some(p) = parts {
             super::say(format_args!(
                 "process {process}: the trace read in {} parts by {threads} workers\n",
                 p.count()
@@ -776,5 +876,5 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
             ends.len()
         ));
     }
-    Ok(status)
+    status
 }
