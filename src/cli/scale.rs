@@ -727,32 +727,24 @@ fn feed_source(args: &RunArgs, spec: &Spec, f: &FeedSetup<'_>) -> Result<(Source
         )
         .map_err(fail)?;
     }
-    let source = Source {
+    let tally = Tally::new(args.on_malformed.into(), super::timed::notices());
+    let mut source = Source::new(
         feed,
-        record,
-        row: Vec::new(),
-        at: String::new(),
-        seq: first_seq,
-        timed: time_cell.is_some(),
-        last: None,
-        every,
-        next_checkpoint: None,
-        first_barrier: resumed.is_none()
-            && every.is_some()
-            && matches!(args.output, super::OutputArg::Redis(_)),
-        skip_before,
-        digest: xxhash_rust::xxh3::Xxh3::new(),
-        expect_digest: resumed
-            .as_ref()
-            .filter(|_| replayable)
-            .map(|r| r.commit.input_digest),
-        log_lens: Arc::clone(log_lens),
-        tally: Tally::new(args.on_malformed.into(), super::timed::notices()),
-        key_index,
-        key_name: key.to_string(),
-        inputs,
-        extra: view.extra(),
-    };
+        tally,
+        (key_index, key.to_string()),
+        (inputs, view.extra()),
+    );
+    source.record = record;
+    source.seq = first_seq;
+    source.every = every;
+    source.first_barrier =
+        resumed.is_none() && every.is_some() && matches!(args.output, super::OutputArg::Redis(_));
+    source.skip_before = skip_before;
+    source.expect_digest = resumed
+        .as_ref()
+        .filter(|_| replayable)
+        .map(|r| r.commit.input_digest);
+    source.log_lens = Arc::clone(log_lens);
     Ok((source, streaming))
 }
 

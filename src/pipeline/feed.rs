@@ -296,6 +296,11 @@ impl Feed {
         }
     }
 
+    /// How the feed stamps, merges and schedules.
+    pub fn options(&self) -> &FeedOptions {
+        &self.options
+    }
+
     /// The ticks' origin, if set before the first row (`start`, or the
     /// run's start under the wall clock without a time field).
     pub fn origin(&self) -> Option<Time> {

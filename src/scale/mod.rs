@@ -28,9 +28,11 @@
 pub(crate) mod parts;
 pub(crate) mod peers;
 pub(crate) mod run;
+mod scaled;
 pub(crate) mod source;
 
 pub use run::{MAX_PROCESSES, MAX_TOTAL_WORKERS, MAX_WORKERS, install_quiet_panics};
+pub use scaled::{Failed, Finished, ScaledRun};
 
 use crate::keyed::KeyedMonitor;
 use crate::monitor::Outputs;

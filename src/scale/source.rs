@@ -136,6 +136,38 @@ pub(crate) enum Fill {
 }
 
 impl Source {
+    /// The reader of `feed`'s rows, with no checkpoint barriers, replay log or resume: `key`
+    /// is the key input's cell and name, `cells` the inputs' count and the passed fields'.
+    pub(crate) fn new(
+        feed: Feed,
+        tally: Tally,
+        key: (usize, String),
+        cells: (usize, usize),
+    ) -> Source {
+        let timed = feed.options().time_cell.is_some();
+        Source {
+            feed,
+            record: None,
+            log_lens: LogLens::default(),
+            row: Vec::new(),
+            at: String::new(),
+            seq: 0,
+            timed,
+            last: None,
+            every: None,
+            next_checkpoint: None,
+            first_barrier: false,
+            skip_before: 0,
+            digest: xxhash_rust::xxh3::Xxh3::new(),
+            expect_digest: None,
+            tally,
+            key_index: key.0,
+            key_name: key.1,
+            inputs: cells.0,
+            extra: cells.1,
+        }
+    }
+
     /// Reads up to `n` events into `batch`.
     fn fill(&mut self, batch: &mut Vec<Event>, n: usize, workers: usize) -> Fill {
         while batch.len() < n {

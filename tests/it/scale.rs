@@ -159,6 +159,94 @@ fn workers_in_one_process_give_the_single_threaded_output() {
     }
 }
 
+/// Issue 35: the library's `ScaledRun` is the run `--workers` is. An embedder's run of three
+/// workers over a `Feed` of the trace writes the single-process `vigil run --key` output and
+/// alerts byte for byte, and counts what it read and fired.
+#[test]
+fn the_librarys_scaled_run_gives_the_single_process_output() {
+    use std::sync::{Arc, Mutex};
+    use vigil::pipeline::{Feed, FeedOptions, GapPolicy, Malformed, ResetPolicy};
+    use vigil::scale::ScaledRun;
+
+    struct Shared(Arc<Mutex<Vec<u8>>>);
+    impl std::io::Write for Shared {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    let dir = test_dir("scale", "library");
+    let spec_path = write(&dir, "spec.dsrv", SPEC);
+    let input = write(&dir, "trace.jsonl", trace(20_000, 200));
+    let (want, want_alerts) = single(&dir, &spec_path, &input, &["--output", "csv"]);
+    assert!(!want_alerts.is_empty(), "the trace must fire the trigger");
+
+    let spec = vigil::Spec::parse("spec.dsrv", SPEC).unwrap();
+    let schema = spec.input_schema();
+    let opened = vigil::trace::open_trace(
+        &input,
+        TraceFormat::Jsonl,
+        &schema,
+        vigil::trace::ReaderOptions::default(),
+    )
+    .unwrap();
+    let options = FeedOptions {
+        names: schema.names.clone(),
+        time_cell: None,
+        unit: vigil::time::TimeUnit::Seconds,
+        lateness: 0,
+        separate: true,
+        malformed: Malformed::Stop,
+        idle_timeout: None,
+        periods: vec![],
+        start: None,
+        max_gap: None,
+        on_gap: GapPolicy::CatchUp,
+        max_ticks: 1000,
+        on_reset: ResetPolicy::Cancel,
+        positions: true,
+        wall_clock: false,
+    };
+    let mut feed = Feed::new(options, vigil::notice::ignore());
+    feed.add_reader(input.clone(), opened.reader, TraceFormat::Jsonl);
+    let monitor = vigil::KeyedMonitor::builder(&spec, "host").build().unwrap();
+    let (out, alerts) = (
+        Arc::new(Mutex::new(Vec::new())),
+        Arc::new(Mutex::new(Vec::new())),
+    );
+    let finished = ScaledRun::new(&spec, monitor, 3, feed)
+        .unwrap()
+        .output(OutputFormat::Csv, Box::new(Shared(out.clone())))
+        .alerts(Box::new(Shared(alerts.clone())))
+        .stats()
+        .run()
+        .unwrap();
+    let got = String::from_utf8(out.lock().unwrap().clone()).unwrap();
+    let got_alerts = String::from_utf8(alerts.lock().unwrap().clone()).unwrap();
+    if got != want {
+        let at = got.lines().zip(want.lines()).position(|(g, w)| g != w);
+        let line = |t: &str, i: Option<usize>| i.and_then(|i| t.lines().nth(i).map(String::from));
+        panic!(
+            "the library's scaled run differs from `vigil run --key` at line {at:?}: {:?} against {:?}",
+            line(&got, at),
+            line(&want, at)
+        );
+    }
+    assert_eq!(got_alerts, want_alerts);
+    assert_eq!(finished.read, (20_000, 0));
+    assert_eq!(finished.fired, want_alerts.lines().count() as u64);
+    assert!(!finished.key_stopped);
+    assert_eq!(finished.workers.len(), 3);
+    let rows: u64 = finished.workers.iter().map(|(s, _)| s.rows).sum();
+    assert_eq!(rows, 20_000);
+    let keys: usize = finished.workers.iter().map(|(_, k)| k).sum();
+    assert_eq!(keys, 200);
+}
+
 /// Issue 35: `--max-keys` works with `--workers`, bounding each worker's live keys. One
 /// worker under a bound that evicts (20 keys, 7 live) gives the single-process run's output
 /// byte for byte, evicted keys starting afresh as there; two workers under a bound that
