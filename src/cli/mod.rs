@@ -871,6 +871,20 @@ fn trace_exit(e: &TraceError) -> Exit {
 
 /// Says on standard error when the tier asked for is not the one running
 /// (`Err` with `--strict-tier`, which refuses to run then).
+/// Whether a single-process run of `args` merges its sources through a feed (`timed.rs`):
+/// time, several sources, a replay log, periodic streams, an MQTT input split per topic, the
+/// wall clock. Its summary then says what the merge did, and a scaled run's says so too.
+fn merges(args: &RunArgs, spec: &Spec) -> bool {
+    // An MQTT input with `--time` is a source per topic, merged by time.
+    let split = (args.input.iter()).any(|i| live::splits(i, args));
+    args.input.len() > 1
+        || args.time.is_some()
+        || args.record.is_some()
+        || spec.checked().has_periodic_streams()
+        || split
+        || args.clock == ClockArg::Wall
+}
+
 fn check_tier(args: &RunArgs, stats: &crate::monitor::Stats) -> Result<(), Exit> {
     if let Some((why, running)) = ops::tier_fallback(args.tier, stats) {
         if args.strict_tier {
@@ -988,16 +1002,7 @@ fn run(args: &RunArgs) -> Exit {
         }
     }
     // Time, several sources or a log: the merged run (`timed.rs`).
-    let periodic = spec.checked().has_periodic_streams();
-    // An MQTT input with `--time` is a source per topic, merged by time.
-    let split = (args.input.iter()).any(|i| live::splits(i, args));
-    if args.input.len() > 1
-        || args.time.is_some()
-        || args.record.is_some()
-        || periodic
-        || split
-        || args.clock == ClockArg::Wall
-    {
+    if merges(args, &spec) {
         return timed::run(args, &spec, output, None);
     }
     let Some(input) = args.input.first().map(String::as_str) else {

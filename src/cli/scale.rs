@@ -16,10 +16,10 @@ use crate::pipeline::checkpoint::barrier;
 use crate::pipeline::drive::Ended;
 use crate::pipeline::{self, Feed};
 use crate::scale::MAX_TOTAL_WORKERS;
-use crate::scale::parts;
 use crate::scale::peers;
 use crate::scale::run::{self, Network, Plan, SharedSinks, Sink, worker_id};
 use crate::scale::source::{LogLens, Reading, Source, Tally, resume_record};
+use crate::scale::{inputs, parts};
 use crate::time::{TimeForm, TimeUnit};
 use crate::trace::{self, OutputFormat, ReaderOptions, TraceFormat};
 use std::path::{Path, PathBuf};
@@ -256,28 +256,52 @@ fn on_silent_peer(
     })
 }
 
-/// How a scaled run reads its input: in parts when the options allow it and the trace is a
-/// regular file that splits (`None`: process 0's feed reads it). A time field (a row's stamp
-/// and a late row's re-stamping depend on every row before it), checkpoints and a replay log
-/// (both record one reader's position) read it whole.
-fn parts_plan(args: &RunArgs, threads: usize) -> Result<Option<parts::Parts>, String> {
-    let [path] = args.input.as_slice() else {
-        return Ok(None);
-    };
+/// How process 0's workers read a scaled run's input in parallel.
+enum Parallel {
+    /// One regular file split into parts.
+    Parts(parts::Parts),
+    /// Several regular files, each read whole by one worker.
+    Inputs(inputs::Inputs),
+}
+
+/// How a scaled run reads its input: in parallel when the options allow it and every input
+/// is a regular file of JSON lines or CSV — one split into parts, or several each read by a
+/// worker (`None`: process 0's feed reads them). A time field (a row's stamp and a late row's
+/// re-stamping depend on every row before it, of every input), checkpoints and a replay log
+/// (both record one reader's position) read them through the feed.
+fn parallel_plan(args: &RunArgs, spec: &Spec, threads: usize) -> Result<Option<Parallel>, String> {
     let serial = threads < 2
         || args.time.is_some()
         || args.checkpoint.is_some()
         || args.resume.is_some()
-        || args.record.is_some()
-        || path == "-"
-        || super::live::is_url(path)
-        || path.starts_with("tcp://");
-    if serial || !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
+        || args.record.is_some();
+    if serial || args.input.is_empty() {
         return Ok(None);
     }
-    match super::trace_format(path, args.format) {
-        Ok(TraceFormat::Tc) | Err(_) => Ok(None),
-        Ok(format) => parts::plan(path, format, threads),
+    let mut files = Vec::with_capacity(args.input.len());
+    for path in &args.input {
+        let regular = path != "-"
+            && !super::live::is_url(path)
+            && !path.starts_with("tcp://")
+            && std::fs::metadata(path).is_ok_and(|m| m.is_file());
+        match super::trace_format(path, args.format) {
+            Ok(format @ (TraceFormat::Csv | TraceFormat::Jsonl)) if regular => {
+                files.push((path.clone(), format));
+            }
+            _ => return Ok(None),
+        }
+    }
+    match files.as_slice() {
+        [(path, format)] => Ok(parts::plan(path, *format, threads)?.map(Parallel::Parts)),
+        _ => {
+            let (schema, _) = ops::timed_schema(args, spec);
+            let options = ReaderOptions {
+                max_step_gap: args.max_step_gap,
+            };
+            Ok(Some(Parallel::Inputs(inputs::Inputs::open(
+                &files, &schema, options,
+            )?)))
+        }
     }
 }
 
@@ -389,8 +413,8 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
     let log_lens: LogLens = Arc::default();
     // A regular file without `--time` is read in parts by process 0's
     // workers (`parts`); anything else by process 0's feed.
-    let parts = match process {
-        0 => parts_plan(args, threads).map_err(fail)?,
+    let mut parts = match process {
+        0 => parallel_plan(args, spec, threads).map_err(fail)?,
         _ => None,
     };
     let stop_at = Arc::new(std::sync::atomic::AtomicU64::new(u64::MAX));
@@ -454,25 +478,27 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
     let opened = open_sinks(args, spec, output, (&key, &names), resumed.as_ref())?;
     let notify = super::timed::notices();
     let mut readers: Vec<Box<dyn Reading>> = Vec::new();
-    match (&parts, source) {
-        (Some(p), _) => {
-            for w in 0..threads {
-                let setup = parts::PartSetup {
-                    schema: schema.clone(),
-                    options: ReaderOptions {
-                        max_step_gap: args.max_step_gap,
-                    },
-                    tally: Tally::new(args.on_malformed.into(), notify.clone()),
-                    key_index,
-                    key_name: key.clone(),
-                    cells: inputs + view.extra(),
-                    stop_at: Arc::clone(&stop_at),
-                };
-                readers.push(Box::new(p.reader(w, threads, setup)));
-            }
+    if let Some(parallel) = &mut parts {
+        for w in 0..threads {
+            let setup = parts::PartSetup {
+                schema: schema.clone(),
+                options: ReaderOptions {
+                    max_step_gap: args.max_step_gap,
+                },
+                tally: Tally::new(args.on_malformed.into(), notify.clone()),
+                key_index,
+                key_name: key.clone(),
+                cells: inputs + view.extra(),
+                stop_at: Arc::clone(&stop_at),
+            };
+            readers.push(match parallel {
+                Parallel::Parts(p) => Box::new(p.reader(w, threads, setup)),
+                Parallel::Inputs(i) => Box::new(i.reader(w, threads, setup)),
+            });
         }
-        (None, Some(s)) => readers.push(Box::new(s)),
-        (None, None) => {}
+    }
+    if let Some(s) = source {
+        readers.push(Box::new(s));
     }
     let plan = Plan {
         output,
@@ -531,6 +557,7 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
     };
     Ok(report(
         args,
+        spec,
         &outcome,
         summary,
         parts.as_ref(),
@@ -819,9 +846,10 @@ fn open_sinks(
 /// process's workers'), and the exit status with `--fail-on-trigger`.
 fn report(
     args: &RunArgs,
+    spec: &Spec,
     outcome: &run::Finished,
     mut summary: ops::Tally,
-    parts: Option<&parts::Parts>,
+    parts: Option<&Parallel>,
     total_workers: usize,
 ) -> Exit {
     let process = args.process.unwrap_or(0);
@@ -840,12 +868,25 @@ fn report(
         && let Some(stats) = outcome.merged_stats()
     {
         // Process 0 read the rows; every process evaluated its workers'.
-        (summary.rows_read, summary.skipped) = outcome.read.unwrap_or_default();
-        summary.steps = rows;
-        super::say(format_args!(
-            "{}",
-            summary.summary(&stats, &outcome.triggers)
-        ));
+        let read = outcome.read.unwrap_or_default();
+        (summary.rows_read, summary.skipped) = (read.rows, read.skipped);
+        summary.steps = outcome.steps;
+        let mut text = summary.summary(&stats, &outcome.triggers);
+        if super::merges(args, spec) {
+            // As the single-process run's: a keyed feed keeps the rows of one time apart,
+            // so none clash. A file read in parts is one source.
+            let sources = read.sources.max(1);
+            let plural = |n: u64, one: &str, many: &str| match n {
+                1 => format!("1 {one}"),
+                n => format!("{n} {many}"),
+            };
+            text.push_str(&format!(
+                "summary: {sources} sources merged; 0 clashes; {}; {}\n",
+                plural(read.late, "late row re-stamped", "late rows re-stamped"),
+                plural(outcome.ticks, "tick", "ticks"),
+            ));
+        }
+        super::say(format_args!("{text}"));
     }
     let status = super::fail_on_trigger(args, status, outcome.fired);
     if args.stats {
@@ -856,11 +897,16 @@ fn report(
                 "worker {w} of {total_workers}:\n{stats}keys: {keys} live\n"
             ));
         }
-        if let Some(p) = parts {
-            super::say(format_args!(
+        match parts {
+            Some(Parallel::Parts(p)) => super::say(format_args!(
                 "process {process}: the trace read in {} parts by {threads} workers\n",
                 p.count()
-            ));
+            )),
+            Some(Parallel::Inputs(i)) => super::say(format_args!(
+                "process {process}: {} inputs read in parallel by {threads} workers\n",
+                i.count()
+            )),
+            None => {}
         }
         let keys: usize = ends.iter().map(|(.., k)| k).sum();
         super::say(format_args!(

@@ -448,7 +448,9 @@ pub(super) fn run(
             on_gap,
             max_ticks: args.max_ticks,
             on_reset,
-            positions: args.checkpoint.is_some(),
+            // Where each source stands, for a checkpoint; and, in a keyed run, to say
+            // where a row without its key is.
+            positions: args.checkpoint.is_some() || keyed,
             // A replay's times are its log's.
             wall_clock: args.clock == super::ClockArg::Wall && replay.is_none(),
         },

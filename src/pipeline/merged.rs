@@ -11,6 +11,7 @@ use super::sink::{Alerts, Columns, Lines};
 use super::{Evaluator, Feed, Flow, Halt, Malformed, Monitors, ResetPolicy, show};
 use crate::merge::Step;
 use crate::notice::{Notice, Notify};
+use crate::row::RowError;
 use crate::time::{Time, TimeForm, TimeUnit};
 use crate::trace::{OutputFormat, OutputWriter};
 use crate::value::Sample;
@@ -268,6 +269,11 @@ impl MergedRun<'_> {
                 }
                 Err(end) => return Ok(end),
             };
+            // The source of a keyed step's one row, to say where a rejected row is.
+            let source = match &event {
+                Event::Rows(step) => step.rows.first().map(|(c, _)| c.stamp.source as usize),
+                _ => None,
+            };
             let (rows, time) = match &event {
                 Event::Rows(step) => {
                     self.clashes(step);
@@ -305,7 +311,11 @@ impl MergedRun<'_> {
             match flow {
                 Flow::Go => {}
                 Flow::Rejected(e) => {
-                    let at = format!("time {}", shown());
+                    // Where the row is, when the feed kept it (`FeedOptions::positions`).
+                    let at = source
+                        .map(|s| feed.live.taken_at(s))
+                        .filter(|at| !at.is_empty())
+                        .unwrap_or_else(|| format!("time {}", shown()));
                     // A log's rows were not read by a trace reader: a value
                     // of the wrong type there is a malformed log, not a bug.
                     if let Some(log) = &self.replaying {
@@ -314,7 +324,15 @@ impl MergedRun<'_> {
                         return stop(writer, End::Stopped(message.to_string(), Ended::Trace));
                     }
                     if !skip_rejected(self.malformed, &self.notify, &at, &e, &mut self.counts) {
-                        return stop(writer, rejected(&e));
+                        // A row without its key is the input's fault, located; any other
+                        // rejected value got past a reader, a bug.
+                        let end = match e {
+                            RowError::MissingKey { .. } => {
+                                End::Stopped(format!("{at}: {e}"), Ended::Trace)
+                            }
+                            e => rejected(&e),
+                        };
+                        return stop(writer, end);
                     }
                 }
                 Flow::Stop(Halt::Runtime(e)) => {

@@ -25,6 +25,7 @@
 //! `C` only once every worker has; that is the alignment Flink's barriers
 //! need, given for free by timely's progress tracking.
 
+pub(crate) mod inputs;
 pub(crate) mod parts;
 pub(crate) mod peers;
 pub(crate) mod run;
@@ -33,6 +34,7 @@ pub(crate) mod source;
 
 pub use run::{MAX_PROCESSES, MAX_TOTAL_WORKERS, MAX_WORKERS, install_quiet_panics};
 pub use scaled::{Failed, Finished, ScaledRun};
+pub use source::ReadCounts;
 
 use crate::keyed::KeyedMonitor;
 use crate::monitor::Outputs;

@@ -10,7 +10,7 @@
 //! each worker when a time is complete. A run without `--time` only: a row's time field would
 //! be its stamp, and a late row's re-stamping depends on every row before it.
 
-use super::source::{Fill, Reading, Tally};
+use super::source::{Fill, ReadCounts, Reading, Tally};
 use super::{Event, StampedRow};
 use crate::notice::Notice;
 use crate::pipeline::drive::Ended;
@@ -241,8 +241,13 @@ impl Reading for PartReader {
         }
     }
 
-    fn read(&self) -> (u64, u64) {
+    fn read(&self) -> ReadCounts {
         let t = &self.setup.tally;
-        (self.read + t.rows_read, t.skipped)
+        ReadCounts {
+            rows: self.read + t.rows_read,
+            skipped: t.skipped,
+            late: 0,
+            sources: 0,
+        }
     }
 }

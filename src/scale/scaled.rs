@@ -67,7 +67,7 @@
 
 use super::MAX_WORKERS;
 use super::run::{self, Launch, Network, Plan, Sink};
-use super::source::{Source, Tally};
+use super::source::{ReadCounts, Source, Tally};
 use crate::keyed::KeyedMonitor;
 use crate::monitor::{Spec, Stats};
 use crate::notice::Notify;
@@ -104,8 +104,10 @@ pub struct Finished {
     /// Whether a key was stopped by a runtime error (said as a
     /// [`Notice::KeyStopped`](crate::notice::Notice::KeyStopped)); the other keys went on.
     pub key_stopped: bool,
-    /// Rows read and malformed rows skipped.
-    pub read: (u64, u64),
+    /// What the feed read.
+    pub read: ReadCounts,
+    /// Rows evaluated and written (a stopped key's are not).
+    pub steps: u64,
     /// Each trigger's firings.
     pub triggers: Vec<TriggerTally>,
     /// Each worker's counters and live keys at the end, by worker (asked for with
@@ -292,6 +294,7 @@ impl ScaledRun {
                 fired: f.fired,
                 key_stopped: f.runtime,
                 read: f.read.unwrap_or_default(),
+                steps: f.steps,
                 triggers: f.triggers,
                 workers: f.ends.into_iter().map(|(_, s, k)| (s, k)).collect(),
             }),

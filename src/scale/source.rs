@@ -106,8 +106,8 @@ pub(crate) trait Reading: Send + 'static {
     fn fill(&mut self, batch: &mut Vec<Event>, n: usize, workers: usize) -> Fill;
     /// The time every later event is at or after.
     fn frontier(&self) -> u64;
-    /// The rows read and the malformed rows skipped.
-    fn read(&self) -> (u64, u64);
+    /// What it read, so far.
+    fn read(&self) -> ReadCounts;
 }
 
 impl Reading for Source {
@@ -119,12 +119,36 @@ impl Reading for Source {
         Source::frontier(self)
     }
 
-    fn read(&self) -> (u64, u64) {
+    fn read(&self) -> ReadCounts {
         let (feed, tally) = (&self.feed, &self.tally);
-        (
-            feed.rows_read() + tally.rows_read,
-            feed.skipped() + tally.skipped,
-        )
+        ReadCounts {
+            rows: feed.rows_read() + tally.rows_read,
+            skipped: feed.skipped() + tally.skipped,
+            late: feed.late(),
+            sources: feed.source_names().count(),
+        }
+    }
+}
+
+/// What a scaled run's readers read, added up over them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReadCounts {
+    /// Rows read (malformed rows dropped included).
+    pub rows: u64,
+    /// Malformed rows, and rows without their key, dropped.
+    pub skipped: u64,
+    /// Late rows re-stamped.
+    pub late: u64,
+    /// The sources read (a file read in parts is one, counted by none of its readers).
+    pub sources: usize,
+}
+
+impl std::ops::AddAssign for ReadCounts {
+    fn add_assign(&mut self, other: ReadCounts) {
+        self.rows += other.rows;
+        self.skipped += other.skipped;
+        self.late += other.late;
+        self.sources += other.sources;
     }
 }
 

@@ -993,6 +993,39 @@ n = default(n[1], 0) + 1\ntotal = default(total[1], 0) + x\nq = 60 / x\n";
         );
     }
 
+    /// A merged run (several inputs, or a time field) reports a row without its key as the
+    /// input's located error, as a run of one input does, after the earlier rows' outputs; and
+    /// `--on-malformed warn` drops it, said with its place. It was reported as a bug in vigil
+    /// ("the monitor rejected a row of the trace: … this is a bug in vigil"), with no place.
+    #[test]
+    fn a_merged_runs_row_without_its_key_is_a_located_trace_error() {
+        let dir = test_dir("keyed", "missing-merged");
+        let spec = write(&dir, "spec.dsrv", SPEC);
+        let a = write(
+            &dir,
+            "a.jsonl",
+            "{\"host\": \"a\", \"x\": 1, \"t\": 1}\n{\"x\": 2, \"t\": 3}\n",
+        );
+        let b = write(&dir, "b.jsonl", "{\"host\": \"b\", \"x\": 5, \"t\": 2}\n");
+        let want = format!(
+            "error: {a}:2:1: the key input `host` is absent: a keyed monitor's row must give its key\n"
+        );
+        for time in [&[][..], &["--time", "t"][..]] {
+            let mut args = vec!["run", &spec, "--input", &a, "--input", &b, "--key", "host"];
+            args.extend(time);
+            let (code, out, err) = run(&args, None);
+            assert_eq!((code, err.as_str()), (4, want.as_str()), "{time:?}");
+            assert!(out.contains("n{host=b}[0]"), "{time:?}: {out}");
+            args.extend(["--on-malformed", "warn"]);
+            let (code, _, err) = run(&args, None);
+            assert_eq!(code, 0, "{time:?}: {err}");
+            assert!(
+                err.contains(&format!("warning: {a}:2:1: the key input `host` is absent")),
+                "{time:?}: {err}"
+            );
+        }
+    }
+
     #[test]
     fn a_key_must_be_an_input_and_max_keys_needs_a_key() {
         let dir = test_dir("keyed", "usage");

@@ -237,7 +237,8 @@ fn the_librarys_scaled_run_gives_the_single_process_output() {
         );
     }
     assert_eq!(got_alerts, want_alerts);
-    assert_eq!(finished.read, (20_000, 0));
+    assert_eq!((finished.read.rows, finished.read.skipped), (20_000, 0));
+    assert_eq!(finished.steps, 20_000);
     assert_eq!(finished.fired, want_alerts.lines().count() as u64);
     assert!(!finished.key_stopped);
     assert_eq!(finished.workers.len(), 3);
@@ -390,6 +391,52 @@ fn a_scaled_summary_is_the_single_process_summary() {
     assert!(
         want.iter()
             .any(|l| l.starts_with("summary: trigger burning: ") && l.contains("first at step")),
+        "{want:?}"
+    );
+    assert_eq!(summary(&["--workers", "2"]), want);
+}
+
+/// A scaled run whose single-process run merges its sources (`--time`, a periodic spec) says
+/// what the merge did, and counts its keys' ticks as ticks, as that run's summary does. It
+/// counted the ticks as steps evaluated (47,378 steps for 3,000 rows) and had no "sources
+/// merged" line.
+#[test]
+fn a_scaled_summary_of_a_merged_periodic_run_is_the_single_process_summary() {
+    let dir = test_dir("scale", "summary_periodic");
+    let spec = write(
+        &dir,
+        "spec.dsrv",
+        "in host: Str\nin beat: Bool\naux beats: Int\nbeats = default(beats[1], 0) + 1\nout missing: Bool @ 1s\nmissing = beats == default(beats[1], 0)\n",
+    );
+    let mut text = String::from("host,beat,ts\n");
+    let mut t = 0;
+    for i in 0..2_000u64 {
+        t += (i * 7919) % 3;
+        text.push_str(&format!("h{},true,{t}\n", (i * 31) % 17));
+    }
+    let input = write(&dir, "trace.csv", &text);
+    let summary = |extra: &[&str]| {
+        let common = ["--time", "ts", "--summary", "--output-file", "/dev/null"];
+        let o = keyed(&spec, &input, &[&common[..], extra].concat());
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        // The rate aside.
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        let lines: Vec<String> = err
+            .lines()
+            .filter(|l| !l.ends_with("rows/s"))
+            .map(str::to_string)
+            .collect();
+        lines
+    };
+    let want = summary(&[]);
+    assert_eq!(
+        want[0], "summary: 2000 rows read, 2000 steps evaluated, 0 malformed rows skipped",
+        "{want:?}"
+    );
+    assert!(
+        want.iter().any(|l| l
+            .starts_with("summary: 1 sources merged; 0 clashes; 0 late rows re-stamped; ")
+            && !l.ends_with("; 0 ticks")),
         "{want:?}"
     );
     assert_eq!(summary(&["--workers", "2"]), want);

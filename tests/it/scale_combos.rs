@@ -428,3 +428,89 @@ fn parts_larger_than_a_readers_window_do_not_stall_the_run() {
     assert!(got.2.contains("parts by 2 workers"), "{}", got.2);
     assert!(got.1 == want.1, "not the single-process output");
 }
+
+/// Issue 35: several `--input`s of a scaled run without `--time` are read in parallel, each by
+/// one of process 0's workers, and the output is the single-process run's byte for byte: with
+/// inputs of different lengths, more inputs than workers and fewer, a malformed row that stops
+/// the run (in the first input, a middle one, one whose neighbour has ended) or is skipped, and
+/// a row without its key. The single-process run stops after the rows it merged before it read
+/// the bad one, which the readers reproduce.
+#[test]
+fn several_inputs_are_read_in_parallel_and_give_the_single_process_output() {
+    let dir = test_dir("scale_combos", "inputs");
+    let spec = write(&dir, "spec.dsrv", SPEC);
+    let lens = [9_000, 4_000, 7_000];
+    let texts: Vec<String> = (0..3).map(|i| trace(lens[i], 40 + 10 * i as u64)).collect();
+    let good: Vec<String> = (0..3)
+        .map(|i| write(&dir, &format!("in{i}.jsonl"), texts[i].clone()))
+        .collect();
+    // `text` with line `at` (0-based) replaced by `line`.
+    let edit = |name: &str, i: usize, at: usize, line: &str| {
+        let mut l: Vec<&str> = texts[i].lines().collect();
+        l[at] = line;
+        write(&dir, name, l.join("\n") + "\n")
+    };
+    let bad_type = "{\"host\":\"h1\",\"temp\":\"hot\",\"ts\":7}";
+    let no_key = "{\"temp\":1.5,\"ts\":7}";
+    let mid = edit("mid.jsonl", 1, 2_500, bad_type);
+    let first = edit("first.jsonl", 0, 0, bad_type);
+    // Past the end of the 4,000-row input: its neighbour has ended.
+    let late = edit("late.jsonl", 2, 6_000, bad_type);
+    let keyless = edit("keyless.jsonl", 2, 3_333, no_key);
+    let cases: Vec<(Vec<&str>, &[&str])> = vec![
+        (vec![&good[0], &good[1], &good[2]], &[]),
+        (vec![&good[1], &good[0]], &["--summary"]),
+        (vec![&good[0], &mid, &good[2]], &[]),
+        (vec![&good[0], &mid, &good[2]], &["--on-malformed", "warn"]),
+        (vec![&first, &good[1], &good[2]], &[]),
+        (vec![&good[1], &late, &good[0]], &[]),
+        (vec![&good[1], &good[0], &keyless], &[]),
+        (
+            vec![&good[1], &good[0], &keyless],
+            &["--on-malformed", "skip"],
+        ),
+    ];
+    for (inputs, extra) in &cases {
+        let mut base = vec!["run", &spec, "--key", "host", "--output", "csv"];
+        for i in inputs {
+            base.extend(["--input", i]);
+        }
+        base.extend(*extra);
+        let want = outcome(&base);
+        for workers in ["2", "4"] {
+            let got = outcome(&[&base[..], &["--workers", workers, "--stats"]].concat());
+            // `--stats` is printed at a run's end (a stopped run says its error instead).
+            assert!(
+                got.0 != Some(0)
+                    || got.2.contains(&format!(
+                        "{} inputs read in parallel by {workers} workers",
+                        inputs.len()
+                    )),
+                "{inputs:?}: {}",
+                got.2
+            );
+            assert!(
+                got.0 == want.0 && got.1 == want.1,
+                "{inputs:?} {extra:?} on {workers} workers: {} against {}",
+                got.2,
+                want.2
+            );
+            // The errors, warnings and summary are the single-process run's (the summary's
+            // rate and the workers' counters aside).
+            let said = |e: &str| -> Vec<String> {
+                let mut l: Vec<String> = e
+                    .lines()
+                    .filter(|l| {
+                        ["error", "warning", "summary"]
+                            .iter()
+                            .any(|w| l.starts_with(w))
+                    })
+                    .map(String::from)
+                    .collect();
+                l.sort_unstable();
+                l
+            };
+            assert_eq!(said(&got.2), said(&want.2), "{inputs:?} {extra:?}");
+        }
+    }
+}

@@ -35,7 +35,7 @@ use crate::pipeline::checkpoint::barrier;
 use crate::pipeline::drive::Ended;
 use crate::pipeline::sink::{Columns, TriggerTally};
 use crate::row::StepError;
-use crate::scale::source::{Fill, LogLens, Reading};
+use crate::scale::source::{Fill, LogLens, ReadCounts, Reading};
 use crate::scale::{Evaluated, Event, keyed_monitors};
 use crate::time::{Time, TimeForm};
 use crate::trace::{self, OutputFormat, OutputWriter};
@@ -70,8 +70,11 @@ struct Outcome {
     ends: Vec<(usize, crate::monitor::Stats, usize)>,
     /// Each trigger's firings as the writer wrote them (`--summary`).
     triggers: Vec<TriggerTally>,
-    /// Rows the source read and malformed rows it skipped (process 0).
-    read: Option<(u64, u64)>,
+    /// What the readers read (process 0).
+    read: Option<ReadCounts>,
+    /// Rows and ticks evaluated and written (a stopped key's are not).
+    steps: u64,
+    ticks: u64,
 }
 
 /// The options of a scaled run that a worker needs.
@@ -220,7 +223,11 @@ pub(crate) struct Finished {
     /// Each trigger's firings as the writer wrote them (with a summary asked for).
     pub triggers: Vec<TriggerTally>,
     /// Rows the readers read and malformed rows they skipped (process 0).
-    pub read: Option<(u64, u64)>,
+    pub read: Option<ReadCounts>,
+    /// Rows evaluated and written, as a single-process run counts its steps.
+    pub steps: u64,
+    /// Ticks evaluated and written.
+    pub ticks: u64,
 }
 
 impl Finished {
@@ -343,6 +350,8 @@ pub(crate) fn execute(launch: Launch) -> Result<Finished, Failed> {
         ends,
         triggers: outcome.triggers,
         read: outcome.read,
+        steps: outcome.steps,
+        ticks: outcome.ticks,
     })
 }
 
@@ -409,8 +418,8 @@ struct Batch {
     events: Vec<Event>,
     frontier: u64,
     end: Option<Option<(String, Ended)>>,
-    /// On the last batch: the rows read and the malformed rows skipped.
-    read: Option<(u64, u64)>,
+    /// On the last batch: what the reader read.
+    read: Option<ReadCounts>,
 }
 
 /// The source loop of process 0's first worker. The trace is read on a
@@ -491,11 +500,10 @@ fn feed(
             in_flight.push_back(last);
         }
         if let Some(end) = batch.end {
-            if let Some((rows, skipped)) = batch.read {
+            if let Some(read) = batch.read {
                 // Every reader's rows (several read a file in parts).
                 let mut o = outcome.lock().unwrap_or_else(PoisonError::into_inner);
-                let (r, s) = o.read.get_or_insert((0, 0));
-                (*r, *s) = (*r + rows, *s + skipped);
+                *o.read.get_or_insert_default() += read;
             }
             return end;
         }
@@ -569,6 +577,8 @@ fn formatter(
     );
     let mut samples: Vec<Sample> = Vec::new();
     let mut stopped: HashSet<Key> = HashSet::new();
+    // Rows and ticks written, as a single-process run counts them for its summary.
+    let (mut steps, mut ticks) = (0u64, 0u64);
     move |evaluated, out| {
         let (row, result, tick) = match evaluated {
             Evaluated::Barrier { time, token, .. } => {
@@ -579,13 +589,11 @@ fn formatter(
                 return;
             }
             Evaluated::End { monitor } => {
+                let mut o = outcome.lock().unwrap_or_else(PoisonError::into_inner);
+                o.steps += steps;
+                o.ticks += ticks;
                 if plan.stats || plan.summary {
-                    let end = (worker, monitor.stats(), monitor.key_count());
-                    outcome
-                        .lock()
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .ends
-                        .push(end);
+                    o.ends.push((worker, monitor.stats(), monitor.key_count()));
                 }
                 return;
             }
@@ -599,6 +607,10 @@ fn formatter(
             let key_value = row.cells[plan.key_index].clone().unwrap_or(Value::Unit);
             match result {
                 Ok(outputs) => {
+                    match tick {
+                        true => ticks += 1,
+                        false => steps += 1,
+                    }
                     let form = if row.rfc3339 {
                         TimeForm::Rfc3339
                     } else {
