@@ -18,7 +18,8 @@ use crate::pipeline::{self, Feed};
 use crate::scale::MAX_TOTAL_WORKERS;
 use crate::scale::peers;
 use crate::scale::run::{self, Network, Plan, SharedSinks, Sink, worker_id};
-use crate::scale::source::{LogLens, Reading, Source, Tally, resume_record};
+use crate::scale::source::{LogLens, Reading, Source, StopAt, Tally, resume_record};
+use crate::scale::timed_inputs::TimedInputsReader;
 use crate::scale::{inputs, parts};
 use crate::time::{TimeForm, TimeUnit};
 use crate::trace::{self, OutputFormat, ReaderOptions, TraceFormat};
@@ -262,19 +263,43 @@ enum Parallel {
     Parts(parts::Parts),
     /// Several regular files, each read whole by one worker.
     Inputs(inputs::Inputs),
+    /// Several regular files with a time field, each read by one worker through a feed of its
+    /// own.
+    Timed(TimedInputs),
+}
+
+/// The inputs of `Parallel::Timed`: each input's reader, taken by the worker that reads it.
+struct TimedInputs {
+    sources: Vec<Option<Source>>,
+    stop_at: Arc<StopAt>,
+    count: usize,
+}
+
+impl TimedInputs {
+    /// Worker `worker`'s of `threads`: inputs `worker`, `worker + threads`, …
+    fn reader(&mut self, worker: usize, threads: usize) -> TimedInputsReader {
+        let mine = (worker..self.sources.len())
+            .step_by(threads)
+            .filter_map(|s| self.sources[s].take().map(|source| (s, source)))
+            .collect();
+        TimedInputsReader::new(mine, Arc::clone(&self.stop_at))
+    }
 }
 
 /// How a scaled run reads its input: in parallel when the options allow it and every input
-/// is a regular file of JSON lines or CSV — one split into parts, or several each read by a
-/// worker (`None`: process 0's feed reads them). A time field (a row's stamp and a late row's
-/// re-stamping depend on every row before it, of every input), checkpoints and a replay log
-/// (both record one reader's position) read them through the feed.
-fn parallel_plan(args: &RunArgs, spec: &Spec, threads: usize) -> Result<Option<Parallel>, String> {
-    let serial = threads < 2
-        || args.time.is_some()
-        || args.checkpoint.is_some()
-        || args.resume.is_some()
-        || args.record.is_some();
+/// is a regular file of JSON lines or CSV — one without a time field split into parts, several
+/// each read by a worker (with a time field, each through a feed of its own) — or `None`:
+/// process 0's feed reads them. Checkpoints and a replay log (both record one reader's
+/// position) read them through the feed, and so does one file with a time field (a late row's
+/// re-stamping depends on every row before it).
+fn parallel_plan(
+    args: &RunArgs,
+    spec: &Spec,
+    threads: usize,
+    (setup, stop_at): (&FeedSetup<'_>, &Arc<StopAt>),
+) -> Result<Option<Parallel>, Refused> {
+    let serial =
+        threads < 2 || args.checkpoint.is_some() || args.resume.is_some() || args.record.is_some();
     if serial || args.input.is_empty() {
         return Ok(None);
     }
@@ -291,16 +316,44 @@ fn parallel_plan(args: &RunArgs, spec: &Spec, threads: usize) -> Result<Option<P
             _ => return Ok(None),
         }
     }
-    match files.as_slice() {
-        [(path, format)] => Ok(parts::plan(path, *format, threads)?.map(Parallel::Parts)),
-        _ => {
-            let (schema, _) = ops::timed_schema(args, spec);
-            let options = ReaderOptions {
-                max_step_gap: args.max_step_gap,
-            };
-            Ok(Some(Parallel::Inputs(inputs::Inputs::open(
-                &files, &schema, options,
-            )?)))
+    let options = ReaderOptions {
+        max_step_gap: args.max_step_gap,
+    };
+    match (args.time.is_some(), files.as_slice()) {
+        (true, [_]) => Ok(None),
+        (true, _) => {
+            if !inputs::same_time_form(&files, setup.schema, setup.time_cell, setup.unit) {
+                return Ok(None);
+            }
+            // A run says its first late rows, as many as a feed of every input says (its
+            // count is in the summary): the inputs' feeds share that budget.
+            let notify = super::timed::notices();
+            let said = Arc::new(std::sync::atomic::AtomicU64::new(0));
+            let late_said: crate::notice::Notify = Arc::new(move |n| {
+                let late = matches!(n, crate::notice::Notice::Late { .. });
+                if !late
+                    || said.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+                        < pipeline::LATE_ROWS_SAID
+                {
+                    notify(n);
+                }
+            });
+            let mut sources = Vec::with_capacity(files.len());
+            for file in &files {
+                sources.push(Some(input_source(args, spec, (setup, &late_said), file)?));
+            }
+            Ok(Some(Parallel::Timed(TimedInputs {
+                count: sources.len(),
+                sources,
+                stop_at: Arc::clone(stop_at),
+            })))
+        }
+        (false, [(path, format)]) => Ok(parts::plan(path, *format, threads)
+            .map_err(fail)?
+            .map(Parallel::Parts)),
+        (false, _) => {
+            let opened = inputs::Inputs::open(&files, setup.schema, options).map_err(fail)?;
+            Ok(Some(Parallel::Inputs(opened)))
         }
     }
 }
@@ -411,32 +464,32 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
     let (schema, time_cell) = ops::timed_schema(args, spec);
     let mut streaming = false;
     let log_lens: LogLens = Arc::default();
-    // A regular file without `--time` is read in parts by process 0's
-    // workers (`parts`); anything else by process 0's feed.
+    let setup = FeedSetup {
+        key: &key,
+        key_index,
+        inputs,
+        view: &view,
+        unit,
+        schema: &schema,
+        time_cell,
+        ticking: crate::time::Ticking {
+            start: origin,
+            max_gap,
+            on_gap,
+            max_ticks: args.max_ticks,
+        },
+        checkpoint: checkpoint.as_ref(),
+        resumed: resumed.as_ref(),
+        log_lens: &log_lens,
+    };
+    // Regular files are read in parallel by process 0's workers (`parts`) where the options
+    // allow it; anything else by process 0's feed.
+    let stop_at: Arc<StopAt> = Arc::default();
     let mut parts = match process {
-        0 => parallel_plan(args, spec, threads).map_err(fail)?,
+        0 => parallel_plan(args, spec, threads, (&setup, &stop_at))?,
         _ => None,
     };
-    let stop_at = Arc::new(std::sync::atomic::AtomicU64::new(u64::MAX));
     let source = if process == 0 && parts.is_none() {
-        let setup = FeedSetup {
-            key: &key,
-            key_index,
-            inputs,
-            view: &view,
-            unit,
-            schema: &schema,
-            time_cell,
-            ticking: crate::time::Ticking {
-                start: origin,
-                max_gap,
-                on_gap,
-                max_ticks: args.max_ticks,
-            },
-            checkpoint: checkpoint.as_ref(),
-            resumed: resumed.as_ref(),
-            log_lens: &log_lens,
-        };
         let (source, stream) = feed_source(args, spec, &setup)?;
         streaming = stream;
         Some(source)
@@ -494,6 +547,7 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
             readers.push(match parallel {
                 Parallel::Parts(p) => Box::new(p.reader(w, threads, setup)),
                 Parallel::Inputs(i) => Box::new(i.reader(w, threads, setup)),
+                Parallel::Timed(t) => Box::new(t.reader(w, threads)),
             });
         }
     }
@@ -580,6 +634,59 @@ struct FeedSetup<'a> {
     log_lens: &'a LogLens,
 }
 
+/// How process 0's feed (or an input's own, read in parallel) stamps and merges a keyed run's
+/// rows: the options' time field, lateness and malformed-row policy, each row a step of its own.
+fn feed_options(
+    args: &RunArgs,
+    spec: &Spec,
+    f: &FeedSetup<'_>,
+) -> Result<pipeline::FeedOptions, Refused> {
+    let unit = f.unit;
+    let lateness = match args.lateness.map(|l| (l, unit.duration(l))) {
+        None => 0,
+        Some((_, Some(ns))) => ns,
+        Some((l, None)) => return Err(fail(format!("--lateness {l}: not a duration"))),
+    };
+    Ok(pipeline::FeedOptions {
+        names: f.schema.names.clone(),
+        time_cell: f.time_cell,
+        unit,
+        lateness,
+        // A keyed row is one key's event: rows at one time stay apart.
+        separate: true,
+        malformed: args.on_malformed.into(),
+        idle_timeout: args.idle_timeout.map(std::time::Duration::from_secs_f64),
+        periods: Vec::new(),
+        start: None,
+        max_gap: None,
+        on_gap: f.ticking.on_gap,
+        max_ticks: args.max_ticks,
+        on_reset: (spec.checked().on_reset).unwrap_or(crate::lang::ast::ResetPolicy::Cancel),
+        // A rejected row is located by its source's position.
+        positions: true,
+        wall_clock: false,
+    })
+}
+
+/// The reader of one input with a time field through a feed of its own (`Parallel::Timed`).
+fn input_source(
+    args: &RunArgs,
+    spec: &Spec,
+    (f, late_said): (&FeedSetup<'_>, &crate::notice::Notify),
+    (path, format): &(String, TraceFormat),
+) -> Result<Source, Refused> {
+    let mut feed = Feed::new(feed_options(args, spec, f)?, late_said.clone());
+    let options = ReaderOptions {
+        max_step_gap: args.max_step_gap,
+    };
+    let opened =
+        trace::open_trace(path, *format, f.schema, options).map_err(|e| fail(e.to_string()))?;
+    feed.add_reader(path.clone(), opened.reader, *format);
+    let tally = Tally::new(args.on_malformed.into(), super::timed::notices());
+    let key = (f.key_index, f.key.to_string());
+    Ok(Source::new(feed, tally, key, (f.inputs, f.view.extra())))
+}
+
 /// Process 0's feed of every `--input` (files, standard input, live sources, a `tcp://`
 /// listener), stamped and merged, as the scaled run's reader, with its checkpoint barriers,
 /// replay log and resume position; and whether the input is a stream.
@@ -600,7 +707,6 @@ fn feed_source(args: &RunArgs, spec: &Spec, f: &FeedSetup<'_>) -> Result<(Source
     let crate::time::Ticking {
         start: origin,
         max_gap,
-        on_gap,
         ..
     } = ticking;
     let mut streaming = false;
@@ -617,33 +723,12 @@ fn feed_source(args: &RunArgs, spec: &Spec, f: &FeedSetup<'_>) -> Result<(Source
     // is lost): the rows a resumed run reads are new, untimed ones are
     // numbered on from the checkpoint, and there is no digest to check.
     let replayable = !args.input.iter().any(|i| i.starts_with("mqtt://"));
-    let c = spec.checked();
-    let lateness = match args.lateness.map(|l| (l, unit.duration(l))) {
-        None => 0,
-        Some((_, Some(ns))) => ns,
-        Some((l, None)) => return Err(fail(format!("--lateness {l}: not a duration"))),
-    };
-    let feed_on_gap = on_gap;
-    let feed_on_reset = c.on_reset.unwrap_or(crate::lang::ast::ResetPolicy::Cancel);
-    let feed_options = pipeline::FeedOptions {
-        names: schema.names.clone(),
-        time_cell,
-        unit,
-        lateness,
-        // A keyed row is one key's event: rows at one time stay apart.
-        separate: true,
-        malformed: args.on_malformed.into(),
-        idle_timeout: args.idle_timeout.map(std::time::Duration::from_secs_f64),
-        periods: Vec::new(),
-        start: None,
-        max_gap: None,
-        on_gap: feed_on_gap,
-        max_ticks: args.max_ticks,
-        on_reset: feed_on_reset,
-        // A rejected row is located by its source's position.
-        positions: true,
-        wall_clock: false,
-    };
+    let feed_options = feed_options(args, spec, f)?;
+    let (lateness, feed_on_gap, feed_on_reset) = (
+        feed_options.lateness,
+        feed_options.on_gap,
+        feed_options.on_reset,
+    );
     let mut feed = Feed::new(feed_options, super::timed::notices());
     let live_options = super::live::options(args, time_cell);
     let mut listener = None;
@@ -905,6 +990,10 @@ fn report(
             Some(Parallel::Inputs(i)) => super::say(format_args!(
                 "process {process}: {} inputs read in parallel by {threads} workers\n",
                 i.count()
+            )),
+            Some(Parallel::Timed(t)) => super::say(format_args!(
+                "process {process}: {} inputs read in parallel by {threads} workers, each through a feed of its own\n",
+                t.count
             )),
             None => {}
         }

@@ -22,7 +22,7 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// The late rows reported one by one (as notices) before only counting.
-const REPORTED: u64 = 10;
+pub(crate) const REPORTED: u64 = 10;
 
 /// How long a feed listens to each silent source in turn when every source
 /// left is silent.
@@ -339,9 +339,13 @@ impl Feed {
     }
 
     /// Where the row of source `source` a step took last is, for messages
-    /// (`file:LINE:1`, or `name: row N`).
+    /// (`file:LINE:1`, or `name: row N`); empty when the feed does not keep it or has no such
+    /// source.
     pub fn taken_at(&self, source: usize) -> String {
-        let src = &self.sources[source];
+        // A replay's steps name sources its feed may not read.
+        let Some(src) = self.sources.get(source) else {
+            return String::new();
+        };
         src.taken
             .location
             .map_or_else(String::new, |at| at.show(&src.name))

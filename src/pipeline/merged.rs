@@ -311,18 +311,19 @@ impl MergedRun<'_> {
             match flow {
                 Flow::Go => {}
                 Flow::Rejected(e) => {
+                    // A log's rows were not read by a trace reader: a value
+                    // of the wrong type there is a malformed log, not a bug.
+                    if let Some(log) = &self.replaying {
+                        let at = format!("time {}", shown());
+                        let message =
+                            format!("{log}: the log's row at {at} does not fit the inputs: {e}");
+                        return stop(writer, End::Stopped(message.to_string(), Ended::Trace));
+                    }
                     // Where the row is, when the feed kept it (`FeedOptions::positions`).
                     let at = source
                         .map(|s| feed.live.taken_at(s))
                         .filter(|at| !at.is_empty())
                         .unwrap_or_else(|| format!("time {}", shown()));
-                    // A log's rows were not read by a trace reader: a value
-                    // of the wrong type there is a malformed log, not a bug.
-                    if let Some(log) = &self.replaying {
-                        let message =
-                            format!("{log}: the log's row at {at} does not fit the inputs: {e}");
-                        return stop(writer, End::Stopped(message.to_string(), Ended::Trace));
-                    }
                     if !skip_rejected(self.malformed, &self.notify, &at, &e, &mut self.counts) {
                         // A row without its key is the input's fault, located; any other
                         // rejected value got past a reader, a bug.

@@ -21,7 +21,6 @@ use crate::notice::Notice;
 use crate::pipeline::drive::Ended;
 use crate::row::RowError;
 use crate::trace::{self, InputSchema, ReaderOptions, RowReader, TraceFormat};
-use std::sync::atomic::Ordering;
 
 /// The inputs of a run, opened, for process 0's workers to read in parallel.
 pub(crate) struct Inputs {
@@ -87,6 +86,7 @@ impl Inputs {
             inputs,
             setup,
             read: 0,
+            stopped_at: (u64::MAX, u64::MAX),
         }
     }
 }
@@ -99,6 +99,8 @@ pub(crate) struct InputsReader {
     setup: PartSetup,
     /// Rows the readers gave (a row without its key included).
     read: u64,
+    /// Where it stopped the run, if it did.
+    stopped_at: (u64, u64),
 }
 
 impl InputsReader {
@@ -116,8 +118,9 @@ impl InputsReader {
     }
 
     /// Stops the run at `time`: the writer writes no row at or after it.
-    fn stop(&self, time: u64, message: String, exit: Ended) -> Fill {
-        self.setup.stop_at.fetch_min(time, Ordering::SeqCst);
+    fn stop(&mut self, time: u64, message: String, exit: Ended) -> Fill {
+        self.stopped_at = (time, time);
+        self.setup.stop_at.stop((time, time));
         Fill::Stopped(message, exit)
     }
 }
@@ -130,7 +133,7 @@ impl Reading for InputsReader {
                 return Fill::Ended;
             };
             let time = self.next_time(&self.inputs[i]);
-            if time >= self.setup.stop_at.load(Ordering::Relaxed) {
+            if self.setup.stop_at.passed((time, time)) {
                 // Another reader stopped the run at an earlier row.
                 return Fill::Ended;
             }
@@ -212,6 +215,10 @@ impl Reading for InputsReader {
             .map_or(u64::MAX, |i| self.next_time(&self.inputs[i]))
     }
 
+    fn stopped_at(&self) -> (u64, u64) {
+        self.stopped_at
+    }
+
     fn read(&self) -> ReadCounts {
         let t = &self.setup.tally;
         ReadCounts {
@@ -221,4 +228,43 @@ impl Reading for InputsReader {
             sources: self.inputs.len(),
         }
     }
+}
+
+/// Rows read from an input's start to find how it writes its times.
+const FORM_PROBE_ROWS: usize = 1000;
+
+/// Whether every input's first time (within its first rows) is written the same way, as numbers
+/// in `unit` or as RFC 3339 dates. A run writes every time as the first one it read was written,
+/// which process 0's feed reads from the inputs in their order; inputs read apart each learn it
+/// from their own first row, so they may be read apart only when the ways agree.
+pub(crate) fn same_time_form(
+    inputs: &[(String, TraceFormat)],
+    schema: &InputSchema,
+    time_cell: Option<usize>,
+    unit: crate::time::TimeUnit,
+) -> bool {
+    let Some(cell) = time_cell else {
+        return true;
+    };
+    let mut forms = Vec::with_capacity(inputs.len());
+    for (path, format) in inputs {
+        let Ok(opened) = trace::open_trace(path, *format, schema, ReaderOptions::default()) else {
+            return false;
+        };
+        let mut reader = opened.reader;
+        let mut cells = vec![None; schema.names.len()];
+        let form = (0..FORM_PROBE_ROWS).find_map(|_| match reader.next_row(&mut cells) {
+            Ok(true) => cells[cell]
+                .as_ref()
+                .and_then(|v| crate::time::Time::from_value(v, unit).ok())
+                .map(|(_, form)| Some(form)),
+            // The end, or a row that does not read: look no further.
+            Ok(false) | Err(_) => Some(None),
+        });
+        match form.flatten() {
+            Some(f) => forms.push(f),
+            None => return false,
+        }
+    }
+    forms.windows(2).all(|w| w[0] == w[1])
 }

@@ -31,6 +31,7 @@ pub(crate) mod peers;
 pub(crate) mod run;
 mod scaled;
 pub(crate) mod source;
+pub(crate) mod timed_inputs;
 
 pub use run::{MAX_PROCESSES, MAX_TOTAL_WORKERS, MAX_WORKERS, install_quiet_panics};
 pub use scaled::{Failed, Finished, ScaledRun};

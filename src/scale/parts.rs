@@ -10,14 +10,13 @@
 //! each worker when a time is complete. A run without `--time` only: a row's time field would
 //! be its stamp, and a late row's re-stamping depends on every row before it.
 
-use super::source::{Fill, ReadCounts, Reading, Tally};
+use super::source::{Fill, ReadCounts, Reading, StopAt, Tally};
 use super::{Event, StampedRow};
 use crate::notice::Notice;
 use crate::pipeline::drive::Ended;
 use crate::row::RowError;
 use crate::trace::{self, InputSchema, ReaderOptions, RowReader, TraceFormat, TracePosition};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The rows a part may hold: its rows' times are `k << 32 | i`.
 const PART_ROWS: u64 = 1 << 32;
@@ -80,6 +79,7 @@ impl Parts {
             row: 0,
             setup,
             read: 0,
+            stopped_at: (u64::MAX, u64::MAX),
         }
     }
 }
@@ -94,7 +94,7 @@ pub(crate) struct PartSetup {
     pub(crate) key_index: usize,
     pub(crate) key_name: String,
     pub(crate) cells: usize,
-    pub(crate) stop_at: Arc<AtomicU64>,
+    pub(crate) stop_at: Arc<StopAt>,
 }
 
 /// One worker's parts of the trace, read one after another.
@@ -111,6 +111,8 @@ pub(crate) struct PartReader {
     setup: PartSetup,
     /// Rows the reader gave (a row without its key included).
     read: u64,
+    /// Where it stopped the run, if it did.
+    stopped_at: (u64, u64),
 }
 
 impl PartReader {
@@ -125,7 +127,7 @@ impl PartReader {
         let Some(&(k, at, end)) = self.parts.get(self.next) else {
             return Ok(false);
         };
-        if k * PART_ROWS >= self.setup.stop_at.load(Ordering::SeqCst) {
+        if self.setup.stop_at.passed((k * PART_ROWS, k * PART_ROWS)) {
             return Ok(false);
         }
         let s = &self.setup;
@@ -139,9 +141,10 @@ impl PartReader {
 
     /// Stops the run at the row about to be read (`time`): no reader reads
     /// a later part, and the writer writes no row at or after it.
-    fn stop(&self, message: String, exit: Ended) -> Fill {
+    fn stop(&mut self, message: String, exit: Ended) -> Fill {
         let time = self.part() * PART_ROWS + self.row;
-        self.setup.stop_at.fetch_min(time, Ordering::SeqCst);
+        self.stopped_at = (time, time);
+        self.setup.stop_at.stop((time, time));
         Fill::Stopped(message, exit)
     }
 }
@@ -158,7 +161,8 @@ impl Reading for PartReader {
                 }
             }
             let part = self.part();
-            if part * PART_ROWS + self.row >= self.setup.stop_at.load(Ordering::Relaxed) {
+            let time = part * PART_ROWS + self.row;
+            if self.setup.stop_at.passed((time, time)) {
                 // Another reader stopped the run at an earlier row.
                 return Fill::Ended;
             }
@@ -239,6 +243,10 @@ impl Reading for PartReader {
             (None, Some(&(k, ..))) => k * PART_ROWS,
             (None, None) => u64::MAX,
         }
+    }
+
+    fn stopped_at(&self) -> (u64, u64) {
+        self.stopped_at
     }
 
     fn read(&self) -> ReadCounts {

@@ -270,7 +270,7 @@ impl ScaledRun {
             live_sink: false,
             log_lens: Arc::default(),
             stop: std::sync::atomic::AtomicBool::new(false),
-            stop_at: Arc::new(std::sync::atomic::AtomicU64::new(u64::MAX)),
+            stop_at: Arc::default(),
             unit_form: TimeForm::Number(unit),
             timed,
             notify,

@@ -52,6 +52,12 @@ pub(crate) struct Source {
     pub(crate) inputs: usize,
     /// The undeclared `--pass` fields read after the inputs.
     pub(crate) extra: usize,
+    /// Added to every row's position: an input's rows numbered apart from the others' when
+    /// each input has a source of its own (`timed_inputs`).
+    pub(crate) seq_base: u64,
+    /// Where the row that stopped the source was, when the monitor would reject it (a row
+    /// without its key): (time, position).
+    pub(crate) rejected: Option<(u64, u64)>,
 }
 
 /// A reader's counts, and what it does with a row the monitor would reject (a missing key).
@@ -108,6 +114,11 @@ pub(crate) trait Reading: Send + 'static {
     fn frontier(&self) -> u64;
     /// What it read, so far.
     fn read(&self) -> ReadCounts;
+    /// Where it stopped the run, (time, position), when it did: of several readers that
+    /// stopped it, the earliest's error is the run's.
+    fn stopped_at(&self) -> (u64, u64) {
+        (0, 0)
+    }
 }
 
 impl Reading for Source {
@@ -127,6 +138,45 @@ impl Reading for Source {
             late: feed.late(),
             sources: feed.source_names().count(),
         }
+    }
+}
+
+/// Where a reader stopped the run: the least row position (time, then position) at which one
+/// did. The writer writes no row at or after it, as a single-process run writes nothing after
+/// its error; the readers read no further than it.
+#[derive(Debug)]
+pub(crate) struct StopAt {
+    /// The stop's time: a row of an earlier time is before it, whatever its position (every
+    /// row's check, without the lock).
+    time: std::sync::atomic::AtomicU64,
+    at: Mutex<(u64, u64)>,
+}
+
+impl Default for StopAt {
+    fn default() -> StopAt {
+        StopAt {
+            time: std::sync::atomic::AtomicU64::new(u64::MAX),
+            at: Mutex::new((u64::MAX, u64::MAX)),
+        }
+    }
+}
+
+impl StopAt {
+    /// Stops the run at `at` (time, position), unless it stopped earlier.
+    pub(crate) fn stop(&self, at: (u64, u64)) {
+        let mut held = self.at.lock().unwrap_or_else(PoisonError::into_inner);
+        if at < *held {
+            *held = at;
+            self.time.store(at.0, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    /// Whether the row at `at` (time, position) is at or after the stop.
+    pub(crate) fn passed(&self, at: (u64, u64)) -> bool {
+        if at.0 < self.time.load(std::sync::atomic::Ordering::Relaxed) {
+            return false;
+        }
+        at >= *self.at.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -189,6 +239,8 @@ impl Source {
             key_name: key.1,
             inputs: cells.0,
             extra: cells.1,
+            seq_base: 0,
+            rejected: None,
         }
     }
 
@@ -243,11 +295,14 @@ impl Source {
                     input: self.key_name.clone(),
                 };
                 match self.reject(&e) {
-                    Some(stop) => return stop,
+                    Some(stop) => {
+                        self.rejected = Some((time, self.seq_base + self.seq));
+                        return stop;
+                    }
                     None => continue,
                 }
             }
-            let seq = self.seq;
+            let seq = self.seq_base + self.seq;
             self.seq += 1;
             if skipped {
                 self.digest_row(time);

@@ -514,3 +514,135 @@ fn several_inputs_are_read_in_parallel_and_give_the_single_process_output() {
         }
     }
 }
+
+/// `count` rows of JSON lines for the scale SPEC with a time field `ts` that mostly rises, every
+/// 41st row one behind (a late row within `--lateness 2`), from a seed of its own.
+fn timed_trace(seed: u64, count: usize) -> String {
+    let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let (mut text, mut ts) = (String::new(), 0u64);
+    for i in 0..count {
+        ts += next() % 3;
+        let t = if i % 41 == 20 {
+            ts.saturating_sub(1)
+        } else {
+            ts
+        };
+        let temp = 35.0 + (next() % 800) as f64 / 100.0;
+        text.push_str(&format!(
+            "{{\"host\":\"h{}\",\"temp\":{temp},\"ts\":{t}}}\n",
+            next() % 37
+        ));
+    }
+    text
+}
+
+/// Issue 35: several `--input`s with `--time` are read in parallel, each by one of process 0's
+/// workers through a feed of its own (a late row's re-stamping depends only on its own input),
+/// and the output is the single-process run's byte for byte: rows of one time from several
+/// inputs, late rows, a row too late for `--lateness`, a malformed row, a row without its key,
+/// two inputs that each stop the run (the earlier in the merge's order is the run's error), on
+/// 2 and 3 workers. Inputs whose times are written differently are read through process 0's
+/// feed, which writes every time as the first it read.
+#[test]
+fn several_timed_inputs_are_read_in_parallel_and_give_the_single_process_output() {
+    let dir = test_dir("scale_combos", "timed_inputs");
+    let spec = write(&dir, "spec.dsrv", SPEC);
+    let texts: Vec<String> = (0..3)
+        .map(|i| timed_trace(7 + i, [3_000, 2_000, 2_500][i as usize]))
+        .collect();
+    let good: Vec<String> = (0..3)
+        .map(|i| write(&dir, &format!("in{i}.jsonl"), texts[i].clone()))
+        .collect();
+    let edit = |name: &str, i: usize, at: usize, line: &str| {
+        let mut l: Vec<&str> = texts[i].lines().collect();
+        l[at] = line;
+        write(&dir, name, l.join("\n") + "\n")
+    };
+    let too_late = edit(
+        "too_late.jsonl",
+        0,
+        1_500,
+        "{\"host\":\"h1\",\"temp\":36.0,\"ts\":1}",
+    );
+    let bad_type = edit(
+        "bad.jsonl",
+        1,
+        1_200,
+        "{\"host\":\"h1\",\"temp\":\"hot\",\"ts\":99999}",
+    );
+    let keyless = edit("keyless.jsonl", 2, 700, "{\"temp\":36.0,\"ts\":99999}");
+    let dates = write(
+        &dir,
+        "dates.jsonl",
+        "{\"host\":\"h1\",\"temp\":36.0,\"ts\":\"1970-01-01T00:00:01Z\"}\n",
+    );
+    let cases: Vec<(Vec<&str>, &[&str])> = vec![
+        (vec![&good[0], &good[1], &good[2]], &["--summary"]),
+        (vec![&too_late, &good[1], &good[2]], &[]),
+        (vec![&good[0], &bad_type, &good[2]], &[]),
+        (
+            vec![&good[0], &bad_type, &good[2]],
+            &["--on-malformed", "warn"],
+        ),
+        (vec![&good[0], &good[1], &keyless], &[]),
+        (vec![&good[2], &keyless, &bad_type, &too_late], &[]),
+        (vec![&good[0], &dates], &[]),
+    ];
+    for (inputs, extra) in &cases {
+        let mut base = vec![
+            "run",
+            &spec,
+            "--key",
+            "host",
+            "--time",
+            "ts",
+            "--lateness",
+            "2",
+            "--output",
+            "csv",
+        ];
+        for i in inputs {
+            base.extend(["--input", i]);
+        }
+        base.extend(*extra);
+        let want = outcome(&base);
+        for workers in ["2", "3"] {
+            let got = outcome(&[&base[..], &["--workers", workers, "--stats"]].concat());
+            // `--stats` is printed at a run's end (a stopped run says its error instead).
+            if got.0 == Some(0) {
+                let parallel = got.2.contains("inputs read in parallel");
+                let dated = inputs.contains(&dates.as_str());
+                assert_eq!(parallel, !dated, "{inputs:?}: {}", got.2);
+            }
+            assert!(
+                got.0 == want.0 && got.1 == want.1,
+                "{inputs:?} {extra:?} on {workers} workers: {} against {}",
+                got.2,
+                want.2
+            );
+            // The errors, the dropped rows' warnings and the summary are the single-process
+            // run's; of the late rows, as many are said.
+            let said = |e: &str| -> (Vec<String>, usize) {
+                let mut l: Vec<String> = e
+                    .lines()
+                    .filter(|l| {
+                        ["error", "warning", "summary"]
+                            .iter()
+                            .any(|w| l.starts_with(w))
+                    })
+                    .filter(|l| !l.contains("a late row"))
+                    .map(String::from)
+                    .collect();
+                l.sort_unstable();
+                (l, e.lines().filter(|l| l.contains("a late row")).count())
+            };
+            assert_eq!(said(&got.2), said(&want.2), "{inputs:?} {extra:?}");
+        }
+    }
+}

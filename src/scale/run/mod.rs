@@ -35,7 +35,7 @@ use crate::pipeline::checkpoint::barrier;
 use crate::pipeline::drive::Ended;
 use crate::pipeline::sink::{Columns, TriggerTally};
 use crate::row::StepError;
-use crate::scale::source::{Fill, LogLens, ReadCounts, Reading};
+use crate::scale::source::{Fill, LogLens, ReadCounts, Reading, StopAt};
 use crate::scale::{Evaluated, Event, keyed_monitors};
 use crate::time::{Time, TimeForm};
 use crate::trace::{self, OutputFormat, OutputWriter};
@@ -59,8 +59,8 @@ struct Outcome {
     fired: u64,
     /// The trace error that ended the input (reported after the outputs).
     trace: Option<(String, Ended)>,
-    /// The time of the row that error stopped at (readers of parts).
-    trace_at: u64,
+    /// Where the reader that error stopped stopped the run (several readers).
+    trace_at: (u64, u64),
     /// A key stopped by a runtime error (status 3).
     runtime: bool,
     /// A rejected row, or a failure of the writer or a checkpoint.
@@ -110,7 +110,7 @@ pub(crate) struct Plan {
     /// The least time at which a reader of parts stopped the run (a
     /// malformed row): nothing at or after it is written, as a
     /// single-process run writes nothing after its error.
-    pub stop_at: Arc<std::sync::atomic::AtomicU64>,
+    pub stop_at: Arc<StopAt>,
     /// How times are written (rows without `--time` stand at their index in this unit).
     pub unit_form: TimeForm,
     /// Whether rows carry their time (`--time`): their lines show it.
@@ -307,10 +307,9 @@ pub(crate) fn execute(launch: Launch) -> Result<Finished, Failed> {
             };
             if let Some(source) = source {
                 let stopped = feed(worker, &mut input, &probe, source, &plan, &outcome);
-                if let Some(s) = stopped {
-                    // Of readers of parts, the one that stopped first in
-                    // the file's order (the least time) is the run's.
-                    let at = plan.stop_at.load(std::sync::atomic::Ordering::SeqCst);
+                if let Some((s, at)) = stopped {
+                    // Of several readers, the one that stopped first in the
+                    // output's order is the run's.
                     let mut o = outcome.lock().unwrap_or_else(PoisonError::into_inner);
                     if o.trace.is_none() || o.trace_at > at {
                         o.trace = Some(s);
@@ -418,8 +417,8 @@ struct Batch {
     events: Vec<Event>,
     frontier: u64,
     end: Option<Option<(String, Ended)>>,
-    /// On the last batch: what the reader read.
-    read: Option<ReadCounts>,
+    /// On the last batch: what the reader read, and where it stopped the run if it did.
+    read: Option<(ReadCounts, (u64, u64))>,
 }
 
 /// The source loop of process 0's first worker. The trace is read on a
@@ -434,7 +433,7 @@ fn feed(
     mut source: Box<dyn Reading>,
     plan: &Plan,
     outcome: &Mutex<Outcome>,
-) -> Option<(String, Ended)> {
+) -> Option<((String, Ended), (u64, u64))> {
     let batch_rows = if plan.streaming { 1 } else { BATCH_ROWS };
     let workers = plan.total_workers;
     let (tx, rx) = std::sync::mpsc::sync_channel::<Batch>(BATCHES_IN_FLIGHT);
@@ -449,7 +448,7 @@ fn feed(
                     Fill::Stopped(message, exit) => Some(Some((message, exit))),
                 };
                 let last = end.is_some();
-                let read = last.then(|| source.read());
+                let read = last.then(|| (source.read(), source.stopped_at()));
                 let batch = Batch {
                     events,
                     frontier: source.frontier(),
@@ -462,10 +461,8 @@ fn feed(
             }
         });
     if let Err(e) = spawned {
-        return Some((
-            format!("cannot start the trace reader: {e}"),
-            Ended::Failure,
-        ));
+        let message = format!("cannot start the trace reader: {e}");
+        return Some(((message, Ended::Failure), (0, 0)));
     }
     let mut in_flight: VecDeque<u64> = VecDeque::new();
     let limit = if plan.streaming { 0 } else { BATCHES_IN_FLIGHT };
@@ -482,10 +479,8 @@ fn feed(
                 continue;
             }
             Err(std::sync::mpsc::TryRecvError::Disconnected) => {
-                return Some((
-                    "the trace reader stopped unexpectedly".into(),
-                    Ended::Failure,
-                ));
+                let message = "the trace reader stopped unexpectedly".to_string();
+                return Some(((message, Ended::Failure), (0, 0)));
             }
         };
         if let Some(first) = batch.events.first() {
@@ -500,12 +495,14 @@ fn feed(
             in_flight.push_back(last);
         }
         if let Some(end) = batch.end {
-            if let Some(read) = batch.read {
+            let mut stopped_at = (0, 0);
+            if let Some((read, at)) = batch.read {
                 // Every reader's rows (several read a file in parts).
                 let mut o = outcome.lock().unwrap_or_else(PoisonError::into_inner);
                 *o.read.get_or_insert_default() += read;
+                stopped_at = at;
             }
-            return end;
+            return end.map(|e| (e, stopped_at));
         }
         input.advance_to(batch.frontier.max(*input.time()));
         input.flush();

@@ -449,10 +449,11 @@ impl PieceWriter {
         mut out: Option<&mut Sink>,
         mut alerts: Option<&mut Sink>,
     ) -> io::Result<()> {
-        let stop_at = self.plan.stop_at.load(std::sync::atomic::Ordering::SeqCst);
+        let stop_at = &self.plan.stop_at;
         for &next in ready {
             if let Next::Row { chunk, row } = next
-                && self.chunks[chunk].0.rows[row].time >= stop_at
+                && let r = &self.chunks[chunk].0.rows[row]
+                && stop_at.passed((r.time, r.seq))
             {
                 // A reader of parts stopped the run there.
                 self.stopped = true;
