@@ -154,26 +154,12 @@ impl Reading for InputsReader {
                     m.reader = None;
                     continue;
                 }
-                Err(e)
-                    if crate::pipeline::droppable(
-                        self.setup.tally.malformed,
-                        &e,
-                        reader.as_ref(),
-                    ) =>
-                {
-                    // A malformed row dropped (`--on-malformed skip|warn`): read, skipped,
-                    // and with `warn` said; it takes no index, as in the feed.
-                    self.setup.tally.add_read(1, 1);
-                    if self.setup.tally.malformed == crate::pipeline::Malformed::Warn {
-                        (self.setup.tally.notify)(Notice::Skipped(e.to_string()));
-                    }
-                    continue;
-                }
                 Err(e) => {
-                    let stop = crate::pipeline::Stop::of_trace(&e);
-                    let exit = match stop.kind {
-                        crate::pipeline::StopKind::Trace => Ended::Trace,
-                        crate::pipeline::StopKind::Failure => Ended::Failure,
+                    // A malformed row dropped (`--on-malformed skip|warn`) takes no index, as
+                    // in the feed.
+                    let Some((message, exit)) = self.setup.tally.malformed_row(&e, reader.as_ref())
+                    else {
+                        continue;
                     };
                     // The feed reads an input's next row as soon as it gave the one before
                     // (the merge needs every input's next time), and every input's first
@@ -183,7 +169,7 @@ impl Reading for InputsReader {
                         Some(before) => before * total + m.index + 1,
                         None => 0,
                     };
-                    return self.stop(at, stop.message, exit);
+                    return self.stop(at, message, exit);
                 }
             }
             // The row takes its index, with its key or without.

@@ -189,29 +189,11 @@ impl Reading for PartReader {
                     }
                     continue;
                 }
-                Err(e)
-                    if crate::pipeline::droppable(
-                        self.setup.tally.malformed,
-                        &e,
-                        reader.as_ref(),
-                    ) =>
-                {
-                    // A malformed row dropped (`--on-malformed skip|warn`):
-                    // read, skipped, and with `warn` said.
-                    self.setup.tally.add_read(1, 1);
-                    if self.setup.tally.malformed == crate::pipeline::Malformed::Warn {
-                        (self.setup.tally.notify)(Notice::Skipped(e.to_string()));
-                    }
-                    continue;
-                }
-                Err(e) => {
-                    let stop = crate::pipeline::Stop::of_trace(&e);
-                    let exit = match stop.kind {
-                        crate::pipeline::StopKind::Trace => Ended::Trace,
-                        crate::pipeline::StopKind::Failure => Ended::Failure,
-                    };
-                    return self.stop(stop.message, exit);
-                }
+                Err(e) => match self.setup.tally.malformed_row(&e, reader.as_ref()) {
+                    // A malformed row dropped (`--on-malformed skip|warn`).
+                    None => continue,
+                    Some((message, exit)) => return self.stop(message, exit),
+                },
             }
             if cells[self.setup.key_index].is_none() {
                 let at = crate::pipeline::row_location(&self.path, reader.as_ref(), true, 0);

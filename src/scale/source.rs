@@ -7,7 +7,7 @@ use super::{Event, StampedRow, timely_time};
 use crate::notice::{Notice, Notify};
 use crate::pipeline::drive::Ended;
 use crate::pipeline::merged::Record;
-use crate::pipeline::{self, Feed, Malformed, StopKind};
+use crate::pipeline::{self, Feed, Malformed};
 use crate::time::TimeForm;
 use crate::value::Value;
 use std::path::Path;
@@ -85,6 +85,24 @@ impl Tally {
     pub(crate) fn add_read(&mut self, rows: u64, skipped: u64) {
         self.rows_read += rows;
         self.skipped += skipped;
+    }
+
+    /// The error `e` of `reader`'s next row: `None` when the policy drops the row (read,
+    /// skipped, and with `warn` said), else the run's stop, its message and whose fault it is.
+    pub(crate) fn malformed_row(
+        &mut self,
+        e: &crate::trace::TraceError,
+        reader: &dyn crate::trace::RowReader,
+    ) -> Option<(String, Ended)> {
+        if pipeline::droppable(self.malformed, e, reader) {
+            self.add_read(1, 1);
+            if self.malformed == Malformed::Warn {
+                (self.notify)(Notice::Skipped(e.to_string()));
+            }
+            return None;
+        }
+        let stop = pipeline::Stop::of_trace(e);
+        Some((stop.message, stop.kind.into()))
     }
 
     /// A row the monitor rejected (`at` locates it): `true` when the policy drops it (and, with
@@ -343,13 +361,7 @@ impl Source {
                 Ok(()) => Fill::Ended,
                 Err(message) => Fill::Stopped(message, Ended::Failure),
             }),
-            Err(stop) => {
-                let exit = match stop.kind {
-                    StopKind::Trace => Ended::Trace,
-                    StopKind::Failure => Ended::Failure,
-                };
-                Some(Fill::Stopped(stop.message, exit))
-            }
+            Err(stop) => Some(Fill::Stopped(stop.message, stop.kind.into())),
         }
     }
 
@@ -407,11 +419,9 @@ impl Source {
             Ok(Some(_)) => Ok(()),
             Ok(None) => record.finish(form),
             Err(stop) => {
-                let exit = match stop.kind {
-                    StopKind::Trace => Ended::Trace,
-                    StopKind::Failure => Ended::Failure,
-                };
-                let event = pipeline::log::Event::Stop(stop.message.clone(), exit as u8);
+                // The log records the exit status the run stops with.
+                let status = Ended::from(stop.kind).status();
+                let event = pipeline::log::Event::Stop(stop.message.clone(), status);
                 record
                     .write(&event, form)
                     .and_then(|()| record.finish(form))

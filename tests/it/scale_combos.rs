@@ -646,3 +646,56 @@ fn several_timed_inputs_are_read_in_parallel_and_give_the_single_process_output(
         }
     }
 }
+
+/// A scaled run's replay log records the exit status its run stopped with, as a single-process
+/// run's does: the logs of a run stopped by a malformed row are the same byte for byte, and a
+/// replay of either stops with status 4. (The move of the scaled run into the library wrote the
+/// stop's kind as its enum's index, 0, instead of the status, 4, until this test.)
+#[test]
+fn a_scaled_replay_log_records_the_status_the_run_stopped_with() {
+    let dir = test_dir("scale_combos", "record_stop");
+    let spec = write(&dir, "spec.dsrv", SPEC);
+    let mut lines: Vec<String> = trace(2_000, 40).lines().map(String::from).collect();
+    lines[1_234] = "{\"host\":\"h1\",\"temp\":\"hot\",\"ts\":411}".into();
+    let input = write(&dir, "t.jsonl", lines.join("\n") + "\n");
+    let log = |name: &str, extra: &[&str]| {
+        let path = dir.join(name).to_str().unwrap().to_string();
+        let args = [
+            &[
+                "run", &spec, "--input", &input, "--key", "host", "--time", "ts",
+            ][..],
+            &["--output-file", "/dev/null", "--record", &path],
+            extra,
+        ]
+        .concat();
+        let o = run(&args);
+        assert_eq!(
+            o.status.code(),
+            Some(4),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        path
+    };
+    let single = log("single.log", &[]);
+    let scaled = log("scaled.log", &["--workers", "2"]);
+    let text = |p: &str| std::fs::read_to_string(p).unwrap();
+    let last = text(&single).lines().last().map(String::from);
+    assert!(
+        last.as_deref()
+            .is_some_and(|l| l.starts_with("{\"status\":4,")),
+        "{last:?}"
+    );
+    assert_eq!(text(&scaled).lines().last(), text(&single).lines().last());
+    assert!(
+        text(&scaled) == text(&single),
+        "the scaled run's log differs from the single-process run's"
+    );
+    let replay = run(&["replay", &spec, &scaled, "--output", "csv"]);
+    assert_eq!(
+        replay.status.code(),
+        Some(4),
+        "{}",
+        String::from_utf8_lossy(&replay.stderr)
+    );
+}
