@@ -167,6 +167,42 @@ fn build(stages: &Stages, plan: &Plan, split: &WholeSplit) {
 }
 
 impl Engine {
+    /// Whether `auto` starts a keyed monitor of `plan` keyed by `key` on the
+    /// canonical tier and moves every key to native code built on a
+    /// background thread (`keyed::tier_up`): where it would build the
+    /// whole-row kernel at once (every stream scalar, no periods, Cranelift
+    /// here). The packed layout of the keys' runs depends on the engine's
+    /// regions, so the engine is built whole on that thread, and the
+    /// monitor converts every key's run at the switch.
+    pub fn keyed_tiers_up(plan: &Plan, requested: Tier, key: Option<crate::lang::check::StreamId>) -> bool {
+        requested == Tier::Auto
+            && !plan.is_timed()
+            && jit::available().is_ok()
+            && crate::fusion::lower::whole_row_eligible_keyed(plan, key)
+                .and_then(|()| crate::fusion::lower::whole_row_split(plan, key))
+                .is_ok()
+    }
+
+    /// Replaces why the tier was picked (a keyed monitor's engine on the
+    /// canonical tier until its own tier-up).
+    pub(crate) fn set_why(&mut self, why: String) {
+        self.why = why;
+    }
+
+    /// Makes this engine (built on a background thread) the one that
+    /// replaces `old` after `at_row` rows: its counters carry `old`'s over,
+    /// and its stats say when the switch happened and what the build took.
+    pub(crate) fn take_over_from(&mut self, old: &Engine, at_row: u64) {
+        let (lowering_time, compile_time) = (self.stats.lowering_time, self.stats.compile_time);
+        self.stats.absorb(&old.stats);
+        self.stats.tier_up = Some(TierUpStats {
+            quickened_at_row: at_row,
+            native_at_row: Some(at_row),
+            lowering_time,
+            compile_time,
+        });
+    }
+
     /// Whether `auto` starts this engine on the canonical tier and tiers up
     /// (it picked the whole-row kernel for a plain, unkeyed monitor, and
     /// Cranelift runs here). A keyed monitor builds at once, since it
@@ -356,6 +392,16 @@ impl Engine {
                 "{}; quickened from row {} on, while native code compiles on a background thread",
                 self.why,
                 up.quickened_at_row + 1
+            ),
+            // A keyed monitor moves from the canonical tier to the engine
+            // built whole on a background thread in one switch.
+            (None, Some(up)) if up.native_at_row == Some(up.quickened_at_row) => format!(
+                "{}; canonical for the first {} rows, then every key moved to this tier (built \
+                 on a background thread: lowering {:.1} ms, native compile {:.1} ms)",
+                self.why,
+                up.quickened_at_row,
+                up.lowering_time.as_secs_f64() * 1e3,
+                up.compile_time.as_secs_f64() * 1e3
             ),
             (None, Some(up)) => {
                 let native = match up.native_at_row {
