@@ -436,29 +436,22 @@ fn programs_compiled_together_run_as_each_alone() {
 fn window_instructions_agree_with_the_state_machine() {
     use scalar_ir::window::{Elem, Read};
     for shape in window_shapes() {
-        let ty = match shape.elem {
-            Elem::Int => "i64",
-            Elem::Float => "f64",
-            _ => "b1",
-        };
-        let out = match scalar_ir::window::result_elem(shape.agg, shape.elem) {
-            Elem::Int => "i64",
-            Elem::Float => "f64",
-            _ => "b1",
-        };
+        let [ty, out] = window_types(shape);
         let words = shape.words();
-        let text = format!(
-            "program inputs=1 env=1 state=0 sites=1 windows={}\nblock0:\n    guard_input 0, {ty}, 0\n    v0 = load_input.{ty} 0\n    v1 = window.{out} 1, {:#x}, v0, site0\n    store_env.{out} 0, v1\n    return\n",
-            words + 1,
-            shape.encode()
+        let WindowRig {
+            code,
+            h,
+            mut quick,
+            mut a,
+            mut b,
+        } = window_rig(
+            shape,
+            1,
+            &format!(
+                "guard_input 0, {ty}, 0\nv0 = load_input.{ty} 0\nv1 = window.{out} 1, {:#x}, v0, site0\nstore_env.{out} 0, v1",
+                shape.encode()
+            ),
         );
-        let prog = scalar_ir::parse(&text).unwrap();
-        assert_eq!(scalar_ir::print(&prog), text);
-        let mut m = jit::JitModule::new().unwrap();
-        let h = m.compile_row(&prog).unwrap();
-        let code = m.finalize().unwrap();
-        let mut quick = QuickCode::compile(&prog).unwrap();
-        let (mut a, mut b) = (FrameBuffers::new(&prog.decl), FrameBuffers::new(&prog.decl));
         let mut reference = vec![0u64; words];
         let values: [u64; 6] = match shape.elem {
             Elem::Int => [i64::MAX as u64, 1, (-5i64) as u64, 7, 7, 0],
@@ -468,11 +461,7 @@ fn window_instructions_agree_with_the_state_machine() {
         for (step, &bits) in values.iter().chain(&values[..1]).enumerate() {
             // The last row repeats step 5: its value does not enter.
             let step = step.min(5) as u64;
-            let slot = match shape.elem {
-                Elem::Int => Slot::I64(bits as i64),
-                Elem::Float => Slot::F64(f64::from_bits(bits)),
-                _ => Slot::B1(bits != 0),
-            };
+            let slot = elem_slot(shape.elem, bits);
             for f in [&mut a, &mut b] {
                 f.set_input(0, slot);
                 f.step = step;
@@ -524,6 +513,63 @@ fn window_shapes() -> [scalar_ir::window::CountWindow; 4] {
     ]
 }
 
+/// The IR type names of a count window's values and result.
+fn window_types(shape: scalar_ir::window::CountWindow) -> [&'static str; 2] {
+    use scalar_ir::window::Elem;
+    [
+        shape.elem,
+        scalar_ir::window::result_elem(shape.agg, shape.elem),
+    ]
+    .map(|e| match e {
+        Elem::Int => "i64",
+        Elem::Float => "f64",
+        _ => "b1",
+    })
+}
+
+/// A window element's bits as an input slot.
+fn elem_slot(elem: scalar_ir::window::Elem, bits: u64) -> Slot {
+    match elem {
+        scalar_ir::window::Elem::Int => Slot::I64(bits as i64),
+        scalar_ir::window::Elem::Float => Slot::F64(f64::from_bits(bits)),
+        _ => Slot::B1(bits != 0),
+    }
+}
+
+/// A window test's program, compiled natively and for the interpreter,
+/// with a frame for each.
+struct WindowRig {
+    code: jit::NativeCode,
+    h: jit::FuncHandle,
+    quick: QuickCode,
+    a: FrameBuffers,
+    b: FrameBuffers,
+}
+
+/// The rig of the one-block program of `inputs` inputs, one output and
+/// the words of window `shape` after a first word not its own, whose
+/// instructions (one a line) are `body` then `return`; its text round-trips.
+fn window_rig(shape: scalar_ir::window::CountWindow, inputs: u32, body: &str) -> WindowRig {
+    let mut text = format!(
+        "program inputs={inputs} env=1 state=0 sites=1 windows={}\nblock0:\n",
+        shape.words() + 1
+    );
+    for line in body.lines().chain(["return"]) {
+        text.push_str(&format!("    {line}\n"));
+    }
+    let prog = scalar_ir::parse(&text).unwrap();
+    assert_eq!(scalar_ir::print(&prog), text);
+    let mut m = jit::JitModule::new().unwrap();
+    let h = m.compile_row(&prog).unwrap();
+    WindowRig {
+        code: m.finalize().unwrap(),
+        h,
+        quick: QuickCode::compile(&prog).unwrap(),
+        a: FrameBuffers::new(&prog.decl),
+        b: FrameBuffers::new(&prog.decl),
+    }
+}
+
 /// The `window_if` instruction (a window over a value that may be absent):
 /// its text round-trips, and where its presence is false the JIT and the
 /// quickened interpreter enter nothing and read the window as it is, as
@@ -533,28 +579,23 @@ fn window_shapes() -> [scalar_ir::window::CountWindow; 4] {
 fn window_if_enters_only_present_values() {
     use scalar_ir::window::{Elem, Read};
     for shape in window_shapes() {
-        let [ty, out] = [
-            shape.elem,
-            scalar_ir::window::result_elem(shape.agg, shape.elem),
-        ]
-        .map(|e| match e {
-            Elem::Int => "i64",
-            Elem::Float => "f64",
-            _ => "b1",
-        });
+        let [ty, out] = window_types(shape);
         let words = shape.words();
-        let text = format!(
-            "program inputs=2 env=1 state=0 sites=1 windows={}\nblock0:\n    guard_input 0, {ty}, 0\n    guard_input 1, b1, 0\n    v0 = load_input.{ty} 0\n    v1 = load_input.b1 1\n    v2 = window_if.{out} 1, {:#x}, v1, v0, site0, 7\n    store_env.{out} 0, v2\n    return\n",
-            words + 1,
-            shape.encode()
+        let rig = window_rig(
+            shape,
+            2,
+            &format!(
+                "guard_input 0, {ty}, 0\nguard_input 1, b1, 0\nv0 = load_input.{ty} 0\nv1 = load_input.b1 1\nv2 = window_if.{out} 1, {:#x}, v1, v0, site0, 7\nstore_env.{out} 0, v2",
+                shape.encode()
+            ),
         );
-        let prog = scalar_ir::parse(&text).unwrap();
-        assert_eq!(scalar_ir::print(&prog), text);
-        let mut m = jit::JitModule::new().unwrap();
-        let h = m.compile_row(&prog).unwrap();
-        let code = m.finalize().unwrap();
-        let mut quick = QuickCode::compile(&prog).unwrap();
-        let (mut a, mut b) = (FrameBuffers::new(&prog.decl), FrameBuffers::new(&prog.decl));
+        let WindowRig {
+            code,
+            h,
+            mut quick,
+            mut a,
+            mut b,
+        } = rig;
         let mut reference = vec![0u64; words];
         let values: [u64; 6] = match shape.elem {
             Elem::Int => [3, 1, (-5i64) as u64, 7, 7, 0],
@@ -568,11 +609,7 @@ fn window_if_enters_only_present_values() {
         let (mut empty_reads, mut held_reads) = (0, 0);
         for (step, &here) in present.iter().enumerate() {
             let bits = values[step % values.len()];
-            let slot = match shape.elem {
-                Elem::Int => Slot::I64(bits as i64),
-                Elem::Float => Slot::F64(f64::from_bits(bits)),
-                _ => Slot::B1(bits != 0),
-            };
+            let slot = elem_slot(shape.elem, bits);
             for f in [&mut a, &mut b] {
                 f.set_input(0, slot);
                 f.set_input(1, Slot::B1(here));

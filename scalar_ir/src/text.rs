@@ -128,24 +128,17 @@ pub fn print_inst(prog: &Program, inst: Inst) -> String {
             shape,
             arg,
             site,
-            entry: Entry::Always,
-        } => write!(
-            s,
-            "window.{ty} {base}, {:#x}, {arg}, site{site}",
-            shape.encode()
-        ),
-        InstData::Window {
-            ty,
-            base,
-            shape,
-            arg,
-            site,
-            entry: Entry::If { present, reason },
-        } => write!(
-            s,
-            "window_if.{ty} {base}, {:#x}, {present}, {arg}, site{site}, {reason}",
-            shape.encode()
-        ),
+            entry,
+        } => {
+            let shape = shape.encode();
+            match entry {
+                Entry::Always => write!(s, "window.{ty} {base}, {shape:#x}, {arg}, site{site}"),
+                Entry::If { present, reason } => write!(
+                    s,
+                    "window_if.{ty} {base}, {shape:#x}, {present}, {arg}, site{site}, {reason}"
+                ),
+            }
+        }
         InstData::RingStore { ty, base, len, arg } => {
             write!(s, "ring_store.{ty} {base}, {len}, {arg}")
         }

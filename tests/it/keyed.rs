@@ -258,19 +258,13 @@ fn check_case(
 
 #[test]
 fn each_key_equals_a_plain_monitor_of_its_rows_on_every_tier() {
-    let mut runner = TestRunner::default();
-    let strategy = (case_strategy(), proptest::num::u32::ANY);
     let mut cov = Coverage::default();
     // 240 cases: with 160, the packed-run guard below (cases whose tiers
     // run the kernel in place: about one in twelve) fell short once in CI
     // (3 of 4 needed), a sample's low tail rather than a change.
-    for _ in 0..240 {
-        let tree = strategy.new_tree(&mut runner).expect("a case");
-        let (data, pick) = tree.current();
-        if let Err(e) = check_case(data, pick, &mut cov) {
-            panic!("{e}");
-        }
-    }
+    run_cases(TestRunner::default(), 240, |data, pick| {
+        check_case(data, pick, &mut cov)
+    });
     eprintln!("keyed coverage: {cov:?}");
     // Guards against a vacuous pass: the generator must give cases where
     // per-key history matters, where one key's error leaves the others
@@ -281,6 +275,22 @@ fn each_key_equals_a_plain_monitor_of_its_rows_on_every_tier() {
     assert!(cov.restored >= 30, "{cov:?}");
     assert!(cov.in_place >= 4, "{cov:?}");
     assert!(cov.in_place_mixed >= 3, "{cov:?}");
+}
+
+/// Checks `n` generated cases (and a pick each) drawn by `runner` with
+/// `check`, panicking with the first failure.
+fn run_cases(
+    mut runner: TestRunner,
+    n: usize,
+    mut check: impl FnMut((Vec<u32>, usize, Vec<u32>), u32) -> Result<(), String>,
+) {
+    let strategy = (case_strategy(), proptest::num::u32::ANY);
+    for _ in 0..n {
+        let (data, pick) = strategy.new_tree(&mut runner).expect("a case").current();
+        if let Err(e) = check(data, pick) {
+            panic!("{e}");
+        }
+    }
 }
 
 /// What the keyed tier-up property exercised (the coverage guard).
@@ -369,16 +379,10 @@ fn check_tier_up_case(
 /// native layout: at any row, the keys' outputs are exactly canonical.
 #[test]
 fn keyed_tier_up_at_any_row_keeps_every_key_exact() {
-    let mut runner = TestRunner::deterministic();
-    let strategy = (case_strategy(), proptest::num::u32::ANY);
     let mut cov = TierUpCoverage::default();
-    for _ in 0..400 {
-        let tree = strategy.new_tree(&mut runner).expect("a case");
-        let (data, pick) = tree.current();
-        if let Err(e) = check_tier_up_case(data, pick, &mut cov) {
-            panic!("{e}");
-        }
-    }
+    run_cases(TestRunner::deterministic(), 400, |data, pick| {
+        check_tier_up_case(data, pick, &mut cov)
+    });
     eprintln!("keyed tier-up coverage: {cov:?}");
     // (The cases that start the build after some rows switch whenever
     // it is done, often after their last row: `keyed_tier_up_is_reported`
