@@ -112,6 +112,11 @@ pub struct TierUpStats {
     pub lowering_time: Duration,
     /// Cranelift's time on the background thread.
     pub compile_time: Duration,
+    /// Whether the run moved from the canonical tier to its last one in
+    /// one switch (a keyed monitor, whose every key moves to the engine
+    /// built whole on the background thread; `quickened_at_row` is then
+    /// that switch's row too).
+    pub in_one_switch: bool,
 }
 
 /// Fills whatever stage its thread leaves empty, so that an engine waiting
@@ -200,6 +205,7 @@ impl Engine {
             native_at_row: Some(at_row),
             lowering_time,
             compile_time,
+            in_one_switch: true,
         });
     }
 
@@ -395,7 +401,7 @@ impl Engine {
             ),
             // A keyed monitor moves from the canonical tier to the engine
             // built whole on a background thread in one switch.
-            (None, Some(up)) if up.native_at_row == Some(up.quickened_at_row) => format!(
+            (None, Some(up)) if up.in_one_switch => format!(
                 "{}; canonical for the first {} rows, then every key moved to this tier (built \
                  on a background thread: lowering {:.1} ms, native compile {:.1} ms)",
                 self.why,
