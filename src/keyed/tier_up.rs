@@ -103,10 +103,13 @@ impl TierUp {
     /// Starts the build on a thread of its own, unless it has started.
     pub(super) fn start(&self) {
         self.build.started.call_once(|| {
-            let unfilled = Unfilled(self.build.clone());
+            let build = self.build.clone();
             let spawned = std::thread::Builder::new()
                 .name("vigil-jit".to_string())
                 .spawn(move || {
+                    // Made on the thread, so that a thread never spawned
+                    // leaves the build to the error below.
+                    let unfilled = Unfilled(build);
                     let b = &unfilled.0;
                     let built = build_engine(b.plan.clone(), Tier::Auto, b.key);
                     // The monitors may be gone (the run ended first): the
