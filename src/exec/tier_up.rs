@@ -1,4 +1,4 @@
-//! Adaptive tier-up: `auto` starts a run on the canonical tier and moves it to the whole-row program, interpreted and then native, both built on a background thread.
+//! Adaptive tier-up: `auto` starts a run on the canonical tier and moves it to the whole-row program, interpreted and then native, both built on a background thread (a keyed monitor's, in one step: `keyed::tier_up`).
 //!
 //! Building a fused tier costs time that grows with the spec (lowering the
 //! whole-row program and compiling it for the interpreter take ~30 ms for
@@ -211,8 +211,10 @@ impl Engine {
 
     /// Whether `auto` starts this engine on the canonical tier and tiers up
     /// (it picked the whole-row kernel for a plain, unkeyed monitor, and
-    /// Cranelift runs here). A keyed monitor builds at once, since it
-    /// compiles the kernel again onto its packed runs.
+    /// Cranelift runs here). A keyed engine on `auto` builds at once: a
+    /// keyed monitor tiers up by building the whole engine on a thread of
+    /// its own (`keyed_tiers_up`), since the layout of its packed runs
+    /// depends on the engine.
     pub(super) fn tiers_up(requested: Tier, tier: Tier, keyed: bool) -> bool {
         requested == Tier::Auto && tier == Tier::NativeWhole && !keyed
     }
