@@ -99,8 +99,9 @@ impl Helper {
     pub(crate) fn signature(self, call_conv: CallConv) -> Signature {
         let mut sig = Signature::new(call_conv);
         if self == Helper::Window {
-            // (window words, shape, value bits, step, result slot) -> status.
-            for _ in 0..5 {
+            // (window words, shape, value bits, step, enter, result slot)
+            // -> status.
+            for _ in 0..6 {
                 sig.params.push(AbiParam::new(types::I64));
             }
             sig.returns.push(AbiParam::new(types::I64));
@@ -147,11 +148,20 @@ extern "C" fn ceil(a: f64) -> f64 {
 }
 
 /// A count window's push and read on the words at `words` (the frame's window
-/// words plus the instruction's base): writes the result's bits to `out` and
-/// returns 0, or returns 1 where an Int sum leaves 64 bits. It cannot panic on
-/// words of its window's length (see `scalar_ir::window`), so no unwind
-/// crosses the JIT frame.
-extern "C" fn window(words: *mut u64, shape: u64, bits: u64, step: u64, out: *mut u64) -> u64 {
+/// words plus the instruction's base): enters `bits` unless `enter` is 0,
+/// writes the result's bits to `out` and returns 0; returns 1 where an Int
+/// sum leaves 64 bits and 2 where the window is empty (its read is ⊥, which
+/// only a window that entered nothing can be). It cannot panic on words of
+/// its window's length (see `scalar_ir::window`), so no unwind crosses the
+/// JIT frame.
+extern "C" fn window(
+    words: *mut u64,
+    shape: u64,
+    bits: u64,
+    step: u64,
+    enter: u64,
+    out: *mut u64,
+) -> u64 {
     let Some(shape) = scalar_ir::window::CountWindow::decode(shape) else {
         // The translator encodes shapes the verifier accepted.
         return 1;
@@ -161,18 +171,21 @@ extern "C" fn window(words: *mut u64, shape: u64, bits: u64, step: u64, out: *mu
     // the kernel guarantees a valid, exclusive region (as for `state`); `out`
     // is a stack slot of the calling kernel.
     let words = unsafe { std::slice::from_raw_parts_mut(words, shape.words()) };
-    match shape.step(words, step, bits) {
+    if enter != 0 {
+        shape.push(words, step, bits);
+    }
+    match shape.read(words) {
         scalar_ir::window::Read::Bits(b) => {
             // SAFETY: see above.
             unsafe { out.write(b) };
             0
         }
         scalar_ir::window::Read::Overflow => 1,
-        // A window that has just taken a value is not empty.
         scalar_ir::window::Read::Empty => {
-            // SAFETY: see above.
+            // SAFETY: see above. (Written anyway, so that `out` is never
+            // read uninitialized, whatever the caller does with status 2.)
             unsafe { out.write(0) };
-            0
+            2
         }
     }
 }

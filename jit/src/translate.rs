@@ -342,6 +342,13 @@ pub fn carried_slots(prog: &Program) -> Vec<(u32, Type)> {
                 | InstData::StoreEnvP { slot, .. }
                 | InstData::EnvPresent { slot } => refused.push(slot),
                 InstData::Require { .. } => exits += 1,
+                // A window leaves where its sum overflows, and a `window_if`
+                // also where it is empty.
+                InstData::Window {
+                    entry: Entry::Always,
+                    ..
+                } => exits += 1,
+                InstData::Window { .. } => exits += 2,
                 // Each can leave the row (checked division by two ways).
                 InstData::BinaryCk { .. } => exits += 2,
                 InstData::GuardInput { .. }
@@ -1092,6 +1099,7 @@ impl<'p, 'b, 'f> Translator<'p, 'b, 'f> {
                 shape,
                 arg,
                 site,
+                entry,
             } => {
                 let v = self.val(arg)?;
                 // The value's bits: a float argument is passed as its bits.
@@ -1114,8 +1122,20 @@ impl<'p, 'b, 'f> Translator<'p, 'b, 'f> {
                 ));
                 let out = self.b.ins().stack_addr(types::I64, slot, 0);
                 let step = self.frame.step;
-                let status = self.call(Helper::Window, &[words, shape, bits, step, out])?;
-                self.exit_if(status, Exit::Trap(TrapKind::Overflow, site));
+                let enter = match entry {
+                    Entry::Always => self.b.ins().iconst(types::I64, 1),
+                    // A b1 is an i64 lane holding 0 or 1.
+                    Entry::If { present, .. } => self.val(present)?,
+                };
+                let status = self.call(Helper::Window, &[words, shape, bits, step, enter, out])?;
+                // Status 1 is an Int sum out of range; 2, an empty window,
+                // only a `window_if` that entered nothing can read.
+                let overflow = self.b.ins().icmp_imm_u(IntCC::Equal, status, 1);
+                self.exit_if(overflow, Exit::Trap(TrapKind::Overflow, site));
+                if let Entry::If { reason, .. } = entry {
+                    let empty = self.b.ins().icmp_imm_u(IntCC::Equal, status, 2);
+                    self.exit_if(empty, Exit::Decline(reason));
+                }
                 let r = self.b.ins().load(types::I64, lane_flags(), out, 0);
                 let want = cl_type(ty);
                 Some(if want == types::F64 {

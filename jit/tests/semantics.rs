@@ -434,53 +434,24 @@ fn programs_compiled_together_run_as_each_alone() {
 /// overflows traps at its site; a repeated step enters nothing).
 #[test]
 fn window_instructions_agree_with_the_state_machine() {
-    use scalar_ir::window::{Agg, CountWindow, Elem, Read};
-    let shapes = [
-        CountWindow {
-            n: 3,
-            agg: Agg::Sum,
-            elem: Elem::Int,
-        },
-        CountWindow {
-            n: 2,
-            agg: Agg::Max,
-            elem: Elem::Float,
-        },
-        CountWindow {
-            n: 4,
-            agg: Agg::Avg,
-            elem: Elem::Float,
-        },
-        CountWindow {
-            n: 2,
-            agg: Agg::All,
-            elem: Elem::Bool,
-        },
-    ];
-    for shape in shapes {
-        let ty = match shape.elem {
-            Elem::Int => "i64",
-            Elem::Float => "f64",
-            _ => "b1",
-        };
-        let out = match scalar_ir::window::result_elem(shape.agg, shape.elem) {
-            Elem::Int => "i64",
-            Elem::Float => "f64",
-            _ => "b1",
-        };
+    use scalar_ir::window::{Elem, Read};
+    for shape in window_shapes() {
+        let [ty, out] = window_types(shape);
         let words = shape.words();
-        let text = format!(
-            "program inputs=1 env=1 state=0 sites=1 windows={}\nblock0:\n    guard_input 0, {ty}, 0\n    v0 = load_input.{ty} 0\n    v1 = window.{out} 1, {:#x}, v0, site0\n    store_env.{out} 0, v1\n    return\n",
-            words + 1,
-            shape.encode()
+        let WindowRig {
+            code,
+            h,
+            mut quick,
+            mut a,
+            mut b,
+        } = window_rig(
+            shape,
+            1,
+            &format!(
+                "guard_input 0, {ty}, 0\nv0 = load_input.{ty} 0\nv1 = window.{out} 1, {:#x}, v0, site0\nstore_env.{out} 0, v1",
+                shape.encode()
+            ),
         );
-        let prog = scalar_ir::parse(&text).unwrap();
-        assert_eq!(scalar_ir::print(&prog), text);
-        let mut m = jit::JitModule::new().unwrap();
-        let h = m.compile_row(&prog).unwrap();
-        let code = m.finalize().unwrap();
-        let mut quick = QuickCode::compile(&prog).unwrap();
-        let (mut a, mut b) = (FrameBuffers::new(&prog.decl), FrameBuffers::new(&prog.decl));
         let mut reference = vec![0u64; words];
         let values: [u64; 6] = match shape.elem {
             Elem::Int => [i64::MAX as u64, 1, (-5i64) as u64, 7, 7, 0],
@@ -490,11 +461,7 @@ fn window_instructions_agree_with_the_state_machine() {
         for (step, &bits) in values.iter().chain(&values[..1]).enumerate() {
             // The last row repeats step 5: its value does not enter.
             let step = step.min(5) as u64;
-            let slot = match shape.elem {
-                Elem::Int => Slot::I64(bits as i64),
-                Elem::Float => Slot::F64(f64::from_bits(bits)),
-                _ => Slot::B1(bits != 0),
-            };
+            let slot = elem_slot(shape.elem, bits);
             for f in [&mut a, &mut b] {
                 f.set_input(0, slot);
                 f.step = step;
@@ -515,6 +482,169 @@ fn window_instructions_agree_with_the_state_machine() {
             assert_eq!(b.windows[1..], reference[..], "{shape:?} step {step}");
             assert_eq!(a.windows[0], 0, "word 0 is not the window's");
         }
+    }
+}
+
+/// Count windows of each element type and of aggregates whose empty read
+/// is a value (`sum`, `all`) and ⊥ (`max`, `avg`).
+fn window_shapes() -> [scalar_ir::window::CountWindow; 4] {
+    use scalar_ir::window::{Agg, CountWindow, Elem};
+    [
+        CountWindow {
+            n: 3,
+            agg: Agg::Sum,
+            elem: Elem::Int,
+        },
+        CountWindow {
+            n: 2,
+            agg: Agg::Max,
+            elem: Elem::Float,
+        },
+        CountWindow {
+            n: 4,
+            agg: Agg::Avg,
+            elem: Elem::Float,
+        },
+        CountWindow {
+            n: 2,
+            agg: Agg::All,
+            elem: Elem::Bool,
+        },
+    ]
+}
+
+/// The IR type names of a count window's values and result.
+fn window_types(shape: scalar_ir::window::CountWindow) -> [&'static str; 2] {
+    use scalar_ir::window::Elem;
+    [
+        shape.elem,
+        scalar_ir::window::result_elem(shape.agg, shape.elem),
+    ]
+    .map(|e| match e {
+        Elem::Int => "i64",
+        Elem::Float => "f64",
+        _ => "b1",
+    })
+}
+
+/// A window element's bits as an input slot.
+fn elem_slot(elem: scalar_ir::window::Elem, bits: u64) -> Slot {
+    match elem {
+        scalar_ir::window::Elem::Int => Slot::I64(bits as i64),
+        scalar_ir::window::Elem::Float => Slot::F64(f64::from_bits(bits)),
+        _ => Slot::B1(bits != 0),
+    }
+}
+
+/// A window test's program, compiled natively and for the interpreter,
+/// with a frame for each.
+struct WindowRig {
+    code: jit::NativeCode,
+    h: jit::FuncHandle,
+    quick: QuickCode,
+    a: FrameBuffers,
+    b: FrameBuffers,
+}
+
+/// The rig of the one-block program of `inputs` inputs, one output and
+/// the words of window `shape` after a first word not its own, whose
+/// instructions (one a line) are `body` then `return`; its text round-trips.
+fn window_rig(shape: scalar_ir::window::CountWindow, inputs: u32, body: &str) -> WindowRig {
+    let mut text = format!(
+        "program inputs={inputs} env=1 state=0 sites=1 windows={}\nblock0:\n",
+        shape.words() + 1
+    );
+    for line in body.lines().chain(["return"]) {
+        text.push_str(&format!("    {line}\n"));
+    }
+    let prog = scalar_ir::parse(&text).unwrap();
+    assert_eq!(scalar_ir::print(&prog), text);
+    let mut m = jit::JitModule::new().unwrap();
+    let h = m.compile_row(&prog).unwrap();
+    WindowRig {
+        code: m.finalize().unwrap(),
+        h,
+        quick: QuickCode::compile(&prog).unwrap(),
+        a: FrameBuffers::new(&prog.decl),
+        b: FrameBuffers::new(&prog.decl),
+    }
+}
+
+/// The `window_if` instruction (a window over a value that may be absent):
+/// its text round-trips, and where its presence is false the JIT and the
+/// quickened interpreter enter nothing and read the window as it is, as
+/// `scalar_ir::window` does; an empty window's read (⊥) declines with the
+/// instruction's reason, on both, leaving the words untouched.
+#[test]
+fn window_if_enters_only_present_values() {
+    use scalar_ir::window::{Elem, Read};
+    for shape in window_shapes() {
+        let [ty, out] = window_types(shape);
+        let words = shape.words();
+        let rig = window_rig(
+            shape,
+            2,
+            &format!(
+                "guard_input 0, {ty}, 0\nguard_input 1, b1, 0\nv0 = load_input.{ty} 0\nv1 = load_input.b1 1\nv2 = window_if.{out} 1, {:#x}, v1, v0, site0, 7\nstore_env.{out} 0, v2",
+                shape.encode()
+            ),
+        );
+        let WindowRig {
+            code,
+            h,
+            mut quick,
+            mut a,
+            mut b,
+        } = rig;
+        let mut reference = vec![0u64; words];
+        let values: [u64; 6] = match shape.elem {
+            Elem::Int => [3, 1, (-5i64) as u64, 7, 7, 0],
+            Elem::Float => [0.1, f64::NAN, -0.0, 2.5, f64::INFINITY, 1e300].map(f64::to_bits),
+            _ => [1, 0, 0, 1, 1, 1],
+        };
+        // Absent at the first steps (an empty window), then now and then.
+        let present = [
+            false, false, true, false, true, true, false, false, true, false,
+        ];
+        let (mut empty_reads, mut held_reads) = (0, 0);
+        for (step, &here) in present.iter().enumerate() {
+            let bits = values[step % values.len()];
+            let slot = elem_slot(shape.elem, bits);
+            for f in [&mut a, &mut b] {
+                f.set_input(0, slot);
+                f.set_input(1, Slot::B1(here));
+                f.step = step as u64;
+            }
+            if here {
+                shape.push(&mut reference, step as u64, bits);
+            }
+            let want = shape.read(&mut reference);
+            let (ea, eb) = (code.func(h).run(&mut a), quick.run(&mut b));
+            assert_eq!(ea, eb, "{shape:?} step {step}");
+            match want {
+                Read::Overflow => unreachable!("these sums stay in range"),
+                Read::Bits(r) => {
+                    assert_eq!(ea, Exit::Return);
+                    assert_eq!(a.env[0], r, "{shape:?} step {step}");
+                    assert_eq!(b.env[0], r, "{shape:?} step {step}");
+                    held_reads += usize::from(!here);
+                }
+                Read::Empty => {
+                    assert_eq!(ea, Exit::Decline(7), "{shape:?} step {step}");
+                    empty_reads += 1;
+                }
+            }
+            assert_eq!(a.windows[1..], reference[..], "{shape:?} step {step}");
+            assert_eq!(b.windows[1..], reference[..], "{shape:?} step {step}");
+        }
+        // Both ways of reading without entering happened.
+        assert!(held_reads >= 3, "{shape:?}");
+        let empty_is_bottom = shape.read(&mut vec![0u64; words]) == Read::Empty;
+        assert_eq!(
+            empty_reads,
+            if empty_is_bottom { 2 } else { 0 },
+            "{shape:?}"
+        );
     }
 }
 

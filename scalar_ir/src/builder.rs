@@ -214,6 +214,33 @@ impl FunctionBuilder {
         arg: Value,
         site: u32,
     ) -> Value {
+        self.window_entering(base, shape, arg, site, Entry::Always)
+    }
+
+    /// Appends `window_if.ty base, shape, present, arg, site, reason`: the
+    /// count window of `shape` at window word `base` takes `arg` where
+    /// `present` is true and is read; an empty window declines with
+    /// `reason`.
+    pub fn window_if(
+        &mut self,
+        base: u32,
+        shape: crate::window::CountWindow,
+        present: Value,
+        arg: Value,
+        site: u32,
+        reason: u32,
+    ) -> Value {
+        self.window_entering(base, shape, arg, site, Entry::If { present, reason })
+    }
+
+    fn window_entering(
+        &mut self,
+        base: u32,
+        shape: crate::window::CountWindow,
+        arg: Value,
+        site: u32,
+        entry: Entry,
+    ) -> Value {
         let ty = crate::ir::elem_type(crate::window::result_elem(shape.agg, shape.elem))
             .expect("a window's result is a scalar");
         self.value(InstData::Window {
@@ -222,6 +249,7 @@ impl FunctionBuilder {
             shape,
             arg,
             site,
+            entry,
         })
     }
 

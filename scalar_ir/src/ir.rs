@@ -478,15 +478,29 @@ pub enum InstData {
         site: u32,
     },
     /// Enters `arg` into the count window `shape` whose state is the window
-    /// words from `base` (once per step), then reads it (see `window`);
-    /// traps with `site` where an Int sum leaves 64 bits.
+    /// words from `base` (once per step, and only where `entry` says so),
+    /// then reads it (see `window`); traps with `site` where an Int sum
+    /// leaves 64 bits.
     Window {
         ty: Type,
         base: u32,
         shape: crate::window::CountWindow,
         arg: Value,
         site: u32,
+        entry: Entry,
     },
+}
+
+/// Whether a `window` instruction enters its operand before it reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Entry {
+    /// Always (`window`): the operand is a value at every step, so the
+    /// window cannot be empty when it is read.
+    Always,
+    /// Only where `present` is true (`window_if`): an absent operand enters
+    /// nothing and the window is read as it is. A read of an empty window
+    /// is ⊥, which no lane holds, so it declines with `reason`.
+    If { present: Value, reason: u32 },
 }
 
 impl InstData {
@@ -550,10 +564,18 @@ impl InstData {
                 vec![(*cond, Type::B1), (args[0], *ty), (args[1], *ty)]
             }
             InstData::Brif { cond, .. } => vec![(*cond, Type::B1)],
-            InstData::Window { shape, arg, .. } => match elem_type(shape.elem) {
-                Some(t) => vec![(*arg, t)],
-                None => Vec::new(),
-            },
+            InstData::Window {
+                shape, arg, entry, ..
+            } => {
+                let mut ops = match elem_type(shape.elem) {
+                    Some(t) => vec![(*arg, t)],
+                    None => Vec::new(),
+                };
+                if let Entry::If { present, .. } = entry {
+                    ops.push((*present, Type::B1));
+                }
+                ops
+            }
             _ => Vec::new(),
         }
     }

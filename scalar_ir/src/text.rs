@@ -128,11 +128,17 @@ pub fn print_inst(prog: &Program, inst: Inst) -> String {
             shape,
             arg,
             site,
-        } => write!(
-            s,
-            "window.{ty} {base}, {:#x}, {arg}, site{site}",
-            shape.encode()
-        ),
+            entry,
+        } => {
+            let shape = shape.encode();
+            match entry {
+                Entry::Always => write!(s, "window.{ty} {base}, {shape:#x}, {arg}, site{site}"),
+                Entry::If { present, reason } => write!(
+                    s,
+                    "window_if.{ty} {base}, {shape:#x}, {present}, {arg}, site{site}, {reason}"
+                ),
+            }
+        }
         InstData::RingStore { ty, base, len, arg } => {
             write!(s, "ring_store.{ty} {base}, {len}, {arg}")
         }
@@ -599,7 +605,7 @@ impl Parser {
                     }
                 }
             }
-            "window" => {
+            "window" | "window_if" => {
                 let ty = typed(c)?;
                 let base = c.u32("a window word")?;
                 c.comma()?;
@@ -610,15 +616,32 @@ impl Parser {
                     .and_then(crate::window::CountWindow::decode)
                     .ok_or_else(|| c.err_at(pos, format!("`{word}` is not a window shape")))?;
                 c.comma()?;
+                let present = match mnemonic == "window_if" {
+                    true => {
+                        let p = self.use_value(c)?;
+                        c.comma()?;
+                        Some(p)
+                    }
+                    false => None,
+                };
                 let arg = self.use_value(c)?;
                 c.comma()?;
                 let site = c.prefixed("site", "a trap site")?;
+                let entry = match present {
+                    Some(present) => {
+                        c.comma()?;
+                        let reason = c.u32("a decline reason")?;
+                        Entry::If { present, reason }
+                    }
+                    None => Entry::Always,
+                };
                 InstData::Window {
                     ty,
                     base,
                     shape,
                     arg,
                     site,
+                    entry,
                 }
             }
             "ring_load" | "ring_store" => {

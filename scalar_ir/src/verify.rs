@@ -26,8 +26,9 @@
 //! 13. **Reachability**: every laid-out block is reachable from the entry block.
 //! 14. **Table consistency**: an instruction's result value records that instruction
 //!     as its definition, and a block parameter records its block and position.
-//! 15. **Windows**: a `window` names a count window of at least one value over Int,
-//!     Float or Bool, its operand and result have that window's types, and its words
+//! 15. **Windows**: a `window` or `window_if` names a count window of at least one
+//!     value over Int, Float or Bool, its operand and result have that window's types
+//!     (a `window_if`'s presence is a `b1`, invariant 9), and its words
 //!     `base .. base + words` lie within `windows`.
 //! 16. **Held inputs**: every `take_input` of input `k` into environment slot `e` as
 //!     `ty` follows a `guard_input_held k, e, ty` earlier in its block or in the entry

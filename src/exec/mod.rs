@@ -75,6 +75,10 @@ pub enum Decline {
     /// so the hold rule has nothing to read (a trace's first rows, before
     /// every input has come).
     Unheld { read: u32 },
+    /// A window over value `reads[read]`, absent this row, entered nothing
+    /// and holds no value, so its read is ⊥ (a run repaired onto a new
+    /// window over a stream that had values before it).
+    EmptyWindow { read: u32 },
 }
 
 /// Compiled code of one program: interpreted or native. A clone shares
@@ -2150,7 +2154,9 @@ impl Engine {
                 Decline::TrapInArm => {
                     "trap inside an if arm (the canonical tier decides)".to_string()
                 }
-                Decline::Read { read, .. } | Decline::Unheld { read } => {
+                Decline::Read { read, .. }
+                | Decline::Unheld { read }
+                | Decline::EmptyWindow { read } => {
                     let lowered = match kernel {
                         KernelId::Whole => {
                             &self.whole.as_ref().expect("a whole-row kernel").rt.lowered
@@ -2160,6 +2166,9 @@ impl Engine {
                     let (slot, ty) = lowered.reads[read as usize];
                     let state = match why {
                         Decline::Unheld { .. } => "absent, never had a value".to_string(),
+                        Decline::EmptyWindow { .. } => {
+                            "absent, its window empty (a read of ⊥)".to_string()
+                        }
                         Decline::Read {
                             seen: tag::ABSENT, ..
                         } => "absent".to_string(),
@@ -2456,7 +2465,9 @@ fn kernel_exit(
                 tag::ABSENT => st.held_tags[slot.index()],
                 t => t,
             };
-            let why = if seen == tag::ABSENT && held != scalar_ir::frame::tag_of(ty) {
+            let why = if rt.lowered.empty_windows.binary_search(&k).is_ok() {
+                Decline::EmptyWindow { read: k }
+            } else if seen == tag::ABSENT && held != scalar_ir::frame::tag_of(ty) {
                 Decline::Unheld { read: k }
             } else {
                 Decline::Read { read: k, seen }

@@ -1,4 +1,4 @@
-//! Adaptive tier-up: `auto` starts a run on the canonical tier and moves it to the whole-row program, interpreted and then native, both built on a background thread.
+//! Adaptive tier-up: `auto` starts a run on the canonical tier and moves it to the whole-row program, interpreted and then native, both built on a background thread (a keyed monitor's, in one step: `keyed::tier_up`).
 //!
 //! Building a fused tier costs time that grows with the spec (lowering the
 //! whole-row program and compiling it for the interpreter take ~30 ms for
@@ -112,6 +112,11 @@ pub struct TierUpStats {
     pub lowering_time: Duration,
     /// Cranelift's time on the background thread.
     pub compile_time: Duration,
+    /// Whether the run moved from the canonical tier to its last one in
+    /// one switch (a keyed monitor, whose every key moves to the engine
+    /// built whole on the background thread; `quickened_at_row` is then
+    /// that switch's row too).
+    pub in_one_switch: bool,
 }
 
 /// Fills whatever stage its thread leaves empty, so that an engine waiting
@@ -167,10 +172,49 @@ fn build(stages: &Stages, plan: &Plan, split: &WholeSplit) {
 }
 
 impl Engine {
+    /// Whether `auto` starts a keyed monitor of `plan` keyed by `key` on the
+    /// canonical tier and moves every key to native code built on a
+    /// background thread (`keyed::tier_up`): where it would build the
+    /// whole-row kernel at once (every stream scalar, no periods, Cranelift
+    /// here). The packed layout of the keys' runs depends on the engine's
+    /// regions, so the engine is built whole on that thread, and the
+    /// monitor converts every key's run at the switch.
+    pub fn keyed_tiers_up(plan: &Plan, requested: Tier, key: Option<crate::lang::check::StreamId>) -> bool {
+        requested == Tier::Auto
+            && !plan.is_timed()
+            && jit::available().is_ok()
+            && crate::fusion::lower::whole_row_eligible_keyed(plan, key)
+                .and_then(|()| crate::fusion::lower::whole_row_split(plan, key))
+                .is_ok()
+    }
+
+    /// Replaces why the tier was picked (a keyed monitor's engine on the
+    /// canonical tier until its own tier-up).
+    pub(crate) fn set_why(&mut self, why: String) {
+        self.why = why;
+    }
+
+    /// Makes this engine (built on a background thread) the one that
+    /// replaces `old` after `at_row` rows: its counters carry `old`'s over,
+    /// and its stats say when the switch happened and what the build took.
+    pub(crate) fn take_over_from(&mut self, old: &Engine, at_row: u64) {
+        let (lowering_time, compile_time) = (self.stats.lowering_time, self.stats.compile_time);
+        self.stats.absorb(&old.stats);
+        self.stats.tier_up = Some(TierUpStats {
+            quickened_at_row: at_row,
+            native_at_row: Some(at_row),
+            lowering_time,
+            compile_time,
+            in_one_switch: true,
+        });
+    }
+
     /// Whether `auto` starts this engine on the canonical tier and tiers up
     /// (it picked the whole-row kernel for a plain, unkeyed monitor, and
-    /// Cranelift runs here). A keyed monitor builds at once, since it
-    /// compiles the kernel again onto its packed runs.
+    /// Cranelift runs here). A keyed engine on `auto` builds at once: a
+    /// keyed monitor tiers up by building the whole engine on a thread of
+    /// its own (`keyed_tiers_up`), since the layout of its packed runs
+    /// depends on the engine.
     pub(super) fn tiers_up(requested: Tier, tier: Tier, keyed: bool) -> bool {
         requested == Tier::Auto && tier == Tier::NativeWhole && !keyed
     }
@@ -356,6 +400,16 @@ impl Engine {
                 "{}; quickened from row {} on, while native code compiles on a background thread",
                 self.why,
                 up.quickened_at_row + 1
+            ),
+            // A keyed monitor moves from the canonical tier to the engine
+            // built whole on a background thread in one switch.
+            (None, Some(up)) if up.in_one_switch => format!(
+                "{}; canonical for the first {} rows, then every key moved to this tier (built \
+                 on a background thread: lowering {:.1} ms, native compile {:.1} ms)",
+                self.why,
+                up.quickened_at_row,
+                up.lowering_time.as_secs_f64() * 1e3,
+                up.compile_time.as_secs_f64() * 1e3
             ),
             (None, Some(up)) => {
                 let native = match up.native_at_row {

@@ -47,6 +47,11 @@ pub struct LoweredRegion {
     pub program: Program,
     /// The values the preflight checks; decline reason `k` is `reads[k]`.
     pub reads: Vec<(Slot, Type)>,
+    /// The decline reasons (indices into `reads`, ascending) of windows
+    /// over a value absent this row that read empty: `reads[k]` is the
+    /// window's operand, and the row declines because the window's read is
+    /// ⊥, not because the operand is absent.
+    pub empty_windows: Vec<u32>,
     /// Rings the program reads (base, length, type): promotion checks them.
     pub rings: Vec<(u32, u32, Type)>,
     pub sites: Vec<Site>,
@@ -556,6 +561,7 @@ struct Lowering<'a> {
     /// SSA value of every slot loaded by the preflight.
     external: HashMap<Slot, Value>,
     reads: Vec<(Slot, Type)>,
+    empty_windows: Vec<u32>,
     rings: Vec<(u32, u32, Type)>,
     sites: Vec<Site>,
     /// The end of the last ring lane a ring load or store touches.
@@ -605,6 +611,7 @@ impl<'a> Lowering<'a> {
             streams: HashMap::new(),
             external: HashMap::new(),
             reads: Vec::new(),
+            empty_windows: Vec::new(),
             rings: Vec::new(),
             sites: Vec::new(),
             state_len: 0,
@@ -683,6 +690,7 @@ impl<'a> Lowering<'a> {
         LoweredRegion {
             program,
             reads: self.reads,
+            empty_windows: self.empty_windows,
             rings: self.rings,
             sites: self.sites,
         }
@@ -885,23 +893,30 @@ impl<'a> Lowering<'a> {
                     .shape
                     .count_window()
                     .expect("fused windows are count windows (`is_island_node`)");
-                // A window takes only present values; one whose operand is
-                // NoVal this row declines it (the canonical tier reads the
-                // window without entering a value).
-                let operand = node.args[0].clone();
-                if let Some(p) = self.presence(&operand) {
-                    let slot = match operand {
-                        Operand::Stream(s) => Slot::from(s),
-                        Operand::Node(m) => plan.node_slot(m),
-                        Operand::Const(_) => unreachable!("a constant is present"),
-                    };
-                    let ty = scalar_type(operand_sig(plan, &operand)).expect("island nodes are scalar");
-                    self.b.require(p, self.reads.len() as u32);
-                    self.reads.push((slot, ty));
-                }
                 let site = self.site(id, "window sum");
                 let base = u32::try_from(window.base).expect("window words fit u32 lanes");
-                self.b.window(base, shape, args[0], site)
+                // A window takes only present values: one whose operand is
+                // NoVal this row enters nothing and is read as it is, as
+                // the canonical tier does. Its read is then ⊥ only if it
+                // has never taken a value (a run repaired onto it), which
+                // declines the row.
+                let operand = node.args[0].clone();
+                match self.presence(&operand) {
+                    Some(p) => {
+                        let slot = match operand {
+                            Operand::Stream(s) => Slot::from(s),
+                            Operand::Node(m) => plan.node_slot(m),
+                            Operand::Const(_) => unreachable!("a constant is present"),
+                        };
+                        let ty = scalar_type(operand_sig(plan, &operand))
+                            .expect("island nodes are scalar");
+                        let reason = self.reads.len() as u32;
+                        self.reads.push((slot, ty));
+                        self.empty_windows.push(reason);
+                        self.b.window_if(base, shape, p, args[0], site, reason)
+                    }
+                    None => self.b.window(base, shape, args[0], site),
+                }
             }
             NodeOp::List
             | NodeOp::Tuple

@@ -56,8 +56,10 @@ use scalar_ir::frame::tag;
 use std::num::NonZeroUsize;
 use std::sync::Arc;
 use table::{EntryId, KeyTable};
+use tier_up::{Built, TierUp, build_engine};
 
 mod table;
+mod tier_up;
 
 /// What happens to the state of a key evicted by the bound on live keys.
 enum Eviction {
@@ -77,6 +79,7 @@ pub struct KeyedMonitorBuilder<'a> {
     eviction: Eviction,
     restored: Option<Restored<'a>>,
     ticking: Option<Ticking>,
+    tier_up_after: u64,
 }
 
 /// The keyed run a builder continues: a snapshot in memory, or one read
@@ -135,6 +138,16 @@ impl<'a> KeyedMonitorBuilder<'a> {
         self
     }
 
+    /// The rows `auto` evaluates (over every key) on the canonical tier
+    /// before it builds native code for every key on a background thread
+    /// (see [`crate::MonitorBuilder::tier_up_after`]; default
+    /// [`crate::exec::TIER_UP_ROWS`]). 0 starts the build with the first
+    /// row; [`KeyedMonitor::tier_up_now`] waits for it.
+    pub fn tier_up_after(mut self, rows: u64) -> Self {
+        self.tier_up_after = rows;
+        self
+    }
+
     /// The rules every key's ticks follow, for a specification with
     /// periodic streams (see [`KeyedMonitor::ticks_before`]): the origin
     /// (`start`, else each key's first row's time), the gap bound and what
@@ -162,18 +175,24 @@ impl<'a> KeyedMonitorBuilder<'a> {
         }
         let max = self.max_string_bytes;
         let key_stream = plan.spec.inputs[key_index];
-        let mut engine = Engine::new_keyed(plan.clone(), self.tier, Some(key_stream));
-        // Every key's first rows (its history filling) are rows the
-        // whole-row kernel declines: they run the native regions.
-        engine.add_decline_regions();
-        let layout = PackLayout::new(&plan, Run::pack_extra(&engine));
-        engine.compile_packed(&layout);
-        let mut work = Run::from_state(&engine, NodeState::with_full_rings(&plan));
-        work.state.max_string_bytes = max;
-        // A new key's run: the working run at step 0 (full rings of ⊥),
-        // packed once here and copied into each new key's record.
-        let mut fresh = vec![0u64; layout.len() / 8];
-        work.pack(&layout, zerocopy::IntoBytes::as_mut_bytes(&mut fresh[..]));
+        // `auto` starts on the canonical tier and builds native code for
+        // every key once the run is hot (`tier_up`).
+        let (tier_up, tier) = match Engine::keyed_tiers_up(&plan, self.tier, Some(key_stream)) {
+            true => (
+                Some(TierUp::new(
+                    plan.clone(),
+                    Some(key_stream),
+                    self.tier_up_after,
+                )),
+                Tier::Canonical,
+            ),
+            false => (None, self.tier),
+        };
+        let Built { mut engine, layout } = build_engine(plan.clone(), tier, Some(key_stream));
+        if tier_up.is_some() {
+            engine.set_why("auto: every stream is scalar".to_string());
+        }
+        let (work, fresh) = working_run(&engine, &layout, max);
         let key_slot = Slot::from(plan.spec.inputs[key_index]);
         let ticking = self.ticking.unwrap_or_else(|| Ticking {
             on_gap: plan.spec.on_gap.unwrap_or(GapPolicy::CatchUp),
@@ -197,6 +216,7 @@ impl<'a> KeyedMonitorBuilder<'a> {
             rows: 0,
             last_key: None,
             scratch: Vec::new(),
+            tier_up,
         };
         match self.restored {
             None => {}
@@ -342,6 +362,8 @@ pub struct KeyedMonitor {
     scratch: Vec<Option<Value>>,
     /// The keys' ticks, for a specification with periodic streams.
     ticks: Ticks,
+    /// `auto`'s move of every key to native code, while it is to come.
+    tier_up: Option<TierUp>,
 }
 
 /// What a keyed monitor of a specification with periodic streams keeps to
@@ -565,6 +587,8 @@ impl KeyedMonitor {
         let mut work = Run::from_state(&engine, NodeState::with_full_rings(engine.plan()));
         work.state.max_string_bytes = self.work.state.max_string_bytes;
         KeyedMonitor {
+            // One build for every monitor shared (see `tier_up`).
+            tier_up: self.tier_up.clone(),
             engine,
             inputs: self.inputs.clone(),
             outputs: self.outputs.clone(),
@@ -621,6 +645,7 @@ impl KeyedMonitor {
             eviction: Eviction::Drop,
             restored: None,
             ticking: None,
+            tier_up_after: crate::exec::TIER_UP_ROWS,
         }
     }
 
@@ -1066,6 +1091,9 @@ impl KeyedMonitor {
         time: Option<crate::time::Time>,
         converted: &mut Vec<Option<Value>>,
     ) -> Result<(u64, Option<EntryId>), StepError> {
+        if self.tier_up.is_some() {
+            self.poll_tier_up();
+        }
         let (cells, value) = self.checked(row, converted)?;
         // The key is kept as the last row's (for `Outputs::key`) before the
         // row runs (a runtime error names no key), made only when it changes.
@@ -1337,7 +1365,86 @@ impl KeyedMonitor {
 
     /// Counters of every key's rows so far (one engine runs them all).
     pub fn stats(&self) -> Stats {
-        Stats::of(&self.engine)
+        let mut stats = Stats::of(&self.engine);
+        if let Some(up) = &self.tier_up {
+            stats.why = up.describe(&stats.why);
+        }
+        stats
+    }
+
+    /// Moves every key to the tier `auto` builds in the background now,
+    /// waiting for the build (started here if the run is not hot yet): for
+    /// a caller that wants every later row on it, and for tests that switch
+    /// at a chosen row. Nothing happens on a monitor with no tier-up to
+    /// come.
+    pub fn tier_up_now(&mut self) {
+        let Some(up) = self.tier_up.take() else {
+            return;
+        };
+        match up.wait() {
+            Ok(built) => self.switch_to(built),
+            Err(e) => self.give_up_tier_up(e),
+        }
+    }
+
+    /// Starts the build once the run is hot, and switches once it is done.
+    /// Called at row boundaries while a tier-up is to come; out of line, so
+    /// that a row of a monitor with none pays one test.
+    #[cold]
+    #[inline(never)]
+    fn poll_tier_up(&mut self) {
+        let Some(up) = self.tier_up.take() else {
+            return;
+        };
+        if self.rows < up.after {
+            self.tier_up = Some(up);
+            return;
+        }
+        up.start();
+        match up.ready() {
+            None => self.tier_up = Some(up),
+            Some(Ok(built)) => self.switch_to(built),
+            Some(Err(e)) => self.give_up_tier_up(e),
+        }
+    }
+
+    /// Ends the tier-up with every key where it is, saying why.
+    fn give_up_tier_up(&mut self, why: &str) {
+        let why = format!(
+            "{}; native-whole was not built ({why})",
+            self.engine.describe_tier()
+        );
+        self.engine.set_why(why);
+    }
+
+    /// Moves every key to `built`'s engine (a share of it) at this row
+    /// boundary: each key's packed run is converted to the engine's layout
+    /// (see `tier_up`), the working run and a new key's run are the
+    /// engine's, and the engine's counters carry the rows run so far.
+    fn switch_to(&mut self, built: &Built) {
+        self.write_back();
+        let mut engine = built.engine.share();
+        engine.take_over_from(&self.engine, self.rows);
+        let max = self.work.state.max_string_bytes;
+        let (mut work, fresh) = working_run(&engine, &built.layout, max);
+        let (old, new, key_slot) = (&self.layout, &built.layout, self.key_slot);
+        let (table, from) = (&mut self.table, &mut self.work);
+        table.relayout(new.len(), |key, block, side, into| {
+            unpack_into(from, old, block, side, key_slot, key);
+            // The state moves over; the new engine's programs start
+            // unpromoted, its flags unset (`work` is the engine's fresh run).
+            std::mem::swap(&mut work.state, &mut from.state);
+            work.failed = from.failed.take();
+            let side = pack_into(&work, new, key_slot, into);
+            std::mem::swap(&mut work.state, &mut from.state);
+            side
+        });
+        self.engine = engine;
+        self.layout = built.layout.clone();
+        self.fresh = fresh;
+        self.work = work;
+        self.work.failed = None;
+        self.loaded = None;
     }
 
     /// A snapshot of `key`'s run; `None` if it is not live. It restores as
@@ -1467,6 +1574,16 @@ impl KeyedMonitor {
         self.rows = 0;
         self.last_key = None;
     }
+}
+
+/// A keyed monitor's working run on `engine` at step 0 (its rings full of
+/// ⊥), and that run packed with `layout`: each new key's record is a copy.
+fn working_run(engine: &Engine, layout: &PackLayout, max_string_bytes: usize) -> (Run, Vec<u64>) {
+    let mut work = Run::from_state(engine, NodeState::with_full_rings(engine.plan()));
+    work.state.max_string_bytes = max_string_bytes;
+    let mut fresh = vec![0u64; layout.len() / 8];
+    work.pack(layout, zerocopy::IntoBytes::as_mut_bytes(&mut fresh[..]));
+    (work, fresh)
 }
 
 /// Packs `run` into record `id` of `table` (and its side, if it needs one).

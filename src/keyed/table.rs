@@ -106,6 +106,43 @@ impl KeyTable {
         }
     }
 
+    /// Lays every record out anew for packed runs of `len` bytes (a
+    /// multiple of 8), keeping record numbers, keys, the index and recency:
+    /// each live record's new run is written by `convert`, given its key,
+    /// old run and side, which returns its new side. (A keyed monitor's tier-up
+    /// changes the layout of its runs.) Both layouts are held at once until
+    /// it returns.
+    pub(super) fn relayout(
+        &mut self,
+        len: usize,
+        mut convert: impl FnMut(&Key, &[u8], Option<&Side>, &mut [u8]) -> Option<Box<Side>>,
+    ) {
+        debug_assert_eq!(len % 8, 0, "engine bug: a layout of partial words");
+        let (words, stride) = (len / 8, HEADER + len / 8);
+        let mut records = vec![0u64; self.keys.len() * stride];
+        let mut sides = HashMap::new();
+        for (i, key) in self.keys.iter().enumerate() {
+            let Some(key) = key else { continue };
+            let id = EntryId(i as u32);
+            let (old, new) = (i * self.stride, i * stride);
+            records[new..new + HEADER].copy_from_slice(&self.records[old..old + HEADER]);
+            let run = self.records[old + HEADER..old + self.stride].as_bytes();
+            let side = self.sides.get(&id).map(|s| &**s);
+            if let Some(side) = convert(
+                key,
+                run,
+                side,
+                records[new + HEADER..new + stride].as_mut_bytes(),
+            ) {
+                sides.insert(id, side);
+            }
+        }
+        self.records = records;
+        self.words = words;
+        self.stride = stride;
+        self.sides = sides;
+    }
+
     /// Makes room for `additional` more keys at once (a restore knows how
     /// many it brings), instead of growing by an eighth at a time.
     pub(super) fn reserve(&mut self, additional: usize) {
@@ -362,6 +399,38 @@ mod tests {
         assert_eq!(t.words_mut(again)[0], 0);
         assert_eq!(t.find(&Value::from("d")), Some(again));
         assert_eq!(t.iter().next_back(), Some(ids[1]));
+    }
+
+    #[test]
+    fn a_relayout_keeps_keys_recency_and_what_convert_writes() {
+        let mut t = KeyTable::new(16);
+        let keys = [Key::new(1), Key::new("a"), Key::new(2), Key::new(true)];
+        let ids: Vec<EntryId> = keys.iter().map(|k| t.insert(k.clone())).collect();
+        for (i, &id) in ids.iter().enumerate() {
+            t.words_mut(id).copy_from_slice(&[i as u64, 10 + i as u64]);
+        }
+        t.remove(ids[2]);
+        t.touch(ids[0]);
+        let order: Vec<EntryId> = t.iter().collect();
+        // Each new run of three words: the old two, then their sum.
+        t.relayout(24, |_, old, side, new| {
+            assert!(side.is_none());
+            let (a, b) = (old[0], old[8]);
+            new.fill(0);
+            new[0] = a;
+            new[8] = b;
+            new[16] = a + b;
+            None
+        });
+        assert_eq!(t.iter().collect::<Vec<_>>(), order);
+        for (i, &id) in ids.iter().enumerate().filter(|&(i, _)| i != 2) {
+            assert_eq!(t.find(keys[i].value()), Some(id));
+            assert_eq!(t.words(id), [i as u64, 10 + i as u64, 10 + 2 * i as u64]);
+        }
+        assert_eq!(t.find(keys[2].value()), None);
+        // The freed record is reused at the new length.
+        assert_eq!(t.insert(Key::new(9)), ids[2]);
+        assert_eq!(t.words(ids[2]), [0, 0, 0]);
     }
 
     #[test]

@@ -225,12 +225,10 @@ fn explain_prints_window_bounds_and_fused_windows() {
             v0 = take_input.i64 0, 0
             v1 = take_input.f64 1, 1
             v2 = input_present 0
-            require v2, 2
-            v3 = window.i64 0, 0x100000064, v0, site0
+            v3 = window_if.i64 0, 0x100000064, v2, v0, site0, 2
             store_env.i64 2, v3
             v4 = input_present 1
-            require v4, 3
-            v5 = window.f64 104, 0x1040000000a, v1, site1
+            v5 = window_if.f64 104, 0x1040000000a, v4, v1, site1, 3
             store_env.f64 3, v5
             return
     "#]]

@@ -65,6 +65,80 @@ impl Coverage {
     }
 }
 
+/// A generated case keyed by an appended input `kk` (keys 0..4): its
+/// source, spec, rows, each row's key, and each key's expected run (a
+/// canonical plain monitor fed only that key's rows).
+struct KeyedCase {
+    source: String,
+    spec: Spec,
+    trace: Vec<Vec<Option<Value>>>,
+    keys: Vec<i64>,
+    want: PerKey,
+}
+
+/// The case of `data` (`None`: the generated spec is rejected), each input
+/// absent with probability `absent_in_10` / 10.
+fn keyed_case(data: (Vec<u32>, usize, Vec<u32>), absent_in_10: usize) -> Option<KeyedCase> {
+    let (spec_data, len, trace_data) = data;
+    let g = generate_keyable_spec(&spec_data, true);
+    let source = format!("{}in kk: Int\n", g.source);
+    let spec = Spec::parse("gen.dsrv", &source).ok()?;
+    let mut trace = generate_trace(&g.inputs, len * 3, &trace_data, absent_in_10);
+    let mut keys = Vec::new();
+    for (r, row) in trace.iter_mut().enumerate() {
+        let k = (trace_data.get(r).copied().unwrap_or(r as u32) as usize + r / 3) % 4;
+        keys.push(k as i64);
+        row.push(Some(Value::Int(k as i64)));
+    }
+    let mut want: PerKey = HashMap::new();
+    for &k in &keys {
+        if want.contains_key(&k) {
+            continue;
+        }
+        want.insert(
+            k,
+            run_tier(&spec, &key_rows(&trace, &keys, k), Tier::Canonical),
+        );
+    }
+    Some(KeyedCase {
+        source,
+        spec,
+        trace,
+        keys,
+        want,
+    })
+}
+
+/// The rows of key `k`.
+fn key_rows(trace: &[Vec<Option<Value>>], keys: &[i64], k: i64) -> Vec<Vec<Option<Value>>> {
+    (trace.iter().zip(keys))
+        .filter(|(_, kk)| **kk == k)
+        .map(|(r, _)| r.clone())
+        .collect()
+}
+
+/// Compares each key's run `got` with the run `want` expects of it.
+fn compare_keys(
+    spec: &Spec,
+    trace: &[Vec<Option<Value>>],
+    keys: &[i64],
+    want: PerKey,
+    mut got: PerKey,
+    what: &str,
+) -> Result<(), String> {
+    for (k, w) in want {
+        let g = got.remove(&k).unwrap_or_default();
+        let what = format!("keyed key {k} ({what})");
+        compare_runs(
+            spec,
+            &key_rows(trace, keys, k),
+            ("plain canonical", w),
+            (&what, g),
+        )?;
+    }
+    Ok(())
+}
+
 /// Runs one generated case keyed by an appended input `kk` (keys 0..4),
 /// on `first` up to row `split`, then from a keyed snapshot (binary or
 /// JSON) on `second`; each key must equal a canonical plain monitor fed
@@ -74,19 +148,16 @@ fn check_case(
     pick: u32,
     cov: &mut Coverage,
 ) -> Result<(), String> {
-    let (spec_data, len, trace_data) = data;
-    let g = generate_keyable_spec(&spec_data, true);
-    let source = format!("{}in kk: Int\n", g.source);
-    let Ok(spec) = Spec::parse("gen.dsrv", &source) else {
+    let Some(KeyedCase {
+        source,
+        spec,
+        trace,
+        keys,
+        want,
+    }) = keyed_case(data, 2)
+    else {
         return Ok(());
     };
-    let mut trace = generate_trace(&g.inputs, len * 3, &trace_data, 2);
-    let mut keys = Vec::new();
-    for (r, row) in trace.iter_mut().enumerate() {
-        let k = (trace_data.get(r).copied().unwrap_or(r as u32) as usize + r / 3) % 4;
-        keys.push(k as i64);
-        row.push(Some(Value::Int(k as i64)));
-    }
     let first = TIERS[pick as usize % 4];
     let second = TIERS[(pick as usize / 4) % 4];
     let json = pick.is_multiple_of(2);
@@ -95,20 +166,6 @@ fn check_case(
     } else {
         (pick as usize / 16) % (trace.len() + 1)
     };
-
-    let mut want: PerKey = HashMap::new();
-    for &k in &keys {
-        if want.contains_key(&k) {
-            continue;
-        }
-        let rows: Vec<_> = trace
-            .iter()
-            .zip(&keys)
-            .filter(|(_, kk)| **kk == k)
-            .map(|(r, _)| r.clone())
-            .collect();
-        want.insert(k, run_tier(&spec, &rows, Tier::Canonical));
-    }
 
     let mut got: PerKey = HashMap::new();
     let mut monitor = KeyedMonitor::builder(&spec, "kk")
@@ -187,17 +244,8 @@ fn check_case(
         }
     }
     cov.monitor(&monitor);
-    for (k, w) in want {
-        let g = got.remove(&k).unwrap_or_default();
-        let rows: Vec<_> = trace
-            .iter()
-            .zip(&keys)
-            .filter(|(_, kk)| **kk == k)
-            .map(|(r, _)| r.clone())
-            .collect();
-        let what = format!("keyed key {k} ({first} -> {second} at row {split})");
-        compare_runs(&spec, &rows, ("plain canonical", w), (&what, g))?;
-    }
+    let what = format!("{first} -> {second} at row {split}");
+    compare_keys(&spec, &trace, &keys, want, got, &what)?;
     let offset = max_offset(&source);
     let long_keys = (0..4)
         .filter(|k| keys.iter().filter(|kk| *kk == k).count() > offset + 1)
@@ -210,19 +258,13 @@ fn check_case(
 
 #[test]
 fn each_key_equals_a_plain_monitor_of_its_rows_on_every_tier() {
-    let mut runner = TestRunner::default();
-    let strategy = (case_strategy(), proptest::num::u32::ANY);
     let mut cov = Coverage::default();
     // 240 cases: with 160, the packed-run guard below (cases whose tiers
     // run the kernel in place: about one in twelve) fell short once in CI
     // (3 of 4 needed), a sample's low tail rather than a change.
-    for _ in 0..240 {
-        let tree = strategy.new_tree(&mut runner).expect("a case");
-        let (data, pick) = tree.current();
-        if let Err(e) = check_case(data, pick, &mut cov) {
-            panic!("{e}");
-        }
-    }
+    run_cases(TestRunner::default(), 240, |data, pick| {
+        check_case(data, pick, &mut cov)
+    });
     eprintln!("keyed coverage: {cov:?}");
     // Guards against a vacuous pass: the generator must give cases where
     // per-key history matters, where one key's error leaves the others
@@ -233,6 +275,199 @@ fn each_key_equals_a_plain_monitor_of_its_rows_on_every_tier() {
     assert!(cov.restored >= 30, "{cov:?}");
     assert!(cov.in_place >= 4, "{cov:?}");
     assert!(cov.in_place_mixed >= 3, "{cov:?}");
+}
+
+/// Checks `n` generated cases (and a pick each) drawn by `runner` with
+/// `check`, panicking with the first failure.
+fn run_cases(
+    mut runner: TestRunner,
+    n: usize,
+    mut check: impl FnMut((Vec<u32>, usize, Vec<u32>), u32) -> Result<(), String>,
+) {
+    let strategy = (case_strategy(), proptest::num::u32::ANY);
+    for _ in 0..n {
+        let (data, pick) = strategy.new_tree(&mut runner).expect("a case").current();
+        if let Err(e) = check(data, pick) {
+            panic!("{e}");
+        }
+    }
+}
+
+/// What the keyed tier-up property exercised (the coverage guard).
+#[derive(Default, Debug)]
+struct TierUpCoverage {
+    cases: usize,
+    /// Cases moved up at a chosen row (`tier_up_now`) where every key moved
+    /// to native-whole with at least two keys live (whose runs were
+    /// converted) and rows after the switch.
+    switched: usize,
+    /// Of those, cases where the whole-row kernel then ran keys' packed
+    /// runs in place, and where a converted key had an absent input
+    /// after the switch.
+    in_place: usize,
+    sparse: usize,
+}
+
+/// One generated keyed case on `auto`, every key moved to native code at a
+/// row the case picks (`tier_up_now`), or by the background build after
+/// that many rows: each key equals a canonical plain monitor of its rows,
+/// at every row, with inputs absent at a density of 0 to 100%.
+fn check_tier_up_case(
+    data: (Vec<u32>, usize, Vec<u32>),
+    pick: u32,
+    cov: &mut TierUpCoverage,
+) -> Result<(), String> {
+    let Some(case) = keyed_case(data, pick as usize % 11) else {
+        return Ok(());
+    };
+    let pick = pick as usize / 11;
+    let switch = pick / 2 % (case.trace.len() + 1);
+    let polled = pick.is_multiple_of(2);
+    let builder = KeyedMonitor::builder(&case.spec, "kk");
+    let mut monitor = match polled {
+        true => builder.tier_up_after(switch as u64),
+        false => builder.tier_up_after(u64::MAX),
+    }
+    .build()
+    .map_err(|e| e.to_string())?;
+    let mut got: PerKey = HashMap::new();
+    let (mut keys_at_switch, mut sparse_after) = (0, false);
+    for (r, (row, &k)) in case.trace.iter().zip(&case.keys).enumerate() {
+        if r == switch && !polled {
+            keys_at_switch = monitor.key_count();
+            monitor.tier_up_now();
+        }
+        let switched = monitor.stats().tier_up.is_some();
+        if polled && switched && keys_at_switch == 0 {
+            keys_at_switch = monitor.key_count();
+        }
+        sparse_after |= switched && row.iter().any(Option::is_none);
+        let entry = got.entry(k).or_default();
+        match monitor.step(row) {
+            Ok(o) if entry.1.is_none() => entry.0.push(o.to_vec()),
+            Ok(_) => return Err(format!("key {k} ran a row after it stopped")),
+            Err(StepError::Runtime(e)) => entry.1 = Some(e),
+            Err(StepError::Row(e)) => return Err(format!("a generated row was rejected: {e}")),
+        }
+    }
+    let what = match polled {
+        true => format!("auto, its build started after {switch} rows"),
+        false => format!("auto, moved up at row {switch}"),
+    };
+    compare_keys(&case.spec, &case.trace, &case.keys, case.want, got, &what)?;
+    let stats = monitor.stats();
+    cov.cases += 1;
+    // Only the cases moved at their row count: when the others switch
+    // depends on the build's time.
+    if let Some(up) = stats.tier_up
+        && !polled
+        && stats.tier == Tier::NativeWhole
+        && keys_at_switch >= 2
+        && up
+            .native_at_row
+            .is_some_and(|n| n < case.trace.len() as u64)
+    {
+        cov.switched += 1;
+        cov.in_place += usize::from(stats.packed_rows > 0);
+        cov.sparse += usize::from(sparse_after);
+    }
+    Ok(())
+}
+
+/// `auto` starts a keyed monitor on the canonical tier and moves every key
+/// to native-whole at a row boundary, each key's run converted to the
+/// native layout: at any row, the keys' outputs are exactly canonical.
+#[test]
+fn keyed_tier_up_at_any_row_keeps_every_key_exact() {
+    let mut cov = TierUpCoverage::default();
+    run_cases(TestRunner::deterministic(), 400, |data, pick| {
+        check_tier_up_case(data, pick, &mut cov)
+    });
+    eprintln!("keyed tier-up coverage: {cov:?}");
+    // (The cases that start the build after some rows switch whenever
+    // it is done, often after their last row: `keyed_tier_up_is_reported`
+    // waits for one.)
+    assert!(cov.cases >= 250, "{cov:?}");
+    assert!(cov.switched >= 25, "{cov:?}");
+    assert!(cov.in_place >= 15 && cov.sparse >= 20, "{cov:?}");
+}
+
+/// The switch is reported: `auto` runs canonically, says so, and after
+/// the switch `Stats::tier_up` and `Stats::why` say at which row every
+/// key moved and what the build took.
+#[test]
+fn keyed_tier_up_is_reported() {
+    let spec = Spec::parse("k.dsrv", IN_PLACE).unwrap();
+    let mut m = KeyedMonitor::builder(&spec, "dev")
+        .tier_up_after(u64::MAX)
+        .build()
+        .unwrap();
+    let row = |dev: i64, x: i64| {
+        vec![
+            Some(Value::Int(dev)),
+            Some(Value::Int(x)),
+            Some(Value::Float(x as f64 / 2.0)),
+        ]
+    };
+    let mut plain: Vec<Monitor> = (0..3).map(|_| Monitor::builder(&spec).build()).collect();
+    for r in 0..40i64 {
+        if r == 17 {
+            let before = m.stats();
+            assert_eq!((before.tier, before.tier_up), (Tier::Canonical, None));
+            assert!(
+                before.why.contains("canonical until the run is hot"),
+                "{}",
+                before.why
+            );
+            m.tier_up_now();
+            let after = m.stats();
+            assert_eq!(after.tier, Tier::NativeWhole, "{}", after.why);
+            assert_eq!(after.tier_up.and_then(|u| u.native_at_row), Some(17));
+            assert!(
+                after
+                    .why
+                    .contains("canonical for the first 17 rows, then every key moved"),
+                "{}",
+                after.why
+            );
+            assert_eq!(after.rows, 17, "the rows before the switch are counted");
+        }
+        let want = plain[(r % 3) as usize]
+            .step(row(r % 3, r))
+            .unwrap()
+            .to_vec();
+        assert_eq!(m.step(row(r % 3, r)).unwrap().to_vec(), want, "row {r}");
+    }
+    let stats = m.stats();
+    assert!(stats.packed_rows > 10, "{stats:?}");
+    assert_eq!(stats.canonical_streams, 17 * 9, "{stats:?}");
+
+    // Left to itself, the monitor starts the build after its 5th row and
+    // switches at the first row boundary after it is done.
+    let mut m = KeyedMonitor::builder(&spec, "dev")
+        .tier_up_after(5)
+        .build()
+        .unwrap();
+    let mut plain: Vec<Monitor> = (0..3).map(|_| Monitor::builder(&spec).build()).collect();
+    for r in 0..100_000i64 {
+        let want = plain[(r % 3) as usize]
+            .step(row(r % 3, r))
+            .unwrap()
+            .to_vec();
+        assert_eq!(m.step(row(r % 3, r)).unwrap().to_vec(), want, "row {r}");
+        if m.stats().tier_up.is_some() && r % 3 == 2 {
+            break;
+        }
+        if r >= 5 {
+            std::thread::sleep(std::time::Duration::from_micros(100));
+        }
+    }
+    let up = m
+        .stats()
+        .tier_up
+        .expect("the build was done within 10 s of rows");
+    assert!(up.native_at_row.is_some_and(|n| n > 5), "{up:?}");
+    assert_eq!(m.tier(), Tier::NativeWhole);
 }
 
 /// Every stream kind the whole-row kernel runs (offsets of streams and of a

@@ -386,9 +386,16 @@ impl Emitter<'_> {
                         shape,
                         arg,
                         site,
+                        entry,
                         ..
                     } => {
-                        code.window(dst, reg(arg), base, shape, Site(site));
+                        match entry {
+                            Entry::Always => code.window(dst, reg(arg), base, shape, Site(site)),
+                            Entry::If { present, reason } => {
+                                let p = reg(present);
+                                code.window_if(dst, p, reg(arg), base, shape, Site(site), reason)
+                            }
+                        };
                     }
                     &InstData::UnaryCk { op, arg, site } => {
                         match op {

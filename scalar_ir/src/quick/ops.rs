@@ -408,6 +408,20 @@ define_ops! {
             crate::window::Read::Empty => r[dst] = 0,
         }
     }
+    // A count window entering the step's value only where it is present;
+    // an empty window's read is ⊥, which declines.
+    window_if WindowIf(dst: Reg, p: Reg, src: Reg, base: u32, shape: crate::window::CountWindow, site: Site, reason: u32) => {
+        let at = base as usize;
+        let words = &mut fr.windows[at..at + shape.words()];
+        if r[p] != 0 {
+            shape.push(words, fr.step, r[src]);
+        }
+        match shape.read(words) {
+            crate::window::Read::Bits(b) => r[dst] = b,
+            crate::window::Read::Overflow => return Exit::Trap(TrapKind::Overflow, site.0),
+            crate::window::Read::Empty => return Exit::Decline(reason),
+        }
+    }
     // Checked integer arithmetic, exactly Rust's checked_* (zero divisors first).
     iadd_ck IaddCk(dst: Reg, a: Reg, b: Reg, site: Site) => { r[dst] = ck!(i(r[a]).checked_add(i(r[b])), site); }
     iadd_ck_imm IaddCkImm(dst: Reg, a: Reg, imm: i64, site: Site) => { r[dst] = ck!(i(r[a]).checked_add(imm), site); }
