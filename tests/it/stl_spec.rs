@@ -1,0 +1,261 @@
+//! STL inside a specification (issue 39, docs/language.md "STL inside a specification"):
+//! generated formulas (nesting, bounds, `G`/`F`, `!`, `&&`, `||`, `=>`, comparisons of one or
+//! two signals) over irregular row times, `stl` and `stl_rob`, every tier against the reference
+//! evaluator's scan of each interval, with snapshots mid-run and a keyed monitor; the past-time
+//! reading against the separate STL evaluator's future-time verdicts; the diagnostics.
+
+use crate::props::{compare_runs, Run};
+use proptest::prelude::*;
+use proptest::strategy::ValueTree;
+use vigil::reference;
+use vigil::time::Time;
+use vigil::{KeyedMonitor, Monitor, Sample, Snapshot, Spec, Tier, Value};
+
+/// Choices drawn from proptest's data (0 once it runs out).
+struct Pick<'a> {
+    data: &'a [u32],
+    pos: usize,
+}
+
+impl Pick<'_> {
+    fn pick(&mut self, n: usize) -> usize {
+        let v = self.data.get(self.pos).copied().unwrap_or(0) as usize;
+        self.pos += 1;
+        v % n
+    }
+
+    fn one<T: Copy>(&mut self, xs: &[T]) -> T {
+        xs[self.pick(xs.len())]
+    }
+}
+
+/// Interval bounds, in milliseconds (row times are milliseconds apart).
+const BOUNDS: [i64; 7] = [0, 0, 100, 250, 500, 1000, 2000];
+
+fn bound(ms: i64) -> String {
+    match ms {
+        0 => "0".into(),
+        ms if ms % 1000 == 0 => format!("{}s", ms / 1000),
+        ms => format!("{ms}ms"),
+    }
+}
+
+/// A formula of at most `depth` more levels over `x: Float` and `y: Int`.
+fn formula(p: &mut Pick, depth: usize) -> String {
+    let leaf = depth == 0 || p.pick(4) == 0;
+    if leaf {
+        let c = p.one(&["-1", "0", "1.5", "2", "3"]);
+        return match p.pick(8) {
+            0 => format!("x > {c}"),
+            1 => format!("x < {c}"),
+            2 => format!("y >= {c}"),
+            3 => format!("y <= {c}"),
+            4 => format!("x - y > {c}"),
+            5 => format!("(x + 1) * 2 < y * 3"),
+            6 => p.one(&["true", "false"]).to_string(),
+            _ => format!("x[1] > {c}"),
+        };
+    }
+    match p.pick(7) {
+        0 => format!("!({})", formula(p, depth - 1)),
+        1 => format!("({}) && ({})", formula(p, depth - 1), formula(p, depth - 1)),
+        2 => format!("({}) || ({})", formula(p, depth - 1), formula(p, depth - 1)),
+        3 => format!("({}) => ({})", formula(p, depth - 1), formula(p, depth - 1)),
+        op => {
+            let a = p.one(&BOUNDS);
+            let b = a + p.one(&BOUNDS);
+            let name = if op == 4 { "F" } else { "G" };
+            format!("{name}[{}, {}]({})", bound(a), bound(b), formula(p, depth - 1))
+        }
+    }
+}
+
+/// The spec of a formula: its verdict, its robustness and a fused reader
+/// of the verdict.
+fn spec_of(f: &str) -> String {
+    format!(
+        "in x: Float\nin y: Int\nout q: Bool\nout r: Float\nout n: Int\n\
+         q = stl({f})\nr = stl_rob({f})\nn = if q then 1 else 0\n"
+    )
+}
+
+/// A trace of `len` rows: `x` and `y` each absent at some rows, times
+/// mostly increasing by 1 to 700 ms, sometimes standing still or going
+/// back (the operators never go back in time).
+fn trace_of(data: &[u32], len: usize) -> (Vec<Vec<Option<Value>>>, Vec<Time>) {
+    let mut p = Pick { data, pos: 0 };
+    let mut t = 0i64;
+    let mut rows = Vec::new();
+    let mut times = Vec::new();
+    for _ in 0..len {
+        t += match p.pick(12) {
+            0 => 0,
+            1 => -300,
+            k => (k as i64) * 61,
+        };
+        times.push(Time(t * 1_000_000));
+        let x = (p.pick(5) != 0).then(|| Value::Float(p.pick(9) as f64 * 0.5 - 1.0));
+        let y = (p.pick(4) != 0).then(|| Value::Int(p.pick(6) as i64 - 1));
+        rows.push(vec![x, y]);
+    }
+    (rows, times)
+}
+
+fn run_timed(monitor: &mut Monitor, rows: &[Vec<Option<Value>>], times: &[Time]) -> Run {
+    let mut outputs = Vec::new();
+    for (row, &t) in rows.iter().zip(times) {
+        match monitor.step_at(t, row) {
+            Ok(samples) => outputs.push(samples.to_vec()),
+            Err(e) => return (outputs, Some(crate::props::runtime(e))),
+        }
+    }
+    (outputs, None)
+}
+
+/// What the generated cases must reach, so that the property does not
+/// pass vacuously.
+#[derive(Default, Debug)]
+struct Coverage {
+    globally: usize,
+    eventually: usize,
+    /// An interval whose near end is not 0 (pending samples).
+    lagged: usize,
+    /// Temporal operators nested in one another.
+    nested: usize,
+    verdicts_true: usize,
+    verdicts_false: usize,
+    /// A robustness of an empty interval (±inf) and a finite one.
+    infinite: usize,
+    finite: usize,
+    /// A snapshot taken with samples in an interval.
+    snapshots_mid_window: usize,
+}
+
+fn check(spec_data: &[u32], len: usize, trace_data: &[u32], pick: usize, cov: &mut Coverage) -> Result<(), String> {
+    let mut p = Pick { data: spec_data, pos: 0 };
+    let f = formula(&mut p, 3);
+    let source = spec_of(&f);
+    let spec = Spec::parse("stl.dsrv", &source).map_err(|e| format!("{e}\n{source}"))?;
+    let (rows, times) = trace_of(trace_data, len);
+    let refer = reference::evaluate_timed(spec.checked(), &rows, &times);
+    let canon = run_timed(&mut Monitor::builder(&spec).tier(Tier::Canonical).build(), &rows, &times);
+    compare_runs(&spec, &rows, ("reference", refer), ("canonical", canon.clone()))?;
+    for tier in Tier::ALL {
+        let run = run_timed(&mut Monitor::builder(&spec).tier(tier).build(), &rows, &times);
+        compare_runs(&spec, &rows, ("canonical", canon.clone()), (&tier.to_string(), run))?;
+    }
+    // Split, snapshot (bytes or JSON), restore on another tier, go on.
+    let split = pick % (len + 1);
+    let mut first = Monitor::builder(&spec).tier(Tier::Quickened).build();
+    let (mut outputs, mut error) = run_timed(&mut first, &rows[..split], &times[..split]);
+    if error.is_none() {
+        let snap = first.snapshot();
+        let text = snap.to_json();
+        let words = text.split("\"windows\":[").nth(1).unwrap_or("");
+        let words = words.split(']').next().unwrap_or("");
+        cov.snapshots_mid_window += words.split(',').filter(|w| !w.is_empty() && *w != "0").count().min(1);
+        let decoded = match pick % 2 {
+            0 => Snapshot::from_json(&text).map_err(|e| e.to_string())?,
+            _ => Snapshot::from_bytes(&snap.to_bytes()).map_err(|e| e.to_string())?,
+        };
+        let second = Tier::ALL[pick / 2 % Tier::ALL.len()];
+        let mut resumed = Monitor::builder(&spec)
+            .tier(second)
+            .restore(&decoded)
+            .map_err(|e| format!("restore failed: {e}"))?
+            .build();
+        let (more, err) = run_timed(&mut resumed, &rows[split..], &times[split..]);
+        outputs.extend(more);
+        error = err;
+    }
+    compare_runs(&spec, &rows, ("canonical", canon.clone()), ("split and restored", (outputs, error)))?;
+    cov.globally += f.contains("G[") as usize;
+    cov.eventually += f.contains("F[") as usize;
+    cov.lagged += BOUNDS[2..].iter().any(|&b| f.contains(&format!("[{}, ", bound(b)))) as usize;
+    cov.nested += (f.matches('[').count() - f.matches("x[1]").count() >= 2) as usize;
+    for row in &canon.0 {
+        match &row[0] {
+            Sample::Value(Value::Bool(true)) => cov.verdicts_true += 1,
+            Sample::Value(Value::Bool(false)) => cov.verdicts_false += 1,
+            _ => {}
+        }
+        match &row[1] {
+            Sample::Value(Value::Float(r)) if r.is_infinite() => cov.infinite += 1,
+            Sample::Value(Value::Float(_)) => cov.finite += 1,
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+fn strategy() -> impl Strategy<Value = (Vec<u32>, usize, Vec<u32>, usize)> {
+    (
+        proptest::collection::vec(any::<u32>(), 0..60),
+        0..=40usize,
+        proptest::collection::vec(any::<u32>(), 0..200),
+        any::<usize>(),
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn stl_formulas_agree_with_the_reference_on_every_tier(case in strategy()) {
+        let (spec_data, len, trace_data, pick) = case;
+        let mut cov = Coverage::default();
+        check(&spec_data, len, &trace_data, pick, &mut cov).map_err(TestCaseError::fail)?;
+    }
+}
+
+/// A deterministic sweep of the same cases, with the coverage guard.
+#[test]
+fn stl_sweep_covers_every_operator() {
+    let mut runner = proptest::test_runner::TestRunner::deterministic();
+    let strategy = strategy();
+    let mut cov = Coverage::default();
+    for _ in 0..150 {
+        let (spec_data, len, trace_data, pick) = strategy.new_tree(&mut runner).unwrap().current();
+        if let Err(e) = check(&spec_data, len, &trace_data, pick, &mut cov) {
+            panic!("{e}");
+        }
+    }
+    assert!(
+        cov.globally >= 30
+            && cov.eventually >= 15
+            && cov.lagged >= 20
+            && cov.nested >= 10
+            && cov.verdicts_true >= 200
+            && cov.verdicts_false >= 200
+            && cov.infinite >= 20
+            && cov.finite >= 200
+            && cov.snapshots_mid_window >= 20,
+        "{cov:?}"
+    );
+}
+
+/// A keyed monitor keeps an interval per key: each key's run is a plain
+/// monitor's of its rows, with their times, across a snapshot.
+#[test]
+fn keyed_monitors_keep_an_interval_per_key() {
+    let src = "in k: Int\nin x: Float\nout q: Bool\nout r: Float\n\
+               q = stl(G[0, 1s](x > 0) || F[500ms, 2s](x < -1))\n\
+               r = stl_rob(F[0, 1500ms](x > 1))\n";
+    let spec = Spec::parse("keyed.dsrv", src).unwrap();
+    for tier in Tier::ALL {
+        let mut plain: Vec<Monitor> = (0..3).map(|_| Monitor::builder(&spec).tier(tier).build()).collect();
+        let mut keyed = KeyedMonitor::builder(&spec, "k").tier(tier).build().unwrap();
+        for r in 0..90i64 {
+            if r == 40 {
+                let snap = vigil::KeyedSnapshot::from_bytes(&keyed.snapshot().to_bytes()).unwrap();
+                keyed = KeyedMonitor::builder(&spec, "k").tier(tier).restore(&snap).build().unwrap();
+            }
+            let x = (r % 7 != 3).then(|| Value::Float(((r * 7919) % 11) as f64 / 2.0 - 2.5));
+            let row = vec![Some(Value::Int(r % 3)), x];
+            let t = Time(r * 170_000_000);
+            let want = plain[(r % 3) as usize].step_at(t, &row).unwrap().to_vec();
+            let got = keyed.step_at(t, &row).unwrap().to_vec();
+            assert_eq!(got, want, "{tier}, row {r}");
+        }
+    }
+}
