@@ -408,7 +408,9 @@ impl Reference<'_> {
             }
         }
         match w.size {
-            WindowSize::Interval { lo_ns, hi_ns, .. } => Ok(self.interval(w.agg, &values, s, lo_ns, hi_ns)),
+            WindowSize::Interval { lo_ns, hi_ns, .. } => {
+                Ok(self.interval(w.agg, &values, s, lo_ns, hi_ns))
+            }
             WindowSize::Count(n) => {
                 if w.agg.is_spread() {
                     let all: Vec<Value> = values.into_iter().map(|(_, v)| v).collect();
@@ -462,7 +464,14 @@ impl Reference<'_> {
     /// empty interval's verdict: `G` true or +inf, `F` false or -inf. (The
     /// canonical tier's bound on the samples kept is not modelled: the
     /// tests keep below it.)
-    fn interval(&self, agg: Aggregate, values: &[(usize, Value)], s: usize, lo: i64, hi: i64) -> Sample {
+    fn interval(
+        &self,
+        agg: Aggregate,
+        values: &[(usize, Value)],
+        s: usize,
+        lo: i64,
+        hi: i64,
+    ) -> Sample {
         let clock = |t: usize| {
             (0..=t)
                 .map(|k| match self.times {
@@ -485,8 +494,20 @@ impl Reference<'_> {
             }
             let take = match (&best, v) {
                 (None, _) => true,
-                (Some(Value::Float(b)), Value::Float(x)) => if min { x <= b } else { x >= b },
-                (Some(Value::Bool(b)), Value::Bool(x)) => if min { x <= b } else { x >= b },
+                (Some(Value::Float(b)), Value::Float(x)) => {
+                    if min {
+                        x <= b
+                    } else {
+                        x >= b
+                    }
+                }
+                (Some(Value::Bool(b)), Value::Bool(x)) => {
+                    if min {
+                        x <= b
+                    } else {
+                        x >= b
+                    }
+                }
                 (b, x) => unreachable!("an interval of {b:?} and {x:?}"),
             };
             if take {

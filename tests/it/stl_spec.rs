@@ -4,7 +4,7 @@
 //! evaluator's scan of each interval, with snapshots mid-run and a keyed monitor; the past-time
 //! reading against the separate STL evaluator's future-time verdicts; the diagnostics.
 
-use crate::props::{compare_runs, Run};
+use crate::props::{Run, compare_runs};
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
 use vigil::reference;
@@ -65,7 +65,12 @@ fn formula(p: &mut Pick, depth: usize) -> String {
             let a = p.one(&BOUNDS);
             let b = a + p.one(&BOUNDS);
             let name = if op == 4 { "F" } else { "G" };
-            format!("{name}[{}, {}]({})", bound(a), bound(b), formula(p, depth - 1))
+            format!(
+                "{name}[{}, {}]({})",
+                bound(a),
+                bound(b),
+                formula(p, depth - 1)
+            )
         }
     }
 }
@@ -131,18 +136,45 @@ struct Coverage {
     snapshots_mid_window: usize,
 }
 
-fn check(spec_data: &[u32], len: usize, trace_data: &[u32], pick: usize, cov: &mut Coverage) -> Result<(), String> {
-    let mut p = Pick { data: spec_data, pos: 0 };
+fn check(
+    spec_data: &[u32],
+    len: usize,
+    trace_data: &[u32],
+    pick: usize,
+    cov: &mut Coverage,
+) -> Result<(), String> {
+    let mut p = Pick {
+        data: spec_data,
+        pos: 0,
+    };
     let f = formula(&mut p, 3);
     let source = spec_of(&f);
     let spec = Spec::parse("stl.dsrv", &source).map_err(|e| format!("{e}\n{source}"))?;
     let (rows, times) = trace_of(trace_data, len);
     let refer = reference::evaluate_timed(spec.checked(), &rows, &times);
-    let canon = run_timed(&mut Monitor::builder(&spec).tier(Tier::Canonical).build(), &rows, &times);
-    compare_runs(&spec, &rows, ("reference", refer), ("canonical", canon.clone()))?;
+    let canon = run_timed(
+        &mut Monitor::builder(&spec).tier(Tier::Canonical).build(),
+        &rows,
+        &times,
+    );
+    compare_runs(
+        &spec,
+        &rows,
+        ("reference", refer),
+        ("canonical", canon.clone()),
+    )?;
     for tier in Tier::ALL {
-        let run = run_timed(&mut Monitor::builder(&spec).tier(tier).build(), &rows, &times);
-        compare_runs(&spec, &rows, ("canonical", canon.clone()), (&tier.to_string(), run))?;
+        let run = run_timed(
+            &mut Monitor::builder(&spec).tier(tier).build(),
+            &rows,
+            &times,
+        );
+        compare_runs(
+            &spec,
+            &rows,
+            ("canonical", canon.clone()),
+            (&tier.to_string(), run),
+        )?;
     }
     // Split, snapshot (bytes or JSON), restore on another tier, go on.
     let split = pick % (len + 1);
@@ -153,7 +185,11 @@ fn check(spec_data: &[u32], len: usize, trace_data: &[u32], pick: usize, cov: &m
         let text = snap.to_json();
         let words = text.split("\"windows\":[").nth(1).unwrap_or("");
         let words = words.split(']').next().unwrap_or("");
-        cov.snapshots_mid_window += words.split(',').filter(|w| !w.is_empty() && *w != "0").count().min(1);
+        cov.snapshots_mid_window += words
+            .split(',')
+            .filter(|w| !w.is_empty() && *w != "0")
+            .count()
+            .min(1);
         let decoded = match pick % 2 {
             0 => Snapshot::from_json(&text).map_err(|e| e.to_string())?,
             _ => Snapshot::from_bytes(&snap.to_bytes()).map_err(|e| e.to_string())?,
@@ -168,10 +204,17 @@ fn check(spec_data: &[u32], len: usize, trace_data: &[u32], pick: usize, cov: &m
         outputs.extend(more);
         error = err;
     }
-    compare_runs(&spec, &rows, ("canonical", canon.clone()), ("split and restored", (outputs, error)))?;
+    compare_runs(
+        &spec,
+        &rows,
+        ("canonical", canon.clone()),
+        ("split and restored", (outputs, error)),
+    )?;
     cov.globally += f.contains("G[") as usize;
     cov.eventually += f.contains("F[") as usize;
-    cov.lagged += BOUNDS[2..].iter().any(|&b| f.contains(&format!("[{}, ", bound(b)))) as usize;
+    cov.lagged += BOUNDS[2..]
+        .iter()
+        .any(|&b| f.contains(&format!("[{}, ", bound(b)))) as usize;
     cov.nested += (f.matches('[').count() - f.matches("x[1]").count() >= 2) as usize;
     for row in &canon.0 {
         match &row[0] {
@@ -243,12 +286,21 @@ fn keyed_monitors_keep_an_interval_per_key() {
                r = stl_rob(F[0, 1500ms](x > 1))\n";
     let spec = Spec::parse("keyed.dsrv", src).unwrap();
     for tier in Tier::ALL {
-        let mut plain: Vec<Monitor> = (0..3).map(|_| Monitor::builder(&spec).tier(tier).build()).collect();
-        let mut keyed = KeyedMonitor::builder(&spec, "k").tier(tier).build().unwrap();
+        let mut plain: Vec<Monitor> = (0..3)
+            .map(|_| Monitor::builder(&spec).tier(tier).build())
+            .collect();
+        let mut keyed = KeyedMonitor::builder(&spec, "k")
+            .tier(tier)
+            .build()
+            .unwrap();
         for r in 0..90i64 {
             if r == 40 {
                 let snap = vigil::KeyedSnapshot::from_bytes(&keyed.snapshot().to_bytes()).unwrap();
-                keyed = KeyedMonitor::builder(&spec, "k").tier(tier).restore(&snap).build().unwrap();
+                keyed = KeyedMonitor::builder(&spec, "k")
+                    .tier(tier)
+                    .restore(&snap)
+                    .build()
+                    .unwrap();
             }
             let x = (r % 7 != 3).then(|| Value::Float(((r * 7919) % 11) as f64 / 2.0 - 2.5));
             let row = vec![Some(Value::Int(r % 3)), x];
