@@ -311,3 +311,91 @@ fn keyed_monitors_keep_an_interval_per_key() {
         }
     }
 }
+
+/// `vigil run --key k --time ts` of STL formulas, killed with SIGKILL at random points and
+/// resumed from its checkpoints, writes exactly the output file of an uninterrupted run: each
+/// key's intervals are in its snapshot. The uninterrupted run is also each key's run on the
+/// library's plain monitor, with the rows' times.
+#[test]
+fn keyed_timed_runs_resume_from_checkpoints_to_the_same_output() {
+    use crate::checkpoints::{Rng, killed_and_resumed, uninterrupted};
+    use crate::support::{test_dir, write};
+    let mut rng = Rng::new();
+    let dir = test_dir("stl_spec", "kill-keyed");
+    let src = "in k: Int\nin x: Float\nout q: Bool\nout r: Float\n\
+               q = stl(G[0, 2s](x > -0.5) && F[250ms, 1s](x > 1), 64)\n\
+               r = stl_rob(F[0, 500ms](x < 0.5))\n";
+    write(&dir, "spec.dsrv", src);
+    let n = 40_000i64;
+    let rows: Vec<(i64, i64, Option<f64>)> = (0..n)
+        .map(|i| {
+            let x = (i % 13 != 5).then(|| ((i * 7919) % 17) as f64 / 4.0 - 1.5);
+            (i % 5, i * 37 + (i * 13) % 29, x)
+        })
+        .collect();
+    let text: String = rows
+        .iter()
+        .map(|(k, ts, x)| match x {
+            Some(x) => format!("{{\"k\": {k}, \"ts\": {ts}, \"x\": {x:?}}}\n"),
+            None => format!("{{\"k\": {k}, \"ts\": {ts}}}\n"),
+        })
+        .collect();
+    let input = write(&dir, "t.jsonl", text);
+    let extra = [
+        "--key",
+        "k",
+        "--time",
+        "ts",
+        "--time-unit",
+        "ms",
+        "--output",
+        "csv",
+        "--checkpoint-every",
+        "1500",
+    ];
+    let want = uninterrupted(&dir, &input, &extra, None);
+    // Each key's lines (its own step numbers) are its plain monitor's run.
+    let spec = Spec::parse("spec.dsrv", src).unwrap();
+    let mut plain: Vec<Monitor> = (0..5).map(|_| Monitor::builder(&spec).build()).collect();
+    let mut expected = String::new();
+    let mut steps = [0u64; 5];
+    for (k, ts, x) in &rows {
+        let step = steps[*k as usize];
+        steps[*k as usize] += 1;
+        let row = vec![Some(Value::Int(*k)), x.map(Value::Float)];
+        let out = plain[*k as usize]
+            .step_at(Time(ts * 1_000_000), &row)
+            .unwrap()
+            .to_vec();
+        let cell = |s: &Sample| match s {
+            Sample::Value(Value::Bool(b)) => b.to_string(),
+            Sample::Value(Value::Float(f)) => format!("{f:?}"),
+            other => panic!("{other:?}"),
+        };
+        expected.push_str(&format!(
+            "{step},{k},{ts},{},{}\n",
+            cell(&out[0]),
+            cell(&out[1])
+        ));
+    }
+    let want_text = String::from_utf8_lossy(&want);
+    let body: String = want_text
+        .lines()
+        .skip(1)
+        .map(|l| format!("{l}\n"))
+        .collect();
+    if let Some((got, want)) = body.lines().zip(expected.lines()).find(|(a, b)| a != b) {
+        panic!("the keyed timed run is not each key's plain run: {got} where {want}");
+    }
+    assert_eq!(body.lines().count(), rows.len());
+    let (got, landed) = killed_and_resumed(&dir, &input, &extra, None, 3, &mut rng);
+    assert!(
+        got == want,
+        "the resumed output differs from an uninterrupted run's"
+    );
+    eprintln!("{landed} of 3 kills landed before the end");
+    assert!(
+        landed >= 2,
+        "only {landed} of 3 kills landed before the end"
+    );
+}

@@ -27,7 +27,7 @@ use crate::lang::diag::{Diagnostic, Span};
 use crate::lang::lexer::Tok;
 
 /// The samples an STL operator keeps at most unless `stl(φ, N)` says.
-pub const STL_DEFAULT_SAMPLES: u32 = 1024;
+pub const STL_DEFAULT_SAMPLES: u32 = 256;
 /// The most samples `stl(φ, N)` may ask an operator to keep.
 pub const STL_MAX_SAMPLES: i64 = 1_000_000;
 
