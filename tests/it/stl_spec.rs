@@ -399,3 +399,163 @@ fn keyed_timed_runs_resume_from_checkpoints_to_the_same_output() {
         "only {landed} of 3 kills landed before the end"
     );
 }
+
+/// A formula written twice: for the STL property file (bounds in seconds) and for `stl(…)`.
+fn twin_formula(p: &mut Pick, depth: usize, temporal: bool) -> (String, String) {
+    if depth == 0 || p.pick(3) == 0 {
+        let c = p.one(&["-1", "0", "1.5", "2"]);
+        let op = p.one(&[">", "<", ">=", "<="]);
+        let atom = format!("x {op} {c}");
+        return (atom.clone(), atom);
+    }
+    let k = if temporal { p.pick(5) } else { p.pick(3) };
+    let (a, b) = twin_formula(p, depth - 1, temporal);
+    match k {
+        0 => (format!("!({a})"), format!("!({b})")),
+        1 | 2 => {
+            let (c, d) = twin_formula(p, depth - 1, temporal);
+            let op = if k == 1 { "&&" } else { "||" };
+            (format!("({a}) {op} ({c})"), format!("({b}) {op} ({d})"))
+        }
+        op => {
+            let lo = p.one(&[0i64, 100, 200]);
+            let hi = lo + p.one(&[0i64, 100, 300]);
+            let name = if op == 3 { "G" } else { "F" };
+            (
+                format!(
+                    "{name}[{}, {}]({a})",
+                    lo as f64 / 1000.0,
+                    hi as f64 / 1000.0
+                ),
+                format!("{name}[{}, {}]({b})", bound(lo), bound(hi)),
+            )
+        }
+    }
+}
+
+/// The checker's future-time verdicts (`delayed-quantitative` or `-qualitative`) of property
+/// `p: f` over `x` sampled every 100 ms: (time in ms, robustness or 1.0/0.0).
+fn future_verdicts(f: &str, xs: &[f64], quantitative: bool) -> Vec<(i64, f64)> {
+    use vigil::stl::{Semantics, StlMonitor, StlSample, StlSpec, Synchronization, Verdict};
+    let spec = StlSpec::parse("p.mstlo", &format!("p: {f}\n")).unwrap();
+    let semantics = match quantitative {
+        true => Semantics::from_name("delayed-quantitative").unwrap(),
+        false => Semantics::from_name("delayed-qualitative").unwrap(),
+    };
+    let mut monitor =
+        StlMonitor::new(&spec, semantics, Synchronization::ZeroOrderHold, &[]).unwrap();
+    let mut out = Vec::new();
+    for (k, &x) in xs.iter().enumerate() {
+        let time = std::time::Duration::from_millis(100 * k as u64);
+        let signal = spec.signal("x").unwrap();
+        for e in monitor.step(&mut [StlSample {
+            signal,
+            time,
+            value: x,
+        }]) {
+            let v = match e.value {
+                Verdict::Robustness(r) => r,
+                Verdict::Bool(b) => f64::from(u8::from(b)),
+                other => panic!("{other:?}"),
+            };
+            out.push((e.time.as_millis() as i64, v));
+        }
+    }
+    out
+}
+
+/// The past-time verdicts of `stl(f)` and `stl_rob(f)` over `xs` at 0, 100, … ms, per step:
+/// (robustness, verdict).
+fn past_verdicts(f: &str, xs: &[f64]) -> Vec<(f64, bool)> {
+    let spec = Spec::parse(
+        "p.dsrv",
+        &format!("in x: Float\nout q: Bool\nout r: Float\nq = stl({f})\nr = stl_rob({f})\n"),
+    )
+    .unwrap();
+    let mut m = Monitor::builder(&spec).tier(Tier::NativeWhole).build();
+    (xs.iter().enumerate())
+        .map(|(k, &x)| {
+            let out = m
+                .step_at(Time(k as i64 * 100_000_000), [Some(Value::Float(x))])
+                .unwrap()
+                .to_vec();
+            match (&out[1], &out[0]) {
+                (Sample::Value(Value::Float(r)), Sample::Value(Value::Bool(q))) => (*r, *q),
+                other => panic!("{other:?}"),
+            }
+        })
+        .collect()
+}
+
+/// The exact correspondence with the checker's (future-time) STL, against vigil's STL evaluator
+/// (`src/stl`, itself checked against the `mstlo` crate): over a signal `x` sampled at 0, 100, …,
+/// T ms, the past-time verdict at time t of a formula over `x` is the future-time verdict at time
+/// T - t of the same formula over the signal reversed in time (`x(T - t)`), for every t from the
+/// formula's horizon (the sum of its intervals' far ends) on, where every interval the past-time
+/// reading spans lies inside the trace. For one operator `G[a, b] ψ` or `F[a, b] ψ` with ψ free of
+/// temporal operators it is also a shift: the past-time verdict at t is the future-time verdict at
+/// t - a - b over the same signal (the samples of `[t - b, t - a]` either way).
+#[test]
+fn past_time_verdicts_are_the_checkers_future_time_verdicts_reversed_or_shifted() {
+    let mut runner = proptest::test_runner::TestRunner::deterministic();
+    let strategy = (
+        proptest::collection::vec(any::<u32>(), 8..40),
+        proptest::collection::vec(0u32..9, 20..45),
+    );
+    let (mut compared, mut shifted, mut nested) = (0usize, 0usize, 0usize);
+    for _ in 0..200 {
+        let (data, raw) = strategy.new_tree(&mut runner).unwrap().current();
+        let xs: Vec<f64> = raw.iter().map(|&v| v as f64 * 0.5 - 1.0).collect();
+        let mut p = Pick {
+            data: &data,
+            pos: 0,
+        };
+        let (file_f, spec_f) = twin_formula(&mut p, 3, true);
+        let last = (xs.len() as i64 - 1) * 100;
+        let reversed: Vec<f64> = xs.iter().rev().copied().collect();
+        let past = past_verdicts(&spec_f, &reversed);
+        for quantitative in [true, false] {
+            for (s, v) in future_verdicts(&file_f, &xs, quantitative) {
+                let (r, q) = past[((last - s) / 100) as usize];
+                let got = if quantitative {
+                    r
+                } else {
+                    f64::from(u8::from(q))
+                };
+                assert!(
+                    got == v,
+                    "{spec_f}: past at {} ms {got}, future at {s} ms {v}",
+                    last - s
+                );
+                compared += 1;
+            }
+        }
+        nested += (spec_f.matches('[').count() >= 2) as usize;
+        // One operator over a temporal-free operand: the shift.
+        let (op, lo, hi) = (p.one(&["G", "F"]), p.one(&[0i64, 100, 200]), 0);
+        let hi = lo + hi + p.one(&[0i64, 100, 300]);
+        let (inner_file, inner_spec) = twin_formula(&mut p, 2, false);
+        let file_f = format!(
+            "{op}[{}, {}]({inner_file})",
+            lo as f64 / 1000.0,
+            hi as f64 / 1000.0
+        );
+        let spec_f = format!("{op}[{}, {}]({inner_spec})", bound(lo), bound(hi));
+        let past = past_verdicts(&spec_f, &xs);
+        for (s, v) in future_verdicts(&file_f, &xs, true) {
+            let t = s + lo + hi;
+            if t <= last {
+                let got = past[(t / 100) as usize].0;
+                assert!(
+                    got == v,
+                    "{spec_f}: past at {t} ms {got}, future at {s} ms {v}"
+                );
+                shifted += 1;
+            }
+        }
+    }
+    assert!(
+        compared >= 3000 && shifted >= 1500 && nested >= 25,
+        "{compared} {shifted} {nested}"
+    );
+}
