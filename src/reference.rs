@@ -37,14 +37,18 @@ pub fn evaluate(
     spec: &CheckedSpec,
     trace: &[Vec<Option<Value>>],
 ) -> (Vec<Vec<Sample>>, Option<RuntimeError>) {
-    let inputs: Vec<Vec<Sample>> = (trace.iter())
+    evaluate_samples(spec, &samples_of(trace), None)
+}
+
+/// A trace's cells as samples (`None`: NoVal).
+fn samples_of(trace: &[Vec<Option<Value>>]) -> Vec<Vec<Sample>> {
+    (trace.iter())
         .map(|row| {
             (row.iter())
                 .map(|c| c.clone().map_or(Sample::NoVal, Sample::Value))
                 .collect()
         })
-        .collect();
-    evaluate_samples(spec, &inputs, None)
+        .collect()
 }
 
 /// As `evaluate`, for rows of the given times (one per row): what an STL
@@ -58,14 +62,7 @@ pub fn evaluate_timed(
     times: &[crate::time::Time],
 ) -> (Vec<Vec<Sample>>, Option<RuntimeError>) {
     assert_eq!(times.len(), trace.len(), "a time per row");
-    let inputs: Vec<Vec<Sample>> = (trace.iter())
-        .map(|row| {
-            (row.iter())
-                .map(|c| c.clone().map_or(Sample::NoVal, Sample::Value))
-                .collect()
-        })
-        .collect();
-    evaluate_samples(spec, &inputs, Some(times))
+    evaluate_samples(spec, &samples_of(trace), Some(times))
 }
 
 /// As `evaluate`, with the inputs as samples (a `dynamic` instance's inputs

@@ -5,29 +5,12 @@
 //! reading against the separate STL evaluator's future-time verdicts; the diagnostics.
 
 use crate::props::{Run, compare_runs};
+use crate::windows::Pick;
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
 use vigil::reference;
 use vigil::time::Time;
 use vigil::{KeyedMonitor, Monitor, Sample, Snapshot, Spec, Tier, Value};
-
-/// Choices drawn from proptest's data (0 once it runs out).
-struct Pick<'a> {
-    data: &'a [u32],
-    pos: usize,
-}
-
-impl Pick<'_> {
-    fn pick(&mut self, n: usize) -> usize {
-        let v = self.data.get(self.pos).copied().unwrap_or(0) as usize;
-        self.pos += 1;
-        v % n
-    }
-
-    fn one<T: Copy>(&mut self, xs: &[T]) -> T {
-        xs[self.pick(xs.len())]
-    }
-}
 
 /// Interval bounds, in milliseconds (row times are milliseconds apart).
 const BOUNDS: [i64; 7] = [0, 0, 100, 250, 500, 1000, 2000];
@@ -51,7 +34,7 @@ fn formula(p: &mut Pick, depth: usize) -> String {
             2 => format!("y >= {c}"),
             3 => format!("y <= {c}"),
             4 => format!("x - y > {c}"),
-            5 => format!("(x + 1) * 2 < y * 3"),
+            5 => "(x + 1) * 2 < y * 3".to_string(),
             6 => p.one(&["true", "false"]).to_string(),
             _ => format!("x[1] > {c}"),
         };

@@ -40,6 +40,15 @@ pub(super) struct StlMode {
     windows: Vec<ExprId>,
 }
 
+/// A prefix operator of a formula, as read before its operand.
+#[derive(Clone, Copy)]
+enum Prefix {
+    /// `!`.
+    Not,
+    /// `G[lo, hi]` or `F[lo, hi]`, as the aggregate of its interval window.
+    Temporal { agg: Aggregate, lo_ns: i64, hi_ns: i64 },
+}
+
 /// The DSRV precedence level of `+`/`-`: a formula's terms.
 const TERM_LEVEL: usize = 6;
 
@@ -172,23 +181,23 @@ impl Parser {
     /// Prefix operators (`!`, `G[a, b]`, `F[a, b]`), then a primary
     /// formula. A chain of them is a loop, bounded as DSRV's prefixes are.
     fn f_unary(&mut self) -> PResult<ExprId> {
-        let mut ops: Vec<(Option<(Aggregate, i64, i64)>, Span)> = Vec::new();
+        let mut ops: Vec<(Prefix, Span)> = Vec::new();
         loop {
             match self.peek() {
-                Tok::Bang => ops.push((None, self.advance())),
+                Tok::Bang => ops.push((Prefix::Not, self.advance())),
                 Tok::Ident(n)
                     if matches!(n.as_str(), "G" | "F") && self.peek_at(1) == &Tok::LBracket =>
                 {
                     let globally = n == "G";
                     let at = self.advance();
-                    let (lo, hi) = self.interval()?;
+                    let (lo_ns, hi_ns) = self.interval()?;
                     let agg = match (globally, self.robustness()) {
                         (true, false) => Aggregate::All,
                         (false, false) => Aggregate::Any,
                         (true, true) => Aggregate::Min,
                         (false, true) => Aggregate::Max,
                     };
-                    ops.push((Some((agg, lo, hi)), at));
+                    ops.push((Prefix::Temporal { agg, lo_ns, hi_ns }, at));
                 }
                 Tok::Ident(n)
                     if matches!(n.as_str(), "G" | "F" | "U" | "S")
@@ -212,9 +221,11 @@ impl Parser {
         while let Some((op, at)) = ops.pop() {
             let span = at.to(self.ast.expr(e).span);
             e = match op {
-                None if self.robustness() => self.push(ExprKind::Unary(UnOp::Neg, e), span, at)?,
-                None => self.push(ExprKind::Unary(UnOp::Not, e), span, at)?,
-                Some((agg, lo_ns, hi_ns)) => {
+                Prefix::Not if self.robustness() => {
+                    self.push(ExprKind::Unary(UnOp::Neg, e), span, at)?
+                }
+                Prefix::Not => self.push(ExprKind::Unary(UnOp::Not, e), span, at)?,
+                Prefix::Temporal { agg, lo_ns, hi_ns } => {
                     let size = WindowSize::Interval {
                         lo_ns,
                         hi_ns,
