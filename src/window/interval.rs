@@ -339,17 +339,23 @@ mod tests {
             }
             s.restore(&mut w.clone(), k as u64 + 1).unwrap();
         }
-        assert_eq!(got, [f64::INFINITY, 5.0, 3.0, 3.0, 4.0, 4.0]);
+        assert_eq!(got, [f64::INFINITY, 5.0, 3.0, 3.0, 4.0, 1.0]);
     }
 
     /// More samples than the bound is an error at the read, never a wrong
-    /// verdict.
+    /// verdict; samples a later one beats take no room (the deque keeps
+    /// only those that can still be the minimum).
     #[test]
     fn overflow_is_an_error() {
-        let s = shape(Aggregate::All, 0, 10, 2);
+        let s = shape(Aggregate::Min, 0, 10, 2);
         let mut w = vec![0; s.words()];
         for k in 0..3 {
-            s.push(&mut w, k, secs(k as i64), 1);
+            s.push(&mut w, k, secs(k as i64), f64::to_bits(3.0 - k as f64));
+        }
+        assert!(s.read(&mut w, secs(2)).is_ok(), "a falling signal keeps one sample");
+        let mut w = vec![0; s.words()];
+        for k in 0..3 {
+            s.push(&mut w, k, secs(k as i64), f64::to_bits(k as f64));
         }
         let e = s.read(&mut w, secs(2)).unwrap_err();
         assert_eq!(e.kind, ErrorKind::WindowFull);

@@ -542,3 +542,42 @@ fn past_time_verdicts_are_the_checkers_future_time_verdicts_reversed_or_shifted(
         "{compared} {shifted} {nested}"
     );
 }
+
+/// An interval that would keep more samples than its bound stops the run with a runtime error
+/// naming the bound (exit 3), after the outputs of every earlier step, on every tier; a falling
+/// signal, whose deque keeps one sample, does not.
+#[test]
+fn an_interval_past_its_bound_is_a_runtime_error() {
+    use crate::support::{run_vigil, test_dir, write};
+    let dir = test_dir("stl_spec", "bound");
+    let spec = write(
+        &dir,
+        "spec.dsrv",
+        "in x: Float\nout r: Float\nr = stl_rob(G[0, 10s](x > 0), 2)\n",
+    );
+    let rising = write(&dir, "rising.csv", "x\n1\n2\n3\n4\n");
+    let falling = write(&dir, "falling.csv", "x\n4\n3\n2\n1\n");
+    for tier in [
+        "canonical",
+        "quickened",
+        "native-regions",
+        "native-whole",
+        "auto",
+    ] {
+        let (code, out, err) = run_vigil(&["run", &spec, "--input", &rising, "--tier", tier], None);
+        assert_eq!(code, 3, "{tier}: {err}");
+        assert_eq!(out, "r[0] = Float(1.0)\nr[1] = Float(1.0)\n", "{tier}");
+        // (native-whole also warns that it runs native regions.)
+        assert!(
+            err.ends_with(
+                "error: window full in STL operator: its interval holds more than 2 samples \
+                 (raise the bound: `stl(φ, N)`) (stream `r`, step 2)\n"
+            ),
+            "{tier}: {err}"
+        );
+        let (code, out, err) =
+            run_vigil(&["run", &spec, "--input", &falling, "--tier", tier], None);
+        assert_eq!(code, 0, "{tier}: {err}");
+        assert_eq!(out.lines().last(), Some("r[3] = Float(1.0)"), "{tier}");
+    }
+}
