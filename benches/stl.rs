@@ -3,11 +3,17 @@
 //!
 //! Run with `cargo bench --bench stl`; each group times both on one trace of `SAMPLES` samples
 //! of one signal every 10 ms, so the per-sample ratio is the ratio of the two times.
+//!
+//! The `stl_dsrv_*` groups time the same formulas inside a DSRV specification
+//! (`stl_rob(…)`, past-time, compiled to plan nodes and interval windows) on the native-whole
+//! tier (its intervals run canonically) and on the canonical tier, one `Monitor::step_at` per
+//! sample, beside mstlo's delayed-quantitative monitor: both give one robustness per sample.
 
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use std::hint::black_box;
 use std::time::Duration;
 use vigil::stl::{Semantics, StlMonitor, StlSample, StlSpec, Synchronization};
+use vigil::{Monitor, Spec, Tier, Value};
 
 const SAMPLES: u64 = 20_000;
 
@@ -106,5 +112,55 @@ where
         .sum()
 }
 
-criterion_group!(benches, bench);
+/// The same formulas as `stl_rob(…)` in a specification, beside mstlo.
+fn bench_dsrv(c: &mut Criterion) {
+    let samples = signal();
+    let formulas = [
+        ("globally", "G[0,1](x > -1)", "G[0, 1s](x > -1)"),
+        ("eventually", "F[0,5](x > 0.9)", "F[0, 5s](x > 0.9)"),
+        (
+            "nested",
+            "G[0,1](F[0,2](x > 0))",
+            "G[0, 1s](F[0, 2s](x > 0))",
+        ),
+    ];
+    for (name, mstlo_formula, formula) in formulas {
+        // 5 s at 100 Hz: 501 samples in the longest interval.
+        let source = format!("in x: Float\nout r: Float\nr = stl_rob({formula}, 1024)\n");
+        let spec = Spec::parse("bench.dsrv", &source).expect("valid");
+        let mut group = c.benchmark_group(format!("stl_dsrv_{name}"));
+        group.throughput(Throughput::Elements(SAMPLES));
+        group.sample_size(10);
+        for tier in [Tier::NativeWhole, Tier::Canonical] {
+            group.bench_function(format!("vigil_{tier}"), |b| {
+                b.iter_batched(
+                    || Monitor::builder(&spec).tier(tier).build(),
+                    |mut m| {
+                        let mut total = 0.0;
+                        for &(time, value) in &samples {
+                            let t = vigil::time::Time(time.as_nanos() as i64);
+                            let out = m.step_at(t, [Some(Value::Float(value))]).expect("runs");
+                            if let vigil::Sample::Value(Value::Float(r)) = out.get(0) {
+                                total += r;
+                            }
+                        }
+                        black_box(total)
+                    },
+                    BatchSize::PerIteration,
+                )
+            });
+        }
+        let parsed = mstlo::parse_stl(mstlo_formula).expect("mstlo parses it");
+        group.bench_function("mstlo", |b| {
+            b.iter_batched(
+                || parsed.clone(),
+                |f| black_box(mstlo_run(mstlo::DelayedQuantitative, f, &samples)),
+                BatchSize::PerIteration,
+            )
+        });
+        group.finish();
+    }
+}
+
+criterion_group!(benches, bench, bench_dsrv);
 criterion_main!(benches);

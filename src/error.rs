@@ -28,6 +28,8 @@ pub enum ErrorKind {
     /// A container built with containers nested deeper than
     /// [`MAX_VALUE_NESTING`](crate::value::MAX_VALUE_NESTING) inside it.
     ValueTooDeep,
+    /// An STL operator's interval holding more samples than its bound.
+    WindowFull,
 }
 
 impl ErrorKind {
@@ -44,6 +46,7 @@ impl ErrorKind {
             ErrorKind::InvalidDynamic => "invalid dynamic expression",
             ErrorKind::RecursionTooDeep => "recursion too deep",
             ErrorKind::ValueTooDeep => "value nested too deep",
+            ErrorKind::WindowFull => "window full",
         }
     }
 }

@@ -37,14 +37,32 @@ pub fn evaluate(
     spec: &CheckedSpec,
     trace: &[Vec<Option<Value>>],
 ) -> (Vec<Vec<Sample>>, Option<RuntimeError>) {
-    let inputs: Vec<Vec<Sample>> = (trace.iter())
+    evaluate_samples(spec, &samples_of(trace), None)
+}
+
+/// A trace's cells as samples (`None`: NoVal).
+fn samples_of(trace: &[Vec<Option<Value>>]) -> Vec<Vec<Sample>> {
+    (trace.iter())
         .map(|row| {
             (row.iter())
                 .map(|c| c.clone().map_or(Sample::NoVal, Sample::Value))
                 .collect()
         })
-        .collect();
-    evaluate_samples(spec, &inputs)
+        .collect()
+}
+
+/// As `evaluate`, for rows of the given times (one per row): what an STL
+/// operator's interval reads (`WindowSize::Interval`). Only the intervals
+/// read these times; `time()` and time windows read a step's index, as in
+/// `evaluate`, so a test of them with times compares with `evaluate`'s
+/// rows of one second each.
+pub fn evaluate_timed(
+    spec: &CheckedSpec,
+    trace: &[Vec<Option<Value>>],
+    times: &[crate::time::Time],
+) -> (Vec<Vec<Sample>>, Option<RuntimeError>) {
+    assert_eq!(times.len(), trace.len(), "a time per row");
+    evaluate_samples(spec, &samples_of(trace), Some(times))
 }
 
 /// As `evaluate`, with the inputs as samples (a `dynamic` instance's inputs
@@ -52,6 +70,7 @@ pub fn evaluate(
 fn evaluate_samples(
     spec: &CheckedSpec,
     trace: &[Vec<Sample>],
+    times: Option<&[crate::time::Time]>,
 ) -> (Vec<Vec<Sample>>, Option<RuntimeError>) {
     let shared = Arc::new(spec.clone());
     let schedule = Plan::new(shared.clone()).schedule;
@@ -59,6 +78,7 @@ fn evaluate_samples(
         spec,
         shared,
         trace,
+        times,
         rebound: self_offsets_in_arms(spec),
         own: HashMap::new(),
         fault: HashMap::new(),
@@ -166,6 +186,9 @@ struct Reference<'a> {
     /// The spec again, shared by the closures the evaluation makes.
     shared: Arc<CheckedSpec>,
     trace: &'a [Vec<Sample>],
+    /// The rows' times, if given (`evaluate_timed`); else a step's time is
+    /// its index in seconds.
+    times: Option<&'a [crate::time::Time]>,
     /// Offsets whose operand is not what the text says (see
     /// `self_offsets_in_arms`): offset expression -> the arm it reads.
     rebound: HashMap<ExprId, ExprId>,
@@ -382,6 +405,9 @@ impl Reference<'_> {
             }
         }
         match w.size {
+            WindowSize::Interval { lo_ns, hi_ns, .. } => {
+                Ok(self.interval(w.agg, &values, s, lo_ns, hi_ns))
+            }
             WindowSize::Count(n) => {
                 if w.agg.is_spread() {
                     let all: Vec<Value> = values.into_iter().map(|(_, v)| v).collect();
@@ -425,6 +451,73 @@ impl Reference<'_> {
                 Ok(pane_aggregate(w.agg, &by_pane))
             }
         }
+    }
+
+    /// An STL operator's interval at step `s`, by a scan: the window's time
+    /// at step `t` is the latest row time up to it (time never goes back),
+    /// and it holds the present values (not NaN) of the steps whose time
+    /// lies in `[now - hi, now - lo]`: `min`/`all` of them for `G`,
+    /// `max`/`any` for `F` (of equal values the latest), and for none the
+    /// empty interval's verdict: `G` true or +inf, `F` false or -inf. (The
+    /// canonical tier's bound on the samples kept is not modelled: the
+    /// tests keep below it.)
+    fn interval(
+        &self,
+        agg: Aggregate,
+        values: &[(usize, Value)],
+        s: usize,
+        lo: i64,
+        hi: i64,
+    ) -> Sample {
+        let clock = |t: usize| {
+            (0..=t)
+                .map(|k| match self.times {
+                    Some(times) => times[k].0,
+                    None => window::time_at(None, k as u64).0,
+                })
+                .max()
+                .expect("a step")
+        };
+        let now = clock(s);
+        let min = matches!(agg, Aggregate::Min | Aggregate::All);
+        let mut best: Option<Value> = None;
+        for (t, v) in values {
+            let at = clock(*t);
+            if at < now.saturating_sub(hi) || at > now.saturating_sub(lo) {
+                continue;
+            }
+            if matches!(v, Value::Float(f) if f.is_nan()) {
+                continue;
+            }
+            let take = match (&best, v) {
+                (None, _) => true,
+                (Some(Value::Float(b)), Value::Float(x)) => {
+                    if min {
+                        x <= b
+                    } else {
+                        x >= b
+                    }
+                }
+                (Some(Value::Bool(b)), Value::Bool(x)) => {
+                    if min {
+                        x <= b
+                    } else {
+                        x >= b
+                    }
+                }
+                (b, x) => unreachable!("an interval of {b:?} and {x:?}"),
+            };
+            if take {
+                best = Some(v.clone());
+            }
+        }
+        Sample::Value(match (best, agg) {
+            (Some(v), _) => v,
+            (None, Aggregate::All) => Value::Bool(true),
+            (None, Aggregate::Any) => Value::Bool(false),
+            (None, Aggregate::Min) => Value::Float(f64::INFINITY),
+            (None, _) => Value::Float(f64::NEG_INFINITY),
+        })
     }
 
     fn call(&mut self, f: Builtin, args: &[ExprId], s: usize) -> Result<Sample, Fault> {
@@ -624,7 +717,7 @@ __dynamic_result = (
             .map(|u| scope.iter().map(|&x| self.held_stream(x, u)).collect())
             .collect();
         let (outs, err) = crate::canonical::dynamic::nested(form.defer, || {
-            Ok(evaluate_samples(&inner, &inputs))
+            Ok(evaluate_samples(&inner, &inputs, None))
         })?;
         if let Some(err) = err {
             if crate::canonical::dynamic::is_nesting_fault(err.kind, err.op) {

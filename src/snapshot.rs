@@ -312,6 +312,7 @@ enum Kind {
     InvalidDynamic,
     RecursionTooDeep,
     ValueTooDeep,
+    WindowFull,
 }
 
 impl From<ErrorKind> for Kind {
@@ -327,6 +328,7 @@ impl From<ErrorKind> for Kind {
             ErrorKind::MissingKey => Kind::MissingKey,
             ErrorKind::IndexOutOfBounds => Kind::IndexOutOfBounds,
             ErrorKind::ValueTooDeep => Kind::ValueTooDeep,
+            ErrorKind::WindowFull => Kind::WindowFull,
         }
     }
 }
@@ -344,6 +346,7 @@ impl From<Kind> for ErrorKind {
             Kind::MissingKey => ErrorKind::MissingKey,
             Kind::IndexOutOfBounds => ErrorKind::IndexOutOfBounds,
             Kind::ValueTooDeep => ErrorKind::ValueTooDeep,
+            Kind::WindowFull => ErrorKind::WindowFull,
         }
     }
 }

@@ -49,6 +49,7 @@ use scalar_ir::window::{
 };
 pub use scalar_ir::window::{Elem, exact};
 
+pub mod interval;
 pub mod sketch;
 
 /// What a window's values are, as far as its state goes (its operand's type).
@@ -91,7 +92,7 @@ impl Shape {
     pub fn count_window(&self) -> Option<CountWindow> {
         match self.window.size {
             WindowSize::Count(n) => Some(self.count(n)),
-            WindowSize::Time { .. } => None,
+            WindowSize::Time { .. } | WindowSize::Interval { .. } => None,
         }
     }
 
@@ -135,6 +136,9 @@ impl Shape {
     pub fn words(&self) -> usize {
         match self.window.size {
             WindowSize::Count(n) => self.count(n).words(),
+            WindowSize::Interval { lo_ns, hi_ns, cap } => {
+                interval::Interval { lo_ns, hi_ns, cap }.words()
+            }
             WindowSize::Time { panes, .. } => {
                 T_TOTAL
                     + self.sum_words()
@@ -149,6 +153,7 @@ impl Shape {
         let bytes = self.words() * 8;
         let agg = self.window.agg;
         match self.window.size {
+            WindowSize::Interval { .. } => self.interval_describe(),
             WindowSize::Count(n) => {
                 let what = match agg {
                     Aggregate::Count => "a count".to_string(),
@@ -212,6 +217,7 @@ impl Shape {
     pub fn push(&self, w: &mut [u64], step: u64, time: Time, bits: u64) {
         match self.window.size {
             WindowSize::Count(n) => self.count(n).push(w, step, bits),
+            WindowSize::Interval { .. } => self.interval_push(w, step, time, bits),
             WindowSize::Time { pane_ns, panes } => {
                 if w[T_PUSHED_AT] == step + 1 {
                     return;
@@ -244,6 +250,9 @@ impl Shape {
     fn read_from(&self, w: &mut [u64], time: Time, tick: Option<Time>) -> Result<Sample, Fault> {
         match self.window.size {
             WindowSize::Count(n) => self.reading(self.count(n).read(w)),
+            // At a tick the rows of its time have not come yet: the
+            // interval's samples are those before it.
+            WindowSize::Interval { .. } => self.interval_read(w, tick.unwrap_or(time)),
             WindowSize::Time { pane_ns, panes } => {
                 let phase = phase_of(w, pane_ns, tick);
                 self.advance(w, pane_of(time.0.saturating_sub(phase), pane_ns), panes, phase);
@@ -521,6 +530,7 @@ impl Shape {
         }
         match self.window.size {
             WindowSize::Count(n) => self.count(n).restore(w, step),
+            WindowSize::Interval { .. } => self.interval_restore(w, step),
             WindowSize::Time { panes, .. } => self.restore_time(w, step, panes),
         }
     }
@@ -528,7 +538,9 @@ impl Shape {
     fn restore_time(&self, w: &mut [u64], step: u64, panes: u32) -> Result<(), String> {
         let pane_ns = match self.window.size {
             WindowSize::Time { pane_ns, .. } => pane_ns,
-            WindowSize::Count(_) => unreachable!("a time window's words"),
+            WindowSize::Count(_) | WindowSize::Interval { .. } => {
+                unreachable!("a time window's words")
+            }
         };
         if w[T_PUSHED_AT] > step || w[T_STARTED] > pane_ns as u64 {
             return Err("a push or start that no run makes".into());

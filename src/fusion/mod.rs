@@ -202,7 +202,10 @@ pub fn canonical_window(plan: &Plan, id: NodeId) -> Option<&'static str> {
     if is_island_node(plan, id) {
         return None;
     }
-    Some(if plan.windows[w.index()].shape.count_window().is_none() {
+    let size = plan.windows[w.index()].shape.window.size;
+    Some(if matches!(size, crate::lang::ast::WindowSize::Interval { .. }) {
+        "an STL operator's interval (fused code has no row time)"
+    } else if plan.windows[w.index()].shape.count_window().is_none() {
         "a time window (fused code has no row time)"
     } else if plan.is_timed() {
         "a window in a specification with periodic streams"

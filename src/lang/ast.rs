@@ -301,6 +301,13 @@ pub enum WindowSize {
     /// The values whose time lies in the last `panes` panes of `pane_ns`
     /// nanoseconds each (the duration is `panes * pane_ns`).
     Time { pane_ns: i64, panes: u32 },
+    /// A past-time STL operator's interval (`G[lo, hi]`, `F[lo, hi]` inside
+    /// `stl(...)`, docs/language.md "STL inside a specification"): at time
+    /// `t` the samples whose time lies in `[t - hi_ns, t - lo_ns]`, of which
+    /// it keeps at most `cap` (a monotonic deque and the samples not yet
+    /// `lo_ns` old). Its aggregate is `all`/`any` (Bool) or `min`/`max`
+    /// (robustness).
+    Interval { lo_ns: i64, hi_ns: i64, cap: u32 },
 }
 
 /// What a window computes of the values it holds: the state machine's own
@@ -320,7 +327,23 @@ impl std::fmt::Display for Window {
                 self.agg.name(),
                 duration(pane_ns)
             ),
+            WindowSize::Interval { lo_ns, hi_ns, cap } => write!(
+                f,
+                "[{}, {}], {}, {cap}",
+                duration_or_zero(lo_ns),
+                duration_or_zero(hi_ns),
+                self.agg.name()
+            ),
         }
+    }
+}
+
+/// A duration that may be zero (an STL interval's near end): `0` or as
+/// `duration` spells it.
+pub fn duration_or_zero(ns: i64) -> String {
+    match ns {
+        0 => "0".to_string(),
+        _ => duration(ns),
     }
 }
 
@@ -458,6 +481,9 @@ pub struct Ast {
     /// Every name token in source order (name, span): used for the output
     /// order, which is the order of first mention in the spec text.
     pub mentions: Vec<(String, Span)>,
+    /// The terms an STL formula compares (`x` and `3` in `stl(G[0, 2s](x >
+    /// 3))`): the checker requires each to be a number.
+    pub stl_terms: Vec<ExprId>,
 }
 
 impl Ast {
@@ -592,7 +618,21 @@ pub fn display(ast: &Ast, e: ExprId, names: &mut Vec<String>) -> String {
         ),
         ExprKind::Offset(a, n) => format!("{}[{n}]", display(ast, *a, names)),
         ExprKind::Call(f, args) => format!("{}({})", f.name(), join(args, names)),
-        ExprKind::Window(a, w) => format!("window({}, {w})", display(ast, *a, names)),
+        ExprKind::Window(a, w) => match w.size {
+            WindowSize::Interval { lo_ns, hi_ns, .. } => {
+                let op = match w.agg {
+                    Aggregate::All | Aggregate::Min => "G",
+                    _ => "F",
+                };
+                format!(
+                    "{op}[{}, {}]({})",
+                    duration_or_zero(lo_ns),
+                    duration_or_zero(hi_ns),
+                    display(ast, *a, names)
+                )
+            }
+            _ => format!("window({}, {w})", display(ast, *a, names)),
+        },
         ExprKind::List(items) => format!("[{}]", join(items, names)),
         ExprKind::Tuple(items) => format!("Tuple({})", join(items, names)),
         ExprKind::Map(entries) => {

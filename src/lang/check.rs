@@ -885,6 +885,24 @@ impl Checker<'_> {
                 Some(form.ty.unwrap_or(Type::Any))
             }
         };
+        // An STL formula compares numbers (its robustness is their
+        // difference): a term of another type is said once, as such, and
+        // is a Float to the operators around it. The parser records the
+        // terms in the order it builds them, which is their ids' order.
+        let t = match t {
+            Some(ty)
+                if !ty.is_numeric()
+                    && ty != Type::Any
+                    && self.ast.stl_terms.binary_search(&e).is_ok() =>
+            {
+                errs.push(
+                    Diagnostic::new(span, format!("an STL formula compares numbers, found {ty}"))
+                        .with_hint("compare a number, or take a Bool stream as a formula of its own: `stl(G[0, 1s](door_open))`"),
+                );
+                Some(Type::Float)
+            }
+            t => t,
+        };
         table[e.index()] = t;
         t
     }

@@ -9,6 +9,7 @@ pub mod edit;
 pub mod lexer;
 pub mod message;
 pub mod parser;
+
 pub mod types;
 
 use diag::{Diagnostic, Diagnostics, Span};

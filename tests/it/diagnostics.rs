@@ -496,3 +496,154 @@ fn a_name_declared_twice_names_its_first_kind_with_its_article() {
         "#]],
     );
 }
+
+/// STL formulas inside a specification (`stl`, `stl_rob`): malformed formulas, non-numeric
+/// signals, unbounded or reversed intervals, bounds without units, `==` without robustness,
+/// a Bool atom in a robustness, the bound on samples, and the nesting bound.
+#[test]
+fn stl_formula_errors_are_located() {
+    let head = "in x: Float\nin s: Str\nin b: Bool\nout q: Bool\nout r: Float\n";
+    let spec = |defs: &str| format!("{head}{defs}");
+    check(
+        &spec("q = stl(G[0, 2s](x >))\nr = stl_rob(x > 0)\n"),
+        expect![[r#"
+        error: expected an expression, found `)`
+         --> spec.dsrv:6:21
+          |
+        6 | q = stl(G[0, 2s](x >))
+          |                     ^
+    "#]],
+    );
+    check(
+        &spec("q = stl(G[0, 2s](s > 3))\nr = stl_rob(F[0, 1s](s < x))\n"),
+        expect![[r#"
+        error: an STL formula compares numbers, found Str
+         --> spec.dsrv:6:18
+          |
+        6 | q = stl(G[0, 2s](s > 3))
+          |                  ^
+          = hint: compare a number, or take a Bool stream as a formula of its own: `stl(G[0, 1s](door_open))`
+
+        error: an STL formula compares numbers, found Str
+         --> spec.dsrv:7:22
+          |
+        7 | r = stl_rob(F[0, 1s](s < x))
+          |                      ^
+          = hint: compare a number, or take a Bool stream as a formula of its own: `stl(G[0, 1s](door_open))`
+    "#]],
+    );
+    check(
+        &spec("q = stl(G[0, inf](x > 3))\nr = stl_rob(x > 0)\n"),
+        expect![[r#"
+        error: an unbounded interval: an operator keeps the samples of its interval, so both ends are durations
+         --> spec.dsrv:6:14
+          |
+        6 | q = stl(G[0, inf](x > 3))
+          |              ^^^
+          = hint: a temporal operator reads `G[0, 2s](x > 3)` or `F[500ms, 1s](y < 0)`: a past interval from its near to its far end, each a duration (units ns, us, ms, s, min, h) or 0
+    "#]],
+    );
+    check(
+        &spec("q = stl(G[2s, 1s](x > 3))\nr = stl_rob(x > 0)\n"),
+        expect![[r#"
+        error: a reversed interval: its near end 2s is after its far end 1s
+         --> spec.dsrv:6:11
+          |
+        6 | q = stl(G[2s, 1s](x > 3))
+          |           ^^^^^^
+          = hint: a temporal operator reads `G[0, 2s](x > 3)` or `F[500ms, 1s](y < 0)`: a past interval from its near to its far end, each a duration (units ns, us, ms, s, min, h) or 0
+    "#]],
+    );
+    check(
+        &spec("q = stl(G[0, 2](x > 3))\nr = stl_rob(x > 0)\n"),
+        expect![[r#"
+        error: an STL interval's bound needs a time unit: `2s`, `500ms`
+         --> spec.dsrv:6:14
+          |
+        6 | q = stl(G[0, 2](x > 3))
+          |              ^
+          = hint: a temporal operator reads `G[0, 2s](x > 3)` or `F[500ms, 1s](y < 0)`: a past interval from its near to its far end, each a duration (units ns, us, ms, s, min, h) or 0
+    "#]],
+    );
+    check(
+        &spec("q = stl(G[0, 2h3](x > 3))\nr = stl_rob(x > 0)\n"),
+        expect![[r#"
+        error: unknown unit `h3`
+         --> spec.dsrv:6:15
+          |
+        6 | q = stl(G[0, 2h3](x > 3))
+          |               ^^
+          = hint: a temporal operator reads `G[0, 2s](x > 3)` or `F[500ms, 1s](y < 0)`: a past interval from its near to its far end, each a duration (units ns, us, ms, s, min, h) or 0
+    "#]],
+    );
+    check(
+        &spec("q = stl(G(x > 3))\nr = stl_rob(x > 0)\n"),
+        expect![[r#"
+        error: `G` needs a bounded interval: `G[0, 2s](…)`
+         --> spec.dsrv:6:9
+          |
+        6 | q = stl(G(x > 3))
+          |         ^
+          = hint: a temporal operator reads `G[0, 2s](x > 3)` or `F[500ms, 1s](y < 0)`: a past interval from its near to its far end, each a duration (units ns, us, ms, s, min, h) or 0
+    "#]],
+    );
+    check(
+        &spec("q = stl(x > 0)\nr = stl_rob(G[0, 1s](x == 3))\n"),
+        expect![[r#"
+        error: `==` has no robustness: compare with `<`, `<=`, `>` or `>=`
+         --> spec.dsrv:7:24
+          |
+        7 | r = stl_rob(G[0, 1s](x == 3))
+          |                        ^^
+          = hint: `stl(…)` gives a Bool verdict and takes `==`; `stl_rob(…)` measures how far a comparison is from flipping
+    "#]],
+    );
+    check(
+        &spec("q = stl(x > 0)\nr = stl_rob(G[0, 1s](b))\n"),
+        expect![[r#"
+        error: a robustness formula's atom is a comparison of numbers, `x > 3`
+         --> spec.dsrv:7:22
+          |
+        7 | r = stl_rob(G[0, 1s](b))
+          |                      ^
+          = hint: a Bool stream has no robustness; `stl(…)` takes it as a formula
+    "#]],
+    );
+    check(
+        &spec("q = stl(x > 0, 0)\nr = stl_rob(x > 0)\n"),
+        expect![[r#"
+        error: expected the most samples an operator keeps (1 to 1000000), found integer `0`
+         --> spec.dsrv:6:16
+          |
+        6 | q = stl(x > 0, 0)
+          |                ^
+          = hint: for example `stl(G[0, 10s](x > 0), 20000)`
+    "#]],
+    );
+    check(
+        &spec("q = stl(stl(x > 0))\nr = stl_rob(x > 0)\n"),
+        expect![[r#"
+        error: `stl` inside an STL formula: a formula's terms are arithmetic
+         --> spec.dsrv:6:9
+          |
+        6 | q = stl(stl(x > 0))
+          |         ^^^
+    "#]],
+    );
+    let deep = format!(
+        "q = stl({}x > 0{})\nr = stl_rob(x > 0)\n",
+        "G[0, 1s](".repeat(300),
+        ")".repeat(300)
+    );
+    check(
+        &spec(&deep),
+        expect![[r#"
+        error: expression nested too deeply: more than 256 levels
+         --> spec.dsrv:6:2303
+          |
+        6 | …G[0, 1s](G[0, 1s](G[0, 1s](G[0, 1s](G[0, 1s](G[0, 1s](G[0, 1s](G[0, 1s](G[0, 1s](G[0, 1s](G[0, 1s](G[0, 1s](G[0, 1s](G[0, 1s](G[0, 1s](G[0, 1s](G[0, 1s](G[0, 1s…
+          |                                                                                  ^
+          = hint: at most 256 levels are allowed (each operator, `if`, call, offset and pair of parentheses is one); split the expression into auxiliary streams, e.g. `aux part = …`
+    "#]],
+    );
+}

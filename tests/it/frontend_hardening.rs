@@ -187,6 +187,20 @@ const SHAPES: &[Shape] = &[
         def: |d| format!("List.len({}x{})", "[".repeat(d - 2), "]".repeat(d - 2)),
     },
     Shape {
+        name: "STL temporal operators (interval windows in interval windows)",
+        out_type: "Bool",
+        def: |d| format!("stl({}b)", "G[0, 1s] ".repeat(d - 2)),
+    },
+    Shape {
+        name: "STL parenthesised formulas (the formula parser's recursion)",
+        out_type: "Bool",
+        def: |d| {
+            let extra = if (d - 3) % 2 == 1 { "!" } else { "" };
+            let k = (d - 3) / 2;
+            format!("stl({extra}{}x > 0{})", "!(".repeat(k), ")".repeat(k))
+        },
+    },
+    Shape {
         name: "a lambda's body (evaluated by the closure, shown by explain)",
         out_type: "Int",
         def: |d| {

@@ -28,6 +28,7 @@ mod scale_combos;
 mod schema;
 mod snapshots;
 mod stl;
+mod stl_spec;
 mod strings;
 mod support;
 mod time;

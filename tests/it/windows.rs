@@ -14,19 +14,19 @@ use vigil::{KeyedMonitor, KeyedSnapshot, Monitor, Sample, Snapshot, Spec, Tier, 
 const TIERS: [Tier; 5] = Tier::ALL;
 
 /// Choices drawn from proptest's data (0 once it runs out).
-struct Pick<'a> {
-    data: &'a [u32],
-    pos: usize,
+pub(crate) struct Pick<'a> {
+    pub(crate) data: &'a [u32],
+    pub(crate) pos: usize,
 }
 
 impl Pick<'_> {
-    fn pick(&mut self, n: usize) -> usize {
+    pub(crate) fn pick(&mut self, n: usize) -> usize {
         let v = self.data.get(self.pos).copied().unwrap_or(0) as usize;
         self.pos += 1;
         v % n
     }
 
-    fn one<T: Copy>(&mut self, xs: &[T]) -> T {
+    pub(crate) fn one<T: Copy>(&mut self, xs: &[T]) -> T {
         xs[self.pick(xs.len())]
     }
 }

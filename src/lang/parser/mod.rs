@@ -21,7 +21,9 @@
 //! atom   := INT | FLOAT | "true" | "false" | STRING | "()" | NAME | "(" expr ")" | NAME "(" args ")"
 //! ```
 
+mod stl;
 mod triggers;
+
 
 use super::ast::*;
 use super::diag::{Diagnostic, Span, short};
@@ -64,6 +66,7 @@ fn parse_with(src: &str, combined: bool) -> (Ast, Vec<Diagnostic>) {
         window_panes: 0,
         triggers: 0,
         params: Vec::new(),
+        stl: None,
         src: src.to_string(),
         combined,
     };
@@ -112,6 +115,8 @@ struct Parser {
     /// The parameters of the lambdas being parsed, outermost first: a name
     /// among them is a `Param`, not a stream.
     params: Vec<String>,
+    /// The STL formula being parsed, if any (`stl(…)`, `stl.rs`).
+    stl: Option<stl::StlMode>,
 }
 
 /// A parse result. The error is boxed so that every `PResult` the
@@ -893,6 +898,13 @@ impl Parser {
                 Ok((self.window()?, false))
             }
             Tok::Ident(name)
+                if matches!(name.as_str(), "stl" | "stl_rob")
+                    && self.peek_at(1) == &Tok::LParen
+                    && !self.is_param(name) =>
+            {
+                Ok((self.stl()?, false))
+            }
+            Tok::Ident(name)
                 if matches!(name.as_str(), "List" | "Map")
                     && self.peek_at(1) == &Tok::Dot
                     && self.peek_at(3) == &Tok::LParen =>
@@ -1289,6 +1301,7 @@ impl Parser {
                     "values kept by count windows",
                 )
             }
+            WindowSize::Interval { .. } => unreachable!("`window(…)` is a count or a time window"),
             WindowSize::Time { panes, .. } => {
                 let weight = if percentile { PERCENTILE_PANE_WEIGHT } else { 1 };
                 self.window_panes += u64::from(panes) * weight;

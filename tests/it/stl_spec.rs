@@ -1,0 +1,583 @@
+//! STL inside a specification (issue 39, docs/language.md "STL inside a specification"):
+//! generated formulas (nesting, bounds, `G`/`F`, `!`, `&&`, `||`, `=>`, comparisons of one or
+//! two signals) over irregular row times, `stl` and `stl_rob`, every tier against the reference
+//! evaluator's scan of each interval, with snapshots mid-run and a keyed monitor; the past-time
+//! reading against the separate STL evaluator's future-time verdicts; the diagnostics.
+
+use crate::props::{Run, compare_runs};
+use crate::windows::Pick;
+use proptest::prelude::*;
+use proptest::strategy::ValueTree;
+use vigil::reference;
+use vigil::time::Time;
+use vigil::{KeyedMonitor, Monitor, Sample, Snapshot, Spec, Tier, Value};
+
+/// Interval bounds, in milliseconds (row times are milliseconds apart).
+const BOUNDS: [i64; 7] = [0, 0, 100, 250, 500, 1000, 2000];
+
+fn bound(ms: i64) -> String {
+    match ms {
+        0 => "0".into(),
+        ms if ms % 1000 == 0 => format!("{}s", ms / 1000),
+        ms => format!("{ms}ms"),
+    }
+}
+
+/// A formula of at most `depth` more levels over `x: Float` and `y: Int`.
+fn formula(p: &mut Pick, depth: usize) -> String {
+    let leaf = depth == 0 || p.pick(4) == 0;
+    if leaf {
+        let c = p.one(&["-1", "0", "1.5", "2", "3"]);
+        return match p.pick(8) {
+            0 => format!("x > {c}"),
+            1 => format!("x < {c}"),
+            2 => format!("y >= {c}"),
+            3 => format!("y <= {c}"),
+            4 => format!("x - y > {c}"),
+            5 => "(x + 1) * 2 < y * 3".to_string(),
+            6 => p.one(&["true", "false"]).to_string(),
+            _ => format!("x[1] > {c}"),
+        };
+    }
+    match p.pick(7) {
+        0 => format!("!({})", formula(p, depth - 1)),
+        1 => format!("({}) && ({})", formula(p, depth - 1), formula(p, depth - 1)),
+        2 => format!("({}) || ({})", formula(p, depth - 1), formula(p, depth - 1)),
+        3 => format!("({}) => ({})", formula(p, depth - 1), formula(p, depth - 1)),
+        op => {
+            let a = p.one(&BOUNDS);
+            let b = a + p.one(&BOUNDS);
+            let name = if op == 4 { "F" } else { "G" };
+            format!(
+                "{name}[{}, {}]({})",
+                bound(a),
+                bound(b),
+                formula(p, depth - 1)
+            )
+        }
+    }
+}
+
+/// The spec of a formula: its verdict, its robustness and a fused reader
+/// of the verdict.
+fn spec_of(f: &str) -> String {
+    format!(
+        "in x: Float\nin y: Int\nout q: Bool\nout r: Float\nout n: Int\n\
+         q = stl({f})\nr = stl_rob({f})\nn = if q then 1 else 0\n"
+    )
+}
+
+/// A trace of `len` rows: `x` and `y` each absent at some rows, times
+/// mostly increasing by 1 to 700 ms, sometimes standing still or going
+/// back (the operators never go back in time).
+fn trace_of(data: &[u32], len: usize) -> (Vec<Vec<Option<Value>>>, Vec<Time>) {
+    let mut p = Pick { data, pos: 0 };
+    let mut t = 0i64;
+    let mut rows = Vec::new();
+    let mut times = Vec::new();
+    for _ in 0..len {
+        t += match p.pick(12) {
+            0 => 0,
+            1 => -300,
+            k => (k as i64) * 61,
+        };
+        times.push(Time(t * 1_000_000));
+        let x = (p.pick(5) != 0).then(|| Value::Float(p.pick(9) as f64 * 0.5 - 1.0));
+        let y = (p.pick(4) != 0).then(|| Value::Int(p.pick(6) as i64 - 1));
+        rows.push(vec![x, y]);
+    }
+    (rows, times)
+}
+
+fn run_timed(monitor: &mut Monitor, rows: &[Vec<Option<Value>>], times: &[Time]) -> Run {
+    let mut outputs = Vec::new();
+    for (row, &t) in rows.iter().zip(times) {
+        match monitor.step_at(t, row) {
+            Ok(samples) => outputs.push(samples.to_vec()),
+            Err(e) => return (outputs, Some(crate::props::runtime(e))),
+        }
+    }
+    (outputs, None)
+}
+
+/// What the generated cases must reach, so that the property does not
+/// pass vacuously.
+#[derive(Default, Debug)]
+struct Coverage {
+    globally: usize,
+    eventually: usize,
+    /// An interval whose near end is not 0 (pending samples).
+    lagged: usize,
+    /// Temporal operators nested in one another.
+    nested: usize,
+    verdicts_true: usize,
+    verdicts_false: usize,
+    /// A robustness of an empty interval (±inf) and a finite one.
+    infinite: usize,
+    finite: usize,
+    /// A snapshot taken with samples in an interval.
+    snapshots_mid_window: usize,
+}
+
+fn check(
+    spec_data: &[u32],
+    len: usize,
+    trace_data: &[u32],
+    pick: usize,
+    cov: &mut Coverage,
+) -> Result<(), String> {
+    let mut p = Pick {
+        data: spec_data,
+        pos: 0,
+    };
+    let f = formula(&mut p, 3);
+    let source = spec_of(&f);
+    let spec = Spec::parse("stl.dsrv", &source).map_err(|e| format!("{e}\n{source}"))?;
+    let (rows, times) = trace_of(trace_data, len);
+    let refer = reference::evaluate_timed(spec.checked(), &rows, &times);
+    let canon = run_timed(
+        &mut Monitor::builder(&spec).tier(Tier::Canonical).build(),
+        &rows,
+        &times,
+    );
+    compare_runs(
+        &spec,
+        &rows,
+        ("reference", refer),
+        ("canonical", canon.clone()),
+    )?;
+    for tier in Tier::ALL {
+        let run = run_timed(
+            &mut Monitor::builder(&spec).tier(tier).build(),
+            &rows,
+            &times,
+        );
+        compare_runs(
+            &spec,
+            &rows,
+            ("canonical", canon.clone()),
+            (&tier.to_string(), run),
+        )?;
+    }
+    // Split, snapshot (bytes or JSON), restore on another tier, go on.
+    let split = pick % (len + 1);
+    let mut first = Monitor::builder(&spec).tier(Tier::Quickened).build();
+    let (mut outputs, mut error) = run_timed(&mut first, &rows[..split], &times[..split]);
+    if error.is_none() {
+        let snap = first.snapshot();
+        let text = snap.to_json();
+        let words = text.split("\"windows\":[").nth(1).unwrap_or("");
+        let words = words.split(']').next().unwrap_or("");
+        cov.snapshots_mid_window += words
+            .split(',')
+            .filter(|w| !w.is_empty() && *w != "0")
+            .count()
+            .min(1);
+        let decoded = match pick % 2 {
+            0 => Snapshot::from_json(&text).map_err(|e| e.to_string())?,
+            _ => Snapshot::from_bytes(&snap.to_bytes()).map_err(|e| e.to_string())?,
+        };
+        let second = Tier::ALL[pick / 2 % Tier::ALL.len()];
+        let mut resumed = Monitor::builder(&spec)
+            .tier(second)
+            .restore(&decoded)
+            .map_err(|e| format!("restore failed: {e}"))?
+            .build();
+        let (more, err) = run_timed(&mut resumed, &rows[split..], &times[split..]);
+        outputs.extend(more);
+        error = err;
+    }
+    compare_runs(
+        &spec,
+        &rows,
+        ("canonical", canon.clone()),
+        ("split and restored", (outputs, error)),
+    )?;
+    cov.globally += f.contains("G[") as usize;
+    cov.eventually += f.contains("F[") as usize;
+    cov.lagged += BOUNDS[2..]
+        .iter()
+        .any(|&b| f.contains(&format!("[{}, ", bound(b)))) as usize;
+    cov.nested += (f.matches('[').count() - f.matches("x[1]").count() >= 2) as usize;
+    for row in &canon.0 {
+        match &row[0] {
+            Sample::Value(Value::Bool(true)) => cov.verdicts_true += 1,
+            Sample::Value(Value::Bool(false)) => cov.verdicts_false += 1,
+            _ => {}
+        }
+        match &row[1] {
+            Sample::Value(Value::Float(r)) if r.is_infinite() => cov.infinite += 1,
+            Sample::Value(Value::Float(_)) => cov.finite += 1,
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+fn strategy() -> impl Strategy<Value = (Vec<u32>, usize, Vec<u32>, usize)> {
+    (
+        proptest::collection::vec(any::<u32>(), 0..60),
+        0..=40usize,
+        proptest::collection::vec(any::<u32>(), 0..200),
+        any::<usize>(),
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn stl_formulas_agree_with_the_reference_on_every_tier(case in strategy()) {
+        let (spec_data, len, trace_data, pick) = case;
+        let mut cov = Coverage::default();
+        check(&spec_data, len, &trace_data, pick, &mut cov).map_err(TestCaseError::fail)?;
+    }
+}
+
+/// A deterministic sweep of the same cases, with the coverage guard.
+#[test]
+fn stl_sweep_covers_every_operator() {
+    let mut runner = proptest::test_runner::TestRunner::deterministic();
+    let strategy = strategy();
+    let mut cov = Coverage::default();
+    for _ in 0..150 {
+        let (spec_data, len, trace_data, pick) = strategy.new_tree(&mut runner).unwrap().current();
+        if let Err(e) = check(&spec_data, len, &trace_data, pick, &mut cov) {
+            panic!("{e}");
+        }
+    }
+    assert!(
+        cov.globally >= 30
+            && cov.eventually >= 15
+            && cov.lagged >= 20
+            && cov.nested >= 10
+            && cov.verdicts_true >= 200
+            && cov.verdicts_false >= 200
+            && cov.infinite >= 20
+            && cov.finite >= 200
+            && cov.snapshots_mid_window >= 20,
+        "{cov:?}"
+    );
+}
+
+/// A keyed monitor keeps an interval per key: each key's run is a plain
+/// monitor's of its rows, with their times, across a snapshot.
+#[test]
+fn keyed_monitors_keep_an_interval_per_key() {
+    let src = "in k: Int\nin x: Float\nout q: Bool\nout r: Float\n\
+               q = stl(G[0, 1s](x > 0) || F[500ms, 2s](x < -1))\n\
+               r = stl_rob(F[0, 1500ms](x > 1))\n";
+    let spec = Spec::parse("keyed.dsrv", src).unwrap();
+    for tier in Tier::ALL {
+        let mut plain: Vec<Monitor> = (0..3)
+            .map(|_| Monitor::builder(&spec).tier(tier).build())
+            .collect();
+        let mut keyed = KeyedMonitor::builder(&spec, "k")
+            .tier(tier)
+            .build()
+            .unwrap();
+        for r in 0..90i64 {
+            if r == 40 {
+                let snap = vigil::KeyedSnapshot::from_bytes(&keyed.snapshot().to_bytes()).unwrap();
+                keyed = KeyedMonitor::builder(&spec, "k")
+                    .tier(tier)
+                    .restore(&snap)
+                    .build()
+                    .unwrap();
+            }
+            let x = (r % 7 != 3).then(|| Value::Float(((r * 7919) % 11) as f64 / 2.0 - 2.5));
+            let row = vec![Some(Value::Int(r % 3)), x];
+            let t = Time(r * 170_000_000);
+            let want = plain[(r % 3) as usize].step_at(t, &row).unwrap().to_vec();
+            let got = keyed.step_at(t, &row).unwrap().to_vec();
+            assert_eq!(got, want, "{tier}, row {r}");
+        }
+    }
+}
+
+/// `vigil run --key k --time ts` of STL formulas, killed with SIGKILL at random points and
+/// resumed from its checkpoints, writes exactly the output file of an uninterrupted run: each
+/// key's intervals are in its snapshot. The uninterrupted run is also each key's run on the
+/// library's plain monitor, with the rows' times.
+#[test]
+fn keyed_timed_runs_resume_from_checkpoints_to_the_same_output() {
+    use crate::checkpoints::{Rng, killed_and_resumed, uninterrupted};
+    use crate::support::{test_dir, write};
+    let mut rng = Rng::new();
+    let dir = test_dir("stl_spec", "kill-keyed");
+    let src = "in k: Int\nin x: Float\nout q: Bool\nout r: Float\n\
+               q = stl(G[0, 2s](x > -0.5) && F[250ms, 1s](x > 1), 64)\n\
+               r = stl_rob(F[0, 500ms](x < 0.5))\n";
+    write(&dir, "spec.dsrv", src);
+    let n = 40_000i64;
+    let rows: Vec<(i64, i64, Option<f64>)> = (0..n)
+        .map(|i| {
+            let x = (i % 13 != 5).then(|| ((i * 7919) % 17) as f64 / 4.0 - 1.5);
+            (i % 5, i * 37 + (i * 13) % 29, x)
+        })
+        .collect();
+    let text: String = rows
+        .iter()
+        .map(|(k, ts, x)| match x {
+            Some(x) => format!("{{\"k\": {k}, \"ts\": {ts}, \"x\": {x:?}}}\n"),
+            None => format!("{{\"k\": {k}, \"ts\": {ts}}}\n"),
+        })
+        .collect();
+    let input = write(&dir, "t.jsonl", text);
+    let extra = [
+        "--key",
+        "k",
+        "--time",
+        "ts",
+        "--time-unit",
+        "ms",
+        "--output",
+        "csv",
+        "--checkpoint-every",
+        "1500",
+    ];
+    let want = uninterrupted(&dir, &input, &extra, None);
+    // Each key's lines (its own step numbers) are its plain monitor's run.
+    let spec = Spec::parse("spec.dsrv", src).unwrap();
+    let mut plain: Vec<Monitor> = (0..5).map(|_| Monitor::builder(&spec).build()).collect();
+    let mut expected = String::new();
+    let mut steps = [0u64; 5];
+    for (k, ts, x) in &rows {
+        let step = steps[*k as usize];
+        steps[*k as usize] += 1;
+        let row = vec![Some(Value::Int(*k)), x.map(Value::Float)];
+        let out = plain[*k as usize]
+            .step_at(Time(ts * 1_000_000), &row)
+            .unwrap()
+            .to_vec();
+        let cell = |s: &Sample| match s {
+            Sample::Value(Value::Bool(b)) => b.to_string(),
+            Sample::Value(Value::Float(f)) => format!("{f:?}"),
+            other => panic!("{other:?}"),
+        };
+        expected.push_str(&format!(
+            "{step},{k},{ts},{},{}\n",
+            cell(&out[0]),
+            cell(&out[1])
+        ));
+    }
+    let want_text = String::from_utf8_lossy(&want);
+    let body: String = want_text
+        .lines()
+        .skip(1)
+        .map(|l| format!("{l}\n"))
+        .collect();
+    if let Some((got, want)) = body.lines().zip(expected.lines()).find(|(a, b)| a != b) {
+        panic!("the keyed timed run is not each key's plain run: {got} where {want}");
+    }
+    assert_eq!(body.lines().count(), rows.len());
+    let (got, landed) = killed_and_resumed(&dir, &input, &extra, None, 3, &mut rng);
+    assert!(
+        got == want,
+        "the resumed output differs from an uninterrupted run's"
+    );
+    eprintln!("{landed} of 3 kills landed before the end");
+    assert!(
+        landed >= 2,
+        "only {landed} of 3 kills landed before the end"
+    );
+}
+
+/// A formula written twice: for the STL property file (bounds in seconds) and for `stl(…)`.
+fn twin_formula(p: &mut Pick, depth: usize, temporal: bool) -> (String, String) {
+    if depth == 0 || p.pick(3) == 0 {
+        let c = p.one(&["-1", "0", "1.5", "2"]);
+        let op = p.one(&[">", "<", ">=", "<="]);
+        let atom = format!("x {op} {c}");
+        return (atom.clone(), atom);
+    }
+    let k = if temporal { p.pick(5) } else { p.pick(3) };
+    let (a, b) = twin_formula(p, depth - 1, temporal);
+    match k {
+        0 => (format!("!({a})"), format!("!({b})")),
+        1 | 2 => {
+            let (c, d) = twin_formula(p, depth - 1, temporal);
+            let op = if k == 1 { "&&" } else { "||" };
+            (format!("({a}) {op} ({c})"), format!("({b}) {op} ({d})"))
+        }
+        op => {
+            let lo = p.one(&[0i64, 100, 200]);
+            let hi = lo + p.one(&[0i64, 100, 300]);
+            let name = if op == 3 { "G" } else { "F" };
+            (
+                format!(
+                    "{name}[{}, {}]({a})",
+                    lo as f64 / 1000.0,
+                    hi as f64 / 1000.0
+                ),
+                format!("{name}[{}, {}]({b})", bound(lo), bound(hi)),
+            )
+        }
+    }
+}
+
+/// The checker's future-time verdicts (`delayed-quantitative` or `-qualitative`) of property
+/// `p: f` over `x` sampled every 100 ms: (time in ms, robustness or 1.0/0.0).
+fn future_verdicts(f: &str, xs: &[f64], quantitative: bool) -> Vec<(i64, f64)> {
+    use vigil::stl::{Semantics, StlMonitor, StlSample, StlSpec, Synchronization, Verdict};
+    let spec = StlSpec::parse("p.mstlo", &format!("p: {f}\n")).unwrap();
+    let semantics = match quantitative {
+        true => Semantics::from_name("delayed-quantitative").unwrap(),
+        false => Semantics::from_name("delayed-qualitative").unwrap(),
+    };
+    let mut monitor =
+        StlMonitor::new(&spec, semantics, Synchronization::ZeroOrderHold, &[]).unwrap();
+    let mut out = Vec::new();
+    for (k, &x) in xs.iter().enumerate() {
+        let time = std::time::Duration::from_millis(100 * k as u64);
+        let signal = spec.signal("x").unwrap();
+        for e in monitor.step(&mut [StlSample {
+            signal,
+            time,
+            value: x,
+        }]) {
+            let v = match e.value {
+                Verdict::Robustness(r) => r,
+                Verdict::Bool(b) => f64::from(u8::from(b)),
+                other => panic!("{other:?}"),
+            };
+            out.push((e.time.as_millis() as i64, v));
+        }
+    }
+    out
+}
+
+/// The past-time verdicts of `stl(f)` and `stl_rob(f)` over `xs` at 0, 100, … ms, per step:
+/// (robustness, verdict).
+fn past_verdicts(f: &str, xs: &[f64]) -> Vec<(f64, bool)> {
+    let spec = Spec::parse(
+        "p.dsrv",
+        &format!("in x: Float\nout q: Bool\nout r: Float\nq = stl({f})\nr = stl_rob({f})\n"),
+    )
+    .unwrap();
+    let mut m = Monitor::builder(&spec).tier(Tier::NativeWhole).build();
+    (xs.iter().enumerate())
+        .map(|(k, &x)| {
+            let out = m
+                .step_at(Time(k as i64 * 100_000_000), [Some(Value::Float(x))])
+                .unwrap()
+                .to_vec();
+            match (&out[1], &out[0]) {
+                (Sample::Value(Value::Float(r)), Sample::Value(Value::Bool(q))) => (*r, *q),
+                other => panic!("{other:?}"),
+            }
+        })
+        .collect()
+}
+
+/// The exact correspondence with the checker's (future-time) STL, against vigil's STL evaluator
+/// (`src/stl`, itself checked against the `mstlo` crate): over a signal `x` sampled at 0, 100, …,
+/// T ms, the past-time verdict at time t of a formula over `x` is the future-time verdict at time
+/// T - t of the same formula over the signal reversed in time (`x(T - t)`), for every t from the
+/// formula's horizon (the sum of its intervals' far ends) on, where every interval the past-time
+/// reading spans lies inside the trace. For one operator `G[a, b] ψ` or `F[a, b] ψ` with ψ free of
+/// temporal operators it is also a shift: the past-time verdict at t is the future-time verdict at
+/// t - a - b over the same signal (the samples of `[t - b, t - a]` either way).
+#[test]
+fn past_time_verdicts_are_the_checkers_future_time_verdicts_reversed_or_shifted() {
+    let mut runner = proptest::test_runner::TestRunner::deterministic();
+    let strategy = (
+        proptest::collection::vec(any::<u32>(), 8..40),
+        proptest::collection::vec(0u32..9, 20..45),
+    );
+    let (mut compared, mut shifted, mut nested) = (0usize, 0usize, 0usize);
+    for _ in 0..200 {
+        let (data, raw) = strategy.new_tree(&mut runner).unwrap().current();
+        let xs: Vec<f64> = raw.iter().map(|&v| v as f64 * 0.5 - 1.0).collect();
+        let mut p = Pick {
+            data: &data,
+            pos: 0,
+        };
+        let (file_f, spec_f) = twin_formula(&mut p, 3, true);
+        let last = (xs.len() as i64 - 1) * 100;
+        let reversed: Vec<f64> = xs.iter().rev().copied().collect();
+        let past = past_verdicts(&spec_f, &reversed);
+        for quantitative in [true, false] {
+            for (s, v) in future_verdicts(&file_f, &xs, quantitative) {
+                let (r, q) = past[((last - s) / 100) as usize];
+                let got = if quantitative {
+                    r
+                } else {
+                    f64::from(u8::from(q))
+                };
+                assert!(
+                    got == v,
+                    "{spec_f}: past at {} ms {got}, future at {s} ms {v}",
+                    last - s
+                );
+                compared += 1;
+            }
+        }
+        nested += (spec_f.matches('[').count() >= 2) as usize;
+        // One operator over a temporal-free operand: the shift.
+        let (op, lo, hi) = (p.one(&["G", "F"]), p.one(&[0i64, 100, 200]), 0);
+        let hi = lo + hi + p.one(&[0i64, 100, 300]);
+        let (inner_file, inner_spec) = twin_formula(&mut p, 2, false);
+        let file_f = format!(
+            "{op}[{}, {}]({inner_file})",
+            lo as f64 / 1000.0,
+            hi as f64 / 1000.0
+        );
+        let spec_f = format!("{op}[{}, {}]({inner_spec})", bound(lo), bound(hi));
+        let past = past_verdicts(&spec_f, &xs);
+        for (s, v) in future_verdicts(&file_f, &xs, true) {
+            let t = s + lo + hi;
+            if t <= last {
+                let got = past[(t / 100) as usize].0;
+                assert!(
+                    got == v,
+                    "{spec_f}: past at {t} ms {got}, future at {s} ms {v}"
+                );
+                shifted += 1;
+            }
+        }
+    }
+    assert!(
+        compared >= 3000 && shifted >= 1500 && nested >= 25,
+        "{compared} {shifted} {nested}"
+    );
+}
+
+/// An interval that would keep more samples than its bound stops the run with a runtime error
+/// naming the bound (exit 3), after the outputs of every earlier step, on every tier; a falling
+/// signal, whose deque keeps one sample, does not.
+#[test]
+fn an_interval_past_its_bound_is_a_runtime_error() {
+    use crate::support::{run_vigil, test_dir, write};
+    let dir = test_dir("stl_spec", "bound");
+    let spec = write(
+        &dir,
+        "spec.dsrv",
+        "in x: Float\nout r: Float\nr = stl_rob(G[0, 10s](x > 0), 2)\n",
+    );
+    let rising = write(&dir, "rising.csv", "x\n1\n2\n3\n4\n");
+    let falling = write(&dir, "falling.csv", "x\n4\n3\n2\n1\n");
+    for tier in [
+        "canonical",
+        "quickened",
+        "native-regions",
+        "native-whole",
+        "auto",
+    ] {
+        let (code, out, err) = run_vigil(&["run", &spec, "--input", &rising, "--tier", tier], None);
+        assert_eq!(code, 3, "{tier}: {err}");
+        assert_eq!(out, "r[0] = Float(1.0)\nr[1] = Float(1.0)\n", "{tier}");
+        // (native-whole also warns that it runs native regions.)
+        assert!(
+            err.ends_with(
+                "error: window full in STL operator: its interval holds more than 2 samples \
+                 (raise the bound: `stl(φ, N)`) (stream `r`, step 2)\n"
+            ),
+            "{tier}: {err}"
+        );
+        let (code, out, err) =
+            run_vigil(&["run", &spec, "--input", &falling, "--tier", tier], None);
+        assert_eq!(code, 0, "{tier}: {err}");
+        assert_eq!(out.lines().last(), Some("r[3] = Float(1.0)"), "{tier}");
+    }
+}
