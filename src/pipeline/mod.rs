@@ -70,6 +70,7 @@ pub mod sink;
 mod source;
 
 pub use crate::lang::ast::{GapPolicy, ResetPolicy};
+#[cfg(feature = "scale")]
 pub(crate) use feed::REPORTED as LATE_ROWS_SAID;
 pub use feed::{At, Feed, FeedOptions, FeedState, SourceState, show};
 pub use run::{Evaluator, Flow, Halt, Monitors, Sink};
