@@ -8,21 +8,19 @@
 //! job (`job` describes it) and then watches them: a peer that stops running ends the run
 //! (`on_silent_peer`) instead of blocking it.
 
-use super::ops::{self, View};
+use super::ops;
 use super::{Exit, RunArgs, error, say};
 use crate::keyed::KeyedMonitor;
 use crate::monitor::Spec;
 use crate::pipeline::checkpoint::barrier;
 use crate::pipeline::drive::Ended;
-use crate::pipeline::{self, Feed};
 use crate::scale::MAX_TOTAL_WORKERS;
+use crate::scale::parts;
 use crate::scale::peers;
 use crate::scale::run::{self, Network, Plan, SharedSinks, Sink, worker_id};
-use crate::scale::source::{LogLens, Reading, Source, StopAt, Tally, resume_record};
-use crate::scale::timed_inputs::TimedInputsReader;
-use crate::scale::{inputs, parts};
+use crate::scale::source::{LogLens, Reading, StopAt, Tally};
 use crate::time::{TimeForm, TimeUnit};
-use crate::trace::{self, OutputFormat, ReaderOptions, TraceFormat};
+use crate::trace::{OutputFormat, ReaderOptions};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -257,106 +255,9 @@ fn on_silent_peer(
     })
 }
 
-/// How process 0's workers read a scaled run's input in parallel.
-enum Parallel {
-    /// One regular file split into parts.
-    Parts(parts::Parts),
-    /// Several regular files, each read whole by one worker.
-    Inputs(inputs::Inputs),
-    /// Several regular files with a time field, each read by one worker through a feed of its
-    /// own.
-    Timed(TimedInputs),
-}
+mod reads;
 
-/// The inputs of `Parallel::Timed`: each input's reader, taken by the worker that reads it.
-struct TimedInputs {
-    sources: Vec<Option<Source>>,
-    stop_at: Arc<StopAt>,
-    count: usize,
-}
-
-impl TimedInputs {
-    /// Worker `worker`'s of `threads`: inputs `worker`, `worker + threads`, …
-    fn reader(&mut self, worker: usize, threads: usize) -> TimedInputsReader {
-        let mine = (worker..self.sources.len())
-            .step_by(threads)
-            .filter_map(|s| self.sources[s].take().map(|source| (s, source)))
-            .collect();
-        TimedInputsReader::new(mine, Arc::clone(&self.stop_at))
-    }
-}
-
-/// How a scaled run reads its input: in parallel when the options allow it and every input
-/// is a regular file of JSON lines or CSV — one without a time field split into parts, several
-/// each read by a worker (with a time field, each through a feed of its own) — or `None`:
-/// process 0's feed reads them. Checkpoints and a replay log (both record one reader's
-/// position) read them through the feed, and so does one file with a time field (a late row's
-/// re-stamping depends on every row before it).
-fn parallel_plan(
-    args: &RunArgs,
-    spec: &Spec,
-    threads: usize,
-    (setup, stop_at): (&FeedSetup<'_>, &Arc<StopAt>),
-) -> Result<Option<Parallel>, Refused> {
-    let serial =
-        threads < 2 || args.checkpoint.is_some() || args.resume.is_some() || args.record.is_some();
-    if serial || args.input.is_empty() {
-        return Ok(None);
-    }
-    let mut files = Vec::with_capacity(args.input.len());
-    for path in &args.input {
-        let regular = path != "-"
-            && !super::live::is_url(path)
-            && !path.starts_with("tcp://")
-            && std::fs::metadata(path).is_ok_and(|m| m.is_file());
-        match super::trace_format(path, args.format) {
-            Ok(format @ (TraceFormat::Csv | TraceFormat::Jsonl)) if regular => {
-                files.push((path.clone(), format));
-            }
-            _ => return Ok(None),
-        }
-    }
-    let options = ReaderOptions {
-        max_step_gap: args.max_step_gap,
-    };
-    match (args.time.is_some(), files.as_slice()) {
-        (true, [_]) => Ok(None),
-        (true, _) => {
-            if !inputs::same_time_form(&files, setup.schema, setup.time_cell, setup.unit) {
-                return Ok(None);
-            }
-            // A run says its first late rows, as many as a feed of every input says (its
-            // count is in the summary): the inputs' feeds share that budget.
-            let notify = super::timed::notices();
-            let said = Arc::new(std::sync::atomic::AtomicU64::new(0));
-            let late_said: crate::notice::Notify = Arc::new(move |n| {
-                let late = matches!(n, crate::notice::Notice::Late { .. });
-                if !late
-                    || said.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-                        < pipeline::LATE_ROWS_SAID
-                {
-                    notify(n);
-                }
-            });
-            let mut sources = Vec::with_capacity(files.len());
-            for file in &files {
-                sources.push(Some(input_source(args, spec, (setup, &late_said), file)?));
-            }
-            Ok(Some(Parallel::Timed(TimedInputs {
-                count: sources.len(),
-                sources,
-                stop_at: Arc::clone(stop_at),
-            })))
-        }
-        (false, [(path, format)]) => Ok(parts::plan(path, *format, threads)
-            .map_err(fail)?
-            .map(Parallel::Parts)),
-        (false, _) => {
-            let opened = inputs::Inputs::open(&files, setup.schema, options).map_err(fail)?;
-            Ok(Some(Parallel::Inputs(opened)))
-        }
-    }
-}
+use reads::{FeedSetup, Parallel, feed_source, parallel_plan};
 
 /// A run that could not go on: its message and exit status.
 type Refused = (String, Exit);
@@ -375,20 +276,44 @@ fn fail(message: String) -> Refused {
     (message, Exit::Failure)
 }
 
-fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<Exit, Refused> {
-    let Some(key) = args.key.clone() else {
-        return Err(fail(
-            "--workers and --processes run a keyed monitor: pass --key FIELD (the input whose values the workers share out)".into(),
-        ));
-    };
-    refuse(args).map_err(fail)?;
-    let (launch, threads, process) = launch(args).map_err(fail)?;
-    let processes = args.processes.map_or(1, std::num::NonZeroUsize::get);
-    let total_workers = threads * processes;
-    let view = ops::view(args, spec, output).map_err(fail)?;
-    // One monitor is built (planned, lowered, compiled) per process; every
-    // worker's is a `share` of it, running the same code.
-    let mut builder = KeyedMonitor::builder(spec, &key)
+/// Where the workers run: threads of this process, or its part of a cluster, connected to the
+/// other processes once they agree on the job (before anything is emptied or cleared, so that a
+/// process refused for running another job has changed nothing).
+fn connect(
+    args: &RunArgs,
+    spec: &Spec,
+    placement: Placement,
+    (resumed_at, sinks): (Option<u64>, &SharedSinks),
+) -> Result<Network, Refused> {
+    Ok(match placement {
+        Placement::Local => Network::Local,
+        Placement::Cluster { process, addresses } => {
+            let job = job(args, spec, resumed_at);
+            let timeouts = peers::Timeouts {
+                connect: args.connect_timeout,
+                peer: args.peer_timeout,
+            };
+            let on_silent = on_silent_peer(process, args.checkpoint.clone(), Arc::clone(sinks));
+            let connected =
+                peers::connect(&addresses, process, &job, timeouts, on_silent).map_err(fail)?;
+            Network::Cluster {
+                process,
+                sockets: connected.data,
+            }
+        }
+    })
+}
+
+/// The keyed monitor every worker of this process runs a `share` of (built — planned, lowered,
+/// compiled — once per process), with the rules of its keys' ticks; `Ok(Err(exit))` when
+/// `--strict-tier` refuses the tier it got.
+fn template(
+    args: &RunArgs,
+    spec: &Spec,
+    key: &str,
+    unit: TimeUnit,
+) -> Result<Result<(KeyedMonitor, crate::time::Ticking), Exit>, Refused> {
+    let mut builder = KeyedMonitor::builder(spec, key)
         .tier(args.tier)
         .max_string_bytes(args.max_string_bytes);
     // `--max-keys` bounds each worker's live keys (every worker's monitor
@@ -403,34 +328,41 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
     // with the row and are written at its place: the single-process order.
     // The rules are a single-process keyed run's: the flags, else the
     // spec's gap policy.
-    let unit = TimeUnit::from_name(&args.time_unit).expect("clap allows only known units");
-    let (origin, max_gap) = super::timed::scheduling(args, unit, None).map_err(fail)?;
+    let (start, max_gap) = super::timed::scheduling(args, unit, None).map_err(fail)?;
     let on_gap = (args.on_gap.as_deref().map(super::timed::gap_policy))
         .or(spec.checked().on_gap)
         .unwrap_or(crate::lang::ast::GapPolicy::CatchUp);
-    builder = builder.ticking(crate::time::Ticking {
-        start: origin,
+    let ticking = crate::time::Ticking {
+        start,
         max_gap,
         on_gap,
         max_ticks: args.max_ticks,
-    });
-    let mut template = builder.build().map_err(|e| fail(e.to_string()))?;
+    };
+    let mut template = builder
+        .ticking(ticking)
+        .build()
+        .map_err(|e| fail(e.to_string()))?;
     // Without `--time` a key's row stands at its index in `--time-unit`.
     template.set_index_unit(unit.nanos());
     if let Err(exit) = super::check_tier(args, &template.stats()) {
-        return Ok(exit);
+        return Ok(Err(exit));
     }
-    let key_index = template.key_index();
-    let inputs = template.input_count();
-    let names = view.writer_names(&template.output_names(), output);
+    Ok(Ok((template, ticking)))
+}
 
-    // Checkpoints and resuming.
-    let checkpoint = args.checkpoint.as_ref().map(PathBuf::from);
-    if let Some(dir) = &checkpoint {
+/// This process's workers' monitors (`share`s of `template`, or restored from `--resume`'s
+/// newest committed barrier, made before any work so that a checkpoint that does not fit is an
+/// error first), with the resumed barrier; the checkpoint directory made.
+fn monitors(
+    args: &RunArgs,
+    key: &str,
+    template: KeyedMonitor,
+    (process, threads, total_workers): (usize, usize, usize),
+) -> Result<(Option<barrier::Resume>, Vec<KeyedMonitor>), Refused> {
+    if let Some(dir) = &args.checkpoint {
         std::fs::create_dir_all(dir).map_err(|e| {
             fail(format!(
-                "cannot create the checkpoint directory `{}`: {e}",
-                dir.display()
+                "cannot create the checkpoint directory `{dir}`: {e}"
             ))
         })?;
     }
@@ -441,13 +373,11 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
                 Path::new(dir),
                 crate::scale::ROUTE_HASH,
                 worker_id(total_workers),
-                &key,
+                key,
             )
             .map_err(fail)?,
         ),
     };
-    // This process's workers' monitors, restored when resuming; made here
-    // so that a checkpoint that does not fit is an error before any work.
     let mut monitors = Vec::with_capacity(threads);
     for t in 0..threads {
         let w = worker_id(process * threads + t);
@@ -457,10 +387,39 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
         };
         monitors.push(monitor);
     }
-    drop(template);
+    Ok((resumed, monitors))
+}
+
+fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<Exit, Refused> {
+    let Some(key) = args.key.clone() else {
+        return Err(fail(
+            "--workers and --processes run a keyed monitor: pass --key FIELD (the input whose values the workers share out)".into(),
+        ));
+    };
+    refuse(args).map_err(fail)?;
+    let (launch, threads, process) = launch(args).map_err(fail)?;
+    let processes = args.processes.map_or(1, std::num::NonZeroUsize::get);
+    let total_workers = threads * processes;
+    let view = ops::view(args, spec, output).map_err(fail)?;
+    let unit = TimeUnit::from_name(&args.time_unit).expect("clap allows only known units");
+    let (template, ticking) = match template(args, spec, &key, unit)? {
+        Ok(built) => built,
+        Err(exit) => return Ok(exit),
+    };
+    let crate::time::Ticking {
+        start: origin,
+        max_gap,
+        on_gap,
+        ..
+    } = ticking;
+    let key_index = template.key_index();
+    let inputs = template.input_count();
+    let names = view.writer_names(&template.output_names(), output);
+
+    let checkpoint = args.checkpoint.as_ref().map(PathBuf::from);
+    let (resumed, monitors) = monitors(args, &key, template, (process, threads, total_workers))?;
 
     // The source and the writer live in process 0's first worker.
-    let unit = TimeUnit::from_name(&args.time_unit).expect("clap allows only known units");
     let (schema, time_cell) = ops::timed_schema(args, spec);
     let mut streaming = false;
     let log_lens: LogLens = Arc::default();
@@ -501,23 +460,8 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
     // emptied or cleared: a process refused for running another job has
     // changed nothing.
     let sinks: SharedSinks = Arc::new(Mutex::new(None));
-    let network = match launch {
-        Placement::Local => Network::Local,
-        Placement::Cluster { process, addresses } => {
-            let job = job(args, spec, resumed.as_ref().map(|r| r.barrier.time));
-            let timeouts = peers::Timeouts {
-                connect: args.connect_timeout,
-                peer: args.peer_timeout,
-            };
-            let on_silent = on_silent_peer(process, args.checkpoint.clone(), Arc::clone(&sinks));
-            let connected =
-                peers::connect(&addresses, process, &job, timeouts, on_silent).map_err(fail)?;
-            Network::Cluster {
-                process,
-                sockets: connected.data,
-            }
-        }
-    };
+    let resumed_at = resumed.as_ref().map(|r| r.barrier.time);
+    let network = connect(args, spec, launch, (resumed_at, &sinks))?;
     // A fresh run's checkpoints replace any left from an earlier run, so
     // that a later resume cannot pick a stale one of a later time. Process 0
     // clears them before its workers start, so before any worker can write
@@ -532,24 +476,18 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
     let notify = super::timed::notices();
     let mut readers: Vec<Box<dyn Reading>> = Vec::new();
     if let Some(parallel) = &mut parts {
-        for w in 0..threads {
-            let setup = parts::PartSetup {
-                schema: schema.clone(),
-                options: ReaderOptions {
-                    max_step_gap: args.max_step_gap,
-                },
-                tally: Tally::new(args.on_malformed.into(), notify.clone()),
-                key_index,
-                key_name: key.clone(),
-                cells: inputs + view.extra(),
-                stop_at: Arc::clone(&stop_at),
-            };
-            readers.push(match parallel {
-                Parallel::Parts(p) => Box::new(p.reader(w, threads, setup)),
-                Parallel::Inputs(i) => Box::new(i.reader(w, threads, setup)),
-                Parallel::Timed(t) => Box::new(t.reader(w, threads)),
-            });
-        }
+        let part = parts::PartSetup {
+            schema: schema.clone(),
+            options: ReaderOptions {
+                max_step_gap: args.max_step_gap,
+            },
+            tally: Tally::new(args.on_malformed.into(), notify.clone()),
+            key_index,
+            key_name: key.clone(),
+            cells: inputs + view.extra(),
+            stop_at: Arc::clone(&stop_at),
+        };
+        readers = parallel.readers(threads, &part, &notify);
     }
     if let Some(s) = source {
         readers.push(Box::new(s));
@@ -617,247 +555,6 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
         parts.as_ref(),
         total_workers,
     ))
-}
-
-/// What the set-up of process 0's feed needs to know.
-struct FeedSetup<'a> {
-    key: &'a str,
-    key_index: usize,
-    inputs: usize,
-    view: &'a View,
-    unit: TimeUnit,
-    schema: &'a crate::trace::InputSchema,
-    time_cell: Option<usize>,
-    ticking: crate::time::Ticking,
-    checkpoint: Option<&'a PathBuf>,
-    resumed: Option<&'a barrier::Resume>,
-    log_lens: &'a LogLens,
-}
-
-/// How process 0's feed (or an input's own, read in parallel) stamps and merges a keyed run's
-/// rows: the options' time field, lateness and malformed-row policy, each row a step of its own.
-fn feed_options(
-    args: &RunArgs,
-    spec: &Spec,
-    f: &FeedSetup<'_>,
-) -> Result<pipeline::FeedOptions, Refused> {
-    let unit = f.unit;
-    let lateness = match args.lateness.map(|l| (l, unit.duration(l))) {
-        None => 0,
-        Some((_, Some(ns))) => ns,
-        Some((l, None)) => return Err(fail(format!("--lateness {l}: not a duration"))),
-    };
-    Ok(pipeline::FeedOptions {
-        names: f.schema.names.clone(),
-        time_cell: f.time_cell,
-        unit,
-        lateness,
-        // A keyed row is one key's event: rows at one time stay apart.
-        separate: true,
-        malformed: args.on_malformed.into(),
-        idle_timeout: args.idle_timeout.map(std::time::Duration::from_secs_f64),
-        periods: Vec::new(),
-        start: None,
-        max_gap: None,
-        on_gap: f.ticking.on_gap,
-        max_ticks: args.max_ticks,
-        on_reset: (spec.checked().on_reset).unwrap_or(crate::lang::ast::ResetPolicy::Cancel),
-        // A rejected row is located by its source's position.
-        positions: true,
-        wall_clock: false,
-    })
-}
-
-/// The reader of one input with a time field through a feed of its own (`Parallel::Timed`).
-fn input_source(
-    args: &RunArgs,
-    spec: &Spec,
-    (f, late_said): (&FeedSetup<'_>, &crate::notice::Notify),
-    (path, format): &(String, TraceFormat),
-) -> Result<Source, Refused> {
-    let mut feed = Feed::new(feed_options(args, spec, f)?, late_said.clone());
-    let options = ReaderOptions {
-        max_step_gap: args.max_step_gap,
-    };
-    let opened =
-        trace::open_trace(path, *format, f.schema, options).map_err(|e| fail(e.to_string()))?;
-    feed.add_reader(path.clone(), opened.reader, *format);
-    let tally = Tally::new(args.on_malformed.into(), super::timed::notices());
-    let key = (f.key_index, f.key.to_string());
-    Ok(Source::new(feed, tally, key, (f.inputs, f.view.extra())))
-}
-
-/// Process 0's feed of every `--input` (files, standard input, live sources, a `tcp://`
-/// listener), stamped and merged, as the scaled run's reader, with its checkpoint barriers,
-/// replay log and resume position; and whether the input is a stream.
-fn feed_source(args: &RunArgs, spec: &Spec, f: &FeedSetup<'_>) -> Result<(Source, bool), Refused> {
-    let FeedSetup {
-        key,
-        key_index,
-        inputs,
-        view,
-        unit,
-        schema,
-        time_cell,
-        ticking,
-        checkpoint,
-        resumed,
-        log_lens,
-    } = *f;
-    let crate::time::Ticking {
-        start: origin,
-        max_gap,
-        ..
-    } = ticking;
-    let mut streaming = false;
-    if args.input.is_empty() {
-        return Err(fail(
-            "the trace is missing: pass --input FILE (or - for standard input)".into(),
-        ));
-    }
-    // A resumed run reads its sources again from their start and skips
-    // the rows before the checkpoint, checking their digest: a Redis
-    // Stream is read again from its first entry. An MQTT broker keeps
-    // no history, so what it delivered before the checkpoint is not
-    // delivered again (and what was published while the run was down
-    // is lost): the rows a resumed run reads are new, untimed ones are
-    // numbered on from the checkpoint, and there is no digest to check.
-    let replayable = !args.input.iter().any(|i| i.starts_with("mqtt://"));
-    let feed_options = feed_options(args, spec, f)?;
-    let (lateness, feed_on_gap, feed_on_reset) = (
-        feed_options.lateness,
-        feed_options.on_gap,
-        feed_options.on_reset,
-    );
-    let mut feed = Feed::new(feed_options, super::timed::notices());
-    let live_options = super::live::options(args, time_cell);
-    let mut listener = None;
-    for input in &args.input {
-        if let Some(addr) = input.strip_prefix("tcp://") {
-            if listener.is_some() {
-                return Err(fail(
-                    "one tcp:// input at most (its connections are the sources)".into(),
-                ));
-            }
-            let l = std::net::TcpListener::bind(addr)
-                .map_err(|e| fail(format!("--input {input}: cannot listen: {e}")))?;
-            listener = Some(l);
-            streaming = true;
-            continue;
-        }
-        if super::live::is_url(input) {
-            let sources = super::live::open_input(
-                input,
-                schema,
-                &live_options,
-                &super::live::Resume::default(),
-            )
-            .map_err(fail)?;
-            for super::live::Source { name, reader } in sources {
-                feed.add_reader(name, reader, TraceFormat::Jsonl);
-            }
-            streaming = true;
-            continue;
-        }
-        let format = super::trace_format(input, args.format).map_err(|e| (String::new(), e))?;
-        if format == TraceFormat::Tc && args.on_malformed != super::OnMalformed::Stop {
-            return Err(fail(
-                "--on-malformed skip|warn needs JSON-lines or CSV traces: a malformed `.input` block cannot be skipped alone".into(),
-            ));
-        }
-        let options = ReaderOptions {
-            max_step_gap: args.max_step_gap,
-        };
-        let opened =
-            trace::open_trace(input, format, schema, options).map_err(|e| fail(e.to_string()))?;
-        streaming |= opened.streaming;
-        let name = match input.as_str() {
-            "-" => "<stdin>".to_string(),
-            path => path.to_string(),
-        };
-        feed.add_reader(name, opened.reader, format);
-    }
-    if streaming && (args.input.len() > 1 || listener.is_some()) {
-        // Live sources merged: each read on a thread of its own, so
-        // that a silent one does not hold the others back.
-        feed.read_on_threads();
-    }
-    if let Some(l) = listener {
-        // A tcp:// listener's connections join as sources, as in a
-        // single-process run (`timed.rs`).
-        let notify = super::timed::notices();
-        if let Ok(addr) = l.local_addr() {
-            notify(crate::notice::Notice::Listening {
-                at: format!("tcp://{addr}"),
-            });
-        }
-        feed.listen(pipeline::spawn_listener(
-            l,
-            schema.clone(),
-            args.on_malformed.into(),
-            notify,
-        ));
-    }
-    let every = checkpoint.as_ref().map(|_| match time_cell {
-        None => args.checkpoint_every,
-        Some(_) => (args.checkpoint_every as i64)
-            .saturating_mul(unit.nanos())
-            .max(1) as u64,
-    });
-    let skip_before = resumed.as_ref().map_or(0, |r| r.barrier.time);
-    // Untimed rows of a source read again are numbered from 0 and
-    // skipped up to the checkpoint; new ones are numbered on from it.
-    let (first_seq, skip_before) = match (replayable, time_cell) {
-        (false, None) => (skip_before, 0),
-        _ => (0, skip_before),
-    };
-    let mut record = args.record.as_ref().map(|path| {
-        let header = super::log::Header {
-            fingerprint: spec.fingerprint().to_string(),
-            sources: feed.source_names().map(String::from).collect(),
-            fields: schema.names.clone(),
-            time: args.time.clone(),
-            unit,
-            form: TimeForm::Number(unit),
-            key: args.key.clone(),
-            start: origin,
-            max_gap,
-            on_gap: super::timed::gap_name(feed_on_gap).to_string(),
-            max_ticks: args.max_ticks,
-            on_reset: super::timed::reset_name(feed_on_reset).to_string(),
-            lateness,
-            wall_clock: false,
-        };
-        super::timed::Record::new(path.clone(), header, streaming)
-    });
-    if let Some(r) = &resumed {
-        resume_record(
-            record.as_mut(),
-            r.commit.record_len,
-            args.record.as_deref(),
-            &r.dir,
-        )
-        .map_err(fail)?;
-    }
-    let tally = Tally::new(args.on_malformed.into(), super::timed::notices());
-    let mut source = Source::new(
-        feed,
-        tally,
-        (key_index, key.to_string()),
-        (inputs, view.extra()),
-    );
-    source.record = record;
-    source.seq = first_seq;
-    source.every = every;
-    source.first_barrier =
-        resumed.is_none() && every.is_some() && matches!(args.output, super::OutputArg::Redis(_));
-    source.skip_before = skip_before;
-    source.expect_digest = resumed
-        .as_ref()
-        .filter(|_| replayable)
-        .map(|r| r.commit.input_digest);
-    source.log_lens = Arc::clone(log_lens);
-    Ok((source, streaming))
 }
 
 /// The output and the alerts, opened (cut back to a resumed checkpoint's lengths), in the
