@@ -26,7 +26,13 @@ signals sampled together at a fixed period. What it does, in order:
    last samples, whose windows run past the trace, over the samples there are; vigil (as the
    checker) gives no verdict until a window's samples have come, so those times are not
    compared. Prints a table (semantics, verdicts compared, agreements, differences) and,
-   with --verbose, every difference with its case. Exits 1 if any verdict differs.
+   with --verbose, every difference with its case. Exits 1 if any verdict differs outside the
+   documented kinds (KINDS).
+6. Writes each case's formulas without `U` as `stl_rob(…)` outputs of one DSRV specification
+   (past time: docs/language.md, "STL inside a specification") over the samples as CSV rows,
+       vigil run spec.dsrv --input trace.csv --time ts --output csv
+   and compares every step's value with RTAMT's past-time reading of the formula
+   (`historically[a:b]`, `once[a:b]`); every value must agree.
 
 ONE_PROPERTY_A_RUN: each property runs alone, over the samples of the signals it reads. In a
 run with other signals, mstlo 0.1.1 (the checker's engine, and so vigil, which gives its output)
@@ -72,6 +78,8 @@ for case in json.load(sys.stdin):
     data.update(case["signals"])
     results = {}
     for name, formula in case["properties"]:
+        if not formula:
+            continue
         spec = rtamt.StlDiscreteTimeSpecification()
         for s in case["signals"]:
             spec.declare_var(s, "float")
@@ -97,11 +105,17 @@ def install_rtamt():
 
 
 class Formula:
-    """A generated formula, written both ways."""
+    """A generated formula, written both ways, and both ways again read in the past: as in a
+    specification's `stl_rob(…)` and as RTAMT's past-time operators (`historically`, `once`)."""
 
-    def __init__(self, vigil, rtamt):
+    def __init__(self, vigil, rtamt, spec=None, past=None, parts=()):
         self.vigil = vigil
         self.rtamt = rtamt
+        self.spec = vigil if spec is None else spec
+        self.past = rtamt if past is None else past
+        # A formula with a part that has no form in a specification (`U`) has none either.
+        if any(not p.spec for p in parts):
+            self.spec = self.past = ""
 
 
 def gen_formula(rng, signals, depth):
@@ -114,24 +128,42 @@ def gen_formula(rng, signals, depth):
     kind = rng.choice(["not", "and", "or", "G", "F", "U", "G", "F"])
     if kind == "not":
         f = gen_formula(rng, signals, depth - 1)
-        return Formula(f"!({f.vigil})", f"not({f.rtamt})")
+        return Formula(
+            f"!({f.vigil})", f"not({f.rtamt})", f"!({f.spec})", f"not({f.past})", (f,)
+        )
     if kind in ("and", "or"):
         a = gen_formula(rng, signals, depth - 1)
         b = gen_formula(rng, signals, depth - 1)
         op_v, op_r = ("&&", "and") if kind == "and" else ("||", "or")
-        return Formula(f"({a.vigil}) {op_v} ({b.vigil})", f"({a.rtamt}) {op_r} ({b.rtamt})")
+        return Formula(
+            f"({a.vigil}) {op_v} ({b.vigil})",
+            f"({a.rtamt}) {op_r} ({b.rtamt})",
+            f"({a.spec}) {op_v} ({b.spec})",
+            f"({a.past}) {op_r} ({b.past})",
+            (a, b),
+        )
     lo = rng.randint(0, 3)
     hi = lo + rng.randint(0, 3)
     if kind == "U":
         a = gen_formula(rng, signals, depth - 1)
         b = gen_formula(rng, signals, depth - 1)
+        # A specification's formulas have no `U` (nor `S`): not compared there.
         return Formula(
             f"({a.vigil}) U[0,{hi}] ({b.vigil})",
             f"({a.rtamt}) until[0:{hi}] ({b.rtamt})",
+            "",
+            "",
         )
     f = gen_formula(rng, signals, depth - 1)
     word = "always" if kind == "G" else "eventually"
-    return Formula(f"{kind}[{lo},{hi}]({f.vigil})", f"{word}[{lo}:{hi}]({f.rtamt})")
+    past = "historically" if kind == "G" else "once"
+    return Formula(
+        f"{kind}[{lo},{hi}]({f.vigil})",
+        f"{word}[{lo}:{hi}]({f.rtamt})",
+        f"{kind}[{lo}s, {hi}s]({f.spec})",
+        f"{past}[{lo}:{hi}]({f.past})",
+        (f,),
+    )
 
 
 def gen_case(rng):
@@ -157,6 +189,36 @@ def write_property(case, name, formula, folder):
                 head = f"{i}: " if j == 0 else ""
                 v = case["values"][s][i]
                 f.write(f'{head}{s} = {{"time": {i * 1000}, "value": {v}}}\n')
+
+
+def write_spec(case, props, folder, vigil=None):
+    """A specification of `props` as `stl_rob(…)` outputs over the case's signals, run over its
+    samples as rows (`--time ts`); each step's output values, by property."""
+    vigil = vigil or VIGIL[0]
+    lines = [f"in {s}: Float" for s in case["signals"]] + ["in ts: Int"]
+    for name, f in props:
+        lines += [f"out {name}: Float", f"{name} = stl_rob({f.spec})"]
+    spec = os.path.join(folder, "spec.dsrv")
+    with open(spec, "w") as out:
+        out.write("\n".join(lines) + "\n")
+    trace = os.path.join(folder, "trace.csv")
+    with open(trace, "w") as out:
+        out.write(",".join(case["signals"] + ["ts"]) + "\n")
+        for i in range(case["n"]):
+            row = [str(case["values"][s][i]) for s in case["signals"]] + [str(i)]
+            out.write(",".join(row) + "\n")
+    cmd = [vigil, "run", spec, "--input", trace, "--time", "ts", "--output", "csv"]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"vigil failed on {spec}: {done.stderr}")
+    return [
+        {name: row[name] for name, _ in props}
+        for row in csv.DictReader(io.StringIO(done.stdout))
+    ]
+
+
+# The vigil binary the runs use (set from --vigil).
+VIGIL = [None]
 
 
 def run_vigil(vigil, folder, semantics):
@@ -209,7 +271,9 @@ def compare(semantics, value, want):
         if abs(want) < 1e-9:
             return None
         return (value == "true") == (want > 0)
-    return abs(float(value) - want) <= 1e-9 * max(1.0, abs(want))
+    got = float(value)
+    # Equal infinities (an empty interval's vacuous verdict) agree; their difference is NaN.
+    return got == want or abs(got - want) <= 1e-9 * max(1.0, abs(want))
 
 
 def main():
@@ -222,6 +286,7 @@ def main():
     ap.add_argument("--keep")
     args = ap.parse_args()
 
+    VIGIL[0] = args.vigil
     python = install_rtamt()
     if not args.no_build:
         subprocess.run(["cargo", "build", "--quiet"], cwd=REPO, check=True)
@@ -246,6 +311,20 @@ def main():
     if done.returncode != 0:
         raise SystemExit(f"RTAMT failed: {done.stderr}")
     rtamt = json.loads(done.stdout)
+    past_payload = [
+        {
+            "times": list(range(c["n"])),
+            "signals": c["values"],
+            "properties": [(name, f.past) for name, f in c["props"]],
+        }
+        for c in cases
+    ]
+    done = subprocess.run(
+        [python, "-c", RTAMT_RUNNER], input=json.dumps(past_payload), capture_output=True, text=True
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"RTAMT failed: {done.stderr}")
+    past = json.loads(done.stdout)
 
     # Per kind of property (KINDS) and semantics: verdicts compared, agreements, differences.
     tally = {
@@ -275,11 +354,30 @@ def main():
                         want = robust[name].get(t)
                         differences.append((kind, folder, semantics, name, t, value, want))
 
+    # Formulas inside a specification (`stl_rob`, past time) against RTAMT's past-time operators.
+    in_spec = [0, 0, 0]
+    for k, case in enumerate(cases):
+        props = [(name, f) for name, f in case["props"] if f.spec]
+        if not props:
+            continue
+        folder = os.path.join(root, f"case{k:03}-spec")
+        os.makedirs(folder, exist_ok=True)
+        columns = write_spec(case, props, folder)
+        for step, values in enumerate(columns):
+            for name, value in values.items():
+                want = past[k][name][step][1]
+                ok = compare("delayed-quantitative", value, want)
+                in_spec[0] += 1
+                in_spec[1 if ok else 2] += 1
+                if not ok:
+                    differences.append(("in a specification", folder, "stl_rob", name, step, value, want))
+
     print(f"{args.cases} cases (seed {args.seed}), files in {root}")
     print("| properties | semantics | verdicts compared | agree | differ |")
     print("|---|---|---|---|---|")
     for (kind, semantics), (n, ok, bad) in tally.items():
         print(f"| {kind} | {semantics} | {n} | {ok} | {bad} |")
+    print(f"| in a specification, `stl_rob` (past time) | RTAMT's `historically`/`once` | {in_spec[0]} | {in_spec[1]} | {in_spec[2]} |")
     print(f"(qualitative verdicts at robustness 0, not compared: {boundary})")
     for kind, why in KINDS.items():
         if why:
@@ -288,11 +386,12 @@ def main():
     for k, case in enumerate(cases):
         for name, f in case["props"]:
             formulas[(os.path.join(root, f"case{k:03}-{name}"), name)] = f
-    unexpected = [d for d in differences if not KINDS[d[0]]]
+    unexpected = [d for d in differences if not KINDS.get(d[0], "")]
     shown = differences if args.verbose else unexpected
     for kind, folder, semantics, name, t, value, want in shown:
-        f = formulas[(folder, name)]
-        print(f"{kind} {folder} {semantics} {name} = {f.vigil} at {t} s: vigil {value}, RTAMT {want}")
+        f = formulas.get((folder, name))
+        text = f.vigil if f else name
+        print(f"{kind} {folder} {semantics} {name} = {text} at {t} s: vigil {value}, RTAMT {want}")
     if not args.keep:
         shutil.rmtree(root, ignore_errors=True)
     sys.exit(1 if unexpected else 0)
