@@ -54,6 +54,7 @@ Options: --no-build, --vigil PATH, --cases N, --seed S, --verbose, --keep DIR.
 import argparse
 import csv
 import io
+import json
 import os
 import random
 import re
@@ -276,6 +277,24 @@ def compare(semantics, value, want):
     return got == want or abs(got - want) <= 1e-9 * max(1.0, abs(want))
 
 
+def run_rtamt(python, cases, form):
+    """RTAMT's robustness of each case's properties, written by `form`, at every sample."""
+    payload = [
+        {
+            "times": list(range(c["n"])),
+            "signals": c["values"],
+            "properties": [(name, form(f)) for name, f in c["props"]],
+        }
+        for c in cases
+    ]
+    done = subprocess.run(
+        [python, "-c", RTAMT_RUNNER], input=json.dumps(payload), capture_output=True, text=True
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"RTAMT failed: {done.stderr}")
+    return json.loads(done.stdout)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--no-build", action="store_true")
@@ -295,36 +314,9 @@ def main():
     root = args.keep or tempfile.mkdtemp(prefix="vigil-rtamt-")
     os.makedirs(root, exist_ok=True)
 
-    import json
-
-    payload = [
-        {
-            "times": list(range(c["n"])),
-            "signals": c["values"],
-            "properties": [(name, f.rtamt) for name, f in c["props"]],
-        }
-        for c in cases
-    ]
-    done = subprocess.run(
-        [python, "-c", RTAMT_RUNNER], input=json.dumps(payload), capture_output=True, text=True
-    )
-    if done.returncode != 0:
-        raise SystemExit(f"RTAMT failed: {done.stderr}")
-    rtamt = json.loads(done.stdout)
-    past_payload = [
-        {
-            "times": list(range(c["n"])),
-            "signals": c["values"],
-            "properties": [(name, f.past) for name, f in c["props"]],
-        }
-        for c in cases
-    ]
-    done = subprocess.run(
-        [python, "-c", RTAMT_RUNNER], input=json.dumps(past_payload), capture_output=True, text=True
-    )
-    if done.returncode != 0:
-        raise SystemExit(f"RTAMT failed: {done.stderr}")
-    past = json.loads(done.stdout)
+    # Each property's robustness at every sample: future time, and past time.
+    rtamt = run_rtamt(python, cases, lambda f: f.rtamt)
+    past = run_rtamt(python, cases, lambda f: f.past)
 
     # Per kind of property (KINDS) and semantics: verdicts compared, agreements, differences.
     tally = {

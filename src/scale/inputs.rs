@@ -185,13 +185,8 @@ impl Reading for InputsReader {
                 return self.stop(time, format!("{at}: {e}"), Ended::Trace);
             }
             cells.truncate(self.setup.cells);
-            batch.push(Event::Row(StampedRow {
-                time,
-                seq: time,
-                at: None,
-                rfc3339: false,
-                cells,
-            }));
+            // Untimed: the position is the time.
+            batch.push(Event::Row(StampedRow::new(time, time, None, cells)));
         }
         Fill::More
     }

@@ -208,13 +208,8 @@ impl Reading for PartReader {
             let time = part * PART_ROWS + self.row;
             self.row += 1;
             cells.truncate(self.setup.cells);
-            batch.push(Event::Row(StampedRow {
-                time,
-                seq: time,
-                at: None,
-                rfc3339: false,
-                cells,
-            }));
+            // Untimed: the position is the time.
+            batch.push(Event::Row(StampedRow::new(time, time, None, cells)));
         }
         Fill::More
     }
