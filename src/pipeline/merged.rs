@@ -269,18 +269,15 @@ impl MergedRun<'_> {
                 }
                 Err(end) => return Ok(end),
             };
-            // The source of a keyed step's one row, to say where a rejected row is.
-            let source = match &event {
-                Event::Rows(step) => step.rows.first().map(|(c, _)| c.stamp.source as usize),
-                _ => None,
-            };
-            let (rows, time) = match &event {
+            let (rows, time, source) = match &event {
                 Event::Rows(step) => {
                     self.clashes(step);
-                    (Some(step.rows.len() as u64), step.time)
+                    // The source of a keyed step's one row, to say where a rejected row is.
+                    let source = step.rows.first().map(|(c, _)| c.stamp.source as usize);
+                    (Some(step.rows.len() as u64), step.time, source)
                 }
-                Event::Tick(t, _) => (None, *t),
-                _ => (None, Time(0)),
+                Event::Tick(t, _) => (None, *t, None),
+                _ => (None, Time(0), None),
             };
             let Some(event) = event.into_feed() else {
                 unreachable!("the feed ends at a stop")

@@ -41,6 +41,8 @@ pub(crate) struct TimedInputsReader {
     stopped: Option<(String, crate::pipeline::drive::Ended)>,
     /// Where it stopped the run, if it did.
     stopped_at: (u64, u64),
+    /// The buffer an input's next row is read into (kept: a row is read ahead every row).
+    one: Vec<Event>,
 }
 
 impl TimedInputsReader {
@@ -64,6 +66,7 @@ impl TimedInputsReader {
             stop_at,
             stopped: None,
             stopped_at: (u64::MAX, u64::MAX),
+            one: Vec::with_capacity(1),
         }
     }
 
@@ -74,8 +77,8 @@ impl TimedInputsReader {
             if m.head.is_some() || m.ended {
                 continue;
             }
-            let mut one = Vec::with_capacity(1);
-            match m.source.fill(&mut one, 1, 0) {
+            let one = &mut self.one;
+            match m.source.fill(one, 1, 0) {
                 Fill::More | Fill::Ended if !one.is_empty() => m.head = one.pop(),
                 Fill::More | Fill::Ended => m.ended = true,
                 Fill::Stopped(message, ended) => {
