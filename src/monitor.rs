@@ -153,7 +153,8 @@ impl Spec {
 
 /// What a monitor counted: per tier, rows executed and declined (by reason),
 /// promotions, materializations, and the time spent planning and lowering.
-#[derive(Clone, Debug, Default, PartialEq)]
+// Serializable so that a scaled run's workers can send theirs to process 0.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Stats {
     /// The tier running (never `Auto`).
     pub tier: Tier,

@@ -49,17 +49,63 @@ pub trait InstanceRun: std::fmt::Debug + Send {
 }
 
 /// Totals of a run's `dynamic` instances (for `--stats` and `explain`).
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(into = "DynStatsWire", try_from = "DynStatsWire")]
 pub struct DynStats {
     /// Instances started (one per new string).
     pub started: u64,
     /// Instances running now.
     pub live: u64,
     /// The tier the last instance runs on.
+    // (Travels by name, through `DynStatsWire`; skipped here so that the
+    // derive does not tie a deserializer's input to `'static`.)
+    #[serde(skip)]
     pub tier: &'static str,
     /// Time spent building instances (parsing, checking, planning and,
     /// on a faster tier, fusing and compiling).
     pub build_time: std::time::Duration,
+}
+
+/// `DynStats` as it travels (a scaled run's workers send their counters to
+/// process 0): the tier by its name, read back as the tier of that name (a
+/// name no tier has is an error, not a new string leaked for the program's
+/// life).
+#[derive(Clone, serde::Serialize, serde::Deserialize)]
+struct DynStatsWire {
+    started: u64,
+    live: u64,
+    tier: String,
+    build_time: std::time::Duration,
+}
+
+impl From<DynStats> for DynStatsWire {
+    fn from(s: DynStats) -> DynStatsWire {
+        DynStatsWire {
+            started: s.started,
+            live: s.live,
+            tier: s.tier.to_string(),
+            build_time: s.build_time,
+        }
+    }
+}
+
+impl TryFrom<DynStatsWire> for DynStats {
+    type Error = String;
+
+    fn try_from(w: DynStatsWire) -> Result<DynStats, String> {
+        let tier = match (w.tier.as_str(), crate::exec::Tier::from_name(&w.tier)) {
+            // The counters of a run before any instance started.
+            ("", _) => "",
+            (_, Some(tier)) => tier.name(),
+            (_, None) => return Err(format!("no tier `{}`", w.tier)),
+        };
+        Ok(DynStats {
+            started: w.started,
+            live: w.live,
+            tier,
+            build_time: w.build_time,
+        })
+    }
 }
 
 /// The state of one `dynamic` in a run.
@@ -460,4 +506,30 @@ fn step(
         return Ok(Sample::Deferred);
     }
     Ok(run.held.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A scaled run's workers send their counters to process 0 (`--stats`):
+    /// they come back as they left, the tier by name, and a tier no vigil
+    /// has is refused rather than leaked as a new string.
+    #[test]
+    fn dyn_stats_travel_with_their_tier_by_name() {
+        let stats = DynStats {
+            started: 3,
+            live: 1,
+            tier: crate::exec::Tier::NativeWhole.name(),
+            build_time: std::time::Duration::from_micros(1500),
+        };
+        let text = serde_json::to_string(&stats).unwrap();
+        assert_eq!(serde_json::from_str::<DynStats>(&text).unwrap(), stats);
+        let fresh = DynStats::default();
+        let text = serde_json::to_string(&fresh).unwrap();
+        assert_eq!(serde_json::from_str::<DynStats>(&text).unwrap(), fresh);
+        let bad = text.replace("\"tier\":\"\"", "\"tier\":\"warp\"");
+        let e = serde_json::from_str::<DynStats>(&bad).unwrap_err();
+        assert!(e.to_string().contains("no tier `warp`"), "{e}");
+    }
 }

@@ -3,7 +3,7 @@
 use std::fmt;
 
 /// An execution tier (docs/engine.md, "Tiers").
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub enum Tier {
     /// The best tier available; `Monitor::tier` says which is running. A
     /// plain monitor whose spec has a whole-row program starts on the

@@ -100,7 +100,7 @@ enum NativeStage {
 }
 
 /// When a run moved up (`Stats::tier_up`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct TierUpStats {
     /// The rows evaluated canonically before the first row on the
     /// interpreted whole-row program.

@@ -364,9 +364,11 @@ pub enum Evaluated<'a> {
         token: u64,
     },
     /// The end: the input is closed and every event evaluated. The worker's
-    /// monitor, for what it holds then (its counters, its keys); given once,
-    /// with no capability left, so `emit` records nothing for the stream
-    /// here (a caller keeps what it needs aside).
+    /// monitor, for what it holds then (its counters, its keys); given once.
+    /// What `emit` records here goes out at the last time the input had (0
+    /// if it had none), after everything else of that time: so a worker's
+    /// counters can travel to another worker, or another process, the way
+    /// its rows do.
     End {
         /// The worker's monitor.
         monitor: &'a KeyedMonitor,
@@ -442,10 +444,12 @@ where
         Event::Barrier { worker, .. } => u64::from(*worker),
     });
     events.unary_frontier(pact, "KeyedMonitors", move |initial, _info| {
-        drop(initial);
+        // Held at the input's frontier, so that what `emit` records at the
+        // end has a time to go out at; it follows the frontier, so it holds
+        // nothing back that the records' own capabilities would not.
+        let mut held = Some(initial);
         let mut stash = Stash::default();
         let mut out: Vec<O> = Vec::new();
-        let mut ended = false;
         move |(input, frontier), output| {
             input.for_each(|cap, data| stash.push(&cap, data, Some(0)));
             let (cap, ready) = stash.ready(|t| !frontier.less_equal(&t));
@@ -512,10 +516,19 @@ where
                 output.session(&cap).give_iterator(out.drain(..));
             }
             out.clear();
-            if !ended && frontier.is_empty() && stash.is_empty() {
-                ended = true;
-                emit(Evaluated::End { monitor: &monitor }, &mut out);
-                out.clear();
+            if let Some(cap) = &mut held {
+                if let Some(&least) = frontier.frontier().iter().min()
+                    && *cap.time() < least
+                {
+                    cap.downgrade(&least);
+                }
+                if frontier.is_empty() && stash.is_empty() {
+                    emit(Evaluated::End { monitor: &monitor }, &mut out);
+                    if !out.is_empty() {
+                        output.session(&*cap).give_iterator(out.drain(..));
+                    }
+                    held = None;
+                }
             }
         }
     })

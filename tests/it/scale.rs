@@ -539,6 +539,58 @@ fn two_processes_of_two_workers_give_the_single_threaded_output() {
     assert!(read(&alerts) == want_alerts);
 }
 
+/// `--summary` of a run of two processes counts every process's steps and ticks, as the
+/// single-process summary does. It counted process 0's workers' only (process 1's went
+/// nowhere: a worker's counts reached its own process alone), so about half the steps.
+#[test]
+fn a_summary_of_two_processes_counts_both_processes_steps_and_ticks() {
+    let dir = test_dir("scale", "processes_summary");
+    let spec = write(
+        &dir,
+        "spec.dsrv",
+        "in host: Str\nin beat: Bool\naux beats: Int\nbeats = default(beats[1], 0) + 1\nout missing: Bool @ 1s\nmissing = beats == default(beats[1], 0)\n",
+    );
+    let mut text = String::from("host,beat,ts\n");
+    let mut t = 0;
+    for i in 0..2_000u64 {
+        t += (i * 7919) % 3;
+        text.push_str(&format!("h{},true,{t}\n", (i * 31) % 17));
+    }
+    let input = write(&dir, "trace.csv", &text);
+    let args = [
+        "run",
+        &spec,
+        "--input",
+        &input,
+        "--key",
+        "host",
+        "--time",
+        "ts",
+        "--summary",
+        "--output-file",
+        "/dev/null",
+    ];
+    // The summary's lines but its rate.
+    let summary = |o: &Output| -> Vec<String> {
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        (err.lines())
+            .filter(|l| l.starts_with("summary:") && !l.ends_with("rows/s"))
+            .map(str::to_string)
+            .collect()
+    };
+    let want = summary(&run(&args));
+    assert_eq!(
+        want[0], "summary: 2000 rows read, 2000 steps evaluated, 0 malformed rows skipped",
+        "{want:?}"
+    );
+    assert!(
+        want.iter()
+            .any(|l| l.contains("sources merged") && !l.ends_with("; 0 ticks"))
+    );
+    let (o0, _) = run_two(&hostfile(&dir), &args);
+    assert_eq!(summary(&o0), want);
+}
+
 /// The newest complete checkpoint's directory in `dir`, if one is complete.
 pub(crate) fn complete_checkpoint(dir: &Path) -> Option<std::path::PathBuf> {
     std::fs::read_dir(dir)

@@ -26,7 +26,7 @@
 mod writer;
 
 pub(crate) use writer::{AlertText, SharedSinks, Sink, Sinks, flush_sinks, open_sink};
-use writer::{Chunk, Piece, PieceWriter, RowFault, SharedBuf, WireSample};
+use writer::{Chunk, Of, Piece, PieceWriter, RowFault, SharedBuf, WireSample};
 
 use crate::keyed::KeyedMonitor;
 use crate::monitor::Stats;
@@ -72,7 +72,8 @@ struct Outcome {
     triggers: Vec<TriggerTally>,
     /// What the readers read (process 0).
     read: Option<ReadCounts>,
-    /// Rows and ticks evaluated and written (a stopped key's are not).
+    /// Rows and ticks written, by every process (a stopped key's are not;
+    /// the writer counts them).
     steps: u64,
     ticks: u64,
 }
@@ -285,7 +286,7 @@ pub(crate) fn execute(launch: Launch) -> Result<Finished, Failed> {
                     p.key_index,
                     move |_| monitor,
                     barrier_writer(Arc::clone(&p), Arc::clone(&out)),
-                    formatter(Arc::clone(&p), (index, Arc::clone(&out))),
+                    formatter(Arc::clone(&p), index),
                 );
                 let pieces = pieces.probe_with(&probe);
                 let writer = PieceWriter::new(Arc::clone(&p), Arc::clone(&sinks), Arc::clone(&out));
@@ -558,10 +559,11 @@ fn barrier_writer(
 /// the writer of a single-process keyed run writes them), its alerts, and
 /// the error that stopped its key.
 ///
-/// At the end it keeps the worker's counters in `outcome` for `--stats`.
+/// At the end it sends the worker's counters to the writer, for `--stats`
+/// and `--summary` (a worker of another process has no other way there).
 fn formatter(
     plan: Arc<Plan>,
-    (worker, outcome): (usize, Arc<Mutex<Outcome>>),
+    worker: usize,
 ) -> impl FnMut(Evaluated<'_>, &mut Vec<Piece>) + 'static {
     let (unit_form, timed) = (plan.unit_form, plan.timed);
     let buf = SharedBuf::default();
@@ -574,8 +576,6 @@ fn formatter(
     );
     let mut samples: Vec<Sample> = Vec::new();
     let mut stopped: HashSet<Key> = HashSet::new();
-    // Rows and ticks written, as a single-process run counts them for its summary.
-    let (mut steps, mut ticks) = (0u64, 0u64);
     move |evaluated, out| {
         let (row, result, tick) = match evaluated {
             Evaluated::Barrier { time, token, .. } => {
@@ -586,11 +586,12 @@ fn formatter(
                 return;
             }
             Evaluated::End { monitor } => {
-                let mut o = outcome.lock().unwrap_or_else(PoisonError::into_inner);
-                o.steps += steps;
-                o.ticks += ticks;
                 if plan.stats || plan.summary {
-                    o.ends.push((worker, monitor.stats(), monitor.key_count()));
+                    out.push(Piece::End {
+                        worker,
+                        stats: Box::new(monitor.stats()),
+                        keys: monitor.key_count(),
+                    });
                 }
                 return;
             }
@@ -604,10 +605,6 @@ fn formatter(
             let key_value = row.cells[plan.key_index].clone().unwrap_or(Value::Unit);
             match result {
                 Ok(outputs) => {
-                    match tick {
-                        true => ticks += 1,
-                        false => steps += 1,
-                    }
                     let form = if row.rfc3339 {
                         TimeForm::Rfc3339
                     } else {
@@ -665,7 +662,8 @@ fn formatter(
                             chunk.alerts.extend_from_slice(line.as_bytes());
                         }
                     }
-                    chunk.end_row(row, key_value, None, fired);
+                    let of = if tick { Of::Tick } else { Of::Row };
+                    chunk.end_row(row, key_value, None, fired, of);
                     if let Some(last) = chunk.rows.last_mut() {
                         last.samples = live;
                     }
@@ -677,18 +675,18 @@ fn formatter(
                             key: key.to_string(),
                             error: e.to_string(),
                         };
-                        Chunk::of(out).end_row(row, key_value, Some(fault), Vec::new());
+                        Chunk::of(out).end_row(row, key_value, Some(fault), Vec::new(), Of::Row);
                     }
                 }
                 // Too many ticks due before a key's row ends the run, as a
                 // single-process run's does.
                 Err(StepError::Row(e @ crate::row::RowError::TooManyTicks { .. })) => {
                     let fault = RowFault::Fatal(format!("{e} (--max-ticks)"));
-                    Chunk::of(out).end_row(row, key_value, Some(fault), Vec::new());
+                    Chunk::of(out).end_row(row, key_value, Some(fault), Vec::new(), Of::Row);
                 }
                 Err(StepError::Row(e)) => {
                     let fault = RowFault::Fatal(crate::pipeline::drive::rejected_message(&e));
-                    Chunk::of(out).end_row(row, key_value, Some(fault), Vec::new());
+                    Chunk::of(out).end_row(row, key_value, Some(fault), Vec::new(), Of::Row);
                 }
             }
         }

@@ -30,6 +30,13 @@ pub(super) enum Piece {
         time: u64,
         digest: u64,
     },
+    /// A worker's counters and live keys at its end (`--stats`, `--summary`),
+    /// sent as its rows are so that process 0 has every process's.
+    End {
+        worker: usize,
+        stats: Box<crate::monitor::Stats>,
+        keys: usize,
+    },
 }
 
 /// Rows of one worker in the order it evaluated them (time, then
@@ -59,6 +66,19 @@ pub(super) struct RowPiece {
     /// For a live sink, which takes samples rather than text: the row's step
     /// and the samples of its columns (its lines are then empty).
     pub(super) samples: Option<(u64, Vec<WireSample>)>,
+    /// Whether the piece is the row's own step or a tick of its key before it.
+    pub(super) of: Of,
+}
+
+/// What a row piece is the output of. The writer counts the steps and ticks
+/// it writes by it: the writer is the one place every process's rows reach,
+/// so its counts are the run's (a worker's own are only its process's).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(super) enum Of {
+    /// The row's step.
+    Row,
+    /// A tick of the row's key, due before the row.
+    Tick,
 }
 
 /// What went wrong with a row, as it travels to the writer.
@@ -118,6 +138,7 @@ impl Chunk {
         key: Value,
         error: Option<RowFault>,
         fired: Vec<(String, String)>,
+        of: Of,
     ) {
         self.rows.push(RowPiece {
             time: row.time,
@@ -128,6 +149,7 @@ impl Chunk {
             error,
             fired,
             samples: None,
+            of,
         });
     }
 
@@ -370,6 +392,14 @@ impl PieceWriter {
                     match piece {
                         Piece::Rows(c) => self.chunks.push((c, 0)),
                         Piece::Done { time, digest } => self.barriers.push((time, digest)),
+                        Piece::End {
+                            worker,
+                            stats,
+                            keys,
+                        } => {
+                            let mut o = self.outcome.lock().unwrap_or_else(PoisonError::into_inner);
+                            o.ends.push((worker, *stats, keys));
+                        }
                     }
                 }
             });
@@ -465,6 +495,13 @@ impl PieceWriter {
                 Next::Row { chunk, row } => {
                     let c = &self.chunks[chunk].0;
                     let (bytes, alert_bytes) = c.bytes(row);
+                    if c.rows[row].error.is_none() {
+                        let mut o = self.outcome.lock().unwrap_or_else(PoisonError::into_inner);
+                        match c.rows[row].of {
+                            Of::Row => o.steps += 1,
+                            Of::Tick => o.ticks += 1,
+                        }
+                    }
                     if let Some(out) = out.as_deref_mut() {
                         let piece = &c.rows[row];
                         match (&mut out.live, &piece.samples) {
