@@ -84,6 +84,18 @@ impl Step {
         rows: Vec<(Contribution, Vec<Option<Value>>)>,
         exempt: Option<usize>,
     ) -> Step {
+        // One row (every step of one source, most of a merge's): its cells
+        // are the step's, and nothing can clash.
+        if let [(_, row)] = &rows[..]
+            && row.len() == width
+        {
+            return Step {
+                time,
+                cells: row.clone(),
+                rows,
+                clashes: Vec::new(),
+            };
+        }
         let mut cells: Vec<Option<Value>> = vec![None; width];
         let mut setter: Vec<Option<u32>> = vec![None; width];
         let mut clashes = Vec::new();

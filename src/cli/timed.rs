@@ -230,6 +230,14 @@ pub(super) fn run(
         Some((_, false)) => &[],
     };
     let mut listener = None;
+    // Regular files are read and parsed ahead, each on a thread of its own,
+    // as a run of one file is (`ReadAhead`): parsing is most of a run's work.
+    // Past a few files the threads would only contend for the cores (and
+    // each holds a few thousand rows), so a run of more reads them inline.
+    let files = reading
+        .iter()
+        .filter(|p| !super::live::is_url(p) && !p.starts_with("tcp://"));
+    let read_ahead = files.count() <= READ_AHEAD_FILES;
     let mut live = super::live::options(args, time_cell);
     // Rows here are done when read: nothing tells a source when they are.
     live.ack_on_read = true;
@@ -315,7 +323,12 @@ pub(super) fn run(
             format,
             trace: opened.file,
         });
-        sources.push((name, opened.reader, format));
+        // A stream is read as its rows arrive; a regular file ahead.
+        let reader = match opened.streaming || !read_ahead {
+            true => opened.reader,
+            false => trace::ReadAhead::spawn(opened.reader, width, path),
+        };
+        sources.push((name, reader, format));
     }
     if let Some(r) = &resumed
         && r.sources() != sources.len()
@@ -360,7 +373,7 @@ pub(super) fn run(
             Err(e) => return fail(&format!("cannot create the output file `{path}`: {e}")),
         },
     };
-    let mut writer = match (args.output.live(), &args.key) {
+    let writer = match (args.output.live(), &args.key) {
         (Some(url), _) => {
             let resume = super::live::Resume {
                 token: None,
@@ -374,6 +387,14 @@ pub(super) fn run(
         (None, Some(k)) => trace::keyed_writer(output, names, k, sink, continued),
         (None, None) if continued => trace::continue_writer(output, names, sink),
         (None, None) => trace::make_writer(output, names, sink),
+    };
+    // As in a run of one file: the outputs of a run of regular files are
+    // formatted and written by a thread of their own, overlapping the next
+    // rows' merge and evaluation; a stream's are written (and flushed) event
+    // by event on this one, and a live sink is its own.
+    let mut writer = match streaming || args.output.live().is_some() {
+        true => writer,
+        false => trace::WriteBehind::spawn(writer),
     };
     let (alerts_file, alerts_sync) = match args.alerts.as_deref() {
         Some(path) if path != "-" && checkpointed => match keep(path, true) {
@@ -646,6 +667,10 @@ pub(super) fn run(
 }
 
 pub(super) use crate::pipeline::merged::Record;
+
+/// Regular files a merged run reads ahead on threads of their own, at most
+/// (a run of more reads them all on its own thread).
+const READ_AHEAD_FILES: usize = 8;
 
 /// The policies as the flags and the log name them.
 pub(super) fn gap_policy(name: &str) -> GapPolicy {
