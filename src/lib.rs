@@ -77,6 +77,7 @@ pub mod merge;
 mod monitor;
 pub mod notice;
 pub mod pipeline;
+pub mod repl;
 mod row;
 #[cfg(feature = "scale")]
 pub mod scale;

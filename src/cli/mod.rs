@@ -682,8 +682,6 @@ fn flush_said() {
     write_out(&mut said_later(), &mut io::stderr().lock());
 }
 
-pub(super) use crate::pipeline::sink::escaped;
-
 /// Reports an error message (`error: …`) on standard error.
 fn error(message: impl fmt::Display) {
     say(format_args!("error: {message}\n"));

@@ -3,8 +3,7 @@
 pub mod ast;
 pub mod check;
 pub mod diag;
-// The REPL's `:def` and `:drop`: the command line's (and its tests').
-#[cfg(any(feature = "cli", feature = "testing"))]
+// The REPL session's `:def` and `:drop` (`crate::repl`).
 pub mod edit;
 pub mod lexer;
 pub mod message;

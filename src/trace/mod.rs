@@ -389,8 +389,7 @@ pub use ahead::ReadAhead;
 pub use behind::{WriteBehind, raw_stdout};
 pub(crate) use jsonl::serde_value;
 pub(crate) use jsonl::too_deep;
-// Only the command line reads these (the REPL's rows, `--start`).
-#[cfg(feature = "cli")]
+// The REPL session's rows, and the command line's `--start`.
 pub(crate) use values::parse_text;
 pub use writer::{
     alert_line, alert_line_with, cell_text, continue_writer, json_text, keyed_writer, make_writer,
