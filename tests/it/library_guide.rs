@@ -189,3 +189,22 @@ fn keyed_ticks() -> Result {
     assert_eq!(ticks, 2);
     Ok(())
 }
+
+#[test]
+fn a_repl_session() -> Result {
+    let spec = sum_spec()?;
+    // guide
+    use vigil::repl::{Ended, Session};
+
+    let mut session = Session::new(spec, Tier::Auto);
+    let mut answers = Vec::new();
+    for (n, line) in ["x=1", ":tier quickened", "x=2"].into_iter().enumerate() {
+        session.line(line, n + 1, &mut answers)?; // `Ok(false)`: the line was `:quit`
+    }
+    assert_eq!(session.finish(&mut answers)?, Ended::Clean);
+    // guide end
+    let text = String::from_utf8(answers)?;
+    assert!(text.starts_with("total[0] = Int(1)\n"), "{text}");
+    assert!(text.ends_with("total[1] = Int(3)\n"), "{text}");
+    Ok(())
+}
