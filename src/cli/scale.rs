@@ -18,7 +18,7 @@ use crate::scale::MAX_TOTAL_WORKERS;
 use crate::scale::parts;
 use crate::scale::peers;
 use crate::scale::run::{self, Network, Plan, SharedSinks, Sink, worker_id};
-use crate::scale::source::{LogLens, Reading, StopAt, Tally};
+use crate::scale::source::{AtBarriers, Reading, StopAt, Tally};
 use crate::time::{TimeForm, TimeUnit};
 use crate::trace::{OutputFormat, ReaderOptions};
 use std::path::{Path, PathBuf};
@@ -56,12 +56,6 @@ fn refuse(args: &RunArgs) -> Result<(), String> {
         return Err(format!(
             "--checkpoint and --resume do not work with a tcp:// input (`{tcp}`): its connections cannot be read again from a checkpoint's position"
         ));
-    }
-    if checkpointed && args.group.is_some() {
-        return Err(
-            "--checkpoint and --resume with a Redis consumer group (--group) do not work with --workers or --processes yet: a resumed scaled run reads its sources again from their start, and a group delivers each entry once"
-                .into(),
-        );
     }
     if args.unordered && checkpointed {
         return Err(
@@ -422,7 +416,7 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
     // The source and the writer live in process 0's first worker.
     let (schema, time_cell) = ops::timed_schema(args, spec);
     let mut streaming = false;
-    let log_lens: LogLens = Arc::default();
+    let at_barriers: AtBarriers = Arc::default();
     let setup = FeedSetup {
         key: &key,
         key_index,
@@ -439,7 +433,7 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
         },
         checkpoint: checkpoint.as_ref(),
         resumed: resumed.as_ref(),
-        log_lens: &log_lens,
+        at_barriers: &at_barriers,
     };
     // Regular files are read in parallel by process 0's workers (`parts`) where the options
     // allow it; anything else by process 0's feed.
@@ -448,12 +442,12 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
         0 => parallel_plan(args, spec, threads, (&setup, &stop_at))?,
         _ => None,
     };
-    let source = if process == 0 && parts.is_none() {
-        let (source, stream) = feed_source(args, spec, &setup)?;
+    let (source, sources) = if process == 0 && parts.is_none() {
+        let (source, stream, sources) = feed_source(args, spec, &setup)?;
         streaming = stream;
-        Some(source)
+        (Some(source), sources)
     } else {
-        None
+        (None, Vec::new())
     };
 
     // The processes connect and agree on the job before anything is
@@ -512,7 +506,9 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
         stats: args.stats,
         summary: args.summary || args.fail_on_trigger,
         live_sink: args.output.live().is_some(),
-        log_lens,
+        at_barriers,
+        sources,
+        merge_options: super::checkpoint::merge_options(args),
         stop: std::sync::atomic::AtomicBool::new(false),
         stop_at,
         unit_form: TimeForm::Number(unit),

@@ -19,9 +19,13 @@ pub(crate) struct Source {
     pub(crate) feed: Feed,
     /// The replay log (`--record`) of the feed's steps.
     pub(crate) record: Option<Record>,
-    /// The log's length at each barrier (its time), for the writer to
-    /// record when the checkpoint completes.
-    pub(crate) log_lens: LogLens,
+    /// The log's length and the sources' positions at each barrier (its
+    /// time), for the writer to record when the checkpoint completes.
+    pub(crate) at_barriers: AtBarriers,
+    /// With checkpoints: where the sources stood, and the feed's state,
+    /// before the step taken last (a barrier comes before the row it is due
+    /// at, which the feed has taken already).
+    pub(crate) before: Option<(Vec<crate::pipeline::At>, crate::pipeline::FeedState)>,
     /// The row just taken (inputs, `--pass` fields, the time field) and
     /// where it is, for messages.
     pub(crate) row: Vec<Option<Value>>,
@@ -119,9 +123,18 @@ impl Tally {
     }
 }
 
-/// The replay log's length at each barrier not yet completed, by time:
-/// the source keeps them, the writer records and drops them.
-pub(crate) type LogLens = Arc<Mutex<Vec<(u64, u64)>>>;
+/// What process 0's source knew at each barrier not yet completed: the source keeps them, the
+/// writer records them in the barrier's commit record and drops them.
+pub(crate) type AtBarriers = Arc<Mutex<Vec<AtBarrier>>>;
+
+/// What process 0's source knew at the barrier at `time`.
+pub(crate) struct AtBarrier {
+    pub(crate) time: u64,
+    /// The replay log's length (`--record`).
+    pub(crate) log_len: Option<u64>,
+    /// Where the sources stood and the feed's state: after the last row before the barrier.
+    pub(crate) sources: Option<(Vec<crate::pipeline::At>, crate::pipeline::FeedState)>,
+}
 
 /// A reader of rows into the dataflow: process 0's feed of every input
 /// (`Source`), or a worker's parts of one file (`parts::PartReader`).
@@ -240,7 +253,8 @@ impl Source {
         Source {
             feed,
             record: None,
-            log_lens: LogLens::default(),
+            at_barriers: AtBarriers::default(),
+            before: None,
             row: Vec::new(),
             at: String::new(),
             seq: 0,
@@ -265,6 +279,9 @@ impl Source {
     /// Reads up to `n` events into `batch`.
     fn fill(&mut self, batch: &mut Vec<Event>, n: usize, workers: usize) -> Fill {
         while batch.len() < n {
+            if self.every.is_some() {
+                self.before = Some((self.feed.positions(), self.feed.state()));
+            }
             let next = self.feed.next();
             let Ok(Some(pipeline::Event::Rows(step))) = &next else {
                 if let Err(e) = self.log(&next) {
@@ -377,13 +394,22 @@ impl Source {
         let due = std::mem::take(&mut self.first_barrier)
             || self.next_checkpoint.is_some_and(|next| time >= next);
         if due {
-            if let Some(record) = &mut self.record {
-                let len = record
-                    .synced_len(self.feed.form())
-                    .map_err(|e| format!("cannot write the replay log `{}`: {e}", record.path()))?;
-                let mut lens = self.log_lens.lock().unwrap_or_else(PoisonError::into_inner);
-                lens.push((time, len));
-            }
+            let log_len = match &mut self.record {
+                Some(record) => Some(record.synced_len(self.feed.form()).map_err(|e| {
+                    format!("cannot write the replay log `{}`: {e}", record.path())
+                })?),
+                None => None,
+            };
+            let mut at = self
+                .at_barriers
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            at.push(AtBarrier {
+                time,
+                log_len,
+                sources: self.before.take(),
+            });
+            drop(at);
             for w in 0..workers {
                 batch.push(Event::Barrier {
                     time,

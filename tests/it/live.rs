@@ -851,9 +851,9 @@ fn redis_sigkill_and_resume_equal_an_uninterrupted_run() {
 /// Issue 35: a scaled run checkpoints with a Redis source and a Redis sink
 /// (it was refused): killed and resumed, it writes the entries of an
 /// uninterrupted single-process keyed run, none lost or repeated. The
-/// resumed run reads the stream again from its start and skips the rows
-/// before the checkpoint; the sink does not send again the entries the
-/// checkpoint counted, nor those past it already in the stream.
+/// resumed run reads the stream on from the last entry the checkpoint's
+/// rows took; the sink does not send again the entries the checkpoint
+/// counted, nor those past it already in the stream.
 #[test]
 fn a_scaled_run_with_redis_in_and_out_resumes_exactly_after_sigkill() {
     killed_and_resumed_as(
@@ -880,6 +880,23 @@ fn a_scaled_redis_output_killed_before_its_first_periodic_checkpoint_resumes() {
         20000,
         "1000000",
         1,
+    );
+}
+
+/// Issue 35: a scaled run reading a Redis consumer group checkpoints (it
+/// was refused: its resume read the sources again from their start, and a
+/// group delivers each entry once). The commit record holds the group's
+/// last entry taken, as a single-process checkpoint does; killed and
+/// resumed, the run writes the uninterrupted run's entries.
+#[test]
+fn a_scaled_run_of_a_redis_consumer_group_resumes_exactly_after_sigkill() {
+    killed_and_resumed_as(
+        "redis_scaled_group_kill",
+        &["--key", "x"],
+        &["--workers", "2", "--group", "monitors", "--consumer", "m1"],
+        1500,
+        "37",
+        3,
     );
 }
 

@@ -396,15 +396,11 @@ fn a_scaled_summary_is_the_single_process_summary() {
     assert_eq!(summary(&["--workers", "2"]), want);
 }
 
-/// A scaled run whose single-process run merges its sources (`--time`, a periodic spec) says
-/// what the merge did, and counts its keys' ticks as ticks, as that run's summary does. It
-/// counted the ticks as steps evaluated (47,378 steps for 3,000 rows) and had no "sources
-/// merged" line.
-#[test]
-fn a_scaled_summary_of_a_merged_periodic_run_is_the_single_process_summary() {
-    let dir = test_dir("scale", "summary_periodic");
+/// A periodic specification (a heartbeat per host) and a trace of 2,000 rows of 17 hosts with
+/// times that repeat and jump, in `dir`.
+fn heartbeats(dir: &Path) -> (String, String) {
     let spec = write(
-        &dir,
+        dir,
         "spec.dsrv",
         "in host: Str\nin beat: Bool\naux beats: Int\nbeats = default(beats[1], 0) + 1\nout missing: Bool @ 1s\nmissing = beats == default(beats[1], 0)\n",
     );
@@ -414,7 +410,17 @@ fn a_scaled_summary_of_a_merged_periodic_run_is_the_single_process_summary() {
         t += (i * 7919) % 3;
         text.push_str(&format!("h{},true,{t}\n", (i * 31) % 17));
     }
-    let input = write(&dir, "trace.csv", &text);
+    (spec, write(dir, "trace.csv", &text))
+}
+
+/// A scaled run whose single-process run merges its sources (`--time`, a periodic spec) says
+/// what the merge did, and counts its keys' ticks as ticks, as that run's summary does. It
+/// counted the ticks as steps evaluated (47,378 steps for 3,000 rows) and had no "sources
+/// merged" line.
+#[test]
+fn a_scaled_summary_of_a_merged_periodic_run_is_the_single_process_summary() {
+    let dir = test_dir("scale", "summary_periodic");
+    let (spec, input) = heartbeats(&dir);
     let summary = |extra: &[&str]| {
         let common = ["--time", "ts", "--summary", "--output-file", "/dev/null"];
         let o = keyed(&spec, &input, &[&common[..], extra].concat());
@@ -545,18 +551,7 @@ fn two_processes_of_two_workers_give_the_single_threaded_output() {
 #[test]
 fn a_summary_of_two_processes_counts_both_processes_steps_and_ticks() {
     let dir = test_dir("scale", "processes_summary");
-    let spec = write(
-        &dir,
-        "spec.dsrv",
-        "in host: Str\nin beat: Bool\naux beats: Int\nbeats = default(beats[1], 0) + 1\nout missing: Bool @ 1s\nmissing = beats == default(beats[1], 0)\n",
-    );
-    let mut text = String::from("host,beat,ts\n");
-    let mut t = 0;
-    for i in 0..2_000u64 {
-        t += (i * 7919) % 3;
-        text.push_str(&format!("h{},true,{t}\n", (i * 31) % 17));
-    }
-    let input = write(&dir, "trace.csv", &text);
+    let (spec, input) = heartbeats(&dir);
     let args = [
         "run",
         &spec,
@@ -672,8 +667,12 @@ fn a_killed_process_ends_the_run_and_resume_continues_exactly() {
         "{stderr}"
     );
     assert!(complete_checkpoint(Path::new(&ck)).is_some_and(|c| c >= taken));
-    // Both restart from the checkpoint, over the whole trace as a file.
-    let mut again: Vec<String> = common(&input);
+    // Both restart from the checkpoint, over the whole trace, kept as a regular file at the
+    // FIFO's path: the resume drops the rows the checkpoint had taken of the stream, as a
+    // single-process resume does.
+    std::fs::remove_file(&fifo).unwrap();
+    std::fs::copy(&input, &fifo).unwrap();
+    let mut again: Vec<String> = common(&fifo);
     again.extend(["--checkpoint", &ck, "--resume", &ck].map(String::from));
     let again: Vec<&str> = again.iter().map(String::as_str).collect();
     run_two(&hosts, &again);
@@ -974,17 +973,52 @@ fn unordered_output_has_the_same_lines_and_timed_checkpoints_resume() {
     let o = run(&resume);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(read(&out) == want, "the resumed timed output differs");
-    // Nor can another trace: one early row changed.
-    let text = read(&input);
-    let changed = write(
-        &dir,
-        "changed.jsonl",
-        text.replacen("\"temp\":", "\"temp\":1", 1),
+    // The commit record says where process 0's source stood, as a single-process checkpoint
+    // does: the resume reopens the file there.
+    assert_eq!(record.sources(), 1);
+    let at = record.at(0);
+    assert!(
+        at.rows > 0 && at.at.position.is_some_and(|p| p.offset > 0),
+        "{at:?}"
     );
-    let mut wrong = resume.clone();
-    let i = wrong.iter().position(|a| *a == input.as_str()).unwrap();
-    wrong[i] = &changed;
-    let o = run(&wrong);
+    // Nor can another trace at its path: one early row changed.
+    let text = read(&input);
+    std::fs::write(&input, text.replacen("\"temp\":", "\"temp\":1", 1)).unwrap();
+    let o = run(&resume);
+    std::fs::write(&input, &text).unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&o.stderr)
+            .contains("differs from the trace the checkpoint was taken on"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    // A commit record an earlier vigil wrote has no positions: its resume reads the trace
+    // again from its start, skips the rows before the barrier and checks their digest.
+    barrier::write_commit(
+        &last,
+        "spec",
+        OutputFormat::Csv,
+        &barrier,
+        committed.clone(),
+        None,
+    )
+    .unwrap();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&out)
+        .unwrap()
+        .set_len(len - 100)
+        .unwrap();
+    let o = run(&resume);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        read(&out) == want,
+        "the resumed output of an older record differs"
+    );
+    std::fs::write(&input, text.replacen("\"temp\":", "\"temp\":1", 1)).unwrap();
+    let o = run(&resume);
+    std::fs::write(&input, &text).unwrap();
     assert_eq!(o.status.code(), Some(1));
     assert!(
         String::from_utf8_lossy(&o.stderr)
@@ -1012,7 +1046,15 @@ fn unordered_output_has_the_same_lines_and_timed_checkpoints_resume() {
         route_hash: "siphash-1-3/std".into(),
         ..barrier.clone()
     };
-    barrier::write_commit(&last, "spec", OutputFormat::Csv, &other_hash, committed).unwrap();
+    barrier::write_commit(
+        &last,
+        "spec",
+        OutputFormat::Csv,
+        &other_hash,
+        committed,
+        None,
+    )
+    .unwrap();
     let o = run(&resume);
     assert_eq!(o.status.code(), Some(1));
     let err = String::from_utf8_lossy(&o.stderr);

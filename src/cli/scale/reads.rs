@@ -6,9 +6,9 @@ use super::{Refused, fail};
 use crate::cli::RunArgs;
 use crate::cli::ops::View;
 use crate::monitor::Spec;
-use crate::pipeline::checkpoint::barrier;
+use crate::pipeline::checkpoint::{self, Dropping, Reposition, barrier};
 use crate::pipeline::{self, Feed};
-use crate::scale::source::{LogLens, Reading, Source, StopAt, Tally, resume_record};
+use crate::scale::source::{AtBarriers, Reading, Source, StopAt, Tally, resume_record};
 use crate::scale::timed_inputs::TimedInputsReader;
 use crate::scale::{inputs, parts};
 use crate::time::{TimeForm, TimeUnit};
@@ -158,7 +158,7 @@ pub(super) struct FeedSetup<'a> {
     pub(super) ticking: crate::time::Ticking,
     pub(super) checkpoint: Option<&'a PathBuf>,
     pub(super) resumed: Option<&'a barrier::Resume>,
-    pub(super) log_lens: &'a LogLens,
+    pub(super) at_barriers: &'a AtBarriers,
 }
 
 /// How process 0's feed (or an input's own, read in parallel) stamps and merges a keyed run's
@@ -216,12 +216,13 @@ fn input_source(
 
 /// Process 0's feed of every `--input` (files, standard input, live sources, a `tcp://`
 /// listener), stamped and merged, as the scaled run's reader, with its checkpoint barriers,
-/// replay log and resume position; and whether the input is a stream.
+/// replay log and resume position; whether the input is a stream; and the sources as its
+/// checkpoints record them.
 pub(super) fn feed_source(
     args: &RunArgs,
     spec: &Spec,
     f: &FeedSetup<'_>,
-) -> Result<(Source, bool), Refused> {
+) -> Result<(Source, bool, Vec<checkpoint::Source>), Refused> {
     let FeedSetup {
         key,
         key_index,
@@ -233,7 +234,7 @@ pub(super) fn feed_source(
         ticking,
         checkpoint,
         resumed,
-        log_lens,
+        at_barriers,
     } = *f;
     let crate::time::Ticking {
         start: origin,
@@ -246,15 +247,27 @@ pub(super) fn feed_source(
             "the trace is missing: pass --input FILE (or - for standard input)".into(),
         ));
     }
-    // A resumed run reads its sources again from their start and skips
-    // the rows before the checkpoint, checking their digest: a Redis
-    // Stream is read again from its first entry. An MQTT broker keeps
-    // no history, so what it delivered before the checkpoint is not
-    // delivered again (and what was published while the run was down
-    // is lost): the rows a resumed run reads are new, untimed ones are
-    // numbered on from the checkpoint, and there is no digest to check.
+    // A resumed run puts its sources back where the commit record says
+    // they stood (`positioned`), as a single-process run's resume does: a
+    // regular file at its position (checked to be the same trace), a Redis
+    // Stream (or consumer group) after its last entry taken, standard input
+    // with the rows taken dropped. An MQTT broker keeps no history: what it
+    // delivered before the checkpoint is not delivered again (and what was
+    // published while the run was down is lost).
+    //
+    // A commit record without positions (an earlier vigil's) is resumed as
+    // it was then: the sources read again from their start, the rows
+    // before the checkpoint skipped and their digest checked; untimed rows
+    // of a source that cannot be read again are numbered on from it.
+    let positioned = resumed.filter(|r| r.record.clock().is_some());
+    let merge_options = crate::cli::checkpoint::merge_options(args);
+    if let Some(r) = positioned {
+        r.record.check_commit(&merge_options).map_err(fail)?;
+    }
     let replayable = !args.input.iter().any(|i| i.starts_with("mqtt://"));
     let feed_options = feed_options(args, spec, f)?;
+    let width = feed_options.names.len();
+    let mut kept: Vec<checkpoint::Source> = Vec::new();
     let (lateness, feed_on_gap, feed_on_reset) = (
         feed_options.lateness,
         feed_options.on_gap,
@@ -277,14 +290,21 @@ pub(super) fn feed_source(
             continue;
         }
         if crate::cli::live::is_url(input) {
-            let sources = crate::cli::live::open_input(
-                input,
-                schema,
-                &live_options,
-                &crate::cli::live::Resume::default(),
-            )
-            .map_err(fail)?;
+            let resume = crate::cli::live::Resume {
+                token: positioned.and_then(|r| r.record.token(kept.len())),
+                written: None,
+            };
+            let sources = crate::cli::live::open_input(input, schema, &live_options, &resume)
+                .map_err(fail)?;
             for crate::cli::live::Source { name, reader } in sources {
+                if let Some(r) = positioned {
+                    (r.record.check_source(kept.len(), &name, TraceFormat::Jsonl)).map_err(fail)?;
+                }
+                kept.push(checkpoint::Source {
+                    path: crate::cli::live::redact(&name),
+                    format: TraceFormat::Jsonl,
+                    trace: None,
+                });
                 feed.add_reader(name, reader, TraceFormat::Jsonl);
             }
             streaming = true;
@@ -300,13 +320,34 @@ pub(super) fn feed_source(
         let options = ReaderOptions {
             max_step_gap: args.max_step_gap,
         };
-        let opened =
-            trace::open_trace(input, format, schema, options).map_err(|e| fail(e.to_string()))?;
+        let resume_at = match positioned {
+            Some(r) => (r.record.check_source(kept.len(), input, format)).map_err(fail)?,
+            None => None,
+        };
+        let mut opened = trace::open_trace_at(input, format, schema, options, resume_at)
+            .map_err(|e| fail(e.to_string()))?;
         streaming |= opened.streaming;
+        if let Some(r) = positioned {
+            let dropping = Dropping {
+                malformed: args.on_malformed != crate::cli::OnMalformed::Stop,
+                key: Some(key_index),
+            };
+            (r.record
+                .reposition(kept.len(), input, &mut opened, width, dropping))
+            .map_err(|e| match e {
+                Reposition::Refused(m) => fail(m),
+                Reposition::Trace(e) => (e.to_string(), crate::cli::trace_exit(&e)),
+            })?;
+        }
         let name = match input.as_str() {
             "-" => "<stdin>".to_string(),
             path => path.to_string(),
         };
+        kept.push(checkpoint::Source {
+            path: input.clone(),
+            format,
+            trace: opened.file,
+        });
         feed.add_reader(name, opened.reader, format);
     }
     if streaming && (args.input.len() > 1 || listener.is_some()) {
@@ -336,12 +377,27 @@ pub(super) fn feed_source(
             .saturating_mul(unit.nanos())
             .max(1) as u64,
     });
+    if let Some(r) = positioned {
+        if r.record.sources() != kept.len() {
+            return Err(fail(format!(
+                "cannot resume from `{}`: it was taken on {} sources, and this run has {}",
+                r.dir.display(),
+                r.record.sources(),
+                kept.len()
+            )));
+        }
+        let at: Vec<pipeline::At> = (0..kept.len()).map(|i| r.record.at(i)).collect();
+        let clock = r.record.check_commit(&merge_options).map_err(fail)?;
+        feed.resume(&clock.feed, &at);
+    }
     let skip_before = resumed.as_ref().map_or(0, |r| r.barrier.time);
-    // Untimed rows of a source read again are numbered from 0 and
-    // skipped up to the checkpoint; new ones are numbered on from it.
-    let (first_seq, skip_before) = match (replayable, time_cell) {
-        (false, None) => (skip_before, 0),
-        _ => (0, skip_before),
+    // Untimed rows are numbered on from the checkpoint when nothing before
+    // it is read again; those of a source read again from its start are
+    // numbered from 0 and skipped up to it.
+    let (first_seq, skip_before) = match (positioned.is_some() || !replayable, time_cell) {
+        (true, None) => (skip_before, 0),
+        (true, Some(_)) => (0, 0),
+        (false, _) => (0, skip_before),
     };
     let mut record = args.record.as_ref().map(|path| {
         let header = crate::cli::log::Header {
@@ -387,8 +443,8 @@ pub(super) fn feed_source(
     source.skip_before = skip_before;
     source.expect_digest = resumed
         .as_ref()
-        .filter(|_| replayable)
+        .filter(|_| replayable && positioned.is_none())
         .map(|r| r.commit.input_digest);
-    source.log_lens = Arc::clone(log_lens);
-    Ok((source, streaming))
+    source.at_barriers = Arc::clone(at_barriers);
+    Ok((source, streaming, kept))
 }

@@ -7,7 +7,12 @@
 //! worker's keyed snapshot), and the writer, once every worker's barrier has come and every
 //! output before `T` is synced, writes the barrier's commit record ([`write_commit`]:
 //! `DIR/ck-T/commit.ck`, a checkpoint file without a monitor that records the outputs'
-//! lengths, the rows' digest and what the run was), then removes older barriers. As in Flink,
+//! lengths, where each source stood (its position, as every checkpoint records it, and the
+//! feed's state) and what the run was), then removes older barriers. A resume puts process
+//! 0's sources back at those positions, as a single-process run's resume does. (A commit
+//! record written before vigil recorded positions has only the rows' digest: its resume
+//! reads the sources again from their start, skips the rows before the barrier and checks
+//! their digest.) As in Flink,
 //! where the job manager's metadata file completes a checkpoint whose state the tasks wrote, a
 //! barrier without its commit record is incomplete and never resumed from.
 //!
@@ -16,7 +21,10 @@
 //! which part it is) from a single-process run's checkpoint, which a scaled run's files never
 //! resume, nor the other way round.
 
-use super::{Checkpoint, Checkpointable, Info, Output, OutputInfo, VERSION, write_atomically_with};
+use super::{
+    At, Checkpoint, Checkpointable, Clock, Info, InputInfo, Output, OutputInfo, Source, VERSION,
+    input_infos, write_atomically_with,
+};
 use crate::keyed::KeyedMonitor;
 use crate::snapshot;
 use crate::trace::OutputFormat;
@@ -89,19 +97,36 @@ pub fn commit_file(dir: &Path) -> PathBuf {
     dir.join("commit.ck")
 }
 
-/// The description of a barrier's file (no inputs of its own: a scaled run's sources are read
-/// again from their start and checked by the commit record's digest).
-fn info(spec: &str, output: OutputFormat, shard: Shard) -> Vec<u8> {
+/// Process 0's sources at a barrier: each one (name, format, a regular file's trace), where
+/// it stood, and the feed's state with the options that shaped it.
+pub struct Inputs<'a> {
+    /// The sources, as a single-process run's checkpointer knows them.
+    pub sources: &'a [Source],
+    /// Where each stood: after the last row before the barrier.
+    pub at: Vec<At>,
+    /// The feed's state then, and the merge's options.
+    pub clock: Clock,
+}
+
+/// The description of a barrier's file: a worker's has no inputs of its own, the commit
+/// record those of the run.
+fn info(
+    spec: &str,
+    output: OutputFormat,
+    shard: Shard,
+    inputs: Vec<InputInfo>,
+    clock: Option<Clock>,
+) -> Vec<u8> {
     let info = Info {
         spec: spec.to_string(),
-        inputs: Vec::new(),
+        inputs,
         output: OutputInfo {
             format: Output::from(output),
             file: None,
             stream: None,
             alerts: None,
         },
-        clock: None,
+        clock,
         shard: Some(shard),
     };
     let info = postcard::to_stdvec(&info).expect("a checkpoint's description serialises");
@@ -124,27 +149,37 @@ pub fn write_worker(
         barrier: barrier.clone(),
         part: Part::Worker(worker),
     };
-    let head = info(spec, output, shard);
+    let head = info(spec, output, shard, Vec::new(), None);
     write_atomically_with(&worker_file(dir, worker), |out| {
         out.write_all(&head)?;
         monitor.write_state(out)
     })
 }
 
-/// Writes `barrier`'s commit record atomically into `dir`: from then on the barrier is
-/// complete. Call it only once every worker's file is written.
+/// Writes `barrier`'s commit record atomically into `dir`, with where process 0's `inputs`
+/// stood (`None`: a run whose readers have no positions to record, whose resume checks the
+/// digest): from then on the barrier is complete. Call it only once every worker's file is
+/// written.
 pub fn write_commit(
     dir: &Path,
     spec: &str,
     output: OutputFormat,
     barrier: &Barrier,
     commit: Commit,
+    inputs: Option<Inputs<'_>>,
 ) -> io::Result<()> {
     let shard = Shard {
         barrier: barrier.clone(),
         part: Part::Commit(commit),
     };
-    let bytes = info(spec, output, shard);
+    let (inputs, clock) = match inputs {
+        None => (Vec::new(), None),
+        Some(i) => (
+            input_infos(i.sources, &i.at).map_err(io::Error::other)?,
+            Some(i.clock),
+        ),
+    };
+    let bytes = info(spec, output, shard, inputs, clock);
     write_atomically_with(&commit_file(dir), |out| out.write_all(&bytes))
 }
 
@@ -214,7 +249,6 @@ pub fn latest(root: &Path, route_hash: &str) -> Result<Option<(PathBuf, Checkpoi
 }
 
 /// A committed barrier a scaled run resumes from ([`resume`]).
-#[derive(Clone, Debug)]
 pub struct Resume {
     /// The barrier's directory.
     pub dir: PathBuf,
@@ -222,6 +256,22 @@ pub struct Resume {
     pub barrier: Barrier,
     /// Where the outputs and the input stood.
     pub commit: Commit,
+    /// The commit record read back: where each source stood (`Checkpoint::at`,
+    /// `check_source`, `reposition`, `token`) and the feed's state (`clock`), for the
+    /// commit records that have them.
+    pub record: Checkpoint,
+}
+
+impl std::fmt::Debug for Resume {
+    // (The record read back is what `barrier` and `commit` say, and its sources.)
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Resume")
+            .field("dir", &self.dir)
+            .field("barrier", &self.barrier)
+            .field("commit", &self.commit)
+            .field("sources", &self.record.sources())
+            .finish_non_exhaustive()
+    }
 }
 
 /// The newest complete barrier in `root`, checked against the run resuming from it: keys
@@ -258,6 +308,7 @@ pub fn resume(root: &Path, route_hash: &str, workers: u32, key: &str) -> Result<
         dir,
         barrier,
         commit,
+        record: checkpoint,
     })
 }
 
@@ -374,7 +425,15 @@ mod tests {
             write_worker(&dir, "s.dsrv", OutputFormat::Csv, &barrier(time), i, m).unwrap();
         }
         if committed {
-            write_commit(&dir, "s.dsrv", OutputFormat::Csv, &barrier(time), commit()).unwrap();
+            write_commit(
+                &dir,
+                "s.dsrv",
+                OutputFormat::Csv,
+                &barrier(time),
+                commit(),
+                None,
+            )
+            .unwrap();
         }
         dir
     }

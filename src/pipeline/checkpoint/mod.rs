@@ -663,35 +663,15 @@ impl Checkpointer {
             Ok(info) => info,
             Err(message) => return Ok(Err(message)),
         };
-        let mut inputs = Vec::with_capacity(at.len());
-        for (source, at) in self.sources.iter().zip(at) {
-            let file = match (&source.trace, at.at.position) {
-                (Some(trace), Some(TracePosition { offset, line })) => {
-                    match digests(trace, offset) {
-                        Ok((head, tail)) => Some(FileInfo {
-                            offset,
-                            line,
-                            head,
-                            tail,
-                        }),
-                        Err(e) => {
-                            return Ok(Err(format!(
-                                "cannot write checkpoint `{}`: cannot read the input `{}` back: {e}",
-                                self.options.path, source.path
-                            )));
-                        }
-                    }
-                }
-                _ => None,
-            };
-            inputs.push(InputInfo {
-                path: source.path.clone(),
-                format: source.format.into(),
-                rows: at.rows,
-                file,
-                token: at.at.token.clone(),
-            });
-        }
+        let inputs = match input_infos(&self.sources, at) {
+            Ok(inputs) => inputs,
+            Err(e) => {
+                return Ok(Err(format!(
+                    "cannot write checkpoint `{}`: {e}",
+                    self.options.path
+                )));
+            }
+        };
         let info = Info {
             spec: self.options.spec.clone(),
             inputs,
@@ -715,6 +695,37 @@ impl Checkpointer {
         .map_err(|e| format!("cannot write checkpoint `{}`: {e}", self.options.path));
         Ok(written)
     }
+}
+
+/// What a checkpoint records of each of `sources`, standing at `at`: its name
+/// and format, the rows read, a regular file's position with the digests of
+/// the bytes around it, a live source's resume token. (An error says which
+/// input could not be read back.)
+fn input_infos(sources: &[Source], at: &[At]) -> Result<Vec<InputInfo>, String> {
+    let mut inputs = Vec::with_capacity(at.len());
+    for (source, at) in sources.iter().zip(at) {
+        let file = match (&source.trace, at.at.position) {
+            (Some(trace), Some(TracePosition { offset, line })) => {
+                let (head, tail) = digests(trace, offset)
+                    .map_err(|e| format!("cannot read the input `{}` back: {e}", source.path))?;
+                Some(FileInfo {
+                    offset,
+                    line,
+                    head,
+                    tail,
+                })
+            }
+            _ => None,
+        };
+        inputs.push(InputInfo {
+            path: source.path.clone(),
+            format: source.format.into(),
+            rows: at.rows,
+            file,
+            token: at.at.token.clone(),
+        });
+    }
+    Ok(inputs)
 }
 
 /// Refuses `--checkpoint` for a specification with a stream of function

@@ -134,6 +134,21 @@ impl Checkpoint {
     /// options `options` (as one text; see [`Clock::options`]).
     pub fn check_merged(&self, options: &str) -> Result<&Clock, String> {
         self.not_a_shard()?;
+        self.clock_of(options)
+    }
+
+    /// Checks that this is a scaled run's commit record with its sources'
+    /// positions, taken with the merge options `options` (as
+    /// [`Checkpoint::check_merged`] checks a merged run's).
+    pub fn check_commit(&self, options: &str) -> Result<&Clock, String> {
+        if !self.info.commits() {
+            return Err(self.refused("it is not a scaled run's commit record"));
+        }
+        self.clock_of(options)
+    }
+
+    /// The clock, checked to have been taken with `options`.
+    fn clock_of(&self, options: &str) -> Result<&Clock, String> {
         let Some(clock) = &self.info.clock else {
             return Err(self.refused(
                 "it was taken on a run of one trace without --time; resume it with the options it was taken with",

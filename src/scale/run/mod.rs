@@ -35,7 +35,7 @@ use crate::pipeline::checkpoint::barrier;
 use crate::pipeline::drive::Ended;
 use crate::pipeline::sink::{Columns, TriggerTally};
 use crate::row::StepError;
-use crate::scale::source::{Fill, LogLens, ReadCounts, Reading, StopAt};
+use crate::scale::source::{AtBarriers, Fill, ReadCounts, Reading, StopAt};
 use crate::scale::{Evaluated, Event, keyed_monitors};
 use crate::time::{Time, TimeForm};
 use crate::trace::{self, OutputFormat, OutputWriter};
@@ -103,8 +103,14 @@ pub(crate) struct Plan {
     pub summary: bool,
     /// Whether the output is a live sink (rows travel as samples).
     pub live_sink: bool,
-    /// The replay log's length at each barrier (`Source::log_lens`).
-    pub log_lens: LogLens,
+    /// The replay log's length and the sources' positions at each barrier
+    /// (`Source::at_barriers`).
+    pub at_barriers: AtBarriers,
+    /// Process 0's sources as its checkpoints record them (empty: none
+    /// recorded, a run of parallel readers), and the options that shape the
+    /// merge (`Clock::options`).
+    pub sources: Vec<crate::pipeline::checkpoint::Source>,
+    pub merge_options: String,
     /// Set when nothing more can be written (a closed pipe, a failed write,
     /// a rejected row): the source stops reading, and the run ends.
     pub stop: std::sync::atomic::AtomicBool,

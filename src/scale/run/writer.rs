@@ -594,12 +594,18 @@ fn complete(plan: &Plan, time: u64, digest: u64, sinks: [Option<&mut Sink>; 2]) 
             }
         }
     }
-    let record_len = {
-        let mut logged = plan.log_lens.lock().unwrap_or_else(PoisonError::into_inner);
-        let len = logged.iter().find(|(t, _)| *t == time).map(|&(_, l)| l);
-        logged.retain(|(t, _)| *t > time);
-        len
+    let at = {
+        let mut at = plan
+            .at_barriers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let this = (at.iter())
+            .position(|a| a.time == time)
+            .map(|i| at.remove(i));
+        at.retain(|a| a.time > time);
+        this
     };
+    let record_len = at.as_ref().and_then(|a| a.log_len);
     let commit = barrier::Commit {
         output_len: lens[0],
         alerts_len: lens[1],
@@ -609,7 +615,22 @@ fn complete(plan: &Plan, time: u64, digest: u64, sinks: [Option<&mut Sink>; 2]) 
     };
     let dir = barrier::barrier_dir(root, time);
     let barrier = plan.barrier(time);
-    barrier::write_commit(&dir, &plan.spec_path, plan.output, &barrier, commit)?;
+    // Where process 0's sources stood, as a single-process run's checkpoint
+    // records them: a resume puts them back there.
+    let inputs = at
+        .and_then(|a| a.sources)
+        .filter(|(at, _)| !plan.sources.is_empty() && at.len() == plan.sources.len())
+        .map(|(at, feed)| barrier::Inputs {
+            sources: &plan.sources,
+            at,
+            clock: crate::pipeline::checkpoint::Clock {
+                options: plan.merge_options.clone(),
+                feed,
+                // The replay log's length is the commit record's own.
+                record: None,
+            },
+        });
+    barrier::write_commit(&dir, &plan.spec_path, plan.output, &barrier, commit, inputs)?;
     // Older barriers are superseded.
     barrier::remove(root, |t| t < time);
     Ok(())
