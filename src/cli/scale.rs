@@ -620,8 +620,9 @@ fn open_sinks(
     })
 }
 
-/// What a finished run counted, printed: `--summary` (process 0's) and `--stats` (this
-/// process's workers'), and the exit status with `--fail-on-trigger`.
+/// What a finished run counted, printed: `--summary` (process 0's) and `--stats` (every
+/// worker's, by the process that writes the rows), and the exit status with
+/// `--fail-on-trigger`.
 fn report(
     args: &RunArgs,
     spec: &Spec,
@@ -691,10 +692,19 @@ fn report(
             None => {}
         }
         let keys: usize = ends.iter().map(|(.., k)| k).sum();
-        super::say(format_args!(
-            "process {process}: {rows} rows, {keys} keys live over {} workers\n",
-            ends.len()
-        ));
+        // The writer gets every worker's counters (each process's own,
+        // with --unordered, where each process writes its own rows).
+        match ends.len() {
+            0 => super::say(format_args!(
+                "process {process}: its workers' counters are in process 0's --stats\n"
+            )),
+            n if n == total_workers && n > threads => super::say(format_args!(
+                "the run: {rows} rows, {keys} keys live over {n} workers\n"
+            )),
+            n => super::say(format_args!(
+                "process {process}: {rows} rows, {keys} keys live over {n} workers\n"
+            )),
+        }
     }
     status
 }

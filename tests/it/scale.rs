@@ -584,6 +584,24 @@ fn a_summary_of_two_processes_counts_both_processes_steps_and_ticks() {
     );
     let (o0, _) = run_two(&hostfile(&dir), &args);
     assert_eq!(summary(&o0), want);
+    // `--stats`: process 0 has every worker's counters, and says the run's totals.
+    let stats = [&args[..], &["--stats"]].concat();
+    let (o0, o1) = run_two(&hostfile(&dir), &stats);
+    let (err0, err1) = (
+        String::from_utf8_lossy(&o0.stderr),
+        String::from_utf8_lossy(&o1.stderr),
+    );
+    for w in 0..4 {
+        assert!(err0.contains(&format!("worker {w} of 4:")), "{err0}");
+    }
+    assert!(
+        err0.contains("the run: ") && err0.contains("live over 4 workers"),
+        "{err0}"
+    );
+    assert!(
+        err1.contains("process 1: its workers' counters are in process 0's --stats"),
+        "{err1}"
+    );
 }
 
 /// The newest complete checkpoint's directory in `dir`, if one is complete.
