@@ -753,3 +753,42 @@ fn an_interval_past_its_bound_is_a_runtime_error() {
         assert_eq!(out.lines().last(), Some("r[3] = Float(1.0)"), "{tier}");
     }
 }
+
+/// A batch after rows stepped with their times: the batch's rows have no
+/// time (each is its step's) on every tier. The canonical tier once read
+/// the last stepped row's time at every row of the batch, where the batch
+/// kernel reads the steps'.
+#[test]
+fn a_batch_after_timed_rows_reads_its_steps_times() {
+    let src = "in x: Float\nout r: Float\nr = stl_rob(G[0, 2s](x > 0))\n";
+    let spec = Spec::parse("mixed.dsrv", src).unwrap();
+    let run = |tier: Tier| {
+        let mut m = Monitor::builder(&spec).tier(tier).build();
+        let mut out = Vec::new();
+        for k in 0..4i64 {
+            let row = [Some(Value::Float(k as f64))];
+            out.push(m.step_at(Time(k * 100_000_000), row).unwrap().to_vec());
+        }
+        let mut batch = m.batch();
+        for k in 0..8 {
+            batch.push_row(&[Some(Value::Float(k as f64))]).unwrap();
+        }
+        let mut outputs = vigil::OutputBatch::new();
+        m.run_batch(&batch, &mut outputs).unwrap();
+        out.extend(outputs.rows().map(|r| r.to_vec()));
+        (out, fused_interval_rows(&m))
+    };
+    let (canon, _) = run(Tier::Canonical);
+    // The timed rows are at 0 … 300 ms; the batch's at steps 4 … 11, so
+    // 4 … 11 s: at step 7 (7 s) G[0, 2s] sees the batch's 1, 2, 3.
+    let at = |k: usize| match &canon[k][0] {
+        Sample::Value(Value::Float(r)) => *r,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!((at(4), at(6), at(7), at(11)), (0.0, 0.0, 1.0, 5.0));
+    for tier in [Tier::Quickened, Tier::NativeRegions, Tier::NativeWhole] {
+        let (got, fused) = run(tier);
+        assert_eq!(got, canon, "{tier}");
+        assert!(fused >= 8, "{tier}: {fused} rows fused");
+    }
+}
