@@ -298,6 +298,40 @@ fn explain_prints_stl_intervals_fused() {
     .assert_eq(&format!("{}\n{}", &text[at..end], &text[program..program_end]));
 }
 
+/// Where an STL interval stays on the canonical tier, `explain` says why:
+/// in a specification with periodic streams (whose steps are not the
+/// kernels'), and inside an `if` arm (a read moves the interval's clock,
+/// and fused code computes both arms).
+#[test]
+fn explain_says_why_an_interval_stays_canonical() {
+    let periodic = Spec::parse(
+        "p.dsrv",
+        "in x: Float\nout q: Bool\nout c: Int @ 1s\nq = stl(G[0, 2s](x > 3))\nc = 1\n",
+    )
+    .unwrap();
+    let text = vigil::explain::explain(&periodic, Tier::NativeRegions);
+    assert!(
+        text.contains(
+            "n1: window(n0, [0, 2s], all, 256) is an STL operator's interval in a \
+             specification with periodic streams"
+        ),
+        "{text}"
+    );
+    let arm = Spec::parse(
+        "a.dsrv",
+        "in x: Float\nout z: Bool\nz = if x > 0 then stl(F[0, 1s](x > 1)) else false\n",
+    )
+    .unwrap();
+    let text = vigil::explain::explain(&arm, Tier::NativeWhole);
+    assert!(
+        text.contains(
+            "n2: window(n1, [0, 1s], any, 256) is an STL operator's interval inside an `if` \
+             arm (a read moves its clock)"
+        ),
+        "{text}"
+    );
+}
+
 /// The aggregates of issue 37 §4: each window's memory bound and cost, and
 /// which run where (count windows fuse, Welford's state and the sorted
 /// values being words of the run; time windows run canonically).
