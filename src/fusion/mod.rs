@@ -181,8 +181,9 @@ pub fn is_island_node(plan: &Plan, id: NodeId) -> bool {
         },
         // A count window over scalars runs in fused code on the run's window
         // words (`scalar_ir::window`, the same state machine as the canonical
-        // tier's). Time windows read the row's time, which fused code does
-        // not have; a timed plan's steps are not the kernels' ring steps.
+        // tier's). Time windows stay canonical (their panes have no shared
+        // state machine); a timed plan's steps are not the kernels' ring
+        // steps.
         // An STL operator's interval window runs the same way
         // (`scalar_ir::window::IntervalWindow`), at the row's time, which
         // fused code gets from its frame. One inside an `if` arm does not:
@@ -222,7 +223,7 @@ pub fn canonical_window(plan: &Plan, id: NodeId) -> Option<&'static str> {
     } else if interval {
         "an STL operator's interval over values of no one scalar representation"
     } else if plan.windows[w.index()].shape.count_window().is_none() {
-        "a time window (fused code has no row time)"
+        "a time window (its panes have no fused state machine)"
     } else if plan.is_timed() {
         "a window in a specification with periodic streams"
     } else {

@@ -215,7 +215,7 @@ fn explain_prints_window_bounds_and_fused_windows() {
           n1: window(f, 10, max): count window of 10: 10 values and a deque of at most 10 positions, 192 bytes, amortised O(1) per step
           n2: window(x, 10s, count, 100ms): time window of 10s: 100 panes of 100ms, 1648 bytes, O(1) per step; read at rows: (t - T, t], its far edge rounded to a pane of 100ms
 
-        tier: native-whole (requested; the canonical tier takes `n` after the kernel (n2: window(x, 10s, count, 100ms) is a time window (fused code has no row time)))
+        tier: native-whole (requested; the canonical tier takes `n` after the kernel (n2: window(x, 10s, count, 100ms) is a time window (its panes have no fused state machine)))
 
         whole-row program:
         program inputs=2 env=8 state=0 sites=2 windows=334
@@ -355,7 +355,7 @@ fn explain_prints_the_bounds_of_spread_percentile_and_integral_windows() {
           n4: window(f, 10s, integral, 1s): time window of 10s: 10 panes of 1s, 608 bytes, O(10) per read; read at rows: (t - T, t], its far edge rounded to a pane of 1s
           n5: window(x, 1min, p95, 6s): time window of 1min: 10 panes of 6s, 114616 bytes, a DDSketch per pane and one of the closed panes merged (1% relative error, at most 512 bins per sign), O(bins) per value and per read, O(10 panes × bins) when a new pane starts; read at rows: (t - T, t], its far edge rounded to a pane of 6s
 
-        tier: native-whole (requested; the canonical tier takes `s`, `i`, `q` after the kernel (n3: window(f, 1min, stddev, 600ms) is a time window (fused code has no row time)))
+        tier: native-whole (requested; the canonical tier takes `s`, `i`, `q` after the kernel (n3: window(f, 1min, stddev, 600ms) is a time window (its panes have no fused state machine)))
     "#]]
     .assert_eq(&text[at..end]);
 }
