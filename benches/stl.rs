@@ -6,8 +6,9 @@
 //!
 //! The `stl_dsrv_*` groups time the same formulas inside a DSRV specification
 //! (`stl_rob(…)`, past-time, compiled to plan nodes and interval windows) on the native-whole
-//! tier (its intervals run canonically) and on the canonical tier, one `Monitor::step_at` per
-//! sample, beside mstlo's delayed-quantitative monitor: both give one robustness per sample.
+//! tier (its intervals fused into the whole-row kernel) and on the canonical tier, one
+//! `Monitor::step_at` per sample, beside mstlo's delayed-quantitative monitor: both give one
+//! robustness per sample.
 
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use std::hint::black_box;

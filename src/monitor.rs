@@ -1008,6 +1008,10 @@ impl Monitor {
     /// # }
     /// ```
     pub fn run_batch(&mut self, rows: &RowBatch, out: &mut OutputBatch) -> Result<(), StepError> {
+        // A batch's rows have no time: each is its step's, on every tier
+        // (a time left from an earlier `step_at` would be every row's on
+        // the canonical tier only).
+        self.run.state.time = None;
         out.label(&self.outputs, self.steps());
         if let Some(e) = &self.run.failed {
             out.reset(self.outputs.len(), 0);

@@ -136,9 +136,7 @@ impl Shape {
     pub fn words(&self) -> usize {
         match self.window.size {
             WindowSize::Count(n) => self.count(n).words(),
-            WindowSize::Interval { lo_ns, hi_ns, cap } => {
-                interval::Interval { lo_ns, hi_ns, cap }.words()
-            }
+            WindowSize::Interval { .. } => self.interval_window().map_or(0, |iv| iv.words()),
             WindowSize::Time { panes, .. } => {
                 T_TOTAL
                     + self.sum_words()
@@ -709,7 +707,7 @@ fn phase_of(w: &[u64], pane_ns: i64, tick: Option<Time>) -> i64 {
 /// The time a window sees at a step: the row's time, or without one the
 /// step index in seconds (as `time()`).
 pub fn time_at(time: Option<Time>, step: u64) -> Time {
-    time.unwrap_or_else(|| Time((step as i64).saturating_mul(1_000_000_000)))
+    time.unwrap_or_else(|| Time(scalar_ir::window::step_time(step)))
 }
 
 #[cfg(test)]

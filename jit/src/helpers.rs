@@ -1,4 +1,4 @@
-//! Host helpers: the few float operations compiled code calls instead of inlining.
+//! Host helpers: the few float operations compiled code calls instead of inlining, and the window state machines.
 //!
 //! Each helper is a thin `extern "C"` wrapper around exactly the Rust expression the
 //! quickened tier evaluates (see `scalar_ir::ir::sem`), so the two tiers share one
@@ -35,11 +35,13 @@ pub(crate) enum Helper {
     Ceil,
     /// A count window's push and read (`scalar_ir::window::CountWindow::step`).
     Window,
+    /// An interval window's push and read (`scalar_ir::window::IntervalWindow::step`).
+    Interval,
 }
 
 impl Helper {
     /// Every helper, in the order of [`Helper::index`].
-    pub(crate) const ALL: [Helper; 9] = [
+    pub(crate) const ALL: [Helper; 10] = [
         Helper::Frem,
         Helper::Fmin,
         Helper::Fmax,
@@ -49,6 +51,7 @@ impl Helper {
         Helper::Floor,
         Helper::Ceil,
         Helper::Window,
+        Helper::Interval,
     ];
 
     /// A dense index, for per-module and per-function tables.
@@ -68,6 +71,7 @@ impl Helper {
             Helper::Floor => "vigil_jit_floor",
             Helper::Ceil => "vigil_jit_ceil",
             Helper::Window => "vigil_jit_window",
+            Helper::Interval => "vigil_jit_interval",
         }
     }
 
@@ -83,6 +87,7 @@ impl Helper {
             Helper::Floor => floor as *const u8,
             Helper::Ceil => ceil as *const u8,
             Helper::Window => window as *const u8,
+            Helper::Interval => interval as *const u8,
         }
     }
 
@@ -91,7 +96,7 @@ impl Helper {
         match self {
             Helper::Frem | Helper::Fmin | Helper::Fmax => 2,
             Helper::Sin | Helper::Cos | Helper::Tan | Helper::Floor | Helper::Ceil => 1,
-            Helper::Window => 0,
+            Helper::Window | Helper::Interval => 0,
         }
     }
 
@@ -102,6 +107,15 @@ impl Helper {
             // (window words, shape, value bits, step, enter, result slot)
             // -> status.
             for _ in 0..6 {
+                sig.params.push(AbiParam::new(types::I64));
+            }
+            sig.returns.push(AbiParam::new(types::I64));
+            return sig;
+        }
+        if self == Helper::Interval {
+            // (window words, lo, hi, kind, value bits, step, time, timed,
+            // enter, result slot) -> status.
+            for _ in 0..10 {
                 sig.params.push(AbiParam::new(types::I64));
             }
             sig.returns.push(AbiParam::new(types::I64));
@@ -186,6 +200,51 @@ extern "C" fn window(
             // read uninitialized, whatever the caller does with status 2.)
             unsafe { out.write(0) };
             2
+        }
+    }
+}
+
+/// An interval window's push and read on the words at `words` (the frame's
+/// window words plus the instruction's base), at the row's time (`time`
+/// where `timed` is not 0, else the step's): enters `bits` unless `enter` is
+/// 0, writes the result's bits to `out` and returns 0; returns 1 where the
+/// window has had to keep more than its capacity (`window full`). It cannot
+/// panic on words of its window's length (see
+/// `scalar_ir::window::interval`), so no unwind crosses the JIT frame.
+#[allow(clippy::too_many_arguments)]
+extern "C" fn interval(
+    words: *mut u64,
+    lo_ns: i64,
+    hi_ns: i64,
+    kind: u64,
+    bits: u64,
+    step: u64,
+    time: i64,
+    timed: u64,
+    enter: u64,
+    out: *mut u64,
+) -> u64 {
+    let Some(shape) = scalar_ir::window::IntervalWindow::decode(lo_ns, hi_ns, kind) else {
+        // The translator encodes windows the verifier accepted.
+        return 1;
+    };
+    // SAFETY: the translator passes `frame.windows + base`, and the verifier
+    // checked `base + shape.words() <= decl.windows`, for which the caller of
+    // the kernel guarantees a valid, exclusive region (as for `state`); `out`
+    // is a stack slot of the calling kernel.
+    let words = unsafe { std::slice::from_raw_parts_mut(words, shape.words()) };
+    let time = scalar_ir::Frame::time_at(time, timed, step);
+    match shape.step(words, step, time, bits, enter != 0) {
+        scalar_ir::window::IntervalRead::Bits(b) => {
+            // SAFETY: see above.
+            unsafe { out.write(b) };
+            0
+        }
+        scalar_ir::window::IntervalRead::Full => {
+            // SAFETY: see above (written so that `out` is never read
+            // uninitialized).
+            unsafe { out.write(0) };
+            1
         }
     }
 }

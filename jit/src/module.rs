@@ -777,6 +777,8 @@ fn frame_vals(b: &mut FunctionBuilder<'_>, frame: cl::Value) -> FrameVals {
         step: load_field(b, frame, FRAME_STEP, true),
         windows: load_field(b, frame, FRAME_WINDOWS, true),
         held_tags: load_field(b, frame, FRAME_HELD_TAGS, true),
+        time: load_field(b, frame, FRAME_TIME, true),
+        timed: load_field(b, frame, FRAME_TIMED, true),
         reload_from: None,
     }
 }
@@ -1071,6 +1073,9 @@ fn build_batch_kernel(
         step,
         windows,
         held_tags,
+        // A batch's rows have no time: each reads its step's.
+        time: b.ins().iconst(types::I64, 0),
+        timed: b.ins().iconst(types::I64, 0),
         reload_from: Some(bf),
     };
     let mut t = Translator::new(prog, b, fv, helpers, OnReturn::Jump(row_done));

@@ -55,6 +55,10 @@ pub(crate) struct FrameVals {
     pub step: cl::Value,
     pub windows: cl::Value,
     pub held_tags: cl::Value,
+    /// The frame's `time` and `timed` (a batch kernel's rows have no time:
+    /// `timed` is 0 there, and each row's time is its step's).
+    pub time: cl::Value,
+    pub timed: cl::Value,
     /// A batch kernel's frame: its cold exit stubs load the environment
     /// and state pointers from it again, so the loop does not keep them in
     /// registers for the stubs alone (most rows never leave early).
@@ -349,6 +353,8 @@ pub fn carried_slots(prog: &Program) -> Vec<(u32, Type)> {
                     ..
                 } => exits += 1,
                 InstData::Window { .. } => exits += 2,
+                // An interval leaves where it is full.
+                InstData::Interval { .. } => exits += 1,
                 // Each can leave the row (checked division by two ways).
                 InstData::BinaryCk { .. } => exits += 2,
                 InstData::GuardInput { .. }
@@ -1146,6 +1152,51 @@ impl<'p, 'b, 'f> Translator<'p, 'b, 'f> {
                     self.b.ins().ireduce(want, r)
                 })
             }
+            InstData::Interval {
+                ty,
+                base,
+                shape,
+                present,
+                arg,
+                site,
+            } => {
+                let v = self.val(arg)?;
+                // The value's bits: a float argument is passed as its bits.
+                let bits = if self.b.func.dfg.value_type(v) == types::F64 {
+                    self.b.ins().bitcast(types::I64, MemFlagsData::new(), v)
+                } else {
+                    v
+                };
+                let words = self
+                    .b
+                    .ins()
+                    .iadd_imm_u(self.frame.windows, i64::from(base) * 8);
+                let lo = self.b.ins().iconst(types::I64, shape.lo_ns);
+                let hi = self.b.ins().iconst(types::I64, shape.hi_ns);
+                let kind = self.b.ins().iconst(types::I64, shape.encode_kind() as i64);
+                let slot = self.b.create_sized_stack_slot(cl::StackSlotData::new(
+                    cl::StackSlotKind::ExplicitSlot,
+                    8,
+                    3,
+                ));
+                let out = self.b.ins().stack_addr(types::I64, slot, 0);
+                let (step, time, timed) = (self.frame.step, self.frame.time, self.frame.timed);
+                let enter = match present {
+                    None => self.b.ins().iconst(types::I64, 1),
+                    // A b1 is an i64 lane holding 0 or 1.
+                    Some(p) => self.val(p)?,
+                };
+                let args = [words, lo, hi, kind, bits, step, time, timed, enter, out];
+                let status = self.call(Helper::Interval, &args)?;
+                let full = self.b.ins().icmp_imm_u(IntCC::Equal, status, 1);
+                self.exit_if(full, Exit::Trap(TrapKind::WindowFull, site));
+                let r = self.b.ins().load(types::I64, lane_flags(), out, 0);
+                Some(if cl_type(ty) == types::F64 {
+                    self.b.ins().bitcast(types::F64, MemFlagsData::new(), r)
+                } else {
+                    r
+                })
+            }
             // A carried ring's lane is a register.
             InstData::RingLoad { base, len: 1, .. } if self.carries_ring(base) => self
                 .carried
@@ -1437,6 +1488,7 @@ pub(crate) fn helpers_used(prog: &Program) -> Vec<Helper> {
                     op: UnOp::Fceil, ..
                 } => Helper::Ceil,
                 InstData::Window { .. } => Helper::Window,
+                InstData::Interval { .. } => Helper::Interval,
                 _ => continue,
             };
             used[h.index()] = true;

@@ -253,6 +253,29 @@ impl FunctionBuilder {
         })
     }
 
+    /// Appends `interval.ty base, lo, hi, kind, arg, site` (or, with
+    /// `present`, `interval_if.ty …, present, arg, site`): the interval
+    /// window `shape` at window word `base` takes `arg` at the row's time
+    /// (where `present` is true) and is read.
+    pub fn interval(
+        &mut self,
+        base: u32,
+        shape: crate::window::IntervalWindow,
+        present: Option<Value>,
+        arg: Value,
+        site: u32,
+    ) -> Value {
+        let ty = crate::ir::elem_type(shape.elem).expect("an interval's values are scalars");
+        self.value(InstData::Interval {
+            ty,
+            base,
+            shape,
+            present,
+            arg,
+            site,
+        })
+    }
+
     /// Appends `ring_load.ty base, len`.
     pub fn ring_load(&mut self, ty: Type, base: u32, len: u32) -> Value {
         self.value(InstData::RingLoad { ty, base, len })

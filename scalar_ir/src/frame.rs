@@ -12,7 +12,7 @@
 //! | bits   | meaning                                                      |
 //! |--------|--------------------------------------------------------------|
 //! | 0..8   | exit class: 0 = return, 1 = decline, 2 = trap                |
-//! | 8..16  | trap kind for class 2: 0 = overflow, 1 = division by zero    |
+//! | 8..16  | trap kind for class 2: 0 = overflow, 1 = division by zero, 2 = window full |
 //! | 16..32 | zero                                                         |
 //! | 32..64 | payload: the decline reason or the trap site                 |
 //!
@@ -77,6 +77,25 @@ pub struct Frame {
     /// its lane (the hold rule's cell). Read by `guard_held` and
     /// `guard_input_held`, written by `take_input` and `store_env_p`.
     pub held_tags: *mut u8,
+    /// The row's time in nanoseconds, where `timed` is not 0 (an `interval`
+    /// instruction's time).
+    pub time: i64,
+    /// Whether `time` is the row's time; 0: the row has none, and its time
+    /// is its step's, `step` seconds (`window::step_time`), as the
+    /// canonical tier defines it. A batch kernel's rows have no time.
+    pub timed: u64,
+}
+
+impl Frame {
+    /// The time an `interval` instruction reads at step `step` of a frame
+    /// whose `time` and `timed` are these.
+    #[inline]
+    pub fn time_at(time: i64, timed: u64, step: u64) -> i64 {
+        match timed {
+            0 => crate::window::step_time(step),
+            _ => time,
+        }
+    }
 }
 
 /// Byte offset of [`Frame::inputs`].
@@ -97,6 +116,10 @@ pub const FRAME_STATUS: usize = offset_of!(Frame, status);
 pub const FRAME_WINDOWS: usize = offset_of!(Frame, windows);
 /// Byte offset of [`Frame::held_tags`].
 pub const FRAME_HELD_TAGS: usize = offset_of!(Frame, held_tags);
+/// Byte offset of [`Frame::time`].
+pub const FRAME_TIME: usize = offset_of!(Frame, time);
+/// Byte offset of [`Frame::timed`].
+pub const FRAME_TIMED: usize = offset_of!(Frame, timed);
 
 // The JIT hard-codes these offsets for a 64-bit target; fail the build if they move.
 #[cfg(target_pointer_width = "64")]
@@ -110,7 +133,9 @@ const _: () = {
     assert!(FRAME_STATUS == 48);
     assert!(FRAME_WINDOWS == 56);
     assert!(FRAME_HELD_TAGS == 64);
-    assert!(std::mem::size_of::<Frame>() == 72);
+    assert!(FRAME_TIME == 72);
+    assert!(FRAME_TIMED == 80);
+    assert!(std::mem::size_of::<Frame>() == 88);
 };
 
 /// How a run of a program ended.
@@ -139,6 +164,7 @@ impl Exit {
                 let k = match kind {
                     TrapKind::Overflow => 0u64,
                     TrapKind::DivByZero => 1u64,
+                    TrapKind::WindowFull => 2u64,
                 };
                 CLASS_TRAP | (k << 8) | ((site as u64) << 32)
             }
@@ -159,6 +185,7 @@ impl Exit {
             (CLASS_DECLINE, 0) => Some(Exit::Decline(payload)),
             (CLASS_TRAP, 0) => Some(Exit::Trap(TrapKind::Overflow, payload)),
             (CLASS_TRAP, 1) => Some(Exit::Trap(TrapKind::DivByZero, payload)),
+            (CLASS_TRAP, 2) => Some(Exit::Trap(TrapKind::WindowFull, payload)),
             _ => None,
         }
     }
@@ -213,6 +240,9 @@ pub struct FrameBuffers {
     pub status: u64,
     pub windows: Vec<u64>,
     pub held_tags: Vec<u8>,
+    /// [`Frame::time`] and [`Frame::timed`].
+    pub time: i64,
+    pub timed: u64,
 }
 
 impl FrameBuffers {
@@ -228,6 +258,8 @@ impl FrameBuffers {
             status: 0,
             windows: vec![0; decl.windows as usize],
             held_tags: vec![tag::ABSENT; decl.env as usize],
+            time: 0,
+            timed: 0,
         }
     }
 
@@ -254,6 +286,8 @@ impl FrameBuffers {
             status: self.status,
             windows: self.windows.as_mut_ptr(),
             held_tags: self.held_tags.as_mut_ptr(),
+            time: self.time,
+            timed: self.timed,
         }
     }
 
@@ -390,16 +424,16 @@ pub const BATCH_DONE: usize = offset_of!(BatchFrame, done);
 #[cfg(target_pointer_width = "64")]
 const _: () = {
     assert!(BATCH_FRAME == 0);
-    assert!(BATCH_ROWS == 72);
-    assert!(BATCH_IN_LANES == 80);
-    assert!(BATCH_IN_TAGS == 88);
-    assert!(BATCH_IN_STRIDE == 96);
-    assert!(BATCH_OUT_LANES == 104);
-    assert!(BATCH_OUT_TAGS == 112);
-    assert!(BATCH_OUT_SLOTS == 120);
-    assert!(BATCH_N_OUT == 128);
-    assert!(BATCH_DONE == 136);
-    assert!(std::mem::size_of::<BatchFrame>() == 144);
+    assert!(BATCH_ROWS == 88);
+    assert!(BATCH_IN_LANES == 96);
+    assert!(BATCH_IN_TAGS == 104);
+    assert!(BATCH_IN_STRIDE == 112);
+    assert!(BATCH_OUT_LANES == 120);
+    assert!(BATCH_OUT_TAGS == 128);
+    assert!(BATCH_OUT_SLOTS == 136);
+    assert!(BATCH_N_OUT == 144);
+    assert!(BATCH_DONE == 152);
+    assert!(std::mem::size_of::<BatchFrame>() == 160);
 };
 
 /// Owned, safely sized row-major columns for a batch run (the environment, state and
@@ -521,13 +555,14 @@ mod tests {
             Exit::Decline(u32::MAX),
             Exit::Trap(TrapKind::Overflow, 7),
             Exit::Trap(TrapKind::DivByZero, u32::MAX),
+            Exit::Trap(TrapKind::WindowFull, 3),
         ] {
             assert_eq!(Exit::decode(e.encode()), Some(e));
         }
         assert_eq!(Exit::Return.encode(), 0);
         assert_eq!(Exit::decode(3), None);
         assert_eq!(Exit::decode(1 << 16), None);
-        assert_eq!(Exit::decode(2 | (2 << 8)), None);
+        assert_eq!(Exit::decode(2 | (3 << 8)), None);
         assert_eq!(Exit::decode(1 << 32), None);
     }
 

@@ -130,6 +130,9 @@ pub enum TrapKind {
     Overflow,
     /// Integer division or remainder by zero.
     DivByZero,
+    /// An interval window that has had to keep more samples than its
+    /// capacity (`interval`).
+    WindowFull,
 }
 
 impl TrapKind {
@@ -138,6 +141,7 @@ impl TrapKind {
         match self {
             TrapKind::Overflow => "overflow",
             TrapKind::DivByZero => "div_by_zero",
+            TrapKind::WindowFull => "window_full",
         }
     }
 }
@@ -489,6 +493,20 @@ pub enum InstData {
         site: u32,
         entry: Entry,
     },
+    /// Enters `arg` into the interval window `shape` whose state is the
+    /// window words from `base`, at the row's time (the frame's `time`, or
+    /// the step's: see `Frame::timed`), once per step and only where
+    /// `present` is true if it is given; then reads it at that time. Traps
+    /// `window_full` with `site` once the window has had to keep more than
+    /// its capacity.
+    Interval {
+        ty: Type,
+        base: u32,
+        shape: crate::window::IntervalWindow,
+        present: Option<Value>,
+        arg: Value,
+        site: u32,
+    },
 }
 
 /// Whether a `window` instruction enters its operand before it reads.
@@ -528,6 +546,7 @@ impl InstData {
             | InstData::LoadState { ty, .. }
             | InstData::RingLoad { ty, .. }
             | InstData::Window { ty, .. }
+            | InstData::Interval { ty, .. }
             | InstData::Select { ty, .. } => *ty,
             InstData::Binary { op, .. } => op.result_type(),
             InstData::Unary { op, .. } => op.result_type(),
@@ -576,6 +595,21 @@ impl InstData {
                 }
                 ops
             }
+            InstData::Interval {
+                shape,
+                present,
+                arg,
+                ..
+            } => {
+                let mut ops = match elem_type(shape.elem) {
+                    Some(t) => vec![(*arg, t)],
+                    None => Vec::new(),
+                };
+                if let Some(p) = present {
+                    ops.push((*p, Type::B1));
+                }
+                ops
+            }
             _ => Vec::new(),
         }
     }
@@ -599,6 +633,7 @@ impl InstData {
             InstData::BinaryCk { site, .. }
             | InstData::UnaryCk { site, .. }
             | InstData::Window { site, .. }
+            | InstData::Interval { site, .. }
             | InstData::Trap { site, .. } => Some(*site),
             _ => None,
         }

@@ -139,6 +139,26 @@ pub fn print_inst(prog: &Program, inst: Inst) -> String {
                 ),
             }
         }
+        InstData::Interval {
+            ty,
+            base,
+            shape,
+            present,
+            arg,
+            site,
+        } => {
+            let (lo, hi, kind) = (shape.lo_ns, shape.hi_ns, shape.encode_kind());
+            match present {
+                None => write!(
+                    s,
+                    "interval.{ty} {base}, {lo}, {hi}, {kind:#x}, {arg}, site{site}"
+                ),
+                Some(p) => write!(
+                    s,
+                    "interval_if.{ty} {base}, {lo}, {hi}, {kind:#x}, {p}, {arg}, site{site}"
+                ),
+            }
+        }
         InstData::RingStore { ty, base, len, arg } => {
             write!(s, "ring_store.{ty} {base}, {len}, {arg}")
         }
@@ -644,6 +664,50 @@ impl Parser {
                     entry,
                 }
             }
+            "interval" | "interval_if" => {
+                let ty = typed(c)?;
+                let base = c.u32("a window word")?;
+                c.comma()?;
+                let lo_ns = c.i64()?;
+                c.comma()?;
+                let hi_ns = c.i64()?;
+                c.comma()?;
+                let (pos, word) = c.expect_word("an interval's kind")?;
+                // The verifier judges the window (invariant 15); the text
+                // only has to name one.
+                let kind = word
+                    .strip_prefix("0x")
+                    .and_then(|h| u64::from_str_radix(h, 16).ok())
+                    .and_then(crate::window::CountWindow::decode)
+                    .ok_or_else(|| c.err_at(pos, format!("`{word}` is not an interval's kind")))?;
+                let shape = crate::window::IntervalWindow {
+                    lo_ns,
+                    hi_ns,
+                    cap: kind.n,
+                    agg: kind.agg,
+                    elem: kind.elem,
+                };
+                c.comma()?;
+                let present = match mnemonic == "interval_if" {
+                    true => {
+                        let p = self.use_value(c)?;
+                        c.comma()?;
+                        Some(p)
+                    }
+                    false => None,
+                };
+                let arg = self.use_value(c)?;
+                c.comma()?;
+                let site = c.prefixed("site", "a trap site")?;
+                InstData::Interval {
+                    ty,
+                    base,
+                    shape,
+                    present,
+                    arg,
+                    site,
+                }
+            }
             "ring_load" | "ring_store" => {
                 let ty = typed(c)?;
                 let base = c.u32("a base lane")?;
@@ -727,6 +791,7 @@ impl Parser {
                 let kind = match k {
                     "overflow" => TrapKind::Overflow,
                     "div_by_zero" => TrapKind::DivByZero,
+                    "window_full" => TrapKind::WindowFull,
                     _ => return Err(c.err_at(p, format!("unknown trap kind `{k}`"))),
                 };
                 c.comma()?;

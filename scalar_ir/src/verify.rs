@@ -29,7 +29,10 @@
 //! 15. **Windows**: a `window` or `window_if` names a count window of at least one
 //!     value over Int, Float or Bool, its operand and result have that window's types
 //!     (a `window_if`'s presence is a `b1`, invariant 9), and its words
-//!     `base .. base + words` lie within `windows`.
+//!     `base .. base + words` lie within `windows`. An `interval` or `interval_if`
+//!     names a valid interval window (a capacity of at least one sample, bounds
+//!     `0 <= lo <= hi`, `all`/`any` over `b1` or `min`/`max` over `f64`), its operand
+//!     and result have its element's type, and its words lie within `windows`.
 //! 16. **Held inputs**: every `take_input` of input `k` into environment slot `e` as
 //!     `ty` follows a `guard_input_held k, e, ty` earlier in its block or in the entry
 //!     block, so a held lane is read only once its tag says it holds a `ty`.
@@ -516,6 +519,37 @@ impl Verifier<'_> {
                             Some(inst),
                             15,
                             format!("a window reading {ty}, its aggregate gives {want:?}"),
+                        );
+                    } else if end > d.windows as u64 {
+                        self.report(
+                            Some(b),
+                            Some(inst),
+                            15,
+                            format!(
+                                "window words {base}..{end} exceed the declared windows={}",
+                                d.windows
+                            ),
+                        );
+                    }
+                }
+                if let InstData::Interval {
+                    ty, base, shape, ..
+                } = *data
+                {
+                    let end = base as u64 + shape.words() as u64;
+                    if !shape.is_valid() {
+                        self.report(
+                            Some(b),
+                            Some(inst),
+                            15,
+                            "an interval window no STL operator makes".into(),
+                        );
+                    } else if crate::ir::elem_type(shape.elem) != Some(ty) {
+                        self.report(
+                            Some(b),
+                            Some(inst),
+                            15,
+                            format!("an interval reading {ty} over {:?}", shape.elem),
                         );
                     } else if end > d.windows as u64 {
                         self.report(

@@ -17,6 +17,12 @@
 //! per value: O(log n) to find, O(n) to move).
 //! Nothing here can panic on words of the right length, whatever they hold: the native
 //! helper calls it from JIT code, which no unwind may cross.
+//!
+//! An STL operator's interval window is here too ([`interval`]), for the same reason.
+
+pub mod interval;
+
+pub use interval::{IntervalRead, IntervalWindow, step_time};
 
 /// What a window computes of the values it holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

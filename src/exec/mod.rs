@@ -42,7 +42,7 @@ use crate::error::{ErrorKind, RuntimeError};
 use crate::fusion::lower::{LoweredRegion, WholeSplit, lower_region};
 use crate::fusion::{Action, FusedPlan, RegionId, Step};
 use crate::lang::check::StreamId;
-use crate::plan::{Plan, Slot};
+use crate::plan::{NodeOp, Plan, Slot};
 use crate::value::Value;
 use scalar_ir::frame::{Frame, tag, tag_of};
 use scalar_ir::{Exit, QuickCode, TrapKind};
@@ -1390,7 +1390,12 @@ impl Engine {
     /// and run the row with `run_row`, which redoes whatever the kernel
     /// stored before it stopped (every slot it stores is evaluated again
     /// before any read) and decides what the row is.
-    pub(crate) fn run_packed_row(&mut self, block: &mut [u64], row: &[Option<Value>]) -> bool {
+    pub(crate) fn run_packed_row(
+        &mut self,
+        block: &mut [u64],
+        row: &[Option<Value>],
+        time: Option<crate::time::Time>,
+    ) -> bool {
         let whole = self.whole_index();
         let (Some(p), Some(w)) = (&self.packed, &mut self.whole) else {
             return false;
@@ -1445,6 +1450,9 @@ impl Engine {
             // SAFETY: as above (a byte offset inside the block: the held
             // tags follow the tags, one per persistent slot).
             held_tags: unsafe { base.cast::<u8>().add(p.parts.held_byte) },
+            // The row's time, as `frame_on` gives it.
+            time: time.map_or(0, |t| t.0),
+            timed: u64::from(time.is_some()),
         };
         // SAFETY: the kernels declare as many inputs as the row lanes hold
         // (one more, the step, for the warm-up form), at most the block's
@@ -2005,6 +2013,10 @@ impl Engine {
                 status: 0,
                 windows: st.windows.as_mut_ptr(),
                 held_tags: st.held_tags.as_mut_ptr(),
+                // A batch's rows have no time (`Monitor::run_batch`): each
+                // reads its step's.
+                time: 0,
+                timed: 0,
             },
             rows: (batch.rows - start) as u64,
             in_lanes: batch.lanes[start * batch.width..].as_ptr(),
@@ -2384,6 +2396,10 @@ fn frame_on(
         status: 0,
         windows: st.windows.as_mut_ptr(),
         held_tags: st.held_tags.as_mut_ptr(),
+        // An interval reads the row's time, as the canonical tier does
+        // (`window::time_at`: the row's, else the step's).
+        time: st.time.map_or(0, |t| t.0),
+        timed: u64::from(st.time.is_some()),
     }
 }
 
@@ -2419,6 +2435,7 @@ fn promote_and_run(
                 &mut st.ring_lanes,
                 &mut st.windows,
                 at,
+                st.time.map(|t| t.0),
             )
         }
         kernel => {
@@ -2483,14 +2500,27 @@ fn kernel_exit(
                 demote(rt, promoted, stats);
                 return Ok(false);
             }
-            let kind = match kind {
-                TrapKind::Overflow => ErrorKind::IntegerOverflow,
-                TrapKind::DivByZero => ErrorKind::DivisionByZero,
+            let (kind, detail) = match kind {
+                TrapKind::Overflow => (ErrorKind::IntegerOverflow, None),
+                TrapKind::DivByZero => (ErrorKind::DivisionByZero, None),
+                // The canonical tier's error for a full interval, word for
+                // word (`window::interval::full_fault`).
+                TrapKind::WindowFull => {
+                    let cap = match plan.node(site.node).op {
+                        NodeOp::Window(w) => plan.windows[w.index()]
+                            .shape
+                            .interval_window()
+                            .map_or(0, |iv| iv.cap),
+                        _ => 0,
+                    };
+                    let fault = crate::window::interval::full_fault(cap);
+                    (fault.kind, fault.detail)
+                }
             };
             Err(RuntimeError {
                 kind,
                 op: site.op,
-                detail: None,
+                detail,
                 stream: plan.stream_name(site.stream).to_string(),
                 step: st.step,
             })

@@ -887,6 +887,20 @@ impl<'a> Lowering<'a> {
                 self.touch_ring(node.ring_base, n);
                 self.b.ring_load(ty, node.ring_base, n)
             }
+            NodeOp::Window(w) if plan.windows[w.index()].shape.count_window().is_none() => {
+                let window = &plan.windows[w.index()];
+                let shape = window
+                    .shape
+                    .interval_window()
+                    .expect("fused windows are count or interval windows (`is_island_node`)");
+                let site = self.site(id, "STL operator");
+                let base = u32::try_from(window.base).expect("window words fit u32 lanes");
+                // An interval takes only present values, as a count window
+                // does, and is read either way: its read is never ⊥ (an
+                // empty interval's verdict is G's true or F's false).
+                let present = self.presence(&node.args[0].clone());
+                self.b.interval(base, shape, present, args[0], site)
+            }
             NodeOp::Window(w) => {
                 let window = &plan.windows[w.index()];
                 let shape = window

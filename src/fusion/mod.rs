@@ -181,14 +181,26 @@ pub fn is_island_node(plan: &Plan, id: NodeId) -> bool {
         },
         // A count window over scalars runs in fused code on the run's window
         // words (`scalar_ir::window`, the same state machine as the canonical
-        // tier's). Time windows read the row's time, which fused code does
-        // not have; a timed plan's steps are not the kernels' ring steps.
+        // tier's). Time windows stay canonical (their panes have no shared
+        // state machine); a timed plan's steps are not the kernels' ring
+        // steps.
+        // An STL operator's interval window runs the same way
+        // (`scalar_ir::window::IntervalWindow`), at the row's time, which
+        // fused code gets from its frame. One inside an `if` arm does not:
+        // a read moves an interval's clock, and the canonical tier reads
+        // only the selected arm's window, where fused code computes both.
         NodeOp::Window(w) => {
+            let shape = plan.windows[w.index()].shape;
             !plan.is_timed()
-                && plan.windows[w.index()]
-                    .shape
-                    .count_window()
-                    .is_some_and(|c| scalar_ir::ir::elem_type(c.elem) == scalar_type(sigs[0]))
+                && match (shape.count_window(), shape.interval_window()) {
+                    (Some(c), _) => scalar_ir::ir::elem_type(c.elem) == scalar_type(sigs[0]),
+                    (None, Some(iv)) => {
+                        node.branch.is_none()
+                            && iv.is_valid()
+                            && scalar_ir::ir::elem_type(iv.elem) == scalar_type(sigs[0])
+                    }
+                    (None, None) => false,
+                }
         }
     }
 }
@@ -203,10 +215,15 @@ pub fn canonical_window(plan: &Plan, id: NodeId) -> Option<&'static str> {
         return None;
     }
     let size = plan.windows[w.index()].shape.window.size;
-    Some(if matches!(size, crate::lang::ast::WindowSize::Interval { .. }) {
-        "an STL operator's interval (fused code has no row time)"
+    let interval = matches!(size, crate::lang::ast::WindowSize::Interval { .. });
+    Some(if interval && plan.is_timed() {
+        "an STL operator's interval in a specification with periodic streams"
+    } else if interval && plan.node(id).branch.is_some() {
+        "an STL operator's interval inside an `if` arm (a read moves its clock)"
+    } else if interval {
+        "an STL operator's interval over values of no one scalar representation"
     } else if plan.windows[w.index()].shape.count_window().is_none() {
-        "a time window (fused code has no row time)"
+        "a time window (its panes have no fused state machine)"
     } else if plan.is_timed() {
         "a window in a specification with periodic streams"
     } else {
@@ -225,11 +242,13 @@ pub fn may_trap(plan: &Plan, id: NodeId) -> bool {
         NodeOp::Binary(op) => op.is_arithmetic() && i64_args,
         NodeOp::Unary(UnOp::Neg) => i64_args,
         NodeOp::Call(Builtin::Abs) => i64_args,
-        // An Int sum leaves 64 bits only if the values in the window do.
+        // An Int sum leaves 64 bits only if the values in the window do; an
+        // interval may be full.
         NodeOp::Window(w) => {
             let shape = plan.windows[w.index()].shape;
-            shape.window.agg == crate::lang::ast::Aggregate::Sum
-                && shape.elem == crate::window::Elem::Int
+            shape.interval_window().is_some()
+                || (shape.window.agg == crate::lang::ast::Aggregate::Sum
+                    && shape.elem == crate::window::Elem::Int)
         }
         _ => false,
     }

@@ -1124,7 +1124,7 @@ impl KeyedMonitor {
             let words = self.table.words_mut(id);
             // The step is the packed run's first word.
             let step = words[0];
-            if self.engine.run_packed_row(words, cells) {
+            if self.engine.run_packed_row(words, cells, time) {
                 self.rows += 1;
                 return Ok((step, Some(id)));
             }

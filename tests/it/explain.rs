@@ -210,12 +210,12 @@ fn explain_prints_window_bounds_and_fused_windows() {
         .map_or(text.len(), |e| program + e);
     expect![[r#"
 
-        windows (state in the run, 2672 bytes in all; count windows over scalars fuse, time windows run on the canonical tier):
+        windows (state in the run, 2672 bytes in all; count windows and STL intervals over scalars fuse, time windows run on the canonical tier):
           n0: window(x, 100, sum): count window of 100: 100 values and a running total, 832 bytes, O(1) per step
           n1: window(f, 10, max): count window of 10: 10 values and a deque of at most 10 positions, 192 bytes, amortised O(1) per step
           n2: window(x, 10s, count, 100ms): time window of 10s: 100 panes of 100ms, 1648 bytes, O(1) per step; read at rows: (t - T, t], its far edge rounded to a pane of 100ms
 
-        tier: native-whole (requested; the canonical tier takes `n` after the kernel (n2: window(x, 10s, count, 100ms) is a time window (fused code has no row time)))
+        tier: native-whole (requested; the canonical tier takes `n` after the kernel (n2: window(x, 10s, count, 100ms) is a time window (its panes have no fused state machine)))
 
         whole-row program:
         program inputs=2 env=8 state=0 sites=2 windows=334
@@ -235,6 +235,103 @@ fn explain_prints_window_bounds_and_fused_windows() {
     .assert_eq(&format!("{}\n{}", &text[at..end], &text[program..program_end]));
 }
 
+/// STL inside a specification: each interval's bound, and the intervals
+/// fused into the whole-row program as `interval` instructions (at the
+/// row's time, from the frame), nothing left to the canonical tier.
+#[test]
+fn explain_prints_stl_intervals_fused() {
+    let src = "in x: Float\nin y: Int\nout q: Bool\nout r: Float\n\
+               q = stl(G[0, 2s](x > 3) && F[1s, 3s](y < 2))\nr = stl_rob(G[0, 2s](x > 3), 16)\n";
+    let spec = Spec::parse("stl.dsrv", src).unwrap();
+    let text = vigil::explain::explain(&spec, Tier::NativeWhole);
+    let at = text.find("\nwindows").expect("a windows section");
+    let end = text.find("\nthe whole row").expect("a whole-row section");
+    let program = text
+        .find("whole-row program:")
+        .expect("the whole-row program");
+    let program_end = text[program..]
+        .find("\n\n")
+        .map_or(text.len(), |e| program + e);
+    expect![[r#"
+
+        windows (state in the run, 17088 bytes in all; count windows and STL intervals over scalars fuse, time windows run on the canonical tier):
+          n1: window(n0, [0, 2s], all, 256): STL interval [0, 2s]: a monotonic deque of samples, at most 256 samples, 8256 bytes, amortised O(1) per sample
+          n3: window(n2, [1s, 3s], any, 256): STL interval [1s, 3s]: a monotonic deque and the samples not yet 1s old, at most 256 samples, 8256 bytes, amortised O(1) per sample
+          n8: window(n7, [0, 2s], min, 16): STL interval [0, 2s]: a monotonic deque of samples, at most 16 samples, 576 bytes, amortised O(1) per sample
+
+        tier: native-whole (requested)
+
+        whole-row program:
+        program inputs=2 env=18 state=0 sites=3 windows=2136
+        block0:
+            guard_input_held 0, 0, f64, 0
+            guard_input_held 1, 1, i64, 1
+            v0 = take_input.f64 0, 0
+            v1 = take_input.i64 1, 1
+            v2 = iconst 3
+            v3 = fcvt_from_i64 v2
+            v4 = fcmp.gt v0, v3
+            store_env.b1 4, v4
+            v5 = interval.b1 0, 0, 2000000000, 0x20700000100, v4, site0
+            store_env.b1 5, v5
+            v6 = iconst 2
+            v7 = icmp.lt v1, v6
+            store_env.b1 6, v7
+            v8 = interval.b1 1032, 1000000000, 3000000000, 0x20600000100, v7, site1
+            store_env.b1 7, v8
+            v9 = band v5, v8
+            store_env.b1 2, v9
+            v10 = fconst 1.0
+            v11 = fmul v0, v10
+            store_env.f64 9, v11
+            v12 = iconst 3
+            v13 = fconst 1.0
+            v14 = fcvt_from_i64 v12
+            v15 = fmul v14, v13
+            store_env.f64 10, v15
+            v16 = fsub v11, v15
+            store_env.f64 11, v16
+            v17 = interval.f64 2064, 0, 2000000000, 0x10300000010, v16, site2
+            store_env.f64 3, v17
+            return
+    "#]]
+    .assert_eq(&format!("{}\n{}", &text[at..end], &text[program..program_end]));
+}
+
+/// Where an STL interval stays on the canonical tier, `explain` says why:
+/// in a specification with periodic streams (whose steps are not the
+/// kernels'), and inside an `if` arm (a read moves the interval's clock,
+/// and fused code computes both arms).
+#[test]
+fn explain_says_why_an_interval_stays_canonical() {
+    let periodic = Spec::parse(
+        "p.dsrv",
+        "in x: Float\nout q: Bool\nout c: Int @ 1s\nq = stl(G[0, 2s](x > 3))\nc = 1\n",
+    )
+    .unwrap();
+    let text = vigil::explain::explain(&periodic, Tier::NativeRegions);
+    assert!(
+        text.contains(
+            "n1: window(n0, [0, 2s], all, 256) is an STL operator's interval in a \
+             specification with periodic streams"
+        ),
+        "{text}"
+    );
+    let arm = Spec::parse(
+        "a.dsrv",
+        "in x: Float\nout z: Bool\nz = if x > 0 then stl(F[0, 1s](x > 1)) else false\n",
+    )
+    .unwrap();
+    let text = vigil::explain::explain(&arm, Tier::NativeWhole);
+    assert!(
+        text.contains(
+            "n2: window(n1, [0, 1s], any, 256) is an STL operator's interval inside an `if` \
+             arm (a read moves its clock)"
+        ),
+        "{text}"
+    );
+}
+
 /// The aggregates of issue 37 §4: each window's memory bound and cost, and
 /// which run where (count windows fuse, Welford's state and the sorted
 /// values being words of the run; time windows run canonically).
@@ -250,7 +347,7 @@ fn explain_prints_the_bounds_of_spread_percentile_and_integral_windows() {
     let end = text.find("\nthe whole row").expect("a whole-row section");
     expect![[r#"
 
-        windows (state in the run, 120136 bytes in all; count windows over scalars fuse, time windows run on the canonical tier):
+        windows (state in the run, 120136 bytes in all; count windows and STL intervals over scalars fuse, time windows run on the canonical tier):
           n0: window(f, 50, variance): count window of 50: 50 values and Welford's mean and sum of squares, 440 bytes, amortised O(1) per step (recomputed every N values)
           n1: window(x, 20, p99): count window of 20: 20 values and the same 20 sorted (exact), 344 bytes, O(N) per step (a sorted insertion and removal)
           n2: window(f, 8, first): count window of 8: 8 values, 80 bytes, O(1) per step
@@ -258,7 +355,7 @@ fn explain_prints_the_bounds_of_spread_percentile_and_integral_windows() {
           n4: window(f, 10s, integral, 1s): time window of 10s: 10 panes of 1s, 608 bytes, O(10) per read; read at rows: (t - T, t], its far edge rounded to a pane of 1s
           n5: window(x, 1min, p95, 6s): time window of 1min: 10 panes of 6s, 114616 bytes, a DDSketch per pane and one of the closed panes merged (1% relative error, at most 512 bins per sign), O(bins) per value and per read, O(10 panes × bins) when a new pane starts; read at rows: (t - T, t], its far edge rounded to a pane of 6s
 
-        tier: native-whole (requested; the canonical tier takes `s`, `i`, `q` after the kernel (n3: window(f, 1min, stddev, 600ms) is a time window (fused code has no row time)))
+        tier: native-whole (requested; the canonical tier takes `s`, `i`, `q` after the kernel (n3: window(f, 1min, stddev, 600ms) is a time window (its panes have no fused state machine)))
     "#]]
     .assert_eq(&text[at..end]);
 }

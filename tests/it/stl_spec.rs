@@ -59,11 +59,55 @@ fn formula(p: &mut Pick, depth: usize) -> String {
 }
 
 /// The spec of a formula: its verdict, its robustness and a fused reader
-/// of the verdict.
-fn spec_of(f: &str) -> String {
+/// of the verdict; with `cap`, each interval keeps at most that many samples
+/// (`stl(φ, N)`), so that some runs stop with `window full`.
+fn spec_of(f: &str, cap: Option<u32>) -> String {
+    let n = cap.map_or(String::new(), |n| format!(", {n}"));
     format!(
         "in x: Float\nin y: Int\nout q: Bool\nout r: Float\nout n: Int\n\
-         q = stl({f})\nr = stl_rob({f})\nn = if q then 1 else 0\n"
+         q = stl({f}{n})\nr = stl_rob({f}{n})\nn = if q then 1 else 0\n"
+    )
+}
+
+/// The rows of `monitor`'s run that fused code completed with an interval
+/// window in it: the whole-row kernel's (where its program has an
+/// `interval` instruction) and the region runs (where a region's has).
+/// Zero where every interval ran on the canonical tier.
+fn fused_interval_rows(monitor: &Monitor) -> u64 {
+    let has = |p: &scalar_ir::Program| {
+        p.insts
+            .iter()
+            .any(|d| matches!(d, scalar_ir::InstData::Interval { .. }))
+    };
+    let (engine, stats) = (monitor.engine(), monitor.stats());
+    let whole = engine.whole_lowered().is_some_and(|l| has(&l.program));
+    let regions = engine.lowered().any(|l| has(&l.program));
+    u64::from(whole) * stats.whole_rows + u64::from(regions) * stats.region_runs
+}
+
+/// Whether a run stopped because an interval was full.
+fn full(run: &Run) -> bool {
+    matches!(&run.1, Some(e) if e.kind == vigil::ErrorKind::WindowFull)
+}
+
+/// Compares the reference's run with the canonical tier's: the reference
+/// keeps every sample, so where the canonical run stopped with `window
+/// full` only the steps before are compared.
+fn compare_reference(
+    spec: &Spec,
+    rows: &[Vec<Option<Value>>],
+    refer: Run,
+    canon: &Run,
+) -> Result<(), String> {
+    let refer = match full(canon) {
+        true => (refer.0[..canon.0.len()].to_vec(), canon.1.clone()),
+        false => refer,
+    };
+    compare_runs(
+        spec,
+        rows,
+        ("reference", refer),
+        ("canonical", canon.clone()),
     )
 }
 
@@ -117,6 +161,12 @@ struct Coverage {
     finite: usize,
     /// A snapshot taken with samples in an interval.
     snapshots_mid_window: usize,
+    /// Runs that stopped with `window full` (a small `stl(φ, N)`).
+    full: usize,
+    /// Rows fused code completed with an interval window in it (on every
+    /// tier but the canonical one), and of those, on native regions alone.
+    fused_rows: usize,
+    fused_region_rows: usize,
 }
 
 fn check(
@@ -131,7 +181,8 @@ fn check(
         pos: 0,
     };
     let f = formula(&mut p, 3);
-    let source = spec_of(&f);
+    let cap = [None, None, None, Some(2), Some(4)][p.pick(5)];
+    let source = spec_of(&f, cap);
     let spec = Spec::parse("stl.dsrv", &source).map_err(|e| format!("{e}\n{source}"))?;
     let (rows, times) = trace_of(trace_data, len);
     let refer = reference::evaluate_timed(spec.checked(), &rows, &times);
@@ -140,23 +191,42 @@ fn check(
         &rows,
         &times,
     );
-    compare_runs(
-        &spec,
-        &rows,
-        ("reference", refer),
-        ("canonical", canon.clone()),
-    )?;
+    compare_reference(&spec, &rows, refer, &canon)?;
+    cov.full += usize::from(full(&canon));
+    // Every tier with the rows' times, and the native regions alone.
+    let regions_only = Monitor::builder(&spec)
+        .tier(Tier::NativeRegions)
+        .regions_only()
+        .build();
+    let monitors = Tier::ALL
+        .into_iter()
+        .map(|tier| (tier.to_string(), Monitor::builder(&spec).tier(tier).build()))
+        .chain([("native regions only".to_string(), regions_only)]);
+    for (name, mut monitor) in monitors {
+        let run = run_timed(&mut monitor, &rows, &times);
+        compare_runs(&spec, &rows, ("canonical", canon.clone()), (&name, run))?;
+        let fused = fused_interval_rows(&monitor);
+        cov.fused_rows += fused as usize;
+        if name == "native regions only" {
+            cov.fused_region_rows += fused as usize;
+        }
+    }
+    // Batches, whose rows have no time (each its step's): every tier
+    // against the canonical tier's batches, and those against the
+    // reference at the steps' times.
+    let step_times: Vec<Time> = (0..rows.len() as i64)
+        .map(|k| Time(k * 1_000_000_000))
+        .collect();
+    let canon_batch = crate::props::run_tier_batch(&spec, &rows, Tier::Canonical);
+    let refer = reference::evaluate_timed(spec.checked(), &rows, &step_times);
+    compare_reference(&spec, &rows, refer, &canon_batch)?;
     for tier in Tier::ALL {
-        let run = run_timed(
-            &mut Monitor::builder(&spec).tier(tier).build(),
-            &rows,
-            &times,
-        );
+        let run = crate::props::run_tier_batch(&spec, &rows, tier);
         compare_runs(
             &spec,
             &rows,
-            ("canonical", canon.clone()),
-            (&tier.to_string(), run),
+            ("canonical batches", canon_batch.clone()),
+            (&format!("{tier} batches"), run),
         )?;
     }
     // Split, snapshot (bytes or JSON), restore on another tier, go on.
@@ -255,9 +325,13 @@ fn stl_sweep_covers_every_operator() {
             && cov.verdicts_false >= 200
             && cov.infinite >= 20
             && cov.finite >= 200
-            && cov.snapshots_mid_window >= 20,
+            && cov.snapshots_mid_window >= 20
+            && cov.full >= 10
+            && cov.fused_rows >= 3000
+            && cov.fused_region_rows >= 500,
         "{cov:?}"
     );
+    eprintln!("{cov:?}");
 }
 
 /// A keyed monitor keeps an interval per key: each key's run is a plain
@@ -291,6 +365,104 @@ fn keyed_monitors_keep_an_interval_per_key() {
             let want = plain[(r % 3) as usize].step_at(t, &row).unwrap().to_vec();
             let got = keyed.step_at(t, &row).unwrap().to_vec();
             assert_eq!(got, want, "{tier}, row {r}");
+        }
+        // The intervals ran in the whole-row kernel on the keys' packed
+        // runs, at the rows' times (not on the canonical tier).
+        if tier == Tier::NativeWhole {
+            assert!(keyed.stats().packed_rows >= 40, "{:?}", keyed.stats());
+        }
+    }
+}
+
+/// An interval past its bound is the same runtime error (kind, stream,
+/// step, message) on every tier, where fused code runs the interval: row by
+/// row with the rows' times, on the native regions alone, in batches and
+/// on a keyed monitor's packed runs.
+#[test]
+fn a_full_interval_is_the_same_error_on_every_tier_and_path() {
+    let src = "in k: Int\nin x: Float\nout q: Bool\nout r: Float\n\
+               q = stl(F[0, 1s](x > 2))\nr = stl_rob(G[0, 10s](x > 0), 3)\n";
+    let spec = Spec::parse("full.dsrv", src).unwrap();
+    // A rising robustness: the deque keeps every sample, the fourth is one
+    // too many.
+    let rows: Vec<Vec<Option<Value>>> = (0..6)
+        .map(|i| vec![Some(Value::Int(0)), Some(Value::Float(i as f64))])
+        .collect();
+    let times: Vec<Time> = (0..6).map(|i| Time(i * 100_000_000)).collect();
+    let canon = run_timed(
+        &mut Monitor::builder(&spec).tier(Tier::Canonical).build(),
+        &rows,
+        &times,
+    );
+    let e = canon.1.clone().expect("the fourth sample is one too many");
+    assert_eq!(
+        (e.kind, e.step, e.stream.as_str()),
+        (vigil::ErrorKind::WindowFull, 3, "r")
+    );
+    assert_eq!(
+        e.to_string(),
+        "window full in STL operator: its interval holds more than 3 samples \
+         (raise the bound: `stl(φ, N)`) (stream `r`, step 3)"
+    );
+    let fused = [Tier::Quickened, Tier::NativeRegions, Tier::NativeWhole];
+    for (name, mut monitor) in Tier::ALL
+        .into_iter()
+        .map(|t| (t.to_string(), Monitor::builder(&spec).tier(t).build()))
+        .chain([(
+            "native regions only".to_string(),
+            Monitor::builder(&spec)
+                .tier(Tier::NativeRegions)
+                .regions_only()
+                .build(),
+        )])
+    {
+        let run = run_timed(&mut monitor, &rows, &times);
+        assert_eq!(run, canon, "{name}");
+        if fused.iter().any(|t| t.to_string() == name) || name.ends_with("only") {
+            assert!(
+                fused_interval_rows(&monitor) >= 3,
+                "{name}: {:?}",
+                monitor.stats()
+            );
+        }
+    }
+    let canon_batch = crate::props::run_tier_batch(&spec, &rows, Tier::Canonical);
+    assert_eq!(canon_batch.1.as_ref().map(|e| e.step), Some(3));
+    for tier in Tier::ALL {
+        let mut monitor = Monitor::builder(&spec).tier(tier).build();
+        let mut batch = monitor.batch();
+        for row in &rows {
+            batch.push_row(row).unwrap();
+        }
+        let mut out = vigil::OutputBatch::new();
+        let err = monitor.run_batch(&batch, &mut out).unwrap_err();
+        assert_eq!(
+            Some(crate::props::runtime(err)),
+            canon_batch.1,
+            "{tier} batch"
+        );
+        if fused.contains(&tier) {
+            assert!(
+                fused_interval_rows(&monitor) >= 3,
+                "{tier}: {:?}",
+                monitor.stats()
+            );
+        }
+        let mut keyed = KeyedMonitor::builder(&spec, "k")
+            .tier(tier)
+            .build()
+            .unwrap();
+        let mut got = None;
+        for (row, &t) in rows.iter().zip(&times) {
+            if let Err(e) = keyed.step_at(t, row) {
+                got = Some(crate::props::runtime(e));
+                break;
+            }
+        }
+        assert_eq!(got, canon.1, "{tier} keyed");
+        // (A key's first row makes its run: the kernel takes the next.)
+        if tier == Tier::NativeWhole {
+            assert!(keyed.stats().packed_rows >= 2, "{:?}", keyed.stats());
         }
     }
 }
@@ -579,5 +751,44 @@ fn an_interval_past_its_bound_is_a_runtime_error() {
             run_vigil(&["run", &spec, "--input", &falling, "--tier", tier], None);
         assert_eq!(code, 0, "{tier}: {err}");
         assert_eq!(out.lines().last(), Some("r[3] = Float(1.0)"), "{tier}");
+    }
+}
+
+/// A batch after rows stepped with their times: the batch's rows have no
+/// time (each is its step's) on every tier. The canonical tier once read
+/// the last stepped row's time at every row of the batch, where the batch
+/// kernel reads the steps'.
+#[test]
+fn a_batch_after_timed_rows_reads_its_steps_times() {
+    let src = "in x: Float\nout r: Float\nr = stl_rob(G[0, 2s](x > 0))\n";
+    let spec = Spec::parse("mixed.dsrv", src).unwrap();
+    let run = |tier: Tier| {
+        let mut m = Monitor::builder(&spec).tier(tier).build();
+        let mut out = Vec::new();
+        for k in 0..4i64 {
+            let row = [Some(Value::Float(k as f64))];
+            out.push(m.step_at(Time(k * 100_000_000), row).unwrap().to_vec());
+        }
+        let mut batch = m.batch();
+        for k in 0..8 {
+            batch.push_row(&[Some(Value::Float(k as f64))]).unwrap();
+        }
+        let mut outputs = vigil::OutputBatch::new();
+        m.run_batch(&batch, &mut outputs).unwrap();
+        out.extend(outputs.rows().map(|r| r.to_vec()));
+        (out, fused_interval_rows(&m))
+    };
+    let (canon, _) = run(Tier::Canonical);
+    // The timed rows are at 0 … 300 ms; the batch's at steps 4 … 11, so
+    // 4 … 11 s: at step 7 (7 s) G[0, 2s] sees the batch's 1, 2, 3.
+    let at = |k: usize| match &canon[k][0] {
+        Sample::Value(Value::Float(r)) => *r,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!((at(4), at(6), at(7), at(11)), (0.0, 0.0, 1.0, 5.0));
+    for tier in [Tier::Quickened, Tier::NativeRegions, Tier::NativeWhole] {
+        let (got, fused) = run(tier);
+        assert_eq!(got, canon, "{tier}");
+        assert!(fused >= 8, "{tier}: {fused} rows fused");
     }
 }

@@ -21,7 +21,7 @@
 //! block and edge stub starts, the second emits with those positions. Both passes run
 //! the same deterministic code, so the positions agree.
 
-use super::ops::{Code, Op, Pc, Reg, Site, Tag};
+use super::ops::{Code, IntervalId, Op, Pc, Reg, Site, Tag};
 use crate::frame::tag_of;
 use crate::ir::*;
 
@@ -397,6 +397,27 @@ impl Emitter<'_> {
                             }
                         };
                     }
+                    &InstData::Interval {
+                        base,
+                        shape,
+                        present,
+                        arg,
+                        site,
+                        ..
+                    } => {
+                        let k = match code.intervals.iter().position(|iv| *iv == shape) {
+                            Some(k) => k,
+                            None => {
+                                code.intervals.push(shape);
+                                code.intervals.len() - 1
+                            }
+                        };
+                        let k = IntervalId(k as u32);
+                        match present {
+                            None => code.interval(dst, reg(arg), base, k, Site(site)),
+                            Some(p) => code.interval_if(dst, reg(p), reg(arg), base, k, Site(site)),
+                        };
+                    }
                     &InstData::UnaryCk { op, arg, site } => {
                         match op {
                             CkUnOp::InegCk => code.ineg_ck(dst, reg(arg), Site(site)),
@@ -504,6 +525,7 @@ impl Emitter<'_> {
                         match kind {
                             TrapKind::Overflow => code.trap_overflow(Site(site)),
                             TrapKind::DivByZero => code.trap_div_by_zero(Site(site)),
+                            TrapKind::WindowFull => code.trap_window_full(Site(site)),
                         };
                     }
                 }

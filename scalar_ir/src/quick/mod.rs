@@ -17,7 +17,7 @@ mod compile;
 pub mod ops;
 
 use ops::Regs;
-pub use ops::{Code, Op, Opcode, PAIR_OPCODES, Pc, Reg, Site, Tag, disasm};
+pub use ops::{Code, IntervalId, Op, Opcode, PAIR_OPCODES, Pc, Reg, Site, Tag, disasm};
 
 use crate::frame::{BatchBuffers, BatchFrame, Exit, Frame, FrameBuffers};
 use crate::ir::{Decl, Program};
@@ -34,6 +34,17 @@ pub(crate) struct FrameRef<'a> {
     pub windows: &'a mut [u64],
     pub held_tags: &'a mut [u8],
     pub step: u64,
+    /// The row's time in nanoseconds, if it has one (`Frame::timed`).
+    pub time: Option<i64>,
+}
+
+impl FrameRef<'_> {
+    /// The time an `interval` instruction reads: the row's, or its step's.
+    #[inline]
+    pub(crate) fn time(&self) -> i64 {
+        self.time
+            .unwrap_or_else(|| crate::window::step_time(self.step))
+    }
 }
 
 /// Why a program could not be compiled.
@@ -111,15 +122,17 @@ impl QuickCode {
             windows: &mut fb.windows,
             held_tags: &mut fb.held_tags,
             step: fb.step,
+            time: (fb.timed != 0).then_some(fb.time),
         };
-        let exit = ops::execute(&self.code.ops, &mut self.regs, &mut fr);
+        let exit = ops::execute(&self.code, &mut self.regs, &mut fr);
         fb.status = exit.encode();
         exit
     }
 
     /// Runs a program that declares no input lanes directly on environment
     /// and state slices (the engine's own vectors), without building a raw
-    /// frame: the safe fast path for fused regions.
+    /// frame: the safe fast path for fused regions. `time` is the row's time
+    /// in nanoseconds, if it has one (else an `interval` reads its step's).
     ///
     /// # Panics
     /// Panics if the program declares inputs or the slices are shorter than
@@ -133,6 +146,7 @@ impl QuickCode {
         state: &mut [u64],
         windows: &mut [u64],
         step: u64,
+        time: Option<i64>,
     ) -> Exit {
         let d = &self.decl;
         assert!(
@@ -153,8 +167,9 @@ impl QuickCode {
             windows,
             held_tags,
             step,
+            time,
         };
-        ops::execute(&self.code.ops, &mut self.regs, &mut fr)
+        ops::execute(&self.code, &mut self.regs, &mut fr)
     }
 
     /// Runs the program on a raw ABI frame and records the exit in `frame.status`.
@@ -163,6 +178,16 @@ impl QuickCode {
     /// Every pointer in `frame` must be valid (and the mutable ones exclusive) for as
     /// many lanes and tags as the program declares, as for the JIT.
     pub unsafe fn run_frame(&mut self, frame: &mut Frame) -> Exit {
+        let time = (frame.timed != 0).then_some(frame.time);
+        // SAFETY: forwarded.
+        unsafe { self.run_frame_at(frame, time) }
+    }
+
+    /// `run_frame` with the row's time `time` (`None`: its step's).
+    ///
+    /// # Safety
+    /// As for [`QuickCode::run_frame`].
+    unsafe fn run_frame_at(&mut self, frame: &mut Frame, time: Option<i64>) -> Exit {
         let d = self.decl;
         // SAFETY: the caller guarantees the sizes; empty slices use a dangling
         // pointer because a frame may carry null for an unused area.
@@ -176,8 +201,9 @@ impl QuickCode {
                 windows: slice_mut(frame.windows, d.windows),
                 held_tags: slice_mut(frame.held_tags, d.env),
                 step: frame.step,
+                time,
             };
-            ops::execute(&self.code.ops, &mut self.regs, &mut fr)
+            ops::execute(&self.code, &mut self.regs, &mut fr)
         };
         frame.status = exit.encode();
         exit
@@ -209,8 +235,10 @@ impl QuickCode {
                 windows: &mut fb.windows,
                 held_tags: &mut fb.held_tags,
                 step: fb.step,
+                // A batch's rows have no time: each reads its step's.
+                time: None,
             };
-            let exit = ops::execute(&self.code.ops, &mut self.regs, &mut fr);
+            let exit = ops::execute(&self.code, &mut self.regs, &mut fr);
             fb.status = exit.encode();
             if exit != Exit::Return {
                 batch.done = r;
@@ -240,7 +268,8 @@ impl QuickCode {
             let exit = unsafe {
                 batch.frame.inputs = batch.in_lanes.add(r * stride);
                 batch.frame.input_tags = batch.in_tags.add(r * stride);
-                self.run_frame(&mut batch.frame)
+                // A batch's rows have no time: each reads its step's.
+                self.run_frame_at(&mut batch.frame, None)
             };
             if exit != Exit::Return {
                 batch.done = r as u64;

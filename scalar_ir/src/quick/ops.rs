@@ -66,6 +66,16 @@ impl Operand for Tag {
         out.push_str(name);
     }
 }
+/// An interval window of the code's table ([`Code::intervals`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct IntervalId(pub u32);
+
+impl Operand for IntervalId {
+    fn show(&self, out: &mut String) {
+        let _ = write!(out, "iv{}", self.0);
+    }
+}
+
 impl Operand for crate::window::CountWindow {
     fn show(&self, out: &mut String) {
         let _ = write!(out, "{:#x}", self.encode());
@@ -200,7 +210,7 @@ macro_rules! ckdiv {
 
 macro_rules! define_ops {
     (
-        ctx($r:ident, $fr:ident, $pc:ident);
+        ctx($r:ident, $fr:ident, $pc:ident, $code:ident);
         $( $method:ident $Name:ident ( $($field:ident : $fty:ty),* ) => $body:block )*
     ) => {
         /// The opcode of a quickened instruction, without operands.
@@ -274,7 +284,8 @@ macro_rules! define_ops {
         /// lane is in range and that control never runs off the end of the code
         /// (every block ends in a branch or an exit), so indexing never fails.
         #[inline(never)]
-        pub(crate) fn execute(ops: &[Op], $r: &mut Regs, $fr: &mut FrameRef<'_>) -> Exit {
+        pub(crate) fn execute($code: &Code, $r: &mut Regs, $fr: &mut FrameRef<'_>) -> Exit {
+            let ops = &$code.ops[..];
             let mut $pc: usize = 0;
             loop {
                 debug_assert!($pc < ops.len());
@@ -303,6 +314,9 @@ pub struct Code {
     pub consts: Vec<(Reg, u64)>,
     /// Size of the register file.
     pub nregs: u32,
+    /// The interval windows the `interval` instructions name ([`IntervalId`]):
+    /// kept beside the code so that an instruction stays small.
+    pub intervals: Vec<crate::window::IntervalWindow>,
 }
 
 impl Code {
@@ -340,6 +354,15 @@ pub fn disasm(code: &Code) -> String {
     for (r, bits) in &code.consts {
         let _ = writeln!(s, "const r{} = 0x{bits:x}", r.0);
     }
+    for (k, iv) in code.intervals.iter().enumerate() {
+        let _ = writeln!(
+            s,
+            "iv{k} = [{}, {}] {:#x}",
+            iv.lo_ns,
+            iv.hi_ns,
+            iv.encode_kind()
+        );
+    }
     for (pc, op) in code.ops.iter().enumerate() {
         let _ = write!(s, "{pc:4}: ");
         op.disasm_into(&mut s);
@@ -349,13 +372,14 @@ pub fn disasm(code: &Code) -> String {
 }
 
 define_ops! {
-    ctx(r, fr, pc);
+    ctx(r, fr, pc, code);
     // Register moves (block parameters) and exits.
     mov Mov(dst: Reg, src: Reg) => { r[dst] = r[src]; }
     ret Ret() => { return Exit::Return; }
     decline Decline(reason: u32) => { return Exit::Decline(reason); }
     trap_overflow TrapOverflow(site: Site) => { return Exit::Trap(TrapKind::Overflow, site.0); }
     trap_div_by_zero TrapDivByZero(site: Site) => { return Exit::Trap(TrapKind::DivByZero, site.0); }
+    trap_window_full TrapWindowFull(site: Site) => { return Exit::Trap(TrapKind::WindowFull, site.0); }
     // Control flow.
     jump Jump(target: Pc) => { pc = target.0 as usize; }
     brif Brif(c: Reg, then_pc: Pc, else_pc: Pc) => { pc = if r[c] != 0 { then_pc.0 } else { else_pc.0 } as usize; }
@@ -420,6 +444,28 @@ define_ops! {
             crate::window::Read::Bits(b) => r[dst] = b,
             crate::window::Read::Overflow => return Exit::Trap(TrapKind::Overflow, site.0),
             crate::window::Read::Empty => return Exit::Decline(reason),
+        }
+    }
+    // An STL operator's interval window: push the step's value at the row's
+    // time (only where it is present, for `interval_if`), then read; the
+    // verifier put its words inside the declared `windows`, and the compiler
+    // its shape in the code's table.
+    interval Interval(dst: Reg, src: Reg, base: u32, shape: IntervalId, site: Site) => {
+        let iv = &code.intervals[shape.0 as usize];
+        let at = base as usize;
+        let (step, time) = (fr.step, fr.time());
+        match iv.step(&mut fr.windows[at..at + iv.words()], step, time, r[src], true) {
+            crate::window::IntervalRead::Bits(b) => r[dst] = b,
+            crate::window::IntervalRead::Full => return Exit::Trap(TrapKind::WindowFull, site.0),
+        }
+    }
+    interval_if IntervalIf(dst: Reg, p: Reg, src: Reg, base: u32, shape: IntervalId, site: Site) => {
+        let iv = &code.intervals[shape.0 as usize];
+        let at = base as usize;
+        let (step, time) = (fr.step, fr.time());
+        match iv.step(&mut fr.windows[at..at + iv.words()], step, time, r[src], r[p] != 0) {
+            crate::window::IntervalRead::Bits(b) => r[dst] = b,
+            crate::window::IntervalRead::Full => return Exit::Trap(TrapKind::WindowFull, site.0),
         }
     }
     // Checked integer arithmetic, exactly Rust's checked_* (zero divisors first).
