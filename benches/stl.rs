@@ -7,7 +7,8 @@
 //! The `stl_dsrv_*` groups time the same formulas inside a DSRV specification
 //! (`stl_rob(…)`, past-time, compiled to plan nodes and interval windows) on the native-whole
 //! tier (its intervals fused into the whole-row kernel) and on the canonical tier, one
-//! `Monitor::step_at` per sample, beside mstlo's delayed-quantitative monitor: both give one
+//! `Monitor::step_at` per sample, and on native-whole through a `Stepper` (`step_at`, the
+//! sample set in place), beside mstlo's delayed-quantitative monitor: both give one
 //! robustness per sample.
 
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
@@ -151,6 +152,27 @@ fn bench_dsrv(c: &mut Criterion) {
                 )
             });
         }
+        // The same run through a stepper: the sample set in place, each step
+        // at its time (`Stepper::step_at`), the whole-row kernel's fast path.
+        group.bench_function("vigil_native-whole_stepper", |b| {
+            b.iter_batched(
+                || Monitor::builder(&spec).tier(Tier::NativeWhole).build(),
+                |mut m| {
+                    let mut stepper = m.stepper();
+                    let mut total = 0.0;
+                    for &(time, value) in &samples {
+                        let t = vigil::time::Time(time.as_nanos() as i64);
+                        stepper.set_float(0, value).expect("a Float input");
+                        let out = stepper.step_at(t).expect("runs");
+                        if let Some(r) = out.float(0) {
+                            total += r;
+                        }
+                    }
+                    black_box(total)
+                },
+                BatchSize::PerIteration,
+            )
+        });
         let parsed = mstlo::parse_stl(mstlo_formula).expect("mstlo parses it");
         group.bench_function("mstlo", |b| {
             b.iter_batched(

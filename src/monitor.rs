@@ -1140,7 +1140,27 @@ impl Monitor {
     /// ([`RowError::WrongRow`]).
     #[inline]
     pub fn step_scalars(&mut self, row: &ScalarRow) -> Result<Outputs<'_>, StepError> {
-        self.run.state.time = None;
+        self.step_scalars_timed(None, row)
+    }
+
+    /// [`Monitor::step_scalars`] at `time`, the row's time, as
+    /// [`Monitor::step_at`] gives one.
+    #[inline]
+    pub fn step_scalars_at(
+        &mut self,
+        time: crate::time::Time,
+        row: &ScalarRow,
+    ) -> Result<Outputs<'_>, StepError> {
+        self.step_scalars_timed(Some(time), row)
+    }
+
+    #[inline]
+    pub(crate) fn step_scalars_timed(
+        &mut self,
+        time: Option<crate::time::Time>,
+        row: &ScalarRow,
+    ) -> Result<Outputs<'_>, StepError> {
+        self.run.state.time = time;
         if let Some(e) = &self.run.failed {
             return Err((**e).clone().into());
         }

@@ -1682,13 +1682,15 @@ impl Engine {
     /// nothing but this function has touched `run` (so its state's vectors
     /// have not moved or shrunk, the kernel is still promoted and the run has
     /// not failed); `lanes` and `tags` are as long as the lanes and tags
-    /// `fast` was made for.
+    /// `fast` was made for. `time` is the row's time (`None`: its step's, in
+    /// seconds), as `Monitor::step_at` gives one.
     #[inline]
     pub(crate) unsafe fn run_fast_row(
         &mut self,
         run: &mut Run,
         fast: &mut FastRow,
         (lanes, tags): (&[u64], &[u8]),
+        time: Option<crate::time::Time>,
     ) -> bool {
         // The swap keeps `fast` valid: it is the program's frame, and the
         // kernel is read below.
@@ -1705,6 +1707,12 @@ impl Engine {
         frame.input_tags = tags.as_ptr();
         frame.step = run.state.ring_step();
         frame.status = 0;
+        // The row's time, for the kernel's intervals and for whatever reads
+        // the state's after it, as `frame_on` and `Monitor::step_at` set them
+        // (a plain field: no vector of the state moves).
+        run.state.time = time;
+        frame.time = time.map_or(0, |t| t.0);
+        frame.timed = u64::from(time.is_some());
         let returned = match &mut w.rt.kernel {
             // SAFETY: the frame covers what the program declares (checked
             // by `fast_row`, and the caller promises the state has not

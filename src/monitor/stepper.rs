@@ -83,9 +83,6 @@ impl Stepper<'_> {
     /// building, or after a row the general path evaluated).
     fn refresh(&mut self) {
         let m = &mut *self.monitor;
-        // Every row of a stepper is untimed, as `step_scalars`' rows are;
-        // the fast path never sets a time.
-        m.run.state.time = None;
         let (lanes, tags) = self.row.frame();
         self.fast = m.engine.fast_row(&mut m.run, lanes, tags);
         // A row the general path evaluated may have rebuilt the engine on
@@ -150,6 +147,40 @@ impl Stepper<'_> {
     /// error stops the monitor, as there.
     #[inline]
     pub fn step(&mut self) -> Result<Outputs<'_>, StepError> {
+        self.step_timed(None)
+    }
+
+    /// [`Stepper::step`] at `time`: the row's time, as [`Monitor::step_at`]
+    /// gives one (what `time()`, time windows and STL intervals read), for a
+    /// run whose rows carry their times. Its outputs and errors are those of
+    /// `step_at` on the same row, on every tier.
+    ///
+    /// ```
+    /// use vigil::time::Time;
+    /// use vigil::{Monitor, Spec, Tier};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// // Whether x stayed above 0 over the last second.
+    /// let spec = Spec::parse("up.dsrv", "in x: Float\nout up: Bool\nup = stl(G[0, 1s](x > 0))")?;
+    /// let mut monitor = Monitor::builder(&spec).tier(Tier::NativeWhole).build();
+    /// let mut stepper = monitor.stepper();
+    /// let x = stepper.input("x")?;
+    /// let mut ups = Vec::new();
+    /// for (ms, value) in [(0, 1.0), (500, -1.0), (1000, 2.0), (1600, 3.0)] {
+    ///     stepper.set_float(x, value)?;
+    ///     ups.push(stepper.step_at(Time(ms * 1_000_000))?.bool(0));
+    /// }
+    /// // The dip at 0.5 s is in the last second until 1.5 s has passed.
+    /// assert_eq!(ups, [Some(true), Some(false), Some(false), Some(true)]);
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[inline]
+    pub fn step_at(&mut self, time: crate::time::Time) -> Result<Outputs<'_>, StepError> {
+        self.step_timed(Some(time))
+    }
+
+    #[inline]
+    fn step_timed(&mut self, time: Option<crate::time::Time>) -> Result<Outputs<'_>, StepError> {
         let step = self.monitor.steps();
         let m = &mut *self.monitor;
         let row = self.row.frame();
@@ -159,14 +190,14 @@ impl Stepper<'_> {
         // monitor mutably, and the general path below calls `refresh` after
         // every row it evaluates).
         let done = (self.fast.as_mut())
-            .is_some_and(|fast| unsafe { m.engine.run_fast_row(&mut m.run, fast, row) });
+            .is_some_and(|fast| unsafe { m.engine.run_fast_row(&mut m.run, fast, row, time) });
         // The outputs are made here for both paths, so that they are not
         // made in memory by one and copied (a wide read of narrow stores,
         // stalled, was half of a row's time).
         if done {
             self.fast_rows += 1;
         } else {
-            self.step_general()?;
+            self.step_general(time)?;
         }
         Ok(Outputs::new(
             StreamsView::State(&self.monitor.run.state),
@@ -179,9 +210,11 @@ impl Stepper<'_> {
     /// A row the kernel did not complete, or any row without a fast frame:
     /// `step_scalars`' way, then the frame made again.
     #[inline(never)]
-    fn step_general(&mut self) -> Result<(), StepError> {
+    fn step_general(&mut self, time: Option<crate::time::Time>) -> Result<(), StepError> {
         self.fast = None;
-        let ran = self.monitor.step_scalars(&self.row).map(|_| ());
+        let ran = (self.monitor)
+            .step_scalars_timed(time, &self.row)
+            .map(|_| ());
         self.refresh();
         ran
     }

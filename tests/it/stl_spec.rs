@@ -133,6 +133,31 @@ fn trace_of(data: &[u32], len: usize) -> (Vec<Vec<Option<Value>>>, Vec<Time>) {
     (rows, times)
 }
 
+/// The run of `rows` at `times` through a `Stepper` (`step_at`), and the
+/// rows its fast path completed.
+fn run_stepper(monitor: &mut Monitor, rows: &[Vec<Option<Value>>], times: &[Time]) -> (Run, u64) {
+    let mut stepper = monitor.stepper();
+    let mut outputs = Vec::new();
+    for (row, &t) in rows.iter().zip(times) {
+        for (i, cell) in row.iter().enumerate() {
+            match cell {
+                Some(v) => stepper.set(i, Some(v)).expect("a reader's value"),
+                None => stepper.unset(i),
+            }
+        }
+        match stepper.step_at(t) {
+            Ok(samples) => outputs.push(samples.to_vec()),
+            Err(e) => {
+                return (
+                    (outputs, Some(crate::props::runtime(e))),
+                    stepper.fast_rows(),
+                );
+            }
+        }
+    }
+    ((outputs, None), stepper.fast_rows())
+}
+
 fn run_timed(monitor: &mut Monitor, rows: &[Vec<Option<Value>>], times: &[Time]) -> Run {
     let mut outputs = Vec::new();
     for (row, &t) in rows.iter().zip(times) {
@@ -167,6 +192,8 @@ struct Coverage {
     /// tier but the canonical one), and of those, on native regions alone.
     fused_rows: usize,
     fused_region_rows: usize,
+    /// Rows a stepper's fast path completed at their times (`step_at`).
+    stepper_fast_rows: usize,
 }
 
 fn check(
@@ -210,6 +237,22 @@ fn check(
         if name == "native regions only" {
             cov.fused_region_rows += fused as usize;
         }
+    }
+    // A stepper at the rows' times (`Stepper::step_at`): the fast path of
+    // the whole-row kernel sets the row's time in its frame.
+    for tier in Tier::ALL {
+        let (run, fast) = run_stepper(
+            &mut Monitor::builder(&spec).tier(tier).build(),
+            &rows,
+            &times,
+        );
+        compare_runs(
+            &spec,
+            &rows,
+            ("canonical", canon.clone()),
+            (&format!("{tier} stepper"), run),
+        )?;
+        cov.stepper_fast_rows += fast as usize;
     }
     // Batches, whose rows have no time (each its step's): every tier
     // against the canonical tier's batches, and those against the
@@ -328,7 +371,8 @@ fn stl_sweep_covers_every_operator() {
             && cov.snapshots_mid_window >= 20
             && cov.full >= 10
             && cov.fused_rows >= 3000
-            && cov.fused_region_rows >= 500,
+            && cov.fused_region_rows >= 500
+            && cov.stepper_fast_rows >= 500,
         "{cov:?}"
     );
     eprintln!("{cov:?}");
