@@ -201,7 +201,12 @@ fn the_deepest_value_records_and_replays() {
 
 /// The outputs of `spec` over one JSON-lines row on `tier`, as `vigil run` prints them.
 fn one_row(spec: &str, row: &str, tier: &str) -> Outcome {
-    let d = dir(&format!("one_row_{tier}"));
+    // A directory of its own per call: the tests calling this run in parallel, and one named
+    // by the tier alone was shared, so a test's run could read another's specification (seen
+    // in CI: `dynamic(s, {x, s})` run on `r = dynamic(s)`, which has no `y` to print).
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let d = dir(&format!("one_row_{tier}_{n}"));
     let spec = write(&d, "s.dsrv", spec);
     run(
         &[
