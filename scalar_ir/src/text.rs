@@ -313,6 +313,16 @@ impl<'a> Cursor<'a> {
             .ok_or_else(|| self.err_at(start, format!("expected {what}, found `{w}`")))
     }
 
+    /// A window's encoded shape (`0x…`, `CountWindow::encode`): a count
+    /// window's, or an interval's kind; `what` names it in the error.
+    fn count_window(&mut self, what: &str) -> PResult<crate::window::CountWindow> {
+        let (pos, word) = self.expect_word(what)?;
+        word.strip_prefix("0x")
+            .and_then(|h| u64::from_str_radix(h, 16).ok())
+            .and_then(crate::window::CountWindow::decode)
+            .ok_or_else(|| self.err_at(pos, format!("`{word}` is not {what}")))
+    }
+
     fn ty(&mut self) -> PResult<Type> {
         let (start, w) = self.expect_word("a type")?;
         Type::from_name(w).ok_or_else(|| self.err_at(start, format!("unknown type `{w}`")))
@@ -353,6 +363,17 @@ impl Parser {
         }
         self.values[v.index()] = Some(data);
         Ok(())
+    }
+
+    /// The presence operand and its comma of a `window_if`/`interval_if`
+    /// (`entered`), none otherwise.
+    fn presence(&mut self, c: &mut Cursor, entered: bool) -> PResult<Option<Value>> {
+        if !entered {
+            return Ok(None);
+        }
+        let p = self.use_value(c)?;
+        c.comma()?;
+        Ok(Some(p))
     }
 
     fn use_value(&mut self, c: &mut Cursor) -> PResult<Value> {
@@ -629,21 +650,9 @@ impl Parser {
                 let ty = typed(c)?;
                 let base = c.u32("a window word")?;
                 c.comma()?;
-                let (pos, word) = c.expect_word("a window shape")?;
-                let shape = word
-                    .strip_prefix("0x")
-                    .and_then(|h| u64::from_str_radix(h, 16).ok())
-                    .and_then(crate::window::CountWindow::decode)
-                    .ok_or_else(|| c.err_at(pos, format!("`{word}` is not a window shape")))?;
+                let shape = c.count_window("a window shape")?;
                 c.comma()?;
-                let present = match mnemonic == "window_if" {
-                    true => {
-                        let p = self.use_value(c)?;
-                        c.comma()?;
-                        Some(p)
-                    }
-                    false => None,
-                };
+                let present = self.presence(c, mnemonic == "window_if")?;
                 let arg = self.use_value(c)?;
                 c.comma()?;
                 let site = c.prefixed("site", "a trap site")?;
@@ -672,14 +681,9 @@ impl Parser {
                 c.comma()?;
                 let hi_ns = c.i64()?;
                 c.comma()?;
-                let (pos, word) = c.expect_word("an interval's kind")?;
                 // The verifier judges the window (invariant 15); the text
                 // only has to name one.
-                let kind = word
-                    .strip_prefix("0x")
-                    .and_then(|h| u64::from_str_radix(h, 16).ok())
-                    .and_then(crate::window::CountWindow::decode)
-                    .ok_or_else(|| c.err_at(pos, format!("`{word}` is not an interval's kind")))?;
+                let kind = c.count_window("an interval's kind")?;
                 let shape = crate::window::IntervalWindow {
                     lo_ns,
                     hi_ns,
@@ -688,14 +692,7 @@ impl Parser {
                     elem: kind.elem,
                 };
                 c.comma()?;
-                let present = match mnemonic == "interval_if" {
-                    true => {
-                        let p = self.use_value(c)?;
-                        c.comma()?;
-                        Some(p)
-                    }
-                    false => None,
-                };
+                let present = self.presence(c, mnemonic == "interval_if")?;
                 let arg = self.use_value(c)?;
                 c.comma()?;
                 let site = c.prefixed("site", "a trap site")?;

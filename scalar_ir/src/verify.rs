@@ -499,13 +499,23 @@ impl Verifier<'_> {
                 if let Some(m) = range_err {
                     self.report(Some(b), Some(inst), 10, m);
                 }
+                // A window's words past the declared ones (count windows and
+                // intervals alike).
+                let beyond_windows = |base: u32, words: usize| {
+                    let end = base as u64 + words as u64;
+                    (end > d.windows as u64).then(|| {
+                        format!(
+                            "window words {base}..{end} exceed the declared windows={}",
+                            d.windows
+                        )
+                    })
+                };
                 if let InstData::Window {
                     ty, base, shape, ..
                 } = *data
                 {
                     let want =
                         crate::ir::elem_type(crate::window::result_elem(shape.agg, shape.elem));
-                    let end = base as u64 + shape.words() as u64;
                     if shape.n == 0 || crate::ir::elem_type(shape.elem).is_none() {
                         self.report(
                             Some(b),
@@ -520,23 +530,14 @@ impl Verifier<'_> {
                             15,
                             format!("a window reading {ty}, its aggregate gives {want:?}"),
                         );
-                    } else if end > d.windows as u64 {
-                        self.report(
-                            Some(b),
-                            Some(inst),
-                            15,
-                            format!(
-                                "window words {base}..{end} exceed the declared windows={}",
-                                d.windows
-                            ),
-                        );
+                    } else if let Some(m) = beyond_windows(base, shape.words()) {
+                        self.report(Some(b), Some(inst), 15, m);
                     }
                 }
                 if let InstData::Interval {
                     ty, base, shape, ..
                 } = *data
                 {
-                    let end = base as u64 + shape.words() as u64;
                     if !shape.is_valid() {
                         self.report(
                             Some(b),
@@ -551,16 +552,8 @@ impl Verifier<'_> {
                             15,
                             format!("an interval reading {ty} over {:?}", shape.elem),
                         );
-                    } else if end > d.windows as u64 {
-                        self.report(
-                            Some(b),
-                            Some(inst),
-                            15,
-                            format!(
-                                "window words {base}..{end} exceed the declared windows={}",
-                                d.windows
-                            ),
-                        );
+                    } else if let Some(m) = beyond_windows(base, shape.words()) {
+                        self.report(Some(b), Some(inst), 15, m);
                     }
                 }
                 if let InstData::RingLoad { base, len, .. }

@@ -261,9 +261,11 @@ pub(super) fn feed_source(
     // of a source that cannot be read again are numbered on from it.
     let positioned = resumed.filter(|r| r.record.clock().is_some());
     let merge_options = crate::cli::checkpoint::merge_options(args);
-    if let Some(r) = positioned {
-        r.record.check_commit(&merge_options).map_err(fail)?;
-    }
+    // Checked before any source is opened; the feed resumes from it below.
+    let clock = match positioned {
+        Some(r) => Some(r.record.check_commit(&merge_options).map_err(fail)?),
+        None => None,
+    };
     let replayable = !args.input.iter().any(|i| i.starts_with("mqtt://"));
     let feed_options = feed_options(args, spec, f)?;
     let width = feed_options.names.len();
@@ -377,7 +379,7 @@ pub(super) fn feed_source(
             .saturating_mul(unit.nanos())
             .max(1) as u64,
     });
-    if let Some(r) = positioned {
+    if let (Some(r), Some(clock)) = (positioned, clock) {
         if r.record.sources() != kept.len() {
             return Err(fail(format!(
                 "cannot resume from `{}`: it was taken on {} sources, and this run has {}",
@@ -387,7 +389,6 @@ pub(super) fn feed_source(
             )));
         }
         let at: Vec<pipeline::At> = (0..kept.len()).map(|i| r.record.at(i)).collect();
-        let clock = r.record.check_commit(&merge_options).map_err(fail)?;
         feed.resume(&clock.feed, &at);
     }
     let skip_before = resumed.as_ref().map_or(0, |r| r.barrier.time);
