@@ -791,7 +791,9 @@ pub fn load_spec(path: &str) -> Result<Spec, Exit> {
     })
 }
 
-use crate::pipeline::sink::{Alerts, Lines};
+use crate::pipeline::direct::Direct;
+use crate::pipeline::run_loop::RunLoop;
+use crate::pipeline::sink::Alerts;
 
 /// Alert lines on standard error: under a progress bar each line is written
 /// at once, with the bar off the terminal; else lines wait to go out
@@ -1079,10 +1081,10 @@ fn run(args: &RunArgs) -> Exit {
             notify: &notify,
             progress: &mut show,
         };
-        let ck = checkpoints.as_mut();
         match &mut monitor {
             Runner::Single(m) if !by_row => {
                 let columns = (&view, output);
+                let ck = checkpoints.as_mut();
                 drive::batches(
                     &mut driven,
                     m,
@@ -1095,26 +1097,20 @@ fn run(args: &RunArgs) -> Exit {
                 .map(|end| (end, false))
             }
             runner => {
-                let mut lines = Lines {
-                    columns: &view,
-                    output,
-                    writer: writer.as_mut(),
-                    alerts: &mut alerts,
-                    form: None,
+                let mut run = RunLoop {
                     key_input: args.key.as_deref(),
-                    notify: &notify,
-                    steps: 0,
-                    ticks: 0,
-                    samples: Vec::with_capacity(runner.output_names().len()),
+                    streaming,
+                    malformed: args.on_malformed.into(),
+                    counts,
+                    checkpoints: checkpoints.take(),
+                    ..RunLoop::new(&view, output, spec.input_names().len(), notify.clone())
                 };
-                drive::rows(
-                    &mut driven,
-                    runner,
-                    reader.as_mut(),
-                    &mut lines,
-                    ck,
-                    &mut counts,
-                )
+                let width = run.inputs + view.extra();
+                let (name, lines) = (driven.name, driven.lines);
+                let mut steps = Direct::new(reader.as_mut(), name, lines, width, driven.progress);
+                let ended = run.go(&mut steps, runner, writer.as_mut(), &mut alerts);
+                counts = run.counts;
+                ended
             }
         }
     };

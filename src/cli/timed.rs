@@ -25,7 +25,7 @@ use crate::lang::ast::{GapPolicy, ResetPolicy};
 use crate::monitor::Spec;
 use crate::notice::Notice;
 use crate::pipeline::drive::Counts;
-use crate::pipeline::merged::{Events, MergedRun, SourceRows};
+use crate::pipeline::run_loop::{Events, RunLoop, SourceRows};
 use crate::pipeline::{self, Feed, FeedOptions};
 use crate::time::{Time, TimeForm, TimeUnit};
 use crate::trace::{self, OutputFormat, ReaderOptions, RowReader, TraceFormat};
@@ -586,14 +586,10 @@ pub(super) fn run(
         Some((log, true)) => (None, Some(log), None),
         None => (None, None, None),
     };
-    let mut feed = Events {
-        record: record.filter(|_| replay.is_none() && check.is_none()),
-        live: feed,
-        check,
-        replay,
-        rows_of_sources,
-    };
-    let mut run = MergedRun {
+    let mut feed = Events::new(feed);
+    feed.record = record.filter(|_| replay.is_none() && check.is_none());
+    (feed.check, feed.replay, feed.rows_of_sources) = (check, replay, rows_of_sources);
+    let mut run = RunLoop {
         columns: &view,
         output,
         names,
@@ -666,7 +662,7 @@ pub(super) fn run(
     super::fail_on_trigger(args, status, alerts.fired())
 }
 
-pub(super) use crate::pipeline::merged::Record;
+pub(super) use crate::pipeline::run_loop::Record;
 
 /// Regular files a merged run reads ahead on threads of their own, at most
 /// (a run of more reads them all on its own thread).

@@ -1,71 +1,18 @@
-//! The loops of a run of one source without a feed (no time, one trace): row by row through
-//! the [`Evaluator`] into a [`Lines`] sink ([`rows`]: a keyed monitor, a stream, triggers or
-//! passed fields), or in batches of columns through [`Monitor::run_batch`] ([`batches`]: a
-//! plain monitor over a regular file). Both take checkpoints between rows, drop malformed rows
-//! as the [`Malformed`] policy says, and end with an [`End`] after the outputs of every row
-//! before it are written.
-//!
-//! ```
-//! use vigil::pipeline::drive::{self, Counts, Drive, End};
-//! use vigil::pipeline::sink::{Alerts, ColumnOptions, Columns, Lines};
-//! use vigil::pipeline::{Malformed, Monitors};
-//! use vigil::trace::{self, OutputFormat, RowReader, TraceFormat};
-//! use vigil::{Monitor, Spec};
-//!
-//! let text = "in x: Int\nout total: Int\ntotal = default(total[1], 0) + x\n";
-//! let spec = Spec::parse("sum.dsrv", text)?;
-//! // Four rows, one of them malformed.
-//! let rows = Box::new(std::io::Cursor::new(b"x\n1\n2\nthree\n4\n".to_vec()));
-//! let mut reader = trace::reader_from_bufread("rows.csv", rows, TraceFormat::Csv, &spec.input_schema())?;
-//! let mut monitors = Monitors::Single(Box::new(Monitor::builder(&spec).build()));
-//!
-//! // The outputs go to a CSV file, the alerts (none here) nowhere.
-//! let out = std::env::temp_dir().join(format!("vigil-doc-drive-{}.csv", std::process::id()));
-//! let columns = Columns::new(&spec, &ColumnOptions::default(), OutputFormat::Csv)?;
-//! let names = columns.writer_names(&monitors.output_names(), OutputFormat::Csv);
-//! let mut writer = trace::make_writer(OutputFormat::Csv, names, Box::new(std::fs::File::create(&out)?));
-//! let mut alerts = Alerts::json(&spec, None, Box::new(std::io::sink()), "nowhere".into());
-//! let notify = vigil::notice::ignore();
-//! let mut lines = Lines {
-//!     columns: &columns,
-//!     output: OutputFormat::Csv,
-//!     writer: writer.as_mut(),
-//!     alerts: &mut alerts,
-//!     form: None,
-//!     key_input: None,
-//!     notify: &notify,
-//!     steps: 0,
-//!     ticks: 0,
-//!     samples: Vec::new(),
-//! };
-//! let mut progress = |_: u64, _: &dyn RowReader| {};
-//! let mut drive = Drive {
-//!     malformed: Malformed::Skip,
-//!     streaming: false,
-//!     name: "rows.csv",
-//!     lines: true,
-//!     notify: &notify,
-//!     progress: &mut progress,
-//! };
-//! let mut counts = Counts::default();
-//! let (end, _) = drive::rows(&mut drive, &mut monitors, reader.as_mut(), &mut lines, None, &mut counts)?;
-//! assert_eq!(end, End::Done);
-//! assert_eq!((counts.rows_read, counts.steps, counts.skipped), (4, 3, 1));
-//! drop(lines);
-//! writer.flush()?;
-//! assert_eq!(std::fs::read_to_string(&out)?, "step,total\n0,1\n1,3\n2,7\n");
-//! # std::fs::remove_file(&out)?;
-//! # Ok::<(), Box<dyn std::error::Error>>(())
-//! ```
+//! The batch loop of a run of one regular file without a feed ([`batches`]: a plain monitor,
+//! no time, no triggers or passed fields), in batches of columns through
+//! [`Monitor::run_batch`], and what every run's loop shares: its [`Counts`], how it [`End`]s
+//! and whose fault that is ([`Ended`]), the [`Malformed`] policy's dropping of rows. Every
+//! other run goes row by row through the one loop, [`RunLoop::go`](super::run_loop::RunLoop::go)
+//! (of a [`Direct`](super::direct::Direct) reader, or of a feed). Both take checkpoints between
+//! rows and end with an [`End`] after the outputs of every row before it are written.
 
 use super::checkpoint::{Checkpointable, Checkpointer};
-use super::sink::{Columns, Lines};
-use super::{Evaluator, Flow, Halt, Malformed, Monitors, StopKind, droppable, row_location};
+use super::sink::Columns;
+use super::{Malformed, StopKind, droppable, row_location};
 use crate::batch::OutputBatch;
 use crate::monitor::Monitor;
 use crate::notice::{Notice, Notify};
 use crate::row::{RowError, StepError};
-use crate::time::Time;
 use crate::trace::{OutputFormat, OutputWriter, RowReader, TraceError, TraceErrorKind};
 use crate::value::{Sample, Value};
 use std::io::{self, Write};
@@ -197,7 +144,7 @@ pub(super) fn skip_rejected(
 }
 
 /// A dropped row: counted, and said under `Warn`.
-fn dropped(malformed: Malformed, notify: &Notify, what: String, n: &mut Counts) {
+pub(super) fn dropped(malformed: Malformed, notify: &Notify, what: String, n: &mut Counts) {
     n.skipped += 1;
     if malformed == Malformed::Warn {
         notify(Notice::Skipped(what));
@@ -223,7 +170,7 @@ pub fn rejected_message(e: &RowError) -> String {
 }
 
 /// The end of a reader's error.
-fn trace_end(e: &TraceError) -> End {
+pub(super) fn trace_end(e: &TraceError) -> End {
     let kind = match e.kind {
         TraceErrorKind::Malformed => Ended::Trace,
         TraceErrorKind::Io => Ended::Failure,
@@ -258,83 +205,6 @@ fn finish(
         }
     }
     Ok(End::Done)
-}
-
-/// Runs `reader`'s rows one at a time through an [`Evaluator`] into
-/// `lines` (whose `columns` say the cells a row has beyond the monitor's
-/// inputs). A keyed run's runtime error stops its key only (said through
-/// the sink); the run then ends `Done`, and the caller asks
-/// [`Evaluator::keys_stopped`] through `stopped`.
-pub fn rows(
-    drive: &mut Drive<'_>,
-    monitor: &mut Monitors,
-    reader: &mut dyn RowReader,
-    lines: &mut Lines<'_>,
-    mut ck: Option<&mut Checkpointer>,
-    counts: &mut Counts,
-) -> io::Result<(End, bool)> {
-    let inputs = match &*monitor {
-        Monitors::Single(m) => m.input_count(),
-        Monitors::Keyed(m) => m.input_count(),
-    };
-    // The declared inputs, then any undeclared passed fields (the monitor
-    // is given the first `inputs` cells).
-    let mut row: Vec<Option<Value>> = vec![None; inputs + lines.columns.extra()];
-    let mut evaluator = Evaluator::new(false, inputs);
-    let steps = lines.steps;
-    let end = loop {
-        let next = reader.next_row(&mut row);
-        drive.warn(reader);
-        match next {
-            Ok(true) => {}
-            Ok(false) => {
-                let alerts = lines.alerts.sink();
-                break finish(ck, &*monitor, reader, lines.writer, alerts)?;
-            }
-            Err(e) if drive.skip_trace_error(&e, reader, counts) => continue,
-            Err(e) => break stop(lines.writer, trace_end(&e))?,
-        }
-        counts.rows_read += 1;
-        match evaluator.step(monitor, Time(0), &row, lines)? {
-            Flow::Go => {
-                if drive.streaming && !reader.row_ready() {
-                    lines.writer.flush()?;
-                    lines.alerts.flush()?;
-                    if ck.is_none() {
-                        reader.commit();
-                    }
-                }
-            }
-            Flow::Rejected(e) => {
-                let at = drive.locate(reader, counts);
-                if skip_rejected(drive.malformed, drive.notify, &at, &e, counts) {
-                    continue;
-                }
-                let end = match e {
-                    RowError::MissingKey { .. } => End::Stopped(format!("{at}: {e}"), Ended::Trace),
-                    e => rejected(&e),
-                };
-                break stop(lines.writer, end)?;
-            }
-            Flow::Stop(Halt::Runtime(e)) => {
-                break stop(lines.writer, End::Stopped(e.to_string(), Ended::Runtime))?;
-            }
-            Flow::Stop(halt) => {
-                unreachable!(
-                    "a row of a spec without periodic streams stops only on an error: {halt:?}"
-                )
-            }
-        }
-        (drive.progress)(counts.rows_read, reader);
-        if let Some(ck) = ck.as_deref_mut() {
-            let alerts = lines.alerts.sink();
-            if let Err(message) = ck.rows_done(1, &*monitor, reader, lines.writer, alerts)? {
-                break stop(lines.writer, End::Stopped(message, Ended::Failure))?;
-            }
-        }
-    };
-    counts.steps += lines.steps - steps;
-    Ok((end, evaluator.keys_stopped()))
 }
 
 /// Rows evaluated per batch when reading a regular file, at most.

@@ -61,11 +61,12 @@
 //! ```
 
 pub mod checkpoint;
+pub mod direct;
 pub mod drive;
 mod feed;
 pub mod log;
-pub mod merged;
 mod run;
+pub mod run_loop;
 pub mod sink;
 mod source;
 

@@ -6,7 +6,7 @@
 use super::{Event, StampedRow, timely_time};
 use crate::notice::{Notice, Notify};
 use crate::pipeline::drive::Ended;
-use crate::pipeline::merged::Record;
+use crate::pipeline::run_loop::Record;
 use crate::pipeline::{self, Feed, Malformed};
 use crate::time::TimeForm;
 use crate::value::Value;

@@ -1,14 +1,21 @@
-//! The loop of a merged run: the events of a [`Feed`] (sources stamped and merged by time, the
-//! periodic streams' ticks between their steps), or of a replay log, given to an [`Evaluator`]
-//! and written through a [`Lines`] sink; each event also written to a replay log (`--record`)
-//! or compared with one (`--check`), and checkpoints taken between steps where the feed is
-//! settled, with the feed's state ([`Clock`]).
+//! The one row loop of a run ([`RunLoop::go`]): each event its [`Steps`] give — one reader's
+//! rows read directly ([`Direct`](super::direct::Direct)), or the events of a [`Feed`]
+//! (sources stamped and merged by time, the periodic streams' ticks between their steps) or
+//! of a replay log ([`Events`]) — given to an [`Evaluator`] and written through a [`Lines`]
+//! sink, a rejected row dropped or the run stopped as the [`Malformed`] policy says, a
+//! streaming run's outputs flushed once no row is waiting, and checkpoints taken between
+//! steps where the steps are settled (a merged run's with the feed's state, [`Clock`]). A feed's
+//! events are also written to a replay log (`--record`) or compared with one (`--check`).
+//! (A plain monitor over a regular file is evaluated in batches instead:
+//! [`drive::batches`](super::drive::batches).)
 
 use super::checkpoint::{Checkpointer, Clock, OutputFileInfo};
 use super::drive::{Counts, End, Ended, rejected, skip_rejected, stop};
 use super::log::{Event, Header, LogReader, LogWriter};
 use super::sink::{Alerts, Columns, Lines};
-use super::{Evaluator, Feed, Flow, Halt, Malformed, Monitors, ResetPolicy, show};
+use super::{
+    Evaluator, Event as FeedEvent, Feed, Flow, Halt, Malformed, Monitors, ResetPolicy, show,
+};
 use crate::merge::Step;
 use crate::notice::{Notice, Notify};
 use crate::row::RowError;
@@ -34,6 +41,23 @@ pub struct Events {
     /// the wall clock's, which reading the traces again cannot give: the
     /// log's times and ticks are taken, its rows checked).
     pub rows_of_sources: Option<SourceRows>,
+    /// The event the loop is evaluating.
+    slot: Option<FeedEvent>,
+}
+
+impl Events {
+    /// The events of `live`, neither recorded, checked nor replayed (set
+    /// the fields that differ).
+    pub fn new(live: Feed) -> Events {
+        Events {
+            live,
+            record: None,
+            check: None,
+            replay: None,
+            rows_of_sources: None,
+            slot: None,
+        }
+    }
 }
 
 /// Each source's rows as a feed reads them, taken one by one in the order
@@ -175,8 +199,8 @@ impl Record {
     }
 }
 
-/// A merged run: its options and what it has counted (see the module doc).
-pub struct MergedRun<'a> {
+/// A run: its options and what it has counted (see the module doc).
+pub struct RunLoop<'a> {
     /// The columns printed.
     pub columns: &'a Columns,
     /// The output format.
@@ -229,135 +253,315 @@ pub struct MergedRun<'a> {
     pub samples: Vec<Sample>,
 }
 
-impl MergedRun<'_> {
-    /// Runs `feed`'s events through `runner` into `writer` and `alerts`
-    /// until the feed ends or the run stops; also says whether a key was
-    /// stopped by a runtime error (a keyed run).
-    pub fn go(
+/// Where a run's loop ([`RunLoop::go`]) takes its events from, and what
+/// it asks of them between events: the feed of the sources or a replay log
+/// ([`Events`]), or one reader read directly
+/// ([`Direct`](super::drive::Direct): no time and one source, so a row is a
+/// step as it is read). The loop is generic over it, so that a direct run
+/// pays nothing for the feed's merge.
+pub trait Steps {
+    /// The next event (`None` at the clean end, the reader's or the feed's
+    /// counts added to `run.counts`); `Err` ends the run with that end,
+    /// after the outputs so far.
+    fn next_event(
         &mut self,
-        feed: &mut Events,
+        run: &mut RunLoop<'_>,
+        writer: &mut dyn OutputWriter,
+    ) -> io::Result<Result<Option<&FeedEvent>, End>>;
+
+    /// Whether no row is waiting, so that a streaming run flushes its
+    /// outputs now (a run that sits in an endless pipe has written every
+    /// row it evaluated).
+    fn caught_up(&mut self) -> bool;
+
+    /// Lets the sources know the rows so far are done with (their outputs
+    /// flushed), where no checkpoint keeps them: a consumer group may then
+    /// let them go.
+    fn commit(&mut self) {}
+
+    /// Where the row of `source` the last step took is, for a rejected
+    /// row's message; empty where that is not known.
+    fn locate(&self, source: Option<usize>, counts: &Counts) -> String;
+
+    /// Says the progress after a step (the rows read so far).
+    fn progress(&mut self, _counts: &Counts) {}
+
+    /// Whether a checkpoint may be taken now: nothing is pending.
+    fn settled(&self) -> bool;
+
+    /// Writes a checkpoint of `runner` with where the sources stand (a
+    /// merged run's with its [`Clock`], shaped by `merge_options`).
+    fn checkpoint(
+        &mut self,
+        ck: &mut Checkpointer,
+        merge_options: &str,
+        runner: &Monitors,
+        writer: &mut dyn OutputWriter,
+        alerts: &mut Alerts,
+    ) -> io::Result<Result<(), String>>;
+
+    /// The clean end, after the last checkpoint if `checkpointed`.
+    fn ended(&mut self, _checkpointed: bool, _writer: &mut dyn OutputWriter) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Steps for Events {
+    fn next_event(
+        &mut self,
+        run: &mut RunLoop<'_>,
+        writer: &mut dyn OutputWriter,
+    ) -> io::Result<Result<Option<&FeedEvent>, End>> {
+        let event = match run.next(self, writer)? {
+            Ok(event) => event,
+            Err(end) => return Ok(Err(end)),
+        };
+        self.slot = match event.map(Event::into_feed) {
+            None => None,
+            Some(Some(event)) => Some(event),
+            Some(None) => unreachable!("the feed ends at a stop"),
+        };
+        Ok(Ok(self.slot.as_ref()))
+    }
+
+    fn caught_up(&mut self) -> bool {
+        true
+    }
+
+    fn locate(&self, source: Option<usize>, _: &Counts) -> String {
+        source.map(|s| self.live.taken_at(s)).unwrap_or_default()
+    }
+
+    fn settled(&self) -> bool {
+        self.live.settled()
+    }
+
+    fn checkpoint(
+        &mut self,
+        ck: &mut Checkpointer,
+        merge_options: &str,
+        runner: &Monitors,
+        writer: &mut dyn OutputWriter,
+        alerts: &mut Alerts,
+    ) -> io::Result<Result<(), String>> {
+        let clock = Clock {
+            options: merge_options.to_string(),
+            feed: self.live.state(),
+            record: match &mut self.record {
+                None => None,
+                Some(r) => Some(OutputFileInfo {
+                    path: r.path.clone(),
+                    // A log not begun yet is empty: a resume begins it.
+                    len: match &mut r.writer {
+                        Some(w) => w.synced_len()?,
+                        None => 0,
+                    },
+                }),
+            },
+        };
+        let at = self.live.positions();
+        ck.write_at(runner, &at, Some(clock), writer, alerts.sink())
+    }
+}
+
+impl<'a> RunLoop<'a> {
+    /// A run writing `columns` in `output`, of a monitor of `inputs`
+    /// inputs, saying its notices through `notify`: not streaming, stopping
+    /// at a malformed row, without time, ticks, logs or checkpoints (set
+    /// the fields that differ).
+    pub fn new(
+        columns: &'a Columns,
+        output: OutputFormat,
+        inputs: usize,
+        notify: Notify,
+    ) -> RunLoop<'a> {
+        RunLoop {
+            columns,
+            output,
+            names: Vec::new(),
+            schema_names: Vec::new(),
+            inputs,
+            time_cell: None,
+            timed: false,
+            unit: TimeUnit::Seconds,
+            form: None,
+            key_input: None,
+            streaming: false,
+            malformed: Malformed::Stop,
+            counts: Counts::default(),
+            clashes: 0,
+            ticks: 0,
+            periods: 0,
+            notify,
+            on_reset: ResetPolicy::Cancel,
+            every_key_ticks: false,
+            replaying: None,
+            checkpoints: None,
+            merge_options: String::new(),
+            samples: Vec::new(),
+        }
+    }
+
+    /// Runs `steps`' events through `runner` into `writer` and `alerts`
+    /// until they end or the run stops; also says whether a key was
+    /// stopped by a runtime error (a keyed run).
+    pub fn go<S: Steps + ?Sized>(
+        &mut self,
+        steps: &mut S,
         runner: &mut Monitors,
         writer: &mut dyn OutputWriter,
         alerts: &mut Alerts,
     ) -> io::Result<(End, bool)> {
         let mut evaluator =
             Evaluator::new(self.timed, self.inputs).every_key_ticks(self.every_key_ticks);
-        let end = self.turn(&mut evaluator, feed, runner, writer, alerts)?;
-        Ok((end, evaluator.keys_stopped()))
+        // One sink for the whole run (building one per event cost a tenth
+        // of a direct run's loop).
+        let notify = self.notify.clone();
+        let mut lines = Lines {
+            columns: self.columns,
+            output: self.output,
+            writer,
+            alerts,
+            form: None,
+            key_input: self.key_input,
+            notify: &notify,
+            steps: 0,
+            ticks: 0,
+            samples: std::mem::take(&mut self.samples),
+        };
+        let end = self.turn(&mut evaluator, steps, runner, &mut lines);
+        self.samples = lines.samples;
+        Ok((end?, evaluator.keys_stopped()))
     }
 
-    fn turn(
+    fn turn<S: Steps + ?Sized>(
         &mut self,
         evaluator: &mut Evaluator,
-        feed: &mut Events,
+        steps: &mut S,
         runner: &mut Monitors,
-        writer: &mut dyn OutputWriter,
-        alerts: &mut Alerts,
+        lines: &mut Lines<'_>,
     ) -> io::Result<End> {
         loop {
-            let event = match self.next(feed, writer)? {
+            let event = match steps.next_event(self, lines.writer)? {
                 Ok(Some(event)) => event,
                 Ok(None) => {
                     // The clean end: a last checkpoint, so that a resume
                     // after it has nothing to redo.
-                    if self.checkpoints.is_some()
-                        && let Err(m) = self.checkpoint(feed, runner, writer, alerts)?
-                    {
-                        return stop(writer, End::Stopped(m.to_string(), Ended::Failure));
+                    let checkpointed = self.checkpoints.is_some();
+                    if checkpointed && let Err(m) = self.checkpoint(steps, runner, lines)? {
+                        return stop(lines.writer, End::Stopped(m.to_string(), Ended::Failure));
                     }
+                    steps.ended(checkpointed, lines.writer)?;
                     return Ok(End::Done);
                 }
                 Err(end) => return Ok(end),
             };
-            let (rows, time, source) = match &event {
-                Event::Rows(step) => {
-                    self.clashes(step);
+            if self.timed {
+                lines.form = Some(self.form.unwrap_or(TimeForm::Number(self.unit)));
+            }
+            let (steps_before, ticks_before) = (lines.steps, lines.ticks);
+            let (rows, time, source, flow) = match event {
+                FeedEvent::Rows(step) => {
+                    if !step.clashes.is_empty() {
+                        self.clashes(step);
+                    }
                     // The source of a keyed step's one row, to say where a rejected row is.
                     let source = step.rows.first().map(|(c, _)| c.stamp.source as usize);
-                    (Some(step.rows.len() as u64), step.time, source)
+                    let flow = evaluator.step(runner, step.time, &step.cells, lines)?;
+                    // A step read directly from one reader lists no rows: it is one.
+                    let rows = Some(step.rows.len().max(1) as u64);
+                    (rows, step.time, source, flow)
                 }
-                Event::Tick(t, _) => (None, *t, None),
-                _ => (None, Time(0), None),
+                FeedEvent::Tick(t, _) => {
+                    let flow = evaluator.event(runner, event, self.on_reset, lines)?;
+                    (None, *t, None, flow)
+                }
+                _ => {
+                    let flow = evaluator.event(runner, event, self.on_reset, lines)?;
+                    (None, Time(0), None, flow)
+                }
             };
-            let Some(event) = event.into_feed() else {
-                unreachable!("the feed ends at a stop")
-            };
-            let form = self.form.unwrap_or(TimeForm::Number(self.unit));
-            let mut lines = Lines {
-                columns: self.columns,
-                output: self.output,
-                writer: &mut *writer,
-                alerts: &mut *alerts,
-                form: self.timed.then_some(form),
-                key_input: self.key_input,
-                notify: &self.notify,
-                steps: 0,
-                ticks: 0,
-                samples: std::mem::take(&mut self.samples),
-            };
-            let flow = evaluator.event(runner, &event, self.on_reset, &mut lines)?;
-            let (steps, ticks) = (lines.steps, lines.ticks);
-            self.samples = lines.samples;
-            self.counts.steps += steps;
-            self.ticks += ticks;
-            if self.streaming {
-                writer.flush()?;
-                alerts.flush()?;
+            self.counts.steps += lines.steps - steps_before;
+            self.ticks += lines.ticks - ticks_before;
+            if self.streaming && steps.caught_up() {
+                lines.writer.flush()?;
+                lines.alerts.flush()?;
+                if self.checkpoints.is_none() {
+                    steps.commit();
+                }
             }
-            let shown = || show(time.to_value(form));
             match flow {
                 Flow::Go => {}
                 Flow::Rejected(e) => {
-                    // A log's rows were not read by a trace reader: a value
-                    // of the wrong type there is a malformed log, not a bug.
-                    if let Some(log) = &self.replaying {
-                        let at = format!("time {}", shown());
-                        let message =
-                            format!("{log}: the log's row at {at} does not fit the inputs: {e}");
-                        return stop(writer, End::Stopped(message.to_string(), Ended::Trace));
-                    }
-                    // Where the row is, when the feed kept it (`FeedOptions::positions`).
-                    let at = source
-                        .map(|s| feed.live.taken_at(s))
-                        .filter(|at| !at.is_empty())
-                        .unwrap_or_else(|| format!("time {}", shown()));
-                    if !skip_rejected(self.malformed, &self.notify, &at, &e, &mut self.counts) {
-                        // A row without its key is the input's fault, located; any other
-                        // rejected value got past a reader, a bug.
-                        let end = match e {
-                            RowError::MissingKey { .. } => {
-                                End::Stopped(format!("{at}: {e}"), Ended::Trace)
-                            }
-                            e => rejected(&e),
-                        };
-                        return stop(writer, end);
+                    match self.rejected(steps, source, time, e) {
+                        // A dropped row is no step: no checkpoint falls after it.
+                        None => continue,
+                        Some(end) => return stop(lines.writer, end),
                     }
                 }
-                Flow::Stop(Halt::Runtime(e)) => {
-                    return stop(writer, End::Stopped(e.to_string(), Ended::Runtime));
-                }
-                Flow::Stop(Halt::TooManyTicks { key, due, max }) => {
-                    // As a plain run's: the run ends (the feed's schedule).
-                    let message = format!(
-                        "{due} ticks of key {key} are due before its row at time {}, more than --max-ticks {max} (a jump in time? --max-gap G --on-gap skip fires one tick per period over it)",
-                        shown(),
-                    );
-                    return stop(writer, End::Stopped(message.to_string(), Ended::Trace));
-                }
-                Flow::Stop(Halt::KeyedTick) => {
-                    let message = "the log has a tick, which a keyed run never records (its keys' ticks follow from their rows)";
-                    return stop(writer, End::Stopped(message.to_string(), Ended::Trace));
-                }
+                Flow::Stop(halt) => return stop(lines.writer, self.halted(halt, time)),
             }
+            steps.progress(&self.counts);
             // Checkpoints fall between steps with nothing pending (a step's
             // ticks come before it): the state is then the monitor's, the
             // merge's marks and the scheduler's.
             let due = rows.is_some_and(|n| (self.checkpoints.as_mut()).is_some_and(|c| c.count(n)));
             if due
-                && feed.live.settled()
-                && let Err(m) = self.checkpoint(feed, runner, writer, alerts)?
+                && steps.settled()
+                && let Err(m) = self.checkpoint(steps, runner, lines)?
             {
-                return stop(writer, End::Stopped(m.to_string(), Ended::Failure));
+                return stop(lines.writer, End::Stopped(m.to_string(), Ended::Failure));
+            }
+        }
+    }
+
+    /// A row the monitor rejected at `time` (of `source`): `None` when the
+    /// policy drops it, else how the run ends.
+    fn rejected<S: Steps + ?Sized>(
+        &mut self,
+        steps: &S,
+        source: Option<usize>,
+        time: Time,
+        e: RowError,
+    ) -> Option<End> {
+        let shown = || show(time.to_value(self.form.unwrap_or(TimeForm::Number(self.unit))));
+        // A log's rows were not read by a trace reader: a value of the wrong
+        // type there is a malformed log, not a bug.
+        if let Some(log) = &self.replaying {
+            let at = format!("time {}", shown());
+            let message = format!("{log}: the log's row at {at} does not fit the inputs: {e}");
+            return Some(End::Stopped(message, Ended::Trace));
+        }
+        // Where the row is, when the source kept it (`FeedOptions::positions`).
+        let at = Some(steps.locate(source, &self.counts))
+            .filter(|at| !at.is_empty())
+            .unwrap_or_else(|| format!("time {}", shown()));
+        if skip_rejected(self.malformed, &self.notify, &at, &e, &mut self.counts) {
+            return None;
+        }
+        // A row without its key is the input's fault, located; any other
+        // rejected value got past a reader, a bug.
+        Some(match e {
+            RowError::MissingKey { .. } => End::Stopped(format!("{at}: {e}"), Ended::Trace),
+            e => rejected(&e),
+        })
+    }
+
+    /// How the run ends on `halt` at `time`.
+    fn halted(&self, halt: Halt, time: Time) -> End {
+        match halt {
+            Halt::Runtime(e) => End::Stopped(e.to_string(), Ended::Runtime),
+            Halt::TooManyTicks { key, due, max } => {
+                // As a plain run's: the run ends (the feed's schedule).
+                let at = show(time.to_value(self.form.unwrap_or(TimeForm::Number(self.unit))));
+                let message = format!(
+                    "{due} ticks of key {key} are due before its row at time {at}, more than --max-ticks {max} (a jump in time? --max-gap G --on-gap skip fires one tick per period over it)",
+                );
+                End::Stopped(message, Ended::Trace)
+            }
+            Halt::KeyedTick => {
+                let message = "the log has a tick, which a keyed run never records (its keys' ticks follow from their rows)";
+                End::Stopped(message.to_string(), Ended::Trace)
             }
         }
     }
@@ -378,34 +582,20 @@ impl MergedRun<'_> {
         }
     }
 
-    /// Writes a checkpoint now (see [`Clock`]).
-    fn checkpoint(
+    /// Writes a checkpoint now, with where `steps` stand.
+    fn checkpoint<S: Steps + ?Sized>(
         &mut self,
-        feed: &mut Events,
+        steps: &mut S,
         runner: &Monitors,
-        writer: &mut dyn OutputWriter,
-        alerts: &mut Alerts,
+        lines: &mut Lines<'_>,
     ) -> io::Result<Result<(), String>> {
-        let Some(ck) = &mut self.checkpoints else {
-            return Ok(Ok(()));
-        };
-        let clock = Clock {
-            options: self.merge_options.clone(),
-            feed: feed.live.state(),
-            record: match &mut feed.record {
-                None => None,
-                Some(r) => Some(OutputFileInfo {
-                    path: r.path.clone(),
-                    // A log not begun yet is empty: a resume begins it.
-                    len: match &mut r.writer {
-                        Some(w) => w.synced_len()?,
-                        None => 0,
-                    },
-                }),
-            },
-        };
-        let at = feed.live.positions();
-        ck.write_at(runner, &at, Some(clock), writer, alerts.sink())
+        match &mut self.checkpoints {
+            None => Ok(Ok(())),
+            Some(ck) => {
+                let options = &self.merge_options;
+                steps.checkpoint(ck, options, runner, lines.writer, lines.alerts)
+            }
+        }
     }
 
     /// Ends a live feed on an error of its traces (or its ticks): the log
