@@ -10,11 +10,11 @@ use crate::monitor::{Monitor, Spec};
 use crate::pipeline::At;
 pub(super) use crate::pipeline::Monitors as Runner;
 pub(super) use crate::pipeline::checkpoint::*;
+use crate::pipeline::outputs::{self, OutputOptions, Outputs};
 use crate::trace::{
-    self, OpenError, OutputFormat, OutputWriter, ReaderOptions, ResumeAt, RowReader, TraceFormat,
+    self, OpenError, OutputFormat, OutputWriter, ReaderOptions, RowReader, TraceFormat,
 };
 use std::fs::File;
-use std::io::{self, Write};
 
 /// What `vigil run` runs once its options are settled: the monitor (fresh,
 /// or restored from a checkpoint), the trace's reader (past the rows a
@@ -82,7 +82,7 @@ pub(in crate::cli) fn prepare(
     let live = crate::cli::live::options(args, None);
     let resume_live = crate::cli::live::Resume {
         token: loaded.as_ref().and_then(|l| l.token(0)),
-        written: loaded.as_ref().and_then(Checkpoint::written),
+        written: None,
     };
     let live_input = crate::cli::live::is_url(&args.input[0]);
     let opened = if live_input {
@@ -106,59 +106,28 @@ pub(in crate::cli) fn prepare(
     }
     let mut reader = opened.reader;
     let names = view.writer_names(&monitor.output_names(), output);
-    let key = args.key.as_deref();
-    // A regular file's outputs are formatted and written by a thread of
-    // their own, which overlaps them with reading and evaluating the next
-    // rows; a stream's are written (and flushed) row by row on this one.
-    let streaming = opened.streaming;
-    let make = |names: Vec<String>, out: Box<dyn Write + Send>, continued: bool| {
-        let writer = match key {
-            Some(k) => trace::keyed_writer(output, names, k, out, continued),
-            None if continued => trace::continue_writer(output, names, out),
-            None => trace::make_writer(output, names, out),
-        };
-        if streaming {
-            writer
-        } else {
-            trace::WriteBehind::spawn(writer)
-        }
-    };
     // (A live sink with `--output-file` is refused by `live::check_options`.)
-    let (writer, output_file) = match &args.output_file {
-        _ if let Some(url) = args.output.live() => {
-            let writer =
-                crate::cli::live::open_output(url, names, &live, &resume_live).map_err(fail)?;
-            (writer, None)
-        }
-        None if streaming => (make(names, Box::new(io::stdout()), false), None),
-        None => (make(names, trace::raw_stdout(), false), None),
-        Some(out) => {
-            let (file, sync) = match &loaded {
-                Some(l) => l.kept(out, false),
-                None => created(out, "output file"),
-            }
-            .map_err(fail)?;
-            let continued = loaded.is_some() && file.metadata().is_ok_and(|m| m.len() > 0);
-            let sink: Box<dyn Write + Send> = Box::new(file);
-            let writer = make(names, sink, continued);
-            (writer, Some((out.clone(), sync)))
-        }
-    };
-    let alerts_file = match args.alerts.as_deref() {
-        None | Some("-") => None,
-        Some(path) => {
-            let (file, sync) = match &loaded {
-                Some(l) => l.kept(path, true),
-                None => created(path, "alerts file"),
-            }
-            .map_err(fail)?;
-            Some((file, (path.to_string(), sync)))
-        }
-    };
-    let (alerts_file, alerts_sync) = match alerts_file {
-        Some((file, sync)) => (Some(file), Some(sync)),
-        None => (None, None),
-    };
+    let opened_outputs = outputs::open(
+        &OutputOptions {
+            format: output,
+            file: args.output_file.as_deref(),
+            live: args.output.live(),
+            key: args.key.as_deref(),
+            alerts: args.alerts.as_deref(),
+            checkpointed: args.checkpoint.is_some(),
+            streaming: opened.streaming,
+            ..OutputOptions::new(&live)
+        },
+        names,
+        loaded.as_ref(),
+    )
+    .map_err(fail)?;
+    let Outputs {
+        writer,
+        output_sync: output_file,
+        alerts_file,
+        alerts_sync,
+    } = opened_outputs;
     let source = Source {
         path: crate::cli::live::redact(&args.input[0]),
         format,
@@ -326,6 +295,11 @@ impl Resumed {
         self.loaded.clock().expect("checked by load_merged")
     }
 
+    /// The checkpoint as the library reads it.
+    pub(in crate::cli) fn loaded(&self) -> &Checkpoint {
+        &self.loaded
+    }
+
     /// The checkpoint's path, for messages.
     pub(in crate::cli) fn path(&self) -> &str {
         self.loaded.path()
@@ -336,69 +310,16 @@ impl Resumed {
         build_monitor(args, spec, Some(&mut self.loaded))
     }
 
-    /// Checks that source `i` of this run is the checkpoint's (`name`,
-    /// read as `format`; live or not), and gives where a regular file goes
-    /// on from.
-    pub(in crate::cli) fn source(
-        &self,
-        i: usize,
-        name: &str,
-        format: TraceFormat,
-    ) -> Result<Option<ResumeAt>, Exit> {
-        self.loaded.check_source(i, name, format).map_err(failed)
-    }
-
     /// Where source `i` stood: the rows read from it, its position and its
     /// resume token.
     pub(in crate::cli) fn at(&self, i: usize) -> At {
         self.loaded.at(i)
     }
 
-    /// The entries the run had written to its Redis output stream.
-    pub(in crate::cli) fn written(&self) -> Option<u64> {
-        self.loaded.written()
-    }
-
     /// The number of sources the checkpoint has.
     pub(in crate::cli) fn sources(&self) -> usize {
         self.loaded.sources()
     }
-
-    /// Source `i`'s live resume token (a Redis Stream's last entry taken).
-    pub(in crate::cli) fn token(&self, i: usize) -> Option<String> {
-        self.loaded.token(i)
-    }
-
-    /// Puts source `i`'s reader where the checkpoint left it (see
-    /// [`Checkpoint::reposition`]).
-    pub(in crate::cli) fn reposition(
-        &self,
-        i: usize,
-        name: &str,
-        opened: &mut trace::OpenTrace,
-        width: usize,
-        malformed: bool,
-    ) -> Result<(), Exit> {
-        let dropping = Dropping {
-            malformed,
-            key: None,
-        };
-        (self.loaded)
-            .reposition(i, name, opened, width, dropping)
-            .map_err(repositioned)
-    }
-
-    /// Opens the output file (or the alerts file, `what`) kept exactly once
-    /// at `path`, cut back to the length the checkpoint recorded.
-    pub(in crate::cli) fn kept(&self, path: &str, alerts: bool) -> Result<(File, File), Exit> {
-        self.loaded.kept(path, alerts).map_err(failed)
-    }
-}
-
-/// Opens a file a checkpointed run keeps exactly once, fresh (`what`, for
-/// messages): created, with a second handle to sync it through.
-pub(in crate::cli) fn create_kept(path: &str, what: &str) -> Result<(File, File), Exit> {
-    created(path, what).map_err(failed)
 }
 
 /// A fresh monitor, plain or keyed, as the run's options ask (the merged

@@ -31,7 +31,7 @@ use ops::OnMalformed;
 
 use crate::monitor::{Spec, Tier};
 use crate::trace::{
-    self, OutputFormat, ReaderOptions, RowReader, TraceError, TraceErrorKind, TraceFormat,
+    OutputFormat, ReaderOptions, RowReader, TraceError, TraceErrorKind, TraceFormat,
 };
 use clap::builder::TypedValueParser;
 use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
@@ -548,6 +548,18 @@ pub enum FormatArg {
     Jsonl,
 }
 
+impl FormatArg {
+    /// The format asked for, if not `auto`.
+    pub fn forced(self) -> Option<TraceFormat> {
+        match self {
+            FormatArg::Auto => None,
+            FormatArg::Tc => Some(TraceFormat::Tc),
+            FormatArg::Csv => Some(TraceFormat::Csv),
+            FormatArg::Jsonl => Some(TraceFormat::Jsonl),
+        }
+    }
+}
+
 /// `vigil replay`: the run's options, then the log.
 #[derive(clap::Args, Debug)]
 #[command(after_help = EXIT_STATUSES)]
@@ -899,35 +911,12 @@ fn check_tier(args: &RunArgs, stats: &crate::monitor::Stats) -> Result<(), Exit>
 }
 
 /// The format of trace `path`: `--format`, else by extension; a stream
-/// without one (standard input, a FIFO, `/dev/stdin`, `<(…)`) is JSON lines.
+/// without one (standard input, a FIFO, `/dev/stdin`, `<(…)`) is JSON lines
+/// (`pipeline::inputs::format_of`).
 fn trace_format(path: &str, format: FormatArg) -> Result<TraceFormat, Exit> {
-    if live::is_url(path) {
-        // A live source's messages are JSON objects (MQTT) or entries of
-        // fields (Redis), read by its own reader; as JSON lines they are
-        // rows that can be skipped alone.
-        return Ok(TraceFormat::Jsonl);
-    }
-    Ok(match format {
-        FormatArg::Tc => TraceFormat::Tc,
-        FormatArg::Csv => TraceFormat::Csv,
-        FormatArg::Jsonl => TraceFormat::Jsonl,
-        FormatArg::Auto if path == "-" => TraceFormat::Jsonl,
-        FormatArg::Auto => match trace::format_from_path(path) {
-            Some(f) => f,
-            None => match std::fs::metadata(path) {
-                Ok(meta) if !meta.is_file() && !meta.is_dir() => TraceFormat::Jsonl,
-                Ok(_) => {
-                    error(format_args!(
-                        "cannot tell the format of `{path}` from its extension; pass --format tc|csv|jsonl"
-                    ));
-                    return Err(Exit::Failure);
-                }
-                Err(e) => {
-                    error(format_args!("{path}: cannot open the trace: {e}"));
-                    return Err(Exit::Failure);
-                }
-            },
-        },
+    crate::pipeline::inputs::format_of(path, format.forced()).map_err(|m| {
+        error(m);
+        Exit::Failure
     })
 }
 
@@ -1150,12 +1139,17 @@ fn ended((end, keys_stopped): (drive::End, bool)) -> Exit {
         drive::End::Done => Exit::Success,
         drive::End::Stopped(message, ended) => {
             error(message);
-            match ended {
-                drive::Ended::Trace => Exit::Trace,
-                drive::Ended::Runtime => Exit::Runtime,
-                drive::Ended::Failure => Exit::Failure,
-            }
+            exit_of(ended)
         }
+    }
+}
+
+/// The exit status of a run ended by whose fault `ended` says.
+pub(super) fn exit_of(ended: drive::Ended) -> Exit {
+    match ended {
+        drive::Ended::Trace => Exit::Trace,
+        drive::Ended::Runtime => Exit::Runtime,
+        drive::Ended::Failure => Exit::Failure,
     }
 }
 

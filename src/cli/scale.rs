@@ -13,7 +13,7 @@ use super::{Exit, RunArgs, error, say};
 use crate::keyed::KeyedMonitor;
 use crate::monitor::Spec;
 use crate::pipeline::checkpoint::barrier;
-use crate::pipeline::drive::Ended;
+
 use crate::scale::MAX_TOTAL_WORKERS;
 use crate::scale::parts;
 use crate::scale::peers;
@@ -257,14 +257,6 @@ use reads::{FeedSetup, Parallel, feed_source, parallel_plan};
 type Refused = (String, Exit);
 
 /// The exit status of a run that ended for `ended`'s reason.
-fn exit_of(ended: Ended) -> Exit {
-    match ended {
-        Ended::Trace => Exit::Trace,
-        Ended::Runtime => Exit::Runtime,
-        Ended::Failure => Exit::Failure,
-    }
-}
-
 /// A set-up step's failure as the run's.
 fn fail(message: String) -> Refused {
     (message, Exit::Failure)
@@ -530,7 +522,7 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
     };
     let outcome = match run::execute(launched) {
         Ok(finished) => finished,
-        Err(run::Failed::Stopped(message, ended)) => return Err((message, exit_of(ended))),
+        Err(run::Failed::Stopped(message, ended)) => return Err((message, super::exit_of(ended))),
         Err(run::Failed::Computation(cause)) => {
             let hint = match &args.checkpoint {
                 Some(dir) => format!(

@@ -20,16 +20,18 @@
 use super::checkpoint::{self, Runner};
 use super::log::{Header, LogReader};
 use super::ops;
-use super::{Exit, OnMalformed, ReplayArgs, RunArgs, error, load_spec, say, trace_format};
+use super::{Exit, ReplayArgs, RunArgs, error, load_spec, say};
 use crate::lang::ast::{GapPolicy, ResetPolicy};
 use crate::monitor::Spec;
 use crate::notice::Notice;
 use crate::pipeline::drive::Counts;
+use crate::pipeline::inputs::{self, InputOptions, Inputs};
+use crate::pipeline::outputs::{self, OutputOptions, Outputs};
 use crate::pipeline::run_loop::{Events, RunLoop, SourceRows};
+use crate::pipeline::sink::Alerts;
 use crate::pipeline::{self, Feed, FeedOptions};
 use crate::time::{Time, TimeForm, TimeUnit};
-use crate::trace::{self, OutputFormat, ReaderOptions, RowReader, TraceFormat};
-use std::io::{self, Write};
+use crate::trace::{self, OutputFormat, ReaderOptions};
 
 /// `vigil replay SPEC LOG [--check --input …]`: the run's options come
 /// from the command line, how times were read (and the key) from the log.
@@ -167,27 +169,13 @@ pub(super) fn run(
         error(m);
         Exit::Failure
     };
-    let tcp = args.input.iter().any(|i| i.starts_with("tcp://"));
-    if (args.checkpoint.is_some() || args.resume.is_some()) && (replay.is_some() || tcp) {
-        return fail(&no_checkpoints(args, replay.is_some()));
+    if let Err(m) = refused(args, replay.is_some()) {
+        return fail(&m);
     }
     let mut resumed = match checkpoint::load_merged(args, output) {
         Ok(r) => r,
         Err(exit) => return exit,
     };
-    if let Err(m) = idle_timeout(args) {
-        return fail(&m);
-    }
-    // The wall clock moves rows' own times on only after a silence (a
-    // replay takes its times from its log).
-    if replay.is_none()
-        && args.clock == super::ClockArg::Wall
-        && let (Some(field), None) = (&args.time, args.idle_timeout)
-    {
-        return fail(&format!(
-            "--clock wall with --time {field}: give --idle-timeout SECONDS, how long every trace may be silent before the time goes on with the wall clock from the last row's"
-        ));
-    }
     let unit = TimeUnit::from_name(&args.time_unit).expect("clap allows only known units");
     let lateness = match args.lateness.map(|l| (l, unit.duration(l))) {
         None => 0,
@@ -204,7 +192,6 @@ pub(super) fn run(
     };
     // The schema every source is read with.
     let (schema, time_cell) = ops::timed_schema(args, spec);
-    let width = schema.names.len();
     let options = ReaderOptions {
         max_step_gap: args.max_step_gap,
     };
@@ -220,126 +207,47 @@ pub(super) fn run(
     if replay.is_none() && args.input.is_empty() {
         return fail("the trace is missing: pass --input FILE (or - for standard input)");
     }
-    // Each source: its name, reader and format.
-    let mut sources: Vec<(String, Box<dyn RowReader>, TraceFormat)> = Vec::new();
-    // The sources as a checkpoint records them.
-    let mut kept = Vec::new();
-    let mut streaming = false;
     let reading = match &replay {
         None | Some((_, true)) => args.input.as_slice(),
         Some((_, false)) => &[],
     };
-    let mut listener = None;
-    // Regular files are read and parsed ahead, each on a thread of its own,
-    // as a run of one file is (`ReadAhead`): parsing is most of a run's work.
-    // Past a few files the threads would only contend for the cores (and
-    // each holds a few thousand rows), so a run of more reads them inline.
-    let files = reading
-        .iter()
-        .filter(|p| !super::live::is_url(p) && !p.starts_with("tcp://"));
-    let read_ahead = files.count() <= READ_AHEAD_FILES;
+    if replay.is_some() {
+        if let Some(url) = reading.iter().find(|p| super::live::is_url(p)) {
+            return fail(&format!(
+                "vigil replay --check cannot read the live source `{url}` again"
+            ));
+        }
+        if reading.iter().any(|p| p.starts_with("tcp://")) {
+            return fail("vigil replay --check cannot read a tcp:// input again");
+        }
+    }
     let mut live = super::live::options(args, time_cell);
     // Rows here are done when read: nothing tells a source when they are.
     live.ack_on_read = true;
-    for path in reading {
-        if super::live::is_url(path) {
-            if replay.is_some() {
-                return fail(&format!(
-                    "vigil replay --check cannot read the live source `{path}` again"
-                ));
-            }
-            let resume = super::live::Resume {
-                token: resumed.as_ref().and_then(|r| r.token(sources.len())),
-                written: None,
-            };
-            let readers = match super::live::open_input(path, &schema, &live, &resume) {
-                Ok(r) => r,
-                Err(m) => return fail(&m),
-            };
-            for super::live::Source { name, reader } in readers {
-                if let Some(r) = &resumed
-                    && let Err(exit) = r.source(sources.len(), &name, TraceFormat::Jsonl)
-                {
-                    return exit;
-                }
-                kept.push(checkpoint::Source {
-                    path: super::live::redact(&name),
-                    format: TraceFormat::Jsonl,
-                    trace: None,
-                });
-                sources.push((name, reader, TraceFormat::Jsonl));
-            }
-            streaming = true;
-            continue;
+    let input_options = InputOptions {
+        schema: &schema,
+        reader: options,
+        format: args.format.forced(),
+        malformed: args.on_malformed.into(),
+        live: &live,
+    };
+    let opened = inputs::open(
+        reading,
+        &input_options,
+        resumed.as_ref().map(|r| r.loaded()),
+    );
+    let Inputs {
+        sources,
+        kept,
+        streaming,
+        listener,
+    } = match opened {
+        Ok(i) => i,
+        Err(refused) => {
+            error(&refused.message);
+            return super::exit_of(refused.ended);
         }
-        if let Some(addr) = path.strip_prefix("tcp://") {
-            if replay.is_some() {
-                return fail("vigil replay --check cannot read a tcp:// input again");
-            }
-            if listener.is_some() {
-                return fail("one tcp:// input at most (its connections are the sources)");
-            }
-            match std::net::TcpListener::bind(addr) {
-                Ok(l) => listener = Some(l),
-                Err(e) => return fail(&format!("--input {path}: cannot listen: {e}")),
-            }
-            streaming = true;
-            continue;
-        }
-        let format = match trace_format(path, args.format) {
-            Ok(f) => f,
-            Err(exit) => return exit,
-        };
-        if format == TraceFormat::Tc && args.on_malformed != OnMalformed::Stop {
-            return fail(
-                "--on-malformed skip|warn needs JSON-lines or CSV traces: a malformed `.input` block cannot be skipped alone",
-            );
-        }
-        let resume_at = match &resumed {
-            Some(r) => match r.source(sources.len(), path, format) {
-                Ok(at) => at,
-                Err(exit) => return exit,
-            },
-            None => None,
-        };
-        let mut opened = match trace::open_trace_at(path, format, &schema, options, resume_at) {
-            Ok(o) => o,
-            Err(e) => return fail(&e.to_string()),
-        };
-        streaming |= opened.streaming;
-        if let Some(r) = &resumed {
-            let malformed = args.on_malformed != OnMalformed::Stop;
-            if let Err(exit) = r.reposition(sources.len(), path, &mut opened, width, malformed) {
-                return exit;
-            }
-        }
-        let name = if path == "-" {
-            "<stdin>".into()
-        } else {
-            path.clone()
-        };
-        kept.push(checkpoint::Source {
-            path: path.clone(),
-            format,
-            trace: opened.file,
-        });
-        // A stream is read as its rows arrive; a regular file ahead.
-        let reader = match opened.streaming || !read_ahead {
-            true => opened.reader,
-            false => trace::ReadAhead::spawn(opened.reader, width, path),
-        };
-        sources.push((name, reader, format));
-    }
-    if let Some(r) = &resumed
-        && r.sources() != sources.len()
-    {
-        return fail(&format!(
-            "cannot resume from `{}`: it was taken on {} sources, and this run has {}",
-            r.path(),
-            r.sources(),
-            sources.len()
-        ));
-    }
+    };
     let runner = match &mut resumed {
         Some(r) => r.monitor(args, spec),
         None => checkpoint::new_monitor(args, spec),
@@ -352,56 +260,28 @@ pub(super) fn run(
         return exit;
     }
     let names = view.writer_names(&runner.output_names(), output);
-    // The files a checkpointed run keeps exactly once: cut back to the
-    // lengths its checkpoint recorded, each with a handle to sync it through.
-    let keep = |path: &str, alerts: bool| match &resumed {
-        Some(r) => r.kept(path, alerts),
-        None => checkpoint::create_kept(path, if alerts { "alerts file" } else { "output file" }),
-    };
-    let checkpointed = args.checkpoint.is_some() || resumed.is_some();
-    let (sink, output_sync, continued): (Box<dyn Write + Send>, _, _) = match &args.output_file {
-        None => (Box::new(io::stdout()), None, false),
-        Some(path) if checkpointed => match keep(path, false) {
-            Ok((file, sync)) => {
-                let continued = file.metadata().is_ok_and(|m| m.len() > 0);
-                (Box::new(file), Some((path.clone(), sync)), continued)
-            }
-            Err(exit) => return exit,
+    let opened = outputs::open(
+        &OutputOptions {
+            format: output,
+            file: args.output_file.as_deref(),
+            live: args.output.live(),
+            key: args.key.as_deref(),
+            alerts: args.alerts.as_deref(),
+            checkpointed: args.checkpoint.is_some() || resumed.is_some(),
+            streaming,
+            ..OutputOptions::new(&live)
         },
-        Some(path) => match std::fs::File::create(path) {
-            Ok(f) => (Box::new(f), None, false),
-            Err(e) => return fail(&format!("cannot create the output file `{path}`: {e}")),
-        },
-    };
-    let writer = match (args.output.live(), &args.key) {
-        (Some(url), _) => {
-            let resume = super::live::Resume {
-                token: None,
-                written: resumed.as_ref().and_then(|r| r.written()),
-            };
-            match super::live::open_output(url, names, &live, &resume) {
-                Ok(w) => w,
-                Err(m) => return fail(&m),
-            }
-        }
-        (None, Some(k)) => trace::keyed_writer(output, names, k, sink, continued),
-        (None, None) if continued => trace::continue_writer(output, names, sink),
-        (None, None) => trace::make_writer(output, names, sink),
-    };
-    // As in a run of one file: the outputs of a run of regular files are
-    // formatted and written by a thread of their own, overlapping the next
-    // rows' merge and evaluation; a stream's are written (and flushed) event
-    // by event on this one, and a live sink is its own.
-    let mut writer = match streaming || args.output.live().is_some() {
-        true => writer,
-        false => trace::WriteBehind::spawn(writer),
-    };
-    let (alerts_file, alerts_sync) = match args.alerts.as_deref() {
-        Some(path) if path != "-" && checkpointed => match keep(path, true) {
-            Ok((file, sync)) => (Some(file), Some((path.to_string(), sync))),
-            Err(exit) => return exit,
-        },
-        _ => (None, None),
+        names,
+        resumed.as_ref().map(|r| r.loaded()),
+    );
+    let Outputs {
+        mut writer,
+        output_sync,
+        alerts_file,
+        alerts_sync,
+    } = match opened {
+        Ok(o) => o,
+        Err(m) => return fail(&m),
     };
     let mut alerts = match super::alerts(args, spec, alerts_file, ops::Bar::default()) {
         Ok(a) => a,
@@ -550,29 +430,10 @@ pub(super) fn run(
     });
     // A resumed run goes on with the log its checkpoint recorded.
     let mut record = record;
-    if let Some(r) = &resumed {
-        let logged = r.clock().record.as_ref();
-        match (&mut record, logged) {
-            (None, None) => {}
-            (Some(rec), Some(info)) => {
-                if let Err(m) = rec.resume_at(info.len) {
-                    return fail(&format!("cannot resume from `{}`: {m}", r.path()));
-                }
-            }
-            (None, Some(info)) => {
-                return fail(&format!(
-                    "cannot resume from `{}`: it was taken with `--record {}`; pass it again to continue that log",
-                    r.path(),
-                    info.path
-                ));
-            }
-            (Some(_), None) => {
-                return fail(&format!(
-                    "cannot resume from `{}`: it was taken without --record, so it cannot continue a replay log",
-                    r.path()
-                ));
-            }
-        }
+    if let Some(r) = &resumed
+        && let Err(m) = resume_record(&mut record, r)
+    {
+        return fail(&m);
     }
     // A log is replayed (`replay`), or checked against the traces' merge.
     // A wall-clock run's log is replayed with each source's rows checked
@@ -615,7 +476,7 @@ pub(super) fn run(
         samples: Vec::new(),
     };
     // The summary's clock starts with the run.
-    let mut tally = ops::Tally::new(ops::Progress::new(true, None));
+    let tally = ops::Tally::new(ops::Progress::new(true, None));
     let result = run
         .go(&mut feed, &mut runner, writer.as_mut(), &mut alerts)
         .map(super::ended);
@@ -636,37 +497,85 @@ pub(super) fn run(
         Ok(s) => s,
         Err(e) => return super::output_error(&e),
     };
-    tally.add(run.counts);
-    tally.add_read(feed.live.rows_read(), feed.live.skipped());
-    let late = feed.live.late();
-    if args.summary || args.fail_on_trigger {
-        let stats = runner.stats();
-        say(format_args!(
-            "{}summary: {} sources merged; {} clash{}; {} late row{} re-stamped; {} tick{}\n",
-            tally.summary(&stats, alerts.triggers()),
-            run.names.len(),
-            run.clashes,
-            if run.clashes == 1 { "" } else { "es" },
-            late,
-            if late == 1 { "" } else { "s" },
-            run.ticks,
-            if run.ticks == 1 { "" } else { "s" },
-        ));
-    }
-    if args.stats {
-        say(format_args!("{}", runner.stats()));
-        if let Runner::Keyed(m) = &runner {
-            say(format_args!("keys: {} live\n", m.key_count()));
-        }
-    }
+    report(args, (&run, &feed), tally, &runner, &alerts);
     super::fail_on_trigger(args, status, alerts.fired())
 }
 
 pub(super) use crate::pipeline::run_loop::Record;
 
-/// Regular files a merged run reads ahead on threads of their own, at most
-/// (a run of more reads them all on its own thread).
-const READ_AHEAD_FILES: usize = 8;
+/// What a merged run refuses of its options (`replaying`: a log's run).
+fn refused(args: &RunArgs, replaying: bool) -> Result<(), String> {
+    let tcp = args.input.iter().any(|i| i.starts_with("tcp://"));
+    if (args.checkpoint.is_some() || args.resume.is_some()) && (replaying || tcp) {
+        return Err(no_checkpoints(args, replaying));
+    }
+    idle_timeout(args)?;
+    // The wall clock moves rows' own times on only after a silence (a
+    // replay takes its times from its log).
+    if !replaying
+        && args.clock == super::ClockArg::Wall
+        && let (Some(field), None) = (&args.time, args.idle_timeout)
+    {
+        return Err(format!(
+            "--clock wall with --time {field}: give --idle-timeout SECONDS, how long every trace may be silent before the time goes on with the wall clock from the last row's"
+        ));
+    }
+    Ok(())
+}
+
+/// Goes on with the replay log a resumed run's checkpoint recorded: the
+/// same `--record` must be given, and the log is cut back to its length.
+fn resume_record(record: &mut Option<Record>, resumed: &checkpoint::Resumed) -> Result<(), String> {
+    let path = resumed.path();
+    match (record, resumed.clock().record.as_ref()) {
+        (None, None) => Ok(()),
+        (Some(rec), Some(info)) => rec
+            .resume_at(info.len)
+            .map_err(|m| format!("cannot resume from `{path}`: {m}")),
+        (None, Some(info)) => Err(format!(
+            "cannot resume from `{path}`: it was taken with `--record {}`; pass it again to continue that log",
+            info.path
+        )),
+        (Some(_), None) => Err(format!(
+            "cannot resume from `{path}`: it was taken without --record, so it cannot continue a replay log"
+        )),
+    }
+}
+
+/// Prints a merged run's `--summary` (`tally` began with the run) and
+/// `--stats`.
+fn report(
+    args: &RunArgs,
+    (run, feed): (&RunLoop<'_>, &Events),
+    mut tally: ops::Tally,
+    runner: &Runner,
+    alerts: &Alerts,
+) {
+    if args.summary || args.fail_on_trigger {
+        tally.add(run.counts);
+        tally.add_read(feed.live.rows_read(), feed.live.skipped());
+        let late = feed.live.late();
+        let plural =
+            |n: u64, one: &'static str, more: &'static str| if n == 1 { one } else { more };
+        say(format_args!(
+            "{}summary: {} sources merged; {} clash{}; {} late row{} re-stamped; {} tick{}\n",
+            tally.summary(&runner.stats(), alerts.triggers()),
+            run.names.len(),
+            run.clashes,
+            plural(run.clashes, "", "es"),
+            late,
+            plural(late, "", "s"),
+            run.ticks,
+            plural(run.ticks, "", "s"),
+        ));
+    }
+    if args.stats {
+        say(format_args!("{}", runner.stats()));
+        if let Runner::Keyed(m) = runner {
+            say(format_args!("keys: {} live\n", m.key_count()));
+        }
+    }
+}
 
 /// The policies as the flags and the log name them.
 pub(super) fn gap_policy(name: &str) -> GapPolicy {

@@ -179,6 +179,26 @@ pub struct Options {
     pub notify: Notify,
 }
 
+impl Options {
+    /// The options of a run that sets none: QoS 1, no topics of whole rows
+    /// or per input, no time field, key or consumer group, a Redis source
+    /// waiting at the stream's end, notices to `notify`.
+    pub fn new(notify: Notify) -> Options {
+        Options {
+            qos: 1,
+            mqtt_rows: None,
+            mqtt_output_rows: None,
+            mqtt_topics: None,
+            time: None,
+            group: None,
+            drain: false,
+            key: None,
+            ack_on_read: false,
+            notify,
+        }
+    }
+}
+
 /// The message refusing what a build without Cargo feature `feature` lacks.
 pub(crate) fn not_built(feature: &str) -> String {
     format!(
