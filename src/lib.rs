@@ -69,6 +69,7 @@
 #![deny(missing_docs)]
 
 mod batch;
+pub mod bench;
 mod canonical;
 mod error;
 mod keyed;

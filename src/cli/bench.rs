@@ -18,12 +18,12 @@
 mod plot;
 
 use super::{Exit, FormatArg, error, load_spec, print, say, trace_format};
-use crate::monitor::{Monitor, Spec, Stepper, Tier};
-use crate::row::StepError;
+use crate::bench::{self, Figures, Machine, median, spread};
+use crate::monitor::{Spec, Tier};
 use crate::trace::{self, ReaderOptions};
-use crate::value::{Sample, Value};
+use crate::value::Value;
 use std::fmt::Write as _;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// `vigil bench SPEC --input TRACE …`.
 #[derive(clap::Args, Debug)]
@@ -75,49 +75,6 @@ struct Meta {
     date: String,
 }
 
-/// The machine the figures come from.
-struct Machine {
-    /// The processor's model name (Linux's `/proc/cpuinfo`), if known.
-    cpu: Option<String>,
-    /// The hardware threads this process may use.
-    threads: usize,
-    os: &'static str,
-    arch: &'static str,
-}
-
-impl Machine {
-    fn this() -> Machine {
-        let cpu = std::fs::read_to_string("/proc/cpuinfo")
-            .ok()
-            .and_then(|info| {
-                let line = info.lines().find(|l| l.starts_with("model name"))?;
-                Some(
-                    line.split_once(':')?
-                        .1
-                        .split_whitespace()
-                        .collect::<Vec<_>>()
-                        .join(" "),
-                )
-            });
-        Machine {
-            cpu,
-            threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
-            os: std::env::consts::OS,
-            arch: std::env::consts::ARCH,
-        }
-    }
-
-    fn describe(&self) -> String {
-        format!(
-            "{}, {} threads, {} {}",
-            self.cpu.as_deref().unwrap_or("unknown processor"),
-            self.threads,
-            self.os,
-            self.arch
-        )
-    }
-}
-
 impl Meta {
     fn new(args: &BenchArgs, rows: usize, repeat: usize) -> Meta {
         let spec = std::path::Path::new(&args.spec)
@@ -155,31 +112,6 @@ impl Meta {
     }
 }
 
-/// One tier's figures.
-#[derive(Debug)]
-struct Figures {
-    /// The tier asked for, and the one that ran.
-    requested: Tier,
-    tier: Tier,
-    why: String,
-    plan: Duration,
-    lowering: Duration,
-    compile: Duration,
-    /// ns/row of each repetition, per row and in batches.
-    per_row: Vec<f64>,
-    batch: Vec<f64>,
-    /// Through a `Stepper`, when every cell of the trace is a scalar (or
-    /// absent), so that the stepper is given the same rows.
-    stepper: Option<Vec<f64>>,
-    declines: u64,
-}
-
-/// A run's outputs: every step's samples, then the runtime error, if any.
-type Outcome = (Vec<Vec<Sample>>, Option<String>);
-
-/// Rows per batch (the CLI's own batch size).
-const BATCH_ROWS: usize = 4096;
-
 pub(super) fn bench(args: &BenchArgs) -> Exit {
     let spec = match load_spec(&args.spec) {
         Ok(s) => s,
@@ -198,67 +130,17 @@ pub(super) fn bench(args: &BenchArgs) -> Exit {
         None => Tier::ALL.into_iter().filter(|t| *t != Tier::Auto).collect(),
     };
     let repeat = args.repeat.max(1);
-    // A stepper takes scalars only: it is timed when it is given the rows
-    // the other paths are.
-    let scalar = (rows.iter().flatten().flatten())
-        .all(|v| matches!(v, Value::Int(_) | Value::Float(_) | Value::Bool(_)));
-    // The reference every tier must match before anything is timed.
-    let expected = outcome(&spec, Tier::Canonical, &rows);
-    for &tier in &tiers {
-        let got = outcome(&spec, tier, &rows);
-        let stepped = scalar.then(|| stepper_outcome(&spec, tier, &rows));
-        let wrong = (mismatch(&spec, &expected, &got).map(|why| (tier.name().to_string(), why)))
-            .or_else(|| {
-                let stepped = stepped.as_ref()?;
-                let why = mismatch(&spec, &expected, stepped)?;
-                Some((format!("{tier} through a stepper"), why))
-            });
-        if let Some((what, why)) = wrong {
+    // Every tier must match the reference before anything is timed.
+    let stopped = match bench::check(&spec, &tiers, &rows) {
+        Ok(stopped) => stopped,
+        Err((what, why)) => {
             error(format_args!(
                 "{what} disagrees with the canonical tier ({why}): this is a bug in vigil; nothing was timed"
             ));
             return Exit::Runtime;
         }
-    }
-    let mut figures = Vec::new();
-    for &tier in &tiers {
-        let monitor = Monitor::builder(&spec).tier(tier).build();
-        let stats = monitor.stats();
-        let mut f = Figures {
-            requested: tier,
-            tier: monitor.tier(),
-            why: stats.why,
-            plan: stats.plan_time,
-            lowering: stats.lowering_time,
-            compile: stats.compile_time,
-            per_row: Vec::new(),
-            batch: Vec::new(),
-            stepper: None,
-            declines: 0,
-        };
-        let mut m = monitor;
-        for _ in 0..repeat {
-            m.reset();
-            f.per_row.push(time_rows(&mut m, &rows));
-        }
-        f.declines = m.stats().declines.iter().map(|(_, n)| n).sum();
-        // The batch kernels are compiled before the first timed batch, which
-        // would otherwise include a millisecond of compilation (on 100,000
-        // rows, 10 ns a row: as much as the kernel's own time).
-        m.prepare_batches();
-        for _ in 0..repeat {
-            m.reset();
-            f.batch.push(time_batches(&mut m, &rows));
-        }
-        if scalar {
-            let times = (0..repeat).map(|_| {
-                m.reset();
-                time_stepper(&mut m, &rows)
-            });
-            f.stepper = Some(times.collect());
-        }
-        figures.push(f);
-    }
+    };
+    let figures = bench::measure(&spec, &tiers, &rows, repeat);
     let meta = Meta::new(args, rows.len(), repeat);
     if rows.len() < SMALL_SAMPLE {
         say(format_args!(
@@ -276,9 +158,9 @@ pub(super) fn bench(args: &BenchArgs) -> Exit {
     let text = if args.json {
         json(&meta, &figures)
     } else if args.wide {
-        wide_table(&meta, &figures, expected.1.as_deref())
+        wide_table(&meta, &figures, stopped.as_deref())
     } else {
-        table(&meta, &figures, expected.1.as_deref())
+        table(&meta, &figures, stopped.as_deref())
     };
     print(&text)
 }
@@ -307,146 +189,6 @@ fn read_rows(args: &BenchArgs, spec: &Spec) -> Result<Vec<Vec<Option<Value>>>, E
         }
     }
     Ok(rows)
-}
-
-/// Every step's outputs on `tier`, up to a runtime error.
-fn outcome(spec: &Spec, tier: Tier, rows: &[Vec<Option<Value>>]) -> Outcome {
-    let mut m = Monitor::builder(spec).tier(tier).build();
-    let mut out = Vec::with_capacity(rows.len());
-    for row in rows {
-        match m.step(row) {
-            Ok(o) => out.push(o.to_vec()),
-            Err(e) => return (out, Some(e.to_string())),
-        }
-    }
-    (out, None)
-}
-
-/// Gives a stepper the cells of `row` (every one a scalar or absent).
-fn set_cells(stepper: &mut Stepper<'_>, row: &[Option<Value>]) {
-    for (k, cell) in row.iter().enumerate() {
-        // The reader conformed every value to its input, as the setters do.
-        stepper
-            .set(k, cell.as_ref())
-            .expect("a reader's scalar cells fit their inputs");
-    }
-}
-
-/// `outcome` through a `Stepper` (the trace's cells all scalars).
-fn stepper_outcome(spec: &Spec, tier: Tier, rows: &[Vec<Option<Value>>]) -> Outcome {
-    let mut m = Monitor::builder(spec).tier(tier).build();
-    let mut stepper = m.stepper();
-    let mut out = Vec::with_capacity(rows.len());
-    for row in rows {
-        set_cells(&mut stepper, row);
-        match stepper.step() {
-            Ok(o) => out.push(o.to_vec()),
-            Err(e) => return (out, Some(e.to_string())),
-        }
-    }
-    (out, None)
-}
-
-/// Where two outcomes differ, if they do (`Value`'s equality is bitwise:
-/// floats by their bits).
-fn mismatch(spec: &Spec, a: &Outcome, b: &Outcome) -> Option<String> {
-    let names = spec.output_names();
-    for (step, (x, y)) in a.0.iter().zip(&b.0).enumerate() {
-        if let Some(k) = (0..x.len()).find(|&k| x[k] != y[k]) {
-            return Some(format!(
-                "step {step}, `{}`: {} against {}",
-                names[k], x[k], y[k]
-            ));
-        }
-    }
-    if a.0.len() != b.0.len() || a.1 != b.1 {
-        return Some(format!(
-            "the canonical run ends after {} steps ({}), this one after {} ({})",
-            a.0.len(),
-            a.1.as_deref().unwrap_or("no error"),
-            b.0.len(),
-            b.1.as_deref().unwrap_or("no error")
-        ));
-    }
-    None
-}
-
-/// ns/row of one pass of `rows` through `Monitor::step` (to a runtime
-/// error, which the check above made the same on every tier).
-fn time_rows(m: &mut Monitor, rows: &[Vec<Option<Value>>]) -> f64 {
-    let start = Instant::now();
-    let mut done = 0;
-    for row in rows {
-        match m.step(row) {
-            Ok(o) => {
-                // Read the outputs, so that nothing is optimised away (a
-                // spec may print none).
-                std::hint::black_box(o.iter().next());
-                done += 1;
-            }
-            Err(StepError::Runtime(_)) => break,
-            Err(StepError::Row(_)) => unreachable!("a reader's rows fit"),
-        }
-    }
-    start.elapsed().as_nanos() as f64 / done.max(1) as f64
-}
-
-/// ns/row of one pass of `rows` through a `Stepper` (setting the cells is
-/// timed, as it is part of giving a row).
-fn time_stepper(m: &mut Monitor, rows: &[Vec<Option<Value>>]) -> f64 {
-    let mut stepper = m.stepper();
-    let start = Instant::now();
-    let mut done = 0;
-    for row in rows {
-        set_cells(&mut stepper, row);
-        match stepper.step() {
-            Ok(o) => {
-                std::hint::black_box(o.iter().next());
-                done += 1;
-            }
-            Err(StepError::Runtime(_)) => break,
-            Err(StepError::Row(_)) => unreachable!("a reader's rows fit"),
-        }
-    }
-    start.elapsed().as_nanos() as f64 / done.max(1) as f64
-}
-
-/// ns/row of one pass of `rows` through `Monitor::run_batch`, in batches
-/// of `BATCH_ROWS` (filling the batches is not timed).
-fn time_batches(m: &mut Monitor, rows: &[Vec<Option<Value>>]) -> f64 {
-    let batches: Vec<_> = rows
-        .chunks(BATCH_ROWS)
-        .map(|chunk| {
-            let mut b = m.batch();
-            for r in chunk {
-                let _ = b.push_row(r);
-            }
-            b
-        })
-        .collect();
-    let mut out = crate::batch::OutputBatch::new();
-    let start = Instant::now();
-    let mut done = 0;
-    for b in &batches {
-        let result = m.run_batch(b, &mut out);
-        done += out.len();
-        if result.is_err() {
-            break;
-        }
-    }
-    start.elapsed().as_nanos() as f64 / done.max(1) as f64
-}
-
-fn median(xs: &[f64]) -> f64 {
-    let mut v = xs.to_vec();
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
-fn spread(xs: &[f64]) -> (f64, f64) {
-    let min = xs.iter().copied().fold(f64::INFINITY, f64::min);
-    let max = xs.iter().copied().fold(0.0, f64::max);
-    (min, max)
 }
 
 fn ms(d: Duration) -> f64 {
@@ -720,22 +462,5 @@ mod tests {
         assert!(lines.iter().all(|l| l.chars().count() <= 100), "{out}");
         assert!(lines[1].starts_with("  word"), "{out}");
         assert_eq!(out.split_whitespace().count(), 40);
-    }
-
-    #[test]
-    fn a_differing_tier_is_found_to_the_bit() {
-        let spec = Spec::parse("t.dsrv", "in x: Float\nout y: Float\ny = x\n").unwrap();
-        let f = |v: f64| Sample::Value(Value::Float(v));
-        let a: Outcome = (vec![vec![f(1.0)], vec![f(0.0)]], None);
-        assert_eq!(mismatch(&spec, &a, &a.clone()), None);
-        let b: Outcome = (vec![vec![f(1.0)], vec![f(-0.0)]], None);
-        let why = mismatch(&spec, &a, &b).unwrap();
-        assert!(why.starts_with("step 1, `y`"), "{why}");
-        let c: Outcome = (vec![vec![f(1.0)]], Some("boom".into()));
-        assert!(
-            mismatch(&spec, &a, &c)
-                .unwrap()
-                .contains("ends after 2 steps")
-        );
     }
 }
