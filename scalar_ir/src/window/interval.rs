@@ -97,7 +97,7 @@ impl Heads {
     /// Moves the sample (`t`, `bits`) into the deque: drops the samples at
     /// its back that it beats, then appends it, or marks the window
     /// overflowed where the deque is full.
-    #[inline]
+    #[inline(always)]
     fn enter<const FLOAT: bool, const MIN: bool>(&mut self, w: &mut [u64], t: i64, bits: u64) {
         let deque = RINGS + 2 * self.cap;
         while self.dl > 0 {
@@ -235,6 +235,7 @@ impl IntervalWindow {
     }
 
     /// The window's time at `time`: the latest time it has seen.
+    #[inline]
     fn clock(w: &mut [u64], time: i64) -> i64 {
         if w[STARTED] == 0 {
             (w[STARTED], w[LATEST]) = (1, time as u64);
@@ -275,6 +276,7 @@ impl IntervalWindow {
     /// unless a value of this step is in already (the canonical tier pushes
     /// at a window node and at the end of a row, and a row a kernel stopped
     /// on runs again canonically).
+    #[inline]
     pub fn push(&self, w: &mut [u64], step: u64, time: i64, bits: u64) {
         if w[PUSHED_AT] == step.wrapping_add(1) {
             return;
@@ -282,7 +284,9 @@ impl IntervalWindow {
         w[PUSHED_AT] = step.wrapping_add(1);
         let now = Self::clock(w, time);
         match self.heads(w) {
-            Some(h) => self.run(w, h, now, Some(bits)),
+            Some(h) => {
+                self.run(w, h, now, Some(bits));
+            }
             None => self.push_general(w, now, bits),
         }
     }
@@ -300,16 +304,20 @@ impl IntervalWindow {
 
     /// The verdict at `time` (after this step's push, if any): the deque's
     /// front, the empty interval's, or [`IntervalRead::Full`].
+    #[inline]
     pub fn read(&self, w: &mut [u64], time: i64) -> IntervalRead {
         let now = Self::clock(w, time);
         match self.heads(w) {
             Some(h) => self.run(w, h, now, None),
-            None => self.settle(w, now),
+            None => {
+                self.settle(w, now);
+                self.result(w)
+            }
         }
-        self.result(w)
     }
 
     /// The deque's front, the empty interval's value, or `Full`.
+    #[inline]
     fn result(&self, w: &[u64]) -> IntervalRead {
         if w[OVERFLOW] != 0 {
             return IntervalRead::Full;
@@ -326,6 +334,7 @@ impl IntervalWindow {
 
     /// A fused window node's work: enter the step's value where `enter`,
     /// then read at `time`.
+    #[inline]
     pub fn step(
         &self,
         w: &mut [u64],
@@ -340,8 +349,7 @@ impl IntervalWindow {
             w[PUSHED_AT] = step.wrapping_add(1);
             let now = Self::clock(w, time);
             if let Some(h) = self.heads(w) {
-                self.run(w, h, now, Some(bits));
-                return self.result(w);
+                return self.run(w, h, now, Some(bits));
             }
             self.push_general(w, now, bits);
         }
@@ -369,13 +377,13 @@ impl IntervalWindow {
         })
     }
 
-    /// Enters `new` (if any) at time `now` and settles the rings, on rings
-    /// [`IntervalWindow::heads`] found in order: the same words
+    /// Enters `new` (if any) at time `now`, settles the rings and reads,
+    /// on rings [`IntervalWindow::heads`] found in order: the same words
     /// [`IntervalWindow::push_general`] and [`IntervalWindow::settle`]
-    /// write, with the aggregate's comparison chosen once rather than at
-    /// every sample.
+    /// write and the result [`IntervalWindow::result`] reads, with the
+    /// aggregate's comparison chosen once rather than at every sample.
     #[inline]
-    fn run(&self, w: &mut [u64], h: Heads, now: i64, new: Option<u64>) {
+    fn run(&self, w: &mut [u64], h: Heads, now: i64, new: Option<u64>) -> IntervalRead {
         match (
             self.elem == Elem::Float,
             matches!(self.agg, Agg::Min | Agg::All),
@@ -390,13 +398,14 @@ impl IntervalWindow {
     /// [`IntervalWindow::run`] for one comparison: `FLOAT` compares the
     /// values as floats (else as integers, as [`replaces`] does), `MIN`
     /// keeps the least.
+    #[inline]
     fn run_as<const FLOAT: bool, const MIN: bool>(
         &self,
         w: &mut [u64],
         mut h: Heads,
         now: i64,
         new: Option<u64>,
-    ) {
+    ) -> IntervalRead {
         let enters_at = now.saturating_sub(self.lo_ns);
         if let Some(bits) = new
             && !(FLOAT && f64::from_bits(bits).is_nan())
@@ -440,6 +449,13 @@ impl IntervalWindow {
         }
         (w[PENDING_HEAD], w[PENDING_LEN]) = (h.ph as u64, h.pl as u64);
         (w[DEQUE_HEAD], w[DEQUE_LEN]) = (h.dh as u64, h.dl as u64);
+        match (w[OVERFLOW], h.dl, FLOAT, MIN) {
+            (0, 0, true, true) => IntervalRead::Bits(f64::INFINITY.to_bits()),
+            (0, 0, true, false) => IntervalRead::Bits(f64::NEG_INFINITY.to_bits()),
+            (0, 0, false, min) => IntervalRead::Bits(u64::from(min)),
+            (0, _, _, _) => IntervalRead::Bits(w[deque + 2 * h.dh + 1]),
+            _ => IntervalRead::Full,
+        }
     }
 
     /// The step as it was before [`IntervalWindow::run`]: every ring index
@@ -536,6 +552,7 @@ impl IntervalWindow {
 
     /// The window of bounds `lo_ns`, `hi_ns` and a kind word of
     /// [`IntervalWindow::encode_kind`]; `None` unless it is valid.
+    #[inline]
     pub fn decode(lo_ns: i64, hi_ns: i64, kind: u64) -> Option<IntervalWindow> {
         let k = super::CountWindow::decode(kind)?;
         let w = IntervalWindow {
