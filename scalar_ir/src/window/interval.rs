@@ -18,11 +18,21 @@
 //! Slots a sample has left are zero, so the words are a function of the
 //! samples kept, which [`IntervalWindow::restore`] checks.
 //!
+//! A step runs on one of two paths that write the same words. Where the
+//! rings' heads and lengths are as a run writes them (every head below the
+//! capacity, every length at most it), the **fast path** holds them in
+//! locals, picks the aggregate's comparison once, settles once per step
+//! and lets a sample that is in the interval at once (`lo` 0: the common
+//! `G[0, b]`/`F[0, b]`) skip the pending ring; anything else takes the
+//! **general path**, every index reduced modulo the capacity. A test holds
+//! the first to the second word for word.
+//!
 //! vigil's canonical tier (`window::interval`), the quickened interpreter
 //! (the `interval` instruction) and native code (the helper
 //! `vigil_jit_interval`) all run this one implementation on the same words.
 //! Nothing here can panic on words of the right length, whatever they hold
-//! (every index is taken modulo the capacity, every count wraps), since the
+//! (the fast path's indices stay below the capacity it checked, the general
+//! path's are taken modulo it, every count wraps), since the
 //! native helper calls it from JIT code, which no unwind may cross.
 
 use super::{Agg, Elem, replaces};
