@@ -763,7 +763,7 @@ mod tests {
             }
         }
         assert!(
-            fast > 100_000 && shortcut > 20_000,
+            fast > 150_000 && shortcut > 80_000,
             "{fast} fast, {shortcut} shortcut"
         );
     }
