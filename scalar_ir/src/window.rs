@@ -413,6 +413,7 @@ impl CountWindow {
     }
 
     /// The window a word of [`CountWindow::encode`] names.
+    #[inline]
     pub fn decode(word: u64) -> Option<CountWindow> {
         const ELEMS: [Elem; 4] = [Elem::Int, Elem::Float, Elem::Bool, Elem::Other];
         let n = word as u32;

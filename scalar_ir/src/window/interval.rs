@@ -18,11 +18,21 @@
 //! Slots a sample has left are zero, so the words are a function of the
 //! samples kept, which [`IntervalWindow::restore`] checks.
 //!
+//! A step runs on one of two paths that write the same words. Where the
+//! rings' heads and lengths are as a run writes them (every head below the
+//! capacity, every length at most it), the **fast path** holds them in
+//! locals, picks the aggregate's comparison once, settles once per step
+//! and lets a sample that is in the interval at once (`lo` 0: the common
+//! `G[0, b]`/`F[0, b]`) skip the pending ring; anything else takes the
+//! **general path**, every index reduced modulo the capacity. A test holds
+//! the first to the second word for word.
+//!
 //! vigil's canonical tier (`window::interval`), the quickened interpreter
 //! (the `interval` instruction) and native code (the helper
 //! `vigil_jit_interval`) all run this one implementation on the same words.
 //! Nothing here can panic on words of the right length, whatever they hold
-//! (every index is taken modulo the capacity, every count wraps), since the
+//! (the fast path's indices stay below the capacity it checked, the general
+//! path's are taken modulo it, every count wraps), since the
 //! native helper calls it from JIT code, which no unwind may cross.
 
 use super::{Agg, Elem, replaces};
@@ -74,6 +84,60 @@ pub enum IntervalRead {
 enum Ring {
     Pending,
     Deque,
+}
+
+/// The rings' heads and lengths in locals while a step runs, on rings
+/// whose heads are below the capacity and lengths at most it.
+#[derive(Clone, Copy)]
+struct Heads {
+    cap: usize,
+    ph: usize,
+    pl: usize,
+    dh: usize,
+    dl: usize,
+}
+
+impl Heads {
+    /// A slot index below twice the capacity, back into the ring.
+    #[inline]
+    fn wrap(&self, i: usize) -> usize {
+        if i >= self.cap { i - self.cap } else { i }
+    }
+
+    /// Moves the sample (`t`, `bits`) into the deque: drops the samples at
+    /// its back that it beats, then appends it, or marks the window
+    /// overflowed where the deque is full.
+    #[inline(always)]
+    fn enter<const FLOAT: bool, const MIN: bool>(&mut self, w: &mut [u64], t: i64, bits: u64) {
+        let deque = RINGS + 2 * self.cap;
+        while self.dl > 0 {
+            let at = deque + 2 * self.wrap(self.dh + self.dl - 1);
+            if !beats_as::<FLOAT, MIN>(bits, w[at + 1]) {
+                break;
+            }
+            (w[at], w[at + 1]) = (0, 0);
+            self.dl -= 1;
+        }
+        if self.dl == self.cap {
+            w[OVERFLOW] = 1;
+        } else {
+            let at = deque + 2 * self.wrap(self.dh + self.dl);
+            (w[at], w[at + 1]) = (t as u64, bits);
+            self.dl += 1;
+        }
+    }
+}
+
+/// [`replaces`] with its element and direction fixed at compile time.
+#[inline(always)]
+fn beats_as<const FLOAT: bool, const MIN: bool>(new: u64, old: u64) -> bool {
+    if FLOAT {
+        let (n, o) = (f64::from_bits(new), f64::from_bits(old));
+        if MIN { n <= o } else { n >= o }
+    } else {
+        let (n, o) = (new as i64, old as i64);
+        if MIN { n <= o } else { n >= o }
+    }
 }
 
 impl IntervalWindow {
@@ -181,6 +245,7 @@ impl IntervalWindow {
     }
 
     /// The window's time at `time`: the latest time it has seen.
+    #[inline]
     fn clock(w: &mut [u64], time: i64) -> i64 {
         if w[STARTED] == 0 {
             (w[STARTED], w[LATEST]) = (1, time as u64);
@@ -221,12 +286,25 @@ impl IntervalWindow {
     /// unless a value of this step is in already (the canonical tier pushes
     /// at a window node and at the end of a row, and a row a kernel stopped
     /// on runs again canonically).
+    #[inline]
     pub fn push(&self, w: &mut [u64], step: u64, time: i64, bits: u64) {
         if w[PUSHED_AT] == step.wrapping_add(1) {
             return;
         }
         w[PUSHED_AT] = step.wrapping_add(1);
         let now = Self::clock(w, time);
+        match self.heads(w) {
+            Some(h) => {
+                self.run(w, h, now, Some(bits));
+            }
+            None => self.push_general(w, now, bits),
+        }
+    }
+
+    /// [`IntervalWindow::push`]'s work after the clock on words whose rings
+    /// are not as a run writes them: every index reduced modulo the
+    /// capacity.
+    fn push_general(&self, w: &mut [u64], now: i64, bits: u64) {
         let nan = self.elem == Elem::Float && f64::from_bits(bits).is_nan();
         if !nan && !self.push_back(w, Ring::Pending, now, bits) {
             w[OVERFLOW] = 1;
@@ -236,9 +314,21 @@ impl IntervalWindow {
 
     /// The verdict at `time` (after this step's push, if any): the deque's
     /// front, the empty interval's, or [`IntervalRead::Full`].
+    #[inline]
     pub fn read(&self, w: &mut [u64], time: i64) -> IntervalRead {
         let now = Self::clock(w, time);
-        self.settle(w, now);
+        match self.heads(w) {
+            Some(h) => self.run(w, h, now, None),
+            None => {
+                self.settle(w, now);
+                self.result(w)
+            }
+        }
+    }
+
+    /// The deque's front, the empty interval's value, or `Full`.
+    #[inline]
+    fn result(&self, w: &[u64]) -> IntervalRead {
         if w[OVERFLOW] != 0 {
             return IntervalRead::Full;
         }
@@ -254,6 +344,7 @@ impl IntervalWindow {
 
     /// A fused window node's work: enter the step's value where `enter`,
     /// then read at `time`.
+    #[inline]
     pub fn step(
         &self,
         w: &mut [u64],
@@ -262,10 +353,141 @@ impl IntervalWindow {
         bits: u64,
         enter: bool,
     ) -> IntervalRead {
-        if enter {
-            self.push(w, step, time, bits);
+        // The push settles the rings at the step's time, so the read's
+        // settle would find nothing to move: one pass does both.
+        if enter && w[PUSHED_AT] != step.wrapping_add(1) {
+            w[PUSHED_AT] = step.wrapping_add(1);
+            let now = Self::clock(w, time);
+            if let Some(h) = self.heads(w) {
+                return self.run(w, h, now, Some(bits));
+            }
+            self.push_general(w, now, bits);
         }
         self.read(w, time)
+    }
+
+    /// The rings' heads and lengths where they are as a run writes them
+    /// (every head below the capacity, every length at most it, the words
+    /// of the window's length): then [`IntervalWindow::run`] may index the
+    /// rings without reducing anything.
+    #[inline]
+    fn heads(&self, w: &[u64]) -> Option<Heads> {
+        let cap = self.cap as usize;
+        if cap == 0 || w.len() != self.words() {
+            return None;
+        }
+        let c = u64::from(self.cap);
+        let (ph, pl, dh, dl) = (w[PENDING_HEAD], w[PENDING_LEN], w[DEQUE_HEAD], w[DEQUE_LEN]);
+        (ph < c && pl <= c && dh < c && dl <= c).then_some(Heads {
+            cap,
+            ph: ph as usize,
+            pl: pl as usize,
+            dh: dh as usize,
+            dl: dl as usize,
+        })
+    }
+
+    /// Enters `new` (if any) at time `now`, settles the rings and reads,
+    /// on rings [`IntervalWindow::heads`] found in order: the same words
+    /// [`IntervalWindow::push_general`] and [`IntervalWindow::settle`]
+    /// write and the result [`IntervalWindow::result`] reads, with the
+    /// aggregate's comparison chosen once rather than at every sample.
+    #[inline]
+    fn run(&self, w: &mut [u64], h: Heads, now: i64, new: Option<u64>) -> IntervalRead {
+        match (
+            self.elem == Elem::Float,
+            matches!(self.agg, Agg::Min | Agg::All),
+        ) {
+            (true, true) => self.run_as::<true, true>(w, h, now, new),
+            (true, false) => self.run_as::<true, false>(w, h, now, new),
+            (false, true) => self.run_as::<false, true>(w, h, now, new),
+            (false, false) => self.run_as::<false, false>(w, h, now, new),
+        }
+    }
+
+    /// [`IntervalWindow::run`] for one comparison: `FLOAT` compares the
+    /// values as floats (else as integers, as [`replaces`] does), `MIN`
+    /// keeps the least.
+    #[inline]
+    fn run_as<const FLOAT: bool, const MIN: bool>(
+        &self,
+        w: &mut [u64],
+        mut h: Heads,
+        now: i64,
+        new: Option<u64>,
+    ) -> IntervalRead {
+        let enters_at = now.saturating_sub(self.lo_ns);
+        if let Some(bits) = new
+            && !(FLOAT && f64::from_bits(bits).is_nan())
+        {
+            if h.pl == 0 && now <= enters_at {
+                // The common case (`lo` is 0): the sample would pass
+                // through the empty pending ring at once, its slot written
+                // and zeroed again and the ring's head moved on.
+                let at = RINGS + 2 * h.ph;
+                (w[at], w[at + 1]) = (0, 0);
+                h.ph = h.wrap(h.ph + 1);
+                h.enter::<FLOAT, MIN>(w, now, bits);
+            } else if h.pl == h.cap {
+                w[OVERFLOW] = 1;
+            } else {
+                let at = RINGS + 2 * h.wrap(h.ph + h.pl);
+                (w[at], w[at + 1]) = (now as u64, bits);
+                h.pl += 1;
+            }
+        }
+        while h.pl > 0 {
+            let at = RINGS + 2 * h.ph;
+            let t = w[at] as i64;
+            if t > enters_at {
+                break;
+            }
+            let bits = w[at + 1];
+            (w[at], w[at + 1]) = (0, 0);
+            (h.ph, h.pl) = (h.wrap(h.ph + 1), h.pl - 1);
+            h.enter::<FLOAT, MIN>(w, t, bits);
+        }
+        let leaves_before = now.saturating_sub(self.hi_ns);
+        let deque = RINGS + 2 * h.cap;
+        while h.dl > 0 {
+            let at = deque + 2 * h.dh;
+            if w[at] as i64 >= leaves_before {
+                break;
+            }
+            (w[at], w[at + 1]) = (0, 0);
+            (h.dh, h.dl) = (h.wrap(h.dh + 1), h.dl - 1);
+        }
+        (w[PENDING_HEAD], w[PENDING_LEN]) = (h.ph as u64, h.pl as u64);
+        (w[DEQUE_HEAD], w[DEQUE_LEN]) = (h.dh as u64, h.dl as u64);
+        match (w[OVERFLOW], h.dl, FLOAT, MIN) {
+            (0, 0, true, true) => IntervalRead::Bits(f64::INFINITY.to_bits()),
+            (0, 0, true, false) => IntervalRead::Bits(f64::NEG_INFINITY.to_bits()),
+            (0, 0, false, min) => IntervalRead::Bits(u64::from(min)),
+            (0, _, _, _) => IntervalRead::Bits(w[deque + 2 * h.dh + 1]),
+            _ => IntervalRead::Full,
+        }
+    }
+
+    /// The step as it was before [`IntervalWindow::run`]: every ring index
+    /// reduced modulo the capacity, the push and the read settling apart.
+    /// The tests hold the fast path to it word for word.
+    #[cfg(test)]
+    fn step_general(
+        &self,
+        w: &mut [u64],
+        step: u64,
+        time: i64,
+        bits: u64,
+        enter: bool,
+    ) -> IntervalRead {
+        if enter && w[PUSHED_AT] != step.wrapping_add(1) {
+            w[PUSHED_AT] = step.wrapping_add(1);
+            let now = Self::clock(w, time);
+            self.push_general(w, now, bits);
+        }
+        let now = Self::clock(w, time);
+        self.settle(w, now);
+        self.result(w)
     }
 
     /// Checks words from a snapshot taken before step `step`: everything
@@ -340,6 +562,7 @@ impl IntervalWindow {
 
     /// The window of bounds `lo_ns`, `hi_ns` and a kind word of
     /// [`IntervalWindow::encode_kind`]; `None` unless it is valid.
+    #[inline]
     pub fn decode(lo_ns: i64, hi_ns: i64, kind: u64) -> Option<IntervalWindow> {
         let k = super::CountWindow::decode(kind)?;
         let w = IntervalWindow {
@@ -444,6 +667,105 @@ mod tests {
                 seed % 2 == 0,
             );
         }
+    }
+
+    /// A small deterministic generator (xorshift), so that the
+    /// differential test below needs no seed file.
+    struct Gen(u64);
+
+    impl Gen {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+
+        fn below(&mut self, n: u64) -> u64 {
+            self.next() % n
+        }
+    }
+
+    /// The fast path (`run`, the rings in locals, `lo` 0's sample skipping
+    /// the pending ring, one settle per step) writes the words and reads
+    /// the results the general path does, on random windows (every
+    /// aggregate, `lo` 0 and not, small capacities that overflow), times
+    /// that stall and go back, repeated steps, absent and NaN values,
+    /// separate pushes and reads, and words a run never writes. It fails
+    /// if the fast path never ran, or the `lo` 0 shortcut never did.
+    #[test]
+    fn the_fast_path_writes_what_the_general_path_writes() {
+        let mut g = Gen(0x9e37_79b9_7f4a_7c15);
+        let (mut fast, mut shortcut) = (0, 0);
+        for case in 0..3000 {
+            let agg = [Agg::Min, Agg::Max, Agg::All, Agg::Any][g.below(4) as usize];
+            let lo = if g.below(2) == 0 {
+                0
+            } else {
+                g.below(4) as i64
+            };
+            let s = window(agg, lo, lo + g.below(5) as i64, 1 + g.below(6) as u32);
+            let mut a = vec![0; s.words()];
+            if case % 10 == 9 {
+                // Words no run writes: heads and lengths past the
+                // capacity (the general path) or free slots holding
+                // samples (the fast one).
+                for x in a.iter_mut() {
+                    *x = if g.below(3) == 0 { g.next() % 9 } else { 0 };
+                }
+            }
+            let mut b = a.clone();
+            let (mut step, mut time) = (0u64, 0i64);
+            for _ in 0..60 {
+                if g.below(4) != 0 {
+                    step += 1;
+                }
+                time += match g.below(8) {
+                    0 => -1_000_000_000,
+                    1 | 2 => 0,
+                    _ => 500_000_000 * g.below(3) as i64,
+                };
+                let bits = match (s.elem, g.below(10)) {
+                    (Elem::Float, 0) => f64::NAN.to_bits(),
+                    (Elem::Float, _) => (g.below(5) as f64 - 2.0).to_bits(),
+                    _ => g.below(2),
+                };
+                if s.heads(&a).is_some() {
+                    fast += 1;
+                    shortcut += usize::from(lo == 0 && a[PENDING_LEN] == 0);
+                }
+                let (x, y) = match g.below(4) {
+                    0 => {
+                        s.push(&mut a, step, time, bits);
+                        if b[PUSHED_AT] != step.wrapping_add(1) {
+                            b[PUSHED_AT] = step.wrapping_add(1);
+                            let now = IntervalWindow::clock(&mut b, time);
+                            s.push_general(&mut b, now, bits);
+                        }
+                        (
+                            s.read(&mut a, time),
+                            s.step_general(&mut b, step, time, 0, false),
+                        )
+                    }
+                    1 => (
+                        s.read(&mut a, time),
+                        s.step_general(&mut b, step, time, 0, false),
+                    ),
+                    k => {
+                        let enter = k == 2;
+                        (
+                            s.step(&mut a, step, time, bits, enter),
+                            s.step_general(&mut b, step, time, bits, enter),
+                        )
+                    }
+                };
+                assert_eq!((x, &a), (y, &b), "case {case}: {s:?}");
+            }
+        }
+        assert!(
+            fast > 150_000 && shortcut > 80_000,
+            "{fast} fast, {shortcut} shortcut"
+        );
     }
 
     #[test]
