@@ -107,21 +107,8 @@ pub(in crate::cli) fn prepare(
     let mut reader = opened.reader;
     let names = view.writer_names(&monitor.output_names(), output);
     // (A live sink with `--output-file` is refused by `live::check_options`.)
-    let opened_outputs = outputs::open(
-        &OutputOptions {
-            format: output,
-            file: args.output_file.as_deref(),
-            live: args.output.live(),
-            key: args.key.as_deref(),
-            alerts: args.alerts.as_deref(),
-            checkpointed: args.checkpoint.is_some(),
-            streaming: opened.streaming,
-            ..OutputOptions::new(&live)
-        },
-        names,
-        loaded.as_ref(),
-    )
-    .map_err(fail)?;
+    let asked = output_options(args, output, opened.streaming, &live);
+    let opened_outputs = outputs::open(&asked, names, loaded.as_ref()).map_err(fail)?;
     let Outputs {
         writer,
         output_sync: output_file,
@@ -168,6 +155,26 @@ pub(in crate::cli) fn prepare(
         checkpoints,
         alerts: alerts_file,
     })
+}
+
+/// Where `vigil run`'s outputs go, from its options (`streaming`: a source
+/// is a stream; a resumed run's files are kept exactly once too).
+pub(in crate::cli) fn output_options<'a>(
+    args: &'a RunArgs,
+    output: OutputFormat,
+    streaming: bool,
+    live: &'a crate::live::Options,
+) -> OutputOptions<'a> {
+    OutputOptions {
+        format: output,
+        file: args.output_file.as_deref(),
+        live: args.output.live(),
+        live_options: live,
+        key: args.key.as_deref(),
+        alerts: args.alerts.as_deref(),
+        checkpointed: args.checkpoint.is_some(),
+        streaming,
+    }
 }
 
 /// The options that shape a merged run's merge and scheduler, as one text a

@@ -26,7 +26,7 @@ use crate::monitor::Spec;
 use crate::notice::Notice;
 use crate::pipeline::drive::Counts;
 use crate::pipeline::inputs::{self, InputOptions, Inputs};
-use crate::pipeline::outputs::{self, OutputOptions, Outputs};
+use crate::pipeline::outputs::{self, Outputs};
 use crate::pipeline::run_loop::{Events, RunLoop, SourceRows};
 use crate::pipeline::sink::Alerts;
 use crate::pipeline::{self, Feed, FeedOptions};
@@ -260,20 +260,8 @@ pub(super) fn run(
         return exit;
     }
     let names = view.writer_names(&runner.output_names(), output);
-    let opened = outputs::open(
-        &OutputOptions {
-            format: output,
-            file: args.output_file.as_deref(),
-            live: args.output.live(),
-            key: args.key.as_deref(),
-            alerts: args.alerts.as_deref(),
-            checkpointed: args.checkpoint.is_some() || resumed.is_some(),
-            streaming,
-            ..OutputOptions::new(&live)
-        },
-        names,
-        resumed.as_ref().map(|r| r.loaded()),
-    );
+    let asked = checkpoint::output_options(args, output, streaming, &live);
+    let opened = outputs::open(&asked, names, resumed.as_ref().map(|r| r.loaded()));
     let Outputs {
         mut writer,
         output_sync,
