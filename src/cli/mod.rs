@@ -1064,7 +1064,6 @@ fn run(args: &RunArgs) -> Exit {
         let mut show = |rows: u64, reader: &dyn RowReader| bar.update(rows, reader);
         let mut driven = drive::Drive {
             malformed: args.on_malformed.into(),
-            streaming,
             name: if input == "-" { "<stdin>" } else { input },
             lines: format != TraceFormat::Tc,
             notify: &notify,

@@ -17,14 +17,10 @@ use crate::trace::{OutputFormat, OutputWriter, RowReader, TraceError, TraceError
 use crate::value::{Sample, Value};
 use std::io::{self, Write};
 
-/// How a run of one source goes (see the module doc).
+/// How a batch run of one regular file goes (see the module doc).
 pub struct Drive<'a> {
     /// What a malformed row does.
     pub malformed: Malformed,
-    /// Whether the source is a stream: outputs and alerts are flushed once
-    /// no row is waiting, so that a run can sit in an endless pipe and a
-    /// killed run has written every row it evaluated.
-    pub streaming: bool,
     /// The source's name in messages.
     pub name: &'a str,
     /// Whether the reader's position names the line a row ended on (JSON
@@ -32,7 +28,7 @@ pub struct Drive<'a> {
     pub lines: bool,
     /// Where warnings and skipped rows are said.
     pub notify: &'a Notify,
-    /// Called after each row (or batch) with the rows read so far and the
+    /// Called after each batch with the rows read so far and the
     /// reader, for a progress display.
     pub progress: &'a mut dyn FnMut(u64, &dyn RowReader),
 }
