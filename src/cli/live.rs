@@ -4,9 +4,7 @@
 
 use super::RunArgs;
 use crate::live::Options;
-pub(super) use crate::live::{
-    Resume, Source, alerts_sink, is_url, open_input, open_one, open_output, redact,
-};
+pub(super) use crate::live::{Resume, alerts_sink, is_url, open_one, redact};
 
 /// The live transports' options of `args` (`time_cell`: `--time`'s cell in
 /// the schema), their notices printed as the command line's messages.

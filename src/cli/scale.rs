@@ -572,7 +572,7 @@ fn open_sinks(
                 written: resumed.as_ref().and_then(|r| r.commit.sink_entries),
             };
             let live =
-                super::live::open_output(url, names.to_vec(), &options, &resume).map_err(fail)?;
+                crate::live::open_output(url, names.to_vec(), &options, &resume).map_err(fail)?;
             Some(Sink::live(live))
         } else {
             let mut sink = run::open_sink(

@@ -296,9 +296,9 @@ pub(super) fn feed_source(
                 token: positioned.and_then(|r| r.record.token(kept.len())),
                 written: None,
             };
-            let sources = crate::cli::live::open_input(input, schema, &live_options, &resume)
-                .map_err(fail)?;
-            for crate::cli::live::Source { name, reader } in sources {
+            let sources =
+                crate::live::open_input(input, schema, &live_options, &resume).map_err(fail)?;
+            for crate::live::Source { name, reader } in sources {
                 if let Some(r) = positioned {
                     (r.record.check_source(kept.len(), &name, TraceFormat::Jsonl)).map_err(fail)?;
                 }
