@@ -256,7 +256,7 @@ pub struct RunLoop<'a> {
 /// Where a run's loop ([`RunLoop::go`]) takes its events from, and what
 /// it asks of them between events: the feed of the sources or a replay log
 /// ([`Events`]), or one reader read directly
-/// ([`Direct`](super::drive::Direct): no time and one source, so a row is a
+/// ([`Direct`](super::direct::Direct): no time and one source, so a row is a
 /// step as it is read). The loop is generic over it, so that a direct run
 /// pays nothing for the feed's merge.
 pub trait Steps {
