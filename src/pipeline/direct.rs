@@ -53,7 +53,7 @@ use std::io;
 /// ([`RunLoop::go`]): no time and one source, so each row is a step as it
 /// is read, into the one step this keeps (nothing is allocated per row).
 /// A keyed monitor, a stream, triggers or passed fields go this way; a
-/// plain monitor over a regular file goes in [`batches`].
+/// plain monitor over a regular file goes in [`batches`](super::drive::batches).
 pub struct Direct<'a> {
     reader: &'a mut dyn RowReader,
     /// The source's name in messages.
