@@ -11,7 +11,6 @@ use crate::time::TimeUnit;
 use crate::trace::{self, InputSchema, TraceError, TraceFormat};
 use crate::value::Value;
 use std::io::{self, Write};
-use std::time::Duration;
 
 /// Whether `spec` is an STL property file: `--language stl`, or `auto` and a `.mstlo` or
 /// `.stl` extension.
@@ -287,41 +286,7 @@ fn trace_error(e: &TraceError) -> Exit {
 fn samples(spec: &StlSpec, rows: &Rows, row: &[Option<Value>]) -> Result<Vec<StlSample>, String> {
     match *rows {
         Rows::Timed => stl::row_samples(spec, row),
-        Rows::Columns { time, unit } => {
-            let t = match &row[time] {
-                Some(Value::Int(i)) if *i >= 0 => *i as f64,
-                Some(Value::Float(x)) if *x >= 0.0 => *x,
-                Some(other) => {
-                    return Err(format!("the time is a number, not negative, not `{other}`"));
-                }
-                None => return Err("the row has no time".into()),
-            };
-            // Read as a DSRV run reads a numeric time (`TimeUnit::duration`).
-            let ns = unit
-                .duration(t)
-                .ok_or_else(|| format!("the time {t} {} cannot be a time", unit.name()))?;
-            let time = Duration::from_nanos(ns.unsigned_abs());
-            let mut out = Vec::new();
-            for (i, cell) in row[..spec.signals().len()].iter().enumerate() {
-                let value = match cell {
-                    None => continue,
-                    Some(Value::Int(v)) => *v as f64,
-                    Some(Value::Float(v)) => *v,
-                    Some(other) => {
-                        return Err(format!(
-                            "`{}` is a number, not `{other}`",
-                            spec.signals()[i]
-                        ));
-                    }
-                };
-                out.push(StlSample {
-                    signal: stl::SignalId(i as u32),
-                    time,
-                    value,
-                });
-            }
-            Ok(out)
-        }
+        Rows::Columns { time, unit } => stl::column_samples(spec, row, time, unit),
     }
 }
 

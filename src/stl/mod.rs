@@ -21,7 +21,9 @@ mod timed;
 
 pub use domain::Interval;
 pub use parse::MAX_BOUND_SECONDS;
-pub use timed::{Lockstep, checker_value, millis, row_samples, timed_value, verdict_value};
+pub use timed::{
+    Lockstep, checker_value, column_samples, millis, row_samples, timed_value, verdict_value,
+};
 
 use crate::lang::diag::{Diagnostics, Span};
 use domain::Domain;

@@ -60,6 +60,50 @@ pub fn row_samples(spec: &StlSpec, row: &[Option<Value>]) -> Result<Vec<StlSampl
     Ok(out)
 }
 
+/// The samples of one row of a CSV or JSON-lines trace read with the signals as its first
+/// cells (in [`StlSpec::signals`]' order) and its time at cell `time`, a number of `unit`s
+/// (not negative): one sample per number present, all at the row's time.
+pub fn column_samples(
+    spec: &StlSpec,
+    row: &[Option<Value>],
+    time: usize,
+    unit: crate::time::TimeUnit,
+) -> Result<Vec<StlSample>, String> {
+    let t = match row.get(time) {
+        Some(Some(Value::Int(i))) if *i >= 0 => *i as f64,
+        Some(Some(Value::Float(x))) if *x >= 0.0 => *x,
+        Some(Some(other)) => {
+            return Err(format!("the time is a number, not negative, not `{other}`"));
+        }
+        _ => return Err("the row has no time".into()),
+    };
+    // Read as a DSRV run reads a numeric time (`TimeUnit::duration`).
+    let ns = unit
+        .duration(t)
+        .ok_or_else(|| format!("the time {t} {} cannot be a time", unit.name()))?;
+    let at = Duration::from_nanos(ns.unsigned_abs());
+    let mut out = Vec::new();
+    for (i, cell) in row.iter().enumerate().take(spec.signals().len()) {
+        let value = match cell {
+            None => continue,
+            Some(Value::Int(v)) => *v as f64,
+            Some(Value::Float(v)) => *v,
+            Some(other) => {
+                return Err(format!(
+                    "`{}` is a number, not `{other}`",
+                    spec.signals()[i]
+                ));
+            }
+        };
+        out.push(StlSample {
+            signal: SignalId(i as u32),
+            time: at,
+            value,
+        });
+    }
+    Ok(out)
+}
+
 /// A verdict's time in milliseconds (verdict times are sample times, which fit).
 pub fn millis(t: Duration) -> i64 {
     i64::try_from(t.as_millis()).unwrap_or(i64::MAX)
@@ -130,5 +174,40 @@ impl Lockstep {
             self.next += 1;
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::time::TimeUnit;
+
+    #[test]
+    fn a_rows_numbers_are_samples_at_its_time() {
+        let spec = StlSpec::parse("p.mstlo", "p: G[0,1](x > 0) && F[0,1](y < 2)\n").unwrap();
+        // The signals in order of first mention, then the time cell.
+        assert_eq!(spec.signals(), ["x", "y"]);
+        let row = [Some(Value::Int(3)), None, Some(Value::Float(1.5))];
+        let got = column_samples(&spec, &row, 2, TimeUnit::Seconds).unwrap();
+        assert_eq!(got.len(), 1, "an absent cell is no sample");
+        assert_eq!(got[0].signal, SignalId(0));
+        assert_eq!(got[0].time, Duration::from_millis(1500));
+        assert_eq!(got[0].value, 3.0);
+        let both = [
+            Some(Value::Float(-1.0)),
+            Some(Value::Int(2)),
+            Some(Value::Int(7)),
+        ];
+        let got = column_samples(&spec, &both, 2, TimeUnit::Millis).unwrap();
+        assert_eq!(got.len(), 2);
+        assert!(got.iter().all(|s| s.time == Duration::from_millis(7)));
+        let late = [Some(Value::Int(1)), None, Some(Value::Int(-1))];
+        let e = column_samples(&spec, &late, 2, TimeUnit::Seconds).unwrap_err();
+        assert!(e.contains("not negative"), "{e}");
+        let text = [Some(Value::Str("a".into())), None, Some(Value::Int(0))];
+        let e = column_samples(&spec, &text, 2, TimeUnit::Seconds).unwrap_err();
+        assert!(e.starts_with("`x` is a number"), "{e}");
+        let timeless = [Some(Value::Int(1)), None, None];
+        assert!(column_samples(&spec, &timeless, 2, TimeUnit::Seconds).is_err());
     }
 }
