@@ -1712,3 +1712,42 @@ fn a_scaled_run_records_a_log_that_replays_to_its_output() {
         "the replay differs from the scaled run"
     );
 }
+
+/// Regression: a scaled run of a trace whose format its name does not tell
+/// said so twice, then an empty `error: ` line (the parallel plan and the
+/// feed's set-up each printed it, the second handing on an empty message).
+#[test]
+fn a_trace_of_unknown_format_is_said_once_when_scaled() {
+    let dir = crate::support::test_dir("scale", "unknown_format");
+    let spec = crate::support::write(&dir, "k.dsrv", "in x: Int\nin h: Str\nout t: Int\nt = x\n");
+    let trace = crate::support::write(&dir, "rows.txt", "x,h\n1,a\n");
+    for extra in [&[][..], &["--checkpoint", "ck"][..]] {
+        let ck = dir.join("ck");
+        let ck = ck.to_str().unwrap();
+        let extra: Vec<&str> = extra
+            .iter()
+            .map(|a| if *a == "ck" { ck } else { a })
+            .collect();
+        let mut args = vec![
+            "run",
+            &spec,
+            "--input",
+            &trace,
+            "--key",
+            "h",
+            "--workers",
+            "2",
+        ];
+        args.extend(&extra);
+        let (status, out, err) = crate::support::run_vigil(&args, None);
+        assert_eq!(status, 1, "{err}");
+        assert_eq!(out, "");
+        assert_eq!(
+            err,
+            format!(
+                "error: cannot tell the format of `{trace}` from its extension; pass --format tc|csv|jsonl\n"
+            ),
+            "{extra:?}"
+        );
+    }
+}

@@ -97,7 +97,8 @@ pub(super) fn parallel_plan(
             && !crate::cli::live::is_url(path)
             && !path.starts_with("tcp://")
             && std::fs::metadata(path).is_ok_and(|m| m.is_file());
-        match crate::cli::trace_format(path, args.format) {
+        // (A format not told here is the serial set-up's to report.)
+        match pipeline::inputs::format_of(path, args.format.forced()) {
             Ok(format @ (TraceFormat::Csv | TraceFormat::Jsonl)) if regular => {
                 files.push((path.clone(), format));
             }
@@ -312,8 +313,7 @@ pub(super) fn feed_source(
             streaming = true;
             continue;
         }
-        let format =
-            crate::cli::trace_format(input, args.format).map_err(|e| (String::new(), e))?;
+        let format = pipeline::inputs::format_of(input, args.format.forced()).map_err(fail)?;
         if format == TraceFormat::Tc && args.on_malformed != crate::cli::OnMalformed::Stop {
             return Err(fail(
                 "--on-malformed skip|warn needs JSON-lines or CSV traces: a malformed `.input` block cannot be skipped alone".into(),
