@@ -24,7 +24,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-use crate::monitor::{Monitor, Spec, Stepper, Tier};
+use crate::monitor::{Monitor, Outputs, Spec, Stepper, Tier};
 use crate::row::StepError;
 use crate::value::{Sample, Value};
 use std::time::{Duration, Instant};
@@ -255,36 +255,35 @@ fn mismatch(spec: &Spec, a: &Outcome, b: &Outcome) -> Option<String> {
 /// ns/row of one pass of `rows` through `Monitor::step` (to a runtime
 /// error, which the check above made the same on every tier).
 fn time_rows(m: &mut Monitor, rows: &[Vec<Option<Value>>]) -> f64 {
-    let start = Instant::now();
-    let mut done = 0;
-    for row in rows {
-        match m.step(row) {
-            Ok(o) => {
-                // Read the outputs, so that nothing is optimised away (a
-                // spec may print none).
-                std::hint::black_box(o.iter().next());
-                done += 1;
-            }
-            Err(StepError::Runtime(_)) => break,
-            Err(StepError::Row(_)) => unreachable!("a reader's rows fit"),
-        }
-    }
-    start.elapsed().as_nanos() as f64 / done.max(1) as f64
+    time_pass(rows, |row| m.step(row).map(read))
 }
 
 /// ns/row of one pass of `rows` through a `Stepper` (setting the cells is
 /// timed, as it is part of giving a row).
 fn time_stepper(m: &mut Monitor, rows: &[Vec<Option<Value>>]) -> f64 {
     let mut stepper = m.stepper();
+    time_pass(rows, |row| {
+        set_cells(&mut stepper, row);
+        stepper.step().map(read)
+    })
+}
+
+/// Reads a step's outputs, so that nothing is optimised away (a spec may
+/// print none).
+fn read(o: Outputs<'_>) {
+    std::hint::black_box(o.iter().next());
+}
+
+/// ns/row of `step` over `rows`, up to a runtime error.
+fn time_pass(
+    rows: &[Vec<Option<Value>>],
+    mut step: impl FnMut(&[Option<Value>]) -> Result<(), StepError>,
+) -> f64 {
     let start = Instant::now();
     let mut done = 0;
     for row in rows {
-        set_cells(&mut stepper, row);
-        match stepper.step() {
-            Ok(o) => {
-                std::hint::black_box(o.iter().next());
-                done += 1;
-            }
+        match step(row) {
+            Ok(()) => done += 1,
             Err(StepError::Runtime(_)) => break,
             Err(StepError::Row(_)) => unreachable!("a reader's rows fit"),
         }

@@ -256,7 +256,6 @@ use reads::{FeedSetup, Parallel, feed_source, parallel_plan};
 /// A run that could not go on: its message and exit status.
 type Refused = (String, Exit);
 
-/// The exit status of a run that ended for `ended`'s reason.
 /// A set-up step's failure as the run's.
 fn fail(message: String) -> Refused {
     (message, Exit::Failure)

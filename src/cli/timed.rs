@@ -395,7 +395,7 @@ pub(super) fn run(
         Some((log, false)) => Some(log.name().to_string()),
         _ => None,
     };
-    let record = args.record.as_ref().map(|path| {
+    let mut record = args.record.as_ref().map(|path| {
         let header = Header {
             fingerprint: spec.fingerprint().to_string(),
             sources: names.clone(),
@@ -417,7 +417,6 @@ pub(super) fn run(
         Record::new(path.clone(), header, streaming)
     });
     // A resumed run goes on with the log its checkpoint recorded.
-    let mut record = record;
     if let Some(r) = &resumed
         && let Err(m) = resume_record(&mut record, r)
     {

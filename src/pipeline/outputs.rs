@@ -109,9 +109,10 @@ pub fn open(
                 token: None,
                 written: resume.and_then(Checkpoint::written),
             };
-            // A live sink is a writer of its own.
-            let writer = live::open_output(url, names, options.live_options, &at)?;
-            return with_alerts(options, writer, None, kept, keep);
+            (
+                live::open_output(url, names, options.live_options, &at)?,
+                None,
+            )
         }
         (None, None) => {
             // A stream's outputs are flushed row by row; else standard
@@ -134,11 +135,25 @@ pub fn open(
             (writer(options, names, Box::new(file), false), None)
         }
     };
-    let writer = match options.streaming {
+    // A stream's outputs are written as each row is evaluated, and a live
+    // sink is a writer of its own; else a thread formats and writes them.
+    let writer = match options.streaming || options.live.is_some() {
         true => writer,
         false => trace::WriteBehind::spawn(writer),
     };
-    with_alerts(options, writer, output_sync, kept, keep)
+    let (alerts_file, alerts_sync) = match options.alerts {
+        Some(path) if path != "-" && kept => {
+            let (file, sync) = keep(path, true)?;
+            (Some(file), Some((path.to_string(), sync)))
+        }
+        _ => (None, None),
+    };
+    Ok(Outputs {
+        writer,
+        output_sync,
+        alerts_file,
+        alerts_sync,
+    })
 }
 
 /// The writer of the columns `names` to `out` (`continued`: a resumed
@@ -154,27 +169,4 @@ fn writer(
         None if continued => trace::continue_writer(options.format, names, out),
         None => trace::make_writer(options.format, names, out),
     }
-}
-
-/// The outputs with the alerts file opened, kept exactly once if `kept`.
-fn with_alerts(
-    options: &OutputOptions<'_>,
-    writer: Box<dyn OutputWriter>,
-    output_sync: Option<(String, File)>,
-    kept: bool,
-    keep: impl Fn(&str, bool) -> Result<(File, File), String>,
-) -> Result<Outputs, String> {
-    let (alerts_file, alerts_sync) = match options.alerts {
-        Some(path) if path != "-" && kept => {
-            let (file, sync) = keep(path, true)?;
-            (Some(file), Some((path.to_string(), sync)))
-        }
-        _ => (None, None),
-    };
-    Ok(Outputs {
-        writer,
-        output_sync,
-        alerts_file,
-        alerts_sync,
-    })
 }

@@ -457,7 +457,7 @@ impl<'a> RunLoop<'a> {
                 Err(end) => return Ok(end),
             };
             if self.timed {
-                lines.form = Some(self.form.unwrap_or(TimeForm::Number(self.unit)));
+                lines.form = Some(self.form());
             }
             let (steps_before, ticks_before) = (lines.steps, lines.ticks);
             let (rows, time, source, flow) = match event {
@@ -524,7 +524,7 @@ impl<'a> RunLoop<'a> {
         time: Time,
         e: RowError,
     ) -> Option<End> {
-        let shown = || show(time.to_value(self.form.unwrap_or(TimeForm::Number(self.unit))));
+        let shown = || self.shown(time);
         // A log's rows were not read by a trace reader: a value of the wrong
         // type there is a malformed log, not a bug.
         if let Some(log) = &self.replaying {
@@ -553,7 +553,7 @@ impl<'a> RunLoop<'a> {
             Halt::Runtime(e) => End::Stopped(e.to_string(), Ended::Runtime),
             Halt::TooManyTicks { key, due, max } => {
                 // As a plain run's: the run ends (the feed's schedule).
-                let at = show(time.to_value(self.form.unwrap_or(TimeForm::Number(self.unit))));
+                let at = self.shown(time);
                 let message = format!(
                     "{due} ticks of key {key} are due before its row at time {at}, more than --max-ticks {max} (a jump in time? --max-gap G --on-gap skip fires one tick per period over it)",
                 );
@@ -566,14 +566,24 @@ impl<'a> RunLoop<'a> {
         }
     }
 
+    /// How times are written: as the first time read was, else as numbers
+    /// in the unit.
+    fn form(&self) -> TimeForm {
+        self.form.unwrap_or(TimeForm::Number(self.unit))
+    }
+
+    /// `time` as messages show it.
+    fn shown(&self, time: Time) -> String {
+        show(time.to_value(self.form()))
+    }
+
     /// Reports the clashes of `step` (the first few; every one counted).
     fn clashes(&mut self, step: &Step) {
-        let form = self.form.unwrap_or(TimeForm::Number(self.unit));
         for c in &step.clashes {
             self.clashes += 1;
             if self.clashes <= REPORTED {
                 (self.notify)(Notice::Clash {
-                    time: show(step.time.to_value(form)),
+                    time: self.shown(step.time),
                     input: self.schema_names[c.cell].clone(),
                     kept: self.names[c.kept as usize].clone(),
                     dropped: self.names[c.dropped as usize].clone(),
