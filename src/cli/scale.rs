@@ -406,7 +406,6 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
 
     // The source and the writer live in process 0's first worker.
     let (schema, time_cell) = ops::timed_schema(args, spec);
-    let mut streaming = false;
     let at_barriers: AtBarriers = Arc::default();
     let setup = FeedSetup {
         key: &key,
@@ -433,6 +432,7 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
         0 => parallel_plan(args, spec, threads, (&setup, &stop_at))?,
         _ => None,
     };
+    let mut streaming = parts.as_ref().is_some_and(Parallel::streaming);
     let (source, sources) = if process == 0 && parts.is_none() {
         let (source, stream, sources) = feed_source(args, spec, &setup)?;
         streaming = stream;
@@ -679,6 +679,10 @@ fn report(
             Some(Parallel::Timed(t)) => super::say(format_args!(
                 "process {process}: {} inputs read in parallel by {threads} workers, each through a feed of its own\n",
                 t.count
+            )),
+            Some(Parallel::Stream(s)) => super::say(format_args!(
+                "process {process}: the stream read in {} chunks by {threads} workers\n",
+                s.cut.load(std::sync::atomic::Ordering::Relaxed)
             )),
             None => {}
         }

@@ -25,6 +25,7 @@
 //! `C` only once every worker has; that is the alignment Flink's barriers
 //! need, given for free by timely's progress tracking.
 
+pub(crate) mod chunks;
 pub(crate) mod inputs;
 pub(crate) mod parts;
 pub(crate) mod peers;

@@ -70,17 +70,13 @@ impl Parts {
                 (k as u64, self.points[k], end)
             })
             .collect();
-        PartReader {
+        let pieces = Pieces::File {
             path: self.path.clone(),
             format: self.format,
             parts,
             next: 0,
-            reader: None,
-            row: 0,
-            setup,
-            read: 0,
-            stopped_at: (u64::MAX, u64::MAX),
-        }
+        };
+        PartReader::new(pieces, setup)
     }
 }
 
@@ -97,14 +93,26 @@ pub(crate) struct PartSetup {
     pub(crate) stop_at: Arc<StopAt>,
 }
 
+/// Where a worker's parts come from.
+enum Pieces {
+    /// Parts of a regular file: index, start, end; `next` is the next to open.
+    File {
+        path: String,
+        format: TraceFormat,
+        parts: Vec<(u64, TracePosition, u64)>,
+        next: usize,
+    },
+    /// Chunks of a stream, cut at row boundaries by `chunks`'s splitter.
+    Stream(super::chunks::Chunks),
+}
+
 /// One worker's parts of the trace, read one after another.
 pub(crate) struct PartReader {
-    path: String,
-    format: TraceFormat,
-    /// Its parts: index, start, end.
-    parts: Vec<(u64, TracePosition, u64)>,
-    /// The next part to open, and the reader of the part open now.
-    next: usize,
+    pieces: Pieces,
+    /// The trace's name in messages.
+    name: String,
+    /// The part open now, and its reader.
+    part: u64,
     reader: Option<Box<dyn RowReader>>,
     /// The row of the open part read next.
     row: u64,
@@ -116,25 +124,71 @@ pub(crate) struct PartReader {
 }
 
 impl PartReader {
-    /// The open part's index.
-    fn part(&self) -> u64 {
-        self.parts[self.next - 1].0
+    fn new(pieces: Pieces, setup: PartSetup) -> PartReader {
+        let name = match &pieces {
+            Pieces::File { path, .. } => path.clone(),
+            Pieces::Stream(chunks) => chunks.name().to_string(),
+        };
+        PartReader {
+            pieces,
+            name,
+            part: 0,
+            reader: None,
+            row: 0,
+            setup,
+            read: 0,
+            stopped_at: (u64::MAX, u64::MAX),
+        }
+    }
+
+    /// A worker's reader of the chunks of a stream.
+    pub(crate) fn of_stream(chunks: super::chunks::Chunks, setup: PartSetup) -> PartReader {
+        PartReader::new(Pieces::Stream(chunks), setup)
+    }
+
+    /// The index of the next part this reader would open, if it has one.
+    fn next_part(&self) -> Option<u64> {
+        match &self.pieces {
+            Pieces::File { parts, next, .. } => parts.get(*next).map(|p| p.0),
+            Pieces::Stream(chunks) => chunks.next_index(),
+        }
     }
 
     /// Opens the next part; `false` when none is left, or the run stopped
     /// before it.
     fn open_next(&mut self) -> Result<bool, (String, Ended)> {
-        let Some(&(k, at, end)) = self.parts.get(self.next) else {
+        let Some(k) = self.next_part() else {
             return Ok(false);
         };
         if self.setup.stop_at.passed((k * PART_ROWS, k * PART_ROWS)) {
             return Ok(false);
         }
         let s = &self.setup;
-        let reader = trace::open_trace_part(&self.path, self.format, &s.schema, s.options, at, end)
-            .map_err(|e| (e.to_string(), Ended::Failure))?;
+        let reader = match &mut self.pieces {
+            Pieces::File {
+                path,
+                format,
+                parts,
+                next,
+            } => {
+                let (_, at, end) = parts[*next];
+                *next += 1;
+                trace::open_trace_part(path, *format, &s.schema, s.options, at, end)
+                    .map_err(|e| (e.to_string(), Ended::Failure))?
+            }
+            Pieces::Stream(chunks) => match chunks.open(&s.schema, s.options) {
+                Some(Ok(reader)) => reader,
+                Some(Err(message)) => {
+                    // The stream failed where this chunk would have begun.
+                    self.part = k;
+                    self.row = 0;
+                    return Err((message, Ended::Failure));
+                }
+                None => return Ok(false),
+            },
+        };
         self.reader = Some(reader);
-        self.next += 1;
+        self.part = k;
         self.row = 0;
         Ok(true)
     }
@@ -142,7 +196,7 @@ impl PartReader {
     /// Stops the run at the row about to be read (`time`): no reader reads
     /// a later part, and the writer writes no row at or after it.
     fn stop(&mut self, message: String, exit: Ended) -> Fill {
-        let time = self.part() * PART_ROWS + self.row;
+        let time = self.part * PART_ROWS + self.row;
         self.stopped_at = (time, time);
         self.setup.stop_at.stop((time, time));
         Fill::Stopped(message, exit)
@@ -157,10 +211,10 @@ impl Reading for PartReader {
                 match self.open_next() {
                     Ok(true) => {}
                     Ok(false) => return Fill::Ended,
-                    Err((message, exit)) => return Fill::Stopped(message, exit),
+                    Err((message, exit)) => return self.stop(message, exit),
                 }
             }
-            let part = self.part();
+            let part = self.part;
             let time = part * PART_ROWS + self.row;
             if self.setup.stop_at.passed((time, time)) {
                 // Another reader stopped the run at an earlier row.
@@ -196,7 +250,7 @@ impl Reading for PartReader {
                 },
             }
             if cells[self.setup.key_index].is_none() {
-                let at = crate::pipeline::row_location(&self.path, reader.as_ref(), true, 0);
+                let at = crate::pipeline::row_location(&self.name, reader.as_ref(), true, 0);
                 let e = RowError::MissingKey {
                     input: self.setup.key_name.clone(),
                 };
@@ -215,15 +269,19 @@ impl Reading for PartReader {
     }
 
     fn frontier(&self) -> u64 {
-        match (&self.reader, self.parts.get(self.next)) {
-            (Some(_), _) => self.part() * PART_ROWS + self.row,
-            (None, Some(&(k, ..))) => k * PART_ROWS,
+        match (&self.reader, self.next_part()) {
+            (Some(_), _) => self.part * PART_ROWS + self.row,
+            (None, Some(k)) => k * PART_ROWS,
             (None, None) => u64::MAX,
         }
     }
 
     fn stopped_at(&self) -> (u64, u64) {
         self.stopped_at
+    }
+
+    fn in_pieces(&self) -> bool {
+        matches!(self.pieces, Pieces::Stream(_))
     }
 
     fn read(&self) -> ReadCounts {

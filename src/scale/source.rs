@@ -150,6 +150,12 @@ pub(crate) trait Reading: Send + 'static {
     fn stopped_at(&self) -> (u64, u64) {
         (0, 0)
     }
+    /// Whether a stream's rows come in pieces that `fill` ends at (the chunks of a stream read
+    /// in parallel): then a batch may hold many rows even when the output is a stream's,
+    /// since a piece holds the rows that have arrived.
+    fn in_pieces(&self) -> bool {
+        false
+    }
 }
 
 impl Reading for Source {

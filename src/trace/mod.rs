@@ -377,6 +377,7 @@ pub trait OutputWriter: Send {
 mod ahead;
 mod behind;
 mod csv_reader;
+mod cut;
 mod guard;
 mod jsonl;
 mod literal;
@@ -505,6 +506,37 @@ pub fn split_points(
         points.pop();
     }
     Ok(Some((points, offset)))
+}
+
+pub use cut::RowCutter;
+
+/// A reader of `bytes`, a piece of the trace `name` cut at row boundaries (see [`RowCutter`])
+/// starting at `at`, whose first piece is `head`: its rows have their real line numbers, and a
+/// CSV piece after the first reads its header from `head`.
+pub fn open_trace_chunk(
+    name: &str,
+    bytes: std::sync::Arc<[u8]>,
+    head: std::sync::Arc<[u8]>,
+    format: TraceFormat,
+    schema: &InputSchema,
+    options: ReaderOptions,
+    at: TracePosition,
+) -> Box<dyn RowReader> {
+    let source: Box<dyn BufRead + Send> = Box::new(std::io::Cursor::new(bytes));
+    if at.offset == 0 {
+        return make_reader(name, source, format, schema, options);
+    }
+    let prepared = values::Schema::new(name, schema);
+    let line = usize::try_from(at.line).unwrap_or(usize::MAX);
+    let lines = source::Lines::resumed(name, source, at.offset, line);
+    match format {
+        TraceFormat::Tc => Box::new(tc::TcReader::resumed(lines, prepared, options, 0)),
+        TraceFormat::Jsonl => Box::new(jsonl::JsonlReader::new(lines, prepared)),
+        TraceFormat::Csv => {
+            let header = source::Lines::new(name, Box::new(std::io::Cursor::new(head)));
+            Box::new(csv_reader::CsvReader::resumed(lines, header, prepared))
+        }
+    }
 }
 
 /// Opens the part of a regular trace file from `at` (a row's start, as

@@ -278,7 +278,7 @@ fn a_scaled_run_reads_a_tcp_listener_as_one_process_does() {
 }
 
 /// `trace(rows, keys)` as CSV (no quotes: a file that splits at line ends).
-fn csv(rows: usize, keys: u64) -> String {
+pub(crate) fn csv(rows: usize, keys: u64) -> String {
     let mut out = String::from("host,temp,ts\n");
     for line in trace(rows, keys).lines() {
         let v: serde_json::Value = serde_json::from_str(line).unwrap();

@@ -10,7 +10,7 @@ use crate::pipeline::checkpoint::{self, Dropping, Reposition, barrier};
 use crate::pipeline::{self, Feed};
 use crate::scale::source::{AtBarriers, Reading, Source, StopAt, Tally, resume_record};
 use crate::scale::timed_inputs::TimedInputsReader;
-use crate::scale::{inputs, parts};
+use crate::scale::{chunks, inputs, parts};
 use crate::time::{TimeForm, TimeUnit};
 use crate::trace::{self, ReaderOptions, TraceFormat};
 use std::path::PathBuf;
@@ -25,6 +25,14 @@ pub(super) enum Parallel {
     /// Several regular files with a time field, each read by one worker through a feed of its
     /// own.
     Timed(TimedInputs),
+    /// One stream (standard input, a FIFO) cut into chunks, each worker's taken by its reader.
+    Stream(StreamChunks),
+}
+
+/// The chunks of `Parallel::Stream`: each worker's, and how many the splitter cut.
+pub(super) struct StreamChunks {
+    chunks: Vec<Option<chunks::Chunks>>,
+    pub(super) cut: Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// The inputs of `Parallel::Timed`: each input's reader, taken by the worker that reads it.
@@ -67,10 +75,19 @@ impl Parallel {
                     Parallel::Parts(p) => Box::new(p.reader(w, threads, setup)),
                     Parallel::Inputs(i) => Box::new(i.reader(w, threads, setup)),
                     Parallel::Timed(t) => Box::new(t.reader(w, threads)),
+                    Parallel::Stream(s) => match s.chunks.get_mut(w).and_then(Option::take) {
+                        Some(c) => Box::new(parts::PartReader::of_stream(c, setup)),
+                        None => unreachable!("one reader per worker, each taken once"),
+                    },
                 };
                 reader
             })
             .collect()
+    }
+
+    /// Whether the input is a stream, whose outputs are written as they complete.
+    pub(super) fn streaming(&self) -> bool {
+        matches!(self, Parallel::Stream(_))
     }
 }
 
@@ -90,6 +107,9 @@ pub(super) fn parallel_plan(
         threads < 2 || args.checkpoint.is_some() || args.resume.is_some() || args.record.is_some();
     if serial || args.input.is_empty() {
         return Ok(None);
+    }
+    if let Some(stream) = stream_plan(args, threads)? {
+        return Ok(Some(Parallel::Stream(stream)));
     }
     let mut files = Vec::with_capacity(args.input.len());
     for path in &args.input {
@@ -145,6 +165,30 @@ pub(super) fn parallel_plan(
             Ok(Some(Parallel::Inputs(opened)))
         }
     }
+}
+
+/// One stream without a time field (standard input or a FIFO, JSON lines or CSV) cut into
+/// chunks for the workers (`scale::chunks`), or `None`.
+fn stream_plan(args: &RunArgs, threads: usize) -> Result<Option<StreamChunks>, Refused> {
+    let [path] = args.input.as_slice() else {
+        return Ok(None);
+    };
+    if args.time.is_some() || crate::cli::live::is_url(path) || path.starts_with("tcp://") {
+        return Ok(None);
+    }
+    // (A format not told here is the serial set-up's to report.)
+    let Ok(format) = pipeline::inputs::format_of(path, args.format.forced()) else {
+        return Ok(None);
+    };
+    let Some(stream) = chunks::open(path, format).map_err(fail)? else {
+        return Ok(None);
+    };
+    let cut = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let chunks = stream.split(threads, Arc::clone(&cut)).map_err(fail)?;
+    Ok(Some(StreamChunks {
+        chunks: chunks.into_iter().map(Some).collect(),
+        cut,
+    }))
 }
 
 /// What the set-up of process 0's feed needs to know.

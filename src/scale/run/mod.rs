@@ -441,9 +441,24 @@ fn feed(
     plan: &Plan,
     outcome: &Mutex<Outcome>,
 ) -> Option<((String, Ended), (u64, u64))> {
-    let batch_rows = if plan.streaming { 1 } else { BATCH_ROWS };
+    // A stream's rows are sent one by one, each as soon as it is read (the next may be long in
+    // coming), unless they come in pieces of the rows that have arrived.
+    let one_by_one = plan.streaming && !source.in_pieces();
+    let batch_rows = if one_by_one { 1 } else { BATCH_ROWS };
+    let capacity = if one_by_one {
+        BATCH_ROWS
+    } else {
+        BATCHES_IN_FLIGHT
+    };
     let workers = plan.total_workers;
-    let (tx, rx) = std::sync::mpsc::sync_channel::<Batch>(BATCHES_IN_FLIGHT);
+    // The reader may block before its first batch (a stream's chunk not yet cut): the times
+    // before its first row are complete from the start, or another reader's rows would wait
+    // for its first batch.
+    let start = source.frontier();
+    if start != u64::MAX && start > *input.time() {
+        input.advance_to(start);
+    }
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Batch>(capacity);
     let spawned = std::thread::Builder::new()
         .name("vigil-reader".into())
         .spawn(move || {
@@ -472,7 +487,13 @@ fn feed(
         return Some(((message, Ended::Failure), (0, 0)));
     }
     let mut in_flight: VecDeque<u64> = VecDeque::new();
-    let limit = if plan.streaming { 0 } else { BATCHES_IN_FLIGHT };
+    // A stream's rows come one per batch, each as soon as it is read: the batches waiting are
+    // taken together (up to a batch's rows) before the worker steps, so that a fast stream is
+    // not evaluated one row per step (a hundred times slower), while a slow stream's row is
+    // stepped as soon as no other waits.
+    let per_step = if one_by_one { BATCH_ROWS } else { 1 };
+    let mut taken = 0;
+    let mut round_last = None;
     loop {
         if plan.stop.load(std::sync::atomic::Ordering::Relaxed) {
             // Nothing more can be written: the rows still unread are not
@@ -481,6 +502,11 @@ fn feed(
         }
         let batch = match rx.try_recv() {
             Ok(b) => b,
+            Err(std::sync::mpsc::TryRecvError::Empty) if taken > 0 => {
+                taken = 0;
+                step_round(worker, input, probe, &mut in_flight, round_last.take());
+                continue;
+            }
             Err(std::sync::mpsc::TryRecvError::Empty) => {
                 worker.step_or_park(Some(std::time::Duration::from_millis(1)));
                 continue;
@@ -499,7 +525,7 @@ fn feed(
             for event in batch.events {
                 input.send(event);
             }
-            in_flight.push_back(last);
+            round_last = Some(last);
         }
         if let Some(end) = batch.end {
             let mut stopped_at = (0, 0);
@@ -512,19 +538,34 @@ fn feed(
             return end.map(|e| (e, stopped_at));
         }
         input.advance_to(batch.frontier.max(*input.time()));
-        input.flush();
-        worker.step();
-        // Wait for the oldest batches while too many are in flight (a
-        // stream waits for each row, so that its outputs are written as they
-        // complete).
-        while let Some(&oldest) = in_flight.front() {
-            if !probe.less_equal(&oldest) {
-                in_flight.pop_front();
-            } else if in_flight.len() > limit && *input.time() > oldest {
-                worker.step();
-            } else {
-                break;
-            }
+        taken += 1;
+        if taken >= per_step {
+            taken = 0;
+            step_round(worker, input, probe, &mut in_flight, round_last.take());
+        }
+    }
+}
+
+/// Sends what the source loop took since its last step and steps the worker, then waits for
+/// the oldest rounds while too many are in flight: `last` is the time of this round's last
+/// row, if it had rows.
+fn step_round(
+    worker: &mut timely::worker::Worker,
+    input: &mut InputHandle<u64, timely::container::CapacityContainerBuilder<Vec<Event>>>,
+    probe: &ProbeHandle<u64>,
+    in_flight: &mut VecDeque<u64>,
+    last: Option<u64>,
+) {
+    in_flight.extend(last);
+    input.flush();
+    worker.step();
+    while let Some(&oldest) = in_flight.front() {
+        if !probe.less_equal(&oldest) {
+            in_flight.pop_front();
+        } else if in_flight.len() > BATCHES_IN_FLIGHT && *input.time() > oldest {
+            worker.step();
+        } else {
+            break;
         }
     }
 }
