@@ -112,9 +112,9 @@ fn a_stream_read_in_chunks_by_the_workers_gives_the_single_process_output() {
 }
 
 /// The rows of a slow stream are written as they arrive, not when a chunk fills or the stream
-/// ends: here six rows (two times), then nothing while the test waits for their outputs. (A worker whose
-/// reader waited for its first chunk held every other worker's rows back until the stream
-/// gave it one.) The same with `--time`, where process 0's feed reads the stream and the source
+/// ends: here six rows (two times), then nothing while the test waits for their outputs. (A
+/// worker whose reader waited for its first chunk held every other worker's rows back until
+/// the stream gave it one.) The same with `--time`, where process 0's feed reads the stream and the source
 /// loop takes the rows waiting together before it steps: a row must not wait for others —
 /// except the rows of the latest time, which a scaled run writes once a later time or the
 /// end comes (rows of that time may follow; docs/operations.md).
