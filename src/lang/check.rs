@@ -1217,10 +1217,16 @@ impl Signatures<'_> {
             // operand's (a Float window converts the Ints it receives), or
             // is ⊥ (empty): its readers may fuse. The window itself runs on
             // the canonical tier (`fusion::is_island_node`).
-            ExprKind::Since(_, _, w) => match w.agg {
-                Aggregate::Any => Some(B1),
-                _ => Some(F64),
-            },
+            // A since's value is its form's: a verdict or a robustness
+            // (its operands are signed for their own nodes).
+            ExprKind::Since(a, b, w) => {
+                sub(*a, table);
+                sub(*b, table);
+                match w.agg {
+                    Aggregate::Any => Some(B1),
+                    _ => Some(F64),
+                }
+            }
             ExprKind::Window(a, w) => {
                 let sa = sub(*a, table);
                 match w.agg {
