@@ -405,13 +405,14 @@ fn stl_sweep_covers_every_operator() {
     eprintln!("{cov:?}");
 }
 
-/// A keyed monitor keeps an interval per key: each key's run is a plain
-/// monitor's of its rows, with their times, across a snapshot.
+/// A keyed monitor keeps an interval (and a since) per key: each key's run
+/// is a plain monitor's of its rows, with their times, across a snapshot.
 #[test]
 fn keyed_monitors_keep_an_interval_per_key() {
-    let src = "in k: Int\nin x: Float\nout q: Bool\nout r: Float\n\
+    let src = "in k: Int\nin x: Float\nout q: Bool\nout r: Float\nout s: Float\n\
                q = stl(G[0, 1s](x > 0) || F[500ms, 2s](x < -1))\n\
-               r = stl_rob(F[0, 1500ms](x > 1))\n";
+               r = stl_rob(F[0, 1500ms](x > 1))\n\
+               s = stl_rob(x > -2 S[250ms, 1s] x > 1)\n";
     let spec = Spec::parse("keyed.dsrv", src).unwrap();
     for tier in Tier::ALL {
         let mut plain: Vec<Monitor> = (0..3)
@@ -969,4 +970,55 @@ fn since_is_its_definition_on_every_tier() {
         held > 500 && not_held > 500 && finite > 500 && vacuous > 50 && fused > 5000,
         "{held} held, {not_held} not, {finite} finite, {vacuous} vacuous, {fused} fused"
     );
+}
+
+/// A since past its bound (more ψ samples not yet `a` old than `N`) is the
+/// canonical tier's runtime error on every tier, row by row, on the native
+/// regions alone and in batches, with fused code running the since.
+#[test]
+fn a_full_since_is_the_same_error_on_every_tier() {
+    let src = "in x: Float\nout r: Float\nr = stl_rob(x > 0 S[5s, 10s] x > 1, 3)\n";
+    let spec = Spec::parse("full.dsrv", src).unwrap();
+    let rows: Vec<Vec<Option<Value>>> =
+        (0..6).map(|i| vec![Some(Value::Float(i as f64))]).collect();
+    let times: Vec<Time> = (0..6).map(|i| Time(i * 100_000_000)).collect();
+    let canon = run_timed(
+        &mut Monitor::builder(&spec).tier(Tier::Canonical).build(),
+        &rows,
+        &times,
+    );
+    let e = canon
+        .1
+        .clone()
+        .expect("the fourth pending sample is one too many");
+    assert_eq!(
+        e.to_string(),
+        "window full in STL operator: its interval holds more than 3 samples \
+         (raise the bound: `stl(φ, N)`) (stream `r`, step 3)"
+    );
+    let regions_only = Monitor::builder(&spec)
+        .tier(Tier::NativeRegions)
+        .regions_only()
+        .build();
+    let monitors = Tier::ALL
+        .into_iter()
+        .map(|t| (t, Monitor::builder(&spec).tier(t).build()))
+        .chain([(Tier::NativeRegions, regions_only)]);
+    for (tier, mut monitor) in monitors {
+        assert_eq!(run_timed(&mut monitor, &rows, &times), canon, "{tier}");
+        // (Auto runs canonically until the run is hot.)
+        if ![Tier::Canonical, Tier::Auto].contains(&tier) {
+            assert!(
+                fused_since_rows(&monitor) >= 3,
+                "{tier}: {:?}",
+                monitor.stats()
+            );
+        }
+        let batch = crate::props::run_tier_batch(&spec, &rows, tier);
+        assert_eq!(
+            batch.1.as_ref().map(|e| (e.kind, e.step)),
+            Some((e.kind, 3)),
+            "{tier} batch"
+        );
+    }
 }
