@@ -1022,3 +1022,56 @@ fn a_full_since_is_the_same_error_on_every_tier() {
         );
     }
 }
+
+/// The checker's `φ U[0, b] ψ` (future time) over a signal reversed in time is vigil's
+/// `φ S[0, b] (φ && ψ)` (past time), verdict and robustness, against the STL evaluator (itself
+/// checked against the `mstlo` crate). The checker's `U` at `t` takes the best `t'` in
+/// `[t, t + b]` with φ over `[t, t']`, φ at `t'` included; reversed, that is a `t'` in
+/// `[s - b, s]` with φ at `t'` and after it up to `s`, where vigil's `S` asks φ only after `t'`
+/// (docs/language.md): so `φ && ψ` on the right. Only a near end of 0: mstlo 0.1.1's `U`
+/// ignores its interval's near end.
+#[test]
+fn since_is_the_checkers_until_reversed() {
+    let mut runner = proptest::test_runner::TestRunner::deterministic();
+    let strategy = (
+        proptest::collection::vec(any::<u32>(), 8..40),
+        proptest::collection::vec(0u32..9, 20..45),
+    );
+    let mut compared = 0usize;
+    for _ in 0..150 {
+        let (data, raw) = strategy.new_tree(&mut runner).unwrap().current();
+        let xs: Vec<f64> = raw.iter().map(|&v| v as f64 * 0.5 - 1.0).collect();
+        let mut p = Pick {
+            data: &data,
+            pos: 0,
+        };
+        let (phi_file, phi_spec) = twin_formula(&mut p, 1, false);
+        let (psi_file, psi_spec) = twin_formula(&mut p, 1, false);
+        let hi = p.one(&[0i64, 100, 200, 500]);
+        let file_f = format!("({phi_file}) U[0, {}] ({psi_file})", hi as f64 / 1000.0);
+        let spec_f = format!(
+            "({phi_spec}) S[0, {}] (({phi_spec}) && ({psi_spec}))",
+            bound(hi)
+        );
+        let last = (xs.len() as i64 - 1) * 100;
+        let reversed: Vec<f64> = xs.iter().rev().copied().collect();
+        let past = past_verdicts(&spec_f, &reversed);
+        for quantitative in [true, false] {
+            for (s, v) in future_verdicts(&file_f, &xs, quantitative) {
+                let (r, q) = past[((last - s) / 100) as usize];
+                let got = if quantitative {
+                    r
+                } else {
+                    f64::from(u8::from(q))
+                };
+                assert!(
+                    got == v,
+                    "{spec_f} / {file_f}: past at {} ms {got}, future at {s} ms {v}",
+                    last - s
+                );
+                compared += 1;
+            }
+        }
+    }
+    assert!(compared >= 3000, "{compared}");
+}
