@@ -332,6 +332,38 @@ fn explain_says_why_an_interval_stays_canonical() {
     );
 }
 
+/// Where an STL since stays on the canonical tier, `explain` says why, as
+/// for an interval: with periodic streams, and inside an `if` arm.
+#[test]
+fn explain_says_why_a_since_stays_canonical() {
+    let periodic = Spec::parse(
+        "p.dsrv",
+        "in x: Float\nout q: Bool\nout c: Int @ 1s\nq = stl(x > 0 S[0, 2s] x > 3)\nc = 1\n",
+    )
+    .unwrap();
+    let text = vigil::explain::explain(&periodic, Tier::NativeRegions);
+    assert!(
+        text.contains(
+            "n2: since(n0, n1, [0, 2s], any, 256) is an STL since in a specification with \
+             periodic streams"
+        ),
+        "{text}"
+    );
+    let arm = Spec::parse(
+        "a.dsrv",
+        "in x: Float\nout z: Bool\nz = if x > 0 then stl(x > 1 S[0, 1s] x > 2) else false\n",
+    )
+    .unwrap();
+    let text = vigil::explain::explain(&arm, Tier::NativeWhole);
+    assert!(
+        text.contains(
+            "n3: since(n1, n2, [0, 1s], any, 256) is an STL since inside an `if` arm (a read \
+             moves its clock)"
+        ),
+        "{text}"
+    );
+}
+
 /// The aggregates of issue 37 §4: each window's memory bound and cost, and
 /// which run where (count windows fuse, Welford's state and the sorted
 /// values being words of the run; time windows run canonically).

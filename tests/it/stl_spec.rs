@@ -1075,3 +1075,47 @@ fn since_is_the_checkers_until_reversed() {
     }
     assert!(compared >= 3000, "{compared}");
 }
+
+/// A since inside an `if` arm (canonical there: a read moves its clock)
+/// gives the canonical tier's outputs on every tier, the rest of the row
+/// fused around it.
+#[test]
+fn a_since_inside_an_if_arm_agrees_on_every_tier() {
+    let src = "in x: Float\nin y: Int\nout z: Bool\nout w: Float\n\
+               z = if y > 0 then stl(x > 0 S[100ms, 1s] x > 1) else false\n\
+               w = if y > 1 then stl_rob(x > -1 S[0, 500ms] x > 0.5) else 0.0\n";
+    let spec = Spec::parse("arm.dsrv", src).unwrap();
+    let rows: Vec<Vec<Option<Value>>> = (0..300i64)
+        .map(|i| {
+            let x = (i % 5 != 2).then(|| Value::Float(((i * 7919) % 9) as f64 * 0.5 - 1.0));
+            vec![x, Some(Value::Int((i * 31) % 3))]
+        })
+        .collect();
+    let times: Vec<Time> = (0..300i64).map(|i| Time(i * 83_000_000)).collect();
+    let canon = run_timed(
+        &mut Monitor::builder(&spec).tier(Tier::Canonical).build(),
+        &rows,
+        &times,
+    );
+    assert_eq!(canon.1, None);
+    let held = canon
+        .0
+        .iter()
+        .filter(|r| r[0] == Sample::Value(Value::Bool(true)))
+        .count();
+    assert!(held > 20, "{held} rows hold");
+    for tier in Tier::ALL {
+        let run = run_timed(
+            &mut Monitor::builder(&spec).tier(tier).build(),
+            &rows,
+            &times,
+        );
+        compare_runs(
+            &spec,
+            &rows,
+            ("canonical", canon.clone()),
+            (&tier.to_string(), run),
+        )
+        .unwrap();
+    }
+}
