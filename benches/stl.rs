@@ -5,7 +5,8 @@
 //! of one signal every 10 ms, so the per-sample ratio is the ratio of the two times.
 //!
 //! The `stl_dsrv_*` groups time the same formulas inside a DSRV specification
-//! (`stl_rob(…)`, past-time, compiled to plan nodes and interval windows) on the native-whole
+//! (`stl_rob(…)`, past-time, compiled to plan nodes, interval windows and a since for `S`,
+//! beside mstlo's `U`) on the native-whole
 //! tier (its intervals fused into the whole-row kernel) and on the canonical tier, one
 //! `Monitor::step_at` per sample, and on native-whole through a `Stepper` (`step_at`, the
 //! sample set in place), beside mstlo's delayed-quantitative monitor: both give one
@@ -124,6 +125,13 @@ fn bench_dsrv(c: &mut Criterion) {
             "nested",
             "G[0,1](F[0,2](x > 0))",
             "G[0, 1s](F[0, 2s](x > 0))",
+        ),
+        // Past-time since beside mstlo's future-time until of the same
+        // shape (each keeps the samples of its 2 s interval).
+        (
+            "since",
+            "(x > -1) U[0,2] (x > 0.5)",
+            "x > -1 S[0, 2s] x > 0.5",
         ),
     ];
     for (name, mstlo_formula, formula) in formulas {

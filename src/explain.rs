@@ -74,7 +74,7 @@ pub fn explain(spec: &Spec, tier: Tier) -> String {
         // Only specs with windows print this.
         let _ = writeln!(
             out,
-            "\nwindows (state in the run, {} bytes in all; count windows and STL intervals over scalars fuse, time windows run on the canonical tier):",
+            "\nwindows (state in the run, {} bytes in all; count windows and STL intervals and sinces over scalars fuse, time windows run on the canonical tier):",
             plan.window_words * 8
         );
         for w in &plan.windows {

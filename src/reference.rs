@@ -343,6 +343,7 @@ impl Reference<'_> {
             ExprKind::If(c, a, b) => self.eval_if(*c, *a, *b, s),
             ExprKind::Call(f, args) => self.call(*f, args, s),
             ExprKind::Window(a, w) => self.window(*a, *w, s),
+            ExprKind::Since(a, b, w) => Ok(self.since(*a, *b, *w, s)),
             ExprKind::Lambda(..) => {
                 let mut raw = HashMap::new();
                 let mut held = HashMap::new();
@@ -408,6 +409,7 @@ impl Reference<'_> {
             WindowSize::Interval { lo_ns, hi_ns, .. } => {
                 Ok(self.interval(w.agg, &values, s, lo_ns, hi_ns))
             }
+            WindowSize::Since { .. } => unreachable!("a since is `ExprKind::Since`"),
             WindowSize::Count(n) => {
                 if w.agg.is_spread() {
                     let all: Vec<Value> = values.into_iter().map(|(_, v)| v).collect();
@@ -517,6 +519,62 @@ impl Reference<'_> {
             (None, Aggregate::Any) => Value::Bool(false),
             (None, Aggregate::Min) => Value::Float(f64::INFINITY),
             (None, _) => Value::Float(f64::NEG_INFINITY),
+        })
+    }
+
+    /// An operand's samples up to step `s` as numbers (a Bool as 0 or 1),
+    /// by step: none where it is NoVal, ⊥ or a NaN.
+    fn samples_of(&mut self, a: ExprId, s: usize) -> Vec<Option<f64>> {
+        (0..=s)
+            .map(|t| match self.sample(a, t) {
+                Sample::Value(Value::Float(f)) if !f.is_nan() => Some(f),
+                Sample::Value(Value::Int(i)) => Some(i as f64),
+                Sample::Value(Value::Bool(b)) => Some(f64::from(u8::from(b))),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// `φ S[lo, hi] ψ` at step `s`, by its definition: over ψ's samples at
+    /// steps whose time (the latest row time up to it) lies in `[now - hi,
+    /// now - lo]`, the maximum of the minimum of that sample and φ's
+    /// samples at the later steps up to `s`; false (-inf) for none. (The
+    /// canonical tier's bound on the samples kept is not modelled.)
+    fn since(&mut self, a: ExprId, b: ExprId, w: Window, s: usize) -> Sample {
+        let WindowSize::Since { lo_ns, hi_ns, .. } = w.size else {
+            unreachable!("a since's window is a since's interval")
+        };
+        let (phi, psi) = (self.samples_of(a, s), self.samples_of(b, s));
+        let mut clock = Vec::with_capacity(s + 1);
+        for k in 0..=s {
+            let t = match self.times {
+                Some(times) => times[k].0,
+                None => window::time_at(None, k as u64).0,
+            };
+            clock.push(clock.last().map_or(t, |&c: &i64| c.max(t)));
+        }
+        let now = clock[s];
+        // Of equal values the latest is taken (φ's over ψ's, a later
+        // candidate over an earlier), as the canonical tier's deques keep
+        // them, so that a robustness of 0 has the same sign.
+        let mut best = f64::NEG_INFINITY;
+        for (j, y) in psi.iter().enumerate() {
+            let Some(mut v) = *y else { continue };
+            if clock[j] < now.saturating_sub(hi_ns) || clock[j] > now.saturating_sub(lo_ns) {
+                continue;
+            }
+            for &x in phi[j + 1..].iter().flatten() {
+                if x <= v {
+                    v = x;
+                }
+            }
+            if v >= best {
+                best = v;
+            }
+        }
+        Sample::Value(match w.agg {
+            Aggregate::Any => Value::Bool(best > 0.0),
+            _ => Value::Float(best),
         })
     }
 
@@ -785,7 +843,7 @@ fn captures(spec: &CheckedSpec, e: ExprId) -> Vec<ExprId> {
         let kind = &spec.ast.expr(x).kind;
         let history = match kind {
             ExprKind::Offset(_, n) => *n > 0,
-            ExprKind::Window(..) => true,
+            ExprKind::Window(..) | ExprKind::Since(..) => true,
             ExprKind::Call(f, _) => f.is_stateful() || *f == Builtin::Time,
             _ => false,
         };

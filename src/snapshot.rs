@@ -1452,7 +1452,12 @@ fn render_plan(plan: &Plan) -> String {
             NodeOp::Call(f) => format!("call {}", f.name()),
             NodeOp::Window(k) => {
                 let shape = plan.windows[k.index()].shape;
-                format!("window {} {:?}", shape.window, shape.elem)
+                // A since and an interval of the same bounds print alike.
+                let what = match shape.since_window() {
+                    Some(_) => "since",
+                    None => "window",
+                };
+                format!("{what} {} {:?}", shape.window, shape.elem)
             }
             NodeOp::List => "list".to_string(),
             NodeOp::Tuple => "tuple".to_string(),

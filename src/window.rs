@@ -50,6 +50,7 @@ use scalar_ir::window::{
 pub use scalar_ir::window::{Elem, exact};
 
 pub mod interval;
+pub mod since;
 pub mod sketch;
 
 /// What a window's values are, as far as its state goes (its operand's type).
@@ -92,7 +93,7 @@ impl Shape {
     pub fn count_window(&self) -> Option<CountWindow> {
         match self.window.size {
             WindowSize::Count(n) => Some(self.count(n)),
-            WindowSize::Time { .. } | WindowSize::Interval { .. } => None,
+            WindowSize::Time { .. } | WindowSize::Interval { .. } | WindowSize::Since { .. } => None,
         }
     }
 
@@ -137,6 +138,7 @@ impl Shape {
         match self.window.size {
             WindowSize::Count(n) => self.count(n).words(),
             WindowSize::Interval { .. } => self.interval_window().map_or(0, |iv| iv.words()),
+            WindowSize::Since { .. } => self.since_window().map_or(0, |s| s.words()),
             WindowSize::Time { panes, .. } => {
                 T_TOTAL
                     + self.sum_words()
@@ -152,6 +154,7 @@ impl Shape {
         let agg = self.window.agg;
         match self.window.size {
             WindowSize::Interval { .. } => self.interval_describe(),
+            WindowSize::Since { .. } => self.since_describe(),
             WindowSize::Count(n) => {
                 let what = match agg {
                     Aggregate::Count => "a count".to_string(),
@@ -216,6 +219,8 @@ impl Shape {
         match self.window.size {
             WindowSize::Count(n) => self.count(n).push(w, step, bits),
             WindowSize::Interval { .. } => self.interval_push(w, step, time, bits),
+            // A since enters both its operands at once (`Shape::since_push`).
+            WindowSize::Since { .. } => unreachable!("engine bug: a since pushed one operand"),
             WindowSize::Time { pane_ns, panes } => {
                 if w[T_PUSHED_AT] == step + 1 {
                     return;
@@ -251,6 +256,7 @@ impl Shape {
             // At a tick the rows of its time have not come yet: the
             // interval's samples are those before it.
             WindowSize::Interval { .. } => self.interval_read(w, tick.unwrap_or(time)),
+            WindowSize::Since { .. } => self.since_read(w, tick.unwrap_or(time)),
             WindowSize::Time { pane_ns, panes } => {
                 let phase = phase_of(w, pane_ns, tick);
                 self.advance(w, pane_of(time.0.saturating_sub(phase), pane_ns), panes, phase);
@@ -529,6 +535,7 @@ impl Shape {
         match self.window.size {
             WindowSize::Count(n) => self.count(n).restore(w, step),
             WindowSize::Interval { .. } => self.interval_restore(w, step),
+            WindowSize::Since { .. } => self.since_restore(w, step),
             WindowSize::Time { panes, .. } => self.restore_time(w, step, panes),
         }
     }
@@ -536,7 +543,7 @@ impl Shape {
     fn restore_time(&self, w: &mut [u64], step: u64, panes: u32) -> Result<(), String> {
         let pane_ns = match self.window.size {
             WindowSize::Time { pane_ns, .. } => pane_ns,
-            WindowSize::Count(_) | WindowSize::Interval { .. } => {
+            WindowSize::Count(_) | WindowSize::Interval { .. } | WindowSize::Since { .. } => {
                 unreachable!("a time window's words")
             }
         };

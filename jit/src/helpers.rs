@@ -37,11 +37,13 @@ pub(crate) enum Helper {
     Window,
     /// An interval window's push and read (`scalar_ir::window::IntervalWindow::step`).
     Interval,
+    /// A since's push and read (`scalar_ir::window::SinceWindow::step`).
+    Since,
 }
 
 impl Helper {
     /// Every helper, in the order of [`Helper::index`].
-    pub(crate) const ALL: [Helper; 10] = [
+    pub(crate) const ALL: [Helper; 11] = [
         Helper::Frem,
         Helper::Fmin,
         Helper::Fmax,
@@ -52,6 +54,7 @@ impl Helper {
         Helper::Ceil,
         Helper::Window,
         Helper::Interval,
+        Helper::Since,
     ];
 
     /// A dense index, for per-module and per-function tables.
@@ -72,6 +75,7 @@ impl Helper {
             Helper::Ceil => "vigil_jit_ceil",
             Helper::Window => "vigil_jit_window",
             Helper::Interval => "vigil_jit_interval",
+            Helper::Since => "vigil_jit_since",
         }
     }
 
@@ -88,6 +92,7 @@ impl Helper {
             Helper::Ceil => ceil as *const u8,
             Helper::Window => window as *const u8,
             Helper::Interval => interval as *const u8,
+            Helper::Since => since as *const u8,
         }
     }
 
@@ -96,7 +101,7 @@ impl Helper {
         match self {
             Helper::Frem | Helper::Fmin | Helper::Fmax => 2,
             Helper::Sin | Helper::Cos | Helper::Tan | Helper::Floor | Helper::Ceil => 1,
-            Helper::Window | Helper::Interval => 0,
+            Helper::Window | Helper::Interval | Helper::Since => 0,
         }
     }
 
@@ -116,6 +121,15 @@ impl Helper {
             // (window words, lo, hi, kind, value bits, step, time, timed,
             // enter, result slot) -> status.
             for _ in 0..10 {
+                sig.params.push(AbiParam::new(types::I64));
+            }
+            sig.returns.push(AbiParam::new(types::I64));
+            return sig;
+        }
+        if self == Helper::Since {
+            // (window words, lo, hi, kind, φ bits, ψ bits, step, time,
+            // timed, presences, result slot) -> status.
+            for _ in 0..11 {
                 sig.params.push(AbiParam::new(types::I64));
             }
             sig.returns.push(AbiParam::new(types::I64));
@@ -247,4 +261,50 @@ extern "C" fn interval(
             1
         }
     }
+}
+
+/// A since's push and read on the words at `words` (the frame's window
+/// words plus the instruction's base), at the row's time (`time` where
+/// `timed` is not 0, else the step's): enters φ's `phi` where bit 0 of
+/// `present` is set and ψ's `psi` where bit 1 is, writes the result's bits
+/// to `out` and returns 0; returns 1 where a ring has had to keep more
+/// than its capacity (`window full`). It cannot panic on words of its
+/// since's length (see `scalar_ir::window::since`), so no unwind crosses
+/// the JIT frame.
+#[allow(clippy::too_many_arguments)]
+extern "C" fn since(
+    words: *mut u64,
+    lo_ns: i64,
+    hi_ns: i64,
+    kind: u64,
+    phi: u64,
+    psi: u64,
+    step: u64,
+    time: i64,
+    timed: u64,
+    present: u64,
+    out: *mut u64,
+) -> u64 {
+    let Some(shape) = scalar_ir::window::SinceWindow::decode(lo_ns, hi_ns, kind) else {
+        // The translator encodes sinces the verifier accepted.
+        return 1;
+    };
+    // SAFETY: the translator passes `frame.windows + base`, and the verifier
+    // checked `base + shape.words() <= decl.windows`, for which the caller of
+    // the kernel guarantees a valid, exclusive region (as for `state`); `out`
+    // is a stack slot of the calling kernel.
+    let words = unsafe { std::slice::from_raw_parts_mut(words, shape.words()) };
+    let time = scalar_ir::Frame::time_at(time, timed, step);
+    let (phi, psi) = (
+        (present & 1 != 0).then_some(phi),
+        (present & 2 != 0).then_some(psi),
+    );
+    let (status, bits) = match shape.step(words, step, time, phi, psi) {
+        scalar_ir::window::IntervalRead::Bits(b) => (0, b),
+        scalar_ir::window::IntervalRead::Full => (1, 0),
+    };
+    // SAFETY: see above (written either way, so that `out` is never read
+    // uninitialized).
+    unsafe { out.write(bits) };
+    status
 }

@@ -353,8 +353,8 @@ pub fn carried_slots(prog: &Program) -> Vec<(u32, Type)> {
                     ..
                 } => exits += 1,
                 InstData::Window { .. } => exits += 2,
-                // An interval leaves where it is full.
-                InstData::Interval { .. } => exits += 1,
+                // An interval or a since leaves where it is full.
+                InstData::Interval { .. } | InstData::Since { .. } => exits += 1,
                 // Each can leave the row (checked division by two ways).
                 InstData::BinaryCk { .. } => exits += 2,
                 InstData::GuardInput { .. }
@@ -1197,6 +1197,22 @@ impl<'p, 'b, 'f> Translator<'p, 'b, 'f> {
                     r
                 })
             }
+            InstData::Since {
+                ty,
+                base,
+                shape,
+                phi_present,
+                phi,
+                psi_present,
+                psi,
+                site,
+            } => Some(self.since(
+                ty,
+                base,
+                shape,
+                [(phi_present, phi), (psi_present, psi)],
+                site,
+            )?),
             // A carried ring's lane is a register.
             InstData::RingLoad { base, len: 1, .. } if self.carries_ring(base) => self
                 .carried
@@ -1318,6 +1334,66 @@ impl<'p, 'b, 'f> Translator<'p, 'b, 'f> {
 
     /// `x` with its quiet bit set, computed on its bits (the value x86
     /// produces for a NaN operand).
+    /// A `since`: the helper's call on the since's words, with φ's and ψ's
+    /// bits and their presences packed in one word (bit 0 φ's, bit 1 ψ's),
+    /// leaving where it is full.
+    fn since(
+        &mut self,
+        ty: Type,
+        base: u32,
+        shape: scalar_ir::window::SinceWindow,
+        samples: [(Value, Value); 2],
+        site: u32,
+    ) -> Result<cl::Value, CompileError> {
+        let mut bits = [None; 2];
+        let mut presence = [None; 2];
+        for (k, (p, v)) in samples.into_iter().enumerate() {
+            let v = self.val(v)?;
+            // A float argument is passed as its bits; a b1 is an i64 lane
+            // holding 0 or 1.
+            bits[k] = Some(if self.b.func.dfg.value_type(v) == types::F64 {
+                self.b.ins().bitcast(types::I64, MemFlagsData::new(), v)
+            } else {
+                v
+            });
+            presence[k] = Some(self.val(p)?);
+        }
+        let [Some(phi), Some(psi)] = bits else {
+            unreachable!("both operands translated above")
+        };
+        let [Some(pp), Some(qp)] = presence else {
+            unreachable!("both presences translated above")
+        };
+        let qp2 = self.b.ins().ishl_imm_u(qp, 1);
+        let present = self.b.ins().bor(pp, qp2);
+        let words = self
+            .b
+            .ins()
+            .iadd_imm_u(self.frame.windows, i64::from(base) * 8);
+        let lo = self.b.ins().iconst(types::I64, shape.lo_ns);
+        let hi = self.b.ins().iconst(types::I64, shape.hi_ns);
+        let kind = self.b.ins().iconst(types::I64, shape.encode_kind() as i64);
+        let slot = self.b.create_sized_stack_slot(cl::StackSlotData::new(
+            cl::StackSlotKind::ExplicitSlot,
+            8,
+            3,
+        ));
+        let out = self.b.ins().stack_addr(types::I64, slot, 0);
+        let (step, time, timed) = (self.frame.step, self.frame.time, self.frame.timed);
+        let args = [
+            words, lo, hi, kind, phi, psi, step, time, timed, present, out,
+        ];
+        let status = self.call(Helper::Since, &args)?;
+        let full = self.b.ins().icmp_imm_u(IntCC::Equal, status, 1);
+        self.exit_if(full, Exit::Trap(TrapKind::WindowFull, site));
+        let r = self.b.ins().load(types::I64, lane_flags(), out, 0);
+        Ok(if cl_type(ty) == types::F64 {
+            self.b.ins().bitcast(types::F64, MemFlagsData::new(), r)
+        } else {
+            r
+        })
+    }
+
     fn quiet_nan_bits(&mut self, x: cl::Value) -> cl::Value {
         let bits = self.b.ins().bitcast(types::I64, MemFlagsData::new(), x);
         let quiet = self.b.ins().bor_imm_u(bits, 0x0008_0000_0000_0000);
@@ -1489,6 +1565,7 @@ pub(crate) fn helpers_used(prog: &Program) -> Vec<Helper> {
                 } => Helper::Ceil,
                 InstData::Window { .. } => Helper::Window,
                 InstData::Interval { .. } => Helper::Interval,
+                InstData::Since { .. } => Helper::Since,
                 _ => continue,
             };
             used[h.index()] = true;

@@ -825,6 +825,191 @@ fn interval_instructions_agree_with_the_state_machine() {
     );
 }
 
+/// The `since` instruction (an STL since): its text round-trips, and the
+/// JIT's row kernel, its batch kernel and the quickened interpreter
+/// compute what `scalar_ir::window::SinceWindow` does on the same words,
+/// row after row, at the frame's time or the step's, entering each operand
+/// only where it is present, a repeated step entering nothing; a since past
+/// its capacity traps `window_full` at its site on all of them.
+#[test]
+fn since_instructions_agree_with_the_state_machine() {
+    use scalar_ir::window::{Elem, IntervalRead, SinceWindow};
+    let shapes = [
+        (Elem::Float, "f64", 0, 2_000_000_000, 4),
+        (Elem::Float, "f64", 500_000_000, 1_500_000_000, 3),
+        (Elem::Bool, "b1", 0, 1_000_000_000, 3),
+        (Elem::Bool, "b1", 1_000_000_000, 3_000_000_000, 2),
+    ];
+    let (mut full, mut returned) = (0, 0);
+    for (elem, ty, lo_ns, hi_ns, cap) in shapes {
+        let shape = SinceWindow {
+            lo_ns,
+            hi_ns,
+            cap,
+            elem,
+        };
+        let words = shape.words();
+        let text = format!(
+            "program inputs=4 env=1 state=0 sites=1 windows={}\nblock0:\n    \
+             guard_input 0, {ty}, 0\n    guard_input 1, b1, 0\n    \
+             guard_input 2, {ty}, 0\n    guard_input 3, b1, 0\n    \
+             v0 = load_input.{ty} 0\n    v1 = load_input.b1 1\n    \
+             v2 = load_input.{ty} 2\n    v3 = load_input.b1 3\n    \
+             v4 = since.{ty} 1, {lo_ns}, {hi_ns}, {:#x}, v1, v0, v3, v2, site0\n    \
+             store_env.{ty} 0, v4\n    return\n",
+            words + 1,
+            shape.encode_kind()
+        );
+        let prog = scalar_ir::parse(&text).unwrap();
+        assert_eq!(scalar_ir::print(&prog), text);
+        let native = jit::compile(&prog).unwrap();
+        let mut quick = QuickCode::compile(&prog).unwrap();
+        let value = |k: usize| match elem {
+            Elem::Float => [0.5, -1.0, f64::NAN, 3.0, 3.0, -2.5, 7.0, 0.0, 2.0][k % 9].to_bits(),
+            _ => [1, 0, 1, 1, 1, 0, 1, 1, 0][k % 9],
+        };
+        let slot = |bits: u64| match elem {
+            Elem::Float => Slot::F64(f64::from_bits(bits)),
+            _ => Slot::B1(bits != 0),
+        };
+        for timed in [true, false] {
+            let mut reference = vec![0u64; words];
+            let (mut a, mut b) = (FrameBuffers::new(&prog.decl), FrameBuffers::new(&prog.decl));
+            let mut time = 0i64;
+            for k in 0..30usize {
+                let step = k.min(28) as u64;
+                time += [300, 0, 700, -200, 450][k % 5] * 1_000_000;
+                let (phi, psi) = (value(k), value(k * 7 + 3));
+                let (phi_here, psi_here) = (k % 4 != 2, k % 3 != 1);
+                for f in [&mut a, &mut b] {
+                    f.set_input(0, slot(phi));
+                    f.set_input(1, Slot::B1(phi_here));
+                    f.set_input(2, slot(psi));
+                    f.set_input(3, Slot::B1(psi_here));
+                    f.step = step;
+                    (f.time, f.timed) = (time, u64::from(timed));
+                }
+                let at = if timed {
+                    time
+                } else {
+                    scalar_ir::window::step_time(step)
+                };
+                let want = shape.step(
+                    &mut reference,
+                    step,
+                    at,
+                    phi_here.then_some(phi),
+                    psi_here.then_some(psi),
+                );
+                let (ea, eb) = (native.main().run(&mut a), quick.run(&mut b));
+                assert_eq!(ea, eb, "{shape:?} row {k}");
+                match want {
+                    IntervalRead::Full => {
+                        assert_eq!(ea, Exit::Trap(TrapKind::WindowFull, 0), "{shape:?} row {k}");
+                        full += 1;
+                    }
+                    IntervalRead::Bits(r) => {
+                        assert_eq!(ea, Exit::Return, "{shape:?} row {k}");
+                        assert_eq!((a.env[0], b.env[0]), (r, r), "{shape:?} row {k}");
+                        returned += 1;
+                    }
+                }
+                assert_eq!(a.windows[1..], reference[..], "{shape:?} row {k}");
+                assert_eq!(b.windows[1..], reference[..], "{shape:?} row {k}");
+                assert_eq!(a.windows[0], 0, "word 0 is not the since's");
+            }
+        }
+        // A batch: its rows have no time (each its step's); native and
+        // quickened batches and the state machine agree, up to the row that
+        // is full, if one is.
+        let rows = 12;
+        let mut batch = BatchBuffers::new(&prog.decl, rows, vec![0]);
+        for r in 0..rows {
+            batch.set_input(r, 0, slot(value(r)));
+            batch.set_input(r, 1, Slot::B1(r % 3 != 1));
+            batch.set_input(r, 2, slot(value(r + 4)));
+            batch.set_input(r, 3, Slot::B1(r % 4 != 0));
+        }
+        let mut start = FrameBuffers::new(&prog.decl);
+        (start.step, start.time, start.timed) = (5, -7, 1);
+        let (mut nf, mut nb) = (start.clone(), batch.clone());
+        let (mut qf, mut qb) = (start.clone(), batch.clone());
+        let ne = native.main().run_batch(&mut nf, &mut nb);
+        let qe = quick.run_batch(&mut qf, &mut qb);
+        assert_eq!((ne, &nf, &nb), (qe, &qf, &qb), "{shape:?} batch");
+        let mut reference = vec![0u64; words];
+        for r in 0..rows {
+            let step = 5 + r as u64;
+            let at = scalar_ir::window::step_time(step);
+            let (phi, psi) = (
+                (r % 3 != 1).then_some(value(r)),
+                (r % 4 != 0).then_some(value(r + 4)),
+            );
+            match shape.step(&mut reference, step, at, phi, psi) {
+                IntervalRead::Bits(bits) if r < nb.done => {
+                    assert_eq!(nb.output(r, 0), slot(bits), "{shape:?} batch row {r}")
+                }
+                IntervalRead::Full => {
+                    assert_eq!((r, ne), (nb.done, Exit::Trap(TrapKind::WindowFull, 0)));
+                    break;
+                }
+                IntervalRead::Bits(_) => unreachable!("a batch stops only where it is full"),
+            }
+        }
+        assert_eq!(nf.windows[1..], reference[..], "{shape:?} batch");
+    }
+    assert!(
+        full >= 4 && returned >= 100,
+        "{full} full, {returned} returned"
+    );
+}
+
+/// The verifier refuses a since no STL operator makes (invariant 15):
+/// reversed bounds, no capacity, an Int since, or a result of another type
+/// than its values'.
+#[test]
+fn the_verifier_refuses_sinces_no_operator_makes() {
+    let ok = scalar_ir::window::SinceWindow {
+        lo_ns: 0,
+        hi_ns: 1,
+        cap: 4,
+        elem: scalar_ir::window::Elem::Float,
+    };
+    let kind = ok.encode_kind();
+    let int_kind = scalar_ir::window::CountWindow {
+        n: 4,
+        agg: scalar_ir::window::Agg::Max,
+        elem: scalar_ir::window::Elem::Int,
+    }
+    .encode();
+    let bad = [
+        ("f64", format!("2, 1, {kind:#x}"), "f64"),
+        ("f64", format!("-1, 1, {kind:#x}"), "f64"),
+        ("i64", format!("0, 1, {int_kind:#x}"), "i64"),
+        ("f64", format!("0, 1, {kind:#x}"), "b1"),
+    ];
+    for (arg, shape, out) in bad {
+        let text = format!(
+            "program inputs=1 env=1 state=0 sites=1 windows=100\nblock0:\n    \
+             guard_input 0, {arg}, 0\n    v0 = load_input.{arg} 0\n    v1 = bconst true\n    \
+             v2 = since.{out} 0, {shape}, v1, v0, v1, v0, site0\n    store_env.{out} 0, v2\n    return\n"
+        );
+        let prog = scalar_ir::parse(&text).unwrap();
+        let errors = scalar_ir::verify(&prog).unwrap_err();
+        assert!(
+            errors.0.iter().any(|e| e.invariant == 15),
+            "{shape} {out}: {errors}"
+        );
+    }
+    // The well-formed since passes.
+    let text = format!(
+        "program inputs=1 env=1 state=0 sites=1 windows=100\nblock0:\n    \
+         guard_input 0, f64, 0\n    v0 = load_input.f64 0\n    v1 = bconst true\n    \
+         v2 = since.f64 0, 0, 1, {kind:#x}, v1, v0, v1, v0, site0\n    store_env.f64 0, v2\n    return\n"
+    );
+    scalar_ir::verify(&scalar_ir::parse(&text).unwrap()).unwrap();
+}
+
 /// The verifier refuses an interval no STL operator makes (invariant 15):
 /// reversed bounds, no capacity, a Bool window's `min`, or a result of
 /// another type than its values'.

@@ -276,6 +276,31 @@ impl FunctionBuilder {
         })
     }
 
+    /// Appends `since.ty base, lo, hi, kind, pφ, φ, pψ, ψ, site`: the since
+    /// `shape` at window word `base` takes φ and ψ at the row's time where
+    /// their presences are true, and is read. `samples` are φ's and ψ's,
+    /// each a presence and a value.
+    pub fn since(
+        &mut self,
+        base: u32,
+        shape: crate::window::SinceWindow,
+        samples: [(Value, Value); 2],
+        site: u32,
+    ) -> Value {
+        let ty = crate::ir::elem_type(shape.elem).expect("a since's values are scalars");
+        let [(phi_present, phi), (psi_present, psi)] = samples;
+        self.value(InstData::Since {
+            ty,
+            base,
+            shape,
+            phi_present,
+            phi,
+            psi_present,
+            psi,
+            site,
+        })
+    }
+
     /// Appends `ring_load.ty base, len`.
     pub fn ring_load(&mut self, ty: Type, base: u32, len: u32) -> Value {
         self.value(InstData::RingLoad { ty, base, len })

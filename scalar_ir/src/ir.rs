@@ -131,7 +131,7 @@ pub enum TrapKind {
     /// Integer division or remainder by zero.
     DivByZero,
     /// An interval window that has had to keep more samples than its
-    /// capacity (`interval`).
+    /// capacity (`interval`, `since`).
     WindowFull,
 }
 
@@ -507,6 +507,21 @@ pub enum InstData {
         arg: Value,
         site: u32,
     },
+    /// Enters the step's samples of φ (`phi`, where `phi_present`) and ψ
+    /// (`psi`, where `psi_present`) into the since `shape` whose state is
+    /// the window words from `base`, at the row's time as `Interval` does,
+    /// once per step; then reads it at that time. Traps `window_full` with
+    /// `site` once a ring has had to keep more than its capacity.
+    Since {
+        ty: Type,
+        base: u32,
+        shape: crate::window::SinceWindow,
+        phi_present: Value,
+        phi: Value,
+        psi_present: Value,
+        psi: Value,
+        site: u32,
+    },
 }
 
 /// Whether a `window` instruction enters its operand before it reads.
@@ -547,6 +562,7 @@ impl InstData {
             | InstData::RingLoad { ty, .. }
             | InstData::Window { ty, .. }
             | InstData::Interval { ty, .. }
+            | InstData::Since { ty, .. }
             | InstData::Select { ty, .. } => *ty,
             InstData::Binary { op, .. } => op.result_type(),
             InstData::Unary { op, .. } => op.result_type(),
@@ -610,6 +626,20 @@ impl InstData {
                 }
                 ops
             }
+            InstData::Since {
+                shape,
+                phi_present,
+                phi,
+                psi_present,
+                psi,
+                ..
+            } => {
+                let mut ops = vec![(*phi_present, Type::B1), (*psi_present, Type::B1)];
+                if let Some(t) = elem_type(shape.elem) {
+                    ops.extend([(*phi, t), (*psi, t)]);
+                }
+                ops
+            }
             _ => Vec::new(),
         }
     }
@@ -634,6 +664,7 @@ impl InstData {
             | InstData::UnaryCk { site, .. }
             | InstData::Window { site, .. }
             | InstData::Interval { site, .. }
+            | InstData::Since { site, .. }
             | InstData::Trap { site, .. } => Some(*site),
             _ => None,
         }

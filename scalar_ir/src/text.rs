@@ -159,6 +159,22 @@ pub fn print_inst(prog: &Program, inst: Inst) -> String {
                 ),
             }
         }
+        InstData::Since {
+            ty,
+            base,
+            shape,
+            phi_present,
+            phi,
+            psi_present,
+            psi,
+            site,
+        } => {
+            let (lo, hi, kind) = (shape.lo_ns, shape.hi_ns, shape.encode_kind());
+            write!(
+                s,
+                "since.{ty} {base}, {lo}, {hi}, {kind:#x}, {phi_present}, {phi}, {psi_present}, {psi}, site{site}"
+            )
+        }
         InstData::RingStore { ty, base, len, arg } => {
             write!(s, "ring_store.{ty} {base}, {len}, {arg}")
         }
@@ -702,6 +718,43 @@ impl Parser {
                     shape,
                     present,
                     arg,
+                    site,
+                }
+            }
+            "since" => {
+                let ty = typed(c)?;
+                let base = c.u32("a window word")?;
+                c.comma()?;
+                let lo_ns = c.i64()?;
+                c.comma()?;
+                let hi_ns = c.i64()?;
+                c.comma()?;
+                // The verifier judges the since (invariant 15); the text
+                // only has to name one.
+                let kind = c.count_window("a since's kind")?;
+                let shape = crate::window::SinceWindow {
+                    lo_ns,
+                    hi_ns,
+                    cap: kind.n,
+                    elem: kind.elem,
+                };
+                c.comma()?;
+                let mut operand = || -> PResult<Value> {
+                    let v = self.use_value(c)?;
+                    c.comma()?;
+                    Ok(v)
+                };
+                let (phi_present, phi) = (operand()?, operand()?);
+                let (psi_present, psi) = (operand()?, operand()?);
+                let site = c.prefixed("site", "a trap site")?;
+                InstData::Since {
+                    ty,
+                    base,
+                    shape,
+                    phi_present,
+                    phi,
+                    psi_present,
+                    psi,
                     site,
                 }
             }

@@ -33,6 +33,9 @@
 //!     names a valid interval window (a capacity of at least one sample, bounds
 //!     `0 <= lo <= hi`, `all`/`any` over `b1` or `min`/`max` over `f64`), its operand
 //!     and result have its element's type, and its words lie within `windows`.
+//!     A `since` names a valid since (a capacity, `0 <= lo <= hi`, over `b1` or
+//!     `f64`), its presences are `b1`, its operands and result have its
+//!     element's type, and its words lie within `windows`.
 //! 16. **Held inputs**: every `take_input` of input `k` into environment slot `e` as
 //!     `ty` follows a `guard_input_held k, e, ty` earlier in its block or in the entry
 //!     block, so a held lane is read only once its tag says it holds a `ty`.
@@ -551,6 +554,28 @@ impl Verifier<'_> {
                             Some(inst),
                             15,
                             format!("an interval reading {ty} over {:?}", shape.elem),
+                        );
+                    } else if let Some(m) = beyond_windows(base, shape.words()) {
+                        self.report(Some(b), Some(inst), 15, m);
+                    }
+                }
+                if let InstData::Since {
+                    ty, base, shape, ..
+                } = *data
+                {
+                    if !shape.is_valid() {
+                        self.report(
+                            Some(b),
+                            Some(inst),
+                            15,
+                            "a since no STL operator makes".into(),
+                        );
+                    } else if crate::ir::elem_type(shape.elem) != Some(ty) {
+                        self.report(
+                            Some(b),
+                            Some(inst),
+                            15,
+                            format!("a since reading {ty} over {:?}", shape.elem),
                         );
                     } else if let Some(m) = beyond_windows(base, shape.words()) {
                         self.report(Some(b), Some(inst), 15, m);

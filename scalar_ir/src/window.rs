@@ -18,11 +18,14 @@
 //! Nothing here can panic on words of the right length, whatever they hold: the native
 //! helper calls it from JIT code, which no unwind may cross.
 //!
-//! An STL operator's interval window is here too ([`interval`]), for the same reason.
+//! An STL operator's interval window is here too ([`interval`]), and its since
+//! ([`since`]), for the same reason.
 
 pub mod interval;
+pub mod since;
 
 pub use interval::{IntervalRead, IntervalWindow, step_time};
+pub use since::SinceWindow;
 
 /// What a window computes of the values it holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

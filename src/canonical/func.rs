@@ -550,7 +550,10 @@ impl Body<'_> {
             ExprKind::Str(s) => one(Value::Str(s.clone())),
             ExprKind::Unit => one(Value::Unit),
             ExprKind::Param(k) => one(self.env[*k as usize].clone()),
-            ExprKind::Name(_) | ExprKind::Window(..) | ExprKind::Dynamic(..) => {
+            ExprKind::Name(_)
+            | ExprKind::Window(..)
+            | ExprKind::Since(..)
+            | ExprKind::Dynamic(..) => {
                 unreachable!("captured, or refused by the checker")
             }
             ExprKind::Offset(a, _) => self.eval(*a),

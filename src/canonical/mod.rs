@@ -985,7 +985,10 @@ impl NodeState {
             }
             NodeOp::Window(k) => {
                 let w = &plan.windows[k.index()];
-                self.push_window(w, a0);
+                match w.shape.since_window() {
+                    Some(_) => self.push_since(w, a0, a1),
+                    None => self.push_window(w, a0),
+                }
                 let time = crate::window::time_at(self.time, self.step);
                 match self.at_tick() {
                     // At a tick the rows of its time come after it: the
@@ -1126,8 +1129,28 @@ impl NodeState {
     /// `w`, once: the window's node does so before reading it, and the end
     /// of the row for a window whose node did not run (off its clock).
     fn push_window(&mut self, w: &crate::plan::WindowPlan, operand: Slot) {
-        // The value's bits in the window's element representation.
-        let bits = match self.raw(operand) {
+        let bits = match self.window_bits(w, operand) {
+            Some(bits) => bits,
+            None => return,
+        };
+        let time = crate::window::time_at(self.time, self.step);
+        w.shape
+            .push(&mut self.windows[w.words()], self.step, time, bits);
+    }
+
+    /// Enters the step's samples of φ and ψ (those they have) into since
+    /// `w`, once: as `push_window` does for a window's operand.
+    fn push_since(&mut self, w: &crate::plan::WindowPlan, phi: Slot, psi: Slot) {
+        let (phi, psi) = (self.window_bits(w, phi), self.window_bits(w, psi));
+        let time = crate::window::time_at(self.time, self.step);
+        w.shape
+            .since_push(&mut self.windows[w.words()], self.step, time, phi, psi);
+    }
+
+    /// An operand's value this step as bits in the window's element
+    /// representation, or `None` where it has none (NoVal or ⊥).
+    fn window_bits(&self, w: &crate::plan::WindowPlan, operand: Slot) -> Option<u64> {
+        Some(match self.raw(operand) {
             Sample::Value(v) => match (w.shape.elem, v) {
                 (Elem::Int, Value::Int(i)) => i as u64,
                 (Elem::Float, Value::Float(f)) => f.to_bits(),
@@ -1137,18 +1160,18 @@ impl NodeState {
                 (elem, v) => unreachable!("engine bug: a {v:?} in a window of {elem:?}"),
             },
             // NoVal and ⊥ are not values: the window holds present values.
-            Sample::NoVal | Sample::Deferred => return,
-        };
-        let time = crate::window::time_at(self.time, self.step);
-        w.shape
-            .push(&mut self.windows[w.words()], self.step, time, bits);
+            Sample::NoVal | Sample::Deferred => return None,
+        })
     }
 
     /// Enters every window's value of this row that its node has not.
     fn settle_windows(&mut self, plan: &Plan) {
         for w in &plan.windows {
-            let operand = plan.node(w.node).slots[0];
-            self.push_window(w, operand);
+            let slots = &plan.node(w.node).slots;
+            match w.shape.since_window() {
+                Some(_) => self.push_since(w, slots[0], slots[1]),
+                None => self.push_window(w, slots[0]),
+            }
         }
     }
 

@@ -2515,10 +2515,14 @@ fn kernel_exit(
                 // word (`window::interval::full_fault`).
                 TrapKind::WindowFull => {
                     let cap = match plan.node(site.node).op {
-                        NodeOp::Window(w) => plan.windows[w.index()]
-                            .shape
-                            .interval_window()
-                            .map_or(0, |iv| iv.cap),
+                        NodeOp::Window(w) => {
+                            let shape = plan.windows[w.index()].shape;
+                            match (shape.interval_window(), shape.since_window()) {
+                                (Some(iv), _) => iv.cap,
+                                (_, Some(since)) => since.cap,
+                                _ => 0,
+                            }
+                        }
                         _ => 0,
                     };
                     let fault = crate::window::interval::full_fault(cap);

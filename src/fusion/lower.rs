@@ -887,6 +887,26 @@ impl<'a> Lowering<'a> {
                 self.touch_ring(node.ring_base, n);
                 self.b.ring_load(ty, node.ring_base, n)
             }
+            NodeOp::Window(w) if plan.windows[w.index()].shape.since_window().is_some() => {
+                let window = &plan.windows[w.index()];
+                let shape = window
+                    .shape
+                    .since_window()
+                    .expect("matched a since above");
+                let site = self.site(id, "STL operator");
+                let base = u32::try_from(window.base).expect("window words fit u32 lanes");
+                // A since takes each operand's sample only where it is
+                // present, as an interval does; its read is never ⊥.
+                let mut samples = [(args[0], args[0]); 2];
+                for (k, sample) in samples.iter_mut().enumerate() {
+                    let present = match self.presence(&node.args[k].clone()) {
+                        Some(p) => p,
+                        None => self.b.bconst(true),
+                    };
+                    *sample = (present, args[k]);
+                }
+                self.b.since(base, shape, samples, site)
+            }
             NodeOp::Window(w) if plan.windows[w.index()].shape.count_window().is_none() => {
                 let window = &plan.windows[w.index()];
                 let shape = window

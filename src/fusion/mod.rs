@@ -194,6 +194,15 @@ pub fn is_island_node(plan: &Plan, id: NodeId) -> bool {
             !plan.is_timed()
                 && match (shape.count_window(), shape.interval_window()) {
                     (Some(c), _) => scalar_ir::ir::elem_type(c.elem) == scalar_type(sigs[0]),
+                    // A since (`scalar_ir::window::SinceWindow`) likewise,
+                    // both its operands of its element's type.
+                    (None, None) if let Some(sn) = shape.since_window() => {
+                        let ty = scalar_ir::ir::elem_type(sn.elem);
+                        node.branch.is_none()
+                            && sn.is_valid()
+                            && ty == scalar_type(sigs[0])
+                            && ty == scalar_type(sigs[1])
+                    }
                     (None, Some(iv)) => {
                         node.branch.is_none()
                             && iv.is_valid()
@@ -216,7 +225,14 @@ pub fn canonical_window(plan: &Plan, id: NodeId) -> Option<&'static str> {
     }
     let size = plan.windows[w.index()].shape.window.size;
     let interval = matches!(size, crate::lang::ast::WindowSize::Interval { .. });
-    Some(if interval && plan.is_timed() {
+    let since = matches!(size, crate::lang::ast::WindowSize::Since { .. });
+    Some(if since && plan.is_timed() {
+        "an STL since in a specification with periodic streams"
+    } else if since && plan.node(id).branch.is_some() {
+        "an STL since inside an `if` arm (a read moves its clock)"
+    } else if since {
+        "an STL since over values of no one scalar representation"
+    } else if interval && plan.is_timed() {
         "an STL operator's interval in a specification with periodic streams"
     } else if interval && plan.node(id).branch.is_some() {
         "an STL operator's interval inside an `if` arm (a read moves its clock)"
@@ -247,6 +263,7 @@ pub fn may_trap(plan: &Plan, id: NodeId) -> bool {
         NodeOp::Window(w) => {
             let shape = plan.windows[w.index()].shape;
             shape.interval_window().is_some()
+                || shape.since_window().is_some()
                 || (shape.window.agg == crate::lang::ast::Aggregate::Sum
                     && shape.elem == crate::window::Elem::Int)
         }
@@ -502,6 +519,12 @@ pub fn describe_node(plan: &Plan, id: NodeId) -> String {
         NodeOp::Offset(n) => format!("{}[{n}]", args[0]),
         NodeOp::If => format!("if {} then {} else {}", args[0], args[1], args[2]),
         NodeOp::Call(f) => format!("{}({})", f.name(), args.join(", ")),
+        NodeOp::Window(w) if plan.windows[w.index()].shape.since_window().is_some() => format!(
+            "since({}, {}, {})",
+            args[0],
+            args[1],
+            plan.windows[w.index()].shape.window
+        ),
         NodeOp::Window(w) => format!(
             "window({}, {})",
             args[0],

@@ -181,6 +181,10 @@ pub enum ExprKind {
     /// `window(e, 20, max)`, `window(e, 10s, avg)`: an aggregate of `e`'s
     /// recent present values (see `Window`).
     Window(ExprId, Window),
+    /// `φ S[lo, hi] ψ` inside `stl(…)`/`stl_rob(…)`: operands φ and ψ, and
+    /// a window of size `WindowSize::Since` (aggregate `any` for a verdict,
+    /// `max` for a robustness).
+    Since(ExprId, ExprId, Window),
     /// `[e, …]`, `List(e, …)`, `List()`.
     List(Vec<ExprId>),
     /// `Tuple(e, …)`.
@@ -308,6 +312,12 @@ pub enum WindowSize {
     /// `lo_ns` old). Its aggregate is `all`/`any` (Bool) or `min`/`max`
     /// (robustness).
     Interval { lo_ns: i64, hi_ns: i64, cap: u32 },
+    /// A past-time STL since's interval (`φ S[lo, hi] ψ` inside `stl(...)`):
+    /// at time `t`, ψ's samples whose time lies in `[t - hi_ns, t - lo_ns]`
+    /// followed by φ's, keeping at most `cap` entries in each of its rings
+    /// (`scalar_ir::window::SinceWindow`). Its aggregate is `any` (Bool) or
+    /// `max` (robustness).
+    Since { lo_ns: i64, hi_ns: i64, cap: u32 },
 }
 
 /// What a window computes of the values it holds: the state machine's own
@@ -327,7 +337,7 @@ impl std::fmt::Display for Window {
                 self.agg.name(),
                 duration(pane_ns)
             ),
-            WindowSize::Interval { lo_ns, hi_ns, cap } => write!(
+            WindowSize::Interval { lo_ns, hi_ns, cap } | WindowSize::Since { lo_ns, hi_ns, cap } => write!(
                 f,
                 "[{}, {}], {}, {cap}",
                 duration_or_zero(lo_ns),
@@ -563,7 +573,7 @@ impl Ast {
     pub fn children(&self, id: ExprId) -> Vec<ExprId> {
         match &self.expr(id).kind {
             ExprKind::Unary(_, a) | ExprKind::Offset(a, _) | ExprKind::Window(a, _) => vec![*a],
-            ExprKind::Binary(_, a, b) => vec![*a, *b],
+            ExprKind::Binary(_, a, b) | ExprKind::Since(a, b, _) => vec![*a, *b],
             ExprKind::If(c, a, b) => vec![*c, *a, *b],
             ExprKind::Call(_, args)
             | ExprKind::List(args)
@@ -632,6 +642,16 @@ pub fn display(ast: &Ast, e: ExprId, names: &mut Vec<String>) -> String {
                 )
             }
             _ => format!("window({}, {w})", display(ast, *a, names)),
+        },
+        ExprKind::Since(a, b, w) => match w.size {
+            WindowSize::Since { lo_ns, hi_ns, .. } => format!(
+                "({}) S[{}, {}] ({})",
+                display(ast, *a, names),
+                duration_or_zero(lo_ns),
+                duration_or_zero(hi_ns),
+                display(ast, *b, names)
+            ),
+            _ => unreachable!("a since's window is a since's interval"),
         },
         ExprKind::List(items) => format!("[{}]", join(items, names)),
         ExprKind::Tuple(items) => format!("Tuple({})", join(items, names)),

@@ -810,6 +810,19 @@ impl Checker<'_> {
                 let ta = self.infer(*a, inferred, table, errs);
                 window_type(w.agg, ta, self.ast.expr(*a).span, errs)
             }
+            // A since's operands are what a `G`/`F` of its form takes:
+            // Bools for a verdict (`any`), numbers for a robustness (`max`,
+            // as Floats).
+            ExprKind::Since(a, b, w) => {
+                let ta = self.infer(*a, inferred, table, errs);
+                let tb = self.infer(*b, inferred, table, errs);
+                let ta = window_type(w.agg, ta, self.ast.expr(*a).span, errs);
+                let tb = window_type(w.agg, tb, self.ast.expr(*b).span, errs);
+                match w.agg {
+                    Aggregate::Any => ta.and(tb).map(|_| Type::Bool),
+                    _ => ta.and(tb).map(|_| Type::Float),
+                }
+            }
             ExprKind::List(items) | ExprKind::Tuple(items) => {
                 for &x in items {
                     self.infer(x, inferred, table, errs);
@@ -1016,7 +1029,7 @@ impl Checker<'_> {
                 }
                 ExprKind::Offset(_, n) => *n > 0,
                 ExprKind::Call(f, _) => f.is_stateful(),
-                ExprKind::Window(..) => true,
+                ExprKind::Window(..) | ExprKind::Since(..) => true,
                 _ => false,
             };
             if temporal && self.ast.reads_params_below(x, depth) {
@@ -1204,6 +1217,16 @@ impl Signatures<'_> {
             // operand's (a Float window converts the Ints it receives), or
             // is ⊥ (empty): its readers may fuse. The window itself runs on
             // the canonical tier (`fusion::is_island_node`).
+            // A since's value is its form's: a verdict or a robustness
+            // (its operands are signed for their own nodes).
+            ExprKind::Since(a, b, w) => {
+                sub(*a, table);
+                sub(*b, table);
+                match w.agg {
+                    Aggregate::Any => Some(B1),
+                    _ => Some(F64),
+                }
+            }
             ExprKind::Window(a, w) => {
                 let sa = sub(*a, table);
                 match w.agg {

@@ -336,10 +336,18 @@ impl Plan {
                 continue;
             };
             debug_assert_eq!(id.index(), self.windows.len());
-            let ExprKind::Window(operand, window) = self.spec.ast.expr(n.expr).kind else {
-                unreachable!("a window node lowers a window expression")
+            let (elem, window) = match self.spec.ast.expr(n.expr).kind {
+                ExprKind::Window(operand, window) => (
+                    crate::window::elem_of(self.spec.expr_type[operand.index()]),
+                    window,
+                ),
+                // A since's values are Bools (`stl`) or Floats (`stl_rob`).
+                ExprKind::Since(_, _, window) => match window.agg {
+                    crate::lang::ast::Aggregate::Any => (crate::window::Elem::Bool, window),
+                    _ => (crate::window::Elem::Float, window),
+                },
+                _ => unreachable!("a window node lowers a window expression"),
             };
-            let elem = crate::window::elem_of(self.spec.expr_type[operand.index()]);
             let shape = crate::window::Shape { window, elem };
             self.windows.push(WindowPlan {
                 node: NodeId(k as u32),
@@ -570,7 +578,7 @@ impl Lowering<'_> {
                 ExprKind::Name(_) => out.push(x),
                 ExprKind::Offset(_, n) if *n > 0 => out.push(x),
                 ExprKind::Call(f, _) if f.is_stateful() || *f == Builtin::Time => out.push(x),
-                ExprKind::Window(..) => out.push(x),
+                ExprKind::Window(..) | ExprKind::Since(..) => out.push(x),
                 ExprKind::Lambda(..) => self.captures(x, out),
                 _ => stack.extend(ast.children(x).into_iter().rev()),
             }
@@ -609,7 +617,7 @@ impl Lowering<'_> {
             ExprKind::Binary(op, ..) => NodeOp::Binary(*op),
             ExprKind::If(..) => NodeOp::If,
             ExprKind::Call(f, _) => NodeOp::Call(*f),
-            ExprKind::Window(..) => {
+            ExprKind::Window(..) | ExprKind::Since(..) => {
                 self.windows += 1;
                 NodeOp::Window(WindowId(self.windows - 1))
             }

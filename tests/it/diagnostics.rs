@@ -647,3 +647,78 @@ fn stl_formula_errors_are_located() {
     "#]],
     );
 }
+
+/// `φ S[a, b] ψ` inside a specification: a reversed or unitless interval,
+/// `S` without one, `U` (a specification reads the past), a non-numeric
+/// operand and `==` in a robustness, each located.
+#[test]
+fn stl_since_errors_are_located() {
+    let head = "in x: Float\nin s: Str\nin b: Bool\nout q: Bool\nout r: Float\n";
+    let spec = |defs: &str| format!("{head}{defs}");
+    check(
+        &spec("q = stl(b S[2s, 1s] x > 0)\nr = stl_rob(x > 0)\n"),
+        expect![[r#"
+            error: a reversed interval: its near end 2s is after its far end 1s
+             --> spec.dsrv:6:13
+              |
+            6 | q = stl(b S[2s, 1s] x > 0)
+              |             ^^^^^^
+              = hint: a temporal operator reads `G[0, 2s](x > 3)` or `F[500ms, 1s](y < 0)`: a past interval from its near to its far end, each a duration (units ns, us, ms, s, min, h) or 0
+        "#]],
+    );
+    check(
+        &spec("q = stl(b S[0, 1] x > 0)\nr = stl_rob(x > 0)\n"),
+        expect![[r#"
+            error: an STL interval's bound needs a time unit: `2s`, `500ms`
+             --> spec.dsrv:6:16
+              |
+            6 | q = stl(b S[0, 1] x > 0)
+              |                ^
+              = hint: a temporal operator reads `G[0, 2s](x > 3)` or `F[500ms, 1s](y < 0)`: a past interval from its near to its far end, each a duration (units ns, us, ms, s, min, h) or 0
+        "#]],
+    );
+    check(
+        &spec("q = stl(b S(x > 0))\nr = stl_rob(x > 0)\n"),
+        expect![[r#"
+            error: `S` needs a bounded interval: `φ S[0, 2s] ψ`
+             --> spec.dsrv:6:11
+              |
+            6 | q = stl(b S(x > 0))
+              |           ^
+              = hint: a temporal operator reads `G[0, 2s](x > 3)` or `F[500ms, 1s](y < 0)`: a past interval from its near to its far end, each a duration (units ns, us, ms, s, min, h) or 0
+        "#]],
+    );
+    check(
+        &spec("q = stl(b U[0, 1s] x > 0)\nr = stl_rob(x > 0)\n"),
+        expect![[r#"
+            error: `U` (until) reads the future, and a specification's formula reads the past: use since, `φ S[a, b] ψ`
+             --> spec.dsrv:6:11
+              |
+            6 | q = stl(b U[0, 1s] x > 0)
+              |           ^
+              = hint: `φ S[a, b] ψ` holds at t iff ψ held at some sample in [t - b, t - a] and φ at every sample after it
+        "#]],
+    );
+    check(
+        &spec("q = stl(x > 0)\nr = stl_rob(x > 0 S[0, 1s] s > 1)\n"),
+        expect![[r#"
+            error: an STL formula compares numbers, found Str
+             --> spec.dsrv:7:28
+              |
+            7 | r = stl_rob(x > 0 S[0, 1s] s > 1)
+              |                            ^
+              = hint: compare a number, or take a Bool stream as a formula of its own: `stl(G[0, 1s](door_open))`
+        "#]],
+    );
+    check(
+        &spec("q = stl(x > 0)\nr = stl_rob(x > 0 S[0, 1s] x == 1)\n"),
+        expect![[r#"
+            error: `==` has no robustness: compare with `<`, `<=`, `>` or `>=`
+             --> spec.dsrv:7:30
+              |
+            7 | r = stl_rob(x > 0 S[0, 1s] x == 1)
+              |                              ^^
+              = hint: `stl(…)` gives a Bool verdict and takes `==`; `stl_rob(…)` measures how far a comparison is from flipping
+        "#]],
+    );
+}

@@ -210,7 +210,7 @@ fn explain_prints_window_bounds_and_fused_windows() {
         .map_or(text.len(), |e| program + e);
     expect![[r#"
 
-        windows (state in the run, 2672 bytes in all; count windows and STL intervals over scalars fuse, time windows run on the canonical tier):
+        windows (state in the run, 2672 bytes in all; count windows and STL intervals and sinces over scalars fuse, time windows run on the canonical tier):
           n0: window(x, 100, sum): count window of 100: 100 values and a running total, 832 bytes, O(1) per step
           n1: window(f, 10, max): count window of 10: 10 values and a deque of at most 10 positions, 192 bytes, amortised O(1) per step
           n2: window(x, 10s, count, 100ms): time window of 10s: 100 panes of 100ms, 1648 bytes, O(1) per step; read at rows: (t - T, t], its far edge rounded to a pane of 100ms
@@ -254,7 +254,7 @@ fn explain_prints_stl_intervals_fused() {
         .map_or(text.len(), |e| program + e);
     expect![[r#"
 
-        windows (state in the run, 17088 bytes in all; count windows and STL intervals over scalars fuse, time windows run on the canonical tier):
+        windows (state in the run, 17088 bytes in all; count windows and STL intervals and sinces over scalars fuse, time windows run on the canonical tier):
           n1: window(n0, [0, 2s], all, 256): STL interval [0, 2s]: a monotonic deque of samples, at most 256 samples, 8256 bytes, amortised O(1) per sample
           n3: window(n2, [1s, 3s], any, 256): STL interval [1s, 3s]: a monotonic deque and the samples not yet 1s old, at most 256 samples, 8256 bytes, amortised O(1) per sample
           n8: window(n7, [0, 2s], min, 16): STL interval [0, 2s]: a monotonic deque of samples, at most 16 samples, 576 bytes, amortised O(1) per sample
@@ -332,6 +332,38 @@ fn explain_says_why_an_interval_stays_canonical() {
     );
 }
 
+/// Where an STL since stays on the canonical tier, `explain` says why, as
+/// for an interval: with periodic streams, and inside an `if` arm.
+#[test]
+fn explain_says_why_a_since_stays_canonical() {
+    let periodic = Spec::parse(
+        "p.dsrv",
+        "in x: Float\nout q: Bool\nout c: Int @ 1s\nq = stl(x > 0 S[0, 2s] x > 3)\nc = 1\n",
+    )
+    .unwrap();
+    let text = vigil::explain::explain(&periodic, Tier::NativeRegions);
+    assert!(
+        text.contains(
+            "n2: since(n0, n1, [0, 2s], any, 256) is an STL since in a specification with \
+             periodic streams"
+        ),
+        "{text}"
+    );
+    let arm = Spec::parse(
+        "a.dsrv",
+        "in x: Float\nout z: Bool\nz = if x > 0 then stl(x > 1 S[0, 1s] x > 2) else false\n",
+    )
+    .unwrap();
+    let text = vigil::explain::explain(&arm, Tier::NativeWhole);
+    assert!(
+        text.contains(
+            "n3: since(n1, n2, [0, 1s], any, 256) is an STL since inside an `if` arm (a read \
+             moves its clock)"
+        ),
+        "{text}"
+    );
+}
+
 /// The aggregates of issue 37 §4: each window's memory bound and cost, and
 /// which run where (count windows fuse, Welford's state and the sorted
 /// values being words of the run; time windows run canonically).
@@ -347,7 +379,7 @@ fn explain_prints_the_bounds_of_spread_percentile_and_integral_windows() {
     let end = text.find("\nthe whole row").expect("a whole-row section");
     expect![[r#"
 
-        windows (state in the run, 120136 bytes in all; count windows and STL intervals over scalars fuse, time windows run on the canonical tier):
+        windows (state in the run, 120136 bytes in all; count windows and STL intervals and sinces over scalars fuse, time windows run on the canonical tier):
           n0: window(f, 50, variance): count window of 50: 50 values and Welford's mean and sum of squares, 440 bytes, amortised O(1) per step (recomputed every N values)
           n1: window(x, 20, p99): count window of 20: 20 values and the same 20 sorted (exact), 344 bytes, O(N) per step (a sorted insertion and removal)
           n2: window(f, 8, first): count window of 8: 8 values, 80 bytes, O(1) per step
@@ -419,4 +451,73 @@ fn explain_summary_is_one_line_per_tier() {
         .find(|l| l.starts_with("native-whole"))
         .unwrap();
     assert!(whole.contains("runs native-regions instead: "), "{whole}");
+}
+
+/// STL since inside a specification: its bound and memory, and the since
+/// fused into the whole-row program as a `since` instruction (each operand
+/// with its presence), nothing left to the canonical tier.
+#[test]
+fn explain_prints_an_stl_since_fused() {
+    let src = "in x: Float\nin b: Bool\nout q: Bool\nout r: Float\n\
+               q = stl(b S[500ms, 2s] x > 3)\nr = stl_rob(x > 0 S[0, 1s] x > 2, 16)\n";
+    let spec = Spec::parse("stl.dsrv", src).unwrap();
+    let text = vigil::explain::explain(&spec, Tier::NativeWhole);
+    let at = text.find("\nwindows").expect("a windows section");
+    let end = text.find("\nthe whole row").expect("a whole-row section");
+    let program = text
+        .find("whole-row program:")
+        .expect("the whole-row program");
+    let program_end = text[program..]
+        .find("\n\n")
+        .map_or(text.len(), |e| program + e);
+    expect![[r#"
+
+        windows (state in the run, 15392 bytes in all; count windows and STL intervals and sinces over scalars fuse, time windows run on the canonical tier):
+          n1: since(b, n0, [500ms, 2s], any, 256): STL since [500ms, 2s]: a monotonic deque of ψ's samples, each lowered by φ's after it, and those not yet 500ms old with a deque of φ's minima, at most 256 samples per ring, 14416 bytes, amortised O(1) per sample
+          n8: since(n4, n7, [0, 1s], max, 16): STL since [0, 1s]: a monotonic deque of ψ's samples, each lowered by φ's after it, at most 16 samples per ring, 976 bytes, amortised O(1) per sample
+
+        tier: native-whole (requested)
+
+        whole-row program:
+        program inputs=2 env=20 state=0 sites=2 windows=1924
+        block0:
+            guard_input_held 0, 0, f64, 0
+            guard_input_held 1, 1, b1, 1
+            v0 = take_input.f64 0, 0
+            v1 = take_input.b1 1, 1
+            v2 = iconst 3
+            v3 = fcvt_from_i64 v2
+            v4 = fcmp.gt v0, v3
+            store_env.b1 4, v4
+            v5 = input_present 1
+            v6 = bconst true
+            v7 = since.b1 0, 500000000, 2000000000, 0x20600000100, v5, v1, v6, v4, site0
+            store_env.b1 2, v7
+            v8 = fconst 1.0
+            v9 = fmul v0, v8
+            store_env.f64 6, v9
+            v10 = iconst 0
+            v11 = fconst 1.0
+            v12 = fcvt_from_i64 v10
+            v13 = fmul v12, v11
+            store_env.f64 7, v13
+            v14 = fsub v9, v13
+            store_env.f64 8, v14
+            v15 = fconst 1.0
+            v16 = fmul v0, v15
+            store_env.f64 9, v16
+            v17 = iconst 2
+            v18 = fconst 1.0
+            v19 = fcvt_from_i64 v17
+            v20 = fmul v19, v18
+            store_env.f64 10, v20
+            v21 = fsub v16, v20
+            store_env.f64 11, v21
+            v22 = bconst true
+            v23 = bconst true
+            v24 = since.f64 1802, 0, 1000000000, 0x10400000010, v22, v14, v23, v21, site1
+            store_env.f64 3, v24
+            return
+    "#]]
+    .assert_eq(&format!("{}\n{}", &text[at..end], &text[program..program_end]));
 }

@@ -1,5 +1,5 @@
 //! STL inside a specification (issue 39, docs/language.md "STL inside a specification"):
-//! generated formulas (nesting, bounds, `G`/`F`, `!`, `&&`, `||`, `=>`, comparisons of one or
+//! generated formulas (nesting, bounds, `G`/`F`, `S`, `!`, `&&`, `||`, `=>`, comparisons of one or
 //! two signals) over irregular row times, `stl` and `stl_rob`, every tier against the reference
 //! evaluator's scan of each interval, with snapshots mid-run and a keyed monitor; the past-time
 //! reading against the separate STL evaluator's future-time verdicts; the diagnostics.
@@ -39,15 +39,21 @@ fn formula(p: &mut Pick, depth: usize) -> String {
             _ => format!("x[1] > {c}"),
         };
     }
-    match p.pick(7) {
+    match p.pick(8) {
         0 => format!("!({})", formula(p, depth - 1)),
         1 => format!("({}) && ({})", formula(p, depth - 1), formula(p, depth - 1)),
         2 => format!("({}) || ({})", formula(p, depth - 1), formula(p, depth - 1)),
         3 => format!("({}) => ({})", formula(p, depth - 1), formula(p, depth - 1)),
+        4 => {
+            let a = p.one(&BOUNDS);
+            let b = a + p.one(&BOUNDS);
+            let (phi, psi) = (formula(p, depth - 1), formula(p, depth - 1));
+            format!("({phi}) S[{}, {}] ({psi})", bound(a), bound(b))
+        }
         op => {
             let a = p.one(&BOUNDS);
             let b = a + p.one(&BOUNDS);
-            let name = if op == 4 { "F" } else { "G" };
+            let name = if op == 5 { "F" } else { "G" };
             format!(
                 "{name}[{}, {}]({})",
                 bound(a),
@@ -74,11 +80,19 @@ fn spec_of(f: &str, cap: Option<u32>) -> String {
 /// `interval` instruction) and the region runs (where a region's has).
 /// Zero where every interval ran on the canonical tier.
 fn fused_interval_rows(monitor: &Monitor) -> u64 {
-    let has = |p: &scalar_ir::Program| {
-        p.insts
-            .iter()
-            .any(|d| matches!(d, scalar_ir::InstData::Interval { .. }))
-    };
+    fused_rows_with(monitor, |d| {
+        matches!(d, scalar_ir::InstData::Interval { .. })
+    })
+}
+
+/// The rows of `monitor`'s run that fused code completed with a since in
+/// it (a `since` instruction), as `fused_interval_rows` counts intervals.
+fn fused_since_rows(monitor: &Monitor) -> u64 {
+    fused_rows_with(monitor, |d| matches!(d, scalar_ir::InstData::Since { .. }))
+}
+
+fn fused_rows_with(monitor: &Monitor, inst: fn(&scalar_ir::InstData) -> bool) -> u64 {
+    let has = |p: &scalar_ir::Program| p.insts.iter().any(inst);
     let (engine, stats) = (monitor.engine(), monitor.stats());
     let whole = engine.whole_lowered().is_some_and(|l| has(&l.program));
     let regions = engine.lowered().any(|l| has(&l.program));
@@ -192,6 +206,11 @@ struct Coverage {
     /// tier but the canonical one), and of those, on native regions alone.
     fused_rows: usize,
     fused_region_rows: usize,
+    /// Formulas with a since, one whose interval's near end is not 0, and
+    /// rows fused code completed with a since in it.
+    since: usize,
+    since_lagged: usize,
+    fused_since_rows: usize,
     /// Rows a stepper's fast path completed at their times (`step_at`).
     stepper_fast_rows: usize,
 }
@@ -234,6 +253,7 @@ fn check(
         compare_runs(&spec, &rows, ("canonical", canon.clone()), (&name, run))?;
         let fused = fused_interval_rows(&monitor);
         cov.fused_rows += fused as usize;
+        cov.fused_since_rows += fused_since_rows(&monitor) as usize;
         if name == "native regions only" {
             cov.fused_region_rows += fused as usize;
         }
@@ -308,6 +328,10 @@ fn check(
     )?;
     cov.globally += f.contains("G[") as usize;
     cov.eventually += f.contains("F[") as usize;
+    cov.since += f.contains("S[") as usize;
+    cov.since_lagged += BOUNDS[2..]
+        .iter()
+        .any(|&b| f.contains(&format!("S[{}, ", bound(b)))) as usize;
     cov.lagged += BOUNDS[2..]
         .iter()
         .any(|&b| f.contains(&format!("[{}, ", bound(b)))) as usize;
@@ -372,19 +396,23 @@ fn stl_sweep_covers_every_operator() {
             && cov.full >= 10
             && cov.fused_rows >= 3000
             && cov.fused_region_rows >= 500
+            && cov.since >= 15
+            && cov.since_lagged >= 5
+            && cov.fused_since_rows >= 1000
             && cov.stepper_fast_rows >= 500,
         "{cov:?}"
     );
     eprintln!("{cov:?}");
 }
 
-/// A keyed monitor keeps an interval per key: each key's run is a plain
-/// monitor's of its rows, with their times, across a snapshot.
+/// A keyed monitor keeps an interval (and a since) per key: each key's run
+/// is a plain monitor's of its rows, with their times, across a snapshot.
 #[test]
 fn keyed_monitors_keep_an_interval_per_key() {
-    let src = "in k: Int\nin x: Float\nout q: Bool\nout r: Float\n\
+    let src = "in k: Int\nin x: Float\nout q: Bool\nout r: Float\nout s: Float\n\
                q = stl(G[0, 1s](x > 0) || F[500ms, 2s](x < -1))\n\
-               r = stl_rob(F[0, 1500ms](x > 1))\n";
+               r = stl_rob(F[0, 1500ms](x > 1))\n\
+               s = stl_rob(x > -2 S[250ms, 1s] x > 1)\n";
     let spec = Spec::parse("keyed.dsrv", src).unwrap();
     for tier in Tier::ALL {
         let mut plain: Vec<Monitor> = (0..3)
@@ -834,5 +862,260 @@ fn a_batch_after_timed_rows_reads_its_steps_times() {
         let (got, fused) = run(tier);
         assert_eq!(got, canon, "{tier}");
         assert!(fused >= 8, "{tier}: {fused} rows fused");
+    }
+}
+
+/// `φ S[a, b] ψ` against its definition, evaluated directly here (O(n²)): at a step of time
+/// `t` (the latest row time so far), the maximum over ψ's samples at times in `[t - b, t - a]`
+/// of the minimum of that sample and φ's samples at the later steps up to this one; false
+/// (-inf) where there is none. A Bool stream alone has a sample where it has a value; a
+/// comparison holds its signal, so it has one at every step once the signal has had a value.
+/// Every tier, row by row at the rows' times; it fails unless both verdicts, finite and
+/// vacuous robustness, and rows that fused code ran with the since, all occur.
+#[test]
+fn since_is_its_definition_on_every_tier() {
+    let mut seed = 0x853c_49e6_748f_ea9bu64;
+    let mut next = move |n: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % n
+    };
+    let (mut held, mut not_held, mut finite, mut vacuous, mut fused) = (0, 0, 0, 0, 0);
+    for case in 0..40 {
+        let lo = [0i64, 0, 100, 250][next(4) as usize];
+        let hi = lo + [0i64, 100, 500, 1000][next(4) as usize];
+        let src = format!(
+            "in p: Bool\nin q: Bool\nin x: Float\nout a: Bool\nout b: Float\n\
+             a = stl(p S[{}, {}] q)\nb = stl_rob(x > 0.5 S[{}, {}] x < 2)\n",
+            bound(lo),
+            bound(hi),
+            bound(lo),
+            bound(hi)
+        );
+        let spec = Spec::parse("since.dsrv", &src).unwrap();
+        let (mut rows, mut times) = (Vec::new(), Vec::new());
+        let mut t = 0i64;
+        for _ in 0..150 {
+            t += match next(10) {
+                0 => 0,
+                1 => -120,
+                k => k as i64 * 37,
+            };
+            times.push(t);
+            let bool_or_none = |k: u64| (k < 4).then_some(Value::Bool(k < 3));
+            let p = bool_or_none(next(5));
+            let q = bool_or_none(next(6) + 1);
+            let x = (next(6) != 0).then(|| Value::Float(next(7) as f64 * 0.5 - 0.5));
+            rows.push(vec![p, q, x]);
+        }
+        // The definition, step by step.
+        let mut want: Vec<(bool, f64)> = Vec::new();
+        let mut clock: Vec<i64> = Vec::new();
+        let mut x_held: Vec<Option<f64>> = Vec::new();
+        for (i, row) in rows.iter().enumerate() {
+            clock.push(clock.last().map_or(times[i], |&c| c.max(times[i])));
+            let x_now = match &row[2] {
+                Some(Value::Float(x)) => Some(*x),
+                _ => x_held.last().copied().flatten(),
+            };
+            x_held.push(x_now);
+            let now = clock[i];
+            let inside = |j: usize| clock[j] >= now - hi && clock[j] <= now - lo;
+            let flag = |k: usize, c: usize| match &rows[k][c] {
+                Some(Value::Bool(b)) => Some(*b),
+                _ => None,
+            };
+            let verdict = (0..=i).any(|j| {
+                inside(j)
+                    && flag(j, 1) == Some(true)
+                    && (j + 1..=i).all(|k| flag(k, 0) != Some(false))
+            });
+            let mut rob = f64::NEG_INFINITY;
+            for j in (0..=i).filter(|&j| inside(j)) {
+                let Some(xj) = x_held[j] else { continue };
+                let mut v = 2.0 - xj;
+                for xk in x_held[j + 1..=i].iter().flatten() {
+                    v = v.min(xk - 0.5);
+                }
+                rob = rob.max(v);
+            }
+            want.push((verdict, rob));
+        }
+        let ts: Vec<Time> = times.iter().map(|&ms| Time(ms * 1_000_000)).collect();
+        for tier in Tier::ALL {
+            let mut m = Monitor::builder(&spec).tier(tier).build();
+            let (run, err) = run_timed(&mut m, &rows, &ts);
+            assert_eq!(err, None, "case {case}, {tier}");
+            for (k, (out, &(verdict, rob))) in run.iter().zip(&want).enumerate() {
+                let got = match (&out[0], &out[1]) {
+                    (Sample::Value(Value::Bool(a)), Sample::Value(Value::Float(b))) => (*a, *b),
+                    other => panic!("{other:?}"),
+                };
+                assert!(
+                    got.0 == verdict && got.1 == rob,
+                    "case {case}, {tier}, step {k}: {got:?}, the definition ({verdict}, {rob})\n{src}"
+                );
+                if tier == Tier::Canonical {
+                    held += usize::from(verdict);
+                    not_held += usize::from(!verdict);
+                    finite += usize::from(rob.is_finite());
+                    vacuous += usize::from(rob == f64::NEG_INFINITY);
+                }
+            }
+            fused += fused_since_rows(&m);
+        }
+    }
+    assert!(
+        held > 500 && not_held > 500 && finite > 500 && vacuous > 50 && fused > 5000,
+        "{held} held, {not_held} not, {finite} finite, {vacuous} vacuous, {fused} fused"
+    );
+}
+
+/// A since past its bound (more ψ samples not yet `a` old than `N`) is the
+/// canonical tier's runtime error on every tier, row by row, on the native
+/// regions alone and in batches, with fused code running the since.
+#[test]
+fn a_full_since_is_the_same_error_on_every_tier() {
+    let src = "in x: Float\nout r: Float\nr = stl_rob(x > 0 S[5s, 10s] x > 1, 3)\n";
+    let spec = Spec::parse("full.dsrv", src).unwrap();
+    let rows: Vec<Vec<Option<Value>>> =
+        (0..6).map(|i| vec![Some(Value::Float(i as f64))]).collect();
+    let times: Vec<Time> = (0..6).map(|i| Time(i * 100_000_000)).collect();
+    let canon = run_timed(
+        &mut Monitor::builder(&spec).tier(Tier::Canonical).build(),
+        &rows,
+        &times,
+    );
+    let e = canon
+        .1
+        .clone()
+        .expect("the fourth pending sample is one too many");
+    assert_eq!(
+        e.to_string(),
+        "window full in STL operator: its interval holds more than 3 samples \
+         (raise the bound: `stl(φ, N)`) (stream `r`, step 3)"
+    );
+    let regions_only = Monitor::builder(&spec)
+        .tier(Tier::NativeRegions)
+        .regions_only()
+        .build();
+    let monitors = Tier::ALL
+        .into_iter()
+        .map(|t| (t, Monitor::builder(&spec).tier(t).build()))
+        .chain([(Tier::NativeRegions, regions_only)]);
+    for (tier, mut monitor) in monitors {
+        assert_eq!(run_timed(&mut monitor, &rows, &times), canon, "{tier}");
+        // (Auto runs canonically until the run is hot.)
+        if ![Tier::Canonical, Tier::Auto].contains(&tier) {
+            assert!(
+                fused_since_rows(&monitor) >= 3,
+                "{tier}: {:?}",
+                monitor.stats()
+            );
+        }
+        let batch = crate::props::run_tier_batch(&spec, &rows, tier);
+        assert_eq!(
+            batch.1.as_ref().map(|e| (e.kind, e.step)),
+            Some((e.kind, 3)),
+            "{tier} batch"
+        );
+    }
+}
+
+/// The checker's `φ U[0, b] ψ` (future time) over a signal reversed in time is vigil's
+/// `φ S[0, b] (φ && ψ)` (past time), verdict and robustness, against the STL evaluator (itself
+/// checked against the `mstlo` crate). The checker's `U` at `t` takes the best `t'` in
+/// `[t, t + b]` with φ over `[t, t']`, φ at `t'` included; reversed, that is a `t'` in
+/// `[s - b, s]` with φ at `t'` and after it up to `s`, where vigil's `S` asks φ only after `t'`
+/// (docs/language.md): so `φ && ψ` on the right. Only a near end of 0: mstlo 0.1.1's `U`
+/// ignores its interval's near end.
+#[test]
+fn since_is_the_checkers_until_reversed() {
+    let mut runner = proptest::test_runner::TestRunner::deterministic();
+    let strategy = (
+        proptest::collection::vec(any::<u32>(), 8..40),
+        proptest::collection::vec(0u32..9, 20..45),
+    );
+    let mut compared = 0usize;
+    for _ in 0..150 {
+        let (data, raw) = strategy.new_tree(&mut runner).unwrap().current();
+        let xs: Vec<f64> = raw.iter().map(|&v| v as f64 * 0.5 - 1.0).collect();
+        let mut p = Pick {
+            data: &data,
+            pos: 0,
+        };
+        let (phi_file, phi_spec) = twin_formula(&mut p, 1, false);
+        let (psi_file, psi_spec) = twin_formula(&mut p, 1, false);
+        let hi = p.one(&[0i64, 100, 200, 500]);
+        let file_f = format!("({phi_file}) U[0, {}] ({psi_file})", hi as f64 / 1000.0);
+        let spec_f = format!(
+            "({phi_spec}) S[0, {}] (({phi_spec}) && ({psi_spec}))",
+            bound(hi)
+        );
+        let last = (xs.len() as i64 - 1) * 100;
+        let reversed: Vec<f64> = xs.iter().rev().copied().collect();
+        let past = past_verdicts(&spec_f, &reversed);
+        for quantitative in [true, false] {
+            for (s, v) in future_verdicts(&file_f, &xs, quantitative) {
+                let (r, q) = past[((last - s) / 100) as usize];
+                let got = if quantitative {
+                    r
+                } else {
+                    f64::from(u8::from(q))
+                };
+                assert!(
+                    got == v,
+                    "{spec_f} / {file_f}: past at {} ms {got}, future at {s} ms {v}",
+                    last - s
+                );
+                compared += 1;
+            }
+        }
+    }
+    assert!(compared >= 3000, "{compared}");
+}
+
+/// A since inside an `if` arm (canonical there: a read moves its clock)
+/// gives the canonical tier's outputs on every tier, the rest of the row
+/// fused around it.
+#[test]
+fn a_since_inside_an_if_arm_agrees_on_every_tier() {
+    let src = "in x: Float\nin y: Int\nout z: Bool\nout w: Float\n\
+               z = if y > 0 then stl(x > 0 S[100ms, 1s] x > 1) else false\n\
+               w = if y > 1 then stl_rob(x > -1 S[0, 500ms] x > 0.5) else 0.0\n";
+    let spec = Spec::parse("arm.dsrv", src).unwrap();
+    let rows: Vec<Vec<Option<Value>>> = (0..300i64)
+        .map(|i| {
+            let x = (i % 5 != 2).then(|| Value::Float(((i * 7919) % 9) as f64 * 0.5 - 1.0));
+            vec![x, Some(Value::Int((i * 31) % 3))]
+        })
+        .collect();
+    let times: Vec<Time> = (0..300i64).map(|i| Time(i * 83_000_000)).collect();
+    let canon = run_timed(
+        &mut Monitor::builder(&spec).tier(Tier::Canonical).build(),
+        &rows,
+        &times,
+    );
+    assert_eq!(canon.1, None);
+    let held = canon
+        .0
+        .iter()
+        .filter(|r| r[0] == Sample::Value(Value::Bool(true)))
+        .count();
+    assert!(held > 20, "{held} rows hold");
+    for tier in Tier::ALL {
+        let run = run_timed(
+            &mut Monitor::builder(&spec).tier(tier).build(),
+            &rows,
+            &times,
+        );
+        compare_runs(
+            &spec,
+            &rows,
+            ("canonical", canon.clone()),
+            (&tier.to_string(), run),
+        )
+        .unwrap();
     }
 }

@@ -21,7 +21,7 @@
 //! block and edge stub starts, the second emits with those positions. Both passes run
 //! the same deterministic code, so the positions agree.
 
-use super::ops::{Code, IntervalId, Op, Pc, Reg, Site, Tag};
+use super::ops::{Code, IntervalId, Op, Pc, Reg, SinceId, Site, Tag};
 use crate::frame::tag_of;
 use crate::ir::*;
 
@@ -417,6 +417,27 @@ impl Emitter<'_> {
                             None => code.interval(dst, reg(arg), base, k, Site(site)),
                             Some(p) => code.interval_if(dst, reg(p), reg(arg), base, k, Site(site)),
                         };
+                    }
+                    &InstData::Since {
+                        base,
+                        shape,
+                        phi_present,
+                        phi,
+                        psi_present,
+                        psi,
+                        site,
+                        ..
+                    } => {
+                        let k = match code.sinces.iter().position(|sn| *sn == shape) {
+                            Some(k) => k,
+                            None => {
+                                code.sinces.push(shape);
+                                code.sinces.len() - 1
+                            }
+                        };
+                        let (pp, qp) = (reg(phi_present), reg(psi_present));
+                        let k = SinceId(k as u32);
+                        code.since(dst, pp, reg(phi), qp, reg(psi), base, k, Site(site));
                     }
                     &InstData::UnaryCk { op, arg, site } => {
                         match op {

@@ -17,7 +17,7 @@ mod compile;
 pub mod ops;
 
 use ops::Regs;
-pub use ops::{Code, IntervalId, Op, Opcode, PAIR_OPCODES, Pc, Reg, Site, Tag, disasm};
+pub use ops::{Code, IntervalId, Op, Opcode, PAIR_OPCODES, Pc, Reg, SinceId, Site, Tag, disasm};
 
 use crate::frame::{BatchBuffers, BatchFrame, Exit, Frame, FrameBuffers};
 use crate::ir::{Decl, Program};

@@ -76,6 +76,16 @@ impl Operand for IntervalId {
     }
 }
 
+/// A since of the code's table ([`Code::sinces`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct SinceId(pub u32);
+
+impl Operand for SinceId {
+    fn show(&self, out: &mut String) {
+        let _ = write!(out, "sn{}", self.0);
+    }
+}
+
 impl Operand for crate::window::CountWindow {
     fn show(&self, out: &mut String) {
         let _ = write!(out, "{:#x}", self.encode());
@@ -317,6 +327,8 @@ pub struct Code {
     /// The interval windows the `interval` instructions name ([`IntervalId`]):
     /// kept beside the code so that an instruction stays small.
     pub intervals: Vec<crate::window::IntervalWindow>,
+    /// The sinces the `since` instructions name ([`SinceId`]), likewise.
+    pub sinces: Vec<crate::window::SinceWindow>,
 }
 
 impl Code {
@@ -361,6 +373,15 @@ pub fn disasm(code: &Code) -> String {
             iv.lo_ns,
             iv.hi_ns,
             iv.encode_kind()
+        );
+    }
+    for (k, sn) in code.sinces.iter().enumerate() {
+        let _ = writeln!(
+            s,
+            "sn{k} = [{}, {}] {:#x}",
+            sn.lo_ns,
+            sn.hi_ns,
+            sn.encode_kind()
         );
     }
     for (pc, op) in code.ops.iter().enumerate() {
@@ -464,6 +485,20 @@ define_ops! {
         let at = base as usize;
         let (step, time) = (fr.step, fr.time());
         match iv.step(&mut fr.windows[at..at + iv.words()], step, time, r[src], r[p] != 0) {
+            crate::window::IntervalRead::Bits(b) => r[dst] = b,
+            crate::window::IntervalRead::Full => return Exit::Trap(TrapKind::WindowFull, site.0),
+        }
+    }
+    // An STL since: push the step's samples of φ and ψ (each where it is
+    // present) at the row's time, then read; the verifier put its words
+    // inside the declared `windows`, and the compiler its shape in the
+    // code's table.
+    since Since(dst: Reg, pp: Reg, phi: Reg, qp: Reg, psi: Reg, base: u32, shape: SinceId, site: Site) => {
+        let sn = &code.sinces[shape.0 as usize];
+        let at = base as usize;
+        let (step, time) = (fr.step, fr.time());
+        let (phi, psi) = ((r[pp] != 0).then_some(r[phi]), (r[qp] != 0).then_some(r[psi]));
+        match sn.step(&mut fr.windows[at..at + sn.words()], step, time, phi, psi) {
             crate::window::IntervalRead::Bits(b) => r[dst] = b,
             crate::window::IntervalRead::Full => return Exit::Trap(TrapKind::WindowFull, site.0),
         }

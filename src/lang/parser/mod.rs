@@ -222,7 +222,9 @@ impl Parser {
             ExprKind::Unary(_, a) | ExprKind::Offset(a, _) | ExprKind::Window(a, _) => {
                 self.height(*a)
             }
-            ExprKind::Binary(_, a, b) => self.height(*a).max(self.height(*b)),
+            ExprKind::Binary(_, a, b) | ExprKind::Since(a, b, _) => {
+                self.height(*a).max(self.height(*b))
+            }
             ExprKind::If(c, a, b) => self.height(*c).max(self.height(*a)).max(self.height(*b)),
             ExprKind::Call(_, args) => args.iter().map(|&a| self.height(a)).max().unwrap_or(0),
             _ => 0,
@@ -1301,7 +1303,9 @@ impl Parser {
                     "values kept by count windows",
                 )
             }
-            WindowSize::Interval { .. } => unreachable!("`window(…)` is a count or a time window"),
+            WindowSize::Interval { .. } | WindowSize::Since { .. } => {
+                unreachable!("`window(…)` is a count or a time window")
+            }
             WindowSize::Time { panes, .. } => {
                 let weight = if percentile { PERCENTILE_PANE_WEIGHT } else { 1 };
                 self.window_panes += u64::from(panes) * weight;
@@ -1391,6 +1395,7 @@ mod tests {
             ),
             ExprKind::Offset(a, n) => format!("{}[{n}]", show(ast, *a)),
             ExprKind::Window(a, w) => format!("window({}, {w})", show(ast, *a)),
+            ExprKind::Since(a, b, w) => format!("since({}, {}, {w})", show(ast, *a), show(ast, *b)),
             ExprKind::Call(b, args) => format!(
                 "{}({})",
                 b.name(),

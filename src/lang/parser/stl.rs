@@ -14,7 +14,7 @@
 //!
 //! A formula compiles to the plan's own nodes: `G`/`F` are interval
 //! windows (`WindowSize::Interval`; `all`/`any` for `stl`, `min`/`max` for
-//! `stl_rob`), the boolean layer DSRV's operators for `stl` and, for
+//! `stl_rob`), `S` a since (`ExprKind::Since`, `WindowSize::Since`), the boolean layer DSRV's operators for `stl` and, for
 //! `stl_rob`, the robustness arithmetic: `a > b` is `a - b` (as Floats),
 //! `a < b` is `b - a`, `!` negation, `&&` `min`, `||` `max`, `φ => ψ`
 //! `max(-φ, ψ)`, `true` +inf and `false` -inf. A `(` starts a formula
@@ -93,13 +93,24 @@ impl Parser {
         };
         let end = self.expect(Tok::RParen, "`,` or `)`")?;
         for &w in &mode.windows {
-            if let ExprKind::Window(_, window) = &mut self.ast.exprs[w.index()].kind
-                && let WindowSize::Interval { cap: c, .. } = &mut window.size
-            {
-                *c = cap;
+            match &mut self.ast.exprs[w.index()].kind {
+                ExprKind::Window(_, window) => {
+                    if let WindowSize::Interval { cap: c, .. } = &mut window.size {
+                        *c = cap;
+                    }
+                    // Each sample is a time and a value, in one of two rings.
+                    self.window_values += 4 * u64::from(cap);
+                }
+                ExprKind::Since(_, _, window) => {
+                    if let WindowSize::Since { cap: c, .. } = &mut window.size {
+                        *c = cap;
+                    }
+                    // Three rings: pending (time, step, ψ), φ's (step, φ)
+                    // and the candidates' (time, value).
+                    self.window_values += 7 * u64::from(cap);
+                }
+                _ => unreachable!("an STL operator is a window or a since"),
             }
-            // Each sample is a time and a value, in one of two rings.
-            self.window_values += 4 * u64::from(cap);
         }
         if self.window_values > MAX_WINDOW_VALUES {
             return Err(Box::new(
@@ -107,7 +118,7 @@ impl Parser {
                     name_span.to(end),
                     format!("the specification's windows exceed {MAX_WINDOW_VALUES} values kept in all"),
                 )
-                .with_hint("an STL operator keeps 4 words per sample of its bound: lower `N` in `stl(φ, N)`"),
+                .with_hint("a `G`/`F` keeps 4 words per sample of its bound, an `S` 7: lower `N` in `stl(φ, N)`"),
             ));
         }
         self.parenthesise(formula, name_span, end)?;
@@ -156,13 +167,59 @@ impl Parser {
     }
 
     fn f_and(&mut self) -> PResult<ExprId> {
-        let mut lhs = self.f_unary()?;
+        let mut lhs = self.f_since()?;
         while self.peek() == &Tok::AndAnd {
             let at = self.advance();
-            let rhs = self.f_unary()?;
+            let rhs = self.f_since()?;
             lhs = self.junction(BinOp::And, lhs, rhs, at)?;
         }
         Ok(lhs)
+    }
+
+    /// `φ S[a, b] ψ`, binding tighter than `&&` and looser than the
+    /// prefixes (as `U` in the `mstlo` grammar), left-associative: `φ S ψ
+    /// S χ` is `(φ S ψ) S χ`. A `U[a, b]` here is refused: a
+    /// specification reads formulas in the past.
+    fn f_since(&mut self) -> PResult<ExprId> {
+        let mut lhs = self.f_unary()?;
+        loop {
+            match self.peek() {
+                Tok::Ident(n) if n == "S" && self.peek_at(1) == &Tok::LBracket => {}
+                Tok::Ident(n) if n == "U" && matches!(self.peek_at(1), Tok::LBracket | Tok::LParen) => {
+                    return Err(Box::new(
+                        Diagnostic::new(
+                            self.span(),
+                            "`U` (until) reads the future, and a specification's formula reads the past: use since, `φ S[a, b] ψ`",
+                        )
+                        .with_hint("`φ S[a, b] ψ` holds at t iff ψ held at some sample in [t - b, t - a] and φ at every sample after it"),
+                    ));
+                }
+                Tok::Ident(n) if n == "S" && self.peek_at(1) == &Tok::LParen => {
+                    return Err(Box::new(
+                        Diagnostic::new(self.span(), "`S` needs a bounded interval: `φ S[0, 2s] ψ`")
+                            .with_hint(HINT),
+                    ));
+                }
+                _ => return Ok(lhs),
+            }
+            let at = self.advance();
+            let (lo_ns, hi_ns) = self.interval()?;
+            let rhs = self.f_unary()?;
+            let span = self.ast.expr(lhs).span.to(self.ast.expr(rhs).span);
+            let agg = match self.robustness() {
+                false => Aggregate::Any,
+                true => Aggregate::Max,
+            };
+            let size = WindowSize::Since {
+                lo_ns,
+                hi_ns,
+                cap: STL_DEFAULT_SAMPLES,
+            };
+            lhs = self.push(ExprKind::Since(lhs, rhs, Window { size, agg }), span, at)?;
+            if let Some(mode) = self.stl.as_mut() {
+                mode.windows.push(lhs);
+            }
+        }
     }
 
     /// `&&` or `||`: DSRV's, or the robustness's minimum or maximum.
