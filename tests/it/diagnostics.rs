@@ -535,57 +535,57 @@ fn stl_formula_errors_are_located() {
     check(
         &spec("q = stl(G[0, inf](x > 3))\nr = stl_rob(x > 0)\n"),
         expect![[r#"
-        error: an unbounded interval: an operator keeps the samples of its interval, so both ends are durations
-         --> spec.dsrv:6:14
-          |
-        6 | q = stl(G[0, inf](x > 3))
-          |              ^^^
-          = hint: a temporal operator reads `G[0, 2s](x > 3)` or `F[500ms, 1s](y < 0)`: a past interval from its near to its far end, each a duration (units ns, us, ms, s, min, h) or 0
-    "#]],
+            error: an unbounded interval: an operator keeps the samples of its interval, so both ends are durations
+             --> spec.dsrv:6:14
+              |
+            6 | q = stl(G[0, inf](x > 3))
+              |              ^^^
+              = hint: a temporal operator reads `G[0, 2s](x > 3)`, `F[500ms, 1s](y < 0)` or `x > 0 S[0, 2s] y > 1`: a past interval from its near to its far end, each a duration (units ns, us, ms, s, min, h) or 0
+        "#]],
     );
     check(
         &spec("q = stl(G[2s, 1s](x > 3))\nr = stl_rob(x > 0)\n"),
         expect![[r#"
-        error: a reversed interval: its near end 2s is after its far end 1s
-         --> spec.dsrv:6:11
-          |
-        6 | q = stl(G[2s, 1s](x > 3))
-          |           ^^^^^^
-          = hint: a temporal operator reads `G[0, 2s](x > 3)` or `F[500ms, 1s](y < 0)`: a past interval from its near to its far end, each a duration (units ns, us, ms, s, min, h) or 0
-    "#]],
+            error: a reversed interval: its near end 2s is after its far end 1s
+             --> spec.dsrv:6:11
+              |
+            6 | q = stl(G[2s, 1s](x > 3))
+              |           ^^^^^^
+              = hint: a temporal operator reads `G[0, 2s](x > 3)`, `F[500ms, 1s](y < 0)` or `x > 0 S[0, 2s] y > 1`: a past interval from its near to its far end, each a duration (units ns, us, ms, s, min, h) or 0
+        "#]],
     );
     check(
         &spec("q = stl(G[0, 2](x > 3))\nr = stl_rob(x > 0)\n"),
         expect![[r#"
-        error: an STL interval's bound needs a time unit: `2s`, `500ms`
-         --> spec.dsrv:6:14
-          |
-        6 | q = stl(G[0, 2](x > 3))
-          |              ^
-          = hint: a temporal operator reads `G[0, 2s](x > 3)` or `F[500ms, 1s](y < 0)`: a past interval from its near to its far end, each a duration (units ns, us, ms, s, min, h) or 0
-    "#]],
+            error: an STL interval's bound needs a time unit: `2s`, `500ms`
+             --> spec.dsrv:6:14
+              |
+            6 | q = stl(G[0, 2](x > 3))
+              |              ^
+              = hint: a temporal operator reads `G[0, 2s](x > 3)`, `F[500ms, 1s](y < 0)` or `x > 0 S[0, 2s] y > 1`: a past interval from its near to its far end, each a duration (units ns, us, ms, s, min, h) or 0
+        "#]],
     );
     check(
         &spec("q = stl(G[0, 2h3](x > 3))\nr = stl_rob(x > 0)\n"),
         expect![[r#"
-        error: unknown unit `h3`
-         --> spec.dsrv:6:15
-          |
-        6 | q = stl(G[0, 2h3](x > 3))
-          |               ^^
-          = hint: a temporal operator reads `G[0, 2s](x > 3)` or `F[500ms, 1s](y < 0)`: a past interval from its near to its far end, each a duration (units ns, us, ms, s, min, h) or 0
-    "#]],
+            error: unknown unit `h3`
+             --> spec.dsrv:6:15
+              |
+            6 | q = stl(G[0, 2h3](x > 3))
+              |               ^^
+              = hint: a temporal operator reads `G[0, 2s](x > 3)`, `F[500ms, 1s](y < 0)` or `x > 0 S[0, 2s] y > 1`: a past interval from its near to its far end, each a duration (units ns, us, ms, s, min, h) or 0
+        "#]],
     );
     check(
         &spec("q = stl(G(x > 3))\nr = stl_rob(x > 0)\n"),
         expect![[r#"
-        error: `G` needs a bounded interval: `G[0, 2s](…)`
-         --> spec.dsrv:6:9
-          |
-        6 | q = stl(G(x > 3))
-          |         ^
-          = hint: a temporal operator reads `G[0, 2s](x > 3)` or `F[500ms, 1s](y < 0)`: a past interval from its near to its far end, each a duration (units ns, us, ms, s, min, h) or 0
-    "#]],
+            error: `G` needs a bounded interval: `G[0, 2s](…)`
+             --> spec.dsrv:6:9
+              |
+            6 | q = stl(G(x > 3))
+              |         ^
+              = hint: a temporal operator reads `G[0, 2s](x > 3)`, `F[500ms, 1s](y < 0)` or `x > 0 S[0, 2s] y > 1`: a past interval from its near to its far end, each a duration (units ns, us, ms, s, min, h) or 0
+        "#]],
     );
     check(
         &spec("q = stl(x > 0)\nr = stl_rob(G[0, 1s](x == 3))\n"),
@@ -663,7 +663,7 @@ fn stl_since_errors_are_located() {
               |
             6 | q = stl(b S[2s, 1s] x > 0)
               |             ^^^^^^
-              = hint: a temporal operator reads `G[0, 2s](x > 3)` or `F[500ms, 1s](y < 0)`: a past interval from its near to its far end, each a duration (units ns, us, ms, s, min, h) or 0
+              = hint: a temporal operator reads `G[0, 2s](x > 3)`, `F[500ms, 1s](y < 0)` or `x > 0 S[0, 2s] y > 1`: a past interval from its near to its far end, each a duration (units ns, us, ms, s, min, h) or 0
         "#]],
     );
     check(
@@ -674,7 +674,7 @@ fn stl_since_errors_are_located() {
               |
             6 | q = stl(b S[0, 1] x > 0)
               |                ^
-              = hint: a temporal operator reads `G[0, 2s](x > 3)` or `F[500ms, 1s](y < 0)`: a past interval from its near to its far end, each a duration (units ns, us, ms, s, min, h) or 0
+              = hint: a temporal operator reads `G[0, 2s](x > 3)`, `F[500ms, 1s](y < 0)` or `x > 0 S[0, 2s] y > 1`: a past interval from its near to its far end, each a duration (units ns, us, ms, s, min, h) or 0
         "#]],
     );
     check(
@@ -685,7 +685,7 @@ fn stl_since_errors_are_located() {
               |
             6 | q = stl(b S(x > 0))
               |           ^
-              = hint: a temporal operator reads `G[0, 2s](x > 3)` or `F[500ms, 1s](y < 0)`: a past interval from its near to its far end, each a duration (units ns, us, ms, s, min, h) or 0
+              = hint: a temporal operator reads `G[0, 2s](x > 3)`, `F[500ms, 1s](y < 0)` or `x > 0 S[0, 2s] y > 1`: a past interval from its near to its far end, each a duration (units ns, us, ms, s, min, h) or 0
         "#]],
     );
     check(

@@ -14,7 +14,8 @@
 //!
 //! A formula compiles to the plan's own nodes: `G`/`F` are interval
 //! windows (`WindowSize::Interval`; `all`/`any` for `stl`, `min`/`max` for
-//! `stl_rob`), `S` a since (`ExprKind::Since`, `WindowSize::Since`), the boolean layer DSRV's operators for `stl` and, for
+//! `stl_rob`), `S` a since (`ExprKind::Since`, `WindowSize::Since`), the
+//! boolean layer DSRV's operators for `stl` and, for
 //! `stl_rob`, the robustness arithmetic: `a > b` is `a - b` (as Floats),
 //! `a < b` is `b - a`, `!` negation, `&&` `min`, `||` `max`, `φ => ψ`
 //! `max(-φ, ψ)`, `true` +inf and `false` -inf. A `(` starts a formula
@@ -31,7 +32,7 @@ pub const STL_DEFAULT_SAMPLES: u32 = 256;
 /// The most samples `stl(φ, N)` may ask an operator to keep.
 pub const STL_MAX_SAMPLES: i64 = 1_000_000;
 
-const HINT: &str = "a temporal operator reads `G[0, 2s](x > 3)` or `F[500ms, 1s](y < 0)`: a past interval from its near to its far end, each a duration (units ns, us, ms, s, min, h) or 0";
+const HINT: &str = "a temporal operator reads `G[0, 2s](x > 3)`, `F[500ms, 1s](y < 0)` or `x > 0 S[0, 2s] y > 1`: a past interval from its near to its far end, each a duration (units ns, us, ms, s, min, h) or 0";
 
 /// The formula being parsed: which `stl` form, and the interval windows
 /// built so far (their bound is set once `stl(φ, N)` has been read).
