@@ -28,11 +28,12 @@ signals sampled together at a fixed period. What it does, in order:
    compared. Prints a table (semantics, verdicts compared, agreements, differences) and,
    with --verbose, every difference with its case. Exits 1 if any verdict differs outside the
    documented kinds (KINDS).
-6. Writes each case's formulas without `U` as `stl_rob(…)` outputs of one DSRV specification
-   (past time: docs/language.md, "STL inside a specification") over the samples as CSV rows,
+6. Writes each case's formulas as `stl_rob(…)` outputs of one DSRV specification (past time:
+   docs/language.md, "STL inside a specification"; a `U` read in the past is a since,
+   generated there as `S[a, b]` with any near end) over the samples as CSV rows,
        vigil run spec.dsrv --input trace.csv --time ts --output csv
    and compares every step's value with RTAMT's past-time reading of the formula
-   (`historically[a:b]`, `once[a:b]`); every value must agree.
+   (`historically[a:b]`, `once[a:b]`, `since[a:b]`); every value must agree.
 
 ONE_PROPERTY_A_RUN: each property runs alone, over the samples of the signals it reads. In a
 run with other signals, mstlo 0.1.1 (the checker's engine, and so vigil, which gives its output)
@@ -148,12 +149,15 @@ def gen_formula(rng, signals, depth):
     if kind == "U":
         a = gen_formula(rng, signals, depth - 1)
         b = gen_formula(rng, signals, depth - 1)
-        # A specification's formulas have no `U` (nor `S`): not compared there.
+        # Read in the past (a specification's formulas), an until is a since: `S[a, b]`, with
+        # any near end (RTAMT's `since[a:b]` takes it, as vigil's since does).
+        near = rng.randint(0, hi)
         return Formula(
             f"({a.vigil}) U[0,{hi}] ({b.vigil})",
             f"({a.rtamt}) until[0:{hi}] ({b.rtamt})",
-            "",
-            "",
+            f"({a.spec}) S[{near}s, {hi}s] ({b.spec})",
+            f"({a.past}) since[{near}:{hi}] ({b.past})",
+            (a, b),
         )
     f = gen_formula(rng, signals, depth - 1)
     word = "always" if kind == "G" else "eventually"
@@ -346,8 +350,10 @@ def main():
                         want = robust[name].get(t)
                         differences.append((kind, folder, semantics, name, t, value, want))
 
-    # Formulas inside a specification (`stl_rob`, past time) against RTAMT's past-time operators.
+    # Formulas inside a specification (`stl_rob`, past time) against RTAMT's past-time operators:
+    # those without a since, and those with one.
     in_spec = [0, 0, 0]
+    in_spec_since = [0, 0, 0]
     for k, case in enumerate(cases):
         props = [(name, f) for name, f in case["props"] if f.spec]
         if not props:
@@ -355,12 +361,14 @@ def main():
         folder = os.path.join(root, f"case{k:03}-spec")
         os.makedirs(folder, exist_ok=True)
         columns = write_spec(case, props, folder)
+        since = {name for name, f in props if " S[" in f.spec}
         for step, values in enumerate(columns):
             for name, value in values.items():
                 want = past[k][name][step][1]
                 ok = compare("delayed-quantitative", value, want)
-                in_spec[0] += 1
-                in_spec[1 if ok else 2] += 1
+                tally_spec = in_spec_since if name in since else in_spec
+                tally_spec[0] += 1
+                tally_spec[1 if ok else 2] += 1
                 if not ok:
                     differences.append(("in a specification", folder, "stl_rob", name, step, value, want))
 
@@ -370,6 +378,7 @@ def main():
     for (kind, semantics), (n, ok, bad) in tally.items():
         print(f"| {kind} | {semantics} | {n} | {ok} | {bad} |")
     print(f"| in a specification, `stl_rob` (past time) | RTAMT's `historically`/`once` | {in_spec[0]} | {in_spec[1]} | {in_spec[2]} |")
+    print(f"| in a specification, with a since `S[a, b]` | RTAMT's `since[a:b]` | {in_spec_since[0]} | {in_spec_since[1]} | {in_spec_since[2]} |")
     print(f"(qualitative verdicts at robustness 0, not compared: {boundary})")
     for kind, why in KINDS.items():
         if why:
