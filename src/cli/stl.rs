@@ -1,11 +1,12 @@
 //! `vigil run` of an STL property file (`--language stl`, or a `.mstlo`/`.stl` file): the
 //! options read into the library's `stl` monitor, the trace read into its samples, its verdicts
-//! written in the checker's text format or as CSV/JSON-lines columns.
+//! written by the library's `stl::VerdictWriter` in the checker's text format or as
+//! CSV/JSON-lines columns.
 
 use super::{Exit, FormatArg, LanguageArg, OutputArg, RunArgs, error, output_error, say};
 use crate::monitor::Tier;
 use crate::stl::{
-    self, Emitted, Semantics, StlMonitor, StlSample, StlSpec, Synchronization, Verdict,
+    self, Semantics, StlMonitor, StlSample, StlSpec, Synchronization, VerdictForm, VerdictWriter,
 };
 use crate::time::TimeUnit;
 use crate::trace::{self, InputSchema, TraceError, TraceFormat};
@@ -213,7 +214,7 @@ pub(super) fn run(args: &RunArgs) -> Exit {
             return Exit::Failure;
         }
     };
-    let mut out = match Out::open(args, &spec, semantics) {
+    let mut out = match open_out(args, &spec, semantics) {
         Ok(o) => o,
         Err(exit) => return exit,
     };
@@ -261,7 +262,7 @@ pub(super) fn run(args: &RunArgs) -> Exit {
         ));
     }
     match out.finish() {
-        Ok(()) => status,
+        Ok(_) => status,
         Err(e) => output_error(&e),
     }
 }
@@ -290,115 +291,27 @@ fn samples(spec: &StlSpec, rows: &Rows, row: &[Option<Value>]) -> Result<Vec<Stl
     }
 }
 
-/// Where the verdicts go, in which form.
-struct Out {
-    sink: Box<dyn Write>,
-    form: Form,
-    names: Vec<String>,
-}
-
-enum Form {
-    Text(stl::Lockstep),
-    Csv,
-    Jsonl,
-}
-
-impl Out {
-    fn open(args: &RunArgs, spec: &StlSpec, semantics: Semantics) -> Result<Out, Exit> {
-        let sink: Box<dyn Write> = match &args.output_file {
-            Some(path) => match std::fs::File::create(path) {
-                Ok(f) => Box::new(io::BufWriter::new(f)),
-                Err(e) => {
-                    error(format_args!("cannot create `{path}`: {e}"));
-                    return Err(Exit::Failure);
-                }
-            },
-            None => Box::new(io::BufWriter::new(io::stdout())),
-        };
-        let names: Vec<String> = spec.properties().map(String::from).collect();
-        let form = match args.output {
-            OutputArg::Csv => Form::Csv,
-            OutputArg::Jsonl => Form::Jsonl,
-            _ => Form::Text(stl::Lockstep::new(names.len())),
-        };
-        let mut out = Out { sink, form, names };
-        if matches!(out.form, Form::Csv) {
-            let header = if semantics == Semantics::RobustnessInterval {
-                "property,time,lower,upper\n"
-            } else {
-                "property,time,value\n"
-            };
-            if let Err(e) = out.sink.write_all(header.as_bytes()) {
-                return Err(output_error(&e));
+/// Opens where the verdicts go (`--output-file`, else standard output) in the form `--output`
+/// asks for.
+fn open_out(
+    args: &RunArgs,
+    spec: &StlSpec,
+    semantics: Semantics,
+) -> Result<VerdictWriter<Box<dyn Write>>, Exit> {
+    let sink: Box<dyn Write> = match &args.output_file {
+        Some(path) => match std::fs::File::create(path) {
+            Ok(f) => Box::new(io::BufWriter::new(f)),
+            Err(e) => {
+                error(format_args!("cannot create `{path}`: {e}"));
+                return Err(Exit::Failure);
             }
-        }
-        Ok(out)
-    }
-
-    fn write(&mut self, verdicts: &[Emitted]) -> io::Result<()> {
-        match &mut self.form {
-            Form::Text(lockstep) => {
-                for v in verdicts {
-                    lockstep.push(v);
-                }
-                for (p, i, value) in lockstep.ready() {
-                    writeln!(self.sink, "{}[{i}] = {value}", self.names[p])?;
-                }
-            }
-            Form::Csv => {
-                for v in verdicts {
-                    let name = csv_quoted(&self.names[v.property]);
-                    write!(self.sink, "{name},{}", stl::millis(v.time))?;
-                    match v.value {
-                        Verdict::Robustness(r) => cell(&mut self.sink, &Value::Float(r))?,
-                        Verdict::Bool(b) => cell(&mut self.sink, &Value::Bool(b))?,
-                        Verdict::Interval(i) => {
-                            cell(&mut self.sink, &Value::Float(i.lower))?;
-                            cell(&mut self.sink, &Value::Float(i.upper))?;
-                        }
-                    }
-                    self.sink.write_all(b"\n")?;
-                }
-            }
-            Form::Jsonl => {
-                for v in verdicts {
-                    // A map's members are in key order: property, time, value.
-                    let line = Value::Map(std::sync::Arc::new(
-                        [
-                            (
-                                "property".into(),
-                                Value::Str(self.names[v.property].as_str().into()),
-                            ),
-                            ("time".into(), Value::Int(stl::millis(v.time))),
-                            ("value".into(), stl::verdict_value(v.value)),
-                        ]
-                        .into_iter()
-                        .collect(),
-                    ));
-                    self.sink.write_all(&trace::json_text(&line))?;
-                    self.sink.write_all(b"\n")?;
-                }
-            }
-        }
-        Ok(())
-    }
-
-    fn finish(mut self) -> io::Result<()> {
-        self.sink.flush()
-    }
-}
-
-/// Writes `,` and a value as vigil's CSV writer writes a cell (`2.5`, `-inf`, `true`).
-fn cell(sink: &mut dyn Write, v: &Value) -> io::Result<()> {
-    sink.write_all(b",")?;
-    sink.write_all(&trace::cell_text(v))
-}
-
-/// A CSV field, quoted when it holds a comma, a quote or a line break (RFC 4180).
-fn csv_quoted(text: &str) -> String {
-    if text.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", text.replace('"', "\"\""))
-    } else {
-        text.to_string()
-    }
+        },
+        None => Box::new(io::BufWriter::new(io::stdout())),
+    };
+    let form = match args.output {
+        OutputArg::Csv => VerdictForm::Csv,
+        OutputArg::Jsonl => VerdictForm::Jsonl,
+        _ => VerdictForm::Text,
+    };
+    VerdictWriter::new(sink, spec, semantics, form).map_err(|e| output_error(&e))
 }

@@ -18,12 +18,14 @@ mod ops;
 mod parse;
 mod sync;
 mod timed;
+mod verdicts;
 
 pub use domain::Interval;
 pub use parse::MAX_BOUND_SECONDS;
 pub use timed::{
     Lockstep, checker_value, column_samples, millis, row_samples, timed_value, verdict_value,
 };
+pub use verdicts::{VerdictForm, VerdictWriter};
 
 use crate::lang::diag::{Diagnostics, Span};
 use domain::Domain;
