@@ -1160,42 +1160,15 @@ impl<'p, 'b, 'f> Translator<'p, 'b, 'f> {
                 arg,
                 site,
             } => {
-                let v = self.val(arg)?;
-                // The value's bits: a float argument is passed as its bits.
-                let bits = if self.b.func.dfg.value_type(v) == types::F64 {
-                    self.b.ins().bitcast(types::I64, MemFlagsData::new(), v)
-                } else {
-                    v
-                };
-                let words = self
-                    .b
-                    .ins()
-                    .iadd_imm_u(self.frame.windows, i64::from(base) * 8);
-                let lo = self.b.ins().iconst(types::I64, shape.lo_ns);
-                let hi = self.b.ins().iconst(types::I64, shape.hi_ns);
-                let kind = self.b.ins().iconst(types::I64, shape.encode_kind() as i64);
-                let slot = self.b.create_sized_stack_slot(cl::StackSlotData::new(
-                    cl::StackSlotKind::ExplicitSlot,
-                    8,
-                    3,
-                ));
-                let out = self.b.ins().stack_addr(types::I64, slot, 0);
-                let (step, time, timed) = (self.frame.step, self.frame.time, self.frame.timed);
+                let bits = self.word_bits(arg)?;
                 let enter = match present {
                     None => self.b.ins().iconst(types::I64, 1),
                     // A b1 is an i64 lane holding 0 or 1.
                     Some(p) => self.val(p)?,
                 };
-                let args = [words, lo, hi, kind, bits, step, time, timed, enter, out];
-                let status = self.call(Helper::Interval, &args)?;
-                let full = self.b.ins().icmp_imm_u(IntCC::Equal, status, 1);
-                self.exit_if(full, Exit::Trap(TrapKind::WindowFull, site));
-                let r = self.b.ins().load(types::I64, lane_flags(), out, 0);
-                Some(if cl_type(ty) == types::F64 {
-                    self.b.ins().bitcast(types::F64, MemFlagsData::new(), r)
-                } else {
-                    r
-                })
+                let bounds = (shape.lo_ns, shape.hi_ns, shape.encode_kind());
+                let call = (Helper::Interval, base, bounds, site);
+                Some(self.window_call(ty, call, &[bits], enter)?)
             }
             InstData::Since {
                 ty,
@@ -1345,34 +1318,49 @@ impl<'p, 'b, 'f> Translator<'p, 'b, 'f> {
         samples: [(Value, Value); 2],
         site: u32,
     ) -> Result<cl::Value, CompileError> {
-        let mut bits = [None; 2];
-        let mut presence = [None; 2];
-        for (k, (p, v)) in samples.into_iter().enumerate() {
-            let v = self.val(v)?;
-            // A float argument is passed as its bits; a b1 is an i64 lane
-            // holding 0 or 1.
-            bits[k] = Some(if self.b.func.dfg.value_type(v) == types::F64 {
-                self.b.ins().bitcast(types::I64, MemFlagsData::new(), v)
-            } else {
-                v
-            });
-            presence[k] = Some(self.val(p)?);
-        }
-        let [Some(phi), Some(psi)] = bits else {
-            unreachable!("both operands translated above")
-        };
-        let [Some(pp), Some(qp)] = presence else {
-            unreachable!("both presences translated above")
-        };
+        let [(pp, phi), (qp, psi)] = samples;
+        let (phi, psi) = (self.word_bits(phi)?, self.word_bits(psi)?);
+        // A b1 is an i64 lane holding 0 or 1: φ's presence in bit 0, ψ's in bit 1.
+        let (pp, qp) = (self.val(pp)?, self.val(qp)?);
         let qp2 = self.b.ins().ishl_imm_u(qp, 1);
         let present = self.b.ins().bor(pp, qp2);
+        let bounds = (shape.lo_ns, shape.hi_ns, shape.encode_kind());
+        self.window_call(
+            ty,
+            (Helper::Since, base, bounds, site),
+            &[phi, psi],
+            present,
+        )
+    }
+
+    /// A value as the word a window helper takes: a float as its bits.
+    fn word_bits(&mut self, v: Value) -> Result<cl::Value, CompileError> {
+        let v = self.val(v)?;
+        Ok(if self.b.func.dfg.value_type(v) == types::F64 {
+            self.b.ins().bitcast(types::I64, MemFlagsData::new(), v)
+        } else {
+            v
+        })
+    }
+
+    /// Calls an interval's or a since's native helper on its words at `base`
+    /// (with its bounds and kind word), the step's `operands` and what is
+    /// present of them: a full window traps at `site`, and the result is
+    /// read back as a value of `ty`.
+    fn window_call(
+        &mut self,
+        ty: Type,
+        (helper, base, (lo_ns, hi_ns, kind), site): (Helper, u32, (i64, i64, u64), u32),
+        operands: &[cl::Value],
+        present: cl::Value,
+    ) -> Result<cl::Value, CompileError> {
         let words = self
             .b
             .ins()
             .iadd_imm_u(self.frame.windows, i64::from(base) * 8);
-        let lo = self.b.ins().iconst(types::I64, shape.lo_ns);
-        let hi = self.b.ins().iconst(types::I64, shape.hi_ns);
-        let kind = self.b.ins().iconst(types::I64, shape.encode_kind() as i64);
+        let lo = self.b.ins().iconst(types::I64, lo_ns);
+        let hi = self.b.ins().iconst(types::I64, hi_ns);
+        let kind = self.b.ins().iconst(types::I64, kind as i64);
         let slot = self.b.create_sized_stack_slot(cl::StackSlotData::new(
             cl::StackSlotKind::ExplicitSlot,
             8,
@@ -1380,10 +1368,10 @@ impl<'p, 'b, 'f> Translator<'p, 'b, 'f> {
         ));
         let out = self.b.ins().stack_addr(types::I64, slot, 0);
         let (step, time, timed) = (self.frame.step, self.frame.time, self.frame.timed);
-        let args = [
-            words, lo, hi, kind, phi, psi, step, time, timed, present, out,
-        ];
-        let status = self.call(Helper::Since, &args)?;
+        let mut args = vec![words, lo, hi, kind];
+        args.extend_from_slice(operands);
+        args.extend([step, time, timed, present, out]);
+        let status = self.call(helper, &args)?;
         let full = self.b.ins().icmp_imm_u(IntCC::Equal, status, 1);
         self.exit_if(full, Exit::Trap(TrapKind::WindowFull, site));
         let r = self.b.ins().load(types::I64, lane_flags(), out, 0);

@@ -339,6 +339,20 @@ impl<'a> Cursor<'a> {
             .ok_or_else(|| self.err_at(pos, format!("`{word}` is not {what}")))
     }
 
+    /// An interval's or a since's words, bounds and kind, `base, lo, hi, kind,`. The verifier
+    /// judges the window (invariant 15); the text only has to name one.
+    fn window_head(&mut self, what: &str) -> PResult<(u32, i64, i64, crate::window::CountWindow)> {
+        let base = self.u32("a window word")?;
+        self.comma()?;
+        let lo_ns = self.i64()?;
+        self.comma()?;
+        let hi_ns = self.i64()?;
+        self.comma()?;
+        let kind = self.count_window(what)?;
+        self.comma()?;
+        Ok((base, lo_ns, hi_ns, kind))
+    }
+
     fn ty(&mut self) -> PResult<Type> {
         let (start, w) = self.expect_word("a type")?;
         Type::from_name(w).ok_or_else(|| self.err_at(start, format!("unknown type `{w}`")))
@@ -691,15 +705,7 @@ impl Parser {
             }
             "interval" | "interval_if" => {
                 let ty = typed(c)?;
-                let base = c.u32("a window word")?;
-                c.comma()?;
-                let lo_ns = c.i64()?;
-                c.comma()?;
-                let hi_ns = c.i64()?;
-                c.comma()?;
-                // The verifier judges the window (invariant 15); the text
-                // only has to name one.
-                let kind = c.count_window("an interval's kind")?;
+                let (base, lo_ns, hi_ns, kind) = c.window_head("an interval's kind")?;
                 let shape = crate::window::IntervalWindow {
                     lo_ns,
                     hi_ns,
@@ -707,7 +713,6 @@ impl Parser {
                     agg: kind.agg,
                     elem: kind.elem,
                 };
-                c.comma()?;
                 let present = self.presence(c, mnemonic == "interval_if")?;
                 let arg = self.use_value(c)?;
                 c.comma()?;
@@ -723,22 +728,13 @@ impl Parser {
             }
             "since" => {
                 let ty = typed(c)?;
-                let base = c.u32("a window word")?;
-                c.comma()?;
-                let lo_ns = c.i64()?;
-                c.comma()?;
-                let hi_ns = c.i64()?;
-                c.comma()?;
-                // The verifier judges the since (invariant 15); the text
-                // only has to name one.
-                let kind = c.count_window("a since's kind")?;
+                let (base, lo_ns, hi_ns, kind) = c.window_head("a since's kind")?;
                 let shape = crate::window::SinceWindow {
                     lo_ns,
                     hi_ns,
                     cap: kind.n,
                     elem: kind.elem,
                 };
-                c.comma()?;
                 let mut operand = || -> PResult<Value> {
                     let v = self.use_value(c)?;
                     c.comma()?;
