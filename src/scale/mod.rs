@@ -8,9 +8,12 @@
 //! hash of the key, the same in every process), and runs one
 //! [`KeyedMonitor`] per worker over the keys it owns.
 //!
-//! **Time.** The timely timestamp is the row's stamp on the time axis: its
-//! time in nanoseconds (mapped order-preservingly into `u64`, see
-//! [`timely_time`]) with `--time`, else its index in the trace. A batch of
+//! **Time.** The timely timestamp orders the rows as a single-process run
+//! takes them: vigil's readers give a row's index in the feed's order (with
+//! `--time` too, as the feed gives rows in the merge's order, so that a row is
+//! complete as soon as it is read), and readers whose rows merge by time
+//! (several timed inputs read in parallel) its stamp, the time in nanoseconds
+//! mapped order-preservingly into `u64` ([`timely_time`]). A batch of
 //! rows travels at the timestamp of its first row and every event carries
 //! its own time, so rows need not be one message each. A worker evaluates
 //! the rows of a time only once the frontier has passed it (every row of it

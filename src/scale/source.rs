@@ -46,6 +46,9 @@ pub(crate) struct Source {
     pub(crate) first_barrier: bool,
     /// Rows before this time were evaluated before a resume: skipped.
     pub(crate) skip_before: u64,
+    /// Whether `skip_before` is a stamp, not a row's index: the barrier time of a commit record
+    /// an earlier vigil wrote for a run with `--time`, whose timely times were stamps.
+    pub(crate) skip_by_stamp: bool,
     /// The digest of every row read so far (see `Complete::input_digest`),
     /// and, when resuming, the one the checkpoint recorded, until checked.
     pub(crate) digest: xxhash_rust::xxh3::Xxh3,
@@ -59,6 +62,9 @@ pub(crate) struct Source {
     /// Added to every row's position: an input's rows numbered apart from the others' when
     /// each input has a source of its own (`timed_inputs`).
     pub(crate) seq_base: u64,
+    /// Whether a row's timely time is its stamp (with `--time`), as where several readers'
+    /// rows merge by it (`timed_inputs`); else it is the row's index in the feed's order.
+    pub(crate) stamp_times: bool,
     /// Where the row that stopped the source was, when the monitor would reject it (a row
     /// without its key): (time, position).
     pub(crate) rejected: Option<(u64, u64)>,
@@ -270,6 +276,7 @@ impl Source {
             next_checkpoint: None,
             first_barrier: false,
             skip_before: 0,
+            skip_by_stamp: false,
             digest: xxhash_rust::xxh3::Xxh3::new(),
             expect_digest: None,
             tally,
@@ -278,6 +285,7 @@ impl Source {
             inputs: cells.0,
             extra: cells.1,
             seq_base: 0,
+            stamp_times: false,
             rejected: None,
         }
     }
@@ -303,16 +311,31 @@ impl Source {
                 continue;
             };
             let (source, ns) = (c.stamp.source as usize, step.time.0);
-            let (time, at_ns) = match self.timed {
-                true => (timely_time(ns), Some(ns)),
-                false => (self.seq, None),
+            let at_ns = self.timed.then_some(ns);
+            // The axis checkpoints are counted on, an earlier vigil's resume skips by and the
+            // digest covers: the stamp with `--time`, else the row's index.
+            let axis = match self.timed {
+                true => timely_time(ns),
+                false => self.seq,
+            };
+            // The timely time: the stamp where several readers' rows merge by it, else the
+            // row's index in the feed's order, which is the merge's order already. An index
+            // is complete as soon as its row is given, so the rows of the latest time are
+            // written at once, not when a row of a later time comes (a stamp is complete only
+            // then: rows of its time may follow).
+            let time = match self.stamp_times {
+                true => axis,
+                false => self.seq,
             };
             // Rows before a resumed checkpoint were evaluated, and logged,
             // before it; a barrier comes before the row it is due at, so
             // the log's length it records leaves that row out.
-            let skipped = time < self.skip_before;
+            let skipped = match self.skip_by_stamp {
+                true => axis < self.skip_before,
+                false => time < self.skip_before,
+            };
             if !skipped {
-                if let Err(e) = self.barrier(time, batch, workers) {
+                if let Err(e) = self.barrier((axis, time), batch, workers) {
                     return Fill::Stopped(e, Ended::Failure);
                 }
                 if let Err(e) = self.log(&next) {
@@ -346,14 +369,14 @@ impl Source {
             let seq = self.seq_base + self.seq;
             self.seq += 1;
             if skipped {
-                self.digest_row(time);
+                self.digest_row(axis);
                 continue;
             }
             if let Err(message) = self.check_digest() {
                 return Fill::Stopped(message, Ended::Failure);
             }
             // After the barrier: a barrier's digest covers the rows before it.
-            self.digest_row(time);
+            self.digest_row(axis);
             // The declared inputs, then the undeclared fields `--pass`
             // carries (the formatter reads them; the monitor does not).
             let cells = self.row[..self.inputs + self.extra].to_vec();
@@ -389,16 +412,22 @@ impl Source {
     }
 
     /// With checkpoints: before the first row at or past the next multiple
-    /// of `every` (at `time`; no row lies between the multiple and it), a
-    /// barrier for every worker, carrying the digest of the rows before it,
-    /// with the replay log's length (synced) kept for the writer to record.
-    /// The first row (or the first after a resume) starts the count.
-    fn barrier(&mut self, time: u64, batch: &mut Vec<Event>, workers: usize) -> Result<(), String> {
+    /// of `every` (at `axis`, its stamp or index; no row lies between the
+    /// multiple and it), a barrier for every worker at the row's timely
+    /// `time`, carrying the digest of the rows before it, with the replay
+    /// log's length (synced) kept for the writer to record. The first row
+    /// (or the first after a resume) starts the count.
+    fn barrier(
+        &mut self,
+        (axis, time): (u64, u64),
+        batch: &mut Vec<Event>,
+        workers: usize,
+    ) -> Result<(), String> {
         let Some(every) = self.every else {
             return Ok(());
         };
         let due = std::mem::take(&mut self.first_barrier)
-            || self.next_checkpoint.is_some_and(|next| time >= next);
+            || self.next_checkpoint.is_some_and(|next| axis >= next);
         if due {
             let log_len = match &mut self.record {
                 Some(record) => Some(record.synced_len(self.feed.form()).map_err(|e| {
@@ -425,7 +454,7 @@ impl Source {
             }
         }
         if due || self.next_checkpoint.is_none() {
-            self.next_checkpoint = Some((time - time % every).saturating_add(every));
+            self.next_checkpoint = Some((axis - axis % every).saturating_add(every));
         }
         Ok(())
     }
@@ -501,12 +530,14 @@ impl Source {
     }
 
     /// The time every later row is at or after (what the input may advance
-    /// to): without `--time` the next position; with it the last time, since
-    /// rows of one time may follow.
+    /// to): the next row's index (after the rows a resume skips, without
+    /// `--time`); with stamps for times, the last stamp, since rows of one
+    /// time may follow.
     fn frontier(&self) -> u64 {
-        match self.timed {
-            false => self.seq.max(self.skip_before),
-            true => self.last.map_or(0, timely_time),
+        match (self.timed, self.stamp_times) {
+            (false, _) => self.seq.max(self.skip_before),
+            (true, false) => self.seq,
+            (true, true) => self.last.map_or(0, timely_time),
         }
     }
 }

@@ -53,6 +53,8 @@ impl TimedInputsReader {
             .into_iter()
             .map(|(index, mut source)| {
                 source.seq_base = (index as u64) << INPUT_ROWS_BITS;
+                // The readers' rows merge by their stamps.
+                source.stamp_times = true;
                 Mine {
                     source,
                     head: None,

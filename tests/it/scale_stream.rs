@@ -114,10 +114,11 @@ fn a_stream_read_in_chunks_by_the_workers_gives_the_single_process_output() {
 /// The rows of a slow stream are written as they arrive, not when a chunk fills or the stream
 /// ends: here six rows (two times), then nothing while the test waits for their outputs. (A
 /// worker whose reader waited for its first chunk held every other worker's rows back until
-/// the stream gave it one.) The same with `--time`, where process 0's feed reads the stream and the source
-/// loop takes the rows waiting together before it steps: a row must not wait for others —
-/// except the rows of the latest time, which a scaled run writes once a later time or the
-/// end comes (rows of that time may follow; docs/operations.md).
+/// the stream gave it one.) The same with `--time`, where process 0's feed reads the stream
+/// and the source loop takes the rows waiting together before it steps: a row must wait
+/// neither for others nor for a row of a later time (the rows of the latest time were held
+/// back until one came: a row's timely time was its stamp, complete only once a later stamp
+/// came; it is now the row's index in the feed's order).
 #[test]
 fn rows_of_a_slow_stream_are_written_as_they_arrive_when_scaled() {
     let dir = test_dir("scale_stream", "slow");
@@ -159,8 +160,8 @@ fn rows_of_a_slow_stream_are_written_as_they_arrive_when_scaled() {
             }
         });
         let start = Instant::now();
-        // The header and the rows: with `--time`, those before the last row's time.
-        let want = if extra.is_empty() { 7 } else { 4 };
+        // The header and the six rows.
+        let want = 7;
         let mut got = Vec::new();
         while got.len() < want {
             match rx.recv_timeout(Duration::from_secs(20).saturating_sub(start.elapsed())) {

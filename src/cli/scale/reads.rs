@@ -486,6 +486,9 @@ pub(super) fn feed_source(
         && every.is_some()
         && matches!(args.output, crate::cli::OutputArg::Redis(_));
     source.skip_before = skip_before;
+    // An earlier vigil's timed barrier is a stamp (`scale::timely_time`, at or past 2^63 for
+    // any time since 1970); this one's is a row's index, far below it.
+    source.skip_by_stamp = time_cell.is_some() && skip_before >= 1 << 63;
     source.expect_digest = resumed
         .as_ref()
         .filter(|_| replayable && positioned.is_none())
