@@ -58,16 +58,7 @@ pub(crate) fn open(path: &str, format: TraceFormat) -> Result<Option<Stream>, St
     let Some(cutter) = RowCutter::new(format) else {
         return Ok(None);
     };
-    let file = if path == "-" {
-        use std::os::fd::AsFd;
-        let fd = std::io::stdin()
-            .as_fd()
-            .try_clone_to_owned()
-            .map_err(|e| format!("cannot read standard input: {e}"))?;
-        File::from(fd)
-    } else {
-        File::open(path).map_err(|e| format!("{path}: cannot open the trace: {e}"))?
-    };
+    let file = trace::open_file(path).map_err(|e| e.to_string())?;
     let meta = file
         .metadata()
         .map_err(|e| format!("{path}: cannot read the trace's metadata: {e}"))?;
@@ -218,6 +209,13 @@ impl Splitter {
         })
     }
 
+    /// Sends the rows of `buf` before `boundary` as the next chunk, keeping the rest; `false`
+    /// as [`Splitter::send`] says.
+    fn cut(&mut self, buf: &mut Vec<u8>, boundary: usize) -> bool {
+        let rest = buf.split_off(boundary);
+        self.chunk(std::mem::replace(buf, rest))
+    }
+
     /// Reads `file` to its end, dealing its chunks out.
     fn run(mut self, mut file: File, mut cutter: RowCutter, name: &str) {
         let mut buf: Vec<u8> = Vec::with_capacity(CHUNK_BYTES + READ_BYTES);
@@ -229,9 +227,9 @@ impl Splitter {
             let read = file.read(&mut buf[old..]);
             buf.truncate(old + *read.as_ref().unwrap_or(&0));
             match read {
+                // The last row may lack its line end; the reader reads it as a single-process
+                // reader does.
                 Ok(0) => {
-                    // The last row may lack its line end; the reader reads it as a
-                    // single-process reader does.
                     if !buf.is_empty() {
                         self.chunk(buf);
                     }
@@ -242,12 +240,10 @@ impl Splitter {
                 Err(e) => {
                     // The rows complete before the failure are read, as one reader reads
                     // them; the failure comes where the next row would have.
-                    if let Some(b) = boundary {
-                        let rest = buf.split_off(b);
-                        if !self.chunk(buf) {
-                            return;
-                        }
-                        buf = rest;
+                    if let Some(b) = boundary
+                        && !self.cut(&mut buf, b)
+                    {
+                        return;
                     }
                     let line = self.at.line + memchr::memchr_iter(b'\n', &buf).count() as u64;
                     let message = format!("{name}:{}: cannot read the trace: {e}", line + 1);
@@ -262,9 +258,8 @@ impl Splitter {
             if let Some(b) = boundary
                 && (buf.len() >= CHUNK_BYTES || !ready(&file))
             {
-                let rest = buf.split_off(b);
                 boundary = None;
-                if !self.chunk(std::mem::replace(&mut buf, rest)) {
+                if !self.cut(&mut buf, b) {
                     return;
                 }
             }

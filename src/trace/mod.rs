@@ -390,6 +390,7 @@ pub use ahead::ReadAhead;
 pub use behind::{WriteBehind, raw_stdout};
 pub(crate) use jsonl::serde_value;
 pub(crate) use jsonl::too_deep;
+pub(crate) use source::open_file;
 // The REPL session's rows, and the command line's `--start`.
 pub(crate) use values::parse_text;
 pub use writer::{
@@ -444,7 +445,9 @@ pub fn open_trace_at(
         .map(|(file, origin)| TraceFile { file, origin });
     let reader = match (resume, &file) {
         (Some(r), Some(f)) if !opened.streaming => {
-            resumed_reader(name, opened.bytes, format, schema, options, r, f)
+            resumed_reader(name, opened.bytes, format, schema, options, r, || {
+                from_start(f)
+            })
         }
         _ => make_reader(name, opened.bytes, format, schema, options),
     };
@@ -526,17 +529,12 @@ pub fn open_trace_chunk(
     if at.offset == 0 {
         return make_reader(name, source, format, schema, options);
     }
-    let prepared = values::Schema::new(name, schema);
-    let line = usize::try_from(at.line).unwrap_or(usize::MAX);
-    let lines = source::Lines::resumed(name, source, at.offset, line);
-    match format {
-        TraceFormat::Tc => Box::new(tc::TcReader::resumed(lines, prepared, options, 0)),
-        TraceFormat::Jsonl => Box::new(jsonl::JsonlReader::new(lines, prepared)),
-        TraceFormat::Csv => {
-            let header = source::Lines::new(name, Box::new(std::io::Cursor::new(head)));
-            Box::new(csv_reader::CsvReader::resumed(lines, header, prepared))
-        }
-    }
+    let at = ResumeAt {
+        position: at,
+        rows: 0,
+    };
+    let header = || -> Box<dyn BufRead + Send> { Box::new(std::io::Cursor::new(head)) };
+    resumed_reader(name, source, format, schema, options, at, header)
 }
 
 /// Opens the part of a regular trace file from `at` (a row's start, as
@@ -572,12 +570,19 @@ pub fn open_trace_part(
         rows: 0,
     };
     Ok(resumed_reader(
-        path, bytes, format, schema, options, resume, &file,
+        path,
+        bytes,
+        format,
+        schema,
+        options,
+        resume,
+        || from_start(&file),
     ))
 }
 
 /// A reader over `source`, which starts at `at.position` of a trace whose
-/// earlier rows were read before.
+/// earlier rows were read before; a CSV trace's header is read again from
+/// `start` (the trace's start).
 fn resumed_reader(
     name: &str,
     source: Box<dyn BufRead + Send>,
@@ -585,7 +590,7 @@ fn resumed_reader(
     schema: &InputSchema,
     options: ReaderOptions,
     at: ResumeAt,
-    file: &TraceFile,
+    start: impl FnOnce() -> Box<dyn BufRead + Send>,
 ) -> Box<dyn RowReader> {
     let prepared = values::Schema::new(name, schema);
     let line = usize::try_from(at.position.line).unwrap_or(usize::MAX);
@@ -595,14 +600,18 @@ fn resumed_reader(
         TraceFormat::Jsonl => Box::new(jsonl::JsonlReader::new(lines, prepared)),
         TraceFormat::Csv => {
             // The header is the first record: read it again from the start.
-            let start = std::io::BufReader::new(FileFrom {
-                file: file.file.try_clone(),
-                at: file.origin,
-            });
-            let header = source::Lines::new(name, Box::new(start));
+            let header = source::Lines::new(name, start());
             Box::new(csv_reader::CsvReader::resumed(lines, header, prepared))
         }
     }
+}
+
+/// A regular trace file read from its start, apart from the reader's handle.
+fn from_start(file: &TraceFile) -> Box<dyn BufRead + Send> {
+    Box::new(std::io::BufReader::new(FileFrom {
+        file: file.file.try_clone(),
+        at: file.origin,
+    }))
 }
 
 /// Reads a file from an offset by `pread`, leaving the handle's own

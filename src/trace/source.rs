@@ -26,6 +26,25 @@ pub(crate) struct Opened {
     pub(crate) origin: Option<(File, u64)>,
 }
 
+/// Opens `path`, or for `-` a duplicate of descriptor 0, so that standard
+/// input is classified and read exactly like a named file.
+pub(crate) fn open_file(path: &str) -> Result<File, OpenError> {
+    let fail = |message: String| OpenError {
+        file: path.to_string(),
+        message,
+    };
+    if path == "-" {
+        use std::os::fd::AsFd;
+        let fd = io::stdin()
+            .as_fd()
+            .try_clone_to_owned()
+            .map_err(|e| fail(format!("cannot read standard input: {e}")))?;
+        Ok(File::from(fd))
+    } else {
+        File::open(path).map_err(|e| fail(format!("cannot open the trace: {e}")))
+    }
+}
+
 /// Opens `path` (`-` is standard input) and decides by the file's type how
 /// to read it: a regular file is mapped (see the module doc), anything else
 /// is a stream. A directory is an error. A regular file is read from `at`
@@ -36,18 +55,7 @@ pub(crate) fn open_source_at(path: &str, at: u64) -> Result<Opened, OpenError> {
         file: path.to_string(),
         message,
     };
-    let file = if path == "-" {
-        // A duplicate of descriptor 0, so that standard input is classified
-        // and read exactly like a named file.
-        use std::os::fd::AsFd;
-        let fd = io::stdin()
-            .as_fd()
-            .try_clone_to_owned()
-            .map_err(|e| fail(format!("cannot read standard input: {e}")))?;
-        File::from(fd)
-    } else {
-        File::open(path).map_err(|e| fail(format!("cannot open the trace: {e}")))?
-    };
+    let file = open_file(path)?;
     let meta = file
         .metadata()
         .map_err(|e| fail(format!("cannot read the trace's metadata: {e}")))?;
