@@ -24,6 +24,25 @@
 pub mod interval;
 pub mod since;
 
+/// A small deterministic generator (xorshift), so that the windows' differential tests need no
+/// seed file.
+#[cfg(test)]
+pub(crate) struct Gen(pub(crate) u64);
+
+#[cfg(test)]
+impl Gen {
+    pub(crate) fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    pub(crate) fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
 pub use interval::{IntervalRead, IntervalWindow, step_time};
 pub use since::SinceWindow;
 

@@ -579,6 +579,7 @@ impl IntervalWindow {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::window::Gen;
 
     fn window(agg: Agg, lo: i64, hi: i64, cap: u32) -> IntervalWindow {
         let elem = match agg {
@@ -666,23 +667,6 @@ mod tests {
                 f64::to_bits(1.0),
                 seed % 2 == 0,
             );
-        }
-    }
-
-    /// A small deterministic generator (xorshift), so that the
-    /// differential test below needs no seed file.
-    struct Gen(u64);
-
-    impl Gen {
-        fn next(&mut self) -> u64 {
-            self.0 ^= self.0 << 13;
-            self.0 ^= self.0 >> 7;
-            self.0 ^= self.0 << 17;
-            self.0
-        }
-
-        fn below(&mut self, n: u64) -> u64 {
-            self.next() % n
         }
     }
 

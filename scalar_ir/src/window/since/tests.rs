@@ -1,6 +1,7 @@
 //! The since's state machine against a direct evaluation of its definition, and its words' guarantees.
 
 use super::*;
+use crate::window::Gen;
 
 const S: i64 = 1_000_000_000;
 
@@ -63,22 +64,6 @@ fn as_f64(s: &SinceWindow, r: IntervalRead) -> f64 {
         (IntervalRead::Bits(b), Elem::Float) => f64::from_bits(b),
         (IntervalRead::Bits(b), _) => b as f64,
         (IntervalRead::Full, _) => panic!("full"),
-    }
-}
-
-/// A small deterministic generator (xorshift).
-struct Gen(u64);
-
-impl Gen {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
     }
 }
 
