@@ -296,12 +296,16 @@ pub(crate) fn csv(rows: usize, keys: u64) -> String {
 /// (without the summary's timing line).
 fn outcome(args: &[&str]) -> (Option<i32>, String, String) {
     let o = run(args);
-    let err: String = String::from_utf8_lossy(&o.stderr)
-        .lines()
+    let err = without_timing(&String::from_utf8_lossy(&o.stderr));
+    (o.status.code(), String::from_utf8(o.stdout).unwrap(), err)
+}
+
+/// Standard error without the summary's timing line, which differs from run to run.
+pub(crate) fn without_timing(err: &str) -> String {
+    err.lines()
         .filter(|l| !l.ends_with("rows/s"))
         .map(|l| format!("{l}\n"))
-        .collect();
-    (o.status.code(), String::from_utf8(o.stdout).unwrap(), err)
+        .collect()
 }
 
 /// Issue 35, "scale-out reads in parallel": a regular file without `--time`

@@ -3,21 +3,15 @@
 //! run of the same rows byte for byte.
 
 use crate::scale::{SPEC, trace};
-use crate::scale_combos::csv;
+use crate::scale_combos::{csv, without_timing};
 use crate::support::{Outcome, run_piped, test_dir, vigil, write};
 use std::io::{BufRead, Write};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-/// `outcome` without the summary's timing line, which differs from run to run.
+/// A run's status, output and standard error without the summary's timing line.
 fn steady(o: Outcome) -> (Option<i32>, String, String) {
-    let err = o
-        .err
-        .lines()
-        .filter(|l| !l.ends_with("rows/s"))
-        .map(|l| format!("{l}\n"))
-        .collect();
-    (o.code, o.out, err)
+    (o.code, o.out, without_timing(&o.err))
 }
 
 /// A stream on standard input is read in chunks by every worker (`--stats` says how many),
