@@ -390,6 +390,8 @@ pub use ahead::ReadAhead;
 pub use behind::{WriteBehind, raw_stdout};
 pub(crate) use jsonl::serde_value;
 pub(crate) use jsonl::too_deep;
+// A scaled run's stream reader (`scale::chunks`) opens its stream as a trace is opened.
+#[cfg(feature = "scale")]
 pub(crate) use source::open_file;
 // The REPL session's rows, and the command line's `--start`.
 pub(crate) use values::parse_text;
