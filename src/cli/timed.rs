@@ -25,7 +25,7 @@ use crate::lang::ast::{GapPolicy, ResetPolicy};
 use crate::monitor::Spec;
 use crate::notice::Notice;
 use crate::pipeline::drive::Counts;
-use crate::pipeline::inputs::{self, InputOptions, Inputs};
+use crate::pipeline::inputs::{self, InputOptions};
 use crate::pipeline::outputs::{self, Outputs};
 use crate::pipeline::run_loop::{Events, RunLoop, SourceRows};
 use crate::pipeline::sink::Alerts;
@@ -230,24 +230,21 @@ pub(super) fn run(
         format: args.format.forced(),
         malformed: args.on_malformed.into(),
         live: &live,
+        key: None,
     };
     let opened = inputs::open(
         reading,
         &input_options,
         resumed.as_ref().map(|r| r.loaded()),
     );
-    let Inputs {
-        sources,
-        kept,
-        streaming,
-        listener,
-    } = match opened {
+    let inputs = match opened {
         Ok(i) => i,
         Err(refused) => {
             error(&refused.message);
             return super::exit_of(refused.ended);
         }
     };
+    let streaming = inputs.streaming;
     let runner = match &mut resumed {
         Some(r) => r.monitor(args, spec),
         None => checkpoint::new_monitor(args, spec),
@@ -275,7 +272,6 @@ pub(super) fn run(
         Ok(a) => a,
         Err(exit) => return exit,
     };
-    let checkpoints = checkpoint::checkpointer(args, kept, output, output_sync, alerts_sync);
     let periods: Vec<i64> = match &runner {
         Runner::Single(m) => m.periods().to_vec(),
         Runner::Keyed(m) => m.periods().to_vec(),
@@ -356,32 +352,8 @@ pub(super) fn run(
             max_ticks: args.max_ticks,
         });
     }
-    let merged_live = streaming && (sources.len() > 1 || listener.is_some());
-    for (name, reader, format) in sources {
-        feed.add_reader(name, reader, format);
-    }
-    if merged_live {
-        // Live sources merged: each read on a thread of its own, by the
-        // reader opened above. (Opening it again there closed the first
-        // one: a FIFO's writer could then find no reader and fail with a
-        // broken pipe.)
-        feed.read_on_threads();
-    }
-    if let Some(l) = listener {
-        if let Ok(addr) = l.local_addr() {
-            // The address (a port 0 asked for any free port) for whoever connects.
-            notify(Notice::Listening {
-                at: format!("tcp://{addr}"),
-            });
-        }
-        let policy = args.on_malformed.into();
-        feed.listen(pipeline::spawn_listener(
-            l,
-            schema.clone(),
-            policy,
-            notify.clone(),
-        ));
-    }
+    let (kept, streaming) = inputs.join(&mut feed, &schema, args.on_malformed.into(), &notify);
+    let checkpoints = checkpoint::checkpointer(args, kept, output, output_sync, alerts_sync);
     if let Some(r) = &resumed {
         let at: Vec<pipeline::At> = (0..r.sources()).map(|i| r.at(i)).collect();
         feed.resume(&r.clock().feed, &at);

@@ -24,6 +24,7 @@
 //!     format: None,
 //!     malformed: Malformed::Stop,
 //!     live: &live,
+//!     key: None,
 //! };
 //! let names = [a.display().to_string(), b.display().to_string()];
 //! let opened = inputs::open(&names, &options, None)?;
@@ -35,10 +36,11 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-use super::Malformed;
 use super::checkpoint::{self, Checkpoint, Dropping, Reposition};
 use super::drive::Ended;
+use super::{Feed, Malformed};
 use crate::live;
+use crate::notice::Notify;
 use crate::trace::{
     self, InputSchema, ReaderOptions, RowReader, TraceError, TraceErrorKind, TraceFormat,
 };
@@ -64,6 +66,10 @@ pub struct InputOptions<'a> {
     pub malformed: Malformed,
     /// The live transports' options.
     pub live: &'a live::Options,
+    /// In a keyed run that skips rows without their key (a scaled one), the key's cell: a
+    /// stream put back where a checkpoint left it drops the rows it had consumed, skipped
+    /// ones included.
+    pub key: Option<usize>,
 }
 
 /// A run's inputs, opened (see the module doc).
@@ -194,6 +200,44 @@ pub fn open(
 }
 
 impl Inputs {
+    /// Gives every source to `feed`, and the listener's connections as they come (said with
+    /// a [`Notice::Listening`](crate::notice::Notice::Listening) naming its address, since a
+    /// port 0 asks for any free one); returns the sources as a checkpoint records them and
+    /// whether one is a stream. Live sources merged are each read on a thread of their own,
+    /// so that a silent one does not hold the others back.
+    pub fn join(
+        self,
+        feed: &mut Feed,
+        schema: &InputSchema,
+        malformed: Malformed,
+        notify: &Notify,
+    ) -> (Vec<checkpoint::Source>, bool) {
+        let merged_live = self.streaming && (self.sources.len() > 1 || self.listener.is_some());
+        for (name, reader, format) in self.sources {
+            feed.add_reader(name, reader, format);
+        }
+        if merged_live {
+            // Each read by the reader opened here. (Opening it again on the thread closed
+            // the first one: a FIFO's writer could then find no reader and fail with a broken
+            // pipe.)
+            feed.read_on_threads();
+        }
+        if let Some(l) = self.listener {
+            if let Ok(addr) = l.local_addr() {
+                notify(crate::notice::Notice::Listening {
+                    at: format!("tcp://{addr}"),
+                });
+            }
+            feed.listen(super::spawn_listener(
+                l,
+                schema.clone(),
+                malformed,
+                notify.clone(),
+            ));
+        }
+        (self.kept, self.streaming)
+    }
+
     /// Opens the live source `url` (its readers, each a source).
     fn open_live(
         &mut self,
@@ -247,7 +291,7 @@ impl Inputs {
         if let Some(r) = resume {
             let dropping = Dropping {
                 malformed: options.malformed != Malformed::Stop,
-                key: None,
+                key: options.key,
             };
             let width = schema.names.len();
             match r.reposition(i, path, &mut opened, width, dropping) {

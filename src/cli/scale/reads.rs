@@ -6,7 +6,7 @@ use super::{Refused, fail};
 use crate::cli::RunArgs;
 use crate::cli::ops::View;
 use crate::monitor::Spec;
-use crate::pipeline::checkpoint::{self, Dropping, Reposition, barrier};
+use crate::pipeline::checkpoint::{self, barrier};
 use crate::pipeline::{self, Feed};
 use crate::scale::source::{AtBarriers, Reading, Source, StopAt, Tally, resume_record};
 use crate::scale::timed_inputs::TimedInputsReader;
@@ -286,7 +286,6 @@ pub(super) fn feed_source(
         max_gap,
         ..
     } = ticking;
-    let mut streaming = false;
     if args.input.is_empty() {
         return Err(fail(
             "the trace is missing: pass --input FILE (or - for standard input)".into(),
@@ -313,110 +312,28 @@ pub(super) fn feed_source(
     };
     let replayable = !args.input.iter().any(|i| i.starts_with("mqtt://"));
     let feed_options = feed_options(args, spec, f)?;
-    let width = feed_options.names.len();
-    let mut kept: Vec<checkpoint::Source> = Vec::new();
     let (lateness, feed_on_gap, feed_on_reset) = (
         feed_options.lateness,
         feed_options.on_gap,
         feed_options.on_reset,
     );
     let mut feed = Feed::new(feed_options, crate::cli::timed::notices());
-    let live_options = crate::cli::live::options(args, time_cell);
-    let mut listener = None;
-    for input in &args.input {
-        if let Some(addr) = input.strip_prefix("tcp://") {
-            if listener.is_some() {
-                return Err(fail(
-                    "one tcp:// input at most (its connections are the sources)".into(),
-                ));
-            }
-            let l = std::net::TcpListener::bind(addr)
-                .map_err(|e| fail(format!("--input {input}: cannot listen: {e}")))?;
-            listener = Some(l);
-            streaming = true;
-            continue;
-        }
-        if crate::cli::live::is_url(input) {
-            let resume = crate::cli::live::Resume {
-                token: positioned.and_then(|r| r.record.token(kept.len())),
-                written: None,
-            };
-            let sources =
-                crate::live::open_input(input, schema, &live_options, &resume).map_err(fail)?;
-            for crate::live::Source { name, reader } in sources {
-                if let Some(r) = positioned {
-                    (r.record.check_source(kept.len(), &name, TraceFormat::Jsonl)).map_err(fail)?;
-                }
-                kept.push(checkpoint::Source {
-                    path: crate::cli::live::redact(&name),
-                    format: TraceFormat::Jsonl,
-                    trace: None,
-                });
-                feed.add_reader(name, reader, TraceFormat::Jsonl);
-            }
-            streaming = true;
-            continue;
-        }
-        let format = pipeline::inputs::format_of(input, args.format.forced()).map_err(fail)?;
-        if format == TraceFormat::Tc && args.on_malformed != crate::cli::OnMalformed::Stop {
-            return Err(fail(
-                "--on-malformed skip|warn needs JSON-lines or CSV traces: a malformed `.input` block cannot be skipped alone".into(),
-            ));
-        }
-        let options = ReaderOptions {
+    let live = crate::cli::live::options(args, time_cell);
+    let input_options = pipeline::inputs::InputOptions {
+        schema,
+        reader: ReaderOptions {
             max_step_gap: args.max_step_gap,
-        };
-        let resume_at = match positioned {
-            Some(r) => (r.record.check_source(kept.len(), input, format)).map_err(fail)?,
-            None => None,
-        };
-        let mut opened = trace::open_trace_at(input, format, schema, options, resume_at)
-            .map_err(|e| fail(e.to_string()))?;
-        streaming |= opened.streaming;
-        if let Some(r) = positioned {
-            let dropping = Dropping {
-                malformed: args.on_malformed != crate::cli::OnMalformed::Stop,
-                key: Some(key_index),
-            };
-            (r.record
-                .reposition(kept.len(), input, &mut opened, width, dropping))
-            .map_err(|e| match e {
-                Reposition::Refused(m) => fail(m),
-                Reposition::Trace(e) => (e.to_string(), crate::cli::trace_exit(&e)),
-            })?;
-        }
-        let name = match input.as_str() {
-            "-" => "<stdin>".to_string(),
-            path => path.to_string(),
-        };
-        kept.push(checkpoint::Source {
-            path: input.clone(),
-            format,
-            trace: opened.file,
-        });
-        feed.add_reader(name, opened.reader, format);
-    }
-    if streaming && (args.input.len() > 1 || listener.is_some()) {
-        // Live sources merged: each read on a thread of its own, so
-        // that a silent one does not hold the others back.
-        feed.read_on_threads();
-    }
-    if let Some(l) = listener {
-        // A tcp:// listener's connections join as sources, as in a
-        // single-process run (`timed.rs`).
-        let notify = crate::cli::timed::notices();
-        if let Ok(addr) = l.local_addr() {
-            notify(crate::notice::Notice::Listening {
-                at: format!("tcp://{addr}"),
-            });
-        }
-        feed.listen(pipeline::spawn_listener(
-            l,
-            schema.clone(),
-            args.on_malformed.into(),
-            notify,
-        ));
-    }
+        },
+        format: args.format.forced(),
+        malformed: args.on_malformed.into(),
+        live: &live,
+        // A row without its key was skipped by the source (`scale::source`).
+        key: Some(key_index),
+    };
+    let opened = pipeline::inputs::open(&args.input, &input_options, positioned.map(|r| &r.record))
+        .map_err(|refused| (refused.message, crate::cli::exit_of(refused.ended)))?;
+    let notify = crate::cli::timed::notices();
+    let (kept, streaming) = opened.join(&mut feed, schema, args.on_malformed.into(), &notify);
     let every = checkpoint.as_ref().map(|_| match time_cell {
         None => args.checkpoint_every,
         Some(_) => (args.checkpoint_every as i64)
@@ -424,14 +341,6 @@ pub(super) fn feed_source(
             .max(1) as u64,
     });
     if let (Some(r), Some(clock)) = (positioned, clock) {
-        if r.record.sources() != kept.len() {
-            return Err(fail(format!(
-                "cannot resume from `{}`: it was taken on {} sources, and this run has {}",
-                r.dir.display(),
-                r.record.sources(),
-                kept.len()
-            )));
-        }
         let at: Vec<pipeline::At> = (0..kept.len()).map(|i| r.record.at(i)).collect();
         feed.resume(&clock.feed, &at);
     }
