@@ -15,10 +15,9 @@ use crate::monitor::Spec;
 use crate::pipeline::checkpoint::barrier;
 
 use crate::scale::MAX_TOTAL_WORKERS;
-use crate::scale::parts;
 use crate::scale::peers;
 use crate::scale::run::{self, Network, Plan, SharedSinks, Sink, worker_id};
-use crate::scale::source::{AtBarriers, Reading, StopAt, Tally};
+use crate::scale::source::{AtBarriers, Reading, StopAt};
 use crate::time::{TimeForm, TimeUnit};
 use crate::trace::{OutputFormat, ReaderOptions};
 use std::path::{Path, PathBuf};
@@ -251,7 +250,8 @@ fn on_silent_peer(
 
 mod reads;
 
-use reads::{FeedSetup, Parallel, feed_source, parallel_plan};
+use crate::scale::reading::{self, Parallel, ReadSetup};
+use reads::{FeedSetup, feed_options, feed_source};
 
 /// A run that could not go on: its message and exit status.
 type Refused = (String, Exit);
@@ -425,11 +425,29 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
         resumed: resumed.as_ref(),
         at_barriers: &at_barriers,
     };
-    // Regular files are read in parallel by process 0's workers (`parts`) where the options
-    // allow it; anything else by process 0's feed.
+    // Regular files and a stream are read in parallel by process 0's workers
+    // (`scale::reading`) where the options allow it; anything else by process 0's feed.
+    // Checkpoints and a replay log record one reader's position: they read through the feed.
     let stop_at: Arc<StopAt> = Arc::default();
+    let notify = super::timed::notices();
+    let template_options = feed_options(args, spec, &setup)?;
+    let reading = ReadSetup {
+        inputs: &args.input,
+        format: args.format.forced(),
+        reader: ReaderOptions {
+            max_step_gap: args.max_step_gap,
+        },
+        feed: &template_options,
+        schema: &schema,
+        key_index,
+        key: &key,
+        cells: (inputs, view.extra()),
+        notify: notify.clone(),
+        stop_at: Arc::clone(&stop_at),
+    };
+    let serial = args.checkpoint.is_some() || args.resume.is_some() || args.record.is_some();
     let mut parts = match process {
-        0 => parallel_plan(args, spec, threads, (&setup, &stop_at))?,
+        0 if !serial => reading::plan(&reading, threads).map_err(fail)?,
         _ => None,
     };
     let mut streaming = parts.as_ref().is_some_and(Parallel::streaming);
@@ -458,22 +476,10 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
         barrier::remove(dir, |_| true);
     }
     let opened = open_sinks(args, spec, output, (&key, &names), resumed.as_ref())?;
-    let notify = super::timed::notices();
-    let mut readers: Vec<Box<dyn Reading>> = Vec::new();
-    if let Some(parallel) = &mut parts {
-        let part = parts::PartSetup {
-            schema: schema.clone(),
-            options: ReaderOptions {
-                max_step_gap: args.max_step_gap,
-            },
-            tally: Tally::new(args.on_malformed.into(), notify.clone()),
-            key_index,
-            key_name: key.clone(),
-            cells: inputs + view.extra(),
-            stop_at: Arc::clone(&stop_at),
-        };
-        readers = parallel.readers(threads, &part, &notify);
-    }
+    let mut readers: Vec<Box<dyn Reading>> = match &mut parts {
+        Some(parallel) => parallel.readers(threads, &reading),
+        None => Vec::new(),
+    };
     if let Some(s) = source {
         readers.push(Box::new(s));
     }
@@ -667,24 +673,11 @@ fn report(
                 "worker {w} of {total_workers}:\n{stats}keys: {keys} live\n"
             ));
         }
-        match parts {
-            Some(Parallel::Parts(p)) => super::say(format_args!(
-                "process {process}: the trace read in {} parts by {threads} workers\n",
-                p.count()
-            )),
-            Some(Parallel::Inputs(i)) => super::say(format_args!(
-                "process {process}: {} inputs read in parallel by {threads} workers\n",
-                i.count()
-            )),
-            Some(Parallel::Timed(t)) => super::say(format_args!(
-                "process {process}: {} inputs read in parallel by {threads} workers, each through a feed of its own\n",
-                t.count
-            )),
-            Some(Parallel::Stream(s)) => super::say(format_args!(
-                "process {process}: the stream read in {} chunks by {threads} workers\n",
-                s.cut.load(std::sync::atomic::Ordering::Relaxed)
-            )),
-            None => {}
+        if let Some(parallel) = parts {
+            super::say(format_args!(
+                "process {process}: {}\n",
+                parallel.describe(threads)
+            ));
         }
         let keys: usize = ends.iter().map(|(.., k)| k).sum();
         // The writer gets every worker's counters (each process's own,

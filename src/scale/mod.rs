@@ -32,6 +32,7 @@ pub(crate) mod chunks;
 pub(crate) mod inputs;
 pub(crate) mod parts;
 pub(crate) mod peers;
+pub(crate) mod reading;
 pub(crate) mod run;
 mod scaled;
 pub(crate) mod source;

@@ -1,6 +1,5 @@
-//! How a scaled run reads: process 0's feed of every `--input`, or regular files read in
-//! parallel by process 0's workers (one in parts, several each whole, with `--time` each through
-//! a feed of its own), set up from the arguments.
+//! How a scaled run reads, set up from the arguments: the feed's options (which the library's
+//! parallel readers, `scale::reading`, take too), and process 0's feed of every `--input`.
 
 use super::{Refused, fail};
 use crate::cli::RunArgs;
@@ -8,188 +7,11 @@ use crate::cli::ops::View;
 use crate::monitor::Spec;
 use crate::pipeline::checkpoint::{self, barrier};
 use crate::pipeline::{self, Feed};
-use crate::scale::source::{AtBarriers, Reading, Source, StopAt, Tally, resume_record};
-use crate::scale::timed_inputs::TimedInputsReader;
-use crate::scale::{chunks, inputs, parts};
+use crate::scale::source::{AtBarriers, Source, Tally, resume_record};
 use crate::time::{TimeForm, TimeUnit};
-use crate::trace::{self, ReaderOptions, TraceFormat};
+use crate::trace::ReaderOptions;
 use std::path::PathBuf;
 use std::sync::Arc;
-
-/// How process 0's workers read a scaled run's input in parallel.
-pub(super) enum Parallel {
-    /// One regular file split into parts.
-    Parts(parts::Parts),
-    /// Several regular files, each read whole by one worker.
-    Inputs(inputs::Inputs),
-    /// Several regular files with a time field, each read by one worker through a feed of its
-    /// own.
-    Timed(TimedInputs),
-    /// One stream (standard input, a FIFO) cut into chunks, each worker's taken by its reader.
-    Stream(StreamChunks),
-}
-
-/// The chunks of `Parallel::Stream`: each worker's, and how many the splitter cut.
-pub(super) struct StreamChunks {
-    chunks: Vec<Option<chunks::Chunks>>,
-    pub(super) cut: Arc<std::sync::atomic::AtomicU64>,
-}
-
-/// The inputs of `Parallel::Timed`: each input's reader, taken by the worker that reads it.
-pub(super) struct TimedInputs {
-    sources: Vec<Option<Source>>,
-    stop_at: Arc<StopAt>,
-    pub(super) count: usize,
-}
-
-impl TimedInputs {
-    /// Worker `worker`'s of `threads`: inputs `worker`, `worker + threads`, …
-    fn reader(&mut self, worker: usize, threads: usize) -> TimedInputsReader {
-        let mine = (worker..self.sources.len())
-            .step_by(threads)
-            .filter_map(|s| self.sources[s].take().map(|source| (s, source)))
-            .collect();
-        TimedInputsReader::new(mine, Arc::clone(&self.stop_at))
-    }
-}
-
-impl Parallel {
-    /// Process 0's `threads` workers' readers (a worker with nothing to read gets a reader
-    /// that ends at once): each with its own counts, sharing `part`'s stop.
-    pub(super) fn readers(
-        &mut self,
-        threads: usize,
-        part: &parts::PartSetup,
-        notify: &crate::notice::Notify,
-    ) -> Vec<Box<dyn Reading>> {
-        (0..threads)
-            .map(|w| {
-                let setup = parts::PartSetup {
-                    schema: part.schema.clone(),
-                    tally: Tally::new(part.tally.malformed, notify.clone()),
-                    key_name: part.key_name.clone(),
-                    stop_at: Arc::clone(&part.stop_at),
-                    ..*part
-                };
-                let reader: Box<dyn Reading> = match self {
-                    Parallel::Parts(p) => Box::new(p.reader(w, threads, setup)),
-                    Parallel::Inputs(i) => Box::new(i.reader(w, threads, setup)),
-                    Parallel::Timed(t) => Box::new(t.reader(w, threads)),
-                    Parallel::Stream(s) => match s.chunks.get_mut(w).and_then(Option::take) {
-                        Some(c) => Box::new(parts::PartReader::of_stream(c, setup)),
-                        None => unreachable!("one reader per worker, each taken once"),
-                    },
-                };
-                reader
-            })
-            .collect()
-    }
-
-    /// Whether the input is a stream, whose outputs are written as they complete.
-    pub(super) fn streaming(&self) -> bool {
-        matches!(self, Parallel::Stream(_))
-    }
-}
-
-/// How a scaled run reads its input: in parallel when the options allow it and every input
-/// is a regular file of JSON lines or CSV — one without a time field split into parts, several
-/// each read by a worker (with a time field, each through a feed of its own) — or `None`:
-/// process 0's feed reads them. Checkpoints and a replay log (both record one reader's
-/// position) read them through the feed, and so does one file with a time field (a late row's
-/// re-stamping depends on every row before it).
-pub(super) fn parallel_plan(
-    args: &RunArgs,
-    spec: &Spec,
-    threads: usize,
-    (setup, stop_at): (&FeedSetup<'_>, &Arc<StopAt>),
-) -> Result<Option<Parallel>, Refused> {
-    let serial =
-        threads < 2 || args.checkpoint.is_some() || args.resume.is_some() || args.record.is_some();
-    if serial || args.input.is_empty() {
-        return Ok(None);
-    }
-    if let Some(stream) = stream_plan(args, threads)? {
-        return Ok(Some(Parallel::Stream(stream)));
-    }
-    let mut files = Vec::with_capacity(args.input.len());
-    for path in &args.input {
-        let regular = path != "-"
-            && !crate::cli::live::is_url(path)
-            && !path.starts_with("tcp://")
-            && std::fs::metadata(path).is_ok_and(|m| m.is_file());
-        // (A format not told here is the serial set-up's to report.)
-        match pipeline::inputs::format_of(path, args.format.forced()) {
-            Ok(format @ (TraceFormat::Csv | TraceFormat::Jsonl)) if regular => {
-                files.push((path.clone(), format));
-            }
-            _ => return Ok(None),
-        }
-    }
-    let options = ReaderOptions {
-        max_step_gap: args.max_step_gap,
-    };
-    match (args.time.is_some(), files.as_slice()) {
-        (true, [_]) => Ok(None),
-        (true, _) => {
-            if !inputs::same_time_form(&files, setup.schema, setup.time_cell, setup.unit) {
-                return Ok(None);
-            }
-            // A run says its first late rows, as many as a feed of every input says (its
-            // count is in the summary): the inputs' feeds share that budget.
-            let notify = crate::cli::timed::notices();
-            let said = Arc::new(std::sync::atomic::AtomicU64::new(0));
-            let late_said: crate::notice::Notify = Arc::new(move |n| {
-                let late = matches!(n, crate::notice::Notice::Late { .. });
-                if !late
-                    || said.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-                        < pipeline::LATE_ROWS_SAID
-                {
-                    notify(n);
-                }
-            });
-            let mut sources = Vec::with_capacity(files.len());
-            for file in &files {
-                sources.push(Some(input_source(args, spec, (setup, &late_said), file)?));
-            }
-            Ok(Some(Parallel::Timed(TimedInputs {
-                count: sources.len(),
-                sources,
-                stop_at: Arc::clone(stop_at),
-            })))
-        }
-        (false, [(path, format)]) => Ok(parts::plan(path, *format, threads)
-            .map_err(fail)?
-            .map(Parallel::Parts)),
-        (false, _) => {
-            let opened = inputs::Inputs::open(&files, setup.schema, options).map_err(fail)?;
-            Ok(Some(Parallel::Inputs(opened)))
-        }
-    }
-}
-
-/// One stream without a time field (standard input or a FIFO, JSON lines or CSV) cut into
-/// chunks for the workers (`scale::chunks`), or `None`.
-fn stream_plan(args: &RunArgs, threads: usize) -> Result<Option<StreamChunks>, Refused> {
-    let [path] = args.input.as_slice() else {
-        return Ok(None);
-    };
-    if args.time.is_some() || crate::cli::live::is_url(path) || path.starts_with("tcp://") {
-        return Ok(None);
-    }
-    // (A format not told here is the serial set-up's to report.)
-    let Ok(format) = pipeline::inputs::format_of(path, args.format.forced()) else {
-        return Ok(None);
-    };
-    let Some(stream) = chunks::open(path, format).map_err(fail)? else {
-        return Ok(None);
-    };
-    let cut = Arc::new(std::sync::atomic::AtomicU64::new(0));
-    let chunks = stream.split(threads, Arc::clone(&cut)).map_err(fail)?;
-    Ok(Some(StreamChunks {
-        chunks: chunks.into_iter().map(Some).collect(),
-        cut,
-    }))
-}
 
 /// What the set-up of process 0's feed needs to know.
 pub(super) struct FeedSetup<'a> {
@@ -208,7 +30,7 @@ pub(super) struct FeedSetup<'a> {
 
 /// How process 0's feed (or an input's own, read in parallel) stamps and merges a keyed run's
 /// rows: the options' time field, lateness and malformed-row policy, each row a step of its own.
-fn feed_options(
+pub(super) fn feed_options(
     args: &RunArgs,
     spec: &Spec,
     f: &FeedSetup<'_>,
@@ -238,25 +60,6 @@ fn feed_options(
         positions: true,
         wall_clock: false,
     })
-}
-
-/// The reader of one input with a time field through a feed of its own (`Parallel::Timed`).
-fn input_source(
-    args: &RunArgs,
-    spec: &Spec,
-    (f, late_said): (&FeedSetup<'_>, &crate::notice::Notify),
-    (path, format): &(String, TraceFormat),
-) -> Result<Source, Refused> {
-    let mut feed = Feed::new(feed_options(args, spec, f)?, late_said.clone());
-    let options = ReaderOptions {
-        max_step_gap: args.max_step_gap,
-    };
-    let opened =
-        trace::open_trace(path, *format, f.schema, options).map_err(|e| fail(e.to_string()))?;
-    feed.add_reader(path.clone(), opened.reader, *format);
-    let tally = Tally::new(args.on_malformed.into(), crate::cli::timed::notices());
-    let key = (f.key_index, f.key.to_string());
-    Ok(Source::new(feed, tally, key, (f.inputs, f.view.extra())))
 }
 
 /// Process 0's feed of every `--input` (files, standard input, live sources, a `tcp://`

@@ -1,0 +1,238 @@
+//! How a scaled run's inputs are read in parallel by the workers of process 0, where the inputs
+//! allow it: one regular file without a time field split into parts (`parts`), several regular
+//! files each read whole by one worker (`inputs`; with a time field each through a feed of its
+//! own, `timed_inputs`), or one stream without a time field cut into chunks (`chunks`). Anything
+//! else (a live source, a `tcp://` listener, one file with a time field, an `.input` trace) is
+//! read by process 0's feed, and [`plan`] says so with `None`.
+
+use super::source::{Reading, Source, StopAt, Tally};
+use super::timed_inputs::TimedInputsReader;
+use super::{chunks, inputs, parts};
+use crate::notice::{Notice, Notify};
+use crate::pipeline::{self, Feed, FeedOptions, Malformed};
+use crate::trace::{self, InputSchema, ReaderOptions, TraceFormat};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// How process 0's workers read a scaled run's input in parallel.
+pub(crate) enum Parallel {
+    /// One regular file split into parts.
+    Parts(parts::Parts),
+    /// Several regular files, each read whole by one worker.
+    Inputs(inputs::Inputs),
+    /// Several regular files with a time field, each read by one worker through a feed of its
+    /// own.
+    Timed(TimedInputs),
+    /// One stream (standard input, a FIFO) cut into chunks, each worker's taken by its reader.
+    Stream(StreamChunks),
+}
+
+/// What the parallel readers of a scaled run need to know.
+pub(crate) struct ReadSetup<'a> {
+    /// The inputs as given (paths, `-`).
+    pub inputs: &'a [String],
+    /// The format of every trace, else each one's by its name.
+    pub format: Option<TraceFormat>,
+    pub reader: ReaderOptions,
+    /// How a feed stamps the rows (its time field, unit, lateness, malformed-row policy): each
+    /// timed input read in parallel has a feed of its own with these options.
+    pub feed: &'a FeedOptions,
+    /// The cells every row has (the monitor's inputs, passed fields, the time field).
+    pub schema: &'a InputSchema,
+    pub key_index: usize,
+    pub key: &'a str,
+    /// The monitor's inputs and the cells past them (passed fields, the time field).
+    pub cells: (usize, usize),
+    /// Where the readers' notices go (a skipped row, a late one).
+    pub notify: Notify,
+    /// The least time at which a reader stopped the run, shared by them all.
+    pub stop_at: Arc<StopAt>,
+}
+
+impl ReadSetup<'_> {
+    fn malformed(&self) -> Malformed {
+        self.feed.malformed
+    }
+}
+
+/// The chunks of `Parallel::Stream`: each worker's, and how many the splitter cut.
+pub(crate) struct StreamChunks {
+    chunks: Vec<Option<chunks::Chunks>>,
+    pub(crate) cut: Arc<AtomicU64>,
+}
+
+/// The inputs of `Parallel::Timed`: each input's reader, taken by the worker that reads it.
+pub(crate) struct TimedInputs {
+    sources: Vec<Option<Source>>,
+    stop_at: Arc<StopAt>,
+    pub(crate) count: usize,
+}
+
+impl TimedInputs {
+    /// Worker `worker`'s of `threads`: inputs `worker`, `worker + threads`, …
+    fn reader(&mut self, worker: usize, threads: usize) -> TimedInputsReader {
+        let mine = (worker..self.sources.len())
+            .step_by(threads)
+            .filter_map(|s| self.sources[s].take().map(|source| (s, source)))
+            .collect();
+        TimedInputsReader::new(mine, Arc::clone(&self.stop_at))
+    }
+}
+
+impl Parallel {
+    /// Process 0's `threads` workers' readers (a worker with nothing to read gets a reader
+    /// that ends at once): each with its own counts, sharing the setup's stop.
+    pub(crate) fn readers(
+        &mut self,
+        threads: usize,
+        setup: &ReadSetup<'_>,
+    ) -> Vec<Box<dyn Reading>> {
+        (0..threads)
+            .map(|w| {
+                let part = parts::PartSetup {
+                    schema: setup.schema.clone(),
+                    options: setup.reader,
+                    tally: Tally::new(setup.malformed(), setup.notify.clone()),
+                    key_index: setup.key_index,
+                    key_name: setup.key.to_string(),
+                    cells: setup.cells.0 + setup.cells.1,
+                    stop_at: Arc::clone(&setup.stop_at),
+                };
+                let reader: Box<dyn Reading> = match self {
+                    Parallel::Parts(p) => Box::new(p.reader(w, threads, part)),
+                    Parallel::Inputs(i) => Box::new(i.reader(w, threads, part)),
+                    Parallel::Timed(t) => Box::new(t.reader(w, threads)),
+                    Parallel::Stream(s) => match s.chunks.get_mut(w).and_then(Option::take) {
+                        Some(c) => Box::new(parts::PartReader::of_stream(c, part)),
+                        None => unreachable!("one reader per worker, each taken once"),
+                    },
+                };
+                reader
+            })
+            .collect()
+    }
+
+    /// Whether the input is a stream, whose outputs are written as they complete.
+    pub(crate) fn streaming(&self) -> bool {
+        matches!(self, Parallel::Stream(_))
+    }
+
+    /// What the workers read, for `--stats`: "the trace read in 4 parts by 2 workers".
+    pub(crate) fn describe(&self, threads: usize) -> String {
+        match self {
+            Parallel::Parts(p) => {
+                format!("the trace read in {} parts by {threads} workers", p.count())
+            }
+            Parallel::Inputs(i) => {
+                format!("{} inputs read in parallel by {threads} workers", i.count())
+            }
+            Parallel::Timed(t) => format!(
+                "{} inputs read in parallel by {threads} workers, each through a feed of its own",
+                t.count
+            ),
+            Parallel::Stream(s) => format!(
+                "the stream read in {} chunks by {threads} workers",
+                s.cut.load(Ordering::Relaxed)
+            ),
+        }
+    }
+}
+
+/// How `threads` workers read `setup`'s inputs in parallel, or `None`: process 0's feed reads
+/// them (see the module doc). A run that checkpoints or records a replay log reads through the
+/// feed (both record one reader's position), and so does a run of one worker.
+pub(crate) fn plan(setup: &ReadSetup<'_>, threads: usize) -> Result<Option<Parallel>, String> {
+    if threads < 2 || setup.inputs.is_empty() {
+        return Ok(None);
+    }
+    if let Some(stream) = stream_plan(setup, threads)? {
+        return Ok(Some(Parallel::Stream(stream)));
+    }
+    let mut files = Vec::with_capacity(setup.inputs.len());
+    for path in setup.inputs {
+        let regular = path != "-"
+            && !crate::live::is_url(path)
+            && !path.starts_with("tcp://")
+            && std::fs::metadata(path).is_ok_and(|m| m.is_file());
+        // (A format not told here is the feed's set-up to report.)
+        match pipeline::inputs::format_of(path, setup.format) {
+            Ok(format @ (TraceFormat::Csv | TraceFormat::Jsonl)) if regular => {
+                files.push((path.clone(), format));
+            }
+            _ => return Ok(None),
+        }
+    }
+    let timed = setup.feed.time_cell;
+    match (timed, files.as_slice()) {
+        (Some(_), [_]) => Ok(None),
+        (Some(time_cell), _) => {
+            if !inputs::same_time_form(&files, setup.schema, Some(time_cell), setup.feed.unit) {
+                return Ok(None);
+            }
+            // A run says its first late rows, as many as a feed of every input says (its
+            // count is in the summary): the inputs' feeds share that budget.
+            let notify = setup.notify.clone();
+            let said = Arc::new(AtomicU64::new(0));
+            let late_said: Notify = Arc::new(move |n| {
+                let late = matches!(n, Notice::Late { .. });
+                if !late || said.fetch_add(1, Ordering::Relaxed) < pipeline::LATE_ROWS_SAID {
+                    notify(n);
+                }
+            });
+            let mut sources = Vec::with_capacity(files.len());
+            for file in &files {
+                sources.push(Some(input_source(setup, &late_said, file)?));
+            }
+            Ok(Some(Parallel::Timed(TimedInputs {
+                count: sources.len(),
+                sources,
+                stop_at: Arc::clone(&setup.stop_at),
+            })))
+        }
+        (None, [(path, format)]) => Ok(parts::plan(path, *format, threads)?.map(Parallel::Parts)),
+        (None, _) => Ok(Some(Parallel::Inputs(inputs::Inputs::open(
+            &files,
+            setup.schema,
+            setup.reader,
+        )?))),
+    }
+}
+
+/// One stream without a time field (standard input or a FIFO, JSON lines or CSV) cut into
+/// chunks for the workers (`scale::chunks`), or `None`.
+fn stream_plan(setup: &ReadSetup<'_>, threads: usize) -> Result<Option<StreamChunks>, String> {
+    let [path] = setup.inputs else {
+        return Ok(None);
+    };
+    if setup.feed.time_cell.is_some() || crate::live::is_url(path) || path.starts_with("tcp://") {
+        return Ok(None);
+    }
+    // (A format not told here is the feed's set-up to report.)
+    let Ok(format) = pipeline::inputs::format_of(path, setup.format) else {
+        return Ok(None);
+    };
+    let Some(stream) = chunks::open(path, format)? else {
+        return Ok(None);
+    };
+    let cut = Arc::new(AtomicU64::new(0));
+    let chunks = stream.split(threads, Arc::clone(&cut))?;
+    Ok(Some(StreamChunks {
+        chunks: chunks.into_iter().map(Some).collect(),
+        cut,
+    }))
+}
+
+/// The reader of one input with a time field through a feed of its own (`Parallel::Timed`).
+fn input_source(
+    setup: &ReadSetup<'_>,
+    late_said: &Notify,
+    (path, format): &(String, TraceFormat),
+) -> Result<Source, String> {
+    let mut feed = Feed::new(setup.feed.clone(), late_said.clone());
+    let opened =
+        trace::open_trace(path, *format, setup.schema, setup.reader).map_err(|e| e.to_string())?;
+    feed.add_reader(path.clone(), opened.reader, *format);
+    let tally = Tally::new(setup.malformed(), setup.notify.clone());
+    let key = (setup.key_index, setup.key.to_string());
+    Ok(Source::new(feed, tally, key, setup.cells))
+}
