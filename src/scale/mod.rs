@@ -39,8 +39,9 @@ mod scaled;
 pub(crate) mod source;
 pub(crate) mod timed_inputs;
 
+pub use peers::{OnSilent, Term, Timeouts};
 pub use run::{MAX_PROCESSES, MAX_TOTAL_WORKERS, MAX_WORKERS, install_quiet_panics};
-pub use scaled::{Failed, Finished, ScaledRun};
+pub use scaled::{AlertsTo, Cluster, Failed, Finished, Inputs, OutputTo, ScaledRun, WorkerEnd};
 pub use source::ReadCounts;
 
 use crate::keyed::KeyedMonitor;

@@ -28,8 +28,11 @@ const MAX_JOB_BYTES: u64 = 1 << 20;
 /// descriptions are matched), its value, and how a message shows it (`` `--output csv` ``).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Term {
+    /// What it is (`--output`): two jobs' terms are matched by it.
     pub what: String,
+    /// Its value, compared.
     pub value: String,
+    /// How a message shows it (`` `--output csv` ``).
     pub shown: String,
 }
 
@@ -70,7 +73,9 @@ pub fn differences(me: usize, mine: &[Term], peer: usize, theirs: &[Term]) -> Ve
 /// a running peer before it counts as stopped.
 #[derive(Clone, Copy, Debug)]
 pub struct Timeouts {
+    /// For every peer to connect and hand over its job.
     pub connect: Duration,
+    /// For a word from a running peer, before it counts as stopped.
     pub peer: Duration,
 }
 

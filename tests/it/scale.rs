@@ -242,9 +242,9 @@ fn the_librarys_scaled_run_gives_the_single_process_output() {
     assert_eq!(finished.fired, want_alerts.lines().count() as u64);
     assert!(!finished.key_stopped);
     assert_eq!(finished.workers.len(), 3);
-    let rows: u64 = finished.workers.iter().map(|(s, _)| s.rows).sum();
+    let rows: u64 = finished.workers.iter().map(|w| w.stats.rows).sum();
     assert_eq!(rows, 20_000);
-    let keys: usize = finished.workers.iter().map(|(_, k)| k).sum();
+    let keys: usize = finished.workers.iter().map(|w| w.keys).sum();
     assert_eq!(keys, 200);
 }
 

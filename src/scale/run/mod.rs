@@ -237,13 +237,6 @@ pub(crate) struct Finished {
     pub ticks: u64,
 }
 
-impl Finished {
-    /// One `Stats` for a summary of this process's workers (see `merged_stats`).
-    pub fn merged_stats(&self) -> Option<Stats> {
-        merged_stats(&self.ends)
-    }
-}
-
 /// Why a run did not go to its end.
 pub(crate) enum Failed {
     /// It stopped: the message, and whose fault it is.
@@ -364,10 +357,11 @@ pub(crate) fn execute(launch: Launch) -> Result<Finished, Failed> {
 /// One `Stats` for a summary of this process's workers: the first worker's
 /// (every worker runs the same code on the same tier) with every worker's
 /// rows and declines added up.
-fn merged_stats(ends: &[(usize, crate::monitor::Stats, usize)]) -> Option<crate::monitor::Stats> {
-    let ((_, first, _), rest) = ends.split_first()?;
-    let mut stats = first.clone();
-    for (_, s, _) in rest {
+pub(crate) fn merged_stats<'a>(
+    mut ends: impl Iterator<Item = &'a crate::monitor::Stats>,
+) -> Option<crate::monitor::Stats> {
+    let mut stats = ends.next()?.clone();
+    for s in ends {
         stats.rows += s.rows;
         for (why, n) in &s.declines {
             match stats.declines.iter_mut().find(|(w, _)| w == why) {

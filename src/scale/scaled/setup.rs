@@ -1,0 +1,425 @@
+//! How a [`ScaledRun`] starts, in this order: its workers' monitors (restored from a resumed
+//! checkpoint before any work, so that one that does not fit is an error first), process 0's
+//! readers, the connection to the other processes (which agree on the job before anything is
+//! emptied or cleared), a fresh run's stale checkpoints cleared, the sinks opened (cut back to a
+//! resumed checkpoint's lengths), and the plan every worker shares.
+
+use super::{AlertsTo, Cluster, Failed, Finished, OutputTo, Reads, ScaledRun, WorkerEnd};
+use crate::keyed::KeyedMonitor;
+use crate::pipeline::checkpoint::{self, barrier};
+use crate::pipeline::drive::Ended;
+use crate::pipeline::inputs::InputOptions;
+use crate::scale::feeding::{self, FeedReads};
+use crate::scale::peers::{self, Term};
+use crate::scale::reading::{self, ReadSetup};
+use crate::scale::run::{self, Launch, Network, Plan, SharedSinks, Sink, worker_id};
+use crate::scale::source::{AtBarriers, Reading, Source, StopAt, Tally};
+use crate::scale::{MAX_TOTAL_WORKERS, ROUTE_HASH};
+use crate::time::TimeForm;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+/// A set-up step's failure: the run's, the environment's fault.
+fn failure(message: String) -> Failed {
+    Failed::Stopped(message, Ended::Failure)
+}
+
+/// What process 0's workers read: their readers, whether the input is a stream, the sources as
+/// a checkpoint records them, and how they read in parallel (for the counts).
+struct Readers {
+    readers: Vec<Box<dyn Reading>>,
+    streaming: bool,
+    sources: Vec<checkpoint::Source>,
+    reading: Option<String>,
+}
+
+pub(super) fn run(r: ScaledRun) -> Result<Finished, Failed> {
+    let (process, processes) = match &r.cluster {
+        Some(c) => (c.process, c.addresses.len()),
+        None => (0, 1),
+    };
+    let threads = r.workers;
+    let total_workers = threads * processes;
+    if process >= processes || total_workers > MAX_TOTAL_WORKERS {
+        return Err(failure(format!(
+            "process {process} of {processes}, each of {threads} workers: a run has at most {MAX_TOTAL_WORKERS} workers, and this process must be one of its processes"
+        )));
+    }
+    let checkpointed = r.checkpoint.is_some() || r.resume.is_some();
+    if checkpointed && matches!(r.reads, Reads::Feed(_)) {
+        return Err(failure(
+            "a scaled run over a feed cannot checkpoint or resume (a resume could not put its sources back): give it its inputs by name".into(),
+        ));
+    }
+    if checkpointed && r.unordered {
+        return Err(failure(
+            "an unordered run cannot checkpoint: a checkpoint records the length of the ordered output".into(),
+        ));
+    }
+    let (resumed, monitors) = monitors(&r, (process, threads, total_workers))?;
+    // Rows with a time field show it; without one, a row stands at its index in the unit.
+    let feed_options = match &r.reads {
+        Reads::Feed(feed) => feed.options(),
+        Reads::Inputs(inputs) => &inputs.feed,
+    };
+    let (timed, unit) = (feed_options.time_cell.is_some(), feed_options.unit);
+    let at_barriers: AtBarriers = Arc::default();
+    let stop_at: Arc<StopAt> = Arc::default();
+    let ScaledRun {
+        monitor: _,
+        workers: _,
+        reads,
+        key,
+        output,
+        columns,
+        names,
+        triggers,
+        has_triggers,
+        out,
+        alerts,
+        alert_text,
+        notify,
+        stats,
+        tally,
+        spec_path,
+        checkpoint,
+        resume: _,
+        merge_options,
+        record,
+        cluster,
+        unordered,
+    } = r;
+    let key_index = monitors
+        .first()
+        .expect("a run has at least one worker")
+        .key_index();
+    let cells = (monitors[0].input_count(), columns.extra());
+    let first_barrier = matches!(&out, OutputTo::Live(url, _) if url.starts_with("redis://"));
+    let read = Read {
+        key: (key_index, key.clone()),
+        cells,
+        threads,
+        checkpoint: checkpoint.as_ref().map(|(_, every)| *every),
+        merge_options: &merge_options,
+        record,
+        first_barrier,
+        notify: notify.clone(),
+        resumed: resumed.as_ref(),
+        at_barriers: &at_barriers,
+        stop_at: &stop_at,
+    };
+    let readers = match process {
+        0 => readers(reads, read)?,
+        _ => Readers {
+            readers: Vec::new(),
+            streaming: false,
+            sources: Vec::new(),
+            reading: None,
+        },
+    };
+    let sinks: SharedSinks = Arc::new(Mutex::new(None));
+    let resumed_at = resumed.as_ref().map(|r| r.barrier.time);
+    let network = connect(cluster, resumed_at, &sinks)?;
+    // A fresh run's checkpoints replace any left from an earlier run, so that a later resume
+    // cannot pick a stale one of a later time. Process 0 clears them before its workers start,
+    // so before any worker can write one of this run (barriers come from process 0's source).
+    if let Some((dir, _)) = &checkpoint
+        && resumed.is_none()
+        && process == 0
+    {
+        barrier::remove(dir, |_| true);
+    }
+    let live_sink = matches!(out, OutputTo::Live(..));
+    let alerts_json = alerts.is_some() || live_sink || alert_text.is_none();
+    let opened = match process == 0 || unordered {
+        true => Some(open_sinks(
+            (out, alerts),
+            (output, &names, &key),
+            has_triggers,
+            resumed.as_ref(),
+        )?),
+        false => None,
+    };
+    *sinks.lock().unwrap_or_else(PoisonError::into_inner) = opened;
+    let plan = Plan {
+        output,
+        key,
+        key_index,
+        view: columns,
+        names,
+        alerts_json,
+        streaming: readers.streaming,
+        threads,
+        total_workers,
+        checkpoint: checkpoint.map(|(dir, _)| dir),
+        spec_path,
+        unordered,
+        stats,
+        summary: tally,
+        live_sink,
+        at_barriers,
+        sources: readers.sources,
+        merge_options,
+        stop: AtomicBool::new(false),
+        stop_at,
+        unit_form: TimeForm::Number(unit),
+        timed,
+        notify,
+        alert_text: alert_text.unwrap_or_else(|| Arc::new(|_: &str| {})),
+    };
+    let launch = Launch {
+        plan,
+        monitors,
+        readers: readers.readers,
+        sinks,
+        network,
+        triggers,
+    };
+    match run::execute(launch) {
+        Ok(f) => Ok(Finished {
+            fired: f.fired,
+            key_stopped: f.runtime,
+            read: f.read.unwrap_or_default(),
+            steps: f.steps,
+            ticks: f.ticks,
+            triggers: f.triggers,
+            workers: (f.ends.into_iter())
+                .map(|(worker, stats, keys)| WorkerEnd {
+                    worker,
+                    stats,
+                    keys,
+                })
+                .collect(),
+            reading: readers.reading,
+        }),
+        Err(run::Failed::Stopped(message, ended)) => Err(Failed::Stopped(message, ended)),
+        Err(run::Failed::Computation(cause)) => Err(Failed::Computation(cause)),
+    }
+}
+
+/// This process's workers' monitors (`share`s of the run's, or restored from the resumed
+/// directory's newest committed barrier), with the resumed barrier; the checkpoint directory
+/// made.
+fn monitors(
+    r: &ScaledRun,
+    (process, threads, total_workers): (usize, usize, usize),
+) -> Result<(Option<barrier::Resume>, Vec<KeyedMonitor>), Failed> {
+    if let Some((dir, _)) = &r.checkpoint {
+        std::fs::create_dir_all(dir).map_err(|e| {
+            failure(format!(
+                "cannot create the checkpoint directory `{}`: {e}",
+                dir.display()
+            ))
+        })?;
+    }
+    let resumed = match &r.resume {
+        None => None,
+        Some(dir) => Some(
+            barrier::resume(dir, ROUTE_HASH, worker_id(total_workers), &r.key).map_err(failure)?,
+        ),
+    };
+    let mut monitors = Vec::with_capacity(threads);
+    for t in 0..threads {
+        let w = worker_id(process * threads + t);
+        let monitor = match &resumed {
+            None => r.monitor.share(),
+            Some(resume) => resume.restore_worker(w, &r.monitor).map_err(failure)?,
+        };
+        monitors.push(monitor);
+    }
+    Ok((resumed, monitors))
+}
+
+/// What process 0's readers need besides the inputs.
+struct Read<'a> {
+    key: (usize, String),
+    cells: (usize, usize),
+    threads: usize,
+    /// The checkpoint period, with checkpoints.
+    checkpoint: Option<u64>,
+    merge_options: &'a str,
+    record: Option<(String, crate::pipeline::log::Header)>,
+    first_barrier: bool,
+    notify: crate::notice::Notify,
+    resumed: Option<&'a barrier::Resume>,
+    at_barriers: &'a AtBarriers,
+    stop_at: &'a Arc<StopAt>,
+}
+
+/// Process 0's readers: its workers' in parallel where the inputs allow it and the run neither
+/// checkpoints nor records (both record one reader's position), else one feed of every input.
+fn readers(reads: Reads, read: Read<'_>) -> Result<Readers, Failed> {
+    let inputs = match reads {
+        Reads::Feed(feed) => {
+            let tally = Tally::new(feed.options().malformed, read.notify.clone());
+            let source = Source::new(*feed, tally, read.key, read.cells);
+            return Ok(Readers {
+                readers: vec![Box::new(source)],
+                streaming: false,
+                sources: Vec::new(),
+                reading: None,
+            });
+        }
+        Reads::Inputs(inputs) => inputs,
+    };
+    let serial = read.checkpoint.is_some() || read.resumed.is_some() || read.record.is_some();
+    let setup = ReadSetup {
+        inputs: &inputs.names,
+        format: inputs.format,
+        reader: inputs.reader,
+        feed: &inputs.feed,
+        schema: &inputs.schema,
+        key_index: read.key.0,
+        key: &read.key.1,
+        cells: read.cells,
+        notify: read.notify.clone(),
+        stop_at: Arc::clone(read.stop_at),
+    };
+    if !serial && let Some(mut parallel) = reading::plan(&setup, read.threads).map_err(failure)? {
+        return Ok(Readers {
+            readers: parallel.readers(read.threads, &setup),
+            streaming: parallel.streaming(),
+            sources: Vec::new(),
+            reading: Some(parallel.describe(read.threads)),
+        });
+    }
+    let malformed = inputs.feed.malformed;
+    let reads = FeedReads {
+        inputs: &inputs.names,
+        input: InputOptions {
+            schema: &inputs.schema,
+            reader: inputs.reader,
+            format: inputs.format,
+            malformed,
+            live: &inputs.live,
+            // A row without its key was skipped by the source (`scale::source`).
+            key: Some(read.key.0),
+        },
+        feed: inputs.feed.clone(),
+        merge_options: read.merge_options,
+        every: read.checkpoint,
+        record: read.record,
+        first_barrier: read.first_barrier,
+        key: read.key,
+        cells: read.cells,
+        notify: read.notify,
+    };
+    let (source, streaming, sources) = feeding::feed_source(reads, read.resumed, read.at_barriers)
+        .map_err(|refused| Failed::Stopped(refused.message, refused.ended))?;
+    Ok(Readers {
+        readers: vec![Box::new(source)],
+        streaming,
+        sources,
+        reading: None,
+    })
+}
+
+/// Where the workers run: threads of this process, or its part of a cluster, connected to the
+/// other processes once they agree on the job. A peer that falls silent has the lines written
+/// so far flushed, then the caller's `on_silent` called, once.
+fn connect(
+    cluster: Option<Cluster>,
+    resumed_at: Option<u64>,
+    sinks: &SharedSinks,
+) -> Result<Network, Failed> {
+    let Some(cluster) = cluster else {
+        return Ok(Network::Local);
+    };
+    let version = concat!("vigil ", env!("CARGO_PKG_VERSION"));
+    let mut job = vec![
+        Term::new(
+            "route",
+            ROUTE_HASH,
+            format!("keys routed by `{ROUTE_HASH}`"),
+        ),
+        Term::new("version", version, version),
+    ];
+    job.extend(cluster.job);
+    // A process resumed from another checkpoint than the others runs its keys from another
+    // state.
+    job.push(match resumed_at {
+        Some(t) => Term::new(
+            "--resume",
+            t.to_string(),
+            format!("`--resume` from the checkpoint at {t}"),
+        ),
+        None => Term::new("--resume", "-", "without `--resume`"),
+    });
+    let ending = Arc::new(AtomicBool::new(false));
+    let (sinks, caller) = (Arc::clone(sinks), cluster.on_silent);
+    let on_silent: peers::OnSilent = Arc::new(move |peer, silence| {
+        if ending.swap(true, Ordering::SeqCst) {
+            // Another peer's watcher is ending the run already.
+            return;
+        }
+        // The lines written so far are whole rows in order: written out, as a run that lost a
+        // peer writes them.
+        run::flush_sinks(&sinks, std::time::Duration::from_secs(1));
+        caller(peer, silence);
+    });
+    let connected = peers::connect(
+        &cluster.addresses,
+        cluster.process,
+        &job,
+        cluster.timeouts,
+        on_silent,
+    )
+    .map_err(failure)?;
+    Ok(Network::Cluster {
+        process: cluster.process,
+        sockets: connected.data,
+    })
+}
+
+/// The output and the alerts, opened (cut back to a resumed checkpoint's lengths, the CSV
+/// header written once) in a process that writes them.
+fn open_sinks(
+    (out, alerts): (OutputTo, Option<AlertsTo>),
+    (output, names, key): (crate::trace::OutputFormat, &[String], &str),
+    has_triggers: bool,
+    resumed: Option<&barrier::Resume>,
+) -> Result<run::Sinks, Failed> {
+    let lens = resumed.map(|r| (r.commit.output_len, r.commit.alerts_len));
+    let header = |mut sink: Sink| -> Result<Sink, Failed> {
+        // The CSV header, once, before any worker writes (a resumed run's file has it).
+        if resumed.is_none() {
+            (sink.header(output, names.to_vec(), key))
+                .map_err(|e| failure(format!("cannot write output: {e}")))?;
+        }
+        Ok(sink)
+    };
+    let mut live_alerts = None;
+    let out = match out {
+        OutputTo::Nowhere => None,
+        OutputTo::Writer(to) => Some(header(Sink::writer(to))?),
+        OutputTo::File(path) => Some(header(
+            run::open_sink(Some(&path), lens.map(|l| l.0), "output file").map_err(failure)?,
+        )?),
+        OutputTo::Live(url, options) => {
+            // A Redis Stream sink gets no entry twice: the resumed run does not send again
+            // those the checkpoint counted (nor, as a single-process run, those past it
+            // already in the stream).
+            let resume = crate::live::Resume {
+                token: None,
+                written: resumed.and_then(|r| r.commit.sink_entries),
+            };
+            let live = crate::live::open_output(&url, names.to_vec(), &options, &resume)
+                .map_err(failure)?;
+            live_alerts = Some((url, options));
+            Some(Sink::live(live))
+        }
+    };
+    let alerts = match (alerts, live_alerts) {
+        (Some(AlertsTo::Writer(to)), _) => Some(Sink::writer(to)),
+        (Some(AlertsTo::File(path)), _) => {
+            Some(run::open_sink(Some(&path), lens.map(|l| l.1), "alerts file").map_err(failure)?)
+        }
+        // A run publishing to MQTT or Redis sends its alerts there too (as JSON lines,
+        // `PREFIX/alerts`, `STREAM:alerts`).
+        (None, Some((url, options))) if has_triggers => Some(Sink::writer(
+            crate::live::alerts_sink(&url, &options).map_err(failure)?,
+        )),
+        (None, _) => None,
+    };
+    Ok((out, alerts))
+}
