@@ -23,6 +23,8 @@ mod redis_streams;
 
 use crate::notice::{Notice, Notify};
 use crate::trace::{InputSchema, OutputWriter, RowReader};
+#[cfg(feature = "scale")]
+use crate::value::Value;
 use std::time::Duration;
 
 /// `url` as messages, logs and checkpoints show it: a password in it
@@ -253,6 +255,62 @@ pub fn open_input(
         missing => {
             let _ = (schema, options, resume);
             Err(not_built(missing.feature()))
+        }
+    }
+}
+
+/// One of several consumers sharing a live source, each delivered other rows (a Redis
+/// consumer group's consumers): the rows of them all, by their stamps (`RowReader::stamp`),
+/// are the source's in its order, and each consumer's come in that order.
+#[cfg(feature = "scale")]
+pub(crate) trait Consumer: RowReader + Send {
+    /// The next row into `row` (its stamp is then `stamp()`), or word that none came for a
+    /// short while, or that none will (`--drain`, at the stream's end).
+    fn poll(&mut self, row: &mut [Option<Value>]) -> Result<Polled, crate::trace::TraceError>;
+
+    /// A stamp every row delivered to any of the consumers from now on comes after (the
+    /// group's last delivered entry's), if one was delivered.
+    fn delivered(&mut self) -> Result<Option<crate::time::Time>, crate::trace::TraceError>;
+}
+
+/// What a [`Consumer`]'s poll got.
+#[cfg(feature = "scale")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Polled {
+    /// A row.
+    Row,
+    /// Nothing for now.
+    Idle,
+    /// Nothing more.
+    End,
+}
+
+/// `count` consumers sharing the live source `input`, or `None` when it cannot be shared: a
+/// Redis Stream read by a consumer group (`--group`, `--consumer`), each consumer named
+/// `CONSUMER-i`. An MQTT source is not shared here: a shared subscription gives no order the
+/// consumers' rows could be put back in.
+#[cfg(feature = "scale")]
+pub(crate) fn open_consumers(
+    input: &str,
+    schema: &InputSchema,
+    options: &Options,
+    count: usize,
+) -> Result<Option<Vec<Box<dyn Consumer>>>, String> {
+    if options.group.is_none() {
+        return Ok(None);
+    }
+    match Transport::check(input)? {
+        #[cfg(feature = "redis")]
+        Transport::Redis => {
+            let url = Url::parse(input, "redis", 6379)?;
+            let opened =
+                redis_streams::open_consumers(&redact(input), &url, schema, options, count)?;
+            Ok(Some(opened))
+        }
+        #[allow(unreachable_patterns)]
+        _ => {
+            let _ = (schema, count);
+            Ok(None)
         }
     }
 }

@@ -34,6 +34,21 @@ const BATCH: usize = 512;
 /// How long a blocking read waits at the stream's end before asking again.
 const BLOCK_MS: u64 = 1000;
 
+/// How long a consumer sharing its group with others waits at the stream's end before it says
+/// it is idle: the rows other consumers took wait that long at most for this one's word that it
+/// has none before them.
+const SHARE_BLOCK_MS: u64 = 100;
+
+/// What a fetch got.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Fetched {
+    Got,
+    /// Nothing more (`--drain`).
+    End,
+    /// Nothing for now (a consumer sharing its group).
+    Idle,
+}
+
 /// Steps buffered before the writer sends them without being asked.
 const PENDING: usize = 1024;
 
@@ -187,6 +202,9 @@ struct EntryReader {
     stamp: Option<Time>,
     after_error: bool,
     backoff: Backoff,
+    /// Whether a fetch that got nothing says so (`Fetched::Idle`) instead of waiting on: a
+    /// consumer sharing its group with others ([`super::Consumer`]).
+    idle_returns: bool,
 }
 
 pub fn open_input(
@@ -196,6 +214,17 @@ pub fn open_input(
     options: &Options,
     resume: &Resume,
 ) -> Result<Box<dyn RowReader>, String> {
+    Ok(Box::new(open_entries(what, url, schema, options, resume)?))
+}
+
+/// The reader of `--input redis://…`.
+fn open_entries(
+    what: &str,
+    url: &Url,
+    schema: &InputSchema,
+    options: &Options,
+    resume: &Resume,
+) -> Result<EntryReader, String> {
     let client = client(what, url)?;
     let mut con = connect(&client).map_err(|e| format!("--input {what}: cannot connect: {e}"))?;
     let start = resume.token.clone().unwrap_or_else(|| "0-0".to_string());
@@ -213,7 +242,7 @@ pub fn open_input(
             })
         }
     };
-    Ok(Box::new(EntryReader {
+    Ok(EntryReader {
         what: what.to_string(),
         client,
         con: Some(con),
@@ -228,7 +257,115 @@ pub fn open_input(
         stamp: None,
         after_error: false,
         backoff: Backoff::new(options.notify.clone()),
-    }))
+        idle_returns: false,
+    })
+}
+
+/// `count` consumers of `--group`, `CONSUMER-0` … `CONSUMER-{count-1}`, sharing the stream's
+/// entries: each is delivered other entries, and each entry once (see [`super::Consumer`]). A
+/// consumer acknowledges its entries as it reads them.
+#[cfg(feature = "scale")]
+pub(crate) fn open_consumers(
+    what: &str,
+    url: &Url,
+    schema: &InputSchema,
+    options: &Options,
+    count: usize,
+) -> Result<Vec<Box<dyn super::Consumer>>, String> {
+    let Some((group, consumer)) = &options.group else {
+        return Err(format!(
+            "--input {what}: consumers need a group (--group, --consumer)"
+        ));
+    };
+    let mut consumers: Vec<Box<dyn super::Consumer>> = Vec::with_capacity(count);
+    for i in 0..count {
+        let mut mine = options.clone();
+        mine.group = Some((group.clone(), format!("{consumer}-{i}")));
+        mine.ack_on_read = true;
+        let mut entries = open_entries(what, url, schema, &mine, &Resume::default())?;
+        entries.idle_returns = true;
+        consumers.push(Box::new(entries));
+    }
+    Ok(consumers)
+}
+
+/// The last entry ID a consumer group has delivered, from an XINFO GROUPS reply (RESP2 arrays
+/// of fields and values, or RESP3 maps).
+#[cfg(feature = "scale")]
+fn last_delivered(reply: &redis::Value, group: &str) -> Option<String> {
+    let redis::Value::Array(groups) = reply else {
+        return None;
+    };
+    groups.iter().find_map(|g| {
+        let pairs: Vec<(Option<String>, &redis::Value)> = match g {
+            redis::Value::Array(kv) => kv
+                .chunks(2)
+                .filter_map(|p| match p {
+                    [k, v] => Some((text(k), v)),
+                    _ => None,
+                })
+                .collect(),
+            redis::Value::Map(kv) => kv.iter().map(|(k, v)| (text(k), v)).collect(),
+            _ => return None,
+        };
+        let field = |name: &str| {
+            pairs
+                .iter()
+                .find(|(k, _)| k.as_deref() == Some(name))
+                .and_then(|(_, v)| text(v))
+        };
+        (field("name").as_deref() == Some(group)).then(|| field("last-delivered-id"))?
+    })
+}
+
+#[cfg(feature = "scale")]
+impl super::Consumer for EntryReader {
+    fn poll(&mut self, row: &mut [Option<Value>]) -> Result<super::Polled, TraceError> {
+        if self.buffered.is_empty() {
+            match self.fetch()? {
+                Fetched::Got => {}
+                Fetched::End => return Ok(super::Polled::End),
+                Fetched::Idle => return Ok(super::Polled::Idle),
+            }
+        }
+        match self.next_row(row)? {
+            true => Ok(super::Polled::Row),
+            false => Ok(super::Polled::End),
+        }
+    }
+
+    fn delivered(&mut self) -> Result<Option<Time>, TraceError> {
+        let Some(g) = &self.group else {
+            return Ok(None);
+        };
+        loop {
+            let con = match &mut self.con {
+                Some(c) => c,
+                None => match connect(&self.client) {
+                    Ok(c) => {
+                        self.backoff.connected(&self.what);
+                        self.con.insert(c)
+                    }
+                    Err(e) => {
+                        self.backoff.failed(&self.what, &e);
+                        continue;
+                    }
+                },
+            };
+            let reply: Result<redis::Value, RedisError> = redis::cmd("XINFO")
+                .arg("GROUPS")
+                .arg(&self.stream)
+                .query(con);
+            match reply {
+                Ok(reply) => return Ok(last_delivered(&reply, &g.name).and_then(|id| id_time(&id))),
+                Err(e) if lost(&e) => {
+                    self.con = None;
+                    self.backoff.failed(&self.what, &e);
+                }
+                Err(e) => return Err(self.io_error(e.to_string())),
+            }
+        }
+    }
 }
 
 /// Makes consumer group `name` of `stream` (and the stream) unless it exists.
@@ -247,8 +384,10 @@ fn make_group(con: &mut Connection, stream: &str, name: &str) -> Result<(), Redi
 }
 
 impl EntryReader {
-    /// Reads the next batch into `buffered`; `false` at the end (`--drain`).
-    fn fetch(&mut self) -> Result<bool, TraceError> {
+    /// Reads the next batch into `buffered`: `Fetched::End` at the end (`--drain`), and, for
+    /// a consumer sharing its group with others (`idle_returns`), `Fetched::Idle` when nothing
+    /// came within a short block.
+    fn fetch(&mut self) -> Result<Fetched, TraceError> {
         loop {
             let con = match &mut self.con {
                 Some(c) => c,
@@ -274,7 +413,12 @@ impl EntryReader {
             cmd.arg("COUNT").arg(BATCH);
             let history = self.group.as_ref().is_some_and(|g| g.history);
             if !self.drain && !history {
-                cmd.arg("BLOCK").arg(BLOCK_MS);
+                let block = if self.idle_returns {
+                    SHARE_BLOCK_MS
+                } else {
+                    BLOCK_MS
+                };
+                cmd.arg("BLOCK").arg(block);
             }
             cmd.arg("STREAMS").arg(&self.stream);
             match &self.group {
@@ -307,7 +451,8 @@ impl EntryReader {
                 match &mut self.group {
                     // The consumer's history is read: on to new entries.
                     Some(g) if g.history => g.history = false,
-                    _ if self.drain => return Ok(false),
+                    _ if self.drain => return Ok(Fetched::End),
+                    _ if self.idle_returns => return Ok(Fetched::Idle),
                     _ => {}
                 }
                 continue;
@@ -316,7 +461,7 @@ impl EntryReader {
                 self.fetched = last.id.clone();
             }
             self.buffered.extend(got);
-            return Ok(true);
+            return Ok(Fetched::Got);
         }
     }
 
@@ -352,7 +497,8 @@ impl RowReader for EntryReader {
     fn next_row(&mut self, row: &mut [Option<Value>]) -> Result<bool, TraceError> {
         self.after_error = false;
         let (id, fields) = loop {
-            if self.buffered.is_empty() && !self.fetch()? {
+            // (A consumer polls for rows: an idle fetch here only waits on.)
+            if self.buffered.is_empty() && self.fetch()? == Fetched::End {
                 return Ok(false);
             }
             let entry = self.buffered.pop_front().expect("fetched a batch");
@@ -703,6 +849,31 @@ mod tests {
 
     fn bulk(s: &str) -> V {
         V::BulkString(s.as_bytes().to_vec())
+    }
+
+    #[cfg(feature = "scale")]
+    #[test]
+    fn a_groups_last_delivered_entry_is_read_in_either_protocol() {
+        let group = |name: &str, last: &str| {
+            vec![
+                (bulk("name"), bulk(name)),
+                (bulk("consumers"), V::Int(2)),
+                (bulk("last-delivered-id"), bulk(last)),
+            ]
+        };
+        let resp2 = V::Array(
+            [group("a", "1-1"), group("b", "7-3")]
+                .into_iter()
+                .map(|g| V::Array(g.into_iter().flat_map(|(k, v)| [k, v]).collect()))
+                .collect(),
+        );
+        let resp3 = V::Array(vec![V::Map(group("a", "1-1")), V::Map(group("b", "7-3"))]);
+        for reply in [resp2, resp3] {
+            assert_eq!(last_delivered(&reply, "b").as_deref(), Some("7-3"));
+            assert_eq!(last_delivered(&reply, "a").as_deref(), Some("1-1"));
+            assert_eq!(last_delivered(&reply, "c"), None);
+        }
+        assert_eq!(last_delivered(&V::Nil, "a"), None);
     }
 
     #[test]

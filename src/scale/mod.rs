@@ -29,6 +29,7 @@
 //! need, given for free by timely's progress tracking.
 
 pub(crate) mod chunks;
+mod consumers;
 pub(crate) mod feeding;
 pub(crate) mod inputs;
 pub(crate) mod parts;

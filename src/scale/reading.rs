@@ -5,6 +5,7 @@
 //! else (a live source, a `tcp://` listener, one file with a time field, an `.input` trace) is
 //! read by process 0's feed, and [`plan`] says so with `None`.
 
+use super::consumers::ConsumerReader;
 use super::source::{Reading, Source, StopAt, Tally};
 use super::timed_inputs::TimedInputsReader;
 use super::{chunks, inputs, parts};
@@ -25,6 +26,14 @@ pub(crate) enum Parallel {
     Timed(TimedInputs),
     /// One stream (standard input, a FIFO) cut into chunks, each worker's taken by its reader.
     Stream(StreamChunks),
+    /// One live source shared by consumers, one per worker (a Redis consumer group's).
+    Consumers(SharedSource),
+}
+
+/// The consumers of `Parallel::Consumers`: each worker's, and the source's name.
+pub(crate) struct SharedSource {
+    name: String,
+    consumers: Vec<Option<Box<dyn crate::live::Consumer>>>,
 }
 
 /// What the parallel readers of a scaled run need to know.
@@ -39,6 +48,8 @@ pub(crate) struct ReadSetup<'a> {
     pub feed: &'a FeedOptions,
     /// The cells every row has (the monitor's inputs, passed fields, the time field).
     pub schema: &'a InputSchema,
+    /// The live transports' options (a consumer group's name among them).
+    pub live: &'a crate::live::Options,
     pub key_index: usize,
     pub key: &'a str,
     /// The monitor's inputs and the cells past them (passed fields, the time field).
@@ -106,6 +117,16 @@ impl Parallel {
                         Some(c) => Box::new(parts::PartReader::of_stream(c, part)),
                         None => unreachable!("one reader per worker, each taken once"),
                     },
+                    Parallel::Consumers(s) => match s.consumers.get_mut(w).and_then(Option::take) {
+                        Some(c) => Box::new(ConsumerReader::new(
+                            c,
+                            s.name.clone(),
+                            (setup.schema.names.len(), part.cells),
+                            (setup.key_index, setup.key.to_string()),
+                            (part.tally, Arc::clone(&setup.stop_at)),
+                        )),
+                        None => unreachable!("one reader per worker, each taken once"),
+                    },
                 };
                 reader
             })
@@ -114,7 +135,7 @@ impl Parallel {
 
     /// Whether the input is a stream, whose outputs are written as they complete.
     pub(crate) fn streaming(&self) -> bool {
-        matches!(self, Parallel::Stream(_))
+        matches!(self, Parallel::Stream(_) | Parallel::Consumers(_))
     }
 
     /// What the workers read, for `--stats`: "the trace read in 4 parts by 2 workers".
@@ -134,6 +155,11 @@ impl Parallel {
                 "the stream read in {} chunks by {threads} workers",
                 s.cut.load(Ordering::Relaxed)
             ),
+            Parallel::Consumers(s) => format!(
+                "{} read by {} consumers of its group, one per worker",
+                s.name,
+                s.consumers.len()
+            ),
         }
     }
 }
@@ -144,6 +170,9 @@ impl Parallel {
 pub(crate) fn plan(setup: &ReadSetup<'_>, threads: usize) -> Result<Option<Parallel>, String> {
     if threads < 2 || setup.inputs.is_empty() {
         return Ok(None);
+    }
+    if let Some(shared) = consumers_plan(setup, threads)? {
+        return Ok(Some(Parallel::Consumers(shared)));
     }
     if let Some(stream) = stream_plan(setup, threads)? {
         return Ok(Some(Parallel::Stream(stream)));
@@ -196,6 +225,26 @@ pub(crate) fn plan(setup: &ReadSetup<'_>, threads: usize) -> Result<Option<Paral
             setup.reader,
         )?))),
     }
+}
+
+/// One live source without a time field that consumers can share (a Redis Stream read by a
+/// consumer group), one consumer per worker, or `None`. With a time field the feed reads it: a
+/// late row's re-stamping depends on every row before it.
+fn consumers_plan(setup: &ReadSetup<'_>, threads: usize) -> Result<Option<SharedSource>, String> {
+    let [input] = setup.inputs else {
+        return Ok(None);
+    };
+    if setup.feed.time_cell.is_some() || !crate::live::is_url(input) {
+        return Ok(None);
+    }
+    let Some(consumers) = crate::live::open_consumers(input, setup.schema, setup.live, threads)?
+    else {
+        return Ok(None);
+    };
+    Ok(Some(SharedSource {
+        name: crate::live::redact(input),
+        consumers: consumers.into_iter().map(Some).collect(),
+    }))
 }
 
 /// One stream without a time field (standard input or a FIFO, JSON lines or CSV) cut into

@@ -1609,3 +1609,146 @@ fn a_redis_sink_has_an_alerts_stream() {
         assert_eq!(got, want, "{stream}");
     }
 }
+
+const KEYED_SPEC: &str = "\
+in host: Str
+in x: Int
+out total: Int
+total = default(total[1], 0) + x
+trigger high: total > 500 \"{host} reached {total}\"
+";
+
+/// Appends `n` keyed rows (`host`, `x`) to Redis stream `stream`, from row `from` on.
+fn xadd_keyed(con: &mut redis::Connection, stream: &str, from: usize, n: usize) {
+    let mut pipe = redis::pipe();
+    for i in from..from + n {
+        let host = format!("h{}", i % 37);
+        pipe.cmd("XADD")
+            .arg(stream)
+            .arg("*")
+            .arg("host")
+            .arg(host)
+            .arg("x")
+            .arg(i % 11)
+            .ignore();
+    }
+    pipe.query::<()>(con).unwrap();
+}
+
+/// Issue 35: a scaled run over a Redis Stream read by a consumer group reads it with one
+/// consumer per worker (each delivered other entries), and its output and alerts are the
+/// single-process run's, in the stream's order; every entry is acknowledged.
+#[test]
+fn a_redis_consumer_group_is_read_by_one_consumer_per_worker() {
+    let dir = test_dir("live", "redis_group_consumers");
+    let broker = Broker::redis(&dir);
+    let mut con = broker.connection();
+    let spec = write(&dir, "spec.dsrv", KEYED_SPEC);
+    xadd_keyed(&mut con, "in", 0, 5000);
+    let input = broker.url("redis", "in");
+    let run = |group: &str, alerts: &Path, extra: &[&str]| {
+        let mut args = vec![
+            "run",
+            &spec,
+            "--input",
+            &input,
+            "--drain",
+            "--key",
+            "host",
+            "--group",
+            group,
+            "--consumer",
+            "m",
+            "--output",
+            "csv",
+            "--alerts",
+            alerts.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        let (code, out, err) = run_vigil(&args, None);
+        assert_eq!(code, 0, "{err}");
+        (out, std::fs::read_to_string(alerts).unwrap(), err)
+    };
+    let (reference, ref_alerts, _) = run("single", &dir.join("a1.jsonl"), &[]);
+    assert_eq!(reference.lines().count(), 5001, "{reference}");
+    assert!(ref_alerts.lines().count() > 10, "{ref_alerts}");
+    let (scaled, alerts, err) = run(
+        "shared",
+        &dir.join("a2.jsonl"),
+        &["--workers", "2", "--stats"],
+    );
+    assert!(
+        err.contains("read by 2 consumers of its group, one per worker"),
+        "{err}"
+    );
+    assert_eq!(scaled, reference);
+    assert_eq!(alerts, ref_alerts);
+    // Each consumer was delivered a share, and acknowledged it.
+    let consumers: redis::Value = redis::cmd("XINFO")
+        .arg("CONSUMERS")
+        .arg("in")
+        .arg("shared")
+        .query(&mut con)
+        .unwrap();
+    let shown = format!("{consumers:?}");
+    assert!(shown.contains("m-0") && shown.contains("m-1"), "{shown}");
+    let pending: (u64, redis::Value, redis::Value, redis::Value) = redis::cmd("XPENDING")
+        .arg("in")
+        .arg("shared")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(pending.0, 0, "entries left unacknowledged");
+}
+
+/// A scaled run over a live consumer group writes each entry's outputs as it comes: a worker
+/// with nothing to read does not hold the others' rows back (its frontier follows the group's
+/// last delivered entry).
+#[test]
+fn a_live_redis_consumer_group_read_by_workers_writes_rows_as_they_come() {
+    let dir = test_dir("live", "redis_group_live");
+    let broker = Broker::redis(&dir);
+    let mut con = broker.connection();
+    let spec = write(&dir, "spec.dsrv", KEYED_SPEC);
+    let input = broker.url("redis", "in");
+    let out = dir.join("out.csv");
+    let mut live = Live::start(
+        &[
+            "run",
+            &spec,
+            "--input",
+            &input,
+            "--key",
+            "host",
+            "--group",
+            "g",
+            "--consumer",
+            "m",
+            "--output",
+            "csv",
+            "--workers",
+            "2",
+        ],
+        &out,
+    );
+    for round in 0..3 {
+        // One entry at a time: one consumer gets it, the other has none.
+        xadd_keyed(&mut con, "in", round, 1);
+        let want = round + 2;
+        let start = Instant::now();
+        while std::fs::read_to_string(&out).unwrap().lines().count() < want {
+            assert!(
+                start.elapsed() < Duration::from_secs(20),
+                "row {round} was not written while the stream stayed open: {:?}",
+                std::fs::read_to_string(&out)
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    live.child.kill().unwrap();
+    live.child.wait().unwrap();
+    let text = std::fs::read_to_string(&out).unwrap();
+    assert_eq!(
+        text, "step,host,total\n0,\"h0\",0\n0,\"h1\",1\n0,\"h2\",2\n",
+        "{text}"
+    );
+}

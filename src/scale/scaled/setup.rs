@@ -269,6 +269,7 @@ fn readers(reads: Reads, read: Read<'_>) -> Result<Readers, Failed> {
         reader: inputs.reader,
         feed: &inputs.feed,
         schema: &inputs.schema,
+        live: &inputs.live,
         key_index: read.key.0,
         key: &read.key.1,
         cells: read.cells,
