@@ -38,15 +38,6 @@ fn refuse(args: &RunArgs) -> Result<(), String> {
                 .into(),
         );
     }
-    // A time reset makes times start again, and a timely timestamp cannot
-    // go back: the fragment would need an epoch in its timestamps, and the
-    // writer the single-process order of every key's `once` ticks.
-    if args.on_reset.is_some() {
-        return Err(
-            "--on-reset does not work with --workers or --processes yet: a scaled run stops at a time reset (run without them)"
-                .into(),
-        );
-    }
     let checkpointed = args.checkpoint.is_some() || args.resume.is_some();
     if checkpointed && let Some(tcp) = args.input.iter().find(|i| i.starts_with("tcp://")) {
         return Err(format!(

@@ -551,7 +551,7 @@ pub(super) fn gap_name(p: GapPolicy) -> &'static str {
     }
 }
 
-fn reset_policy(name: &str) -> ResetPolicy {
+pub(super) fn reset_policy(name: &str) -> ResetPolicy {
     match name {
         "once" => ResetPolicy::Once,
         _ => ResetPolicy::Cancel,

@@ -296,6 +296,16 @@ pub enum Event {
         /// a resume checks its trace against).
         token: u64,
     },
+    /// A time reset for worker `worker`, before the rows at and after `time`: every key's
+    /// ticks start again at its next row, the ticks a jump would skip cancelled (a periodic
+    /// specification's; nothing otherwise), as a single-process run's
+    /// [`KeyedMonitor::reset_ticks`] does.
+    Reset {
+        /// The time of the first row after the reset.
+        time: u64,
+        /// The worker it is for.
+        worker: u32,
+    },
 }
 
 impl Event {
@@ -303,7 +313,7 @@ impl Event {
     pub fn time(&self) -> u64 {
         match self {
             Event::Row(r) => r.time,
-            Event::Barrier { time, .. } => *time,
+            Event::Barrier { time, .. } | Event::Reset { time, .. } => *time,
         }
     }
 }
@@ -449,7 +459,7 @@ where
             .get(key_index)
             .and_then(Option::as_ref)
             .map_or(0, route),
-        Event::Barrier { worker, .. } => u64::from(*worker),
+        Event::Barrier { worker, .. } | Event::Reset { worker, .. } => u64::from(*worker),
     });
     events.unary_frontier(pact, "KeyedMonitors", move |initial, _info| {
         // Held at the input's frontier, so that what `emit` records at the
@@ -500,6 +510,11 @@ where
                             None => monitor.step(inputs),
                         };
                         emit(Evaluated::Row { row, result }, &mut out);
+                    }
+                    Event::Reset { .. } => {
+                        if !monitor.periods().is_empty() {
+                            monitor.reset_ticks(crate::lang::ast::ResetPolicy::Cancel);
+                        }
                     }
                     Event::Barrier {
                         time,
@@ -571,15 +586,16 @@ impl Stamped for Event {
     fn time(&self) -> u64 {
         Event::time(self)
     }
-    /// Barriers first, then rows in trace order (their keys do not matter
-    /// here: a worker's keys are independent of each other).
+    /// Resets first (a barrier of their time is taken after them: the feed's position it
+    /// records is past the reset), then barriers, then rows in trace order (their keys do not
+    /// matter here: a worker's keys are independent of each other).
     fn within(&self, other: &Event) -> Ordering {
-        match (self, other) {
-            (Event::Row(a), Event::Row(b)) => a.seq.cmp(&b.seq),
-            (Event::Row(_), Event::Barrier { .. }) => Ordering::Greater,
-            (Event::Barrier { .. }, Event::Row(_)) => Ordering::Less,
-            (Event::Barrier { worker: a, .. }, Event::Barrier { worker: b, .. }) => a.cmp(b),
-        }
+        let rank = |e: &Event| match e {
+            Event::Reset { worker, .. } => (0, u64::from(*worker)),
+            Event::Barrier { worker, .. } => (1, u64::from(*worker)),
+            Event::Row(r) => (2, r.seq),
+        };
+        rank(self).cmp(&rank(other))
     }
 }
 

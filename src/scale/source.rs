@@ -301,6 +301,12 @@ impl Source {
                 if let Err(e) = self.log(&next) {
                     return Fill::Stopped(e, Ended::Failure);
                 }
+                if let Ok(Some(pipeline::Event::Reset)) = next {
+                    match self.reset(batch, workers) {
+                        None => continue,
+                        Some(stop) => return stop,
+                    }
+                }
                 match self.other(next) {
                     Some(fill) => return fill,
                     None => continue,
@@ -391,17 +397,49 @@ impl Source {
         Fill::More
     }
 
+    /// A time reset: a reset for every worker before the next row (at its index; a reset
+    /// before a resumed checkpoint is in the restored monitors already), and the checkpoint
+    /// count starting again at the next row, since times start again. Where rows travel at
+    /// their stamps (several timed inputs read in parallel) a time that goes back cannot be
+    /// sent: the run stops there.
+    fn reset(&mut self, batch: &mut Vec<Event>, workers: usize) -> Option<Fill> {
+        if self.stamp_times {
+            return Some(Fill::Stopped(
+                format!(
+                    "{}: a time reset in an input read in parallel with others by time: times cannot go back where rows merge by their stamps (give the inputs one --time-less order, or run without --workers)",
+                    self.feed.source_names().next().unwrap_or("the trace")
+                ),
+                Ended::Trace,
+            ));
+        }
+        let time = self.seq;
+        let before_resume = match self.skip_by_stamp {
+            true => self
+                .last
+                .is_none_or(|ns| timely_time(ns) < self.skip_before),
+            false => time < self.skip_before,
+        };
+        if !before_resume {
+            for w in 0..workers {
+                batch.push(Event::Reset {
+                    time,
+                    worker: w as u32,
+                });
+            }
+        }
+        self.next_checkpoint = None;
+        None
+    }
+
     /// What the feed gave besides a row: the end of the input or the error
     /// that stopped it (`Some`), else nothing to send (`None`).
     fn other(&mut self, next: Result<Option<pipeline::Event>, pipeline::Stop>) -> Option<Fill> {
         match next {
-            Ok(Some(pipeline::Event::Reset)) => Some(Fill::Stopped(
-                "a time reset is not supported in a run with --workers or --processes".into(),
-                Ended::Trace,
-            )),
             // The feed has no periods to tick; a tcp:// connection joining
-            // is logged only.
-            Ok(Some(pipeline::Event::Tick(..) | pipeline::Event::Source(_))) => None,
+            // is logged only; a reset is `reset`'s.
+            Ok(Some(
+                pipeline::Event::Tick(..) | pipeline::Event::Source(_) | pipeline::Event::Reset,
+            )) => None,
             Ok(Some(pipeline::Event::Rows(_))) => None,
             Ok(None) => Some(match self.check_digest() {
                 Ok(()) => Fill::Ended,

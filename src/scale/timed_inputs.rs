@@ -116,8 +116,9 @@ impl TimedInputsReader {
 fn place(event: &Event) -> (u64, u64) {
     match event {
         Event::Row(r) => (r.time, r.seq),
-        // A feed without checkpoints sends no barriers.
-        Event::Barrier { time, .. } => (*time, 0),
+        // A feed without checkpoints sends no barriers, and one whose rows travel at their
+        // stamps no resets (it stops at one).
+        Event::Barrier { time, .. } | Event::Reset { time, .. } => (*time, 0),
     }
 }
 

@@ -777,13 +777,7 @@ fn errors_in_a_scaled_run_are_reported_after_the_rows_before_them() {
         stderr.ends_with("error: 2 trigger firings (--fail-on-trigger)\n"),
         "{stderr}"
     );
-    // Options a scaled run does not take are refused, not ignored.
-    let o = scaled(&spec, &input, &["--on-reset", "once"]);
-    assert_eq!(o.status.code(), Some(1));
-    assert!(
-        String::from_utf8_lossy(&o.stderr)
-            .contains("--on-reset does not work with --workers or --processes yet")
-    );
+    // Without --key a scaled run is refused.
     let o = run(&["run", &spec, "--input", &input, "--workers", "2"]);
     assert_eq!(o.status.code(), Some(1));
 }

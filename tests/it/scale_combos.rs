@@ -703,3 +703,105 @@ fn a_scaled_replay_log_records_the_status_the_run_stopped_with() {
         String::from_utf8_lossy(&replay.stderr)
     );
 }
+
+/// Issue 35: time resets in a scaled run (it stopped at one). A reset goes to every worker at
+/// its place in the rows, and each key's ticks start again at its next row, as in one process:
+/// a periodic spec's and a plain spec's outputs are the single-process keyed run's, on 2 and 3
+/// workers; checkpoints counted across the reset resume, after kills, to the same output. The
+/// `once` policy with periodic streams is refused with its reason (`cancel` is the default).
+#[test]
+fn time_resets_in_a_scaled_run_give_the_single_process_output() {
+    let dir = test_dir("scale_combos", "resets");
+    let periodic = write(
+        &dir,
+        "beat.dsrv",
+        "in host: Str\nin temp: Float\nin ts: Int\nout n: Int\nout beat: Int @ 2s\n\
+         n = default(n[1], 0) + 1\nbeat = default(beat[1], 0) + 1\n",
+    );
+    let plain = write(&dir, "spec.dsrv", SPEC);
+    // Two epochs of the time field `at` (the input `ts`'s value): times 0…1,999 s, a reset,
+    // then times from 100 s again.
+    let timed = |rows: usize, from: u64| -> String {
+        trace(rows, 40)
+            .lines()
+            .map(|l| {
+                let (head, ts) = l.rsplit_once("\"ts\":").unwrap();
+                let t: u64 = ts.trim_end_matches('}').parse().unwrap();
+                format!("{head}\"ts\":{t},\"at\":{}}}\n", t + from)
+            })
+            .collect()
+    };
+    let input = write(
+        &dir,
+        "t.jsonl",
+        format!(
+            "{}{{\"at\":\"reset\"}}\n{}",
+            timed(6_000, 0),
+            timed(3_000, 100)
+        ),
+    );
+    for spec in [&periodic, &plain] {
+        let base = [
+            "run", spec, "--input", &input, "--time", "at", "--key", "host", "--output", "csv",
+        ];
+        let want = outcome(&base);
+        assert_eq!(want.0, Some(0), "{}", want.2);
+        assert!(want.1.lines().count() > 9_000, "{}", want.2);
+        for workers in ["2", "3"] {
+            let got = outcome(&[&base[..], &["--workers", workers]].concat());
+            assert!(
+                got == want,
+                "{spec} with {workers} workers: not the single-process run's output\n{}",
+                got.2
+            );
+        }
+    }
+    // Checkpoints before and after the reset, killed and resumed.
+    let out = dir.join("out.csv");
+    let ck = dir.join("ck");
+    let (out, ck) = (out.to_str().unwrap(), ck.to_str().unwrap());
+    let args = [
+        "run",
+        &periodic,
+        "--input",
+        &input,
+        "--time",
+        "at",
+        "--key",
+        "host",
+        "--output",
+        "csv",
+        "--workers",
+        "2",
+        "--output-file",
+        out,
+        "--checkpoint",
+        ck,
+        "--checkpoint-every",
+        "50",
+    ];
+    let mut rng = Rng::new();
+    let landed = kill_and_resume(&args, ck, 3, &mut rng);
+    assert!(landed >= 1, "no kill landed before the end");
+    let want = outcome(&[
+        "run", &periodic, "--input", &input, "--time", "at", "--key", "host", "--output", "csv",
+    ]);
+    assert_eq!(read(out), want.1, "resumed across the reset");
+    // `once`: refused with its reason.
+    let once = outcome(&[
+        "run",
+        &periodic,
+        "--input",
+        &input,
+        "--time",
+        "at",
+        "--key",
+        "host",
+        "--workers",
+        "2",
+        "--on-reset",
+        "once",
+    ]);
+    assert_eq!(once.0, Some(1));
+    assert!(once.2.contains("`once` ticks"), "{}", once.2);
+}

@@ -39,7 +39,13 @@ pub(super) fn inputs(
         max_gap: None,
         on_gap: ticking.on_gap,
         max_ticks: args.max_ticks,
-        on_reset: (spec.checked().on_reset).unwrap_or(crate::lang::ast::ResetPolicy::Cancel),
+        // The flag, else the spec's choice, else cancel, as a single-process run's.
+        on_reset: (args
+            .on_reset
+            .as_deref()
+            .map(crate::cli::timed::reset_policy))
+        .or(spec.checked().on_reset)
+        .unwrap_or(crate::lang::ast::ResetPolicy::Cancel),
         // A rejected row is located by its source's position.
         positions: true,
         wall_clock: false,

@@ -56,13 +56,22 @@ pub(super) fn run(r: ScaledRun) -> Result<Finished, Failed> {
             "an unordered run cannot checkpoint: a checkpoint records the length of the ordered output".into(),
         ));
     }
-    let (resumed, monitors) = monitors(&r, (process, threads, total_workers))?;
     // Rows with a time field show it; without one, a row stands at its index in the unit.
     let feed_options = match &r.reads {
         Reads::Feed(feed) => feed.options(),
         Reads::Inputs(inputs) => &inputs.feed,
     };
     let (timed, unit) = (feed_options.time_cell.is_some(), feed_options.unit);
+    // A reset's `once` ticks are written, in a single-process run, in the order of every key's
+    // last row (least recent first), which no worker knows of the others' keys.
+    if feed_options.on_reset == crate::lang::ast::ResetPolicy::Once
+        && !r.monitor.periods().is_empty()
+    {
+        return Err(failure(
+            "a time reset's `once` ticks (--on-reset once, or the spec's `on_reset once`) do not work with --workers or --processes yet: each key's tick would have to be written in the order of every key's last row across the workers; use `cancel`, or run without them".into(),
+        ));
+    }
+    let (resumed, monitors) = monitors(&r, (process, threads, total_workers))?;
     let at_barriers: AtBarriers = Arc::default();
     let stop_at: Arc<StopAt> = Arc::default();
     let ScaledRun {
