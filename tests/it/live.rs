@@ -292,6 +292,17 @@ impl Live {
     }
 }
 
+impl Drop for Live {
+    /// A test that fails while its run is going leaves no vigil behind (a live source's run
+    /// would wait for rows for ever).
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
 /// Publishes each line of `lines` as one message on `topic` (QoS 1), then,
 /// with `end`, an empty message, which ends the topic for vigil; returns
 /// once the broker has acknowledged every one. (`mosquitto_pub -l` can
