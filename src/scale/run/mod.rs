@@ -488,6 +488,10 @@ fn feed(
     let per_step = if one_by_one { BATCH_ROWS } else { 1 };
     let mut taken = 0;
     let mut round_last = None;
+    // The input's time moves on once per round, not once per batch: a round's batches travel
+    // as one message at its first row's time (every event carries its own), so a stream's
+    // rows, one per batch, do not each cost the dataflow a progress update.
+    let mut round_frontier = *input.time();
     loop {
         if plan.stop.load(std::sync::atomic::Ordering::Relaxed) {
             // Nothing more can be written: the rows still unread are not
@@ -498,6 +502,7 @@ fn feed(
             Ok(b) => b,
             Err(std::sync::mpsc::TryRecvError::Empty) if taken > 0 => {
                 taken = 0;
+                input.advance_to(round_frontier.max(*input.time()));
                 step_round(worker, input, probe, &mut in_flight, round_last.take());
                 continue;
             }
@@ -515,7 +520,9 @@ fn feed(
             // Every event's time is at or after the input's: the source
             // advanced it only to a time no later row precedes.
             debug_assert!(first.time() >= *input.time());
-            input.advance_to(first.time());
+            if round_last.is_none() {
+                input.advance_to(first.time());
+            }
             for event in batch.events {
                 input.send(event);
             }
@@ -531,10 +538,11 @@ fn feed(
             }
             return end.map(|e| (e, stopped_at));
         }
-        input.advance_to(batch.frontier.max(*input.time()));
+        round_frontier = round_frontier.max(batch.frontier);
         taken += 1;
         if taken >= per_step {
             taken = 0;
+            input.advance_to(round_frontier.max(*input.time()));
             step_round(worker, input, probe, &mut in_flight, round_last.take());
         }
     }
