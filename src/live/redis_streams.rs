@@ -339,19 +339,7 @@ impl super::Consumer for EntryReader {
             return Ok(None);
         };
         loop {
-            let con = match &mut self.con {
-                Some(c) => c,
-                None => match connect(&self.client) {
-                    Ok(c) => {
-                        self.backoff.connected(&self.what);
-                        self.con.insert(c)
-                    }
-                    Err(e) => {
-                        self.backoff.failed(&self.what, &e);
-                        continue;
-                    }
-                },
-            };
+            let con = reconnected(&mut self.con, &self.client, &mut self.backoff, &self.what);
             let reply: Result<redis::Value, RedisError> = redis::cmd("XINFO")
                 .arg("GROUPS")
                 .arg(&self.stream)
@@ -366,6 +354,25 @@ impl super::Consumer for EntryReader {
             }
         }
     }
+}
+
+/// The connection `con`, made again (waiting with `backoff`, which says so) while it is lost.
+fn reconnected<'a>(
+    con: &'a mut Option<Connection>,
+    client: &Client,
+    backoff: &mut Backoff,
+    what: &str,
+) -> &'a mut Connection {
+    while con.is_none() {
+        match connect(client) {
+            Ok(c) => {
+                backoff.connected(what);
+                *con = Some(c);
+            }
+            Err(e) => backoff.failed(what, &e),
+        }
+    }
+    con.as_mut().expect("connected above")
 }
 
 /// Makes consumer group `name` of `stream` (and the stream) unless it exists.
@@ -389,19 +396,7 @@ impl EntryReader {
     /// came within a short block.
     fn fetch(&mut self) -> Result<Fetched, TraceError> {
         loop {
-            let con = match &mut self.con {
-                Some(c) => c,
-                None => match connect(&self.client) {
-                    Ok(c) => {
-                        self.backoff.connected(&self.what);
-                        self.con.insert(c)
-                    }
-                    Err(e) => {
-                        self.backoff.failed(&self.what, &e);
-                        continue;
-                    }
-                },
-            };
+            let con = reconnected(&mut self.con, &self.client, &mut self.backoff, &self.what);
             let mut cmd;
             match &self.group {
                 Some(g) => {
@@ -735,19 +730,7 @@ impl AlertLines {
     /// connection (and sending them again after it: at least once).
     fn send(&mut self) -> io::Result<()> {
         while !self.pending.is_empty() {
-            let con = match &mut self.con {
-                Some(c) => c,
-                None => match connect(&self.client) {
-                    Ok(c) => {
-                        self.backoff.connected(&self.what);
-                        self.con.insert(c)
-                    }
-                    Err(e) => {
-                        self.backoff.failed(&self.what, &e);
-                        continue;
-                    }
-                },
-            };
+            let con = reconnected(&mut self.con, &self.client, &mut self.backoff, &self.what);
             let mut pipe = redis::pipe();
             for line in &self.pending {
                 pipe.cmd("XADD")

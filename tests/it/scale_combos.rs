@@ -760,17 +760,10 @@ fn time_resets_in_a_scaled_run_give_the_single_process_output() {
     let out = dir.join("out.csv");
     let ck = dir.join("ck");
     let (out, ck) = (out.to_str().unwrap(), ck.to_str().unwrap());
-    let args = [
-        "run",
-        &periodic,
-        "--input",
-        &input,
-        "--time",
-        "at",
-        "--key",
-        "host",
-        "--output",
-        "csv",
+    let base = [
+        "run", &periodic, "--input", &input, "--time", "at", "--key", "host", "--output", "csv",
+    ];
+    let killed = [
         "--workers",
         "2",
         "--output-file",
@@ -781,27 +774,11 @@ fn time_resets_in_a_scaled_run_give_the_single_process_output() {
         "50",
     ];
     let mut rng = Rng::new();
-    let landed = kill_and_resume(&args, ck, 3, &mut rng);
+    let landed = kill_and_resume(&[&base[..], &killed].concat(), ck, 3, &mut rng);
     assert!(landed >= 1, "no kill landed before the end");
-    let want = outcome(&[
-        "run", &periodic, "--input", &input, "--time", "at", "--key", "host", "--output", "csv",
-    ]);
-    assert_eq!(read(out), want.1, "resumed across the reset");
+    assert_eq!(read(out), outcome(&base).1, "resumed across the reset");
     // `once`: refused with its reason.
-    let once = outcome(&[
-        "run",
-        &periodic,
-        "--input",
-        &input,
-        "--time",
-        "at",
-        "--key",
-        "host",
-        "--workers",
-        "2",
-        "--on-reset",
-        "once",
-    ]);
+    let once = outcome(&[&base[..], &["--workers", "2", "--on-reset", "once"]].concat());
     assert_eq!(once.0, Some(1));
     assert!(once.2.contains("`once` ticks"), "{}", once.2);
 }
