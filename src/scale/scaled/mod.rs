@@ -525,3 +525,79 @@ fn check_fields(spec: &Spec, options: &FeedOptions) -> Result<(), String> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pipeline::{GapPolicy, Malformed, ResetPolicy};
+    use crate::time::TimeUnit;
+
+    const SPEC: &str =
+        "in host: Str\nin x: Int\nout total: Int\ntotal = default(total[1], 0) + x\n";
+
+    fn feed(spec: &Spec) -> Feed {
+        let options = FeedOptions {
+            names: spec.input_schema().names,
+            time_cell: None,
+            unit: TimeUnit::Seconds,
+            lateness: 0,
+            separate: true,
+            malformed: Malformed::Stop,
+            idle_timeout: None,
+            periods: vec![],
+            start: None,
+            max_gap: None,
+            on_gap: GapPolicy::CatchUp,
+            max_ticks: 10,
+            on_reset: ResetPolicy::Cancel,
+            positions: true,
+            wall_clock: false,
+        };
+        Feed::new(options, crate::notice::ignore())
+    }
+
+    fn refusal(run: ScaledRun) -> String {
+        match run.run() {
+            Err(Failed::Stopped(message, Ended::Failure)) => message,
+            other => panic!("not refused: {other:?}"),
+        }
+    }
+
+    /// What a run cannot do is refused before it starts, with the reason.
+    #[test]
+    fn a_run_that_cannot_be_kept_or_placed_is_refused() {
+        let spec = Spec::parse("sum.dsrv", SPEC).unwrap();
+        let run = || {
+            let monitor = KeyedMonitor::builder(&spec, "host").build().unwrap();
+            ScaledRun::new(&spec, monitor, 2, feed(&spec)).unwrap()
+        };
+        let dir =
+            std::env::temp_dir().join(format!("vigil-scaled-refusals-{}", std::process::id()));
+        let m = refusal(run().checkpoint(dir.clone(), 10, "sum.dsrv"));
+        assert!(m.contains("over a feed cannot checkpoint"), "{m}");
+        assert!(!dir.exists(), "nothing made for a refused run");
+        let m = refusal(run().resume(dir));
+        assert!(m.contains("over a feed cannot checkpoint or resume"), "{m}");
+        let cluster = |process| Cluster {
+            process,
+            addresses: vec!["127.0.0.1:1".into(), "127.0.0.1:2".into()],
+            job: Vec::new(),
+            timeouts: Timeouts {
+                connect: std::time::Duration::from_millis(10),
+                peer: std::time::Duration::from_millis(10),
+            },
+            on_silent: std::sync::Arc::new(|_, _| {}),
+        };
+        let m = refusal(run().cluster(cluster(2)));
+        assert!(m.contains("not one of the cluster's 2 processes"), "{m}");
+        assert!(
+            ScaledRun::new(
+                &spec,
+                KeyedMonitor::builder(&spec, "host").build().unwrap(),
+                0,
+                feed(&spec)
+            )
+            .is_err()
+        );
+    }
+}

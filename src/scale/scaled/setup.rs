@@ -40,9 +40,15 @@ pub(super) fn run(r: ScaledRun) -> Result<Finished, Failed> {
     };
     let threads = r.workers;
     let total_workers = threads * processes;
-    if process >= processes || total_workers > MAX_TOTAL_WORKERS {
+    if process >= processes {
         return Err(failure(format!(
-            "process {process} of {processes}, each of {threads} workers: a run has at most {MAX_TOTAL_WORKERS} workers, and this process must be one of its processes"
+            "process {process} is not one of the cluster's {processes} processes (0 to {})",
+            processes.saturating_sub(1)
+        )));
+    }
+    if total_workers > MAX_TOTAL_WORKERS {
+        return Err(failure(format!(
+            "{processes} processes of {threads} workers make {total_workers} workers, and a run has at most {MAX_TOTAL_WORKERS}"
         )));
     }
     let checkpointed = r.checkpoint.is_some() || r.resume.is_some();
