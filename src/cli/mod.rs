@@ -427,6 +427,11 @@ pub struct RunArgs {
     /// them in the (time, row) order.
     #[arg(long)]
     pub unordered: bool,
+    /// With `--processes`: every process holds the input file at the same path (shared
+    /// storage, or a copy), so every process's workers read their share of it in parts,
+    /// not process 0's alone (checked in the handshake: its length and a digest).
+    #[arg(long, requires = "processes")]
+    pub input_on_every_process: bool,
 }
 
 // The refusal of an option whose code this build left out names the Cargo

@@ -181,6 +181,10 @@ fn job(args: &RunArgs, spec: &Spec) -> Vec<peers::Term> {
     option("--on-reset", args.on_reset.clone());
     option("--max-ticks", Some(args.max_ticks.to_string()));
     option("--unordered", flag(args.unordered));
+    option(
+        "--input-on-every-process",
+        flag(args.input_on_every_process),
+    );
     // A process that writes no snapshot at a barrier leaves the checkpoint
     // incomplete. (The library adds the routing hash, the version and the
     // resumed barrier.)

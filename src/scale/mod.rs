@@ -306,6 +306,20 @@ pub enum Event {
         /// The worker it is for.
         worker: u32,
     },
+    /// The end of a reader of another process than the writer's (every process reading its
+    /// share of a file): what it read, and the error it stopped the run with at `time`, for
+    /// the writer, which writes no row at or after it.
+    ReaderEnd {
+        /// Where the reader stopped the run, else a time at or after its last row.
+        time: u64,
+        /// The worker it is for: the writer's.
+        worker: u32,
+        /// What the reader read.
+        read: source::ReadCounts,
+        /// The error that stopped the run, and whether it is the input's fault (else the
+        /// environment's).
+        stop: Option<(String, bool)>,
+    },
 }
 
 impl Event {
@@ -313,7 +327,9 @@ impl Event {
     pub fn time(&self) -> u64 {
         match self {
             Event::Row(r) => r.time,
-            Event::Barrier { time, .. } | Event::Reset { time, .. } => *time,
+            Event::Barrier { time, .. }
+            | Event::Reset { time, .. }
+            | Event::ReaderEnd { time, .. } => *time,
         }
     }
 }
@@ -380,6 +396,15 @@ pub enum Evaluated<'a> {
         worker: u32,
         /// The barrier's token, as sent.
         token: u64,
+    },
+    /// A reader of another process ended ([`Event::ReaderEnd`]), handed on as it came.
+    ReaderEnd {
+        /// Where it stopped the run, else a time at or after its last row.
+        time: u64,
+        /// What it read.
+        read: source::ReadCounts,
+        /// The error that stopped the run, and whether it is the input's fault.
+        stop: Option<(String, bool)>,
     },
     /// The end: the input is closed and every event evaluated. The worker's
     /// monitor, for what it holds then (its counters, its keys); given once.
@@ -459,7 +484,9 @@ where
             .get(key_index)
             .and_then(Option::as_ref)
             .map_or(0, route),
-        Event::Barrier { worker, .. } | Event::Reset { worker, .. } => u64::from(*worker),
+        Event::Barrier { worker, .. }
+        | Event::Reset { worker, .. }
+        | Event::ReaderEnd { worker, .. } => u64::from(*worker),
     });
     events.unary_frontier(pact, "KeyedMonitors", move |initial, _info| {
         // Held at the input's frontier, so that what `emit` records at the
@@ -516,6 +543,16 @@ where
                             monitor.reset_ticks(crate::lang::ast::ResetPolicy::Cancel);
                         }
                     }
+                    Event::ReaderEnd {
+                        time, read, stop, ..
+                    } => emit(
+                        Evaluated::ReaderEnd {
+                            time: *time,
+                            read: *read,
+                            stop: stop.clone(),
+                        },
+                        &mut out,
+                    ),
                     Event::Barrier {
                         time,
                         worker,
@@ -593,7 +630,8 @@ impl Stamped for Event {
         let rank = |e: &Event| match e {
             Event::Reset { worker, .. } => (0, u64::from(*worker)),
             Event::Barrier { worker, .. } => (1, u64::from(*worker)),
-            Event::Row(r) => (2, r.seq),
+            Event::ReaderEnd { worker, .. } => (2, u64::from(*worker)),
+            Event::Row(r) => (3, r.seq),
         };
         rank(self).cmp(&rank(other))
     }

@@ -60,10 +60,10 @@ impl Parts {
         self.points.len()
     }
 
-    /// The reading of process 0's worker `worker` of `threads`: parts
-    /// `worker`, `worker + threads`, …
-    pub(crate) fn reader(&self, worker: usize, threads: usize, setup: PartSetup) -> PartReader {
-        let mine = (worker..self.points.len()).step_by(threads);
+    /// The reading of worker `worker` of the `readers` that read the file (process 0's, or
+    /// every process's): parts `worker`, `worker + readers`, …
+    pub(crate) fn reader(&self, worker: usize, readers: usize, setup: PartSetup) -> PartReader {
+        let mine = (worker..self.points.len()).step_by(readers);
         let parts = mine
             .map(|k| {
                 let end = self.points.get(k + 1).map_or(self.len, |p| p.offset);

@@ -58,6 +58,10 @@ pub(crate) struct ReadSetup<'a> {
     pub notify: Notify,
     /// The least time at which a reader stopped the run, shared by them all.
     pub stop_at: Arc<StopAt>,
+    /// The workers that read a file in parts: this process's first worker's index among
+    /// them, and how many there are (process 0's workers, or, when every process has the
+    /// file, every worker of the run).
+    pub share: (usize, usize),
 }
 
 impl ReadSetup<'_> {
@@ -110,7 +114,10 @@ impl Parallel {
                     stop_at: Arc::clone(&setup.stop_at),
                 };
                 let reader: Box<dyn Reading> = match self {
-                    Parallel::Parts(p) => Box::new(p.reader(w, threads, part)),
+                    Parallel::Parts(p) => {
+                        let (first, all) = setup.share;
+                        Box::new(p.reader(first + w, all, part))
+                    }
                     Parallel::Inputs(i) => Box::new(i.reader(w, threads, part)),
                     Parallel::Timed(t) => Box::new(t.reader(w, threads)),
                     Parallel::Stream(s) => match s.chunks.get_mut(w).and_then(Option::take) {
@@ -139,8 +146,12 @@ impl Parallel {
     }
 
     /// What the workers read, for `--stats`: "the trace read in 4 parts by 2 workers".
-    pub(crate) fn describe(&self, threads: usize) -> String {
+    pub(crate) fn describe(&self, threads: usize, all: usize) -> String {
         match self {
+            Parallel::Parts(p) if all > threads => format!(
+                "the trace read in {} parts by the run's {all} workers, {threads} of them here",
+                p.count()
+            ),
             Parallel::Parts(p) => {
                 format!("the trace read in {} parts by {threads} workers", p.count())
             }
@@ -168,21 +179,33 @@ impl Parallel {
 /// them (see the module doc). A run that checkpoints or records a replay log reads through the
 /// feed (both record one reader's position), and so does a run of one worker.
 pub(crate) fn plan(setup: &ReadSetup<'_>, threads: usize) -> Result<Option<Parallel>, String> {
-    if threads < 2 || setup.inputs.is_empty() {
+    if threads < 2 && setup.share.1 < 2 || setup.inputs.is_empty() {
         return Ok(None);
     }
-    if let Some(shared) = consumers_plan(setup, threads)? {
+    // A process other than the first reads its share of a file's parts, nothing else.
+    let first = setup.share.0 == 0;
+    if first && let Some(shared) = consumers_plan(setup, threads)? {
         return Ok(Some(Parallel::Consumers(shared)));
+    }
+    if !first {
+        return match (setup.feed.time_cell, setup.inputs) {
+            (None, [path]) if is_regular(path) => {
+                match pipeline::inputs::format_of(path, setup.format) {
+                    Ok(format @ (TraceFormat::Csv | TraceFormat::Jsonl)) => {
+                        Ok(parts::plan(path, format, setup.share.1)?.map(Parallel::Parts))
+                    }
+                    _ => Ok(None),
+                }
+            }
+            _ => Ok(None),
+        };
     }
     if let Some(stream) = stream_plan(setup, threads)? {
         return Ok(Some(Parallel::Stream(stream)));
     }
     let mut files = Vec::with_capacity(setup.inputs.len());
     for path in setup.inputs {
-        let regular = path != "-"
-            && !crate::live::is_url(path)
-            && !path.starts_with("tcp://")
-            && std::fs::metadata(path).is_ok_and(|m| m.is_file());
+        let regular = is_regular(path);
         // (A format not told here is the feed's set-up to report.)
         match pipeline::inputs::format_of(path, setup.format) {
             Ok(format @ (TraceFormat::Csv | TraceFormat::Jsonl)) if regular => {
@@ -218,13 +241,23 @@ pub(crate) fn plan(setup: &ReadSetup<'_>, threads: usize) -> Result<Option<Paral
                 stop_at: Arc::clone(&setup.stop_at),
             })))
         }
-        (None, [(path, format)]) => Ok(parts::plan(path, *format, threads)?.map(Parallel::Parts)),
+        (None, [(path, format)]) => {
+            Ok(parts::plan(path, *format, setup.share.1.max(threads))?.map(Parallel::Parts))
+        }
         (None, _) => Ok(Some(Parallel::Inputs(inputs::Inputs::open(
             &files,
             setup.schema,
             setup.reader,
         )?))),
     }
+}
+
+/// Whether `path` names a regular file (not standard input, a URL or a FIFO).
+fn is_regular(path: &str) -> bool {
+    path != "-"
+        && !crate::live::is_url(path)
+        && !path.starts_with("tcp://")
+        && std::fs::metadata(path).is_ok_and(|m| m.is_file())
 }
 
 /// One live source without a time field that consumers can share (a Redis Stream read by a

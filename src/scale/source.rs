@@ -224,7 +224,7 @@ impl StopAt {
 }
 
 /// What a scaled run's readers read, added up over them.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ReadCounts {
     /// Rows read (malformed rows dropped included).
     pub rows: u64,

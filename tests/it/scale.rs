@@ -545,6 +545,149 @@ fn two_processes_of_two_workers_give_the_single_threaded_output() {
     assert!(read(&alerts) == want_alerts);
 }
 
+/// Issue 35: with `--input-on-every-process` every process's workers read their share of the
+/// file in parts (process 0's alone did): the output, the alerts and the summary's counts are
+/// the single-process run's; a malformed row in a part another process reads stops the run
+/// there, as one process does (process 0 writes every row before it and no row after, and
+/// says the error); and a process whose file differs is refused in the handshake.
+#[test]
+fn every_process_reads_its_share_of_a_file_it_holds() {
+    let dir = test_dir("scale", "processes_share");
+    let spec = write(&dir, "spec.dsrv", SPEC);
+    let input = write(&dir, "trace.jsonl", trace(100_000, 1_000));
+    let (want, want_alerts) = single(&dir, &spec, &input, &[]);
+    let hosts = hostfile(&dir);
+    let out = dir.join("p.out").to_str().unwrap().to_string();
+    let alerts = dir.join("p.alerts").to_str().unwrap().to_string();
+    let args = [
+        "run",
+        &spec,
+        "--input",
+        &input,
+        "--key",
+        "host",
+        "--output-file",
+        &out,
+        "--alerts",
+        &alerts,
+        "--input-on-every-process",
+        "--summary",
+        "--stats",
+    ];
+    let (o0, o1) = run_two(&hosts, &args);
+    assert!(
+        read(&out) == want,
+        "two processes reading parts: the output differs"
+    );
+    assert!(read(&alerts) == want_alerts);
+    let (err0, err1) = (
+        String::from_utf8_lossy(&o0.stderr),
+        String::from_utf8_lossy(&o1.stderr),
+    );
+    assert!(
+        err1.contains("parts by the run's 4 workers, 2 of them here"),
+        "process 1 read nothing: {err1}"
+    );
+    assert!(
+        err0.contains("summary: 100000 rows read, 100000 steps evaluated"),
+        "{err0}"
+    );
+    // A malformed row near the end: in a part of process 1's when the parts are dealt
+    // round-robin over 4 workers (the file is split into about 32 parts).
+    let lines: Vec<&str> = want.lines().collect();
+    assert!(lines.len() > 1000);
+    let text = std::fs::read_to_string(&input).unwrap();
+    let mut rows: Vec<&str> = text.lines().collect();
+    let bad_at = rows.len() - 2_000;
+    rows[bad_at] = "{\"host\": oops}";
+    let bad = write(&dir, "bad.jsonl", &(rows.join("\n") + "\n"));
+    let plain = [
+        "run", &spec, "--input", &bad, "--key", "host", "--output", "csv",
+    ];
+    let one = run(&plain);
+    assert_eq!(one.status.code(), Some(4));
+    let bad_out = dir.join("bad.out").to_str().unwrap().to_string();
+    let scaled = [
+        "run",
+        &spec,
+        "--input",
+        &bad,
+        "--key",
+        "host",
+        "--output",
+        "csv",
+        "--output-file",
+        &bad_out,
+        "--input-on-every-process",
+    ];
+    let p1 = process(1, &hosts, &scaled);
+    let p0 = process(0, &hosts, &scaled);
+    let (o0, o1) = (
+        wait(p0, Duration::from_secs(120)),
+        wait(p1, Duration::from_secs(120)),
+    );
+    assert_eq!(
+        o0.status.code(),
+        Some(4),
+        "{}",
+        String::from_utf8_lossy(&o0.stderr)
+    );
+    assert!(
+        read(&bad_out) == String::from_utf8(one.stdout).unwrap(),
+        "the rows before the malformed one, and none after"
+    );
+    let said = String::from_utf8_lossy(&o0.stderr);
+    let located = format!("bad.jsonl:{}:", bad_at + 1);
+    assert!(said.contains(&located), "{said}");
+    // Process 1's worker read that row: its stop reached process 0 through the dataflow.
+    let said1 = String::from_utf8_lossy(&o1.stderr);
+    assert!(
+        said1.contains(&located),
+        "process 0 read the bad row itself: {said1}"
+    );
+    // A process holding another file at the same (relative) path is refused before anything
+    // is read: each process runs in a directory of its own.
+    let differs = [
+        "run",
+        &spec,
+        "--input",
+        "trace.jsonl",
+        "--key",
+        "host",
+        "--quiet",
+        "--input-on-every-process",
+    ];
+    let started = |index: usize, rows: usize| {
+        let cwd = dir.join(format!("p{index}"));
+        std::fs::create_dir_all(&cwd).unwrap();
+        std::fs::write(cwd.join("trace.jsonl"), trace(rows, 3)).unwrap();
+        vigil()
+            .current_dir(&cwd)
+            .args(differs)
+            .args(["--workers", "2", "--processes", "2", "--process"])
+            .arg(index.to_string())
+            .args(["--hostfile", &hosts])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let p1 = started(1, 60);
+    let p0 = started(0, 50);
+    let (o0, o1) = (
+        wait(p0, Duration::from_secs(120)),
+        wait(p1, Duration::from_secs(120)),
+    );
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o0.stderr),
+        String::from_utf8_lossy(&o1.stderr)
+    );
+    assert!(!o0.status.success() && !o1.status.success(), "{said}");
+    assert!(said.contains("the input on every process"), "{said}");
+}
+
 /// `--summary` of a run of two processes counts every process's steps and ticks, as the
 /// single-process summary does. It counted process 0's workers' only (process 1's went
 /// nowhere: a worker's counts reached its own process alone), so about half the steps.

@@ -59,6 +59,7 @@ pub(super) fn inputs(
         },
         live: crate::cli::live::options(args, time_cell),
         feed,
+        on_every_process: args.input_on_every_process,
     })
 }
 

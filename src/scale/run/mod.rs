@@ -120,6 +120,10 @@ pub(crate) struct Plan {
     pub stop_at: Arc<StopAt>,
     /// How times are written (rows without `--time` stand at their index in this unit).
     pub unit_form: TimeForm,
+    /// Whether this process's readers are not the writer's (every process reads its share
+    /// of a file): each sends its end, and the error it stopped the run with, through the
+    /// dataflow ([`Event::ReaderEnd`]).
+    pub remote_readers: bool,
     /// Whether rows carry their time (`--time`): their lines show it.
     pub timed: bool,
     /// Where notices go: a key stopped by a runtime error.
@@ -209,7 +213,8 @@ pub(crate) struct Launch {
     pub plan: Plan,
     /// This process's workers' monitors, by local index.
     pub monitors: Vec<KeyedMonitor>,
-    /// The readers, by worker index (process 0's workers; none elsewhere).
+    /// The readers, by this process's worker index (process 0's workers; elsewhere none, or
+    /// the workers' parts of a file every process holds).
     pub readers: Vec<Box<dyn Reading>>,
     /// The sinks, opened (`None` in a process that does not write).
     pub sinks: SharedSinks,
@@ -296,11 +301,12 @@ pub(crate) fn execute(launch: Launch) -> Result<Finished, Failed> {
                 }
             });
             // Process 0's workers read (the first its feed, or each its
-            // parts of the file).
+            // parts of the file), and, when every process holds the file,
+            // every process's workers their parts.
             let source = match readers
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
-                .get_mut(index)
+                .get_mut(local)
             {
                 Some(r) => r.take(),
                 None => None,
@@ -535,6 +541,22 @@ fn feed(
                 let mut o = outcome.lock().unwrap_or_else(PoisonError::into_inner);
                 *o.read.get_or_insert_default() += read;
                 stopped_at = at;
+                drop(o);
+                if plan.remote_readers {
+                    // The writer, in another process, hears of it through the dataflow.
+                    let stop = end.as_ref().map(|(m, e)| (m.clone(), *e == Ended::Trace));
+                    let time = match &stop {
+                        Some(_) => at.0,
+                        None => *input.time(),
+                    };
+                    input.advance_to(time.max(*input.time()));
+                    input.send(Event::ReaderEnd {
+                        time: time.max(*input.time()),
+                        worker: 0,
+                        read,
+                        stop,
+                    });
+                }
             }
             return end.map(|e| (e, stopped_at));
         }
@@ -632,6 +654,10 @@ fn formatter(
                     time,
                     digest: token,
                 });
+                return;
+            }
+            Evaluated::ReaderEnd { time, read, stop } => {
+                out.push(Piece::ReaderEnd { time, read, stop });
                 return;
             }
             Evaluated::End { monitor } => {

@@ -37,6 +37,13 @@ pub(super) enum Piece {
         stats: Box<crate::monitor::Stats>,
         keys: usize,
     },
+    /// A reader of another process ended: what it read, and where it stopped the run with
+    /// which error (the input's fault, or the environment's).
+    ReaderEnd {
+        time: u64,
+        read: crate::scale::ReadCounts,
+        stop: Option<(String, bool)>,
+    },
 }
 
 /// Rows of one worker in the order it evaluated them (time, then
@@ -400,6 +407,7 @@ impl PieceWriter {
                             let mut o = self.outcome.lock().unwrap_or_else(PoisonError::into_inner);
                             o.ends.push((worker, *stats, keys));
                         }
+                        Piece::ReaderEnd { time, read, stop } => self.reader_end(time, read, stop),
                     }
                 }
             });
@@ -407,6 +415,28 @@ impl PieceWriter {
             self.write(&ready, frontier.is_empty());
             // Chunks written to their end are dropped.
             self.chunks.retain(|(c, next)| *next < c.rows.len());
+        }
+    }
+
+    /// A reader of another process ended: its counts join the run's, and a stop it made is
+    /// the writer's too (no row at or after it is written, and of several the earliest is the
+    /// run's error). It comes before the frontier passes its time, so before any row at or
+    /// after it can be written.
+    fn reader_end(
+        &mut self,
+        time: u64,
+        read: crate::scale::ReadCounts,
+        stop: Option<(String, bool)>,
+    ) {
+        let mut o = self.outcome.lock().unwrap_or_else(PoisonError::into_inner);
+        *o.read.get_or_insert_default() += read;
+        if let Some((message, input)) = stop {
+            self.plan.stop_at.stop((time, time));
+            let ended = if input { Ended::Trace } else { Ended::Failure };
+            if o.trace.is_none() || o.trace_at > (time, time) {
+                o.trace = Some((message, ended));
+                o.trace_at = (time, time);
+            }
         }
     }
 

@@ -145,6 +145,11 @@ pub struct Inputs {
     pub feed: FeedOptions,
     /// The live transports' options.
     pub live: live::Options,
+    /// Whether every process of a cluster holds the inputs (shared storage, or a copy at the
+    /// same path): then a file read in parts is read by every process's workers, each its
+    /// share, instead of by process 0's alone. The processes check in their handshake that
+    /// they read the same file (its length, and a digest of its first and last 64 KiB).
+    pub on_every_process: bool,
 }
 
 /// Where a scaled run writes its outputs.
@@ -311,6 +316,7 @@ impl ScaledRun {
     ///         wall_clock: false,
     ///     },
     ///     live: vigil::live::Options::new(vigil::notice::ignore()),
+    ///     on_every_process: false,
     /// };
     /// let checkpoints = dir.join("ck");
     /// let run = |resume: bool| -> Result<_, Box<dyn std::error::Error>> {

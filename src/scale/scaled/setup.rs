@@ -11,7 +11,7 @@ use crate::pipeline::drive::Ended;
 use crate::pipeline::inputs::InputOptions;
 use crate::scale::feeding::{self, FeedReads};
 use crate::scale::peers::{self, Term};
-use crate::scale::reading::{self, ReadSetup};
+use crate::scale::reading::{self, Parallel, ReadSetup};
 use crate::scale::run::{self, Launch, Network, Plan, SharedSinks, Sink, worker_id};
 use crate::scale::source::{AtBarriers, Reading, Source, StopAt, Tally};
 use crate::scale::{MAX_TOTAL_WORKERS, ROUTE_HASH};
@@ -123,18 +123,22 @@ pub(super) fn run(r: ScaledRun) -> Result<Finished, Failed> {
         at_barriers: &at_barriers,
         stop_at: &stop_at,
     };
-    let readers = match process {
-        0 => readers(reads, read)?,
-        _ => Readers {
-            readers: Vec::new(),
-            streaming: false,
-            sources: Vec::new(),
-            reading: None,
-        },
+    // With every process holding the input, each process's workers read their share of a
+    // file in parts; the processes check in their handshake that they read the same file.
+    let shared = processes > 1 && matches!(&reads, Reads::Inputs(i) if i.on_every_process);
+    let shared_term = match (&reads, shared) {
+        (Reads::Inputs(inputs), true) => Some(shared_input_term(&inputs.names)),
+        _ => None,
     };
+    let share = match shared {
+        true => (process * threads, total_workers),
+        false => (0, threads),
+    };
+    let readers = readers(reads, read, (process, share))?;
+    let remote_readers = process != 0 && !readers.readers.is_empty();
     let sinks: SharedSinks = Arc::new(Mutex::new(None));
     let resumed_at = resumed.as_ref().map(|r| r.barrier.time);
-    let network = connect(cluster, resumed_at, &sinks)?;
+    let network = connect(cluster, (resumed_at, shared_term), &sinks)?;
     // A fresh run's checkpoints replace any left from an earlier run, so that a later resume
     // cannot pick a stale one of a later time. Process 0 clears them before its workers start,
     // so before any worker can write one of this run (barriers come from process 0's source).
@@ -178,6 +182,7 @@ pub(super) fn run(r: ScaledRun) -> Result<Finished, Failed> {
         stop: AtomicBool::new(false),
         stop_at,
         unit_form: TimeForm::Number(unit),
+        remote_readers,
         timed,
         notify,
         alert_text: alert_text.unwrap_or_else(|| Arc::new(|_: &str| {})),
@@ -261,10 +266,24 @@ struct Read<'a> {
     stop_at: &'a Arc<StopAt>,
 }
 
-/// Process 0's readers: its workers' in parallel where the inputs allow it and the run neither
-/// checkpoints nor records (both record one reader's position), else one feed of every input.
-fn readers(reads: Reads, read: Read<'_>) -> Result<Readers, Failed> {
+/// This process's readers. Process 0's: its workers' in parallel where the inputs allow it and
+/// the run neither checkpoints nor records (both record one reader's position), else one feed
+/// of every input. Another process's: its workers' share of a file read in parts by every
+/// process (`share`: this process's first worker among the readers, and their number), else
+/// none.
+fn readers(
+    reads: Reads,
+    read: Read<'_>,
+    (process, share): (usize, (usize, usize)),
+) -> Result<Readers, Failed> {
+    let none = || Readers {
+        readers: Vec::new(),
+        streaming: false,
+        sources: Vec::new(),
+        reading: None,
+    };
     let inputs = match reads {
+        Reads::Feed(_) if process != 0 => return Ok(none()),
         Reads::Feed(feed) => {
             let tally = Tally::new(feed.options().malformed, read.notify.clone());
             let source = Source::new(*feed, tally, read.key, read.cells);
@@ -290,14 +309,28 @@ fn readers(reads: Reads, read: Read<'_>) -> Result<Readers, Failed> {
         cells: read.cells,
         notify: read.notify.clone(),
         stop_at: Arc::clone(read.stop_at),
+        share,
     };
-    if !serial && let Some(mut parallel) = reading::plan(&setup, read.threads).map_err(failure)? {
-        return Ok(Readers {
-            readers: parallel.readers(read.threads, &setup),
-            streaming: parallel.streaming(),
-            sources: Vec::new(),
-            reading: Some(parallel.describe(read.threads)),
-        });
+    let shared = share.1 > read.threads;
+    if process != 0 && !shared {
+        return Ok(none());
+    }
+    let parallel = match serial {
+        true => None,
+        false => reading::plan(&setup, read.threads).map_err(failure)?,
+    };
+    match parallel {
+        // Another process reads a file's parts only.
+        Some(mut parallel) if process == 0 || matches!(parallel, Parallel::Parts(_)) => {
+            return Ok(Readers {
+                readers: parallel.readers(read.threads, &setup),
+                streaming: parallel.streaming(),
+                sources: Vec::new(),
+                reading: Some(parallel.describe(read.threads, share.1)),
+            });
+        }
+        _ if process != 0 => return Ok(none()),
+        _ => {}
     }
     let malformed = inputs.feed.malformed;
     let reads = FeedReads {
@@ -330,12 +363,44 @@ fn readers(reads: Reads, read: Read<'_>) -> Result<Readers, Failed> {
     })
 }
 
+/// What every process reading its share of the inputs must agree on: each input's length and
+/// a digest of its first and last 64 KiB (the same file, or a copy of it, at the same path),
+/// or that it cannot read it.
+fn shared_input_term(names: &[String]) -> Term {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut value = String::new();
+    let mut shown = Vec::new();
+    for name in names {
+        let described = (|| -> std::io::Result<String> {
+            let mut file = std::fs::File::open(name)?;
+            let len = file.metadata()?.len();
+            let mut hasher = xxhash_rust::xxh3::Xxh3::new();
+            let mut head = vec![0; 64 << 10];
+            let n = file.read(&mut head)?;
+            hasher.update(&head[..n]);
+            file.seek(SeekFrom::Start(len.saturating_sub(64 << 10)))?;
+            let mut tail = Vec::new();
+            file.read_to_end(&mut tail)?;
+            hasher.update(&tail);
+            Ok(format!("{len} bytes, digest {:016x}", hasher.digest()))
+        })()
+        .unwrap_or_else(|e| format!("cannot read it: {e}"));
+        value.push_str(&format!("{name}: {described}; "));
+        shown.push(format!("`{name}` ({described})"));
+    }
+    Term::new(
+        "input on every process",
+        value,
+        format!("the input on every process: {}", shown.join(", ")),
+    )
+}
+
 /// Where the workers run: threads of this process, or its part of a cluster, connected to the
 /// other processes once they agree on the job. A peer that falls silent has the lines written
 /// so far flushed, then the caller's `on_silent` called, once.
 fn connect(
     cluster: Option<Cluster>,
-    resumed_at: Option<u64>,
+    (resumed_at, shared_input): (Option<u64>, Option<Term>),
     sinks: &SharedSinks,
 ) -> Result<Network, Failed> {
     let Some(cluster) = cluster else {
@@ -351,6 +416,7 @@ fn connect(
         Term::new("version", version, version),
     ];
     job.extend(cluster.job);
+    job.extend(shared_input);
     // A process resumed from another checkpoint than the others runs its keys from another
     // state.
     job.push(match resumed_at {
