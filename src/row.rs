@@ -409,6 +409,37 @@ impl RowSchema {
     /// rejected.
     #[inline]
     pub(crate) fn check(&self, cells: &[Option<Value>]) -> Result<Checked, RowError> {
+        self.check_with(cells, |_, _| {})
+    }
+
+    /// `check`, writing in the same pass every cell's frame form (tag and
+    /// lane, as `canonical::value_cell` makes it, an Int given to a Float
+    /// input already converted) into `lanes` and `tags`, one per input: the
+    /// row as the whole-row kernel reads it (`Monitor::step`'s fast path).
+    /// On an error they are partly written; nothing is allocated unless the
+    /// row is rejected.
+    #[inline]
+    pub(crate) fn check_into(
+        &self,
+        cells: &[Option<Value>],
+        lanes: &mut [u64],
+        tags: &mut [u8],
+    ) -> Result<Checked, RowError> {
+        assert!(
+            lanes.len() == self.width() && tags.len() == self.width(),
+            "engine bug: a frame row of another width"
+        );
+        self.check_with(cells, |i, cell| (tags[i], lanes[i]) = cell)
+    }
+
+    /// `check`'s one pass, giving `put` each cell's frame form (by position)
+    /// as it goes.
+    #[inline(always)]
+    fn check_with(
+        &self,
+        cells: &[Option<Value>],
+        mut put: impl FnMut(usize, (u8, u64)),
+    ) -> Result<Checked, RowError> {
         if cells.len() != self.types.len() {
             return Err(RowError::WrongWidth {
                 expected: self.types.len(),
@@ -417,10 +448,22 @@ impl RowSchema {
         }
         let mut checked = Checked::AsIs;
         for (i, (cell, &exact)) in cells.iter().zip(&self.exact).enumerate() {
-            let Some(v) = cell else { continue };
-            if exact & (1 << v.kind()) == 0 {
+            let Some(v) = cell else {
+                put(i, (tag::ABSENT, 0));
+                continue;
+            };
+            let cell = if exact & (1 << v.kind()) == 0 {
                 checked = self.check_inexact(i, v)?;
-            }
+                // The only inexact fit is an Int for a Float input, which
+                // converts (as `convert_into` converts it).
+                match v {
+                    Value::Int(n) => (tag::F64, (*n as f64).to_bits()),
+                    _ => crate::canonical::scalar_form(v).unwrap_or((tag::OTHER, 0)),
+                }
+            } else {
+                crate::canonical::scalar_form(v).unwrap_or((tag::OTHER, 0))
+            };
+            put(i, cell);
             // A container may nest only so deep (`conform`'s rule, which
             // readers apply before they build one; a row made in memory is
             // checked here).

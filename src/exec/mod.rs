@@ -1258,6 +1258,7 @@ impl Engine {
         }
     }
 
+    #[inline]
     pub fn plan(&self) -> &Arc<Plan> {
         &self.plan
     }
@@ -1544,6 +1545,35 @@ impl Engine {
     /// Evaluates one row given as values (`Monitor::step`, a keyed row).
     pub fn run_row(&mut self, run: &mut Run, row: &[Option<Value>]) -> Result<(), RuntimeError> {
         self.run_cells(run, Cells::Values(row))
+    }
+
+    /// The whole-row kernel's short path (`run_whole_fast`) for a row of
+    /// values whose frame form the caller wrote as it checked them
+    /// (`RowSchema::check_into`: one lane and tag per input, a value with no
+    /// scalar form tagged `OTHER`), read where it lies: `true` when the row
+    /// is done. Otherwise nothing of the row has run, and it goes to
+    /// `run_row_general` as values. The kernel reads the same words it would
+    /// have read from the engine's input lanes (`WholeRuntime::inputs`).
+    #[inline]
+    pub fn run_row_fast(&mut self, run: &mut Run, (lanes, tags): (&[u64], &[u8])) -> bool {
+        self.run_whole_fast(
+            run,
+            Cells::Frame {
+                lanes,
+                tags,
+                objects: None,
+            },
+        )
+    }
+
+    /// `run_row` of a row `run_row_fast` did not complete: the general path
+    /// at once, without trying the short one again.
+    pub fn run_row_general(
+        &mut self,
+        run: &mut Run,
+        row: &[Option<Value>],
+    ) -> Result<(), RuntimeError> {
+        self.run_cells_general(run, Cells::Values(row))
     }
 
     /// Evaluates one row given in frame form, one lane and tag per input
