@@ -1556,14 +1556,13 @@ impl Engine {
     /// have read from the engine's input lanes (`WholeRuntime::inputs`).
     #[inline]
     pub fn run_row_fast(&mut self, run: &mut Run, (lanes, tags): (&[u64], &[u8])) -> bool {
-        self.run_whole_fast(
-            run,
-            Cells::Frame {
-                lanes,
-                tags,
-                objects: None,
-            },
-        )
+        let inputs = self.plan.spec.inputs.len();
+        // The kernel reads one lane and tag per input through the pointers.
+        assert!(
+            lanes.len() == inputs && tags.len() == inputs,
+            "engine bug: a frame row of another width"
+        );
+        self.run_whole_fast_on(run, |_| (lanes.as_ptr(), tags.as_ptr()))
     }
 
     /// `run_row` of a row `run_row_fast` did not complete: the general path
@@ -1642,6 +1641,20 @@ impl Engine {
     /// not store again, and pushes its rings only once the row is done).
     #[inline]
     fn run_whole_fast(&mut self, run: &mut Run, row: Cells<'_>) -> bool {
+        let n = self.plan.spec.inputs.len();
+        self.run_whole_fast_on(run, |w| w.inputs(row, n))
+    }
+
+    /// `run_whole_fast` with the row's input lanes and tags given by
+    /// `inputs` (called only once the row is known to take the short path;
+    /// what it returns points at one lane and tag per input, alive for the
+    /// call).
+    #[inline(always)]
+    fn run_whole_fast_on(
+        &mut self,
+        run: &mut Run,
+        inputs: impl FnOnce(&mut WholeRuntime) -> (*const u64, *const u8),
+    ) -> bool {
         if self.tier_up.is_some() {
             self.poll_tier_up();
         }
@@ -1653,7 +1666,7 @@ impl Engine {
         if !run.promoted[whole] || w.split.has_tail() || watching {
             return false;
         }
-        let inputs = w.inputs(row, self.plan.spec.inputs.len());
+        let inputs = inputs(w);
         let returned = match &mut w.rt.kernel {
             &mut Kernel::Native(f) => {
                 call_native(f, &w.rt, &mut run.state, inputs) == Exit::Return.encode()
