@@ -888,7 +888,31 @@ impl Monitor {
         self.inputs.lookup(name)
     }
 
-    /// The position of output `name` in `step`'s result.
+    /// The position of output `name` in `step`'s result (`None` when no
+    /// printed output has that name). A loop over many rows resolves each
+    /// name once, here, and reads by position ([`Outputs::get`], or
+    /// [`Outputs::float`] and its kin, which make no `Sample`), instead of
+    /// looking the name up at every row ([`Outputs::by_name`]).
+    ///
+    /// ```
+    /// use vigil::time::Time;
+    /// use vigil::{Monitor, Sample, Spec, Value};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let spec = Spec::parse("up.dsrv", "in x: Float\nout up: Bool\nout twice: Float\nup = x > 0.0\ntwice = x * 2.0")?;
+    /// let mut monitor = Monitor::builder(&spec).build();
+    /// let twice = monitor.output_index("twice").ok_or("no output `twice`")?;
+    /// assert_eq!(monitor.output_index("x"), None); // an input, not an output
+    /// let mut sum = 0.0;
+    /// for (ms, x) in [(0, 1.0), (10, -0.5), (20, 2.0)] {
+    ///     let outputs = monitor.step_at(Time(ms * 1_000_000), [Some(Value::Float(x))])?;
+    ///     if let Sample::Value(Value::Float(v)) = outputs.get(twice) {
+    ///         sum += v;
+    ///     }
+    /// }
+    /// assert_eq!(sum, 5.0);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn output_index(&self, name: &str) -> Option<usize> {
         self.outputs.iter().position(|n| n == name)
     }

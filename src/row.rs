@@ -911,6 +911,44 @@ mod tests {
         assert_eq!(out, [int.clone(), float, None, int]);
     }
 
+    /// `check_into` finds what `check` finds, and writes the frame form of
+    /// the row `convert_into` makes (what the canonical tier would read).
+    #[test]
+    fn checking_into_a_frame_writes_the_converted_rows_cells() {
+        let s = schema();
+        let rows = [
+            vec![
+                Some(Value::Int(3)),
+                Some(Value::Int(4)),
+                None,
+                Some(Value::Unit),
+            ],
+            vec![
+                None,
+                Some(Value::Float(0.5)),
+                Some(Value::Str("t".into())),
+                None,
+            ],
+            vec![Some(Value::Int(-1)), None, None, Some(Value::Bool(true))],
+            vec![None, None, Some(Value::Int(1)), None],
+            vec![None, None],
+        ];
+        let (mut lanes, mut tags) = ([7u64; 4], [9u8; 4]);
+        let mut converted = Vec::new();
+        for row in &rows {
+            let found = s.check_into(row, &mut lanes, &mut tags);
+            assert_eq!(found, s.check(row), "{row:?}");
+            if found.is_err() {
+                continue;
+            }
+            s.convert_into(row, &mut converted);
+            for k in 0..4 {
+                let want = crate::canonical::value_cell(&converted, k);
+                assert_eq!((tags[k], lanes[k]), want, "{row:?}, cell {k}");
+            }
+        }
+    }
+
     #[test]
     fn rows_are_set_by_name_and_checked() {
         let row = Row::new(schema())
@@ -1009,10 +1047,15 @@ mod tests {
         ];
         let mut out = Vec::new();
         s.convert_into(&ints, &mut out);
+        let (mut lanes, mut tags) = ([0u64; 4], [0u8; 4]);
         let n = allocations(|| {
             for _ in 0..100 {
                 assert_eq!(s.check(&row), Ok(Checked::AsIs));
                 assert_eq!(s.check(&ints), Ok(Checked::Convert));
+                assert_eq!(
+                    s.check_into(&ints, &mut lanes, &mut tags),
+                    Ok(Checked::Convert)
+                );
                 s.convert_into(&ints, &mut out);
             }
         });
