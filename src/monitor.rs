@@ -471,10 +471,20 @@ impl StreamsView<'_> {
         let slot = Slot::from(s);
         match self {
             StreamsView::State(st) => st.raw(slot),
+            StreamsView::Packed { .. } => self.packed_raw(slot),
+        }
+    }
+
+    /// `raw` of a keyed monitor's packed run, out of line: a plain
+    /// monitor's read (`Outputs::get` after `Monitor::step`) stays short.
+    #[inline(never)]
+    fn packed_raw(&self, slot: Slot) -> Sample {
+        match self {
             StreamsView::Packed { key, .. } if slot == key.0 => {
                 Sample::Value(key.1.value().clone())
             }
             StreamsView::Packed { words, layout, .. } => layout.raw_stream(words, slot),
+            StreamsView::State(st) => st.raw(slot),
         }
     }
 
@@ -494,6 +504,7 @@ impl StreamsView<'_> {
 }
 
 impl<'a> Outputs<'a> {
+    #[inline]
     pub(crate) fn new(
         state: StreamsView<'a>,
         spec: &'a CheckedSpec,
@@ -578,6 +589,7 @@ impl<'a> Outputs<'a> {
 
     /// Output `i` (see `Monitor::output_index`; [`Outputs::by_name`] finds
     /// it by name).
+    #[inline]
     pub fn get(&self, i: usize) -> Sample {
         self.state.raw(self.spec.outputs[i])
     }
@@ -775,6 +787,10 @@ impl MonitorBuilder<'_> {
             inputs: self.spec.inputs.clone(),
             outputs: self.spec.outputs_shared(),
             scratch: Vec::new(),
+            frame: (
+                vec![0; self.spec.inputs.width()],
+                vec![tag::ABSENT; self.spec.inputs.width()],
+            ),
         }
     }
 }
@@ -810,6 +826,10 @@ pub struct Monitor {
     /// A row converted by the input rule (an Int given to a Float input),
     /// reused so that converting rows allocates only once.
     scratch: Vec<Option<Value>>,
+    /// The last row of values in frame form (lanes, tags; one per input),
+    /// written as it was checked (`RowSchema::check_into`): what the
+    /// whole-row kernel reads.
+    frame: (Vec<u64>, Vec<u8>),
 }
 
 impl Monitor {
@@ -868,7 +888,31 @@ impl Monitor {
         self.inputs.lookup(name)
     }
 
-    /// The position of output `name` in `step`'s result.
+    /// The position of output `name` in `step`'s result (`None` when no
+    /// printed output has that name). A loop over many rows resolves each
+    /// name once, here, and reads by position ([`Outputs::get`], or
+    /// [`Outputs::float`] and its kin, which make no `Sample`), instead of
+    /// looking the name up at every row ([`Outputs::by_name`]).
+    ///
+    /// ```
+    /// use vigil::time::Time;
+    /// use vigil::{Monitor, Sample, Spec, Value};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let spec = Spec::parse("up.dsrv", "in x: Float\nout up: Bool\nout twice: Float\nup = x > 0.0\ntwice = x * 2.0")?;
+    /// let mut monitor = Monitor::builder(&spec).build();
+    /// let twice = monitor.output_index("twice").ok_or("no output `twice`")?;
+    /// assert_eq!(monitor.output_index("x"), None); // an input, not an output
+    /// let mut sum = 0.0;
+    /// for (ms, x) in [(0, 1.0), (10, -0.5), (20, 2.0)] {
+    ///     let outputs = monitor.step_at(Time(ms * 1_000_000), [Some(Value::Float(x))])?;
+    ///     if let Sample::Value(Value::Float(v)) = outputs.get(twice) {
+    ///         sum += v;
+    ///     }
+    /// }
+    /// assert_eq!(sum, 5.0);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn output_index(&self, name: &str) -> Option<usize> {
         self.outputs.iter().position(|n| n == name)
     }
@@ -1059,19 +1103,38 @@ impl Monitor {
     /// # Ok(())
     /// # }
     /// ```
+    #[inline]
     pub fn step(&mut self, row: impl AsRef<[Option<Value>]>) -> Result<Outputs<'_>, StepError> {
-        self.step_timed(None, row.as_ref())
+        let step = self.step_timed(None, row.as_ref()).map_err(|e| *e)?;
+        Ok(self.outputs_at(step))
     }
 
     /// As [`Monitor::step`], for a row of time `time`: `time()` in the
     /// specification is that time, in seconds (without it, `time()` is the
     /// step index).
+    #[inline]
     pub fn step_at(
         &mut self,
         time: crate::time::Time,
         row: impl AsRef<[Option<Value>]>,
     ) -> Result<Outputs<'_>, StepError> {
-        self.step_timed(Some(time), row.as_ref())
+        let step = self.step_timed(Some(time), row.as_ref()).map_err(|e| *e)?;
+        Ok(self.outputs_at(step))
+    }
+
+    /// The outputs of step `step`, just evaluated, as a view of the run
+    /// state. `step` and `step_at` make them in their caller (they are
+    /// inlined there), so that the view is not written to memory by one
+    /// function and read back in wider loads by another (a store the load
+    /// waited on, about a fifth of a row's time in the STL bench).
+    #[inline(always)]
+    fn outputs_at(&self, step: u64) -> Outputs<'_> {
+        Outputs::new(
+            StreamsView::State(&self.run.state),
+            &self.engine.plan().spec,
+            step,
+            None,
+        )
     }
 
     /// The periods of the specification's periodic streams, in nanoseconds
@@ -1176,27 +1239,55 @@ impl Monitor {
         self.outputs_after(ran, step)
     }
 
+    /// Evaluates one row of values (`step`, `step_at`) and returns the step
+    /// it evaluated. The error is boxed so that the result comes back in two
+    /// registers (the caller unboxes it: the same error, by value).
     fn step_timed(
         &mut self,
         time: Option<crate::time::Time>,
         row: &[Option<Value>],
-    ) -> Result<Outputs<'_>, StepError> {
+    ) -> Result<u64, Box<StepError>> {
         self.run.state.time = time;
         if let Some(e) = &self.run.failed {
-            return Err((**e).clone().into());
+            return Err(Box::new((**e).clone().into()));
         }
-        let cells = match self.inputs.check(row)? {
+        // One pass checks the row and writes its frame form, which the
+        // whole-row kernel's short path reads where it lies.
+        let checked = match (self.inputs).check_into(row, &mut self.frame.0, &mut self.frame.1) {
+            Ok(checked) => checked,
+            Err(e) => return Err(Box::new(e.into())),
+        };
+        let step = self.steps();
+        let frame = (&self.frame.0[..], &self.frame.1[..]);
+        if !self.engine.run_row_fast(&mut self.run, frame)
+            && let Err(e) = self.step_general(row, checked)
+        {
+            // A runtime error stops the run, as `outputs_after` does.
+            self.run.failed = Some(Box::new(e.clone()));
+            return Err(Box::new(e.into()));
+        }
+        Ok(step)
+    }
+
+    /// A checked row of values the whole-row kernel's short path did not
+    /// complete (or on a tier without one), converted if it must be.
+    #[inline(never)]
+    fn step_general(
+        &mut self,
+        row: &[Option<Value>],
+        checked: Checked,
+    ) -> Result<(), crate::error::RuntimeError> {
+        let cells = match checked {
             Checked::AsIs => row,
             Checked::Convert => {
                 self.inputs.convert_into(row, &mut self.scratch);
                 &self.scratch
             }
         };
-        let step = self.steps();
-        let ran = self.engine.run_row(&mut self.run, cells);
+        let ran = self.engine.run_row_general(&mut self.run, cells);
         // The converted row's values are not kept past the step.
         self.scratch.clear();
-        self.outputs_after(ran, step)
+        ran
     }
 }
 

@@ -409,6 +409,37 @@ impl RowSchema {
     /// rejected.
     #[inline]
     pub(crate) fn check(&self, cells: &[Option<Value>]) -> Result<Checked, RowError> {
+        self.check_with(cells, |_, _| {})
+    }
+
+    /// `check`, writing in the same pass every cell's frame form (tag and
+    /// lane, as `canonical::value_cell` makes it, an Int given to a Float
+    /// input already converted) into `lanes` and `tags`, one per input: the
+    /// row as the whole-row kernel reads it (`Monitor::step`'s fast path).
+    /// On an error they are partly written; nothing is allocated unless the
+    /// row is rejected.
+    #[inline]
+    pub(crate) fn check_into(
+        &self,
+        cells: &[Option<Value>],
+        lanes: &mut [u64],
+        tags: &mut [u8],
+    ) -> Result<Checked, RowError> {
+        assert!(
+            lanes.len() == self.width() && tags.len() == self.width(),
+            "engine bug: a frame row of another width"
+        );
+        self.check_with(cells, |i, cell| (tags[i], lanes[i]) = cell)
+    }
+
+    /// `check`'s one pass, giving `put` each cell's frame form (by position)
+    /// as it goes.
+    #[inline(always)]
+    fn check_with(
+        &self,
+        cells: &[Option<Value>],
+        mut put: impl FnMut(usize, (u8, u64)),
+    ) -> Result<Checked, RowError> {
         if cells.len() != self.types.len() {
             return Err(RowError::WrongWidth {
                 expected: self.types.len(),
@@ -417,10 +448,22 @@ impl RowSchema {
         }
         let mut checked = Checked::AsIs;
         for (i, (cell, &exact)) in cells.iter().zip(&self.exact).enumerate() {
-            let Some(v) = cell else { continue };
-            if exact & (1 << v.kind()) == 0 {
+            let Some(v) = cell else {
+                put(i, (tag::ABSENT, 0));
+                continue;
+            };
+            let cell = if exact & (1 << v.kind()) == 0 {
                 checked = self.check_inexact(i, v)?;
-            }
+                // The only inexact fit is an Int for a Float input, which
+                // converts (as `convert_into` converts it).
+                match v {
+                    Value::Int(n) => (tag::F64, (*n as f64).to_bits()),
+                    _ => crate::canonical::scalar_form(v).unwrap_or((tag::OTHER, 0)),
+                }
+            } else {
+                crate::canonical::scalar_form(v).unwrap_or((tag::OTHER, 0))
+            };
+            put(i, cell);
             // A container may nest only so deep (`conform`'s rule, which
             // readers apply before they build one; a row made in memory is
             // checked here).
@@ -868,6 +911,44 @@ mod tests {
         assert_eq!(out, [int.clone(), float, None, int]);
     }
 
+    /// `check_into` finds what `check` finds, and writes the frame form of
+    /// the row `convert_into` makes (what the canonical tier would read).
+    #[test]
+    fn checking_into_a_frame_writes_the_converted_rows_cells() {
+        let s = schema();
+        let rows = [
+            vec![
+                Some(Value::Int(3)),
+                Some(Value::Int(4)),
+                None,
+                Some(Value::Unit),
+            ],
+            vec![
+                None,
+                Some(Value::Float(0.5)),
+                Some(Value::Str("t".into())),
+                None,
+            ],
+            vec![Some(Value::Int(-1)), None, None, Some(Value::Bool(true))],
+            vec![None, None, Some(Value::Int(1)), None],
+            vec![None, None],
+        ];
+        let (mut lanes, mut tags) = ([7u64; 4], [9u8; 4]);
+        let mut converted = Vec::new();
+        for row in &rows {
+            let found = s.check_into(row, &mut lanes, &mut tags);
+            assert_eq!(found, s.check(row), "{row:?}");
+            if found.is_err() {
+                continue;
+            }
+            s.convert_into(row, &mut converted);
+            for k in 0..4 {
+                let want = crate::canonical::value_cell(&converted, k);
+                assert_eq!((tags[k], lanes[k]), want, "{row:?}, cell {k}");
+            }
+        }
+    }
+
     #[test]
     fn rows_are_set_by_name_and_checked() {
         let row = Row::new(schema())
@@ -966,10 +1047,15 @@ mod tests {
         ];
         let mut out = Vec::new();
         s.convert_into(&ints, &mut out);
+        let (mut lanes, mut tags) = ([0u64; 4], [0u8; 4]);
         let n = allocations(|| {
             for _ in 0..100 {
                 assert_eq!(s.check(&row), Ok(Checked::AsIs));
                 assert_eq!(s.check(&ints), Ok(Checked::Convert));
+                assert_eq!(
+                    s.check_into(&ints, &mut lanes, &mut tags),
+                    Ok(Checked::Convert)
+                );
                 s.convert_into(&ints, &mut out);
             }
         });

@@ -1258,6 +1258,7 @@ impl Engine {
         }
     }
 
+    #[inline]
     pub fn plan(&self) -> &Arc<Plan> {
         &self.plan
     }
@@ -1546,6 +1547,34 @@ impl Engine {
         self.run_cells(run, Cells::Values(row))
     }
 
+    /// The whole-row kernel's short path (`run_whole_fast`) for a row of
+    /// values whose frame form the caller wrote as it checked them
+    /// (`RowSchema::check_into`: one lane and tag per input, a value with no
+    /// scalar form tagged `OTHER`), read where it lies: `true` when the row
+    /// is done. Otherwise nothing of the row has run, and it goes to
+    /// `run_row_general` as values. The kernel reads the same words it would
+    /// have read from the engine's input lanes (`WholeRuntime::inputs`).
+    #[inline]
+    pub fn run_row_fast(&mut self, run: &mut Run, (lanes, tags): (&[u64], &[u8])) -> bool {
+        let inputs = self.plan.spec.inputs.len();
+        // The kernel reads one lane and tag per input through the pointers.
+        assert!(
+            lanes.len() == inputs && tags.len() == inputs,
+            "engine bug: a frame row of another width"
+        );
+        self.run_whole_fast_on(run, |_| (lanes.as_ptr(), tags.as_ptr()))
+    }
+
+    /// `run_row` of a row `run_row_fast` did not complete: the general path
+    /// at once, without trying the short one again.
+    pub fn run_row_general(
+        &mut self,
+        run: &mut Run,
+        row: &[Option<Value>],
+    ) -> Result<(), RuntimeError> {
+        self.run_cells_general(run, Cells::Values(row))
+    }
+
     /// Evaluates one row given in frame form, one lane and tag per input
     /// (scalars only: `Monitor::step_scalars`). Inlined into the caller, as
     /// `run_cells`' short path is: a promoted whole-row kernel with nothing
@@ -1612,6 +1641,20 @@ impl Engine {
     /// not store again, and pushes its rings only once the row is done).
     #[inline]
     fn run_whole_fast(&mut self, run: &mut Run, row: Cells<'_>) -> bool {
+        let n = self.plan.spec.inputs.len();
+        self.run_whole_fast_on(run, |w| w.inputs(row, n))
+    }
+
+    /// `run_whole_fast` with the row's input lanes and tags given by
+    /// `inputs` (called only once the row is known to take the short path;
+    /// what it returns points at one lane and tag per input, alive for the
+    /// call).
+    #[inline(always)]
+    fn run_whole_fast_on(
+        &mut self,
+        run: &mut Run,
+        inputs: impl FnOnce(&mut WholeRuntime) -> (*const u64, *const u8),
+    ) -> bool {
         if self.tier_up.is_some() {
             self.poll_tier_up();
         }
@@ -1623,7 +1666,7 @@ impl Engine {
         if !run.promoted[whole] || w.split.has_tail() || watching {
             return false;
         }
-        let inputs = w.inputs(row, self.plan.spec.inputs.len());
+        let inputs = inputs(w);
         let returned = match &mut w.rt.kernel {
             &mut Kernel::Native(f) => {
                 call_native(f, &w.rt, &mut run.state, inputs) == Exit::Return.encode()

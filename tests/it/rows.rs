@@ -946,3 +946,57 @@ fn a_tail_pushing_bottom_demotes_the_regions_of_declined_rows() {
         }
     }
 }
+
+/// `Monitor::step` checks a row and writes its frame form in one pass,
+/// which the whole-row kernel reads where it lies (issue 39): every row
+/// (present, absent, converted, rejected, failing) steps on native-whole
+/// as on the canonical tier, with the same outputs, times and errors, and
+/// a row after a rejected one is read whole (the rejected row's cells,
+/// partly written, are not read).
+#[test]
+fn value_rows_on_the_kernels_short_path_step_as_on_the_canonical_tier() {
+    use vigil::time::Time;
+    let spec = Spec::parse(
+        "short.dsrv",
+        "in x: Float\nin n: Int\nin s: Str\nout y: Float\nout z: Int\ny = x * 2.0\nz = 100 / n",
+    )
+    .unwrap();
+    let f = |v: f64| Some(Value::Float(v));
+    let text = |t: &str| Some(Value::Str(t.into()));
+    let mut rows: Vec<Vec<Option<Value>>> = Vec::new();
+    for i in 0..40 {
+        rows.push(match i % 8 {
+            0 => vec![f(i as f64 * 0.5), int(i + 1), text("a")],
+            1 => vec![int(i), int(4), None],
+            2 => vec![None, int(2), None],
+            3 => vec![text("bad"), int(1), None],
+            4 => vec![f(1.0), text("bad"), None],
+            5 => vec![f(2.5)],
+            6 => vec![f(-3.0), None, text("b")],
+            _ => vec![f(i as f64), int(-7), None],
+        });
+    }
+    rows.push(vec![f(1.0), int(0), None]);
+    rows.push(vec![f(1.0), int(1), None]);
+    let run = |tier: Tier| {
+        let mut m = Monitor::builder(&spec).tier(tier).build();
+        let results: Vec<_> = (rows.iter().enumerate())
+            .map(|(i, row)| {
+                let out = m.step_at(Time(i as i64 * 1_000_000), row)?;
+                Ok::<_, StepError>((out.step(), out.time(), out.to_vec()))
+            })
+            .collect();
+        (results, m.stats().whole_rows)
+    };
+    let (canonical, _) = run(Tier::Canonical);
+    let (native, whole_rows) = run(Tier::NativeWhole);
+    assert_eq!(native, canonical);
+    // The rows the kernel completed: the first of each eight, the two
+    // after it (a converted Int; an absent `x`) and the last, each with `n`
+    // present and not 0.
+    assert!(whole_rows >= 15, "{whole_rows}");
+    let errors = canonical.iter().filter(|r| r.is_err()).count();
+    assert_eq!(errors, 3 * 5 + 2, "{canonical:?}");
+    assert!(matches!(canonical[40], Err(StepError::Runtime(_))));
+    assert_eq!(canonical[41], canonical[40]);
+}
