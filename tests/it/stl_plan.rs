@@ -4,14 +4,17 @@
 //! mid-run moves to the evaluator with the same output; `U`, the eager semantics and an
 //! irregular trace decline with their reason.
 
+use crate::support::{run_vigil, test_dir, write};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use std::cell::Cell;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
-use vigil::Tier;
 use vigil::stl::{
     Semantics, StlMonitor, StlRun, StlSample, StlSpec, Synchronization, VerdictForm, VerdictWriter,
 };
+use vigil::trace::{InputSchema, TraceFormat};
+use vigil::{Tier, Type};
 
 /// The tiers the plan runs on.
 const TIERS: [Tier; 4] = [
@@ -361,4 +364,143 @@ fn the_evaluators_timing_is_kept_on_the_plan() {
         assert!(plan, "{why:?}");
         assert_eq!(got, want, "{tier}");
     }
+}
+
+/// Runs a conformance case as `vigil run --tier TIER` does: the checker's text output, and
+/// whether the run ended on the plan.
+fn run_case(dir: &Path, tier: Tier) -> (String, bool) {
+    let text = std::fs::read_to_string(dir.join("spec.mstlo")).unwrap();
+    let spec = StlSpec::parse("spec.mstlo", &text).unwrap();
+    let name = std::fs::read_to_string(dir.join("semantics")).unwrap();
+    let semantics = Semantics::from_name(name.trim()).unwrap();
+    let sync = Synchronization::ZeroOrderHold;
+    let mut run = StlRun::new(&spec, semantics, sync, &[], tier).unwrap();
+    let schema = InputSchema {
+        names: spec.signals().to_vec(),
+        types: vec![Type::Any; spec.signals().len()],
+    };
+    let trace = dir.join("trace.input").display().to_string();
+    let mut reader = vigil::trace::open_reader(&trace, TraceFormat::Tc, &schema).unwrap();
+    let mut row = vec![None; schema.names.len()];
+    let mut out = VerdictWriter::new(Vec::new(), &spec, semantics, VerdictForm::Text).unwrap();
+    while reader.next_row(&mut row).unwrap() {
+        let mut samples = vigil::stl::row_samples(&spec, &row).unwrap();
+        row.iter_mut().for_each(|c| *c = None);
+        out.write(&run.step(&mut samples)).unwrap();
+    }
+    let text = String::from_utf8(out.finish().unwrap()).unwrap();
+    (text, run.on_plan())
+}
+
+/// Every case under `root` through the plan tier on the canonical and native-whole tiers:
+/// `(cases run, runs on the plan)`; fails listing the cases whose output differs.
+fn plan_cases(root: &Path) -> (usize, usize) {
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(root)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.join("spec.mstlo").is_file())
+        .collect();
+    dirs.sort();
+    let (mut planned, mut failed) = (0, Vec::new());
+    for dir in &dirs {
+        let want = std::fs::read_to_string(dir.join("expected.txt")).unwrap();
+        for tier in [Tier::Canonical, Tier::NativeWhole] {
+            let (got, plan) = run_case(dir, tier);
+            planned += usize::from(plan);
+            if got != want {
+                failed.push(format!("{} on {tier}", dir.display()));
+            }
+        }
+    }
+    assert!(failed.is_empty(), "{}", failed.join("\n"));
+    eprintln!(
+        "{}: {} cases x 2 tiers, {planned} runs on the plan",
+        root.display(),
+        dirs.len()
+    );
+    (dirs.len(), planned)
+}
+
+/// The own STL conformance cases give their expected output through the plan tier.
+#[test]
+fn own_stl_cases_pass_through_the_plan_tier() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/stl_cases");
+    let (cases, _) = plan_cases(&root);
+    assert!(cases >= 8);
+}
+
+/// The shared STL conformance cases give their expected output through the plan tier (ignored
+/// like the other shared cases: a clone has no `../shared`; `.ci/run` runs them).
+#[test]
+#[ignore = "needs ../shared/conformance beside the checkout; .ci/run runs it (docs/testing.md)"]
+fn shared_stl_cases_pass_through_the_plan_tier() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/conformance/stl");
+    let (cases, _) = plan_cases(&root);
+    assert!(cases >= 80);
+}
+
+/// `vigil run PROPS --tier T` gives the default run's output: on the plan over a regular CSV
+/// trace (`--stats` says so), on the evaluator with a note of why over an irregular one.
+#[test]
+fn the_command_line_runs_the_plan_tier_when_a_tier_is_asked() {
+    let dir = test_dir("stl_plan", "cli");
+    let spec = write(
+        &dir,
+        "p.mstlo",
+        "slow: G[0,1](speed < 2)\ngrip: (speed < 0.5) -> F[0,0.5](force > 5)\n",
+    );
+    let mut csv = String::from("ts,speed,force\n");
+    for k in 0..40 {
+        csv.push_str(&format!(
+            "{},{},{}\n",
+            k * 250,
+            (k % 7) as f64 * 0.5,
+            (k % 5) * 2
+        ));
+    }
+    let regular = write(&dir, "t.csv", &csv);
+    let args = |trace: &str, tier: Option<&str>, form: &str| {
+        let mut a = vec![
+            "run",
+            &spec,
+            "--input",
+            trace,
+            "--time",
+            "ts",
+            "--time-unit",
+            "ms",
+        ];
+        a.extend(["--output", form]);
+        a.extend(tier.map(|t| ["--tier", t]).into_iter().flatten());
+        a.iter().map(|s| s.to_string()).collect::<Vec<_>>()
+    };
+    let run = |a: Vec<String>| {
+        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        run_vigil(&a, None)
+    };
+    for form in ["text", "csv"] {
+        let (status, want, err) = run(args(&regular, None, form));
+        assert_eq!((status, err.as_str()), (0, ""));
+        assert!(want.lines().count() > 30, "{want}");
+        for tier in ["canonical", "quickened", "native-whole"] {
+            let (status, got, err) = run(args(&regular, Some(tier), form));
+            assert_eq!((status, err.as_str()), (0, ""), "{tier}");
+            assert_eq!(got, want, "{tier}");
+        }
+    }
+    let mut stats = args(&regular, Some("native-whole"), "csv");
+    stats.push("--stats".into());
+    let (_, _, err) = run(stats);
+    assert!(
+        err.starts_with("stl: delayed-quantitative semantics, zero-order-hold synchronization, on the plan, tier native-whole\n"),
+        "{err}"
+    );
+    let irregular = write(&dir, "i.csv", &csv.replace("\n750,", "\n800,"));
+    let (_, want, _) = run(args(&irregular, None, "csv"));
+    let (status, got, err) = run(args(&irregular, Some("native-whole"), "csv"));
+    assert_eq!((status, got), (0, want));
+    assert_eq!(
+        err,
+        "note: --tier native-whole: the properties ran on the STL evaluator: at step 3: the time 800 ms is not one period after the last (750 ms expected)\n"
+    );
 }
