@@ -223,19 +223,25 @@ impl Lowering<'_> {
     }
 
     /// A bound in steps, if it is a whole number of them.
-    fn steps(&self, d: Duration, what: &str) -> Result<u64, String> {
+    fn steps(&self, d: Duration, what: impl Fn() -> String) -> Result<u64, String> {
         let n = d.as_nanos();
         if !n.is_multiple_of(self.period) {
             return Err(format!(
-                "the interval bound {} s of `{what}` is not a multiple of the trace's period ({} s)",
+                "the interval bound {} s of `{}` is not a multiple of the trace's period ({} s)",
                 d.as_secs_f64(),
+                what(),
                 Duration::from_nanos(self.period as u64).as_secs_f64()
             ));
         }
         u64::try_from(n / self.period)
             .ok()
             .filter(|&s| s <= MAX_PLAN_STEPS)
-            .ok_or_else(|| format!("`{what}` spans more than {MAX_PLAN_STEPS} steps of the trace"))
+            .ok_or_else(|| {
+                format!(
+                    "`{}` spans more than {MAX_PLAN_STEPS} steps of the trace",
+                    what()
+                )
+            })
     }
 
     /// A number as a DSRV literal that reads back as the same f64 (a negative one negated).
@@ -254,6 +260,106 @@ impl Lowering<'_> {
         } else {
             format!("{c:?}")
         }
+    }
+
+    /// A comparison: as `ops::build`, `x >= c` is `!(x < c)` and `x <= c` is `!(x > c)`; the
+    /// robustness of `x > c` is `x - c`, of `x < c` is `c - x`.
+    fn compare(&mut self, signal: SignalId, cmp: super::Cmp, threshold: Threshold) -> Lowered {
+        let (x, c) = (format!("s{}", signal.0), self.literal(threshold));
+        let (greater, negated) = match cmp {
+            super::Cmp::Gt => (true, false),
+            super::Cmp::Lt => (false, false),
+            super::Cmp::Ge => (false, true),
+            super::Cmp::Le => (true, true),
+        };
+        let atom = match (self.quantitative, greater) {
+            (true, true) => format!("({x} - {c})"),
+            (true, false) => format!("({c} - {x})"),
+            (false, true) => format!("({x} > {c})"),
+            (false, false) => format!("({x} < {c})"),
+        };
+        let expr = if negated { self.negate(&atom) } else { atom };
+        Lowered {
+            name: self.define(&expr),
+            lag: 0,
+            emit: self.rank[signal.0 as usize],
+            copies: 1,
+        }
+    }
+
+    /// `&&`, `||` or `->` (`!l || r`) of two lowered operands, aligned by offsets; the
+    /// operator's `combine(l, r)` is `l.min(r)` (`l.max(r)`), so is `min(l, r)` here.
+    fn binary(&mut self, op: Formula, left: Lowered, right: Lowered) -> Lowered {
+        let is_and = matches!(op, Formula::And(..));
+        let lag = left.lag.max(right.lag);
+        let mut le = self.back(&left.name, lag - left.lag);
+        if matches!(op, Formula::Implies(..)) {
+            le = self.negate(&le);
+        }
+        let re = self.back(&right.name, lag - right.lag);
+        let expr = match (self.quantitative, is_and) {
+            (true, true) => format!("min({le}, {re})"),
+            (true, false) => format!("max({le}, {re})"),
+            (false, true) => format!("({le}) && ({re})"),
+            (false, false) => format!("({le}) || ({re})"),
+        };
+        // The pair is given when the later operand gives its verdict.
+        let emit = match left.lag.cmp(&right.lag) {
+            std::cmp::Ordering::Greater => left.emit,
+            std::cmp::Ordering::Less => right.emit,
+            std::cmp::Ordering::Equal => left.emit.max(right.emit),
+        };
+        Lowered {
+            name: self.define(&expr),
+            lag,
+            emit,
+            copies: 1,
+        }
+    }
+
+    /// `F` (`is_f`) or `G` over `[lo, hi]` periods of a lowered operand, for a node whose first
+    /// sample of a step is `first`.
+    fn temporal(
+        &mut self,
+        is_f: bool,
+        (lo, hi): (u64, u64),
+        a: Lowered,
+        first: usize,
+    ) -> Result<Lowered, String> {
+        if hi == 0 {
+            // `[0,0]`: the window of one value, given when the operand gives it.
+            return Ok(a);
+        }
+        let agg = match (self.quantitative, is_f) {
+            (true, true) => "max",
+            (true, false) => "min",
+            (false, true) => "any",
+            (false, false) => "all",
+        };
+        let len = hi - lo + 1;
+        let expr = if a.emit == first {
+            format!("window({}, {len}, {agg})", a.name)
+        } else if len == 1 {
+            // The window's one value comes after the verdict: vacuous.
+            match (self.quantitative, is_f) {
+                (true, true) => "stl_rob(false)".to_string(),
+                (true, false) => "stl_rob(true)".to_string(),
+                (false, is_f) => (!is_f).to_string(),
+            }
+        } else {
+            let w = self.define(&format!("window({}, {}, {agg})", a.name, len - 1));
+            self.back(&w, 1)
+        };
+        let lag = hi + a.lag;
+        if lag > MAX_PLAN_STEPS {
+            return Err(format!("a property spans more than {MAX_PLAN_STEPS} steps"));
+        }
+        Ok(Lowered {
+            name: self.define(&expr),
+            lag,
+            emit: first,
+            copies: 1,
+        })
     }
 
     /// The node of `f`, which sees the samples of `vis` (never empty).
@@ -289,30 +395,7 @@ impl Lowering<'_> {
                 signal,
                 cmp,
                 threshold,
-            } => {
-                let (x, c) = (format!("s{}", signal.0), self.literal(threshold));
-                // As `ops::build`: `x >= c` is `!(x < c)`, `x <= c` is `!(x > c)`; robustness
-                // `x > c` is `x - c`, `x < c` is `c - x`.
-                let (greater, negated) = match cmp {
-                    super::Cmp::Gt => (true, false),
-                    super::Cmp::Lt => (false, false),
-                    super::Cmp::Ge => (false, true),
-                    super::Cmp::Le => (true, true),
-                };
-                let atom = match (self.quantitative, greater) {
-                    (true, true) => format!("({x} - {c})"),
-                    (true, false) => format!("({c} - {x})"),
-                    (false, true) => format!("({x} > {c})"),
-                    (false, false) => format!("({x} < {c})"),
-                };
-                let expr = if negated { self.negate(&atom) } else { atom };
-                Lowered {
-                    name: self.define(&expr),
-                    lag: 0,
-                    emit: self.rank[signal.0 as usize],
-                    copies: 1,
-                }
-            }
+            } => self.compare(signal, cmp, threshold),
             Formula::Not(a) => {
                 let a = self.node(a, vis)?;
                 let expr = self.negate(&a.name);
@@ -322,76 +405,17 @@ impl Lowering<'_> {
                 }
             }
             Formula::And(l, r) | Formula::Or(l, r) | Formula::Implies(l, r) => {
-                let is_and = matches!(self.spec.formula(f), Formula::And(..));
-                let implies = matches!(self.spec.formula(f), Formula::Implies(..));
-                let lv = child_vis(self.spec, l);
-                let rv = child_vis(self.spec, r);
+                let (lv, rv) = (child_vis(self.spec, l), child_vis(self.spec, r));
                 let left = self.node(l, &lv)?;
                 let right = self.node(r, &rv)?;
-                let lag = left.lag.max(right.lag);
-                let mut le = self.back(&left.name, lag - left.lag);
-                if implies {
-                    le = self.negate(&le);
-                }
-                let re = self.back(&right.name, lag - right.lag);
-                let expr = match (self.quantitative, is_and) {
-                    (true, true) => format!("min({le}, {re})"),
-                    (true, false) => format!("max({le}, {re})"),
-                    (false, true) => format!("({le}) && ({re})"),
-                    (false, false) => format!("({le}) || ({re})"),
-                };
-                // The pair is given when the later operand gives its verdict.
-                let emit = match left.lag.cmp(&right.lag) {
-                    std::cmp::Ordering::Greater => left.emit,
-                    std::cmp::Ordering::Less => right.emit,
-                    std::cmp::Ordering::Equal => left.emit.max(right.emit),
-                };
-                Lowered {
-                    name: self.define(&expr),
-                    lag,
-                    emit,
-                    copies: 1,
-                }
+                self.binary(self.spec.formula(f).clone(), left, right)
             }
             Formula::Eventually(w, a) | Formula::Globally(w, a) => {
                 let is_f = matches!(self.spec.formula(f), Formula::Eventually(..));
-                let what = self.spec.show(f);
-                let (lo, hi) = (self.steps(w.start, &what)?, self.steps(w.end, &what)?);
+                let what = || self.spec.show(f);
+                let (lo, hi) = (self.steps(w.start, what)?, self.steps(w.end, what)?);
                 let a = self.node(a, vis)?;
-                if hi == 0 {
-                    // `[0,0]`: the window of one value, given when the operand gives it.
-                    return Ok(a);
-                }
-                let agg = match (self.quantitative, is_f) {
-                    (true, true) => "max",
-                    (true, false) => "min",
-                    (false, true) => "any",
-                    (false, false) => "all",
-                };
-                let len = hi - lo + 1;
-                let expr = if a.emit == first {
-                    format!("window({}, {len}, {agg})", a.name)
-                } else if len == 1 {
-                    // The window's one value comes after the verdict: vacuous.
-                    match (self.quantitative, is_f) {
-                        (true, true) => "stl_rob(false)".to_string(),
-                        (true, false) => "stl_rob(true)".to_string(),
-                        (false, is_f) => (!is_f).to_string(),
-                    }
-                } else {
-                    let w = self.define(&format!("window({}, {}, {agg})", a.name, len - 1));
-                    self.back(&w, 1)
-                };
-                let lag = hi + a.lag;
-                if lag > MAX_PLAN_STEPS {
-                    return Err(format!("`{what}` spans more than {MAX_PLAN_STEPS} steps"));
-                }
-                Lowered {
-                    name: self.define(&expr),
-                    lag,
-                    emit: first,
-                    copies: 1,
-                }
+                self.temporal(is_f, (lo, hi), a, first)?
             }
             Formula::Until(..) => return Err("a property has `U` (until)".into()),
         })
@@ -601,8 +625,9 @@ impl StlRun {
             return Err("at step 1: the time does not increase".into());
         }
         let plan = StlPlan::lower(&self.spec, self.semantics, &self.values, t1 - t0)?;
+        // A specification past the language's bounds (its windows' values in all) is refused.
         let spec = Spec::parse("stl-plan.dsrv", &plan.text)
-            .map_err(|d| format!("the generated specification does not parse (a bug): {d}"))?;
+            .map_err(|d| format!("the generated specification is refused: {d}"))?;
         let monitor = Monitor::builder(&spec).tier(self.tier).build();
         let keep = usize::try_from(plan.max_lag() + 2).unwrap_or(usize::MAX);
         let mut run = Box::new(PlanRun {

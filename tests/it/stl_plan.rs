@@ -504,3 +504,38 @@ fn the_command_line_runs_the_plan_tier_when_a_tier_is_asked() {
         "note: --tier native-whole: the properties ran on the STL evaluator: at step 3: the time 800 ms is not one period after the last (750 ms expected)\n"
     );
 }
+
+/// A variable is substituted as a constant, its value's bits kept (0.1 is not a short binary
+/// fraction; a negative value is a negated literal).
+#[test]
+fn variables_run_on_the_plan_as_their_values() {
+    let spec = StlSpec::parse("v.mstlo", "p: F[0,1](x > $lo) && G[0,0.5](x <= $hi)\n").unwrap();
+    let vars = [("lo".to_string(), 0.1), ("hi".to_string(), -1e-7)];
+    let sem = Semantics::DelayedQuantitative;
+    let sync = Synchronization::default();
+    let steps: Vec<Step> = (0..20)
+        .map(|k| vec![("x".into(), k * 500, (k % 4) as f64 * 0.1 - 0.15)])
+        .collect();
+    let run_with = |tier: Option<Tier>| {
+        let mut out = VerdictWriter::new(Vec::new(), &spec, sem, VerdictForm::Csv).unwrap();
+        let mut plan = tier.map(|t| StlRun::new(&spec, sem, sync, &vars, t).unwrap());
+        let mut eval = StlMonitor::new(&spec, sem, sync, &vars).unwrap();
+        for step in &steps {
+            let given = match &mut plan {
+                Some(run) => run.step(&mut samples(&spec, step)),
+                None => eval.step(&mut samples(&spec, step)),
+            };
+            out.write(&given).unwrap();
+        }
+        if let Some(run) = &plan {
+            assert!(run.on_plan(), "{:?}", run.declined());
+            assert!(run.plan_text().unwrap().contains("(-1e-7)"));
+        }
+        String::from_utf8(out.finish().unwrap()).unwrap()
+    };
+    let want = run_with(None);
+    assert!(want.lines().count() > 15, "{want}");
+    for tier in TIERS {
+        assert_eq!(run_with(Some(tier)), want, "{tier}");
+    }
+}
