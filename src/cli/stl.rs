@@ -275,7 +275,7 @@ pub(super) fn run(args: &RunArgs) -> Exit {
 /// the evaluator where it would not be exact.
 enum Run {
     Evaluator(StlMonitor),
-    Plan(StlRun),
+    Plan(Box<StlRun>),
 }
 
 impl Run {
@@ -288,7 +288,7 @@ impl Run {
     ) -> Result<Run, stl::StlError> {
         Ok(match tier {
             Tier::Auto => Run::Evaluator(StlMonitor::new(spec, semantics, sync, vars)?),
-            tier => Run::Plan(StlRun::new(spec, semantics, sync, vars, tier)?),
+            tier => Run::Plan(Box::new(StlRun::new(spec, semantics, sync, vars, tier)?)),
         })
     }
 

@@ -423,7 +423,6 @@ impl Lowering<'_> {
 }
 
 /// Where a run of a property file is.
-#[allow(clippy::large_enum_variant)]
 enum State {
     /// Its first step ran on the evaluator, and is kept: the second gives the period.
     Starting {

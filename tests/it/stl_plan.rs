@@ -78,7 +78,7 @@ fn samples(spec: &StlSpec, step: &Step) -> Vec<StlSample> {
 }
 
 /// A formula over `b`, `x` and `a` (first mentioned in another order than their names'), with
-/// interval bounds multiples of `period` ms (0 … 3 periods).
+/// interval bounds multiples of `period` ms (0 … 4 periods).
 fn formula(period: u64) -> impl Strategy<Value = String> {
     let signal = prop_oneof![Just("b"), Just("x"), Just("a")];
     let cmp = prop_oneof![Just(">"), Just("<"), Just(">="), Just("<=")];
@@ -90,7 +90,7 @@ fn formula(period: u64) -> impl Strategy<Value = String> {
         1 => Just("false".to_string()),
     ];
     let secs = move |k: u64| format!("{}", (k * period) as f64 / 1000.0);
-    let interval = (0u64..=3, 0u64..=3).prop_map(move |(a, b)| {
+    let interval = (0u64..=4, 0u64..=4).prop_map(move |(a, b)| {
         let (a, b) = (a.min(b), a.max(b));
         format!("[{},{}]", secs(a), secs(b))
     });
@@ -128,12 +128,12 @@ fn case() -> impl Strategy<Value = (String, Semantics, u64, u64, Vec<Vec<f64>>, 
         Just(Semantics::DelayedQualitative)
     ];
     let value = (-6i32..=6).prop_map(|v| f64::from(v) / 2.0);
-    let steps = proptest::collection::vec(proptest::collection::vec(value, 3), 0..30);
+    let steps = proptest::collection::vec(proptest::collection::vec(value, 3), 0..40);
     let brk = prop_oneof![
         3 => Just(Break::Never),
-        1 => (0usize..30).prop_map(Break::Missing),
-        1 => (0usize..30).prop_map(Break::Gap),
-        1 => (0usize..30).prop_map(Break::Skew),
+        1 => (0usize..40).prop_map(Break::Missing),
+        1 => (0usize..40).prop_map(Break::Gap),
+        1 => (0usize..40).prop_map(Break::Skew),
     ];
     (
         period,
@@ -148,7 +148,8 @@ fn case() -> impl Strategy<Value = (String, Semantics, u64, u64, Vec<Vec<f64>>, 
                 props.prop_map(|fs| {
                     fs.iter()
                         .enumerate()
-                        .map(|(i, f)| format!("q{i}: {f}\n"))
+                        // Name order is not the order of the lines.
+                        .map(|(i, f)| format!("{}{i}: {f}\n", ["z", "a", "m"][i % 3]))
                         .collect::<String>()
                 }),
                 Just(semantics),
@@ -190,7 +191,8 @@ fn trace(spec: &StlSpec, period: u64, t0: u64, values: &[Vec<f64>], brk: Break) 
 
 /// The plan tier gives the evaluator's text and CSV output on every tier over generated
 /// property files (1 to 3 properties, nested `!`, `&&`, `||`, `->`, `G`, `F`, `true`, `false`,
-/// comparisons of three signals whose name order is not their order of mention) and regular
+/// comparisons of three signals whose name order is not their order of mention, bounds of
+/// 0 to 4 periods) and regular
 /// traces, some leaving the grid mid-run; most runs end on the plan.
 #[test]
 fn the_plan_tier_gives_the_evaluators_output_on_every_tier() {
@@ -277,7 +279,7 @@ fn until_eager_and_an_irregular_trace_decline_to_the_evaluator() {
             })
             .collect()
     };
-    let cases: [(&str, Semantics, Vec<Step>, &str); 5] = [
+    let cases: [(&str, Semantics, Vec<Step>, &str); 6] = [
         (
             "p: (x > 0) U[0,1] (y > 0)\n",
             Semantics::DelayedQuantitative,
@@ -312,6 +314,16 @@ fn until_eager_and_an_irregular_trace_decline_to_the_evaluator() {
                 g
             },
             "at the first step: a signal has no sample",
+        ),
+        (
+            "p: F[0,1](x > 0)\n",
+            Semantics::DelayedQuantitative,
+            {
+                let mut g = grid(12);
+                g[7][0].2 = f64::INFINITY;
+                g
+            },
+            "at step 7: a sample's value is inf",
         ),
         (
             "p: G[0,0.75](x > 0)\n",
@@ -495,7 +507,7 @@ fn the_command_line_runs_the_plan_tier_when_a_tier_is_asked() {
         err.starts_with("stl: delayed-quantitative semantics, zero-order-hold synchronization, on the plan, tier native-whole\n"),
         "{err}"
     );
-    let irregular = write(&dir, "i.csv", &csv.replace("\n750,", "\n800,"));
+    let irregular = write(&dir, "i.csv", csv.replace("\n750,", "\n800,"));
     let (_, want, _) = run(args(&irregular, None, "csv"));
     let (status, got, err) = run(args(&irregular, Some("native-whole"), "csv"));
     assert_eq!((status, got), (0, want));
