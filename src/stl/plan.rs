@@ -433,6 +433,8 @@ enum State {
     Plan(Box<PlanRun>),
     /// On the evaluator.
     Evaluator(StlMonitor),
+    /// Only while a step moves the run from one state to the next.
+    Moving,
 }
 
 struct PlanRun {
@@ -546,7 +548,7 @@ impl StlRun {
     pub fn take_warnings(&mut self) -> Vec<String> {
         match &mut self.state {
             State::Starting { eval, .. } | State::Evaluator(eval) => eval.take_warnings(),
-            State::Plan(_) => Vec::new(),
+            State::Plan(_) | State::Moving => Vec::new(),
         }
     }
 
@@ -556,13 +558,16 @@ impl StlRun {
         match &self.state {
             State::Starting { eval, .. } | State::Evaluator(eval) => eval.held(),
             State::Plan(p) => p.recent.iter().map(Vec::len).sum(),
+            State::Moving => 0,
         }
     }
 
     /// Runs one step, as [`StlMonitor::step`] does, and returns the same verdicts.
     pub fn step(&mut self, samples: &mut [StlSample]) -> Vec<Emitted> {
-        let state = std::mem::replace(&mut self.state, State::Evaluator(self.fresh.clone()));
+        let state = std::mem::replace(&mut self.state, State::Moving);
         let (state, out) = match state {
+            // Every step leaves the run in one of the other states.
+            State::Moving => unreachable!("a step left the run between states"),
             State::Evaluator(mut eval) => {
                 let out = eval.step(samples);
                 (State::Evaluator(eval), out)
@@ -724,10 +729,14 @@ impl PlanRun {
         }
         self.steps += 1;
         self.last = t;
-        if self.recent.len() == self.keep {
-            self.recent.pop_front();
-        }
-        self.recent.push_back(samples.to_vec());
+        // The oldest step's buffer is reused once the ring is full.
+        let mut kept = match self.recent.len() == self.keep {
+            true => self.recent.pop_front().unwrap_or_default(),
+            false => Vec::new(),
+        };
+        kept.clear();
+        kept.extend_from_slice(samples);
+        self.recent.push_back(kept);
         Ok(out)
     }
 }
