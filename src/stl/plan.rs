@@ -557,7 +557,8 @@ impl StlRun {
     pub fn held(&self) -> usize {
         match &self.state {
             State::Starting { eval, .. } | State::Evaluator(eval) => eval.held(),
-            State::Plan(p) => p.recent.iter().map(Vec::len).sum(),
+            // Every kept step has one sample per signal.
+            State::Plan(p) => p.recent.len() * p.row.len(),
             State::Moving => 0,
         }
     }
