@@ -27,9 +27,16 @@ const TIERS: [Tier; 4] = [
 /// A step: each signal's (name, time in ms, value).
 type Step = Vec<(String, u64, f64)>;
 
+/// The semantics and the synchronization of a run.
+type Mode = (Semantics, Synchronization);
+
+/// The default synchronization.
+fn zoh(semantics: Semantics) -> Mode {
+    (semantics, Synchronization::default())
+}
+
 /// Runs `steps` through the evaluator, in `form`.
-fn evaluator(spec: &StlSpec, semantics: Semantics, steps: &[Step], form: VerdictForm) -> String {
-    let sync = Synchronization::default();
+fn evaluator(spec: &StlSpec, (semantics, sync): Mode, steps: &[Step], form: VerdictForm) -> String {
     let mut m = StlMonitor::new(spec, semantics, sync, &[]).unwrap();
     let mut out = VerdictWriter::new(Vec::new(), spec, semantics, form).unwrap();
     for step in steps {
@@ -42,12 +49,11 @@ fn evaluator(spec: &StlSpec, semantics: Semantics, steps: &[Step], form: Verdict
 /// and why it declined (the tier it ran on checked).
 fn planned(
     spec: &StlSpec,
-    semantics: Semantics,
+    (semantics, sync): Mode,
     steps: &[Step],
     form: VerdictForm,
     tier: Tier,
 ) -> (String, bool, Option<String>) {
-    let sync = Synchronization::default();
     let mut run = StlRun::new(spec, semantics, sync, &[], tier).unwrap();
     let mut out = VerdictWriter::new(Vec::new(), spec, semantics, form).unwrap();
     for step in steps {
@@ -121,12 +127,18 @@ enum Break {
 
 /// A case: the property file's text, the semantics, the period, the first time, the values of
 /// each step (one per signal, in name order) and how the trace breaks.
-fn case() -> impl Strategy<Value = (String, Semantics, u64, u64, Vec<Vec<f64>>, Break)> {
+fn case() -> impl Strategy<Value = (String, Mode, u64, u64, Vec<Vec<f64>>, Break)> {
     let period = prop_oneof![Just(250u64), Just(500), Just(1000)];
     let semantics = prop_oneof![
         Just(Semantics::DelayedQuantitative),
         Just(Semantics::DelayedQualitative)
     ];
+    let sync = prop_oneof![
+        2 => Just(Synchronization::ZeroOrderHold),
+        1 => Just(Synchronization::Linear),
+        1 => Just(Synchronization::None),
+    ];
+    let semantics = (semantics, sync);
     let value = (-6i32..=6).prop_map(|v| f64::from(v) / 2.0);
     let steps = proptest::collection::vec(proptest::collection::vec(value, 3), 0..40);
     let brk = prop_oneof![
@@ -335,9 +347,9 @@ fn until_eager_and_an_irregular_trace_decline_to_the_evaluator() {
     for (text, semantics, steps, reason) in cases {
         let spec = StlSpec::parse("d.mstlo", text).unwrap();
         for form in [VerdictForm::Text, VerdictForm::Csv] {
-            let want = evaluator(&spec, semantics, &steps, form);
+            let want = evaluator(&spec, zoh(semantics), &steps, form);
             assert!(want.lines().count() > 2, "{text}: {want}");
-            let (got, plan, why) = planned(&spec, semantics, &steps, form, Tier::NativeWhole);
+            let (got, plan, why) = planned(&spec, zoh(semantics), &steps, form, Tier::NativeWhole);
             assert_eq!(got, want, "{text}");
             assert!(!plan, "{text}");
             let why = why.unwrap_or_default();
@@ -347,9 +359,18 @@ fn until_eager_and_an_irregular_trace_decline_to_the_evaluator() {
     // The same trace on the grid runs on the plan.
     let spec = StlSpec::parse("d.mstlo", "p: G[0,1](x > 0)\nq: F[0.5,1](y < 1)\n").unwrap();
     let sem = Semantics::DelayedQuantitative;
-    let (got, plan, why) = planned(&spec, sem, &grid(12), VerdictForm::Text, Tier::Quickened);
+    let (got, plan, why) = planned(
+        &spec,
+        zoh(sem),
+        &grid(12),
+        VerdictForm::Text,
+        Tier::Quickened,
+    );
     assert!(plan && why.is_none(), "{why:?}");
-    assert_eq!(got, evaluator(&spec, sem, &grid(12), VerdictForm::Text));
+    assert_eq!(
+        got,
+        evaluator(&spec, zoh(sem), &grid(12), VerdictForm::Text)
+    );
 }
 
 /// The evaluator's timing kept: a `G[1,1]` over `x` in a run that also samples `a` (taken
@@ -363,7 +384,7 @@ fn the_evaluators_timing_is_kept_on_the_plan() {
         .map(|k| vec![("x".into(), k * 500, k as f64), ("a".into(), k * 500, 0.0)])
         .collect();
     let sem = Semantics::DelayedQuantitative;
-    let want = evaluator(&spec, sem, &steps, VerdictForm::Csv);
+    let want = evaluator(&spec, zoh(sem), &steps, VerdictForm::Csv);
     assert!(want.contains("p,0,inf\n"), "{want}");
     // `r`'s window lacks x's newest value too: min over x at 0 only.
     assert!(
@@ -372,7 +393,7 @@ fn the_evaluators_timing_is_kept_on_the_plan() {
     );
     assert_eq!(want.matches("q,0,inf").count(), 2, "{want}");
     for tier in TIERS {
-        let (got, plan, why) = planned(&spec, sem, &steps, VerdictForm::Csv, tier);
+        let (got, plan, why) = planned(&spec, zoh(sem), &steps, VerdictForm::Csv, tier);
         assert!(plan, "{why:?}");
         assert_eq!(got, want, "{tier}");
     }
