@@ -204,8 +204,8 @@ fn trace(spec: &StlSpec, period: u64, t0: u64, values: &[Vec<f64>], brk: Break) 
 /// The plan tier gives the evaluator's text and CSV output on every tier over generated
 /// property files (1 to 3 properties, nested `!`, `&&`, `||`, `->`, `G`, `F`, `true`, `false`,
 /// comparisons of three signals whose name order is not their order of mention, bounds of
-/// 0 to 4 periods) and regular
-/// traces, some leaving the grid mid-run; most runs end on the plan.
+/// 0 to 4 periods, every synchronization) and regular traces, some leaving the grid mid-run;
+/// most runs end on the plan.
 #[test]
 fn the_plan_tier_gives_the_evaluators_output_on_every_tier() {
     let mut runner = TestRunner::new(Config {
