@@ -1,12 +1,14 @@
 //! `vigil run` of an STL property file (`--language stl`, or a `.mstlo`/`.stl` file): the
-//! options read into the library's `stl` monitor, the trace read into its samples, its verdicts
+//! options read into the library's `stl` monitor (or, with `--tier`, its plan tier `StlRun`),
+//! the trace read into its samples, its verdicts
 //! written by the library's `stl::VerdictWriter` in the checker's text format or as
 //! CSV/JSON-lines columns.
 
 use super::{Exit, FormatArg, LanguageArg, OutputArg, RunArgs, error, output_error, say};
 use crate::monitor::Tier;
 use crate::stl::{
-    self, Semantics, StlMonitor, StlSample, StlSpec, Synchronization, VerdictForm, VerdictWriter,
+    self, Semantics, StlMonitor, StlRun, StlSample, StlSpec, Synchronization, VerdictForm,
+    VerdictWriter,
 };
 use crate::time::TimeUnit;
 use crate::trace::{self, InputSchema, TraceError, TraceFormat};
@@ -94,14 +96,6 @@ fn check_options(args: &RunArgs) -> Result<(), String> {
             "{name} applies to DSRV specifications; an STL property file is run without it"
         ));
     }
-    // The properties run on their own evaluator: a tier named explicitly would not be the one
-    // running them.
-    if args.tier != Tier::Auto {
-        return Err(
-            "--tier: STL properties run on vigil's STL evaluator, not on the DSRV tiers yet (issue 39); leave --tier out"
-                .into(),
-        );
-    }
     if matches!(args.output, OutputArg::Mqtt(_) | OutputArg::Redis(_)) {
         return Err("--output: an STL run writes text, csv or jsonl".into());
     }
@@ -166,7 +160,7 @@ pub(super) fn run(args: &RunArgs) -> Exit {
             return Exit::Failure;
         }
     };
-    let mut monitor = match StlMonitor::new(&spec, semantics, sync, &vars) {
+    let mut monitor = match Run::new(&spec, semantics, sync, &vars, args.tier) {
         Ok(m) => m,
         Err(e) => {
             error(e);
@@ -250,11 +244,20 @@ pub(super) fn run(args: &RunArgs) -> Exit {
             return output_error(&e);
         }
     };
+    if let Run::Plan(run) = &monitor
+        && let Some(why) = run.declined()
+    {
+        say(format_args!(
+            "note: --tier {}: the properties ran on the STL evaluator: {why}\n",
+            args.tier
+        ));
+    }
     if args.stats {
         say(format_args!(
-            "stl: {} semantics, {} synchronization\nrows: {number}, samples: {}, verdicts: {}\nheld: at most {} values at once, {} at the end (the properties' horizons bound it)\n",
+            "stl: {} semantics, {} synchronization, {}\nrows: {number}, samples: {}, verdicts: {}\nheld: at most {} values at once, {} at the end (the properties' horizons bound it)\n",
             semantics.name(),
             sync.name(),
+            monitor.tier_line(),
             tally.samples,
             tally.verdicts,
             tally.most_held,
@@ -264,6 +267,62 @@ pub(super) fn run(args: &RunArgs) -> Exit {
     match out.finish() {
         Ok(_) => status,
         Err(e) => output_error(&e),
+    }
+}
+
+/// What runs the properties: the evaluator (`--tier auto`, the default: nothing to compile,
+/// and the verdicts are the same), or the plan tier on the tier asked for, which declines to
+/// the evaluator where it would not be exact.
+enum Run {
+    Evaluator(StlMonitor),
+    Plan(Box<StlRun>),
+}
+
+impl Run {
+    fn new(
+        spec: &StlSpec,
+        semantics: Semantics,
+        sync: Synchronization,
+        vars: &[(String, f64)],
+        tier: Tier,
+    ) -> Result<Run, stl::StlError> {
+        Ok(match tier {
+            Tier::Auto => Run::Evaluator(StlMonitor::new(spec, semantics, sync, vars)?),
+            tier => Run::Plan(Box::new(StlRun::new(spec, semantics, sync, vars, tier)?)),
+        })
+    }
+
+    fn step(&mut self, samples: &mut [StlSample]) -> Vec<stl::Emitted> {
+        match self {
+            Run::Evaluator(m) => m.step(samples),
+            Run::Plan(r) => r.step(samples),
+        }
+    }
+
+    fn take_warnings(&mut self) -> Vec<String> {
+        match self {
+            Run::Evaluator(m) => m.take_warnings(),
+            Run::Plan(r) => r.take_warnings(),
+        }
+    }
+
+    fn held(&self) -> usize {
+        match self {
+            Run::Evaluator(m) => m.held(),
+            Run::Plan(r) => r.held(),
+        }
+    }
+
+    /// Where the run ended, for `--stats`.
+    fn tier_line(&self) -> String {
+        match self {
+            Run::Evaluator(_) => "on the STL evaluator".into(),
+            Run::Plan(r) => match (r.plan_tier(), r.declined()) {
+                (Some(t), _) => format!("on the plan, tier {t}"),
+                (None, Some(why)) => format!("on the STL evaluator ({why})"),
+                (None, None) => "on the STL evaluator (fewer than two steps)".into(),
+            },
+        }
     }
 }
 

@@ -10,18 +10,21 @@
 //! conformance case passes (`tests/it/stl.rs`), and a property test compares the two on
 //! generated formulas and signals.
 //!
-//! Not done yet (issue 39): the properties run on their own evaluator (`ops.rs`), not as
-//! streams of the DSRV plan, so the fused, quickened and native tiers do not run them.
+//! [`StlRun`] runs them on the DSRV plan instead (`plan.rs`), on any tier, where that is
+//! exact — the delayed semantics, no `U`, a trace on one regular grid — and on the evaluator
+//! (`ops.rs`) otherwise, with the same verdicts either way.
 
 mod domain;
 mod ops;
 mod parse;
+mod plan;
 mod sync;
 mod timed;
 mod verdicts;
 
 pub use domain::Interval;
 pub use parse::MAX_BOUND_SECONDS;
+pub use plan::{MAX_PLAN_STEPS, StlPlan, StlRun};
 pub use timed::{
     Lockstep, checker_value, column_samples, millis, row_samples, timed_value, verdict_value,
 };
@@ -229,6 +232,7 @@ impl StlSpec {
                 }
             }
         }
+        out.push_str(&plan::explain(self));
         out
     }
 

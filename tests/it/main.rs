@@ -29,6 +29,7 @@ mod scale_stream;
 mod schema;
 mod snapshots;
 mod stl;
+mod stl_plan;
 mod stl_spec;
 mod strings;
 mod support;

@@ -1,0 +1,777 @@
+//! The plan tier of a property file (issue 39): its properties compiled into a DSRV
+//! specification, run by a [`Monitor`] on any tier, where that is exact — the delayed
+//! semantics, no `U`, over a trace whose steps lie on one regular grid — and the STL evaluator
+//! (`ops.rs`) otherwise, chosen per run ([`StlRun`]).
+//!
+//! **Pastification on a fixed period.** On a grid of period p where every signal is sampled at
+//! every grid time, each formula node n has a lag ℓ (its horizon in steps) and becomes a stream
+//! whose value at step k is n's verdict for the time of step k − ℓ: a comparison's robustness
+//! (or Bool) now, `!` its negation, `&&`/`||` the minimum/maximum of its operands read at the
+//! offsets that align them, and `G[a,b]ψ`/`F[a,b]ψ` (ℓ = b/p + ℓψ) a count window of ψ's
+//! stream over the last (b − a)/p + 1 steps. The evaluator gives that same verdict at step k,
+//! with two of its timing rules kept here (docs/language.md, "STL properties"):
+//!
+//! - a step's samples are taken one at a time in order of signal name, and each operator sees
+//!   only its own signals' samples (all of them where it reads none); a `G`/`F` with `b > 0`
+//!   gives its verdict at its first sample of step k, so where its operand's newest value comes
+//!   at a later sample of that step, the window lacks it (`(b − a)/p` values, vacuous when
+//!   that is none) — `emit` below is the sample at which each node gives its verdict;
+//! - `true`, `false` (and `!`, `G[0,0]`, `F[0,0]` over them) give their verdict at every sample
+//!   they see, so a property that is one repeats its verdict once per signal (`copies`).
+//!
+//! Verdicts of one step come property by property, each from step ℓ on, and the last ℓ steps'
+//! times never get one: the evaluator's order and its end. The values are the evaluator's bit
+//! for bit: `min`/`max` are `f64::min`/`max` on every tier, with the same operand order, and a
+//! count window's `min`/`max` keeps the latest of equal values, as the evaluator's deque does.
+//!
+//! A run starts on the evaluator; its second step gives the period, and the plan is built then
+//! (the first step fed to it again). A step off the grid (a signal missing, samples of two
+//! times, a time not one period on, a value not finite) moves the run back to the evaluator for
+//! good: a fresh one is given the last steps again (as many as the longest horizon spans, all
+//! the state a delayed verdict can read), their verdicts discarded since the plan gave them.
+
+use super::{
+    Emitted, Formula, FormulaId, Semantics, SignalId, StlError, StlMonitor, StlSample, StlSpec,
+    Synchronization, Threshold, Verdict,
+};
+use crate::monitor::{Monitor, Spec, Tier};
+use crate::value::Value;
+use std::collections::VecDeque;
+use std::fmt::Write as _;
+use std::time::Duration;
+
+/// The most steps a property's horizon, or a window, may span on the plan: the steps the run
+/// keeps to move back to the evaluator, and a count window's values.
+pub const MAX_PLAN_STEPS: u64 = 1_000_000;
+
+/// A property file compiled onto the DSRV plan for one period.
+#[derive(Clone, Debug)]
+pub struct StlPlan {
+    /// The specification's text: an input `s<i>` per signal (in [`StlSpec::signals`]' order),
+    /// an output `p<i>` per property, an auxiliary stream per formula node.
+    pub text: String,
+    /// Per property: its lag (the steps from a time to its verdict) and how many times a step
+    /// repeats its verdict.
+    props: Vec<(u64, usize)>,
+    period: Duration,
+    quantitative: bool,
+}
+
+/// What a formula node compiles to.
+struct Lowered {
+    /// The stream holding its verdicts.
+    name: String,
+    /// Its horizon, in steps.
+    lag: u64,
+    /// The sample (by rank of signal name) of a step at which it gives its verdict.
+    emit: usize,
+    /// How many samples of a step give its verdict.
+    copies: usize,
+}
+
+struct Lowering<'a> {
+    spec: &'a StlSpec,
+    quantitative: bool,
+    vars: &'a [Option<f64>],
+    period: u128,
+    /// Each signal's place among the signals sorted by name.
+    rank: Vec<usize>,
+    text: String,
+    nodes: usize,
+}
+
+impl StlPlan {
+    /// Compiles `spec`'s properties for a trace of period `period`, or says why they cannot
+    /// run on the plan. `vars` are the variables' values by `VarId` (`None`: shown as `$name`,
+    /// for `vigil explain`; such a text does not parse).
+    pub(crate) fn lower(
+        spec: &StlSpec,
+        semantics: Semantics,
+        vars: &[Option<f64>],
+        period: Duration,
+    ) -> Result<StlPlan, String> {
+        static_decline(spec, semantics, vars)?;
+        if period.is_zero() {
+            return Err("the trace's period is zero".into());
+        }
+        let mut names: Vec<(usize, &str)> = spec
+            .signals
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (i, s.as_str()))
+            .collect();
+        names.sort_by(|a, b| a.1.cmp(b.1));
+        let mut rank = vec![0; names.len()];
+        for (r, (i, _)) in names.iter().enumerate() {
+            rank[*i] = r;
+        }
+        let quantitative = semantics == Semantics::DelayedQuantitative;
+        let ty = if quantitative { "Float" } else { "Bool" };
+        let mut l = Lowering {
+            spec,
+            quantitative,
+            vars,
+            period: period.as_nanos(),
+            rank,
+            text: String::new(),
+            nodes: 0,
+        };
+        for (i, s) in spec.signals.iter().enumerate() {
+            let _ = writeln!(l.text, "in s{i}: Float  // {s}");
+        }
+        let all: Vec<SignalId> = (0..spec.signals.len() as u32).map(SignalId).collect();
+        let mut props = Vec::new();
+        for (i, p) in spec.properties.iter().enumerate() {
+            let root = l.node(p.root, &all)?;
+            if root.lag > MAX_PLAN_STEPS {
+                return Err(format!(
+                    "`{}` spans {} steps of the trace, more than {MAX_PLAN_STEPS}",
+                    p.name, root.lag
+                ));
+            }
+            let _ = writeln!(
+                l.text,
+                "out p{i}: {ty}  // {}\np{i} = {}",
+                p.name, root.name
+            );
+            props.push((root.lag, root.copies));
+        }
+        Ok(StlPlan {
+            text: l.text,
+            props,
+            period,
+            quantitative,
+        })
+    }
+
+    /// The most steps a property's verdict waits for.
+    pub fn max_lag(&self) -> u64 {
+        self.props.iter().map(|p| p.0).max().unwrap_or(0)
+    }
+}
+
+/// Why a property file under `semantics` cannot run on the plan whatever the trace.
+fn static_decline(
+    spec: &StlSpec,
+    semantics: Semantics,
+    vars: &[Option<f64>],
+) -> Result<(), String> {
+    if !matches!(
+        semantics,
+        Semantics::DelayedQuantitative | Semantics::DelayedQualitative
+    ) {
+        return Err(format!(
+            "the {} semantics gives verdicts as they are decided (only the delayed ones run on the plan)",
+            semantics.name()
+        ));
+    }
+    if spec.signals.is_empty() {
+        return Err("the properties read no signal".into());
+    }
+    for (f, _) in &spec.formulas {
+        match f {
+            Formula::Until(..) => return Err("a property has `U` (until)".into()),
+            Formula::Compare {
+                threshold: Threshold::Const(c),
+                ..
+            } if !c.is_finite() => return Err(format!("the threshold {c} is not finite")),
+            Formula::Compare {
+                threshold: Threshold::Var(v),
+                ..
+            } => {
+                if let Some(Some(c)) = vars.get(v.0 as usize)
+                    && !c.is_finite()
+                {
+                    return Err(format!(
+                        "the variable `${}` is {c}, not finite",
+                        spec.vars[v.0 as usize]
+                    ));
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+impl Lowering<'_> {
+    /// Defines a stream of the node's values; returns its name.
+    fn define(&mut self, expr: &str) -> String {
+        let name = format!("n{}", self.nodes);
+        self.nodes += 1;
+        let ty = if self.quantitative { "Float" } else { "Bool" };
+        let _ = writeln!(self.text, "aux {name}: {ty}\n{name} = {expr}");
+        name
+    }
+
+    /// A stream read `by` steps back (a default before it has that many: those steps give no
+    /// verdict).
+    fn back(&self, name: &str, by: u64) -> String {
+        let zero = if self.quantitative { "0.0" } else { "false" };
+        match by {
+            0 => name.to_string(),
+            _ => format!("default({name}[{by}], {zero})"),
+        }
+    }
+
+    fn negate(&self, e: &str) -> String {
+        if self.quantitative {
+            format!("-({e})")
+        } else {
+            format!("!({e})")
+        }
+    }
+
+    /// A bound in steps, if it is a whole number of them.
+    fn steps(&self, d: Duration, what: impl Fn() -> String) -> Result<u64, String> {
+        let n = d.as_nanos();
+        if !n.is_multiple_of(self.period) {
+            return Err(format!(
+                "the interval bound {} s of `{}` is not a multiple of the trace's period ({} s)",
+                d.as_secs_f64(),
+                what(),
+                Duration::from_nanos(self.period as u64).as_secs_f64()
+            ));
+        }
+        u64::try_from(n / self.period)
+            .ok()
+            .filter(|&s| s <= MAX_PLAN_STEPS)
+            .ok_or_else(|| {
+                format!(
+                    "`{}` spans more than {MAX_PLAN_STEPS} steps of the trace",
+                    what()
+                )
+            })
+    }
+
+    /// A number as a DSRV literal that reads back as the same f64 (a negative one negated).
+    fn literal(&self, threshold: Threshold) -> String {
+        let c = match threshold {
+            Threshold::Const(c) => c,
+            Threshold::Var(v) => match self.vars.get(v.0 as usize).copied().flatten() {
+                Some(c) => c,
+                None => return format!("${}", self.spec.vars[v.0 as usize]),
+            },
+        };
+        // `{:?}` is the shortest text that parses back to the same f64, with a dot or an
+        // exponent (a Float literal); the sign is a negation, which is exact.
+        if c.is_sign_negative() {
+            format!("(-{:?})", -c)
+        } else {
+            format!("{c:?}")
+        }
+    }
+
+    /// A comparison: as `ops::build`, `x >= c` is `!(x < c)` and `x <= c` is `!(x > c)`; the
+    /// robustness of `x > c` is `x - c`, of `x < c` is `c - x`.
+    fn compare(&mut self, signal: SignalId, cmp: super::Cmp, threshold: Threshold) -> Lowered {
+        let (x, c) = (format!("s{}", signal.0), self.literal(threshold));
+        let (greater, negated) = match cmp {
+            super::Cmp::Gt => (true, false),
+            super::Cmp::Lt => (false, false),
+            super::Cmp::Ge => (false, true),
+            super::Cmp::Le => (true, true),
+        };
+        let atom = match (self.quantitative, greater) {
+            (true, true) => format!("({x} - {c})"),
+            (true, false) => format!("({c} - {x})"),
+            (false, true) => format!("({x} > {c})"),
+            (false, false) => format!("({x} < {c})"),
+        };
+        let expr = if negated { self.negate(&atom) } else { atom };
+        Lowered {
+            name: self.define(&expr),
+            lag: 0,
+            emit: self.rank[signal.0 as usize],
+            copies: 1,
+        }
+    }
+
+    /// `&&`, `||` or `->` (`!l || r`) of two lowered operands, aligned by offsets; the
+    /// operator's `combine(l, r)` is `l.min(r)` (`l.max(r)`), so is `min(l, r)` here.
+    fn binary(&mut self, op: Formula, left: Lowered, right: Lowered) -> Lowered {
+        let is_and = matches!(op, Formula::And(..));
+        let lag = left.lag.max(right.lag);
+        let mut le = self.back(&left.name, lag - left.lag);
+        if matches!(op, Formula::Implies(..)) {
+            le = self.negate(&le);
+        }
+        let re = self.back(&right.name, lag - right.lag);
+        let expr = match (self.quantitative, is_and) {
+            (true, true) => format!("min({le}, {re})"),
+            (true, false) => format!("max({le}, {re})"),
+            (false, true) => format!("({le}) && ({re})"),
+            (false, false) => format!("({le}) || ({re})"),
+        };
+        // The pair is given when the later operand gives its verdict.
+        let emit = match left.lag.cmp(&right.lag) {
+            std::cmp::Ordering::Greater => left.emit,
+            std::cmp::Ordering::Less => right.emit,
+            std::cmp::Ordering::Equal => left.emit.max(right.emit),
+        };
+        Lowered {
+            name: self.define(&expr),
+            lag,
+            emit,
+            copies: 1,
+        }
+    }
+
+    /// `F` (`is_f`) or `G` over `[lo, hi]` periods of a lowered operand, for a node whose first
+    /// sample of a step is `first`.
+    fn temporal(
+        &mut self,
+        is_f: bool,
+        (lo, hi): (u64, u64),
+        a: Lowered,
+        first: usize,
+    ) -> Result<Lowered, String> {
+        if hi == 0 {
+            // `[0,0]`: the window of one value, given when the operand gives it.
+            return Ok(a);
+        }
+        let agg = match (self.quantitative, is_f) {
+            (true, true) => "max",
+            (true, false) => "min",
+            (false, true) => "any",
+            (false, false) => "all",
+        };
+        let len = hi - lo + 1;
+        let expr = if a.emit == first {
+            format!("window({}, {len}, {agg})", a.name)
+        } else if len == 1 {
+            // The window's one value comes after the verdict: vacuous.
+            match (self.quantitative, is_f) {
+                (true, true) => "stl_rob(false)".to_string(),
+                (true, false) => "stl_rob(true)".to_string(),
+                (false, is_f) => (!is_f).to_string(),
+            }
+        } else {
+            let w = self.define(&format!("window({}, {}, {agg})", a.name, len - 1));
+            self.back(&w, 1)
+        };
+        let lag = hi + a.lag;
+        if lag > MAX_PLAN_STEPS {
+            return Err(format!("a property spans more than {MAX_PLAN_STEPS} steps"));
+        }
+        Ok(Lowered {
+            name: self.define(&expr),
+            lag,
+            emit: first,
+            copies: 1,
+        })
+    }
+
+    /// The node of `f`, which sees the samples of `vis` (never empty).
+    fn node(&mut self, f: FormulaId, vis: &[SignalId]) -> Result<Lowered, String> {
+        let first = vis
+            .iter()
+            .map(|s| self.rank[s.0 as usize])
+            .min()
+            .unwrap_or(0);
+        // A child of `&&`/`||` sees its own signals' samples, or every sample its parent sees
+        // where it reads none (the evaluator's `Signals::takes`).
+        let child_vis = |spec: &StlSpec, c: FormulaId| {
+            let own = spec.signals_of(c);
+            if own.is_empty() { vis.to_vec() } else { own }
+        };
+        Ok(match self.spec.formula(f).clone() {
+            Formula::True | Formula::False => {
+                let t = matches!(self.spec.formula(f), Formula::True);
+                let expr = match (self.quantitative, t) {
+                    (true, true) => "stl_rob(true)",
+                    (true, false) => "stl_rob(false)",
+                    (false, true) => "true",
+                    (false, false) => "false",
+                };
+                Lowered {
+                    name: self.define(expr),
+                    lag: 0,
+                    emit: first,
+                    copies: vis.len(),
+                }
+            }
+            Formula::Compare {
+                signal,
+                cmp,
+                threshold,
+            } => self.compare(signal, cmp, threshold),
+            Formula::Not(a) => {
+                let a = self.node(a, vis)?;
+                let expr = self.negate(&a.name);
+                Lowered {
+                    name: self.define(&expr),
+                    ..a
+                }
+            }
+            Formula::And(l, r) | Formula::Or(l, r) | Formula::Implies(l, r) => {
+                let (lv, rv) = (child_vis(self.spec, l), child_vis(self.spec, r));
+                let left = self.node(l, &lv)?;
+                let right = self.node(r, &rv)?;
+                self.binary(self.spec.formula(f).clone(), left, right)
+            }
+            Formula::Eventually(w, a) | Formula::Globally(w, a) => {
+                let is_f = matches!(self.spec.formula(f), Formula::Eventually(..));
+                let what = || self.spec.show(f);
+                let (lo, hi) = (self.steps(w.start, what)?, self.steps(w.end, what)?);
+                let a = self.node(a, vis)?;
+                self.temporal(is_f, (lo, hi), a, first)?
+            }
+            Formula::Until(..) => return Err("a property has `U` (until)".into()),
+        })
+    }
+}
+
+/// Where a run of a property file is.
+enum State {
+    /// Its first step ran on the evaluator, and is kept: the second gives the period.
+    Starting {
+        eval: StlMonitor,
+        first: Vec<StlSample>,
+    },
+    /// On the plan.
+    Plan(Box<PlanRun>),
+    /// On the evaluator.
+    Evaluator(StlMonitor),
+    /// Only while a step moves the run from one state to the next.
+    Moving,
+}
+
+struct PlanRun {
+    plan: StlPlan,
+    monitor: Monitor,
+    row: Vec<Option<Value>>,
+    /// The time of the last step.
+    last: Duration,
+    steps: u64,
+    /// The last steps' samples, to give a fresh evaluator on a step off the grid.
+    recent: VecDeque<Vec<StlSample>>,
+    keep: usize,
+}
+
+/// A run of a property file on the plan tier where it is exact, on the evaluator otherwise:
+/// the verdicts are [`StlMonitor`]'s either way, step for step.
+///
+/// ```
+/// use vigil::stl::{Semantics, StlRun, StlSample, StlSpec, Synchronization};
+/// use vigil::Tier;
+/// use std::time::Duration;
+///
+/// let spec = StlSpec::parse("p.mstlo", "calm: G[0,1](x < 3)\n")?;
+/// let mut run = StlRun::new(&spec, Semantics::default(), Synchronization::default(), &[], Tier::Canonical)?;
+/// let x = spec.signal("x").expect("a signal");
+/// let mut given = Vec::new();
+/// for (ms, v) in [(0, 1.0), (500, 2.0), (1000, 0.5), (1500, 2.5)] {
+///     let mut step = vec![StlSample { signal: x, time: Duration::from_millis(ms), value: v }];
+///     given.extend(run.step(&mut step));
+/// }
+/// assert!(run.on_plan(), "{:?}", run.declined());
+/// // The verdict for 0 s once the samples reach 1 s: min(3 - 1, 3 - 2, 3 - 0.5).
+/// assert_eq!(given[0].time, Duration::ZERO);
+/// assert_eq!(given.len(), 2);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct StlRun {
+    spec: StlSpec,
+    semantics: Semantics,
+    values: Vec<Option<f64>>,
+    tier: Tier,
+    /// A monitor that has seen nothing, to start the evaluator from.
+    fresh: StlMonitor,
+    state: State,
+    declined: Option<String>,
+}
+
+impl StlRun {
+    /// A run of `spec` as [`StlMonitor::new`] makes it, whose plan runs on `tier`.
+    pub fn new(
+        spec: &StlSpec,
+        semantics: Semantics,
+        sync: Synchronization,
+        vars: &[(String, f64)],
+        tier: Tier,
+    ) -> Result<StlRun, StlError> {
+        let fresh = StlMonitor::new(spec, semantics, sync, vars)?;
+        let mut values = vec![None; spec.vars.len()];
+        for (name, v) in vars {
+            if let Some(i) = spec.vars.iter().position(|n| n == name) {
+                values[i] = Some(*v);
+            }
+        }
+        let declined = static_decline(spec, semantics, &values).err();
+        let state = match declined {
+            Some(_) => State::Evaluator(fresh.clone()),
+            None => State::Starting {
+                eval: fresh.clone(),
+                first: Vec::new(),
+            },
+        };
+        Ok(StlRun {
+            spec: spec.clone(),
+            semantics,
+            values,
+            tier,
+            fresh,
+            state,
+            declined,
+        })
+    }
+
+    /// Whether the run is on the plan now.
+    pub fn on_plan(&self) -> bool {
+        matches!(self.state, State::Plan(_))
+    }
+
+    /// Why the run is on the evaluator (`None` while it is on the plan or has not yet seen
+    /// the two steps that decide).
+    pub fn declined(&self) -> Option<&str> {
+        self.declined.as_deref()
+    }
+
+    /// The plan's specification, once the run is on it.
+    pub fn plan_text(&self) -> Option<&str> {
+        match &self.state {
+            State::Plan(p) => Some(&p.plan.text),
+            _ => None,
+        }
+    }
+
+    /// The tier the plan's monitor runs on now, once the run is on the plan.
+    pub fn plan_tier(&self) -> Option<Tier> {
+        match &self.state {
+            State::Plan(p) => Some(p.monitor.tier()),
+            _ => None,
+        }
+    }
+
+    /// The warnings since the last call (samples dropped; only the evaluator drops any).
+    pub fn take_warnings(&mut self) -> Vec<String> {
+        match &mut self.state {
+            State::Starting { eval, .. } | State::Evaluator(eval) => eval.take_warnings(),
+            State::Plan(_) | State::Moving => Vec::new(),
+        }
+    }
+
+    /// What the run holds: the evaluator's [`StlMonitor::held`], or the samples the plan keeps
+    /// to move back to it.
+    pub fn held(&self) -> usize {
+        match &self.state {
+            State::Starting { eval, .. } | State::Evaluator(eval) => eval.held(),
+            // Every kept step has one sample per signal.
+            State::Plan(p) => p.recent.len() * p.row.len(),
+            State::Moving => 0,
+        }
+    }
+
+    /// Runs one step, as [`StlMonitor::step`] does, and returns the same verdicts.
+    pub fn step(&mut self, samples: &mut [StlSample]) -> Vec<Emitted> {
+        let state = std::mem::replace(&mut self.state, State::Moving);
+        let (state, out) = match state {
+            // Every step leaves the run in one of the other states.
+            State::Moving => unreachable!("a step left the run between states"),
+            State::Evaluator(mut eval) => {
+                let out = eval.step(samples);
+                (State::Evaluator(eval), out)
+            }
+            State::Starting { mut eval, first } if first.is_empty() => {
+                let grid = on_grid(samples, self.spec.signals.len(), None);
+                let out = eval.step(samples);
+                match grid {
+                    Ok(_) => (
+                        State::Starting {
+                            eval,
+                            first: samples.to_vec(),
+                        },
+                        out,
+                    ),
+                    Err(why) => {
+                        self.declined = Some(format!("at the first step: {why}"));
+                        (State::Evaluator(eval), out)
+                    }
+                }
+            }
+            State::Starting { mut eval, first } => match self.start(&first, samples) {
+                Ok((run, out)) => (State::Plan(run), out),
+                Err(why) => {
+                    self.declined = Some(why);
+                    let out = eval.step(samples);
+                    (State::Evaluator(eval), out)
+                }
+            },
+            State::Plan(mut run) => match run.step(samples, self.spec.signals.len()) {
+                Ok(out) => (State::Plan(run), out),
+                Err(why) => {
+                    self.declined = Some(format!("at step {}: {why}", run.steps));
+                    let mut eval = self.fresh.clone();
+                    for mut old in run.recent.drain(..) {
+                        eval.step(&mut old);
+                    }
+                    eval.take_warnings();
+                    let out = eval.step(samples);
+                    (State::Evaluator(eval), out)
+                }
+            },
+        };
+        self.state = state;
+        out
+    }
+
+    /// The plan from the first two steps: the period, the specification, its monitor, the
+    /// first step fed to it and the second run.
+    fn start(
+        &self,
+        first: &[StlSample],
+        second: &mut [StlSample],
+    ) -> Result<(Box<PlanRun>, Vec<Emitted>), String> {
+        let t0 = first[0].time;
+        let t1 = on_grid(second, self.spec.signals.len(), None)
+            .map_err(|why| format!("at step 1: {why}"))?;
+        if t1 <= t0 {
+            return Err("at step 1: the time does not increase".into());
+        }
+        let plan = StlPlan::lower(&self.spec, self.semantics, &self.values, t1 - t0)?;
+        // A specification past the language's bounds (its windows' values in all) is refused.
+        let spec = Spec::parse("stl-plan.dsrv", &plan.text)
+            .map_err(|d| format!("the generated specification is refused: {d}"))?;
+        let monitor = Monitor::builder(&spec).tier(self.tier).build();
+        let keep = usize::try_from(plan.max_lag() + 2).unwrap_or(usize::MAX);
+        let mut run = Box::new(PlanRun {
+            row: vec![None; self.spec.signals.len()],
+            plan,
+            monitor,
+            last: t0,
+            steps: 0,
+            recent: VecDeque::new(),
+            keep,
+        });
+        let mut first = first.to_vec();
+        // Its verdicts were the evaluator's, given at the first step.
+        run.eval(&mut first, t0)
+            .map_err(|why| format!("at step 0: {why}"))?;
+        let out = run
+            .step(second, self.spec.signals.len())
+            .map_err(|why| format!("at step 1: {why}"))?;
+        Ok((run, out))
+    }
+}
+
+/// Whether a step's samples lie on the grid: one per signal, every one finite, all at one
+/// time (`at`, where given); returns that time.
+fn on_grid(
+    samples: &[StlSample],
+    signals: usize,
+    at: Option<Duration>,
+) -> Result<Duration, String> {
+    let mut seen = vec![false; signals];
+    for s in samples {
+        let i = s.signal.0 as usize;
+        if i >= signals || std::mem::replace(&mut seen[i], true) {
+            return Err("a signal has two samples".into());
+        }
+        if !s.value.is_finite() {
+            return Err(format!("a sample's value is {}", s.value));
+        }
+    }
+    if samples.len() != signals {
+        return Err("a signal has no sample".into());
+    }
+    let t = samples[0].time;
+    if samples.iter().any(|s| s.time != t) {
+        return Err("the samples have different times".into());
+    }
+    if let Some(want) = at
+        && t != want
+    {
+        return Err(format!(
+            "the time {} ms is not one period after the last ({} ms expected)",
+            t.as_millis(),
+            want.as_millis()
+        ));
+    }
+    Ok(t)
+}
+
+impl PlanRun {
+    /// Runs a step on the grid, or says why it is not on it (nothing run).
+    fn step(&mut self, samples: &mut [StlSample], signals: usize) -> Result<Vec<Emitted>, String> {
+        let t = on_grid(samples, signals, Some(self.last + self.plan.period))?;
+        self.eval(samples, t)
+    }
+
+    /// Feeds a step on the grid to the monitor; its verdicts.
+    fn eval(&mut self, samples: &mut [StlSample], t: Duration) -> Result<Vec<Emitted>, String> {
+        for s in samples.iter() {
+            self.row[s.signal.0 as usize] = Some(Value::Float(s.value));
+        }
+        let k = self.steps;
+        let outputs = self
+            .monitor
+            .step(&self.row)
+            .map_err(|e| format!("the plan stopped: {e}"))?;
+        let mut out = Vec::new();
+        for (i, &(lag, copies)) in self.plan.props.iter().enumerate() {
+            if k < lag {
+                continue;
+            }
+            let value = if self.plan.quantitative {
+                outputs.float(i).map(Verdict::Robustness)
+            } else {
+                outputs.bool(i).map(Verdict::Bool)
+            };
+            let Some(value) = value else {
+                return Err(format!("the plan gave no value for property {i} (a bug)"));
+            };
+            let time = t - self.plan.period * u32::try_from(lag).unwrap_or(u32::MAX);
+            out.extend((0..copies).map(|_| Emitted {
+                property: i,
+                time,
+                value,
+            }));
+        }
+        self.steps += 1;
+        self.last = t;
+        // The oldest step's buffer is reused once the ring is full.
+        let mut kept = match self.recent.len() == self.keep {
+            true => self.recent.pop_front().unwrap_or_default(),
+            false => Vec::new(),
+        };
+        kept.clear();
+        kept.extend_from_slice(samples);
+        self.recent.push_back(kept);
+        Ok(out)
+    }
+}
+
+/// What `vigil explain` says of the plan tier: the specification for the coarsest grid the
+/// bounds allow (any period dividing it runs the same, its bounds scaled), or why not.
+pub(crate) fn explain(spec: &StlSpec) -> String {
+    let semantics = Semantics::DelayedQuantitative;
+    let vars = vec![None; spec.vars.len()];
+    if let Err(why) = static_decline(spec, semantics, &vars) {
+        return format!("plan tier: declines ({why}); the properties run on the STL evaluator\n");
+    }
+    let mut g: u128 = 0;
+    for (f, _) in &spec.formulas {
+        if let Formula::Eventually(w, _) | Formula::Globally(w, _) = f {
+            for d in [w.start.as_nanos(), w.end.as_nanos()] {
+                g = gcd(g, d);
+            }
+        }
+    }
+    let period = Duration::from_nanos(if g == 0 { 1_000_000_000 } else { g as u64 });
+    match StlPlan::lower(spec, semantics, &vars, period) {
+        Ok(plan) => format!(
+            "plan tier (--tier, delayed semantics): over a trace whose every signal is sampled at every time of one grid of period p, where p divides {} s; for p = {} s (delayed-quantitative):\n{}",
+            period.as_secs_f64(),
+            period.as_secs_f64(),
+            plan.text
+        ),
+        Err(why) => {
+            format!("plan tier: declines ({why}); the properties run on the STL evaluator\n")
+        }
+    }
+}
+
+fn gcd(a: u128, b: u128) -> u128 {
+    if b == 0 { a } else { gcd(b, a % b) }
+}
