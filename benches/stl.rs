@@ -4,6 +4,10 @@
 //! Run with `cargo bench --bench stl`; each group times both on one trace of `SAMPLES` samples
 //! of one signal every 10 ms, so the per-sample ratio is the ratio of the two times.
 //!
+//! The `vigil_plan_*` functions of the delayed-quantitative groups (not `until`) time the same
+//! property file on the plan tier (`StlRun`: the properties compiled onto a DSRV specification,
+//! run by a `Monitor` on native-whole, or canonical), which gives the evaluator's verdicts.
+//!
 //! The `stl_dsrv_*` groups time the same formulas inside a DSRV specification
 //! (`stl_rob(…)`, past-time, compiled to plan nodes, interval windows and a since for `S`,
 //! beside mstlo's `U`) on the native-whole
@@ -15,7 +19,7 @@
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use std::hint::black_box;
 use std::time::Duration;
-use vigil::stl::{Semantics, StlMonitor, StlSample, StlSpec, Synchronization};
+use vigil::stl::{Semantics, StlMonitor, StlRun, StlSample, StlSpec, Synchronization};
 use vigil::{Monitor, Spec, Tier, Value};
 
 const SAMPLES: u64 = 20_000;
@@ -72,6 +76,37 @@ fn bench(c: &mut Criterion) {
                     BatchSize::PerIteration,
                 )
             });
+            // The property file on the plan tier (`StlRun`), where it runs there: the delayed
+            // semantics without `U` over this regular signal.
+            let on_plan = semantics == Semantics::DelayedQuantitative && !formula.contains('U');
+            for tier in [Tier::NativeWhole, Tier::Canonical]
+                .into_iter()
+                .filter(|_| on_plan)
+            {
+                group.bench_function(format!("vigil_plan_{tier}"), |b| {
+                    b.iter_batched(
+                        || {
+                            let sync = Synchronization::ZeroOrderHold;
+                            StlRun::new(&spec, semantics, sync, &[], tier).expect("no variables")
+                        },
+                        |mut m| {
+                            let mut n = 0;
+                            for &(time, value) in &samples {
+                                let mut step = [StlSample {
+                                    signal: x,
+                                    time,
+                                    value,
+                                }];
+                                n += m.step(&mut step).len();
+                            }
+                            // A run that left the plan would time the evaluator.
+                            assert!(m.on_plan(), "{:?}", m.declined());
+                            black_box(n)
+                        },
+                        BatchSize::PerIteration,
+                    )
+                });
+            }
             let parsed = mstlo::parse_stl(formula).expect("mstlo parses it");
             group.bench_function("mstlo", |b| {
                 b.iter_batched(
