@@ -447,6 +447,8 @@ struct PlanRun {
     /// The last steps' samples, to give a fresh evaluator on a step off the grid.
     recent: VecDeque<Vec<StlSample>>,
     keep: usize,
+    /// The signals a step has a sample of (reused from step to step).
+    seen: Vec<bool>,
 }
 
 /// A run of a property file on the plan tier where it is exact, on the evaluator otherwise:
@@ -565,6 +567,14 @@ impl StlRun {
 
     /// Runs one step, as [`StlMonitor::step`] does, and returns the same verdicts.
     pub fn step(&mut self, samples: &mut [StlSample]) -> Vec<Emitted> {
+        // On the plan, a step on the grid runs in place: the state (whose other variants hold
+        // whole evaluators) is not moved out and back.
+        if let State::Plan(run) = &mut self.state
+            && let Ok(out) = run.step(samples, self.spec.signals.len())
+        {
+            return out;
+        }
+        // (A step off the grid ran nothing: it is tried again below, and moves the run.)
         let state = std::mem::replace(&mut self.state, State::Moving);
         let (state, out) = match state {
             // Every step leaves the run in one of the other states.
@@ -643,6 +653,7 @@ impl StlRun {
             steps: 0,
             recent: VecDeque::new(),
             keep,
+            seen: Vec::new(),
         });
         let mut first = first.to_vec();
         // Its verdicts were the evaluator's, given at the first step.
@@ -662,7 +673,18 @@ fn on_grid(
     signals: usize,
     at: Option<Duration>,
 ) -> Result<Duration, String> {
-    let mut seen = vec![false; signals];
+    on_grid_with(samples, signals, at, &mut Vec::new())
+}
+
+/// `on_grid`, with the signals seen marked in `seen` (a buffer the caller keeps).
+fn on_grid_with(
+    samples: &[StlSample],
+    signals: usize,
+    at: Option<Duration>,
+    seen: &mut Vec<bool>,
+) -> Result<Duration, String> {
+    seen.clear();
+    seen.resize(signals, false);
     for s in samples {
         let i = s.signal.0 as usize;
         if i >= signals || std::mem::replace(&mut seen[i], true) {
@@ -694,7 +716,8 @@ fn on_grid(
 impl PlanRun {
     /// Runs a step on the grid, or says why it is not on it (nothing run).
     fn step(&mut self, samples: &mut [StlSample], signals: usize) -> Result<Vec<Emitted>, String> {
-        let t = on_grid(samples, signals, Some(self.last + self.plan.period))?;
+        let at = Some(self.last + self.plan.period);
+        let t = on_grid_with(samples, signals, at, &mut self.seen)?;
         self.eval(samples, t)
     }
 
@@ -708,7 +731,7 @@ impl PlanRun {
             .monitor
             .step(&self.row)
             .map_err(|e| format!("the plan stopped: {e}"))?;
-        let mut out = Vec::new();
+        let mut out = Vec::with_capacity(self.plan.props.len());
         for (i, &(lag, copies)) in self.plan.props.iter().enumerate() {
             if k < lag {
                 continue;
