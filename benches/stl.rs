@@ -19,7 +19,7 @@
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use std::hint::black_box;
 use std::time::Duration;
-use vigil::stl::{Semantics, StlMonitor, StlRun, StlSample, StlSpec, Synchronization};
+use vigil::stl::{Semantics, SignalId, StlMonitor, StlRun, StlSample, StlSpec, Synchronization};
 use vigil::{Monitor, Spec, Tier, Value};
 
 const SAMPLES: u64 = 20_000;
@@ -61,18 +61,7 @@ fn bench(c: &mut Criterion) {
                         StlMonitor::new(&spec, semantics, Synchronization::ZeroOrderHold, &[])
                             .expect("no variables")
                     },
-                    |mut m| {
-                        let mut n = 0;
-                        for &(time, value) in &samples {
-                            let mut step = [StlSample {
-                                signal: x,
-                                time,
-                                value,
-                            }];
-                            n += m.step(&mut step).len();
-                        }
-                        black_box(n)
-                    },
+                    |mut m| black_box(verdicts(&samples, x, |step| m.step(step).len())),
                     BatchSize::PerIteration,
                 )
             });
@@ -90,15 +79,7 @@ fn bench(c: &mut Criterion) {
                             StlRun::new(&spec, semantics, sync, &[], tier).expect("no variables")
                         },
                         |mut m| {
-                            let mut n = 0;
-                            for &(time, value) in &samples {
-                                let mut step = [StlSample {
-                                    signal: x,
-                                    time,
-                                    value,
-                                }];
-                                n += m.step(&mut step).len();
-                            }
+                            let n = verdicts(&samples, x, |step| m.step(step).len());
                             // A run that left the plan would time the evaluator.
                             assert!(m.on_plan(), "{:?}", m.declined());
                             black_box(n)
@@ -123,6 +104,24 @@ fn bench(c: &mut Criterion) {
             group.finish();
         }
     }
+}
+
+/// How many verdicts `step` gives over the samples of `x`, one step per sample.
+fn verdicts(
+    samples: &[(Duration, f64)],
+    x: SignalId,
+    mut step: impl FnMut(&mut [StlSample]) -> usize,
+) -> usize {
+    samples
+        .iter()
+        .map(|&(time, value)| {
+            step(&mut [StlSample {
+                signal: x,
+                time,
+                value,
+            }])
+        })
+        .sum()
 }
 
 /// mstlo's monitor of `formula` under `semantics` over the samples of `x`: how many verdicts.

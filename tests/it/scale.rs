@@ -483,8 +483,17 @@ fn timed_rows_come_out_in_the_single_process_order() {
 
 /// Starts process `index` of a two-process run of two workers each.
 fn process(index: usize, hosts: &str, args: &[&str]) -> Child {
+    process_in(None, index, hosts, args)
+}
+
+/// `process`, run in `cwd` when given (a relative `--input` is then that directory's file).
+fn process_in(cwd: Option<&Path>, index: usize, hosts: &str, args: &[&str]) -> Child {
     let i = index.to_string();
-    vigil()
+    let mut command = vigil();
+    if let Some(cwd) = cwd {
+        command.current_dir(cwd);
+    }
+    command
         .args(args)
         .args([
             "--workers",
@@ -661,17 +670,7 @@ fn every_process_reads_its_share_of_a_file_it_holds() {
         let cwd = dir.join(format!("p{index}"));
         std::fs::create_dir_all(&cwd).unwrap();
         std::fs::write(cwd.join("trace.jsonl"), trace(rows, 3)).unwrap();
-        vigil()
-            .current_dir(&cwd)
-            .args(differs)
-            .args(["--workers", "2", "--processes", "2", "--process"])
-            .arg(index.to_string())
-            .args(["--hostfile", &hosts])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap()
+        process_in(Some(&cwd), index, &hosts, &differs)
     };
     let p1 = started(1, 60);
     let p0 = started(0, 50);

@@ -546,12 +546,12 @@ fn feed(
                     // The writer, in another process, hears of it through the dataflow.
                     let stop = end.as_ref().map(|(m, e)| (m.clone(), *e == Ended::Trace));
                     let time = match &stop {
-                        Some(_) => at.0,
+                        Some(_) => at.0.max(*input.time()),
                         None => *input.time(),
                     };
-                    input.advance_to(time.max(*input.time()));
+                    input.advance_to(time);
                     input.send(Event::ReaderEnd {
-                        time: time.max(*input.time()),
+                        time,
                         worker: 0,
                         read,
                         stop,
