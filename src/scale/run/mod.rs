@@ -270,9 +270,15 @@ pub(crate) fn execute(launch: Launch) -> Result<Finished, Failed> {
         triggers,
         ..Outcome::default()
     }));
+    install_network_hook();
+    let (wake, woken) = std::sync::mpsc::channel::<Wake>();
     let guards = {
         let outcome = Arc::clone(&outcome);
+        let sinks = Arc::clone(&sinks);
+        let wake = wake.clone();
         start(network, threads, move |worker| {
+            // The hook stops this thread, rather than unwinding it, when the network fails.
+            WORKER.with(|w| *w.borrow_mut() = Some(wake.clone()));
             let index = worker.index();
             let local = index % plan.threads;
             let monitor = monitors.lock().unwrap_or_else(PoisonError::into_inner)[local]
@@ -330,11 +336,31 @@ pub(crate) fn execute(launch: Launch) -> Result<Finished, Failed> {
     };
     // Joining the workers also joins timely's network threads, whose guard
     // panics when one of them did (a peer gone): that is a failure of the
-    // run like a worker's, not a crash of vigil.
-    let joined = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| guards.join()));
-    let failed = match joined {
-        Ok(results) => results.into_iter().find_map(Result::err),
-        Err(_) => Some("a network thread failed".to_string()),
+    // run like a worker's, not a crash of vigil. The join runs on a thread of
+    // its own, because a worker the network hook stopped never ends: the run
+    // ends at the first of the join and a stopped worker.
+    let joining = std::thread::Builder::new()
+        .name("vigil-join".into())
+        .spawn(move || {
+            let joined = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| guards.join()));
+            let _ = wake.send(Wake::Joined(match joined {
+                Ok(results) => results.into_iter().find_map(Result::err),
+                Err(_) => Some("a network thread failed".to_string()),
+            }));
+        });
+    let failed = match joining {
+        Err(e) => Some(format!("cannot start a thread to join the workers: {e}")),
+        // The channel cannot close first: this function holds a sender until the end.
+        Ok(_) => match woken.recv().expect("the join thread reports") {
+            Wake::Joined(failed) => failed,
+            Wake::Stopped(cause) => {
+                // The stopped worker holds the sinks' handles for ever: the lines written so
+                // far (whole rows in order) are flushed here, as a run that lost a peer's
+                // heartbeat flushes them.
+                flush_sinks(&sinks, std::time::Duration::from_secs(1));
+                Some(cause)
+            }
+        },
     };
     if let Some(e) = failed {
         let cause = match LOST.lock().unwrap_or_else(PoisonError::into_inner).take() {
@@ -383,37 +409,92 @@ pub(crate) fn merged_stats<'a>(
 /// they reported it.
 static LOST: Mutex<Option<String>> = Mutex::new(None);
 
+/// What ends the wait for a run's workers: their join (with the first failure, if any), or a
+/// worker the network hook stopped (with the cause).
+enum Wake {
+    Joined(Option<String>),
+    Stopped(String),
+}
+
+thread_local! {
+    /// In a worker thread of a run: where the network hook says it stopped the thread.
+    static WORKER: std::cell::RefCell<Option<std::sync::mpsc::Sender<Wake>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Whether a panic's message is timely's network failing under a thread: its network thread's
+/// own error, or the poisoned queues a worker finds after it.
+fn network_panic(message: &str) -> bool {
+    message.starts_with("timely communication error: ")
+        || message.contains("MergeQueue")
+        || message.starts_with("Send thread panic")
+        || message.starts_with("Recv thread panic")
+}
+
+/// A panic's message (empty if its payload is not text).
+fn panic_message<'a>(info: &'a std::panic::PanicHookInfo<'_>) -> &'a str {
+    info.payload()
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| info.payload().downcast_ref::<&str>().copied())
+        .unwrap_or("")
+}
+
+/// Installs, once per process, the panic hook that makes a lost peer a failure of the run and
+/// not an abort of the process. When a peer goes, timely's network threads panic, and a worker
+/// then panics at its next use of the poisoned queues. Unwinding that worker would run
+/// timely's destructors, which flush what they hold into the same poisoned queues and panic
+/// again; a panic during unwinding aborts the whole process, with none of the run's report.
+/// So the hook keeps those panics quiet, records the network's cause, and stops the worker's
+/// thread where it is (parked for good, its state left alone); [`execute`] then ends the run
+/// with the cause. Every other panic goes to the hook that was installed before.
+fn install_network_hook() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            let message = panic_message(info);
+            if !network_panic(message) {
+                return previous(info);
+            }
+            if let Some(cause) = message.strip_prefix("timely communication error: ") {
+                LOST.lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .get_or_insert_with(|| cause.to_string());
+            }
+            let Some(wake) = WORKER.with(|w| w.borrow().clone()) else {
+                // A network thread (or the join): it unwinds, and the join reports it.
+                return;
+            };
+            let cause = match LOST.lock().unwrap_or_else(PoisonError::into_inner).clone() {
+                Some(lost) => format!("the connection to another process was lost ({lost})"),
+                None => format!("a worker lost its connection to the other processes ({message})"),
+            };
+            let _ = wake.send(Wake::Stopped(cause));
+            loop {
+                std::thread::park();
+            }
+        }));
+    });
+}
+
 /// Keeps the panics of timely's network threads and of the workers they take down off
-/// standard error: a scaled run reports the cause once, as an error, after every worker has
-/// stopped. Every other panic is reported as before, and then ends the process (status 101):
-/// a worker that stopped would leave the others waiting for its progress for ever. A program
+/// standard error (see [`install_network_hook`]): a scaled run reports the cause once, as an
+/// error. Every other panic is reported as before, and then ends the process (status 101): a
+/// worker that stopped would leave the others waiting for its progress for ever. A program
 /// running scaled runs installs it once, before the first.
 pub fn install_quiet_panics() {
+    install_network_hook();
     let previous = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
-        let message = info
-            .payload()
-            .downcast_ref::<String>()
-            .map(String::as_str)
-            .or_else(|| info.payload().downcast_ref::<&str>().copied())
-            .unwrap_or("");
-        if let Some(cause) = message.strip_prefix("timely communication error: ") {
-            LOST.lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .get_or_insert_with(|| cause.to_string());
-            return;
-        }
-        if message.contains("MergeQueue poisoned")
-            || message.starts_with("Send thread panic")
-            || message.starts_with("Recv thread panic")
-        {
-            return;
-        }
+        let network = network_panic(panic_message(info));
         previous(info);
-        // Any other panic is a bug in vigil. A worker that stopped would
-        // leave the others waiting for its progress for ever, so the
-        // process ends here, as a panic ends a single-threaded run.
-        std::process::exit(101);
+        if !network {
+            // Any other panic is a bug in vigil. A worker that stopped would
+            // leave the others waiting for its progress for ever, so the
+            // process ends here, as a panic ends a single-threaded run.
+            std::process::exit(101);
+        }
     }));
 }
 

@@ -240,7 +240,9 @@ impl Finished {
 pub enum Failed {
     /// It stopped: why, and whose fault it is (a malformed row is the input's).
     Stopped(String, Ended),
-    /// A worker failed, or timely's network did (a peer process gone).
+    /// A worker failed, or timely's network did (a peer process gone). After a lost peer, this
+    /// process's workers are left parked (unwinding them through timely's clean-up would abort
+    /// the process): the program should end soon after.
     Computation(String),
 }
 
