@@ -479,7 +479,7 @@ fn install_network_hook() {
 }
 
 /// Keeps the panics of timely's network threads and of the workers they take down off
-/// standard error (see [`install_network_hook`]): a scaled run reports the cause once, as an
+/// standard error (see `install_network_hook`): a scaled run reports the cause once, as an
 /// error. Every other panic is reported as before, and then ends the process (status 101): a
 /// worker that stopped would leave the others waiting for its progress for ever. A program
 /// running scaled runs installs it once, before the first.
