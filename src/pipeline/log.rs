@@ -32,6 +32,10 @@
 //! periods). A run that stopped on an error of its traces ends its log with
 //! `{"stop":"a.jsonl:3:1: …","status":4}`, so that its replay stops the same way. A replay re-merges each step from its rows and takes the ticks as logged, so it
 //! evaluates exactly the steps of the run it was recorded from.
+//!
+//! A scaled run whose workers read a file in parts writes its log in parts, one per reader,
+//! beside a manifest at the `--record` path; [`LogReader::open`] of the manifest merges them
+//! back into one log's events (see `log/parts.rs`).
 
 use crate::merge::{Contribution, Stamp, Step};
 use crate::time::{Time, TimeForm, TimeUnit};
@@ -39,7 +43,9 @@ use crate::trace::too_deep;
 use crate::value::{MAX_VALUE_NESTING, Value};
 use serde::Deserialize;
 use serde_json::{Map, Value as Json, json};
-use std::io::{self, BufRead, Write};
+use std::io::{self, Write};
+
+mod parts;
 
 /// What a log line is: a merged step of rows, or a tick of the periods
 /// flagged (indexed as `Plan::periods`).
@@ -144,29 +150,56 @@ impl LogWriter {
 
     /// A new log at `path` (created, or emptied), its header `h` written.
     pub fn create(path: &str, h: &Header) -> io::Result<LogWriter> {
+        LogWriter::create_with(path, h, Map::new())
+    }
+
+    /// A new log at `path` whose header is `h` with `extra` entries (a part's or a manifest's).
+    fn create_with(path: &str, h: &Header, extra: Map<String, Json>) -> io::Result<LogWriter> {
         let mut out = io::BufWriter::new(std::fs::File::create(path)?);
-        let header = json!({
-            "vigil_log": LOG_VERSION,
-            "fingerprint": h.fingerprint,
-            "sources": h.sources,
-            "fields": h.fields,
-            "time": h.time,
-            "unit": h.unit.name(),
-            "form": match h.form { TimeForm::Number(_) => "number", TimeForm::Rfc3339 => "rfc3339" },
-            "key": h.key,
-            "start": h.start.map(|t| t.0),
-            "max_gap": h.max_gap,
-            "on_gap": h.on_gap,
-            "max_ticks": h.max_ticks,
-            "on_reset": h.on_reset,
-            "lateness": h.lateness,
-            "clock": if h.wall_clock { "wall" } else { "data" },
-        });
-        writeln!(out, "{header}")?;
+        let mut header = header_json(h);
+        header.extend(extra);
+        writeln!(out, "{}", Json::Object(header))?;
         Ok(LogWriter {
             out,
             fields: h.fields.clone(),
         })
+    }
+
+    /// Worker `worker`'s part of a scaled run's log (`parts`): its header is `h` with
+    /// `"part": worker`, and its lines [`LogWriter::write_part_row`] and
+    /// [`LogWriter::write_part_stop`].
+    pub fn create_part(path: &str, h: &Header, worker: usize) -> io::Result<LogWriter> {
+        LogWriter::create_with(path, h, Map::from_iter([("part".into(), json!(worker))]))
+    }
+
+    /// The log a scaled run that read in parallel leaves at its `--record` path: the header
+    /// `h` with `"parts"`, the file names of the workers' parts (beside it), and no steps. A
+    /// replay of it merges the parts (see `parts`).
+    pub fn write_manifest(path: &str, h: &Header, parts: &[String]) -> io::Result<()> {
+        let extra = Map::from_iter([("parts".into(), json!(parts))]);
+        LogWriter::create_with(path, h, extra)?.flush()
+    }
+
+    /// A row of a part, at its place `o` in the run's order: `{"o":…,"r":[{"s":0,"c":{…}}]}`
+    /// (its step's time and its position are the row's index in that order, given on replay).
+    pub fn write_part_row(&mut self, o: u64, cells: &[Option<Value>]) -> io::Result<()> {
+        let present: Map<String, Json> = (self.fields.iter().zip(cells))
+            .filter_map(|(f, v)| v.as_ref().map(|v| (f.clone(), encode(v))))
+            .collect();
+        writeln!(
+            self.out,
+            "{}",
+            json!({"o": o, "r": [{"s": 0, "c": Json::Object(present)}]})
+        )
+    }
+
+    /// The end of a run a part's reader stopped at its place `o`: `{"o":…,"stop":…,"status":…}`.
+    pub fn write_part_stop(&mut self, o: u64, message: &str, status: u8) -> io::Result<()> {
+        writeln!(
+            self.out,
+            "{}",
+            json!({"o": o, "stop": message, "status": status})
+        )
     }
 
     /// Writes a merged step.
@@ -228,6 +261,50 @@ impl LogWriter {
     pub fn flush(&mut self) -> io::Result<()> {
         self.out.flush()?;
         self.out.get_ref().sync_all()
+    }
+}
+
+/// A log line as a JSON object (its nesting bounded first).
+fn parse_line(line: &str) -> Result<Map<String, Json>, String> {
+    // A recorded value nests at most `MAX_VALUE_NESTING` containers, each
+    // at most two JSON levels here (a tuple or a map is a tagged object),
+    // four levels below the line's own: deeper than serde_json's default
+    // limit of 128. The line's depth is bounded here instead, so that
+    // every log the recorder writes reads back and none recurses deeper.
+    if too_deep(line, LOG_LINE_NESTING).is_some() {
+        return Err(format!(
+            "not a log step: it nests deeper than any value vigil records ({MAX_VALUE_NESTING} containers)"
+        ));
+    }
+    let mut de = serde_json::Deserializer::from_str(line);
+    de.disable_recursion_limit();
+    Map::<String, Json>::deserialize(&mut de)
+        .and_then(|j| de.end().map(|()| j))
+        .map_err(|e| format!("not a log step: {e}"))
+}
+
+/// A log's header line as a JSON object.
+fn header_json(h: &Header) -> Map<String, Json> {
+    let header = json!({
+        "vigil_log": LOG_VERSION,
+        "fingerprint": h.fingerprint,
+        "sources": h.sources,
+        "fields": h.fields,
+        "time": h.time,
+        "unit": h.unit.name(),
+        "form": match h.form { TimeForm::Number(_) => "number", TimeForm::Rfc3339 => "rfc3339" },
+        "key": h.key,
+        "start": h.start.map(|t| t.0),
+        "max_gap": h.max_gap,
+        "on_gap": h.on_gap,
+        "max_ticks": h.max_ticks,
+        "on_reset": h.on_reset,
+        "lateness": h.lateness,
+        "clock": if h.wall_clock { "wall" } else { "data" },
+    });
+    match header {
+        Json::Object(map) => map,
+        _ => unreachable!("a json! object is an object"),
     }
 }
 
@@ -305,13 +382,21 @@ const LOG_LINE_NESTING: usize = 4 + 2 * MAX_VALUE_NESTING;
 /// Reads a log, step by step.
 pub struct LogReader {
     name: String,
-    lines: io::Lines<io::BufReader<std::fs::File>>,
+    input: Input,
     line: u64,
+    /// Where the line read last is (`path:line`, a part's when merging parts).
+    location: String,
     header: Header,
     /// The sources so far: the header's, then those that joined.
     sources: usize,
     /// What the events read so far allow of the next (`Order::check`).
     order: Order,
+}
+
+/// Where a log's lines come from: its file, or the parts its manifest names, merged.
+enum Input {
+    One(io::Lines<io::BufReader<std::fs::File>>),
+    Parts(parts::Merge),
 }
 
 /// The order a recorded run's events are in, which a replay checks as the
@@ -387,74 +472,102 @@ impl Order {
 }
 
 impl LogReader {
-    /// Opens `path` and reads its header.
+    /// Opens `path` and reads its header: a log, or the manifest of a scaled run's parts
+    /// (whose lines are then the parts', merged).
     pub fn open(path: &str) -> Result<LogReader, String> {
-        let file = std::fs::File::open(path).map_err(|e| format!("cannot read `{path}`: {e}"))?;
-        let mut lines = io::BufReader::new(file).lines();
-        let first = match lines.next() {
-            Some(Ok(l)) => l,
-            Some(Err(e)) => return Err(format!("cannot read `{path}`: {e}")),
-            None => return Err(format!("`{path}` is empty: not a vigil replay log")),
-        };
+        let (lines, h) = parts::open_header(path)?;
         let bad = |m: &str| format!("{path}:1: {m}");
-        let h: Map<String, Json> =
-            serde_json::from_str(&first).map_err(|_| bad("not a vigil replay log"))?;
-        match h.get("vigil_log").and_then(Json::as_u64) {
-            None => return Err(bad("not a vigil replay log")),
-            Some(LOG_VERSION) => {}
-            Some(v) => {
-                return Err(bad(&format!(
-                    "log format version {v} is not supported (this vigil reads version {LOG_VERSION})"
-                )));
-            }
+        if let Some(w) = h.get("part") {
+            return Err(bad(&format!(
+                "this is worker {w}'s part of a scaled run's replay log: replay the log at the run's --record path, which names every part"
+            )));
         }
-        let text = |k: &str| h.get(k).and_then(Json::as_str).map(String::from);
-        let list = |k: &str| -> Option<Vec<String>> {
-            h.get(k)?
-                .as_array()?
-                .iter()
-                .map(|v| v.as_str().map(String::from))
-                .collect()
-        };
-        let unit = text("unit")
-            .and_then(|u| TimeUnit::from_name(&u))
-            .ok_or_else(|| bad("the header's `unit` is not s, ms, us or ns"))?;
-        let form = match text("form").as_deref() {
-            Some("number") => TimeForm::Number(unit),
-            Some("rfc3339") => TimeForm::Rfc3339,
-            _ => return Err(bad("the header's `form` is not number or rfc3339")),
-        };
-        let header = Header {
-            fingerprint: text("fingerprint").ok_or_else(|| bad("the header has no fingerprint"))?,
-            sources: list("sources").ok_or_else(|| bad("the header has no `sources`"))?,
-            fields: list("fields").ok_or_else(|| bad("the header has no `fields`"))?,
-            time: text("time"),
-            unit,
-            form,
-            key: text("key"),
-            start: h.get("start").and_then(Json::as_i64).map(Time),
-            max_gap: h.get("max_gap").and_then(Json::as_i64),
-            on_gap: text("on_gap").unwrap_or_else(|| "catch-up".into()),
-            max_ticks: h
-                .get("max_ticks")
-                .and_then(Json::as_u64)
-                .unwrap_or(1_000_000),
-            on_reset: text("on_reset").unwrap_or_else(|| "cancel".into()),
-            lateness: h.get("lateness").and_then(Json::as_i64).unwrap_or(0),
-            wall_clock: match text("clock").as_deref() {
-                None | Some("data") => false,
-                Some("wall") => true,
-                Some(_) => return Err(bad("the header's `clock` is not data or wall")),
-            },
+        let header = header_of(&h, &bad)?;
+        let input = match h.get("parts") {
+            None => Input::One(lines),
+            Some(names) => Input::Parts(parts::Merge::open(path, &h, names, header.unit)?),
         };
         Ok(LogReader {
             name: path.to_string(),
-            lines,
+            input,
             line: 1,
+            location: format!("{path}:1"),
             sources: header.sources.len(),
             header,
             order: Order::default(),
         })
+    }
+}
+
+/// A header's fields, read from its JSON object (`bad` locates a message).
+fn header_of(h: &Map<String, Json>, bad: &dyn Fn(&str) -> String) -> Result<Header, String> {
+    let text = |k: &str| h.get(k).and_then(Json::as_str).map(String::from);
+    let list = |k: &str| -> Option<Vec<String>> {
+        h.get(k)?
+            .as_array()?
+            .iter()
+            .map(|v| v.as_str().map(String::from))
+            .collect()
+    };
+    let unit = text("unit")
+        .and_then(|u| TimeUnit::from_name(&u))
+        .ok_or_else(|| bad("the header's `unit` is not s, ms, us or ns"))?;
+    let form = match text("form").as_deref() {
+        Some("number") => TimeForm::Number(unit),
+        Some("rfc3339") => TimeForm::Rfc3339,
+        _ => return Err(bad("the header's `form` is not number or rfc3339")),
+    };
+    let header = Header {
+        fingerprint: text("fingerprint").ok_or_else(|| bad("the header has no fingerprint"))?,
+        sources: list("sources").ok_or_else(|| bad("the header has no `sources`"))?,
+        fields: list("fields").ok_or_else(|| bad("the header has no `fields`"))?,
+        time: text("time"),
+        unit,
+        form,
+        key: text("key"),
+        start: h.get("start").and_then(Json::as_i64).map(Time),
+        max_gap: h.get("max_gap").and_then(Json::as_i64),
+        on_gap: text("on_gap").unwrap_or_else(|| "catch-up".into()),
+        max_ticks: h
+            .get("max_ticks")
+            .and_then(Json::as_u64)
+            .unwrap_or(1_000_000),
+        on_reset: text("on_reset").unwrap_or_else(|| "cancel".into()),
+        lateness: h.get("lateness").and_then(Json::as_i64).unwrap_or(0),
+        wall_clock: match text("clock").as_deref() {
+            None | Some("data") => false,
+            Some("wall") => true,
+            Some(_) => return Err(bad("the header's `clock` is not data or wall")),
+        },
+    };
+    Ok(header)
+}
+
+impl LogReader {
+    /// The next line as a JSON object, its place in `location`; `None` at the end.
+    fn next_line(&mut self) -> Result<Option<Map<String, Json>>, String> {
+        match &mut self.input {
+            Input::One(lines) => {
+                let line = match lines.next() {
+                    None => return Ok(None),
+                    Some(Err(e)) => return Err(format!("cannot read `{}`: {e}", self.name)),
+                    Some(Ok(l)) => l,
+                };
+                self.line += 1;
+                self.location = format!("{}:{}", self.name, self.line);
+                parse_line(&line)
+                    .map(Some)
+                    .map_err(|m| format!("{}: {m}", self.location))
+            }
+            Input::Parts(merge) => {
+                let next = merge.next_line()?;
+                if let Some((_, at)) = &next {
+                    self.line += 1;
+                    self.location.clone_from(at);
+                }
+                Ok(next.map(|(j, _)| j))
+            }
+        }
     }
 
     /// Takes a source that joined the run into account (its rows follow).
@@ -484,28 +597,11 @@ impl LogReader {
         exempt: Option<usize>,
         periods: usize,
     ) -> Result<Option<Event>, String> {
-        let line = match self.lines.next() {
-            None => return Ok(None),
-            Some(Err(e)) => return Err(format!("cannot read `{}`: {e}", self.name)),
-            Some(Ok(l)) => l,
+        let Some(j) = self.next_line()? else {
+            return Ok(None);
         };
-        self.line += 1;
-        let bad = |m: &str| format!("{}:{}: {m}", self.name, self.line);
-        // A recorded value nests at most `MAX_VALUE_NESTING` containers, each
-        // at most two JSON levels here (a tuple or a map is a tagged object),
-        // four levels below the line's own: deeper than serde_json's default
-        // limit of 128. The line's depth is bounded here instead, so that
-        // every log the recorder writes reads back and none recurses deeper.
-        if too_deep(&line, LOG_LINE_NESTING).is_some() {
-            return Err(bad(&format!(
-                "not a log step: it nests deeper than any value vigil records ({MAX_VALUE_NESTING} containers)"
-            )));
-        }
-        let mut de = serde_json::Deserializer::from_str(&line);
-        de.disable_recursion_limit();
-        let j = Map::<String, Json>::deserialize(&mut de)
-            .and_then(|j| de.end().map(|()| j))
-            .map_err(|e| bad(&format!("not a log step: {e}")))?;
+        let location = self.location.clone();
+        let bad = |m: &str| format!("{location}: {m}");
         if j.get("reset").is_some() {
             self.order.reset();
             return Ok(Some(Event::Reset));

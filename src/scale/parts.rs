@@ -14,7 +14,9 @@ use super::source::{Fill, ReadCounts, Reading, StopAt, Tally};
 use super::{Event, StampedRow};
 use crate::notice::Notice;
 use crate::pipeline::drive::Ended;
+use crate::pipeline::log::{Header, LogWriter};
 use crate::row::RowError;
+use crate::time::TimeForm;
 use crate::trace::{self, InputSchema, ReaderOptions, RowReader, TraceFormat, TracePosition};
 use std::sync::Arc;
 
@@ -91,6 +93,55 @@ pub(crate) struct PartSetup {
     pub(crate) key_name: String,
     pub(crate) cells: usize,
     pub(crate) stop_at: Arc<StopAt>,
+    /// The reader's part of the run's replay log (`--record`), if it records one.
+    pub(crate) log: Option<PartLog>,
+}
+
+/// A reader's part of a scaled run's replay log (`pipeline::log::parts`): created at its first
+/// read, a line per row it sends and the stop it makes, flushed at its end (and, reading a
+/// stream, after every batch, so that the log is as far as the outputs).
+pub(crate) struct PartLog {
+    path: String,
+    header: Header,
+    worker: usize,
+    writer: Option<LogWriter>,
+}
+
+impl PartLog {
+    /// Worker `worker`'s part of the log recorded at `path` with `header`: `PATH.w<worker>`.
+    pub(crate) fn new(path: &str, header: &Header, worker: usize) -> PartLog {
+        let mut header = header.clone();
+        // An untimed run's stamps are its rows' indices, in units.
+        header.form = TimeForm::Number(header.unit);
+        PartLog {
+            path: part_path(path, worker),
+            header,
+            worker,
+            writer: None,
+        }
+    }
+
+    /// The part's writer, created the first time.
+    fn writer(&mut self) -> std::io::Result<&mut LogWriter> {
+        if self.writer.is_none() {
+            self.writer = Some(LogWriter::create_part(
+                &self.path,
+                &self.header,
+                self.worker,
+            )?);
+        }
+        Ok(self.writer.as_mut().expect("created above"))
+    }
+
+    /// The message of a failed write.
+    fn failed(&self, e: std::io::Error) -> String {
+        format!("cannot write the replay log `{}`: {e}", self.path)
+    }
+}
+
+/// Where worker `worker`'s part of the log recorded at `path` is.
+pub(crate) fn part_path(path: &str, worker: usize) -> String {
+    format!("{path}.w{worker}")
 }
 
 /// Where a worker's parts come from.
@@ -199,12 +250,54 @@ impl PartReader {
         let time = self.part * PART_ROWS + self.row;
         self.stopped_at = (time, time);
         self.setup.stop_at.stop((time, time));
+        if let Some(log) = &mut self.setup.log {
+            // A log that cannot be written is said in the message the run stops with.
+            let written = (log.writer())
+                .and_then(|w| w.write_part_stop(time, &message, exit.status()))
+                .and_then(|()| log.writer().and_then(|w| w.flush()));
+            if let Err(e) = written {
+                return Fill::Stopped(format!("{message} ({})", log.failed(e)), exit);
+            }
+        }
         Fill::Stopped(message, exit)
+    }
+
+    /// Writes the row about to be sent (`time`, `cells`) to the reader's part of the log.
+    fn log_row(&mut self, time: u64, cells: &[Option<crate::value::Value>]) -> Result<(), String> {
+        let Some(log) = &mut self.setup.log else {
+            return Ok(());
+        };
+        (log.writer())
+            .and_then(|w| w.write_part_row(time, cells))
+            .map_err(|e| log.failed(e))
+    }
+
+    /// Ends a fill: the log flushed (synced at the end of the input; handed to the file after
+    /// a batch of a stream).
+    fn end_fill(&mut self, fill: Fill) -> Fill {
+        let streaming = self.in_pieces();
+        let Some(log) = &mut self.setup.log else {
+            return fill;
+        };
+        let flushed = match (&fill, log.writer()) {
+            (_, Err(e)) => Err(e),
+            (Fill::Ended, Ok(w)) => w.flush(),
+            (Fill::More, Ok(w)) if streaming => w.flush_buffer(),
+            (_, Ok(_)) => Ok(()),
+        };
+        match flushed {
+            Ok(()) => fill,
+            Err(e) => {
+                let message = log.failed(e);
+                self.stop(message, Ended::Failure)
+            }
+        }
     }
 }
 
-impl Reading for PartReader {
-    fn fill(&mut self, batch: &mut Vec<Event>, n: usize, _workers: usize) -> Fill {
+impl PartReader {
+    /// Reads rows into `batch` until it holds `n`, or a part ends.
+    fn fill_rows(&mut self, batch: &mut Vec<Event>, n: usize) -> Fill {
         let width = self.setup.schema.names.len();
         while batch.len() < n {
             if self.reader.is_none() {
@@ -260,12 +353,22 @@ impl Reading for PartReader {
                 return self.stop(format!("{at}: {e}"), Ended::Trace);
             }
             let time = part * PART_ROWS + self.row;
-            self.row += 1;
             cells.truncate(self.setup.cells);
+            if let Err(message) = self.log_row(time, &cells) {
+                return self.stop(message, Ended::Failure);
+            }
+            self.row += 1;
             // Untimed: the position is the time.
             batch.push(Event::Row(StampedRow::new(time, time, None, cells)));
         }
         Fill::More
+    }
+}
+
+impl Reading for PartReader {
+    fn fill(&mut self, batch: &mut Vec<Event>, n: usize, _workers: usize) -> Fill {
+        let fill = self.fill_rows(batch, n);
+        self.end_fill(fill)
     }
 
     fn frontier(&self) -> u64 {

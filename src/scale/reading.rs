@@ -62,6 +62,9 @@ pub(crate) struct ReadSetup<'a> {
     /// them, and how many there are (process 0's workers, or, when every process has the
     /// file, every worker of the run).
     pub share: (usize, usize),
+    /// The replay log's path and header (`--record`): readers of a file's parts or a
+    /// stream's chunks each write a part of it; other inputs are then read by the feed.
+    pub record: Option<&'a (String, crate::pipeline::log::Header)>,
 }
 
 impl ReadSetup<'_> {
@@ -104,7 +107,13 @@ impl Parallel {
     ) -> Vec<Box<dyn Reading>> {
         (0..threads)
             .map(|w| {
+                // A stream's chunks are read by process 0's workers alone.
+                let worker = match self {
+                    Parallel::Parts(_) => setup.share.0 + w,
+                    _ => w,
+                };
                 let part = parts::PartSetup {
+                    log: (setup.record).map(|(path, h)| parts::PartLog::new(path, h, worker)),
                     schema: setup.schema.clone(),
                     options: setup.reader,
                     tally: Tally::new(setup.malformed(), setup.notify.clone()),
@@ -176,15 +185,21 @@ impl Parallel {
 }
 
 /// How `threads` workers read `setup`'s inputs in parallel, or `None`: process 0's feed reads
-/// them (see the module doc). A run that checkpoints or records a replay log reads through the
-/// feed (both record one reader's position), and so does a run of one worker.
+/// them (see the module doc). A run of one worker reads through the feed. So does a run that
+/// records a replay log, unless its readers read a file's parts or a stream's chunks: each
+/// of those writes its part of the log (`pipeline::log::parts`), whose rows have one order to
+/// be merged in, their places; the rows of several inputs or of a consumer group do not.
 pub(crate) fn plan(setup: &ReadSetup<'_>, threads: usize) -> Result<Option<Parallel>, String> {
     if threads < 2 && setup.share.1 < 2 || setup.inputs.is_empty() {
         return Ok(None);
     }
+    let recording = setup.record.is_some();
     // A process other than the first reads its share of a file's parts, nothing else.
     let first = setup.share.0 == 0;
-    if first && let Some(shared) = consumers_plan(setup, threads)? {
+    if first
+        && !recording
+        && let Some(shared) = consumers_plan(setup, threads)?
+    {
         return Ok(Some(Parallel::Consumers(shared)));
     }
     if !first {
@@ -217,6 +232,7 @@ pub(crate) fn plan(setup: &ReadSetup<'_>, threads: usize) -> Result<Option<Paral
     let timed = setup.feed.time_cell;
     match (timed, files.as_slice()) {
         (Some(_), [_]) => Ok(None),
+        (_, [_, _, ..]) if recording => Ok(None),
         (Some(time_cell), _) => {
             if !inputs::same_time_form(&files, setup.schema, Some(time_cell), setup.feed.unit) {
                 return Ok(None);

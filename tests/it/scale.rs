@@ -568,6 +568,7 @@ fn every_process_reads_its_share_of_a_file_it_holds() {
     let hosts = hostfile(&dir);
     let out = dir.join("p.out").to_str().unwrap().to_string();
     let alerts = dir.join("p.alerts").to_str().unwrap().to_string();
+    let log = dir.join("run.log").to_str().unwrap().to_string();
     let args = [
         "run",
         &spec,
@@ -582,12 +583,21 @@ fn every_process_reads_its_share_of_a_file_it_holds() {
         "--input-on-every-process",
         "--summary",
         "--stats",
+        "--record",
+        &log,
     ];
     let (o0, o1) = run_two(&hosts, &args);
     assert!(
         read(&out) == want,
         "two processes reading parts: the output differs"
     );
+    // Every worker of both processes wrote its part of the log (here in one directory).
+    for w in 0..4 {
+        let part = read(&format!("{log}.w{w}"));
+        assert!(part.lines().count() > 1000, "part {w} holds few rows");
+    }
+    let replayed = run(&["replay", &spec, &log]);
+    assert!(replayed.stdout == want.as_bytes(), "the replay differs");
     assert!(read(&alerts) == want_alerts);
     let (err0, err1) = (
         String::from_utf8_lossy(&o0.stderr),
@@ -628,6 +638,8 @@ fn every_process_reads_its_share_of_a_file_it_holds() {
         "--output-file",
         &bad_out,
         "--input-on-every-process",
+        "--record",
+        &log,
     ];
     let p1 = process(1, &hosts, &scaled);
     let p0 = process(0, &hosts, &scaled);
@@ -642,7 +654,7 @@ fn every_process_reads_its_share_of_a_file_it_holds() {
         String::from_utf8_lossy(&o0.stderr)
     );
     assert!(
-        read(&bad_out) == String::from_utf8(one.stdout).unwrap(),
+        read(&bad_out).as_bytes() == one.stdout,
         "the rows before the malformed one, and none after"
     );
     let said = String::from_utf8_lossy(&o0.stderr);
@@ -654,6 +666,15 @@ fn every_process_reads_its_share_of_a_file_it_holds() {
         said1.contains(&located),
         "process 0 read the bad row itself: {said1}"
     );
+    // The log's replay stops where the run stopped, with its message and status: the stop is
+    // in process 1's part, the rows after it other workers read ahead are not replayed.
+    let replayed = run(&["replay", &spec, &log, "--output", "csv"]);
+    assert_eq!(replayed.status.code(), Some(4));
+    assert!(
+        replayed.stdout == one.stdout,
+        "the replay of a stopped run differs"
+    );
+    assert!(String::from_utf8_lossy(&replayed.stderr).contains(&located));
     // A process holding another file at the same (relative) path is refused before anything
     // is read: each process runs in a directory of its own.
     let differs = [
@@ -1927,6 +1948,76 @@ fn a_scaled_run_records_a_log_that_replays_to_its_output() {
     assert!(
         replayed.stdout == o.stdout,
         "the replay differs from the scaled run"
+    );
+}
+
+/// A scaled run that reads a file in parts (or a stream in chunks) records one log per
+/// reader beside a manifest at the `--record` path, and reads in parallel while it does; the
+/// manifest replays (and `--check`s) to the run's output. A part alone, or a manifest whose
+/// part is missing, is refused with what to do.
+#[test]
+fn a_scaled_run_reading_in_parallel_records_a_log_per_reader() {
+    let dir = test_dir("scale", "record_parts");
+    let spec = write(&dir, "spec.dsrv", SPEC);
+    let text = trace(60_000, 40);
+    let input = write(&dir, "trace.jsonl", &text);
+    let (want, _) = single(&dir, &spec, &input, &[]);
+    let log = dir.join("run.log").to_str().unwrap().to_string();
+    let out = dir.join("run.out").to_str().unwrap().to_string();
+    for (input, stdin, read_as) in [
+        (input.as_str(), None, "the trace read in"),
+        ("-", Some(text.as_str()), "the stream read in"),
+    ] {
+        let args = [
+            "run",
+            &spec,
+            "--input",
+            input,
+            "--format",
+            "jsonl",
+            "--key",
+            "host",
+            "--workers",
+            "2",
+            "--record",
+            &log,
+            "--stats",
+            // (To a file: a pipe would fill while the test still writes the input.)
+            "--output-file",
+            &out,
+        ];
+        let (status, _, said) = crate::support::run_vigil(&args, stdin);
+        assert_eq!(status, 0, "{said}");
+        assert!(said.contains(read_as), "not read in parallel: {said}");
+        assert!(read(&out) == want, "{input}: the output differs");
+        for w in 0..2 {
+            assert!(read(&format!("{log}.w{w}")).lines().count() > 100);
+        }
+        let replayed = run(&["replay", &spec, &log]);
+        assert!(replayed.status.success());
+        assert!(
+            replayed.stdout == want.as_bytes(),
+            "{input}: the replay differs"
+        );
+        if stdin.is_none() {
+            let checked = run(&["replay", &spec, &log, "--check", "--input", input]);
+            let said = String::from_utf8_lossy(&checked.stderr);
+            assert!(checked.status.success(), "{said}");
+        }
+    }
+    let part = run(&["replay", &spec, &format!("{log}.w1")]);
+    assert_eq!(part.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&part.stderr)
+            .contains("worker 1's part of a scaled run's replay log")
+    );
+    std::fs::remove_file(format!("{log}.w1")).unwrap();
+    let missing = run(&["replay", &spec, &log]);
+    assert_eq!(missing.status.code(), Some(1));
+    let said = String::from_utf8_lossy(&missing.stderr);
+    assert!(
+        said.contains("run.log.w1") && said.contains("gather them"),
+        "{said}"
     );
 }
 

@@ -296,7 +296,21 @@ fn readers(
         }
         Reads::Inputs(inputs) => inputs,
     };
-    let serial = read.checkpoint.is_some() || read.resumed.is_some() || read.record.is_some();
+    let serial = read.checkpoint.is_some() || read.resumed.is_some();
+    // A log written in parts (by the readers of one input's parts or chunks) names that input
+    // as a feed names it; a feed fills in its own sources.
+    let parts_record = read.record.clone().map(|(path, mut header)| {
+        header.sources = (inputs.names.iter())
+            .map(|n| {
+                if n == "-" {
+                    "<stdin>".to_string()
+                } else {
+                    n.clone()
+                }
+            })
+            .collect();
+        (path, header)
+    });
     let setup = ReadSetup {
         inputs: &inputs.names,
         format: inputs.format,
@@ -310,6 +324,7 @@ fn readers(
         notify: read.notify.clone(),
         stop_at: Arc::clone(read.stop_at),
         share,
+        record: parts_record.as_ref(),
     };
     let shared = share.1 > read.threads;
     if process != 0 && !shared {
@@ -322,6 +337,11 @@ fn readers(
     match parallel {
         // Another process reads a file's parts only.
         Some(mut parallel) if process == 0 || matches!(parallel, Parallel::Parts(_)) => {
+            if process == 0
+                && let Some((path, header)) = &parts_record
+            {
+                manifest(path, header, &parallel, (read.threads, share.1))?;
+            }
             return Ok(Readers {
                 readers: parallel.readers(read.threads, &setup),
                 streaming: parallel.streaming(),
@@ -361,6 +381,34 @@ fn readers(
         sources,
         reading: None,
     })
+}
+
+/// The replay log at `path` of a run whose readers (`threads` of process 0, `all` of the
+/// run reading a file's parts) each write a part of it: the manifest naming the parts.
+fn manifest(
+    path: &str,
+    header: &crate::pipeline::log::Header,
+    parallel: &Parallel,
+    (threads, all): (usize, usize),
+) -> Result<(), Failed> {
+    let readers = match parallel {
+        Parallel::Parts(_) => all.max(threads),
+        _ => threads,
+    };
+    let names: Vec<String> = (0..readers)
+        .map(|w| {
+            let part = crate::scale::parts::part_path(path, w);
+            let name = std::path::Path::new(&part)
+                .file_name()
+                .map(|n| n.to_string_lossy());
+            name.map_or(part.clone(), |n| n.into_owned())
+        })
+        .collect();
+    // An untimed run's stamps are its rows' indices, in units (as its parts say).
+    let mut header = header.clone();
+    header.form = crate::time::TimeForm::Number(header.unit);
+    crate::pipeline::log::LogWriter::write_manifest(path, &header, &names)
+        .map_err(|e| failure(format!("cannot write the replay log `{path}`: {e}")))
 }
 
 /// What every process reading its share of the inputs must agree on: each input's length and
