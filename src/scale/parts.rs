@@ -8,7 +8,9 @@
 //! (time, position) order is the single-process output's, and every worker advances its own
 //! input as it reads, timely's frontier (the least time any reader may still send) telling
 //! each worker when a time is complete. A run without `--time` only: a row's time field would
-//! be its stamp, and a late row's re-stamping depends on every row before it.
+//! be its stamp, and a late row's re-stamping depends on every row before it. A run that
+//! checkpoints is split by lines instead, and each part's reader sends the barrier at the
+//! part's start (`checkpoint.rs`).
 
 use super::source::{Fill, ReadCounts, Reading, StopAt, Tally};
 use super::{Event, StampedRow};
@@ -23,6 +25,8 @@ use std::sync::Arc;
 /// The rows a part may hold: its rows' times are `k << 32 | i`.
 const PART_ROWS: u64 = 1 << 32;
 
+pub(crate) mod checkpoint;
+
 /// The parts of one trace file, for process 0's `threads` workers.
 pub(crate) struct Parts {
     path: String,
@@ -30,30 +34,43 @@ pub(crate) struct Parts {
     /// Each part's start, and the file's length (the last part's end).
     points: Vec<TracePosition>,
     len: u64,
+    /// The index of the first part (a resumed run's parts are numbered on from the part its
+    /// checkpoint was taken at).
+    first: u64,
+    /// With checkpoints: the barriers the readers send at their parts' starts.
+    barriers: Option<Arc<checkpoint::Barriers>>,
 }
 
 /// Splits the regular file `path`, a trace in `format` (JSON lines or CSV), into parts for
 /// `threads` readers: `None` when it does not split (a CSV with quoted line ends, say), and
 /// process 0's feed must read it whole. The caller decides that the run allows reading in parts
-/// at all: several workers, no time field, no checkpoint or replay log.
+/// at all: several workers, no time field (a run that checkpoints splits by
+/// [`checkpoint::plan`]).
 pub(crate) fn plan(
     path: &str,
     format: TraceFormat,
     threads: usize,
 ) -> Result<Option<Parts>, String> {
-    let len = std::fs::metadata(path).map_or(0, |m| m.len());
-    // Parts enough for each worker to take turns a few times (so that no
-    // one holds the frontier back for long), not so small that opening
-    // one costs more than reading it.
-    let part = (len / (threads as u64 * 8)).clamp(64 << 10, 16 << 20);
-    let split = trace::split_points(path, format, part)
+    let part = part_bytes(path, threads);
+    let start = TracePosition { offset: 0, line: 0 };
+    let split = trace::split_points(path, format, trace::PartSize::Bytes(part), start)
         .map_err(|e| format!("{path}: cannot read the trace: {e}"))?;
     Ok(split.map(|(points, len)| Parts {
         path: path.to_string(),
         format,
         points,
         len,
+        first: 0,
+        barriers: None,
     }))
+}
+
+/// The size of the parts of `path` for `threads` readers: parts enough for each worker to
+/// take turns a few times (so that no one holds the frontier back for long), not so small that
+/// opening one costs more than reading it.
+fn part_bytes(path: &str, threads: usize) -> u64 {
+    let len = std::fs::metadata(path).map_or(0, |m| m.len());
+    (len / (threads as u64 * 8)).clamp(64 << 10, 16 << 20)
 }
 
 impl Parts {
@@ -64,14 +81,15 @@ impl Parts {
 
     /// The reading of worker `worker` of the `readers` that read the file (process 0's, or
     /// every process's): parts `worker`, `worker + readers`, …
-    pub(crate) fn reader(&self, worker: usize, readers: usize, setup: PartSetup) -> PartReader {
+    pub(crate) fn reader(&self, worker: usize, readers: usize, mut setup: PartSetup) -> PartReader {
         let mine = (worker..self.points.len()).step_by(readers);
         let parts = mine
             .map(|k| {
                 let end = self.points.get(k + 1).map_or(self.len, |p| p.offset);
-                (k as u64, self.points[k], end)
+                (self.first + k as u64, self.points[k], end)
             })
             .collect();
+        setup.barriers = self.barriers.clone();
         let pieces = Pieces::File {
             path: self.path.clone(),
             format: self.format,
@@ -95,6 +113,8 @@ pub(crate) struct PartSetup {
     pub(crate) stop_at: Arc<StopAt>,
     /// The reader's part of the run's replay log (`--record`), if it records one.
     pub(crate) log: Option<PartLog>,
+    /// With checkpoints, the barriers at the parts' starts (set by [`Parts::reader`]).
+    pub(crate) barriers: Option<Arc<checkpoint::Barriers>>,
 }
 
 /// A reader's part of a scaled run's replay log (`pipeline::log::parts`): created at its first
@@ -207,7 +227,11 @@ impl PartReader {
 
     /// Opens the next part; `false` when none is left, or the run stopped
     /// before it.
-    fn open_next(&mut self) -> Result<bool, (String, Ended)> {
+    fn open_next(
+        &mut self,
+        batch: &mut Vec<Event>,
+        workers: usize,
+    ) -> Result<bool, (String, Ended)> {
         let Some(k) = self.next_part() else {
             return Ok(false);
         };
@@ -224,8 +248,12 @@ impl PartReader {
             } => {
                 let (_, at, end) = parts[*next];
                 *next += 1;
-                trace::open_trace_part(path, *format, &s.schema, s.options, at, end)
-                    .map_err(|e| (e.to_string(), Ended::Failure))?
+                let reader = trace::open_trace_part(path, *format, &s.schema, s.options, at, end)
+                    .map_err(|e| (e.to_string(), Ended::Failure))?;
+                if let Some(barriers) = &s.barriers {
+                    barriers.at_part(k, at, workers, batch);
+                }
+                reader
             }
             Pieces::Stream(chunks) => match chunks.open(&s.schema, s.options) {
                 Some(Ok(reader)) => reader,
@@ -297,11 +325,11 @@ impl PartReader {
 
 impl PartReader {
     /// Reads rows into `batch` until it holds `n`, or a part ends.
-    fn fill_rows(&mut self, batch: &mut Vec<Event>, n: usize) -> Fill {
+    fn fill_rows(&mut self, batch: &mut Vec<Event>, n: usize, workers: usize) -> Fill {
         let width = self.setup.schema.names.len();
         while batch.len() < n {
             if self.reader.is_none() {
-                match self.open_next() {
+                match self.open_next(batch, workers) {
                     Ok(true) => {}
                     Ok(false) => return Fill::Ended,
                     Err((message, exit)) => return self.stop(message, exit),
@@ -366,8 +394,8 @@ impl PartReader {
 }
 
 impl Reading for PartReader {
-    fn fill(&mut self, batch: &mut Vec<Event>, n: usize, _workers: usize) -> Fill {
-        let fill = self.fill_rows(batch, n);
+    fn fill(&mut self, batch: &mut Vec<Event>, n: usize, workers: usize) -> Fill {
+        let fill = self.fill_rows(batch, n, workers);
         self.end_fill(fill)
     }
 

@@ -3,7 +3,8 @@
 //! files each read whole by one worker (`inputs`; with a time field each through a feed of its
 //! own, `timed_inputs`), or one stream without a time field cut into chunks (`chunks`). Anything
 //! else (a live source, a `tcp://` listener, one file with a time field, an `.input` trace) is
-//! read by process 0's feed, and [`plan`] says so with `None`.
+//! read by process 0's feed, and [`plan`] says so with `None`. A run that checkpoints reads
+//! one regular file in parts ([`checkpointed_plan`]) and anything else through the feed.
 
 use super::consumers::ConsumerReader;
 use super::source::{Reading, Source, StopAt, Tally};
@@ -114,6 +115,7 @@ impl Parallel {
                 };
                 let part = parts::PartSetup {
                     log: (setup.record).map(|(path, h)| parts::PartLog::new(path, h, worker)),
+                    barriers: None,
                     schema: setup.schema.clone(),
                     options: setup.reader,
                     tally: Tally::new(setup.malformed(), setup.notify.clone()),
@@ -265,6 +267,37 @@ pub(crate) fn plan(setup: &ReadSetup<'_>, threads: usize) -> Result<Option<Paral
             setup.schema,
             setup.reader,
         )?))),
+    }
+}
+
+/// How `threads` workers of process 0 read `setup`'s one regular file without a time field
+/// in parts for a run that checkpoints (`ck`), or `None`: the feed reads it (several inputs, a
+/// stream, a live source, a replay log to write, a file every process reads, or a resumed
+/// checkpoint that a feed took). Also gives the file as the commit records name it.
+pub(crate) fn checkpointed_plan(
+    setup: &ReadSetup<'_>,
+    threads: usize,
+    ck: &parts::checkpoint::PartCheckpoints<'_>,
+) -> Result<Option<(Parallel, crate::pipeline::checkpoint::Source)>, String> {
+    let local = setup.share == (0, threads);
+    let [path] = setup.inputs else {
+        return Ok(None);
+    };
+    if threads < 2 || !local || setup.record.is_some() || setup.feed.time_cell.is_some() {
+        return Ok(None);
+    }
+    let taken_in_parts = |r: &crate::pipeline::checkpoint::barrier::Resume| {
+        (r.record.clock()).is_some_and(|c| c.options.ends_with(parts::checkpoint::IN_PARTS))
+    };
+    if !is_regular(path) || ck.resumed.is_some_and(|r| !taken_in_parts(r)) {
+        return Ok(None);
+    }
+    match pipeline::inputs::format_of(path, setup.format) {
+        Ok(format @ (TraceFormat::Csv | TraceFormat::Jsonl)) => {
+            let planned = parts::checkpoint::plan(path, format, threads, ck)?;
+            Ok(planned.map(|(p, kept)| (Parallel::Parts(p), kept)))
+        }
+        _ => Ok(None),
     }
 }
 

@@ -460,28 +460,57 @@ pub fn open_trace_at(
     })
 }
 
-/// Where a regular trace file can be split into parts read apart, about
-/// `part` bytes each: each part's start (the first row starting at or after
-/// a multiple of `part`, and the lines before it), the first being the
-/// trace's start, with the file's length. Every line end is a row
-/// boundary in JSON lines (a JSON string holds no raw newline) and in a CSV
-/// file without quotes; `None` for a CSV file holding a quote (a quoted
-/// field may span lines) and for `.input` (a block spans lines). One pass
-/// over the file, counting line ends.
+/// How big [`split_points`] makes the parts of a trace file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PartSize {
+    /// About this many bytes: each part starts at the first row starting at or after a
+    /// multiple of it.
+    Bytes(u64),
+    /// This many lines (a CSV file's header is the first part's first line).
+    Lines(u64),
+}
+
+/// Where a regular trace file can be split into parts read apart, from `from` (the trace's
+/// start, or a row's start a checkpoint recorded) to its end, each part of about `size`: each
+/// part's start (and the lines before it), the first being `from`, with the file's length.
+/// Every line end is a row boundary in JSON lines (a JSON string holds no raw newline) and in
+/// a CSV file without quotes; `None` for a CSV file holding a quote (a quoted field may span
+/// lines) and for `.input` (a block spans lines). One pass over the file from `from`, counting
+/// line ends (a CSV file's part before `from` is searched for quotes too).
 pub fn split_points(
     path: &str,
     format: TraceFormat,
-    part: u64,
+    size: PartSize,
+    from: TracePosition,
 ) -> std::io::Result<Option<(Vec<TracePosition>, u64)>> {
-    use std::io::Read;
+    use std::io::{Read, Seek};
     if format == TraceFormat::Tc {
         return Ok(None);
     }
-    let part = part.max(1);
     let mut file = std::fs::File::open(path)?;
     let mut buf = vec![0u8; 1 << 20];
-    let mut points = vec![TracePosition { offset: 0, line: 0 }];
-    let (mut offset, mut lines, mut next) = (0u64, 0u64, part);
+    if format == TraceFormat::Csv && from.offset > 0 {
+        // A quote before `from` makes the file unsplittable as a whole.
+        let mut before = (&mut file).take(from.offset);
+        loop {
+            let n = match before.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            if memchr::memchr(b'"', &buf[..n]).is_some() {
+                return Ok(None);
+            }
+        }
+    }
+    file.seek(std::io::SeekFrom::Start(from.offset))?;
+    let mut points = vec![from];
+    let (mut offset, mut lines) = (from.offset, from.line);
+    let mut next = match size {
+        PartSize::Bytes(part) => (from.offset / part.max(1) + 1) * part.max(1),
+        PartSize::Lines(n) => from.line + n.max(1),
+    };
     loop {
         let n = match file.read(&mut buf) {
             Ok(0) => break,
@@ -496,12 +525,19 @@ pub fn split_points(
         for at in memchr::memchr_iter(b'\n', chunk) {
             lines += 1;
             let start = offset + at as u64 + 1;
-            if start >= next {
+            let due = match size {
+                PartSize::Bytes(_) => start >= next,
+                PartSize::Lines(_) => lines >= next,
+            };
+            if due {
                 points.push(TracePosition {
                     offset: start,
                     line: lines,
                 });
-                next = (start / part + 1) * part;
+                next = match size {
+                    PartSize::Bytes(part) => (start / part.max(1) + 1) * part.max(1),
+                    PartSize::Lines(n) => lines + n.max(1),
+                };
             }
         }
         offset += n as u64;
@@ -743,6 +779,42 @@ mod tests {
             .write_all(contents)
             .unwrap();
         path
+    }
+
+    #[test]
+    fn split_points_cut_by_bytes_or_lines_from_a_position() {
+        let path = temp_file("split.jsonl", b"1\n2\n3\n4\n5\n");
+        let path = path.to_str().unwrap();
+        let at = |offset, line| TracePosition { offset, line };
+        let split = |size, from| split_points(path, TraceFormat::Jsonl, size, from).unwrap();
+        let start = at(0, 0);
+        // Lines start at 0, 2, 4, 6, 8; the file is 10 bytes.
+        assert_eq!(
+            split(PartSize::Bytes(3), start),
+            Some((vec![at(0, 0), at(4, 2), at(6, 3)], 10))
+        );
+        assert_eq!(
+            split(PartSize::Lines(2), start),
+            Some((vec![at(0, 0), at(4, 2), at(8, 4)], 10))
+        );
+        assert_eq!(
+            split(PartSize::Lines(2), at(4, 2)),
+            Some((vec![at(4, 2), at(8, 4)], 10))
+        );
+        assert_eq!(
+            split(PartSize::Lines(9), at(10, 5)),
+            Some((vec![at(10, 5)], 10))
+        );
+        // A quote anywhere in a CSV file, before the position too, makes it unsplittable.
+        let csv = temp_file("split.csv", b"x\n\"1\"\n2\n3\n");
+        let csv = csv.to_str().unwrap();
+        let from = at(6, 2);
+        assert_eq!(
+            split_points(csv, TraceFormat::Csv, PartSize::Lines(1), from).unwrap(),
+            None
+        );
+        std::fs::remove_file(path).unwrap();
+        std::fs::remove_file(csv).unwrap();
     }
 
     #[test]

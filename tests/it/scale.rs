@@ -945,6 +945,99 @@ fn a_peer_killed_while_rows_stream_ends_the_run_with_its_report() {
     assert!(landed >= 4, "only {landed} of 6 kills landed mid-stream");
 }
 
+/// A scaled run that checkpoints reads its file in parts of `--checkpoint-every` lines, each
+/// part's reader sending the barrier at its start. SIGKILLs after a checkpoint and resumes
+/// give the uninterrupted single-process output and alerts, each resume reading only the
+/// parts after its checkpoint. (Such a run was read by process 0's feed alone.)
+#[test]
+fn a_checkpointed_run_reads_its_file_in_parts_and_resumes_exactly() {
+    let dir = test_dir("scale", "ck_parts");
+    let spec = write(&dir, "spec.dsrv", SPEC);
+    let rows = 150_000;
+    let input = write(&dir, "trace.jsonl", trace(rows, 300));
+    let (want, want_alerts) = single(&dir, &spec, &input, &[]);
+    let ck = dir.join("ck").to_str().unwrap().to_string();
+    let out = dir.join("p.out").to_str().unwrap().to_string();
+    let alerts = dir.join("p.alerts").to_str().unwrap().to_string();
+    let args = |resume: bool| -> Vec<String> {
+        let mut a: Vec<String> = [
+            "run",
+            &spec,
+            "--input",
+            &input,
+            "--key",
+            "host",
+            "--workers",
+            "2",
+            "--output-file",
+            &out,
+            "--alerts",
+            &alerts,
+            "--checkpoint",
+            &ck,
+            "--checkpoint-every",
+            "5000",
+            "--stats",
+        ]
+        .map(String::from)
+        .to_vec();
+        if resume {
+            a.extend(["--resume".to_string(), ck.clone()]);
+        }
+        a
+    };
+    let (mut landed, mut resumed) = (0, false);
+    let done = loop {
+        let a = args(resumed);
+        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        let mut child = crate::support::vigil()
+            .args(&a)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Killed once a checkpoint later than the one it started from is complete.
+        let before = complete_checkpoint(Path::new(&ck));
+        let start = Instant::now();
+        let mut killed = false;
+        while child.try_wait().unwrap().is_none() {
+            let now = complete_checkpoint(Path::new(&ck));
+            if landed < 3 && now.is_some() && now != before {
+                child.kill().unwrap();
+                killed = true;
+                break;
+            }
+            assert!(start.elapsed() < Duration::from_secs(120), "the run hangs");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let o = child.wait_with_output().unwrap();
+        if killed && !o.status.success() {
+            landed += 1;
+            resumed = true;
+            continue;
+        }
+        break o;
+    };
+    let said = String::from_utf8_lossy(&done.stderr);
+    assert!(done.status.success(), "{said}");
+    assert!(landed >= 2, "only {landed} kills landed before the end");
+    assert!(
+        said.contains("the trace read in"),
+        "not read in parts: {said}"
+    );
+    // The last resume read the rows after its checkpoint only.
+    let read_rows: usize = said
+        .split("process 0: ")
+        .nth(2)
+        .and_then(|s| s.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no row count in {said}"));
+    assert!(read_rows < rows, "{said}");
+    assert!(read(&out) == want, "the resumed output differs");
+    assert!(read(&alerts) == want_alerts, "the resumed alerts differ");
+}
+
 fn scaled(spec: &str, input: &str, extra: &[&str]) -> Output {
     keyed(spec, input, &[&["--workers", "2"], extra].concat())
 }

@@ -31,6 +31,8 @@ struct Readers {
     streaming: bool,
     sources: Vec<checkpoint::Source>,
     reading: Option<String>,
+    /// A checkpointed run reads a file in parts: its commit records say so.
+    in_parts: bool,
 }
 
 pub(super) fn run(r: ScaledRun) -> Result<Finished, Failed> {
@@ -178,7 +180,14 @@ pub(super) fn run(r: ScaledRun) -> Result<Finished, Failed> {
         live_sink,
         at_barriers,
         sources: readers.sources,
-        merge_options,
+        // A checkpoint of a run read in parts is resumed in parts (`parts::checkpoint`).
+        merge_options: match readers.in_parts {
+            true => format!(
+                "{merge_options}{}",
+                crate::scale::parts::checkpoint::IN_PARTS
+            ),
+            false => merge_options,
+        },
         stop: AtomicBool::new(false),
         stop_at,
         unit_form: TimeForm::Number(unit),
@@ -281,6 +290,7 @@ fn readers(
         streaming: false,
         sources: Vec::new(),
         reading: None,
+        in_parts: false,
     };
     let inputs = match reads {
         Reads::Feed(_) if process != 0 => return Ok(none()),
@@ -292,6 +302,7 @@ fn readers(
                 streaming: false,
                 sources: Vec::new(),
                 reading: None,
+                in_parts: false,
             });
         }
         Reads::Inputs(inputs) => inputs,
@@ -330,9 +341,38 @@ fn readers(
     if process != 0 && !shared {
         return Ok(none());
     }
+    // A run that checkpoints reads one file in parts (its readers send the barriers), else
+    // through the feed; the commit records then name the file as a feed's do.
+    let marked = format!(
+        "{}{}",
+        read.merge_options,
+        crate::scale::parts::checkpoint::IN_PARTS
+    );
+    let mut kept = Vec::new();
     let parallel = match serial {
-        true => None,
         false => reading::plan(&setup, read.threads).map_err(failure)?,
+        true if process != 0 => None,
+        true => {
+            let ck = crate::scale::parts::checkpoint::PartCheckpoints {
+                every: read.checkpoint,
+                resumed: read.resumed,
+                at_barriers: read.at_barriers,
+                merge_options: &marked,
+                schema: &inputs.schema,
+                reader: inputs.reader,
+                dropping: checkpoint::Dropping {
+                    malformed: inputs.feed.malformed != crate::pipeline::Malformed::Stop,
+                    key: Some(read.key.0),
+                },
+            };
+            match reading::checkpointed_plan(&setup, read.threads, &ck).map_err(failure)? {
+                Some((parallel, source)) => {
+                    kept.push(source);
+                    Some(parallel)
+                }
+                None => None,
+            }
+        }
     };
     match parallel {
         // Another process reads a file's parts only.
@@ -345,7 +385,8 @@ fn readers(
             return Ok(Readers {
                 readers: parallel.readers(read.threads, &setup),
                 streaming: parallel.streaming(),
-                sources: Vec::new(),
+                in_parts: !kept.is_empty(),
+                sources: kept,
                 reading: Some(parallel.describe(read.threads, share.1)),
             });
         }
@@ -380,6 +421,7 @@ fn readers(
         streaming,
         sources,
         reading: None,
+        in_parts: false,
     })
 }
 

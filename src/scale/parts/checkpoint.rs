@@ -1,0 +1,183 @@
+//! Checkpoints of a file read in parts: a barrier at the start of every part, sent by the
+//! part's reader, and a resume that splits the rest of the file from the position the commit
+//! record gives.
+//!
+//! With `--checkpoint-every N` the file is cut into parts of `N` lines (not bytes), so a
+//! checkpoint comes about every `N` rows, as in a run read by one feed. Part `k`'s reader
+//! sends every worker a barrier at `k << 32` (before the part's first row) and leaves, for the
+//! writer's commit record, where the part starts: its byte offset and lines, which a single
+//! feed's checkpoint records the same way (with the digests of the bytes around it). The
+//! barrier asks for the state after every row of the parts before `k`; timely's frontier
+//! passes it once every one of them is evaluated, whichever worker read it.
+//!
+//! A resume checks the commit record against the file (its digests), then splits the file
+//! from that offset, numbering the parts on from `k` so that the resumed run's barriers come
+//! after the one it resumed from; the resumed part's own barrier is not sent again. The
+//! commit record's merge options say the run was read in parts ([`IN_PARTS`]): a checkpoint
+//! of a run read in parts is resumed in parts, and one taken by a feed by a feed.
+
+use super::{PART_ROWS, Parts};
+use crate::pipeline::checkpoint::{self, Dropping, barrier};
+use crate::pipeline::{At, FeedState, SourceState, Where};
+use crate::scale::Event;
+use crate::scale::source::{AtBarrier, AtBarriers};
+use crate::trace::{self, InputSchema, PartSize, ReaderOptions, TraceFormat, TracePosition};
+use std::sync::{Arc, PoisonError};
+
+/// What the merge options of a run read in parts with checkpoints end with.
+pub(crate) const IN_PARTS: &str = " (read in parts)";
+
+/// What a checkpointed run reading a file in parts needs.
+pub(crate) struct PartCheckpoints<'a> {
+    /// Rows (lines) between two checkpoints; `None` for a run that resumes without taking
+    /// checkpoints.
+    pub every: Option<u64>,
+    pub resumed: Option<&'a barrier::Resume>,
+    pub at_barriers: &'a AtBarriers,
+    /// The run's merge options, with [`IN_PARTS`].
+    pub merge_options: &'a str,
+    pub schema: &'a InputSchema,
+    pub reader: ReaderOptions,
+    /// Which rows the readers drop (for the check of a resumed file).
+    pub dropping: Dropping,
+}
+
+/// The barriers the readers of a file's parts send: into `at_barriers` what the writer's
+/// commit records; none for the part a resume starts at (its checkpoint exists).
+pub(crate) struct Barriers {
+    at_barriers: AtBarriers,
+    /// The part the run resumed at, if it did.
+    resumed_at: Option<u64>,
+}
+
+impl Barriers {
+    /// Before part `k`'s first row (its start `at`), a barrier for each of the `workers`.
+    pub(crate) fn at_part(
+        &self,
+        k: u64,
+        at: TracePosition,
+        workers: usize,
+        batch: &mut Vec<Event>,
+    ) {
+        if self.resumed_at == Some(k) {
+            return;
+        }
+        let time = k * PART_ROWS;
+        // The rows before the part, as its lines: a reader does not know the rows the others
+        // read (a blank line counts too). Only a feed resumed from it would read the count,
+        // and it refuses a checkpoint taken in parts.
+        let rows = at.line;
+        let source = SourceState {
+            latest: None,
+            seq: rows,
+            epoch_rows: rows,
+            then_reset: false,
+        };
+        let feed = FeedState {
+            sources: vec![source],
+            emitted: None,
+            scheduler: None,
+            last_time: None,
+            rfc3339: Some(false),
+        };
+        let place = At {
+            rows,
+            at: Where {
+                position: Some(at),
+                token: None,
+            },
+        };
+        (self
+            .at_barriers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner))
+        .push(AtBarrier {
+            time,
+            log_len: None,
+            sources: Some((vec![place], feed)),
+        });
+        for w in 0..workers {
+            batch.push(Event::Barrier {
+                time,
+                worker: w as u32,
+                // The digest of the rows before: a positioned resume checks the file's bytes
+                // around its offset instead.
+                token: 0,
+            });
+        }
+    }
+}
+
+/// Splits `path` (a trace in `format`) into parts of `every` lines for a run that
+/// checkpoints (for `threads` readers, by size as [`super::plan`] does, for a run that only
+/// resumes), from the position a resumed commit record gives (checked against the file);
+/// `None` when the file does not split. Also gives the file as the commit record names it.
+pub(crate) fn plan(
+    path: &str,
+    format: TraceFormat,
+    threads: usize,
+    ck: &PartCheckpoints<'_>,
+) -> Result<Option<(Parts, checkpoint::Source)>, String> {
+    let (from, first) = match ck.resumed {
+        None => (TracePosition { offset: 0, line: 0 }, 0),
+        Some(r) => {
+            r.record.check_commit(ck.merge_options)?;
+            if r.barrier.time % PART_ROWS != 0 {
+                return Err(format!(
+                    "cannot resume from `{}`: its barrier is not at the start of a part",
+                    r.dir.display()
+                ));
+            }
+            let at = r.record.check_source(0, path, format)?;
+            let Some(at) = at else {
+                return Err(format!(
+                    "cannot resume from `{}`: it records no position in `{path}`",
+                    r.dir.display()
+                ));
+            };
+            (at.position, r.barrier.time / PART_ROWS)
+        }
+    };
+    let resume_at = ck.resumed.map(|_| trace::ResumeAt {
+        position: from,
+        rows: from.line,
+    });
+    let mut opened = trace::open_trace_at(path, format, ck.schema, ck.reader, resume_at)
+        .map_err(|e| e.to_string())?;
+    if let Some(r) = ck.resumed {
+        let width = ck.schema.names.len();
+        r.record
+            .reposition(0, path, &mut opened, width, ck.dropping)
+            .map_err(|e| match e {
+                checkpoint::Reposition::Refused(m) => m,
+                checkpoint::Reposition::Trace(e) => e.to_string(),
+            })?;
+    }
+    let size = match ck.every {
+        Some(every) => PartSize::Lines(every),
+        None => PartSize::Bytes(super::part_bytes(path, threads)),
+    };
+    let split = trace::split_points(path, format, size, from)
+        .map_err(|e| format!("{path}: cannot read the trace: {e}"))?;
+    let Some((points, len)) = split else {
+        return Ok(None);
+    };
+    let barriers = ck.every.map(|_| Barriers {
+        at_barriers: Arc::clone(ck.at_barriers),
+        resumed_at: ck.resumed.map(|_| first),
+    });
+    let parts = Parts {
+        path: path.to_string(),
+        format,
+        points,
+        len,
+        first,
+        barriers: barriers.map(Arc::new),
+    };
+    let kept = checkpoint::Source {
+        path: path.to_string(),
+        format,
+        trace: opened.file,
+    };
+    Ok(Some((parts, kept)))
+}
