@@ -493,12 +493,10 @@ pub fn split_points(
         // A quote before `from` makes the file unsplittable as a whole.
         let mut before = (&mut file).take(from.offset);
         loop {
-            let n = match before.read(&mut buf) {
-                Ok(0) => break,
-                Ok(n) => n,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e),
-            };
+            let n = read_some(&mut before, &mut buf)?;
+            if n == 0 {
+                break;
+            }
             if memchr::memchr(b'"', &buf[..n]).is_some() {
                 return Ok(None);
             }
@@ -512,12 +510,10 @@ pub fn split_points(
         PartSize::Lines(n) => from.line + n.max(1),
     };
     loop {
-        let n = match file.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        };
+        let n = read_some(&mut file, &mut buf)?;
+        if n == 0 {
+            break;
+        }
         let chunk = &buf[..n];
         if format == TraceFormat::Csv && memchr::memchr(b'"', chunk).is_some() {
             return Ok(None);
@@ -547,6 +543,16 @@ pub fn split_points(
         points.pop();
     }
     Ok(Some((points, offset)))
+}
+
+/// Reads what `r` has into `buf` (0 at its end), again when a signal interrupted the read.
+fn read_some(r: &mut impl std::io::Read, buf: &mut [u8]) -> std::io::Result<usize> {
+    loop {
+        match r.read(buf) {
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            done => return done,
+        }
+    }
 }
 
 pub use cut::RowCutter;
