@@ -47,6 +47,8 @@ use std::io::{self, Write};
 
 mod parts;
 
+pub use parts::cut_part;
+
 /// What a log line is: a merged step of rows, or a tick of the periods
 /// flagged (indexed as `Plan::periods`).
 #[derive(Clone, Debug, PartialEq)]

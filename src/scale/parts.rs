@@ -39,6 +39,8 @@ pub(crate) struct Parts {
     first: u64,
     /// With checkpoints: the barriers the readers send at their parts' starts.
     barriers: Option<Arc<checkpoint::Barriers>>,
+    /// A resumed run's barrier time: the readers' parts of the replay log are cut back to it.
+    resumed: Option<u64>,
 }
 
 /// Splits the regular file `path`, a trace in `format` (JSON lines or CSV), into parts for
@@ -62,6 +64,7 @@ pub(crate) fn plan(
         len,
         first: 0,
         barriers: None,
+        resumed: None,
     }))
 }
 
@@ -90,6 +93,9 @@ impl Parts {
             })
             .collect();
         setup.barriers = self.barriers.clone();
+        if let Some(log) = &mut setup.log {
+            log.resumed = self.resumed;
+        }
         let pieces = Pieces::File {
             path: self.path.clone(),
             format: self.format,
@@ -125,6 +131,8 @@ pub(crate) struct PartLog {
     header: Header,
     worker: usize,
     writer: Option<LogWriter>,
+    /// A resumed run's: the part is cut back to its lines before this time, then appended to.
+    resumed: Option<u64>,
 }
 
 impl PartLog {
@@ -138,17 +146,21 @@ impl PartLog {
             header,
             worker,
             writer: None,
+            resumed: None,
         }
     }
 
     /// The part's writer, created the first time.
     fn writer(&mut self) -> std::io::Result<&mut LogWriter> {
         if self.writer.is_none() {
-            self.writer = Some(LogWriter::create_part(
-                &self.path,
-                &self.header,
-                self.worker,
-            )?);
+            self.writer = Some(match self.resumed {
+                None => LogWriter::create_part(&self.path, &self.header, self.worker)?,
+                Some(before) => {
+                    let file = crate::pipeline::log::cut_part(&self.path, before)
+                        .map_err(std::io::Error::other)?;
+                    LogWriter::continued(file, self.header.fields.clone())
+                }
+            });
         }
         Ok(self.writer.as_mut().expect("created above"))
     }
@@ -355,6 +367,15 @@ impl PartReader {
             match next {
                 Ok(true) => self.read += 1,
                 Ok(false) => {
+                    // With checkpoints, the part's lines of the log are on disk before the
+                    // frontier passes the part (and a commit can count on them).
+                    if self.setup.barriers.is_some()
+                        && let Some(log) = &mut self.setup.log
+                        && let Err(e) = log.writer().and_then(|w| w.flush())
+                    {
+                        let message = log.failed(e);
+                        return self.stop(message, Ended::Failure);
+                    }
                     self.reader = None;
                     // A batch holds rows of one part: its message's
                     // capability (its first row's time) then holds back no

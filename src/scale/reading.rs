@@ -272,8 +272,8 @@ pub(crate) fn plan(setup: &ReadSetup<'_>, threads: usize) -> Result<Option<Paral
 
 /// How `threads` workers of process 0 read `setup`'s one regular file without a time field
 /// in parts for a run that checkpoints (`ck`), or `None`: the feed reads it (several inputs, a
-/// stream, a live source, a replay log to write, a file every process reads, or a resumed
-/// checkpoint that a feed took). Also gives the file as the commit records name it.
+/// stream, a live source, a file every process reads, or a resumed checkpoint that a feed
+/// took). Also gives the file as the commit records name it.
 pub(crate) fn checkpointed_plan(
     setup: &ReadSetup<'_>,
     threads: usize,
@@ -283,7 +283,7 @@ pub(crate) fn checkpointed_plan(
     let [path] = setup.inputs else {
         return Ok(None);
     };
-    if threads < 2 || !local || setup.record.is_some() || setup.feed.time_cell.is_some() {
+    if threads < 2 || !local || setup.feed.time_cell.is_some() {
         return Ok(None);
     }
     let taken_in_parts = |r: &crate::pipeline::checkpoint::barrier::Resume| {

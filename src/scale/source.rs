@@ -588,18 +588,30 @@ pub(crate) fn resume_record(
     record_path: Option<&str>,
     path: &Path,
 ) -> Result<(), String> {
-    let at = path.display();
+    check_record(record_path.filter(|_| record.is_some()), len, path)?;
     match (record, len) {
-        (None, None) => Ok(()),
         (Some(r), Some(len)) => r
             .resume_at(len)
-            .map_err(|m| format!("cannot resume from `{at}`: {m}")),
+            .map_err(|m| format!("cannot resume from `{}`: {m}", path.display())),
+        _ => Ok(()),
+    }
+}
+
+/// Refuses a resume from the checkpoint at `path` (whose replay log was `len` long, if it
+/// recorded one) that would start a replay log (`recording`: its path) or drop one.
+pub(crate) fn check_record(
+    recording: Option<&str>,
+    len: Option<u64>,
+    path: &Path,
+) -> Result<(), String> {
+    let at = path.display();
+    match (recording, len) {
         (None, Some(_)) => Err(format!(
             "cannot resume from `{at}`: it was taken with --record; pass it again to continue that log"
         )),
-        (Some(_), None) => Err(format!(
-            "cannot resume from `{at}`: it was taken without --record (`{}`), so it cannot continue a replay log",
-            record_path.unwrap_or("")
+        (Some(log), None) => Err(format!(
+            "cannot resume from `{at}`: it was taken without --record (`{log}`), so it cannot continue a replay log"
         )),
+        _ => Ok(()),
     }
 }

@@ -948,7 +948,8 @@ fn a_peer_killed_while_rows_stream_ends_the_run_with_its_report() {
 /// A scaled run that checkpoints reads its file in parts of `--checkpoint-every` lines, each
 /// part's reader sending the barrier at its start. SIGKILLs after a checkpoint and resumes
 /// give the uninterrupted single-process output and alerts, each resume reading only the
-/// parts after its checkpoint. (Such a run was read by process 0's feed alone.)
+/// parts after its checkpoint, and a replay log in parts (each cut back to the checkpoint
+/// when resumed) that replays to them. (Such a run was read by process 0's feed alone.)
 #[test]
 fn a_checkpointed_run_reads_its_file_in_parts_and_resumes_exactly() {
     let dir = test_dir("scale", "ck_parts");
@@ -959,6 +960,7 @@ fn a_checkpointed_run_reads_its_file_in_parts_and_resumes_exactly() {
     let ck = dir.join("ck").to_str().unwrap().to_string();
     let out = dir.join("p.out").to_str().unwrap().to_string();
     let alerts = dir.join("p.alerts").to_str().unwrap().to_string();
+    let log = dir.join("run.log").to_str().unwrap().to_string();
     let args = |resume: bool| -> Vec<String> {
         let mut a: Vec<String> = [
             "run",
@@ -978,6 +980,8 @@ fn a_checkpointed_run_reads_its_file_in_parts_and_resumes_exactly() {
             "--checkpoint-every",
             "5000",
             "--stats",
+            "--record",
+            &log,
         ]
         .map(String::from)
         .to_vec();
@@ -1036,6 +1040,19 @@ fn a_checkpointed_run_reads_its_file_in_parts_and_resumes_exactly() {
     assert!(read_rows < rows, "{said}");
     assert!(read(&out) == want, "the resumed output differs");
     assert!(read(&alerts) == want_alerts, "the resumed alerts differ");
+    let replayed = run(&["replay", &spec, &log]);
+    assert!(
+        replayed.stdout == want.as_bytes(),
+        "the log's replay differs"
+    );
+    // A resume that would drop the log is refused.
+    let mut a = args(true);
+    a.truncate(a.len() - 4);
+    a.extend(["--resume".to_string(), ck.clone()]);
+    let a: Vec<&str> = a.iter().map(String::as_str).collect();
+    let refused = run(&a);
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(said.contains("it was taken with --record"), "{said}");
 }
 
 fn scaled(spec: &str, input: &str, extra: &[&str]) -> Output {

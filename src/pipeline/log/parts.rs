@@ -45,6 +45,49 @@ pub(super) fn open_header(path: &str) -> Result<(Lines, Object), String> {
     }
 }
 
+/// A part of a log a resumed run goes on writing: the file at `path`, cut back to its header
+/// and its lines placed before `before` (the resumed barrier's time: the lines after it were
+/// read ahead of the checkpoint, or torn by the kill), opened to append.
+pub fn cut_part(path: &str, before: u64) -> Result<std::fs::File, String> {
+    let failed = |e: io::Error| format!("cannot resume the replay log's part `{path}`: {e}");
+    let file = std::fs::File::open(path).map_err(failed)?;
+    let mut lines = io::BufReader::new(file);
+    let mut line = String::new();
+    let mut keep = 0u64;
+    let mut first = true;
+    loop {
+        line.clear();
+        let n = lines.read_line(&mut line).map_err(failed)?;
+        if n == 0 || !line.ends_with('\n') {
+            break;
+        }
+        if !first {
+            let o = parse_line(line.trim_end())
+                .ok()
+                .and_then(|j| j.get("o").and_then(Json::as_u64));
+            match o {
+                Some(o) if o < before => {}
+                _ => break,
+            }
+        }
+        first = false;
+        keep += n as u64;
+    }
+    if first {
+        return Err(format!(
+            "cannot resume the replay log's part `{path}`: it has no header"
+        ));
+    }
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .map_err(failed)?;
+    file.set_len(keep).map_err(failed)?;
+    let mut file = file;
+    io::Seek::seek(&mut file, io::SeekFrom::End(0)).map_err(failed)?;
+    Ok(file)
+}
+
 /// The parts of a log, merged into the run's order.
 pub(super) struct Merge {
     parts: Vec<Part>,
@@ -196,6 +239,7 @@ impl Merge {
 #[cfg(test)]
 mod tests {
     use super::super::{Event, Header, LogReader, LogWriter};
+    use super::cut_part;
     use crate::time::{TimeForm, TimeUnit};
     use crate::value::Value;
 
@@ -293,6 +337,32 @@ mod tests {
             ]
         );
         assert_eq!(got.last(), Some(&Event::Stop("bad row".into(), 4)));
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_resumed_part_is_cut_back_to_its_lines_before_the_barrier() {
+        let dir = dir("cut");
+        let log = write(&dir, &[&[(1, Some(10)), (5, Some(11)), (9, Some(12))]]);
+        let part = format!("{log}.w0");
+        // A kill tore the last line.
+        let mut text = std::fs::read_to_string(&part).unwrap();
+        text.push_str("{\"o\":12,\"r\":[{\"s\"");
+        std::fs::write(&part, &text).unwrap();
+        let kept: Vec<&str> = text.lines().take(3).collect();
+        drop(cut_part(&part, 6).unwrap());
+        assert_eq!(
+            std::fs::read_to_string(&part).unwrap(),
+            kept.join("\n") + "\n"
+        );
+        // Appended to, the part merges on.
+        let mut w = LogWriter::continued(cut_part(&part, 6).unwrap(), vec!["x".into()]);
+        w.write_part_row(7, &[Some(Value::Int(13))]).unwrap();
+        w.flush().unwrap();
+        let rows = events(&log).unwrap().len();
+        assert_eq!(rows, 3);
+        std::fs::write(&part, "").unwrap();
+        assert!(cut_part(&part, 6).unwrap_err().contains("no header"));
         std::fs::remove_dir_all(dir).unwrap();
     }
 

@@ -40,6 +40,8 @@ pub(crate) struct PartCheckpoints<'a> {
     pub reader: ReaderOptions,
     /// Which rows the readers drop (for the check of a resumed file).
     pub dropping: Dropping,
+    /// The replay log's path, with `--record`.
+    pub record: Option<&'a str>,
 }
 
 /// The barriers the readers of a file's parts send: into `at_barriers` what the writer's
@@ -48,6 +50,18 @@ pub(crate) struct Barriers {
     at_barriers: AtBarriers,
     /// The part the run resumed at, if it did.
     resumed_at: Option<u64>,
+    /// With `--record`, the length of the log's manifest, which the commit records as the
+    /// log's (a resume checks that it records one exactly when the run does).
+    log_len: std::sync::OnceLock<u64>,
+}
+
+impl Parts {
+    /// Says the length of the replay log's manifest, for the commit records.
+    pub(crate) fn set_log_len(&self, len: u64) {
+        if let Some(b) = &self.barriers {
+            let _ = b.log_len.set(len);
+        }
+    }
 }
 
 impl Barriers {
@@ -93,7 +107,7 @@ impl Barriers {
             .unwrap_or_else(PoisonError::into_inner))
         .push(AtBarrier {
             time,
-            log_len: None,
+            log_len: self.log_len.get().copied(),
             sources: Some((vec![place], feed)),
         });
         for w in 0..workers {
@@ -122,6 +136,7 @@ pub(crate) fn plan(
         None => (TracePosition { offset: 0, line: 0 }, 0),
         Some(r) => {
             r.record.check_commit(ck.merge_options)?;
+            crate::scale::source::check_record(ck.record, r.commit.record_len, &r.dir)?;
             if r.barrier.time % PART_ROWS != 0 {
                 return Err(format!(
                     "cannot resume from `{}`: its barrier is not at the start of a part",
@@ -165,6 +180,7 @@ pub(crate) fn plan(
     let barriers = ck.every.map(|_| Barriers {
         at_barriers: Arc::clone(ck.at_barriers),
         resumed_at: ck.resumed.map(|_| first),
+        log_len: std::sync::OnceLock::new(),
     });
     let parts = Parts {
         path: path.to_string(),
@@ -173,6 +189,7 @@ pub(crate) fn plan(
         len,
         first,
         barriers: barriers.map(Arc::new),
+        resumed: ck.resumed.map(|r| r.barrier.time),
     };
     let kept = checkpoint::Source {
         path: path.to_string(),

@@ -364,6 +364,7 @@ fn readers(
                     malformed: inputs.feed.malformed != crate::pipeline::Malformed::Stop,
                     key: Some(read.key.0),
                 },
+                record: parts_record.as_ref().map(|(path, _)| path.as_str()),
             };
             match reading::checkpointed_plan(&setup, read.threads, &ck).map_err(failure)? {
                 Some((parallel, source)) => {
@@ -380,7 +381,10 @@ fn readers(
             if process == 0
                 && let Some((path, header)) = &parts_record
             {
-                manifest(path, header, &parallel, (read.threads, share.1))?;
+                let len = manifest(path, header, &parallel, (read.threads, share.1))?;
+                if let Parallel::Parts(parts) = &parallel {
+                    parts.set_log_len(len);
+                }
             }
             return Ok(Readers {
                 readers: parallel.readers(read.threads, &setup),
@@ -426,13 +430,14 @@ fn readers(
 }
 
 /// The replay log at `path` of a run whose readers (`threads` of process 0, `all` of the
-/// run reading a file's parts) each write a part of it: the manifest naming the parts.
+/// run reading a file's parts) each write a part of it: the manifest naming the parts, and its
+/// length.
 fn manifest(
     path: &str,
     header: &crate::pipeline::log::Header,
     parallel: &Parallel,
     (threads, all): (usize, usize),
-) -> Result<(), Failed> {
+) -> Result<u64, Failed> {
     let readers = match parallel {
         Parallel::Parts(_) => all.max(threads),
         _ => threads,
@@ -449,8 +454,9 @@ fn manifest(
     // An untimed run's stamps are its rows' indices, in units (as its parts say).
     let mut header = header.clone();
     header.form = crate::time::TimeForm::Number(header.unit);
-    crate::pipeline::log::LogWriter::write_manifest(path, &header, &names)
-        .map_err(|e| failure(format!("cannot write the replay log `{path}`: {e}")))
+    let failed = |e: std::io::Error| failure(format!("cannot write the replay log `{path}`: {e}"));
+    crate::pipeline::log::LogWriter::write_manifest(path, &header, &names).map_err(failed)?;
+    Ok(std::fs::metadata(path).map_err(failed)?.len())
 }
 
 /// What every process reading its share of the inputs must agree on: each input's length and
