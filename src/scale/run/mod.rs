@@ -668,7 +668,9 @@ fn step_round(
         if !probe.less_equal(&oldest) {
             in_flight.pop_front();
         } else if in_flight.len() > BATCHES_IN_FLIGHT && *input.time() > oldest {
-            worker.step();
+            // Waiting for the monitors: parked (woken by their progress), not spinning, so
+            // that the reader threads and the other workers have the cores.
+            worker.step_or_park(Some(std::time::Duration::from_millis(1)));
         } else {
             break;
         }
