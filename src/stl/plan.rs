@@ -44,6 +44,10 @@ use std::time::Duration;
 /// keeps to move back to the evaluator, and a count window's values.
 pub const MAX_PLAN_STEPS: u64 = 1_000_000;
 
+/// The most steps a `U[a,b]` may span on the plan (b/p): it unrolls into two streams per step
+/// of its interval, so a longer one stays on the evaluator.
+pub const MAX_UNTIL_STEPS: u64 = 1_000;
+
 /// A property file compiled onto the DSRV plan for one period.
 #[derive(Clone, Debug)]
 pub struct StlPlan {
@@ -170,7 +174,6 @@ fn static_decline(
     }
     for (f, _) in &spec.formulas {
         match f {
-            Formula::Until(..) => return Err("a property has `U` (until)".into()),
             Formula::Compare {
                 threshold: Threshold::Const(c),
                 ..
@@ -362,6 +365,103 @@ impl Lowering<'_> {
         })
     }
 
+    /// `min` (`&&`) or `max` (`||`) of two expressions, in this operand order.
+    fn meet(&self, is_min: bool, a: &str, b: &str) -> String {
+        match (self.quantitative, is_min) {
+            (true, true) => format!("min({a}, {b})"),
+            (true, false) => format!("max({a}, {b})"),
+            (false, true) => format!("({a}) && ({b})"),
+            (false, false) => format!("({a}) || ({b})"),
+        }
+    }
+
+    /// `φ U[a,b] ψ` over `hi` = b/p periods of lowered operands, for a node whose first sample
+    /// of a step is `first`. The evaluator (`ops::Until`, mstlo's reading) ignores `a` and
+    /// gives, for time t, `best` over j = 0, 1, … of `min(ψ(t+j), m_j)`, where
+    /// `m_j = min(m_{j−1}, φ(t+j))` and `best_j = max(best_{j−1}, v_j)`, in that operand order;
+    /// its two operands' verdicts are paired by position in caches pruned to the horizon,
+    /// which is pairing by time only where the operands' horizons are equal, so `U` runs here
+    /// only then (and where each operand gives one verdict a step). The chain is a pipeline
+    /// of streams that each read their predecessor one step back: `q_j` (at the step of
+    /// φ(s)) is `min(q_{j−1}[1], φ(s))`, the running minimum of φ from s − j, and `u_j` is
+    /// `max(u_{j−1}[1], min(ψ(s), q_j))`, the best over the j + 1 times from s − j.
+    fn until(
+        &mut self,
+        hi: u64,
+        left: Lowered,
+        right: Lowered,
+        first: usize,
+        what: impl Fn() -> String,
+    ) -> Result<Lowered, String> {
+        if left.copies > 1 || right.copies > 1 {
+            return Err(format!(
+                "an operand of `{}` reads no signal and gives its verdict at each sample of a step, which the evaluator pairs with the other operand's by position",
+                what()
+            ));
+        }
+        if left.lag != right.lag {
+            return Err(format!(
+                "the operands of `{}` have different horizons ({} and {} steps), where the evaluator pairs their verdicts by position, not by time",
+                what(),
+                left.lag,
+                right.lag
+            ));
+        }
+        if hi > MAX_UNTIL_STEPS {
+            return Err(format!(
+                "`{}` spans {hi} steps of the trace, more than the {MAX_UNTIL_STEPS} a `U` unrolls to on the plan",
+                what()
+            ));
+        }
+        if hi == 0 && left.emit != right.emit {
+            return Err(format!(
+                "the operands of `{}` give their verdicts at different samples of a step, where the evaluator's pairing of them changes after the first steps",
+                what()
+            ));
+        }
+        let quantitative = self.quantitative;
+        // The terms the verdict at `first` has: j = 0..=hi where both operands' newest
+        // values are in by then, ψ's last one missing (NaN, which `min` skips; `false`) where
+        // only φ's is, and j < hi where φ's newest is not (φ paired up to the last it has).
+        // `U[a,0]` gives its verdict when φ's value comes (`emit` below), ψ's with it.
+        let (full, last_phi_only) = match (left.emit == first, right.emit == first) {
+            _ if hi == 0 => (true, false),
+            (true, true) => (true, false),
+            (true, false) => (false, quantitative),
+            (false, _) => (false, false),
+        };
+        let terms = if full { hi } else { hi - 1 };
+        let (phi, psi) = (left.name, right.name);
+        let mut q = phi.clone();
+        let mut u = self.define(&self.meet(true, &psi, &phi));
+        for _ in 0..terms {
+            let e = self.meet(true, &self.back(&q, 1), &phi);
+            q = self.define(&e);
+            let v = self.meet(true, &psi, &q);
+            let e = self.meet(false, &self.back(&u, 1), &v);
+            u = self.define(&e);
+        }
+        let name = if full {
+            u
+        } else if last_phi_only {
+            let q_last = self.define(&self.meet(true, &self.back(&q, 1), &phi));
+            let e = self.meet(false, &self.back(&u, 1), &q_last);
+            self.define(&e)
+        } else {
+            self.define(&self.back(&u, 1))
+        };
+        let lag = hi + left.lag;
+        if lag > MAX_PLAN_STEPS {
+            return Err(format!("a property spans more than {MAX_PLAN_STEPS} steps"));
+        }
+        Ok(Lowered {
+            name,
+            lag,
+            emit: if hi == 0 { left.emit } else { first },
+            copies: 1,
+        })
+    }
+
     /// The node of `f`, which sees the samples of `vis` (never empty).
     fn node(&mut self, f: FormulaId, vis: &[SignalId]) -> Result<Lowered, String> {
         let first = vis
@@ -417,7 +517,14 @@ impl Lowering<'_> {
                 let a = self.node(a, vis)?;
                 self.temporal(is_f, (lo, hi), a, first)?
             }
-            Formula::Until(..) => return Err("a property has `U` (until)".into()),
+            Formula::Until(w, l, r) => {
+                let what = || self.spec.show(f);
+                let hi = self.steps(w.end, what)?;
+                let (lv, rv) = (child_vis(self.spec, l), child_vis(self.spec, r));
+                let left = self.node(l, &lv)?;
+                let right = self.node(r, &rv)?;
+                self.until(hi, left, right, first, what)?
+            }
         })
     }
 }
@@ -775,10 +882,15 @@ pub(crate) fn explain(spec: &StlSpec) -> String {
     }
     let mut g: u128 = 0;
     for (f, _) in &spec.formulas {
-        if let Formula::Eventually(w, _) | Formula::Globally(w, _) = f {
-            for d in [w.start.as_nanos(), w.end.as_nanos()] {
-                g = gcd(g, d);
+        match f {
+            Formula::Eventually(w, _) | Formula::Globally(w, _) => {
+                for d in [w.start.as_nanos(), w.end.as_nanos()] {
+                    g = gcd(g, d);
+                }
             }
+            // `U` reads only its end (the evaluator ignores its start).
+            Formula::Until(w, ..) => g = gcd(g, w.end.as_nanos()),
+            _ => {}
         }
     }
     let period = Duration::from_nanos(if g == 0 { 1_000_000_000 } else { g as u64 });
