@@ -1,21 +1,30 @@
 //! The plan tier of a property file (issue 39): its properties compiled into a DSRV
 //! specification, run by a [`Monitor`] on any tier, where that is exact — the delayed
-//! semantics, no `U`, over a trace whose steps lie on one regular grid — and the STL evaluator
-//! (`ops.rs`) otherwise, chosen per run ([`StlRun`]).
+//! semantics, no `U` whose operands' horizons differ, over a trace whose steps lie on one
+//! regular grid — and the STL evaluator (`ops.rs`) otherwise, chosen per run ([`StlRun`]).
 //!
 //! **Pastification on a fixed period.** On a grid of period p where every signal is sampled at
 //! every grid time, each formula node n has a lag ℓ (its horizon in steps) and becomes a stream
 //! whose value at step k is n's verdict for the time of step k − ℓ: a comparison's robustness
 //! (or Bool) now, `!` its negation, `&&`/`||` the minimum/maximum of its operands read at the
 //! offsets that align them, and `G[a,b]ψ`/`F[a,b]ψ` (ℓ = b/p + ℓψ) a count window of ψ's
-//! stream over the last (b − a)/p + 1 steps. The evaluator gives that same verdict at step k,
-//! with two of its timing rules kept here (docs/language.md, "STL properties"):
+//! stream over the last (b − a)/p + 1 steps, and `φ U[a,b] ψ` (ℓ = b/p + ℓφ; `a` plays no
+//! part in the evaluator) a pipeline of 2·b/p streams: the evaluator's
+//! `max_j min(ψ(t+j), min_{i≤j} φ(t+i))`, j = 0..=b/p, folded in its order (`Lowering::until`).
+//! The evaluator pairs `U`'s operands' verdicts by position in caches pruned to the horizon,
+//! which is pairing by time only where the two have the same horizon and one verdict a step,
+//! so a `U` runs here only then (its pairing otherwise shifts over the first steps).
+//! The evaluator gives that same verdict at step k, with two of its timing rules kept here
+//! (docs/language.md, "STL properties"):
 //!
 //! - a step's samples are taken one at a time in order of signal name, and each operator sees
 //!   only its own signals' samples (all of them where it reads none); a `G`/`F` with `b > 0`
 //!   gives its verdict at its first sample of step k, so where its operand's newest value comes
 //!   at a later sample of that step, the window lacks it (`(b − a)/p` values, vacuous when
-//!   that is none) — `emit` below is the sample at which each node gives its verdict;
+//!   that is none); a `U` with `b > 0` too, so where φ's newest value comes later its
+//!   interval is one value shorter, and where only ψ's does its last term is φ's running
+//!   minimum alone (ψ read as unknown: NaN, which `f64::min` passes over, or `false`) —
+//!   `emit` below is the sample at which each node gives its verdict;
 //! - `true`, `false` (and `!`, `G[0,0]`, `F[0,0]` over them) give their verdict at every sample
 //!   they see, so a property that is one repeats its verdict once per signal (`copies`).
 //!
