@@ -490,6 +490,46 @@ fn until_runs_on_the_plan_with_the_evaluators_pairing() {
     }
 }
 
+/// `vigil explain` shows a `U`'s pipeline on the plan (here, ψ's value of a step comes after
+/// φ's, so the last term is φ's running minimum alone), and why a `U` declines.
+#[test]
+fn explain_shows_until_on_the_plan_or_why_not() {
+    let dir = test_dir("stl_plan", "explain_until");
+    let spec = write(&dir, "u.mstlo", "p: (x > 0) U[0.5,1] (y < 2)\n");
+    let (status, out, err) = run_vigil(&["explain", &spec], None);
+    assert_eq!((status, err.as_str()), (0, ""));
+    let plan = out.split_once("plan tier (--tier").map(|(_, p)| p);
+    assert_eq!(
+        plan,
+        Some(
+            ", delayed semantics): over a trace whose every signal is sampled at every time of one grid of period p, where p divides 1 s; for p = 1 s (delayed-quantitative):
+in s0: Float  // x
+in s1: Float  // y
+aux n0: Float
+n0 = (s0 - 0.0)
+aux n1: Float
+n1 = (2.0 - s1)
+aux n2: Float
+n2 = min(n1, n0)
+aux n3: Float
+n3 = min(default(n0[1], 0.0), n0)
+aux n4: Float
+n4 = max(default(n2[1], 0.0), n3)
+out p0: Float  // p
+p0 = n4
+"
+        ),
+        "{out}"
+    );
+    let spec = write(&dir, "d.mstlo", "q: (x > 0) U[0,2] F[0,1](y > 1)\n");
+    let (status, out, _) = run_vigil(&["explain", &spec], None);
+    assert_eq!(status, 0);
+    assert!(
+        out.ends_with("plan tier: declines (the operands of `(x > 0 U[0,2] F[0,1](y > 1))` have different horizons (0 and 1 steps), where the evaluator pairs their verdicts by position, not by time); the properties run on the STL evaluator\n"),
+        "{out}"
+    );
+}
+
 /// The evaluator's timing kept: a `G[1,1]` over `x` in a run that also samples `a` (taken
 /// first, by name) gives its verdict at `a`'s sample, before `x`'s value of that time is in
 /// its window, so the verdict is vacuous (+inf); `true` repeats its verdict once per signal.
