@@ -68,6 +68,9 @@ pub struct StlPlan {
     props: Vec<(u64, usize)>,
     period: Duration,
     quantitative: bool,
+    /// Whether a `U`'s operands have different horizons: a fresh evaluator pairs them
+    /// otherwise over its first verdicts, so a move back to it replays more steps.
+    settles: bool,
 }
 
 /// What a formula node compiles to.
@@ -91,6 +94,8 @@ struct Lowering<'a> {
     rank: Vec<usize>,
     text: String,
     nodes: usize,
+    /// Whether a `U`'s operands have different horizons (`StlPlan::settles`).
+    settles: bool,
 }
 
 impl StlPlan {
@@ -128,6 +133,7 @@ impl StlPlan {
             rank,
             text: String::new(),
             nodes: 0,
+            settles: false,
         };
         for (i, s) in spec.signals.iter().enumerate() {
             let _ = writeln!(l.text, "in s{i}: Float  // {s}");
@@ -154,12 +160,24 @@ impl StlPlan {
             props,
             period,
             quantitative,
+            settles: l.settles,
         })
     }
 
     /// The most steps a property's verdict waits for.
     pub fn max_lag(&self) -> u64 {
         self.props.iter().map(|p| p.0).max().unwrap_or(0)
+    }
+
+    /// How many of the last steps a move back to the evaluator gives a fresh one: those the
+    /// longest horizon spans, all the state a delayed verdict reads — and as many again where
+    /// a `U`'s operands have different horizons, since a fresh evaluator pairs them otherwise
+    /// until its caches are pruned, over its first verdicts (each U's for a time at most its
+    /// operands' horizon on, itself less than the property's), so that its verdicts after the
+    /// move are the first evaluator's.
+    fn replayed(&self) -> u64 {
+        let lag = self.max_lag();
+        if self.settles { 2 * lag + 2 } else { lag + 2 }
     }
 }
 
@@ -209,9 +227,14 @@ fn static_decline(
 impl Lowering<'_> {
     /// Defines a stream of the node's values; returns its name.
     fn define(&mut self, expr: &str) -> String {
+        let ty = if self.quantitative { "Float" } else { "Bool" };
+        self.define_typed(expr, ty)
+    }
+
+    /// Defines a stream of type `ty`; returns its name.
+    fn define_typed(&mut self, expr: &str, ty: &str) -> String {
         let name = format!("n{}", self.nodes);
         self.nodes += 1;
-        let ty = if self.quantitative { "Float" } else { "Bool" };
         let _ = writeln!(self.text, "aux {name}: {ty}\n{name} = {expr}");
         name
     }
@@ -386,14 +409,16 @@ impl Lowering<'_> {
 
     /// `φ U[a,b] ψ` over `hi` = b/p periods of lowered operands, for a node whose first sample
     /// of a step is `first`. The evaluator (`ops::Until`, mstlo's reading) ignores `a` and
-    /// gives, for time t, `best` over j = 0, 1, … of `min(ψ(t+j), m_j)`, where
-    /// `m_j = min(m_{j−1}, φ(t+j))` and `best_j = max(best_{j−1}, v_j)`, in that operand order;
-    /// its two operands' verdicts are paired by position in caches pruned to the horizon,
-    /// which is pairing by time only where the operands' horizons are equal, so `U` runs here
-    /// only then (and where each operand gives one verdict a step). The chain is a pipeline
-    /// of streams that each read their predecessor one step back: `q_j` (at the step of
-    /// φ(s)) is `min(q_{j−1}[1], φ(s))`, the running minimum of φ from s − j, and `u_j` is
-    /// `max(u_{j−1}[1], min(ψ(s), q_j))`, the best over the j + 1 times from s − j.
+    /// gives, for time t, `best` over j = 0, 1, … of `min(ψ, m_j)`, where
+    /// `m_j = min(m_{j−1}, φ(t+j))` and `best_j = max(best_{j−1}, v_j)`, in that operand order.
+    /// It pairs its operands' verdicts by position in caches each pruned to the horizon from
+    /// its own newest verdict, so the ψ paired with φ(t+j) is ψ(t+j+o): o = 0 while neither
+    /// cache has been pruned, then one step further each verdict until o = ℓφ − ℓψ (the
+    /// difference of the operands' horizons) — a chain per o, chosen by the step. A chain is
+    /// a pipeline of streams that each read their predecessor one step back, at the step of
+    /// the slower operand's time s: `q_j` is `min(q_{j−1}[1], φ(s))`, the running minimum of
+    /// φ from s − j, and `u_j` is `max(u_{j−1}[1], min(ψ(s + o), q_j))`, the best over the
+    /// j + 1 times from s − j.
     fn until(
         &mut self,
         hi: u64,
@@ -408,58 +433,50 @@ impl Lowering<'_> {
                 what()
             ));
         }
-        if left.lag != right.lag {
+        let d = left.lag as i64 - right.lag as i64;
+        if hi == 0 && (d != 0 || left.emit != right.emit) {
             return Err(format!(
-                "the operands of `{}` have different horizons ({} and {} steps), where the evaluator pairs their verdicts by position, not by time",
+                "the operands of `{}` have different horizons or give their verdicts at different samples of a step, where the evaluator's pairing of them changes after the first steps",
+                what()
+            ));
+        }
+        let spread = d.unsigned_abs();
+        if (spread + 1).saturating_mul(hi) > MAX_UNTIL_STEPS {
+            return Err(format!(
+                "`{}` unrolls to {} chains of {hi} steps, more than the {MAX_UNTIL_STEPS} steps in all a `U` unrolls to on the plan",
                 what(),
-                left.lag,
-                right.lag
+                spread + 1
             ));
         }
-        if hi > MAX_UNTIL_STEPS {
-            return Err(format!(
-                "`{}` spans {hi} steps of the trace, more than the {MAX_UNTIL_STEPS} a `U` unrolls to on the plan",
-                what()
-            ));
+        let m = left.lag.max(right.lag);
+        // φ's values up to t + b are in by the verdict's sample unless φ is the slower operand
+        // and its value of the step comes later (then j < b: φ paired up to the last it has).
+        let phi_full = hi == 0 || left.lag < m || left.emit == first;
+        let phi = self.shifted(&left.name, m - left.lag);
+        let mut q = vec![phi.clone()];
+        for _ in 1..=(if phi_full { hi } else { hi - 1 }) {
+            let e = self.meet(true, &self.back(&q[q.len() - 1], 1), &phi);
+            q.push(self.define(&e));
         }
-        if hi == 0 && left.emit != right.emit {
-            return Err(format!(
-                "the operands of `{}` give their verdicts at different samples of a step, where the evaluator's pairing of them changes after the first steps",
-                what()
-            ));
+        self.settles |= spread > 0;
+        let sign = d.signum();
+        let mut chains = Vec::new();
+        for i in 0..=spread as i64 {
+            chains.push(self.until_chain(hi, &q, &right, m, sign * i, first));
         }
-        let quantitative = self.quantitative;
-        // The terms the verdict at `first` has: j = 0..=hi where both operands' newest
-        // values are in by then, ψ's last one missing (NaN, which `min` skips; `false`) where
-        // only φ's is, and j < hi where φ's newest is not (φ paired up to the last it has).
-        // `U[a,0]` gives its verdict when φ's value comes (`emit` below), ψ's with it.
-        let (full, last_phi_only) = match (left.emit == first, right.emit == first) {
-            _ if hi == 0 => (true, false),
-            (true, true) => (true, false),
-            (true, false) => (false, quantitative),
-            (false, _) => (false, false),
-        };
-        let terms = if full { hi } else { hi - 1 };
-        let (phi, psi) = (left.name, right.name);
-        let mut q = phi.clone();
-        let mut u = self.define(&self.meet(true, &psi, &phi));
-        for _ in 0..terms {
-            let e = self.meet(true, &self.back(&q, 1), &phi);
-            q = self.define(&e);
-            let v = self.meet(true, &psi, &q);
-            let e = self.meet(false, &self.back(&u, 1), &v);
-            u = self.define(&e);
+        // The chain of o = ±i from the verdict for t = min(ℓφ, ℓψ) + 1 + i on, at the step
+        // t + b + m; `z` is false, so `default(z[X], true)` holds before step X.
+        let mut name = chains.pop().unwrap_or_default();
+        if !chains.is_empty() {
+            let z = self.define_typed("false", "Bool");
+            let from = left.lag.min(right.lag) + 1 + hi + m;
+            while let Some(earlier) = chains.pop() {
+                let before = from + chains.len() as u64 + 1;
+                let e = format!("if default({z}[{before}], true) then {earlier} else {name}");
+                name = self.define(&e);
+            }
         }
-        let name = if full {
-            u
-        } else if last_phi_only {
-            let q_last = self.define(&self.meet(true, &self.back(&q, 1), &phi));
-            let e = self.meet(false, &self.back(&u, 1), &q_last);
-            self.define(&e)
-        } else {
-            self.define(&self.back(&u, 1))
-        };
-        let lag = hi + left.lag;
+        let lag = hi + m;
         if lag > MAX_PLAN_STEPS {
             return Err(format!("a property spans more than {MAX_PLAN_STEPS} steps"));
         }
@@ -469,6 +486,51 @@ impl Lowering<'_> {
             emit: if hi == 0 { left.emit } else { first },
             copies: 1,
         })
+    }
+
+    /// The chain of `U[·, hi·p]` whose ψ is read `o` steps on from φ, over φ's running
+    /// minima `q` (`q[0]` is φ at the slower operand's time); returns its verdict's stream.
+    fn until_chain(
+        &mut self,
+        hi: u64,
+        q: &[String],
+        right: &Lowered,
+        m: u64,
+        o: i64,
+        first: usize,
+    ) -> String {
+        // o never takes ψ past the step: o is between 0 and ℓφ − ℓψ ≤ m − ℓψ.
+        let psi_back = u64::try_from((m - right.lag) as i64 - o).unwrap_or(0);
+        let psi = self.shifted(&right.name, psi_back);
+        // ψ(t + b + o) is in by the verdict's sample unless it lies past ψ's newest value
+        // (then it reads as unknown: NaN, which `min` passes over, or `false`).
+        let psi_last = hi == 0 || o <= (m - right.lag) as i64 - i64::from(right.emit != first);
+        let mut u = self.define(&self.meet(true, &psi, &q[0]));
+        let mut last = 0;
+        for (j, qj) in q.iter().enumerate().skip(1) {
+            let term = match (j as u64 == hi && !psi_last, self.quantitative) {
+                (false, _) => self.meet(true, &psi, qj),
+                (true, true) => qj.clone(),
+                // `best || false` is `best`: the chain ends a step early.
+                (true, false) => break,
+            };
+            let e = self.meet(false, &self.back(&u, 1), &term);
+            u = self.define(&e);
+            last = j as u64;
+        }
+        // `u` covers the times from t + b − last on; the verdict is for t.
+        match hi - last {
+            0 => u,
+            by => self.define(&self.back(&u, by)),
+        }
+    }
+
+    /// A stream read `by` steps back, as a stream of its own (the stream itself for 0).
+    fn shifted(&mut self, name: &str, by: u64) -> String {
+        match by {
+            0 => name.to_string(),
+            _ => self.define(&self.back(name, by)),
+        }
     }
 
     /// The node of `f`, which sees the samples of `vis` (never empty).
@@ -760,7 +822,7 @@ impl StlRun {
         let spec = Spec::parse("stl-plan.dsrv", &plan.text)
             .map_err(|d| format!("the generated specification is refused: {d}"))?;
         let monitor = Monitor::builder(&spec).tier(self.tier).build();
-        let keep = usize::try_from(plan.max_lag() + 2).unwrap_or(usize::MAX);
+        let keep = usize::try_from(plan.replayed()).unwrap_or(usize::MAX);
         let mut run = Box::new(PlanRun {
             row: vec![None; self.spec.signals.len()],
             plan,
