@@ -1,19 +1,21 @@
 //! The plan tier of a property file (issue 39): its properties compiled into a DSRV
 //! specification, run by a [`Monitor`] on any tier, where that is exact — the delayed
-//! semantics, no `U` whose operands' horizons differ, over a trace whose steps lie on one
-//! regular grid — and the STL evaluator (`ops.rs`) otherwise, chosen per run ([`StlRun`]).
+//! semantics over a trace whose steps lie on one regular grid, but for a few `U`s — and the
+//! STL evaluator (`ops.rs`) otherwise, chosen per run ([`StlRun`]).
 //!
 //! **Pastification on a fixed period.** On a grid of period p where every signal is sampled at
 //! every grid time, each formula node n has a lag ℓ (its horizon in steps) and becomes a stream
 //! whose value at step k is n's verdict for the time of step k − ℓ: a comparison's robustness
 //! (or Bool) now, `!` its negation, `&&`/`||` the minimum/maximum of its operands read at the
 //! offsets that align them, and `G[a,b]ψ`/`F[a,b]ψ` (ℓ = b/p + ℓψ) a count window of ψ's
-//! stream over the last (b − a)/p + 1 steps, and `φ U[a,b] ψ` (ℓ = b/p + ℓφ; `a` plays no
-//! part in the evaluator) a pipeline of 2·b/p streams: the evaluator's
-//! `max_j min(ψ(t+j), min_{i≤j} φ(t+i))`, j = 0..=b/p, folded in its order (`Lowering::until`).
-//! The evaluator pairs `U`'s operands' verdicts by position in caches pruned to the horizon,
-//! which is pairing by time only where the two have the same horizon and one verdict a step,
-//! so a `U` runs here only then (its pairing otherwise shifts over the first steps).
+//! stream over the last (b − a)/p + 1 steps, and `φ U[a,b] ψ` (ℓ = b/p + max(ℓφ, ℓψ); `a`
+//! plays no part in the evaluator) a pipeline of 2·b/p streams: the evaluator's
+//! `max_j min(ψ(t+j+o), min_{i≤j} φ(t+i))`, j = 0..=b/p, folded in its order
+//! (`Lowering::until`). The evaluator pairs `U`'s operands' verdicts by position in caches
+//! each pruned from its own newest verdict, so where their horizons differ ψ is read o steps
+//! off φ's time, o moving from 0 to ℓφ − ℓψ over the first verdicts: a pipeline per o, chosen
+//! by the step. An operand that repeats its verdict at each sample of a step (`true` over
+//! several signals), and a `U[a,0]` whose operands differ in horizon or emit sample, decline.
 //! The evaluator gives that same verdict at step k, with two of its timing rules kept here
 //! (docs/language.md, "STL properties"):
 //!
@@ -37,7 +39,9 @@
 //! (the first step fed to it again). A step off the grid (a signal missing, samples of two
 //! times, a time not one period on, a value not finite) moves the run back to the evaluator for
 //! good: a fresh one is given the last steps again (as many as the longest horizon spans, all
-//! the state a delayed verdict can read), their verdicts discarded since the plan gave them.
+//! the state a delayed verdict can read; twice that where a `U` pairs its operands off by o,
+//! for the fresh evaluator's pairing to settle), their verdicts discarded since the plan gave
+//! them.
 
 use super::{
     Emitted, Formula, FormulaId, Semantics, SignalId, StlError, StlMonitor, StlSample, StlSpec,
