@@ -89,6 +89,19 @@ struct Lowered {
     copies: usize,
 }
 
+/// One chain of a `U` (`Lowering::until`): ψ read at one offset from φ.
+struct Chain {
+    /// ψ's stream, shifted to that offset.
+    psi: String,
+    /// Whether ψ's value of the interval's last step is in by the verdict's sample.
+    psi_last: bool,
+    /// The best term so far, and the step of the interval it has reached.
+    u: String,
+    last: u64,
+    /// Whether terms are still to come.
+    open: bool,
+}
+
 struct Lowering<'a> {
     spec: &'a StlSpec,
     quantitative: bool,
@@ -457,17 +470,41 @@ impl Lowering<'_> {
         // and its value of the step comes later (then j < b: φ paired up to the last it has).
         let phi_full = hi == 0 || left.lag < m || left.emit == first;
         let phi = self.shifted(&left.name, m - left.lag);
-        let mut q = vec![phi.clone()];
-        for _ in 1..=(if phi_full { hi } else { hi - 1 }) {
-            let e = self.meet(true, &self.back(&q[q.len() - 1], 1), &phi);
-            q.push(self.define(&e));
-        }
         self.settles |= spread > 0;
         let sign = d.signum();
         let mut chains = Vec::new();
         for i in 0..=spread as i64 {
-            chains.push(self.until_chain(hi, &q, &right, m, sign * i, first));
+            chains.push(self.until_chain(hi, &phi, &right, m, sign * i, first));
         }
+        // The running minimum of φ and each chain's next term, step by step of the interval
+        // (each term beside the minimum it reads).
+        let mut q = phi.clone();
+        for j in 1..=(if phi_full { hi } else { hi - 1 }) {
+            let e = self.meet(true, &self.back(&q, 1), &phi);
+            q = self.define(&e);
+            for c in chains.iter_mut().filter(|c| c.open) {
+                let term = match (j == hi && !c.psi_last, self.quantitative) {
+                    (false, _) => self.meet(true, &c.psi, &q),
+                    (true, true) => q.clone(),
+                    // `best || false` is `best`: the chain ends a step early.
+                    (true, false) => {
+                        c.open = false;
+                        continue;
+                    }
+                };
+                let e = self.meet(false, &self.back(&c.u, 1), &term);
+                c.u = self.define(&e);
+                c.last = j;
+            }
+        }
+        // A chain's `u` covers the times from t + b − last on; the verdict is for t.
+        let mut chains: Vec<String> = chains
+            .into_iter()
+            .map(|c| match hi - c.last {
+                0 => c.u,
+                by => self.define(&self.back(&c.u, by)),
+            })
+            .collect();
         // The chain of o = ±i from the verdict for t = min(ℓφ, ℓψ) + 1 + i on, at the step
         // t + b + m; `z` is false, so `default(z[X], true)` holds before step X.
         let mut name = chains.pop().unwrap_or_default();
@@ -492,40 +529,30 @@ impl Lowering<'_> {
         })
     }
 
-    /// The chain of `U[·, hi·p]` whose ψ is read `o` steps on from φ, over φ's running
-    /// minima `q` (`q[0]` is φ at the slower operand's time); returns its verdict's stream.
+    /// The start of the chain of `U[·, hi·p]` whose ψ is read `o` steps on from φ (`phi`, at
+    /// the slower operand's time): its first term.
     fn until_chain(
         &mut self,
         hi: u64,
-        q: &[String],
+        phi: &str,
         right: &Lowered,
         m: u64,
         o: i64,
         first: usize,
-    ) -> String {
+    ) -> Chain {
         // o never takes ψ past the step: o is between 0 and ℓφ − ℓψ ≤ m − ℓψ.
         let psi_back = u64::try_from((m - right.lag) as i64 - o).unwrap_or(0);
         let psi = self.shifted(&right.name, psi_back);
         // ψ(t + b + o) is in by the verdict's sample unless it lies past ψ's newest value
         // (then it reads as unknown: NaN, which `min` passes over, or `false`).
         let psi_last = hi == 0 || o <= (m - right.lag) as i64 - i64::from(right.emit != first);
-        let mut u = self.define(&self.meet(true, &psi, &q[0]));
-        let mut last = 0;
-        for (j, qj) in q.iter().enumerate().skip(1) {
-            let term = match (j as u64 == hi && !psi_last, self.quantitative) {
-                (false, _) => self.meet(true, &psi, qj),
-                (true, true) => qj.clone(),
-                // `best || false` is `best`: the chain ends a step early.
-                (true, false) => break,
-            };
-            let e = self.meet(false, &self.back(&u, 1), &term);
-            u = self.define(&e);
-            last = j as u64;
-        }
-        // `u` covers the times from t + b − last on; the verdict is for t.
-        match hi - last {
-            0 => u,
-            by => self.define(&self.back(&u, by)),
+        let u = self.define(&self.meet(true, &psi, phi));
+        Chain {
+            psi,
+            psi_last,
+            u,
+            last: 0,
+            open: true,
         }
     }
 

@@ -556,11 +556,11 @@ n0 = (s0 - 0.0)
 aux n1: Float
 n1 = (2.0 - s1)
 aux n2: Float
-n2 = min(default(n0[1], 0.0), n0)
+n2 = min(n1, n0)
 aux n3: Float
-n3 = min(n1, n0)
+n3 = min(default(n0[1], 0.0), n0)
 aux n4: Float
-n4 = max(default(n3[1], 0.0), n2)
+n4 = max(default(n2[1], 0.0), n3)
 out p0: Float  // p
 p0 = n4
 "
