@@ -498,25 +498,16 @@ impl Lowering<'_> {
             }
         }
         // A chain's `u` covers the times from t + b − last on; the verdict is for t.
-        let mut chains: Vec<String> = chains
+        let chains: Vec<String> = chains
             .into_iter()
             .map(|c| match hi - c.last {
                 0 => c.u,
                 by => self.define(&self.back(&c.u, by)),
             })
             .collect();
-        // The chain of o = ±i from the verdict for t = min(ℓφ, ℓψ) + 1 + i on, at the step
-        // t + b + m; `z` is false, so `default(z[X], true)` holds before step X.
-        let mut name = chains.pop().unwrap_or_default();
-        if !chains.is_empty() {
-            let z = self.define_typed("false", "Bool");
-            let from = left.lag.min(right.lag) + 1 + hi + m;
-            while let Some(earlier) = chains.pop() {
-                let before = from + chains.len() as u64 + 1;
-                let e = format!("if default({z}[{before}], true) then {earlier} else {name}");
-                name = self.define(&e);
-            }
-        }
+        // The chain of o = ±i gives the verdicts for t = min(ℓφ, ℓψ) + 1 + i on, at the step
+        // t + b + m.
+        let name = self.by_step(chains, left.lag.min(right.lag) + 1 + hi + m);
         let lag = hi + m;
         if lag > MAX_PLAN_STEPS {
             return Err(format!("a property spans more than {MAX_PLAN_STEPS} steps"));
@@ -554,6 +545,22 @@ impl Lowering<'_> {
             last: 0,
             open: true,
         }
+    }
+
+    /// The i-th of `chains` (from 0) at steps `from` + i up to the next one's, the first
+    /// before `from` + 1 and the last from its step on (the only one, where there is one).
+    fn by_step(&mut self, mut chains: Vec<String>, from: u64) -> String {
+        let mut name = chains.pop().unwrap_or_default();
+        if !chains.is_empty() {
+            // `z` is false, so `default(z[X], true)` holds before step X.
+            let z = self.define_typed("false", "Bool");
+            while let Some(earlier) = chains.pop() {
+                let before = from + chains.len() as u64 + 1;
+                let e = format!("if default({z}[{before}], true) then {earlier} else {name}");
+                name = self.define(&e);
+            }
+        }
+        name
     }
 
     /// A stream read `by` steps back, as a stream of its own (the stream itself for 0).
