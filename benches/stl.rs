@@ -4,7 +4,7 @@
 //! Run with `cargo bench --bench stl`; each group times both on one trace of `SAMPLES` samples
 //! of one signal every 10 ms, so the per-sample ratio is the ratio of the two times.
 //!
-//! The `vigil_plan_*` functions of the delayed-quantitative groups (not `until`) time the same
+//! The `vigil_plan_*` functions of the delayed-quantitative groups time the same
 //! property file on the plan tier (`StlRun`: the properties compiled onto a DSRV specification,
 //! run by a `Monitor` on native-whole, or canonical), which gives the evaluator's verdicts.
 //!
@@ -66,8 +66,8 @@ fn bench(c: &mut Criterion) {
                 )
             });
             // The property file on the plan tier (`StlRun`), where it runs there: the delayed
-            // semantics without `U` over this regular signal.
-            let on_plan = semantics == Semantics::DelayedQuantitative && !formula.contains('U');
+            // semantics over this regular signal.
+            let on_plan = semantics == Semantics::DelayedQuantitative;
             for tier in [Tier::NativeWhole, Tier::Canonical]
                 .into_iter()
                 .filter(|_| on_plan)

@@ -11,8 +11,8 @@
 //! generated formulas and signals.
 //!
 //! [`StlRun`] runs them on the DSRV plan instead (`plan.rs`), on any tier, where that is
-//! exact — the delayed semantics, no `U`, a trace on one regular grid — and on the evaluator
-//! (`ops.rs`) otherwise, with the same verdicts either way.
+//! exact — the delayed semantics, a trace on one regular grid, but for a few `U`s — and on
+//! the evaluator (`ops.rs`) otherwise, with the same verdicts either way.
 
 mod domain;
 mod ops;

@@ -1,21 +1,32 @@
 //! The plan tier of a property file (issue 39): its properties compiled into a DSRV
 //! specification, run by a [`Monitor`] on any tier, where that is exact — the delayed
-//! semantics, no `U`, over a trace whose steps lie on one regular grid — and the STL evaluator
-//! (`ops.rs`) otherwise, chosen per run ([`StlRun`]).
+//! semantics over a trace whose steps lie on one regular grid, but for a few `U`s — and the
+//! STL evaluator (`ops.rs`) otherwise, chosen per run ([`StlRun`]).
 //!
 //! **Pastification on a fixed period.** On a grid of period p where every signal is sampled at
 //! every grid time, each formula node n has a lag ℓ (its horizon in steps) and becomes a stream
 //! whose value at step k is n's verdict for the time of step k − ℓ: a comparison's robustness
 //! (or Bool) now, `!` its negation, `&&`/`||` the minimum/maximum of its operands read at the
 //! offsets that align them, and `G[a,b]ψ`/`F[a,b]ψ` (ℓ = b/p + ℓψ) a count window of ψ's
-//! stream over the last (b − a)/p + 1 steps. The evaluator gives that same verdict at step k,
-//! with two of its timing rules kept here (docs/language.md, "STL properties"):
+//! stream over the last (b − a)/p + 1 steps, and `φ U[a,b] ψ` (ℓ = b/p + max(ℓφ, ℓψ); `a`
+//! plays no part in the evaluator) a pipeline of 2·b/p streams: the evaluator's
+//! `max_j min(ψ(t+j+o), min_{i≤j} φ(t+i))`, j = 0..=b/p, folded in its order
+//! (`Lowering::until`). The evaluator pairs `U`'s operands' verdicts by position in caches
+//! each pruned from its own newest verdict, so where their horizons differ ψ is read o steps
+//! off φ's time, o moving from 0 to ℓφ − ℓψ over the first verdicts: a pipeline per o, chosen
+//! by the step. An operand that repeats its verdict at each sample of a step (`true` over
+//! several signals), and a `U[a,0]` whose operands differ in horizon or emit sample, decline.
+//! The evaluator gives that same verdict at step k, with two of its timing rules kept here
+//! (docs/language.md, "STL properties"):
 //!
 //! - a step's samples are taken one at a time in order of signal name, and each operator sees
 //!   only its own signals' samples (all of them where it reads none); a `G`/`F` with `b > 0`
 //!   gives its verdict at its first sample of step k, so where its operand's newest value comes
 //!   at a later sample of that step, the window lacks it (`(b − a)/p` values, vacuous when
-//!   that is none) — `emit` below is the sample at which each node gives its verdict;
+//!   that is none); a `U` with `b > 0` too, so where φ's newest value comes later its
+//!   interval is one value shorter, and where only ψ's does its last term is φ's running
+//!   minimum alone (ψ read as unknown: NaN, which `f64::min` passes over, or `false`) —
+//!   `emit` below is the sample at which each node gives its verdict;
 //! - `true`, `false` (and `!`, `G[0,0]`, `F[0,0]` over them) give their verdict at every sample
 //!   they see, so a property that is one repeats its verdict once per signal (`copies`).
 //!
@@ -28,7 +39,9 @@
 //! (the first step fed to it again). A step off the grid (a signal missing, samples of two
 //! times, a time not one period on, a value not finite) moves the run back to the evaluator for
 //! good: a fresh one is given the last steps again (as many as the longest horizon spans, all
-//! the state a delayed verdict can read), their verdicts discarded since the plan gave them.
+//! the state a delayed verdict can read; twice that where a `U` pairs its operands off by o,
+//! for the fresh evaluator's pairing to settle), their verdicts discarded since the plan gave
+//! them.
 
 use super::{
     Emitted, Formula, FormulaId, Semantics, SignalId, StlError, StlMonitor, StlSample, StlSpec,
@@ -44,6 +57,10 @@ use std::time::Duration;
 /// keeps to move back to the evaluator, and a count window's values.
 pub const MAX_PLAN_STEPS: u64 = 1_000_000;
 
+/// The most steps a `U[a,b]` may span on the plan (b/p): it unrolls into two streams per step
+/// of its interval, so a longer one stays on the evaluator.
+pub const MAX_UNTIL_STEPS: u64 = 1_000;
+
 /// A property file compiled onto the DSRV plan for one period.
 #[derive(Clone, Debug)]
 pub struct StlPlan {
@@ -55,6 +72,9 @@ pub struct StlPlan {
     props: Vec<(u64, usize)>,
     period: Duration,
     quantitative: bool,
+    /// Whether a `U`'s operands have different horizons: a fresh evaluator pairs them
+    /// otherwise over its first verdicts, so a move back to it replays more steps.
+    settles: bool,
 }
 
 /// What a formula node compiles to.
@@ -69,6 +89,19 @@ struct Lowered {
     copies: usize,
 }
 
+/// One chain of a `U` (`Lowering::until`): ψ read at one offset from φ.
+struct Chain {
+    /// ψ's stream, shifted to that offset.
+    psi: String,
+    /// Whether ψ's value of the interval's last step is in by the verdict's sample.
+    psi_last: bool,
+    /// The best term so far, and the step of the interval it has reached.
+    u: String,
+    last: u64,
+    /// Whether terms are still to come.
+    open: bool,
+}
+
 struct Lowering<'a> {
     spec: &'a StlSpec,
     quantitative: bool,
@@ -78,6 +111,8 @@ struct Lowering<'a> {
     rank: Vec<usize>,
     text: String,
     nodes: usize,
+    /// Whether a `U`'s operands have different horizons (`StlPlan::settles`).
+    settles: bool,
 }
 
 impl StlPlan {
@@ -115,6 +150,7 @@ impl StlPlan {
             rank,
             text: String::new(),
             nodes: 0,
+            settles: false,
         };
         for (i, s) in spec.signals.iter().enumerate() {
             let _ = writeln!(l.text, "in s{i}: Float  // {s}");
@@ -141,12 +177,24 @@ impl StlPlan {
             props,
             period,
             quantitative,
+            settles: l.settles,
         })
     }
 
     /// The most steps a property's verdict waits for.
     pub fn max_lag(&self) -> u64 {
         self.props.iter().map(|p| p.0).max().unwrap_or(0)
+    }
+
+    /// How many of the last steps a move back to the evaluator gives a fresh one: those the
+    /// longest horizon spans, all the state a delayed verdict reads — and as many again where
+    /// a `U`'s operands have different horizons, since a fresh evaluator pairs them otherwise
+    /// until its caches are pruned, over its first verdicts (each U's for a time at most its
+    /// operands' horizon on, itself less than the property's), so that its verdicts after the
+    /// move are the first evaluator's.
+    fn replayed(&self) -> u64 {
+        let lag = self.max_lag();
+        if self.settles { 2 * lag + 2 } else { lag + 2 }
     }
 }
 
@@ -170,7 +218,6 @@ fn static_decline(
     }
     for (f, _) in &spec.formulas {
         match f {
-            Formula::Until(..) => return Err("a property has `U` (until)".into()),
             Formula::Compare {
                 threshold: Threshold::Const(c),
                 ..
@@ -197,9 +244,14 @@ fn static_decline(
 impl Lowering<'_> {
     /// Defines a stream of the node's values; returns its name.
     fn define(&mut self, expr: &str) -> String {
+        let ty = if self.quantitative { "Float" } else { "Bool" };
+        self.define_typed(expr, ty)
+    }
+
+    /// Defines a stream of type `ty`; returns its name.
+    fn define_typed(&mut self, expr: &str, ty: &str) -> String {
         let name = format!("n{}", self.nodes);
         self.nodes += 1;
-        let ty = if self.quantitative { "Float" } else { "Bool" };
         let _ = writeln!(self.text, "aux {name}: {ty}\n{name} = {expr}");
         name
     }
@@ -362,6 +414,163 @@ impl Lowering<'_> {
         })
     }
 
+    /// `min` (`&&`) or `max` (`||`) of two expressions, in this operand order.
+    fn meet(&self, is_min: bool, a: &str, b: &str) -> String {
+        match (self.quantitative, is_min) {
+            (true, true) => format!("min({a}, {b})"),
+            (true, false) => format!("max({a}, {b})"),
+            (false, true) => format!("({a}) && ({b})"),
+            (false, false) => format!("({a}) || ({b})"),
+        }
+    }
+
+    /// `φ U[a,b] ψ` over `hi` = b/p periods of lowered operands, for a node whose first sample
+    /// of a step is `first`. The evaluator (`ops::Until`, mstlo's reading) ignores `a` and
+    /// gives, for time t, `best` over j = 0, 1, … of `min(ψ, m_j)`, where
+    /// `m_j = min(m_{j−1}, φ(t+j))` and `best_j = max(best_{j−1}, v_j)`, in that operand order.
+    /// It pairs its operands' verdicts by position in caches each pruned to the horizon from
+    /// its own newest verdict, so the ψ paired with φ(t+j) is ψ(t+j+o): o = 0 while neither
+    /// cache has been pruned, then one step further each verdict until o = ℓφ − ℓψ (the
+    /// difference of the operands' horizons) — a chain per o, chosen by the step. A chain is
+    /// a pipeline of streams that each read their predecessor one step back, at the step of
+    /// the slower operand's time s: `q_j` is `min(q_{j−1}[1], φ(s))`, the running minimum of
+    /// φ from s − j, and `u_j` is `max(u_{j−1}[1], min(ψ(s + o), q_j))`, the best over the
+    /// j + 1 times from s − j.
+    fn until(
+        &mut self,
+        hi: u64,
+        left: Lowered,
+        right: Lowered,
+        first: usize,
+        what: impl Fn() -> String,
+    ) -> Result<Lowered, String> {
+        if left.copies > 1 || right.copies > 1 {
+            return Err(format!(
+                "an operand of `{}` reads no signal and gives its verdict at each sample of a step, which the evaluator pairs with the other operand's by position",
+                what()
+            ));
+        }
+        let d = left.lag as i64 - right.lag as i64;
+        if hi == 0 && (d != 0 || left.emit != right.emit) {
+            return Err(format!(
+                "the operands of `{}` have different horizons or give their verdicts at different samples of a step, where the evaluator's pairing of them changes after the first steps",
+                what()
+            ));
+        }
+        let spread = d.unsigned_abs();
+        if (spread + 1).saturating_mul(hi) > MAX_UNTIL_STEPS {
+            return Err(format!(
+                "`{}` unrolls to {} chains of {hi} steps, more than the {MAX_UNTIL_STEPS} steps in all a `U` unrolls to on the plan",
+                what(),
+                spread + 1
+            ));
+        }
+        let m = left.lag.max(right.lag);
+        // φ's values up to t + b are in by the verdict's sample unless φ is the slower operand
+        // and its value of the step comes later (then j < b: φ paired up to the last it has).
+        let phi_full = hi == 0 || left.lag < m || left.emit == first;
+        let phi = self.shifted(&left.name, m - left.lag);
+        self.settles |= spread > 0;
+        let sign = d.signum();
+        let mut chains = Vec::new();
+        for i in 0..=spread as i64 {
+            chains.push(self.until_chain(hi, &phi, &right, m, sign * i, first));
+        }
+        // The running minimum of φ and each chain's next term, step by step of the interval
+        // (each term beside the minimum it reads).
+        let mut q = phi.clone();
+        for j in 1..=(if phi_full { hi } else { hi - 1 }) {
+            let e = self.meet(true, &self.back(&q, 1), &phi);
+            q = self.define(&e);
+            for c in chains.iter_mut().filter(|c| c.open) {
+                let term = match (j == hi && !c.psi_last, self.quantitative) {
+                    (false, _) => self.meet(true, &c.psi, &q),
+                    (true, true) => q.clone(),
+                    // `best || false` is `best`: the chain ends a step early.
+                    (true, false) => {
+                        c.open = false;
+                        continue;
+                    }
+                };
+                let e = self.meet(false, &self.back(&c.u, 1), &term);
+                c.u = self.define(&e);
+                c.last = j;
+            }
+        }
+        // A chain's `u` covers the times from t + b − last on; the verdict is for t.
+        let chains: Vec<String> = chains
+            .into_iter()
+            .map(|c| match hi - c.last {
+                0 => c.u,
+                by => self.define(&self.back(&c.u, by)),
+            })
+            .collect();
+        // The chain of o = ±i gives the verdicts for t = min(ℓφ, ℓψ) + 1 + i on, at the step
+        // t + b + m.
+        let name = self.by_step(chains, left.lag.min(right.lag) + 1 + hi + m);
+        let lag = hi + m;
+        if lag > MAX_PLAN_STEPS {
+            return Err(format!("a property spans more than {MAX_PLAN_STEPS} steps"));
+        }
+        Ok(Lowered {
+            name,
+            lag,
+            emit: if hi == 0 { left.emit } else { first },
+            copies: 1,
+        })
+    }
+
+    /// The start of the chain of `U[·, hi·p]` whose ψ is read `o` steps on from φ (`phi`, at
+    /// the slower operand's time): its first term.
+    fn until_chain(
+        &mut self,
+        hi: u64,
+        phi: &str,
+        right: &Lowered,
+        m: u64,
+        o: i64,
+        first: usize,
+    ) -> Chain {
+        // o never takes ψ past the step: o is between 0 and ℓφ − ℓψ ≤ m − ℓψ.
+        let psi_back = u64::try_from((m - right.lag) as i64 - o).unwrap_or(0);
+        let psi = self.shifted(&right.name, psi_back);
+        // ψ(t + b + o) is in by the verdict's sample unless it lies past ψ's newest value
+        // (then it reads as unknown: NaN, which `min` passes over, or `false`).
+        let psi_last = hi == 0 || o <= (m - right.lag) as i64 - i64::from(right.emit != first);
+        let u = self.define(&self.meet(true, &psi, phi));
+        Chain {
+            psi,
+            psi_last,
+            u,
+            last: 0,
+            open: true,
+        }
+    }
+
+    /// The i-th of `chains` (from 0) at steps `from` + i up to the next one's, the first
+    /// before `from` + 1 and the last from its step on (the only one, where there is one).
+    fn by_step(&mut self, mut chains: Vec<String>, from: u64) -> String {
+        let mut name = chains.pop().unwrap_or_default();
+        if !chains.is_empty() {
+            // `z` is false, so `default(z[X], true)` holds before step X.
+            let z = self.define_typed("false", "Bool");
+            while let Some(earlier) = chains.pop() {
+                let before = from + chains.len() as u64 + 1;
+                let e = format!("if default({z}[{before}], true) then {earlier} else {name}");
+                name = self.define(&e);
+            }
+        }
+        name
+    }
+
+    /// A stream read `by` steps back, as a stream of its own (the stream itself for 0).
+    fn shifted(&mut self, name: &str, by: u64) -> String {
+        match by {
+            0 => name.to_string(),
+            _ => self.define(&self.back(name, by)),
+        }
+    }
+
     /// The node of `f`, which sees the samples of `vis` (never empty).
     fn node(&mut self, f: FormulaId, vis: &[SignalId]) -> Result<Lowered, String> {
         let first = vis
@@ -417,7 +626,14 @@ impl Lowering<'_> {
                 let a = self.node(a, vis)?;
                 self.temporal(is_f, (lo, hi), a, first)?
             }
-            Formula::Until(..) => return Err("a property has `U` (until)".into()),
+            Formula::Until(w, l, r) => {
+                let what = || self.spec.show(f);
+                let hi = self.steps(w.end, what)?;
+                let (lv, rv) = (child_vis(self.spec, l), child_vis(self.spec, r));
+                let left = self.node(l, &lv)?;
+                let right = self.node(r, &rv)?;
+                self.until(hi, left, right, first, what)?
+            }
         })
     }
 }
@@ -644,7 +860,7 @@ impl StlRun {
         let spec = Spec::parse("stl-plan.dsrv", &plan.text)
             .map_err(|d| format!("the generated specification is refused: {d}"))?;
         let monitor = Monitor::builder(&spec).tier(self.tier).build();
-        let keep = usize::try_from(plan.max_lag() + 2).unwrap_or(usize::MAX);
+        let keep = usize::try_from(plan.replayed()).unwrap_or(usize::MAX);
         let mut run = Box::new(PlanRun {
             row: vec![None; self.spec.signals.len()],
             plan,
@@ -775,10 +991,15 @@ pub(crate) fn explain(spec: &StlSpec) -> String {
     }
     let mut g: u128 = 0;
     for (f, _) in &spec.formulas {
-        if let Formula::Eventually(w, _) | Formula::Globally(w, _) = f {
-            for d in [w.start.as_nanos(), w.end.as_nanos()] {
-                g = gcd(g, d);
+        match f {
+            Formula::Eventually(w, _) | Formula::Globally(w, _) => {
+                for d in [w.start.as_nanos(), w.end.as_nanos()] {
+                    g = gcd(g, d);
+                }
             }
+            // `U` reads only its end (the evaluator ignores its start).
+            Formula::Until(w, ..) => g = gcd(g, w.end.as_nanos()),
+            _ => {}
         }
     }
     let period = Duration::from_nanos(if g == 0 { 1_000_000_000 } else { g as u64 });

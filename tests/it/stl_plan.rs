@@ -1,8 +1,9 @@
 //! The plan tier of property files (issue 39, `vigil::stl::StlRun`): generated formulas and
 //! regular traces run on every tier give the STL evaluator's output byte for byte, in the
 //! text and CSV forms, and most runs really ran on the plan; a trace that leaves the grid
-//! mid-run moves to the evaluator with the same output; `U`, the eager semantics and an
-//! irregular trace decline with their reason.
+//! mid-run moves to the evaluator with the same output; a `U` whose operands the evaluator
+//! pairs otherwise than by time, the eager semantics and an irregular trace decline with their
+//! reason.
 
 use crate::support::{run_vigil, test_dir, write};
 use proptest::prelude::*;
@@ -90,8 +91,9 @@ fn formula(period: u64) -> impl Strategy<Value = String> {
     let cmp = prop_oneof![Just(">"), Just("<"), Just(">="), Just("<=")];
     // Halves, so that ties (a robustness of ±0) are common.
     let threshold = (-4i32..=4).prop_map(|t| format!("{}", f64::from(t) / 2.0));
+    let compare = (signal, cmp, threshold).prop_map(|(s, c, t)| format!("{s} {c} {t}"));
     let leaf = prop_oneof![
-        8 => (signal, cmp, threshold).prop_map(|(s, c, t)| format!("{s} {c} {t}")),
+        8 => compare.clone(),
         1 => Just("true".to_string()),
         1 => Just("false".to_string()),
     ];
@@ -100,16 +102,42 @@ fn formula(period: u64) -> impl Strategy<Value = String> {
         let (a, b) = (a.min(b), a.max(b));
         format!("[{},{}]", secs(a), secs(b))
     });
+    // `U[0,0]` (aligned operands) more often than a pair of draws gives it.
+    let until = prop_oneof![4 => interval.clone(), 1 => Just("[0,0]".to_string())];
     leaf.prop_recursive(4, 16, 2, move |inner| {
+        let aligned = (inner.clone(), compare.clone(), 0u8..4, interval.clone())
+            .prop_map(|(a, c, how, i)| align(a, c, how, i));
+        // A `U` over aligned operands made of an aligned `U`.
+        let nested = (
+            aligned.clone(),
+            until.clone(),
+            (compare.clone(), 0u8..4, interval.clone()),
+        )
+            .prop_map(|((a, b), i, (c, how, j))| align(format!("({a}) U{i} ({b})"), c, how, j));
         prop_oneof![
-            1 => inner.clone().prop_map(|a| format!("!({a})")),
-            1 => (inner.clone(), inner.clone()).prop_map(|(a, b)| format!("({a}) && ({b})")),
-            1 => (inner.clone(), inner.clone()).prop_map(|(a, b)| format!("({a}) || ({b})")),
-            1 => (inner.clone(), inner.clone()).prop_map(|(a, b)| format!("({a}) -> ({b})")),
-            2 => (interval.clone(), inner.clone()).prop_map(|(i, a)| format!("G{i}({a})")),
-            2 => (interval.clone(), inner).prop_map(|(i, a)| format!("F{i}({a})")),
+            2 => inner.clone().prop_map(|a| format!("!({a})")),
+            2 => (inner.clone(), inner.clone()).prop_map(|(a, b)| format!("({a}) && ({b})")),
+            2 => (inner.clone(), inner.clone()).prop_map(|(a, b)| format!("({a}) || ({b})")),
+            2 => (inner.clone(), inner.clone()).prop_map(|(a, b)| format!("({a}) -> ({b})")),
+            4 => (interval.clone(), inner.clone()).prop_map(|(i, a)| format!("G{i}({a})")),
+            4 => (interval.clone(), inner.clone()).prop_map(|(i, a)| format!("F{i}({a})")),
+            1 => (inner.clone(), interval.clone(), inner).prop_map(|(a, i, b)| format!("({a}) U{i} ({b})")),
+            1 => (aligned, until.clone()).prop_map(|((a, b), i)| format!("({a}) U{i} ({b})")),
+            1 => (nested, until.clone()).prop_map(|((a, b), i)| format!("({a}) U{i} ({b})")),
         ]
     })
+}
+
+/// Operands for `U` made from `a` with the same horizon (random operands mostly have different
+/// ones, which the plan runs otherwise; see `Lowering::until`): `a` and its negation, `a` and
+/// `a` joined to the comparison `c`, or `G` of `a` beside `F` of `c` over one interval `i`.
+fn align(a: String, c: String, how: u8, i: String) -> (String, String) {
+    match how {
+        0 => (a.clone(), format!("!({a})")),
+        1 => (a.clone(), format!("({a}) && ({c})")),
+        2 => (a.clone(), format!("({c}) || ({a})")),
+        _ => (format!("G{i}({a})"), format!("F{i}({c})")),
+    }
 }
 
 /// How a generated trace leaves the grid, if it does.
@@ -218,6 +246,9 @@ fn the_plan_tier_gives_the_evaluators_output_on_every_tier() {
     });
     let (runs, on_plan, regular, moved) = (Cell::new(0), Cell::new(0), Cell::new(0), Cell::new(0));
     let verdicts = Cell::new(0usize);
+    // Runs over regular traces of files with a `U`; of those, the runs on the plan, and the
+    // runs on the plan of a file with a property of two or more `U` (mostly nested).
+    let (u_regular, u_on_plan, u_several) = (Cell::new(0), Cell::new(0), Cell::new(0));
     runner
         .run(&case(), |(text, semantics, period, t0, values, brk)| {
             let spec = StlSpec::parse("g.mstlo", &text).unwrap();
@@ -248,8 +279,25 @@ fn the_plan_tier_gives_the_evaluators_output_on_every_tier() {
                     runs.set(runs.get() + 1);
                     if !breaks && steps.len() >= 2 && !spec.signals().is_empty() {
                         regular.set(regular.get() + 1);
-                        prop_assert!(plan, "{text} over a regular trace declined: {why:?}");
+                        let untils = text.matches(" U[").count();
+                        u_regular.set(u_regular.get() + usize::from(untils > 0));
+                        if !plan {
+                            // Over a regular trace only a `U` whose operands the evaluator
+                            // pairs in a way the plan does not follow declines: an operand
+                            // repeating its verdict per sample, or a `U[a,0]` (`Lowering::until`).
+                            let why = why.as_deref().unwrap_or("");
+                            prop_assert!(
+                                why.contains(" U[") && why.contains("operand"),
+                                "{text} over a regular trace declined: {why:?}"
+                            );
+                            continue;
+                        }
                         on_plan.set(on_plan.get() + 1);
+                        if untils > 0 {
+                            u_on_plan.set(u_on_plan.get() + 1);
+                            let several = text.lines().any(|l| l.matches(" U[").count() > 1);
+                            u_several.set(u_several.get() + usize::from(several));
+                        }
                     }
                     if breaks && steps.len() >= 2 && !plan {
                         moved.set(moved.get() + 1);
@@ -261,26 +309,40 @@ fn the_plan_tier_gives_the_evaluators_output_on_every_tier() {
         })
         .unwrap();
     eprintln!(
-        "stl plan: {} runs ({} cases x 2 forms x {} tiers), {} over regular traces all on the plan, {} left the grid and moved to the evaluator; {} verdicts",
+        "stl plan: {} runs ({} cases x 2 forms x {} tiers), {} over regular traces, {} of them on the plan, {} left the grid and moved to the evaluator; {} verdicts; with `U`: {} runs over regular traces, {} on the plan, {} of them of a property with two or more `U`",
         runs.get(),
         runs.get() / 2 / TIERS.len(),
         TIERS.len(),
+        regular.get(),
         on_plan.get(),
         moved.get(),
-        verdicts.get()
+        verdicts.get(),
+        u_regular.get(),
+        u_on_plan.get(),
+        u_several.get()
     );
-    // The coverage guard: most runs were on the plan, not declined.
+    // The coverage guard: most runs were over regular traces, and most of those (all but
+    // some with a `U`, asserted above) on the plan.
     assert!(
-        on_plan.get() * 2 > runs.get(),
-        "only {} of {} runs on the plan",
-        on_plan.get(),
-        runs.get()
+        regular.get() * 2 > runs.get() && on_plan.get() * 5 > regular.get() * 4,
+        "only {} of {} runs over regular traces, {} on the plan",
+        regular.get(),
+        runs.get(),
+        on_plan.get()
     );
     assert!(moved.get() > 0, "no run left the grid");
+    // `U` on the plan: most of the files with one, nested ones among them.
+    assert!(
+        u_on_plan.get() * 3 > u_regular.get() * 2 && u_several.get() > 0,
+        "`U` on the plan in {} of {} runs ({} of two or more)",
+        u_on_plan.get(),
+        u_regular.get(),
+        u_several.get()
+    );
 }
 
-/// `U`, the eager semantics and an irregular trace decline, each with its reason, and give the
-/// evaluator's output.
+/// A `U[a,0]` whose operands have different horizons, the eager semantics and an irregular trace
+/// decline, each with its reason, and give the evaluator's output.
 #[test]
 fn until_eager_and_an_irregular_trace_decline_to_the_evaluator() {
     let grid = |n: u64| -> Vec<Step> {
@@ -291,12 +353,24 @@ fn until_eager_and_an_irregular_trace_decline_to_the_evaluator() {
             })
             .collect()
     };
-    let cases: [(&str, Semantics, Vec<Step>, &str); 6] = [
+    let cases: [(&str, Semantics, Vec<Step>, &str); 8] = [
         (
-            "p: (x > 0) U[0,1] (y > 0)\n",
+            "p: (x > 0) U[0,0] F[0,0.5](y > 0)\n",
             Semantics::DelayedQuantitative,
             grid(12),
-            "`U` (until)",
+            "have different horizons or give their verdicts at different samples of a step",
+        ),
+        (
+            "p: (x > 0) U[0,0] (y > 0)\n",
+            Semantics::DelayedQualitative,
+            grid(12),
+            "give their verdicts at different samples of a step",
+        ),
+        (
+            "p: true U[0,1] (y > 0)\nq: x < 1\n",
+            Semantics::DelayedQuantitative,
+            grid(12),
+            "an operand of `(true U[0,1] y > 0)` reads no signal",
         ),
         (
             "p: G[0,1](x > 0)\n",
@@ -370,6 +444,135 @@ fn until_eager_and_an_irregular_trace_decline_to_the_evaluator() {
     assert_eq!(
         got,
         evaluator(&spec, zoh(sem), &grid(12), VerdictForm::Text)
+    );
+}
+
+/// `U` on the plan gives the evaluator's verdicts with its pairing and timing: for a `U` whose
+/// operands give their verdicts at its first sample of a step, the maximum over the whole
+/// interval; where only φ's newest value is in by then, the last term is φ's running minimum
+/// alone (ψ's value read as unknown); where φ's is not, the interval one value shorter;
+/// `U[a,0]` once both values are in; nested under `G`, `&&` and another `U`; operands of
+/// different horizons, paired by position (ψ read further on, or back, once the caches are
+/// pruned).
+#[test]
+fn until_runs_on_the_plan_with_the_evaluators_pairing() {
+    let text = "\
+        both: (a > 0) U[0,1] (a < 1.5)\n\
+        psi_later: (a > 0) U[0.5,1] (y > 1)\n\
+        phi_later: (y > -1) U[0,1] (a < 1)\n\
+        zero: (x > 0) U[0,0] !(x > 1.5)\n\
+        nested: G[0,1]((x > 0) U[0,1] (y > 0)) && (a < 2)\n\
+        twice: ((x > 0) U[0,1] (y > 0)) U[0,0.5] G[0,1](a < 2)\n\
+        slower_psi: (x > 0) U[0,1] F[0,1.5](y > 0)\n\
+        slower_phi: G[0,1](y > -1) U[0,1.5] (a < 1)\n";
+    let spec = StlSpec::parse("u.mstlo", text).unwrap();
+    // Values whose pairings differ: a textbook `U` (ψ's last value paired, or the whole
+    // interval) gives other verdicts for `psi_later` and `phi_later`.
+    let steps: Vec<Step> = (0..24u64)
+        .map(|k| {
+            let w = |m: u64, d: f64| ((k * m) % 7) as f64 * 0.5 - d;
+            vec![
+                // Slower: φ's running minimum stays high for a while.
+                ("a".into(), k * 500, ((k / 2) % 4) as f64 - 1.0),
+                ("x".into(), k * 500, w(5, 1.5)),
+                ("y".into(), k * 500, w(2, 1.25)),
+            ]
+        })
+        .collect();
+    for sem in [
+        Semantics::DelayedQuantitative,
+        Semantics::DelayedQualitative,
+    ] {
+        let want = evaluator(&spec, zoh(sem), &steps, VerdictForm::Csv);
+        for p in [
+            "both",
+            "psi_later",
+            "phi_later",
+            "zero",
+            "nested",
+            "twice",
+            "slower_psi",
+            "slower_phi",
+        ] {
+            assert!(want.matches(&format!("{p},")).count() >= 18, "{p}: {want}");
+        }
+        for tier in TIERS {
+            let (got, plan, why) = planned(&spec, zoh(sem), &steps, VerdictForm::Csv, tier);
+            assert!(plan, "{why:?}");
+            assert_eq!(got, want, "{sem:?} on {tier}");
+        }
+    }
+}
+
+/// A run whose `U` has operands of different horizons that leaves the grid mid-run gives the
+/// evaluator's output: the fresh evaluator is given enough of the last steps that its pairing
+/// of the operands is the first one's (with only the steps the horizon spans, it paired them
+/// as at the start of a run, and its next verdicts differed).
+#[test]
+fn until_of_different_horizons_moves_to_the_evaluator_exactly() {
+    let spec = StlSpec::parse(
+        "m.mstlo",
+        "p: ((b < 0) -> (b > 0)) U[0,0.25] G[0,0.5](b > 0)\nq: F[0,0.5](b > 0) U[0,0.5] (b < 1)\n",
+    )
+    .unwrap();
+    for gap in [6, 9, 21] {
+        let steps: Vec<Step> = (0..30u64)
+            .map(|k| {
+                let t = k * 250 + if k >= gap { 250 } else { 0 };
+                vec![("b".into(), t, ((k * 7) % 11) as f64 * 0.5 - 2.5)]
+            })
+            .collect();
+        for sem in [
+            Semantics::DelayedQuantitative,
+            Semantics::DelayedQualitative,
+        ] {
+            let want = evaluator(&spec, zoh(sem), &steps, VerdictForm::Csv);
+            assert!(want.lines().count() > 40, "{want}");
+            let (got, plan, why) =
+                planned(&spec, zoh(sem), &steps, VerdictForm::Csv, Tier::NativeWhole);
+            assert!(!plan && why.is_some_and(|w| w.contains("not one period after")));
+            assert_eq!(got, want, "gap at step {gap}, {sem:?}");
+        }
+    }
+}
+
+/// `vigil explain` shows a `U`'s pipeline on the plan (here, ψ's value of a step comes after
+/// φ's, so the last term is φ's running minimum alone), and why a `U` declines.
+#[test]
+fn explain_shows_until_on_the_plan_or_why_not() {
+    let dir = test_dir("stl_plan", "explain_until");
+    let spec = write(&dir, "u.mstlo", "p: (x > 0) U[0.5,1] (y < 2)\n");
+    let (status, out, err) = run_vigil(&["explain", &spec], None);
+    assert_eq!((status, err.as_str()), (0, ""));
+    let plan = out.split_once("plan tier (--tier").map(|(_, p)| p);
+    assert_eq!(
+        plan,
+        Some(
+            ", delayed semantics): over a trace whose every signal is sampled at every time of one grid of period p, where p divides 1 s; for p = 1 s (delayed-quantitative):
+in s0: Float  // x
+in s1: Float  // y
+aux n0: Float
+n0 = (s0 - 0.0)
+aux n1: Float
+n1 = (2.0 - s1)
+aux n2: Float
+n2 = min(n1, n0)
+aux n3: Float
+n3 = min(default(n0[1], 0.0), n0)
+aux n4: Float
+n4 = max(default(n2[1], 0.0), n3)
+out p0: Float  // p
+p0 = n4
+"
+        ),
+        "{out}"
+    );
+    let spec = write(&dir, "d.mstlo", "q: (x > 0) U[0,0] F[0,1](y > 1)\n");
+    let (status, out, _) = run_vigil(&["explain", &spec], None);
+    assert_eq!(status, 0);
+    assert!(
+        out.ends_with("plan tier: declines (the operands of `(x > 0 U[0,0] F[0,1](y > 1))` have different horizons or give their verdicts at different samples of a step, where the evaluator's pairing of them changes after the first steps); the properties run on the STL evaluator\n"),
+        "{out}"
     );
 }
 
