@@ -546,7 +546,7 @@ pub fn split_points(
 }
 
 /// Reads what `r` has into `buf` (0 at its end), again when a signal interrupted the read.
-fn read_some(r: &mut impl std::io::Read, buf: &mut [u8]) -> std::io::Result<usize> {
+pub(crate) fn read_some(r: &mut impl std::io::Read, buf: &mut [u8]) -> std::io::Result<usize> {
     loop {
         match r.read(buf) {
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,

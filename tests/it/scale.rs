@@ -945,8 +945,8 @@ fn a_peer_killed_while_rows_stream_ends_the_run_with_its_report() {
     assert!(landed >= 4, "only {landed} of 6 kills landed mid-stream");
 }
 
-/// A scaled run that checkpoints reads its file in parts of `--checkpoint-every` lines, each
-/// part's reader sending the barrier at its start. SIGKILLs after a checkpoint and resumes
+/// A scaled run that checkpoints reads its file in parts of lines, a whole fraction of
+/// `--checkpoint-every`, the reader of each part a barrier falls at sending it at its start. SIGKILLs after a checkpoint and resumes
 /// give the uninterrupted single-process output and alerts, each resume reading only the
 /// parts after its checkpoint, and a replay log in parts (each cut back to the checkpoint
 /// when resumed) that replays to them. (Such a run was read by process 0's feed alone.)
@@ -977,8 +977,10 @@ fn a_checkpointed_run_reads_its_file_in_parts_and_resumes_exactly() {
             &alerts,
             "--checkpoint",
             &ck,
+            // (Parts of a fraction of the period, 9,375 lines, a barrier every 4: the
+            // readers then have parts enough to take turns.)
             "--checkpoint-every",
-            "5000",
+            "40000",
             "--stats",
             "--record",
             &log,

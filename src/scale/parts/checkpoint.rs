@@ -2,11 +2,13 @@
 //! part's reader, and a resume that splits the rest of the file from the position the commit
 //! record gives.
 //!
-//! With `--checkpoint-every N` the file is cut into parts of `N` lines (not bytes), so a
-//! checkpoint comes about every `N` rows, as in a run read by one feed. Part `k`'s reader
-//! sends every worker a barrier at `k << 32` (before the part's first row) and leaves, for the
-//! writer's commit record, where the part starts: its byte offset and lines, which a single
-//! feed's checkpoint records the same way (with the digests of the bytes around it). The
+//! With `--checkpoint-every N` the file is cut into parts of lines (not bytes): `N` lines, or a
+//! whole fraction of `N` where that leaves the readers too few parts to take turns, a barrier
+//! then at every `m`-th part. So a checkpoint comes about every `N` rows (at most `N`), as in a
+//! run read by one feed. Part `k`'s reader sends every worker a barrier at `k << 32` (before
+//! the part's first row) and leaves, for the writer's commit record, where the part starts:
+//! its byte offset and lines, which a single feed's checkpoint records the same way (with the
+//! digests of the bytes around it). The
 //! barrier asks for the state after every row of the parts before `k`; timely's frontier
 //! passes it once every one of them is evaluated, whichever worker read it.
 //!
@@ -48,6 +50,9 @@ pub(crate) struct PartCheckpoints<'a> {
 /// commit records; none for the part a resume starts at (its checkpoint exists).
 pub(crate) struct Barriers {
     at_barriers: AtBarriers,
+    /// The first part and every how many parts a barrier comes.
+    first: u64,
+    every_parts: u64,
     /// The part the run resumed at, if it did.
     resumed_at: Option<u64>,
     /// With `--record`, the length of the log's manifest, which the commit records as the
@@ -73,7 +78,7 @@ impl Barriers {
         workers: usize,
         batch: &mut Vec<Event>,
     ) {
-        if self.resumed_at == Some(k) {
+        if self.resumed_at == Some(k) || !(k - self.first).is_multiple_of(self.every_parts) {
             return;
         }
         let time = k * PART_ROWS;
@@ -168,9 +173,14 @@ pub(crate) fn plan(
                 checkpoint::Reposition::Trace(e) => e.to_string(),
             })?;
     }
-    let size = match ck.every {
-        Some(every) => PartSize::Lines(every),
-        None => PartSize::Bytes(super::part_bytes(path, threads)),
+    let (size, every_parts) = match ck.every {
+        Some(every) => {
+            let lines = lines_from(path, from.offset)
+                .map_err(|e| format!("{path}: cannot read the trace: {e}"))?;
+            let (part, m) = part_lines(every, lines, threads);
+            (PartSize::Lines(part), m)
+        }
+        None => (PartSize::Bytes(super::part_bytes(path, threads)), 1),
     };
     let split = trace::split_points(path, format, size, from)
         .map_err(|e| format!("{path}: cannot read the trace: {e}"))?;
@@ -179,6 +189,8 @@ pub(crate) fn plan(
     };
     let barriers = ck.every.map(|_| Barriers {
         at_barriers: Arc::clone(ck.at_barriers),
+        first,
+        every_parts,
         resumed_at: ck.resumed.map(|_| first),
         log_len: std::sync::OnceLock::new(),
     });
@@ -197,4 +209,51 @@ pub(crate) fn plan(
         trace: opened.file,
     };
     Ok(Some((parts, kept)))
+}
+
+/// The lines of a part of a file of `lines` lines (from its resumed position) read by
+/// `threads` workers with a checkpoint every `every` lines, and every how many parts a
+/// checkpoint comes: `every` lines a part, unless that leaves fewer than 8 parts per reader;
+/// then a whole fraction of it (at least 1,024 lines, where opening a part costs little
+/// beside reading it).
+fn part_lines(every: u64, lines: u64, threads: usize) -> (u64, u64) {
+    let wanted = (threads as u64).saturating_mul(8).max(1);
+    let part = every.min(lines.div_ceil(wanted).max(1024)).max(1);
+    (part, (every / part).max(1))
+}
+
+/// The lines of `path` from byte `offset` on (a last line without its end counted too).
+fn lines_from(path: &str, offset: u64) -> std::io::Result<u64> {
+    use std::io::Seek;
+    let mut file = std::fs::File::open(path)?;
+    file.seek(std::io::SeekFrom::Start(offset))?;
+    let mut buf = vec![0u8; 1 << 20];
+    let (mut lines, mut last) = (0u64, b'\n');
+    loop {
+        let n = trace::read_some(&mut file, &mut buf)?;
+        if n == 0 {
+            break;
+        }
+        lines += memchr::memchr_iter(b'\n', &buf[..n]).count() as u64;
+        last = buf[n - 1];
+    }
+    Ok(lines + u64::from(last != b'\n'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::part_lines;
+
+    #[test]
+    fn parts_are_a_whole_fraction_of_the_checkpoint_period() {
+        // Enough parts already: a part per checkpoint.
+        assert_eq!(part_lines(5_000, 150_000, 2), (5_000, 1));
+        // Too few: smaller parts, a barrier every few (18,750-line parts, a barrier every 5,
+        // 93,750 lines: at most the period).
+        assert_eq!(part_lines(100_000, 300_000, 2), (18_750, 5));
+        // Never below 1,024 lines, unless the period is.
+        assert_eq!(part_lines(100_000, 2_000, 2), (1_024, 97));
+        assert_eq!(part_lines(100, 2_000, 2), (100, 1));
+        assert_eq!(part_lines(1, 0, 2), (1, 1));
+    }
 }

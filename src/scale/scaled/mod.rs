@@ -125,11 +125,13 @@ enum Reads {
 /// A scaled run's inputs by name, opened by the run: trace files (by their extension, or
 /// `format`), `-` (standard input), FIFOs, live sources' URLs and one `tcp://` listener, as
 /// `vigil run --input` takes them. Where the inputs allow it, process 0's workers read them in
-/// parallel: one regular file without a time field in parts, several regular files one each
-/// (with a time field, each through a feed of its own), one stream without a time field in
-/// chunks. Anything else — and every run that checkpoints, resumes or records — is read by
-/// one feed of them all in process 0's first worker, put back where a resumed checkpoint left
-/// each input.
+/// parallel: one regular file without a time field in parts (of `--checkpoint-every` lines
+/// when the run checkpoints, each part's reader sending the barrier at its start), several
+/// regular files one each (with a time field, each through a feed of its own), one stream
+/// without a time field in chunks. A replay log is then written in parts, one per reader of a
+/// file's parts or a stream's chunks. Anything else — and every other run that checkpoints or
+/// resumes, or records a replay log — is read by one feed of them all in process 0's first
+/// worker, put back where a resumed checkpoint left each input.
 pub struct Inputs {
     /// The inputs as given.
     pub names: Vec<String>,
