@@ -1069,7 +1069,7 @@ fn run(args: &RunArgs) -> Exit {
         let mut show = |rows: u64, reader: &dyn RowReader| bar.update(rows, reader);
         let mut driven = drive::Drive {
             malformed: args.on_malformed.into(),
-            name: if input == "-" { "<stdin>" } else { input },
+            name: crate::trace::display_name(input),
             lines: format != TraceFormat::Tc,
             notify: &notify,
             progress: &mut show,

@@ -300,7 +300,7 @@ impl Inputs {
                 Err(Reposition::Trace(e)) => return Err(e.into()),
             }
         }
-        let name = if path == "-" { "<stdin>" } else { path };
+        let name = trace::display_name(path);
         self.kept.push(checkpoint::Source {
             path: path.to_string(),
             format,

@@ -185,13 +185,20 @@ impl LogWriter {
     /// A row of a part, at its place `o` in the run's order: `{"o":…,"r":[{"s":0,"c":{…}}]}`
     /// (its step's time and its position are the row's index in that order, given on replay).
     pub fn write_part_row(&mut self, o: u64, cells: &[Option<Value>]) -> io::Result<()> {
-        let present: Map<String, Json> = (self.fields.iter().zip(cells))
-            .filter_map(|(f, v)| v.as_ref().map(|v| (f.clone(), encode(v))))
-            .collect();
+        let present = self.present(cells);
         writeln!(
             self.out,
             "{}",
-            json!({"o": o, "r": [{"s": 0, "c": Json::Object(present)}]})
+            json!({"o": o, "r": [{"s": 0, "c": present}]})
+        )
+    }
+
+    /// A row's present cells by field name (`c`).
+    fn present(&self, cells: &[Option<Value>]) -> Json {
+        Json::Object(
+            (self.fields.iter().zip(cells))
+                .filter_map(|(f, v)| v.as_ref().map(|v| (f.clone(), encode(v))))
+                .collect(),
         )
     }
 
@@ -216,13 +223,7 @@ impl LogWriter {
                 if let Some(late) = c.late {
                     row.insert("late".into(), json!(late.0));
                 }
-                let present: Map<String, Json> = self
-                    .fields
-                    .iter()
-                    .zip(cells)
-                    .filter_map(|(f, v)| v.as_ref().map(|v| (f.clone(), encode(v))))
-                    .collect();
-                row.insert("c".into(), Json::Object(present));
+                row.insert("c".into(), self.present(cells));
                 Json::Object(row)
             })
             .collect();

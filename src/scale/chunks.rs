@@ -65,7 +65,7 @@ pub(crate) fn open(path: &str, format: TraceFormat) -> Result<Option<Stream>, St
     if meta.is_file() || meta.is_dir() {
         return Ok(None);
     }
-    let name = if path == "-" { "<stdin>" } else { path };
+    let name = crate::trace::display_name(path);
     Ok(Some(Stream {
         name: name.to_string(),
         format,

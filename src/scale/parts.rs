@@ -18,7 +18,6 @@ use crate::notice::Notice;
 use crate::pipeline::drive::Ended;
 use crate::pipeline::log::{Header, LogWriter};
 use crate::row::RowError;
-use crate::time::TimeForm;
 use crate::trace::{self, InputSchema, ReaderOptions, RowReader, TraceFormat, TracePosition};
 use std::sync::Arc;
 
@@ -39,8 +38,9 @@ pub(crate) struct Parts {
     first: u64,
     /// With checkpoints: the barriers the readers send at their parts' starts.
     barriers: Option<Arc<checkpoint::Barriers>>,
-    /// A resumed run's barrier time: the readers' parts of the replay log are cut back to it.
-    resumed: Option<u64>,
+    /// Whether the run resumed (at the first part's start): the readers' parts of the replay
+    /// log are cut back to it.
+    resumed: bool,
 }
 
 /// Splits the regular file `path`, a trace in `format` (JSON lines or CSV), into parts for
@@ -64,7 +64,7 @@ pub(crate) fn plan(
         len,
         first: 0,
         barriers: None,
-        resumed: None,
+        resumed: false,
     }))
 }
 
@@ -94,7 +94,7 @@ impl Parts {
             .collect();
         setup.barriers = self.barriers.clone();
         if let Some(log) = &mut setup.log {
-            log.resumed = self.resumed;
+            log.resumed = self.resumed.then_some(self.first * PART_ROWS);
         }
         let pieces = Pieces::File {
             path: self.path.clone(),
@@ -138,12 +138,9 @@ pub(crate) struct PartLog {
 impl PartLog {
     /// Worker `worker`'s part of the log recorded at `path` with `header`: `PATH.w<worker>`.
     pub(crate) fn new(path: &str, header: &Header, worker: usize) -> PartLog {
-        let mut header = header.clone();
-        // An untimed run's stamps are its rows' indices, in units.
-        header.form = TimeForm::Number(header.unit);
         PartLog {
             path: part_path(path, worker),
-            header,
+            header: header.clone(),
             worker,
             writer: None,
             resumed: None,
@@ -168,6 +165,16 @@ impl PartLog {
     /// The message of a failed write.
     fn failed(&self, e: std::io::Error) -> String {
         format!("cannot write the replay log `{}`: {e}", self.path)
+    }
+
+    /// Writes out what is buffered and syncs the part (`synced`), or hands it to the file.
+    fn flush(&mut self, synced: bool) -> Result<(), String> {
+        let flushed = match self.writer() {
+            Ok(w) if synced => w.flush(),
+            Ok(w) => w.flush_buffer(),
+            Err(e) => Err(e),
+        };
+        flushed.map_err(|e| self.failed(e))
     }
 }
 
@@ -294,9 +301,10 @@ impl PartReader {
             // A log that cannot be written is said in the message the run stops with.
             let written = (log.writer())
                 .and_then(|w| w.write_part_stop(time, &message, exit.status()))
-                .and_then(|()| log.writer().and_then(|w| w.flush()));
-            if let Err(e) = written {
-                return Fill::Stopped(format!("{message} ({})", log.failed(e)), exit);
+                .map_err(|e| log.failed(e))
+                .and_then(|()| log.flush(true));
+            if let Err(failed) = written {
+                return Fill::Stopped(format!("{message} ({failed})"), exit);
             }
         }
         Fill::Stopped(message, exit)
@@ -319,23 +327,17 @@ impl PartReader {
         let Some(log) = &mut self.setup.log else {
             return fill;
         };
-        let flushed = match (&fill, log.writer()) {
-            (_, Err(e)) => Err(e),
-            (Fill::Ended, Ok(w)) => w.flush(),
-            (Fill::More, Ok(w)) if streaming => w.flush_buffer(),
-            (_, Ok(_)) => Ok(()),
+        let flushed = match &fill {
+            Fill::Ended => log.flush(true),
+            Fill::More if streaming => log.flush(false),
+            _ => Ok(()),
         };
         match flushed {
             Ok(()) => fill,
-            Err(e) => {
-                let message = log.failed(e);
-                self.stop(message, Ended::Failure)
-            }
+            Err(message) => self.stop(message, Ended::Failure),
         }
     }
-}
 
-impl PartReader {
     /// Reads rows into `batch` until it holds `n`, or a part ends.
     fn fill_rows(&mut self, batch: &mut Vec<Event>, n: usize, workers: usize) -> Fill {
         let width = self.setup.schema.names.len();
@@ -371,9 +373,8 @@ impl PartReader {
                     // frontier passes the part (and a commit can count on them).
                     if self.setup.barriers.is_some()
                         && let Some(log) = &mut self.setup.log
-                        && let Err(e) = log.writer().and_then(|w| w.flush())
+                        && let Err(message) = log.flush(true)
                     {
-                        let message = log.failed(e);
                         return self.stop(message, Ended::Failure);
                     }
                     self.reader = None;

@@ -588,7 +588,8 @@ pub(crate) fn resume_record(
     record_path: Option<&str>,
     path: &Path,
 ) -> Result<(), String> {
-    check_record(record_path.filter(|_| record.is_some()), len, path)?;
+    let recording = record.is_some().then(|| record_path.unwrap_or(""));
+    check_record(recording, len, path)?;
     match (record, len) {
         (Some(r), Some(len)) => r
             .resume_at(len)

@@ -439,7 +439,7 @@ pub fn open_trace_at(
     options: ReaderOptions,
     resume: Option<ResumeAt>,
 ) -> Result<OpenTrace, OpenError> {
-    let name = if path == "-" { "<stdin>" } else { path };
+    let name = display_name(path);
     let at = resume.map_or(0, |r| r.position.offset);
     let opened = source::open_source_at(path, at)?;
     let file = opened
@@ -458,6 +458,11 @@ pub fn open_trace_at(
         streaming: opened.streaming,
         file,
     })
+}
+
+/// A trace's name in messages and logs: its path, or `<stdin>` for `-`.
+pub fn display_name(path: &str) -> &str {
+    if path == "-" { "<stdin>" } else { path }
 }
 
 /// How big [`split_points`] makes the parts of a trace file.
@@ -505,10 +510,12 @@ pub fn split_points(
     file.seek(std::io::SeekFrom::Start(from.offset))?;
     let mut points = vec![from];
     let (mut offset, mut lines) = (from.offset, from.line);
-    let mut next = match size {
-        PartSize::Bytes(part) => (from.offset / part.max(1) + 1) * part.max(1),
-        PartSize::Lines(n) => from.line + n.max(1),
+    // Where the part after one starting at (`offset`, `line`) may start, at the earliest.
+    let after = |offset: u64, line: u64| match size {
+        PartSize::Bytes(part) => (offset / part.max(1) + 1) * part.max(1),
+        PartSize::Lines(n) => line + n.max(1),
     };
+    let mut next = after(from.offset, from.line);
     loop {
         let n = read_some(&mut file, &mut buf)?;
         if n == 0 {
@@ -530,10 +537,7 @@ pub fn split_points(
                     offset: start,
                     line: lines,
                 });
-                next = match size {
-                    PartSize::Bytes(part) => (start / part.max(1) + 1) * part.max(1),
-                    PartSize::Lines(n) => lines + n.max(1),
-                };
+                next = after(start, lines);
             }
         }
         offset += n as u64;

@@ -7,13 +7,15 @@
 //! run's order (the timely time its reader gave it: part `p`'s row `i` is `p << 32 | i`), or
 //! the stop of a run its reader stopped (`{"o":…,"stop":…,"status":…}`). The manifest's
 //! header is the run's with `"parts"`, the parts' file names, and it has no lines. Merging
-//! takes the least place of all the parts' next lines each time; the `n`-th row so taken is
+//! takes the least place of all the parts' next lines each time (a heap of them); the `n`-th row so taken is
 //! the step a single-process run reads `n`-th, at position `n` and time `n` units (an untimed
 //! run's stamps), and the first stop ends the log: rows placed after it were read ahead by
 //! other workers, and the run wrote none of them.
 
 use super::{Json, Map, parse_line};
 use crate::time::TimeUnit;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use std::io::{self, BufRead};
 use std::path::Path;
 
@@ -78,12 +80,11 @@ pub fn cut_part(path: &str, before: u64) -> Result<std::fs::File, String> {
             "cannot resume the replay log's part `{path}`: it has no header"
         ));
     }
-    let file = std::fs::OpenOptions::new()
+    let mut file = std::fs::OpenOptions::new()
         .write(true)
         .open(path)
         .map_err(failed)?;
     file.set_len(keep).map_err(failed)?;
-    let mut file = file;
     io::Seek::seek(&mut file, io::SeekFrom::End(0)).map_err(failed)?;
     Ok(file)
 }
@@ -91,6 +92,9 @@ pub fn cut_part(path: &str, before: u64) -> Result<std::fs::File, String> {
 /// The parts of a log, merged into the run's order.
 pub(super) struct Merge {
     parts: Vec<Part>,
+    /// The place of each part's next line, least first (a part whose lines have ended has
+    /// none here).
+    queue: BinaryHeap<Reverse<(u64, usize)>>,
     /// Rows taken so far: the next row's position and time (in units).
     index: u64,
     unit: TimeUnit,
@@ -103,24 +107,17 @@ struct Part {
     name: String,
     lines: Lines,
     line: u64,
-    /// The next line: its place, the line without it, and where it is (`path:line`).
-    next: Option<(u64, Object, String)>,
+    /// The next line, without its place, and where it is (`path:line`).
+    next: Option<(Object, String)>,
     /// The place of the last line read.
     last: Option<u64>,
-    ended: bool,
 }
 
 impl Part {
-    /// Reads the next line ahead, unless one is read already or the part has ended.
-    fn read_ahead(&mut self) -> Result<(), String> {
-        if self.next.is_some() || self.ended {
-            return Ok(());
-        }
+    /// Reads the next line ahead; gives its place, or `None` at the part's end.
+    fn read_ahead(&mut self) -> Result<Option<u64>, String> {
         let text = match self.lines.next() {
-            None => {
-                self.ended = true;
-                return Ok(());
-            }
+            None => return Ok(None),
             Some(Err(e)) => return Err(format!("cannot read `{}`: {e}", self.name)),
             Some(Ok(l)) => l,
         };
@@ -140,8 +137,8 @@ impl Part {
             ));
         }
         self.last = Some(o);
-        self.next = Some((o, j, at));
-        Ok(())
+        self.next = Some((j, at));
+        Ok(Some(o))
     }
 }
 
@@ -185,11 +182,15 @@ impl Merge {
                 line: 1,
                 next: None,
                 last: None,
-                ended: false,
             });
+        }
+        let mut queue = BinaryHeap::with_capacity(parts.len());
+        for (k, part) in parts.iter_mut().enumerate() {
+            queue.extend(part.read_ahead()?.map(|o| Reverse((o, k))));
         }
         Ok(Merge {
             parts,
+            queue,
             index: 0,
             unit,
             stopped: false,
@@ -202,16 +203,13 @@ impl Merge {
         if self.stopped {
             return Ok(None);
         }
-        for part in &mut self.parts {
-            part.read_ahead()?;
-        }
-        let Some(first) = (self.parts.iter_mut())
-            .filter(|p| p.next.is_some())
-            .min_by_key(|p| p.next.as_ref().map(|(o, ..)| *o))
-        else {
+        let Some(Reverse((_, k))) = self.queue.pop() else {
             return Ok(None);
         };
-        let (_, mut j, at) = first.next.take().expect("the part has a next line");
+        let part = &mut self.parts[k];
+        let (mut j, at) = part.next.take().expect("a queued part has a next line");
+        self.queue
+            .extend(part.read_ahead()?.map(|o| Reverse((o, k))));
         if j.contains_key("stop") {
             self.stopped = true;
             return Ok(Some((j, at)));

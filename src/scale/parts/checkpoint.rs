@@ -8,9 +8,9 @@
 //! run read by one feed. Part `k`'s reader sends every worker a barrier at `k << 32` (before
 //! the part's first row) and leaves, for the writer's commit record, where the part starts:
 //! its byte offset and lines, which a single feed's checkpoint records the same way (with the
-//! digests of the bytes around it). The
-//! barrier asks for the state after every row of the parts before `k`; timely's frontier
-//! passes it once every one of them is evaluated, whichever worker read it.
+//! digests of the bytes around it). The barrier asks for the state after every row of the
+//! parts before `k`; timely's frontier passes it once every one of them is evaluated, whichever
+//! worker read it.
 //!
 //! A resume checks the commit record against the file (its digests), then splits the file
 //! from that offset, numbering the parts on from `k` so that the resumed run's barriers come
@@ -28,6 +28,11 @@ use std::sync::{Arc, PoisonError};
 
 /// What the merge options of a run read in parts with checkpoints end with.
 pub(crate) const IN_PARTS: &str = " (read in parts)";
+
+/// A run's merge options `options`, read in parts.
+pub(crate) fn in_parts(options: &str) -> String {
+    format!("{options}{IN_PARTS}")
+}
 
 /// What a checkpointed run reading a file in parts needs.
 pub(crate) struct PartCheckpoints<'a> {
@@ -53,8 +58,8 @@ pub(crate) struct Barriers {
     /// The first part and every how many parts a barrier comes.
     first: u64,
     every_parts: u64,
-    /// The part the run resumed at, if it did.
-    resumed_at: Option<u64>,
+    /// Whether the run resumed at the first part.
+    resumed: bool,
     /// With `--record`, the length of the log's manifest, which the commit records as the
     /// log's (a resume checks that it records one exactly when the run does).
     log_len: std::sync::OnceLock<u64>,
@@ -78,7 +83,8 @@ impl Barriers {
         workers: usize,
         batch: &mut Vec<Event>,
     ) {
-        if self.resumed_at == Some(k) || !(k - self.first).is_multiple_of(self.every_parts) {
+        let from_first = k - self.first;
+        if self.resumed && from_first == 0 || !from_first.is_multiple_of(self.every_parts) {
             return;
         }
         let time = k * PART_ROWS;
@@ -137,8 +143,8 @@ pub(crate) fn plan(
     threads: usize,
     ck: &PartCheckpoints<'_>,
 ) -> Result<Option<(Parts, checkpoint::Source)>, String> {
-    let (from, first) = match ck.resumed {
-        None => (TracePosition { offset: 0, line: 0 }, 0),
+    let (resume_at, first) = match ck.resumed {
+        None => (None, 0),
         Some(r) => {
             r.record.check_commit(ck.merge_options)?;
             crate::scale::source::check_record(ck.record, r.commit.record_len, &r.dir)?;
@@ -148,20 +154,16 @@ pub(crate) fn plan(
                     r.dir.display()
                 ));
             }
-            let at = r.record.check_source(0, path, format)?;
-            let Some(at) = at else {
+            let Some(at) = r.record.check_source(0, path, format)? else {
                 return Err(format!(
                     "cannot resume from `{}`: it records no position in `{path}`",
                     r.dir.display()
                 ));
             };
-            (at.position, r.barrier.time / PART_ROWS)
+            (Some(at), r.barrier.time / PART_ROWS)
         }
     };
-    let resume_at = ck.resumed.map(|_| trace::ResumeAt {
-        position: from,
-        rows: from.line,
-    });
+    let from = resume_at.map_or(TracePosition { offset: 0, line: 0 }, |r| r.position);
     let mut opened = trace::open_trace_at(path, format, ck.schema, ck.reader, resume_at)
         .map_err(|e| e.to_string())?;
     if let Some(r) = ck.resumed {
@@ -191,7 +193,7 @@ pub(crate) fn plan(
         at_barriers: Arc::clone(ck.at_barriers),
         first,
         every_parts,
-        resumed_at: ck.resumed.map(|_| first),
+        resumed: ck.resumed.is_some(),
         log_len: std::sync::OnceLock::new(),
     });
     let parts = Parts {
@@ -201,7 +203,7 @@ pub(crate) fn plan(
         len,
         first,
         barriers: barriers.map(Arc::new),
-        resumed: ck.resumed.map(|r| r.barrier.time),
+        resumed: ck.resumed.is_some(),
     };
     let kept = checkpoint::Source {
         path: path.to_string(),

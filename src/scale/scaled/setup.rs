@@ -182,10 +182,7 @@ pub(super) fn run(r: ScaledRun) -> Result<Finished, Failed> {
         sources: readers.sources,
         // A checkpoint of a run read in parts is resumed in parts (`parts::checkpoint`).
         merge_options: match readers.in_parts {
-            true => format!(
-                "{merge_options}{}",
-                crate::scale::parts::checkpoint::IN_PARTS
-            ),
+            true => crate::scale::parts::checkpoint::in_parts(&merge_options),
             false => merge_options,
         },
         stop: AtomicBool::new(false),
@@ -309,17 +306,13 @@ fn readers(
     };
     let serial = read.checkpoint.is_some() || read.resumed.is_some();
     // A log written in parts (by the readers of one input's parts or chunks) names that input
-    // as a feed names it; a feed fills in its own sources.
+    // as a feed names it (a feed fills in its own sources), and its times are the rows'
+    // indices in units, an untimed run's stamps.
     let parts_record = read.record.clone().map(|(path, mut header)| {
         header.sources = (inputs.names.iter())
-            .map(|n| {
-                if n == "-" {
-                    "<stdin>".to_string()
-                } else {
-                    n.clone()
-                }
-            })
+            .map(|n| crate::trace::display_name(n).to_string())
             .collect();
+        header.form = TimeForm::Number(header.unit);
         (path, header)
     });
     let setup = ReadSetup {
@@ -343,11 +336,7 @@ fn readers(
     }
     // A run that checkpoints reads one file in parts (its readers send the barriers), else
     // through the feed; the commit records then name the file as a feed's do.
-    let marked = format!(
-        "{}{}",
-        read.merge_options,
-        crate::scale::parts::checkpoint::IN_PARTS
-    );
+    let marked = crate::scale::parts::checkpoint::in_parts(read.merge_options);
     let mut kept = Vec::new();
     let parallel = match serial {
         false => reading::plan(&setup, read.threads).map_err(failure)?,
@@ -451,11 +440,8 @@ fn manifest(
             name.map_or(part.clone(), |n| n.into_owned())
         })
         .collect();
-    // An untimed run's stamps are its rows' indices, in units (as its parts say).
-    let mut header = header.clone();
-    header.form = crate::time::TimeForm::Number(header.unit);
     let failed = |e: std::io::Error| failure(format!("cannot write the replay log `{path}`: {e}"));
-    crate::pipeline::log::LogWriter::write_manifest(path, &header, &names).map_err(failed)?;
+    crate::pipeline::log::LogWriter::write_manifest(path, header, &names).map_err(failed)?;
     Ok(std::fs::metadata(path).map_err(failed)?.len())
 }
 
