@@ -595,7 +595,16 @@ where
 }
 
 /// Records received and not yet taken: each message's records (in the
-/// order they were sent), under the message's capability.
+/// order they were sent), under a capability at the least time of those
+/// records.
+///
+/// A message's capability is moved on to its records' least time as they
+/// are kept and as some are taken. Holding it at the message's own time
+/// instead held every later time back: a reader's round travels at its
+/// first row's time, and where a round's later rows wait for another
+/// reader's frontier, the dataflow's frontier stayed at that first row,
+/// the other reader's rounds never completed, and with both readers at
+/// their limit of rounds in flight the run waited for ever.
 pub struct Stash<D> {
     /// Each message's capability, the least time of its records, and its
     /// records not yet taken.
@@ -637,6 +646,17 @@ impl Stamped for Event {
     }
 }
 
+/// Moves a kept capability on to `least`, its records' least time, where that is later
+/// (`u64::MAX`, no record, keeps it: the message is dropped with its records).
+fn move_on(cap: &mut Option<Capability<u64>>, least: u64) {
+    if let Some(c) = cap
+        && least != u64::MAX
+        && least > *c.time()
+    {
+        c.downgrade(&least);
+    }
+}
+
 fn stamp_order<D: Stamped>(a: &D, b: &D) -> Ordering {
     a.time().cmp(&b.time()).then_with(|| a.within(b))
 }
@@ -652,8 +672,9 @@ impl<D: Stamped> Stash<D> {
     /// Keeps the records of a message, under its capability for output
     /// `port` (an operator without outputs, a sink, keeps none).
     pub fn push(&mut self, cap: &InputCapability<u64>, data: &mut Vec<D>, port: Option<usize>) {
-        let cap = port.and_then(|p| cap.retain_least(p));
+        let mut cap = port.and_then(|p| cap.retain_least(p));
         let least = data.iter().map(Stamped::time).min().unwrap_or(u64::MAX);
+        move_on(&mut cap, least);
         self.pending.push((cap, least, std::mem::take(data)));
     }
 
@@ -691,6 +712,8 @@ impl<D: Stamped> Stash<D> {
             if ready.len() > before && cap.is_none() {
                 cap = c.clone();
             }
+            // (After the clone: the records taken may be before the ones kept.)
+            move_on(c, *least);
             // A message whose records are all taken drops its capability.
             !records.is_empty()
         });

@@ -481,6 +481,60 @@ fn timed_rows_come_out_in_the_single_process_order() {
     }
 }
 
+/// Regression: two timed inputs read in parallel, where input b's first round of rows spans
+/// its first row (time 1) and rows far past every time of input a. The round travelled at its
+/// first row's time and the worker evaluating it kept that time held while the later rows
+/// waited for input a's reader, so the run's frontier stayed at 1; input a's reader, its rows
+/// never complete, stopped at its limit of rounds in flight, and the run waited for ever (it
+/// wrote nothing). The run now ends with the single-process output.
+#[test]
+fn a_round_of_rows_waiting_on_another_reader_does_not_hold_the_run_back() {
+    let dir = test_dir("scale", "straddle");
+    let spec = write(&dir, "spec.dsrv", SPEC);
+    let a: String = (0..20_000)
+        .map(|i| {
+            format!(
+                "{{\"host\":\"h{}\",\"temp\":40.5,\"ts\":{}}}\n",
+                i % 5,
+                2 * i + 2
+            )
+        })
+        .collect();
+    let b: String = std::iter::once("{\"host\":\"g0\",\"temp\":40.5,\"ts\":1}\n".to_string())
+        .chain((0..3_000).map(|i| {
+            format!(
+                "{{\"host\":\"g{}\",\"temp\":40.5,\"ts\":{}}}\n",
+                i % 5,
+                1_000_000 + i
+            )
+        }))
+        .collect();
+    let a = write(&dir, "a.jsonl", a);
+    let b = write(&dir, "b.jsonl", b);
+    let args = |extra: &'static [&'static str]| {
+        let mut args = vec![
+            "run", &spec, "--input", &a, "--input", &b, "--time", "ts", "--key", "host",
+            "--output", "csv",
+        ];
+        args.extend_from_slice(extra);
+        args
+    };
+    let want = run(&args(&[]));
+    assert!(
+        want.status.success(),
+        "{}",
+        String::from_utf8_lossy(&want.stderr)
+    );
+    let got = run(&args(&["--workers", "2", "--stats"]));
+    let err = String::from_utf8_lossy(&got.stderr);
+    assert!(got.status.success(), "{err}");
+    assert!(
+        err.contains("2 inputs read in parallel by 2 workers"),
+        "{err}"
+    );
+    assert!(got.stdout == want.stdout, "not the single-process output");
+}
+
 /// Starts process `index` of a two-process run of two workers each.
 fn process(index: usize, hosts: &str, args: &[&str]) -> Child {
     process_in(None, index, hosts, args)
