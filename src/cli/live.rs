@@ -16,6 +16,9 @@ pub(super) fn options(args: &RunArgs, time_cell: Option<usize>) -> Options {
         mqtt_topics: args.mqtt_topics.clone(),
         time: args.time.clone().zip(time_cell),
         group: args.group.clone().zip(args.consumer.clone()),
+        share: (args.input.iter().any(|i| i.starts_with("mqtt://")))
+            .then(|| args.group.clone())
+            .flatten(),
         drain: args.drain,
         key: args.key.clone(),
         ack_on_read: false,
@@ -56,9 +59,20 @@ pub(super) fn check_options(args: &RunArgs) -> Result<(), String> {
             "an mqtt:// --input or --output",
         ),
         (
-            args.group.is_some() && !redis_in,
+            args.group.is_some() && !redis_in && !mqtt_in,
             "--group",
+            "a redis:// or mqtt:// --input",
+        ),
+        // (An MQTT group names no consumer: its members are named by their client ids.)
+        (
+            args.consumer.is_some() && !redis_in,
+            "--consumer",
             "a redis:// --input",
+        ),
+        (
+            redis_in && args.group.is_some() && args.consumer.is_none(),
+            "--group with a redis:// --input",
+            "--consumer C (this consumer's name in the group)",
         ),
         (args.drain && !redis_in, "--drain", "a redis:// --input"),
     ];

@@ -289,8 +289,11 @@ pub struct RunArgs {
     #[arg(long, value_name = "0|1|2", default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=2))]
     pub qos: u8,
     /// Redis: read the stream as consumer `--consumer` of this consumer
-    /// group (created if missing) instead of with XREAD.
-    #[arg(long, value_name = "G", requires = "consumer")]
+    /// group (created if missing) instead of with XREAD. MQTT: subscribe as a
+    /// member of this shared subscription group (`$share/G/TOPIC`), so that
+    /// the broker gives each message to one member; with `--workers`, one
+    /// member per worker.
+    #[arg(long, value_name = "G")]
     pub group: Option<String>,
     /// Redis: the consumer's name in `--group`.
     #[arg(long, value_name = "C", requires = "group")]

@@ -170,6 +170,10 @@ pub struct Options {
     pub time: Option<(String, usize)>,
     /// A Redis consumer group and consumer name.
     pub group: Option<(String, String)>,
+    /// An MQTT shared subscription's group: an MQTT source subscribes to
+    /// `$share/GROUP/FILTER` instead of `FILTER`, as one member of the group, and the broker
+    /// gives each message to one member.
+    pub share: Option<String>,
     /// Whether a Redis source ends at the stream's end instead of waiting.
     pub drain: bool,
     /// `--key`'s input (a keyed run's MQTT topics name the key).
@@ -193,6 +197,7 @@ impl Options {
             mqtt_topics: None,
             time: None,
             group: None,
+            share: None,
             drain: false,
             key: None,
             ack_on_read: false,
@@ -287,8 +292,9 @@ pub(crate) enum Polled {
 
 /// `count` consumers sharing the live source `input`, or `None` when it cannot be shared: a
 /// Redis Stream read by a consumer group (`--group`, `--consumer`), each consumer named
-/// `CONSUMER-i`. An MQTT source is not shared here: a shared subscription gives no order the
-/// consumers' rows could be put back in.
+/// `CONSUMER-i`, its rows in the stream's order; or an MQTT source of one reader read by
+/// members of a shared subscription (`--group` alone), its rows in the order they reached
+/// this process (MQTT keeps no order between a group's members: see `mqtt::open_members`).
 #[cfg(feature = "scale")]
 pub(crate) fn open_consumers(
     input: &str,
@@ -296,16 +302,18 @@ pub(crate) fn open_consumers(
     options: &Options,
     count: usize,
 ) -> Result<Option<Vec<Box<dyn Consumer>>>, String> {
-    if options.group.is_none() {
-        return Ok(None);
-    }
     match Transport::check(input)? {
         #[cfg(feature = "redis")]
-        Transport::Redis => {
+        Transport::Redis if options.group.is_some() => {
             let url = Url::parse(input, "redis", 6379)?;
             let opened =
                 redis_streams::open_consumers(&redact(input), &url, schema, options, count)?;
             Ok(Some(opened))
+        }
+        #[cfg(feature = "mqtt")]
+        Transport::Mqtt if options.share.is_some() => {
+            let url = Url::parse(input, "mqtt", 1883)?;
+            mqtt::open_members(&redact(input), &url, schema, options, count)
         }
         #[allow(unreachable_patterns)]
         _ => {
@@ -455,14 +463,34 @@ impl Backoff {
     }
 }
 
-/// A stamp for a row arriving now: nanoseconds since the Unix epoch, later
-/// than `last` (so that no two arrivals share one).
-fn arrival(last: &mut crate::time::Time) -> crate::time::Time {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
-    *last = crate::time::Time(now.max(last.0.saturating_add(1)));
-    *last
+/// Arrival stamps: nanoseconds since the Unix epoch, each later than every stamp given before
+/// it (so that no two arrivals share one). The listeners of a shared subscription's members
+/// share one, so that the rows of them all have one order, their arrival's.
+#[derive(Debug, Default)]
+pub(crate) struct Arrivals {
+    last: std::sync::atomic::AtomicI64,
+}
+
+impl Arrivals {
+    /// The stamp of a row arriving now.
+    #[cfg_attr(not(feature = "mqtt"), allow(dead_code))]
+    pub(crate) fn stamp(&self) -> crate::time::Time {
+        use std::sync::atomic::Ordering::SeqCst;
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
+        let after = |last: i64| now.max(last.saturating_add(1));
+        // The closure always gives a value, so the update cannot fail.
+        let last =
+            (self.last.fetch_update(SeqCst, SeqCst, |l| Some(after(l)))).unwrap_or_else(|l| l);
+        crate::time::Time(after(last))
+    }
+
+    /// The latest stamp given: every later one is after it.
+    #[cfg_attr(not(all(feature = "mqtt", feature = "scale")), allow(dead_code))]
+    pub(crate) fn latest(&self) -> crate::time::Time {
+        crate::time::Time(self.last.load(std::sync::atomic::Ordering::SeqCst))
+    }
 }
 
 #[cfg(test)]
@@ -538,11 +566,37 @@ mod tests {
 
     #[test]
     fn arrivals_always_move_forward() {
-        let mut last = crate::time::Time(i64::MAX - 1);
-        assert_eq!(arrival(&mut last).0, i64::MAX);
-        let mut last = crate::time::Time(0);
-        let a = arrival(&mut last);
-        let b = arrival(&mut last);
+        let arrivals = Arrivals::default();
+        arrivals
+            .last
+            .store(i64::MAX - 1, std::sync::atomic::Ordering::SeqCst);
+        assert_eq!(arrivals.stamp().0, i64::MAX);
+        let arrivals = Arrivals::default();
+        let a = arrivals.stamp();
+        let b = arrivals.stamp();
         assert!(b > a && a.0 > 0);
+        assert_eq!(arrivals.latest(), b);
+    }
+
+    /// Listeners on several threads stamping at once never give one stamp twice.
+    #[test]
+    fn shared_arrivals_are_distinct_across_threads() {
+        let arrivals = std::sync::Arc::new(Arrivals::default());
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                let arrivals = std::sync::Arc::clone(&arrivals);
+                std::thread::spawn(move || {
+                    (0..1000).map(|_| arrivals.stamp().0).collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        let mut all: Vec<i64> = threads
+            .into_iter()
+            .flat_map(|t| t.join().unwrap())
+            .collect();
+        let n = all.len();
+        all.sort_unstable();
+        all.dedup();
+        assert_eq!(all.len(), n);
     }
 }

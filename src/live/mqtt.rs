@@ -13,6 +13,10 @@
 //! reconnect (a restarted broker forgets subscriptions); messages published while vigil was
 //! away are the broker's to keep or drop (QoS, sessions), and none is invented.
 //!
+//! With `--group G` (`Options::share`) the source subscribes to `$share/G/FILTER`, one member
+//! of a shared subscription; `open_members` gives a scaled run one member per worker, their
+//! arrivals stamped from one clock.
+//!
 //! **Sink.** Each step's output values go to `PREFIX/NAME` (`PREFIX/NAME/KEY` in a keyed run),
 //! or one row object per step to `PREFIX/TOPIC` with `--mqtt-output-rows`; alerts to
 //! `PREFIX/alerts`.
@@ -21,7 +25,7 @@
 //! session: at least once at QoS 1 and 2); the queue is bounded, so a long outage holds the
 //! monitor back rather than filling memory.
 
-use super::{Backoff, Options, Url, arrival};
+use super::{Arrivals, Backoff, Options, Url};
 use crate::notice::{Notice, Notify};
 use crate::time::Time;
 use crate::trace::{
@@ -30,6 +34,7 @@ use crate::trace::{
 use crate::value::{Key, Sample, Value};
 use rumqttc::{Client, Connection, Event, MqttOptions, Outgoing, Packet, QoS};
 use std::io::{self, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, sync_channel};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -244,6 +249,34 @@ pub fn open_input(
     options: &Options,
 ) -> Result<Vec<super::Source>, String> {
     let routes = routes(url, schema, options)?;
+    let listening = listen(name, url, schema, options, routes, Arc::default())?;
+    Ok((listening.readers.into_iter())
+        .map(|(name, reader)| super::Source {
+            name,
+            reader: Box::new(reader),
+        })
+        .collect())
+}
+
+/// A connection's event loop started: its readers (one per source, with their names), and
+/// the flag its listener raises while it stamps and queues a message.
+struct Listening {
+    readers: Vec<(String, MessageReader)>,
+    // (Read by a scaled run's members only.)
+    #[cfg_attr(not(feature = "scale"), allow(dead_code))]
+    busy: Arc<AtomicBool>,
+}
+
+/// Connects and subscribes to `routes` (as a member of `options.share`'s group, if given),
+/// stamping arrivals with `arrivals`; returns once the broker confirmed the subscriptions.
+fn listen(
+    name: &str,
+    url: &Url,
+    schema: &InputSchema,
+    options: &Options,
+    routes: Vec<Route>,
+    arrivals: Arc<Arrivals>,
+) -> Result<Listening, String> {
     let sources = routes.iter().map(|r| r.source).max().map_or(0, |m| m + 1);
     let mut senders = Vec::new();
     let mut readers = Vec::new();
@@ -255,29 +288,31 @@ pub fn open_input(
             [only] if sources > 1 => format!("{name} ({})", only.filter),
             _ => name.to_string(),
         };
-        readers.push(super::Source {
-            reader: Box::new(MessageReader {
-                rows: ObjectRows::new(&source_name, schema),
-                rx,
-                next: None,
-                number: 0,
-                stamp: None,
-                after_error: false,
-            }),
-            name: source_name,
-        });
+        let reader = MessageReader {
+            rows: ObjectRows::new(&source_name, schema),
+            rx,
+            next: None,
+            number: 0,
+            stamp: None,
+            after_error: false,
+        };
+        readers.push((source_name, reader));
     }
     let (client, connection) = connection(url, "in", 64, qos(options.qos));
     let (ready_tx, ready_rx) = sync_channel(1);
+    let busy = Arc::new(AtomicBool::new(false));
     let listener = Listener {
         what: name.to_string(),
         client,
         routes,
+        share: options.share.clone(),
         senders,
         qos: qos(options.qos),
         time: options.time.as_ref().map(|(f, _)| f.clone()),
         ready: Some(ready_tx),
         notify: options.notify.clone(),
+        arrivals,
+        busy: Arc::clone(&busy),
     };
     std::thread::spawn(move || listener.run(connection));
     match ready_rx.recv_timeout(CONNECT_WAIT) {
@@ -286,7 +321,7 @@ pub fn open_input(
                 what: name.to_string(),
                 topics,
             });
-            Ok(readers)
+            Ok(Listening { readers, busy })
         }
         Ok(Err(e)) => Err(format!("--input {name}: cannot connect: {e}")),
         Err(_) => Err(format!(
@@ -301,6 +336,8 @@ struct Listener {
     what: String,
     client: Client,
     routes: Vec<Route>,
+    /// The shared subscription's group the routes are subscribed in, if any.
+    share: Option<String>,
     senders: Vec<SyncSender<Delivery>>,
     qos: QoS,
     time: Option<String>,
@@ -308,13 +345,25 @@ struct Listener {
     /// connection failed): the topics, or the error.
     ready: Option<SyncSender<Result<String, String>>>,
     notify: Notify,
+    /// The stamps of arrivals (shared by a group's members in one process).
+    arrivals: Arc<Arrivals>,
+    /// Raised while a message is stamped and queued (`Member::delivered` reads it).
+    busy: Arc<AtomicBool>,
 }
 
 impl Listener {
+    /// The filter subscribed to for `route`: a member of a shared subscription's group
+    /// subscribes to `$share/GROUP/FILTER`.
+    fn subscription(&self, route: &Route) -> String {
+        match &self.share {
+            Some(group) => format!("$share/{group}/{}", route.filter),
+            None => route.filter.clone(),
+        }
+    }
+
     fn run(mut self, mut connection: Connection) {
         let mut backoff = Backoff::new(self.notify.clone());
         let mut ended = vec![false; self.routes.len()];
-        let mut last = Time(0);
         loop {
             let event = match connection.recv() {
                 Ok(event) => event,
@@ -324,18 +373,16 @@ impl Listener {
             match event {
                 Ok(Event::Incoming(Packet::ConnAck(_))) => {
                     // A new connection has no subscriptions: make them.
-                    let filters = self
-                        .routes
-                        .iter()
-                        .map(|r| rumqttc::SubscribeFilter::new(r.filter.clone(), self.qos));
+                    let filters = (self.routes.iter())
+                        .map(|r| rumqttc::SubscribeFilter::new(self.subscription(r), self.qos));
                     if self.client.try_subscribe_many(filters).is_err() {
                         return;
                     }
                 }
                 Ok(Event::Incoming(Packet::SubAck(ack))) => {
-                    let refused: Vec<&str> = (ack.return_codes.iter().zip(&self.routes))
+                    let refused: Vec<String> = (ack.return_codes.iter().zip(&self.routes))
                         .filter(|(c, _)| matches!(c, rumqttc::SubscribeReasonCode::Failure))
-                        .map(|(_, r)| r.filter.as_str())
+                        .map(|(_, r)| self.subscription(r))
                         .collect();
                     if !refused.is_empty() {
                         let why = format!(
@@ -356,14 +403,19 @@ impl Listener {
                     }
                     backoff.connected(&self.what);
                     if let Some(ready) = self.ready.take() {
-                        let topics: Vec<&str> =
-                            self.routes.iter().map(|r| r.filter.as_str()).collect();
+                        let topics: Vec<String> =
+                            self.routes.iter().map(|r| self.subscription(r)).collect();
                         let _ = ready.send(Ok(topics.join(", ")));
                     }
                 }
                 Ok(Event::Incoming(Packet::Publish(p))) => {
-                    let stamp = arrival(&mut last);
-                    if !self.deliver(&p.topic, &p.payload, stamp, &mut ended) {
+                    // Raised from before the stamp until the message is queued: a member
+                    // sees from it whether a message stamped so far may not be queued yet.
+                    self.busy.store(true, Ordering::SeqCst);
+                    let stamp = self.arrivals.stamp();
+                    let open = self.deliver(&p.topic, &p.payload, stamp, &mut ended);
+                    self.busy.store(false, Ordering::SeqCst);
+                    if !open {
                         return;
                     }
                 }
@@ -488,6 +540,127 @@ impl RowReader for MessageReader {
             self.next = self.rx.try_recv().ok();
         }
         self.next.is_some()
+    }
+}
+
+/// How long a member of a shared subscription waits for a message before it says it has none
+/// for now: the other members' rows wait on its frontier no longer than this.
+#[cfg(feature = "scale")]
+const MEMBER_WAIT: Duration = Duration::from_millis(20);
+
+/// `count` members of a shared subscription (`options.share`) in this process, one per
+/// worker, or `None` where the source is several readers (a topic per input with `--time`):
+/// the feed reads those.
+///
+/// The broker gives each message to one member; MQTT keeps no order between the members, so
+/// the rows are taken in the order they reached this process: every member's listener stamps
+/// its arrivals from one clock ([`Arrivals`]), and the run orders the rows by their stamps.
+/// A publisher's messages that the broker gives to different members can then change places
+/// when they arrive within a few microseconds of each other; a key's rows keep their order
+/// where the broker gives each publisher's messages to one member (EMQX's `hash_clientid`
+/// and `hash_topic` strategies) and the key is the publisher's. An empty message ends the
+/// source for every member here: each ends once it has been idle for [`MEMBER_WAIT`] after
+/// it, so the messages the broker gave the others before it are still taken.
+#[cfg(feature = "scale")]
+pub(crate) fn open_members(
+    name: &str,
+    url: &Url,
+    schema: &InputSchema,
+    options: &Options,
+    count: usize,
+) -> Result<Option<Vec<Box<dyn super::Consumer>>>, String> {
+    let routes = routes(url, schema, options)?;
+    if routes.iter().any(|r| r.source != 0) {
+        return Ok(None);
+    }
+    let arrivals = Arc::new(Arrivals::default());
+    let ended = Arc::new(AtomicBool::new(false));
+    let mut members: Vec<Box<dyn super::Consumer>> = Vec::with_capacity(count);
+    for _ in 0..count {
+        let listening = listen(
+            name,
+            url,
+            schema,
+            options,
+            routes.clone(),
+            Arc::clone(&arrivals),
+        )?;
+        let Some((_, reader)) = listening.readers.into_iter().next() else {
+            return Ok(None);
+        };
+        members.push(Box::new(Member {
+            reader,
+            arrivals: Arc::clone(&arrivals),
+            busy: listening.busy,
+            ended: Arc::clone(&ended),
+        }));
+    }
+    Ok(Some(members))
+}
+
+/// A member of a shared subscription read by one worker (`open_members`).
+#[cfg(feature = "scale")]
+struct Member {
+    reader: MessageReader,
+    /// The clock its listener and the other members' stamp arrivals with.
+    arrivals: Arc<Arrivals>,
+    /// Raised while its listener stamps and queues a message.
+    busy: Arc<AtomicBool>,
+    /// Raised by the member given the empty message that ends the source.
+    ended: Arc<AtomicBool>,
+}
+
+#[cfg(feature = "scale")]
+impl RowReader for Member {
+    fn next_row(&mut self, row: &mut [Option<Value>]) -> Result<bool, TraceError> {
+        self.reader.next_row(row)
+    }
+
+    fn can_continue(&self) -> bool {
+        self.reader.can_continue()
+    }
+
+    fn stamp(&self) -> Option<Time> {
+        self.reader.stamp()
+    }
+
+    fn row_ready(&mut self) -> bool {
+        self.reader.row_ready()
+    }
+}
+
+#[cfg(feature = "scale")]
+impl super::Consumer for Member {
+    fn poll(&mut self, row: &mut [Option<Value>]) -> Result<super::Polled, TraceError> {
+        if self.reader.next.is_none() {
+            match self.reader.rx.recv_timeout(MEMBER_WAIT) {
+                Ok(delivery) => self.reader.next = Some(delivery),
+                Err(RecvTimeoutError::Timeout) if self.ended.load(Ordering::SeqCst) => {
+                    return Ok(super::Polled::End);
+                }
+                Err(RecvTimeoutError::Timeout) => return Ok(super::Polled::Idle),
+                // The listener is gone (it said why first, if it failed).
+                Err(RecvTimeoutError::Disconnected) => return Ok(super::Polled::End),
+            }
+        }
+        match self.reader.next_row(row)? {
+            true => Ok(super::Polled::Row),
+            false => {
+                self.ended.store(true, Ordering::SeqCst);
+                Ok(super::Polled::End)
+            }
+        }
+    }
+
+    /// The latest stamp given, where no message of this member stamped at or before it can
+    /// still come: its listener is not between stamping and queuing one (read after the
+    /// stamp, so a message stamped before it is queued by then), and its queue is empty.
+    fn delivered(&mut self) -> Result<Option<Time>, TraceError> {
+        let latest = self.arrivals.latest();
+        if self.busy.load(Ordering::SeqCst) || self.reader.row_ready() {
+            return Ok(None);
+        }
+        Ok(Some(latest))
     }
 }
 

@@ -1,10 +1,12 @@
 //! One live source read in parallel by process 0's workers as consumers sharing it (a Redis
-//! Stream read by a consumer group, one consumer per worker): each worker's reader is delivered
-//! other rows, stamped with their entry's time (`timely_time` of the ID's), so that every row
-//! travels at its place in the stream and the writer puts the outputs in the stream's order —
-//! the single-process run's. A consumer with nothing to read moves its frontier to the group's
-//! last delivered entry, since every entry delivered later, to any consumer, comes after it:
-//! the other workers' rows are then written without waiting for it.
+//! Stream read by a consumer group, or an MQTT source by members of a shared subscription, one
+//! per worker): each worker's reader is delivered other rows, stamped with their entry's time
+//! (`timely_time` of the ID's) or their arrival (from one clock every member shares), so that
+//! every row travels at its place in the stream (or in the order of arrival) and the writer
+//! puts the outputs in that order — for Redis, the single-process run's. A consumer with
+//! nothing to read moves its frontier to what the group has delivered (`Consumer::delivered`),
+//! since every row it is given later comes after it: the other workers' rows are then written
+//! without waiting for it.
 
 use super::source::{Fill, ReadCounts, Reading, StopAt, Tally};
 use super::{Event, StampedRow, timely_time};

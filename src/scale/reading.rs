@@ -27,7 +27,8 @@ pub(crate) enum Parallel {
     Timed(TimedInputs),
     /// One stream (standard input, a FIFO) cut into chunks, each worker's taken by its reader.
     Stream(StreamChunks),
-    /// One live source shared by consumers, one per worker (a Redis consumer group's).
+    /// One live source shared by consumers, one per worker (a Redis consumer group's, or an
+    /// MQTT shared subscription's members).
     Consumers(SharedSource),
 }
 
@@ -310,7 +311,8 @@ fn is_regular(path: &str) -> bool {
 }
 
 /// One live source without a time field that consumers can share (a Redis Stream read by a
-/// consumer group), one consumer per worker, or `None`. With a time field the feed reads it: a
+/// consumer group, an MQTT source by a shared subscription's members), one consumer per
+/// worker, or `None`. With a time field the feed reads it: a
 /// late row's re-stamping depends on every row before it.
 fn consumers_plan(setup: &ReadSetup<'_>, threads: usize) -> Result<Option<SharedSource>, String> {
     let [input] = setup.inputs else {

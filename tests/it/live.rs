@@ -1185,7 +1185,7 @@ fn a_transports_options_without_it_are_refused() {
         (&["--drain"][..], "--drain needs a redis:// --input"),
         (
             &["--group", "g", "--consumer", "c"][..],
-            "--group needs a redis:// --input",
+            "--group needs a redis:// or mqtt:// --input",
         ),
         (&["--output", "mqtt://127.0.0.1:1/a+b"][..], "no `+` or `#`"),
         (
@@ -1215,6 +1215,15 @@ fn a_transports_options_without_it_are_refused() {
         assert_eq!(code, 1, "{err}");
         assert!(err.contains("cannot connect"), "{err}");
     }
+    // A Redis consumer group needs its consumer's name (an MQTT group has none), said before
+    // any connection is tried.
+    let url = format!("redis://127.0.0.1:{port}/in");
+    let (code, _, err) = run_vigil(&["run", &spec, "--input", &url, "--group", "g"], None);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("--group with a redis:// --input needs --consumer C"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -1762,4 +1771,117 @@ fn a_live_redis_consumer_group_read_by_workers_writes_rows_as_they_come() {
         text, "step,host,total\n0,\"h0\",0\n0,\"h1\",1\n0,\"h2\",2\n",
         "{text}"
     );
+}
+
+/// Issue 35: an MQTT shared subscription (`--group`) read by one member per worker. The broker
+/// gives each message to one member; MQTT keeps no order between members, so the check is
+/// one no order decides: every row evaluated exactly once, under its key, and each key's
+/// running total (positive values) reaching the key's sum.
+#[test]
+fn an_mqtt_shared_subscription_is_read_by_one_member_per_worker() {
+    let dir = test_dir("live", "mqtt_shared_workers");
+    let broker = Broker::mosquitto(&dir);
+    let spec = write(&dir, "spec.dsrv", KEYED_SPEC);
+    let rows = 3000;
+    let hosts = 7;
+    let lines: String = (0..rows)
+        .map(|i| format!("{{\"host\":\"h{}\",\"x\":{}}}\n", i % hosts, i % 10 + 1))
+        .collect();
+    let out = dir.join("out.csv");
+    let input = broker.url("mqtt", "plant");
+    let mut live = Live::start(
+        &[
+            "run",
+            &spec,
+            "--input",
+            &input,
+            "--mqtt-rows",
+            "rows",
+            "--key",
+            "host",
+            "--group",
+            "g",
+            "--workers",
+            "2",
+            "--output",
+            "csv",
+            "--stats",
+        ],
+        &out,
+    );
+    live.wait_for("$share/g/plant/rows");
+    live.wait_for("$share/g/plant/rows");
+    publish(broker.port, "plant/rows", &lines, true);
+    let (code, err) = live.finish();
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("read by 2 consumers of its group, one per worker"),
+        "{err}"
+    );
+    let text = std::fs::read_to_string(&out).unwrap();
+    let mut got: std::collections::BTreeMap<String, (usize, i64)> = Default::default();
+    for line in text.lines().skip(1) {
+        let cells: Vec<&str> = line.split(',').collect();
+        let entry = got
+            .entry(cells[1].trim_matches('"').to_string())
+            .or_default();
+        entry.0 += 1;
+        entry.1 = entry.1.max(cells[2].parse().unwrap());
+    }
+    let mut want: std::collections::BTreeMap<String, (usize, i64)> = Default::default();
+    for i in 0..rows {
+        let entry = want.entry(format!("h{}", i % hosts)).or_default();
+        entry.0 += 1;
+        entry.1 += (i % 10 + 1) as i64;
+    }
+    assert_eq!(got, want, "{text}");
+}
+
+/// Two vigil runs in one shared subscription group share a topic's messages: each is given
+/// some, and together every one, once.
+#[test]
+fn two_runs_in_an_mqtt_shared_subscription_group_share_its_messages() {
+    let dir = test_dir("live", "mqtt_shared_runs");
+    let broker = Broker::mosquitto(&dir);
+    let spec = write(&dir, "spec.dsrv", "in x: Int\nout y: Int\ny = x\n");
+    let input = broker.url("mqtt", "plant");
+    let outs = [dir.join("a.csv"), dir.join("b.csv")];
+    let mut runs: Vec<Live> = outs
+        .iter()
+        .map(|out| {
+            let args = [
+                "run", &spec, "--input", &input, "--group", "pair", "--output", "csv",
+            ];
+            let mut live = Live::start(&args, out);
+            live.wait_for("$share/pair/plant/x");
+            live
+        })
+        .collect();
+    let values: String = (0..200).map(|i| format!("{i}\n")).collect();
+    publish(broker.port, "plant/x", &values, false);
+    let read = |out: &Path| -> Vec<i64> {
+        let text = std::fs::read_to_string(out).unwrap();
+        // `step,y`: a run's steps count its own rows (a line still being written is left out).
+        (text.split_inclusive('\n').skip(1))
+            .filter(|l| l.ends_with('\n'))
+            .map(|l| l.trim_end().split(',').nth(1).unwrap().parse().unwrap())
+            .collect()
+    };
+    let start = Instant::now();
+    while outs.iter().map(|o| read(o).len()).sum::<usize>() < 200 {
+        assert!(
+            start.elapsed() < PATIENCE,
+            "the messages never all came out"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for live in &mut runs {
+        live.child.kill().unwrap();
+        live.child.wait().unwrap();
+    }
+    let (a, b) = (read(&outs[0]), read(&outs[1]));
+    assert!(!a.is_empty() && !b.is_empty(), "a: {a:?}, b: {b:?}");
+    let mut all: Vec<i64> = a.into_iter().chain(b).collect();
+    all.sort_unstable();
+    assert_eq!(all, (0..200).collect::<Vec<_>>());
 }
