@@ -25,6 +25,7 @@ mod robustness;
 mod rows;
 mod scale;
 mod scale_combos;
+mod scale_random;
 mod scale_stream;
 mod schema;
 mod snapshots;
