@@ -1,6 +1,7 @@
 //! Scaled runs over random inputs against the single-process run, byte for byte: one to three
 //! files, with `--time` or without, each with its own pattern of times (steady, bursts of one
-//! time, jumps far ahead, an empty file, now and then a malformed row or a row without its key),
+//! time, jumps far ahead, late rows, an empty file, now and then a malformed row or a row
+//! without its key),
 //! read in parallel by 2 and 3 workers. Every run must end, with the single-process output,
 //! error and status. (A round of rows spanning a jump once held
 //! the run's frontier back for ever: `scale::a_round_of_rows_waiting_on_another_reader_…`.)
@@ -29,10 +30,15 @@ fn input(rng: &mut Rng, rows: u64, hosts: u64) -> String {
         } else {
             rng.below(4)
         };
+        // Now and then a row a little late (within `--lateness 3`).
+        let t = match rng.below(200) {
+            0 => ts.saturating_sub(rng.below(4)),
+            _ => ts,
+        };
         let temp = 35.0 + rng.below(800) as f64 / 100.0;
         let host = rng.below(hosts);
         text.push_str(&format!(
-            "{{\"host\":\"h{host}\",\"temp\":{temp},\"ts\":{ts}}}\n"
+            "{{\"host\":\"h{host}\",\"temp\":{temp},\"ts\":{t}}}\n"
         ));
     }
     text
@@ -77,7 +83,7 @@ fn scaled_runs_over_random_inputs_give_the_single_process_output() {
             args.extend(["--input", p]);
         }
         if timed {
-            args.extend(["--time", "ts"]);
+            args.extend(["--time", "ts", "--lateness", "3"]);
         }
         if case % 6 == 4 {
             args.extend(["--on-malformed", "skip"]);
