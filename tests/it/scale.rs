@@ -65,7 +65,7 @@ pub(crate) fn run(args: &[&str]) -> Output {
 
 /// Waits for `child` (reading its output as it comes, so that a full pipe
 /// never blocks it); kills it and panics after `limit`.
-fn wait(child: Child, limit: Duration) -> Output {
+pub(crate) fn wait(child: Child, limit: Duration) -> Output {
     let pid = child.id();
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || tx.send(child.wait_with_output().unwrap()));
@@ -536,7 +536,7 @@ fn a_round_of_rows_waiting_on_another_reader_does_not_hold_the_run_back() {
 }
 
 /// Starts process `index` of a two-process run of two workers each.
-fn process(index: usize, hosts: &str, args: &[&str]) -> Child {
+pub(crate) fn process(index: usize, hosts: &str, args: &[&str]) -> Child {
     process_in(None, index, hosts, args)
 }
 
