@@ -32,9 +32,9 @@ pub(super) fn run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Exit {
 }
 
 fn refuse(args: &RunArgs) -> Result<(), String> {
-    if args.clock == super::ClockArg::Wall {
+    if args.clock == super::ClockArg::Wall && args.processes.is_some() {
         return Err(
-            "--clock wall does not work with --workers or --processes yet: a key's ticks follow its own rows there (run without them)"
+            "--clock wall does not work with --processes yet: every process's keys would have to tick from process 0's clock (use --workers)"
                 .into(),
         );
     }
@@ -248,7 +248,7 @@ fn template(
     let on_gap = (args.on_gap.as_deref().map(super::timed::gap_policy))
         .or(spec.checked().on_gap)
         .unwrap_or(crate::lang::ast::GapPolicy::CatchUp);
-    let ticking = crate::time::Ticking {
+    let mut ticking = crate::time::Ticking {
         start,
         max_gap,
         on_gap,
@@ -258,12 +258,28 @@ fn template(
         .ticking(ticking)
         .build()
         .map_err(|e| fail(e.to_string()))?;
+    // Under the wall clock without a time field every key ticks from the run's start, on the
+    // last multiple of the shortest period, as a single-process run's keys do from its feed's
+    // origin (the feed gets the same start: `reads::inputs`).
+    if args.clock == super::ClockArg::Wall && args.time.is_none() && start.is_none() {
+        ticking.start = wall_origin(template.periods());
+        template.set_ticking(ticking);
+    }
     // Without `--time` a key's row stands at its index in `--time-unit`.
     template.set_index_unit(unit.nanos());
     if let Err(exit) = super::check_tier(args, &template.stats()) {
         return Ok(Err(exit));
     }
     Ok(Ok((template, ticking)))
+}
+
+/// The run's start on the last multiple of the shortest of `periods`, where there are any.
+fn wall_origin(periods: &[i64]) -> Option<crate::time::Time> {
+    let p = *periods.iter().min()?;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
+    Some(crate::time::Time(now - now.rem_euclid(p)))
 }
 
 fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<Exit, Refused> {
@@ -281,7 +297,14 @@ fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<
         Ok(built) => built,
         Err(exit) => return Ok(exit),
     };
-    let inputs = reads::inputs(args, spec, ops::timed_schema(args, spec), unit, &ticking)?;
+    let periods = template.periods().to_vec();
+    let inputs = reads::inputs(
+        args,
+        spec,
+        ops::timed_schema(args, spec),
+        unit,
+        (&ticking, &periods),
+    )?;
     let every = reads::checkpoint_every(args, &inputs);
     let header = reads::record_header(args, spec, &inputs, &ticking);
     let out = if args.quiet {

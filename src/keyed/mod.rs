@@ -728,6 +728,14 @@ impl KeyedMonitor {
         self.step_timed(Some(time), row)
     }
 
+    /// The bound on live keys ([`KeyedMonitorBuilder::max_keys`]), if there is one: with it
+    /// the keys are kept least recently used first, without it in the order they were first
+    /// seen (the order [`KeyedMonitor::advance_to`] and [`KeyedMonitor::reset_ticks`] tick
+    /// them in).
+    pub fn key_bound(&self) -> Option<NonZeroUsize> {
+        self.max_keys
+    }
+
     /// The periods of the specification's periodic streams, in nanoseconds
     /// (as [`crate::Monitor::periods`]); empty for a specification without.
     pub fn periods(&self) -> &[i64] {

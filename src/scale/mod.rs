@@ -48,9 +48,10 @@ pub use source::ReadCounts;
 use crate::keyed::KeyedMonitor;
 use crate::monitor::Outputs;
 use crate::row::StepError;
-use crate::value::Value;
+use crate::value::{Key, Value};
 use serde::{Deserialize, Serialize};
 use std::cmp::Ordering;
+use std::collections::HashMap;
 use timely::dataflow::StreamVec;
 use timely::dataflow::channels::pact::Exchange;
 use timely::dataflow::operators::generic::operator::Operator;
@@ -297,14 +298,28 @@ pub enum Event {
         token: u64,
     },
     /// A time reset for worker `worker`, before the rows at and after `time`: every key's
-    /// ticks start again at its next row, the ticks a jump would skip cancelled (a periodic
-    /// specification's; nothing otherwise), as a single-process run's
-    /// [`KeyedMonitor::reset_ticks`] does.
+    /// ticks start again at its next row, the ticks a jump would skip cancelled, or, with
+    /// `once`, each fired once (a periodic specification's; nothing otherwise), as a
+    /// single-process run's [`KeyedMonitor::reset_ticks`] does.
     Reset {
         /// The time of the first row after the reset.
         time: u64,
         /// The worker it is for.
         worker: u32,
+        /// Whether each key's ticks due fire once (`on_reset once`) rather than being
+        /// cancelled.
+        once: bool,
+    },
+    /// The run's tick under `--clock wall`, for worker `worker`, before the rows at and after
+    /// `time`: every key's ticks up to `to` (ns), as a single-process run's
+    /// [`KeyedMonitor::advance_to`] does while the sources are silent.
+    Advance {
+        /// The time of the next row.
+        time: u64,
+        /// The worker it is for.
+        worker: u32,
+        /// The time every key ticks up to, in nanoseconds.
+        to: i64,
     },
     /// The end of a reader of another process than the writer's (every process reading its
     /// share of a file): what it read, and the error it stopped the run with at `time`, for
@@ -329,6 +344,7 @@ impl Event {
             Event::Row(r) => r.time,
             Event::Barrier { time, .. }
             | Event::Reset { time, .. }
+            | Event::Advance { time, .. }
             | Event::ReaderEnd { time, .. } => *time,
         }
     }
@@ -385,6 +401,22 @@ pub enum Evaluated<'a> {
     Tick {
         /// The row the tick comes before.
         row: &'a StampedRow,
+        /// The tick's outputs, or the runtime error that stopped its key.
+        result: Result<Outputs<'a>, StepError>,
+    },
+    /// A tick of a sweep over every key of the worker: a time reset's `once` ticks
+    /// ([`Event::Reset`]) or the run's tick under `--clock wall` ([`Event::Advance`]),
+    /// evaluated before the row at `time`. A single-process run takes the keys in the order
+    /// they were first seen (least recently used first under a bound on live keys): `order`
+    /// is the key's first row's position (`StampedRow::seq`; its last row's under a bound), by
+    /// which the ticks of every worker's keys are put in that order.
+    KeyTick {
+        /// The time of the sweep's event.
+        time: u64,
+        /// The key's place in the order of keys (see above).
+        order: u64,
+        /// The key.
+        key: Key,
         /// The tick's outputs, or the runtime error that stopped its key.
         result: Result<Outputs<'a>, StepError>,
     },
@@ -486,6 +518,7 @@ where
             .map_or(0, route),
         Event::Barrier { worker, .. }
         | Event::Reset { worker, .. }
+        | Event::Advance { worker, .. }
         | Event::ReaderEnd { worker, .. } => u64::from(*worker),
     });
     events.unary_frontier(pact, "KeyedMonitors", move |initial, _info| {
@@ -495,12 +528,26 @@ where
         let mut held = Some(initial);
         let mut stash = Stash::default();
         let mut out: Vec<O> = Vec::new();
+        // Each key's place in a single-process run's order of keys, for the order of a
+        // sweep's ticks (kept only where there are ticks): its first row's position, or, under
+        // a bound on live keys, its last row's (least recently used first).
+        let mut key_orders: HashMap<Key, u64> = HashMap::new();
+        let bounded = monitor.key_bound().is_some();
         move |(input, frontier), output| {
             input.for_each(|cap, data| stash.push(&cap, data, Some(0)));
             let (cap, ready) = stash.ready(|t| !frontier.less_equal(&t));
             for event in &ready {
                 match event {
                     Event::Row(row) => {
+                        if !monitor.periods().is_empty()
+                            && let Some(Some(key)) = row.cells.get(key_index)
+                        {
+                            let key = Key::from(key.clone());
+                            match bounded {
+                                true => _ = key_orders.insert(key, row.seq),
+                                false => _ = key_orders.entry(key).or_insert(row.seq),
+                            }
+                        }
                         let inputs = &row.cells[..monitor.input_count().min(row.cells.len())];
                         // A periodic specification's ticks of the row's
                         // key come first; a row they refuse (too many
@@ -538,9 +585,19 @@ where
                         };
                         emit(Evaluated::Row { row, result }, &mut out);
                     }
-                    Event::Reset { .. } => {
+                    Event::Reset { time, once, .. } => {
                         if !monitor.periods().is_empty() {
-                            monitor.reset_ticks(crate::lang::ast::ResetPolicy::Cancel);
+                            monitor.reset_ticks(match once {
+                                true => crate::lang::ast::ResetPolicy::Once,
+                                false => crate::lang::ast::ResetPolicy::Cancel,
+                            });
+                            sweep(&mut monitor, *time, &key_orders, &mut emit, &mut out);
+                        }
+                    }
+                    Event::Advance { time, to, .. } => {
+                        if !monitor.periods().is_empty() {
+                            monitor.advance_to(crate::time::Time(*to));
+                            sweep(&mut monitor, *time, &key_orders, &mut emit, &mut out);
                         }
                     }
                     Event::ReaderEnd {
@@ -594,6 +651,51 @@ where
     })
 }
 
+/// Emits the ticks a sweep over every key made due (a time reset's `once` ticks, the run's
+/// tick under `--clock wall`), each at `time` with its key's order (`Evaluated::KeyTick`).
+fn sweep<O>(
+    monitor: &mut KeyedMonitor,
+    time: u64,
+    key_orders: &HashMap<Key, u64>,
+    emit: &mut impl FnMut(Evaluated<'_>, &mut Vec<O>),
+    out: &mut Vec<O>,
+) {
+    let order = |key: &Key| key_orders.get(key).copied().unwrap_or(0);
+    loop {
+        match monitor.next_tick() {
+            None => return,
+            Some(Ok(outputs)) => {
+                let key = (outputs.key().cloned()).expect("a keyed monitor's ticks name their key");
+                let order = order(&key);
+                let result = Ok(outputs);
+                emit(
+                    Evaluated::KeyTick {
+                        time,
+                        order,
+                        key,
+                        result,
+                    },
+                    out,
+                );
+            }
+            Some(Err(e)) => {
+                let key = (monitor.last_key().cloned()).expect("a tick that failed names its key");
+                let order = order(&key);
+                let result = Err(e);
+                emit(
+                    Evaluated::KeyTick {
+                        time,
+                        order,
+                        key,
+                        result,
+                    },
+                    out,
+                );
+            }
+        }
+    }
+}
+
 /// Records received and not yet taken: each message's records (in the
 /// order they were sent), under a capability at the least time of those
 /// records.
@@ -637,7 +739,7 @@ impl Stamped for Event {
     /// matter here: a worker's keys are independent of each other).
     fn within(&self, other: &Event) -> Ordering {
         let rank = |e: &Event| match e {
-            Event::Reset { worker, .. } => (0, u64::from(*worker)),
+            Event::Reset { worker, .. } | Event::Advance { worker, .. } => (0, u64::from(*worker)),
             Event::Barrier { worker, .. } => (1, u64::from(*worker)),
             Event::ReaderEnd { worker, .. } => (2, u64::from(*worker)),
             Event::Row(r) => (3, r.seq),

@@ -188,12 +188,14 @@ impl Parallel {
 }
 
 /// How `threads` workers read `setup`'s inputs in parallel, or `None`: process 0's feed reads
-/// them (see the module doc). A run of one worker reads through the feed. So does a run that
+/// them (see the module doc). A run of one worker reads through the feed, and so does a run
+/// under the wall clock. So does a run that
 /// records a replay log, unless its readers read a file's parts or a stream's chunks: each
 /// of those writes its part of the log (`pipeline::log::parts`), whose rows have one order to
 /// be merged in, their places; the rows of several inputs or of a consumer group do not.
 pub(crate) fn plan(setup: &ReadSetup<'_>, threads: usize) -> Result<Option<Parallel>, String> {
-    if threads < 2 && setup.share.1 < 2 || setup.inputs.is_empty() {
+    // Under the wall clock the feed stamps arrivals and ticks while the sources are silent.
+    if threads < 2 && setup.share.1 < 2 || setup.inputs.is_empty() || setup.feed.wall_clock {
         return Ok(None);
     }
     let recording = setup.record.is_some();
@@ -284,7 +286,7 @@ pub(crate) fn checkpointed_plan(
     let [path] = setup.inputs else {
         return Ok(None);
     };
-    if threads < 2 || !local || setup.feed.time_cell.is_some() {
+    if threads < 2 || !local || setup.feed.time_cell.is_some() || setup.feed.wall_clock {
         return Ok(None);
     }
     let taken_in_parts = |r: &crate::pipeline::checkpoint::barrier::Resume| {

@@ -307,6 +307,10 @@ impl Source {
                         Some(stop) => return stop,
                     }
                 }
+                if let Ok(Some(pipeline::Event::Tick(t, _))) = next {
+                    self.advance(t, batch, workers);
+                    continue;
+                }
                 match self.other(next) {
                     Some(fill) => return fill,
                     None => continue,
@@ -317,7 +321,8 @@ impl Source {
                 continue;
             };
             let (source, ns) = (c.stamp.source as usize, step.time.0);
-            let at_ns = self.timed.then_some(ns);
+            // (Under the wall clock without a time field, the row's arrival.)
+            let at_ns = (self.timed || self.feed.options().wall_clock).then_some(ns);
             // The axis checkpoints are counted on, an earlier vigil's resume skips by and the
             // digest covers: the stamp with `--time`, else the row's index.
             let axis = match self.timed {
@@ -420,10 +425,12 @@ impl Source {
             false => time < self.skip_before,
         };
         if !before_resume {
+            let once = self.feed.options().on_reset == crate::lang::ast::ResetPolicy::Once;
             for w in 0..workers {
                 batch.push(Event::Reset {
                     time,
                     worker: w as u32,
+                    once,
                 });
             }
         }
@@ -431,12 +438,29 @@ impl Source {
         None
     }
 
+    /// The run's tick under `--clock wall` (the feed ticks only then: a keyed run's keys
+    /// otherwise tick on their own rows): every worker ticks its keys up to `t` before the
+    /// next row, at its index.
+    fn advance(&mut self, t: crate::time::Time, batch: &mut Vec<Event>, workers: usize) {
+        let time = self.seq;
+        if time < self.skip_before {
+            return;
+        }
+        for w in 0..workers {
+            batch.push(Event::Advance {
+                time,
+                worker: w as u32,
+                to: t.0,
+            });
+        }
+    }
+
     /// What the feed gave besides a row: the end of the input or the error
     /// that stopped it (`Some`), else nothing to send (`None`).
     fn other(&mut self, next: Result<Option<pipeline::Event>, pipeline::Stop>) -> Option<Fill> {
         match next {
-            // The feed has no periods to tick; a tcp:// connection joining
-            // is logged only; a reset is `reset`'s.
+            // A tick is `advance`'s, a reset `reset`'s; a tcp:// connection joining is
+            // logged only.
             Ok(Some(
                 pipeline::Event::Tick(..) | pipeline::Event::Source(_) | pipeline::Event::Reset,
             )) => None,
@@ -515,7 +539,11 @@ impl Source {
             Ok(Some(pipeline::Event::Source(name))) => {
                 record.write(&pipeline::log::Event::Source(name.clone()), form)
             }
-            Ok(Some(_)) => Ok(()),
+            // A time reset, and the run's tick under the wall clock, as a single-process
+            // run's log has them.
+            Ok(Some(e @ (pipeline::Event::Tick(..) | pipeline::Event::Reset))) => {
+                record.write(&pipeline::log::Event::from(e.clone()), form)
+            }
             Ok(None) => record.finish(form),
             Err(stop) => {
                 // The log records the exit status the run stops with.

@@ -118,9 +118,10 @@ fn place(event: &Event) -> (u64, u64) {
         Event::Row(r) => (r.time, r.seq),
         // A feed without checkpoints sends no barriers, and one whose rows travel at their
         // stamps no resets (it stops at one).
-        Event::Barrier { time, .. } | Event::Reset { time, .. } | Event::ReaderEnd { time, .. } => {
-            (*time, 0)
-        }
+        Event::Barrier { time, .. }
+        | Event::Reset { time, .. }
+        | Event::Advance { time, .. }
+        | Event::ReaderEnd { time, .. } => (*time, 0),
     }
 }
 

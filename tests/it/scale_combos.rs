@@ -777,8 +777,34 @@ fn time_resets_in_a_scaled_run_give_the_single_process_output() {
     let landed = kill_and_resume(&[&base[..], &killed].concat(), ck, 3, &mut rng);
     assert!(landed >= 1, "no kill landed before the end");
     assert_eq!(read(out), outcome(&base).1, "resumed across the reset");
-    // `once`: refused with its reason.
-    let once = outcome(&[&base[..], &["--workers", "2", "--on-reset", "once"]].concat());
-    assert_eq!(once.0, Some(1));
-    assert!(once.2.contains("`once` ticks"), "{}", once.2);
+    // `once` (it was refused): each key's ticks due at the reset fire once, every worker's
+    // keys in the single-process order (least recently used first), before the barrier and
+    // the row of the reset's place.
+    let once = [&base[..], &["--on-reset", "once"]].concat();
+    let want = outcome(&once);
+    assert_eq!(want.0, Some(0), "{}", want.2);
+    for workers in ["2", "3"] {
+        let got = outcome(&[&once[..], &["--workers", workers]].concat());
+        assert!(
+            got == want,
+            "once, {workers} workers: not the single-process output\n{}",
+            got.2
+        );
+    }
+    // A scaled run's replay log has the reset (it had not: its replay refused the time going
+    // back), and replays to the run's output.
+    let log = dir.join("once.log");
+    let log = log.to_str().unwrap();
+    let got = outcome(&[&once[..], &["--workers", "2", "--record", log]].concat());
+    assert!(
+        got == want,
+        "once, recorded: not the single-process output\n{}",
+        got.2
+    );
+    let replayed = outcome(&["replay", &periodic, log, "--output", "csv"]);
+    assert_eq!(replayed.0, Some(0), "{}", replayed.2);
+    assert!(
+        replayed.1 == want.1,
+        "the log does not replay to the output"
+    );
 }

@@ -188,6 +188,9 @@ fn event_time_goes_on_with_the_wall_clock_after_the_idle_timeout() {
     drop(stdin);
     let o = child.wait_with_output().unwrap();
     assert!(o.status.success());
+    // On two workers, each holds some of the keys.
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!err.contains("keys: 0 live"), "{err}");
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
         err.contains("a late row (time 0.05) is re-stamped"),
@@ -212,15 +215,40 @@ fn the_wall_clock_is_refused_where_it_cannot_work() {
             "x",
             "--workers",
             "2",
+            "--processes",
+            "2",
         ])
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(1));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
-        err.contains("--clock wall does not work with --workers"),
+        err.contains("--clock wall does not work with --processes"),
         "{err}"
     );
+    // Keys ticking all at once are put in order by their first rows, which a resumed worker
+    // has not seen.
+    let ck = dir.join("ck").to_string_lossy().into_owned();
+    let o = vigil()
+        .args([
+            "run",
+            &spec,
+            "--input",
+            &trace,
+            "--clock",
+            "wall",
+            "--key",
+            "x",
+            "--workers",
+            "2",
+            "--checkpoint",
+            &ck,
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("cannot checkpoint or resume yet"), "{err}");
     // Rows' own times go on with the wall clock only after a silence: how
     // long one is must be said.
     let o = vigil()
@@ -246,7 +274,19 @@ fn the_wall_clock_is_refused_where_it_cannot_work() {
 
 #[test]
 fn every_key_ticks_on_the_wall_clock_so_a_silent_host_is_seen() {
-    let dir = test_dir("wall", "keyed");
+    every_key_ticks_on_the_wall_clock("keyed", &[]);
+}
+
+/// Issue 35: the same on two workers (it was refused). The feed ticks, and every worker ticks
+/// each of its keys at the tick's place, keys in the order they were first seen: the run's log
+/// replays (in one process) to the scaled run's output, line for line.
+#[test]
+fn every_key_ticks_on_the_wall_clock_on_two_workers() {
+    every_key_ticks_on_the_wall_clock("keyed_workers", &["--workers", "2", "--stats"]);
+}
+
+fn every_key_ticks_on_the_wall_clock(test: &str, extra: &[&str]) {
+    let dir = test_dir("wall", test);
     let spec = write(
         &dir,
         "hb.dsrv",
@@ -254,14 +294,15 @@ fn every_key_ticks_on_the_wall_clock_so_a_silent_host_is_seen() {
          beats = default(window(x, 300ms, count), 0)\ntrigger beats == 0 \"host went silent\"\n",
     );
     let log = dir.join("hb.log").to_string_lossy().into_owned();
-    let (mut child, rx) = start(&[
+    let args = [
         "run", &spec, "--input", "-", "--key", "host", "--clock", "wall", "--output", "csv",
         "--record", &log,
-    ]);
+    ];
+    let (mut child, rx) = start(&[&args[..], extra].concat());
     let mut stdin = child.stdin.take().unwrap();
     writeln!(
         stdin,
-        "{{\"host\":\"a\",\"x\":1}}\n{{\"host\":\"b\",\"x\":1}}"
+        "{{\"host\":\"a\",\"x\":1}}\n{{\"host\":\"b\",\"x\":1}}\n{{\"host\":\"c\",\"x\":1}}"
     )
     .unwrap();
     // Host a keeps sending; b falls silent and its ticks say so, while the
@@ -293,6 +334,9 @@ fn every_key_ticks_on_the_wall_clock_so_a_silent_host_is_seen() {
     drop(stdin);
     let o = child.wait_with_output().unwrap();
     assert!(o.status.success());
+    // On two workers, each holds some of the keys.
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!err.contains("keys: 0 live"), "{err}");
     lines.extend(lines_within(&rx, Duration::from_secs(2)));
     // The log has the run's ticks: the replay ticks every key as the run did.
     let o = vigil()

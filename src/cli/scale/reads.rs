@@ -18,13 +18,14 @@ pub(super) fn inputs(
     spec: &Spec,
     (schema, time_cell): (InputSchema, Option<usize>),
     unit: TimeUnit,
-    ticking: &Ticking,
+    (ticking, periods): (&Ticking, &[i64]),
 ) -> Result<Inputs, Refused> {
     let lateness = match args.lateness.map(|l| (l, unit.duration(l))) {
         None => 0,
         Some((_, Some(ns))) => ns,
         Some((l, None)) => return Err(fail(format!("--lateness {l}: not a duration"))),
     };
+    let wall = args.clock == crate::cli::ClockArg::Wall;
     let feed = pipeline::FeedOptions {
         names: schema.names.clone(),
         time_cell,
@@ -33,10 +34,15 @@ pub(super) fn inputs(
         separate: true,
         malformed: args.on_malformed.into(),
         idle_timeout: args.idle_timeout.map(std::time::Duration::from_secs_f64),
-        // A key's ticks are its monitor's, made due by its rows (`KeyedMonitor::ticking`).
-        periods: Vec::new(),
-        start: None,
-        max_gap: None,
+        // A key's ticks are its monitor's, made due by its rows (`KeyedMonitor::ticking`);
+        // under the wall clock the feed ticks too, and every worker ticks each of its keys on
+        // the run's ticks (`scale::Event::Advance`), from the same origin as the keys.
+        periods: match wall {
+            true => periods.to_vec(),
+            false => Vec::new(),
+        },
+        start: ticking.start.filter(|_| wall),
+        max_gap: ticking.max_gap.filter(|_| wall),
         on_gap: ticking.on_gap,
         max_ticks: args.max_ticks,
         // The flag, else the spec's choice, else cancel, as a single-process run's.
@@ -48,7 +54,7 @@ pub(super) fn inputs(
         .unwrap_or(crate::lang::ast::ResetPolicy::Cancel),
         // A rejected row is located by its source's position.
         positions: true,
-        wall_clock: false,
+        wall_clock: wall,
     };
     Ok(Inputs {
         names: args.input.clone(),
@@ -95,6 +101,6 @@ pub(super) fn record_header(
         max_ticks: args.max_ticks,
         on_reset: crate::cli::timed::reset_name(feed.on_reset).to_string(),
         lateness: feed.lateness,
-        wall_clock: false,
+        wall_clock: feed.wall_clock,
     }
 }

@@ -36,7 +36,7 @@ use crate::pipeline::drive::Ended;
 use crate::pipeline::sink::{Columns, TriggerTally};
 use crate::row::StepError;
 use crate::scale::source::{AtBarriers, Fill, ReadCounts, Reading, StopAt};
-use crate::scale::{Evaluated, Event, keyed_monitors};
+use crate::scale::{Evaluated, Event, StampedRow, keyed_monitors};
 use crate::time::{Time, TimeForm};
 use crate::trace::{self, OutputFormat, OutputWriter};
 use crate::value::{Key, Sample, Value};
@@ -730,8 +730,13 @@ fn formatter(
     );
     let mut samples: Vec<Sample> = Vec::new();
     let mut stopped: HashSet<Key> = HashSet::new();
+    // Whether the rows show their times as RFC 3339 texts (the feed's form, run-wide): a
+    // sweep's ticks, which have no row, show theirs as the rows do.
+    let mut rfc3339 = false;
+    // The row a sweep's tick stands in for: its time and order, and its key's cell.
+    let mut swept = StampedRow::new(0, 0, None, vec![None; plan.key_index + 1]);
     move |evaluated, out| {
-        let (row, result, tick) = match evaluated {
+        let (row, result, of) = match evaluated {
             Evaluated::Barrier { time, token, .. } => {
                 out.push(Piece::Done {
                     time,
@@ -753,11 +758,27 @@ fn formatter(
                 }
                 return;
             }
-            Evaluated::Row { row, result } => (row, result, false),
+            Evaluated::Row { row, result } => {
+                rfc3339 = row.rfc3339;
+                (row, result, Of::Row)
+            }
             // A tick of a row's key is written just before the row, at the
             // row's place in the output (the single-process order).
-            Evaluated::Tick { row, result } => (row, result, true),
+            Evaluated::Tick { row, result } => (row, result, Of::Tick),
+            // A sweep's tick is written at its event's place, keys in the order of their
+            // last rows (`Of::Sweep`).
+            Evaluated::KeyTick {
+                time,
+                order,
+                key,
+                result,
+            } => {
+                (swept.time, swept.seq, swept.rfc3339) = (time, order, rfc3339);
+                swept.cells[plan.key_index] = Some(key.value().clone());
+                (&swept, result, Of::Sweep)
+            }
         };
+        let tick = of != Of::Row;
         {
             let cells = &row.cells;
             let key_value = row.cells[plan.key_index].clone().unwrap_or(Value::Unit);
@@ -820,7 +841,6 @@ fn formatter(
                             chunk.alerts.extend_from_slice(line.as_bytes());
                         }
                     }
-                    let of = if tick { Of::Tick } else { Of::Row };
                     chunk.end_row(row, key_value, None, fired, of);
                     if let Some(last) = chunk.rows.last_mut() {
                         last.samples = live;
@@ -833,7 +853,9 @@ fn formatter(
                             key: key.to_string(),
                             error: e.to_string(),
                         };
-                        Chunk::of(out).end_row(row, key_value, Some(fault), Vec::new(), Of::Row);
+                        // (At a sweep's place for a sweep's tick.)
+                        let of = if of == Of::Sweep { Of::Sweep } else { Of::Row };
+                        Chunk::of(out).end_row(row, key_value, Some(fault), Vec::new(), of);
                     }
                 }
                 // Too many ticks due before a key's row ends the run, as a

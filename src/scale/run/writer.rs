@@ -86,6 +86,10 @@ pub(super) enum Of {
     Row,
     /// A tick of the row's key, due before the row.
     Tick,
+    /// A tick of a sweep over every key (a time reset's `once` ticks, the run's tick under
+    /// `--clock wall`), its `seq` its key's place in the order of keys (`Evaluated::KeyTick`):
+    /// written before the barrier and the row of its time, keys in the single-process order.
+    Sweep,
 }
 
 /// What went wrong with a row, as it travels to the writer.
@@ -463,12 +467,14 @@ impl PieceWriter {
         });
         let chunks = &self.chunks;
         let order = |a: &Next, b: &Next| -> std::cmp::Ordering {
-            // A barrier sorts before the rows of its time (`None` first).
+            // A sweep's ticks sort first, a barrier next (it records the output before the
+            // rows of its time), then the rows.
             let key = |n: &Next| match *n {
-                Next::Barrier { time, .. } => (time, None),
+                Next::Barrier { time, .. } => (time, 1, 0),
                 Next::Row { chunk, row } => {
                     let r = &chunks[chunk].0.rows[row];
-                    (r.time, Some(r.seq))
+                    let class = if r.of == Of::Sweep { 0 } else { 2 };
+                    (r.time, class, r.seq)
                 }
             };
             key(a).cmp(&key(b))
@@ -529,7 +535,7 @@ impl PieceWriter {
                         let mut o = self.outcome.lock().unwrap_or_else(PoisonError::into_inner);
                         match c.rows[row].of {
                             Of::Row => o.steps += 1,
-                            Of::Tick => o.ticks += 1,
+                            Of::Tick | Of::Sweep => o.ticks += 1,
                         }
                     }
                     if let Some(out) = out.as_deref_mut() {

@@ -69,14 +69,19 @@ pub(super) fn run(r: ScaledRun) -> Result<Finished, Failed> {
         Reads::Feed(feed) => feed.options(),
         Reads::Inputs(inputs) => &inputs.feed,
     };
-    let (timed, unit) = (feed_options.time_cell.is_some(), feed_options.unit);
-    // A reset's `once` ticks are written, in a single-process run, in the order of every key's
-    // last row (least recent first), which no worker knows of the others' keys.
-    if feed_options.on_reset == crate::lang::ast::ResetPolicy::Once
-        && !r.monitor.periods().is_empty()
-    {
+    // (Under the wall clock the rows show their arrival times.)
+    let timed = feed_options.time_cell.is_some() || feed_options.wall_clock;
+    let unit = feed_options.unit;
+    // A sweep's ticks (a reset's `once` ticks, the run's ticks under the wall clock) are put in
+    // the single-process order of keys by each key's first row's position, which the workers
+    // learn from the rows they evaluate: a resumed run has not seen the rows of the keys it
+    // restores, and a checkpoint does not hold their positions yet.
+    let sweeps = !r.monitor.periods().is_empty()
+        && (feed_options.on_reset == crate::lang::ast::ResetPolicy::Once
+            || feed_options.wall_clock);
+    if checkpointed && sweeps {
         return Err(failure(
-            "a time reset's `once` ticks (--on-reset once, or the spec's `on_reset once`) do not work with --workers or --processes yet: each key's tick would have to be written in the order of every key's last row across the workers; use `cancel`, or run without them".into(),
+            "a scaled run whose keys tick all at once (a time reset's `once` ticks, --clock wall) cannot checkpoint or resume yet: a restored worker does not know the order its keys were first seen in; run without --workers/--processes, or without checkpoints".into(),
         ));
     }
     let (resumed, monitors) = monitors(&r, (process, threads, total_workers))?;
