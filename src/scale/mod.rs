@@ -309,6 +309,9 @@ pub enum Event {
         /// Whether each key's ticks due fire once (`on_reset once`) rather than being
         /// cancelled.
         once: bool,
+        /// Its number among the run's sweeps (resets and `Advance`s), which orders the ticks
+        /// of several at one place.
+        sweep: u64,
     },
     /// The run's tick under `--clock wall`, for worker `worker`, before the rows at and after
     /// `time`: every key's ticks up to `to` (ns), as a single-process run's
@@ -320,6 +323,8 @@ pub enum Event {
         worker: u32,
         /// The time every key ticks up to, in nanoseconds.
         to: i64,
+        /// Its number among the run's sweeps (see `Reset::sweep`).
+        sweep: u64,
     },
     /// The end of a reader of another process than the writer's (every process reading its
     /// share of a file): what it read, and the error it stopped the run with at `time`, for
@@ -413,6 +418,8 @@ pub enum Evaluated<'a> {
     KeyTick {
         /// The time of the sweep's event.
         time: u64,
+        /// The sweep's number: several at one place come in its order.
+        sweep: u64,
         /// The key's place in the order of keys (see above).
         order: u64,
         /// The key.
@@ -585,19 +592,25 @@ where
                         };
                         emit(Evaluated::Row { row, result }, &mut out);
                     }
-                    Event::Reset { time, once, .. } => {
+                    Event::Reset {
+                        time, once, sweep, ..
+                    } => {
                         if !monitor.periods().is_empty() {
                             monitor.reset_ticks(match once {
                                 true => crate::lang::ast::ResetPolicy::Once,
                                 false => crate::lang::ast::ResetPolicy::Cancel,
                             });
-                            sweep(&mut monitor, *time, &key_orders, &mut emit, &mut out);
+                            let at = (*time, *sweep);
+                            sweep_keys(&mut monitor, at, &key_orders, &mut emit, &mut out);
                         }
                     }
-                    Event::Advance { time, to, .. } => {
+                    Event::Advance {
+                        time, to, sweep, ..
+                    } => {
                         if !monitor.periods().is_empty() {
                             monitor.advance_to(crate::time::Time(*to));
-                            sweep(&mut monitor, *time, &key_orders, &mut emit, &mut out);
+                            let at = (*time, *sweep);
+                            sweep_keys(&mut monitor, at, &key_orders, &mut emit, &mut out);
                         }
                     }
                     Event::ReaderEnd {
@@ -652,10 +665,11 @@ where
 }
 
 /// Emits the ticks a sweep over every key made due (a time reset's `once` ticks, the run's
-/// tick under `--clock wall`), each at `time` with its key's order (`Evaluated::KeyTick`).
-fn sweep<O>(
+/// tick under `--clock wall`), each at its place `(time, sweep)` with its key's order
+/// (`Evaluated::KeyTick`).
+fn sweep_keys<O>(
     monitor: &mut KeyedMonitor,
-    time: u64,
+    (time, sweep): (u64, u64),
     key_orders: &HashMap<Key, u64>,
     emit: &mut impl FnMut(Evaluated<'_>, &mut Vec<O>),
     out: &mut Vec<O>,
@@ -671,6 +685,7 @@ fn sweep<O>(
                 emit(
                     Evaluated::KeyTick {
                         time,
+                        sweep,
                         order,
                         key,
                         result,
@@ -685,6 +700,7 @@ fn sweep<O>(
                 emit(
                     Evaluated::KeyTick {
                         time,
+                        sweep,
                         order,
                         key,
                         result,

@@ -68,6 +68,9 @@ pub(crate) struct Source {
     /// Where the row that stopped the source was, when the monitor would reject it (a row
     /// without its key): (time, position).
     pub(crate) rejected: Option<(u64, u64)>,
+    /// The sweeps over every key sent so far (resets, the wall clock's ticks): each is
+    /// numbered, so that the ticks of several at one place keep their order.
+    sweeps: u64,
 }
 
 /// A reader's counts, and what it does with a row the monitor would reject (a missing key).
@@ -287,6 +290,7 @@ impl Source {
             seq_base: 0,
             stamp_times: false,
             rejected: None,
+            sweeps: 0,
         }
     }
 
@@ -426,11 +430,13 @@ impl Source {
         };
         if !before_resume {
             let once = self.feed.options().on_reset == crate::lang::ast::ResetPolicy::Once;
+            self.sweeps += 1;
             for w in 0..workers {
                 batch.push(Event::Reset {
                     time,
                     worker: w as u32,
                     once,
+                    sweep: self.sweeps,
                 });
             }
         }
@@ -446,11 +452,13 @@ impl Source {
         if time < self.skip_before {
             return;
         }
+        self.sweeps += 1;
         for w in 0..workers {
             batch.push(Event::Advance {
                 time,
                 worker: w as u32,
                 to: t.0,
+                sweep: self.sweeps,
             });
         }
     }

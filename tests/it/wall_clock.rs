@@ -223,7 +223,7 @@ fn the_wall_clock_is_refused_where_it_cannot_work() {
     assert_eq!(o.status.code(), Some(1));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
-        err.contains("--clock wall does not work with --processes"),
+        err.contains("--clock wall with --processes needs --start"),
         "{err}"
     );
     // Keys ticking all at once are put in order by their first rows, which a resumed worker
@@ -348,4 +348,98 @@ fn every_key_ticks_on_the_wall_clock(test: &str, extra: &[&str]) {
         .map(String::from)
         .collect();
     assert_eq!(replayed, lines);
+}
+
+/// Issue 35: `--clock wall` on two processes of two workers, with `--start` (every process's
+/// keys tick from one origin; without it the run is refused). Process 0's feed ticks while its
+/// FIFO is silent and the keys of both processes tick: the run's log replays, in one process,
+/// to the same output.
+#[test]
+fn every_key_ticks_on_the_wall_clock_on_two_processes() {
+    use crate::scale::{hostfile, process, wait};
+    let dir = test_dir("wall", "keyed_processes");
+    let spec = write(
+        &dir,
+        "hb.dsrv",
+        "in host: Str\nin x: Int\nout beats: Int @ 100ms\n\
+         beats = default(window(x, 300ms, count), 0)\n",
+    );
+    let fifo = dir.join("in.jsonl");
+    crate::support::mkfifo(&fifo);
+    let (out, log) = (dir.join("out.csv"), dir.join("run.log"));
+    let (fifo, out, log) = (
+        fifo.to_str().unwrap(),
+        out.to_str().unwrap(),
+        log.to_str().unwrap(),
+    );
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        .to_string();
+    let base = [
+        "run",
+        &spec,
+        "--input",
+        fifo,
+        "--format",
+        "jsonl",
+        "--key",
+        "host",
+        "--clock",
+        "wall",
+        "--output",
+        "csv",
+        "--output-file",
+        out,
+    ];
+    let hosts = hostfile(&dir);
+    // Without --start each process would tick its keys from its own start.
+    let o = wait(process(0, &hosts, &base), Duration::from_secs(60));
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("--clock wall with --processes needs --start"),
+        "{err}"
+    );
+    let args = [&base[..], &["--start", &now, "--record", log, "--stats"]].concat();
+    let p1 = process(1, &hosts, &args);
+    let p0 = process(0, &hosts, &args);
+    let feeder = {
+        let fifo = fifo.to_string();
+        std::thread::spawn(move || {
+            let mut f = std::fs::OpenOptions::new().write(true).open(fifo).unwrap();
+            for round in 0..3 {
+                for host in ["a", "b", "c", "d"].iter().take(4 - round) {
+                    writeln!(f, "{{\"host\":\"{host}\",\"x\":1}}").unwrap();
+                }
+                f.flush().unwrap();
+                std::thread::sleep(Duration::from_millis(450));
+            }
+        })
+    };
+    let (o0, o1) = (
+        wait(p0, Duration::from_secs(60)),
+        wait(p1, Duration::from_secs(60)),
+    );
+    feeder.join().unwrap();
+    let err = String::from_utf8_lossy(&o0.stderr);
+    assert!(o0.status.success(), "{err}");
+    assert!(
+        o1.status.success(),
+        "{}",
+        String::from_utf8_lossy(&o1.stderr)
+    );
+    let text = std::fs::read_to_string(out).unwrap();
+    // Host d sent only in the first round: its silence is seen while the others send.
+    let d_zeros = (text.lines())
+        .filter(|l| l.contains("\"d\"") && l.ends_with(",0"))
+        .count();
+    assert!(d_zeros >= 3, "host d's silence was not seen: {text}");
+    let o = vigil()
+        .args(["replay", &spec, log, "--output", "csv"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(String::from_utf8(o.stdout).unwrap(), text);
 }

@@ -735,6 +735,7 @@ fn formatter(
     let mut rfc3339 = false;
     // The row a sweep's tick stands in for: its time and order, and its key's cell.
     let mut swept = StampedRow::new(0, 0, None, vec![None; plan.key_index + 1]);
+    let mut sweep = 0;
     move |evaluated, out| {
         let (row, result, of) = match evaluated {
             Evaluated::Barrier { time, token, .. } => {
@@ -769,10 +770,12 @@ fn formatter(
             // last rows (`Of::Sweep`).
             Evaluated::KeyTick {
                 time,
+                sweep: n,
                 order,
                 key,
                 result,
             } => {
+                sweep = n;
                 (swept.time, swept.seq, swept.rfc3339) = (time, order, rfc3339);
                 swept.cells[plan.key_index] = Some(key.value().clone());
                 (&swept, result, Of::Sweep)
@@ -844,6 +847,9 @@ fn formatter(
                     chunk.end_row(row, key_value, None, fired, of);
                     if let Some(last) = chunk.rows.last_mut() {
                         last.samples = live;
+                        if of == Of::Sweep {
+                            last.sweep = sweep;
+                        }
                     }
                 }
                 Err(StepError::Runtime(e)) => {
@@ -855,7 +861,11 @@ fn formatter(
                         };
                         // (At a sweep's place for a sweep's tick.)
                         let of = if of == Of::Sweep { Of::Sweep } else { Of::Row };
-                        Chunk::of(out).end_row(row, key_value, Some(fault), Vec::new(), of);
+                        let chunk = Chunk::of(out);
+                        chunk.end_row(row, key_value, Some(fault), Vec::new(), of);
+                        if let Some(last) = chunk.rows.last_mut().filter(|_| of == Of::Sweep) {
+                            last.sweep = sweep;
+                        }
                     }
                 }
                 // Too many ticks due before a key's row ends the run, as a

@@ -75,6 +75,9 @@ pub(super) struct RowPiece {
     pub(super) samples: Option<(u64, Vec<WireSample>)>,
     /// Whether the piece is the row's own step or a tick of its key before it.
     pub(super) of: Of,
+    /// A sweep's tick's sweep number (`Of::Sweep`; 0 otherwise): several sweeps at one place
+    /// come in its order.
+    pub(super) sweep: u64,
 }
 
 /// What a row piece is the output of. The writer counts the steps and ticks
@@ -161,6 +164,7 @@ impl Chunk {
             fired,
             samples: None,
             of,
+            sweep: 0,
         });
     }
 
@@ -467,14 +471,14 @@ impl PieceWriter {
         });
         let chunks = &self.chunks;
         let order = |a: &Next, b: &Next| -> std::cmp::Ordering {
-            // A sweep's ticks sort first, a barrier next (it records the output before the
-            // rows of its time), then the rows.
+            // A sweep's ticks sort first (sweep by sweep, each key by key), a barrier next (it
+            // records the output before the rows of its time), then the rows.
             let key = |n: &Next| match *n {
-                Next::Barrier { time, .. } => (time, 1, 0),
+                Next::Barrier { time, .. } => (time, 1, 0, 0),
                 Next::Row { chunk, row } => {
                     let r = &chunks[chunk].0.rows[row];
                     let class = if r.of == Of::Sweep { 0 } else { 2 };
-                    (r.time, class, r.seq)
+                    (r.time, class, r.sweep, r.seq)
                 }
             };
             key(a).cmp(&key(b))
