@@ -674,41 +674,27 @@ fn sweep_keys<O>(
     emit: &mut impl FnMut(Evaluated<'_>, &mut Vec<O>),
     out: &mut Vec<O>,
 ) {
-    let order = |key: &Key| key_orders.get(key).copied().unwrap_or(0);
     loop {
-        match monitor.next_tick() {
+        let (key, result) = match monitor.next_tick() {
             None => return,
             Some(Ok(outputs)) => {
                 let key = (outputs.key().cloned()).expect("a keyed monitor's ticks name their key");
-                let order = order(&key);
-                let result = Ok(outputs);
-                emit(
-                    Evaluated::KeyTick {
-                        time,
-                        sweep,
-                        order,
-                        key,
-                        result,
-                    },
-                    out,
-                );
+                (key, Ok(outputs))
             }
             Some(Err(e)) => {
                 let key = (monitor.last_key().cloned()).expect("a tick that failed names its key");
-                let order = order(&key);
-                let result = Err(e);
-                emit(
-                    Evaluated::KeyTick {
-                        time,
-                        sweep,
-                        order,
-                        key,
-                        result,
-                    },
-                    out,
-                );
+                (key, Err(e))
             }
-        }
+        };
+        let order = key_orders.get(&key).copied().unwrap_or(0);
+        let tick = Evaluated::KeyTick {
+            time,
+            sweep,
+            order,
+            key,
+            result,
+        };
+        emit(tick, out);
     }
 }
 
