@@ -12,7 +12,8 @@ use std::cell::Cell;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use vigil::stl::{
-    Semantics, StlMonitor, StlRun, StlSample, StlSpec, Synchronization, VerdictForm, VerdictWriter,
+    Emitted, Semantics, StlMonitor, StlRun, StlSample, StlSpec, Synchronization, Verdict,
+    VerdictForm, VerdictWriter,
 };
 use vigil::trace::{InputSchema, TraceFormat};
 use vigil::{Tier, Type};
@@ -57,8 +58,16 @@ fn planned(
 ) -> (String, bool, Option<String>) {
     let mut run = StlRun::new(spec, semantics, sync, &[], tier).unwrap();
     let mut out = VerdictWriter::new(Vec::new(), spec, semantics, form).unwrap();
+    // One buffer of verdicts for every step (`step_into`, which `step` wraps): each step's
+    // verdicts replace the last's.
+    let mut given = vec![Emitted {
+        property: usize::MAX,
+        time: Duration::MAX,
+        value: Verdict::Bool(false),
+    }];
     for step in steps {
-        out.write(&run.step(&mut samples(spec, step))).unwrap();
+        run.step_into(&mut samples(spec, step), &mut given);
+        out.write(&given).unwrap();
     }
     let text = String::from_utf8(out.finish().unwrap()).unwrap();
     if run.on_plan() {
