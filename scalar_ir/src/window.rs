@@ -323,7 +323,9 @@ impl CountWindow {
     fn enter(&self, w: &mut [u64], bits: u64) {
         let n = u64::from(self.n.max(1));
         let pushes = w[PUSHES];
-        let at = (pushes % n) as usize;
+        // Its one division serves every position the deque of `min`/`max` reduces.
+        let modn = Modulo::new(n);
+        let at = modn.of(pushes);
         let keeps = self.keeps_values();
         let agg_at = self.agg_at();
         let leaving = (keeps && pushes >= n).then(|| w[RING + at]);
@@ -366,7 +368,7 @@ impl CountWindow {
                     (false, true) => deque_enter::<false, true>,
                     (false, false) => deque_enter::<false, false>,
                 };
-                enter(ring, dq, pushes, bits);
+                enter(ring, dq, modn, pushes, bits);
             }
         }
         if keeps {
@@ -628,18 +630,18 @@ pub fn is_nan(elem: Elem, bits: u64) -> bool {
 /// A `min` (`MIN`) or `max` window's push of `bits` (a Float where `FLOAT`,
 /// else an Int or Bool) into its monotonic deque (`dq`: the front and back
 /// counters, then the slots of value positions), the ring (`ring`, of the
-/// window's length) holding the values by position and `pushes` values in
-/// before this one. A NaN leaves the deque as it is (the window's minimum
+/// window's length `n`, `modn` reducing modulo it) holding the values by
+/// position and `pushes` values in before this one. A NaN leaves the deque as it is (the window's minimum
 /// passes over it, as `f64::min` does).
 #[inline(always)]
 fn deque_enter<const FLOAT: bool, const MIN: bool>(
     ring: &[u64],
     dq: &mut [u64],
+    modn: Modulo,
     pushes: u64,
     bits: u64,
 ) {
-    let n = ring.len() as u64;
-    let modn = Modulo::new(n);
+    let n = modn.n;
     let (ends, slots) = dq.split_at_mut(2);
     let (mut front, mut back) = (ends[0], ends[1]);
     // The window after this push holds positions `pushes + 1 - n ..= pushes`;

@@ -1,4 +1,5 @@
-//! `Stepper`: a monitor fed scalar rows one at a time at the cost of its kernel, checks done once.
+//! `Stepper`: a monitor fed scalar rows one at a time at the cost of its kernel, checks done once
+//! (and `OwnedStepper`, the same owning its monitor, for the crate's own runs).
 
 use super::{Monitor, Outputs, StreamsView};
 use crate::exec::FastRow;

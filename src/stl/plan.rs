@@ -1034,7 +1034,11 @@ impl PlanRun {
             self.recent.extend_from_slice(samples);
         } else if !self.recent.is_empty() {
             let at = self.head * self.signals;
-            self.recent[at..at + self.signals].copy_from_slice(samples);
+            match samples {
+                // One signal (the common case): a copy of one sample, not a call to copy a slice.
+                [one] => self.recent[at] = *one,
+                _ => self.recent[at..at + self.signals].copy_from_slice(samples),
+            }
             self.head = (self.head + 1) % self.keep;
         }
     }
