@@ -39,8 +39,8 @@
 //! (the first step fed to it again). A step off the grid (a signal missing, samples of two
 //! times, a time not one period on, a value not finite) moves the run back to the evaluator for
 //! good: a fresh one is given the last steps again (as many as the longest horizon spans, all
-//! the state a delayed verdict can read; twice that where a `U` pairs its operands off by o,
-//! for the fresh evaluator's pairing to settle), their verdicts discarded since the plan gave
+//! the state a delayed verdict can read; twice that where a property has a `U`, for the fresh
+//! evaluator's pairing of its operands to settle), their verdicts discarded since the plan gave
 //! them.
 //!
 //! A step on the grid costs what the plan's kernel costs, and allocates nothing: its samples
@@ -77,8 +77,8 @@ pub struct StlPlan {
     props: Vec<(u64, usize)>,
     period: Duration,
     quantitative: bool,
-    /// Whether a `U`'s operands have different horizons: a fresh evaluator pairs them
-    /// otherwise over its first verdicts, so a move back to it replays more steps.
+    /// Whether a property has a `U`: a fresh evaluator pairs its operands otherwise over its
+    /// first verdicts, so a move back to it replays more steps (`StlPlan::replayed`).
     settles: bool,
 }
 
@@ -116,7 +116,7 @@ struct Lowering<'a> {
     rank: Vec<usize>,
     text: String,
     nodes: usize,
-    /// Whether a `U`'s operands have different horizons (`StlPlan::settles`).
+    /// Whether a property has a `U` (`StlPlan::settles`).
     settles: bool,
 }
 
@@ -193,10 +193,14 @@ impl StlPlan {
 
     /// How many of the last steps a move back to the evaluator gives a fresh one: those the
     /// longest horizon spans, all the state a delayed verdict reads — and as many again where
-    /// a `U`'s operands have different horizons, since a fresh evaluator pairs them otherwise
-    /// until its caches are pruned, over its first verdicts (each U's for a time at most its
-    /// operands' horizon on, itself less than the property's), so that its verdicts after the
-    /// move are the first evaluator's.
+    /// a property has a `U`, since a fresh evaluator pairs its operands otherwise until its
+    /// caches are pruned, over its first verdicts (each U's for a time at most its operands'
+    /// horizon on, itself less than the property's), so that its verdicts after the move are
+    /// the first evaluator's. That is so where the operands' horizons differ (o moves), and
+    /// where they are equal too once the step that moved the run lacks a signal's sample
+    /// without synchronization: one operand's verdicts then fall a step behind the other's,
+    /// and a pairing by position reads caches a fresh evaluator has not yet pruned
+    /// (`a_move_under_no_synchronization_keeps_the_untils_verdicts`).
     fn replayed(&self) -> u64 {
         let lag = self.max_lag();
         if self.settles { 2 * lag + 2 } else { lag + 2 }
@@ -475,7 +479,9 @@ impl Lowering<'_> {
         // and its value of the step comes later (then j < b: φ paired up to the last it has).
         let phi_full = hi == 0 || left.lag < m || left.emit == first;
         let phi = self.shifted(&left.name, m - left.lag);
-        self.settles |= spread > 0;
+        // A move back to the evaluator settles its pairing of the operands, whatever their
+        // horizons (`StlPlan::replayed`).
+        self.settles = true;
         let sign = d.signum();
         let mut chains = Vec::new();
         for i in 0..=spread as i64 {
@@ -909,9 +915,8 @@ impl StlRun {
             seen: vec![0; signals],
             stamp: 0,
         });
-        let mut first = first.to_vec();
         // Its verdicts were the evaluator's, given at the first step.
-        run.eval(&mut first, t0, &mut Vec::new())
+        run.eval(first, t0, &mut Vec::new())
             .map_err(|why| format!("at step 0: {why}"))?;
         run.step(second, out)
             .map_err(|why| format!("at step 1: {why}"))?;

@@ -350,6 +350,50 @@ fn the_plan_tier_gives_the_evaluators_output_on_every_tier() {
     );
 }
 
+/// A case the property test found (3000 cases): a `U` over two `F`s of one horizon, without
+/// synchronization, over a trace whose step 11 lacks `b`'s sample, which moves the run to
+/// the evaluator; the verdict for 1,750 ms, given after the move, must be the evaluator's.
+#[test]
+fn a_move_under_no_synchronization_keeps_the_untils_verdicts() {
+    let text = "z0: !((F[0,0.5](b > 0)) U[0,0.75] (F[0.5,0.5](x > 0)))\n";
+    let spec = StlSpec::parse("g.mstlo", text).unwrap();
+    let values: Vec<Vec<f64>> = [
+        [-1.5, -2.5],
+        [-2.0, 2.0],
+        [1.0, 1.5],
+        [2.0, -2.0],
+        [-2.0, 0.5],
+        [-1.5, 0.5],
+        [-1.5, 0.5],
+        [-2.5, -0.5],
+        [1.5, 2.5],
+        [-1.5, -2.5],
+        [-1.0, -2.5],
+        [-1.0, 1.0],
+        [-3.0, 0.0],
+        [-1.0, 0.0],
+        [3.0, 0.0],
+        [1.5, -0.5],
+        [-3.0, 0.0],
+        [-2.0, 0.0],
+        [1.5, 1.5],
+        [1.5, 1.5],
+        [2.5, -2.5],
+        [3.0, -2.5],
+    ]
+    .iter()
+    .map(|v| v.to_vec())
+    .collect();
+    let steps = trace(&spec, 250, 0, &values, Break::Missing(11));
+    let mode = (Semantics::DelayedQuantitative, Synchronization::None);
+    let want = evaluator(&spec, mode, &steps, VerdictForm::Text);
+    for tier in TIERS {
+        let (got, plan, why) = planned(&spec, mode, &steps, VerdictForm::Text, tier);
+        assert!(!plan && why.is_some(), "{why:?}");
+        assert_eq!(got, want, "on {tier}");
+    }
+}
+
 /// A `U[a,0]` whose operands have different horizons, the eager semantics and an irregular trace
 /// decline, each with its reason, and give the evaluator's output.
 #[test]
