@@ -6,7 +6,8 @@
 //!
 //! The `vigil_plan_*` functions of the delayed-quantitative groups time the same
 //! property file on the plan tier (`StlRun`: the properties compiled onto a DSRV specification,
-//! run by a `Monitor` on native-whole, or canonical), which gives the evaluator's verdicts.
+//! run by a `Monitor` on native-whole, or canonical), which gives the evaluator's verdicts,
+//! one buffer of verdicts kept from step to step (`StlRun::step_into`).
 //!
 //! The `stl_dsrv_*` groups time the same formulas inside a DSRV specification
 //! (`stl_rob(…)`, past-time, compiled to plan nodes, interval windows and a since for `S`,
@@ -79,7 +80,12 @@ fn bench(c: &mut Criterion) {
                             StlRun::new(&spec, semantics, sync, &[], tier).expect("no variables")
                         },
                         |mut m| {
-                            let n = verdicts(&samples, x, |step| m.step(step).len());
+                            // One buffer for every step's verdicts (`StlRun::step_into`).
+                            let mut out = Vec::new();
+                            let n = verdicts(&samples, x, |step| {
+                                m.step_into(step, &mut out);
+                                out.len()
+                            });
                             // A run that left the plan would time the evaluator.
                             assert!(m.on_plan(), "{:?}", m.declined());
                             black_box(n)

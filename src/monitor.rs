@@ -21,6 +21,7 @@ use std::fmt;
 use std::sync::Arc;
 
 mod stepper;
+pub(crate) use stepper::OwnedStepper;
 pub use stepper::Stepper;
 
 /// A parsed and checked specification.

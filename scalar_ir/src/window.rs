@@ -183,6 +183,39 @@ const PUSHES: usize = 0;
 const PUSHED_AT: usize = 1;
 const RING: usize = 2;
 
+/// Positions reduced modulo a window's length `n` (at most `u32::MAX`) by two multiplications
+/// where they fit in 32 bits (Lemire, Kaser and Kurz, "Faster remainder by direct computation",
+/// 2019: `m = ⌈2⁶⁴ / n⌉`, and `x mod n` is the high word of `(m·x mod 2⁶⁴)·n` for every 32-bit
+/// `x`), by a division otherwise: the deque of `min`/`max` reduces a few positions per value,
+/// each of which cost a division, the most of the window's time.
+#[derive(Clone, Copy)]
+struct Modulo {
+    n: u64,
+    m: u64,
+}
+
+impl Modulo {
+    /// For `n` ≥ 1 (≤ `u32::MAX`): one division, for every position reduced after.
+    #[inline]
+    fn new(n: u64) -> Modulo {
+        Modulo {
+            n,
+            // `n = 1` gives 2⁶⁴, which wraps to 0: every 32-bit position reduces to 0.
+            m: (u64::MAX / n).wrapping_add(1),
+        }
+    }
+
+    /// `x % n`, as an index.
+    #[inline(always)]
+    fn of(self, x: u64) -> usize {
+        if x <= u64::from(u32::MAX) {
+            ((u128::from(self.m.wrapping_mul(x)) * u128::from(self.n)) >> 64) as usize
+        } else {
+            (x % self.n) as usize
+        }
+    }
+}
+
 // Welford's words (after the ring): the running mean, the sum of squared
 // deviations from it (both Float bits, over the finite values held), and
 // how many of the held values are NaN or infinite.
@@ -268,8 +301,9 @@ impl CountWindow {
                     // Every value in the window is NaN.
                     return Read::Bits(f64::NAN.to_bits());
                 }
-                let pos = w[agg_at + 2 + (front % n) as usize];
-                Read::Bits(w[RING + (pos % n) as usize])
+                let modn = Modulo::new(n);
+                let pos = w[agg_at + 2 + modn.of(front)];
+                Read::Bits(w[RING + modn.of(pos)])
             }
             _ => {
                 let k = sum_words(self.agg, self.elem);
@@ -289,7 +323,9 @@ impl CountWindow {
     fn enter(&self, w: &mut [u64], bits: u64) {
         let n = u64::from(self.n.max(1));
         let pushes = w[PUSHES];
-        let at = (pushes % n) as usize;
+        // Its one division serves every position the deque of `min`/`max` reduces.
+        let modn = Modulo::new(n);
+        let at = modn.of(pushes);
         let keeps = self.keeps_values();
         let agg_at = self.agg_at();
         let leaving = (keeps && pushes >= n).then(|| w[RING + at]);
@@ -323,29 +359,16 @@ impl CountWindow {
             }
             Agg::Min | Agg::Max => {
                 let (ring, dq) = w[RING..].split_at_mut(n as usize);
-                let (ends, slots) = dq.split_at_mut(2);
-                let (mut front, mut back) = (ends[0], ends[1]);
-                // The window after this push holds positions
-                // `pushes + 1 - n ..= pushes`; the deque never holds more
-                // than `n` (checked on restore), so these loops are bounded.
-                while front < back && slots[(front % n) as usize].saturating_add(n) <= pushes {
-                    front += 1;
-                }
-                if !is_nan(self.elem, bits) {
-                    let min = self.agg == Agg::Min;
-                    while front < back {
-                        let pos = slots[((back - 1) % n) as usize];
-                        let held = ring[(pos % n) as usize];
-                        // The newest of equal values stays (ties: latest wins).
-                        if !replaces(self.elem, bits, held, min) {
-                            break;
-                        }
-                        back -= 1;
-                    }
-                    slots[(back % n) as usize] = pushes;
-                    back += 1;
-                }
-                (ends[0], ends[1]) = (front, back);
+                // The comparison fixed at compile time: the generic one's
+                // matches on the element and the direction were a good part
+                // of a push.
+                let enter = match (self.elem == Elem::Float, self.agg == Agg::Min) {
+                    (true, true) => deque_enter::<true, true>,
+                    (true, false) => deque_enter::<true, false>,
+                    (false, true) => deque_enter::<false, true>,
+                    (false, false) => deque_enter::<false, false>,
+                };
+                enter(ring, dq, modn, pushes, bits);
             }
         }
         if keeps {
@@ -604,6 +627,52 @@ pub fn is_nan(elem: Elem, bits: u64) -> bool {
     elem == Elem::Float && f64::from_bits(bits).is_nan()
 }
 
+/// A `min` (`MIN`) or `max` window's push of `bits` (a Float where `FLOAT`,
+/// else an Int or Bool) into its monotonic deque (`dq`: the front and back
+/// counters, then the slots of value positions), the ring (`ring`, of the
+/// window's length `n`, `modn` reducing modulo it) holding the values by
+/// position and `pushes` values in before this one. A NaN leaves the deque as it is (the window's minimum
+/// passes over it, as `f64::min` does).
+#[inline(always)]
+fn deque_enter<const FLOAT: bool, const MIN: bool>(
+    ring: &[u64],
+    dq: &mut [u64],
+    modn: Modulo,
+    pushes: u64,
+    bits: u64,
+) {
+    let n = modn.n;
+    let (ends, slots) = dq.split_at_mut(2);
+    let (mut front, mut back) = (ends[0], ends[1]);
+    // The window after this push holds positions `pushes + 1 - n ..= pushes`;
+    // the deque never holds more than `n` (checked on restore), so these
+    // loops are bounded.
+    while front < back && slots[modn.of(front)].saturating_add(n) <= pushes {
+        front += 1;
+    }
+    if !(FLOAT && f64::from_bits(bits).is_nan()) {
+        while front < back {
+            let pos = slots[modn.of(back - 1)];
+            let held = ring[modn.of(pos)];
+            // The newest of equal values stays (ties: latest wins).
+            let replaces = if FLOAT {
+                let (v, h) = (f64::from_bits(bits), f64::from_bits(held));
+                if MIN { v <= h } else { v >= h }
+            } else {
+                let (v, h) = (bits as i64, held as i64);
+                if MIN { v <= h } else { v >= h }
+            };
+            if !replaces {
+                break;
+            }
+            back -= 1;
+        }
+        slots[modn.of(back)] = pushes;
+        back += 1;
+    }
+    (ends[0], ends[1]) = (front, back);
+}
+
 /// Whether value `v` takes the place of `held` as the minimum (`min`) or
 /// maximum: it is as small (large) or smaller (larger). Neither is NaN.
 pub fn replaces(elem: Elem, v: u64, held: u64, min: bool) -> bool {
@@ -846,6 +915,27 @@ mod tests {
             exact::add(&mut acc, x, 1);
         }
         exact::round(&mut acc, xs.len() as u64)
+    }
+
+    /// `Modulo::of` is `%` for every length a window can have and positions on both sides of
+    /// 32 bits (where it changes method) and of each multiple of the length near them.
+    #[test]
+    fn modulo_is_the_remainder() {
+        let big = u64::from(u32::MAX);
+        for n in [1, 2, 3, 7, 101, 501, 1 << 16, (1 << 31) + 1, big - 1, big] {
+            let modn = Modulo::new(n);
+            let near = |x: u64| x.saturating_sub(3)..=x.saturating_add(3);
+            let xs = (0..2000)
+                .chain(near(n))
+                .chain(near(2 * n))
+                .chain(near(big))
+                .chain(near(big / n * n))
+                .chain(near(u64::MAX - 3))
+                .chain((0..5000u64).map(|i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (i % 40)));
+            for x in xs {
+                assert_eq!(modn.of(x) as u64, x % n, "{x} mod {n}");
+            }
+        }
     }
 
     #[test]

@@ -213,6 +213,10 @@ pub(super) fn run(args: &RunArgs) -> Exit {
         Err(exit) => return exit,
     };
     let mut row = vec![None; schema.names.len()];
+    // The samples and verdicts of a row, buffers kept from row to row: on the plan tier a row
+    // allocates nothing on its way to the plan and back.
+    let mut samples = Vec::new();
+    let mut verdicts = Vec::new();
     let mut number = 0u64;
     let mut tally = Tally::default();
     let status = loop {
@@ -222,16 +226,13 @@ pub(super) fn run(args: &RunArgs) -> Exit {
             Ok(false) => break Exit::Success,
             Err(e) => break trace_error(&e),
         }
-        let mut samples = match samples(&spec, &rows, &row) {
-            Ok(s) => s,
-            Err(m) => {
-                error(format_args!("{input}: row {number}: {m}"));
-                break Exit::Trace;
-            }
-        };
+        if let Err(m) = samples_into(&spec, &rows, &row, &mut samples) {
+            error(format_args!("{input}: row {number}: {m}"));
+            break Exit::Trace;
+        }
         number += 1;
         tally.samples += samples.len() as u64;
-        let verdicts = monitor.step(&mut samples);
+        monitor.step_into(&mut samples, &mut verdicts);
         tally.verdicts += verdicts.len() as u64;
         // `held` walks every property's operators: only for `--stats`.
         if args.stats {
@@ -292,10 +293,11 @@ impl Run {
         })
     }
 
-    fn step(&mut self, samples: &mut [StlSample]) -> Vec<stl::Emitted> {
+    /// A row's verdicts, in `out` (what it held is dropped).
+    fn step_into(&mut self, samples: &mut [StlSample], out: &mut Vec<stl::Emitted>) {
         match self {
-            Run::Evaluator(m) => m.step(samples),
-            Run::Plan(r) => r.step(samples),
+            Run::Evaluator(m) => *out = m.step(samples),
+            Run::Plan(r) => r.step_into(samples, out),
         }
     }
 
@@ -343,10 +345,16 @@ fn trace_error(e: &TraceError) -> Exit {
     }
 }
 
-fn samples(spec: &StlSpec, rows: &Rows, row: &[Option<Value>]) -> Result<Vec<StlSample>, String> {
+/// A row's samples, in `out` (what it held is dropped).
+fn samples_into(
+    spec: &StlSpec,
+    rows: &Rows,
+    row: &[Option<Value>],
+    out: &mut Vec<StlSample>,
+) -> Result<(), String> {
     match *rows {
-        Rows::Timed => stl::row_samples(spec, row),
-        Rows::Columns { time, unit } => stl::column_samples(spec, row, time, unit),
+        Rows::Timed => stl::row_samples_into(spec, row, out),
+        Rows::Columns { time, unit } => stl::column_samples_into(spec, row, time, unit, out),
     }
 }
 

@@ -1,4 +1,5 @@
-//! `Stepper`: a monitor fed scalar rows one at a time at the cost of its kernel, checks done once.
+//! `Stepper`: a monitor fed scalar rows one at a time at the cost of its kernel, checks done once
+//! (and `OwnedStepper`, the same owning its monitor, for the crate's own runs).
 
 use super::{Monitor, Outputs, StreamsView};
 use crate::exec::FastRow;
@@ -46,6 +47,14 @@ use std::sync::Arc;
 /// ```
 pub struct Stepper<'m> {
     monitor: &'m mut Monitor,
+    kept: Kept,
+}
+
+/// What a stepper keeps beside the monitor it steps: the row and the
+/// kernel's frame made for that monitor's run. It is only ever used with the
+/// monitor it was made for, which nothing else touches in between: a
+/// [`Stepper`] borrows that monitor mutably, an [`OwnedStepper`] owns it.
+struct Kept {
     /// The row, handed to the kernel's frame at every step; it never
     /// changes length (`fast` was made for its width).
     row: ScalarRow,
@@ -61,28 +70,44 @@ pub struct Stepper<'m> {
     spec: Arc<CheckedSpec>,
 }
 
+/// A monitor owned by its stepper, for the crate's own runs that keep one
+/// for good (the STL plan tier, `stl::plan`): a [`Stepper`] without the
+/// borrow, so that it can live in a struct beside the monitor's other state.
+/// The monitor is boxed so that it stays where the frame was made from
+/// whatever moves the stepper (the frame points only into the heap
+/// buffers of its run's state, but the box makes that no concern).
+pub(crate) struct OwnedStepper {
+    monitor: Box<Monitor>,
+    kept: Kept,
+}
+
 impl Monitor {
     /// A [`Stepper`] of this monitor, every input absent.
     pub fn stepper(&mut self) -> Stepper<'_> {
-        let row = self.scalar_row();
-        let spec = self.engine.plan().spec.clone();
-        let mut stepper = Stepper {
+        let kept = Kept::new(self);
+        Stepper {
             monitor: self,
-            row,
-            fast: None,
-            fast_rows: 0,
-            spec,
-        };
-        stepper.refresh();
-        stepper
+            kept,
+        }
     }
 }
 
-impl Stepper<'_> {
+impl Kept {
+    /// The row (every input absent) and the frame for `m` as it is now.
+    fn new(m: &mut Monitor) -> Kept {
+        let mut kept = Kept {
+            row: m.scalar_row(),
+            fast: None,
+            fast_rows: 0,
+            spec: m.engine.plan().spec.clone(),
+        };
+        kept.refresh(m);
+        kept
+    }
+
     /// Makes the kernel's frame again from the monitor as it now is (after
     /// building, or after a row the general path evaluated).
-    fn refresh(&mut self) {
-        let m = &mut *self.monitor;
+    fn refresh(&mut self, m: &mut Monitor) {
         let (lanes, tags) = self.row.frame();
         self.fast = m.engine.fast_row(&mut m.run, lanes, tags);
         // A row the general path evaluated may have rebuilt the engine on
@@ -94,51 +119,106 @@ impl Stepper<'_> {
         }
     }
 
+    /// One step of the row as it is set, on `m`.
+    ///
+    /// # Safety
+    /// `m` is the monitor this was made for (`Kept::new`), and since then
+    /// nothing but this function (and `refresh`) has touched it.
+    ///
+    /// Always inlined into its caller, which reads the outputs: returned from a call, they
+    /// are stored by the callee and read back in wider loads, a stall that was a third of
+    /// the STL plan's own time per step.
+    #[inline(always)]
+    unsafe fn step_timed<'a>(
+        &'a mut self,
+        m: &'a mut Monitor,
+        time: Option<crate::time::Time>,
+    ) -> Result<Outputs<'a>, StepError> {
+        let step = m.steps();
+        let row = self.row.frame();
+        // SAFETY: `fast` was made by `refresh` for this monitor's run, for
+        // this row (which never changes length); since then only
+        // `run_fast_row` has touched the run (the caller's promise, and the
+        // general path below calls `refresh` after every row it evaluates).
+        let done = (self.fast.as_mut())
+            .is_some_and(|fast| unsafe { m.engine.run_fast_row(&mut m.run, fast, row, time) });
+        // The outputs are made here for both paths, so that they are not
+        // made in memory by one and copied (a wide read of narrow stores,
+        // stalled, was half of a row's time).
+        if done {
+            self.fast_rows += 1;
+        } else {
+            self.step_general(m, time)?;
+        }
+        Ok(Outputs::new(
+            StreamsView::State(&m.run.state),
+            &self.spec,
+            step,
+            None,
+        ))
+    }
+
+    /// A row the kernel did not complete, or any row without a fast frame:
+    /// `step_scalars`' way, then the frame made again.
+    #[inline(never)]
+    fn step_general(
+        &mut self,
+        m: &mut Monitor,
+        time: Option<crate::time::Time>,
+    ) -> Result<(), StepError> {
+        self.fast = None;
+        let ran = m.step_scalars_timed(time, &self.row).map(|_| ());
+        self.refresh(m);
+        ran
+    }
+}
+
+impl Stepper<'_> {
     /// How many rows the stepper completed on the whole-row kernel's kept
     /// frame, without the general path (for tests of its coverage).
     #[doc(hidden)]
     pub fn fast_rows(&self) -> u64 {
-        self.fast_rows
+        self.kept.fast_rows
     }
 
     /// The position of input `name`, for the setters.
     pub fn input(&self, name: &str) -> Result<usize, RowError> {
-        self.row.input(name)
+        self.kept.row.input(name)
     }
 
     /// Sets input `input` (a position) to an Int, as [`ScalarRow::set_int`]
     /// does.
     #[inline(always)]
     pub fn set_int(&mut self, input: usize, value: i64) -> Result<(), RowError> {
-        self.row.set_int(input, value)
+        self.kept.row.set_int(input, value)
     }
 
     /// Sets input `input` to a Float, as [`ScalarRow::set_float`] does.
     #[inline(always)]
     pub fn set_float(&mut self, input: usize, value: f64) -> Result<(), RowError> {
-        self.row.set_float(input, value)
+        self.kept.row.set_float(input, value)
     }
 
     /// Sets input `input` to a Bool, as [`ScalarRow::set_bool`] does.
     #[inline(always)]
     pub fn set_bool(&mut self, input: usize, value: bool) -> Result<(), RowError> {
-        self.row.set_bool(input, value)
+        self.kept.row.set_bool(input, value)
     }
 
     /// Sets input `input` from a cell of a row of `Value`s, as
     /// [`ScalarRow::set`] does (a Str or Unit value is refused).
     pub fn set(&mut self, input: usize, cell: Option<&Value>) -> Result<(), RowError> {
-        self.row.set(input, cell)
+        self.kept.row.set(input, cell)
     }
 
     /// Makes input `input` absent (NoVal at the next step).
     pub fn unset(&mut self, input: usize) {
-        self.row.unset(input);
+        self.kept.row.unset(input);
     }
 
     /// Makes every input absent.
     pub fn clear(&mut self) {
-        self.row.clear();
+        self.kept.row.clear();
     }
 
     /// Evaluates one step of the row as it is set (inputs keep their values
@@ -147,7 +227,9 @@ impl Stepper<'_> {
     /// error stops the monitor, as there.
     #[inline]
     pub fn step(&mut self) -> Result<Outputs<'_>, StepError> {
-        self.step_timed(None)
+        // SAFETY: the stepper borrows its monitor mutably from `Kept::new`
+        // on, so only the stepper's steps have touched it.
+        unsafe { self.kept.step_timed(self.monitor, None) }
     }
 
     /// [`Stepper::step`] at `time`: the row's time, as [`Monitor::step_at`]
@@ -176,46 +258,36 @@ impl Stepper<'_> {
     /// ```
     #[inline]
     pub fn step_at(&mut self, time: crate::time::Time) -> Result<Outputs<'_>, StepError> {
-        self.step_timed(Some(time))
+        // SAFETY: as in `step`.
+        unsafe { self.kept.step_timed(self.monitor, Some(time)) }
+    }
+}
+
+impl OwnedStepper {
+    /// A stepper that owns `monitor`, every input absent.
+    pub(crate) fn new(monitor: Monitor) -> OwnedStepper {
+        let mut monitor = Box::new(monitor);
+        let kept = Kept::new(&mut monitor);
+        OwnedStepper { monitor, kept }
     }
 
-    #[inline]
-    fn step_timed(&mut self, time: Option<crate::time::Time>) -> Result<Outputs<'_>, StepError> {
-        let step = self.monitor.steps();
-        let m = &mut *self.monitor;
-        let row = self.row.frame();
-        // SAFETY: `fast` was made by `refresh` for this monitor's run, for
-        // this stepper's row (which never changes length); since then only
-        // `run_fast_row` has touched the run (the stepper borrows the
-        // monitor mutably, and the general path below calls `refresh` after
-        // every row it evaluates).
-        let done = (self.fast.as_mut())
-            .is_some_and(|fast| unsafe { m.engine.run_fast_row(&mut m.run, fast, row, time) });
-        // The outputs are made here for both paths, so that they are not
-        // made in memory by one and copied (a wide read of narrow stores,
-        // stalled, was half of a row's time).
-        if done {
-            self.fast_rows += 1;
-        } else {
-            self.step_general(time)?;
-        }
-        Ok(Outputs::new(
-            StreamsView::State(&self.monitor.run.state),
-            &self.spec,
-            step,
-            None,
-        ))
+    /// The monitor, to read (a step is the stepper's).
+    pub(crate) fn monitor(&self) -> &Monitor {
+        &self.monitor
     }
 
-    /// A row the kernel did not complete, or any row without a fast frame:
-    /// `step_scalars`' way, then the frame made again.
-    #[inline(never)]
-    fn step_general(&mut self, time: Option<crate::time::Time>) -> Result<(), StepError> {
-        self.fast = None;
-        let ran = (self.monitor)
-            .step_scalars_timed(time, &self.row)
-            .map(|_| ());
-        self.refresh();
-        ran
+    /// Sets input `input` to a Float, as [`Stepper::set_float`] does.
+    #[inline(always)]
+    pub(crate) fn set_float(&mut self, input: usize, value: f64) -> Result<(), RowError> {
+        self.kept.row.set_float(input, value)
+    }
+
+    /// [`Stepper::step`] of the owned monitor.
+    #[inline(always)]
+    pub(crate) fn step(&mut self) -> Result<Outputs<'_>, StepError> {
+        // SAFETY: the monitor is owned here and private, and `monitor()`
+        // lends it only to read: only the stepper's steps have touched it
+        // since `Kept::new`.
+        unsafe { self.kept.step_timed(&mut self.monitor, None) }
     }
 }

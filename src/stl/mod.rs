@@ -26,7 +26,8 @@ pub use domain::Interval;
 pub use parse::MAX_BOUND_SECONDS;
 pub use plan::{MAX_PLAN_STEPS, StlPlan, StlRun};
 pub use timed::{
-    Lockstep, checker_value, column_samples, millis, row_samples, timed_value, verdict_value,
+    Lockstep, checker_value, column_samples, column_samples_into, millis, row_samples,
+    row_samples_into, timed_value, verdict_value,
 };
 pub use verdicts::{VerdictForm, VerdictWriter};
 

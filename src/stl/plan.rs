@@ -39,17 +39,22 @@
 //! (the first step fed to it again). A step off the grid (a signal missing, samples of two
 //! times, a time not one period on, a value not finite) moves the run back to the evaluator for
 //! good: a fresh one is given the last steps again (as many as the longest horizon spans, all
-//! the state a delayed verdict can read; twice that where a `U` pairs its operands off by o,
-//! for the fresh evaluator's pairing to settle), their verdicts discarded since the plan gave
+//! the state a delayed verdict can read; twice that where a property has a `U`, for the fresh
+//! evaluator's pairing of its operands to settle), their verdicts discarded since the plan gave
 //! them.
+//!
+//! A step on the grid costs what the plan's kernel costs, and allocates nothing: its samples
+//! are set in place in the row of the monitor's stepper (an `OwnedStepper`, the whole-row
+//! kernel's fast path on native-whole), the verdicts read by position from its outputs into
+//! the caller's buffer ([`StlRun::step_into`]), and the samples copied into a ring of the last
+//! steps, one flat buffer of a sample per signal a step, overwritten from its oldest step once
+//! full.
 
 use super::{
     Emitted, Formula, FormulaId, Semantics, SignalId, StlError, StlMonitor, StlSample, StlSpec,
     Synchronization, Threshold, Verdict,
 };
-use crate::monitor::{Monitor, Spec, Tier};
-use crate::value::Value;
-use std::collections::VecDeque;
+use crate::monitor::{Monitor, OwnedStepper, Spec, Tier};
 use std::fmt::Write as _;
 use std::time::Duration;
 
@@ -72,8 +77,8 @@ pub struct StlPlan {
     props: Vec<(u64, usize)>,
     period: Duration,
     quantitative: bool,
-    /// Whether a `U`'s operands have different horizons: a fresh evaluator pairs them
-    /// otherwise over its first verdicts, so a move back to it replays more steps.
+    /// Whether a property has a `U`: a fresh evaluator pairs its operands otherwise over its
+    /// first verdicts, so a move back to it replays more steps (`StlPlan::replayed`).
     settles: bool,
 }
 
@@ -111,7 +116,7 @@ struct Lowering<'a> {
     rank: Vec<usize>,
     text: String,
     nodes: usize,
-    /// Whether a `U`'s operands have different horizons (`StlPlan::settles`).
+    /// Whether a property has a `U` (`StlPlan::settles`).
     settles: bool,
 }
 
@@ -188,10 +193,14 @@ impl StlPlan {
 
     /// How many of the last steps a move back to the evaluator gives a fresh one: those the
     /// longest horizon spans, all the state a delayed verdict reads — and as many again where
-    /// a `U`'s operands have different horizons, since a fresh evaluator pairs them otherwise
-    /// until its caches are pruned, over its first verdicts (each U's for a time at most its
-    /// operands' horizon on, itself less than the property's), so that its verdicts after the
-    /// move are the first evaluator's.
+    /// a property has a `U`, since a fresh evaluator pairs its operands otherwise until its
+    /// caches are pruned, over its first verdicts (each U's for a time at most its operands'
+    /// horizon on, itself less than the property's), so that its verdicts after the move are
+    /// the first evaluator's. That is so where the operands' horizons differ (o moves), and
+    /// where they are equal too once the step that moved the run lacks a signal's sample
+    /// without synchronization: one operand's verdicts then fall a step behind the other's,
+    /// and a pairing by position reads caches a fresh evaluator has not yet pruned
+    /// (`a_move_under_no_synchronization_keeps_the_untils_verdicts`).
     fn replayed(&self) -> u64 {
         let lag = self.max_lag();
         if self.settles { 2 * lag + 2 } else { lag + 2 }
@@ -470,7 +479,9 @@ impl Lowering<'_> {
         // and its value of the step comes later (then j < b: φ paired up to the last it has).
         let phi_full = hi == 0 || left.lag < m || left.emit == first;
         let phi = self.shifted(&left.name, m - left.lag);
-        self.settles |= spread > 0;
+        // A move back to the evaluator settles its pairing of the operands, whatever their
+        // horizons (`StlPlan::replayed`).
+        self.settles = true;
         let sign = d.signum();
         let mut chains = Vec::new();
         for i in 0..=spread as i64 {
@@ -655,16 +666,26 @@ enum State {
 
 struct PlanRun {
     plan: StlPlan,
-    monitor: Monitor,
-    row: Vec<Option<Value>>,
+    /// The plan's monitor, stepped through the whole-row kernel's fast path (its row of
+    /// floats set in place: input `s<i>` is signal i).
+    stepper: OwnedStepper,
+    /// Per property: its lag, how many times a step repeats its verdict, and the time its
+    /// lag spans (a verdict's time is the step's less that).
+    props: Vec<(u64, usize, Duration)>,
     /// The time of the last step.
     last: Duration,
     steps: u64,
-    /// The last steps' samples, to give a fresh evaluator on a step off the grid.
-    recent: VecDeque<Vec<StlSample>>,
+    /// The last `keep` steps' samples, to give a fresh evaluator on a step off the grid: a
+    /// ring of `signals` samples a step (every step on the grid has one per signal), filled
+    /// up to `keep` steps and then overwritten from its oldest step, at `head`.
+    recent: Vec<StlSample>,
+    head: usize,
     keep: usize,
-    /// The signals a step has a sample of (reused from step to step).
-    seen: Vec<bool>,
+    signals: usize,
+    /// Per signal, the last check (`stamp`) that met a sample of it: a step's check of the
+    /// grid marks the signals it sees without clearing anything.
+    seen: Vec<u64>,
+    stamp: u64,
 }
 
 /// A run of a property file on the plan tier where it is exact, on the evaluator otherwise:
@@ -757,7 +778,7 @@ impl StlRun {
     /// The tier the plan's monitor runs on now, once the run is on the plan.
     pub fn plan_tier(&self) -> Option<Tier> {
         match &self.state {
-            State::Plan(p) => Some(p.monitor.tier()),
+            State::Plan(p) => Some(p.stepper.monitor().tier()),
             _ => None,
         }
     }
@@ -775,71 +796,81 @@ impl StlRun {
     pub fn held(&self) -> usize {
         match &self.state {
             State::Starting { eval, .. } | State::Evaluator(eval) => eval.held(),
-            // Every kept step has one sample per signal.
-            State::Plan(p) => p.recent.len() * p.row.len(),
+            State::Plan(p) => p.recent.len(),
             State::Moving => 0,
         }
     }
 
     /// Runs one step, as [`StlMonitor::step`] does, and returns the same verdicts.
     pub fn step(&mut self, samples: &mut [StlSample]) -> Vec<Emitted> {
+        let mut out = Vec::new();
+        self.step_into(samples, &mut out);
+        out
+    }
+
+    /// [`StlRun::step`], its verdicts put in `out` (what `out` held is dropped): a caller
+    /// that keeps one buffer from step to step makes a step on the plan allocate nothing.
+    pub fn step_into(&mut self, samples: &mut [StlSample], out: &mut Vec<Emitted>) {
+        out.clear();
         // On the plan, a step on the grid runs in place: the state (whose other variants hold
         // whole evaluators) is not moved out and back.
         if let State::Plan(run) = &mut self.state
-            && let Ok(out) = run.step(samples, self.spec.signals.len())
+            && run.step(samples, out).is_ok()
         {
-            return out;
+            return;
         }
-        // (A step off the grid ran nothing: it is tried again below, and moves the run.)
+        // (A step off the grid ran nothing and gave nothing: it is tried again below, and
+        // moves the run.)
+        out.clear();
         let state = std::mem::replace(&mut self.state, State::Moving);
-        let (state, out) = match state {
+        let (state, given) = match state {
             // Every step leaves the run in one of the other states.
             State::Moving => unreachable!("a step left the run between states"),
             State::Evaluator(mut eval) => {
-                let out = eval.step(samples);
-                (State::Evaluator(eval), out)
+                let given = eval.step(samples);
+                (State::Evaluator(eval), given)
             }
             State::Starting { mut eval, first } if first.is_empty() => {
                 let grid = on_grid(samples, self.spec.signals.len(), None);
-                let out = eval.step(samples);
+                let given = eval.step(samples);
                 match grid {
                     Ok(_) => (
                         State::Starting {
                             eval,
                             first: samples.to_vec(),
                         },
-                        out,
+                        given,
                     ),
                     Err(why) => {
                         self.declined = Some(format!("at the first step: {why}"));
-                        (State::Evaluator(eval), out)
+                        (State::Evaluator(eval), given)
                     }
                 }
             }
-            State::Starting { mut eval, first } => match self.start(&first, samples) {
-                Ok((run, out)) => (State::Plan(run), out),
+            State::Starting { mut eval, first } => match self.start(&first, samples, out) {
+                Ok(run) => (State::Plan(run), Vec::new()),
                 Err(why) => {
                     self.declined = Some(why);
-                    let out = eval.step(samples);
-                    (State::Evaluator(eval), out)
+                    out.clear();
+                    let given = eval.step(samples);
+                    (State::Evaluator(eval), given)
                 }
             },
-            State::Plan(mut run) => match run.step(samples, self.spec.signals.len()) {
-                Ok(out) => (State::Plan(run), out),
+            State::Plan(mut run) => match run.step(samples, out) {
+                Ok(()) => (State::Plan(run), Vec::new()),
                 Err(why) => {
                     self.declined = Some(format!("at step {}: {why}", run.steps));
+                    out.clear();
                     let mut eval = self.fresh.clone();
-                    for mut old in run.recent.drain(..) {
-                        eval.step(&mut old);
-                    }
+                    run.replay(&mut eval);
                     eval.take_warnings();
-                    let out = eval.step(samples);
-                    (State::Evaluator(eval), out)
+                    let given = eval.step(samples);
+                    (State::Evaluator(eval), given)
                 }
             },
         };
         self.state = state;
-        out
+        out.extend(given);
     }
 
     /// The plan from the first two steps: the period, the specification, its monitor, the
@@ -848,7 +879,8 @@ impl StlRun {
         &self,
         first: &[StlSample],
         second: &mut [StlSample],
-    ) -> Result<(Box<PlanRun>, Vec<Emitted>), String> {
+        out: &mut Vec<Emitted>,
+    ) -> Result<Box<PlanRun>, String> {
         let t0 = first[0].time;
         let t1 = on_grid(second, self.spec.signals.len(), None)
             .map_err(|why| format!("at step 1: {why}"))?;
@@ -861,24 +893,34 @@ impl StlRun {
             .map_err(|d| format!("the generated specification is refused: {d}"))?;
         let monitor = Monitor::builder(&spec).tier(self.tier).build();
         let keep = usize::try_from(plan.replayed()).unwrap_or(usize::MAX);
+        let props = (plan.props.iter())
+            .map(|&(lag, copies)| {
+                let span = plan
+                    .period
+                    .checked_mul(u32::try_from(lag).unwrap_or(u32::MAX));
+                (lag, copies, span.unwrap_or(Duration::MAX))
+            })
+            .collect();
+        let signals = self.spec.signals.len();
         let mut run = Box::new(PlanRun {
-            row: vec![None; self.spec.signals.len()],
             plan,
-            monitor,
+            stepper: OwnedStepper::new(monitor),
+            props,
             last: t0,
             steps: 0,
-            recent: VecDeque::new(),
+            recent: Vec::new(),
+            head: 0,
             keep,
-            seen: Vec::new(),
+            signals,
+            seen: vec![0; signals],
+            stamp: 0,
         });
-        let mut first = first.to_vec();
         // Its verdicts were the evaluator's, given at the first step.
-        run.eval(&mut first, t0)
+        run.eval(first, t0, &mut Vec::new())
             .map_err(|why| format!("at step 0: {why}"))?;
-        let out = run
-            .step(second, self.spec.signals.len())
+        run.step(second, out)
             .map_err(|why| format!("at step 1: {why}"))?;
-        Ok((run, out))
+        Ok(run)
     }
 }
 
@@ -889,18 +931,7 @@ fn on_grid(
     signals: usize,
     at: Option<Duration>,
 ) -> Result<Duration, String> {
-    on_grid_with(samples, signals, at, &mut Vec::new())
-}
-
-/// `on_grid`, with the signals seen marked in `seen` (a buffer the caller keeps).
-fn on_grid_with(
-    samples: &[StlSample],
-    signals: usize,
-    at: Option<Duration>,
-    seen: &mut Vec<bool>,
-) -> Result<Duration, String> {
-    seen.clear();
-    seen.resize(signals, false);
+    let mut seen = vec![false; signals];
     for s in samples {
         let i = s.signal.0 as usize;
         if i >= signals || std::mem::replace(&mut seen[i], true) {
@@ -930,25 +961,49 @@ fn on_grid_with(
 }
 
 impl PlanRun {
-    /// Runs a step on the grid, or says why it is not on it (nothing run).
-    fn step(&mut self, samples: &mut [StlSample], signals: usize) -> Result<Vec<Emitted>, String> {
-        let at = Some(self.last + self.plan.period);
-        let t = on_grid_with(samples, signals, at, &mut self.seen)?;
-        self.eval(samples, t)
+    /// Runs a step on the grid, its verdicts added to `out`, or says why it is not on it
+    /// (nothing run, nothing added).
+    fn step(&mut self, samples: &mut [StlSample], out: &mut Vec<Emitted>) -> Result<(), String> {
+        let at = self.last + self.plan.period;
+        let t = match self.fits(samples, at) {
+            true => at,
+            // Off the grid: `on_grid` says why (it checks the same).
+            false => on_grid(samples, self.signals, Some(at))?,
+        };
+        self.eval(samples, t, out)
     }
 
-    /// Feeds a step on the grid to the monitor; its verdicts.
-    fn eval(&mut self, samples: &mut [StlSample], t: Duration) -> Result<Vec<Emitted>, String> {
-        for s in samples.iter() {
-            self.row[s.signal.0 as usize] = Some(Value::Float(s.value));
+    /// Whether a step's samples lie on the grid at `at` ([`on_grid`]'s rule), in one pass
+    /// that builds no reason.
+    fn fits(&mut self, samples: &[StlSample], at: Duration) -> bool {
+        if samples.len() != self.signals {
+            return false;
+        }
+        self.stamp += 1;
+        samples.iter().all(|s| {
+            let fresh = match self.seen.get_mut(s.signal.0 as usize) {
+                Some(seen) => std::mem::replace(seen, self.stamp) != self.stamp,
+                None => false,
+            };
+            fresh && s.time == at && s.value.is_finite()
+        })
+    }
+
+    /// Feeds a step on the grid to the monitor; its verdicts are added to `out`.
+    fn eval(
+        &mut self,
+        samples: &[StlSample],
+        t: Duration,
+        out: &mut Vec<Emitted>,
+    ) -> Result<(), String> {
+        for s in samples {
+            (self.stepper)
+                .set_float(s.signal.0 as usize, s.value)
+                .map_err(|e| format!("the plan refused a sample (a bug): {e}"))?;
         }
         let k = self.steps;
-        let outputs = self
-            .monitor
-            .step(&self.row)
-            .map_err(|e| format!("the plan stopped: {e}"))?;
-        let mut out = Vec::with_capacity(self.plan.props.len());
-        for (i, &(lag, copies)) in self.plan.props.iter().enumerate() {
+        let outputs = (self.stepper.step()).map_err(|e| format!("the plan stopped: {e}"))?;
+        for (i, &(lag, copies, span)) in self.props.iter().enumerate() {
             if k < lag {
                 continue;
             }
@@ -960,7 +1015,12 @@ impl PlanRun {
             let Some(value) = value else {
                 return Err(format!("the plan gave no value for property {i} (a bug)"));
             };
-            let time = t - self.plan.period * u32::try_from(lag).unwrap_or(u32::MAX);
+            // From step `lag` on, `t` is at least `lag` periods on from the first step's time.
+            let Some(time) = t.checked_sub(span) else {
+                return Err(format!(
+                    "property {i}'s verdict is for a time before 0 (a bug)"
+                ));
+            };
             out.extend((0..copies).map(|_| Emitted {
                 property: i,
                 time,
@@ -969,15 +1029,35 @@ impl PlanRun {
         }
         self.steps += 1;
         self.last = t;
-        // The oldest step's buffer is reused once the ring is full.
-        let mut kept = match self.recent.len() == self.keep {
-            true => self.recent.pop_front().unwrap_or_default(),
-            false => Vec::new(),
-        };
-        kept.clear();
-        kept.extend_from_slice(samples);
-        self.recent.push_back(kept);
-        Ok(out)
+        self.keep_step(samples);
+        Ok(())
+    }
+
+    /// Keeps a step's samples in the ring, over its oldest step once the ring is full.
+    fn keep_step(&mut self, samples: &[StlSample]) {
+        if self.recent.len() < self.keep.saturating_mul(self.signals) {
+            self.recent.extend_from_slice(samples);
+        } else if !self.recent.is_empty() {
+            let at = self.head * self.signals;
+            match samples {
+                // One signal (the common case): a copy of one sample, not a call to copy a slice.
+                [one] => self.recent[at] = *one,
+                _ => self.recent[at..at + self.signals].copy_from_slice(samples),
+            }
+            self.head = (self.head + 1) % self.keep;
+        }
+    }
+
+    /// Gives `eval` the kept steps, oldest first.
+    fn replay(&self, eval: &mut StlMonitor) {
+        let n = self.signals;
+        let (newer, older) = self.recent.split_at(self.head * n);
+        let mut step = Vec::with_capacity(n);
+        for chunk in older.chunks(n).chain(newer.chunks(n)) {
+            step.clear();
+            step.extend_from_slice(chunk);
+            eval.step(&mut step);
+        }
     }
 }
 

@@ -46,6 +46,18 @@ pub fn timed_value(v: &Value) -> Result<(Duration, f64), String> {
 /// [`StlSpec::signals`]' order): one per timed value present.
 pub fn row_samples(spec: &StlSpec, row: &[Option<Value>]) -> Result<Vec<StlSample>, String> {
     let mut out = Vec::new();
+    row_samples_into(spec, row, &mut out)?;
+    Ok(out)
+}
+
+/// [`row_samples`] into `out` (what it held is dropped), a buffer a reader keeps from row to
+/// row.
+pub fn row_samples_into(
+    spec: &StlSpec,
+    row: &[Option<Value>],
+    out: &mut Vec<StlSample>,
+) -> Result<(), String> {
+    out.clear();
     for (i, cell) in row.iter().enumerate().take(spec.signals().len()) {
         if let Some(v) = cell {
             let (time, value) =
@@ -57,7 +69,7 @@ pub fn row_samples(spec: &StlSpec, row: &[Option<Value>]) -> Result<Vec<StlSampl
             });
         }
     }
-    Ok(out)
+    Ok(())
 }
 
 /// The samples of one row of a CSV or JSON-lines trace read with the signals as its first
@@ -69,6 +81,21 @@ pub fn column_samples(
     time: usize,
     unit: crate::time::TimeUnit,
 ) -> Result<Vec<StlSample>, String> {
+    let mut out = Vec::new();
+    column_samples_into(spec, row, time, unit, &mut out)?;
+    Ok(out)
+}
+
+/// [`column_samples`] into `out` (what it held is dropped), a buffer a reader keeps from row
+/// to row.
+pub fn column_samples_into(
+    spec: &StlSpec,
+    row: &[Option<Value>],
+    time: usize,
+    unit: crate::time::TimeUnit,
+    out: &mut Vec<StlSample>,
+) -> Result<(), String> {
+    out.clear();
     let t = match row.get(time) {
         Some(Some(Value::Int(i))) if *i >= 0 => *i as f64,
         Some(Some(Value::Float(x))) if *x >= 0.0 => *x,
@@ -82,7 +109,6 @@ pub fn column_samples(
         .duration(t)
         .ok_or_else(|| format!("the time {t} {} cannot be a time", unit.name()))?;
     let at = Duration::from_nanos(ns.unsigned_abs());
-    let mut out = Vec::new();
     for (i, cell) in row.iter().enumerate().take(spec.signals().len()) {
         let value = match cell {
             None => continue,
@@ -101,7 +127,7 @@ pub fn column_samples(
             value,
         });
     }
-    Ok(out)
+    Ok(())
 }
 
 /// A verdict's time in milliseconds (verdict times are sample times, which fit).

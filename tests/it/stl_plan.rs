@@ -12,7 +12,8 @@ use std::cell::Cell;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use vigil::stl::{
-    Semantics, StlMonitor, StlRun, StlSample, StlSpec, Synchronization, VerdictForm, VerdictWriter,
+    Emitted, Semantics, StlMonitor, StlRun, StlSample, StlSpec, Synchronization, Verdict,
+    VerdictForm, VerdictWriter,
 };
 use vigil::trace::{InputSchema, TraceFormat};
 use vigil::{Tier, Type};
@@ -57,8 +58,16 @@ fn planned(
 ) -> (String, bool, Option<String>) {
     let mut run = StlRun::new(spec, semantics, sync, &[], tier).unwrap();
     let mut out = VerdictWriter::new(Vec::new(), spec, semantics, form).unwrap();
+    // One buffer of verdicts for every step (`step_into`, which `step` wraps): each step's
+    // verdicts replace the last's.
+    let mut given = vec![Emitted {
+        property: usize::MAX,
+        time: Duration::MAX,
+        value: Verdict::Bool(false),
+    }];
     for step in steps {
-        out.write(&run.step(&mut samples(spec, step))).unwrap();
+        run.step_into(&mut samples(spec, step), &mut given);
+        out.write(&given).unwrap();
     }
     let text = String::from_utf8(out.finish().unwrap()).unwrap();
     if run.on_plan() {
@@ -339,6 +348,50 @@ fn the_plan_tier_gives_the_evaluators_output_on_every_tier() {
         u_regular.get(),
         u_several.get()
     );
+}
+
+/// A case the property test found (3000 cases): a `U` over two `F`s of one horizon, without
+/// synchronization, over a trace whose step 11 lacks `b`'s sample, which moves the run to
+/// the evaluator; the verdict for 1,750 ms, given after the move, must be the evaluator's.
+#[test]
+fn a_move_under_no_synchronization_keeps_the_untils_verdicts() {
+    let text = "z0: !((F[0,0.5](b > 0)) U[0,0.75] (F[0.5,0.5](x > 0)))\n";
+    let spec = StlSpec::parse("g.mstlo", text).unwrap();
+    let values: Vec<Vec<f64>> = [
+        [-1.5, -2.5],
+        [-2.0, 2.0],
+        [1.0, 1.5],
+        [2.0, -2.0],
+        [-2.0, 0.5],
+        [-1.5, 0.5],
+        [-1.5, 0.5],
+        [-2.5, -0.5],
+        [1.5, 2.5],
+        [-1.5, -2.5],
+        [-1.0, -2.5],
+        [-1.0, 1.0],
+        [-3.0, 0.0],
+        [-1.0, 0.0],
+        [3.0, 0.0],
+        [1.5, -0.5],
+        [-3.0, 0.0],
+        [-2.0, 0.0],
+        [1.5, 1.5],
+        [1.5, 1.5],
+        [2.5, -2.5],
+        [3.0, -2.5],
+    ]
+    .iter()
+    .map(|v| v.to_vec())
+    .collect();
+    let steps = trace(&spec, 250, 0, &values, Break::Missing(11));
+    let mode = (Semantics::DelayedQuantitative, Synchronization::None);
+    let want = evaluator(&spec, mode, &steps, VerdictForm::Text);
+    for tier in TIERS {
+        let (got, plan, why) = planned(&spec, mode, &steps, VerdictForm::Text, tier);
+        assert!(!plan && why.is_some(), "{why:?}");
+        assert_eq!(got, want, "on {tier}");
+    }
 }
 
 /// A `U[a,0]` whose operands have different horizons, the eager semantics and an irregular trace
