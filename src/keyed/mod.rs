@@ -400,6 +400,11 @@ struct Ticks {
     /// (Keys, not records: a row stepped before they are drawn may evict
     /// some.)
     sweep: std::collections::VecDeque<(Key, Time)>,
+    /// Each key's place in a scaled run's order of keys, kept by the worker that holds the
+    /// key ([`KeyedMonitor::note_place`]): its first row's position in the feed's order, or,
+    /// under a bound on live keys, its last row's. A worker puts a sweep's ticks in the
+    /// single-process order by it; a checkpoint keeps it beside the keys' snapshot.
+    places: std::collections::HashMap<Key, u64>,
 }
 
 impl Ticks {
@@ -413,6 +418,7 @@ impl Ticks {
             drawing: None,
             once: Default::default(),
             sweep: Default::default(),
+            places: Default::default(),
         }
     }
 
@@ -736,6 +742,43 @@ impl KeyedMonitor {
         self.max_keys
     }
 
+    /// Notes a row of `key` at position `seq` in a scaled run's feed, for the order of keys
+    /// of a sweep's ticks ([`KeyedMonitor::place`]): the first row's, or under a bound on
+    /// live keys the last row's. Nothing is kept for a specification without periods.
+    #[cfg(feature = "scale")]
+    pub(crate) fn note_place(&mut self, key: &Value, seq: u64) {
+        if !self.ticks.timed {
+            return;
+        }
+        match self.max_keys {
+            Some(_) => _ = self.ticks.places.insert(Key::from(key.clone()), seq),
+            None => {
+                _ = self
+                    .ticks
+                    .places
+                    .entry(Key::from(key.clone()))
+                    .or_insert(seq)
+            }
+        }
+    }
+
+    /// The place [`KeyedMonitor::note_place`] noted for `key` (0 if none was).
+    pub(crate) fn place(&self, key: &Key) -> u64 {
+        self.ticks.places.get(key).copied().unwrap_or(0)
+    }
+
+    /// Every key's noted place (for a checkpoint).
+    #[cfg(feature = "scale")]
+    pub(crate) fn places(&self) -> impl Iterator<Item = (&Key, u64)> {
+        self.ticks.places.iter().map(|(k, &p)| (k, p))
+    }
+
+    /// Sets the noted places (a resumed run's, from its checkpoint).
+    #[cfg(feature = "scale")]
+    pub(crate) fn set_places(&mut self, places: impl IntoIterator<Item = (Key, u64)>) {
+        self.ticks.places = places.into_iter().collect();
+    }
+
     /// The periods of the specification's periodic streams, in nanoseconds
     /// (as [`crate::Monitor::periods`]); empty for a specification without.
     pub fn periods(&self) -> &[i64] {
@@ -838,8 +881,19 @@ impl KeyedMonitor {
     /// [`KeyedMonitor::rows`] does not count it). `None` once none is left.
     /// A runtime error stops the key, as a row's does.
     pub fn next_tick(&mut self) -> Option<Result<Outputs<'_>, StepError>> {
+        self.next_placed_tick().map(|(_, tick)| tick)
+    }
+
+    /// [`KeyedMonitor::next_tick`], with its key's place ([`KeyedMonitor::place`]).
+    pub(crate) fn next_placed_tick(&mut self) -> Option<(u64, Result<Outputs<'_>, StepError>)> {
         let step = self.pending_tick()?;
-        Some(step.map(|step| {
+        let place = self.last_key.as_ref().map_or(0, |k| self.place(k));
+        Some((place, self.tick_outputs(step)))
+    }
+
+    /// The outputs of the tick `pending_tick` evaluated (its step), or its error.
+    fn tick_outputs(&self, step: Result<u64, StepError>) -> Result<Outputs<'_>, StepError> {
+        step.map(|step| {
             let key = self.last_key.as_ref().expect("tick_key names the key");
             Outputs::new(
                 StreamsView::State(&self.work.state),
@@ -847,7 +901,7 @@ impl KeyedMonitor {
                 step,
                 Some(key),
             )
-        }))
+        })
     }
 
     /// A time reset (a trace's reset marker: time starts again), for a

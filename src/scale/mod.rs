@@ -34,6 +34,7 @@ pub(crate) mod feeding;
 pub(crate) mod inputs;
 pub(crate) mod parts;
 pub(crate) mod peers;
+mod places;
 pub(crate) mod reading;
 pub(crate) mod run;
 mod scaled;
@@ -51,7 +52,6 @@ use crate::row::StepError;
 use crate::value::{Key, Value};
 use serde::{Deserialize, Serialize};
 use std::cmp::Ordering;
-use std::collections::HashMap;
 use timely::dataflow::StreamVec;
 use timely::dataflow::channels::pact::Exchange;
 use timely::dataflow::operators::generic::operator::Operator;
@@ -535,25 +535,14 @@ where
         let mut held = Some(initial);
         let mut stash = Stash::default();
         let mut out: Vec<O> = Vec::new();
-        // Each key's place in a single-process run's order of keys, for the order of a
-        // sweep's ticks (kept only where there are ticks): its first row's position, or, under
-        // a bound on live keys, its last row's (least recently used first).
-        let mut key_orders: HashMap<Key, u64> = HashMap::new();
-        let bounded = monitor.key_bound().is_some();
         move |(input, frontier), output| {
             input.for_each(|cap, data| stash.push(&cap, data, Some(0)));
             let (cap, ready) = stash.ready(|t| !frontier.less_equal(&t));
             for event in &ready {
                 match event {
                     Event::Row(row) => {
-                        if !monitor.periods().is_empty()
-                            && let Some(Some(key)) = row.cells.get(key_index)
-                        {
-                            let key = Key::from(key.clone());
-                            match bounded {
-                                true => _ = key_orders.insert(key, row.seq),
-                                false => _ = key_orders.entry(key).or_insert(row.seq),
-                            }
+                        if let Some(Some(key)) = row.cells.get(key_index) {
+                            monitor.note_place(key, row.seq);
                         }
                         let inputs = &row.cells[..monitor.input_count().min(row.cells.len())];
                         // A periodic specification's ticks of the row's
@@ -601,7 +590,7 @@ where
                                 false => crate::lang::ast::ResetPolicy::Cancel,
                             });
                             let at = (*time, *sweep);
-                            sweep_keys(&mut monitor, at, &key_orders, &mut emit, &mut out);
+                            sweep_keys(&mut monitor, at, &mut emit, &mut out);
                         }
                     }
                     Event::Advance {
@@ -610,7 +599,7 @@ where
                         if !monitor.periods().is_empty() {
                             monitor.advance_to(crate::time::Time(*to));
                             let at = (*time, *sweep);
-                            sweep_keys(&mut monitor, at, &key_orders, &mut emit, &mut out);
+                            sweep_keys(&mut monitor, at, &mut emit, &mut out);
                         }
                     }
                     Event::ReaderEnd {
@@ -670,23 +659,22 @@ where
 fn sweep_keys<O>(
     monitor: &mut KeyedMonitor,
     (time, sweep): (u64, u64),
-    key_orders: &HashMap<Key, u64>,
     emit: &mut impl FnMut(Evaluated<'_>, &mut Vec<O>),
     out: &mut Vec<O>,
 ) {
     loop {
-        let (key, result) = match monitor.next_tick() {
+        let (order, key, result) = match monitor.next_placed_tick() {
             None => return,
-            Some(Ok(outputs)) => {
+            Some((order, Ok(outputs))) => {
                 let key = (outputs.key().cloned()).expect("a keyed monitor's ticks name their key");
-                (key, Ok(outputs))
+                (order, key, Ok(outputs))
             }
-            Some(Err(e)) => {
+            // A tick that failed is of the key the monitor ticked last.
+            Some((order, Err(e))) => {
                 let key = (monitor.last_key().cloned()).expect("a tick that failed names its key");
-                (key, Err(e))
+                (order, key, Err(e))
             }
         };
-        let order = key_orders.get(&key).copied().unwrap_or(0);
         let tick = Evaluated::KeyTick {
             time,
             sweep,

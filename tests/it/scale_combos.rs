@@ -777,6 +777,18 @@ fn time_resets_in_a_scaled_run_give_the_single_process_output() {
     let landed = kill_and_resume(&[&base[..], &killed].concat(), ck, 3, &mut rng);
     assert!(landed >= 1, "no kill landed before the end");
     assert_eq!(read(out), outcome(&base).1, "resumed across the reset");
+    // The same with `once` ticks: a resumed worker reads its keys' places back, so its ticks
+    // at the reset keep the single-process order of keys.
+    let once_base = [&base[..], &["--on-reset", "once"]].concat();
+    let _ = std::fs::remove_dir_all(ck);
+    let _ = std::fs::remove_file(out);
+    let landed = kill_and_resume(&[&once_base[..], &killed].concat(), ck, 3, &mut rng);
+    assert!(landed >= 1, "no kill landed before the end");
+    assert_eq!(
+        read(out),
+        outcome(&once_base).1,
+        "resumed across the reset, once"
+    );
     // `once` (it was refused): each key's ticks due at the reset fire once, every worker's
     // keys in the single-process order (least recently used first), before the barrier and
     // the row of the reset's place.

@@ -226,8 +226,7 @@ fn the_wall_clock_is_refused_where_it_cannot_work() {
         err.contains("--clock wall with --processes needs --start"),
         "{err}"
     );
-    // Keys ticking all at once are put in order by their first rows, which a resumed worker
-    // has not seen.
+    // Checkpoints of a scaled run under the wall clock are not built yet.
     let ck = dir.join("ck").to_string_lossy().into_owned();
     let o = vigil()
         .args([

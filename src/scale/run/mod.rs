@@ -691,14 +691,21 @@ fn barrier_writer(
         // A run holding a function value is not checkpointed: no resume
         // could restore it.
         let barrier = plan.barrier(time);
-        let written = barrier::write_worker(
-            &dir,
-            &plan.spec_path,
-            plan.output,
-            &barrier,
-            worker,
-            monitor,
-        );
+        // The places of the keys first (a sweep's ticks are ordered by them), then the keys.
+        let places = match monitor.periods().is_empty() {
+            true => Ok(()),
+            false => crate::scale::places::write(&dir, worker, monitor),
+        };
+        let written = places.and_then(|()| {
+            barrier::write_worker(
+                &dir,
+                &plan.spec_path,
+                plan.output,
+                &barrier,
+                worker,
+                monitor,
+            )
+        });
         if let Err(e) = written {
             let mut o = outcome.lock().unwrap_or_else(PoisonError::into_inner);
             o.failure.get_or_insert((

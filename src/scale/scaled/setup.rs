@@ -73,18 +73,16 @@ pub(super) fn run(r: ScaledRun) -> Result<Finished, Failed> {
     let timed = feed_options.time_cell.is_some() || feed_options.wall_clock;
     let unit = feed_options.unit;
     // A sweep's ticks (a reset's `once` ticks, the run's ticks under the wall clock) are put in
-    // the single-process order of keys by each key's first row's position, which the workers
-    // learn from the rows they evaluate: a resumed run has not seen the rows of the keys it
-    // restores, and a checkpoint does not hold their positions yet.
+    // the single-process order of keys by each key's place, which a resumed worker reads back.
     let sweeps = !r.monitor.periods().is_empty()
         && (feed_options.on_reset == crate::lang::ast::ResetPolicy::Once
             || feed_options.wall_clock);
-    if checkpointed && sweeps {
+    if checkpointed && feed_options.wall_clock && !r.monitor.periods().is_empty() {
         return Err(failure(
-            "a scaled run whose keys tick all at once (a time reset's `once` ticks, --clock wall) cannot checkpoint or resume yet: a restored worker does not know the order its keys were first seen in; run without --workers/--processes, or without checkpoints".into(),
+            "a scaled run under --clock wall cannot checkpoint or resume yet (run without --workers/--processes, or without checkpoints)".into(),
         ));
     }
-    let (resumed, monitors) = monitors(&r, (process, threads, total_workers))?;
+    let (resumed, monitors) = monitors(&r, (process, threads, total_workers), sweeps)?;
     let at_barriers: AtBarriers = Arc::default();
     let stop_at: Arc<StopAt> = Arc::default();
     let ScaledRun {
@@ -234,6 +232,7 @@ pub(super) fn run(r: ScaledRun) -> Result<Finished, Failed> {
 fn monitors(
     r: &ScaledRun,
     (process, threads, total_workers): (usize, usize, usize),
+    sweeps: bool,
 ) -> Result<(Option<barrier::Resume>, Vec<KeyedMonitor>), Failed> {
     if let Some((dir, _)) = &r.checkpoint {
         std::fs::create_dir_all(dir).map_err(|e| {
@@ -254,7 +253,16 @@ fn monitors(
         let w = worker_id(process * threads + t);
         let monitor = match &resumed {
             None => r.monitor.share(),
-            Some(resume) => resume.restore_worker(w, &r.monitor).map_err(failure)?,
+            Some(resume) => {
+                let mut monitor = resume.restore_worker(w, &r.monitor).map_err(failure)?;
+                // The keys' places, which a sweep's ticks are ordered by (written with every
+                // checkpoint of a spec with periodic streams).
+                if sweeps || crate::scale::places::file(&resume.dir, w).exists() {
+                    let places = crate::scale::places::read(&resume.dir, w).map_err(failure)?;
+                    monitor.set_places(places);
+                }
+                monitor
+            }
         };
         monitors.push(monitor);
     }
