@@ -1313,7 +1313,11 @@ impl KeyedMonitor {
             self.ticks.drawing = None;
         }
         self.ticks.once.retain(|&(o, _)| o != id);
-        self.table.remove(id);
+        let key = self.table.remove(id);
+        // A key forgotten has no place either (a bound on live keys bounds them too).
+        if !self.ticks.places.is_empty() {
+            self.ticks.places.remove(&key);
+        }
     }
 
     /// Calls `f` with `key`'s run as it stands; `None` if the key is not
@@ -1697,5 +1701,34 @@ fn unpack_into(
         work.state
             .restore_objects(&side.objects, &side.ring_objects);
         work.failed = side.failed.clone();
+    }
+}
+
+#[cfg(all(test, feature = "scale"))]
+mod tests {
+    use super::*;
+    use crate::monitor::Spec;
+
+    /// Under a bound on live keys a key's place is its last row's, and an evicted key forgets
+    /// its place: the places stay as bounded as the keys.
+    #[test]
+    fn an_evicted_key_forgets_its_place() {
+        let spec = Spec::parse(
+            "hb.dsrv",
+            "in host: Str\nin x: Int\nout n: Int @ 1s\nn = 1\n",
+        )
+        .expect("valid");
+        let one = NonZeroUsize::new(1).expect("not zero");
+        let mut m = (KeyedMonitor::builder(&spec, "host").max_keys(one))
+            .build()
+            .expect("builds");
+        let host = |h: &str| Value::Str(h.into());
+        for (i, h) in ["a", "b", "a", "a"].iter().enumerate() {
+            m.note_place(&host(h), i as u64);
+            m.step([Some(host(h)), Some(Value::Int(1))]).expect("steps");
+        }
+        assert_eq!(m.places().count(), 1);
+        assert_eq!(m.place(&Key::from(host("a"))), 3);
+        assert_eq!(m.place(&Key::from(host("b"))), 0);
     }
 }
