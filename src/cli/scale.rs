@@ -268,7 +268,8 @@ fn template(
     // last multiple of the shortest period, as a single-process run's keys do from its feed's
     // origin (the feed gets the same start: `reads::inputs`).
     if args.clock == super::ClockArg::Wall && args.time.is_none() && start.is_none() {
-        ticking.start = wall_origin(template.periods());
+        ticking.start =
+            crate::pipeline::wall_origin(template.periods(), crate::pipeline::wall_now());
         template.set_ticking(ticking);
     }
     // Without `--time` a key's row stands at its index in `--time-unit`.
@@ -277,15 +278,6 @@ fn template(
         return Ok(Err(exit));
     }
     Ok(Ok((template, ticking)))
-}
-
-/// The run's start on the last multiple of the shortest of `periods`, where there are any.
-fn wall_origin(periods: &[i64]) -> Option<crate::time::Time> {
-    let p = *periods.iter().min()?;
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
-    Some(crate::time::Time(now - now.rem_euclid(p)))
 }
 
 fn prepare_and_run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Result<Exit, Refused> {

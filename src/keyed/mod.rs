@@ -403,8 +403,9 @@ struct Ticks {
     /// Each key's place in a scaled run's order of keys, kept by the worker that holds the
     /// key ([`KeyedMonitor::note_place`]): its first row's position in the feed's order, or,
     /// under a bound on live keys, its last row's. A worker puts a sweep's ticks in the
-    /// single-process order by it; a checkpoint keeps it beside the keys' snapshot.
-    places: std::collections::HashMap<Key, u64>,
+    /// single-process order by it; a checkpoint keeps it beside the keys' snapshot. `None`
+    /// where the run has no sweeps ([`KeyedMonitor::keep_places`]): nothing is noted then.
+    places: Option<std::collections::HashMap<Key, u64>>,
 }
 
 impl Ticks {
@@ -734,49 +735,45 @@ impl KeyedMonitor {
         self.step_timed(Some(time), row)
     }
 
-    /// The bound on live keys ([`KeyedMonitorBuilder::max_keys`]), if there is one: with it
-    /// the keys are kept least recently used first, without it in the order they were first
-    /// seen (the order [`KeyedMonitor::advance_to`] and [`KeyedMonitor::reset_ticks`] tick
-    /// them in).
-    pub fn key_bound(&self) -> Option<NonZeroUsize> {
-        self.max_keys
+    /// Keeps each key's place from now on ([`KeyedMonitor::note_place`]): a scaled run whose
+    /// keys tick all at once (a time reset's `once` ticks, `--clock wall`) orders their ticks
+    /// by it. Other runs note nothing.
+    #[cfg(feature = "scale")]
+    pub(crate) fn keep_places(&mut self) {
+        self.ticks.places.get_or_insert_default();
     }
 
     /// Notes a row of `key` at position `seq` in a scaled run's feed, for the order of keys
     /// of a sweep's ticks ([`KeyedMonitor::place`]): the first row's, or under a bound on
-    /// live keys the last row's. Nothing is kept for a specification without periods.
+    /// live keys the last row's. Nothing is noted unless the places are kept.
     #[cfg(feature = "scale")]
     pub(crate) fn note_place(&mut self, key: &Value, seq: u64) {
-        if !self.ticks.timed {
+        let Some(places) = &mut self.ticks.places else {
             return;
-        }
+        };
         match self.max_keys {
-            Some(_) => _ = self.ticks.places.insert(Key::from(key.clone()), seq),
-            None => {
-                _ = self
-                    .ticks
-                    .places
-                    .entry(Key::from(key.clone()))
-                    .or_insert(seq)
-            }
+            Some(_) => _ = places.insert(Key::from(key.clone()), seq),
+            None => _ = places.entry(Key::from(key.clone())).or_insert(seq),
         }
     }
 
     /// The place [`KeyedMonitor::note_place`] noted for `key` (0 if none was).
     pub(crate) fn place(&self, key: &Key) -> u64 {
-        self.ticks.places.get(key).copied().unwrap_or(0)
+        (self.ticks.places.as_ref())
+            .and_then(|p| p.get(key).copied())
+            .unwrap_or(0)
     }
 
-    /// Every key's noted place (for a checkpoint).
+    /// Every key's noted place (for a checkpoint), where the places are kept.
     #[cfg(feature = "scale")]
-    pub(crate) fn places(&self) -> impl Iterator<Item = (&Key, u64)> {
-        self.ticks.places.iter().map(|(k, &p)| (k, p))
+    pub(crate) fn places(&self) -> Option<impl Iterator<Item = (&Key, u64)>> {
+        (self.ticks.places.as_ref()).map(|p| p.iter().map(|(k, &v)| (k, v)))
     }
 
-    /// Sets the noted places (a resumed run's, from its checkpoint).
+    /// Keeps the places given (a resumed run's, from its checkpoint).
     #[cfg(feature = "scale")]
     pub(crate) fn set_places(&mut self, places: impl IntoIterator<Item = (Key, u64)>) {
-        self.ticks.places = places.into_iter().collect();
+        self.ticks.places = Some(places.into_iter().collect());
     }
 
     /// The periods of the specification's periodic streams, in nanoseconds
@@ -1315,8 +1312,8 @@ impl KeyedMonitor {
         self.ticks.once.retain(|&(o, _)| o != id);
         let key = self.table.remove(id);
         // A key forgotten has no place either (a bound on live keys bounds them too).
-        if !self.ticks.places.is_empty() {
-            self.ticks.places.remove(&key);
+        if let Some(places) = &mut self.ticks.places {
+            places.remove(&key);
         }
     }
 
@@ -1722,12 +1719,13 @@ mod tests {
         let mut m = (KeyedMonitor::builder(&spec, "host").max_keys(one))
             .build()
             .expect("builds");
+        m.keep_places();
         let host = |h: &str| Value::Str(h.into());
         for (i, h) in ["a", "b", "a", "a"].iter().enumerate() {
             m.note_place(&host(h), i as u64);
             m.step([Some(host(h)), Some(Value::Int(1))]).expect("steps");
         }
-        assert_eq!(m.places().count(), 1);
+        assert_eq!(m.places().map(Iterator::count), Some(1));
         assert_eq!(m.place(&Key::from(host("a"))), 3);
         assert_eq!(m.place(&Key::from(host("b"))), 0);
     }

@@ -78,6 +78,23 @@ pub struct FeedOptions {
     pub wall_clock: bool,
 }
 
+/// The system's time now, in nanoseconds since the Unix epoch.
+pub(crate) fn wall_now() -> Time {
+    let since = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or(Duration::ZERO);
+    Time(i64::try_from(since.as_nanos()).unwrap_or(i64::MAX))
+}
+
+/// The ticks' origin of a run whose time follows the wall clock without a time field, `now`
+/// being its start: the ticks start with the run, on the last multiple of the shortest of
+/// `periods` (ticks on whole seconds, and windows exact where their panes divide the periods);
+/// `None` without periods.
+pub(crate) fn wall_origin(periods: &[i64], now: Time) -> Option<Time> {
+    let p = *periods.iter().min()?;
+    Some(Time(now.0 - now.0.rem_euclid(p)))
+}
+
 /// The wall clock of a run whose time follows it: the time of the run's
 /// start and a monotonic clock since then, so that stamps never go back
 /// even when the system's clock is set back.
@@ -89,11 +106,8 @@ struct WallClock {
 
 impl WallClock {
     fn start() -> WallClock {
-        let since = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or(Duration::ZERO);
         WallClock {
-            base: Time(i64::try_from(since.as_nanos()).unwrap_or(i64::MAX)),
+            base: wall_now(),
             at: Instant::now(),
         }
     }
@@ -203,13 +217,9 @@ impl Feed {
         let mut options = options;
         if let Some(w) = wall
             && options.time_cell.is_none()
-            && let Some(&p) = options.periods.iter().min()
+            && let Some(origin) = wall_origin(&options.periods, w.now())
         {
-            // Arrival times: the ticks start with the run, on the last
-            // multiple of the shortest period (ticks on whole seconds, and
-            // windows exact where their panes divide the periods).
-            let now = w.now().0;
-            options.start.get_or_insert(Time(now - now.rem_euclid(p)));
+            options.start.get_or_insert(origin);
         }
         // Arrival times are written as dates.
         let form = (wall.is_some() && options.time_cell.is_none()).then_some(TimeForm::Rfc3339);

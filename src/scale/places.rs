@@ -13,13 +13,17 @@ pub(crate) fn file(dir: &Path, worker: u32) -> PathBuf {
     dir.join(format!("worker-{worker}.places"))
 }
 
-/// Writes the places of `monitor`'s keys into a barrier's directory, atomically: one JSON
+/// Writes the places of `monitor`'s keys, where it keeps them (a run with sweeps), into a
+/// barrier's directory, atomically: one JSON
 /// array of `[key, place]` pairs, each key in the wire form of values. The caller writes it
 /// before the worker's file, so that a barrier whose worker files are all in has every
 /// worker's places.
 pub(crate) fn write(dir: &Path, worker: u32, monitor: &KeyedMonitor) -> io::Result<()> {
+    let Some(places) = monitor.places() else {
+        return Ok(());
+    };
     std::fs::create_dir_all(dir)?;
-    let pairs: Vec<(&Value, u64)> = monitor.places().map(|(k, p)| (k.value(), p)).collect();
+    let pairs: Vec<(&Value, u64)> = places.map(|(k, p)| (k.value(), p)).collect();
     crate::pipeline::checkpoint::write_atomically_with(&file(dir, worker), |out| {
         serde_json::to_writer(&mut *out, &pairs).map_err(io::Error::other)
     })

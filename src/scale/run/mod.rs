@@ -691,11 +691,9 @@ fn barrier_writer(
         // A run holding a function value is not checkpointed: no resume
         // could restore it.
         let barrier = plan.barrier(time);
-        // The places of the keys first (a sweep's ticks are ordered by them), then the keys.
-        let places = match monitor.periods().is_empty() {
-            true => Ok(()),
-            false => crate::scale::places::write(&dir, worker, monitor),
-        };
+        // The places of the keys first, where they are kept (a sweep's ticks are ordered by
+        // them), then the keys.
+        let places = crate::scale::places::write(&dir, worker, monitor);
         let written = places.and_then(|()| {
             barrier::write_worker(
                 &dir,

@@ -251,19 +251,21 @@ fn monitors(
     let mut monitors = Vec::with_capacity(threads);
     for t in 0..threads {
         let w = worker_id(process * threads + t);
-        let monitor = match &resumed {
+        let mut monitor = match &resumed {
             None => r.monitor.share(),
-            Some(resume) => {
-                let mut monitor = resume.restore_worker(w, &r.monitor).map_err(failure)?;
-                // The keys' places, which a sweep's ticks are ordered by (written with every
-                // checkpoint of a spec with periodic streams).
-                if sweeps || crate::scale::places::file(&resume.dir, w).exists() {
+            Some(resume) => resume.restore_worker(w, &r.monitor).map_err(failure)?,
+        };
+        // The keys' places, which a sweep's ticks are ordered by: kept from the first row, or
+        // read back from the checkpoint that kept them.
+        if sweeps {
+            match &resumed {
+                None => monitor.keep_places(),
+                Some(resume) => {
                     let places = crate::scale::places::read(&resume.dir, w).map_err(failure)?;
                     monitor.set_places(places);
                 }
-                monitor
             }
-        };
+        }
         monitors.push(monitor);
     }
     Ok((resumed, monitors))
