@@ -348,6 +348,15 @@ impl Feed {
         self.pending.is_empty()
     }
 
+    /// The time of the row the feed holds behind the ticks due before it (it gives those
+    /// first), if it holds one: a row taken from its source, so the feed is not settled.
+    pub fn held_row_time(&self) -> Option<Time> {
+        self.pending.iter().find_map(|e| match e {
+            Event::Rows(step) => Some(step.time),
+            _ => None,
+        })
+    }
+
     /// Where the row of source `source` a step took last is, for messages
     /// (`file:LINE:1`, or `name: row N`); empty when the feed does not keep it or has no such
     /// source.

@@ -80,9 +80,13 @@ pub(crate) fn feed_source(
         feed.resume(&clock.feed, &at);
     }
     let skip_before = resumed.map_or(0, |r| r.barrier.time);
-    // Untimed rows are numbered on from the checkpoint when nothing before it is read again;
-    // those of a source read again from its start are numbered from 0 and skipped up to it.
-    let (first_seq, skip_before) = match (positioned.is_some() || !replayable, timed) {
+    // Rows are numbered on from the checkpoint when nothing before it is read again (the
+    // barrier's time is an index: a later checkpoint must have a later time, or a resume would
+    // take the earlier one for the newest); those of a source read again from its start are
+    // numbered from 0 and skipped up to it. An earlier vigil's timed barrier was a stamp, which
+    // numbers nothing.
+    let stamped = timed && skip_before >= 1 << 63;
+    let (first_seq, skip_before) = match (positioned.is_some() || !replayable, stamped) {
         (true, false) => (skip_before, 0),
         (true, true) => (0, 0),
         (false, _) => (0, skip_before),
@@ -99,7 +103,7 @@ pub(crate) fn feed_source(
     let tally = Tally::new(malformed, reads.notify);
     let mut source = Source::new(feed, tally, reads.key, reads.cells);
     source.record = record;
-    source.seq = first_seq;
+    (source.seq, source.clock) = (first_seq, first_seq);
     source.every = reads.every;
     source.first_barrier = resumed.is_none() && reads.every.is_some() && reads.first_barrier;
     source.skip_before = skip_before;

@@ -312,6 +312,9 @@ pub enum Event {
         /// Its number among the run's sweeps (resets and `Advance`s), which orders the ticks
         /// of several at one place.
         sweep: u64,
+        /// Whether the run's times are shown as RFC 3339 dates (the feed's form): a sweep's
+        /// ticks have no row of their own to say so (a resumed run's first ones none before).
+        rfc3339: bool,
     },
     /// The run's tick under `--clock wall`, for worker `worker`, before the rows at and after
     /// `time`: every key's ticks up to `to` (ns), as a single-process run's
@@ -325,6 +328,8 @@ pub enum Event {
         to: i64,
         /// Its number among the run's sweeps (see `Reset::sweep`).
         sweep: u64,
+        /// How the run's times are shown (see `Reset::rfc3339`).
+        rfc3339: bool,
     },
     /// The end of a reader of another process than the writer's (every process reading its
     /// share of a file): what it read, and the error it stopped the run with at `time`, for
@@ -420,6 +425,8 @@ pub enum Evaluated<'a> {
         time: u64,
         /// The sweep's number: several at one place come in its order.
         sweep: u64,
+        /// Whether the tick's time is shown as an RFC 3339 date (see `Event::Reset`).
+        rfc3339: bool,
         /// The key's place in the order of keys (see above).
         order: u64,
         /// The key.
@@ -582,23 +589,31 @@ where
                         emit(Evaluated::Row { row, result }, &mut out);
                     }
                     Event::Reset {
-                        time, once, sweep, ..
+                        time,
+                        once,
+                        sweep,
+                        rfc3339,
+                        ..
                     } => {
                         if !monitor.periods().is_empty() {
                             monitor.reset_ticks(match once {
                                 true => crate::lang::ast::ResetPolicy::Once,
                                 false => crate::lang::ast::ResetPolicy::Cancel,
                             });
-                            let at = (*time, *sweep);
+                            let at = (*time, *sweep, *rfc3339);
                             sweep_keys(&mut monitor, at, &mut emit, &mut out);
                         }
                     }
                     Event::Advance {
-                        time, to, sweep, ..
+                        time,
+                        to,
+                        sweep,
+                        rfc3339,
+                        ..
                     } => {
                         if !monitor.periods().is_empty() {
                             monitor.advance_to(crate::time::Time(*to));
-                            let at = (*time, *sweep);
+                            let at = (*time, *sweep, *rfc3339);
                             sweep_keys(&mut monitor, at, &mut emit, &mut out);
                         }
                     }
@@ -658,7 +673,7 @@ where
 /// (`Evaluated::KeyTick`).
 fn sweep_keys<O>(
     monitor: &mut KeyedMonitor,
-    (time, sweep): (u64, u64),
+    (time, sweep, rfc3339): (u64, u64, bool),
     emit: &mut impl FnMut(Evaluated<'_>, &mut Vec<O>),
     out: &mut Vec<O>,
 ) {
@@ -678,6 +693,7 @@ fn sweep_keys<O>(
         let tick = Evaluated::KeyTick {
             time,
             sweep,
+            rfc3339,
             order,
             key,
             result,

@@ -32,6 +32,12 @@ pub(crate) struct Source {
     pub(crate) at: String,
     /// Rows given so far (the next row's position).
     pub(crate) seq: u64,
+    /// The timely time of the next event where rows travel at their index (not their stamp):
+    /// the rows given so far and the sweeps sent between them. A sweep (a time reset, the wall
+    /// clock's tick) takes a time of its own, so that the input moves past it at once and its
+    /// ticks are complete, and written, while the sources are silent; at the next row's time
+    /// they could be written only once that row came.
+    pub(crate) clock: u64,
     /// Whether rows carry their time (`--time`).
     pub(crate) timed: bool,
     /// The time of the row given last (ns), with `--time`.
@@ -273,6 +279,7 @@ impl Source {
             row: Vec::new(),
             at: String::new(),
             seq: 0,
+            clock: 0,
             timed,
             last: None,
             every: None,
@@ -297,11 +304,18 @@ impl Source {
     /// Reads up to `n` events into `batch`.
     fn fill(&mut self, batch: &mut Vec<Event>, n: usize, workers: usize) -> Fill {
         while batch.len() < n {
-            if self.every.is_some() {
+            // A checkpoint records the feed where it is settled: a row the feed holds behind
+            // the ticks due before it has been taken from its source already.
+            if self.every.is_some() && self.feed.settled() {
                 self.before = Some((self.feed.positions(), self.feed.state()));
             }
             let next = self.feed.next();
             let Ok(Some(pipeline::Event::Rows(step))) = &next else {
+                if matches!(next, Ok(Some(pipeline::Event::Tick(..))))
+                    && let Err(e) = self.barrier_before_held_row(batch, workers)
+                {
+                    return Fill::Stopped(e, Ended::Failure);
+                }
                 if let Err(e) = self.log(&next) {
                     return Fill::Stopped(e, Ended::Failure);
                 }
@@ -340,7 +354,7 @@ impl Source {
             // then: rows of its time may follow).
             let time = match self.stamp_times {
                 true => axis,
-                false => self.seq,
+                false => self.clock,
             };
             // Rows before a resumed checkpoint were evaluated, and logged,
             // before it; a barrier comes before the row it is due at, so
@@ -383,6 +397,7 @@ impl Source {
             }
             let seq = self.seq_base + self.seq;
             self.seq += 1;
+            self.clock += 1;
             if skipped {
                 self.digest_row(axis);
                 continue;
@@ -406,6 +421,36 @@ impl Source {
         Fill::More
     }
 
+    /// A barrier due at the row the feed holds behind the ticks due before it (the feed ticks
+    /// under the wall clock), sent before those ticks, where the feed was settled. At the row
+    /// it would record the feed's sources past the row and the scheduler past its ticks: a
+    /// resume lost the row. So the resumed feed gives the ticks and the row again.
+    fn barrier_before_held_row(
+        &mut self,
+        batch: &mut Vec<Event>,
+        workers: usize,
+    ) -> Result<(), String> {
+        let Some(ns) = self.feed.held_row_time() else {
+            return Ok(());
+        };
+        let axis = match self.timed {
+            true => timely_time(ns.0),
+            false => self.seq,
+        };
+        let time = match self.stamp_times {
+            true => axis,
+            false => self.clock,
+        };
+        let skipped = match self.skip_by_stamp {
+            true => axis < self.skip_before,
+            false => time < self.skip_before,
+        };
+        match skipped {
+            true => Ok(()),
+            false => self.barrier((axis, time), batch, workers),
+        }
+    }
+
     /// A time reset: a reset for every worker before the next row (at its index; a reset
     /// before a resumed checkpoint is in the restored monitors already), and the checkpoint
     /// count starting again at the next row, since times start again. Where rows travel at
@@ -421,7 +466,7 @@ impl Source {
                 Ended::Trace,
             ));
         }
-        let time = self.seq;
+        let time = self.clock;
         let before_resume = match self.skip_by_stamp {
             true => self
                 .last
@@ -431,12 +476,14 @@ impl Source {
         if !before_resume {
             let once = self.feed.options().on_reset == crate::lang::ast::ResetPolicy::Once;
             self.sweeps += 1;
+            self.clock += 1;
             for w in 0..workers {
                 batch.push(Event::Reset {
                     time,
                     worker: w as u32,
                     once,
                     sweep: self.sweeps,
+                    rfc3339: self.feed.form() == Some(TimeForm::Rfc3339),
                 });
             }
         }
@@ -448,17 +495,19 @@ impl Source {
     /// otherwise tick on their own rows): every worker ticks its keys up to `t` before the
     /// next row, at its index.
     fn advance(&mut self, t: crate::time::Time, batch: &mut Vec<Event>, workers: usize) {
-        let time = self.seq;
+        let time = self.clock;
         if time < self.skip_before {
             return;
         }
         self.sweeps += 1;
+        self.clock += 1;
         for w in 0..workers {
             batch.push(Event::Advance {
                 time,
                 worker: w as u32,
                 to: t.0,
                 sweep: self.sweeps,
+                rfc3339: self.feed.form() == Some(TimeForm::Rfc3339),
             });
         }
     }
@@ -609,8 +658,8 @@ impl Source {
     /// time may follow.
     fn frontier(&self) -> u64 {
         match (self.timed, self.stamp_times) {
-            (false, _) => self.seq.max(self.skip_before),
-            (true, false) => self.seq,
+            (false, _) => self.clock.max(self.skip_before),
+            (true, false) => self.clock,
             (true, true) => self.last.map_or(0, timely_time),
         }
     }

@@ -820,3 +820,146 @@ fn time_resets_in_a_scaled_run_give_the_single_process_output() {
         "the log does not replay to the output"
     );
 }
+
+/// A resumed scaled run numbers its rows on from its checkpoint with `--time` too. They were
+/// numbered from 0 again, so the resumed run's checkpoints had earlier times than the one it
+/// resumed from: a second resume took that older one for the newest, cutting back output a
+/// later checkpoint had committed, and a run killed again and again made no progress.
+#[test]
+fn a_resumed_timed_run_checkpoints_past_the_checkpoint_it_resumed_from() {
+    let dir = test_dir("scale_combos", "resume_numbering");
+    let spec = write(&dir, "spec.dsrv", SPEC);
+    let input = write(&dir, "t.jsonl", trace(200_000, 400));
+    let (out, ck) = (dir.join("out.csv"), dir.join("ck"));
+    let (out, ck) = (out.to_str().unwrap(), ck.to_str().unwrap());
+    let args = [
+        "run",
+        &spec,
+        "--input",
+        &input,
+        "--time",
+        "ts",
+        "--key",
+        "host",
+        "--output",
+        "csv",
+        "--workers",
+        "2",
+        "--output-file",
+        out,
+        "--checkpoint",
+        ck,
+        "--checkpoint-every",
+        "2000",
+    ];
+    let complete = || -> Vec<std::path::PathBuf> {
+        let Ok(entries) = std::fs::read_dir(ck) else {
+            return Vec::new();
+        };
+        let mut all: Vec<_> = (entries.flatten())
+            .map(|e| e.path())
+            .filter(|p| p.join("commit.ck").exists())
+            .collect();
+        all.sort();
+        all
+    };
+    // The time of a checkpoint's barrier (`ck-TIME`), a row's index.
+    let time = |p: &std::path::Path| -> u64 {
+        let name = p.file_name().unwrap().to_str().unwrap();
+        name.trim_start_matches("ck-").parse().unwrap()
+    };
+    // Runs until `done` says of the complete checkpoints, then kills the run.
+    let run_until = |extra: &[&str], done: &dyn Fn(&[std::path::PathBuf]) -> bool| {
+        let mut child = vigil()
+            .args(args)
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let start = Instant::now();
+        while !done(&complete()) {
+            assert!(
+                child.try_wait().unwrap().is_none(),
+                "the run ended before the checkpoint looked for"
+            );
+            assert!(start.elapsed() < Duration::from_secs(120), "no checkpoint");
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
+    };
+    // A checkpoint every 6,000 rows: the first run is killed past its tenth.
+    run_until(&[], &|all| all.last().is_some_and(|p| time(p) >= 60_000));
+    let first = complete();
+    // The resumed run's first checkpoint is past the one it resumed from.
+    run_until(&["--resume", ck], &|all| {
+        all.iter().any(|p| !first.contains(p))
+    });
+    let newest = complete().pop().unwrap();
+    assert!(
+        !first.contains(&newest),
+        "the resumed run's checkpoint is older than the one it resumed from: {:?}",
+        complete()
+    );
+    let o = vigil().args(args).args(["--resume", ck]).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let want = outcome(&args[..10]);
+    assert_eq!(read(out), want.1, "resumed twice");
+}
+
+/// Issue 35: a scaled run under the wall clock checkpoints and resumes (it was refused). With
+/// `--time` and an idle timeout the rows keep their own times and the clock never goes on by
+/// itself over a file, so the run is deterministic: every key ticks on the run's ticks, and
+/// killed three times and resumed, the run gives the single-process output.
+#[test]
+fn a_scaled_run_under_the_wall_clock_resumes_after_kills() {
+    let dir = test_dir("scale_combos", "wall_kill");
+    let spec = write(
+        &dir,
+        "beat.dsrv",
+        "in host: Str\nin temp: Float\nin ts: Int\nout n: Int\nout beat: Int @ 2s\n\
+         n = default(n[1], 0) + 1\nbeat = default(beat[1], 0) + 1\n",
+    );
+    let input = write(&dir, "t.jsonl", trace(9_000, 20));
+    let (out, ck) = (dir.join("out.csv"), dir.join("ck"));
+    let (out, ck) = (out.to_str().unwrap(), ck.to_str().unwrap());
+    let base = [
+        "run",
+        &spec,
+        "--input",
+        &input,
+        "--time",
+        "ts",
+        "--key",
+        "host",
+        "--output",
+        "csv",
+        "--clock",
+        "wall",
+        "--idle-timeout",
+        "600",
+    ];
+    let want = outcome(&base);
+    assert_eq!(want.0, Some(0), "{}", want.2);
+    // Every key ticks on the run's ticks, not only on its own rows.
+    let plain = outcome(&base[..10]);
+    assert_ne!(want.1, plain.1, "the wall clock changed nothing");
+    let killed = [
+        "--workers",
+        "2",
+        "--output-file",
+        out,
+        "--checkpoint",
+        ck,
+        "--checkpoint-every",
+        "20",
+    ];
+    let mut rng = Rng::new();
+    let landed = kill_and_resume(&[&base[..], &killed].concat(), ck, 3, &mut rng);
+    assert!(landed >= 1, "no kill landed before the end");
+    assert!(
+        read(out) == want.1,
+        "resumed: not the single-process output"
+    );
+}

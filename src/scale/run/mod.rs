@@ -735,9 +735,6 @@ fn formatter(
     );
     let mut samples: Vec<Sample> = Vec::new();
     let mut stopped: HashSet<Key> = HashSet::new();
-    // Whether the rows show their times as RFC 3339 texts (the feed's form, run-wide): a
-    // sweep's ticks, which have no row, show theirs as the rows do.
-    let mut rfc3339 = false;
     // The row a sweep's tick stands in for: its time and order, and its key's cell.
     let mut swept = StampedRow::new(0, 0, None, vec![None; plan.key_index + 1]);
     let mut sweep = 0;
@@ -764,10 +761,7 @@ fn formatter(
                 }
                 return;
             }
-            Evaluated::Row { row, result } => {
-                rfc3339 = row.rfc3339;
-                (row, result, Of::Row)
-            }
+            Evaluated::Row { row, result } => (row, result, Of::Row),
             // A tick of a row's key is written just before the row, at the
             // row's place in the output (the single-process order).
             Evaluated::Tick { row, result } => (row, result, Of::Tick),
@@ -776,6 +770,7 @@ fn formatter(
             Evaluated::KeyTick {
                 time,
                 sweep: n,
+                rfc3339,
                 order,
                 key,
                 result,

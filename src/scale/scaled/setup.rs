@@ -77,11 +77,6 @@ pub(super) fn run(r: ScaledRun) -> Result<Finished, Failed> {
     let sweeps = !r.monitor.periods().is_empty()
         && (feed_options.on_reset == crate::lang::ast::ResetPolicy::Once
             || feed_options.wall_clock);
-    if checkpointed && feed_options.wall_clock && !r.monitor.periods().is_empty() {
-        return Err(failure(
-            "a scaled run under --clock wall cannot checkpoint or resume yet (run without --workers/--processes, or without checkpoints)".into(),
-        ));
-    }
     let (resumed, monitors) = monitors(&r, (process, threads, total_workers), sweeps)?;
     let at_barriers: AtBarriers = Arc::default();
     let stop_at: Arc<StopAt> = Arc::default();
