@@ -193,6 +193,25 @@ impl LogWriter {
         )
     }
 
+    /// A row of input `source` in a part, at its place `o`, with its position `q` among that
+    /// input's rows and its step's time `t` (ns): a scaled run's readers of several inputs give
+    /// each row the feed's stamp (`{"o":…,"r":[{"s":…,"q":…,"c":{…}}],"t":…}`), which the merge
+    /// keeps.
+    pub fn write_part_row_of(
+        &mut self,
+        o: u64,
+        (source, q): (u32, u64),
+        t: i64,
+        cells: &[Option<Value>],
+    ) -> io::Result<()> {
+        let present = self.present(cells);
+        writeln!(
+            self.out,
+            "{}",
+            json!({"o": o, "r": [{"s": source, "q": q, "c": present}], "t": t})
+        )
+    }
+
     /// A row's present cells by field name (`c`).
     fn present(&self, cells: &[Option<Value>]) -> Json {
         Json::Object(

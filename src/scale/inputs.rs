@@ -117,16 +117,21 @@ impl InputsReader {
             .map(|(i, _)| i)
     }
 
-    /// Stops the run at `time`: the writer writes no row at or after it.
+    /// Stops the run at `time`: the writer writes no row at or after it (nor a replay of the
+    /// log, where the stop is written at its place).
     fn stop(&mut self, time: u64, message: String, exit: Ended) -> Fill {
         self.stopped_at = (time, time);
         self.setup.stop_at.stop((time, time));
+        if let Some(log) = &mut self.setup.log
+            && let Err(failed) = log.stop_at(time, &message, exit.status())
+        {
+            return Fill::Stopped(format!("{message} ({failed})"), exit);
+        }
         Fill::Stopped(message, exit)
     }
-}
 
-impl Reading for InputsReader {
-    fn fill(&mut self, batch: &mut Vec<Event>, n: usize, _workers: usize) -> Fill {
+    /// Reads rows into `batch` until it holds `n` or the inputs end.
+    fn fill_rows(&mut self, batch: &mut Vec<Event>, n: usize) -> Fill {
         let width = self.setup.schema.names.len();
         while batch.len() < n {
             let Some(i) = self.next_input() else {
@@ -185,10 +190,34 @@ impl Reading for InputsReader {
                 return self.stop(time, format!("{at}: {e}"), Ended::Trace);
             }
             cells.truncate(self.setup.cells);
+            // The row's place in the replay log, with the feed's stamp: its input, and its
+            // index among that input's rows.
+            let stamp = (m.index as u32, m.rows - 1);
+            if let Some(log) = &mut self.setup.log
+                && let Err(message) = log.row_of(time, stamp, &cells)
+            {
+                return self.stop(time, message, Ended::Failure);
+            }
             // Untimed: the position is the time.
             batch.push(Event::Row(StampedRow::new(time, time, None, cells)));
         }
         Fill::More
+    }
+}
+
+impl Reading for InputsReader {
+    fn fill(&mut self, batch: &mut Vec<Event>, n: usize, _workers: usize) -> Fill {
+        let fill = self.fill_rows(batch, n);
+        // At its end the worker's part of the log is on disk, a header alone if it read
+        // nothing (the manifest names it, and a part left by an earlier run is replaced).
+        if let Fill::Ended = fill
+            && let Some(log) = &mut self.setup.log
+            && let Err(message) = log.flush(true)
+        {
+            let at = self.frontier();
+            return self.stop(at, message, Ended::Failure);
+        }
+        fill
     }
 
     fn frontier(&self) -> u64 {

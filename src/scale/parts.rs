@@ -167,8 +167,33 @@ impl PartLog {
         format!("cannot write the replay log `{}`: {e}", self.path)
     }
 
+    /// Writes a row of input `source` at place `o`, its position `seq` among that input's rows
+    /// and its step's time `seq` units: the feed's stamp of a row of several inputs.
+    pub(crate) fn row_of(
+        &mut self,
+        o: u64,
+        (source, seq): (u32, u64),
+        cells: &[Option<crate::value::Value>],
+    ) -> Result<(), String> {
+        let time = i64::try_from(seq)
+            .ok()
+            .and_then(|k| k.checked_mul(self.header.unit.nanos()))
+            .unwrap_or(i64::MAX);
+        (self.writer())
+            .and_then(|w| w.write_part_row_of(o, (source, seq), time, cells))
+            .map_err(|e| self.failed(e))
+    }
+
+    /// Writes the stop of the run at place `o`, and syncs the part.
+    pub(crate) fn stop_at(&mut self, o: u64, message: &str, status: u8) -> Result<(), String> {
+        (self.writer())
+            .and_then(|w| w.write_part_stop(o, message, status))
+            .map_err(|e| self.failed(e))?;
+        self.flush(true)
+    }
+
     /// Writes out what is buffered and syncs the part (`synced`), or hands it to the file.
-    fn flush(&mut self, synced: bool) -> Result<(), String> {
+    pub(crate) fn flush(&mut self, synced: bool) -> Result<(), String> {
         let flushed = match self.writer() {
             Ok(w) if synced => w.flush(),
             Ok(w) => w.flush_buffer(),

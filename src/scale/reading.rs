@@ -190,9 +190,11 @@ impl Parallel {
 /// How `threads` workers read `setup`'s inputs in parallel, or `None`: process 0's feed reads
 /// them (see the module doc). A run of one worker reads through the feed, and so does a run
 /// under the wall clock. So does a run that
-/// records a replay log, unless its readers read a file's parts or a stream's chunks: each
-/// of those writes its part of the log (`pipeline::log::parts`), whose rows have one order to
-/// be merged in, their places; the rows of several inputs or of a consumer group do not.
+/// records a replay log, unless its readers read a file's parts, a stream's chunks or several
+/// inputs without a time field: each of those writes its part of the log
+/// (`pipeline::log::parts`), whose rows have one order to be merged in, their places; the rows
+/// of several timed inputs (their places are stamps, merged with lateness) or of a consumer
+/// group do not.
 pub(crate) fn plan(setup: &ReadSetup<'_>, threads: usize) -> Result<Option<Parallel>, String> {
     // Under the wall clock the feed stamps arrivals and ticks while the sources are silent.
     if threads < 2 && setup.share.1 < 2 || setup.inputs.is_empty() || setup.feed.wall_clock {
@@ -237,7 +239,7 @@ pub(crate) fn plan(setup: &ReadSetup<'_>, threads: usize) -> Result<Option<Paral
     let timed = setup.feed.time_cell;
     match (timed, files.as_slice()) {
         (Some(_), [_]) => Ok(None),
-        (_, [_, _, ..]) if recording => Ok(None),
+        (Some(_), [_, _, ..]) if recording => Ok(None),
         (Some(time_cell), _) => {
             if !inputs::same_time_form(&files, setup.schema, Some(time_cell), setup.feed.unit) {
                 return Ok(None);

@@ -516,7 +516,47 @@ fn several_inputs_are_read_in_parallel_and_give_the_single_process_output() {
             };
             assert_eq!(said(&got.2), said(&want.2), "{inputs:?} {extra:?}");
         }
+        // Recorded, still read in parallel (the feed read them): each worker logs its inputs'
+        // rows with the feed's stamps, and the log replays to the single-process output and
+        // exit status, its stop too.
+        let log = dir.join("inputs.log");
+        let log = log.to_str().unwrap();
+        let got = outcome(&[&base[..], &["--workers", "2", "--stats", "--record", log]].concat());
+        assert!(
+            got.0 == want.0 && got.1 == want.1,
+            "{inputs:?} {extra:?}, recorded: {}",
+            got.2
+        );
+        assert!(
+            got.0 != Some(0) || got.2.contains("inputs read in parallel by 2 workers"),
+            "{inputs:?} {extra:?}, recorded: {}",
+            got.2
+        );
+        let replayed = outcome(&["replay", &spec, log, "--output", "csv"]);
+        assert!(
+            replayed.0 == want.0 && replayed.1 == want.1,
+            "{inputs:?} {extra:?}, replayed: {}",
+            replayed.2
+        );
     }
+    // A periodic spec ticks on the rows' stamps (each input's row index): the log keeps the
+    // feed's, so its replay ticks as the run did.
+    let beat = write(
+        &dir,
+        "beat.dsrv",
+        "in host: Str\nin temp: Float\nin ts: Int\nout n: Int\nout beat: Int @ 2s\n\
+         n = default(n[1], 0) + 1\nbeat = default(beat[1], 0) + 1\n",
+    );
+    let log = dir.join("beat.log");
+    let log = log.to_str().unwrap();
+    let base = [
+        "run", &beat, "--key", "host", "--output", "csv", "--input", &good[0], "--input", &good[1],
+    ];
+    let want = outcome(&base);
+    let got = outcome(&[&base[..], &["--workers", "2", "--record", log]].concat());
+    assert!(got == want, "periodic, recorded: {}", got.2);
+    let replayed = outcome(&["replay", &beat, log, "--output", "csv"]);
+    assert!(replayed.1 == want.1, "periodic, replayed: {}", replayed.2);
 }
 
 /// `count` rows of JSON lines for the scale SPEC with a time field `ts` that mostly rises, every

@@ -5,7 +5,10 @@
 //!
 //! A part's header is the run's with `"part": k`; each line is a row at its place `o` in the
 //! run's order (the timely time its reader gave it: part `p`'s row `i` is `p << 32 | i`), or
-//! the stop of a run its reader stopped (`{"o":…,"stop":…,"status":…}`). The manifest's
+//! the stop of a run its reader stopped (`{"o":…,"stop":…,"status":…}`). A row of one of
+//! several inputs carries the feed's stamp besides (its input `s`, its position `q` among that
+//! input's rows and its step's time `t`: input `s`'s `k`-th row is at `k·S + s`, position `k`,
+//! time `k` units), which the merge keeps. The manifest's
 //! header is the run's with `"parts"`, the parts' file names, and it has no lines. Merging
 //! takes the least place of all the parts' next lines each time (a heap of them); the `n`-th row so taken is
 //! the step a single-process run reads `n`-th, at position `n` and time `n` units (an untimed
@@ -94,7 +97,7 @@ pub(super) struct Merge {
     parts: Vec<Part>,
     /// The place of each part's next line, least first (a part whose lines have ended has
     /// none here).
-    queue: BinaryHeap<Reverse<(u64, usize)>>,
+    queue: BinaryHeap<Reverse<(Place, usize)>>,
     /// Rows taken so far: the next row's position and time (in units).
     index: u64,
     unit: TimeUnit,
@@ -115,7 +118,7 @@ struct Part {
 
 impl Part {
     /// Reads the next line ahead; gives its place, or `None` at the part's end.
-    fn read_ahead(&mut self) -> Result<Option<u64>, String> {
+    fn read_ahead(&mut self) -> Result<Option<Place>, String> {
         let text = match self.lines.next() {
             None => return Ok(None),
             Some(Err(e)) => return Err(format!("cannot read `{}`: {e}", self.name)),
@@ -137,9 +140,30 @@ impl Part {
             ));
         }
         self.last = Some(o);
+        let kind = match j.contains_key("stop") {
+            true => Kind::Stop,
+            false => Kind::Row,
+        };
         self.next = Some((j, at));
-        Ok(Some(o))
+        Ok(Some(Place { o, kind }))
     }
+}
+
+/// Where a line of a part goes in the merge: its place, and at one place a stop before a row.
+/// A reader of several inputs stops the run right after an input's row (where the feed read
+/// the bad row after it), which is the place of another input's next row: the run wrote none
+/// from there.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Place {
+    o: u64,
+    kind: Kind,
+}
+
+/// What a line of a part is (a stop sorts first).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Kind {
+    Stop,
+    Row,
 }
 
 impl Merge {
@@ -186,7 +210,7 @@ impl Merge {
         }
         let mut queue = BinaryHeap::with_capacity(parts.len());
         for (k, part) in parts.iter_mut().enumerate() {
-            queue.extend(part.read_ahead()?.map(|o| Reverse((o, k))));
+            queue.extend(part.read_ahead()?.map(|p| Reverse((p, k))));
         }
         Ok(Merge {
             parts,
@@ -209,7 +233,7 @@ impl Merge {
         let part = &mut self.parts[k];
         let (mut j, at) = part.next.take().expect("a queued part has a next line");
         self.queue
-            .extend(part.read_ahead()?.map(|o| Reverse((o, k))));
+            .extend(part.read_ahead()?.map(|p| Reverse((p, k))));
         if j.contains_key("stop") {
             self.stopped = true;
             return Ok(Some((j, at)));
@@ -220,15 +244,17 @@ impl Merge {
             .map(Vec::as_mut_slice)
         {
             Some([Json::Object(row)]) => {
-                row.insert("q".into(), Json::from(self.index));
+                row.entry("q").or_insert(Json::from(self.index));
             }
             _ => return Err(format!("{at}: a line of a part holds one row `r`")),
         }
-        let time = i64::try_from(self.index)
-            .ok()
-            .and_then(|i| i.checked_mul(self.unit.nanos()))
-            .ok_or_else(|| format!("{at}: the row's index is out of the time range"))?;
-        j.insert("t".into(), Json::from(time));
+        if !j.contains_key("t") {
+            let time = i64::try_from(self.index)
+                .ok()
+                .and_then(|i| i.checked_mul(self.unit.nanos()))
+                .ok_or_else(|| format!("{at}: the row's index is out of the time range"))?;
+            j.insert("t".into(), Json::from(time));
+        }
         self.index += 1;
         Ok(Some((j, at)))
     }
@@ -335,6 +361,59 @@ mod tests {
             ]
         );
         assert_eq!(got.last(), Some(&Event::Stop("bad row".into(), 4)));
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// A stop at the place of another part's row comes first: a reader of several inputs
+    /// stops the run right after one input's row, at the place of another's next row, which
+    /// the run did not write. (The row came first, by part, and a replay wrote one row more.)
+    #[test]
+    fn a_stop_goes_before_a_row_at_its_place() {
+        let dir = dir("tie");
+        let log = write(
+            &dir,
+            &[&[(0, Some(10)), (2, Some(12))], &[(1, Some(11)), (2, None)]],
+        );
+        let got = events(&log).unwrap();
+        let rows: Vec<Option<Value>> = (got.iter())
+            .filter_map(|e| match e {
+                Event::Rows(step) => Some(step.rows[0].1[0].clone()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(rows, vec![Some(Value::Int(10)), Some(Value::Int(11))]);
+        assert_eq!(got.last(), Some(&Event::Stop("bad row".into(), 4)));
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// A row of several inputs keeps the feed's stamp its reader logged (its input, its
+    /// position among that input's rows, its time), where a part's row of one input is given
+    /// its index in the merge.
+    #[test]
+    fn a_row_of_several_inputs_keeps_its_stamp() {
+        let dir = dir("stamp");
+        let log = dir.join("log").to_str().unwrap().to_string();
+        let mut h = header();
+        h.sources.push("u.jsonl".into());
+        LogWriter::write_manifest(&log, &h, &["log.w0".to_string()]).unwrap();
+        let mut w = LogWriter::create_part(&format!("{log}.w0"), &h, 0).unwrap();
+        w.write_part_row_of(0, (0, 0), 0, &[Some(Value::Int(10))])
+            .unwrap();
+        w.write_part_row_of(1, (1, 0), 0, &[Some(Value::Int(20))])
+            .unwrap();
+        w.write_part_row_of(2, (0, 1), 5_000_000, &[Some(Value::Int(11))])
+            .unwrap();
+        w.flush().unwrap();
+        let stamps: Vec<(i64, u32, u64)> = (events(&log).unwrap().iter())
+            .filter_map(|e| match e {
+                Event::Rows(step) => {
+                    let c = &step.rows[0].0;
+                    Some((step.time.0, c.stamp.source, c.stamp.seq))
+                }
+                _ => None,
+            })
+            .collect();
+        assert_eq!(stamps, vec![(0, 0, 0), (0, 1, 0), (5_000_000, 0, 1)]);
         std::fs::remove_dir_all(dir).unwrap();
     }
 
