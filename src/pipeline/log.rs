@@ -212,6 +212,18 @@ impl LogWriter {
         )
     }
 
+    /// A row of a live source read by consumers in a part, at its place `o`, with its step's
+    /// time `t` (ns: its entry ID's, or its arrival), which the merge keeps; its position is
+    /// its index in the merge (`{"o":…,"r":[{"s":0,"c":{…}}],"t":…}`).
+    pub fn write_part_row_at(&mut self, o: u64, t: i64, cells: &[Option<Value>]) -> io::Result<()> {
+        let present = self.present(cells);
+        writeln!(
+            self.out,
+            "{}",
+            json!({"o": o, "r": [{"s": 0, "c": present}], "t": t})
+        )
+    }
+
     /// A row's present cells by field name (`c`).
     fn present(&self, cells: &[Option<Value>]) -> Json {
         Json::Object(

@@ -8,6 +8,7 @@
 //! since every row it is given later comes after it: the other workers' rows are then written
 //! without waiting for it.
 
+use super::parts::PartLog;
 use super::source::{Fill, ReadCounts, Reading, StopAt, Tally};
 use super::{Event, StampedRow, timely_time};
 use crate::live::{Consumer, Polled};
@@ -32,6 +33,8 @@ pub(crate) struct ConsumerReader {
     stop_at: Arc<StopAt>,
     /// Where this reader stopped it, if it did.
     stopped_at: (u64, u64),
+    /// Its part of the replay log (`--record`): each row at its place, with its stamp.
+    log: Option<PartLog>,
 }
 
 impl ConsumerReader {
@@ -41,6 +44,7 @@ impl ConsumerReader {
         (width, cells): (usize, usize),
         key: (usize, String),
         (tally, stop_at): (Tally, Arc<StopAt>),
+        log: Option<PartLog>,
     ) -> ConsumerReader {
         ConsumerReader {
             consumer,
@@ -53,6 +57,7 @@ impl ConsumerReader {
             read: 0,
             stop_at,
             stopped_at: (u64::MAX, u64::MAX),
+            log,
         }
     }
 
@@ -62,6 +67,11 @@ impl ConsumerReader {
         let time = (self.consumer.stamp()).map_or(self.frontier, |t| timely_time(t.0));
         self.stopped_at = (time, time);
         self.stop_at.stop((time, time));
+        if let Some(log) = &mut self.log
+            && let Err(failed) = log.stop_at(time, &message, exit.status())
+        {
+            return Fill::Stopped(format!("{message} ({failed})"), exit);
+        }
         Fill::Stopped(message, exit)
     }
 
@@ -73,10 +83,9 @@ impl ConsumerReader {
         }
         Ok(())
     }
-}
 
-impl Reading for ConsumerReader {
-    fn fill(&mut self, batch: &mut Vec<Event>, n: usize, _workers: usize) -> Fill {
+    /// Reads rows into `batch` until it holds `n`, or none has arrived.
+    fn fill_rows(&mut self, batch: &mut Vec<Event>, n: usize) -> Fill {
         while batch.len() < n {
             // The rows that have arrived go out together; the next may be long in coming.
             if !batch.is_empty() && !self.consumer.row_ready() {
@@ -127,10 +136,32 @@ impl Reading for ConsumerReader {
                 return self.stop(format!("{at}: {e}"), Ended::Trace);
             }
             cells.truncate(self.cells);
+            if let Some(log) = &mut self.log
+                && let Err(message) = log.row_at(time, stamp.0, &cells)
+            {
+                return self.stop(message, Ended::Failure);
+            }
             // Untimed: the entry's place in the stream is the row's time and position.
             batch.push(Event::Row(StampedRow::new(time, time, None, cells)));
         }
         Fill::More
+    }
+}
+
+impl Reading for ConsumerReader {
+    fn fill(&mut self, batch: &mut Vec<Event>, n: usize, _workers: usize) -> Fill {
+        let fill = self.fill_rows(batch, n);
+        // The rows sent are in the log's part, handed to the file (a stream's rows may be
+        // the last for long), and at the end on disk (a header alone if it read nothing).
+        let flushed = match (&fill, &mut self.log) {
+            (Fill::More, Some(log)) => log.flush(false),
+            (Fill::Ended, Some(log)) => log.flush(true),
+            _ => Ok(()),
+        };
+        match flushed {
+            Ok(()) => fill,
+            Err(message) => self.stop(message, Ended::Failure),
+        }
     }
 
     fn frontier(&self) -> u64 {

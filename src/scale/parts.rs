@@ -184,6 +184,19 @@ impl PartLog {
             .map_err(|e| self.failed(e))
     }
 
+    /// Writes a row of a live source read by consumers at place `o`, its step's time `time`
+    /// (ns: its entry's or its arrival's).
+    pub(crate) fn row_at(
+        &mut self,
+        o: u64,
+        time: i64,
+        cells: &[Option<crate::value::Value>],
+    ) -> Result<(), String> {
+        (self.writer())
+            .and_then(|w| w.write_part_row_at(o, time, cells))
+            .map_err(|e| self.failed(e))
+    }
+
     /// Writes the stop of the run at place `o`, and syncs the part.
     pub(crate) fn stop_at(&mut self, o: u64, message: &str, status: u8) -> Result<(), String> {
         (self.writer())

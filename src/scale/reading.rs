@@ -64,8 +64,9 @@ pub(crate) struct ReadSetup<'a> {
     /// them, and how many there are (process 0's workers, or, when every process has the
     /// file, every worker of the run).
     pub share: (usize, usize),
-    /// The replay log's path and header (`--record`): readers of a file's parts or a
-    /// stream's chunks each write a part of it; other inputs are then read by the feed.
+    /// The replay log's path and header (`--record`): readers of a file's parts, a stream's
+    /// chunks, several untimed inputs or a shared live source each write a part of it; other
+    /// inputs are then read by the feed.
     pub record: Option<&'a (String, crate::pipeline::log::Header)>,
 }
 
@@ -143,6 +144,7 @@ impl Parallel {
                             (setup.schema.names.len(), part.cells),
                             (setup.key_index, setup.key.to_string()),
                             (part.tally, Arc::clone(&setup.stop_at)),
+                            part.log,
                         )),
                         None => unreachable!("one reader per worker, each taken once"),
                     },
@@ -190,11 +192,11 @@ impl Parallel {
 /// How `threads` workers read `setup`'s inputs in parallel, or `None`: process 0's feed reads
 /// them (see the module doc). A run of one worker reads through the feed, and so does a run
 /// under the wall clock. So does a run that
-/// records a replay log, unless its readers read a file's parts, a stream's chunks or several
-/// inputs without a time field: each of those writes its part of the log
-/// (`pipeline::log::parts`), whose rows have one order to be merged in, their places; the rows
-/// of several timed inputs (their places are stamps, merged with lateness) or of a consumer
-/// group do not.
+/// records a replay log of several inputs with a time field: the other readers each write their
+/// part of the log (`pipeline::log::parts`), whose rows have one order to be merged in, their
+/// places (a shared live source's are its entries' or arrivals' stamps); those of several timed
+/// inputs are stamps a feed of each input re-stamps with lateness, which a merge of the parts
+/// would have to do again.
 pub(crate) fn plan(setup: &ReadSetup<'_>, threads: usize) -> Result<Option<Parallel>, String> {
     // Under the wall clock the feed stamps arrivals and ticks while the sources are silent.
     if threads < 2 && setup.share.1 < 2 || setup.inputs.is_empty() || setup.feed.wall_clock {
@@ -203,10 +205,7 @@ pub(crate) fn plan(setup: &ReadSetup<'_>, threads: usize) -> Result<Option<Paral
     let recording = setup.record.is_some();
     // A process other than the first reads its share of a file's parts, nothing else.
     let first = setup.share.0 == 0;
-    if first
-        && !recording
-        && let Some(shared) = consumers_plan(setup, threads)?
-    {
+    if first && let Some(shared) = consumers_plan(setup, threads)? {
         return Ok(Some(Parallel::Consumers(shared)));
     }
     if !first {

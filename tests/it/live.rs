@@ -1703,6 +1703,23 @@ fn a_redis_consumer_group_is_read_by_one_consumer_per_worker() {
     );
     assert_eq!(scaled, reference);
     assert_eq!(alerts, ref_alerts);
+    // Recorded, still one consumer per worker (the feed read the group as one consumer): each
+    // logs its rows at their entries' places and times, and the log replays to the output.
+    let log = dir.join("run.log");
+    let log = log.to_str().unwrap();
+    let (recorded, _, err) = run(
+        "recorded",
+        &dir.join("a3.jsonl"),
+        &["--workers", "2", "--stats", "--record", log],
+    );
+    assert!(
+        err.contains("read by 2 consumers of its group, one per worker"),
+        "{err}"
+    );
+    assert_eq!(recorded, reference);
+    let (code, replayed, err) = run_vigil(&["replay", &spec, log, "--output", "csv"], None);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(replayed, reference);
     // Each consumer was delivered a share, and acknowledged it.
     let consumers: redis::Value = redis::cmd("XINFO")
         .arg("CONSUMERS")
@@ -1788,6 +1805,8 @@ fn an_mqtt_shared_subscription_is_read_by_one_member_per_worker() {
         .map(|i| format!("{{\"host\":\"h{}\",\"x\":{}}}\n", i % hosts, i % 10 + 1))
         .collect();
     let out = dir.join("out.csv");
+    let log = dir.join("run.log");
+    let log = log.to_str().unwrap();
     let input = broker.url("mqtt", "plant");
     let mut live = Live::start(
         &[
@@ -1806,6 +1825,8 @@ fn an_mqtt_shared_subscription_is_read_by_one_member_per_worker() {
             "--output",
             "csv",
             "--stats",
+            "--record",
+            log,
         ],
         &out,
     );
@@ -1819,6 +1840,11 @@ fn an_mqtt_shared_subscription_is_read_by_one_member_per_worker() {
         "{err}"
     );
     let text = std::fs::read_to_string(&out).unwrap();
+    // Recorded, each member logs its rows at their arrival stamps: the log replays to the
+    // run's output, in its order.
+    let (code, replayed, err) = run_vigil(&["replay", &spec, log, "--output", "csv"], None);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(replayed, text);
     let mut got: std::collections::BTreeMap<String, (usize, i64)> = Default::default();
     for line in text.lines().skip(1) {
         let cells: Vec<&str> = line.split(',').collect();
