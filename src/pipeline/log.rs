@@ -193,23 +193,25 @@ impl LogWriter {
         )
     }
 
-    /// A row of input `source` in a part, at its place `o`, with its position `q` among that
-    /// input's rows and its step's time `t` (ns): a scaled run's readers of several inputs give
-    /// each row the feed's stamp (`{"o":…,"r":[{"s":…,"q":…,"c":{…}}],"t":…}`), which the merge
-    /// keeps.
+    /// A row of input `source` in a part, at its place `(o, p)` (`p`, the row's position
+    /// where rows of one place are several: several timed inputs' stamps), with its position
+    /// `q` among that input's rows and its step's time `t` (ns): a scaled run's readers of
+    /// several inputs give each row the feed's stamp
+    /// (`{"o":…,"p":…,"r":[{"s":…,"q":…,"c":{…}}],"t":…}`, `p` left out where 0), which the
+    /// merge keeps.
     pub fn write_part_row_of(
         &mut self,
-        o: u64,
+        (o, p): (u64, u64),
         (source, q): (u32, u64),
         t: i64,
         cells: &[Option<Value>],
     ) -> io::Result<()> {
         let present = self.present(cells);
-        writeln!(
-            self.out,
-            "{}",
-            json!({"o": o, "r": [{"s": source, "q": q, "c": present}], "t": t})
-        )
+        let mut line = json!({"o": o, "r": [{"s": source, "q": q, "c": present}], "t": t});
+        if p != 0 {
+            line["p"] = json!(p);
+        }
+        writeln!(self.out, "{line}")
     }
 
     /// A row of a live source read by consumers in a part, at its place `o`, with its step's
@@ -234,12 +236,19 @@ impl LogWriter {
     }
 
     /// The end of a run a part's reader stopped at its place `o`: `{"o":…,"stop":…,"status":…}`.
-    pub fn write_part_stop(&mut self, o: u64, message: &str, status: u8) -> io::Result<()> {
-        writeln!(
-            self.out,
-            "{}",
-            json!({"o": o, "stop": message, "status": status})
-        )
+    /// At a place `(o, p)` with a position (see [`LogWriter::write_part_row_of`]), `p` left out
+    /// where 0.
+    pub fn write_part_stop(
+        &mut self,
+        (o, p): (u64, u64),
+        message: &str,
+        status: u8,
+    ) -> io::Result<()> {
+        let mut line = json!({"o": o, "stop": message, "status": status});
+        if p != 0 {
+            line["p"] = json!(p);
+        }
+        writeln!(self.out, "{line}")
     }
 
     /// Writes a merged step.

@@ -243,23 +243,24 @@ impl Reading for InputsReader {
 /// Rows read from an input's start to find how it writes its times.
 const FORM_PROBE_ROWS: usize = 1000;
 
-/// Whether every input's first time (within its first rows) is written the same way, as numbers
-/// in `unit` or as RFC 3339 dates. A run writes every time as the first one it read was written,
-/// which process 0's feed reads from the inputs in their order; inputs read apart each learn it
-/// from their own first row, so they may be read apart only when the ways agree.
-pub(crate) fn same_time_form(
+/// How every input's first time (within its first rows) is written, as numbers in `unit` or as
+/// RFC 3339 dates, where they agree (`None` where they do not, or one cannot be read). A run
+/// writes every time as the first one it read was written, which process 0's feed reads from
+/// the inputs in their order; inputs read apart each learn it from their own first row, so they
+/// may be read apart only when the ways agree.
+pub(crate) fn common_time_form(
     inputs: &[(String, TraceFormat)],
     schema: &InputSchema,
     time_cell: Option<usize>,
     unit: crate::time::TimeUnit,
-) -> bool {
+) -> Option<crate::time::TimeForm> {
     let Some(cell) = time_cell else {
-        return true;
+        return Some(crate::time::TimeForm::Number(unit));
     };
     let mut forms = Vec::with_capacity(inputs.len());
     for (path, format) in inputs {
         let Ok(opened) = trace::open_trace(path, *format, schema, ReaderOptions::default()) else {
-            return false;
+            return None;
         };
         let mut reader = opened.reader;
         let mut cells = vec![None; schema.names.len()];
@@ -271,10 +272,8 @@ pub(crate) fn same_time_form(
             // The end, or a row that does not read: look no further.
             Ok(false) | Err(_) => Some(None),
         });
-        match form.flatten() {
-            Some(f) => forms.push(f),
-            None => return false,
-        }
+        forms.push(form.flatten()?);
     }
-    forms.windows(2).all(|w| w[0] == w[1])
+    let first = *forms.first()?;
+    forms.iter().all(|&f| f == first).then_some(first)
 }

@@ -179,8 +179,21 @@ impl PartLog {
             .ok()
             .and_then(|k| k.checked_mul(self.header.unit.nanos()))
             .unwrap_or(i64::MAX);
+        self.row_stamped((o, 0), (source, seq), time, cells)
+    }
+
+    /// Writes a row of input `source` at place `at` (its time and position), its position
+    /// `seq` among that input's rows and its step's time `time` (ns): the stamp of a row of
+    /// several timed inputs, each re-stamped by its input's feed.
+    pub(crate) fn row_stamped(
+        &mut self,
+        at: (u64, u64),
+        (source, seq): (u32, u64),
+        time: i64,
+        cells: &[Option<crate::value::Value>],
+    ) -> Result<(), String> {
         (self.writer())
-            .and_then(|w| w.write_part_row_of(o, (source, seq), time, cells))
+            .and_then(|w| w.write_part_row_of(at, (source, seq), time, cells))
             .map_err(|e| self.failed(e))
     }
 
@@ -199,8 +212,18 @@ impl PartLog {
 
     /// Writes the stop of the run at place `o`, and syncs the part.
     pub(crate) fn stop_at(&mut self, o: u64, message: &str, status: u8) -> Result<(), String> {
+        self.stop_placed((o, 0), message, status)
+    }
+
+    /// Writes the stop of the run at place `at` (a time and a position), and syncs the part.
+    pub(crate) fn stop_placed(
+        &mut self,
+        at: (u64, u64),
+        message: &str,
+        status: u8,
+    ) -> Result<(), String> {
         (self.writer())
-            .and_then(|w| w.write_part_stop(o, message, status))
+            .and_then(|w| w.write_part_stop(at, message, status))
             .map_err(|e| self.failed(e))?;
         self.flush(true)
     }
@@ -338,7 +361,7 @@ impl PartReader {
         if let Some(log) = &mut self.setup.log {
             // A log that cannot be written is said in the message the run stops with.
             let written = (log.writer())
-                .and_then(|w| w.write_part_stop(time, &message, exit.status()))
+                .and_then(|w| w.write_part_stop((time, 0), &message, exit.status()))
                 .map_err(|e| log.failed(e))
                 .and_then(|()| log.flush(true));
             if let Err(failed) = written {

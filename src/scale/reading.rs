@@ -91,12 +91,17 @@ pub(crate) struct TimedInputs {
 
 impl TimedInputs {
     /// Worker `worker`'s of `threads`: inputs `worker`, `worker + threads`, …
-    fn reader(&mut self, worker: usize, threads: usize) -> TimedInputsReader {
+    fn reader(
+        &mut self,
+        worker: usize,
+        threads: usize,
+        log: Option<parts::PartLog>,
+    ) -> TimedInputsReader {
         let mine = (worker..self.sources.len())
             .step_by(threads)
             .filter_map(|s| self.sources[s].take().map(|source| (s, source)))
             .collect();
-        TimedInputsReader::new(mine, Arc::clone(&self.stop_at))
+        TimedInputsReader::new(mine, Arc::clone(&self.stop_at), log)
     }
 }
 
@@ -132,7 +137,7 @@ impl Parallel {
                         Box::new(p.reader(first + w, all, part))
                     }
                     Parallel::Inputs(i) => Box::new(i.reader(w, threads, part)),
-                    Parallel::Timed(t) => Box::new(t.reader(w, threads)),
+                    Parallel::Timed(t) => Box::new(t.reader(w, threads, part.log)),
                     Parallel::Stream(s) => match s.chunks.get_mut(w).and_then(Option::take) {
                         Some(c) => Box::new(parts::PartReader::of_stream(c, part)),
                         None => unreachable!("one reader per worker, each taken once"),
@@ -191,12 +196,11 @@ impl Parallel {
 
 /// How `threads` workers read `setup`'s inputs in parallel, or `None`: process 0's feed reads
 /// them (see the module doc). A run of one worker reads through the feed, and so does a run
-/// under the wall clock. So does a run that
-/// records a replay log of several inputs with a time field: the other readers each write their
-/// part of the log (`pipeline::log::parts`), whose rows have one order to be merged in, their
-/// places (a shared live source's are its entries' or arrivals' stamps); those of several timed
-/// inputs are stamps a feed of each input re-stamps with lateness, which a merge of the parts
-/// would have to do again.
+/// under the wall clock. A run that records a replay log has each reader write its part of the
+/// log (`pipeline::log::parts`), whose rows have one order to be merged in, their places (a
+/// shared live source's are its entries' or arrivals' stamps, several timed inputs' their
+/// stamps and positions), except several timed inputs whose times are RFC 3339 dates: the feed
+/// reads those (a part's header, written before any row is read, says its times are numbers).
 pub(crate) fn plan(setup: &ReadSetup<'_>, threads: usize) -> Result<Option<Parallel>, String> {
     // Under the wall clock the feed stamps arrivals and ticks while the sources are silent.
     if threads < 2 && setup.share.1 < 2 || setup.inputs.is_empty() || setup.feed.wall_clock {
@@ -238,10 +242,16 @@ pub(crate) fn plan(setup: &ReadSetup<'_>, threads: usize) -> Result<Option<Paral
     let timed = setup.feed.time_cell;
     match (timed, files.as_slice()) {
         (Some(_), [_]) => Ok(None),
-        (Some(_), [_, _, ..]) if recording => Ok(None),
         (Some(time_cell), _) => {
-            if !inputs::same_time_form(&files, setup.schema, Some(time_cell), setup.feed.unit) {
-                return Ok(None);
+            let unit = setup.feed.unit;
+            match inputs::common_time_form(&files, setup.schema, Some(time_cell), unit) {
+                None => return Ok(None),
+                // A log in parts writes its times as numbers (its header is written before any
+                // row is read): a run of dates is recorded by the feed.
+                Some(form) if recording && form != crate::time::TimeForm::Number(unit) => {
+                    return Ok(None);
+                }
+                Some(_) => {}
             }
             // A run says its first late rows, as many as a feed of every input says (its
             // count is in the summary): the inputs' feeds share that budget.

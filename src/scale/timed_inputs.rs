@@ -15,6 +15,7 @@
 //! soon as it took the one before (and every input's first before it gives any).
 
 use super::Event;
+use super::parts::PartLog;
 use super::source::{Fill, ReadCounts, Reading, Source, StopAt};
 use std::sync::Arc;
 
@@ -43,12 +44,19 @@ pub(crate) struct TimedInputsReader {
     stopped_at: (u64, u64),
     /// The buffer an input's next row is read into (kept: a row is read ahead every row).
     one: Vec<Event>,
+    /// Its part of the replay log (`--record`): each row at its (time, position), with the
+    /// stamp its input's feed gave it.
+    log: Option<PartLog>,
 }
 
 impl TimedInputsReader {
     /// The reader of `sources` (each a [`Source`] over a feed of one input, the `index`-th of
     /// the run's), stopping the run through `stop_at`.
-    pub(crate) fn new(sources: Vec<(usize, Source)>, stop_at: Arc<StopAt>) -> TimedInputsReader {
+    pub(crate) fn new(
+        sources: Vec<(usize, Source)>,
+        stop_at: Arc<StopAt>,
+        log: Option<PartLog>,
+    ) -> TimedInputsReader {
         let inputs = sources
             .into_iter()
             .map(|(index, mut source)| {
@@ -69,6 +77,7 @@ impl TimedInputsReader {
             stopped: None,
             stopped_at: (u64::MAX, u64::MAX),
             one: Vec::with_capacity(1),
+            log,
         }
     }
 
@@ -103,12 +112,41 @@ impl TimedInputsReader {
         }
     }
 
-    /// The end of its reading: the error an input stopped the run with, if one did.
+    /// The end of its reading: the error an input stopped the run with, if one did (in the
+    /// log's part after the rows before it), and the part on disk.
     fn end(&mut self) -> Fill {
-        match self.stopped.take() {
+        let fill = match self.stopped.take() {
             Some((message, ended)) => Fill::Stopped(message, ended),
             None => Fill::Ended,
+        };
+        let Some(log) = &mut self.log else {
+            return fill;
+        };
+        let written = match &fill {
+            Fill::Stopped(message, ended) => {
+                log.stop_placed(self.stopped_at, message, ended.status())
+            }
+            _ => log.flush(true),
+        };
+        match (written, fill) {
+            (Ok(()), fill) => fill,
+            (Err(failed), Fill::Stopped(message, ended)) => {
+                Fill::Stopped(format!("{message} ({failed})"), ended)
+            }
+            (Err(failed), _) => Fill::Stopped(failed, crate::pipeline::drive::Ended::Failure),
         }
+    }
+
+    /// Writes a row given to the log's part: at its (time, position), with its input's
+    /// stamp (the input and its index in the position, the time its feed gave it).
+    fn log_row(&mut self, event: &Event) -> Result<(), String> {
+        let (Some(log), Event::Row(row)) = (&mut self.log, event) else {
+            return Ok(());
+        };
+        let input = (row.seq >> INPUT_ROWS_BITS) as u32;
+        let index = row.seq & ((1 << INPUT_ROWS_BITS) - 1);
+        let ns = row.at.unwrap_or(0);
+        log.row_stamped((row.time, row.seq), (input, index), ns, &row.cells)
     }
 }
 
@@ -141,7 +179,21 @@ impl Reading for TimedInputsReader {
             }
             let m = &mut self.inputs[i];
             m.last = Some(at);
-            batch.extend(m.head.take());
+            let Some(row) = m.head.take() else {
+                continue;
+            };
+            if let Err(message) = self.log_row(&row) {
+                self.stop_at.stop(at);
+                self.stopped_at = at;
+                return Fill::Stopped(message, crate::pipeline::drive::Ended::Failure);
+            }
+            batch.push(row);
+        }
+        // A batch's rows are handed to the file (the readers' rows are not synced each).
+        if let Some(log) = &mut self.log
+            && let Err(message) = log.flush(false)
+        {
+            return Fill::Stopped(message, crate::pipeline::drive::Ended::Failure);
         }
         Fill::More
     }

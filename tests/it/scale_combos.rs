@@ -688,6 +688,27 @@ fn several_timed_inputs_are_read_in_parallel_and_give_the_single_process_output(
             };
             assert_eq!(said(&got.2), said(&want.2), "{inputs:?} {extra:?}");
         }
+        // Recorded, still read in parallel (the feed read them; dates still are): each worker
+        // logs its inputs' rows at their stamps and positions, and the log replays to the
+        // single-process output and exit status, its stop too.
+        let log = dir.join("timed.log");
+        let log = log.to_str().unwrap();
+        let got = outcome(&[&base[..], &["--workers", "2", "--stats", "--record", log]].concat());
+        assert!(
+            got.0 == want.0 && got.1 == want.1,
+            "{inputs:?} {extra:?}, recorded: {}",
+            got.2
+        );
+        if got.0 == Some(0) {
+            let parallel = got.2.contains("inputs read in parallel");
+            assert_eq!(parallel, !inputs.contains(&dates.as_str()), "{}", got.2);
+        }
+        let replayed = outcome(&["replay", &spec, log, "--output", "csv"]);
+        assert!(
+            replayed.0 == want.0 && replayed.1 == want.1,
+            "{inputs:?} {extra:?}, replayed: {}",
+            replayed.2
+        );
     }
 }
 

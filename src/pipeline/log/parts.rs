@@ -112,8 +112,8 @@ struct Part {
     line: u64,
     /// The next line, without its place, and where it is (`path:line`).
     next: Option<(Object, String)>,
-    /// The place of the last line read.
-    last: Option<u64>,
+    /// The place of the last line read, and its position.
+    last: Option<(u64, u64)>,
 }
 
 impl Part {
@@ -132,30 +132,39 @@ impl Part {
                 "{at}: a line of a part without its place `o` in the run's order"
             ));
         };
+        // A place with a position (several timed inputs' rows share their times).
+        let p = match j.remove("p") {
+            None => 0,
+            Some(p) => p
+                .as_u64()
+                .ok_or_else(|| format!("{at}: the position `p` is not a number"))?,
+        };
         if let Some(last) = self.last
-            && o <= last
+            && (o, p) <= last
         {
             return Err(format!(
-                "{at}: the place {o} is not after the part's last ({last}): a part's rows are in the order its reader read them"
+                "{at}: the place {o} (position {p}) is not after the part's last ({}, position {}): a part's rows are in the order its reader read them",
+                last.0, last.1
             ));
         }
-        self.last = Some(o);
+        self.last = Some((o, p));
         let kind = match j.contains_key("stop") {
             true => Kind::Stop,
             false => Kind::Row,
         };
         self.next = Some((j, at));
-        Ok(Some(Place { o, kind }))
+        Ok(Some(Place { o, p, kind }))
     }
 }
 
-/// Where a line of a part goes in the merge: its place, and at one place a stop before a row.
-/// A reader of several inputs stops the run right after an input's row (where the feed read
-/// the bad row after it), which is the place of another input's next row: the run wrote none
-/// from there.
+/// Where a line of a part goes in the merge: its place and position, and at one of them a
+/// stop before a row. A reader of several inputs stops the run right after an input's row
+/// (where the feed read the bad row after it), which is the place of another input's next row:
+/// the run wrote none from there.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 struct Place {
     o: u64,
+    p: u64,
     kind: Kind,
 }
 
@@ -297,7 +306,7 @@ mod tests {
             for (o, x) in lines.iter() {
                 match x {
                     Some(x) => part.write_part_row(*o, &[Some(Value::Int(*x))]).unwrap(),
-                    None => part.write_part_stop(*o, "bad row", 4).unwrap(),
+                    None => part.write_part_stop((*o, 0), "bad row", 4).unwrap(),
                 }
             }
             part.flush().unwrap();
@@ -397,11 +406,11 @@ mod tests {
         h.sources.push("u.jsonl".into());
         LogWriter::write_manifest(&log, &h, &["log.w0".to_string()]).unwrap();
         let mut w = LogWriter::create_part(&format!("{log}.w0"), &h, 0).unwrap();
-        w.write_part_row_of(0, (0, 0), 0, &[Some(Value::Int(10))])
+        w.write_part_row_of((0, 0), (0, 0), 0, &[Some(Value::Int(10))])
             .unwrap();
-        w.write_part_row_of(1, (1, 0), 0, &[Some(Value::Int(20))])
+        w.write_part_row_of((1, 0), (1, 0), 0, &[Some(Value::Int(20))])
             .unwrap();
-        w.write_part_row_of(2, (0, 1), 5_000_000, &[Some(Value::Int(11))])
+        w.write_part_row_of((2, 0), (0, 1), 5_000_000, &[Some(Value::Int(11))])
             .unwrap();
         w.flush().unwrap();
         let stamps: Vec<(i64, u32, u64)> = (events(&log).unwrap().iter())
