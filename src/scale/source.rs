@@ -341,28 +341,7 @@ impl Source {
             let (source, ns) = (c.stamp.source as usize, step.time.0);
             // (Under the wall clock without a time field, the row's arrival.)
             let at_ns = (self.timed || self.feed.options().wall_clock).then_some(ns);
-            // The axis checkpoints are counted on, an earlier vigil's resume skips by and the
-            // digest covers: the stamp with `--time`, else the row's index.
-            let axis = match self.timed {
-                true => timely_time(ns),
-                false => self.seq,
-            };
-            // The timely time: the stamp where several readers' rows merge by it, else the
-            // row's index in the feed's order, which is the merge's order already. An index
-            // is complete as soon as its row is given, so the rows of the latest time are
-            // written at once, not when a row of a later time comes (a stamp is complete only
-            // then: rows of its time may follow).
-            let time = match self.stamp_times {
-                true => axis,
-                false => self.clock,
-            };
-            // Rows before a resumed checkpoint were evaluated, and logged,
-            // before it; a barrier comes before the row it is due at, so
-            // the log's length it records leaves that row out.
-            let skipped = match self.skip_by_stamp {
-                true => axis < self.skip_before,
-                false => time < self.skip_before,
-            };
+            let (axis, time, skipped) = self.place_of(ns);
             if !skipped {
                 if let Err(e) = self.barrier((axis, time), batch, workers) {
                     return Fill::Stopped(e, Ended::Failure);
@@ -421,6 +400,33 @@ impl Source {
         Fill::More
     }
 
+    /// Where the next row, of time `ns`, goes: its place on the axis checkpoints are counted on
+    /// (which an earlier vigil's resume skips by and the digest covers: the stamp with `--time`,
+    /// else the row's index), its timely time, and whether a resume skips it.
+    fn place_of(&self, ns: i64) -> (u64, u64, bool) {
+        let axis = match self.timed {
+            true => timely_time(ns),
+            false => self.seq,
+        };
+        // The timely time: the stamp where several readers' rows merge by it, else the row's
+        // index in the feed's order, which is the merge's order already. An index is complete
+        // as soon as its row is given, so the rows of the latest time are written at once, not
+        // when a row of a later time comes (a stamp is complete only then: rows of its time
+        // may follow).
+        let time = match self.stamp_times {
+            true => axis,
+            false => self.clock,
+        };
+        // Rows before a resumed checkpoint were evaluated, and logged, before it; a barrier
+        // comes before the row it is due at, so the log's length it records leaves that row
+        // out.
+        let skipped = match self.skip_by_stamp {
+            true => axis < self.skip_before,
+            false => time < self.skip_before,
+        };
+        (axis, time, skipped)
+    }
+
     /// A barrier due at the row the feed holds behind the ticks due before it (the feed ticks
     /// under the wall clock), sent before those ticks, where the feed was settled. At the row
     /// it would record the feed's sources past the row and the scheduler past its ticks: a
@@ -433,18 +439,7 @@ impl Source {
         let Some(ns) = self.feed.held_row_time() else {
             return Ok(());
         };
-        let axis = match self.timed {
-            true => timely_time(ns.0),
-            false => self.seq,
-        };
-        let time = match self.stamp_times {
-            true => axis,
-            false => self.clock,
-        };
-        let skipped = match self.skip_by_stamp {
-            true => axis < self.skip_before,
-            false => time < self.skip_before,
-        };
+        let (axis, time, skipped) = self.place_of(ns.0);
         match skipped {
             true => Ok(()),
             false => self.barrier((axis, time), batch, workers),
