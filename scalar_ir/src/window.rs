@@ -18,10 +18,12 @@
 //! Nothing here can panic on words of the right length, whatever they hold: the native
 //! helper calls it from JIT code, which no unwind may cross.
 //!
+//! A `min`/`max` window's fused push and read has a fast path ([`minmax`]) on the same words.
 //! An STL operator's interval window is here too ([`interval`]), and its since
 //! ([`since`]), for the same reason.
 
 pub mod interval;
+pub mod minmax;
 pub mod since;
 
 /// A small deterministic generator (xorshift), so that the windows' differential tests need no
@@ -44,6 +46,7 @@ impl Gen {
 }
 
 pub use interval::{IntervalRead, IntervalWindow, step_time};
+pub use minmax::MinMaxWindow;
 pub use since::SinceWindow;
 
 /// What a window computes of the values it holds.
@@ -188,7 +191,7 @@ const RING: usize = 2;
 /// 2019: `m = ⌈2⁶⁴ / n⌉`, and `x mod n` is the high word of `(m·x mod 2⁶⁴)·n` for every 32-bit
 /// `x`), by a division otherwise: the deque of `min`/`max` reduces a few positions per value,
 /// each of which cost a division, the most of the window's time.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Modulo {
     n: u64,
     m: u64,
@@ -315,6 +318,11 @@ impl CountWindow {
     /// A fused window node's work: push the step's (present) value, then
     /// read; never [`Read::Empty`], since the window holds that value.
     pub fn step(&self, w: &mut [u64], step: u64, bits: u64) -> Read {
+        // `min`/`max` in one pass, with one division rather than one in the push and one in
+        // the read (the same words: `minmax`).
+        if let Some(fast) = MinMaxWindow::of(*self) {
+            return fast.step(w, step, bits, true);
+        }
         self.push(w, step, bits);
         self.read(w)
     }

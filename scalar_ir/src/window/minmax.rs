@@ -1,0 +1,190 @@
+//! A `min`/`max` count window's step on a fast path: its length's modulus computed once, its comparison fixed at compile time, push and read in one pass.
+//!
+//! [`CountWindow::push`] and [`CountWindow::read`] serve every aggregate: each decodes the
+//! aggregate, and each computes the modulus of the window's length (a division) before it
+//! reduces a position. A plan's bounded `G`/`F` (issue 39) is a `min`/`max` count window, and
+//! those two divisions and the dispatch around the deque were about half its step. A
+//! [`MinMaxWindow`] is built once per window (where a kernel is compiled, or per step on the
+//! quickened tier, one division instead of two) and steps the same monotonic deque
+//! ([`super::deque_enter`]) on the same words: it writes what `push` then `read` write, word
+//! for word (a differential test holds it to them).
+//!
+//! Nothing here can panic on words of the window's length, whatever they hold, and whatever
+//! the modulus passed to [`MinMaxWindow::decode`]: a reduction by multiplication gives an index
+//! below `n` for any multiplier (the high word of a product by `n` of a 64-bit word), so a
+//! wrong one could only give wrong values, never an index out of the ring.
+
+use super::{CountWindow, Elem, Modulo, PUSHED_AT, PUSHES, RING, Read, deque_enter};
+use crate::window::Agg;
+
+/// A `min` or `max` count window ready to step: its length, the modulus reducing positions
+/// modulo it, and its comparison.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MinMaxWindow {
+    modn: Modulo,
+    /// Whether it compares its values as floats (else as `i64`s: Int and Bool).
+    float: bool,
+    /// Whether it keeps the least value (`min`), else the greatest.
+    min: bool,
+}
+
+impl MinMaxWindow {
+    /// The fast path of `shape`, if it is a `min` or `max` window.
+    pub fn of(shape: CountWindow) -> Option<MinMaxWindow> {
+        let min = match shape.agg {
+            Agg::Min => true,
+            Agg::Max => false,
+            _ => return None,
+        };
+        (shape.n > 0 && shape.elem != Elem::Other).then(|| MinMaxWindow {
+            modn: Modulo::new(u64::from(shape.n)),
+            float: shape.elem == Elem::Float,
+            min,
+        })
+    }
+
+    /// The window as three words for a helper's operands: its length, its modulus and its
+    /// kind (bit 0: floats, bit 1: `min`).
+    pub fn encode(&self) -> (u64, u64, u64) {
+        let kind = u64::from(self.float) | (u64::from(self.min) << 1);
+        (self.modn.n, self.modn.m, kind)
+    }
+
+    /// The window of [`MinMaxWindow::encode`]'s words, or `None` for a length of 0 or past
+    /// `u32::MAX`, or a kind past 3. The modulus is taken as given (computing it again is the
+    /// division this path saves); see the module's note on why no modulus can make a step
+    /// panic.
+    #[inline]
+    pub fn decode(n: u64, m: u64, kind: u64) -> Option<MinMaxWindow> {
+        (n > 0 && n <= u64::from(u32::MAX) && kind < 4).then_some(MinMaxWindow {
+            modn: Modulo { n, m },
+            float: kind & 1 != 0,
+            min: kind & 2 != 0,
+        })
+    }
+
+    /// The number of words of its state: [`CountWindow::words`] of a `min`/`max` window.
+    pub fn words(&self) -> usize {
+        RING + 2 * self.modn.n as usize + 2
+    }
+
+    /// [`CountWindow::step`] where `enter` (else [`CountWindow::read`] alone): enters value
+    /// `bits` of step `step` unless a value of this step is in already, then reads.
+    #[inline]
+    pub fn step(&self, w: &mut [u64], step: u64, bits: u64, enter: bool) -> Read {
+        match (self.float, self.min) {
+            (true, true) => self.step_as::<true, true>(w, step, bits, enter),
+            (true, false) => self.step_as::<true, false>(w, step, bits, enter),
+            (false, true) => self.step_as::<false, true>(w, step, bits, enter),
+            (false, false) => self.step_as::<false, false>(w, step, bits, enter),
+        }
+    }
+
+    /// [`MinMaxWindow::step`] for one comparison.
+    #[inline(always)]
+    fn step_as<const FLOAT: bool, const MIN: bool>(
+        &self,
+        w: &mut [u64],
+        step: u64,
+        bits: u64,
+        enter: bool,
+    ) -> Read {
+        let n = self.modn.n as usize;
+        if w.len() != self.words() {
+            // No caller passes other words (the helper's slice is this long); read them as
+            // an empty window rather than index outside them.
+            return Read::Empty;
+        }
+        let (head, rest) = w.split_at_mut(RING);
+        let (ring, dq) = rest.split_at_mut(n);
+        if enter && head[PUSHED_AT] != step.wrapping_add(1) {
+            head[PUSHED_AT] = step.wrapping_add(1);
+            let pushes = head[PUSHES];
+            deque_enter::<FLOAT, MIN>(ring, dq, self.modn, pushes, bits);
+            ring[self.modn.of(pushes)] = bits;
+            head[PUSHES] = pushes.wrapping_add(1);
+        }
+        if head[PUSHES] == 0 {
+            return Read::Empty;
+        }
+        let (front, back) = (dq[0], dq[1]);
+        if front == back {
+            // Every value in the window is NaN.
+            return Read::Bits(f64::NAN.to_bits());
+        }
+        let pos = dq[2 + self.modn.of(front)];
+        Read::Bits(ring[self.modn.of(pos)])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::window::Gen;
+
+    /// Random `min`/`max` windows over random values (NaNs, infinities, signed zeros and ties
+    /// among them), stepped with and without a value, and steps repeated: the fast path writes
+    /// the words and reads the result that `push` then `read` do.
+    #[test]
+    fn the_fast_path_writes_what_push_and_read_write() {
+        let mut g = Gen(0x2545_f491_4f6c_dd1d);
+        let floats = [
+            0.0,
+            -0.0,
+            1.0,
+            -1.0,
+            2.5,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            f64::NAN,
+        ];
+        for case in 0..2000 {
+            let shape = CountWindow {
+                n: 1 + g.below(7) as u32,
+                agg: [Agg::Min, Agg::Max][g.below(2) as usize],
+                elem: [Elem::Float, Elem::Int, Elem::Bool][g.below(3) as usize],
+            };
+            let fast = MinMaxWindow::of(shape).expect("a min/max window");
+            let (n, m, kind) = fast.encode();
+            assert_eq!(MinMaxWindow::decode(n, m, kind), Some(fast));
+            let mut a = vec![0; shape.words()];
+            assert_eq!(fast.words(), a.len());
+            let mut b = a.clone();
+            let mut step = 0u64;
+            for _ in 0..40 {
+                let bits = match shape.elem {
+                    Elem::Float => floats[g.below(floats.len() as u64) as usize].to_bits(),
+                    Elem::Bool => g.below(2),
+                    _ => (g.below(7) as i64 - 3) as u64,
+                };
+                let enter = g.below(4) != 0;
+                if enter {
+                    shape.push(&mut a, step, bits);
+                }
+                let want = shape.read(&mut a);
+                let got = fast.step(&mut b, step, bits, enter);
+                assert_eq!((got, &b), (want, &a), "case {case}, {shape:?}");
+                // A step is sometimes taken twice (a row run again).
+                if g.below(5) != 0 {
+                    step += 1;
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn only_min_and_max_windows_have_the_fast_path() {
+        let shape = |agg, elem| CountWindow { n: 3, agg, elem };
+        assert!(MinMaxWindow::of(shape(Agg::Sum, Elem::Float)).is_none());
+        assert!(MinMaxWindow::of(shape(Agg::Min, Elem::Other)).is_none());
+        assert!(MinMaxWindow::decode(0, 0, 0).is_none());
+        assert!(MinMaxWindow::decode(1 << 32, 0, 0).is_none());
+        assert!(MinMaxWindow::decode(3, 0, 4).is_none());
+        // A wrong modulus gives wrong values, never a panic.
+        let w = MinMaxWindow::decode(3, 12_345, 3).expect("a window");
+        let mut words = vec![0; w.words()];
+        for step in 0..20 {
+            let _ = w.step(&mut words, step, (step as f64).to_bits(), true);
+        }
+    }
+}
