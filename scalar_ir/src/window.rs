@@ -9,7 +9,8 @@
 //! push (a value enters once per step), a ring of its last `n` values when its aggregate
 //! needs them to subtract what leaves, and a running aggregate: an `i128` sum, an exact
 //! Float sum ([`exact`]), a count of trues, the last value, for `min`/`max` a
-//! monotonic deque of value positions (amortised O(1) per value, at most `n` entries),
+//! monotonic deque of the ring indices of values (amortised O(1) per value, at most `n`
+//! entries, rebuilt from the held values on restore),
 //! for `variance`/`stddev` Welford's running mean and sum of squared deviations (a
 //! value that leaves is taken out by the inverse update, and every `n` values the two
 //! are recomputed from the held values, so rounding cannot drift without bound), and
@@ -189,8 +190,9 @@ const RING: usize = 2;
 /// Positions reduced modulo a window's length `n` (at most `u32::MAX`) by two multiplications
 /// where they fit in 32 bits (Lemire, Kaser and Kurz, "Faster remainder by direct computation",
 /// 2019: `m = ⌈2⁶⁴ / n⌉`, and `x mod n` is the high word of `(m·x mod 2⁶⁴)·n` for every 32-bit
-/// `x`), by a division otherwise: the deque of `min`/`max` reduces a few positions per value,
-/// each of which cost a division, the most of the window's time.
+/// `x`), by a division otherwise: the fast path of `min`/`max` ([`minmax`]) reduces each
+/// push's position with the multiplier computed once per window, where a division was a good
+/// part of a plan's `G`/`F` step.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Modulo {
     n: u64,
@@ -299,14 +301,8 @@ impl CountWindow {
                 if len == 0 {
                     return Read::Empty;
                 }
-                let (front, back) = (w[agg_at], w[agg_at + 1]);
-                if front == back {
-                    // Every value in the window is NaN.
-                    return Read::Bits(f64::NAN.to_bits());
-                }
-                let modn = Modulo::new(n);
-                let pos = w[agg_at + 2 + modn.of(front)];
-                Read::Bits(w[RING + modn.of(pos)])
+                let (ring, dq) = w[RING..].split_at(n as usize);
+                Read::Bits(deque_front(ring, dq))
             }
             _ => {
                 let k = sum_words(self.agg, self.elem);
@@ -331,9 +327,7 @@ impl CountWindow {
     fn enter(&self, w: &mut [u64], bits: u64) {
         let n = u64::from(self.n.max(1));
         let pushes = w[PUSHES];
-        // Its one division serves every position the deque of `min`/`max` reduces.
-        let modn = Modulo::new(n);
-        let at = modn.of(pushes);
+        let at = (pushes % n) as usize;
         let keeps = self.keeps_values();
         let agg_at = self.agg_at();
         let leaving = (keeps && pushes >= n).then(|| w[RING + at]);
@@ -376,7 +370,7 @@ impl CountWindow {
                     (false, true) => deque_enter::<false, true>,
                     (false, false) => deque_enter::<false, false>,
                 };
-                enter(ring, dq, modn, pushes, bits);
+                enter(ring, dq, at, bits);
             }
         }
         if keeps {
@@ -636,32 +630,48 @@ pub fn is_nan(elem: Elem, bits: u64) -> bool {
 }
 
 /// A `min` (`MIN`) or `max` window's push of `bits` (a Float where `FLOAT`,
-/// else an Int or Bool) into its monotonic deque (`dq`: the front and back
-/// counters, then the slots of value positions), the ring (`ring`, of the
-/// window's length `n`, `modn` reducing modulo it) holding the values by
-/// position and `pushes` values in before this one. A NaN leaves the deque as it is (the window's minimum
+/// else an Int or Bool) into its monotonic deque, `dq`: its head and length,
+/// then `n` slots (`n` the ring's length) holding, from the head on, the ring
+/// indices of the values no later value has beaten, oldest first. `ring` holds
+/// the window's values by position modulo `n`; this push's value goes to index
+/// `at` (the caller writes it after), where the value leaving is, once the
+/// window is full. A NaN leaves the deque as it is (the window's minimum
 /// passes over it, as `f64::min` does).
+///
+/// The deque holds ring indices rather than positions, so that nothing is
+/// reduced modulo `n` here: the values it holds are at distinct positions of
+/// the window, oldest first, so the value leaving is the front's if the front
+/// is at `at`, and only that one leaves. (Restoring a snapshot rebuilds the
+/// deque from the held values, so its words are no part of a snapshot's
+/// meaning.) Words no run writes (a head or a length past `n`, a slot past the
+/// ring) are reduced or passed over, never indexed outside the words.
 #[inline(always)]
 fn deque_enter<const FLOAT: bool, const MIN: bool>(
     ring: &[u64],
     dq: &mut [u64],
-    modn: Modulo,
-    pushes: u64,
+    at: usize,
     bits: u64,
 ) {
-    let n = modn.n;
+    let n = ring.len();
     let (ends, slots) = dq.split_at_mut(2);
-    let (mut front, mut back) = (ends[0], ends[1]);
-    // The window after this push holds positions `pushes + 1 - n ..= pushes`;
-    // the deque never holds more than `n` (checked on restore), so these
-    // loops are bounded.
-    while front < back && slots[modn.of(front)].saturating_add(n) <= pushes {
-        front += 1;
+    if n == 0 || slots.len() != n {
+        return;
+    }
+    let (mut head, mut len) = (ends[0], ends[1].min(n as u64) as usize);
+    if head >= n as u64 {
+        head %= n as u64;
+    }
+    let mut head = head as usize;
+    let wrap = |i: usize| if i >= n { i - n } else { i };
+    if len > 0 && slots[head] == at as u64 {
+        head = wrap(head + 1);
+        len -= 1;
     }
     if !(FLOAT && f64::from_bits(bits).is_nan()) {
-        while front < back {
-            let pos = slots[modn.of(back - 1)];
-            let held = ring[modn.of(pos)];
+        while len > 0 {
+            let Some(&held) = ring.get(slots[wrap(head + len - 1)] as usize) else {
+                break;
+            };
             // The newest of equal values stays (ties: latest wins).
             let replaces = if FLOAT {
                 let (v, h) = (f64::from_bits(bits), f64::from_bits(held));
@@ -673,12 +683,31 @@ fn deque_enter<const FLOAT: bool, const MIN: bool>(
             if !replaces {
                 break;
             }
-            back -= 1;
+            len -= 1;
         }
-        slots[modn.of(back)] = pushes;
-        back += 1;
+        // A run's deque has room: the value leaving left it above.
+        if len < n {
+            slots[wrap(head + len)] = at as u64;
+            len += 1;
+        }
     }
-    (ends[0], ends[1]) = (front, back);
+    (ends[0], ends[1]) = (head as u64, len as u64);
+}
+
+/// The value at a `min`/`max` window's deque's front (`dq` as
+/// [`deque_enter`] keeps it, over `ring`): the window's minimum (maximum), or
+/// NaN where the deque is empty, every value in the window NaN.
+#[inline(always)]
+fn deque_front(ring: &[u64], dq: &[u64]) -> u64 {
+    let nan = f64::NAN.to_bits();
+    if dq.len() < 2 || dq[1] == 0 {
+        return nan;
+    }
+    let slot = usize::try_from(dq[0])
+        .ok()
+        .and_then(|h| dq[2..].get(h))
+        .and_then(|&i| usize::try_from(i).ok());
+    slot.and_then(|i| ring.get(i)).copied().unwrap_or(nan)
 }
 
 /// Whether value `v` takes the place of `held` as the minimum (`min`) or

@@ -1044,7 +1044,11 @@ impl PlanRun {
                 [one] => self.recent[at] = *one,
                 _ => self.recent[at..at + self.signals].copy_from_slice(samples),
             }
-            self.head = (self.head + 1) % self.keep;
+            // A comparison, not a remainder: a division a step was a twentieth of it.
+            self.head += 1;
+            if self.head >= self.keep {
+                self.head = 0;
+            }
         }
     }
 

@@ -14,7 +14,7 @@
 //! below `n` for any multiplier (the high word of a product by `n` of a 64-bit word), so a
 //! wrong one could only give wrong values, never an index out of the ring.
 
-use super::{CountWindow, Elem, Modulo, PUSHED_AT, PUSHES, RING, Read, deque_enter};
+use super::{CountWindow, Elem, Modulo, PUSHED_AT, PUSHES, RING, Read, deque_enter, deque_front};
 use crate::window::Agg;
 
 /// A `min` or `max` count window ready to step: its length, the modulus reducing positions
@@ -100,27 +100,24 @@ impl MinMaxWindow {
         if enter && head[PUSHED_AT] != step.wrapping_add(1) {
             head[PUSHED_AT] = step.wrapping_add(1);
             let pushes = head[PUSHES];
-            deque_enter::<FLOAT, MIN>(ring, dq, self.modn, pushes, bits);
-            ring[self.modn.of(pushes)] = bits;
+            let at = self.modn.of(pushes);
+            deque_enter::<FLOAT, MIN>(ring, dq, at, bits);
+            if let Some(slot) = ring.get_mut(at) {
+                *slot = bits;
+            }
             head[PUSHES] = pushes.wrapping_add(1);
         }
         if head[PUSHES] == 0 {
             return Read::Empty;
         }
-        let (front, back) = (dq[0], dq[1]);
-        if front == back {
-            // Every value in the window is NaN.
-            return Read::Bits(f64::NAN.to_bits());
-        }
-        let pos = dq[2 + self.modn.of(front)];
-        Read::Bits(ring[self.modn.of(pos)])
+        Read::Bits(deque_front(ring, dq))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::window::Gen;
+    use crate::window::{Gen, replaces};
 
     /// Random `min`/`max` windows over random values (NaNs, infinities, signed zeros and ties
     /// among them), stepped with and without a value, and steps repeated: the fast path writes
@@ -151,6 +148,7 @@ mod tests {
             assert_eq!(fast.words(), a.len());
             let mut b = a.clone();
             let mut step = 0u64;
+            let mut held: Vec<u64> = Vec::new();
             for _ in 0..40 {
                 let bits = match shape.elem {
                     Elem::Float => floats[g.below(floats.len() as u64) as usize].to_bits(),
@@ -158,16 +156,69 @@ mod tests {
                     _ => (g.below(7) as i64 - 3) as u64,
                 };
                 let enter = g.below(4) != 0;
+                if enter && a[PUSHED_AT] != step + 1 {
+                    held.push(bits);
+                }
                 if enter {
                     shape.push(&mut a, step, bits);
                 }
                 let want = shape.read(&mut a);
                 let got = fast.step(&mut b, step, bits, enter);
                 assert_eq!((got, &b), (want, &a), "case {case}, {shape:?}");
+                let last = &held[held.len().saturating_sub(shape.n as usize)..];
+                assert_eq!(got, by_definition(shape, last), "case {case}, {shape:?}, {last:?}");
                 // A step is sometimes taken twice (a row run again).
                 if g.below(5) != 0 {
                     step += 1;
                 }
+            }
+        }
+    }
+
+    /// The least (greatest) of the values `last` that are not NaN, the latest of equal ones
+    /// (`-0.0` and `0.0` among them); NaN where every one is; ⊥ where there is none.
+    fn by_definition(shape: CountWindow, last: &[u64]) -> Read {
+        if last.is_empty() {
+            return Read::Empty;
+        }
+        let float = shape.elem == Elem::Float;
+        let mut best: Option<u64> = None;
+        for &v in last {
+            if float && f64::from_bits(v).is_nan() {
+                continue;
+            }
+            let takes = best.is_none_or(|b| replaces(shape.elem, v, b, shape.agg == Agg::Min));
+            if takes {
+                best = Some(v);
+            }
+        }
+        Read::Bits(best.unwrap_or(f64::NAN.to_bits()))
+    }
+
+    /// Words no run writes (any head, length or slot) step without a panic, on both paths.
+    #[test]
+    fn arbitrary_words_never_panic() {
+        let mut g = Gen(0x0123_4567_89ab_cdef);
+        for _ in 0..2000 {
+            let shape = CountWindow {
+                n: 1 + g.below(5) as u32,
+                agg: [Agg::Min, Agg::Max][g.below(2) as usize],
+                elem: [Elem::Float, Elem::Int][g.below(2) as usize],
+            };
+            let fast = MinMaxWindow::of(shape).expect("a min/max window");
+            let mut a: Vec<u64> = (0..shape.words())
+                .map(|_| match g.below(3) {
+                    0 => g.next(),
+                    1 => g.below(9),
+                    _ => 0,
+                })
+                .collect();
+            let mut b = a.clone();
+            for step in 0..8 {
+                let bits = g.next();
+                shape.push(&mut a, step, bits);
+                let _ = shape.read(&mut a);
+                let _ = fast.step(&mut b, step, bits, g.below(2) == 0);
             }
         }
     }
