@@ -1040,8 +1040,12 @@ impl PlanRun {
         } else if !self.recent.is_empty() {
             let at = self.head * self.signals;
             match samples {
-                // One signal (the common case): a copy of one sample, not a call to copy a slice.
-                [one] => self.recent[at] = *one,
+                // One signal (the common case): a copy of one sample, field by field, not a
+                // call to copy a slice (the whole sample's copy compiled to one, `memcpy`).
+                [one] => {
+                    let slot = &mut self.recent[at];
+                    (slot.signal, slot.time, slot.value) = (one.signal, one.time, one.value);
+                }
                 _ => self.recent[at..at + self.signals].copy_from_slice(samples),
             }
             // A comparison, not a remainder: a division a step was a twentieth of it.
