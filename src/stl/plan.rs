@@ -1021,11 +1021,17 @@ impl PlanRun {
                     "property {i}'s verdict is for a time before 0 (a bug)"
                 ));
             };
-            out.extend((0..copies).map(|_| Emitted {
+            let e = Emitted {
                 property: i,
                 time,
                 value,
-            }));
+            };
+            // One verdict (all but `true`'s over several signals): a push, not an extend's
+            // reservation and unrolled loop.
+            match copies {
+                1 => out.push(e),
+                _ => out.extend(std::iter::repeat_n(e, copies)),
+            }
         }
         self.steps += 1;
         self.last = t;

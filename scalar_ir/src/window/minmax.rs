@@ -166,7 +166,11 @@ mod tests {
                 let got = fast.step(&mut b, step, bits, enter);
                 assert_eq!((got, &b), (want, &a), "case {case}, {shape:?}");
                 let last = &held[held.len().saturating_sub(shape.n as usize)..];
-                assert_eq!(got, by_definition(shape, last), "case {case}, {shape:?}, {last:?}");
+                assert_eq!(
+                    got,
+                    by_definition(shape, last),
+                    "case {case}, {shape:?}, {last:?}"
+                );
                 // A step is sometimes taken twice (a row run again).
                 if g.below(5) != 0 {
                     step += 1;
