@@ -819,6 +819,15 @@ impl StlRun {
         {
             return;
         }
+        self.step_moving(samples, out);
+    }
+
+    /// A step that is not one on the grid of a run on the plan: it runs on the evaluator,
+    /// or moves the run from one state to the next. Apart from [`StlRun::step_into`] so that
+    /// the step on the plan is a small function (this one's frame, holding whole evaluators,
+    /// was kilobytes, probed at every step).
+    #[inline(never)]
+    fn step_moving(&mut self, samples: &mut [StlSample], out: &mut Vec<Emitted>) {
         // (A step off the grid ran nothing and gave nothing: it is tried again below, and
         // moves the run.)
         out.clear();
@@ -976,6 +985,12 @@ impl PlanRun {
     /// Whether a step's samples lie on the grid at `at` ([`on_grid`]'s rule), in one pass
     /// that builds no reason.
     fn fits(&mut self, samples: &[StlSample], at: Duration) -> bool {
+        // One signal (the common case): its one sample, of that signal, needs no marks.
+        if let [s] = samples
+            && self.signals == 1
+        {
+            return s.signal.0 == 0 && s.time == at && s.value.is_finite();
+        }
         if samples.len() != self.signals {
             return false;
         }
