@@ -48,6 +48,7 @@ impl Gen {
 
 pub use interval::{IntervalRead, IntervalWindow, step_time};
 pub use minmax::MinMaxWindow;
+use minmax::{deque_enter, deque_front};
 pub use since::SinceWindow;
 
 /// What a window computes of the values it holds.
@@ -627,87 +628,6 @@ fn sorted_remove(elem: Elem, sorted: &mut [u64], bits: u64) {
 /// Whether `bits` of an `elem` value are a NaN.
 pub fn is_nan(elem: Elem, bits: u64) -> bool {
     elem == Elem::Float && f64::from_bits(bits).is_nan()
-}
-
-/// A `min` (`MIN`) or `max` window's push of `bits` (a Float where `FLOAT`,
-/// else an Int or Bool) into its monotonic deque, `dq`: its head and length,
-/// then `n` slots (`n` the ring's length) holding, from the head on, the ring
-/// indices of the values no later value has beaten, oldest first. `ring` holds
-/// the window's values by position modulo `n`; this push's value goes to index
-/// `at` (the caller writes it after), where the value leaving is, once the
-/// window is full. A NaN leaves the deque as it is (the window's minimum
-/// passes over it, as `f64::min` does).
-///
-/// The deque holds ring indices rather than positions, so that nothing is
-/// reduced modulo `n` here: the values it holds are at distinct positions of
-/// the window, oldest first, so the value leaving is the front's if the front
-/// is at `at`, and only that one leaves. (Restoring a snapshot rebuilds the
-/// deque from the held values, so its words are no part of a snapshot's
-/// meaning.) Words no run writes (a head or a length past `n`, a slot past the
-/// ring) are reduced or passed over, never indexed outside the words.
-#[inline(always)]
-fn deque_enter<const FLOAT: bool, const MIN: bool>(
-    ring: &[u64],
-    dq: &mut [u64],
-    at: usize,
-    bits: u64,
-) {
-    let n = ring.len();
-    let (ends, slots) = dq.split_at_mut(2);
-    if n == 0 || slots.len() != n {
-        return;
-    }
-    let (mut head, mut len) = (ends[0], ends[1].min(n as u64) as usize);
-    if head >= n as u64 {
-        head %= n as u64;
-    }
-    let mut head = head as usize;
-    let wrap = |i: usize| if i >= n { i - n } else { i };
-    if len > 0 && slots[head] == at as u64 {
-        head = wrap(head + 1);
-        len -= 1;
-    }
-    if !(FLOAT && f64::from_bits(bits).is_nan()) {
-        while len > 0 {
-            let Some(&held) = ring.get(slots[wrap(head + len - 1)] as usize) else {
-                break;
-            };
-            // The newest of equal values stays (ties: latest wins).
-            let replaces = if FLOAT {
-                let (v, h) = (f64::from_bits(bits), f64::from_bits(held));
-                if MIN { v <= h } else { v >= h }
-            } else {
-                let (v, h) = (bits as i64, held as i64);
-                if MIN { v <= h } else { v >= h }
-            };
-            if !replaces {
-                break;
-            }
-            len -= 1;
-        }
-        // A run's deque has room: the value leaving left it above.
-        if len < n {
-            slots[wrap(head + len)] = at as u64;
-            len += 1;
-        }
-    }
-    (ends[0], ends[1]) = (head as u64, len as u64);
-}
-
-/// The value at a `min`/`max` window's deque's front (`dq` as
-/// [`deque_enter`] keeps it, over `ring`): the window's minimum (maximum), or
-/// NaN where the deque is empty, every value in the window NaN.
-#[inline(always)]
-fn deque_front(ring: &[u64], dq: &[u64]) -> u64 {
-    let nan = f64::NAN.to_bits();
-    if dq.len() < 2 || dq[1] == 0 {
-        return nan;
-    }
-    let slot = usize::try_from(dq[0])
-        .ok()
-        .and_then(|h| dq[2..].get(h))
-        .and_then(|&i| usize::try_from(i).ok());
-    slot.and_then(|i| ring.get(i)).copied().unwrap_or(nan)
 }
 
 /// Whether value `v` takes the place of `held` as the minimum (`min`) or

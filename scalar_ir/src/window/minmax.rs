@@ -1,20 +1,20 @@
 //! A `min`/`max` count window's step on a fast path: its length's modulus computed once, its comparison fixed at compile time, push and read in one pass.
 //!
 //! [`CountWindow::push`] and [`CountWindow::read`] serve every aggregate: each decodes the
-//! aggregate, and each computes the modulus of the window's length (a division) before it
-//! reduces a position. A plan's bounded `G`/`F` (issue 39) is a `min`/`max` count window, and
-//! those two divisions and the dispatch around the deque were about half its step. A
-//! [`MinMaxWindow`] is built once per window (where a kernel is compiled, or per step on the
-//! quickened tier, one division instead of two) and steps the same monotonic deque
-//! ([`super::deque_enter`]) on the same words: it writes what `push` then `read` write, word
-//! for word (a differential test holds it to them).
+//! aggregate, and the push divides by the window's length to find the value's slot. A plan's
+//! bounded `G`/`F` (issue 39) is a `min`/`max` count window, and its divisions and the dispatch
+//! around the deque were about half of its step. A [`MinMaxWindow`] is built once per window
+//! (where a kernel is compiled, or per step on the quickened tier) and steps the same monotonic
+//! deque ([`deque_enter`], here, which `CountWindow::push` calls too) on the same words, the
+//! slot found by a multiplication: it writes what `push` then `read` write, word for word (a
+//! differential test holds it to them, and both to the definition).
 //!
 //! Nothing here can panic on words of the window's length, whatever they hold, and whatever
 //! the modulus passed to [`MinMaxWindow::decode`]: a reduction by multiplication gives an index
 //! below `n` for any multiplier (the high word of a product by `n` of a 64-bit word), so a
 //! wrong one could only give wrong values, never an index out of the ring.
 
-use super::{CountWindow, Elem, Modulo, PUSHED_AT, PUSHES, RING, Read, deque_enter, deque_front};
+use super::{CountWindow, Elem, Modulo, PUSHED_AT, PUSHES, RING, Read};
 use crate::window::Agg;
 
 /// A `min` or `max` count window ready to step: its length, the modulus reducing positions
@@ -112,6 +112,87 @@ impl MinMaxWindow {
         }
         Read::Bits(deque_front(ring, dq))
     }
+}
+
+/// A `min` (`MIN`) or `max` window's push of `bits` (a Float where `FLOAT`,
+/// else an Int or Bool) into its monotonic deque, `dq`: its head and length,
+/// then `n` slots (`n` the ring's length) holding, from the head on, the ring
+/// indices of the values no later value has beaten, oldest first. `ring` holds
+/// the window's values by position modulo `n`; this push's value goes to index
+/// `at` (the caller writes it after), where the value leaving is, once the
+/// window is full. A NaN leaves the deque as it is (the window's minimum
+/// passes over it, as `f64::min` does).
+///
+/// The deque holds ring indices rather than positions, so that nothing is
+/// reduced modulo `n` here: the values it holds are at distinct positions of
+/// the window, oldest first, so the value leaving is the front's if the front
+/// is at `at`, and only that one leaves. (Restoring a snapshot rebuilds the
+/// deque from the held values, so its words are no part of a snapshot's
+/// meaning.) Words no run writes (a head or a length past `n`, a slot past the
+/// ring) are reduced or passed over, never indexed outside the words.
+#[inline(always)]
+pub(super) fn deque_enter<const FLOAT: bool, const MIN: bool>(
+    ring: &[u64],
+    dq: &mut [u64],
+    at: usize,
+    bits: u64,
+) {
+    let n = ring.len();
+    let (ends, slots) = dq.split_at_mut(2);
+    if n == 0 || slots.len() != n {
+        return;
+    }
+    let (mut head, mut len) = (ends[0], ends[1].min(n as u64) as usize);
+    if head >= n as u64 {
+        head %= n as u64;
+    }
+    let mut head = head as usize;
+    let wrap = |i: usize| if i >= n { i - n } else { i };
+    if len > 0 && slots[head] == at as u64 {
+        head = wrap(head + 1);
+        len -= 1;
+    }
+    if !(FLOAT && f64::from_bits(bits).is_nan()) {
+        while len > 0 {
+            let Some(&held) = ring.get(slots[wrap(head + len - 1)] as usize) else {
+                break;
+            };
+            // The newest of equal values stays (ties: latest wins).
+            let replaces = if FLOAT {
+                let (v, h) = (f64::from_bits(bits), f64::from_bits(held));
+                if MIN { v <= h } else { v >= h }
+            } else {
+                let (v, h) = (bits as i64, held as i64);
+                if MIN { v <= h } else { v >= h }
+            };
+            if !replaces {
+                break;
+            }
+            len -= 1;
+        }
+        // A run's deque has room: the value leaving left it above.
+        if len < n {
+            slots[wrap(head + len)] = at as u64;
+            len += 1;
+        }
+    }
+    (ends[0], ends[1]) = (head as u64, len as u64);
+}
+
+/// The value at a `min`/`max` window's deque's front (`dq` as
+/// [`deque_enter`] keeps it, over `ring`): the window's minimum (maximum), or
+/// NaN where the deque is empty, every value in the window NaN.
+#[inline(always)]
+pub(super) fn deque_front(ring: &[u64], dq: &[u64]) -> u64 {
+    let nan = f64::NAN.to_bits();
+    if dq.len() < 2 || dq[1] == 0 {
+        return nan;
+    }
+    let slot = usize::try_from(dq[0])
+        .ok()
+        .and_then(|h| dq[2..].get(h))
+        .and_then(|&i| usize::try_from(i).ok());
+    slot.and_then(|i| ring.get(i)).copied().unwrap_or(nan)
 }
 
 #[cfg(test)]
