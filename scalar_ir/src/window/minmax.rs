@@ -5,7 +5,7 @@
 //! bounded `G`/`F` (issue 39) is a `min`/`max` count window, and its divisions and the dispatch
 //! around the deque were about half of its step. A [`MinMaxWindow`] is built once per window
 //! (where a kernel is compiled, or per step on the quickened tier) and steps the same monotonic
-//! deque ([`deque_enter`], here, which `CountWindow::push` calls too) on the same words, the
+//! deque (`deque_enter`, here, which `CountWindow::push` calls too) on the same words, the
 //! slot found by a multiplication: it writes what `push` then `read` write, word for word (a
 //! differential test holds it to them, and both to the definition).
 //!
