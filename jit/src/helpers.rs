@@ -35,6 +35,9 @@ pub(crate) enum Helper {
     Ceil,
     /// A count window's push and read (`scalar_ir::window::CountWindow::step`).
     Window,
+    /// A `min`/`max` count window's push and read on its fast path
+    /// (`scalar_ir::window::MinMaxWindow::step`).
+    MinMax,
     /// An interval window's push and read (`scalar_ir::window::IntervalWindow::step`).
     Interval,
     /// A since's push and read (`scalar_ir::window::SinceWindow::step`).
@@ -43,7 +46,7 @@ pub(crate) enum Helper {
 
 impl Helper {
     /// Every helper, in the order of [`Helper::index`].
-    pub(crate) const ALL: [Helper; 11] = [
+    pub(crate) const ALL: [Helper; 12] = [
         Helper::Frem,
         Helper::Fmin,
         Helper::Fmax,
@@ -53,6 +56,7 @@ impl Helper {
         Helper::Floor,
         Helper::Ceil,
         Helper::Window,
+        Helper::MinMax,
         Helper::Interval,
         Helper::Since,
     ];
@@ -74,6 +78,7 @@ impl Helper {
             Helper::Floor => "vigil_jit_floor",
             Helper::Ceil => "vigil_jit_ceil",
             Helper::Window => "vigil_jit_window",
+            Helper::MinMax => "vigil_jit_min_max",
             Helper::Interval => "vigil_jit_interval",
             Helper::Since => "vigil_jit_since",
         }
@@ -91,6 +96,7 @@ impl Helper {
             Helper::Floor => floor as *const u8,
             Helper::Ceil => ceil as *const u8,
             Helper::Window => window as *const u8,
+            Helper::MinMax => min_max as *const u8,
             Helper::Interval => interval as *const u8,
             Helper::Since => since as *const u8,
         }
@@ -101,7 +107,7 @@ impl Helper {
         match self {
             Helper::Frem | Helper::Fmin | Helper::Fmax => 2,
             Helper::Sin | Helper::Cos | Helper::Tan | Helper::Floor | Helper::Ceil => 1,
-            Helper::Window | Helper::Interval | Helper::Since => 0,
+            Helper::Window | Helper::MinMax | Helper::Interval | Helper::Since => 0,
         }
     }
 
@@ -112,6 +118,15 @@ impl Helper {
             // (window words, shape, value bits, step, enter, result slot)
             // -> status.
             for _ in 0..6 {
+                sig.params.push(AbiParam::new(types::I64));
+            }
+            sig.returns.push(AbiParam::new(types::I64));
+            return sig;
+        }
+        if self == Helper::MinMax {
+            // (window words, n, modulus, kind, value bits, step, enter, result
+            // slot) -> status.
+            for _ in 0..8 {
                 sig.params.push(AbiParam::new(types::I64));
             }
             sig.returns.push(AbiParam::new(types::I64));
@@ -216,6 +231,49 @@ extern "C" fn window(
             2
         }
     }
+}
+
+/// A `min`/`max` count window's push and read on its fast path, on the words
+/// at `words` (the frame's window words plus the instruction's base), the
+/// window given as `MinMaxWindow::encode`'s words (its length `n`, modulus
+/// `m` and kind: decoding them is two comparisons, where a shape word's
+/// decoding and the modulus's division were a good part of a `G`/`F` step):
+/// enters `bits` unless `enter` is 0, writes the result's bits to `out` and
+/// returns 0; returns 2 where the window is empty (its read is ⊥). It
+/// cannot panic on words of its window's length, whatever `m` is (see
+/// `scalar_ir::window::minmax`), so no unwind crosses the JIT frame.
+#[allow(clippy::too_many_arguments)]
+extern "C" fn min_max(
+    words: *mut u64,
+    n: u64,
+    m: u64,
+    kind: u64,
+    bits: u64,
+    step: u64,
+    enter: u64,
+    out: *mut u64,
+) -> u64 {
+    let Some(shape) = scalar_ir::window::MinMaxWindow::decode(n, m, kind) else {
+        // The translator encodes windows the verifier accepted.
+        return 1;
+    };
+    // SAFETY: the translator passes `frame.windows + base`, and the verifier
+    // checked `base + words() <= decl.windows` for the instruction's count
+    // window, whose words these are (`MinMaxWindow::words` is
+    // `CountWindow::words` of a `min`/`max` window); the caller of the kernel
+    // guarantees a valid, exclusive region (as for `state`); `out` is a stack
+    // slot of the calling kernel.
+    let words = unsafe { std::slice::from_raw_parts_mut(words, shape.words()) };
+    let (status, b) = match shape.step(words, step, bits, enter != 0) {
+        scalar_ir::window::Read::Bits(b) => (0, b),
+        // A `min`/`max` never overflows; status 1 is the translator's bug.
+        scalar_ir::window::Read::Overflow => (1, 0),
+        scalar_ir::window::Read::Empty => (2, 0),
+    };
+    // SAFETY: see above (written either way, so that `out` is never read
+    // uninitialized).
+    unsafe { out.write(b) };
+    status
 }
 
 /// An interval window's push and read on the words at `words` (the frame's

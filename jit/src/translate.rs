@@ -1120,7 +1120,6 @@ impl<'p, 'b, 'f> Translator<'p, 'b, 'f> {
                     .b
                     .ins()
                     .iadd_imm_u(self.frame.windows, i64::from(base) * 8);
-                let shape = self.b.ins().iconst(types::I64, shape.encode() as i64);
                 let slot = self.b.create_sized_stack_slot(cl::StackSlotData::new(
                     cl::StackSlotKind::ExplicitSlot,
                     8,
@@ -1133,7 +1132,22 @@ impl<'p, 'b, 'f> Translator<'p, 'b, 'f> {
                     // A b1 is an i64 lane holding 0 or 1.
                     Entry::If { present, .. } => self.val(present)?,
                 };
-                let status = self.call(Helper::Window, &[words, shape, bits, step, enter, out])?;
+                let status = match scalar_ir::window::MinMaxWindow::of(shape) {
+                    // `min`/`max` (a plan's `G`/`F`): the fast path, its modulus computed
+                    // here once rather than at every step.
+                    Some(fast) => {
+                        let (n, m, kind) = fast.encode();
+                        let n = self.b.ins().iconst(types::I64, n as i64);
+                        let m = self.b.ins().iconst(types::I64, m as i64);
+                        let kind = self.b.ins().iconst(types::I64, kind as i64);
+                        let args = [words, n, m, kind, bits, step, enter, out];
+                        self.call(Helper::MinMax, &args)?
+                    }
+                    None => {
+                        let shape = self.b.ins().iconst(types::I64, shape.encode() as i64);
+                        self.call(Helper::Window, &[words, shape, bits, step, enter, out])?
+                    }
+                };
                 // Status 1 is an Int sum out of range; 2, an empty window,
                 // only a `window_if` that entered nothing can read.
                 let overflow = self.b.ins().icmp_imm_u(IntCC::Equal, status, 1);
@@ -1551,7 +1565,12 @@ pub(crate) fn helpers_used(prog: &Program) -> Vec<Helper> {
                 InstData::Unary {
                     op: UnOp::Fceil, ..
                 } => Helper::Ceil,
-                InstData::Window { .. } => Helper::Window,
+                InstData::Window { shape, .. } => {
+                    match scalar_ir::window::MinMaxWindow::of(shape) {
+                        Some(_) => Helper::MinMax,
+                        None => Helper::Window,
+                    }
+                }
                 InstData::Interval { .. } => Helper::Interval,
                 InstData::Since { .. } => Helper::Since,
                 _ => continue,

@@ -9,7 +9,8 @@
 //! push (a value enters once per step), a ring of its last `n` values when its aggregate
 //! needs them to subtract what leaves, and a running aggregate: an `i128` sum, an exact
 //! Float sum ([`exact`]), a count of trues, the last value, for `min`/`max` a
-//! monotonic deque of value positions (amortised O(1) per value, at most `n` entries),
+//! monotonic deque of the ring indices of values (amortised O(1) per value, at most `n`
+//! entries, rebuilt from the held values on restore),
 //! for `variance`/`stddev` Welford's running mean and sum of squared deviations (a
 //! value that leaves is taken out by the inverse update, and every `n` values the two
 //! are recomputed from the held values, so rounding cannot drift without bound), and
@@ -18,10 +19,12 @@
 //! Nothing here can panic on words of the right length, whatever they hold: the native
 //! helper calls it from JIT code, which no unwind may cross.
 //!
+//! A `min`/`max` window's fused push and read has a fast path ([`minmax`]) on the same words.
 //! An STL operator's interval window is here too ([`interval`]), and its since
 //! ([`since`]), for the same reason.
 
 pub mod interval;
+pub mod minmax;
 pub mod since;
 
 /// A small deterministic generator (xorshift), so that the windows' differential tests need no
@@ -44,6 +47,8 @@ impl Gen {
 }
 
 pub use interval::{IntervalRead, IntervalWindow, step_time};
+pub use minmax::MinMaxWindow;
+use minmax::{deque_enter, deque_front};
 pub use since::SinceWindow;
 
 /// What a window computes of the values it holds.
@@ -186,9 +191,10 @@ const RING: usize = 2;
 /// Positions reduced modulo a window's length `n` (at most `u32::MAX`) by two multiplications
 /// where they fit in 32 bits (Lemire, Kaser and Kurz, "Faster remainder by direct computation",
 /// 2019: `m = ⌈2⁶⁴ / n⌉`, and `x mod n` is the high word of `(m·x mod 2⁶⁴)·n` for every 32-bit
-/// `x`), by a division otherwise: the deque of `min`/`max` reduces a few positions per value,
-/// each of which cost a division, the most of the window's time.
-#[derive(Clone, Copy)]
+/// `x`), by a division otherwise: the fast path of `min`/`max` ([`minmax`]) reduces each
+/// push's position with the multiplier computed once per window, where a division was a good
+/// part of a plan's `G`/`F` step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Modulo {
     n: u64,
     m: u64,
@@ -296,14 +302,8 @@ impl CountWindow {
                 if len == 0 {
                     return Read::Empty;
                 }
-                let (front, back) = (w[agg_at], w[agg_at + 1]);
-                if front == back {
-                    // Every value in the window is NaN.
-                    return Read::Bits(f64::NAN.to_bits());
-                }
-                let modn = Modulo::new(n);
-                let pos = w[agg_at + 2 + modn.of(front)];
-                Read::Bits(w[RING + modn.of(pos)])
+                let (ring, dq) = w[RING..].split_at(n as usize);
+                Read::Bits(deque_front(ring, dq))
             }
             _ => {
                 let k = sum_words(self.agg, self.elem);
@@ -315,6 +315,11 @@ impl CountWindow {
     /// A fused window node's work: push the step's (present) value, then
     /// read; never [`Read::Empty`], since the window holds that value.
     pub fn step(&self, w: &mut [u64], step: u64, bits: u64) -> Read {
+        // `min`/`max` in one pass, with one division rather than one in the push and one in
+        // the read (the same words: `minmax`).
+        if let Some(fast) = MinMaxWindow::of(*self) {
+            return fast.step(w, step, bits, true);
+        }
         self.push(w, step, bits);
         self.read(w)
     }
@@ -323,9 +328,7 @@ impl CountWindow {
     fn enter(&self, w: &mut [u64], bits: u64) {
         let n = u64::from(self.n.max(1));
         let pushes = w[PUSHES];
-        // Its one division serves every position the deque of `min`/`max` reduces.
-        let modn = Modulo::new(n);
-        let at = modn.of(pushes);
+        let at = (pushes % n) as usize;
         let keeps = self.keeps_values();
         let agg_at = self.agg_at();
         let leaving = (keeps && pushes >= n).then(|| w[RING + at]);
@@ -368,7 +371,7 @@ impl CountWindow {
                     (false, true) => deque_enter::<false, true>,
                     (false, false) => deque_enter::<false, false>,
                 };
-                enter(ring, dq, modn, pushes, bits);
+                enter(ring, dq, at, bits);
             }
         }
         if keeps {
@@ -625,52 +628,6 @@ fn sorted_remove(elem: Elem, sorted: &mut [u64], bits: u64) {
 /// Whether `bits` of an `elem` value are a NaN.
 pub fn is_nan(elem: Elem, bits: u64) -> bool {
     elem == Elem::Float && f64::from_bits(bits).is_nan()
-}
-
-/// A `min` (`MIN`) or `max` window's push of `bits` (a Float where `FLOAT`,
-/// else an Int or Bool) into its monotonic deque (`dq`: the front and back
-/// counters, then the slots of value positions), the ring (`ring`, of the
-/// window's length `n`, `modn` reducing modulo it) holding the values by
-/// position and `pushes` values in before this one. A NaN leaves the deque as it is (the window's minimum
-/// passes over it, as `f64::min` does).
-#[inline(always)]
-fn deque_enter<const FLOAT: bool, const MIN: bool>(
-    ring: &[u64],
-    dq: &mut [u64],
-    modn: Modulo,
-    pushes: u64,
-    bits: u64,
-) {
-    let n = modn.n;
-    let (ends, slots) = dq.split_at_mut(2);
-    let (mut front, mut back) = (ends[0], ends[1]);
-    // The window after this push holds positions `pushes + 1 - n ..= pushes`;
-    // the deque never holds more than `n` (checked on restore), so these
-    // loops are bounded.
-    while front < back && slots[modn.of(front)].saturating_add(n) <= pushes {
-        front += 1;
-    }
-    if !(FLOAT && f64::from_bits(bits).is_nan()) {
-        while front < back {
-            let pos = slots[modn.of(back - 1)];
-            let held = ring[modn.of(pos)];
-            // The newest of equal values stays (ties: latest wins).
-            let replaces = if FLOAT {
-                let (v, h) = (f64::from_bits(bits), f64::from_bits(held));
-                if MIN { v <= h } else { v >= h }
-            } else {
-                let (v, h) = (bits as i64, held as i64);
-                if MIN { v <= h } else { v >= h }
-            };
-            if !replaces {
-                break;
-            }
-            back -= 1;
-        }
-        slots[modn.of(back)] = pushes;
-        back += 1;
-    }
-    (ends[0], ends[1]) = (front, back);
 }
 
 /// Whether value `v` takes the place of `held` as the minimum (`min`) or

@@ -819,6 +819,15 @@ impl StlRun {
         {
             return;
         }
+        self.step_moving(samples, out);
+    }
+
+    /// A step that is not one on the grid of a run on the plan: it runs on the evaluator,
+    /// or moves the run from one state to the next. Apart from [`StlRun::step_into`] so that
+    /// the step on the plan is a small function (this one's frame, holding whole evaluators,
+    /// was kilobytes, probed at every step).
+    #[inline(never)]
+    fn step_moving(&mut self, samples: &mut [StlSample], out: &mut Vec<Emitted>) {
         // (A step off the grid ran nothing and gave nothing: it is tried again below, and
         // moves the run.)
         out.clear();
@@ -976,6 +985,12 @@ impl PlanRun {
     /// Whether a step's samples lie on the grid at `at` ([`on_grid`]'s rule), in one pass
     /// that builds no reason.
     fn fits(&mut self, samples: &[StlSample], at: Duration) -> bool {
+        // One signal (the common case): its one sample, of that signal, needs no marks.
+        if let [s] = samples
+            && self.signals == 1
+        {
+            return s.signal.0 == 0 && s.time == at && s.value.is_finite();
+        }
         if samples.len() != self.signals {
             return false;
         }
@@ -1021,11 +1036,17 @@ impl PlanRun {
                     "property {i}'s verdict is for a time before 0 (a bug)"
                 ));
             };
-            out.extend((0..copies).map(|_| Emitted {
+            let e = Emitted {
                 property: i,
                 time,
                 value,
-            }));
+            };
+            // One verdict (all but `true`'s over several signals): a push, not an extend's
+            // reservation and unrolled loop.
+            match copies {
+                1 => out.push(e),
+                _ => out.extend(std::iter::repeat_n(e, copies)),
+            }
         }
         self.steps += 1;
         self.last = t;
@@ -1040,11 +1061,19 @@ impl PlanRun {
         } else if !self.recent.is_empty() {
             let at = self.head * self.signals;
             match samples {
-                // One signal (the common case): a copy of one sample, not a call to copy a slice.
-                [one] => self.recent[at] = *one,
+                // One signal (the common case): a copy of one sample, field by field, not a
+                // call to copy a slice (the whole sample's copy compiled to one, `memcpy`).
+                [one] => {
+                    let slot = &mut self.recent[at];
+                    (slot.signal, slot.time, slot.value) = (one.signal, one.time, one.value);
+                }
                 _ => self.recent[at..at + self.signals].copy_from_slice(samples),
             }
-            self.head = (self.head + 1) % self.keep;
+            // A comparison, not a remainder: a division a step was a twentieth of it.
+            self.head += 1;
+            if self.head >= self.keep {
+                self.head = 0;
+            }
         }
     }
 
