@@ -199,14 +199,12 @@ impl Parallel {
 /// under the wall clock. A run that records a replay log has each reader write its part of the
 /// log (`pipeline::log::parts`), whose rows have one order to be merged in, their places (a
 /// shared live source's are its entries' or arrivals' stamps, several timed inputs' their
-/// stamps and positions), except several timed inputs whose times are RFC 3339 dates: the feed
-/// reads those (a part's header, written before any row is read, says its times are numbers).
+/// stamps and positions).
 pub(crate) fn plan(setup: &ReadSetup<'_>, threads: usize) -> Result<Option<Parallel>, String> {
     // Under the wall clock the feed stamps arrivals and ticks while the sources are silent.
     if threads < 2 && setup.share.1 < 2 || setup.inputs.is_empty() || setup.feed.wall_clock {
         return Ok(None);
     }
-    let recording = setup.record.is_some();
     // A process other than the first reads its share of a file's parts, nothing else.
     let first = setup.share.0 == 0;
     if first && let Some(shared) = consumers_plan(setup, threads)? {
@@ -244,14 +242,8 @@ pub(crate) fn plan(setup: &ReadSetup<'_>, threads: usize) -> Result<Option<Paral
         (Some(_), [_]) => Ok(None),
         (Some(time_cell), _) => {
             let unit = setup.feed.unit;
-            match inputs::common_time_form(&files, setup.schema, Some(time_cell), unit) {
-                None => return Ok(None),
-                // A log in parts writes its times as numbers (its header is written before any
-                // row is read): a run of dates is recorded by the feed.
-                Some(form) if recording && form != crate::time::TimeForm::Number(unit) => {
-                    return Ok(None);
-                }
-                Some(_) => {}
+            if inputs::common_time_form(&files, setup.schema, Some(time_cell), unit).is_none() {
+                return Ok(None);
             }
             // A run says its first late rows, as many as a feed of every input says (its
             // count is in the summary): the inputs' feeds share that budget.

@@ -626,6 +626,18 @@ fn several_timed_inputs_are_read_in_parallel_and_give_the_single_process_output(
         "dates.jsonl",
         "{\"host\":\"h1\",\"temp\":36.0,\"ts\":\"1970-01-01T00:00:01Z\"}\n",
     );
+    let dates2 = write(
+        &dir,
+        "dates2.jsonl",
+        "{\"host\":\"h2\",\"temp\":37.0,\"ts\":\"1970-01-01T00:00:01Z\"}\n\
+         {\"host\":\"h1\",\"temp\":38.5,\"ts\":\"1970-01-01T00:00:03Z\"}\n",
+    );
+    // Inputs whose times are written in different ways go through the feed (each way's rows
+    // would learn it apart); all dates, or all numbers, are read in parallel.
+    let mixed = |inputs: &[&str]| {
+        let dated = |i: &&str| *i == dates || *i == dates2;
+        inputs.iter().any(dated) && !inputs.iter().all(dated)
+    };
     let cases: Vec<(Vec<&str>, &[&str])> = vec![
         (vec![&good[0], &good[1], &good[2]], &["--summary"]),
         (vec![&too_late, &good[1], &good[2]], &[]),
@@ -637,6 +649,7 @@ fn several_timed_inputs_are_read_in_parallel_and_give_the_single_process_output(
         (vec![&good[0], &good[1], &keyless], &[]),
         (vec![&good[2], &keyless, &bad_type, &too_late], &[]),
         (vec![&good[0], &dates], &[]),
+        (vec![&dates2, &dates], &[]),
     ];
     for (inputs, extra) in &cases {
         let mut base = vec![
@@ -661,8 +674,7 @@ fn several_timed_inputs_are_read_in_parallel_and_give_the_single_process_output(
             // `--stats` is printed at a run's end (a stopped run says its error instead).
             if got.0 == Some(0) {
                 let parallel = got.2.contains("inputs read in parallel");
-                let dated = inputs.contains(&dates.as_str());
-                assert_eq!(parallel, !dated, "{inputs:?}: {}", got.2);
+                assert_eq!(parallel, !mixed(inputs), "{inputs:?}: {}", got.2);
             }
             assert!(
                 got.0 == want.0 && got.1 == want.1,
@@ -688,9 +700,10 @@ fn several_timed_inputs_are_read_in_parallel_and_give_the_single_process_output(
             };
             assert_eq!(said(&got.2), said(&want.2), "{inputs:?} {extra:?}");
         }
-        // Recorded, still read in parallel (the feed read them; dates still are): each worker
-        // logs its inputs' rows at their stamps and positions, and the log replays to the
-        // single-process output and exit status, its stop too.
+        // Recorded, still read in parallel (the feed read them): each worker logs its inputs'
+        // rows at their stamps and positions (its header saying how times are written, dates
+        // too), and the log replays to the single-process output and exit status, its stop
+        // too.
         let log = dir.join("timed.log");
         let log = log.to_str().unwrap();
         let got = outcome(&[&base[..], &["--workers", "2", "--stats", "--record", log]].concat());
@@ -701,7 +714,7 @@ fn several_timed_inputs_are_read_in_parallel_and_give_the_single_process_output(
         );
         if got.0 == Some(0) {
             let parallel = got.2.contains("inputs read in parallel");
-            assert_eq!(parallel, !inputs.contains(&dates.as_str()), "{}", got.2);
+            assert_eq!(parallel, !mixed(inputs), "{}", got.2);
         }
         let replayed = outcome(&["replay", &spec, log, "--output", "csv"]);
         assert!(
@@ -710,6 +723,30 @@ fn several_timed_inputs_are_read_in_parallel_and_give_the_single_process_output(
             replayed.2
         );
     }
+    // Times written as dates, the time field not an input: the recorded parts say so in
+    // their header, so the replay writes dates too (a part's header said numbers).
+    let plain = write(
+        &dir,
+        "plain.dsrv",
+        "in host: Str\nin temp: Float\nout n: Int\nn = default(n[1], 0) + 1\n",
+    );
+    let log = dir.join("dates.log");
+    let log = log.to_str().unwrap();
+    let base = [
+        "run", &plain, "--key", "host", "--time", "ts", "--output", "csv", "--input", &dates2,
+        "--input", &dates,
+    ];
+    let want = outcome(&base);
+    assert!(want.1.contains("1970-01-01T00:00:03Z"), "{}", want.1);
+    let got = outcome(&[&base[..], &["--workers", "2", "--stats", "--record", log]].concat());
+    assert!(got.2.contains("inputs read in parallel"), "{}", got.2);
+    assert!(
+        got.0 == want.0 && got.1 == want.1,
+        "dates, recorded: {}",
+        got.2
+    );
+    let replayed = outcome(&["replay", &plain, log, "--output", "csv"]);
+    assert!(replayed.1 == want.1, "dates, replayed: {}", replayed.1);
 }
 
 /// A scaled run's replay log records the exit status its run stopped with, as a single-process

@@ -322,7 +322,7 @@ fn readers(
         header.sources = (inputs.names.iter())
             .map(|n| crate::trace::display_name(n).to_string())
             .collect();
-        header.form = TimeForm::Number(header.unit);
+        header.form = parts_time_form(&inputs, header.unit);
         (path, header)
     });
     let setup = ReadSetup {
@@ -543,6 +543,26 @@ fn connect(
         process: cluster.process,
         sockets: connected.data,
     })
+}
+
+/// How a log written in parts shows its times: numbers, or RFC 3339 dates where every input
+/// has a time field written so (the header is written before any row is read, so the inputs'
+/// first rows are read for it; where they disagree the inputs go through the feed, which writes
+/// a log of its own).
+fn parts_time_form(inputs: &super::Inputs, unit: crate::time::TimeUnit) -> TimeForm {
+    let number = TimeForm::Number(unit);
+    let Some(cell) = inputs.feed.time_cell else {
+        return number;
+    };
+    let files: Option<Vec<(String, crate::trace::TraceFormat)>> = (inputs.names.iter())
+        .map(|n| {
+            let format = crate::pipeline::inputs::format_of(n, inputs.format).ok()?;
+            Some((n.clone(), format))
+        })
+        .collect();
+    files
+        .and_then(|f| crate::scale::inputs::common_time_form(&f, &inputs.schema, Some(cell), unit))
+        .unwrap_or(number)
 }
 
 /// The output and the alerts, opened (cut back to a resumed checkpoint's lengths, the CSV
