@@ -9,6 +9,10 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+/// The scale SPEC's inputs with a count per key and a periodic stream counting its ticks.
+const BEAT: &str = "in host: Str\nin temp: Float\nin ts: Int\nout n: Int\nout beat: Int @ 2s\n\
+                    n = default(n[1], 0) + 1\nbeat = default(beat[1], 0) + 1\n";
+
 /// Runs `args` (with `--resume CK` after the first round), killing the run
 /// with SIGKILL a while after a checkpoint newer than the last one completes,
 /// up to `kills` times; returns how many kills landed before the end.
@@ -318,12 +322,7 @@ pub(crate) fn without_timing(err: &str) -> String {
 fn a_file_read_in_parts_by_the_workers_gives_the_single_process_output() {
     let dir = test_dir("scale_combos", "parts");
     let spec = write(&dir, "spec.dsrv", SPEC);
-    let periodic = write(
-        &dir,
-        "beat.dsrv",
-        "in host: Str\nin temp: Float\nin ts: Int\nout n: Int\nout beat: Int @ 2s\n\
-         n = default(n[1], 0) + 1\nbeat = default(beat[1], 0) + 1\n",
-    );
+    let periodic = write(&dir, "beat.dsrv", BEAT);
     let jsonl = write(&dir, "t.jsonl", trace(40_000, 300));
     let csv_file = write(&dir, "t.csv", csv(40_000, 300));
     let quoted = write(&dir, "q.csv", csv(3_000, 20).replacen("h1,", "\"h1\",", 1));
@@ -541,12 +540,7 @@ fn several_inputs_are_read_in_parallel_and_give_the_single_process_output() {
     }
     // A periodic spec ticks on the rows' stamps (each input's row index): the log keeps the
     // feed's, so its replay ticks as the run did.
-    let beat = write(
-        &dir,
-        "beat.dsrv",
-        "in host: Str\nin temp: Float\nin ts: Int\nout n: Int\nout beat: Int @ 2s\n\
-         n = default(n[1], 0) + 1\nbeat = default(beat[1], 0) + 1\n",
-    );
+    let beat = write(&dir, "beat.dsrv", BEAT);
     let log = dir.join("beat.log");
     let log = log.to_str().unwrap();
     let base = [
@@ -810,12 +804,7 @@ fn a_scaled_replay_log_records_the_status_the_run_stopped_with() {
 #[test]
 fn time_resets_in_a_scaled_run_give_the_single_process_output() {
     let dir = test_dir("scale_combos", "resets");
-    let periodic = write(
-        &dir,
-        "beat.dsrv",
-        "in host: Str\nin temp: Float\nin ts: Int\nout n: Int\nout beat: Int @ 2s\n\
-         n = default(n[1], 0) + 1\nbeat = default(beat[1], 0) + 1\n",
-    );
+    let periodic = write(&dir, "beat.dsrv", BEAT);
     let plain = write(&dir, "spec.dsrv", SPEC);
     // Two epochs of the time field `at` (the input `ts`'s value): times 0…1,999 s, a reset,
     // then times from 100 s again.
@@ -1013,12 +1002,7 @@ fn a_resumed_timed_run_checkpoints_past_the_checkpoint_it_resumed_from() {
 #[test]
 fn a_scaled_run_under_the_wall_clock_resumes_after_kills() {
     let dir = test_dir("scale_combos", "wall_kill");
-    let spec = write(
-        &dir,
-        "beat.dsrv",
-        "in host: Str\nin temp: Float\nin ts: Int\nout n: Int\nout beat: Int @ 2s\n\
-         n = default(n[1], 0) + 1\nbeat = default(beat[1], 0) + 1\n",
-    );
+    let spec = write(&dir, "beat.dsrv", BEAT);
     let input = write(&dir, "t.jsonl", trace(9_000, 20));
     let (out, ck) = (dir.join("out.csv"), dir.join("ck"));
     let (out, ck) = (out.to_str().unwrap(), ck.to_str().unwrap());
