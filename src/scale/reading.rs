@@ -65,9 +65,12 @@ pub(crate) struct ReadSetup<'a> {
     /// file, every worker of the run).
     pub share: (usize, usize),
     /// The replay log's path and header (`--record`): readers of a file's parts, a stream's
-    /// chunks, several untimed inputs or a shared live source each write a part of it; other
-    /// inputs are then read by the feed.
+    /// chunks, several inputs or a shared live source each write a part of it; other inputs
+    /// are then read by the feed.
     pub record: Option<&'a (String, crate::pipeline::log::Header)>,
+    /// How several timed inputs write their times where they agree ([`parallel_time_form`],
+    /// read once for the plan and the log's header); `None` reads them through the feed.
+    pub time_form: Option<crate::time::TimeForm>,
 }
 
 impl ReadSetup<'_> {
@@ -226,23 +229,14 @@ pub(crate) fn plan(setup: &ReadSetup<'_>, threads: usize) -> Result<Option<Paral
     if let Some(stream) = stream_plan(setup, threads)? {
         return Ok(Some(Parallel::Stream(stream)));
     }
-    let mut files = Vec::with_capacity(setup.inputs.len());
-    for path in setup.inputs {
-        let regular = is_regular(path);
-        // (A format not told here is the feed's set-up to report.)
-        match pipeline::inputs::format_of(path, setup.format) {
-            Ok(format @ (TraceFormat::Csv | TraceFormat::Jsonl)) if regular => {
-                files.push((path.clone(), format));
-            }
-            _ => return Ok(None),
-        }
-    }
+    let Some(files) = regular_files(setup.inputs, setup.format) else {
+        return Ok(None);
+    };
     let timed = setup.feed.time_cell;
     match (timed, files.as_slice()) {
         (Some(_), [_]) => Ok(None),
-        (Some(time_cell), _) => {
-            let unit = setup.feed.unit;
-            if inputs::common_time_form(&files, setup.schema, Some(time_cell), unit).is_none() {
+        (Some(_), _) => {
+            if setup.time_form.is_none() {
                 return Ok(None);
             }
             // A run says its first late rows, as many as a feed of every input says (its
@@ -308,6 +302,39 @@ pub(crate) fn checkpointed_plan(
 }
 
 /// Whether `path` names a regular file (not standard input, a URL or a FIFO).
+/// The inputs as regular files of JSON lines or CSV, each with its format, or `None` where one
+/// is not (a stream, a live source, a listener, another format): what may be read apart.
+fn regular_files(
+    inputs: &[String],
+    format: Option<TraceFormat>,
+) -> Option<Vec<(String, TraceFormat)>> {
+    (inputs.iter())
+        .map(|path| match pipeline::inputs::format_of(path, format) {
+            // (A format not told here is the feed's set-up to report.)
+            Ok(format @ (TraceFormat::Csv | TraceFormat::Jsonl)) if is_regular(path) => {
+                Some((path.clone(), format))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// How several inputs with a time field (`time_cell`) write their times, where they agree
+/// ([`inputs::common_time_form`]), or `None` where they are not several regular files that may
+/// be read in parallel. Their first rows are read for it: only regular files are, so nothing a
+/// run reads (standard input, a FIFO) is taken from it.
+pub(crate) fn parallel_time_form(
+    names: &[String],
+    format: Option<TraceFormat>,
+    schema: &InputSchema,
+    time_cell: Option<usize>,
+    unit: crate::time::TimeUnit,
+) -> Option<crate::time::TimeForm> {
+    let cell = time_cell?;
+    let files = regular_files(names, format).filter(|f| f.len() > 1)?;
+    inputs::common_time_form(&files, schema, Some(cell), unit)
+}
+
 fn is_regular(path: &str) -> bool {
     path != "-"
         && !crate::live::is_url(path)

@@ -1045,3 +1045,54 @@ fn a_scaled_run_under_the_wall_clock_resumes_after_kills() {
         "resumed: not the single-process output"
     );
 }
+
+/// A scaled run with `--time` and `--record` over standard input writes every row, and its log
+/// replays to them. How the inputs write their times was read from their first rows for the
+/// log's header, standard input's too, which took those rows from the run: it stopped at once
+/// (`expected a JSON object`, found in 26dd9df's review). Only regular files are read so now.
+#[test]
+fn a_recorded_timed_run_over_standard_input_loses_no_row() {
+    let dir = test_dir("scale_combos", "stdin_record");
+    let spec = write(&dir, "spec.dsrv", SPEC);
+    let text = trace(3_000, 40);
+    let input = write(&dir, "t.jsonl", &text);
+    let log = dir.join("run.log");
+    let log = log.to_str().unwrap();
+    let want = outcome(&[
+        "run", &spec, "--input", &input, "--time", "ts", "--key", "host", "--output", "csv",
+    ]);
+    assert_eq!(want.0, Some(0), "{}", want.2);
+    let mut child = vigil()
+        .args([
+            "run",
+            &spec,
+            "--input",
+            "-",
+            "--format",
+            "jsonl",
+            "--time",
+            "ts",
+            "--key",
+            "host",
+            "--output",
+            "csv",
+            "--workers",
+            "2",
+            "--record",
+            log,
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let feeder = std::thread::spawn(move || std::io::Write::write_all(&mut stdin, text.as_bytes()));
+    let o = child.wait_with_output().unwrap();
+    feeder.join().unwrap().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(String::from_utf8_lossy(&o.stdout) == want.1, "{err}");
+    let replayed = outcome(&["replay", &spec, log, "--output", "csv"]);
+    assert!(replayed.1 == want.1, "replayed: {}", replayed.2);
+}

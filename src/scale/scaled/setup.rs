@@ -315,14 +315,29 @@ fn readers(
         Reads::Inputs(inputs) => inputs,
     };
     let serial = read.checkpoint.is_some() || read.resumed.is_some();
-    // A log written in parts (by the readers of one input's parts or chunks) names that input
-    // as a feed names it (a feed fills in its own sources), and its times are the rows'
-    // indices in units, an untimed run's stamps.
+    // How several timed inputs read in parallel write their times, read once (from their
+    // first rows) for the plan and for the header of a log in parts, whose times are written so;
+    // only where process 0's workers may read them in parallel (not under the wall clock, nor
+    // with checkpoints).
+    let apart = read.threads > 1 && !serial && !inputs.feed.wall_clock;
+    let time_form = match process == 0 && apart {
+        true => reading::parallel_time_form(
+            &inputs.names,
+            inputs.format,
+            &inputs.schema,
+            inputs.feed.time_cell,
+            inputs.feed.unit,
+        ),
+        false => None,
+    };
+    // A log written in parts names the inputs as a feed names them (a feed fills in its own
+    // sources), and its times are written as numbers (an untimed run's stamps, the rows'
+    // indices in units) or as several timed inputs' are.
     let parts_record = read.record.clone().map(|(path, mut header)| {
         header.sources = (inputs.names.iter())
             .map(|n| crate::trace::display_name(n).to_string())
             .collect();
-        header.form = parts_time_form(&inputs, header.unit);
+        header.form = time_form.unwrap_or(TimeForm::Number(header.unit));
         (path, header)
     });
     let setup = ReadSetup {
@@ -339,6 +354,7 @@ fn readers(
         stop_at: Arc::clone(read.stop_at),
         share,
         record: parts_record.as_ref(),
+        time_form,
     };
     let shared = share.1 > read.threads;
     if process != 0 && !shared {
@@ -543,26 +559,6 @@ fn connect(
         process: cluster.process,
         sockets: connected.data,
     })
-}
-
-/// How a log written in parts shows its times: numbers, or RFC 3339 dates where every input
-/// has a time field written so (the header is written before any row is read, so the inputs'
-/// first rows are read for it; where they disagree the inputs go through the feed, which writes
-/// a log of its own).
-fn parts_time_form(inputs: &super::Inputs, unit: crate::time::TimeUnit) -> TimeForm {
-    let number = TimeForm::Number(unit);
-    let Some(cell) = inputs.feed.time_cell else {
-        return number;
-    };
-    let files: Option<Vec<(String, crate::trace::TraceFormat)>> = (inputs.names.iter())
-        .map(|n| {
-            let format = crate::pipeline::inputs::format_of(n, inputs.format).ok()?;
-            Some((n.clone(), format))
-        })
-        .collect();
-    files
-        .and_then(|f| crate::scale::inputs::common_time_form(&f, &inputs.schema, Some(cell), unit))
-        .unwrap_or(number)
 }
 
 /// The output and the alerts, opened (cut back to a resumed checkpoint's lengths, the CSV
