@@ -67,12 +67,7 @@ impl ConsumerReader {
         let time = (self.consumer.stamp()).map_or(self.frontier, |t| timely_time(t.0));
         self.stopped_at = (time, time);
         self.stop_at.stop((time, time));
-        if let Some(log) = &mut self.log
-            && let Err(failed) = log.stop_at(time, &message, exit.status())
-        {
-            return Fill::Stopped(format!("{message} ({failed})"), exit);
-        }
-        Fill::Stopped(message, exit)
+        super::parts::stopped(self.log.as_mut(), (time, 0), message, exit)
     }
 
     /// Moves the frontier past the group's last delivered entry, when nothing is to be read.

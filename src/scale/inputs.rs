@@ -122,12 +122,7 @@ impl InputsReader {
     fn stop(&mut self, time: u64, message: String, exit: Ended) -> Fill {
         self.stopped_at = (time, time);
         self.setup.stop_at.stop((time, time));
-        if let Some(log) = &mut self.setup.log
-            && let Err(failed) = log.stop_at(time, &message, exit.status())
-        {
-            return Fill::Stopped(format!("{message} ({failed})"), exit);
-        }
-        Fill::Stopped(message, exit)
+        super::parts::stopped(self.setup.log.as_mut(), (time, 0), message, exit)
     }
 
     /// Reads rows into `batch` until it holds `n` or the inputs end.

@@ -210,11 +210,6 @@ impl PartLog {
             .map_err(|e| self.failed(e))
     }
 
-    /// Writes the stop of the run at place `o`, and syncs the part.
-    pub(crate) fn stop_at(&mut self, o: u64, message: &str, status: u8) -> Result<(), String> {
-        self.stop_placed((o, 0), message, status)
-    }
-
     /// Writes the stop of the run at place `at` (a time and a position), and syncs the part.
     pub(crate) fn stop_placed(
         &mut self,
@@ -237,6 +232,23 @@ impl PartLog {
         };
         flushed.map_err(|e| self.failed(e))
     }
+}
+
+/// A reader's stop of the run at place `at` with `message`: written at its place in the
+/// reader's part of the log, where it keeps one (a part that cannot be written is said in the
+/// message the run stops with).
+pub(crate) fn stopped(
+    log: Option<&mut PartLog>,
+    at: (u64, u64),
+    message: String,
+    exit: Ended,
+) -> Fill {
+    if let Some(log) = log
+        && let Err(failed) = log.stop_placed(at, &message, exit.status())
+    {
+        return Fill::Stopped(format!("{message} ({failed})"), exit);
+    }
+    Fill::Stopped(message, exit)
 }
 
 /// Where worker `worker`'s part of the log recorded at `path` is.
@@ -358,17 +370,7 @@ impl PartReader {
         let time = self.part * PART_ROWS + self.row;
         self.stopped_at = (time, time);
         self.setup.stop_at.stop((time, time));
-        if let Some(log) = &mut self.setup.log {
-            // A log that cannot be written is said in the message the run stops with.
-            let written = (log.writer())
-                .and_then(|w| w.write_part_stop((time, 0), &message, exit.status()))
-                .map_err(|e| log.failed(e))
-                .and_then(|()| log.flush(true));
-            if let Err(failed) = written {
-                return Fill::Stopped(format!("{message} ({failed})"), exit);
-            }
-        }
-        Fill::Stopped(message, exit)
+        stopped(self.setup.log.as_mut(), (time, 0), message, exit)
     }
 
     /// Writes the row about to be sent (`time`, `cells`) to the reader's part of the log.

@@ -115,25 +115,14 @@ impl TimedInputsReader {
     /// The end of its reading: the error an input stopped the run with, if one did (in the
     /// log's part after the rows before it), and the part on disk.
     fn end(&mut self) -> Fill {
-        let fill = match self.stopped.take() {
-            Some((message, ended)) => Fill::Stopped(message, ended),
-            None => Fill::Ended,
-        };
-        let Some(log) = &mut self.log else {
-            return fill;
-        };
-        let written = match &fill {
-            Fill::Stopped(message, ended) => {
-                log.stop_placed(self.stopped_at, message, ended.status())
+        match self.stopped.take() {
+            Some((message, ended)) => {
+                super::parts::stopped(self.log.as_mut(), self.stopped_at, message, ended)
             }
-            _ => log.flush(true),
-        };
-        match (written, fill) {
-            (Ok(()), fill) => fill,
-            (Err(failed), Fill::Stopped(message, ended)) => {
-                Fill::Stopped(format!("{message} ({failed})"), ended)
-            }
-            (Err(failed), _) => Fill::Stopped(failed, crate::pipeline::drive::Ended::Failure),
+            None => match self.log.as_mut().map(|log| log.flush(true)) {
+                Some(Err(failed)) => Fill::Stopped(failed, crate::pipeline::drive::Ended::Failure),
+                _ => Fill::Ended,
+            },
         }
     }
 
