@@ -32,18 +32,6 @@ pub(super) fn run(args: &RunArgs, spec: &Spec, output: OutputFormat) -> Exit {
 }
 
 fn refuse(args: &RunArgs) -> Result<(), String> {
-    // Every key ticks from the run's origin: without a time field that is the run's start,
-    // which each process would take from its own clock.
-    if args.clock == super::ClockArg::Wall
-        && args.processes.is_some()
-        && args.time.is_none()
-        && args.start.is_none()
-    {
-        return Err(
-            "--clock wall with --processes needs --start T: every process's keys tick from one origin, and each process's own start would differ"
-                .into(),
-        );
-    }
     let checkpointed = args.checkpoint.is_some() || args.resume.is_some();
     if checkpointed && let Some(tcp) = args.input.iter().find(|i| i.starts_with("tcp://")) {
         return Err(format!(
@@ -266,7 +254,8 @@ fn template(
         .map_err(|e| fail(e.to_string()))?;
     // Under the wall clock without a time field every key ticks from the run's start, on the
     // last multiple of the shortest period, as a single-process run's keys do from its feed's
-    // origin (the feed gets the same start: `reads::inputs`).
+    // origin (the feed gets the same start: `reads::inputs`). On several processes, process
+    // 0's: the others take it in the handshake.
     if args.clock == super::ClockArg::Wall && args.time.is_none() && start.is_none() {
         ticking.start =
             crate::pipeline::wall_origin(template.periods(), crate::pipeline::wall_now());

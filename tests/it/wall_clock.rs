@@ -203,30 +203,6 @@ fn the_wall_clock_is_refused_where_it_cannot_work() {
     let dir = test_dir("wall", "refused");
     let spec = write(&dir, "hb.dsrv", HEARTBEAT);
     let trace = write(&dir, "t.jsonl", "{\"host\":1,\"x\":1}\n");
-    // Scaled: several processes need one origin for their keys' ticks.
-    let o = vigil()
-        .args([
-            "run",
-            &spec,
-            "--input",
-            &trace,
-            "--clock",
-            "wall",
-            "--key",
-            "x",
-            "--workers",
-            "2",
-            "--processes",
-            "2",
-        ])
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(1));
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(
-        err.contains("--clock wall with --processes needs --start"),
-        "{err}"
-    );
     // Rows' own times go on with the wall clock only after a silence: how
     // long one is must be said.
     let o = vigil()
@@ -328,10 +304,11 @@ fn every_key_ticks_on_the_wall_clock(test: &str, extra: &[&str]) {
     assert_eq!(replayed, lines);
 }
 
-/// Issue 35: `--clock wall` on two processes of two workers, with `--start` (every process's
-/// keys tick from one origin; without it the run is refused). Process 0's feed ticks while its
+/// Issue 35: `--clock wall` on two processes of two workers. Process 0's feed ticks while its
 /// FIFO is silent and the keys of both processes tick: the run's log replays, in one process,
-/// to the same output.
+/// to the same output. Every key ticks from the run's start, process 0's, which it gives
+/// process 1 in the handshake: process 1 starts 350 ms later, so that its own start would give
+/// its keys fewer ticks before their first rows (the run was refused without `--start`).
 #[test]
 fn every_key_ticks_on_the_wall_clock_on_two_processes() {
     use crate::scale::{hostfile, process, wait};
@@ -350,11 +327,6 @@ fn every_key_ticks_on_the_wall_clock_on_two_processes() {
         out.to_str().unwrap(),
         log.to_str().unwrap(),
     );
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs()
-        .to_string();
     let base = [
         "run",
         &spec,
@@ -372,23 +344,17 @@ fn every_key_ticks_on_the_wall_clock_on_two_processes() {
         out,
     ];
     let hosts = hostfile(&dir);
-    // Without --start each process would tick its keys from its own start.
-    let o = wait(process(0, &hosts, &base), Duration::from_secs(60));
-    assert_eq!(o.status.code(), Some(1));
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(
-        err.contains("--clock wall with --processes needs --start"),
-        "{err}"
-    );
-    let args = [&base[..], &["--start", &now, "--record", log, "--stats"]].concat();
-    let p1 = process(1, &hosts, &args);
+    let args = [&base[..], &["--record", log, "--stats"]].concat();
     let p0 = process(0, &hosts, &args);
+    std::thread::sleep(Duration::from_millis(350));
+    let p1 = process(1, &hosts, &args);
     let feeder = {
         let fifo = fifo.to_string();
         std::thread::spawn(move || {
             let mut f = std::fs::OpenOptions::new().write(true).open(fifo).unwrap();
             for round in 0..3 {
-                for host in ["a", "b", "c", "d"].iter().take(4 - round) {
+                let hosts = ["a", "b", "c", "d", "e", "f", "g", "h"];
+                for host in hosts.iter().take(8 - 2 * round) {
                     writeln!(f, "{{\"host\":\"{host}\",\"x\":1}}").unwrap();
                 }
                 f.flush().unwrap();
@@ -409,11 +375,21 @@ fn every_key_ticks_on_the_wall_clock_on_two_processes() {
         String::from_utf8_lossy(&o1.stderr)
     );
     let text = std::fs::read_to_string(out).unwrap();
-    // Host d sent only in the first round: its silence is seen while the others send.
-    let d_zeros = (text.lines())
-        .filter(|l| l.contains("\"d\"") && l.ends_with(",0"))
+    // Hosts g and h sent only in the first round: their silence is seen while the others send.
+    let h_zeros = (text.lines())
+        .filter(|l| l.contains("\"h\"") && l.ends_with(",0"))
         .count();
-    assert!(d_zeros >= 3, "host d's silence was not seen: {text}");
+    assert!(h_zeros >= 3, "host h's silence was not seen: {text}");
+    // Process 1's workers (2 and 3) hold keys, so their ticks are in the comparison below.
+    let keys_of = |w: usize| {
+        let part = err.split(&format!("worker {w} of 4:")).nth(1).unwrap_or("");
+        let live = part.split("keys: ").nth(1).unwrap_or("");
+        live.split(' ').next().and_then(|n| n.parse::<u64>().ok())
+    };
+    assert!(
+        keys_of(2).unwrap_or(0) + keys_of(3).unwrap_or(0) > 0,
+        "process 1 held no key: {err}"
+    );
     let o = vigil()
         .args(["replay", &spec, log, "--output", "csv"])
         .output()
