@@ -267,6 +267,19 @@ impl Scheduler {
         self.next.fill(Some(origin.0));
     }
 
+    /// The first multiple of the shortest period (counted from time 0) at or after `t`:
+    /// the origin of ticks on the grid of a run under the wall clock ([`Ticking::align`]).
+    /// `t` itself without periods, or where the multiple is past the end of time.
+    pub fn aligned(&self, t: Time) -> Time {
+        let Some(&p) = self.periods.iter().min() else {
+            return t;
+        };
+        match t.0.rem_euclid(p) {
+            0 => t,
+            r => Time(t.0.checked_add(p - r).unwrap_or(t.0)),
+        }
+    }
+
     /// The next tick at or before `until`, with the periods due then (one
     /// flag per period), and moves past it; `None` when the next tick is
     /// after `until`.
@@ -366,6 +379,14 @@ pub struct Ticking {
     /// The most ticks due before one row: more is an error (a jump in time
     /// that would run for ever).
     pub max_ticks: u64,
+    /// Where `start` is `None`: whether the first tick is on the grid of
+    /// the shortest period (its first multiple at or after the first row's
+    /// time, [`Scheduler::aligned`]) rather than at the first row's time.
+    /// A keyed run under the wall clock aligns: every key ticks on the
+    /// run's grid, from its own first row on (not from the run's start,
+    /// which would give a key first seen an hour in an hour of ticks
+    /// before it existed).
+    pub align: bool,
 }
 
 impl Default for Ticking {
@@ -377,6 +398,7 @@ impl Default for Ticking {
             max_gap: None,
             on_gap: GapPolicy::CatchUp,
             max_ticks: 1_000_000,
+            align: false,
         }
     }
 }
@@ -384,7 +406,8 @@ impl Default for Ticking {
 impl Ticking {
     /// Makes `sched`'s ticks due before a row at `t` (the row before it was
     /// at `last`, if there is one), as a merged run does before each input
-    /// step: the origin is set first (`start`, else `t`), a gap longer than
+    /// step: the origin is set first (`start`, else `t`, or the grid's first
+    /// tick at or after it where `align`), a gap longer than
     /// `max_gap` is skipped under [`GapPolicy::Skip`], and the ticks then
     /// due up to `t` (inclusive: ticks come before the rows of their time)
     /// are counted. More than `max_ticks` is `Err` with that count, and
@@ -392,7 +415,12 @@ impl Ticking {
     pub fn schedule(&self, sched: &mut Scheduler, last: Option<Time>, t: Time) -> Result<(), u128> {
         let before = (!sched.started() || self.max_gap.is_some()).then(|| sched.next.clone());
         if !sched.started() {
-            sched.start(self.start.unwrap_or(t));
+            let origin = match (self.start, self.align) {
+                (Some(start), _) => start,
+                (None, false) => t,
+                (None, true) => sched.aligned(t),
+            };
+            sched.start(origin);
         }
         if let (Some(gap), Some(last)) = (self.max_gap, last)
             && t.0.saturating_sub(last.0) > gap
@@ -421,6 +449,33 @@ impl fmt::Display for Time {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_aligned_origin_is_the_shortest_periods_next_multiple() {
+        let sched = Scheduler::new(&[300, 100]);
+        assert_eq!(sched.aligned(Time(0)), Time(0));
+        assert_eq!(sched.aligned(Time(1)), Time(100));
+        assert_eq!(sched.aligned(Time(100)), Time(100));
+        assert_eq!(sched.aligned(Time(-150)), Time(-100));
+        // Past the end of time it stays where it is; without periods there is no grid.
+        assert_eq!(sched.aligned(Time(i64::MAX)), Time(i64::MAX));
+        assert_eq!(Scheduler::new(&[]).aligned(Time(7)), Time(7));
+        // `align` applies where no start is given: the first row's time, on the grid.
+        let rules = Ticking {
+            align: true,
+            ..Ticking::default()
+        };
+        let mut sched = Scheduler::new(&[100]);
+        rules.schedule(&mut sched, None, Time(250)).unwrap();
+        assert_eq!(sched.next_time(), Some(Time(300)));
+        let rules = Ticking {
+            start: Some(Time(50)),
+            ..rules
+        };
+        let mut sched = Scheduler::new(&[100]);
+        rules.schedule(&mut sched, None, Time(250)).unwrap();
+        assert_eq!(sched.next_until(Time(250)).map(|(t, _)| t), Some(Time(50)));
+    }
 
     #[test]
     fn numbers_scale_exactly_and_floats_round_to_the_nanosecond() {

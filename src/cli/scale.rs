@@ -242,25 +242,21 @@ fn template(
     let on_gap = (args.on_gap.as_deref().map(super::timed::gap_policy))
         .or(spec.checked().on_gap)
         .unwrap_or(crate::lang::ast::GapPolicy::CatchUp);
-    let mut ticking = crate::time::Ticking {
+    // Under the wall clock without a time field every key ticks on the run's grid from its
+    // own first row (unless `--start`), as a single-process run's keys do: the grid is the
+    // shortest period's multiples, so every process's workers and process 0's feed, which
+    // ticks from its own start on it, agree.
+    let ticking = crate::time::Ticking {
         start,
         max_gap,
         on_gap,
         max_ticks: args.max_ticks,
+        align: args.clock == super::ClockArg::Wall && args.time.is_none(),
     };
     let mut template = builder
         .ticking(ticking)
         .build()
         .map_err(|e| fail(e.to_string()))?;
-    // Under the wall clock without a time field every key ticks from the run's start, on the
-    // last multiple of the shortest period, as a single-process run's keys do from its feed's
-    // origin (the feed gets the same start: `reads::inputs`). On several processes, process
-    // 0's: the others take it in the handshake.
-    if args.clock == super::ClockArg::Wall && args.time.is_none() && start.is_none() {
-        ticking.start =
-            crate::pipeline::wall_origin(template.periods(), crate::pipeline::wall_now());
-        template.set_ticking(ticking);
-    }
     // Without `--time` a key's row stands at its index in `--time-unit`.
     template.set_index_unit(unit.nanos());
     if let Err(exit) = super::check_tier(args, &template.stats()) {

@@ -298,6 +298,10 @@ pub(super) fn run(
             max_gap,
             on_gap,
             max_ticks: args.max_ticks,
+            // A replay of a keyed run under the wall clock ticks its keys as it did (below).
+            align: replay
+                .as_ref()
+                .is_some_and(|(log, _)| log.header().wall_clock && log.header().time.is_none()),
         });
         // Without `--time` a key's row stands at its index in `--time-unit`.
         m.set_index_unit(unit.nanos());
@@ -344,12 +348,15 @@ pub(super) fn run(
     if let Runner::Keyed(m) = &mut runner
         && args.clock == super::ClockArg::Wall
     {
-        // Every key ticks on the run's ticks, from the feed's origin.
+        // Every key ticks on the run's ticks: from `--start`, else from its own first row,
+        // on the run's grid where the rows are stamped with their arrival (the feed's
+        // origin is on it too), at that row's time where they carry their own.
         m.set_ticking(crate::time::Ticking {
-            start: feed.origin(),
+            start,
             max_gap,
             on_gap,
             max_ticks: args.max_ticks,
+            align: time_cell.is_none(),
         });
     }
     let (kept, streaming) = inputs.join(&mut feed, &schema, args.on_malformed.into(), &notify);
@@ -376,9 +383,14 @@ pub(super) fn run(
             unit,
             form: TimeForm::Number(unit),
             key: args.key.clone(),
-            // The origin the feed ticks from (under the wall clock, the run's
-            // start), so that a replay's keys tick from it too.
-            start: feed.origin(),
+            // The ticks' origin, so that a replay's keys tick from it too: the
+            // feed's, but under the wall clock without a time field `--start` alone
+            // (the keys tick on the grid from their first rows; the log has the
+            // feed's ticks).
+            start: match args.clock == super::ClockArg::Wall && time_cell.is_none() {
+                true => start,
+                false => feed.origin(),
+            },
             max_gap,
             on_gap: gap_name(on_gap).to_string(),
             max_ticks: args.max_ticks,

@@ -79,7 +79,7 @@ pub struct FeedOptions {
 }
 
 /// The system's time now, in nanoseconds since the Unix epoch.
-pub(crate) fn wall_now() -> Time {
+fn wall_now() -> Time {
     let since = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap_or(Duration::ZERO);
@@ -90,7 +90,7 @@ pub(crate) fn wall_now() -> Time {
 /// being its start: the ticks start with the run, on the last multiple of the shortest of
 /// `periods` (ticks on whole seconds, and windows exact where their panes divide the periods);
 /// `None` without periods.
-pub(crate) fn wall_origin(periods: &[i64], now: Time) -> Option<Time> {
+fn wall_origin(periods: &[i64], now: Time) -> Option<Time> {
     let p = *periods.iter().min()?;
     Some(Time(now.0 - now.0.rem_euclid(p)))
 }
@@ -679,6 +679,8 @@ impl Feed {
             max_gap: self.options.max_gap,
             on_gap: self.options.on_gap,
             max_ticks: self.options.max_ticks,
+            // A plain run's ticks start at its origin (under the wall clock, the run's start).
+            align: false,
         };
         if let Err(due) = rules.schedule(sched, self.last_time, t) {
             let form = self.form.unwrap_or(TimeForm::Number(self.options.unit));

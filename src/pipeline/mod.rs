@@ -64,9 +64,6 @@ pub mod checkpoint;
 pub mod direct;
 pub mod drive;
 mod feed;
-// (The scaled command line starts its keys' ticks where a wall-clock feed would.)
-#[cfg(all(feature = "cli", feature = "scale"))]
-pub(crate) use feed::{wall_now, wall_origin};
 pub mod inputs;
 pub mod log;
 pub mod outputs;

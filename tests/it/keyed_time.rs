@@ -237,8 +237,8 @@ fn trace(n: usize, keys: usize, base: i64, seed: u64) -> Vec<Row> {
         .collect()
 }
 
-/// The rule sets the tests run: origins (each key's first row, or a start
-/// before and after the trace's), gap bounds with each policy, and a tick
+/// The rule sets the tests run: origins (each key's first row, on the grid
+/// or not, or a start before and after the trace's), gap bounds with each policy, and a tick
 /// bound low enough for a jump to exceed it.
 fn rule_sets() -> Vec<Ticking> {
     let s = 1_000_000_000;
@@ -265,6 +265,14 @@ fn rule_sets() -> Vec<Ticking> {
             max_gap: Some(2 * s),
             on_gap: GapPolicy::Skip,
             max_ticks: 30,
+            align: false,
+        },
+        // Each key's first tick on the grid, at or after its first row (the wall clock's).
+        Ticking {
+            align: true,
+            max_gap: Some(2 * s),
+            on_gap: GapPolicy::Skip,
+            ..Ticking::default()
         },
     ]
 }

@@ -231,6 +231,91 @@ fn every_key_ticks_on_the_wall_clock_so_a_silent_host_is_seen() {
     every_key_ticks_on_the_wall_clock("keyed", &[]);
 }
 
+/// A key first seen long into a run under the wall clock ticks from its own first row, on the
+/// run's grid, as issue 35 asks ("each key has its own ticks from its own first row, or
+/// `--start`"). Its ticks started at the run's start: a host first seen 1.5 s in got 15 ticks
+/// before it existed (a heartbeat's "went silent" for each), and with `--max-ticks 5` the run
+/// stopped with exit 4 — with the default million and a 100 ms period, any host first seen
+/// after 28 hours would stop the run. On one process and on two workers; the log replays to
+/// the same output.
+#[test]
+fn a_key_first_seen_late_ticks_from_its_first_row_on_the_runs_grid() {
+    a_key_first_seen_late_ticks_from_its_first_row("late_key", &[]);
+    a_key_first_seen_late_ticks_from_its_first_row("late_key_workers", &["--workers", "2"]);
+}
+
+fn a_key_first_seen_late_ticks_from_its_first_row(test: &str, extra: &[&str]) {
+    let dir = test_dir("wall", test);
+    let spec = write(&dir, "hb.dsrv", format!("in host: Str\n{HEARTBEAT}"));
+    let log = dir.join("hb.log").to_string_lossy().into_owned();
+    let args = [
+        "run",
+        &spec,
+        "--input",
+        "-",
+        "--key",
+        "host",
+        "--clock",
+        "wall",
+        "--output",
+        "csv",
+        "--max-ticks",
+        "5",
+        "--record",
+        &log,
+    ];
+    let (mut child, rx) = start(&[&args[..], extra].concat());
+    let mut stdin = child.stdin.take().unwrap();
+    writeln!(stdin, "{{\"host\":\"a\",\"x\":1}}").unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    writeln!(stdin, "{{\"host\":\"b\",\"x\":1}}").unwrap();
+    std::thread::sleep(Duration::from_millis(350));
+    drop(stdin);
+    let o = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    let lines = lines_within(&rx, Duration::from_secs(2));
+    let time = |l: &String| l.split(',').nth(2).map(String::from).unwrap_or_default();
+    // Seconds of the day of an RFC 3339 time (`"2026-12-07T22:18:02.3Z"`).
+    let secs = |t: &str| -> f64 {
+        let clock = t.trim_matches('"').trim_end_matches('Z');
+        let hms = clock.split('T').nth(1).unwrap_or("");
+        (hms.split(':').map(|p| p.parse::<f64>().unwrap_or(f64::NAN)))
+            .fold(0.0, |acc, p| acc * 60.0 + p)
+    };
+    for host in ["a", "b"] {
+        let of: Vec<&String> = (lines.iter())
+            .filter(|l| l.contains(&format!("\"{host}\"")))
+            .collect();
+        // The row (its periodic output empty) comes first; every tick after it is on the
+        // grid (whole tenths of a second: the RFC 3339 time's fraction has one digit).
+        assert!(of.first().is_some_and(|l| l.ends_with(',')), "{lines:?}");
+        assert!(of.len() >= 3, "too few ticks of {host}: {lines:?}");
+        for tick in &of[1..] {
+            let t = time(tick);
+            let fraction = t.split('.').nth(1).unwrap_or("Z\"");
+            assert!(
+                fraction.len() <= 3,
+                "{host}'s tick {t} is off the grid: {lines:?}"
+            );
+            let (tick, row) = (secs(&t), secs(&time(of[0])));
+            assert!(
+                tick > row,
+                "{host} ticked at {t}, before its row: {lines:?}"
+            );
+        }
+    }
+    let o = vigil()
+        .args(["replay", &spec, &log, "--output", "csv"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let replayed: Vec<String> = (String::from_utf8(o.stdout).unwrap().lines())
+        .map(String::from)
+        .collect();
+    assert_eq!(replayed, lines);
+}
+
 /// Issue 35: the same on two workers (it was refused). The feed ticks, and every worker ticks
 /// each of its keys at the tick's place, keys in the order they were first seen: the run's log
 /// replays (in one process) to the scaled run's output, line for line.
