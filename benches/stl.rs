@@ -6,8 +6,14 @@
 //!
 //! The `vigil_plan_*` functions of the delayed-quantitative groups time the same
 //! property file on the plan tier (`StlRun`: the properties compiled onto a DSRV specification,
-//! run by a `Monitor` on native-whole, or canonical), which gives the evaluator's verdicts,
-//! one buffer of verdicts kept from step to step (`StlRun::step_into`).
+//! run by a `Monitor` on native-whole, auto — the register interpreter while native code
+//! compiles on a background thread, as `vigil run` does by default — or canonical), which
+//! gives the evaluator's verdicts,
+//! one buffer of verdicts kept from step to step (`StlRun::step_into`). They time the whole
+//! trace, the plan's compilation at its second sample included; `vigil_plan_native-whole_started`
+//! times the same samples on a run already on the plan (built in the set-up, as the
+//! `stl_dsrv_*` groups build their monitors), the cost per sample the target is
+//! about, and `vigil_plan_start` the start alone (the run built and its first two samples).
 //!
 //! The `stl_dsrv_*` groups time the same formulas inside a DSRV specification
 //! (`stl_rob(…)`, past-time, compiled to plan nodes, interval windows and a since for `S`,
@@ -40,6 +46,10 @@ fn signal() -> Vec<(Duration, f64)> {
 
 fn bench(c: &mut Criterion) {
     let samples = signal();
+    // The trace two periods on, for a run started on the trace's first two samples.
+    let later: Vec<(Duration, f64)> = (samples.iter())
+        .map(|&(time, value)| (time + Duration::from_millis(20), value))
+        .collect();
     let formulas = [
         ("globally", "G[0,1](x > -1)"),
         ("eventually", "F[0,5](x > 0.9)"),
@@ -69,7 +79,7 @@ fn bench(c: &mut Criterion) {
             // The property file on the plan tier (`StlRun`), where it runs there: the delayed
             // semantics over this regular signal.
             let on_plan = semantics == Semantics::DelayedQuantitative;
-            for tier in [Tier::NativeWhole, Tier::Canonical]
+            for tier in [Tier::NativeWhole, Tier::Auto, Tier::Canonical]
                 .into_iter()
                 .filter(|_| on_plan)
             {
@@ -92,6 +102,49 @@ fn bench(c: &mut Criterion) {
                         },
                         BatchSize::PerIteration,
                     )
+                });
+            }
+            // The same per sample once the plan is running: the run built and given two
+            // samples in the set-up (its second compiles the plan, a cost paid once per run,
+            // timed alone by `vigil_plan_start`), then the trace's samples timed, as the
+            // `stl_dsrv_*` groups time a monitor built in their set-up. The timed steps are the
+            // trace's samples two periods on: the same values, one step each.
+            if on_plan {
+                let started = |samples: &[(Duration, f64)]| {
+                    let sync = Synchronization::ZeroOrderHold;
+                    let mut run = StlRun::new(&spec, semantics, sync, &[], Tier::NativeWhole)
+                        .expect("no variables");
+                    let mut out = Vec::new();
+                    for &(time, value) in &samples[..2] {
+                        run.step_into(
+                            &mut [StlSample {
+                                signal: x,
+                                time,
+                                value,
+                            }],
+                            &mut out,
+                        );
+                    }
+                    assert!(run.on_plan(), "{:?}", run.declined());
+                    run
+                };
+                group.bench_function("vigil_plan_native-whole_started", |b| {
+                    b.iter_batched(
+                        || started(&samples),
+                        |mut m| {
+                            let mut out = Vec::new();
+                            let n = verdicts(&later, x, |step| {
+                                m.step_into(step, &mut out);
+                                out.len()
+                            });
+                            assert!(m.on_plan(), "{:?}", m.declined());
+                            black_box(n)
+                        },
+                        BatchSize::PerIteration,
+                    )
+                });
+                group.bench_function("vigil_plan_start", |b| {
+                    b.iter(|| black_box(started(&samples)))
                 });
             }
             let parsed = mstlo::parse_stl(formula).expect("mstlo parses it");
