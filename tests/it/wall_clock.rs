@@ -12,6 +12,18 @@ use std::time::Duration;
 const HEARTBEAT: &str = "in x: Int\nout beats: Int @ 100ms\nbeats = default(window(x, 300ms, count), 0)\n\
                          trigger beats == 0 \"no heartbeat\"\n";
 
+/// The CSV lines `vigil replay` writes of `log` (which must replay).
+fn replayed_csv(spec: &str, log: &str) -> Vec<String> {
+    let o = vigil()
+        .args(["replay", spec, log, "--output", "csv"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    (String::from_utf8(o.stdout).unwrap().lines())
+        .map(String::from)
+        .collect()
+}
+
 /// Starts `vigil` with `args`, its standard input a pipe the test writes,
 /// and its standard output's lines sent to the receiver as they come.
 fn start(args: &[&str]) -> (Child, Receiver<String>) {
@@ -96,16 +108,7 @@ fn a_heartbeat_fires_while_the_source_is_silent_and_replays_exactly() {
     let mut live = silent.clone();
     live.extend(rest);
     // The log holds every stamp and tick: the replay writes the same lines.
-    let o = vigil()
-        .args(["replay", &spec, &log, "--output", "csv"])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let replayed: Vec<String> = String::from_utf8(o.stdout)
-        .unwrap()
-        .lines()
-        .map(String::from)
-        .collect();
+    let replayed = replayed_csv(&spec, &log);
     assert_eq!(replayed, live);
     // Alerts fired while the source was silent went to the alerts file.
     let fired = std::fs::read_to_string(&alerts).unwrap();
@@ -305,15 +308,7 @@ fn a_key_first_seen_late_ticks_from_its_first_row(test: &str, extra: &[&str]) {
             );
         }
     }
-    let o = vigil()
-        .args(["replay", &spec, &log, "--output", "csv"])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let replayed: Vec<String> = (String::from_utf8(o.stdout).unwrap().lines())
-        .map(String::from)
-        .collect();
-    assert_eq!(replayed, lines);
+    assert_eq!(replayed_csv(&spec, &log), lines);
 }
 
 /// Issue 35: the same on two workers (it was refused). The feed ticks, and every worker ticks
@@ -378,15 +373,7 @@ fn every_key_ticks_on_the_wall_clock(test: &str, extra: &[&str]) {
     assert!(!err.contains("keys: 0 live"), "{err}");
     lines.extend(lines_within(&rx, Duration::from_secs(2)));
     // The log has the run's ticks: the replay ticks every key as the run did.
-    let o = vigil()
-        .args(["replay", &spec, &log, "--output", "csv"])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let replayed: Vec<String> = (String::from_utf8(o.stdout).unwrap().lines())
-        .map(String::from)
-        .collect();
-    assert_eq!(replayed, lines);
+    assert_eq!(replayed_csv(&spec, &log), lines);
 }
 
 /// Issue 35: `--clock wall` on two processes of two workers. Process 0's feed ticks while its
@@ -475,12 +462,7 @@ fn every_key_ticks_on_the_wall_clock_on_two_processes() {
         keys_of(2).unwrap_or(0) + keys_of(3).unwrap_or(0) > 0,
         "process 1 held no key: {err}"
     );
-    let o = vigil()
-        .args(["replay", &spec, log, "--output", "csv"])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    assert_eq!(String::from_utf8(o.stdout).unwrap(), text);
+    assert_eq!(replayed_csv(&spec, log), text.lines().collect::<Vec<_>>());
 }
 
 /// Issue 35: a scaled run under the wall clock writes its keys' ticks while every source is
