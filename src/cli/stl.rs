@@ -43,9 +43,20 @@ pub(super) fn stl_only_options(args: &RunArgs) -> Option<&'static str> {
 
 /// Reads and parses a property file (diagnostics printed, exit status 2).
 pub(super) fn load(path: &str) -> Result<StlSpec, Exit> {
-    let text = std::fs::read_to_string(path).map_err(|e| {
+    let bytes = std::fs::read(path).map_err(|e| {
         error(format_args!("cannot read the property file `{path}`: {e}"));
         Exit::Failure
+    })?;
+    let text = String::from_utf8(bytes).map_err(|e| {
+        // Located, as a parse error is: the line and column of the first byte that is not.
+        let good = &e.as_bytes()[..e.utf8_error().valid_up_to()];
+        let line = 1 + good.iter().filter(|&&b| b == b'\n').count();
+        let column = 1 + good.iter().rev().take_while(|&&b| b != b'\n').count();
+        let byte = e.as_bytes()[good.len()];
+        say(format_args!(
+            "error: {path}:{line}:{column}: the property file is not UTF-8 text (byte 0x{byte:02x})\n"
+        ));
+        Exit::Spec
     })?;
     StlSpec::parse(path, &text).map_err(|d| {
         say(format_args!("{d}\n"));
@@ -221,13 +232,19 @@ pub(super) fn run(args: &RunArgs) -> Exit {
     let mut tally = Tally::default();
     let status = loop {
         row.iter_mut().for_each(|c| *c = None);
+        // Where the row starts, to locate an error in its samples (the reader has passed it
+        // once the row is read).
+        let at = reader.position();
         match reader.next_row(&mut row) {
             Ok(true) => {}
             Ok(false) => break Exit::Success,
             Err(e) => break trace_error(&e),
         }
         if let Err(m) = samples_into(&spec, &rows, &row, &mut samples) {
-            error(format_args!("{input}: row {number}: {m}"));
+            match at {
+                Some(p) => error(format_args!("{input}:{}: row {number}: {m}", p.line + 1)),
+                None => error(format_args!("{input}: row {number}: {m}")),
+            }
             break Exit::Trace;
         }
         number += 1;

@@ -973,7 +973,10 @@ impl PlanRun {
     /// Runs a step on the grid, its verdicts added to `out`, or says why it is not on it
     /// (nothing run, nothing added).
     fn step(&mut self, samples: &mut [StlSample], out: &mut Vec<Emitted>) -> Result<(), String> {
-        let at = self.last + self.plan.period;
+        // A library caller's times may run to `Duration::MAX`: past it there is no grid.
+        let Some(at) = self.last.checked_add(self.plan.period) else {
+            return Err("the next time of the grid is past the largest time".into());
+        };
         let t = match self.fits(samples, at) {
             true => at,
             // Off the grid: `on_grid` says why (it checks the same).
