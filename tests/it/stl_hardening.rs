@@ -663,17 +663,32 @@ fn a_plan_run_near_the_largest_time_moves_to_the_evaluator() {
     assert!(!run.on_plan());
 }
 
+/// Regression: an `.input` sample that is no timed value (a string, a negative time) was
+/// reported as `row N` only; the error names the line its step starts on, as the trace
+/// reader's own errors do.
 #[test]
-fn zz_debug_samples() {
-    use proptest::strategy::ValueTree;
-    let mut r = runner();
-    let s = (property_file(), trace_plan());
-    for _ in 0..8 {
-        let ((text, m), plan) = s.new_tree(&mut r).unwrap().current();
-        let bytes = apply(&text, &m);
-        let src = String::from_utf8_lossy(&bytes).into_owned();
-        let p = StlSpec::parse("p.mstlo", &src);
-        eprintln!("{:?} {:?}\n  -> {:?}", src.chars().take(300).collect::<String>(), m, p.as_ref().err().map(|d| d.to_string()));
-        eprintln!("{}", plan.texts().1);
-    }
+fn a_bad_stl_sample_is_reported_at_its_line() {
+    let d = test_dir("stlh", "sample_line");
+    let spec = write(&d, "p.mstlo", "p: G[0,0.5](x > 0)\n");
+    let trace = "0: x = {\"time\": 0, \"value\": 1}\n\
+                 1: x = {\"time\": 500, \"value\": 2}\n\
+                 // a comment\n\
+                 2: x = {\"time\": 1000, \"value\": \"high\"}\n";
+    let input = write(&d, "t.input", trace);
+    let o = run(&["run", &spec, "--input", &input]);
+    assert_eq!(o.code, Some(4), "{}", o.err);
+    assert!(o.err.contains("t.input:4: row 2: `x`: a sample's value is a number"), "{}", o.err);
+    assert_eq!(o.out, "p[0] = Map({\"time\": Int(0), \"value\": Float(1.0)})\n");
+}
+
+/// Regression: a property file that is not UTF-8 failed with `stream did not contain valid
+/// UTF-8` (exit status 1), naming no place; it is a located error of the file (status 2).
+#[test]
+fn a_property_file_that_is_not_utf8_is_a_located_error() {
+    let d = test_dir("stlh", "not_utf8");
+    let spec = write(&d, "p.mstlo", b"# fine\np: x \xff> 1\n");
+    let input = write(&d, "t.input", "0: x = {\"time\": 0, \"value\": 1}\n");
+    let o = run(&["run", &spec, "--input", &input]);
+    assert_eq!(o.code, Some(2), "{}", o.err);
+    assert!(o.err.contains("p.mstlo:2:6: the property file is not UTF-8 text (byte 0xff)"), "{}", o.err);
 }
