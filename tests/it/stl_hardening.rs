@@ -655,12 +655,15 @@ fn a_plan_run_near_the_largest_time_moves_to_the_evaluator() {
     let mut eval =
         StlMonitor::new(&spec, Semantics::DelayedQuantitative, Synchronization::default(), &[])
             .unwrap();
-    for k in 0..3u32 {
-        let time = end + Duration::from_secs(1) * k.min(1) + Duration::from_millis(400) * k / 2;
+    // Two steps a second apart put the run on the plan; the third is less than a period on,
+    // and the one after it a whole period on would be past `Duration::MAX`.
+    for (k, ms) in [0, 1000, 1400].into_iter().enumerate() {
+        let time = end + Duration::from_millis(ms);
         let mut step = [StlSample { signal: x, time, value: 1.0 }];
         assert_eq!(run.step(&mut step.clone()), eval.step(&mut step), "step {k}");
+        assert_eq!(run.on_plan(), k == 1, "step {k}: {:?}", run.declined());
     }
-    assert!(!run.on_plan());
+    assert!(run.declined().is_some_and(|why| why.contains("past the largest time")));
 }
 
 /// Regression: an `.input` sample that is no timed value (a string, a negative time) was
