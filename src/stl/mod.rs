@@ -112,7 +112,6 @@ impl Formula {
 #[derive(Clone, Debug)]
 pub(crate) struct Property {
     pub name: String,
-    pub span: Span,
     pub root: FormulaId,
 }
 
@@ -263,26 +262,6 @@ impl StlSpec {
 
     pub(crate) fn formula(&self, f: FormulaId) -> &Formula {
         &self.formulas[f.0 as usize].0
-    }
-
-    pub(crate) fn signal_id(&mut self, name: &str) -> SignalId {
-        match self.signal(name) {
-            Some(id) => id,
-            None => {
-                self.signals.push(name.to_string());
-                SignalId(self.signals.len() as u32 - 1)
-            }
-        }
-    }
-
-    pub(crate) fn var_id(&mut self, name: &str) -> VarId {
-        match self.vars.iter().position(|v| v == name) {
-            Some(i) => VarId(i as u32),
-            None => {
-                self.vars.push(name.to_string());
-                VarId(self.vars.len() as u32 - 1)
-            }
-        }
     }
 
     /// The signals a formula reads, in id order.

@@ -291,7 +291,9 @@ impl Lowering<'_> {
                 "the interval bound {} s of `{}` is not a multiple of the trace's period ({} s)",
                 d.as_secs_f64(),
                 what(),
-                Duration::from_nanos(self.period as u64).as_secs_f64()
+                // In nanoseconds, as a u128: a period between two times in `Duration` may
+                // not fit a u64 of them.
+                self.period as f64 / 1e9
             ));
         }
         u64::try_from(n / self.period)

@@ -6,7 +6,7 @@
 //! the plan tiers, every output form). No input may panic, hang or lose output: a trace that
 //! goes bad mid-way prints exactly the verdicts of the same run over its good prefix, then a
 //! located error. Each property has a coverage guard, so that it cannot pass vacuously.
-//! `STL_HARDEN_CASES` sets the number of cases (default 48).
+//! `STL_HARDEN_CASES` sets the number of cases (default 128).
 
 use crate::support::{Outcome, finish, test_dir, vigil, write};
 use proptest::prelude::*;
@@ -33,7 +33,7 @@ fn cases() -> u32 {
     std::env::var("STL_HARDEN_CASES")
         .ok()
         .and_then(|n| n.parse().ok())
-        .unwrap_or(48)
+        .unwrap_or(128)
 }
 
 fn runner() -> TestRunner {
@@ -307,6 +307,46 @@ impl TracePlan {
     }
 }
 
+/// A bad row of a JSON-lines trace (time field `t`, in milliseconds), as [`bad_block`].
+fn bad_row(kind: usize, t: u64, last: u64) -> String {
+    let row = |time: &str, x: &str| format!("{{\"t\": {time}, \"x\": {x}, \"y\": 1}}\n");
+    let t = t.to_string();
+    match kind % 16 {
+        0 => row(&last.to_string(), "1"),
+        1 => row("-5", "1"),
+        2 => row("1e30", "1"),
+        3 => row(&u64::MAX.to_string(), "1"),
+        4 => row(&i64::MAX.to_string(), "1"),
+        5 => row("1e400", "1"),
+        6 => row("\"noon\"", "1"),
+        7 => row(&t, "\"text\""),
+        8 => row(&t, "{\"a\": 1}"),
+        9 => row(&t, "1e400"),
+        10 => format!("{{\"x\": 1, \"y\": 1}}\n"),
+        11 => format!("{{\"t\": {t}, \"x\": 1, \"ghost\": 2, \"zz\": 3}}\n"),
+        12 => format!("{{\"t\": {t}, \"x\": 1"),
+        13 => row("null", "1"),
+        14 => row(&format!("{t}.25"), "null"),
+        _ => "[1, 2]\n".to_string(),
+    }
+}
+
+impl TracePlan {
+    /// As [`TracePlan::texts`], a JSON-lines trace.
+    fn jsonl_texts(&self) -> (String, String) {
+        let row = |i: usize| {
+            let t = i as u64 * 500;
+            let (x, y) = self.values[i];
+            let y = if self.ragged[i] { String::new() } else { format!(", \"y\": {y}") };
+            format!("{{\"t\": {t}, \"x\": {}{y}}}\n", f64::from(x) / 2.0)
+        };
+        let prefix: String = (0..self.good).map(row).collect();
+        let last = self.good.saturating_sub(1) as u64 * 500;
+        let bad = bad_row(self.kind, self.good as u64 * 500, last);
+        (prefix.clone(), format!("{prefix}{bad}{}", row(self.good + 1)))
+    }
+}
+
 /// Runs `f`, turning a panic into a failed case that shows `what`.
 fn no_panic<T>(what: &str, f: impl FnOnce() -> T) -> Result<T, TestCaseError> {
     catch_unwind(AssertUnwindSafe(f)).map_err(|p| {
@@ -409,7 +449,8 @@ fn the_stl_library_survives_hostile_files_and_traces() {
                         let mine = run.step(&mut s.clone());
                         on_plan |= run.on_plan();
                         let theirs = eval.step(s);
-                        assert_eq!(mine, theirs, "the plan tier's verdicts differ");
+                        // As text, so that a NaN verdict equals itself.
+                        assert_eq!(format!("{mine:?}"), format!("{theirs:?}"), "the plan differs");
                         theirs
                     });
                     let mut fresh = StlMonitor::new(&spec, semantics, sync, &vars).unwrap();
@@ -424,7 +465,8 @@ fn the_stl_library_survives_hostile_files_and_traces() {
                 planned.set(planned.get() + usize::from(on_plan));
                 if let Some(e) = &ran.error {
                     stopped.set(stopped.get() + 1);
-                    prop_assert_eq!(&ran.verdicts, &good.verdicts, "{} lost output: {}", what, e);
+                    let (ran, good) = (format!("{:?}", ran.verdicts), format!("{:?}", good.verdicts));
+                    prop_assert_eq!(ran, good, "{} lost output: {}", what, e);
                 }
                 Ok(())
             },
@@ -432,9 +474,11 @@ fn the_stl_library_survives_hostile_files_and_traces() {
         .unwrap();
     let (n, e, s, p) = (cases() as usize, evaluated.get(), stopped.get(), planned.get());
     eprintln!("library: of {n} cases, {e} gave verdicts, {s} stopped at a bad row, {p} ran on the plan");
-    assert!(e * 4 >= n, "only {e} of {n} cases reached evaluation");
-    assert!(s * 8 >= n, "only {s} of {n} cases stopped at a bad row");
-    assert!(p * 16 >= n, "only {p} of {n} cases ran on the plan");
+    // About a third give verdicts, a quarter stop at a bad row and a tenth run on the plan:
+    // the bounds are far below, so that a random seed does not fail them.
+    assert!(e * 8 >= n, "only {e} of {n} cases reached evaluation");
+    assert!(s * 12 >= n, "only {s} of {n} cases stopped at a bad row");
+    assert!(p * 40 >= n, "only {p} of {n} cases ran on the plan");
 }
 
 /// Library: samples at extreme times (up to `Duration::MAX`) and of every value (NaN, ±inf),
@@ -506,6 +550,7 @@ fn the_stl_monitor_takes_samples_at_any_time_and_value() {
         )
         .unwrap();
     let n = cases() as usize;
+    eprintln!("samples: of {n} cases, {} gave verdicts", given.get());
     assert!(given.get() * 4 >= n, "only {} of {n} cases gave verdicts", given.get());
 }
 
@@ -551,18 +596,27 @@ fn vigil_run_survives_hostile_stl_files_and_traces() {
     let semantics = prop::sample::select(Semantics::ALL.to_vec());
     let tier = prop::sample::select(vec!["auto", "canonical", "native-whole"]);
     let output = prop::sample::select(vec!["text", "csv", "jsonl"]);
+    // The trace as `.input` (mostly) or as JSON lines with a time field.
+    let jsonl = prop::bool::weighted(0.3);
     let (evaluated, stopped) = (Cell::new(0), Cell::new(0));
     let case = Cell::new(0);
     runner()
         .run(
-            &(property_file(), trace_plan(), semantics, tier, output),
-            |((text, m), plan, semantics, tier, output)| {
+            &(property_file(), trace_plan(), semantics, tier, output, jsonl),
+            |((text, m), plan, semantics, tier, output, jsonl)| {
                 case.set(case.get() + 1);
                 let bytes = apply(&text, &m);
                 let spec_path = write(&d, "f.mstlo", &bytes);
-                let (prefix, whole) = plan.texts();
-                let whole_path = write(&d, "whole.input", &whole);
-                let prefix_path = write(&d, "prefix.input", &prefix);
+                let (prefix, whole, ext) = if jsonl {
+                    let (p, w) = plan.jsonl_texts();
+                    (p, w, "jsonl")
+                } else {
+                    let (p, w) = plan.texts();
+                    (p, w, "input")
+                };
+                let (whole_name, prefix_name) = (format!("whole.{ext}"), format!("prefix.{ext}"));
+                let whole_path = write(&d, &whole_name, &whole);
+                let prefix_path = write(&d, &prefix_name, &prefix);
                 let vars = StlSpec::parse("f.mstlo", &String::from_utf8_lossy(&bytes))
                     .map(|s| {
                         variables(&s)
@@ -585,6 +639,9 @@ fn vigil_run_survives_hostile_stl_files_and_traces() {
                 if !vars.is_empty() {
                     args.extend(["--mstlo-vars", &vars]);
                 }
+                if jsonl {
+                    args.extend(["--time", "t", "--time-unit", "ms"]);
+                }
                 let what = format!(
                     "{:?} over {whole:?} ({})",
                     String::from_utf8_lossy(&bytes),
@@ -596,14 +653,14 @@ fn vigil_run_survives_hostile_stl_files_and_traces() {
                     run(&a)
                 };
                 let o = with(&whole_path);
-                check_outcome(&o, &["f.mstlo", "whole.input"], &what)?;
+                check_outcome(&o, &["f.mstlo", &whole_name], &what)?;
                 if o.out.lines().count() > usize::from(output != "text") {
                     evaluated.set(evaluated.get() + 1);
                 }
                 if o.code == Some(4) {
                     stopped.set(stopped.get() + 1);
                     let p = with(&prefix_path);
-                    check_outcome(&p, &["f.mstlo", "prefix.input"], &what)?;
+                    check_outcome(&p, &["f.mstlo", &prefix_name], &what)?;
                     prop_assert_eq!(p.code, Some(0), "the good prefix failed: {}", p.err);
                     prop_assert_eq!(&o.out, &p.out, "output lost on {}: {}", what, o.err);
                 }
@@ -613,8 +670,8 @@ fn vigil_run_survives_hostile_stl_files_and_traces() {
         .unwrap();
     let (n, e, s) = (cases() as usize, evaluated.get(), stopped.get());
     eprintln!("binary: of {n} runs, {e} printed verdicts, {s} stopped at a bad row");
-    assert!(e * 4 >= n, "only {e} of {n} runs printed verdicts");
-    assert!(s * 8 >= n, "only {s} of {n} runs stopped at a bad row");
+    assert!(e * 8 >= n, "only {e} of {n} runs printed verdicts");
+    assert!(s * 12 >= n, "only {s} of {n} runs stopped at a bad row");
 }
 
 /// Regression: a sample near `Duration::MAX` (a library caller's time) overflowed `t + b` in
@@ -694,4 +751,23 @@ fn a_property_file_that_is_not_utf8_is_a_located_error() {
     let o = run(&["run", &spec, "--input", &input]);
     assert_eq!(o.code, Some(2), "{}", o.err);
     assert!(o.err.contains("p.mstlo:2:6: the property file is not UTF-8 text (byte 0xff)"), "{}", o.err);
+}
+
+/// Regression: the parser looked each property's name, signal and variable up by a scan of
+/// those seen so far, so a file of n lines took time in n² (20,000 lines: 6 s; a hostile file
+/// of a million lines would have run for hours). 50,000 lines took about 40 s in a debug
+/// build; they take well under a second.
+#[test]
+fn a_file_of_many_properties_and_signals_parses_in_linear_time() {
+    let n = 50_000;
+    let file: String = (0..n).map(|k| format!("p{k}: x{k} > $v{k}\n")).collect();
+    let start = std::time::Instant::now();
+    let spec = StlSpec::parse("p.mstlo", &file).unwrap();
+    let took = start.elapsed();
+    assert_eq!((spec.properties().len(), spec.signals().len()), (n, n));
+    assert_eq!(spec.variables().len(), n);
+    assert!(took < Duration::from_secs(10), "{n} lines took {took:?}");
+    let twice = format!("{file}p7: x > 1\n");
+    let e = StlSpec::parse("p.mstlo", &twice).unwrap_err().to_string();
+    assert!(e.contains("the property `p7` is defined twice (first on line 8)"), "{e}");
 }
