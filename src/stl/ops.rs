@@ -610,7 +610,9 @@ impl<D: Domain> Temporal<D> {
                 continue;
             }
             while let Some(&back) = self.cache.back() {
-                if D::dominated(back.1, sub.1, self.is_max) && back.0.saturating_add(window_length) >= sub.0 {
+                if D::dominated(back.1, sub.1, self.is_max)
+                    && back.0.saturating_add(window_length) >= sub.0
+                {
                     self.cache.pop_back();
                 } else {
                     break;

@@ -99,7 +99,8 @@ fn formula() -> impl Strategy<Value = String> {
         1 => Just("=="),
     ];
     let compare = (signal, cmp, threshold()).prop_map(|(s, c, t)| format!("{s} {c} {t}"));
-    let leaf = prop_oneof![8 => compare, 1 => Just("true".to_string()), 1 => Just("false".to_string())];
+    let leaf =
+        prop_oneof![8 => compare, 1 => Just("true".to_string()), 1 => Just("false".to_string())];
     leaf.prop_recursive(4, 16, 2, |inner| {
         // Mostly in order (`a <= b`), where both are numbers.
         let interval = (bound(), bound(), prop::bool::weighted(0.9))
@@ -293,9 +294,15 @@ impl TracePlan {
         let block = |i: usize| {
             let t = i as u64 * 500;
             let (x, y) = self.values[i];
-            let mut s = format!("{i}: x = {{\"time\": {t}, \"value\": {}}}\n", f64::from(x) / 2.0);
+            let mut s = format!(
+                "{i}: x = {{\"time\": {t}, \"value\": {}}}\n",
+                f64::from(x) / 2.0
+            );
             if !self.ragged[i] {
-                s.push_str(&format!("y = {{\"time\": {t}, \"value\": {}}}\n", f64::from(y)));
+                s.push_str(&format!(
+                    "y = {{\"time\": {t}, \"value\": {}}}\n",
+                    f64::from(y)
+                ));
             }
             s
         };
@@ -322,7 +329,7 @@ fn bad_row(kind: usize, t: u64, last: u64) -> String {
         7 => row(&t, "\"text\""),
         8 => row(&t, "{\"a\": 1}"),
         9 => row(&t, "1e400"),
-        10 => format!("{{\"x\": 1, \"y\": 1}}\n"),
+        10 => "{\"x\": 1, \"y\": 1}\n".to_string(),
         11 => format!("{{\"t\": {t}, \"x\": 1, \"ghost\": 2, \"zz\": 3}}\n"),
         12 => format!("{{\"t\": {t}, \"x\": 1"),
         13 => row("null", "1"),
@@ -337,13 +344,20 @@ impl TracePlan {
         let row = |i: usize| {
             let t = i as u64 * 500;
             let (x, y) = self.values[i];
-            let y = if self.ragged[i] { String::new() } else { format!(", \"y\": {y}") };
+            let y = if self.ragged[i] {
+                String::new()
+            } else {
+                format!(", \"y\": {y}")
+            };
             format!("{{\"t\": {t}, \"x\": {}{y}}}\n", f64::from(x) / 2.0)
         };
         let prefix: String = (0..self.good).map(row).collect();
         let last = self.good.saturating_sub(1) as u64 * 500;
         let bad = bad_row(self.kind, self.good as u64 * 500, last);
-        (prefix.clone(), format!("{prefix}{bad}{}", row(self.good + 1)))
+        (
+            prefix.clone(),
+            format!("{prefix}{bad}{}", row(self.good + 1)),
+        )
     }
 }
 
@@ -375,9 +389,13 @@ fn through_rows(
         names: spec.signals().to_vec(),
         types: vec![Type::Any; spec.signals().len()],
     };
-    let mut reader =
-        vigil::trace::reader_from_bytes("t.input", trace.as_bytes().to_vec(), TraceFormat::Tc, &schema)
-            .expect("a reader over bytes");
+    let mut reader = vigil::trace::reader_from_bytes(
+        "t.input",
+        trace.as_bytes().to_vec(),
+        TraceFormat::Tc,
+        &schema,
+    )
+    .expect("a reader over bytes");
     let mut row = vec![None; schema.names.len()];
     let mut samples = Vec::new();
     let mut verdicts = Vec::new();
@@ -385,11 +403,24 @@ fn through_rows(
         row.iter_mut().for_each(|c| *c = None);
         match reader.next_row(&mut row) {
             Ok(true) => {}
-            Ok(false) => return Ran { verdicts, error: None },
-            Err(e) => return Ran { verdicts, error: Some(e.to_string()) },
+            Ok(false) => {
+                return Ran {
+                    verdicts,
+                    error: None,
+                };
+            }
+            Err(e) => {
+                return Ran {
+                    verdicts,
+                    error: Some(e.to_string()),
+                };
+            }
         }
         if let Err(e) = vigil::stl::row_samples_into(spec, &row, &mut samples) {
-            return Ran { verdicts, error: Some(e) };
+            return Ran {
+                verdicts,
+                error: Some(e),
+            };
         }
         verdicts.extend(step(&mut samples));
     }
@@ -420,7 +451,13 @@ fn the_stl_library_survives_hostile_files_and_traces() {
     let (evaluated, stopped, planned) = (Cell::new(0), Cell::new(0), Cell::new(0));
     runner()
         .run(
-            &(property_file(), trace_plan(), semantics, sync, 0..TIERS.len()),
+            &(
+                property_file(),
+                trace_plan(),
+                semantics,
+                sync,
+                0..TIERS.len(),
+            ),
             |((text, m), plan, semantics, sync, tier)| {
                 let bytes = apply(&text, &m);
                 let source = String::from_utf8_lossy(&bytes).into_owned();
@@ -434,8 +471,12 @@ fn the_stl_library_survives_hostile_files_and_traces() {
                         return Ok(());
                     }
                 };
+                // What `vigil explain` says of it, and each property's horizon.
                 no_panic(&what, || {
-                    (spec.explain(), (0..spec.properties().len()).map(|p| spec.horizon(p)).count())
+                    let horizons: Vec<Duration> = (0..spec.properties().len())
+                        .map(|p| spec.horizon(p))
+                        .collect();
+                    (spec.explain(), horizons)
                 })?;
                 let vars = variables(&spec);
                 let (prefix, whole) = plan.texts();
@@ -450,7 +491,11 @@ fn the_stl_library_survives_hostile_files_and_traces() {
                         on_plan |= run.on_plan();
                         let theirs = eval.step(s);
                         // As text, so that a NaN verdict equals itself.
-                        assert_eq!(format!("{mine:?}"), format!("{theirs:?}"), "the plan differs");
+                        assert_eq!(
+                            format!("{mine:?}"),
+                            format!("{theirs:?}"),
+                            "the plan differs"
+                        );
                         theirs
                     });
                     let mut fresh = StlMonitor::new(&spec, semantics, sync, &vars).unwrap();
@@ -458,22 +503,36 @@ fn the_stl_library_survives_hostile_files_and_traces() {
                     (ran, good, on_plan)
                 })?;
                 let (ran, good, on_plan) = result;
-                prop_assert!(good.error.is_none(), "the good prefix failed: {:?}", good.error);
+                prop_assert!(
+                    good.error.is_none(),
+                    "the good prefix failed: {:?}",
+                    good.error
+                );
                 if !ran.verdicts.is_empty() {
                     evaluated.set(evaluated.get() + 1);
                 }
                 planned.set(planned.get() + usize::from(on_plan));
                 if let Some(e) = &ran.error {
                     stopped.set(stopped.get() + 1);
-                    let (ran, good) = (format!("{:?}", ran.verdicts), format!("{:?}", good.verdicts));
+                    let (ran, good) = (
+                        format!("{:?}", ran.verdicts),
+                        format!("{:?}", good.verdicts),
+                    );
                     prop_assert_eq!(ran, good, "{} lost output: {}", what, e);
                 }
                 Ok(())
             },
         )
         .unwrap();
-    let (n, e, s, p) = (cases() as usize, evaluated.get(), stopped.get(), planned.get());
-    eprintln!("library: of {n} cases, {e} gave verdicts, {s} stopped at a bad row, {p} ran on the plan");
+    let (n, e, s, p) = (
+        cases() as usize,
+        evaluated.get(),
+        stopped.get(),
+        planned.get(),
+    );
+    eprintln!(
+        "library: of {n} cases, {e} gave verdicts, {s} stopped at a bad row, {p} ran on the plan"
+    );
     // About a third give verdicts, a quarter stop at a bad row and a tenth run on the plan:
     // the bounds are far below, so that a random seed does not fail them.
     assert!(e * 8 >= n, "only {e} of {n} cases reached evaluation");
@@ -516,7 +575,12 @@ fn the_stl_monitor_takes_samples_at_any_time_and_value() {
     let given = Cell::new(0);
     runner()
         .run(
-            &(files, proptest::collection::vec(step, 1..12), semantics, 0..TIERS.len()),
+            &(
+                files,
+                proptest::collection::vec(step, 1..12),
+                semantics,
+                0..TIERS.len(),
+            ),
             |(file, steps, semantics, tier)| {
                 let spec = StlSpec::parse("p.mstlo", file).unwrap();
                 let what = format!("{file:?} under {semantics:?} over {steps:?}");
@@ -551,7 +615,11 @@ fn the_stl_monitor_takes_samples_at_any_time_and_value() {
         .unwrap();
     let n = cases() as usize;
     eprintln!("samples: of {n} cases, {} gave verdicts", given.get());
-    assert!(given.get() * 4 >= n, "only {} of {n} cases gave verdicts", given.get());
+    assert!(
+        given.get() * 4 >= n,
+        "only {} of {n} cases gave verdicts",
+        given.get()
+    );
 }
 
 /// Runs the binary, bounded by a timeout (a hang fails the test).
@@ -602,7 +670,14 @@ fn vigil_run_survives_hostile_stl_files_and_traces() {
     let case = Cell::new(0);
     runner()
         .run(
-            &(property_file(), trace_plan(), semantics, tier, output, jsonl),
+            &(
+                property_file(),
+                trace_plan(),
+                semantics,
+                tier,
+                output,
+                jsonl,
+            ),
             |((text, m), plan, semantics, tier, output, jsonl)| {
                 case.set(case.get() + 1);
                 let bytes = apply(&text, &m);
@@ -678,17 +753,22 @@ fn vigil_run_survives_hostile_stl_files_and_traces() {
 /// the evaluator's `G`/`F`/`U` and panicked (`overflow when adding durations`).
 #[test]
 fn a_sample_at_the_largest_time_does_not_overflow_the_evaluator() {
-    for file in [
-        "p: G[0,1](F[0,1](x > 0))\n",
-        "p: (x > 0) U[0,1] (x > 1)\n",
-    ] {
+    for file in ["p: G[0,1](F[0,1](x > 0))\n", "p: (x > 0) U[0,1] (x > 1)\n"] {
         let spec = StlSpec::parse("p.mstlo", file).unwrap();
         let x = spec.signal("x").unwrap();
         for semantics in Semantics::ALL {
             let sync = Synchronization::default();
             let mut m = StlMonitor::new(&spec, semantics, sync, &[]).unwrap();
-            for time in [Duration::ZERO, Duration::MAX - Duration::from_secs(1), Duration::MAX] {
-                m.step(&mut [StlSample { signal: x, time, value: 1.0 }]);
+            for time in [
+                Duration::ZERO,
+                Duration::MAX - Duration::from_secs(1),
+                Duration::MAX,
+            ] {
+                m.step(&mut [StlSample {
+                    signal: x,
+                    time,
+                    value: 1.0,
+                }]);
             }
         }
     }
@@ -709,18 +789,33 @@ fn a_plan_run_near_the_largest_time_moves_to_the_evaluator() {
         Tier::Canonical,
     )
     .unwrap();
-    let mut eval =
-        StlMonitor::new(&spec, Semantics::DelayedQuantitative, Synchronization::default(), &[])
-            .unwrap();
+    let mut eval = StlMonitor::new(
+        &spec,
+        Semantics::DelayedQuantitative,
+        Synchronization::default(),
+        &[],
+    )
+    .unwrap();
     // Two steps a second apart put the run on the plan; the third is less than a period on,
     // and the one after it a whole period on would be past `Duration::MAX`.
     for (k, ms) in [0, 1000, 1400].into_iter().enumerate() {
         let time = end + Duration::from_millis(ms);
-        let mut step = [StlSample { signal: x, time, value: 1.0 }];
-        assert_eq!(run.step(&mut step.clone()), eval.step(&mut step), "step {k}");
+        let mut step = [StlSample {
+            signal: x,
+            time,
+            value: 1.0,
+        }];
+        assert_eq!(
+            run.step(&mut step.clone()),
+            eval.step(&mut step),
+            "step {k}"
+        );
         assert_eq!(run.on_plan(), k == 1, "step {k}: {:?}", run.declined());
     }
-    assert!(run.declined().is_some_and(|why| why.contains("past the largest time")));
+    assert!(
+        run.declined()
+            .is_some_and(|why| why.contains("past the largest time"))
+    );
 }
 
 /// Regression: an `.input` sample that is no timed value (a string, a negative time) was
@@ -737,8 +832,16 @@ fn a_bad_stl_sample_is_reported_at_its_line() {
     let input = write(&d, "t.input", trace);
     let o = run(&["run", &spec, "--input", &input]);
     assert_eq!(o.code, Some(4), "{}", o.err);
-    assert!(o.err.contains("t.input:4: row 2: `x`: a sample's value is a number"), "{}", o.err);
-    assert_eq!(o.out, "p[0] = Map({\"time\": Int(0), \"value\": Float(1.0)})\n");
+    assert!(
+        o.err
+            .contains("t.input:4: row 2: `x`: a sample's value is a number"),
+        "{}",
+        o.err
+    );
+    assert_eq!(
+        o.out,
+        "p[0] = Map({\"time\": Int(0), \"value\": Float(1.0)})\n"
+    );
 }
 
 /// Regression: a property file that is not UTF-8 failed with `stream did not contain valid
@@ -750,7 +853,12 @@ fn a_property_file_that_is_not_utf8_is_a_located_error() {
     let input = write(&d, "t.input", "0: x = {\"time\": 0, \"value\": 1}\n");
     let o = run(&["run", &spec, "--input", &input]);
     assert_eq!(o.code, Some(2), "{}", o.err);
-    assert!(o.err.contains("p.mstlo:2:6: the property file is not UTF-8 text (byte 0xff)"), "{}", o.err);
+    assert!(
+        o.err
+            .contains("p.mstlo:2:6: the property file is not UTF-8 text (byte 0xff)"),
+        "{}",
+        o.err
+    );
 }
 
 /// Regression: the parser looked each property's name, signal and variable up by a scan of
@@ -769,5 +877,8 @@ fn a_file_of_many_properties_and_signals_parses_in_linear_time() {
     assert!(took < Duration::from_secs(10), "{n} lines took {took:?}");
     let twice = format!("{file}p7: x > 1\n");
     let e = StlSpec::parse("p.mstlo", &twice).unwrap_err().to_string();
-    assert!(e.contains("the property `p7` is defined twice (first on line 8)"), "{e}");
+    assert!(
+        e.contains("the property `p7` is defined twice (first on line 8)"),
+        "{e}"
+    );
 }
