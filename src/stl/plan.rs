@@ -900,8 +900,7 @@ impl StlRun {
         }
         let plan = StlPlan::lower(&self.spec, self.semantics, &self.values, t1 - t0)?;
         // A specification past the language's bounds (its windows' values in all) is refused.
-        let spec = Spec::parse("stl-plan.dsrv", &plan.text)
-            .map_err(|d| format!("the generated specification is refused: {d}"))?;
+        let spec = Spec::parse("stl-plan.dsrv", &plan.text).map_err(refused)?;
         let monitor = Monitor::builder(&spec).tier(self.tier).build();
         let keep = usize::try_from(plan.replayed()).unwrap_or(usize::MAX);
         let props = (plan.props.iter())
@@ -932,6 +931,22 @@ impl StlRun {
         run.step(second, out)
             .map_err(|why| format!("at step 1: {why}"))?;
         Ok(run)
+    }
+}
+
+/// Why the language refused a generated specification: its first error's message, and how
+/// many more there are. (Its errors point into a text the user never sees, and a file of many
+/// properties may have one per property: the whole rendering was tens of kilobytes a line.)
+fn refused(d: crate::lang::diag::Diagnostics) -> String {
+    let Some(first) = d.errors.first() else {
+        return "the generated specification is refused".into();
+    };
+    match d.errors.len() - 1 {
+        0 => format!("the generated specification is refused: {}", first.message),
+        more => format!(
+            "the generated specification is refused: {} (and {more} more errors)",
+            first.message
+        ),
     }
 }
 

@@ -882,3 +882,31 @@ fn a_file_of_many_properties_and_signals_parses_in_linear_time() {
         "{e}"
     );
 }
+
+/// Regression: where the language refused the plan's generated specification (here its count
+/// windows, 200 of a million values each, 101 of them past the bound), the note said so with
+/// the whole rendering of its errors, each with its line of a text the user never sees: 60 KB
+/// of standard error. It is now the first error's message and how many more there are.
+#[test]
+fn a_refused_plan_is_noted_in_one_line() {
+    let d = test_dir("stlh", "refused_plan");
+    let file: String = (0..200)
+        .map(|k| format!("p{k}: G[0,1000](x > {k}) && y > {k}\n"))
+        .collect();
+    let spec = write(&d, "p.mstlo", file);
+    // A grid of 1 ms: each `G[0,1000]` a window of a million values.
+    let trace: String = (0..3)
+        .map(|i| {
+            format!(
+                "{i}: x = {{\"time\": {i}, \"value\": 1}}\ny = {{\"time\": {i}, \"value\": 1}}\n"
+            )
+        })
+        .collect();
+    let input = write(&d, "t.input", trace);
+    let o = run(&["run", &spec, "--input", &input, "--tier", "canonical"]);
+    assert_eq!(o.code, Some(0), "{}", o.err);
+    let note = "note: --tier canonical: the properties ran on the STL evaluator: the generated \
+                specification is refused: the specification's windows exceed 100000000 values \
+                kept by count windows in all (and 100 more errors)\n";
+    assert_eq!(o.err, note);
+}
