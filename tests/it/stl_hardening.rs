@@ -136,12 +136,20 @@ enum Mutation {
     Truncate(f64),
     /// A line repeated.
     DuplicateLine(usize),
-    /// A line nested in `n` brackets (or `!`s).
-    Nest(usize, bool),
+    /// A line nested `n` deep: in brackets, `!`s, or `G[0,0.5]`s (each two levels).
+    Nest(usize, Deep),
     /// A line of a hundred thousand `&&`s.
     Long,
     /// Arbitrary bytes in place of the file.
     Bytes(Vec<u8>),
+}
+
+/// What a line is nested in.
+#[derive(Clone, Copy, Debug)]
+enum Deep {
+    Brackets,
+    Not,
+    Globally,
 }
 
 fn mutation() -> impl Strategy<Value = Mutation> {
@@ -165,8 +173,11 @@ fn mutation() -> impl Strategy<Value = Mutation> {
         1 => (0.0..1.0, 0.0..0.2).prop_map(|(at, len)| Mutation::Delete(at, len)),
         1 => (0.0..1.0).prop_map(Mutation::Truncate),
         1 => (0..4usize).prop_map(Mutation::DuplicateLine),
-        1 => (prop_oneof![Just(255usize), Just(256), Just(257), Just(5000)], any::<bool>())
-            .prop_map(|(n, bang)| Mutation::Nest(n, bang)),
+        1 => (
+            prop_oneof![Just(100usize), Just(127), Just(128), Just(255), Just(256), Just(5000)],
+            prop_oneof![Just(Deep::Brackets), Just(Deep::Not), Just(Deep::Globally)],
+        )
+            .prop_map(|(n, deep)| Mutation::Nest(n, deep)),
         1 => Just(Mutation::Long),
         1 => proptest::collection::vec(any::<u8>(), 0..64).prop_map(Mutation::Bytes),
     ]
@@ -189,12 +200,13 @@ fn apply(text: &str, m: &Mutation) -> Vec<u8> {
                 b.extend_from_slice(format!("{line}\n").as_bytes());
             }
         }
-        Mutation::Nest(n, bang) => {
-            let body = if *bang {
-                format!("deep: {}x > 1\n", "!".repeat(*n))
-            } else {
-                format!("deep: {}x > 1{}\n", "(".repeat(*n), ")".repeat(*n))
+        Mutation::Nest(n, deep) => {
+            let (open, close) = match deep {
+                Deep::Brackets => ("(", ")"),
+                Deep::Not => ("!", ""),
+                Deep::Globally => ("G[0,0.5](", ")"),
             };
+            let body = format!("deep: {}x > 1{}\n", open.repeat(*n), close.repeat(*n));
             b.extend_from_slice(body.as_bytes());
         }
         Mutation::Long => {
