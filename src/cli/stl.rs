@@ -47,18 +47,7 @@ pub(super) fn load(path: &str) -> Result<StlSpec, Exit> {
         error(format_args!("cannot read the property file `{path}`: {e}"));
         Exit::Failure
     })?;
-    let text = String::from_utf8(bytes).map_err(|e| {
-        // Located, as a parse error is: the line and column of the first byte that is not.
-        let good = &e.as_bytes()[..e.utf8_error().valid_up_to()];
-        let line = 1 + good.iter().filter(|&&b| b == b'\n').count();
-        let column = 1 + good.iter().rev().take_while(|&&b| b != b'\n').count();
-        let byte = e.as_bytes()[good.len()];
-        say(format_args!(
-            "error: {path}:{line}:{column}: the property file is not UTF-8 text (byte 0x{byte:02x})\n"
-        ));
-        Exit::Spec
-    })?;
-    StlSpec::parse(path, &text).map_err(|d| {
+    StlSpec::parse_bytes(path, &bytes).map_err(|d| {
         say(format_args!("{d}\n"));
         Exit::Spec
     })

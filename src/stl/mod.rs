@@ -136,6 +136,15 @@ impl StlSpec {
         parse::parse_file(file, source)
     }
 
+    /// [`StlSpec::parse`] of a file's bytes: bytes that are not UTF-8 are a located diagnostic,
+    /// as [`crate::lang::parse_and_check_bytes`] makes for a specification.
+    pub fn parse_bytes(file: &str, bytes: &[u8]) -> Result<StlSpec, Diagnostics> {
+        match std::str::from_utf8(bytes) {
+            Ok(source) => parse::parse_file(file, source),
+            Err(e) => Err(parse::not_utf8(file, bytes, &e)),
+        }
+    }
+
     /// The file's name, as given to [`StlSpec::parse`].
     pub fn file(&self) -> &str {
         &self.file

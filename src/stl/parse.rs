@@ -38,9 +38,48 @@ struct Names {
     vars: FxHashMap<String, VarId>,
 }
 
+/// The error of a property file that is not UTF-8: at its first bad byte, the file's text
+/// shown with invalid bytes replaced (the text before them, which the span counts, is as read).
+pub(super) fn not_utf8(file: &str, bytes: &[u8], e: &std::str::Utf8Error) -> Diagnostics {
+    let at = e.valid_up_to();
+    let len = e.error_len().unwrap_or(bytes.len() - at);
+    let shown: Vec<String> = (bytes[at..at + len].iter())
+        .map(|b| format!("0x{b:02X}"))
+        .collect();
+    let what = match e.error_len() {
+        Some(_) => format!("invalid byte {}", shown.join(" ")),
+        None => format!("incomplete character {} at the end", shown.join(" ")),
+    };
+    Diagnostics {
+        file: file.to_string(),
+        source: String::from_utf8_lossy(bytes).into_owned(),
+        errors: vec![
+            Diagnostic::new(
+                Span::new(at, at + 1),
+                format!("the property file is not valid UTF-8: {what}"),
+            )
+            .with_hint("save the property file as UTF-8"),
+        ],
+    }
+}
+
 /// Parses a property file. Properties are kept in name order, the order the checker runs and
 /// prints them in.
 pub(super) fn parse_file(file: &str, source: &str) -> Result<StlSpec, Diagnostics> {
+    // A leading byte-order mark is no part of the first name: it is dropped, as a DSRV
+    // specification's is (`lang::parse_and_check`), and spans count from after it.
+    let source = source.strip_prefix('\u{feff}').unwrap_or(source);
+    if u32::try_from(source.len()).is_err() {
+        // Spans are 32-bit byte offsets: past 4 GiB a location would wrap around.
+        return Err(Diagnostics {
+            file: file.to_string(),
+            source: String::new(),
+            errors: vec![Diagnostic::new(
+                Span::new(0, 0),
+                "the property file is larger than 4 GiB",
+            )],
+        });
+    }
     let mut spec = StlSpec {
         file: file.to_string(),
         source: source.to_string(),
@@ -586,6 +625,34 @@ mod tests {
         assert!(error("p: (x > 1\n").contains("expected `)`"));
         assert!(error("p: x > 1 )\n").contains("unexpected `)`"));
         assert!(error("# nothing\n").contains("defines no property"));
+    }
+
+    #[test]
+    fn bytes_that_are_not_utf8_are_located() {
+        let e = StlSpec::parse_bytes("p.mstlo", b"# fine\np: x \xff> 1\n").unwrap_err();
+        assert_eq!(e.errors.len(), 1);
+        assert_eq!(
+            e.errors[0].message,
+            "the property file is not valid UTF-8: invalid byte 0xFF"
+        );
+        assert!(e.render().contains("p.mstlo:2:6"), "{}", e.render());
+        let cut = StlSpec::parse_bytes("p.mstlo", b"p: x > 1 # caf\xc3").unwrap_err();
+        assert!(
+            cut.errors[0]
+                .message
+                .contains("incomplete character 0xC3 at the end")
+        );
+        assert!(StlSpec::parse_bytes("p.mstlo", b"p: x > 1\n").is_ok());
+    }
+
+    /// Regression: a byte-order mark (which some editors write) was read as the start of the
+    /// first property's name, so that its verdicts were named `\u{feff}p`.
+    #[test]
+    fn a_leading_byte_order_mark_is_ignored() {
+        let spec = parse_file("p.mstlo", "\u{feff}p: x > 1\r\nq: x < 2\r\n").unwrap();
+        let names: Vec<_> = spec.properties.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(names, ["p", "q"]);
+        assert!(error("\u{feff}p: x >\n").contains("p.mstlo:1:7"));
     }
 
     #[test]
