@@ -923,3 +923,37 @@ fn a_refused_plan_is_noted_in_one_line() {
                 kept by count windows in all (and 100 more errors)\n";
     assert_eq!(o.err, note);
 }
+
+/// Regression: in the text form, a property that gives few verdicts (`G[0,1e9]`) holds the
+/// others' lines back as long as the trace runs (the checker's lockstep), and each was kept as
+/// the checker's map, about 600 bytes: 300,000 rows peaked at 210 MB where the CSV form, which
+/// holds nothing back, peaked at 36 MB (debug build). A held line is now a time and a verdict.
+#[cfg(target_os = "linux")]
+#[test]
+fn lines_held_back_in_lockstep_are_kept_small() {
+    if crate::support::report_peak_if_child() {
+        return;
+    }
+    const TEST: &str = "stl_hardening::lines_held_back_in_lockstep_are_kept_small";
+    let d = test_dir("stlh", "lockstep_memory");
+    let spec = write(&d, "p.mstlo", "p: G[0,1000000000](x > 0)\nq: x > 0\n");
+    let trace: String = (0..300_000)
+        .map(|i| format!("{i}: x = {{\"time\": {i}, \"value\": 1}}\n"))
+        .collect();
+    let input = write(&d, "t.input", trace);
+    let (code, text) = crate::support::peak_rss(TEST, &["run", &spec, "--input", &input]);
+    assert_eq!(code, 0);
+    let csv_args = ["run", &spec, "--input", &input, "--output", "csv"];
+    let (code, csv) = crate::support::peak_rss(TEST, &csv_args);
+    assert_eq!(code, 0);
+    let mb = |b: u64| b as f64 / f64::from(1 << 20);
+    eprintln!("text: {:.0} MB, csv: {:.0} MB", mb(text), mb(csv));
+    // 300,000 held lines of 40 bytes, in a deque that may have doubled: about 10 MB more (the
+    // maps made it 170 MB more).
+    assert!(
+        text < csv + (48 << 20),
+        "text {:.0} MB, csv {:.0} MB",
+        mb(text),
+        mb(csv)
+    );
+}
