@@ -194,6 +194,14 @@ pub(super) fn run(args: &RunArgs) -> Exit {
             );
             return Exit::Failure;
         };
+        // A signal's field cannot be the time too: the reader fills one cell per name, and
+        // the time's would stay empty (`the row has no time` at every row).
+        if spec.signal(field).is_some() {
+            error(format_args!(
+                "--time {field}: `{field}` is a signal of the properties; the time is another field"
+            ));
+            return Exit::Failure;
+        }
         schema.names.push(field.clone());
         schema.types.push(crate::Type::Any);
         Rows::Columns {

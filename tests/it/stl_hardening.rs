@@ -957,3 +957,28 @@ fn lines_held_back_in_lockstep_are_kept_small() {
         mb(csv)
     );
 }
+
+/// Regression: `--time x` where `x` is a signal of the properties failed at the first row with
+/// `the row has no time` (the field read as the signal's, the time's cell left empty); it is
+/// refused up front, saying why.
+#[test]
+fn a_signal_is_not_the_time_field() {
+    let d = test_dir("stlh", "time_is_signal");
+    let spec = write(&d, "p.mstlo", "p: G[0,0.5](x > 0)\n");
+    let input = write(&d, "t.jsonl", "{\"x\": 0}\n{\"x\": 500}\n");
+    let o = run(&[
+        "run",
+        &spec,
+        "--input",
+        &input,
+        "--time",
+        "x",
+        "--time-unit",
+        "ms",
+    ]);
+    assert_eq!(o.code, Some(1), "{}", o.err);
+    assert_eq!(
+        o.err,
+        "error: --time x: `x` is a signal of the properties; the time is another field\n"
+    );
+}
