@@ -43,11 +43,11 @@ pub(super) fn stl_only_options(args: &RunArgs) -> Option<&'static str> {
 
 /// Reads and parses a property file (diagnostics printed, exit status 2).
 pub(super) fn load(path: &str) -> Result<StlSpec, Exit> {
-    let text = std::fs::read_to_string(path).map_err(|e| {
+    let bytes = std::fs::read(path).map_err(|e| {
         error(format_args!("cannot read the property file `{path}`: {e}"));
         Exit::Failure
     })?;
-    StlSpec::parse(path, &text).map_err(|d| {
+    StlSpec::parse_bytes(path, &bytes).map_err(|d| {
         say(format_args!("{d}\n"));
         Exit::Spec
     })
@@ -194,6 +194,14 @@ pub(super) fn run(args: &RunArgs) -> Exit {
             );
             return Exit::Failure;
         };
+        // A signal's field cannot be the time too: the reader fills one cell per name, and
+        // the time's would stay empty (`the row has no time` at every row).
+        if spec.signal(field).is_some() {
+            error(format_args!(
+                "--time {field}: `{field}` is a signal of the properties; the time is another field"
+            ));
+            return Exit::Failure;
+        }
         schema.names.push(field.clone());
         schema.types.push(crate::Type::Any);
         Rows::Columns {
@@ -221,13 +229,19 @@ pub(super) fn run(args: &RunArgs) -> Exit {
     let mut tally = Tally::default();
     let status = loop {
         row.iter_mut().for_each(|c| *c = None);
+        // Where the row starts, to locate an error in its samples (the reader has passed it
+        // once the row is read).
+        let at = reader.position();
         match reader.next_row(&mut row) {
             Ok(true) => {}
             Ok(false) => break Exit::Success,
             Err(e) => break trace_error(&e),
         }
         if let Err(m) = samples_into(&spec, &rows, &row, &mut samples) {
-            error(format_args!("{input}: row {number}: {m}"));
+            match at {
+                Some(p) => error(format_args!("{input}:{}: row {number}: {m}", p.line + 1)),
+                None => error(format_args!("{input}: row {number}: {m}")),
+            }
             break Exit::Trace;
         }
         number += 1;

@@ -112,7 +112,6 @@ impl Formula {
 #[derive(Clone, Debug)]
 pub(crate) struct Property {
     pub name: String,
-    pub span: Span,
     pub root: FormulaId,
 }
 
@@ -135,6 +134,15 @@ impl StlSpec {
     /// docs/language.md, "STL properties"). `file` names it in diagnostics.
     pub fn parse(file: &str, source: &str) -> Result<StlSpec, Diagnostics> {
         parse::parse_file(file, source)
+    }
+
+    /// [`StlSpec::parse`] of a file's bytes: bytes that are not UTF-8 are a located diagnostic,
+    /// as [`crate::lang::parse_and_check_bytes`] makes for a specification.
+    pub fn parse_bytes(file: &str, bytes: &[u8]) -> Result<StlSpec, Diagnostics> {
+        match std::str::from_utf8(bytes) {
+            Ok(source) => parse::parse_file(file, source),
+            Err(e) => Err(parse::not_utf8(file, bytes, &e)),
+        }
     }
 
     /// The file's name, as given to [`StlSpec::parse`].
@@ -263,26 +271,6 @@ impl StlSpec {
 
     pub(crate) fn formula(&self, f: FormulaId) -> &Formula {
         &self.formulas[f.0 as usize].0
-    }
-
-    pub(crate) fn signal_id(&mut self, name: &str) -> SignalId {
-        match self.signal(name) {
-            Some(id) => id,
-            None => {
-                self.signals.push(name.to_string());
-                SignalId(self.signals.len() as u32 - 1)
-            }
-        }
-    }
-
-    pub(crate) fn var_id(&mut self, name: &str) -> VarId {
-        match self.vars.iter().position(|v| v == name) {
-            Some(i) => VarId(i as u32),
-            None => {
-                self.vars.push(name.to_string());
-                VarId(self.vars.len() as u32 - 1)
-            }
-        }
     }
 
     /// The signals a formula reads, in id order.

@@ -21,6 +21,9 @@
 //!
 //! Every queue is pruned to the operator's horizon, so the state of a property is bounded by the
 //! samples its longest horizon spans.
+//!
+//! A sample's time plus a bound saturates at `Duration::MAX`: a library caller may give any
+//! time, and a time that close to the end of `Duration` has no later one to wait for.
 
 use super::domain::Domain;
 use super::{Cmp, Formula, FormulaId, SignalId, StlSpec, Threshold, Window};
@@ -607,7 +610,9 @@ impl<D: Domain> Temporal<D> {
                 continue;
             }
             while let Some(&back) = self.cache.back() {
-                if D::dominated(back.1, sub.1, self.is_max) && back.0 + window_length >= sub.0 {
+                if D::dominated(back.1, sub.1, self.is_max)
+                    && back.0.saturating_add(window_length) >= sub.0
+                {
                     self.cache.pop_back();
                 } else {
                     break;
@@ -637,12 +642,12 @@ impl<D: Domain> Temporal<D> {
             if bound.is_some_and(|b| t >= b) {
                 break;
             }
-            let is_final = now >= t + self.lookahead;
+            let is_final = now >= t.saturating_add(self.lookahead);
             if !is_final && self.mode == Mode::Delayed {
                 break;
             }
-            let from = t + self.window.start;
-            let to = t + self.window.end;
+            let from = t.saturating_add(self.window.start);
+            let to = t.saturating_add(self.window.end);
             let inside = self
                 .cache
                 .range(first_from(&self.cache, !self.cache_unsorted, from)..);
@@ -717,7 +722,7 @@ impl<D: Domain> Until<D> {
         done.clear();
         let mut finalized = 0;
         for &t in &self.pending.times {
-            let end = now.min(t + self.window.end);
+            let end = now.min(t.saturating_add(self.window.end));
             // The left and right verdicts are paired by position from the first left verdict
             // at or after `t`, one pair per pending time in `[t, end]` (mstlo's reading).
             let skip = first_from(&self.left_cache, !self.left_unsorted, t);
@@ -740,7 +745,7 @@ impl<D: Domain> Until<D> {
                 best = Some(best.map_or(v, |b| D::or(b, v)));
             }
             let Some(best) = best else { break };
-            if now >= t + self.lookahead {
+            if now >= t.saturating_add(self.lookahead) {
                 out.push((t, best));
                 done.push(t);
                 finalized += 1;

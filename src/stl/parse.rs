@@ -17,18 +17,69 @@
 //! [`Diagnostic`]; the parser recurses at most [`MAX_NESTING`] levels deep, so every later pass
 //! may recurse over a formula.
 
-use super::{Cmp, Formula, FormulaId, Property, StlSpec, Threshold, Window};
+use super::{Cmp, Formula, FormulaId, Property, SignalId, StlSpec, Threshold, VarId, Window};
 use crate::lang::MAX_NESTING;
 use crate::lang::diag::{Diagnostic, Diagnostics, Span};
+use rustc_hash::FxHashMap;
 use std::time::Duration;
 
 /// The longest interval bound accepted, in seconds (about 31 years): far beyond any monitoring
 /// horizon, and small enough that no sum of bounds and trace times overflows a `Duration`.
 pub const MAX_BOUND_SECONDS: f64 = 1e9;
 
+/// The names a file has given so far, looked up by hashing: a file of many properties or
+/// signals (a hostile one of a million lines) parses in time linear in its size, where a scan
+/// of the names at each mention made it quadratic (a 20,000-line file took 6 s).
+#[derive(Default)]
+struct Names {
+    /// Each property's name, and the line it is defined on.
+    properties: FxHashMap<String, usize>,
+    signals: FxHashMap<String, SignalId>,
+    vars: FxHashMap<String, VarId>,
+}
+
+/// The error of a property file that is not UTF-8: at its first bad byte, the file's text
+/// shown with invalid bytes replaced (the text before them, which the span counts, is as read).
+pub(super) fn not_utf8(file: &str, bytes: &[u8], e: &std::str::Utf8Error) -> Diagnostics {
+    let at = e.valid_up_to();
+    let len = e.error_len().unwrap_or(bytes.len() - at);
+    let shown: Vec<String> = (bytes[at..at + len].iter())
+        .map(|b| format!("0x{b:02X}"))
+        .collect();
+    let what = match e.error_len() {
+        Some(_) => format!("invalid byte {}", shown.join(" ")),
+        None => format!("incomplete character {} at the end", shown.join(" ")),
+    };
+    Diagnostics {
+        file: file.to_string(),
+        source: String::from_utf8_lossy(bytes).into_owned(),
+        errors: vec![
+            Diagnostic::new(
+                Span::new(at, at + 1),
+                format!("the property file is not valid UTF-8: {what}"),
+            )
+            .with_hint("save the property file as UTF-8"),
+        ],
+    }
+}
+
 /// Parses a property file. Properties are kept in name order, the order the checker runs and
 /// prints them in.
 pub(super) fn parse_file(file: &str, source: &str) -> Result<StlSpec, Diagnostics> {
+    // A leading byte-order mark is no part of the first name: it is dropped, as a DSRV
+    // specification's is (`lang::parse_and_check`), and spans count from after it.
+    let source = source.strip_prefix('\u{feff}').unwrap_or(source);
+    if u32::try_from(source.len()).is_err() {
+        // Spans are 32-bit byte offsets: past 4 GiB a location would wrap around.
+        return Err(Diagnostics {
+            file: file.to_string(),
+            source: String::new(),
+            errors: vec![Diagnostic::new(
+                Span::new(0, 0),
+                "the property file is larger than 4 GiB",
+            )],
+        });
+    }
     let mut spec = StlSpec {
         file: file.to_string(),
         source: source.to_string(),
@@ -39,8 +90,9 @@ pub(super) fn parse_file(file: &str, source: &str) -> Result<StlSpec, Diagnostic
         heights: Vec::new(),
     };
     let mut errors = Vec::new();
+    let mut names = Names::default();
     let mut offset = 0;
-    for raw in source.split_inclusive('\n') {
+    for (line_number, raw) in source.split_inclusive('\n').enumerate() {
         let line_start = offset;
         offset += raw.len();
         let line = raw.trim_end_matches(['\n', '\r']);
@@ -70,11 +122,10 @@ pub(super) fn parse_file(file: &str, source: &str) -> Result<StlSpec, Diagnostic
             ));
             continue;
         }
-        if let Some(first) = spec.properties.iter().find(|p| p.name == name) {
-            let line = crate::lang::diag::LineIndex::new(source).line(first.span.start as usize);
+        if let Some(first) = names.properties.get(name) {
             errors.push(Diagnostic::new(
                 name_span,
-                format!("the property `{name}` is defined twice (first on line {line})"),
+                format!("the property `{name}` is defined twice (first on line {first})"),
             ));
             continue;
         }
@@ -84,13 +135,16 @@ pub(super) fn parse_file(file: &str, source: &str) -> Result<StlSpec, Diagnostic
             pos: 0,
             depth: 0,
             spec: &mut spec,
+            names: &mut names,
         };
         match parser.formula_whole() {
-            Ok(root) => spec.properties.push(Property {
-                name: name.to_string(),
-                span: name_span,
-                root,
-            }),
+            Ok(root) => {
+                names.properties.insert(name.to_string(), line_number + 1);
+                spec.properties.push(Property {
+                    name: name.to_string(),
+                    root,
+                })
+            }
             Err(d) => errors.push(d),
         }
     }
@@ -120,6 +174,7 @@ struct Parser<'a> {
     /// How many nested calls of `unary` and `primary` are open.
     depth: usize,
     spec: &'a mut StlSpec,
+    names: &'a mut Names,
 }
 
 type Parsed<T> = Result<T, Diagnostic>;
@@ -367,11 +422,11 @@ impl<'a> Parser<'a> {
                 return Err(self.error_here("expected a variable's name after `$`"));
             };
             let name = name.to_string();
-            Threshold::Var(self.spec.var_id(&name))
+            Threshold::Var(self.var_id(&name))
         } else {
             Threshold::Const(self.number()?)
         };
-        let signal = self.spec.signal_id(&signal);
+        let signal = self.signal_id(&signal);
         self.push(
             Formula::Compare {
                 signal,
@@ -380,6 +435,28 @@ impl<'a> Parser<'a> {
             },
             from,
         )
+    }
+
+    /// A signal's id, given in order of first mention.
+    fn signal_id(&mut self, name: &str) -> SignalId {
+        if let Some(&id) = self.names.signals.get(name) {
+            return id;
+        }
+        let id = SignalId(self.spec.signals.len() as u32);
+        self.spec.signals.push(name.to_string());
+        self.names.signals.insert(name.to_string(), id);
+        id
+    }
+
+    /// A variable's id, given in order of first mention.
+    fn var_id(&mut self, name: &str) -> VarId {
+        if let Some(&id) = self.names.vars.get(name) {
+            return id;
+        }
+        let id = VarId(self.spec.vars.len() as u32);
+        self.spec.vars.push(name.to_string());
+        self.names.vars.insert(name.to_string(), id);
+        id
     }
 
     fn primary(&mut self) -> Parsed<FormulaId> {
@@ -548,6 +625,34 @@ mod tests {
         assert!(error("p: (x > 1\n").contains("expected `)`"));
         assert!(error("p: x > 1 )\n").contains("unexpected `)`"));
         assert!(error("# nothing\n").contains("defines no property"));
+    }
+
+    #[test]
+    fn bytes_that_are_not_utf8_are_located() {
+        let e = StlSpec::parse_bytes("p.mstlo", b"# fine\np: x \xff> 1\n").unwrap_err();
+        assert_eq!(e.errors.len(), 1);
+        assert_eq!(
+            e.errors[0].message,
+            "the property file is not valid UTF-8: invalid byte 0xFF"
+        );
+        assert!(e.render().contains("p.mstlo:2:6"), "{}", e.render());
+        let cut = StlSpec::parse_bytes("p.mstlo", b"p: x > 1 # caf\xc3").unwrap_err();
+        assert!(
+            cut.errors[0]
+                .message
+                .contains("incomplete character 0xC3 at the end")
+        );
+        assert!(StlSpec::parse_bytes("p.mstlo", b"p: x > 1\n").is_ok());
+    }
+
+    /// Regression: a byte-order mark (which some editors write) was read as the start of the
+    /// first property's name, so that its verdicts were named `\u{feff}p`.
+    #[test]
+    fn a_leading_byte_order_mark_is_ignored() {
+        let spec = parse_file("p.mstlo", "\u{feff}p: x > 1\r\nq: x < 2\r\n").unwrap();
+        let names: Vec<_> = spec.properties.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(names, ["p", "q"]);
+        assert!(error("\u{feff}p: x >\n").contains("p.mstlo:1:7"));
     }
 
     #[test]

@@ -291,7 +291,9 @@ impl Lowering<'_> {
                 "the interval bound {} s of `{}` is not a multiple of the trace's period ({} s)",
                 d.as_secs_f64(),
                 what(),
-                Duration::from_nanos(self.period as u64).as_secs_f64()
+                // In nanoseconds, as a u128: a period between two times in `Duration` may
+                // not fit a u64 of them.
+                self.period as f64 / 1e9
             ));
         }
         u64::try_from(n / self.period)
@@ -898,8 +900,7 @@ impl StlRun {
         }
         let plan = StlPlan::lower(&self.spec, self.semantics, &self.values, t1 - t0)?;
         // A specification past the language's bounds (its windows' values in all) is refused.
-        let spec = Spec::parse("stl-plan.dsrv", &plan.text)
-            .map_err(|d| format!("the generated specification is refused: {d}"))?;
+        let spec = Spec::parse("stl-plan.dsrv", &plan.text).map_err(refused)?;
         let monitor = Monitor::builder(&spec).tier(self.tier).build();
         let keep = usize::try_from(plan.replayed()).unwrap_or(usize::MAX);
         let props = (plan.props.iter())
@@ -930,6 +931,22 @@ impl StlRun {
         run.step(second, out)
             .map_err(|why| format!("at step 1: {why}"))?;
         Ok(run)
+    }
+}
+
+/// Why the language refused a generated specification: its first error's message, and how
+/// many more there are. (Its errors point into a text the user never sees, and a file of many
+/// properties may have one per property: the whole rendering was tens of kilobytes a line.)
+fn refused(d: crate::lang::diag::Diagnostics) -> String {
+    let Some(first) = d.errors.first() else {
+        return "the generated specification is refused".into();
+    };
+    match d.errors.len() - 1 {
+        0 => format!("the generated specification is refused: {}", first.message),
+        more => format!(
+            "the generated specification is refused: {} (and {more} more errors)",
+            first.message
+        ),
     }
 }
 
@@ -973,7 +990,10 @@ impl PlanRun {
     /// Runs a step on the grid, its verdicts added to `out`, or says why it is not on it
     /// (nothing run, nothing added).
     fn step(&mut self, samples: &mut [StlSample], out: &mut Vec<Emitted>) -> Result<(), String> {
-        let at = self.last + self.plan.period;
+        // A library caller's times may run to `Duration::MAX`: past it there is no grid.
+        let Some(at) = self.last.checked_add(self.plan.period) else {
+            return Err("the next time of the grid is past the largest time".into());
+        };
         let t = match self.fits(samples, at) {
             true => at,
             // Off the grid: `on_grid` says why (it checks the same).

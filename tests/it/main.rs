@@ -30,6 +30,7 @@ mod scale_stream;
 mod schema;
 mod snapshots;
 mod stl;
+mod stl_hardening;
 mod stl_plan;
 mod stl_spec;
 mod strings;
