@@ -576,6 +576,18 @@ fn stl_formula_errors_are_located() {
               = hint: a temporal operator reads `G[0, 2s](x > 3)`, `F[500ms, 1s](y < 0)` or `x > 0 S[0, 2s] y > 1`: a past interval from its near to its far end, each a duration (units ns, us, ms, s, min, h) or 0
         "#]],
     );
+    // Regression: "a interval bound" (the article was always `a`).
+    check(
+        &spec("q = stl(G[0, 0.1ns](x > 3))\nr = stl_rob(x > 0)\n"),
+        expect![[r#"
+            error: an interval bound must be at least 1ns and at most about 292 years
+             --> spec.dsrv:6:14
+              |
+            6 | q = stl(G[0, 0.1ns](x > 3))
+              |              ^^^^^
+              = hint: a temporal operator reads `G[0, 2s](x > 3)`, `F[500ms, 1s](y < 0)` or `x > 0 S[0, 2s] y > 1`: a past interval from its near to its far end, each a duration (units ns, us, ms, s, min, h) or 0
+        "#]],
+    );
     check(
         &spec("q = stl(G(x > 3))\nr = stl_rob(x > 0)\n"),
         expect![[r#"

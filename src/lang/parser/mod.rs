@@ -365,6 +365,11 @@ impl Parser {
     /// A duration (a positive number and a unit) starting at the current
     /// token, for a `what` spanning from `at`; in nanoseconds.
     fn duration(&mut self, at: Span, what: &str, hint: &str) -> PResult<(i64, Span)> {
+        // "an interval bound", "a period".
+        let a = match what.starts_with(['a', 'e', 'i', 'o', 'u']) {
+            true => "an",
+            false => "a",
+        };
         let t = self.bump();
         let value = match t.tok {
             Tok::Int(i) => i as f64,
@@ -373,7 +378,7 @@ impl Parser {
                 return Err(Box::new(
                     Diagnostic::new(
                         t.span,
-                        format!("expected a {what}, found {}", other.describe()),
+                        format!("expected {a} {what}, found {}", other.describe()),
                     )
                     .with_hint(hint),
                 ));
@@ -411,7 +416,7 @@ impl Parser {
             return Err(Box::new(
                 Diagnostic::new(
                     span,
-                    format!("a {what} must be at least 1ns and at most about 292 years"),
+                    format!("{a} {what} must be at least 1ns and at most about 292 years"),
                 )
                 .with_hint(hint),
             ));
