@@ -8,12 +8,11 @@
 //! located error. Each property has a coverage guard, so that it cannot pass vacuously.
 //! `STL_HARDEN_CASES` sets the number of cases (default 128).
 
-use crate::support::{Outcome, finish, test_dir, vigil, write};
+use crate::support::{Outcome, run_within, test_dir, write};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use std::cell::Cell;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::process::Stdio;
 use std::time::Duration;
 use vigil::stl::{Emitted, Semantics, StlMonitor, StlRun, StlSample, StlSpec, Synchronization};
 use vigil::trace::{InputSchema, TraceFormat};
@@ -636,14 +635,7 @@ fn the_stl_monitor_takes_samples_at_any_time_and_value() {
 
 /// Runs the binary, bounded by a timeout (a hang fails the test).
 fn run(args: &[&str]) -> Outcome {
-    let child = vigil()
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    finish(child, Duration::from_secs(30))
+    run_within(args, Duration::from_secs(30))
 }
 
 /// No panic, and a failure says where.

@@ -172,6 +172,18 @@ pub struct Outcome {
     pub err: String,
 }
 
+/// Runs `vigil` with `args` (standard input empty), waiting at most `limit` (see [`finish`]).
+pub fn run_within(args: &[&str], limit: std::time::Duration) -> Outcome {
+    let child = vigil()
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    finish(child, limit)
+}
+
 /// Waits for `child` at most `limit`; a child still running then is killed and the test
 /// fails (a hang is a failure, not a stuck test run).
 pub fn finish(mut child: std::process::Child, limit: std::time::Duration) -> Outcome {

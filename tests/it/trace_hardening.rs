@@ -2,7 +2,7 @@
 //! `vigil` binary — every complete earlier row's outputs written, then a located error and
 //! exit status 4; never a lost row, a signal, or a hang.
 
-use crate::support::{Outcome, TestDir, bash, finish, mkfifo, test_dir, vigil, write};
+use crate::support::{Outcome, TestDir, bash, finish, mkfifo, run_within, test_dir, vigil, write};
 use std::io::{BufRead, BufReader, Write};
 use std::process::Stdio;
 use std::sync::mpsc;
@@ -13,14 +13,7 @@ fn dir(test: &str) -> TestDir {
 }
 
 fn run(args: &[&str]) -> Outcome {
-    let child = vigil()
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    finish(child, Duration::from_secs(60))
+    run_within(args, Duration::from_secs(60))
 }
 
 fn run_stdin(args: &[&str], input: &[u8]) -> Outcome {
