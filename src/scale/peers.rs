@@ -27,7 +27,7 @@ const MAX_JOB_BYTES: u64 = 1 << 20;
 /// One thing every process of a run must agree on: what it is (`what`, by which two
 /// descriptions are matched), its value, and how a message shows it (`` `--output csv` ``).
 /// A *given* term is not agreed on but handed out: process 0's value is the run's, and the
-/// others take it from the handshake ([`Connected::given`]), as the origin of the ticks of a
+/// others take it from the handshake (`Connected::given`), as the origin of the ticks of a
 /// run under the wall clock, which only process 0's clock may decide.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Term {

@@ -137,7 +137,7 @@ impl StlSpec {
     }
 
     /// [`StlSpec::parse`] of a file's bytes: bytes that are not UTF-8 are a located diagnostic,
-    /// as [`crate::lang::parse_and_check_bytes`] makes for a specification.
+    /// as [`crate::Spec::parse_bytes`] makes for a specification.
     pub fn parse_bytes(file: &str, bytes: &[u8]) -> Result<StlSpec, Diagnostics> {
         match std::str::from_utf8(bytes) {
             Ok(source) => parse::parse_file(file, source),
