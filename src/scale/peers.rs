@@ -26,9 +26,6 @@ const MAX_JOB_BYTES: u64 = 1 << 20;
 
 /// One thing every process of a run must agree on: what it is (`what`, by which two
 /// descriptions are matched), its value, and how a message shows it (`` `--output csv` ``).
-/// A *given* term is not agreed on but handed out: process 0's value is the run's, and the
-/// others take it from the handshake (`Connected::given`), as the origin of the ticks of a
-/// run under the wall clock, which only process 0's clock may decide.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Term {
     /// What it is (`--output`): two jobs' terms are matched by it.
@@ -37,10 +34,6 @@ pub struct Term {
     pub value: String,
     /// How a message shows it (`` `--output csv` ``).
     pub shown: String,
-    /// Whether process 0 gives it to the others rather than every process agreeing on it.
-    /// (Absent from an older vigil's description, whose version differs anyway.)
-    #[serde(default)]
-    pub given: bool,
 }
 
 impl Term {
@@ -50,18 +43,6 @@ impl Term {
             what: what.into(),
             value: value.into(),
             shown: shown.into(),
-            given: false,
-        }
-    }
-
-    /// A term process 0 gives the others (see [`Term`]).
-    pub fn given(what: &str, value: impl Into<String>) -> Term {
-        let value = value.into();
-        Term {
-            what: what.into(),
-            shown: value.clone(),
-            value,
-            given: true,
         }
     }
 }
@@ -72,7 +53,7 @@ impl Term {
 /// may describe its job otherwise.
 pub fn differences(me: usize, mine: &[Term], peer: usize, theirs: &[Term]) -> Vec<String> {
     let mut found = Vec::new();
-    for m in mine.iter().filter(|m| !m.given) {
+    for m in mine {
         let t = theirs.iter().find(|t| t.what == m.what);
         if t.is_none_or(|t| t.value != m.value) {
             let shown = t.map_or("a job this vigil cannot read", |t| t.shown.as_str());
@@ -105,8 +86,6 @@ pub type OnSilent = Arc<dyn Fn(usize, Duration) + Send + Sync>;
 /// This process's connections: timely's, by process (none at its own index).
 pub struct Connected {
     pub data: Vec<Option<TcpStream>>,
-    /// Process 0's given terms (this process's own in process 0).
-    pub given: Vec<Term>,
 }
 
 /// Connects this process (`me`) to every other one, as timely's own set-up does (a process
@@ -203,9 +182,9 @@ pub fn connect(
         }
     }
     drop(listener);
-    let given = handshake(&mut control, me, job, deadline)?;
+    handshake(&mut control, me, job, deadline)?;
     watch(control, timeouts.peer, on_silent)?;
-    Ok(Connected { data, given })
+    Ok(Connected { data })
 }
 
 /// Dials `address` until it answers or `deadline` passes.
@@ -252,15 +231,15 @@ pub fn not_connected(me: usize, missing: &[usize], address: &str, waited: Durati
 }
 
 /// Sends this process's job to every peer on its control connection, reads each peer's, and
-/// refuses the run if any differs; returns process 0's given terms. Every description is read
-/// before the answer, so that each process sees the same differences (every process refuses)
-/// and no connection is closed with a description unread.
+/// refuses the run if any differs. Every description is read before the answer, so that each
+/// process sees the same differences (every process refuses) and no connection is closed with
+/// a description unread.
 fn handshake(
     control: &mut [Option<TcpStream>],
     me: usize,
     job: &[Term],
     deadline: Instant,
-) -> Result<Vec<Term>, String> {
+) -> Result<(), String> {
     let body = serde_json::to_vec(job).map_err(|e| format!("cannot describe the job: {e}"))?;
     let mut frame = Vec::with_capacity(16 + body.len());
     frame.extend_from_slice(&JOB_MAGIC);
@@ -276,22 +255,16 @@ fn handshake(
                 .map_err(|e| format!("process {me} cannot send its job to process {peer}: {e}"))?;
         }
     }
-    let given = |job: &[Term]| job.iter().filter(|t| t.given).cloned().collect::<Vec<_>>();
     let mut found = Vec::new();
-    let mut first = (me == 0).then(|| given(job));
     for (peer, stream) in control.iter_mut().enumerate() {
         let Some(s) = stream else { continue };
         let theirs = read_job(s, wait()).map_err(|e| {
             format!("process {me} did not get process {peer}'s job description: {e}")
         })?;
         found.extend(differences(me, job, peer, &theirs));
-        if peer == 0 {
-            first = Some(given(&theirs));
-        }
     }
     if found.is_empty() {
-        // Every process but 0 has a control connection to process 0.
-        return Ok(first.unwrap_or_default());
+        return Ok(());
     }
     Err(format!(
         "the processes do not run the same job: {}; start every process with the same specification and options (they may differ only in --process and in what only process 0 uses or what changes no result, such as --input, --output-file, --hostfile and --tier)",
@@ -413,10 +386,6 @@ mod tests {
             differences(1, &job("csv"), 0, &other),
             ["process 0 runs vigil 2, process 1 vigil 1"]
         );
-        // A given term is handed out, not agreed on: each process's differs, and none is said.
-        let given = |origin: &str| [job("csv"), vec![Term::given("wall-origin", origin)]].concat();
-        assert!(differences(0, &given("100"), 1, &given("200")).is_empty());
-        assert!(differences(1, &given("200"), 0, &job("csv")).is_empty());
     }
 
     #[test]

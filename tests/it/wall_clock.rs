@@ -378,9 +378,10 @@ fn every_key_ticks_on_the_wall_clock(test: &str, extra: &[&str]) {
 
 /// Issue 35: `--clock wall` on two processes of two workers. Process 0's feed ticks while its
 /// FIFO is silent and the keys of both processes tick: the run's log replays, in one process,
-/// to the same output. Every key ticks from the run's start, process 0's, which it gives
-/// process 1 in the handshake: process 1 starts 350 ms later, so that its own start would give
-/// its keys fewer ticks before their first rows (the run was refused without `--start`).
+/// to the same output. Every key ticks on the grid of the shortest period from its own first
+/// row, whichever process holds it: process 1 starts 350 ms after process 0, so that an origin
+/// taken from each process's start would tick its keys otherwise (the run was refused without
+/// `--start`).
 #[test]
 fn every_key_ticks_on_the_wall_clock_on_two_processes() {
     use crate::scale::{hostfile, process, wait};

@@ -77,12 +77,7 @@ pub(super) fn run(r: ScaledRun) -> Result<Finished, Failed> {
     let sweeps = !r.monitor.periods().is_empty()
         && (feed_options.on_reset == crate::lang::ast::ResetPolicy::Once
             || feed_options.wall_clock);
-    // Under the wall clock without a time field, the keys tick from the run's start (the
-    // caller's `Ticking::start`, taken from its clock): process 0's, which it gives the others
-    // in the handshake, since each process's own clock would give its own.
-    let wall_origin = (feed_options.wall_clock && feed_options.time_cell.is_none())
-        .then(|| Term::given(WALL_ORIGIN, origin_value(r.monitor.ticking().start)));
-    let (resumed, mut monitors) = monitors(&r, (process, threads, total_workers), sweeps)?;
+    let (resumed, monitors) = monitors(&r, (process, threads, total_workers), sweeps)?;
     let at_barriers: AtBarriers = Arc::default();
     let stop_at: Arc<StopAt> = Arc::default();
     let ScaledRun {
@@ -143,16 +138,7 @@ pub(super) fn run(r: ScaledRun) -> Result<Finished, Failed> {
     let remote_readers = process != 0 && !readers.readers.is_empty();
     let sinks: SharedSinks = Arc::new(Mutex::new(None));
     let resumed_at = resumed.as_ref().map(|r| r.barrier.time);
-    let (network, given) = connect(cluster, (resumed_at, shared_term, wall_origin), &sinks)?;
-    if process != 0
-        && let Some(origin) = given.iter().find(|t| t.what == WALL_ORIGIN)
-    {
-        let start = origin_of(&origin.value).map_err(failure)?;
-        for monitor in &mut monitors {
-            let ticking = monitor.ticking();
-            monitor.set_ticking(crate::time::Ticking { start, ..ticking });
-        }
-    }
+    let network = connect(cluster, (resumed_at, shared_term), &sinks)?;
     // A fresh run's checkpoints replace any left from an earlier run, so that a later resume
     // cannot pick a stale one of a later time. Process 0 clears them before its workers start,
     // so before any worker can write one of this run (barriers come from process 0's source).
@@ -522,11 +508,11 @@ fn shared_input_term(names: &[String]) -> Term {
 /// so far flushed, then the caller's `on_silent` called, once.
 fn connect(
     cluster: Option<Cluster>,
-    (resumed_at, shared_input, wall_origin): (Option<u64>, Option<Term>, Option<Term>),
+    (resumed_at, shared_input): (Option<u64>, Option<Term>),
     sinks: &SharedSinks,
-) -> Result<(Network, Vec<Term>), Failed> {
+) -> Result<Network, Failed> {
     let Some(cluster) = cluster else {
-        return Ok((Network::Local, Vec::new()));
+        return Ok(Network::Local);
     };
     let version = concat!("vigil ", env!("CARGO_PKG_VERSION"));
     let mut job = vec![
@@ -539,7 +525,6 @@ fn connect(
     ];
     job.extend(cluster.job);
     job.extend(shared_input);
-    job.extend(wall_origin);
     // A process resumed from another checkpoint than the others runs its keys from another
     // state.
     job.push(match resumed_at {
@@ -570,28 +555,10 @@ fn connect(
         on_silent,
     )
     .map_err(failure)?;
-    let network = Network::Cluster {
+    Ok(Network::Cluster {
         process: cluster.process,
         sockets: connected.data,
-    };
-    Ok((network, connected.given))
-}
-
-/// The given term of process 0's origin under the wall clock (see [`Term::given`]).
-const WALL_ORIGIN: &str = "wall-origin";
-
-/// An origin as the handshake gives it: nanoseconds, or `-` for none.
-fn origin_value(start: Option<crate::time::Time>) -> String {
-    start.map_or_else(|| "-".into(), |t| t.0.to_string())
-}
-
-/// [`origin_value`] read back.
-fn origin_of(value: &str) -> Result<Option<crate::time::Time>, String> {
-    match value {
-        "-" => Ok(None),
-        v => (v.parse().map(|ns| Some(crate::time::Time(ns))))
-            .map_err(|e| format!("process 0 gave the origin `{v}`, which is not a time: {e}")),
-    }
+    })
 }
 
 /// The output and the alerts, opened (cut back to a resumed checkpoint's lengths, the CSV
