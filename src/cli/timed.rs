@@ -383,14 +383,12 @@ pub(super) fn run(
             unit,
             form: TimeForm::Number(unit),
             key: args.key.clone(),
-            // The ticks' origin, so that a replay's keys tick from it too: the
-            // feed's, but under the wall clock without a time field `--start` alone
-            // (the keys tick on the grid from their first rows; the log has the
-            // feed's ticks).
-            start: match args.clock == super::ClockArg::Wall && time_cell.is_none() {
-                true => start,
-                false => feed.origin(),
-            },
+            // The ticks' origin (`--start`; a replay's, its log's), so that a
+            // replay's keys tick from it too. Under the wall clock without a time
+            // field the feed's own origin is the run's start, which the keys do not
+            // tick from (they tick on the grid from their first rows) and the log
+            // does not need (it has the feed's ticks).
+            start,
             max_gap,
             on_gap: gap_name(on_gap).to_string(),
             max_ticks: args.max_ticks,
