@@ -301,7 +301,6 @@ pub(crate) fn checkpointed_plan(
     }
 }
 
-/// Whether `path` names a regular file (not standard input, a URL or a FIFO).
 /// The inputs as regular files of JSON lines or CSV, each with its format, or `None` where one
 /// is not (a stream, a live source, a listener, another format): what may be read apart.
 fn regular_files(
@@ -335,6 +334,7 @@ pub(crate) fn parallel_time_form(
     inputs::common_time_form(&files, schema, Some(cell), unit)
 }
 
+/// Whether `path` names a regular file (not standard input, a URL or a FIFO).
 fn is_regular(path: &str) -> bool {
     path != "-"
         && !crate::live::is_url(path)
