@@ -1062,8 +1062,8 @@ fn a_recorded_timed_run_over_standard_input_loses_no_row() {
         "run", &spec, "--input", &input, "--time", "ts", "--key", "host", "--output", "csv",
     ]);
     assert_eq!(want.0, Some(0), "{}", want.2);
-    let mut child = vigil()
-        .args([
+    let o = crate::support::run_piped(
+        &[
             "run",
             &spec,
             "--input",
@@ -1080,19 +1080,11 @@ fn a_recorded_timed_run_over_standard_input_loses_no_row() {
             "2",
             "--record",
             log,
-        ])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let feeder = std::thread::spawn(move || std::io::Write::write_all(&mut stdin, text.as_bytes()));
-    let o = child.wait_with_output().unwrap();
-    feeder.join().unwrap().unwrap();
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success(), "{err}");
-    assert!(String::from_utf8_lossy(&o.stdout) == want.1, "{err}");
+        ],
+        text.as_bytes(),
+    );
+    assert_eq!(o.code, Some(0), "{}", o.err);
+    assert!(o.out == want.1, "{}", o.err);
     let replayed = outcome(&["replay", &spec, log, "--output", "csv"]);
     assert!(replayed.1 == want.1, "replayed: {}", replayed.2);
 }
