@@ -688,6 +688,8 @@ struct PlanRun {
     /// grid marks the signals it sees without clearing anything.
     seen: Vec<u64>,
     stamp: u64,
+    /// Why the plan failed on the last step (an engine bug), for [`PlanRun::step`] to give.
+    failed: Option<String>,
 }
 
 /// A run of a property file on the plan tier where it is exact, on the evaluator otherwise:
@@ -817,7 +819,7 @@ impl StlRun {
         // On the plan, a step on the grid runs in place: the state (whose other variants hold
         // whole evaluators) is not moved out and back.
         if let State::Plan(run) = &mut self.state
-            && run.step(samples, out).is_ok()
+            && run.try_step(samples, out)
         {
             return;
         }
@@ -924,10 +926,13 @@ impl StlRun {
             signals,
             seen: vec![0; signals],
             stamp: 0,
+            failed: None,
         });
         // Its verdicts were the evaluator's, given at the first step.
-        run.eval(first, t0, &mut Vec::new())
-            .map_err(|why| format!("at step 0: {why}"))?;
+        if !run.eval(first, t0, &mut Vec::new()) {
+            let why = run.failed.take().unwrap_or_default();
+            return Err(format!("at step 0: {why}"));
+        }
         run.step(second, out)
             .map_err(|why| format!("at step 1: {why}"))?;
         Ok(run)
@@ -988,22 +993,43 @@ fn on_grid(
 
 impl PlanRun {
     /// Runs a step on the grid, its verdicts added to `out`, or says why it is not on it
-    /// (nothing run, nothing added).
+    /// (nothing run, nothing added), or why the plan failed on it: what [`PlanRun::try_step`]
+    /// does, with the reason where it gives `false`.
     fn step(&mut self, samples: &mut [StlSample], out: &mut Vec<Emitted>) -> Result<(), String> {
-        // A library caller's times may run to `Duration::MAX`: past it there is no grid.
+        if let Some(why) = self.failed.take() {
+            return Err(why);
+        }
+        if self.try_step(samples, out) {
+            return Ok(());
+        }
+        if let Some(why) = self.failed.take() {
+            return Err(why);
+        }
+        // Off the grid (nothing ran): `on_grid` says why (it checks what `fits` checks).
         let Some(at) = self.last.checked_add(self.plan.period) else {
             return Err("the next time of the grid is past the largest time".into());
         };
-        let t = match self.fits(samples, at) {
-            true => at,
-            // Off the grid: `on_grid` says why (it checks the same).
-            false => on_grid(samples, self.signals, Some(at))?,
+        on_grid(samples, self.signals, Some(at))?;
+        unreachable!("engine bug: a step on the grid that `fits` refused")
+    }
+
+    /// Runs a step on the grid, its verdicts added to `out`: `false` where the step is off the
+    /// grid (nothing run, nothing added), or where the plan failed on it (`failed` says why,
+    /// which [`PlanRun::step`] gives). Always inlined into [`StlRun::step_into`], so that a
+    /// step on the plan is one function around the kernel's call: as calls of their own, with
+    /// a `Result<(), String>` each, this step's bookkeeping was twice the kernel's cost.
+    #[inline(always)]
+    fn try_step(&mut self, samples: &[StlSample], out: &mut Vec<Emitted>) -> bool {
+        // A library caller's times may run to `Duration::MAX`: past it there is no grid.
+        let Some(at) = self.last.checked_add(self.plan.period) else {
+            return false;
         };
-        self.eval(samples, t, out)
+        self.fits(samples, at) && self.eval(samples, at, out)
     }
 
     /// Whether a step's samples lie on the grid at `at` ([`on_grid`]'s rule), in one pass
     /// that builds no reason.
+    #[inline(always)]
     fn fits(&mut self, samples: &[StlSample], at: Duration) -> bool {
         // One signal (the common case): its one sample, of that signal, needs no marks.
         if let [s] = samples
@@ -1024,20 +1050,24 @@ impl PlanRun {
         })
     }
 
-    /// Feeds a step on the grid to the monitor; its verdicts are added to `out`.
-    fn eval(
-        &mut self,
-        samples: &[StlSample],
-        t: Duration,
-        out: &mut Vec<Emitted>,
-    ) -> Result<(), String> {
+    /// Feeds a step on the grid to the monitor; its verdicts are added to `out`. `false` where
+    /// the plan failed (an engine bug: `failed` says what), its verdicts of the step, if any,
+    /// left in `out`.
+    #[inline(always)]
+    fn eval(&mut self, samples: &[StlSample], t: Duration, out: &mut Vec<Emitted>) -> bool {
         for s in samples {
-            (self.stepper)
-                .set_float(s.signal.0 as usize, s.value)
-                .map_err(|e| format!("the plan refused a sample (a bug): {e}"))?;
+            if let Err(e) = (self.stepper).set_float(s.signal.0 as usize, s.value) {
+                return self.fail(format!("the plan refused a sample (a bug): {e}"));
+            }
         }
         let k = self.steps;
-        let outputs = (self.stepper.step()).map_err(|e| format!("the plan stopped: {e}"))?;
+        let outputs = match self.stepper.step() {
+            Ok(outputs) => outputs,
+            Err(e) => {
+                let why = format!("the plan stopped: {e}");
+                return self.fail(why);
+            }
+        };
         for (i, &(lag, copies, span)) in self.props.iter().enumerate() {
             if k < lag {
                 continue;
@@ -1047,14 +1077,14 @@ impl PlanRun {
             } else {
                 outputs.bool(i).map(Verdict::Bool)
             };
-            let Some(value) = value else {
-                return Err(format!("the plan gave no value for property {i} (a bug)"));
-            };
             // From step `lag` on, `t` is at least `lag` periods on from the first step's time.
-            let Some(time) = t.checked_sub(span) else {
-                return Err(format!(
-                    "property {i}'s verdict is for a time before 0 (a bug)"
-                ));
+            let (Some(value), Some(time)) = (value, t.checked_sub(span)) else {
+                let why = match value {
+                    None => format!("the plan gave no value for property {i} (a bug)"),
+                    Some(_) => format!("property {i}'s verdict is for a time before 0 (a bug)"),
+                };
+                self.failed = Some(why);
+                return false;
             };
             let e = Emitted {
                 property: i,
@@ -1071,10 +1101,19 @@ impl PlanRun {
         self.steps += 1;
         self.last = t;
         self.keep_step(samples);
-        Ok(())
+        true
+    }
+
+    /// Records why the plan failed; `false`, for [`PlanRun::eval`] to return.
+    #[cold]
+    #[inline(never)]
+    fn fail(&mut self, why: String) -> bool {
+        self.failed = Some(why);
+        false
     }
 
     /// Keeps a step's samples in the ring, over its oldest step once the ring is full.
+    #[inline(always)]
     fn keep_step(&mut self, samples: &[StlSample]) {
         if self.recent.len() < self.keep.saturating_mul(self.signals) {
             self.recent.extend_from_slice(samples);
