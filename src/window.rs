@@ -8,8 +8,9 @@
 //! - A **count window** of `n` keeps a ring of its last `n` values (when its
 //!   aggregate needs them to subtract what leaves), the number of values
 //!   pushed so far, and a running aggregate: an `i128` sum, an exact Float
-//!   sum (`exact`), a count of trues, or for `min`/`max` a monotonic deque of
-//!   value positions (amortised O(1) per value, at most `n` entries).
+//!   sum (`exact`), a count of trues, or for `min`/`max` the extremes of
+//!   the last block of `n` values' suffixes and of this block so far (O(1)
+//!   per value, `n` words: `scalar_ir::window::minmax`).
 //! - A **time window** of `panes` panes of `pane_ns` keeps one partial
 //!   aggregate per pane (a ring indexed by pane number) and running totals;
 //!   a pane that leaves the window is subtracted from the totals (`min` and
@@ -162,7 +163,7 @@ impl Shape {
                     Aggregate::First => format!("{n} values"),
                     Aggregate::Integral => "nothing (refused: no time)".to_string(),
                     Aggregate::Min | Aggregate::Max => {
-                        format!("{n} values and a deque of at most {n} positions")
+                        format!("{n} values and the extremes of {n} suffixes")
                     }
                     Aggregate::Variance | Aggregate::Stddev => {
                         format!("{n} values and Welford's mean and sum of squares")
@@ -521,7 +522,7 @@ impl Shape {
 impl Shape {
     /// Checks words read from a snapshot taken before step `step` and
     /// rebuilds what follows from the rest: a count window's running
-    /// aggregate and deque from its held values, a time window's totals
+    /// aggregate (a `min`/`max`'s extremes) from its held values, a time window's totals
     /// from its panes. Words that no run could hold are an error (never a
     /// panic or a hang later).
     pub fn restore(&self, w: &mut [u64], step: u64) -> Result<(), String> {

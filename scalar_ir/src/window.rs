@@ -8,9 +8,10 @@
 //! A count window of `n` keeps the number of values pushed so far, the step of the last
 //! push (a value enters once per step), a ring of its last `n` values when its aggregate
 //! needs them to subtract what leaves, and a running aggregate: an `i128` sum, an exact
-//! Float sum ([`exact`]), a count of trues, the last value, for `min`/`max` a
-//! monotonic deque of the ring indices of values (amortised O(1) per value, at most `n`
-//! entries, rebuilt from the held values on restore),
+//! Float sum ([`exact`]), a count of trues, the last value, for `min`/`max` the
+//! running extreme of the values since the last multiple of `n` and the extremes of the
+//! suffixes of the `n` before them ([`minmax`]: O(1) per value, `n` words, rebuilt from the
+//! held values on restore),
 //! for `variance`/`stddev` Welford's running mean and sum of squared deviations (a
 //! value that leaves is taken out by the inverse update, and every `n` values the two
 //! are recomputed from the held values, so rounding cannot drift without bound), and
@@ -48,7 +49,7 @@ impl Gen {
 
 pub use interval::{IntervalRead, IntervalWindow, step_time};
 pub use minmax::MinMaxWindow;
-use minmax::{deque_enter, deque_front};
+use minmax::{block_enter, block_read};
 pub use since::SinceWindow;
 
 /// What a window computes of the values it holds.
@@ -230,8 +231,8 @@ const M2: usize = 1;
 const NONFINITE: usize = 2;
 
 impl CountWindow {
-    /// Whether it keeps its values (to subtract what leaves, or for the
-    /// deque to compare).
+    /// Whether it keeps its values (to subtract what leaves, or for a
+    /// `min`/`max` to make its suffixes from).
     fn keeps_values(&self) -> bool {
         !matches!(self.agg, Agg::Count | Agg::Last | Agg::Integral)
     }
@@ -302,8 +303,15 @@ impl CountWindow {
                 if len == 0 {
                     return Read::Empty;
                 }
-                let (ring, dq) = w[RING..].split_at(n as usize);
-                Read::Bits(deque_front(ring, dq))
+                let agg = &w[RING + n as usize..];
+                let at = ((w[PUSHES] - 1) % n) as usize;
+                let full = w[PUSHES] > n;
+                Read::Bits(match (self.elem == Elem::Float, self.agg == Agg::Min) {
+                    (true, true) => block_read::<true, true>(agg, at, full),
+                    (true, false) => block_read::<true, false>(agg, at, full),
+                    (false, true) => block_read::<false, true>(agg, at, full),
+                    (false, false) => block_read::<false, false>(agg, at, full),
+                })
             }
             _ => {
                 let k = sum_words(self.agg, self.elem);
@@ -361,17 +369,17 @@ impl CountWindow {
                 }
             }
             Agg::Min | Agg::Max => {
-                let (ring, dq) = w[RING..].split_at_mut(n as usize);
+                let (ring, agg) = w[RING..].split_at_mut(n as usize);
                 // The comparison fixed at compile time: the generic one's
                 // matches on the element and the direction were a good part
                 // of a push.
                 let enter = match (self.elem == Elem::Float, self.agg == Agg::Min) {
-                    (true, true) => deque_enter::<true, true>,
-                    (true, false) => deque_enter::<true, false>,
-                    (false, true) => deque_enter::<false, true>,
-                    (false, false) => deque_enter::<false, false>,
+                    (true, true) => block_enter::<true, true>,
+                    (true, false) => block_enter::<true, false>,
+                    (false, true) => block_enter::<false, true>,
+                    (false, false) => block_enter::<false, false>,
                 };
-                enter(ring, dq, at, bits);
+                enter(ring, agg, at, bits);
             }
         }
         if keeps {
@@ -388,7 +396,7 @@ impl CountWindow {
     }
 
     /// Checks words read from a snapshot taken before step `step` and
-    /// rebuilds the running aggregate and the deque from the held values
+    /// rebuilds the running aggregate (a `min`/`max`'s extremes) from the held values
     /// (words no run could hold are an error, never a panic or a hang).
     pub fn restore(&self, w: &mut [u64], step: u64) -> Result<(), String> {
         if w.len() != self.words() || self.n == 0 {

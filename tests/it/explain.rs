@@ -212,7 +212,7 @@ fn explain_prints_window_bounds_and_fused_windows() {
 
         windows (state in the run, 2672 bytes in all; count windows and STL intervals and sinces over scalars fuse, time windows run on the canonical tier):
           n0: window(x, 100, sum): count window of 100: 100 values and a running total, 832 bytes, O(1) per step
-          n1: window(f, 10, max): count window of 10: 10 values and a deque of at most 10 positions, 192 bytes, amortised O(1) per step
+          n1: window(f, 10, max): count window of 10: 10 values and the extremes of 10 suffixes, 192 bytes, amortised O(1) per step
           n2: window(x, 10s, count, 100ms): time window of 10s: 100 panes of 100ms, 1648 bytes, O(1) per step; read at rows: (t - T, t], its far edge rounded to a pane of 100ms
 
         tier: native-whole (requested; the canonical tier takes `n` after the kernel (n2: window(x, 10s, count, 100ms) is a time window (its panes have no fused state machine)))

@@ -1,12 +1,34 @@
-//! A `min`/`max` count window's step on a fast path: its length's modulus computed once, its comparison fixed at compile time, push and read in one pass.
+//! A `min`/`max` count window: its blocks' running extremes (van Herk and Gil–Werman), and its step on a fast path.
+//!
+//! **The algorithm.** A window of `n` values keeps them in a ring indexed by position modulo
+//! `n`, so the positions fall into blocks of `n` (a block starts where its position is 0
+//! modulo `n`) and the window's values are the end of the last block and the start of this
+//! one. The window keeps the extreme of this block's values so far (`R`), and, made once per
+//! block at its start from the ring (which then holds the whole last block, in index order),
+//! the extreme of each suffix of the last block (`S[i]`: of its values at indices `i..n`). The
+//! window's extreme at index `j` of a block is that of `S[j + 1]` and `R`: two comparisons a
+//! value, and `n` once per `n` values for the suffixes — O(1) per value, with no
+//! data-dependent branch (van Herk 1992, Gil and Werman 1993). A monotonic deque, which this
+//! replaced (2026-12-08), pops a data-dependent number of values a push, and its loop's exit
+//! was a mispredicted branch most pushes of a plan's `G`/`F`: a third of its step.
+//!
+//! **Its result** is the one the definition gives, bit for bit: of the values that are not NaN
+//! the least (`min`) or greatest, the latest of equal ones (`-0.0` and `0.0` among them), and
+//! NaN (`f64::NAN`'s bits) where every value is NaN. [`pick`] is that choice between an older
+//! and a newer value; choosing by (value, position) is associative, so the suffixes and the
+//! running extreme combine in any grouping to the definition's.
+//!
+//! **Its words** after the ring: `R`, a word no longer read (the deque's second end, kept so
+//! that a window's words, and its snapshots, keep their length), then `S[0..n]`. Restoring a
+//! snapshot replays the held values from the ring (`CountWindow::restore`), which makes `R`
+//! and the suffixes a read will use again, so they are no part of a snapshot's meaning.
 //!
 //! [`CountWindow::push`] and [`CountWindow::read`] serve every aggregate: each decodes the
 //! aggregate, and the push divides by the window's length to find the value's slot. A plan's
 //! bounded `G`/`F` (issue 39) is a `min`/`max` count window, and its divisions and the dispatch
-//! around the deque were about half of its step. A [`MinMaxWindow`] is built once per window
-//! (where a kernel is compiled, or per step on the quickened tier) and steps the same monotonic
-//! deque (`deque_enter`, here, which `CountWindow::push` calls too) on the same words, the
-//! slot found by a multiplication: it writes what `push` then `read` write, word for word (a
+//! around it were about half of its step. A [`MinMaxWindow`] is built once per window (where a
+//! kernel is compiled, or per step on the quickened tier) and steps the same words, the slot
+//! found by a multiplication: it writes what `push` then `read` write, word for word (a
 //! differential test holds it to them, and both to the definition).
 //!
 //! Nothing here can panic on words of the window's length, whatever they hold, and whatever
@@ -96,103 +118,96 @@ impl MinMaxWindow {
             return Read::Empty;
         }
         let (head, rest) = w.split_at_mut(RING);
-        let (ring, dq) = rest.split_at_mut(n);
+        let (ring, agg) = rest.split_at_mut(n);
+        let pushes = head[PUSHES];
         if enter && head[PUSHED_AT] != step.wrapping_add(1) {
             head[PUSHED_AT] = step.wrapping_add(1);
-            let pushes = head[PUSHES];
             let at = self.modn.of(pushes);
-            deque_enter::<FLOAT, MIN>(ring, dq, at, bits);
+            block_enter::<FLOAT, MIN>(ring, agg, at, bits);
             if let Some(slot) = ring.get_mut(at) {
                 *slot = bits;
             }
             head[PUSHES] = pushes.wrapping_add(1);
+            return Read::Bits(block_read::<FLOAT, MIN>(agg, at, pushes >= n as u64));
         }
-        if head[PUSHES] == 0 {
+        if pushes == 0 {
             return Read::Empty;
         }
-        Read::Bits(deque_front(ring, dq))
+        let at = self.modn.of(pushes - 1);
+        Read::Bits(block_read::<FLOAT, MIN>(agg, at, pushes > n as u64))
     }
 }
 
-/// A `min` (`MIN`) or `max` window's push of `bits` (a Float where `FLOAT`,
-/// else an Int or Bool) into its monotonic deque, `dq`: its head and length,
-/// then `n` slots (`n` the ring's length) holding, from the head on, the ring
-/// indices of the values no later value has beaten, oldest first. `ring` holds
-/// the window's values by position modulo `n`; this push's value goes to index
-/// `at` (the caller writes it after), where the value leaving is, once the
-/// window is full. A NaN leaves the deque as it is (the window's minimum
-/// passes over it, as `f64::min` does).
-///
-/// The deque holds ring indices rather than positions, so that nothing is
-/// reduced modulo `n` here: the values it holds are at distinct positions of
-/// the window, oldest first, so the value leaving is the front's if the front
-/// is at `at`, and only that one leaves. (Restoring a snapshot rebuilds the
-/// deque from the held values, so its words are no part of a snapshot's
-/// meaning.) Words no run writes (a head or a length past `n`, a slot past the
-/// ring) are reduced or passed over, never indexed outside the words.
+/// Which of two values a `min` (`MIN`) or `max` window keeps, of `older` and `newer` (Floats
+/// where `FLOAT`, else Ints or Bools as `i64`s): the newer where it is at least as extreme (the
+/// latest of equal values), or where the older is NaN; the older where the newer is NaN (a NaN
+/// is passed over, as `f64::min` passes over it).
 #[inline(always)]
-pub(super) fn deque_enter<const FLOAT: bool, const MIN: bool>(
+fn pick<const FLOAT: bool, const MIN: bool>(older: u64, newer: u64) -> u64 {
+    let newer_wins = if FLOAT {
+        let (o, v) = (f64::from_bits(older), f64::from_bits(newer));
+        o.is_nan() || if MIN { v <= o } else { v >= o }
+    } else {
+        let (o, v) = (older as i64, newer as i64);
+        if MIN { v <= o } else { v >= o }
+    };
+    if newer_wins { newer } else { older }
+}
+
+/// A `min` (`MIN`) or `max` window's push of `bits` at ring index `at` (see the module's note):
+/// at a block's start (`at` 0) the last block's suffix extremes are made from the ring (which
+/// holds it whole: the caller writes `bits` to the ring after), and the running extreme
+/// restarts from `bits`; otherwise `bits` joins it. `agg` is the words after the ring (`R`,
+/// one unused, `S`); words of other lengths are passed over, never indexed outside.
+#[inline(always)]
+pub(super) fn block_enter<const FLOAT: bool, const MIN: bool>(
     ring: &[u64],
-    dq: &mut [u64],
+    agg: &mut [u64],
     at: usize,
     bits: u64,
 ) {
     let n = ring.len();
-    let (ends, slots) = dq.split_at_mut(2);
-    if n == 0 || slots.len() != n {
+    let [running, _, suffix @ ..] = agg else {
+        return;
+    };
+    if at != 0 {
+        *running = pick::<FLOAT, MIN>(*running, bits);
         return;
     }
-    let (mut head, mut len) = (ends[0], ends[1].min(n as u64) as usize);
-    if head >= n as u64 {
-        head %= n as u64;
-    }
-    let mut head = head as usize;
-    let wrap = |i: usize| if i >= n { i - n } else { i };
-    if len > 0 && slots[head] == at as u64 {
-        head = wrap(head + 1);
-        len -= 1;
-    }
-    if !(FLOAT && f64::from_bits(bits).is_nan()) {
-        while len > 0 {
-            let Some(&held) = ring.get(slots[wrap(head + len - 1)] as usize) else {
-                break;
-            };
-            // The newest of equal values stays (ties: latest wins).
-            let replaces = if FLOAT {
-                let (v, h) = (f64::from_bits(bits), f64::from_bits(held));
-                if MIN { v <= h } else { v >= h }
-            } else {
-                let (v, h) = (bits as i64, held as i64);
-                if MIN { v <= h } else { v >= h }
-            };
-            if !replaces {
-                break;
-            }
-            len -= 1;
-        }
-        // A run's deque has room: the value leaving left it above.
-        if len < n {
-            slots[wrap(head + len)] = at as u64;
-            len += 1;
+    *running = bits;
+    if suffix.len() == n && n > 0 {
+        // From the last index down: `S[i]` is the extreme of `ring[i]` (older) and `S[i + 1]`.
+        let mut later = ring[n - 1];
+        suffix[n - 1] = later;
+        for (s, &v) in suffix[..n - 1].iter_mut().zip(&ring[..n - 1]).rev() {
+            later = pick::<FLOAT, MIN>(v, later);
+            *s = later;
         }
     }
-    (ends[0], ends[1]) = (head as u64, len as u64);
 }
 
-/// The value at a `min`/`max` window's deque's front (`dq` as
-/// [`deque_enter`] keeps it, over `ring`): the window's minimum (maximum), or
-/// NaN where the deque is empty, every value in the window NaN.
+/// A `min`/`max` window's result (see the module's note), its last value at ring index `at`:
+/// this block's running extreme, and where the window holds the end of the last block (`full`:
+/// `n` values or more have entered, so there is a last block, and `at + 1 < n`) its suffix from
+/// `at + 1` before it. NaN, as `f64::NAN`'s bits, where every value held is one.
 #[inline(always)]
-pub(super) fn deque_front(ring: &[u64], dq: &[u64]) -> u64 {
-    let nan = f64::NAN.to_bits();
-    if dq.len() < 2 || dq[1] == 0 {
-        return nan;
+pub(super) fn block_read<const FLOAT: bool, const MIN: bool>(
+    agg: &[u64],
+    at: usize,
+    full: bool,
+) -> u64 {
+    let [running, _, suffix @ ..] = agg else {
+        return f64::NAN.to_bits();
+    };
+    let best = match suffix.get(at.wrapping_add(1)) {
+        Some(&older) if full => pick::<FLOAT, MIN>(older, *running),
+        _ => *running,
+    };
+    if FLOAT && f64::from_bits(best).is_nan() {
+        f64::NAN.to_bits()
+    } else {
+        best
     }
-    let slot = usize::try_from(dq[0])
-        .ok()
-        .and_then(|h| dq[2..].get(h))
-        .and_then(|&i| usize::try_from(i).ok());
-    slot.and_then(|i| ring.get(i)).copied().unwrap_or(nan)
 }
 
 #[cfg(test)]
@@ -278,6 +293,45 @@ mod tests {
             }
         }
         Read::Bits(best.unwrap_or(f64::NAN.to_bits()))
+    }
+
+    /// A window restored from its words, with the words after its ring (the running extreme and
+    /// the suffixes) broken, reads from then on what the window it was taken from reads: they
+    /// are rebuilt from the held values, whichever index of a block the snapshot was taken at.
+    #[test]
+    fn a_restore_rebuilds_the_extremes_from_the_held_values() {
+        let mut g = Gen(0x9e37_79b9_7f4a_7c15);
+        for case in 0..1000 {
+            let shape = CountWindow {
+                n: 1 + g.below(6) as u32,
+                agg: [Agg::Min, Agg::Max][g.below(2) as usize],
+                elem: [Elem::Float, Elem::Int][g.below(2) as usize],
+            };
+            let value = |g: &mut Gen| match shape.elem {
+                Elem::Float => [0.0, -0.0, 1.5, -2.0, f64::NAN][g.below(5) as usize].to_bits(),
+                _ => (g.below(5) as i64 - 2) as u64,
+            };
+            let mut a = vec![0; shape.words()];
+            let taken = g.below(20);
+            for step in 0..taken {
+                shape.push(&mut a, step, value(&mut g));
+            }
+            let mut b = a.clone();
+            for word in &mut b[RING + shape.n as usize..] {
+                *word = g.next();
+            }
+            shape.restore(&mut b, taken).expect("a run's words restore");
+            for step in taken..taken + 15 {
+                let bits = value(&mut g);
+                shape.push(&mut a, step, bits);
+                shape.push(&mut b, step, bits);
+                assert_eq!(
+                    shape.read(&mut b),
+                    shape.read(&mut a),
+                    "case {case}, {shape:?}"
+                );
+            }
+        }
     }
 
     /// Words no run writes (any head, length or slot) step without a panic, on both paths.
