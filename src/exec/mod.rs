@@ -1727,7 +1727,11 @@ impl Engine {
     /// not failed); `lanes` and `tags` are as long as the lanes and tags
     /// `fast` was made for. `time` is the row's time (`None`: its step's, in
     /// seconds), as `Monitor::step_at` gives one.
-    #[inline]
+    ///
+    /// Always inlined into the stepper's step: a call of its own was a sixth of a small
+    /// specification's step on the whole-row kernel (the STL plan's `G`), its arguments and
+    /// registers saved around it.
+    #[inline(always)]
     pub(crate) unsafe fn run_fast_row(
         &mut self,
         run: &mut Run,

@@ -140,8 +140,10 @@ impl Kept {
         // this row (which never changes length); since then only
         // `run_fast_row` has touched the run (the caller's promise, and the
         // general path below calls `refresh` after every row it evaluates).
-        let done = (self.fast.as_mut())
-            .is_some_and(|fast| unsafe { m.engine.run_fast_row(&mut m.run, fast, row, time) });
+        let done = match self.fast.as_mut() {
+            Some(fast) => unsafe { m.engine.run_fast_row(&mut m.run, fast, row, time) },
+            None => false,
+        };
         // The outputs are made here for both paths, so that they are not
         // made in memory by one and copied (a wide read of narrow stores,
         // stalled, was half of a row's time).
