@@ -853,6 +853,226 @@ impl<'p, 'b, 'f> Translator<'p, 'b, 'f> {
         self.b.switch_to_block(cont);
     }
 
+    /// A count window's push and read (`window`, `window_if`): its value.
+    fn count_window(
+        &mut self,
+        ty: Type,
+        base: u32,
+        shape: scalar_ir::window::CountWindow,
+        arg: Value,
+        site: u32,
+        entry: Entry,
+    ) -> Result<cl::Value, CompileError> {
+        let v = self.val(arg)?;
+        // The value's bits: a float argument is passed as its bits.
+        let bits = if self.b.func.dfg.value_type(v) == types::F64 {
+            self.b.ins().bitcast(types::I64, MemFlagsData::new(), v)
+        } else if self.b.func.dfg.value_type(v) == types::I64 {
+            v
+        } else {
+            self.b.ins().uextend(types::I64, v)
+        };
+        let words = self
+            .b
+            .ins()
+            .iadd_imm_u(self.frame.windows, i64::from(base) * 8);
+        let slot = self.b.create_sized_stack_slot(cl::StackSlotData::new(
+            cl::StackSlotKind::ExplicitSlot,
+            8,
+            3,
+        ));
+        let out = self.b.ins().stack_addr(types::I64, slot, 0);
+        let fast = scalar_ir::window::MinMaxWindow::of(shape);
+        if let (Some(fast), Entry::Always) = (fast, entry) {
+            // A `min`/`max` that enters a value every row (a plan's `G`/`F`): its
+            // push and read inline, the helper for the rest.
+            let r = self.min_max_inline(fast, words, bits, out)?;
+            return Ok(self.bits_as(r, ty));
+        }
+        let step = self.frame.step;
+        let enter = match entry {
+            Entry::Always => self.b.ins().iconst(types::I64, 1),
+            // A b1 is an i64 lane holding 0 or 1.
+            Entry::If { present, .. } => self.val(present)?,
+        };
+        let status = match fast {
+            // `min`/`max` (a plan's `G`/`F`): the fast path, its modulus computed
+            // here once rather than at every step.
+            Some(fast) => {
+                let (n, m, kind) = fast.encode();
+                let n = self.b.ins().iconst(types::I64, n as i64);
+                let m = self.b.ins().iconst(types::I64, m as i64);
+                let kind = self.b.ins().iconst(types::I64, kind as i64);
+                let args = [words, n, m, kind, bits, step, enter, out];
+                self.call(Helper::MinMax, &args)?
+            }
+            None => {
+                let shape = self.b.ins().iconst(types::I64, shape.encode() as i64);
+                self.call(Helper::Window, &[words, shape, bits, step, enter, out])?
+            }
+        };
+        // Status 1 is an Int sum out of range; 2, an empty window,
+        // only a `window_if` that entered nothing can read.
+        let overflow = self.b.ins().icmp_imm_u(IntCC::Equal, status, 1);
+        self.exit_if(overflow, Exit::Trap(TrapKind::Overflow, site));
+        if let Entry::If { reason, .. } = entry {
+            let empty = self.b.ins().icmp_imm_u(IntCC::Equal, status, 2);
+            self.exit_if(empty, Exit::Decline(reason));
+        }
+        let r = self.b.ins().load(types::I64, lane_flags(), out, 0);
+        Ok(self.bits_as(r, ty))
+    }
+
+    /// A window result's bits as a value of `ty`.
+    fn bits_as(&mut self, r: cl::Value, ty: Type) -> cl::Value {
+        let want = cl_type(ty);
+        if want == types::F64 {
+            self.b.ins().bitcast(types::F64, MemFlagsData::new(), r)
+        } else if want == types::I64 {
+            r
+        } else {
+            self.b.ins().ireduce(want, r)
+        }
+    }
+
+    /// A `min`/`max` count window's push of `bits` and read, inline, on the words at `words`
+    /// (`scalar_ir::window::minmax`'s layout and algorithm: the same words, written as its
+    /// `MinMaxWindow::step` writes them); the result's bits. The common row — the step's first
+    /// push, at a position below 2³² that is not a block's first — runs here: the position
+    /// reduced by Lemire's multiplication, the value into the ring, this block's running
+    /// extreme updated and combined with the last block's suffix. Every other row (a push
+    /// again within a step, a block's start, which makes the suffixes, a position past 2³²)
+    /// calls the helper, which writes what it would. The helper's call was half of a plan's
+    /// `G` step on the native tiers (its arguments, its saved registers and its checks).
+    ///
+    /// Every address is inside the window's words: the index is below `n` (the high word of
+    /// a product by `n`), the suffix read at `at + 1` only where that is below `n`.
+    fn min_max_inline(
+        &mut self,
+        fast: scalar_ir::window::MinMaxWindow,
+        words: cl::Value,
+        bits: cl::Value,
+        out: cl::Value,
+    ) -> Result<cl::Value, CompileError> {
+        let (n, m, kind) = fast.encode();
+        let (float, min) = (kind & 1 != 0, kind & 2 != 0);
+        // Byte offsets from `words`: the running extreme (word 2 + n), and the suffixes from
+        // the ring's index (`S[at + 1]` is word 4 + n + at + 1).
+        let off = |w: u64| {
+            w.checked_mul(8)
+                .and_then(|b| i32::try_from(b).ok())
+                .ok_or_else(|| internal("a window's words past an i32 offset"))
+        };
+        let (running_off, suffix_off) = (off(2 + n)?, off(5 + n)?);
+        let step1 = self.b.ins().iadd_imm_u(self.frame.step, 1);
+        let flags = lane_flags();
+        let pushed_at = self.b.ins().load(types::I64, flags, words, 8);
+        let pushes = self.b.ins().load(types::I64, flags, words, 0);
+        let again = self.b.ins().icmp(IntCC::Equal, pushed_at, step1);
+        let wide = self
+            .b
+            .ins()
+            .icmp_imm_u(IntCC::UnsignedGreaterThan, pushes, i64::from(u32::MAX));
+        let slow_row = self.b.ins().bor(again, wide);
+        // Lemire: `pushes mod n` is the high word of `(m·pushes mod 2⁶⁴)·n` below 2³².
+        let low = self.b.ins().imul_imm_u(pushes, m as i64);
+        let nv = self.b.ins().iconst(types::I64, n as i64);
+        let at = self.b.ins().umulhi(low, nv);
+        let first = self.b.ins().icmp_imm_u(IntCC::Equal, at, 0);
+        let slow_row = self.b.ins().bor(slow_row, first);
+        let (inline, slow, join) = (
+            self.b.create_block(),
+            self.b.create_block(),
+            self.b.create_block(),
+        );
+        self.b.set_cold_block(slow);
+        let result = self.b.append_block_param(join, types::I64);
+        self.b.ins().brif(slow_row, slow, &[], inline, &[]);
+
+        self.b.switch_to_block(slow);
+        let (mv, kv) = (
+            self.b.ins().iconst(types::I64, m as i64),
+            self.b.ins().iconst(types::I64, kind as i64),
+        );
+        let one = self.b.ins().iconst(types::I64, 1);
+        let step = self.frame.step;
+        self.call(Helper::MinMax, &[words, nv, mv, kv, bits, step, one, out])?;
+        // After a push the window is never empty: the helper's status is 0.
+        let r = self.b.ins().load(types::I64, flags, out, 0);
+        self.b.ins().jump(join, &[BlockArg::Value(r)]);
+
+        self.b.switch_to_block(inline);
+        self.b.ins().store(flags, step1, words, 8);
+        // The ring starts at word 2.
+        let at8 = self.b.ins().ishl_imm_u(at, 3);
+        let ring_at = self.b.ins().iadd(words, at8);
+        self.b.ins().store(flags, bits, ring_at, 16);
+        let held = self.b.ins().load(types::I64, flags, words, running_off);
+        let running = self.pick(float, min, held, bits);
+        self.b.ins().store(flags, running, words, running_off);
+        let pushes1 = self.b.ins().iadd_imm_u(pushes, 1);
+        self.b.ins().store(flags, pushes1, words, 0);
+        // The last block's suffix from `at + 1`, where the window holds the end of it: `n`
+        // values or more before this one, and `at + 1 < n`.
+        let full = self
+            .b
+            .ins()
+            .icmp(IntCC::UnsignedGreaterThanOrEqual, pushes, nv);
+        let inside = self
+            .b
+            .ins()
+            .icmp_imm_u(IntCC::UnsignedLessThan, at, n as i64 - 1);
+        let reads = self.b.ins().band(full, inside);
+        let (suffix, done) = (self.b.create_block(), self.b.create_block());
+        let best = self.b.append_block_param(done, types::I64);
+        self.b
+            .ins()
+            .brif(reads, suffix, &[], done, &[BlockArg::Value(running)]);
+        self.b.switch_to_block(suffix);
+        let older = self.b.ins().load(types::I64, flags, ring_at, suffix_off);
+        let both = self.pick(float, min, older, running);
+        self.b.ins().jump(done, &[BlockArg::Value(both)]);
+        self.b.switch_to_block(done);
+        let best = if float {
+            // Every value held NaN: `f64::NAN`'s bits, as the helper gives.
+            let f = self.b.ins().bitcast(types::F64, MemFlagsData::new(), best);
+            let nan = self.b.ins().fcmp(FloatCC::Unordered, f, f);
+            let canonical = self.b.ins().iconst(types::I64, f64::NAN.to_bits() as i64);
+            self.b.ins().select(nan, canonical, best)
+        } else {
+            best
+        };
+        self.b.ins().jump(join, &[BlockArg::Value(best)]);
+        self.b.switch_to_block(join);
+        Ok(result)
+    }
+
+    /// `scalar_ir::window::minmax`'s choice between an older and a newer value's bits, for a
+    /// `min` (`min`) or `max` of Floats (`float`) or of Ints and Bools as `i64`s: the newer
+    /// where it is at least as extreme, or where the older is NaN.
+    fn pick(&mut self, float: bool, min: bool, older: cl::Value, newer: cl::Value) -> cl::Value {
+        let wins = if float {
+            let o = self.b.ins().bitcast(types::F64, MemFlagsData::new(), older);
+            let v = self.b.ins().bitcast(types::F64, MemFlagsData::new(), newer);
+            let cc = if min {
+                FloatCC::LessThanOrEqual
+            } else {
+                FloatCC::GreaterThanOrEqual
+            };
+            let beats = self.b.ins().fcmp(cc, v, o);
+            let gone = self.b.ins().fcmp(FloatCC::Unordered, o, o);
+            self.b.ins().bor(beats, gone)
+        } else {
+            let cc = if min {
+                IntCC::SignedLessThanOrEqual
+            } else {
+                IntCC::SignedGreaterThanOrEqual
+            };
+            self.b.ins().icmp(cc, newer, older)
+        };
+        self.b.ins().select(wins, newer, older)
+    }
+
     fn call(&mut self, h: Helper, args: &[cl::Value]) -> Result<cl::Value, CompileError> {
         let f = self.helpers[h.index()]
             .ok_or_else(|| internal(&format!("helper {} was not imported", h.symbol())))?;
@@ -1106,66 +1326,7 @@ impl<'p, 'b, 'f> Translator<'p, 'b, 'f> {
                 arg,
                 site,
                 entry,
-            } => {
-                let v = self.val(arg)?;
-                // The value's bits: a float argument is passed as its bits.
-                let bits = if self.b.func.dfg.value_type(v) == types::F64 {
-                    self.b.ins().bitcast(types::I64, MemFlagsData::new(), v)
-                } else if self.b.func.dfg.value_type(v) == types::I64 {
-                    v
-                } else {
-                    self.b.ins().uextend(types::I64, v)
-                };
-                let words = self
-                    .b
-                    .ins()
-                    .iadd_imm_u(self.frame.windows, i64::from(base) * 8);
-                let slot = self.b.create_sized_stack_slot(cl::StackSlotData::new(
-                    cl::StackSlotKind::ExplicitSlot,
-                    8,
-                    3,
-                ));
-                let out = self.b.ins().stack_addr(types::I64, slot, 0);
-                let step = self.frame.step;
-                let enter = match entry {
-                    Entry::Always => self.b.ins().iconst(types::I64, 1),
-                    // A b1 is an i64 lane holding 0 or 1.
-                    Entry::If { present, .. } => self.val(present)?,
-                };
-                let status = match scalar_ir::window::MinMaxWindow::of(shape) {
-                    // `min`/`max` (a plan's `G`/`F`): the fast path, its modulus computed
-                    // here once rather than at every step.
-                    Some(fast) => {
-                        let (n, m, kind) = fast.encode();
-                        let n = self.b.ins().iconst(types::I64, n as i64);
-                        let m = self.b.ins().iconst(types::I64, m as i64);
-                        let kind = self.b.ins().iconst(types::I64, kind as i64);
-                        let args = [words, n, m, kind, bits, step, enter, out];
-                        self.call(Helper::MinMax, &args)?
-                    }
-                    None => {
-                        let shape = self.b.ins().iconst(types::I64, shape.encode() as i64);
-                        self.call(Helper::Window, &[words, shape, bits, step, enter, out])?
-                    }
-                };
-                // Status 1 is an Int sum out of range; 2, an empty window,
-                // only a `window_if` that entered nothing can read.
-                let overflow = self.b.ins().icmp_imm_u(IntCC::Equal, status, 1);
-                self.exit_if(overflow, Exit::Trap(TrapKind::Overflow, site));
-                if let Entry::If { reason, .. } = entry {
-                    let empty = self.b.ins().icmp_imm_u(IntCC::Equal, status, 2);
-                    self.exit_if(empty, Exit::Decline(reason));
-                }
-                let r = self.b.ins().load(types::I64, lane_flags(), out, 0);
-                let want = cl_type(ty);
-                Some(if want == types::F64 {
-                    self.b.ins().bitcast(types::F64, MemFlagsData::new(), r)
-                } else if want == types::I64 {
-                    r
-                } else {
-                    self.b.ins().ireduce(want, r)
-                })
-            }
+            } => Some(self.count_window(ty, base, shape, arg, site, entry)?),
             InstData::Interval {
                 ty,
                 base,

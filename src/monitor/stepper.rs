@@ -136,11 +136,11 @@ impl Kept {
     ) -> Result<Outputs<'a>, StepError> {
         let step = m.steps();
         let row = self.row.frame();
-        // SAFETY: `fast` was made by `refresh` for this monitor's run, for
-        // this row (which never changes length); since then only
-        // `run_fast_row` has touched the run (the caller's promise, and the
-        // general path below calls `refresh` after every row it evaluates).
         let done = match self.fast.as_mut() {
+            // SAFETY: `fast` was made by `refresh` for this monitor's run, for
+            // this row (which never changes length); since then only
+            // `run_fast_row` has touched the run (the caller's promise, and the
+            // general path below calls `refresh` after every row it evaluates).
             Some(fast) => unsafe { m.engine.run_fast_row(&mut m.run, fast, row, time) },
             None => false,
         };

@@ -404,6 +404,74 @@ fn windows_sweep_covers_every_aggregate() {
     assert!(cov.absent_fused.iter().all(|&n| n >= 500), "{cov:?}");
 }
 
+/// Dense `min`/`max` count windows — over a stream computed every row (`f - 0.0`, which
+/// keeps `-0.0` and NaN, not the input itself, whose window enters only where it is present),
+/// so the native tiers push and read them inline (`jit::translate`'s `min_max_inline`), and
+/// the helper only at a block's start and for a row run again — over values with NaNs, infinities, signed zeros and ties, across
+/// many blocks of every length up to 9: the reference, every tier row by row, the regions
+/// alone and batches give the canonical tier's bits, and the whole-row kernel runs the rows
+/// (so the inline path is what is compared). A snapshot taken mid-block resumes the same.
+#[test]
+fn dense_min_max_windows_agree_on_every_tier() {
+    let floats = [
+        0.0,
+        -0.0,
+        1.5,
+        -2.0,
+        f64::NAN,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        1.5,
+    ];
+    let mut g = 0x2545_f491_4f6c_dd1d_u64;
+    let mut next = move || {
+        g ^= g << 13;
+        g ^= g >> 7;
+        g ^= g << 17;
+        g
+    };
+    for n in 1..=9 {
+        let src = format!(
+            "in f: Float\nin i: Int\nout a: Float\nout b: Float\nout c: Int\nout d: Int\n\
+             a = window(f - 0.0, {n}, min)\nb = window(f - 0.0, {n}, max)\n\
+             c = window(i + 0, {n}, min)\nd = window(i + 0, {n}, max)\n"
+        );
+        let spec = Spec::parse("dense.dsrv", &src).expect("a valid spec");
+        let trace: Vec<Vec<Option<Value>>> = (0..120)
+            .map(|_| {
+                let f = floats[(next() % floats.len() as u64) as usize];
+                let i = (next() % 5) as i64 - 2;
+                vec![Some(Value::Float(f)), Some(Value::Int(i))]
+            })
+            .collect();
+        let canon = run_tier(&spec, &trace, Tier::Canonical);
+        let refer = reference::evaluate(spec.checked(), &trace);
+        let mut runs = vec![("reference".to_string(), refer)];
+        for tier in TIERS {
+            runs.push((tier.to_string(), run_tier(&spec, &trace, tier)));
+        }
+        runs.push(("regions".into(), run_regions_only(&spec, &trace)));
+        let batches = run_tier_batch(&spec, &trace, Tier::NativeWhole);
+        runs.push(("batches".into(), batches));
+        for (name, run) in runs {
+            compare_runs(&spec, &trace, ("canonical", canon.clone()), (&name, run))
+                .unwrap_or_else(|e| panic!("n = {n}: {e}"));
+        }
+        let mut m = Monitor::builder(&spec).tier(Tier::NativeWhole).build();
+        run_monitor(&mut m, &trace[..50]);
+        assert_eq!(m.stats().whole_rows, 50, "n = {n}: {:?}", m.stats());
+        let snap = Snapshot::from_bytes(&m.snapshot().to_bytes()).expect("decodes");
+        let mut resumed = Monitor::builder(&spec)
+            .tier(Tier::NativeWhole)
+            .restore(&snap)
+            .expect("restores")
+            .build();
+        let (rest, err) = run_monitor(&mut resumed, &trace[50..]);
+        assert_eq!(err, None);
+        assert_eq!(rest[..], canon.0[50..], "n = {n}: resumed mid-block");
+    }
+}
+
 /// A keyed monitor keeps one window per key, on every tier, through a
 /// keyed snapshot taken mid-window (binary, then JSON).
 #[test]
