@@ -232,11 +232,7 @@ mod tests {
             f64::NAN,
         ];
         for case in 0..2000 {
-            let shape = CountWindow {
-                n: 1 + g.below(7) as u32,
-                agg: [Agg::Min, Agg::Max][g.below(2) as usize],
-                elem: [Elem::Float, Elem::Int, Elem::Bool][g.below(3) as usize],
-            };
+            let shape = random_shape(&mut g, 7, &[Elem::Float, Elem::Int, Elem::Bool]);
             let fast = MinMaxWindow::of(shape).expect("a min/max window");
             let (n, m, kind) = fast.encode();
             assert_eq!(MinMaxWindow::decode(n, m, kind), Some(fast));
@@ -295,6 +291,15 @@ mod tests {
         Read::Bits(best.unwrap_or(f64::NAN.to_bits()))
     }
 
+    /// A `min` or `max` window of 1 to `most` values of one of `elems`.
+    fn random_shape(g: &mut Gen, most: u64, elems: &[Elem]) -> CountWindow {
+        CountWindow {
+            n: 1 + g.below(most) as u32,
+            agg: [Agg::Min, Agg::Max][g.below(2) as usize],
+            elem: elems[g.below(elems.len() as u64) as usize],
+        }
+    }
+
     /// A window restored from its words, with the words after its ring (the running extreme and
     /// the suffixes) broken, reads from then on what the window it was taken from reads: they
     /// are rebuilt from the held values, whichever index of a block the snapshot was taken at.
@@ -302,11 +307,7 @@ mod tests {
     fn a_restore_rebuilds_the_extremes_from_the_held_values() {
         let mut g = Gen(0x9e37_79b9_7f4a_7c15);
         for case in 0..1000 {
-            let shape = CountWindow {
-                n: 1 + g.below(6) as u32,
-                agg: [Agg::Min, Agg::Max][g.below(2) as usize],
-                elem: [Elem::Float, Elem::Int][g.below(2) as usize],
-            };
+            let shape = random_shape(&mut g, 6, &[Elem::Float, Elem::Int]);
             let value = |g: &mut Gen| match shape.elem {
                 Elem::Float => [0.0, -0.0, 1.5, -2.0, f64::NAN][g.below(5) as usize].to_bits(),
                 _ => (g.below(5) as i64 - 2) as u64,
@@ -339,11 +340,7 @@ mod tests {
     fn arbitrary_words_never_panic() {
         let mut g = Gen(0x0123_4567_89ab_cdef);
         for _ in 0..2000 {
-            let shape = CountWindow {
-                n: 1 + g.below(5) as u32,
-                agg: [Agg::Min, Agg::Max][g.below(2) as usize],
-                elem: [Elem::Float, Elem::Int][g.below(2) as usize],
-            };
+            let shape = random_shape(&mut g, 5, &[Elem::Float, Elem::Int]);
             let fast = MinMaxWindow::of(shape).expect("a min/max window");
             let mut a: Vec<u64> = (0..shape.words())
                 .map(|_| match g.below(3) {
