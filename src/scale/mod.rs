@@ -851,7 +851,13 @@ impl<D: Stamped> Stash<D> {
     /// of their messages' capabilities is at or before every record's own
     /// time, which is what the records downstream are ordered by.
     pub fn ready(&mut self, done: impl Fn(u64) -> bool) -> (Option<Capability<u64>>, Vec<D>) {
-        let mut ready = Vec::new();
+        // Sized at once for the messages whose least time is complete (nearly always taken
+        // whole): grown from empty, the records were copied on every doubling.
+        let ready_at_most = (self.pending.iter())
+            .filter(|(_, least, _)| done(*least))
+            .map(|(_, _, records)| records.len())
+            .sum();
+        let mut ready = Vec::with_capacity(ready_at_most);
         let mut cap = None;
         self.pending.retain_mut(|(c, least, records)| {
             let before = ready.len();
