@@ -100,6 +100,7 @@ fn writer(
             key,
             out: BufWriter::new(out),
             line: Vec::new(),
+            label: Vec::new(),
         }),
         OutputFormat::Csv => Box::new(CsvWriter {
             names,
@@ -132,6 +133,8 @@ struct TextWriter {
     out: BufWriter<Box<dyn Write + Send>>,
     /// The lines being built, reused across steps.
     line: Vec<u8>,
+    /// A keyed step's label, `{host=a}`, reused across steps.
+    label: Vec<u8>,
 }
 
 impl OutputWriter for TextWriter {
@@ -196,15 +199,18 @@ impl TextWriter {
         );
         let mut step_buf = itoa::Buffer::new();
         let step = step_buf.format(step).as_bytes();
-        // `{host=a}`, built once per step.
-        let label = match (key, &self.key) {
-            (Some(k), Some(name)) => format!("{{{name}={k}}}"),
-            _ => String::new(),
-        };
+        // `{host=a}`, built once per step into a buffer kept across steps (a
+        // `String` made for every step cost a keyed run an allocation and its
+        // growth per row).
+        let label = &mut self.label;
+        label.clear();
+        if let (Some(k), Some(name)) = (key, &self.key) {
+            write!(label, "{{{name}={k}}}")?;
+        }
         let line = &mut self.line;
         line.clear();
         for (name, sample) in self.names.iter().zip(samples) {
-            push_text_line(line, name, label.as_bytes(), step, sample)?;
+            push_text_line(line, name, label, step, sample)?;
         }
         self.out.write_all(line)
     }
