@@ -26,7 +26,7 @@
 mod writer;
 
 pub(crate) use writer::{AlertText, SharedSinks, Sink, Sinks, flush_sinks, open_sink};
-use writer::{Chunk, Of, Piece, PieceWriter, RowFault, SharedBuf, WireSample};
+use writer::{Chunk, ChunkSize, Of, Piece, PieceWriter, RowFault, SharedBuf, WireSample};
 
 use crate::keyed::KeyedMonitor;
 use crate::monitor::Stats;
@@ -735,6 +735,7 @@ fn formatter(
     );
     let mut samples: Vec<Sample> = Vec::new();
     let mut stopped: HashSet<Key> = HashSet::new();
+    let mut size = ChunkSize::default();
     // The row a sweep's tick stands in for: its time and order, and its key's cell.
     let mut swept = StampedRow::new(0, 0, None, vec![None; plan.key_index + 1]);
     let mut sweep = 0;
@@ -817,7 +818,7 @@ fn formatter(
                         let _ = writer.write_keyed(outputs.step(), key, &samples);
                         let _ = writer.flush();
                     }
-                    let chunk = Chunk::of(out);
+                    let chunk = Chunk::of(out, &size);
                     buf.drain_into(&mut chunk.out);
                     let mut fired = Vec::new();
                     for alert in outputs.alerts() {
@@ -844,7 +845,7 @@ fn formatter(
                             chunk.alerts.extend_from_slice(line.as_bytes());
                         }
                     }
-                    chunk.end_row(row, key_value, None, fired, of);
+                    chunk.end_row(row, (key_value, None, fired), of, &mut size);
                     if let Some(last) = chunk.rows.last_mut() {
                         last.samples = live;
                         if of == Of::Sweep {
@@ -861,8 +862,8 @@ fn formatter(
                         };
                         // (At a sweep's place for a sweep's tick.)
                         let of = if of == Of::Sweep { Of::Sweep } else { Of::Row };
-                        let chunk = Chunk::of(out);
-                        chunk.end_row(row, key_value, Some(fault), Vec::new(), of);
+                        let chunk = Chunk::of(out, &size);
+                        chunk.end_row(row, (key_value, Some(fault), Vec::new()), of, &mut size);
                         if let Some(last) = chunk.rows.last_mut().filter(|_| of == Of::Sweep) {
                             last.sweep = sweep;
                         }
@@ -872,11 +873,13 @@ fn formatter(
                 // single-process run's does.
                 Err(StepError::Row(e @ crate::row::RowError::TooManyTicks { .. })) => {
                     let fault = RowFault::Fatal(format!("{e} (--max-ticks)"));
-                    Chunk::of(out).end_row(row, key_value, Some(fault), Vec::new(), Of::Row);
+                    let piece = (key_value, Some(fault), Vec::new());
+                    Chunk::of(out, &size).end_row(row, piece, Of::Row, &mut size);
                 }
                 Err(StepError::Row(e)) => {
                     let fault = RowFault::Fatal(crate::pipeline::drive::rejected_message(&e));
-                    Chunk::of(out).end_row(row, key_value, Some(fault), Vec::new(), Of::Row);
+                    let piece = (key_value, Some(fault), Vec::new());
+                    Chunk::of(out, &size).end_row(row, piece, Of::Row, &mut size);
                 }
             }
         }
