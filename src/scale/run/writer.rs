@@ -392,6 +392,10 @@ pub(super) struct PieceWriter {
     stopped: bool,
 }
 
+/// Where a piece goes in the output's order: its time, its class (a sweep's
+/// tick 0, a barrier 1, a row 2), its sweep, its position.
+type Place = (u64, u8, u64, u64);
+
 /// What the writer takes next: a barrier, or row `row` of chunk `chunk`.
 #[derive(Clone, Copy)]
 enum Next {
@@ -475,41 +479,38 @@ impl PieceWriter {
     /// (the merge's stamp order, `seq` numbering the rows as process 0's
     /// source gives them).
     fn ready(&mut self, done: impl Fn(u64) -> bool) -> Vec<Next> {
-        let mut ready = Vec::new();
+        // Each with its place in the order, worked out once rather than at every comparison
+        // of the sort (through its chunk's row).
+        let mut ready: Vec<(Place, Next)> = Vec::new();
         for (chunk, (c, next)) in self.chunks.iter_mut().enumerate() {
             // A chunk's rows are in time order: its complete rows are a prefix.
+            let start = *next;
             while *next < c.rows.len() && done(c.rows[*next].time) {
-                ready.push(Next::Row { chunk, row: *next });
                 *next += 1;
             }
+            ready.reserve(*next - start);
+            ready.extend((start..*next).map(|row| {
+                // A sweep's ticks sort first (sweep by sweep, each key by key), a barrier next
+                // (it records the output before the rows of its time), then the rows.
+                let r = &c.rows[row];
+                let class = if r.of == Of::Sweep { 0 } else { 2 };
+                ((r.time, class, r.sweep, r.seq), Next::Row { chunk, row })
+            }));
         }
         self.barriers.retain(|&(time, digest)| {
             let taken = done(time);
             if taken {
-                ready.push(Next::Barrier { time, digest });
+                ready.push(((time, 1, 0, 0), Next::Barrier { time, digest }));
             }
             !taken
         });
-        let chunks = &self.chunks;
-        let order = |a: &Next, b: &Next| -> std::cmp::Ordering {
-            // A sweep's ticks sort first (sweep by sweep, each key by key), a barrier next (it
-            // records the output before the rows of its time), then the rows.
-            let key = |n: &Next| match *n {
-                Next::Barrier { time, .. } => (time, 1, 0, 0),
-                Next::Row { chunk, row } => {
-                    let r = &chunks[chunk].0.rows[row];
-                    let class = if r.of == Of::Sweep { 0 } else { 2 };
-                    (r.time, class, r.sweep, r.seq)
-                }
-            };
-            key(a).cmp(&key(b))
-        };
         // One worker's rows of distinct times (no `--time`) are in order
-        // already; a sort is mostly a check.
-        if !ready.is_sorted_by(|a, b| order(a, b).is_le()) {
-            ready.sort_by(order);
+        // already; a sort is mostly a check. (Stable: the barriers of one time
+        // keep the order they came in.)
+        if !ready.is_sorted_by_key(|(place, _)| *place) {
+            ready.sort_by_key(|(place, _)| *place);
         }
-        ready
+        ready.into_iter().map(|(_, next)| next).collect()
     }
 
     /// Writes what is complete (`ready`); `finished`: every piece has come.
@@ -519,7 +520,21 @@ impl PieceWriter {
         let Some((out, alerts)) = guard.as_mut() else {
             return;
         };
-        if let Err(e) = self.write_to(ready, finished, out.as_mut(), alerts.as_mut()) {
+        // The steps and ticks written, counted here and added to the run's once (a lock of
+        // the outcome for every row cost the writer a few percent).
+        let mut written = (0, 0);
+        let result = self.write_to(
+            ready,
+            finished,
+            [out.as_mut(), alerts.as_mut()],
+            &mut written,
+        );
+        {
+            let mut o = self.outcome.lock().unwrap_or_else(PoisonError::into_inner);
+            o.steps += written.0;
+            o.ticks += written.1;
+        }
+        if let Err(e) = result {
             if e.kind() != io::ErrorKind::BrokenPipe {
                 let mut o = self.outcome.lock().unwrap_or_else(PoisonError::into_inner);
                 o.failure
@@ -533,13 +548,16 @@ impl PieceWriter {
         }
     }
 
+    /// Writes `ready` to the output and the alerts (`sinks`), counting the steps and ticks
+    /// written in `written`.
     fn write_to(
         &mut self,
         ready: &[Next],
         finished: bool,
-        mut out: Option<&mut Sink>,
-        mut alerts: Option<&mut Sink>,
+        sinks: [Option<&mut Sink>; 2],
+        written: &mut (u64, u64),
     ) -> io::Result<()> {
+        let [mut out, mut alerts] = sinks;
         let stop_at = &self.plan.stop_at;
         for &next in ready {
             if let Next::Row { chunk, row } = next
@@ -557,10 +575,9 @@ impl PieceWriter {
                     let c = &self.chunks[chunk].0;
                     let (bytes, alert_bytes) = c.bytes(row);
                     if c.rows[row].error.is_none() {
-                        let mut o = self.outcome.lock().unwrap_or_else(PoisonError::into_inner);
                         match c.rows[row].of {
-                            Of::Row => o.steps += 1,
-                            Of::Tick | Of::Sweep => o.ticks += 1,
+                            Of::Row => written.0 += 1,
+                            Of::Tick | Of::Sweep => written.1 += 1,
                         }
                     }
                     if let Some(out) = out.as_deref_mut() {
