@@ -185,6 +185,17 @@ impl OutputWriter for TextWriter {
         self.write(step, Some(key), samples)
     }
 
+    fn append_keyed(
+        &mut self,
+        step: u64,
+        key: &Key,
+        samples: &[Sample],
+        to: &mut Vec<u8>,
+    ) -> io::Result<bool> {
+        self.append(step, Some(key), samples, to)?;
+        Ok(true)
+    }
+
     fn flush(&mut self) -> io::Result<()> {
         self.out.flush()
     }
@@ -192,6 +203,22 @@ impl OutputWriter for TextWriter {
 
 impl TextWriter {
     fn write(&mut self, step: u64, key: Option<&Key>, samples: &[Sample]) -> io::Result<()> {
+        let mut line = std::mem::take(&mut self.line);
+        line.clear();
+        let appended = self.append(step, key, samples, &mut line);
+        let written = appended.and_then(|()| self.out.write_all(&line));
+        self.line = line;
+        written
+    }
+
+    /// Appends the lines of one step to `line`.
+    fn append(
+        &mut self,
+        step: u64,
+        key: Option<&Key>,
+        samples: &[Sample],
+        line: &mut Vec<u8>,
+    ) -> io::Result<()> {
         debug_assert_eq!(
             samples.len(),
             self.names.len(),
@@ -207,12 +234,10 @@ impl TextWriter {
         if let (Some(k), Some(name)) = (key, &self.key) {
             write!(label, "{{{name}={k}}}")?;
         }
-        let line = &mut self.line;
-        line.clear();
         for (name, sample) in self.names.iter().zip(samples) {
             push_text_line(line, name, label, step, sample)?;
         }
-        self.out.write_all(line)
+        Ok(())
     }
 }
 
@@ -351,8 +376,22 @@ impl CsvWriter {
             "one sample per output name"
         );
         self.write_header()?;
-        let line = &mut self.line;
+        let mut line = std::mem::take(&mut self.line);
         line.clear();
+        let appended = self.append(step, key, samples, &mut line);
+        let written = appended.and_then(|()| self.out.write_all(&line));
+        self.line = line;
+        written
+    }
+
+    /// Appends the line of one step to `line` (the header written or not).
+    fn append(
+        &self,
+        step: u64,
+        key: Option<&Key>,
+        samples: &[Sample],
+        line: &mut Vec<u8>,
+    ) -> io::Result<()> {
         line.extend_from_slice(itoa::Buffer::new().format(step).as_bytes());
         if let Some(k) = key {
             line.push(b',');
@@ -367,7 +406,7 @@ impl CsvWriter {
             }
         }
         line.push(b'\n');
-        self.out.write_all(line)
+        Ok(())
     }
 }
 
@@ -378,6 +417,21 @@ impl OutputWriter for CsvWriter {
 
     fn write_keyed(&mut self, step: u64, key: &Key, samples: &[Sample]) -> io::Result<()> {
         self.write(step, Some(key), samples)
+    }
+
+    fn append_keyed(
+        &mut self,
+        step: u64,
+        key: &Key,
+        samples: &[Sample],
+        to: &mut Vec<u8>,
+    ) -> io::Result<bool> {
+        // The header goes out first, through `write_keyed`.
+        if !self.header_written {
+            return Ok(false);
+        }
+        self.append(step, Some(key), samples, to)?;
+        Ok(true)
     }
 
     fn flush(&mut self) -> io::Result<()> {
@@ -541,9 +595,23 @@ pub fn alert_line_with(
 
 impl JsonlWriter {
     fn write(&mut self, step: u64, key: Option<&Key>, samples: &[Sample]) -> io::Result<()> {
-        debug_assert_eq!(samples.len(), self.keys.len(), "one sample per output name");
-        let line = &mut self.line;
+        let mut line = std::mem::take(&mut self.line);
         line.clear();
+        let appended = self.append(step, key, samples, &mut line);
+        let written = appended.and_then(|()| self.out.write_all(&line));
+        self.line = line;
+        written
+    }
+
+    /// Appends the line of one step to `line`.
+    fn append(
+        &self,
+        step: u64,
+        key: Option<&Key>,
+        samples: &[Sample],
+        line: &mut Vec<u8>,
+    ) -> io::Result<()> {
+        debug_assert_eq!(samples.len(), self.keys.len(), "one sample per output name");
         write!(line, "{{{}:{step}", self.step)?;
         if let (Some(k), Some(name)) = (key, &self.key) {
             write!(line, ",{name}:")?;
@@ -560,7 +628,7 @@ impl JsonlWriter {
             }
         }
         line.extend_from_slice(b"}\n");
-        self.out.write_all(line)
+        Ok(())
     }
 }
 
@@ -571,6 +639,17 @@ impl OutputWriter for JsonlWriter {
 
     fn write_keyed(&mut self, step: u64, key: &Key, samples: &[Sample]) -> io::Result<()> {
         self.write(step, Some(key), samples)
+    }
+
+    fn append_keyed(
+        &mut self,
+        step: u64,
+        key: &Key,
+        samples: &[Sample],
+        to: &mut Vec<u8>,
+    ) -> io::Result<bool> {
+        self.append(step, Some(key), samples, to)?;
+        Ok(true)
     }
 
     fn flush(&mut self) -> io::Result<()> {

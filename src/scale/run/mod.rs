@@ -813,13 +813,18 @@ fn formatter(
                             samples.iter().map(WireSample::from).collect(),
                         )
                     });
-                    if live.is_none() {
-                        // Writing into memory cannot fail.
-                        let _ = writer.write_keyed(outputs.step(), key, &samples);
-                        let _ = writer.flush();
-                    }
                     let chunk = Chunk::of(out, &size);
-                    buf.drain_into(&mut chunk.out);
+                    if live.is_none() {
+                        // Formatted straight into the chunk where the writer can (writing into
+                        // memory cannot fail).
+                        let step = outputs.step();
+                        let appended = writer.append_keyed(step, key, &samples, &mut chunk.out);
+                        if !matches!(appended, Ok(true)) {
+                            let _ = writer.write_keyed(step, key, &samples);
+                            let _ = writer.flush();
+                            buf.drain_into(&mut chunk.out);
+                        }
+                    }
                     let mut fired = Vec::new();
                     for alert in outputs.alerts() {
                         if plan.summary {
