@@ -813,7 +813,7 @@ fn formatter(
                             samples.iter().map(WireSample::from).collect(),
                         )
                     });
-                    let chunk = Chunk::of(out, &size);
+                    let chunk = Chunk::of(out, &mut size);
                     if live.is_none() {
                         // Formatted straight into the chunk where the writer can (writing into
                         // memory cannot fail).
@@ -867,7 +867,7 @@ fn formatter(
                         };
                         // (At a sweep's place for a sweep's tick.)
                         let of = if of == Of::Sweep { Of::Sweep } else { Of::Row };
-                        let chunk = Chunk::of(out, &size);
+                        let chunk = Chunk::of(out, &mut size);
                         chunk.end_row(row, (key_value, Some(fault), Vec::new()), of, &mut size);
                         if let Some(last) = chunk.rows.last_mut().filter(|_| of == Of::Sweep) {
                             last.sweep = sweep;
@@ -879,12 +879,12 @@ fn formatter(
                 Err(StepError::Row(e @ crate::row::RowError::TooManyTicks { .. })) => {
                     let fault = RowFault::Fatal(format!("{e} (--max-ticks)"));
                     let piece = (key_value, Some(fault), Vec::new());
-                    Chunk::of(out, &size).end_row(row, piece, Of::Row, &mut size);
+                    Chunk::of(out, &mut size).end_row(row, piece, Of::Row, &mut size);
                 }
                 Err(StepError::Row(e)) => {
                     let fault = RowFault::Fatal(crate::pipeline::drive::rejected_message(&e));
                     let piece = (key_value, Some(fault), Vec::new());
-                    Chunk::of(out, &size).end_row(row, piece, Of::Row, &mut size);
+                    Chunk::of(out, &mut size).end_row(row, piece, Of::Row, &mut size);
                 }
             }
         }

@@ -132,10 +132,12 @@ impl From<&WireSample> for Sample {
     }
 }
 
-/// The size of the last chunk a worker formatted: its rows, lines and alerts. A worker's
-/// next chunk is made at that size, since one activation's rows are about as many as the
-/// last's: grown from empty, each chunk's buffers were copied on every doubling (about 2,300
-/// reallocations of large buffers over 200,000 rows, the most copied bytes of a scaled run).
+/// The size a worker's next chunk is made at (its rows, lines and alerts): the largest of
+/// its recent chunks, the mark falling by an eighth at every chunk so that one large
+/// activation does not size every later chunk. Grown from empty, each chunk's buffers were
+/// copied on every doubling (about 1,500 reallocations of large buffers over 200,000 rows,
+/// the most copied bytes of a scaled run); made at the size of the last chunk alone, a chunk
+/// larger than the one before still grew (about 130).
 #[derive(Clone, Copy, Debug, Default)]
 pub(super) struct ChunkSize {
     rows: usize,
@@ -146,14 +148,20 @@ pub(super) struct ChunkSize {
 impl Chunk {
     /// The chunk the rows of this activation go to: the last piece, if it
     /// is one (the fragment hands its pieces on once per activation), else a
-    /// new one made at the size of the last (`size`).
-    pub(super) fn of<'o>(out: &'o mut Vec<Piece>, size: &ChunkSize) -> &'o mut Chunk {
+    /// new one made at the size `size` marks.
+    pub(super) fn of<'o>(out: &'o mut Vec<Piece>, size: &mut ChunkSize) -> &'o mut Chunk {
         if !matches!(out.last(), Some(Piece::Rows(_))) {
             out.push(Piece::Rows(Chunk {
                 rows: Vec::with_capacity(size.rows),
                 out: Vec::with_capacity(size.out),
                 alerts: Vec::with_capacity(size.alerts),
             }));
+            let fall = |n: usize| n - n / 8;
+            *size = ChunkSize {
+                rows: fall(size.rows),
+                out: fall(size.out),
+                alerts: fall(size.alerts),
+            };
         }
         match out.last_mut() {
             Some(Piece::Rows(c)) => c,
@@ -162,7 +170,7 @@ impl Chunk {
     }
 
     /// Ends the row of `row` with the bytes appended since the last, and
-    /// notes the chunk's size so far in `size`.
+    /// raises the mark `size` to the chunk's size so far.
     pub(super) fn end_row(
         &mut self,
         row: &StampedRow,
@@ -171,9 +179,9 @@ impl Chunk {
         size: &mut ChunkSize,
     ) {
         *size = ChunkSize {
-            rows: self.rows.len() + 1,
-            out: self.out.len(),
-            alerts: self.alerts.len(),
+            rows: size.rows.max(self.rows.len() + 1),
+            out: size.out.max(self.out.len()),
+            alerts: size.alerts.max(self.alerts.len()),
         };
         self.rows.push(RowPiece {
             time: row.time,
