@@ -52,6 +52,10 @@ use timely::dataflow::{InputHandle, ProbeHandle};
 const BATCH_ROWS: usize = 1024;
 /// Batches the source lets be in flight before it waits for the monitors.
 const BATCHES_IN_FLIGHT: usize = 8;
+
+/// The rows from which a reader's batch goes into the dataflow as one message.
+const WHOLE_BATCH: usize = 64;
+
 /// What a run ended with, gathered from its workers.
 #[derive(Default)]
 struct Outcome {
@@ -585,7 +589,7 @@ fn feed(
             // evaluated (as a single-process run stops at a closed pipe).
             return None;
         }
-        let batch = match rx.try_recv() {
+        let mut batch = match rx.try_recv() {
             Ok(b) => b,
             Err(std::sync::mpsc::TryRecvError::Empty) if taken > 0 => {
                 taken = 0;
@@ -610,8 +614,16 @@ fn feed(
             if round_last.is_none() {
                 input.advance_to(first.time());
             }
-            for event in batch.events {
-                input.send(event);
+            // A batch of many rows goes into the dataflow as one message, which the exchange
+            // splits by key, rather than row by row through the input's own buffer (one more
+            // move of every row, and a container of the buffer's for every 93); a stream's
+            // one-row batches are still gathered by that buffer.
+            if batch.events.len() >= WHOLE_BATCH {
+                input.send_batch(&mut batch.events);
+            } else {
+                for event in batch.events.drain(..) {
+                    input.send(event);
+                }
             }
             round_last = Some(last);
         }
