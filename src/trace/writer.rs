@@ -725,6 +725,55 @@ mod tests {
         sink.text()
     }
 
+    /// `append_keyed` gives every format's keyed lines byte for byte as `write_keyed` writes
+    /// them (a scaled run's workers format by the one, a single-process run by the other), a
+    /// CSV writer whose header is still due leaving the lines to `write_keyed`.
+    #[test]
+    fn appended_keyed_lines_are_the_written_ones() {
+        let keys = [
+            Key::new(Value::Str("web-1".into())),
+            Key::new(Value::Str("two words".into())),
+            Key::new(Value::Int(-3)),
+        ];
+        for format in [OutputFormat::Text, OutputFormat::Csv, OutputFormat::Jsonl] {
+            let names: Vec<String> = ["a", "b", "c", "d"].map(String::from).into();
+            let sink = Shared::default();
+            let mut written =
+                keyed_writer(format, names.clone(), "host", Box::new(sink.clone()), true);
+            let mut appender =
+                keyed_writer(format, names.clone(), "host", Box::new(io::sink()), true);
+            let mut appended = Vec::new();
+            for (step, samples) in every_kind().iter().enumerate() {
+                let key = &keys[step % keys.len()];
+                written.write_keyed(step as u64, key, samples).unwrap();
+                let step = step as u64;
+                assert!(
+                    appender
+                        .append_keyed(step, key, samples, &mut appended)
+                        .unwrap()
+                );
+            }
+            written.flush().unwrap();
+            assert_eq!(
+                String::from_utf8(appended).unwrap(),
+                sink.text(),
+                "{format:?}"
+            );
+        }
+        let names = vec!["a".to_string()];
+        let mut fresh = keyed_writer(
+            OutputFormat::Csv,
+            names,
+            "host",
+            Box::new(io::sink()),
+            false,
+        );
+        let mut to = Vec::new();
+        let samples = [v(Value::Int(1))];
+        assert!(!fresh.append_keyed(0, &keys[0], &samples, &mut to).unwrap());
+        assert!(to.is_empty());
+    }
+
     /// Samples of every kind, four steps of four outputs.
     fn every_kind() -> Vec<Vec<Sample>> {
         vec![
