@@ -134,6 +134,8 @@ pub(crate) struct Plan {
     pub notify: Notify,
     /// Where readable alert lines go (`alerts_json` off and no alerts file).
     pub alert_text: AlertText,
+    /// The chunks the writer has written, for this process's formatters to fill again.
+    pub spares: writer::Spares,
 }
 
 impl Plan {
@@ -825,7 +827,7 @@ fn formatter(
                             samples.iter().map(WireSample::from).collect(),
                         )
                     });
-                    let chunk = Chunk::of(out, &mut size);
+                    let chunk = Chunk::of(out, &mut size, &plan.spares);
                     if live.is_none() {
                         // Formatted straight into the chunk where the writer can (writing into
                         // memory cannot fail).
@@ -879,7 +881,7 @@ fn formatter(
                         };
                         // (At a sweep's place for a sweep's tick.)
                         let of = if of == Of::Sweep { Of::Sweep } else { Of::Row };
-                        let chunk = Chunk::of(out, &mut size);
+                        let chunk = Chunk::of(out, &mut size, &plan.spares);
                         chunk.end_row(row, (key_value, Some(fault), Vec::new()), of, &mut size);
                         if let Some(last) = chunk.rows.last_mut().filter(|_| of == Of::Sweep) {
                             last.sweep = sweep;
@@ -891,12 +893,12 @@ fn formatter(
                 Err(StepError::Row(e @ crate::row::RowError::TooManyTicks { .. })) => {
                     let fault = RowFault::Fatal(format!("{e} (--max-ticks)"));
                     let piece = (key_value, Some(fault), Vec::new());
-                    Chunk::of(out, &mut size).end_row(row, piece, Of::Row, &mut size);
+                    Chunk::of(out, &mut size, &plan.spares).end_row(row, piece, Of::Row, &mut size);
                 }
                 Err(StepError::Row(e)) => {
                     let fault = RowFault::Fatal(crate::pipeline::drive::rejected_message(&e));
                     let piece = (key_value, Some(fault), Vec::new());
-                    Chunk::of(out, &mut size).end_row(row, piece, Of::Row, &mut size);
+                    Chunk::of(out, &mut size, &plan.spares).end_row(row, piece, Of::Row, &mut size);
                 }
             }
         }
