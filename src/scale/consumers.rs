@@ -86,7 +86,7 @@ impl ConsumerReader {
             if !batch.is_empty() && !self.consumer.row_ready() {
                 return Fill::More;
             }
-            let mut cells = vec![None; self.width];
+            let mut cells = super::source::empty_cells(self.width);
             match self.consumer.poll(&mut cells) {
                 Ok(Polled::Row) => self.read += 1,
                 Ok(Polled::Idle) => {

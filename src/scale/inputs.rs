@@ -143,7 +143,7 @@ impl InputsReader {
                 .reader
                 .as_mut()
                 .expect("`next_input` takes a reader still open");
-            let mut cells = vec![None; width];
+            let mut cells = super::source::empty_cells(width);
             let next = reader.next_row(&mut cells);
             for w in reader.take_warnings() {
                 (self.setup.tally.notify)(Notice::Trace(w));

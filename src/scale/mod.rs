@@ -36,12 +36,14 @@ pub(crate) mod parts;
 pub(crate) mod peers;
 mod places;
 pub(crate) mod reading;
+mod route;
 pub(crate) mod run;
 mod scaled;
 pub(crate) mod source;
 pub(crate) mod timed_inputs;
 
 pub use peers::{OnSilent, Term, Timeouts};
+pub use route::{ROUTE_HASH, feed, route};
 pub use run::{MAX_PROCESSES, MAX_TOTAL_WORKERS, MAX_WORKERS, install_quiet_panics};
 pub use scaled::{AlertsTo, Cluster, Failed, Finished, Inputs, OutputTo, ScaledRun, WorkerEnd};
 pub use source::ReadCounts;
@@ -192,85 +194,6 @@ pub fn key_cmp(a: &Value, b: &Value) -> Ordering {
         (Value::Func(x), Value::Func(y)) => (std::sync::Arc::as_ptr(x) as *const () as usize)
             .cmp(&(std::sync::Arc::as_ptr(y) as *const () as usize)),
         _ => a.kind().cmp(&b.kind()),
-    }
-}
-
-/// The name of the hash that routes keys to workers ([`route`]): its
-/// algorithm and the byte encoding of a value it hashes ([`feed`]). A
-/// scaled run's checkpoint records it and a resume refuses another (a
-/// worker's snapshot holds the keys that this hash sent it), and the
-/// processes of one run compare it before any row.
-pub const ROUTE_HASH: &str = "xxh3-64/vigil-value-1";
-
-/// The worker hash of a key: XXH3 (64 bits, seed 0) of the key's encoding
-/// ([`feed`]), so every build, process and machine routes a key to the same
-/// worker. (It was `std`'s `DefaultHasher`, whose output Rust does not
-/// promise across releases: a rebuilt binary could have sent a key's rows
-/// to a worker that does not hold its state.)
-pub fn route(key: &Value) -> u64 {
-    let mut h = xxhash_rust::xxh3::Xxh3::new();
-    feed(&mut h, key);
-    h.digest()
-}
-
-/// Feeds `value`'s encoding to `h`, as [`ROUTE_HASH`] names it: a tag byte
-/// (Int 0, Float 1, Bool 2, Str 3, Unit 4, List and Tuple 5, Map 6,
-/// function 7, marker 8), then an Int as its 8 little-endian bytes, a Float
-/// as the 8 little-endian bytes of its bits (so 0.0 and -0.0 differ, as
-/// keys do), a Bool as one byte 0 or 1, a Str as its length (8 bytes, little
-/// endian) and its UTF-8 bytes, a List or Tuple as a byte 0 or 1, its
-/// length and each element, a Map as its length and each entry's key (as a
-/// Str) and value in key order, a marker as one byte (NoVal 0, Deferred 1);
-/// a function is its tag alone (functions are not keys).
-pub fn feed(h: &mut xxhash_rust::xxh3::Xxh3, value: &Value) {
-    let len = |h: &mut xxhash_rust::xxh3::Xxh3, n: usize| h.update(&(n as u64).to_le_bytes());
-    match value {
-        Value::Int(i) => {
-            h.update(&[0]);
-            h.update(&i.to_le_bytes());
-        }
-        Value::Float(x) => {
-            h.update(&[1]);
-            h.update(&x.to_bits().to_le_bytes());
-        }
-        Value::Bool(b) => h.update(&[2, u8::from(*b)]),
-        Value::Str(s) => {
-            h.update(&[3]);
-            len(h, s.len());
-            h.update(s.as_bytes());
-        }
-        Value::Unit => h.update(&[4]),
-        Value::List(v) => {
-            h.update(&[5, 0]);
-            len(h, v.len());
-            for x in v.iter() {
-                feed(h, x);
-            }
-        }
-        Value::Tuple(v) => {
-            h.update(&[5, 1]);
-            len(h, v.len());
-            for x in v.iter() {
-                feed(h, x);
-            }
-        }
-        Value::Map(m) => {
-            h.update(&[6]);
-            len(h, m.len());
-            for (k, x) in m.iter() {
-                len(h, k.len());
-                h.update(k.as_bytes());
-                feed(h, x);
-            }
-        }
-        Value::Func(_) => h.update(&[7]),
-        Value::Marker(m) => h.update(&[
-            8,
-            match m {
-                crate::value::Marker::NoVal => 0,
-                crate::value::Marker::Deferred => 1,
-            },
-        ]),
     }
 }
 
@@ -791,7 +714,13 @@ impl<D: Stamped> Stash<D> {
     /// of their messages' capabilities is at or before every record's own
     /// time, which is what the records downstream are ordered by.
     pub fn ready(&mut self, done: impl Fn(u64) -> bool) -> (Option<Capability<u64>>, Vec<D>) {
-        let mut ready = Vec::new();
+        // Sized at once for the messages whose least time is complete (nearly always taken
+        // whole): grown from empty, the records were copied on every doubling.
+        let ready_at_most = (self.pending.iter())
+            .filter(|(_, least, _)| done(*least))
+            .map(|(_, _, records)| records.len())
+            .sum();
+        let mut ready = Vec::with_capacity(ready_at_most);
         let mut cap = None;
         self.pending.retain_mut(|(c, least, records)| {
             let before = ready.len();

@@ -419,7 +419,7 @@ impl PartReader {
                 return Fill::Ended;
             }
             let reader = self.reader.as_mut().expect("opened above");
-            let mut cells = vec![None; width];
+            let mut cells = super::source::empty_cells(width);
             let next = reader.next_row(&mut cells);
             // Only the first part's reader reads the CSV header as a record
             // of its own; every part's reports it (a missing input).

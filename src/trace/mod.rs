@@ -345,6 +345,22 @@ pub trait OutputWriter: Send {
         key: &crate::value::Key,
         samples: &[Sample],
     ) -> std::io::Result<()>;
+    /// Appends to `to` the lines `write_keyed` would write for one step of
+    /// one key's run, instead of writing them out, and says whether it did:
+    /// the text, CSV and JSON-lines writers do (a scaled run's workers format
+    /// each row straight into the buffer they send the writer, rather than
+    /// through this writer's buffer and a shared one); other writers do not,
+    /// and the caller writes through `write_keyed`.
+    fn append_keyed(
+        &mut self,
+        step: u64,
+        key: &crate::value::Key,
+        samples: &[Sample],
+        to: &mut Vec<u8>,
+    ) -> std::io::Result<bool> {
+        let _ = (step, key, samples, to);
+        Ok(false)
+    }
     /// Writes out what is buffered.
     fn flush(&mut self) -> std::io::Result<()>;
     /// For a writer to a live stream (a Redis Stream), how many entries the

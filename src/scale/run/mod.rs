@@ -26,7 +26,7 @@
 mod writer;
 
 pub(crate) use writer::{AlertText, SharedSinks, Sink, Sinks, flush_sinks, open_sink};
-use writer::{Chunk, Of, Piece, PieceWriter, RowFault, SharedBuf, WireSample};
+use writer::{Chunk, ChunkSize, Of, Piece, PieceWriter, RowFault, SharedBuf, WireSample};
 
 use crate::keyed::KeyedMonitor;
 use crate::monitor::Stats;
@@ -52,6 +52,10 @@ use timely::dataflow::{InputHandle, ProbeHandle};
 const BATCH_ROWS: usize = 1024;
 /// Batches the source lets be in flight before it waits for the monitors.
 const BATCHES_IN_FLIGHT: usize = 8;
+
+/// The rows from which a reader's batch goes into the dataflow as one message.
+const WHOLE_BATCH: usize = 64;
+
 /// What a run ended with, gathered from its workers.
 #[derive(Default)]
 struct Outcome {
@@ -130,6 +134,8 @@ pub(crate) struct Plan {
     pub notify: Notify,
     /// Where readable alert lines go (`alerts_json` off and no alerts file).
     pub alert_text: AlertText,
+    /// The chunks the writer has written, for this process's formatters to fill again.
+    pub spares: writer::Spares,
 }
 
 impl Plan {
@@ -585,7 +591,7 @@ fn feed(
             // evaluated (as a single-process run stops at a closed pipe).
             return None;
         }
-        let batch = match rx.try_recv() {
+        let mut batch = match rx.try_recv() {
             Ok(b) => b,
             Err(std::sync::mpsc::TryRecvError::Empty) if taken > 0 => {
                 taken = 0;
@@ -610,8 +616,16 @@ fn feed(
             if round_last.is_none() {
                 input.advance_to(first.time());
             }
-            for event in batch.events {
-                input.send(event);
+            // A batch of many rows goes into the dataflow as one message, which the exchange
+            // splits by key, rather than row by row through the input's own buffer (one more
+            // move of every row, and a container of the buffer's for every 93); a stream's
+            // one-row batches are still gathered by that buffer.
+            if batch.events.len() >= WHOLE_BATCH {
+                input.send_batch(&mut batch.events);
+            } else {
+                for event in batch.events.drain(..) {
+                    input.send(event);
+                }
             }
             round_last = Some(last);
         }
@@ -735,6 +749,7 @@ fn formatter(
     );
     let mut samples: Vec<Sample> = Vec::new();
     let mut stopped: HashSet<Key> = HashSet::new();
+    let mut size = ChunkSize::default();
     // The row a sweep's tick stands in for: its time and order, and its key's cell.
     let mut swept = StampedRow::new(0, 0, None, vec![None; plan.key_index + 1]);
     let mut sweep = 0;
@@ -812,13 +827,18 @@ fn formatter(
                             samples.iter().map(WireSample::from).collect(),
                         )
                     });
+                    let chunk = Chunk::of(out, &mut size, &plan.spares);
                     if live.is_none() {
-                        // Writing into memory cannot fail.
-                        let _ = writer.write_keyed(outputs.step(), key, &samples);
-                        let _ = writer.flush();
+                        // Formatted straight into the chunk where the writer can (writing into
+                        // memory cannot fail).
+                        let step = outputs.step();
+                        let appended = writer.append_keyed(step, key, &samples, &mut chunk.out);
+                        if !matches!(appended, Ok(true)) {
+                            let _ = writer.write_keyed(step, key, &samples);
+                            let _ = writer.flush();
+                            buf.drain_into(&mut chunk.out);
+                        }
                     }
-                    let chunk = Chunk::of(out);
-                    buf.drain_into(&mut chunk.out);
                     let mut fired = Vec::new();
                     for alert in outputs.alerts() {
                         if plan.summary {
@@ -844,7 +864,7 @@ fn formatter(
                             chunk.alerts.extend_from_slice(line.as_bytes());
                         }
                     }
-                    chunk.end_row(row, key_value, None, fired, of);
+                    chunk.end_row(row, (key_value, None, fired), of, &mut size);
                     if let Some(last) = chunk.rows.last_mut() {
                         last.samples = live;
                         if of == Of::Sweep {
@@ -861,8 +881,8 @@ fn formatter(
                         };
                         // (At a sweep's place for a sweep's tick.)
                         let of = if of == Of::Sweep { Of::Sweep } else { Of::Row };
-                        let chunk = Chunk::of(out);
-                        chunk.end_row(row, key_value, Some(fault), Vec::new(), of);
+                        let chunk = Chunk::of(out, &mut size, &plan.spares);
+                        chunk.end_row(row, (key_value, Some(fault), Vec::new()), of, &mut size);
                         if let Some(last) = chunk.rows.last_mut().filter(|_| of == Of::Sweep) {
                             last.sweep = sweep;
                         }
@@ -872,11 +892,13 @@ fn formatter(
                 // single-process run's does.
                 Err(StepError::Row(e @ crate::row::RowError::TooManyTicks { .. })) => {
                     let fault = RowFault::Fatal(format!("{e} (--max-ticks)"));
-                    Chunk::of(out).end_row(row, key_value, Some(fault), Vec::new(), Of::Row);
+                    let piece = (key_value, Some(fault), Vec::new());
+                    Chunk::of(out, &mut size, &plan.spares).end_row(row, piece, Of::Row, &mut size);
                 }
                 Err(StepError::Row(e)) => {
                     let fault = RowFault::Fatal(crate::pipeline::drive::rejected_message(&e));
-                    Chunk::of(out).end_row(row, key_value, Some(fault), Vec::new(), Of::Row);
+                    let piece = (key_value, Some(fault), Vec::new());
+                    Chunk::of(out, &mut size, &plan.spares).end_row(row, piece, Of::Row, &mut size);
                 }
             }
         }

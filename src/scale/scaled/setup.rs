@@ -190,6 +190,7 @@ pub(super) fn run(r: ScaledRun) -> Result<Finished, Failed> {
         timed,
         notify,
         alert_text: alert_text.unwrap_or_else(|| Arc::new(|_: &str| {})),
+        spares: Default::default(),
     };
     let launch = Launch {
         plan,
