@@ -14,7 +14,7 @@
 //!
 //! **Its result** is the one the definition gives, bit for bit: of the values that are not NaN
 //! the least (`min`) or greatest, the latest of equal ones (`-0.0` and `0.0` among them), and
-//! NaN (`f64::NAN`'s bits) where every value is NaN. [`pick`] is that choice between an older
+//! NaN (`f64::NAN`'s bits) where every value is NaN. `pick` is that choice between an older
 //! and a newer value; choosing by (value, position) is associative, so the suffixes and the
 //! running extreme combine in any grouping to the definition's.
 //!
