@@ -954,20 +954,23 @@ impl<'p, 'b, 'f> Translator<'p, 'b, 'f> {
         bits: cl::Value,
         out: cl::Value,
     ) -> Result<cl::Value, CompileError> {
-        let (n, m, kind) = fast.encode();
-        let (float, min) = (kind & 1 != 0, kind & 2 != 0);
-        // Byte offsets from `words`: the running extreme (word 2 + n), and the suffixes from
-        // the ring's index (`S[at + 1]` is word 4 + n + at + 1).
-        let off = |w: u64| {
+        let (n, m) = (fast.length(), fast.multiplier());
+        let (float, min) = (fast.compares_floats(), fast.keeps_least());
+        // Byte offsets from `words` of the window's parts (`MinMaxWindow::layout`); the
+        // suffix read is `S[at + 1]`, from the ring slot's address (`words + 8·at`).
+        let l = fast.layout();
+        let off = |w: usize| {
             w.checked_mul(8)
                 .and_then(|b| i32::try_from(b).ok())
                 .ok_or_else(|| internal("a window's words past an i32 offset"))
         };
-        let (running_off, suffix_off) = (off(2 + n)?, off(5 + n)?);
+        let (pushes_off, pushed_at_off, ring_off) =
+            (off(l.pushes)?, off(l.pushed_at)?, off(l.ring)?);
+        let (running_off, suffix_off) = (off(l.running)?, off(l.suffixes + 1)?);
         let step1 = self.b.ins().iadd_imm_u(self.frame.step, 1);
         let flags = lane_flags();
-        let pushed_at = self.b.ins().load(types::I64, flags, words, 8);
-        let pushes = self.b.ins().load(types::I64, flags, words, 0);
+        let pushed_at = self.b.ins().load(types::I64, flags, words, pushed_at_off);
+        let pushes = self.b.ins().load(types::I64, flags, words, pushes_off);
         let again = self.b.ins().icmp(IntCC::Equal, pushed_at, step1);
         let wide = self
             .b
@@ -990,6 +993,7 @@ impl<'p, 'b, 'f> Translator<'p, 'b, 'f> {
         self.b.ins().brif(slow_row, slow, &[], inline, &[]);
 
         self.b.switch_to_block(slow);
+        let (_, _, kind) = fast.encode();
         let (mv, kv) = (
             self.b.ins().iconst(types::I64, m as i64),
             self.b.ins().iconst(types::I64, kind as i64),
@@ -1002,16 +1006,15 @@ impl<'p, 'b, 'f> Translator<'p, 'b, 'f> {
         self.b.ins().jump(join, &[BlockArg::Value(r)]);
 
         self.b.switch_to_block(inline);
-        self.b.ins().store(flags, step1, words, 8);
-        // The ring starts at word 2.
+        self.b.ins().store(flags, step1, words, pushed_at_off);
         let at8 = self.b.ins().ishl_imm_u(at, 3);
         let ring_at = self.b.ins().iadd(words, at8);
-        self.b.ins().store(flags, bits, ring_at, 16);
+        self.b.ins().store(flags, bits, ring_at, ring_off);
         let held = self.b.ins().load(types::I64, flags, words, running_off);
         let running = self.pick(float, min, held, bits);
         self.b.ins().store(flags, running, words, running_off);
         let pushes1 = self.b.ins().iadd_imm_u(pushes, 1);
-        self.b.ins().store(flags, pushes1, words, 0);
+        self.b.ins().store(flags, pushes1, words, pushes_off);
         // The last block's suffix from `at + 1`, where the window holds the end of it: `n`
         // values or more before this one, and `at + 1 < n`.
         let full = self

@@ -48,7 +48,7 @@ impl Gen {
 }
 
 pub use interval::{IntervalRead, IntervalWindow, step_time};
-pub use minmax::MinMaxWindow;
+pub use minmax::{MinMaxLayout, MinMaxWindow};
 use minmax::{block_enter, block_read};
 pub use since::SinceWindow;
 

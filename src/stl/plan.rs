@@ -994,7 +994,9 @@ fn on_grid(
 impl PlanRun {
     /// Runs a step on the grid, its verdicts added to `out`, or says why it is not on it
     /// (nothing run, nothing added), or why the plan failed on it: what [`PlanRun::try_step`]
-    /// does, with the reason where it gives `false`.
+    /// does, with the reason where it gives `false`. Where a `try_step` just failed on these
+    /// samples (`StlRun::step_into`'s, before it moves the run), its reason is given, and
+    /// nothing runs again.
     fn step(&mut self, samples: &mut [StlSample], out: &mut Vec<Emitted>) -> Result<(), String> {
         if let Some(why) = self.failed.take() {
             return Err(why);

@@ -50,6 +50,21 @@ pub struct MinMaxWindow {
     min: bool,
 }
 
+/// The word index of each part of a `min`/`max` window's state ([`MinMaxWindow::layout`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MinMaxLayout {
+    /// How many values have entered.
+    pub pushes: usize,
+    /// The step of the last push, plus one (0: none yet).
+    pub pushed_at: usize,
+    /// The ring's first word: value `p` is at `ring + p mod n`.
+    pub ring: usize,
+    /// This block's running extreme.
+    pub running: usize,
+    /// The last block's suffix extremes' first word: `S[i]` is at `suffixes + i`.
+    pub suffixes: usize,
+}
+
 impl MinMaxWindow {
     /// The fast path of `shape`, if it is a `min` or `max` window.
     pub fn of(shape: CountWindow) -> Option<MinMaxWindow> {
@@ -87,7 +102,43 @@ impl MinMaxWindow {
 
     /// The number of words of its state: [`CountWindow::words`] of a `min`/`max` window.
     pub fn words(&self) -> usize {
-        RING + 2 * self.modn.n as usize + 2
+        self.layout().suffixes + self.modn.n as usize
+    }
+
+    /// Where each part of its state is among its words (see the module's note), for code
+    /// that steps it inline (the native tiers' `min_max_inline`): the layout [`MinMaxWindow::step`]
+    /// reads and writes.
+    pub fn layout(&self) -> MinMaxLayout {
+        let running = RING + self.modn.n as usize;
+        MinMaxLayout {
+            pushes: PUSHES,
+            pushed_at: PUSHED_AT,
+            ring: RING,
+            running,
+            // After the running extreme, one word no longer read (the deque's second end).
+            suffixes: running + 2,
+        }
+    }
+
+    /// Its length, `n`.
+    pub fn length(&self) -> u64 {
+        self.modn.n
+    }
+
+    /// Its modulus: `pushes mod n` is the high word of `(m·pushes mod 2⁶⁴)·n` for every
+    /// `pushes` below 2³² (Lemire).
+    pub fn multiplier(&self) -> u64 {
+        self.modn.m
+    }
+
+    /// Whether it compares its values as Floats (else as `i64`s: Int and Bool).
+    pub fn compares_floats(&self) -> bool {
+        self.float
+    }
+
+    /// Whether it keeps the least value (`min`), else the greatest.
+    pub fn keeps_least(&self) -> bool {
+        self.min
     }
 
     /// [`CountWindow::step`] where `enter` (else [`CountWindow::read`] alone): enters value
@@ -357,6 +408,32 @@ mod tests {
                 let _ = fast.step(&mut b, step, bits, g.below(2) == 0);
             }
         }
+    }
+
+    /// The layout names the words `step` writes: the count, the step, the value's ring slot,
+    /// the running extreme and, at a block's start, the suffixes (`n` = 3, `max` of Ints).
+    #[test]
+    fn the_layout_names_the_words_a_step_writes() {
+        let shape = CountWindow {
+            n: 3,
+            agg: Agg::Max,
+            elem: Elem::Int,
+        };
+        let fast = MinMaxWindow::of(shape).expect("a min/max window");
+        let l = fast.layout();
+        assert_eq!((fast.length(), l.suffixes + 3), (3, fast.words()));
+        assert!(!fast.compares_floats() && !fast.keeps_least());
+        let mut w = vec![0; fast.words()];
+        for (step, v) in [5u64, 9, 7, 4].into_iter().enumerate() {
+            let _ = fast.step(&mut w, step as u64, v, true);
+        }
+        // Values 5, 9, 7 made one block; 4 starts the next at index 0.
+        assert_eq!(w[l.pushes], 4);
+        assert_eq!(w[l.pushed_at], 4);
+        assert_eq!(&w[l.ring..l.ring + 3], &[4, 9, 7]);
+        assert_eq!(w[l.running], 4);
+        assert_eq!(&w[l.suffixes..l.suffixes + 3], &[9, 9, 7]);
+        assert_eq!((fast.multiplier().wrapping_mul(4) as u128 * 3) >> 64, 1);
     }
 
     #[test]
